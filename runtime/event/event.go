@@ -53,3 +53,22 @@ type Batch struct {
 type Sink interface {
 	Deliver(ctx context.Context, node string, b Batch)
 }
+
+// Ready is what the rest of Concord tells a gateway about a session that
+// identified: enough to write READY. The JSON parts are serialised in
+// Discord's shapes by the guild tier.
+type Ready struct {
+	UserID snowflake.ID
+	Bot    bool
+	// User is READY's `user` object.
+	User json.RawMessage
+	// Guilds are the user's guilds, sent in READY as unavailable and then
+	// one GUILD_CREATE each.
+	Guilds []snowflake.ID
+	// PrivateChannels is READY's `private_channels` array.
+	PrivateChannels json.RawMessage
+	// ApplicationID is set for bots (READY's `application.id`).
+	ApplicationID snowflake.ID
+	// ApplicationFlags is READY's `application.flags`.
+	ApplicationFlags int
+}

@@ -1,0 +1,51 @@
+# Concord — build, run and test.
+#
+#   make run       build and start `concord dev` (every role in one process)
+#   make test      install and start what the tests need, then run them all
+#   make bench     run the benchmarks recorded in docs/benchmarks.md
+#   make lint      gofmt + go vet
+#   make generate  regenerate committed code (deepcopy, CRDs, protobuf)
+
+GO        ?= go
+BIN       ?= bin
+CACHE     ?= $(HOME)/.cache/concord
+HTTP      ?= 127.0.0.1:8080
+DATA_DIR  ?= ./.concord-data
+GOTESTFLAGS ?= -count=1 -timeout 30m
+
+export CONCORD_CACHE := $(CACHE)
+
+.PHONY: all build run test test-unit test-deps bench lint generate clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/concord ./runtime/cmd/concord
+
+run: build
+	$(BIN)/concord dev --http=$(HTTP) --data-dir=$(DATA_DIR)
+
+# test-deps installs and starts every real server and client the tests use;
+# it writes their addresses to $(CACHE)/test-env.sh, which `test` sources.
+test-deps:
+	bash hack/test-deps.sh
+
+test: test-deps lint
+	. $(CACHE)/test-env.sh && $(GO) test -tags integration $(GOTESTFLAGS) ./...
+
+# test-unit runs only the tests that need no external server.
+test-unit:
+	$(GO) test $(GOTESTFLAGS) ./...
+
+bench:
+	bash hack/bench.sh
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+generate:
+	bash hack/generate.sh
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs and starts everything `make test` needs, then writes the
+# addresses to $CONCORD_CACHE/test-env.sh for the test run to source.
+# Heavy artifacts are cached under $CONCORD_CACHE (default ~/.cache/concord).
+# Any failure stops `make test` with the reason: no test skips a real server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CACHE=${CONCORD_CACHE:-$HOME/.cache/concord}
+mkdir -p "$CACHE"
+ENV_FILE="$CACHE/test-env.sh"
+: > "$ENV_FILE.tmp"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "Go modules"
+go mod download
+
+step "discord.js conformance client (npm ci)"
+( cd test/conformance/js && npm ci --no-audit --no-fund --loglevel=error )
+echo "export CONCORD_JS_DIR=$PWD/test/conformance/js" >> "$ENV_FILE.tmp"
+
+mv "$ENV_FILE.tmp" "$ENV_FILE"
+step "test environment"
+cat "$ENV_FILE"

@@ -1,0 +1,123 @@
+// Package platform assembles Concord's roles into one running process:
+// storage, id minting, auth, guild actors, the gateway and the REST API on
+// one HTTP listener, with /metrics, /healthz and /readyz beside them.
+// `concord dev` runs every role with embedded backends; later issues add
+// the real backends and split the roles across processes.
+package platform
+
+import (
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Config is the root configuration of a Concord process. Each part gets
+// only its own sub-struct when the platform is wired.
+type Config struct {
+	// HTTP is the listen address for REST, the gateway and the
+	// operational endpoints. Default 127.0.0.1:8080.
+	HTTP string
+	// DataDir holds embedded data (the Pebble store, the server key).
+	// Default ./.concord-data.
+	DataDir string
+	// Store selects the storage backend: "pebble:DIR" (default
+	// pebble:<DataDir>/store) or "cassandra://host:port/keyspace".
+	Store string
+	// EventLog selects the event log: "mem" (default) or
+	// "kafka://host:port".
+	EventLog string
+	// Redis selects the counters backend: "mem" (default) or
+	// "redis://host:port".
+	Redis string
+	// Registry selects the registry: "embedded" (default) or
+	// "etcd://host:port".
+	Registry string
+	// Node names this process in the registry and in gateway sessions.
+	// Default "node-1".
+	Node string
+	// Worker and Process are the snowflake worker and process ids (0..31).
+	Worker, Process int
+	// PublicURL is the gateway URL handed to clients (resume_gateway_url,
+	// /gateway). Empty: derived from each request's Host header.
+	PublicURL string
+	// ServerKey signs tokens (≥ 32 bytes). Empty: read from
+	// <DataDir>/server.key, created on first start.
+	ServerKey string
+	// DevUser creates a "dev" user on first start and prints its token.
+	DevUser bool
+	// ShutdownTimeout bounds a graceful shutdown. Default 10 s.
+	ShutdownTimeout time.Duration
+	// Logger receives every component's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the configuration of `concord dev`.
+func DefaultConfig() Config {
+	return Config{
+		HTTP:            "127.0.0.1:8080",
+		DataDir:         "./.concord-data",
+		EventLog:        "mem",
+		Redis:           "mem",
+		Registry:        "embedded",
+		Node:            "node-1",
+		DevUser:         true,
+		ShutdownTimeout: 10 * time.Second,
+	}
+}
+
+// withDefaults fills empty fields and validates the rest.
+func (c Config) withDefaults() (Config, error) {
+	d := DefaultConfig()
+	if c.HTTP == "" {
+		c.HTTP = d.HTTP
+	}
+	if c.DataDir == "" {
+		c.DataDir = d.DataDir
+	}
+	if c.Store == "" {
+		c.Store = "pebble:" + filepath.Join(c.DataDir, "store")
+	}
+	if c.EventLog == "" {
+		c.EventLog = d.EventLog
+	}
+	if c.Redis == "" {
+		c.Redis = d.Redis
+	}
+	if c.Registry == "" {
+		c.Registry = d.Registry
+	}
+	if c.Node == "" {
+		c.Node = d.Node
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = d.ShutdownTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Worker < 0 || c.Worker > 31 || c.Process < 0 || c.Process > 31 {
+		return c, fmt.Errorf("platform: worker and process must be in 0..31, got %d and %d", c.Worker, c.Process)
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.RawQuery != "" {
+			return c, fmt.Errorf("platform: public URL %q must be ws:// or wss:// without a query", c.PublicURL)
+		}
+	}
+	return c, nil
+}
+
+// backendScheme splits "scheme:rest" or "scheme://rest" URLs of the
+// backend flags.
+func backendScheme(s string) (scheme, rest string) {
+	if i := strings.Index(s, "://"); i >= 0 {
+		return s[:i], s[i+3:]
+	}
+	if i := strings.Index(s, ":"); i >= 0 {
+		return s[:i], s[i+1:]
+	}
+	return s, ""
+}

@@ -1,0 +1,235 @@
+package platform
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/concord-chat/concord/runtime/api"
+	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/gateway"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+	pebblestore "github.com/concord-chat/concord/runtime/store/pebble"
+)
+
+// Platform is a running single-process Concord.
+type Platform struct {
+	cfg      Config
+	log      *slog.Logger
+	store    store.Store
+	auth     *auth.Issuer
+	guilds   *guild.Service
+	gateway  *gateway.Node
+	handler  http.Handler
+	registry *prometheus.Registry
+	ready    atomic.Bool
+
+	// DevToken is the dev user's token when Config.DevUser is set.
+	DevToken string
+}
+
+// New opens the backends and wires every role. Close releases them.
+func New(ctx context.Context, cfg Config) (*Platform, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	p := &Platform{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry()}
+	p.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("platform: data dir: %w", err)
+	}
+	if err := p.checkBackends(); err != nil {
+		return nil, err
+	}
+	if p.store, err = openStore(ctx, cfg); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			p.Close()
+		}
+	}()
+	key, err := serverKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if p.auth, err = auth.New(auth.Config{Key: key}, p.store); err != nil {
+		return nil, fmt.Errorf("platform: auth: %w", err)
+	}
+	ids, err := snowflake.New(snowflake.Config{Worker: cfg.Worker, Process: cfg.Process, Registerer: p.registry})
+	if err != nil {
+		return nil, fmt.Errorf("platform: snowflake: %w", err)
+	}
+	sink := &sinkRef{}
+	if p.guilds, err = guild.NewService(guild.Config{Logger: cfg.Logger.With("component", "guild")},
+		guild.Deps{Store: p.store, Sink: sink, IDs: ids, Auth: p.auth}); err != nil {
+		return nil, fmt.Errorf("platform: guild service: %w", err)
+	}
+	if p.gateway, err = gateway.NewNode(gateway.Config{
+		Node:       cfg.Node,
+		PublicURL:  cfg.PublicURL,
+		Logger:     cfg.Logger.With("component", "gateway"),
+		Registerer: p.registry,
+	}, guild.NewGatewayBackend(p.guilds)); err != nil {
+		return nil, fmt.Errorf("platform: gateway: %w", err)
+	}
+	sink.node.Store(p.gateway)
+	restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, Logger: cfg.Logger.With("component", "api")},
+		api.Deps{Store: p.store, Guilds: p.guilds, Auth: p.auth, IDs: ids})
+	if cfg.DevUser {
+		if p.DevToken, err = p.devUser(ctx, ids); err != nil {
+			return nil, err
+		}
+	}
+	p.handler = p.routes(restAPI)
+	p.ready.Store(true)
+	ok = true
+	return p, nil
+}
+
+// checkBackends refuses backend URLs this build cannot serve yet, with a
+// clear message instead of silently using the embedded default.
+func (p *Platform) checkBackends() error {
+	for flag, v := range map[string]string{"--eventlog": p.cfg.EventLog, "--redis": p.cfg.Redis, "--registry": p.cfg.Registry} {
+		switch v {
+		case "mem", "embedded":
+		default:
+			return fmt.Errorf("platform: %s=%s is not supported by this build yet (use the embedded default)", flag, v)
+		}
+	}
+	return nil
+}
+
+func openStore(ctx context.Context, cfg Config) (store.Store, error) {
+	scheme, rest := backendScheme(cfg.Store)
+	switch scheme {
+	case "pebble":
+		s, err := pebblestore.New(pebblestore.Config{Dir: rest, Logger: cfg.Logger.With("component", "store")})
+		if err != nil {
+			return nil, fmt.Errorf("platform: open pebble store %s: %w", rest, err)
+		}
+		return s, nil
+	default:
+		return nil, fmt.Errorf("platform: unknown --store %q (want pebble:DIR or cassandra://host:port/keyspace)", cfg.Store)
+	}
+}
+
+// serverKey returns the token-signing key: the configured one, or the one
+// kept in the data directory, created on first start.
+func serverKey(cfg Config) ([]byte, error) {
+	if cfg.ServerKey != "" {
+		if len(cfg.ServerKey) < 32 {
+			return nil, errors.New("platform: server key must be at least 32 bytes")
+		}
+		return []byte(cfg.ServerKey), nil
+	}
+	path := filepath.Join(cfg.DataDir, "server.key")
+	if b, err := os.ReadFile(path); err == nil {
+		k, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(k) < 32 {
+			return nil, fmt.Errorf("platform: %s is not a hex key of at least 32 bytes", path)
+		}
+		return k, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("platform: read server key: %w", err)
+	}
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		return nil, fmt.Errorf("platform: generate server key: %w", err)
+	}
+	if err := writeFileSync(path, []byte(hex.EncodeToString(k)+"\n")); err != nil {
+		return nil, fmt.Errorf("platform: write server key: %w", err)
+	}
+	return k, nil
+}
+
+// Handler serves REST, the gateway and the operational endpoints.
+func (p *Platform) Handler() http.Handler { return p.handler }
+
+// Guilds returns the guild service (for in-process tests and tools).
+func (p *Platform) Guilds() *guild.Service { return p.guilds }
+
+// Store returns the store.
+func (p *Platform) Store() store.Store { return p.store }
+
+func (p *Platform) routes(restAPI http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/api/", restAPI)
+	mux.Handle("/gateway", p.gateway)
+	mux.Handle("/gateway/", p.gateway)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		if !p.ready.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready")
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("POST /admin/drain", func(w http.ResponseWriter, r *http.Request) {
+		p.ready.Store(false)
+		p.gateway.Drain(r.Context())
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.Handle("/", restAPI)
+	return mux
+}
+
+// Serve accepts connections on l until ctx ends, then shuts down
+// gracefully within Config.ShutdownTimeout.
+func (p *Platform) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{Handler: p.handler, ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("platform: serve: %w", err)
+	case <-ctx.Done():
+	}
+	p.ready.Store(false)
+	p.log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)
+	defer cancel()
+	p.gateway.Drain(sctx)
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("platform: shutdown: %w", err)
+	}
+	return nil
+}
+
+// Close stops every role and closes the backends.
+func (p *Platform) Close() error {
+	var errs []error
+	if p.gateway != nil {
+		p.gateway.Close()
+	}
+	if p.guilds != nil {
+		errs = append(errs, p.guilds.Close())
+	}
+	if p.store != nil {
+		errs = append(errs, p.store.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,246 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/platform"
+)
+
+// server is a Concord platform on loopback with a cutting proxy in front.
+type server struct {
+	t        *testing.T
+	platform *platform.Platform
+	direct   string // host:port of the platform itself
+	proxy    *proxy
+}
+
+// startServer starts a platform with a fresh data directory and a proxy.
+func startServer(t *testing.T) *server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := platform.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.DevUser = false
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("CONCORD_TEST_VERBOSE") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if s := os.Getenv("CONCORD_CONFORMANCE_STORE"); s != "" {
+		cfg.Store = s
+	}
+	p, err := platform.New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("start platform: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Serve(ctx, l) }()
+	s := &server{t: t, platform: p, direct: l.Addr().String()}
+	s.proxy = startProxy(t, s.direct)
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		p.Close()
+	})
+	return s
+}
+
+// base is the REST base URL through the proxy.
+func (s *server) base() string { return "http://" + s.proxy.addr() + "/api/v10" }
+
+// proxy forwards TCP connections to a target and can cut them all.
+type proxy struct {
+	l      net.Listener
+	target string
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	cuts   int
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy listen: %v", err)
+	}
+	p := &proxy{l: l, target: target, conns: map[net.Conn]struct{}{}}
+	go p.accept()
+	t.Cleanup(func() { l.Close(); p.cut() })
+	return p
+}
+
+func (p *proxy) addr() string { return p.l.Addr().String() }
+
+func (p *proxy) accept() {
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		u, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c], p.conns[u] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		go p.pipe(c, u)
+		go p.pipe(u, c)
+	}
+}
+
+func (p *proxy) pipe(dst, src net.Conn) {
+	_, _ = io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// cut closes every proxied connection abruptly, as a dropped network does.
+func (p *proxy) cut() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for c := range p.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		c.Close()
+		n++
+	}
+	p.conns = map[net.Conn]struct{}{}
+	p.cuts++
+	return n
+}
+
+// rest is a minimal REST client for driving scenarios as a person would.
+type rest struct {
+	t     *testing.T
+	base  string
+	token string
+}
+
+func (r *rest) do(method, path string, body any, out any) int {
+	r.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			r.t.Fatalf("marshal: %v", err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, r.base+path, rd)
+	if err != nil {
+		r.t.Fatalf("request: %v", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if r.token != "" {
+		req.Header.Set("Authorization", r.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			r.t.Fatalf("%s %s: decode %s: %v", method, path, raw, err)
+		}
+	}
+	if resp.StatusCode >= 300 && out != nil {
+		r.t.Fatalf("%s %s: status %d: %s", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode
+}
+
+// register creates an account and returns a client authenticated as it.
+func (s *server) register(name string) (*rest, string) {
+	s.t.Helper()
+	r := &rest{t: s.t, base: s.base()}
+	var out struct {
+		Token  string `json:"token"`
+		UserID string `json:"user_id"`
+	}
+	r.do("POST", "/auth/register", map[string]string{"username": name, "password": "correct horse " + name}, &out)
+	if out.Token == "" || out.UserID == "" {
+		s.t.Fatalf("register %s: empty token or id", name)
+	}
+	r.token = out.Token
+	return r, out.UserID
+}
+
+// world is a guild with an owner and a second member (the bot account).
+type world struct {
+	owner    *rest
+	bot      *rest
+	botID    string
+	botToken string
+	guildID  string
+	channel  string
+}
+
+// newWorld registers an owner and a bot account, creates a guild and lets
+// the bot join through an invite.
+func newWorld(s *server, tag string) world {
+	s.t.Helper()
+	owner, _ := s.register("owner-" + tag)
+	bot, botID := s.register("bot-" + tag)
+	var g struct {
+		ID string `json:"id"`
+	}
+	owner.do("POST", "/guilds", map[string]string{"name": "Conformance " + tag}, &g)
+	var ch struct {
+		ID string `json:"id"`
+	}
+	owner.do("POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "bots", "type": 0}, &ch)
+	var inv struct {
+		Code string `json:"code"`
+	}
+	owner.do("POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
+	bot.do("POST", "/invites/"+inv.Code, map[string]any{}, &map[string]any{})
+	return world{owner: owner, bot: bot, botID: botID, botToken: bot.token, guildID: g.ID, channel: ch.ID}
+}
+
+// waitFor receives from ch until match returns true or the deadline passes.
+func waitFor[T any](t *testing.T, ch <-chan T, what string, match func(T) bool) T {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case v := <-ch:
+			if match(v) {
+				return v
+			}
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func must(t *testing.T, err error, what string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, fmt.Errorf("%w", err))
+	}
+}

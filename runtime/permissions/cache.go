@@ -6,18 +6,22 @@ import (
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
-// The cache. Members with the same roles share one interned roleSet; each
-// roleSet keeps, per channel slot, the result of steps 2-4 (base, @everyone
-// overwrite, role overwrites) before the member overwrite, the implicit
-// rules and the timeout, which Channel applies on every lookup because they
-// depend on the member or on the time.
+// The cache. Members with the same roles share one interned roleSet with a
+// small dense id. Each channel keeps a column indexed by role set id with
+// the result of steps 2-4 (base, @everyone overwrite, role overwrites),
+// before the member overwrite, the implicit rules and the timeout, which
+// Channel applies on every lookup because they depend on the member or on
+// the time. A cached lookup touches the member's map slot, the channel and
+// one word of its column.
 //
 // An entry is stored with cachedFlag set so that a zero word means "not
 // cached"; no permission uses bit 63. An administrator's entry is cachedAll.
 //
-// Invalidation is precise: SetRole/DeleteRole clear the role sets holding
-// the role (every set for @everyone), SetOverwrites/DeleteChannel clear one
-// channel slot in every set, SetMember moves one member to another set.
+// Invalidation is precise: SetRole/DeleteRole clear the entries of the role
+// sets holding the role (every entry for @everyone), SetOverwrites and
+// DeleteChannel clear one channel's column, SetMember moves one member to
+// another role set; a role set no member holds any more is dropped with its
+// entries.
 
 const (
 	cachedFlag Bits = 1 << 63
@@ -30,8 +34,7 @@ type roleSet struct {
 	roles  []snowflake.ID // sorted, no duplicates, no @everyone
 	refs   int            // members holding it
 	baseOK bool
-	base   Bits   // @everyone | existing roles, valid when baseOK
-	cache  []Bits // by channel slot; 0 = not cached
+	base   Bits // @everyone | existing roles, valid when baseOK
 }
 
 // baseBits returns @everyone | the set's existing roles.
@@ -41,14 +44,15 @@ func (s *roleSet) baseBits(e *Engine) Bits {
 	}
 	p := e.roles[e.guildID]
 	for _, r := range s.roles {
-		p |= e.roles[r]
+		p |= e.roles[r] // a missing role contributes 0
 	}
 	s.base, s.baseOK = p, true
 	return p
 }
 
-// fill computes and stores the entry of set in ch.
-func (e *Engine) fill(set *roleSet, ch *channel) Bits {
+// fill computes and stores the entry of role set id in ch.
+func (e *Engine) fill(id int32, ch *channel) Bits {
+	set := e.sets[id]
 	p := set.baseBits(e)
 	var v Bits
 	if p&Administrator != 0 {
@@ -71,69 +75,91 @@ func (e *Engine) fill(set *roleSet, ch *channel) Bits {
 		}
 		v = p | cachedFlag
 	}
-	if int(ch.idx) >= len(set.cache) {
-		n := max(int(e.nextIdx), int(ch.idx)+1)
-		set.cache = append(set.cache, make([]Bits, n-len(set.cache))...)
+	if int(id) >= len(ch.cache) {
+		ch.cache = slices.Grow(ch.cache, len(e.sets)-len(ch.cache))[:len(e.sets)]
 	}
-	set.cache[ch.idx] = v
+	ch.cache[id] = v
 	e.entries++
 	return v
 }
 
-// intern returns the roleSet for a member's role list, adding a reference.
-func (e *Engine) intern(roles []snowflake.ID) *roleSet {
+// intern returns the id of the role set of a member's role list, adding a
+// reference.
+func (e *Engine) intern(roles []snowflake.ID) int32 {
 	norm := e.normalize(roles)
 	e.keyBuf = roleKey(e.keyBuf[:0], norm)
-	if s, ok := e.sets[string(e.keyBuf)]; ok {
-		s.refs++
-		return s
+	if id, ok := e.setIDs[string(e.keyBuf)]; ok {
+		e.sets[id].refs++
+		return id
 	}
 	s := &roleSet{key: string(e.keyBuf), roles: slices.Clone(norm), refs: 1}
-	e.sets[s.key] = s
-	return s
+	var id int32
+	if n := len(e.freeSets); n > 0 {
+		id = e.freeSets[n-1]
+		e.freeSets = e.freeSets[:n-1]
+		e.sets[id] = s
+	} else {
+		id = int32(len(e.sets))
+		e.sets = append(e.sets, s)
+	}
+	e.setIDs[s.key] = id
+	return id
 }
 
-// release drops a reference and forgets the set when no member holds it.
-func (e *Engine) release(s *roleSet) {
+// release drops a reference and forgets the set, and its entries, when no
+// member holds it.
+func (e *Engine) release(id int32) {
+	s := e.sets[id]
 	s.refs--
 	if s.refs > 0 {
 		return
 	}
-	e.clearSet(s)
-	delete(e.sets, s.key)
+	e.clearSet(id)
+	delete(e.setIDs, s.key)
+	e.sets[id] = nil
+	e.freeSets = append(e.freeSets, id)
 }
 
-// clearSet drops every entry of a set.
-func (e *Engine) clearSet(s *roleSet) {
-	for _, v := range s.cache {
+// clearSet drops every entry of a role set.
+func (e *Engine) clearSet(id int32) {
+	e.sets[id].baseOK = false
+	for _, ch := range e.channels {
+		if int(id) < len(ch.cache) && ch.cache[id] != 0 {
+			ch.cache[id] = 0
+			e.entries--
+		}
+	}
+}
+
+// invalidateRole clears every entry that a change of roleID can affect.
+func (e *Engine) invalidateRole(roleID snowflake.ID) {
+	if roleID == e.guildID {
+		for _, s := range e.sets {
+			if s != nil {
+				s.baseOK = false
+			}
+		}
+		for _, ch := range e.channels {
+			e.invalidateChannel(ch)
+		}
+		return
+	}
+	for id, s := range e.sets {
+		if s == nil {
+			continue
+		}
+		if _, ok := slices.BinarySearch(s.roles, roleID); ok {
+			e.clearSet(int32(id))
+		}
+	}
+}
+
+// invalidateChannel clears one channel's column.
+func (e *Engine) invalidateChannel(ch *channel) {
+	for _, v := range ch.cache {
 		if v != 0 {
 			e.entries--
 		}
 	}
-	s.cache = nil
-	s.baseOK = false
-}
-
-// invalidateRole clears every set that a change of roleID can affect.
-func (e *Engine) invalidateRole(roleID snowflake.ID) {
-	everyone := roleID == e.guildID
-	for _, s := range e.sets {
-		if everyone {
-			e.clearSet(s)
-			continue
-		}
-		if _, ok := slices.BinarySearch(s.roles, roleID); ok {
-			e.clearSet(s)
-		}
-	}
-}
-
-// invalidateChannel clears one channel slot in every set.
-func (e *Engine) invalidateChannel(ch *channel) {
-	for _, s := range e.sets {
-		if int(ch.idx) < len(s.cache) && s.cache[ch.idx] != 0 {
-			s.cache[ch.idx] = 0
-			e.entries--
-		}
-	}
+	clear(ch.cache)
 }

@@ -37,23 +37,26 @@ type CacheStats struct {
 // allowDeny is one overwrite's pair of bitfields.
 type allowDeny struct{ allow, deny Bits }
 
-// channel holds one channel's overwrites.
+// channel holds one channel's overwrites and its cache column.
 type channel struct {
-	idx         int32 // slot in every roleSet's cache
+	// cache holds, by role set id, the result of steps 2-4 (see cache.go);
+	// 0 = not cached.
+	cache       []Bits
 	hasEveryone bool
 	everyone    allowDeny
 	roles       map[snowflake.ID]allowDeny // role overwrites, @everyone excluded
 	members     map[snowflake.ID]allowDeny // member overwrites by user id
 }
 
-// member is the engine's record of one member.
+// member is the engine's record of one member, stored by value in the
+// members map so a lookup touches one slot.
 type member struct {
-	set        *roleSet
-	timeout    time.Time
-	hasTimeout bool
+	set int32 // role set id, see cache.go
 	// overwrites counts the channels with a member overwrite for this user,
 	// so members without any skip that lookup.
 	overwrites int32
+	hasTimeout bool
+	timeout    time.Time
 }
 
 // Engine holds one guild's permission inputs and its cache. It is not safe
@@ -71,15 +74,15 @@ type Engine struct {
 
 	roles    map[snowflake.ID]Bits // includes @everyone (id == guildID) once set
 	channels map[snowflake.ID]*channel
-	members  map[snowflake.ID]*member
+	members  map[snowflake.ID]member
 	// memberOverwrites counts channels with an overwrite per user id, also
 	// for users who are not members (yet).
 	memberOverwrites map[snowflake.ID]int32
 
 	// cache
-	sets     map[string]*roleSet // interned role sets by key
-	freeIdx  []int32             // channel cache slots free for reuse
-	nextIdx  int32
+	setIDs   map[string]int32 // interned role sets by key
+	sets     []*roleSet       // by id; nil = free
+	freeSets []int32
 	hits     uint64
 	misses   uint64
 	entries  int
@@ -95,9 +98,9 @@ func NewEngine(guildID, ownerID snowflake.ID) *Engine {
 		ownerID:          ownerID,
 		roles:            make(map[snowflake.ID]Bits),
 		channels:         make(map[snowflake.ID]*channel),
-		members:          make(map[snowflake.ID]*member),
+		members:          make(map[snowflake.ID]member),
 		memberOverwrites: make(map[snowflake.ID]int32),
-		sets:             make(map[string]*roleSet),
+		setIDs:           make(map[string]int32),
 	}
 }
 
@@ -131,7 +134,7 @@ func (e *Engine) DeleteRole(roleID snowflake.ID) {
 func (e *Engine) SetOverwrites(channelID snowflake.ID, ows []Overwrite) {
 	ch := e.channels[channelID]
 	if ch == nil {
-		ch = &channel{idx: e.allocIdx()}
+		ch = &channel{}
 		e.channels[channelID] = ch
 	} else {
 		e.invalidateChannel(ch)
@@ -177,18 +180,17 @@ func (e *Engine) DeleteChannel(channelID snowflake.ID) {
 		e.addMemberOverwrites(uid, -1)
 	}
 	delete(e.channels, channelID)
-	e.freeIdx = append(e.freeIdx, ch.idx)
 }
 
 // SetMember adds or replaces a member. Only that member's lookups change:
 // they move to the cache entries of their new role set.
 func (e *Engine) SetMember(m Member) {
-	old := e.members[m.UserID]
+	old, ok := e.members[m.UserID]
 	set := e.intern(m.Roles)
-	if old != nil {
+	if ok {
 		e.release(old.set)
 	}
-	e.members[m.UserID] = &member{
+	e.members[m.UserID] = member{
 		set:        set,
 		timeout:    m.TimeoutUntil,
 		hasTimeout: !m.TimeoutUntil.IsZero(),
@@ -198,8 +200,8 @@ func (e *Engine) SetMember(m Member) {
 
 // DeleteMember forgets a member.
 func (e *Engine) DeleteMember(userID snowflake.ID) {
-	m := e.members[userID]
-	if m == nil {
+	m, ok := e.members[userID]
+	if !ok {
 		return
 	}
 	e.release(m.set)
@@ -210,14 +212,14 @@ func (e *Engine) DeleteMember(userID snowflake.ID) {
 // owner and administrators, @everyone | roles otherwise, cut to
 // TimeoutAllowed while a timeout runs. It is 0 for non-members.
 func (e *Engine) Base(userID snowflake.ID, now time.Time) Bits {
-	m := e.members[userID]
-	if m == nil {
+	m, ok := e.members[userID]
+	if !ok {
 		return 0
 	}
 	if userID == e.ownerID {
 		return All
 	}
-	base := m.set.baseBits(e)
+	base := e.sets[m.set].baseBits(e)
 	if base&Administrator != 0 {
 		return All
 	}
@@ -230,8 +232,8 @@ func (e *Engine) Base(userID snowflake.ID, now time.Time) Bits {
 // Channel returns the member's permissions in a channel at now, from the
 // cache when it can. It is 0 for unknown members and channels.
 func (e *Engine) Channel(userID, channelID snowflake.ID, now time.Time) Bits {
-	m := e.members[userID]
-	if m == nil {
+	m, ok := e.members[userID]
+	if !ok {
 		return 0
 	}
 	ch := e.channels[channelID]
@@ -241,14 +243,13 @@ func (e *Engine) Channel(userID, channelID snowflake.ID, now time.Time) Bits {
 	if userID == e.ownerID {
 		return All
 	}
-	set := m.set
 	var p Bits
-	if int(ch.idx) < len(set.cache) && set.cache[ch.idx] != 0 {
+	if int(m.set) < len(ch.cache) && ch.cache[m.set] != 0 {
 		e.hits++
-		p = set.cache[ch.idx]
+		p = ch.cache[m.set]
 	} else {
 		e.misses++
-		p = e.fill(set, ch)
+		p = e.fill(m.set, ch)
 	}
 	if p == cachedAll {
 		return All
@@ -269,8 +270,8 @@ func (e *Engine) Channel(userID, channelID snowflake.ID, now time.Time) Bits {
 // ChannelUncached computes what Channel returns from the inputs alone,
 // touching no cache. It is the shadow check for the cached path.
 func (e *Engine) ChannelUncached(userID, channelID snowflake.ID, now time.Time) Bits {
-	m := e.members[userID]
-	if m == nil {
+	m, ok := e.members[userID]
+	if !ok {
 		return 0
 	}
 	ch := e.channels[channelID]
@@ -280,7 +281,7 @@ func (e *Engine) ChannelUncached(userID, channelID snowflake.ID, now time.Time) 
 	if userID == e.ownerID {
 		return All
 	}
-	roles := m.set.roles
+	roles := e.sets[m.set].roles
 	p := e.roles[e.guildID]
 	for _, r := range roles {
 		p |= e.roles[r] // a missing role contributes 0
@@ -326,20 +327,10 @@ func (e *Engine) addMemberOverwrites(userID snowflake.ID, d int32) {
 	} else {
 		e.memberOverwrites[userID] = n
 	}
-	if m := e.members[userID]; m != nil {
+	if m, ok := e.members[userID]; ok {
 		m.overwrites = n
+		e.members[userID] = m
 	}
-}
-
-func (e *Engine) allocIdx() int32 {
-	if n := len(e.freeIdx); n > 0 {
-		idx := e.freeIdx[n-1]
-		e.freeIdx = e.freeIdx[:n-1]
-		return idx
-	}
-	idx := e.nextIdx
-	e.nextIdx++
-	return idx
 }
 
 // roleKey appends the interning key of a sorted, deduplicated role list.

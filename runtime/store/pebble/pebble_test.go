@@ -29,3 +29,7 @@ func open(tb testing.TB, dir string) *pebble.Store {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t, t.TempDir()) })
 }
+
+func BenchmarkHistory(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) store.Store { return open(b, b.TempDir()) })
+}

@@ -220,7 +220,7 @@ func testBucketBoundary(t *testing.T, s store.Store) {
 		ids = append(ids, idAt(at, 0), idAt(at, 1), idAt(at, 1<<22-1))
 	}
 	ids = slices.Insert(ids, 0, idAt(edge.Add(-store.DefaultBucketWidth+time.Millisecond), 5)) // start of bucket k-1
-	ids = append(ids, idAt(edge.Add(store.DefaultBucketWidth-time.Millisecond), 5))          // end of bucket k
+	ids = append(ids, idAt(edge.Add(store.DefaultBucketWidth-time.Millisecond), 5))            // end of bucket k
 	putAll(t, s, ch, ids)
 	first := slices.Index(ids, snowflake.FromTime(edge)) // first id of bucket k
 	if first < 0 || bucketOf(ids[first]) != k || bucketOf(ids[first-1]) != k-1 {

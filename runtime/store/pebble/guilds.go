@@ -74,9 +74,10 @@ func (s *Store) newOps() *batchOps { return &batchOps{b: s.db.NewBatch()} }
 
 // PutGuild upserts the guild record.
 func (s *Store) PutGuild(ctx context.Context, g store.Guild) error {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return err
 	}
+	defer s.end()
 	o := s.newOps()
 	o.set(key1(tagGuild, g.ID), g)
 	return s.apply(o, "put guild")
@@ -86,9 +87,10 @@ func (s *Store) PutGuild(ctx context.Context, g store.Guild) error {
 // members (with their user -> guild index entries) and invites, in one
 // durable batch. An unknown guild is ErrNotFound.
 func (s *Store) DeleteGuild(ctx context.Context, guildID snowflake.ID) error {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return err
 	}
+	defer s.end()
 	s.metaMu.Lock()
 	defer s.metaMu.Unlock()
 	ok, err := s.exists(key1(tagGuild, guildID))
@@ -148,9 +150,10 @@ func (s *Store) DeleteGuild(ctx context.Context, guildID snowflake.ID) error {
 // LoadGuild returns the guild with its channels, roles and members, each
 // ordered by id (members by user id), from one consistent snapshot.
 func (s *Store) LoadGuild(ctx context.Context, guildID snowflake.ID) (store.GuildState, error) {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return store.GuildState{}, err
 	}
+	defer s.end()
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
 	var st store.GuildState
@@ -221,9 +224,10 @@ func (s *Store) getChannel(id snowflake.ID) (store.Channel, error) {
 // the guild's channel list and the recipients' private channel index in
 // step, also when the guild or the recipients changed.
 func (s *Store) PutChannel(ctx context.Context, c store.Channel) error {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return err
 	}
+	defer s.end()
 	s.metaMu.Lock()
 	defer s.metaMu.Unlock()
 	o := s.newOps()
@@ -253,17 +257,19 @@ func (s *Store) PutChannel(ctx context.Context, c store.Channel) error {
 
 // GetChannel returns a channel by id, whatever its guild.
 func (s *Store) GetChannel(ctx context.Context, channelID snowflake.ID) (store.Channel, error) {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return store.Channel{}, err
 	}
+	defer s.end()
 	return s.getChannel(channelID)
 }
 
 // DeleteChannel removes a channel, its index entries and its messages.
 func (s *Store) DeleteChannel(ctx context.Context, channelID snowflake.ID) error {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return err
 	}
+	defer s.end()
 	s.metaMu.Lock()
 	defer s.metaMu.Unlock()
 	c, err := s.getChannel(channelID)
@@ -311,9 +317,10 @@ func (s *Store) lockChannels(cs []store.Channel) (unlock func()) {
 // PrivateChannels lists the DMs and group DMs userID is a recipient of,
 // ordered by channel id.
 func (s *Store) PrivateChannels(ctx context.Context, userID snowflake.ID) ([]store.Channel, error) {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
+	defer s.end()
 	var ids []snowflake.ID
 	if err := s.scan(key1(tagPrivate, userID), func(k, _ []byte) error {
 		ids = append(ids, snowflake.ID(binary.BigEndian.Uint64(k[9:17])))
@@ -337,9 +344,10 @@ func (s *Store) PrivateChannels(ctx context.Context, userID snowflake.ID) ([]sto
 
 // PutRole upserts a role.
 func (s *Store) PutRole(ctx context.Context, r store.Role) error {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return err
 	}
+	defer s.end()
 	o := s.newOps()
 	o.set(key2(tagRole, r.GuildID, r.ID), r)
 	return s.apply(o, "put role")
@@ -352,9 +360,10 @@ func (s *Store) DeleteRole(ctx context.Context, guildID, roleID snowflake.ID) er
 
 // deleteKeys deletes keys durably if the first exists, else ErrNotFound.
 func (s *Store) deleteKeys(ctx context.Context, what string, keys ...[]byte) error {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return err
 	}
+	defer s.end()
 	ok, err := s.exists(keys[0])
 	if err != nil {
 		return err
@@ -371,9 +380,10 @@ func (s *Store) deleteKeys(ctx context.Context, what string, keys ...[]byte) err
 
 // PutMember upserts a membership and the user -> guild index entry.
 func (s *Store) PutMember(ctx context.Context, m store.Member) error {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return err
 	}
+	defer s.end()
 	o := s.newOps()
 	o.set(key2(tagMember, m.GuildID, m.UserID), m)
 	o.setRaw(key2(tagUserGuild, m.UserID, m.GuildID), nil)
@@ -388,9 +398,10 @@ func (s *Store) DeleteMember(ctx context.Context, guildID, userID snowflake.ID) 
 
 // UserGuilds lists the guilds userID is a member of, ordered by id.
 func (s *Store) UserGuilds(ctx context.Context, userID snowflake.ID) ([]snowflake.ID, error) {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
+	defer s.end()
 	var out []snowflake.ID
 	err := s.scan(key1(tagUserGuild, userID), func(k, _ []byte) error {
 		out = append(out, snowflake.ID(binary.BigEndian.Uint64(k[9:17])))
@@ -401,9 +412,10 @@ func (s *Store) UserGuilds(ctx context.Context, userID snowflake.ID) ([]snowflak
 
 // PutInvite upserts an invite by code.
 func (s *Store) PutInvite(ctx context.Context, inv store.Invite) error {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return err
 	}
+	defer s.end()
 	if inv.Code == "" {
 		return errors.New("pebble store: put invite: empty code")
 	}
@@ -433,17 +445,19 @@ func (s *Store) getInvite(code string) (store.Invite, error) {
 
 // GetInvite returns an invite by code.
 func (s *Store) GetInvite(ctx context.Context, code string) (store.Invite, error) {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return store.Invite{}, err
 	}
+	defer s.end()
 	return s.getInvite(code)
 }
 
 // DeleteInvite removes an invite; an unknown code is ErrNotFound.
 func (s *Store) DeleteInvite(ctx context.Context, code string) error {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return err
 	}
+	defer s.end()
 	s.metaMu.Lock()
 	defer s.metaMu.Unlock()
 	inv, err := s.getInvite(code)

@@ -35,9 +35,10 @@ func clampLimit(n int) int {
 // edit) and records its bucket in the channel's bucket index, atomically
 // and durably.
 func (s *Store) PutMessage(ctx context.Context, m store.Message) error {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return err
 	}
+	defer s.end()
 	if m.ChannelID == 0 || m.ID == 0 {
 		return fmt.Errorf("pebble store: put message: channel and message id are required")
 	}
@@ -59,9 +60,10 @@ func (s *Store) PutMessage(ctx context.Context, m store.Message) error {
 
 // GetMessage returns one message.
 func (s *Store) GetMessage(ctx context.Context, channelID, messageID snowflake.ID) (store.Message, error) {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return store.Message{}, err
 	}
+	defer s.end()
 	var m store.Message
 	err := s.get(messageKey(channelID, s.bucketOf(channelID, messageID), messageID),
 		fmt.Sprintf("message %v in channel %v", messageID, channelID),
@@ -71,9 +73,10 @@ func (s *Store) GetMessage(ctx context.Context, channelID, messageID snowflake.I
 
 // DeleteMessage removes one message; a missing message is ErrNotFound.
 func (s *Store) DeleteMessage(ctx context.Context, channelID, messageID snowflake.ID) error {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return err
 	}
+	defer s.end()
 	l := s.chLock(channelID)
 	l.Lock()
 	defer l.Unlock()
@@ -91,9 +94,10 @@ func (s *Store) DeleteMessage(ctx context.Context, channelID, messageID snowflak
 // batch; unknown ids are ignored. A bucket left without rows is dropped
 // whole with a range deletion and leaves the bucket index.
 func (s *Store) DeleteMessages(ctx context.Context, channelID snowflake.ID, ids []snowflake.ID) error {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return err
 	}
+	defer s.end()
 	if len(ids) == 0 {
 		return nil
 	}
@@ -148,9 +152,10 @@ func (s *Store) deleteMessages(channelID snowflake.ID, ids []snowflake.ID) error
 
 // Buckets lists the channel's non-empty buckets, newest first.
 func (s *Store) Buckets(ctx context.Context, channelID snowflake.ID) ([]int64, error) {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
+	defer s.end()
 	var out []int64
 	err := s.scan(key1(tagBucket, channelID), func(k, _ []byte) error {
 		out = append(out, bucketIndexBucket(k))
@@ -174,9 +179,10 @@ func (s *Store) Buckets(ctx context.Context, channelID snowflake.ID) ([]int64, e
 // range (read from the After end). A zero cursor means "not set".
 // Reads walk the bucket index, so empty buckets cost nothing.
 func (s *Store) ListMessages(ctx context.Context, channelID snowflake.ID, q store.HistoryQuery) ([]store.Message, error) {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
+	defer s.end()
 	limit := clampLimit(q.Limit)
 	r, err := s.newHistoryReader(channelID)
 	if err != nil {

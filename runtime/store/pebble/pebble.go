@@ -57,6 +57,9 @@ type Store struct {
 	// metaMu serialises read-modify-writes of guild state (index upkeep
 	// when a channel, invite or guild changes or goes).
 	metaMu sync.Mutex
+	// life guards closed: operations hold it shared, Close exclusively.
+	life   sync.RWMutex
+	closed bool
 	// userMu makes the username check-and-write of CreateUser/PutUser atomic.
 	userMu sync.Mutex
 }
@@ -103,9 +106,16 @@ func New(cfg Config) (*Store, error) {
 	}, nil
 }
 
-// Close flushes nothing (every write is already synced) and closes the
-// database. The Store must not be used afterwards.
+// Close waits for operations in flight and closes the database; there is
+// nothing to flush, every write is already synced. Later calls fail with
+// store.ErrUnavailable; closing twice is a no-op.
 func (s *Store) Close() error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
 	err := s.db.Close()
 	s.cache.Unref()
 	if err != nil {
@@ -198,12 +208,21 @@ func wrapErr(op string, err error) error {
 	return fmt.Errorf("pebble store: %s: %w", op, err)
 }
 
-func ctxErr(ctx context.Context) error {
+// begin starts an operation: it fails when ctx is done or the store is
+// closed, and otherwise holds off Close until the matching end.
+func (s *Store) begin(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pebble store: %w", err)
 	}
+	s.life.RLock()
+	if s.closed {
+		s.life.RUnlock()
+		return fmt.Errorf("pebble store: closed: %w", store.ErrUnavailable)
+	}
 	return nil
 }
+
+func (s *Store) end() { s.life.RUnlock() }
 
 // slogLogger adapts slog to pebble.Logger.
 type slogLogger struct{ l *slog.Logger }

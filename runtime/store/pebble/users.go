@@ -17,9 +17,10 @@ import (
 // CreateUser stores a new user; a taken username (in any case) or id is
 // ErrExists.
 func (s *Store) CreateUser(ctx context.Context, u store.User) error {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return err
 	}
+	defer s.end()
 	s.userMu.Lock()
 	defer s.userMu.Unlock()
 	ok, err := s.exists(key1(tagUser, u.ID))
@@ -42,9 +43,10 @@ func (s *Store) CreateUser(ctx context.Context, u store.User) error {
 // PutUser upserts a user. Renaming frees the old name; a new name that
 // another user holds is ErrExists.
 func (s *Store) PutUser(ctx context.Context, u store.User) error {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return err
 	}
+	defer s.end()
 	s.userMu.Lock()
 	defer s.userMu.Unlock()
 	old, err := s.getUser(u.ID)
@@ -101,17 +103,19 @@ func (s *Store) getUser(id snowflake.ID) (store.User, error) {
 
 // GetUser returns a user by id.
 func (s *Store) GetUser(ctx context.Context, id snowflake.ID) (store.User, error) {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return store.User{}, err
 	}
+	defer s.end()
 	return s.getUser(id)
 }
 
 // GetUserByName returns a user by username, case-insensitively.
 func (s *Store) GetUserByName(ctx context.Context, username string) (store.User, error) {
-	if err := ctxErr(ctx); err != nil {
+	if err := s.begin(ctx); err != nil {
 		return store.User{}, err
 	}
+	defer s.end()
 	owner, err := s.usernameOwner(username)
 	if err != nil {
 		return store.User{}, err

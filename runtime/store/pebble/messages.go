@@ -270,17 +270,28 @@ func (r *historyReader) descending(upper, lower snowflake.ID, limit int) ([]stor
 		startBucket = r.s.bucketOf(r.ch, start)
 		ok = r.idx.SeekGE(bucketIndexKey(r.ch, startBucket))
 	}
-	out := make([]store.Message, 0, min(limit, 16))
+	out := make([]store.Message, 0, limit)
+	// next: the message iterator already stands on the first key after
+	// the previous bucket, which is where the next non-empty bucket starts;
+	// no need to seek there.
+	next := false
 	for ; ok && len(out) < limit; ok = r.idx.Next() {
 		bucket := bucketIndexBucket(r.idx.Key())
 		p := bucketPrefix(r.ch, bucket)
-		seek := p
-		if upper != 0 && bucket == startBucket {
-			seek = messageKey(r.ch, bucket, start)
+		var mok bool
+		switch {
+		case upper != 0 && bucket == startBucket:
+			mok = r.msgs.SeekGE(messageKey(r.ch, bucket, start))
+		case next && bytes.HasPrefix(r.msgs.Key(), p):
+			mok = true
+		default:
+			mok = r.msgs.SeekGE(p)
 		}
-		for mok := r.msgs.SeekGE(seek); mok && len(out) < limit; mok = r.msgs.Next() {
+		next = false
+		for ; mok && len(out) < limit; mok = r.msgs.Next() {
 			k := r.msgs.Key()
 			if !bytes.HasPrefix(k, p) {
+				next = true
 				break
 			}
 			id := messageKeyID(k)
@@ -308,17 +319,25 @@ func (r *historyReader) ascending(lower, upper snowflake.ID, limit int) ([]store
 	// Index keys are complemented: older buckets sort later, so walk
 	// backwards from the start bucket's key.
 	ok := r.idx.SeekLT(append(bucketIndexKey(r.ch, startBucket), 0))
-	out := make([]store.Message, 0, min(limit, 16))
+	out := make([]store.Message, 0, limit)
+	next := false // as in descending, backwards
 	for ; ok && len(out) < limit; ok = r.idx.Prev() {
 		bucket := bucketIndexBucket(r.idx.Key())
 		p := bucketPrefix(r.ch, bucket)
-		seek := prefixEnd(p)
-		if bucket == startBucket {
-			seek = append(messageKey(r.ch, bucket, start), 0)
+		var mok bool
+		switch {
+		case bucket == startBucket:
+			mok = r.msgs.SeekLT(append(messageKey(r.ch, bucket, start), 0))
+		case next && bytes.HasPrefix(r.msgs.Key(), p):
+			mok = true
+		default:
+			mok = r.msgs.SeekLT(prefixEnd(p))
 		}
-		for mok := r.msgs.SeekLT(seek); mok && len(out) < limit; mok = r.msgs.Prev() {
+		next = false
+		for ; mok && len(out) < limit; mok = r.msgs.Prev() {
 			k := r.msgs.Key()
 			if !bytes.HasPrefix(k, p) {
+				next = true
 				break
 			}
 			if upper != 0 && messageKeyID(k) >= upper {

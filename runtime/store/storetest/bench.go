@@ -14,12 +14,12 @@ import (
 //
 //   - NewestPage/limit=N: the newest page of a busy channel (10,000
 //     messages over ~30 days);
-//   - ScrollBackSparse: scrolling back through a whole sparse channel
+//   - Sparse/ScrollBack: scrolling back through a whole sparse channel
 //     (1,000 non-empty buckets, each followed by an empty one, 3 messages
 //     each) with limit 100 pages; also reported per page;
-//   - SparsePage: one Before page (limit 50) at a random point of that
+//   - Sparse/Page: one Before page (limit 50) at a random point of that
 //     channel;
-//   - Buckets: listing those 1,000 buckets;
+//   - Sparse/Buckets: listing those 1,000 buckets;
 //   - Write: one synced PutMessage; WriteParallel: the same from many
 //     goroutines (group commit).
 //

@@ -384,6 +384,8 @@ func (s *Store) PutMember(ctx context.Context, m store.Member) error {
 		return err
 	}
 	defer s.end()
+	s.metaMu.RLock()
+	defer s.metaMu.RUnlock()
 	o := s.newOps()
 	o.set(key2(tagMember, m.GuildID, m.UserID), m)
 	o.setRaw(key2(tagUserGuild, m.UserID, m.GuildID), nil)

@@ -55,8 +55,9 @@ type Store struct {
 	chLocks [64]sync.RWMutex
 	seed    maphash.Seed
 	// metaMu serialises read-modify-writes of guild state (index upkeep
-	// when a channel, invite or guild changes or goes).
-	metaMu sync.Mutex
+	// when a channel, invite or guild changes or goes); PutMember holds it
+	// shared so that DeleteGuild cannot orphan a user -> guild entry.
+	metaMu sync.RWMutex
 	// life guards closed: operations hold it shared, Close exclusively.
 	life   sync.RWMutex
 	closed bool

@@ -22,10 +22,7 @@
 // administrator.
 package permissions
 
-import (
-	"errors"
-	"strconv"
-)
+import "strconv"
 
 // Bits is a permission bitfield. It encodes as a decimal JSON string and
 // decodes from a JSON string or number, as Discord does.
@@ -132,9 +129,6 @@ const VoiceImplied = Speak | MuteMembers | DeafenMembers | MoveMembers | UseVAD 
 
 // TimeoutAllowed is what a timed-out member keeps (of what they had).
 const TimeoutAllowed = ViewChannel | ReadMessageHistory
-
-// ErrInvalid is returned when text is not a permission bitfield.
-var ErrInvalid = errors.New("permissions: invalid bitfield")
 
 // Has reports whether every bit of p is set in b.
 func (b Bits) Has(p Bits) bool { return b&p == p }

@@ -230,7 +230,8 @@ func (e *Engine) Base(userID snowflake.ID, now time.Time) Bits {
 }
 
 // Channel returns the member's permissions in a channel at now, from the
-// cache when it can. It is 0 for unknown members and channels.
+// cache when it can. It is 0 for unknown members and channels; the owner
+// too is unknown until SetMember.
 func (e *Engine) Channel(userID, channelID snowflake.ID, now time.Time) Bits {
 	m, ok := e.members[userID]
 	if !ok {

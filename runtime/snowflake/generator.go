@@ -1,7 +1,6 @@
 package snowflake
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -25,17 +24,6 @@ const (
 	workerShift  = SequenceBits + ProcessBits
 	timeShift    = SequenceBits + ProcessBits + WorkerBits
 	maxMillis    = 1<<TimeBits - 1
-)
-
-var (
-	// ErrClockBackwards is returned (wrapped) by Next when the clock went
-	// back further than Config.MaxBackwardsWait behind the last id issued.
-	ErrClockBackwards = errors.New("snowflake: clock moved backwards")
-	// ErrTimeRange is returned (wrapped) by Next when the clock is before
-	// Epoch or past the 42-bit range (year 2154).
-	ErrTimeRange = errors.New("snowflake: time outside the id range")
-	// ErrConfig is returned (wrapped) by New for an invalid Config.
-	ErrConfig = errors.New("snowflake: invalid generator config")
 )
 
 // DefaultMaxBackwardsWait is Config.MaxBackwardsWait when it is zero.

@@ -8,7 +8,6 @@
 package snowflake
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -20,9 +19,6 @@ const Epoch int64 = 1420070400000
 // ID is a snowflake. It encodes as a JSON string and decodes from a JSON
 // string or number, as Discord clients expect.
 type ID uint64
-
-// ErrInvalid is returned when text is not a snowflake.
-var ErrInvalid = errors.New("snowflake: invalid id")
 
 // Parse reads a decimal snowflake.
 func Parse(s string) (ID, error) {

@@ -2,6 +2,7 @@ package permissions_test
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -63,6 +64,9 @@ func newBenchGuild(tb testing.TB) *benchGuild {
 		if rng.IntN(50) == 0 {
 			m.TimeoutUntil = benchNow.Add(time.Hour)
 		}
+		norm := slices.Compact(slices.Sorted(slices.Values(m.Roles)))
+		key = [5]snowflake.ID{}
+		copy(key[:], norm)
 		sets[key] = true
 		e.SetMember(m)
 		g.users = append(g.users, uid)

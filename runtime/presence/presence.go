@@ -41,10 +41,10 @@ const (
 
 // Limits on one update.
 const (
-	MaxActivities     = 10
-	MaxActivityText   = 128 // runes, for name, state and details
-	MaxActivityURL    = 512
-	maxActivityType   = 6
+	MaxActivities   = 10
+	MaxActivityText = 128 // runes, for name, state and details
+	MaxActivityURL  = 512
+	maxActivityType = 6
 )
 
 // Activity is one entry of `activities` ("Playing X" is type 0 with name

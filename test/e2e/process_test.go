@@ -93,7 +93,7 @@ func startConcord(t *testing.T, addr string, args ...string) *proc {
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "Dev token:"); ok {
 				token = strings.TrimSpace(v)
 			}
-			if strings.Contains(line, "Metrics:") || strings.Contains(line, "Dev token:") {
+			if strings.Contains(line, "Metrics:") { // the banner's last line
 				select {
 				case banner <- token:
 				default:

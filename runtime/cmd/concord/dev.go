@@ -53,9 +53,9 @@ func runPlatform(cmd *cobra.Command, cfg platform.Config) error {
 	fmt.Fprintf(out, "Concord is listening on http://%s\n", addr)
 	fmt.Fprintf(out, "  REST API:  http://%s/api/v10\n", addr)
 	fmt.Fprintf(out, "  Gateway:   ws://%s/gateway\n", addr)
-	fmt.Fprintf(out, "  Metrics:   http://%s/metrics\n", addr)
 	if p.DevToken != "" {
 		fmt.Fprintf(out, "  Dev token: %s\n", p.DevToken)
 	}
+	fmt.Fprintf(out, "  Metrics:   http://%s/metrics\n", addr)
 	return p.Serve(ctx, l)
 }

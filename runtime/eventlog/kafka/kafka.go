@@ -1,0 +1,393 @@
+// Package kafka is the Apache Kafka adapter of the eventlog port, built on
+// github.com/IBM/sarama.
+//
+// Appends go through an idempotent producer with acks=all and one request
+// in flight per broker, so a retried batch is neither duplicated nor
+// reordered by the broker; Append returns once every record is acknowledged
+// by all in-sync replicas. Keys are partitioned with FNV-1a (sarama's hash
+// partitioner), as memlog does.
+//
+// Each Consume call is one member of a Kafka consumer group with its own
+// client (so a long JoinGroup or fetch never queues ahead of a produce on a
+// shared connection). New groups start at the oldest offset; marks are
+// committed about every second, when a generation ends (sarama commits on
+// release, before the member rejoins) and by Session.Commit. The broker
+// rejects commits from a stale generation, so a member that lost a
+// partition in a rebalance cannot move its offset.
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/concord-chat/concord/runtime/eventlog"
+)
+
+// Config configures a Log.
+type Config struct {
+	// Brokers are bootstrap host:port addresses. Required.
+	Brokers []string
+	// ClientID names the client to the brokers. Default "concord".
+	ClientID string
+	// Version is the Kafka protocol version sarama speaks, at most the
+	// brokers' version and never below 2.1.0 (Kafka 4 removed the older
+	// protocols). Default "4.0.0".
+	Version string
+	// Partitions is the partition count of topics Append creates.
+	// Default 8.
+	Partitions int
+	// ReplicationFactor of topics this client creates. Default 1 in a
+	// single-broker cluster; set 3 in production.
+	ReplicationFactor int16
+	// CommitInterval is how often marked offsets are committed. Default 1s.
+	CommitInterval time.Duration
+	// SessionTimeout is the consumer group session timeout (the broker
+	// allows 6s–300s by default). Default 10s; heartbeats every tenth.
+	SessionTimeout time.Duration
+	// AppendTimeout bounds one Append. Default 30s.
+	AppendTimeout time.Duration
+	// Logger receives diagnostics. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// ParseURL reads "kafka://host:port[,host:port...][?partitions=N&client_id=S&version=V&replication=R]"
+// into a Config.
+func ParseURL(raw string) (Config, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: event log url: %v", eventlog.ErrInvalid, err)
+	}
+	if u.Scheme != "kafka" {
+		return Config{}, fmt.Errorf("%w: event log url %q: scheme must be kafka", eventlog.ErrInvalid, raw)
+	}
+	var cfg Config
+	for _, h := range strings.Split(u.Host, ",") {
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			return Config{}, fmt.Errorf("%w: event log url %q: broker %q: %v", eventlog.ErrInvalid, raw, h, err)
+		}
+		cfg.Brokers = append(cfg.Brokers, h)
+	}
+	q := u.Query()
+	if v := q.Get("partitions"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return Config{}, fmt.Errorf("%w: event log url %q: partitions %q", eventlog.ErrInvalid, raw, v)
+		}
+		cfg.Partitions = n
+	}
+	if v := q.Get("replication"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 16)
+		if err != nil || n <= 0 {
+			return Config{}, fmt.Errorf("%w: event log url %q: replication %q", eventlog.ErrInvalid, raw, v)
+		}
+		cfg.ReplicationFactor = int16(n)
+	}
+	cfg.ClientID = q.Get("client_id")
+	cfg.Version = q.Get("version")
+	return cfg, nil
+}
+
+// Log is an eventlog.Log on Apache Kafka.
+type Log struct {
+	cfg      Config
+	version  sarama.KafkaVersion
+	producer sarama.SyncProducer
+	admin    sarama.ClusterAdmin
+	client   sarama.Client // metadata and offsets (Inspector)
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	closed   bool
+	running  sync.WaitGroup
+	topics   map[string]bool // topics known to exist
+	creating sync.Mutex
+}
+
+var (
+	_ eventlog.Log       = (*Log)(nil)
+	_ eventlog.Inspector = (*Log)(nil)
+)
+
+// New validates cfg, fills defaults and connects a producer and an admin
+// client. It fails with eventlog.ErrUnavailable if no broker answers.
+func New(ctx context.Context, cfg Config) (*Log, error) {
+	if len(cfg.Brokers) == 0 {
+		return nil, fmt.Errorf("%w: kafka: no brokers", eventlog.ErrInvalid)
+	}
+	if cfg.ClientID == "" {
+		cfg.ClientID = "concord"
+	}
+	if cfg.Version == "" {
+		cfg.Version = "4.0.0"
+	}
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = 8
+	}
+	if cfg.ReplicationFactor <= 0 {
+		cfg.ReplicationFactor = 1
+	}
+	if cfg.CommitInterval <= 0 {
+		cfg.CommitInterval = time.Second
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = 10 * time.Second
+	}
+	if cfg.AppendTimeout <= 0 {
+		cfg.AppendTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	v, err := sarama.ParseKafkaVersion(cfg.Version)
+	if err != nil {
+		return nil, fmt.Errorf("%w: kafka version %q: %v", eventlog.ErrInvalid, cfg.Version, err)
+	}
+	if !v.IsAtLeast(sarama.V2_1_0_0) {
+		return nil, fmt.Errorf("%w: kafka version %s is below 2.1.0", eventlog.ErrInvalid, v)
+	}
+	l := &Log{cfg: cfg, version: v, topics: map[string]bool{}}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %v", eventlog.ErrUnavailable, err)
+	}
+	l.producer, err = sarama.NewSyncProducer(cfg.Brokers, l.producerConfig())
+	if err != nil {
+		return nil, fmt.Errorf("%w: kafka producer: %v", eventlog.ErrUnavailable, err)
+	}
+	l.client, err = sarama.NewClient(cfg.Brokers, l.baseConfig())
+	if err != nil {
+		l.producer.Close()
+		return nil, fmt.Errorf("%w: kafka client: %v", eventlog.ErrUnavailable, err)
+	}
+	// The admin shares the client and closes it.
+	l.admin, err = sarama.NewClusterAdminFromClient(l.client)
+	if err != nil {
+		l.producer.Close()
+		l.client.Close()
+		return nil, fmt.Errorf("%w: kafka admin: %v", eventlog.ErrUnavailable, err)
+	}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	return l, nil
+}
+
+func (l *Log) baseConfig() *sarama.Config {
+	c := sarama.NewConfig()
+	c.ClientID = l.cfg.ClientID
+	c.Version = l.version
+	c.Metadata.AllowAutoTopicCreation = false
+	c.Net.DialTimeout = 10 * time.Second
+	return c
+}
+
+func (l *Log) producerConfig() *sarama.Config {
+	c := l.baseConfig()
+	c.Producer.Idempotent = true
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Net.MaxOpenRequests = 1
+	c.Producer.Retry.Max = 10
+	c.Producer.Retry.Backoff = 100 * time.Millisecond
+	c.Producer.Return.Successes = true
+	c.Producer.Return.Errors = true
+	c.Producer.Partitioner = sarama.NewHashPartitioner
+	c.Producer.Timeout = 10 * time.Second
+	c.Producer.Flush.Frequency = time.Millisecond
+	return c
+}
+
+func (l *Log) consumerConfig() *sarama.Config {
+	c := l.baseConfig()
+	c.Consumer.Offsets.Initial = sarama.OffsetOldest
+	c.Consumer.Offsets.AutoCommit.Enable = true
+	c.Consumer.Offsets.AutoCommit.Interval = l.cfg.CommitInterval
+	c.Consumer.Group.Session.Timeout = l.cfg.SessionTimeout
+	c.Consumer.Group.Heartbeat.Interval = l.cfg.SessionTimeout / 10
+	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRoundRobin()}
+	c.Consumer.Return.Errors = true
+	c.Consumer.MaxWaitTime = 250 * time.Millisecond
+	return c
+}
+
+func (l *Log) enter() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return eventlog.ErrClosed
+	}
+	l.running.Add(1)
+	return nil
+}
+
+// EnsureTopic implements eventlog.Log. It waits until the topic's
+// partitions have leaders.
+func (l *Log) EnsureTopic(ctx context.Context, topic string, partitions int) error {
+	if topic == "" || partitions <= 0 {
+		return fmt.Errorf("%w: topic %q with %d partitions", eventlog.ErrInvalid, topic, partitions)
+	}
+	if err := l.enter(); err != nil {
+		return err
+	}
+	defer l.running.Done()
+	l.mu.Lock()
+	known := l.topics[topic]
+	l.mu.Unlock()
+	if known {
+		return nil
+	}
+	l.creating.Lock()
+	defer l.creating.Unlock()
+	err := l.admin.CreateTopic(topic, &sarama.TopicDetail{
+		NumPartitions:     int32(partitions),
+		ReplicationFactor: l.cfg.ReplicationFactor,
+	}, false)
+	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+		return fmt.Errorf("%w: create topic %q: %v", eventlog.ErrUnavailable, topic, err)
+	}
+	// Wait until the topic's metadata shows every partition with a leader.
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		md, err := l.admin.DescribeTopics([]string{topic})
+		if err == nil && len(md) == 1 && md[0].Err == sarama.ErrNoError && len(md[0].Partitions) > 0 {
+			ready := true
+			for _, p := range md[0].Partitions {
+				ready = ready && p.Err == sarama.ErrNoError && p.Leader >= 0
+			}
+			if ready {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: topic %q not ready: %v", eventlog.ErrUnavailable, topic, ctx.Err())
+		case <-time.After(backoff):
+		}
+	}
+	l.mu.Lock()
+	l.topics[topic] = true
+	l.mu.Unlock()
+	return nil
+}
+
+// Append implements eventlog.Log. If ctx ends first Append returns
+// ErrUnavailable while the send may still complete (at-least-once).
+func (l *Log) Append(ctx context.Context, records ...eventlog.Record) error {
+	if err := l.enter(); err != nil {
+		return err
+	}
+	defer l.running.Done()
+	msgs := make([]*sarama.ProducerMessage, len(records))
+	for i, r := range records {
+		if r.Topic == "" {
+			return fmt.Errorf("%w: record without topic", eventlog.ErrInvalid)
+		}
+		l.mu.Lock()
+		known := l.topics[r.Topic]
+		l.mu.Unlock()
+		if !known {
+			if err := l.EnsureTopic(ctx, r.Topic, l.cfg.Partitions); err != nil {
+				return err
+			}
+		}
+		msgs[i] = &sarama.ProducerMessage{Topic: r.Topic, Key: sarama.ByteEncoder(r.Key), Value: sarama.ByteEncoder(r.Value)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.AppendTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- l.producer.SendMessages(msgs) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("%w: append %d records: %v", eventlog.ErrUnavailable, len(msgs), err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: append %d records: %v", eventlog.ErrUnavailable, len(msgs), ctx.Err())
+	}
+}
+
+// Close implements eventlog.Log: it stops consumers (which commit their
+// marks and leave their groups), then closes the producer and admin.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	l.cancel()
+	l.running.Wait()
+	var errs []error
+	if err := l.producer.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := l.admin.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("kafka: close: %v", err)
+	}
+	return nil
+}
+
+// End implements eventlog.Inspector with the newest offset of each
+// partition (the high watermark).
+func (l *Log) End(ctx context.Context, topic string) ([]int64, error) {
+	if err := l.enter(); err != nil {
+		return nil, err
+	}
+	defer l.running.Done()
+	if err := l.client.RefreshMetadata(topic); err != nil {
+		return nil, fmt.Errorf("%w: metadata of %q: %v", eventlog.ErrUnavailable, topic, err)
+	}
+	parts, err := l.client.Partitions(topic)
+	if err != nil {
+		return nil, fmt.Errorf("%w: partitions of %q: %v", eventlog.ErrUnavailable, topic, err)
+	}
+	out := make([]int64, len(parts))
+	for _, p := range parts {
+		if int(p) >= len(out) {
+			return nil, fmt.Errorf("%w: topic %q has partition %d of %d", eventlog.ErrUnavailable, topic, p, len(parts))
+		}
+		off, err := l.client.GetOffset(topic, p, sarama.OffsetNewest)
+		if err != nil {
+			return nil, fmt.Errorf("%w: end of %s/%d: %v", eventlog.ErrUnavailable, topic, p, err)
+		}
+		out[p] = off
+	}
+	return out, nil
+}
+
+// Committed implements eventlog.Inspector.
+func (l *Log) Committed(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	if err := l.enter(); err != nil {
+		return nil, err
+	}
+	defer l.running.Done()
+	parts, err := l.client.Partitions(topic)
+	if err != nil {
+		return nil, fmt.Errorf("%w: partitions of %q: %v", eventlog.ErrUnavailable, topic, err)
+	}
+	resp, err := l.admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
+	if err != nil {
+		return nil, fmt.Errorf("%w: offsets of group %q: %v", eventlog.ErrUnavailable, group, err)
+	}
+	out := map[int32]int64{}
+	for _, p := range parts {
+		b := resp.GetBlock(topic, p)
+		if b == nil || b.Err != sarama.ErrNoError || b.Offset < 0 {
+			continue
+		}
+		out[p] = b.Offset
+	}
+	return out, nil
+}

@@ -1,0 +1,146 @@
+// Package pebble is the embedded read-state table: readstate.Store on a
+// local Pebble database, for `concord dev` and tests. Its layout mirrors the
+// Cassandra table: records keyed (user_id, channel_id), so one prefix scan
+// loads a user, and one row per channel for channel-level mentions.
+package pebble
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
+
+	"github.com/concord-chat/concord/runtime/readstate"
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// Config configures a Store.
+type Config struct {
+	// Dir is the database directory, created if missing. Empty keeps the
+	// database in memory (tests).
+	Dir string
+	// NoSync skips the fsync of each Write. Default false.
+	NoSync bool
+}
+
+// Store is readstate.Store on Pebble.
+type Store struct {
+	db   *pebble.DB
+	sync *pebble.WriteOptions
+}
+
+var _ readstate.Store = (*Store)(nil)
+
+// New opens the database.
+func New(cfg Config) (*Store, error) {
+	opts := &pebble.Options{}
+	dir := cfg.Dir
+	if dir == "" {
+		opts.FS = vfs.NewMem()
+		dir = "readstate"
+	}
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("readstate pebble: open %s: %w", dir, err)
+	}
+	w := pebble.Sync
+	if cfg.NoSync {
+		w = pebble.NoSync
+	}
+	return &Store{db: db, sync: w}, nil
+}
+
+func userKey(user, channel snowflake.ID) []byte {
+	k := make([]byte, 17)
+	k[0] = 'u'
+	binary.BigEndian.PutUint64(k[1:], uint64(user))
+	binary.BigEndian.PutUint64(k[9:], uint64(channel))
+	return k
+}
+
+func channelKey(channel snowflake.ID) []byte {
+	k := make([]byte, 9)
+	k[0] = 'c'
+	binary.BigEndian.PutUint64(k[1:], uint64(channel))
+	return k
+}
+
+// LoadUser implements readstate.Store.
+func (s *Store) LoadUser(ctx context.Context, user snowflake.ID) ([]readstate.Record, error) {
+	lo := userKey(user, 0)
+	hi := userKey(user+1, 0)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, fmt.Errorf("readstate pebble: load user: %w", err)
+	}
+	defer it.Close()
+	var out []readstate.Record
+	for ok := it.First(); ok; ok = it.Next() {
+		var r readstate.Record
+		if err := json.Unmarshal(it.Value(), &r); err != nil {
+			return nil, fmt.Errorf("readstate pebble: decode record: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("readstate pebble: load user: %w", err)
+	}
+	return out, nil
+}
+
+// LoadChannel implements readstate.Store.
+func (s *Store) LoadChannel(ctx context.Context, channel snowflake.ID) (readstate.ChannelRecord, bool, error) {
+	v, closer, err := s.db.Get(channelKey(channel))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return readstate.ChannelRecord{}, false, nil
+	}
+	if err != nil {
+		return readstate.ChannelRecord{}, false, fmt.Errorf("readstate pebble: load channel: %w", err)
+	}
+	defer closer.Close()
+	var r readstate.ChannelRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return readstate.ChannelRecord{}, false, fmt.Errorf("readstate pebble: decode channel: %w", err)
+	}
+	return r, true, nil
+}
+
+// Write implements readstate.Store in one atomic batch.
+func (s *Store) Write(ctx context.Context, users []readstate.Record, channels []readstate.ChannelRecord) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, r := range users {
+		v, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("readstate pebble: encode record: %w", err)
+		}
+		if err := b.Set(userKey(r.UserID, r.ChannelID), v, nil); err != nil {
+			return fmt.Errorf("readstate pebble: write: %w", err)
+		}
+	}
+	for _, r := range channels {
+		v, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("readstate pebble: encode channel: %w", err)
+		}
+		if err := b.Set(channelKey(r.ChannelID), v, nil); err != nil {
+			return fmt.Errorf("readstate pebble: write: %w", err)
+		}
+	}
+	if err := b.Commit(s.sync); err != nil {
+		return fmt.Errorf("readstate pebble: commit: %w", err)
+	}
+	return nil
+}
+
+// Close implements readstate.Store.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("readstate pebble: close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,149 @@
+// Package readstate is Concord's read-state role (`--roles=readstate`):
+// per user and channel, the last message read, a mention count and a few
+// flags — the same on every device.
+//
+// Records live in memory in an LRU sharded by user id and are written
+// behind to a wide-column table (the Store port: readstate/cassandra in
+// production, readstate/pebble in dev; both pass readstate/storetest) at most FlushInterval (30 s) after they change, or sooner
+// when the cache needs room: a changed entry is evicted only once written,
+// and every write goes through one serialised flush, so an older copy of a
+// record never overwrites a newer one. Killing the node before a flush
+// loses at most the acks of the last FlushInterval; mention counts are not
+// lost, because they are rebuilt from the event log (see below).
+//
+// One member of a consumer group applies a channel's mentions at a time;
+// the group is expected to have one member per user shard in steady state
+// (overlap during a rolling restart is safe for mention counts: on a
+// rebalance every member flushes and reloads from the table).
+//
+// Unread is a comparison, never a count query against the messages table:
+// a channel is unread when the guild actor's last_message_id for it is
+// above the user's LastReadID (Unread). Mention counts are counters fed
+// from the event log:
+//
+//   - a user mention or a role mention adds one to each mentioned user's
+//     record (role members are expanded through Roles), once per message;
+//   - @everyone and @here add one entry to the channel's record — a single
+//     write however many members the guild has — and a user's effective
+//     count adds the entries above their LastReadID (States, ChannelState);
+//   - a mention in a channel the user cannot see (Visibility) never counts.
+//
+// Exactly-once counting on an at-least-once log: every record remembers the
+// log offset of the last event applied to it (NextOffset; a channel's events
+// all sit in one partition, so offsets order them), and a channel keeps the
+// ids of its recently counted messages (an event the outbox published twice
+// carries one message id at two offsets). The consumer marks an offset only
+// after a flush made every change below it durable, so after a crash or a
+// rebalance the log redelivers exactly what was not yet written, and
+// redelivered events already in a stored record are skipped.
+package readstate
+
+import (
+	"context"
+	"errors"
+
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// Sentinel errors.
+var (
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("readstate: closed")
+	// ErrStore wraps a failure of the Store.
+	ErrStore = errors.New("readstate: store failed")
+	// ErrForbidden means the user cannot see the channel.
+	ErrForbidden = errors.New("readstate: channel not visible to user")
+)
+
+// Record is one user's stored read state in one channel: a row of the
+// wide-column table, partition key user_id, clustering key channel_id.
+type Record struct {
+	UserID    snowflake.ID
+	ChannelID snowflake.ID
+	// LastReadID is the last message the user has read (acked).
+	LastReadID snowflake.ID
+	// MentionCount counts user and role mentions after LastReadID.
+	MentionCount int32
+	// Flags are client flags carried through unchanged.
+	Flags uint32
+	// Version increases with every ack; MESSAGE_ACK carries it.
+	Version int64
+	// NextOffset is one past the log offset of the last event applied to
+	// this record (0: none).
+	NextOffset int64
+}
+
+// ChannelMention is one @everyone or @here in a channel.
+type ChannelMention struct {
+	MessageID snowflake.ID
+	AuthorID  snowflake.ID
+}
+
+// ChannelRecord is a channel's shared mention state: one row per channel,
+// however many members can see it.
+type ChannelRecord struct {
+	ChannelID snowflake.ID
+	// Everyone holds the newest @everyone/@here mentions, ascending by
+	// message id, at most Config.ChannelMentions of them.
+	Everyone []ChannelMention
+	// NextOffset is one past the log offset of the last event applied.
+	NextOffset int64
+	// Seen are the channel's most recently counted messages with the
+	// offset of their first event, to drop events published twice (same
+	// message id, another offset), also when replayed.
+	Seen []SeenMessage
+}
+
+// SeenMessage is a counted message and the offset it was counted at.
+type SeenMessage struct {
+	MessageID snowflake.ID
+	Offset    int64
+}
+
+// Store is the write-behind table. Implementations must make Write atomic
+// per call on a single node (a Pebble batch; a Cassandra batch per
+// partition).
+type Store interface {
+	// LoadUser returns every record of user (empty when none).
+	LoadUser(ctx context.Context, user snowflake.ID) ([]Record, error)
+	// LoadChannel returns a channel's record; ok is false when none.
+	LoadChannel(ctx context.Context, channel snowflake.ID) (rec ChannelRecord, ok bool, err error)
+	// Write upserts records.
+	Write(ctx context.Context, users []Record, channels []ChannelRecord) error
+	// Close releases the store.
+	Close() error
+}
+
+// Visibility answers whether a user can see a channel (VIEW_CHANNEL); the
+// guild actors implement it.
+type Visibility interface {
+	CanView(ctx context.Context, user, channel snowflake.ID) bool
+}
+
+// Roles expands a role mention; the guild actors implement it.
+type Roles interface {
+	RoleMembers(ctx context.Context, guild, role snowflake.ID) ([]snowflake.ID, error)
+}
+
+// State is a read state as READY's read_state entries carry it.
+type State struct {
+	ChannelID    snowflake.ID `json:"id"`
+	LastReadID   snowflake.ID `json:"last_message_id"`
+	MentionCount int          `json:"mention_count"`
+	Flags        uint32       `json:"flags,omitempty"`
+}
+
+// MessageAck is the `d` of the MESSAGE_ACK dispatch sent to the acking
+// user's other sessions so their badges clear.
+type MessageAck struct {
+	ChannelID    snowflake.ID `json:"channel_id"`
+	MessageID    snowflake.ID `json:"message_id"`
+	MentionCount int          `json:"mention_count"`
+	Version      int64        `json:"version"`
+}
+
+// Unread reports whether a channel whose newest message is lastMessageID
+// (the guild actor's last_message_id) has unread messages for s.
+func Unread(lastMessageID snowflake.ID, s State) bool {
+	return lastMessageID > s.LastReadID
+}

@@ -1,0 +1,186 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/permissions"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/wire"
+)
+
+type editMessageRequest struct {
+	Content         nullable[string]            `json:"content"`
+	Embeds          nullable[[]json.RawMessage] `json:"embeds"`
+	Flags           nullable[int]               `json:"flags"`
+	AllowedMentions *allowedMentions            `json:"allowed_mentions"`
+}
+
+func decodeEditMessage(body []byte) (editMessageRequest, error) {
+	var req editMessageRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return req, err
+	}
+	if utf8.RuneCountInString(req.Content.Value) > maxContent {
+		return req, formError("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.")
+	}
+	return req, nil
+}
+
+func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+	channelID, messageID, err := h.messagePath(r)
+	if err != nil {
+		return err
+	}
+	body, err := readMessageBody(w, r, h.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	req, err := decodeEditMessage(body)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if _, err := h.guilds.Authorize(ctx, user, channelID, 0); err != nil {
+		return err
+	}
+	m, err := h.store.GetMessage(ctx, channelID, messageID)
+	if err != nil {
+		return messageErr(err)
+	}
+	if m.AuthorID != user {
+		return errNotAuthor
+	}
+	var member *wire.Member
+	if req.Content.Set {
+		if strings.TrimSpace(req.Content.Value) == "" && len(req.Embeds.Value) == 0 {
+			return errEmptyMessage
+		}
+		mentions := parseMentions(req.Content.Value, req.AllowedMentions)
+		grant, err := h.guilds.AuthorizeSend(ctx, guild.SendRequest{
+			UserID: user, ChannelID: channelID, MentionsEveryone: mentions.Everyone,
+			Users: mentions.Users, Roles: mentions.Roles, Edit: true,
+		})
+		if err != nil {
+			return err
+		}
+		m.Content = req.Content.Value
+		m.Mentions, m.MentionRoles, m.MentionEveryone = grant.Users, grant.Roles, grant.MentionEveryone
+		member = grant.Member
+	}
+	if req.Flags.Set {
+		m.Flags = req.Flags.Value & 4
+	}
+	m.EditedAt = h.cfg.Now()
+	if err := h.store.PutMessage(ctx, m); err != nil {
+		return errors.Join(guild.ErrUnavailable, err)
+	}
+	out, err := h.render(ctx, m, member, true)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	bg, cancel := background(ctx)
+	defer cancel()
+	if err := h.guilds.PublishMessage(bg, "MESSAGE_UPDATE", out); err != nil {
+		h.log.Warn("message update not published", "message_id", m.ID, "err", err)
+	}
+	return nil
+}
+
+func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+	channelID, messageID, err := h.messagePath(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	v, err := h.guilds.Authorize(ctx, user, channelID, 0)
+	if err != nil {
+		return err
+	}
+	m, err := h.store.GetMessage(ctx, channelID, messageID)
+	if err != nil {
+		return messageErr(err)
+	}
+	if m.AuthorID != user {
+		if _, err := h.guilds.Authorize(ctx, user, channelID, permissions.ManageMessages); err != nil {
+			return err
+		}
+	}
+	if err := h.store.DeleteMessage(ctx, channelID, messageID); err != nil {
+		return messageErr(err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	bg, cancel := background(ctx)
+	defer cancel()
+	if err := h.guilds.PublishDelete(bg, v.Channel.GuildID, channelID, []snowflake.ID{messageID}); err != nil {
+		h.log.Warn("message delete not published", "message_id", messageID, "err", err)
+	}
+	return nil
+}
+
+type bulkDeleteRequest struct {
+	Messages []reqID `json:"messages"`
+}
+
+// bulkDeleteMaxAge is Discord's limit: only messages under 14 days old.
+const bulkDeleteMaxAge = 14 * 24 * time.Hour
+
+func decodeBulkDelete(body []byte) ([]snowflake.ID, error) {
+	var req bulkDeleteRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	out := ids(req.Messages)
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) < 2 {
+		return nil, formError("messages", "BASE_TYPE_MIN_LENGTH", "Must be 2 or more in length.")
+	}
+	if len(req.Messages) > 100 {
+		return nil, formError("messages", "BASE_TYPE_MAX_LENGTH", "Must be 100 or fewer in length.")
+	}
+	return out, nil
+}
+
+func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+	channelID, err := pathID(r, "channel", guild.ErrUnknownChannel)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	list, err := decodeBulkDelete(body)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	v, err := h.guilds.Authorize(ctx, user, channelID, permissions.ManageMessages)
+	if err != nil {
+		return err
+	}
+	cutoff := h.cfg.Now().Add(-bulkDeleteMaxAge)
+	for _, id := range list {
+		if id.Time().Before(cutoff) {
+			return errTooOld
+		}
+	}
+	if err := h.store.DeleteMessages(ctx, channelID, list); err != nil {
+		return errors.Join(guild.ErrUnavailable, err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	bg, cancel := background(ctx)
+	defer cancel()
+	if err := h.guilds.PublishDelete(bg, v.Channel.GuildID, channelID, list); err != nil {
+		h.log.Warn("bulk delete not published", "channel_id", channelID, "err", err)
+	}
+	return nil
+}

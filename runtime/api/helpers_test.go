@@ -1,0 +1,219 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store/pebble"
+)
+
+// sink records deliveries per session.
+type sink struct {
+	mu      sync.Mutex
+	got     map[event.SessionID][]delivery
+	changed chan struct{}
+}
+
+type delivery struct {
+	Type    string
+	Payload json.RawMessage
+}
+
+func (s *sink) Deliver(_ context.Context, _ string, b event.Batch) {
+	s.mu.Lock()
+	for _, t := range b.Targets {
+		s.got[t.Session] = append(s.got[t.Session], delivery{b.Type, b.Payloads[t.Variant]})
+	}
+	s.mu.Unlock()
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sink) of(id event.SessionID) []delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]delivery(nil), s.got[id]...)
+}
+
+func (s *sink) waitFor(t testing.TB, id event.SessionID, what string, cond func([]delivery) bool) []delivery {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		ds := s.of(id)
+		if cond(ds) {
+			return ds
+		}
+		select {
+		case <-s.changed:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+type env struct {
+	t      testing.TB
+	srv    *httptest.Server
+	guilds *guild.Service
+	store  *pebble.Store
+	sink   *sink
+	ids    *snowflake.Generator
+	auth   *auth.Issuer
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	st, err := pebble.New(pebble.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ids, err := snowflake.New(snowflake.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss, err := auth.New(auth.Config{Key: []byte(strings.Repeat("s", 32)), Password: auth.Params{Time: 1, MemoryKiB: 64, Threads: 1}}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk := &sink{got: map[event.SessionID][]delivery{}, changed: make(chan struct{}, 1)}
+	svc, err := guild.NewService(guild.Config{}, guild.Deps{Store: st, Sink: sk, IDs: ids, Auth: iss})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	h := New(Config{}, Deps{Store: st, Guilds: svc, Auth: iss, IDs: ids})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &env{t: t, srv: srv, guilds: svc, store: st, sink: sk, ids: ids, auth: iss}
+}
+
+// resp is a decoded response.
+type resp struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r resp) json(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.Body, err)
+	}
+}
+
+// code returns the Discord error code of an error body.
+func (r resp) code(t testing.TB) int {
+	t.Helper()
+	var e struct {
+		Code *int `json:"code"`
+	}
+	r.json(t, &e)
+	if e.Code == nil {
+		t.Fatalf("error body without code: %s", r.Body)
+	}
+	return *e.Code
+}
+
+// call sends a request; body is JSON-encoded unless it is a string or []byte.
+func (e *env) call(method, path, token string, body any) resp {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", token)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if ct := res.Header.Get("Content-Type"); len(raw) > 0 && ct != "application/json" {
+		e.t.Fatalf("%s %s: Content-Type %q", method, path, ct)
+	}
+	switch res.StatusCode {
+	case 200, 201, 204, 400, 401, 403, 404, 429, 503:
+	default:
+		e.t.Fatalf("%s %s: unexpected status %d: %s", method, path, res.StatusCode, raw)
+	}
+	return resp{Status: res.StatusCode, Header: res.Header, Body: raw}
+}
+
+// ok calls and requires a 2xx, decoding into out when given.
+func (e *env) ok(method, path, token string, body any, out any) resp {
+	e.t.Helper()
+	r := e.call(method, path, token, body)
+	if r.Status/100 != 2 {
+		e.t.Fatalf("%s %s: %d %s", method, path, r.Status, r.Body)
+	}
+	if out != nil {
+		r.json(e.t, out)
+	}
+	return r
+}
+
+// fail calls and requires the given status and Discord code.
+func (e *env) fail(method, path, token string, body any, status, code int) resp {
+	e.t.Helper()
+	r := e.call(method, path, token, body)
+	if r.Status != status || r.code(e.t) != code {
+		e.t.Fatalf("%s %s: got %d %s, want %d code %d", method, path, r.Status, r.Body, status, code)
+	}
+	return r
+}
+
+type account struct {
+	ID    snowflake.ID
+	Token string
+}
+
+func (e *env) register(name string, bot bool) account {
+	e.t.Helper()
+	var out struct {
+		Token  string       `json:"token"`
+		UserID snowflake.ID `json:"user_id"`
+	}
+	e.ok("POST", "/api/v10/auth/register", "", map[string]any{"username": name, "password": "password123", "bot": bot}, &out)
+	prefix := ""
+	if bot {
+		prefix = "Bot "
+	}
+	return account{ID: out.UserID, Token: prefix + out.Token}
+}

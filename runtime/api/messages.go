@@ -1,0 +1,289 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/wire"
+)
+
+// maxContent is Discord's content limit in characters.
+const maxContent = 2000
+
+type messageReferenceRequest struct {
+	Type            int    `json:"type"`
+	MessageID       *reqID `json:"message_id"`
+	ChannelID       *reqID `json:"channel_id"`
+	GuildID         *reqID `json:"guild_id"`
+	FailIfNotExists *bool  `json:"fail_if_not_exists"`
+}
+
+type createMessageRequest struct {
+	Content          string                   `json:"content"`
+	Nonce            json.RawMessage          `json:"nonce"`
+	TTS              bool                     `json:"tts"`
+	EnforceNonce     bool                     `json:"enforce_nonce"`
+	Embeds           []json.RawMessage        `json:"embeds"`
+	StickerIDs       []reqID                  `json:"sticker_ids"`
+	AllowedMentions  *allowedMentions         `json:"allowed_mentions"`
+	MessageReference *messageReferenceRequest `json:"message_reference"`
+	Flags            int                      `json:"flags"`
+
+	// nonce is the validated nonce as stored: a string, or '#' and the
+	// digits of an integer nonce.
+	nonce string
+}
+
+// decodeCreateMessage decodes and validates a POST /channels/{id}/messages
+// body.
+func decodeCreateMessage(body []byte) (createMessageRequest, error) {
+	var req createMessageRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return req, err
+	}
+	if utf8.RuneCountInString(req.Content) > maxContent {
+		return req, formError("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.")
+	}
+	if len(req.Embeds) > 10 {
+		return req, formError("embeds", "BASE_TYPE_MAX_LENGTH", "Must be 10 or fewer in length.")
+	}
+	nonce, err := decodeNonce(req.Nonce)
+	if err != nil {
+		return req, err
+	}
+	req.nonce = nonce
+	if req.MessageReference != nil && req.MessageReference.MessageID == nil {
+		return req, formError("message_reference.message_id", "BASE_TYPE_REQUIRED", "This field is required")
+	}
+	if strings.TrimSpace(req.Content) == "" && len(req.Embeds) == 0 && len(req.StickerIDs) == 0 {
+		return req, errEmptyMessage
+	}
+	return req, nil
+}
+
+// decodeNonce accepts an integer or a string of at most 25 characters.
+func decodeNonce(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", formError("nonce", "BASE_TYPE_STRING", "Must be a string.")
+		}
+		if utf8.RuneCountInString(s) > 25 {
+			return "", formError("nonce", "BASE_TYPE_MAX_LENGTH", "Must be 25 or fewer in length.")
+		}
+		return s, nil
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return "", formError("nonce", "NONCE_TYPE_INVALID", "Nonce must be an integer or a string of 25 or fewer characters.")
+	}
+	return "#" + strconv.FormatInt(n, 10), nil
+}
+
+func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+	channelID, err := pathID(r, "channel", guild.ErrUnknownChannel)
+	if err != nil {
+		return err
+	}
+	body, err := readMessageBody(w, r, h.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	req, err := decodeCreateMessage(body)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	var msg wire.Message
+	if req.EnforceNonce && req.nonce != "" {
+		for {
+			e, mine := h.nonces.reserve(user, req.nonce)
+			if mine {
+				msg, err = h.send(ctx, user, channelID, req)
+				id := msg.ID
+				if err != nil {
+					id = 0
+				}
+				h.nonces.finish(user, req.nonce, channelID, id)
+				break
+			}
+			select {
+			case <-e.done:
+			case <-ctx.Done():
+				return errors.Join(guild.ErrUnavailable, ctx.Err())
+			}
+			if e.message == 0 {
+				continue // the first send failed: try ours
+			}
+			m, err := h.store.GetMessage(ctx, e.channel, e.message)
+			if err != nil {
+				return messageErr(err)
+			}
+			out, err := h.render(ctx, m, nil, true)
+			if err != nil {
+				return err
+			}
+			writeJSON(w, http.StatusOK, out)
+			return nil
+		}
+	} else {
+		msg, err = h.send(ctx, user, channelID, req)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, msg)
+	bg, cancel := background(ctx)
+	defer cancel()
+	if err := h.guilds.PublishMessage(bg, "MESSAGE_CREATE", msg); err != nil {
+		h.log.Warn("message not published", "message_id", msg.ID, "err", err)
+	}
+	return nil
+}
+
+// send is the send path up to the durable write: authorise in the actor,
+// mint the id, write the message. The caller answers and then publishes.
+func (h *handler) send(ctx context.Context, user, channelID snowflake.ID, req createMessageRequest) (wire.Message, error) {
+	mentions := parseMentions(req.Content, req.AllowedMentions)
+	var ref *store.Message
+	if mr := req.MessageReference; mr != nil {
+		if mr.ChannelID != nil && snowflake.ID(*mr.ChannelID) != channelID {
+			return wire.Message{}, formError("message_reference", "REPLIES_CANNOT_REFERENCE_OTHER_CHANNEL", "Cannot reply to a message in a different channel.")
+		}
+		// Check access before revealing whether the message exists.
+		if _, err := h.guilds.Authorize(ctx, user, channelID, 0); err != nil {
+			return wire.Message{}, err
+		}
+		m, err := h.store.GetMessage(ctx, channelID, snowflake.ID(*mr.MessageID))
+		switch {
+		case err == nil:
+			ref = &m
+			if (req.AllowedMentions == nil || req.AllowedMentions.RepliedUser) && !slices.Contains(mentions.Users, m.AuthorID) {
+				mentions.Users = append(mentions.Users, m.AuthorID)
+			}
+		case errors.Is(err, store.ErrNotFound):
+			if mr.FailIfNotExists == nil || *mr.FailIfNotExists {
+				return wire.Message{}, formError("message_reference", "REPLIES_UNKNOWN_MESSAGE", "Unknown message")
+			}
+		default:
+			return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
+		}
+	}
+	grant, err := h.guilds.AuthorizeSend(ctx, guild.SendRequest{
+		UserID: user, ChannelID: channelID, MentionsEveryone: mentions.Everyone,
+		Users: mentions.Users, Roles: mentions.Roles,
+	})
+	if err != nil {
+		return wire.Message{}, err
+	}
+	id, err := h.ids.Next()
+	if err != nil {
+		return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
+	}
+	m := store.Message{
+		ID: id, ChannelID: channelID, GuildID: grant.GuildID, AuthorID: user, Content: req.Content,
+		Type: wire.MessageDefault, TTS: req.TTS && grant.Channel.GuildID != 0, MentionEveryone: grant.MentionEveryone,
+		Mentions: grant.Users, MentionRoles: grant.Roles, Nonce: req.nonce, Flags: req.Flags & 4, // SUPPRESS_EMBEDS only
+	}
+	if ref != nil {
+		m.Type = wire.MessageReply
+		m.ReferenceID = ref.ID
+	}
+	if err := h.store.PutMessage(ctx, m); err != nil {
+		return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
+	}
+	return h.renderWith(ctx, m, grant.Member, ref)
+}
+
+// render converts a stored message; member is the author's partial member
+// when known (sends), withRef loads the replied-to message.
+func (h *handler) render(ctx context.Context, m store.Message, member *wire.Member, withRef bool) (wire.Message, error) {
+	var ref *store.Message
+	if withRef && m.ReferenceID != 0 {
+		r, err := h.store.GetMessage(ctx, m.ChannelID, m.ReferenceID)
+		switch {
+		case err == nil:
+			ref = &r
+		case !errors.Is(err, store.ErrNotFound):
+			return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
+		}
+	}
+	return h.renderWith(ctx, m, member, ref)
+}
+
+func (h *handler) renderWith(ctx context.Context, m store.Message, member *wire.Member, ref *store.Message) (wire.Message, error) {
+	author := h.userOrGhost(ctx, m.AuthorID)
+	mentions := make([]wire.User, 0, len(m.Mentions))
+	for _, id := range m.Mentions {
+		if u, err := h.guilds.User(ctx, id); err == nil {
+			mentions = append(mentions, u)
+		}
+	}
+	var refMsg *wire.Message
+	if ref != nil {
+		rm, err := h.renderWith(ctx, *ref, nil, nil)
+		if err != nil {
+			return wire.Message{}, err
+		}
+		refMsg = &rm
+	}
+	return wire.MessageFrom(m, author, member, mentions, refMsg), nil
+}
+
+func (h *handler) userOrGhost(ctx context.Context, id snowflake.ID) wire.User {
+	if u, err := h.guilds.User(ctx, id); err == nil {
+		return u
+	}
+	return wire.User{ID: id, Username: "Deleted User", Discriminator: "0"}
+}
+
+func messageErr(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return errUnknownMessage
+	}
+	return errors.Join(guild.ErrUnavailable, err)
+}
+
+// readMessageBody reads a message body: JSON, or multipart/form-data whose
+// payload_json part holds the JSON (libraries switch to multipart when
+// they attach files; Concord does not store files yet and ignores them).
+func readMessageBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := readBody(w, r, limit)
+	if err != nil {
+		return nil, err
+	}
+	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mediaType != "multipart/form-data" {
+		return body, nil
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	for {
+		part, err := mr.NextPart()
+		if err != nil {
+			return nil, formError("payload_json", "BASE_TYPE_REQUIRED", "This field is required")
+		}
+		if part.FormName() == "payload_json" {
+			raw, err := io.ReadAll(part)
+			if err != nil {
+				return nil, formError("payload_json", "BASE_TYPE_REQUIRED", "This field is required")
+			}
+			return raw, nil
+		}
+	}
+}

@@ -1,0 +1,205 @@
+package guild
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/permissions"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+)
+
+// op is one unit of work in an actor's mailbox.
+type op struct {
+	fn  func(a *Actor)
+	enq time.Time
+}
+
+// Actor is one guild's state and subscribers, owned by one goroutine.
+// Every field below mailbox is touched only by that goroutine.
+type Actor struct {
+	id       snowflake.ID
+	svc      *Service
+	mailbox  chan op
+	inflight atomic.Int64
+
+	// failed is set when the guild could not be loaded or was deleted;
+	// queued operations then fail with it.
+	failed error
+
+	guild    store.Guild
+	channels map[snowflake.ID]*store.Channel
+	roles    map[snowflake.ID]*store.Role
+	members  map[snowflake.ID]*store.Member
+	engine   *permissions.Engine
+	// slow holds, per (channel, user), when the user may send again.
+	slow map[slowKey]time.Time
+	subs map[event.SessionID]*subscriber
+	// subsSorted caches subs in session id order (nil when stale).
+	subsSorted []*subscriber
+}
+
+type slowKey struct{ channel, user snowflake.ID }
+
+// subscriber is a session attached to the guild and the channels it was
+// last told it can see.
+type subscriber struct {
+	s       event.Session
+	visible map[snowflake.ID]bool
+}
+
+func newActor(s *Service, id snowflake.ID) *Actor {
+	return &Actor{
+		id:      id,
+		svc:     s,
+		mailbox: make(chan op, s.cfg.MailboxSize),
+	}
+}
+
+// enqueue adds fn to the mailbox, blocking while it is full until ctx ends.
+// The caller reserved one in-flight slot (Service.actor); a failed enqueue
+// releases it.
+func (a *Actor) enqueue(ctx context.Context, fn func(a *Actor)) error {
+	o := op{fn: fn, enq: time.Now()}
+	select {
+	case a.mailbox <- o:
+		a.svc.metrics.mailboxLength.Inc()
+		return nil
+	default:
+	}
+	select {
+	case a.mailbox <- o:
+		a.svc.metrics.mailboxLength.Inc()
+		return nil
+	case <-ctx.Done():
+		a.inflight.Add(-1)
+		return fmt.Errorf("guild %d mailbox full: %w: %w", a.id, ErrUnavailable, ctx.Err())
+	case <-a.svc.done:
+		a.inflight.Add(-1)
+		return fmt.Errorf("guild %d: %w: service closed", a.id, ErrUnavailable)
+	}
+}
+
+func (a *Actor) hasSessions() bool { return len(a.subs) > 0 }
+
+// run is the actor goroutine: load, then process the mailbox until the
+// actor retires or the service closes.
+func (a *Actor) run() {
+	ctx := context.Background()
+	if err := a.load(ctx); err != nil {
+		a.failed = err
+		a.svc.log.Warn("guild load failed", "guild_id", a.id, "err", err)
+		a.svc.retire(a, true)
+		a.drain()
+		return
+	}
+	a.svc.log.Debug("guild loaded", "guild_id", a.id, "members", len(a.members), "channels", len(a.channels))
+	idle := time.NewTimer(a.svc.cfg.IdleTimeout)
+	defer idle.Stop()
+	for {
+		select {
+		case o := <-a.mailbox:
+			a.process(o)
+			if a.failed != nil {
+				a.svc.retire(a, true)
+				a.drain()
+				return
+			}
+			if !idle.Stop() {
+				select {
+				case <-idle.C:
+				default:
+				}
+			}
+			idle.Reset(a.svc.cfg.IdleTimeout)
+		case <-idle.C:
+			if a.svc.retire(a, false) {
+				a.svc.log.Debug("guild unloaded", "guild_id", a.id)
+				return
+			}
+			idle.Reset(a.svc.cfg.IdleTimeout)
+		case <-a.svc.done:
+			for {
+				select {
+				case o := <-a.mailbox:
+					a.process(o)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (a *Actor) process(o op) {
+	a.svc.metrics.mailboxLength.Dec()
+	a.svc.metrics.eventAge.Observe(time.Since(o.enq).Seconds())
+	o.fn(a)
+	a.inflight.Add(-1)
+}
+
+// drain runs the operations reserved before the actor retired; they see
+// a.failed. No new reservation can happen once retired.
+func (a *Actor) drain() {
+	for a.inflight.Load() > 0 {
+		a.process(<-a.mailbox)
+	}
+}
+
+// load reads the guild's state from the store and builds the engine.
+func (a *Actor) load(ctx context.Context) error {
+	gs, err := a.svc.deps.Store.LoadGuild(ctx, a.id)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("load guild %d: %w", a.id, ErrUnknownGuild)
+	}
+	if err != nil {
+		return fmt.Errorf("load guild %d: %w: %w", a.id, ErrUnavailable, err)
+	}
+	a.guild = gs.Guild
+	a.channels = make(map[snowflake.ID]*store.Channel, len(gs.Channels))
+	a.roles = make(map[snowflake.ID]*store.Role, len(gs.Roles))
+	a.members = make(map[snowflake.ID]*store.Member, len(gs.Members))
+	a.slow = make(map[slowKey]time.Time)
+	a.subs = make(map[event.SessionID]*subscriber)
+	a.engine = permissions.NewEngine(a.id, gs.Guild.OwnerID)
+	for i := range gs.Roles {
+		r := gs.Roles[i]
+		a.roles[r.ID] = &r
+		a.engine.SetRole(r.ID, permissions.Bits(r.Permissions))
+	}
+	for i := range gs.Channels {
+		c := gs.Channels[i]
+		// last_message_id is kept in memory on every message and
+		// recovered here from history, so a send costs one write.
+		if c.Type == store.ChannelText || c.Type == store.ChannelVoice {
+			if ms, err := a.svc.deps.Store.ListMessages(ctx, c.ID, store.HistoryQuery{Limit: 1}); err == nil && len(ms) > 0 && ms[0].ID > c.LastMessageID {
+				c.LastMessageID = ms[0].ID
+			}
+		}
+		a.channels[c.ID] = &c
+		a.engine.SetOverwrites(c.ID, engineOverwrites(c.Overwrites))
+		a.svc.channelGuild.Store(c.ID, a.id)
+	}
+	for i := range gs.Members {
+		m := gs.Members[i]
+		a.members[m.UserID] = &m
+		a.engine.SetMember(engineMember(m))
+	}
+	return nil
+}
+
+func engineOverwrites(ows []store.Overwrite) []permissions.Overwrite {
+	out := make([]permissions.Overwrite, 0, len(ows))
+	for _, o := range ows {
+		out = append(out, permissions.Overwrite{ID: o.ID, Member: o.Type == store.OverwriteMember, Allow: permissions.Bits(o.Allow), Deny: permissions.Bits(o.Deny)})
+	}
+	return out
+}
+
+func engineMember(m store.Member) permissions.Member {
+	return permissions.Member{UserID: m.UserID, Roles: m.Roles, TimeoutUntil: m.CommunicationDisabledUntil}
+}

@@ -1,0 +1,292 @@
+package guild
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/concord-chat/concord/runtime/permissions"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+)
+
+// ChannelSpec describes a new guild channel.
+type ChannelSpec struct {
+	Name             string
+	Type             int // store.ChannelText, ChannelVoice or ChannelCategory
+	Topic            string
+	Position         *int
+	ParentID         snowflake.ID
+	NSFW             bool
+	RateLimitPerUser int
+	Bitrate          int
+	UserLimit        int
+	Overwrites       []store.Overwrite
+}
+
+// ChannelPatch changes a guild channel; nil fields stay. ParentID points
+// at 0 to remove the parent.
+type ChannelPatch struct {
+	Name             *string
+	Topic            *string
+	Position         *int
+	ParentID         *snowflake.ID
+	NSFW             *bool
+	RateLimitPerUser *int
+	Bitrate          *int
+	UserLimit        *int
+	Overwrites       *[]store.Overwrite
+}
+
+// maxSlowmode is Discord's limit for rate_limit_per_user: six hours.
+const maxSlowmode = 21600
+
+func (a *Actor) validateChannel(c store.Channel) error {
+	if n := utf8.RuneCountInString(c.Name); n < 1 || n > 100 {
+		return fmt.Errorf("channel name length %d: %w", n, ErrInvalid)
+	}
+	switch c.Type {
+	case store.ChannelText, store.ChannelVoice, store.ChannelCategory:
+	default:
+		return fmt.Errorf("channel type %d: %w", c.Type, ErrInvalid)
+	}
+	if c.RateLimitPerUser < 0 || c.RateLimitPerUser > maxSlowmode {
+		return fmt.Errorf("rate_limit_per_user %d: %w", c.RateLimitPerUser, ErrInvalid)
+	}
+	if utf8.RuneCountInString(c.Topic) > 1024 {
+		return fmt.Errorf("topic too long: %w", ErrInvalid)
+	}
+	if c.ParentID != 0 {
+		p, ok := a.channels[c.ParentID]
+		if !ok || p.Type != store.ChannelCategory || c.Type == store.ChannelCategory || p.ID == c.ID {
+			return fmt.Errorf("parent %d: %w", c.ParentID, ErrInvalid)
+		}
+	}
+	for _, o := range c.Overwrites {
+		if o.Type != store.OverwriteRole && o.Type != store.OverwriteMember {
+			return fmt.Errorf("overwrite type %d: %w", o.Type, ErrInvalid)
+		}
+		if o.Type == store.OverwriteRole {
+			if _, ok := a.roles[o.ID]; !ok {
+				return fmt.Errorf("overwrite role %d: %w", o.ID, ErrUnknownRole)
+			}
+		}
+	}
+	return nil
+}
+
+// putChannel writes a channel through and applies it, then tells sessions.
+func (a *Actor) putChannel(ctx context.Context, c store.Channel) error {
+	if err := a.svc.deps.Store.PutChannel(ctx, c); err != nil {
+		return storeErr("put channel", err)
+	}
+	if old, ok := a.channels[c.ID]; ok {
+		c.LastMessageID = max(c.LastMessageID, old.LastMessageID)
+	}
+	a.channels[c.ID] = &c
+	a.engine.SetOverwrites(c.ID, engineOverwrites(c.Overwrites))
+	a.svc.channelGuild.Store(c.ID, a.id)
+	return nil
+}
+
+// CreateChannel creates a guild channel (MANAGE_CHANNELS; overwrites also
+// need MANAGE_ROLES) and sends CHANNEL_CREATE to the sessions that see it.
+func (s *Service) CreateChannel(ctx context.Context, userID, guildID snowflake.ID, spec ChannelSpec) (store.Channel, error) {
+	id, err := s.deps.IDs.Next()
+	if err != nil {
+		return store.Channel{}, fmt.Errorf("create channel: %w: %w", ErrUnavailable, err)
+	}
+	var out store.Channel
+	err = s.do(ctx, guildID, func(a *Actor) error {
+		need := permissions.ManageChannels
+		if len(spec.Overwrites) > 0 {
+			need |= permissions.ManageRoles
+		}
+		if err := a.guildPerms(userID, need); err != nil {
+			return err
+		}
+		c := store.Channel{
+			ID: id, GuildID: a.id, Type: spec.Type, Name: spec.Name, Topic: spec.Topic,
+			ParentID: spec.ParentID, NSFW: spec.NSFW, RateLimitPerUser: spec.RateLimitPerUser,
+			Bitrate: spec.Bitrate, UserLimit: spec.UserLimit, Overwrites: slices.Clone(spec.Overwrites),
+		}
+		if c.Overwrites == nil {
+			c.Overwrites = []store.Overwrite{}
+		}
+		if spec.Position != nil {
+			c.Position = *spec.Position
+		} else {
+			for _, o := range a.channels {
+				if o.Position >= c.Position {
+					c.Position = o.Position + 1
+				}
+			}
+		}
+		if err := a.validateChannel(c); err != nil {
+			return err
+		}
+		if err := a.putChannel(ctx, c); err != nil {
+			return err
+		}
+		out = cloneChannel(c)
+		a.syncVisibility(ctx, map[snowflake.ID]bool{c.ID: true}, nil, 0)
+		return nil
+	})
+	return out, err
+}
+
+// ModifyChannel patches a guild channel (MANAGE_CHANNELS in it; changing
+// overwrites also MANAGE_ROLES) and tells each session about the channel
+// appearing, changing or disappearing for it.
+func (s *Service) ModifyChannel(ctx context.Context, userID, channelID snowflake.ID, p ChannelPatch) (store.Channel, error) {
+	guildID, err := s.guildOf(ctx, channelID)
+	if err != nil {
+		return store.Channel{}, err
+	}
+	var out store.Channel
+	err = s.do(ctx, guildID, func(a *Actor) error {
+		need := permissions.ManageChannels
+		if p.Overwrites != nil {
+			need |= permissions.ManageRoles
+		}
+		v, err := a.channelFor(userID, channelID, need)
+		if err != nil {
+			return err
+		}
+		c := v.Channel
+		if p.Name != nil {
+			c.Name = *p.Name
+		}
+		if p.Topic != nil {
+			c.Topic = *p.Topic
+		}
+		if p.Position != nil {
+			c.Position = *p.Position
+		}
+		if p.ParentID != nil {
+			c.ParentID = *p.ParentID
+		}
+		if p.NSFW != nil {
+			c.NSFW = *p.NSFW
+		}
+		if p.RateLimitPerUser != nil {
+			c.RateLimitPerUser = *p.RateLimitPerUser
+		}
+		if p.Bitrate != nil {
+			c.Bitrate = *p.Bitrate
+		}
+		if p.UserLimit != nil {
+			c.UserLimit = *p.UserLimit
+		}
+		if p.Overwrites != nil {
+			c.Overwrites = slices.Clone(*p.Overwrites)
+			if c.Overwrites == nil {
+				c.Overwrites = []store.Overwrite{}
+			}
+		}
+		if err := a.validateChannel(c); err != nil {
+			return err
+		}
+		if err := a.putChannel(ctx, c); err != nil {
+			return err
+		}
+		out = cloneChannel(*a.channels[c.ID])
+		a.syncVisibility(ctx, map[snowflake.ID]bool{c.ID: true}, nil, 0)
+		return nil
+	})
+	return out, err
+}
+
+// PutOverwrite sets one overwrite of a channel (MANAGE_ROLES in it).
+func (s *Service) PutOverwrite(ctx context.Context, userID, channelID snowflake.ID, o store.Overwrite) error {
+	return s.editOverwrites(ctx, userID, channelID, func(ows []store.Overwrite) []store.Overwrite {
+		ows = slices.DeleteFunc(ows, func(x store.Overwrite) bool { return x.ID == o.ID })
+		return append(ows, o)
+	})
+}
+
+// DeleteOverwrite removes a channel's overwrite for targetID (MANAGE_ROLES).
+func (s *Service) DeleteOverwrite(ctx context.Context, userID, channelID, targetID snowflake.ID) error {
+	return s.editOverwrites(ctx, userID, channelID, func(ows []store.Overwrite) []store.Overwrite {
+		return slices.DeleteFunc(ows, func(x store.Overwrite) bool { return x.ID == targetID })
+	})
+}
+
+func (s *Service) editOverwrites(ctx context.Context, userID, channelID snowflake.ID, edit func([]store.Overwrite) []store.Overwrite) error {
+	guildID, err := s.guildOf(ctx, channelID)
+	if err != nil {
+		return err
+	}
+	return s.do(ctx, guildID, func(a *Actor) error {
+		v, err := a.channelFor(userID, channelID, permissions.ManageRoles)
+		if err != nil {
+			return err
+		}
+		c := v.Channel
+		c.Overwrites = edit(c.Overwrites)
+		if err := a.validateChannel(c); err != nil {
+			return err
+		}
+		if err := a.putChannel(ctx, c); err != nil {
+			return err
+		}
+		a.syncVisibility(ctx, map[snowflake.ID]bool{c.ID: true}, nil, 0)
+		return nil
+	})
+}
+
+// DeleteChannel deletes a guild channel (MANAGE_CHANNELS in it). Children
+// of a deleted category lose their parent.
+func (s *Service) DeleteChannel(ctx context.Context, userID, channelID snowflake.ID) (store.Channel, error) {
+	guildID, err := s.guildOf(ctx, channelID)
+	if err != nil {
+		return store.Channel{}, err
+	}
+	var out store.Channel
+	err = s.do(ctx, guildID, func(a *Actor) error {
+		v, err := a.channelFor(userID, channelID, permissions.ManageChannels)
+		if err != nil {
+			return err
+		}
+		updated := make(map[snowflake.ID]bool)
+		for _, child := range a.channels {
+			if child.ParentID == channelID {
+				c := cloneChannel(*child)
+				c.ParentID = 0
+				if err := a.putChannel(ctx, c); err != nil {
+					return err
+				}
+				updated[c.ID] = true
+			}
+		}
+		if err := a.svc.deps.Store.DeleteChannel(ctx, channelID); err != nil {
+			return storeErr("delete channel", err)
+		}
+		delete(a.channels, channelID)
+		a.engine.DeleteChannel(channelID)
+		a.svc.channelGuild.Delete(channelID)
+		for k := range a.slow {
+			if k.channel == channelID {
+				delete(a.slow, k)
+			}
+		}
+		out = v.Channel
+		a.syncVisibility(ctx, updated, map[snowflake.ID]store.Channel{channelID: v.Channel}, 0)
+		return nil
+	})
+	return out, err
+}
+
+// guildOf returns the guild of a guild channel; private channels are
+// ErrUnknownChannel here.
+func (s *Service) guildOf(ctx context.Context, channelID snowflake.ID) (snowflake.ID, error) {
+	g, err := s.ChannelGuild(ctx, channelID)
+	if err != nil {
+		return 0, err
+	}
+	if g == 0 {
+		return 0, fmt.Errorf("channel %d is private: %w", channelID, ErrMissingPermissions)
+	}
+	return g, nil
+}

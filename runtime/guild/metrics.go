@@ -1,0 +1,68 @@
+package guild
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are a Service's Prometheus collectors. Services sharing a
+// registerer share them.
+type metrics struct {
+	eventAge      prometheus.Histogram
+	mailboxLength prometheus.Gauge
+	actorsLoaded  prometheus.Gauge
+	deliveries    prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		eventAge: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "concord_guild_event_age_seconds",
+			Help:    "Time from enqueueing an operation in a guild actor's mailbox to the actor running it.",
+			Buckets: []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+		}),
+		mailboxLength: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "concord_guild_mailbox_length_messages",
+			Help: "Operations waiting in guild actor mailboxes, summed over the process's actors.",
+		}),
+		actorsLoaded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "concord_guild_actors_loaded_actors",
+			Help: "Guild actors loaded in this process.",
+		}),
+		deliveries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "concord_guild_deliveries_total",
+			Help: "Session deliveries handed to gateway sinks by guild actors.",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	m.eventAge = register(reg, m.eventAge, &err)
+	m.mailboxLength = register(reg, m.mailboxLength, &err)
+	m.actorsLoaded = register(reg, m.actorsLoaded, &err)
+	m.deliveries = register(reg, m.deliveries, &err)
+	if err != nil {
+		return nil, fmt.Errorf("guild: register metrics: %w", err)
+	}
+	return m, nil
+}
+
+// register registers c, or returns the collector already registered under
+// its name.
+func register[T prometheus.Collector](reg prometheus.Registerer, c T, errp *error) T {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(T); ok {
+			return existing
+		}
+	}
+	*errp = errors.Join(*errp, err)
+	return c
+}

@@ -1,0 +1,289 @@
+// Package guild runs Concord's guild actors: one goroutine per loaded guild
+// that owns the guild's state (channels, roles, overwrites, members,
+// slowmode clocks, a permissions engine) and its subscribed gateway
+// sessions, and applies every operation — authorising a send, changing a
+// role, publishing a message — in one order.
+//
+// Changes are written through: the store first, then memory, then the
+// event, so an acknowledged change survives a crash. Events are filtered
+// per session (VIEW_CHANNEL, intents, MESSAGE_CONTENT) and handed to
+// gateway nodes as one event.Batch per node, each payload variant
+// serialised once.
+//
+// Private channels (DMs and group DMs) have no guild: the Service routes
+// their events per user through one ordered private-channel mailbox.
+package guild
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/wire"
+)
+
+// IDSource mints snowflakes; *snowflake.Generator implements it.
+type IDSource interface {
+	Next() (snowflake.ID, error)
+}
+
+// Config configures a Service. Zero fields take the stated defaults.
+type Config struct {
+	// MailboxSize bounds each actor's mailbox (default 1024).
+	MailboxSize int
+	// IdleTimeout unloads an actor that has had no sessions and no work
+	// for this long (default 10 minutes).
+	IdleTimeout time.Duration
+	// LargeThreshold is the member count above which GUILD_CREATE carries
+	// only the session's own member and `large` is true (default 250).
+	LargeThreshold int
+	// Logger receives the service's log lines (default: discard).
+	Logger *slog.Logger
+	// Now returns the current time (default time.Now).
+	Now func() time.Time
+	// Registerer receives the concord_guild_* metrics (event age, mailbox
+	// length, loaded actors, deliveries); nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+// Deps are the Service's collaborators.
+type Deps struct {
+	// Store holds guild state, users and messages. Required.
+	Store store.Store
+	// Sink receives every dispatch for gateway nodes. Required.
+	Sink event.Sink
+	// IDs mints ids for guilds, channels and roles. Required.
+	IDs IDSource
+	// Auth verifies tokens for Identify. Required for the gateway backend.
+	Auth *auth.Issuer
+}
+
+// Service owns the process's guild actors, the per-user session index and
+// the private-channel router. It is safe for concurrent use.
+type Service struct {
+	cfg     Config
+	deps    Deps
+	log     *slog.Logger
+	metrics *metrics
+
+	mu       sync.Mutex
+	actors   map[snowflake.ID]*Actor
+	sessions map[event.SessionID]*sessionEntry
+	users    map[snowflake.ID]map[event.SessionID]*sessionEntry
+	closed   bool
+
+	// channelGuild caches channel id → guild id (0 for private channels).
+	channelGuild sync.Map
+	// userCache caches user objects by id; accounts do not change name.
+	userCache sync.Map
+
+	private *privateRouter
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// sessionEntry is a subscribed session and the guilds it is attached to.
+type sessionEntry struct {
+	s      event.Session
+	guilds map[snowflake.ID]bool
+}
+
+// NewService validates its arguments, fills defaults and returns a running
+// Service. Close stops it.
+func NewService(cfg Config, deps Deps) (*Service, error) {
+	if deps.Store == nil || deps.Sink == nil || deps.IDs == nil {
+		return nil, errors.New("guild: NewService needs Store, Sink and IDs")
+	}
+	if cfg.MailboxSize <= 0 {
+		cfg.MailboxSize = 1024
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 10 * time.Minute
+	}
+	if cfg.LargeThreshold <= 0 {
+		cfg.LargeThreshold = 250
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{
+		metrics:  m,
+		cfg:      cfg,
+		deps:     deps,
+		log:      cfg.Logger,
+		actors:   make(map[snowflake.ID]*Actor),
+		sessions: make(map[event.SessionID]*sessionEntry),
+		users:    make(map[snowflake.ID]map[event.SessionID]*sessionEntry),
+		done:     make(chan struct{}),
+	}
+	s.private = newPrivateRouter(s)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.private.run()
+	}()
+	return s, nil
+}
+
+// Close stops every actor after the operations already queued. It does
+// not close the store.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// actor returns the guild's actor, starting it when needed, with one
+// in-flight operation reserved: the caller must enqueue exactly one op.
+func (s *Service) actor(guildID snowflake.ID) (*Actor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("%w: service closed", ErrUnavailable)
+	}
+	a := s.actors[guildID]
+	if a == nil {
+		a = newActor(s, guildID)
+		s.actors[guildID] = a
+		s.metrics.actorsLoaded.Inc()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			a.run()
+		}()
+	}
+	a.inflight.Add(1)
+	return a, nil
+}
+
+// retire removes a from the actor map if it may stop: when force is set
+// (failed load, deleted guild) or when it is idle with no sessions and no
+// operation reserved. After retire returns true no new operation reaches a.
+func (s *Service) retire(a *Actor, force bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !force && (a.inflight.Load() > 0 || a.hasSessions()) {
+		return false
+	}
+	if s.actors[a.id] == a {
+		delete(s.actors, a.id)
+		s.metrics.actorsLoaded.Dec()
+	}
+	return true
+}
+
+// do runs fn in the guild's actor and waits for its result.
+func (s *Service) do(ctx context.Context, guildID snowflake.ID, fn func(a *Actor) error) error {
+	a, err := s.actor(guildID)
+	if err != nil {
+		return err
+	}
+	res := make(chan error, 1)
+	if err := a.enqueue(ctx, func(a *Actor) {
+		if a.failed != nil {
+			res <- a.failed
+			return
+		}
+		res <- fn(a)
+	}); err != nil {
+		return err
+	}
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+	case <-s.done:
+		return fmt.Errorf("%w: service closed", ErrUnavailable)
+	}
+}
+
+// post runs fn in the guild's actor without waiting for it.
+func (s *Service) post(ctx context.Context, guildID snowflake.ID, fn func(a *Actor)) error {
+	a, err := s.actor(guildID)
+	if err != nil {
+		return err
+	}
+	return a.enqueue(ctx, func(a *Actor) {
+		if a.failed == nil {
+			fn(a)
+		}
+	})
+}
+
+// LoadedGuilds returns the ids of the guilds with a loaded actor.
+func (s *Service) LoadedGuilds() []snowflake.ID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]snowflake.ID, 0, len(s.actors))
+	for id := range s.actors {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// ChannelGuild returns the guild of a channel, 0 for a private channel,
+// from a cache filled by actors with a store read on a miss.
+func (s *Service) ChannelGuild(ctx context.Context, channelID snowflake.ID) (snowflake.ID, error) {
+	if v, ok := s.channelGuild.Load(channelID); ok {
+		return v.(snowflake.ID), nil
+	}
+	c, err := s.deps.Store.GetChannel(ctx, channelID)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, fmt.Errorf("channel %d: %w", channelID, ErrUnknownChannel)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("channel %d: %w: %w", channelID, ErrUnavailable, err)
+	}
+	s.channelGuild.Store(channelID, c.GuildID)
+	return c.GuildID, nil
+}
+
+// User returns a user's object from the cache or the store.
+func (s *Service) User(ctx context.Context, id snowflake.ID) (wire.User, error) {
+	if v, ok := s.userCache.Load(id); ok {
+		return v.(wire.User), nil
+	}
+	u, err := s.deps.Store.GetUser(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return wire.User{}, fmt.Errorf("user %d: %w", id, ErrUnknownUser)
+	}
+	if err != nil {
+		return wire.User{}, fmt.Errorf("user %d: %w: %w", id, ErrUnavailable, err)
+	}
+	w := wire.UserFrom(u)
+	s.userCache.Store(id, w)
+	return w, nil
+}
+
+// storeErr wraps a store failure as ErrUnavailable, keeping ErrNotFound
+// distinguishable.
+func storeErr(what string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
+}

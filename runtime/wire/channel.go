@@ -1,0 +1,94 @@
+package wire
+
+import (
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+)
+
+// Overwrite is a channel permission overwrite.
+type Overwrite struct {
+	ID    snowflake.ID `json:"id"`
+	Type  int          `json:"type"`
+	Allow Bits         `json:"allow"`
+	Deny  Bits         `json:"deny"`
+}
+
+// Channel is Discord's channel object for guild channels, DMs and group
+// DMs. Guild-only fields are present for every type (libraries read them
+// without checking the type); DM-only fields are omitted for guild channels.
+type Channel struct {
+	ID                   snowflake.ID  `json:"id"`
+	Type                 int           `json:"type"`
+	GuildID              snowflake.ID  `json:"guild_id,omitempty"`
+	Name                 *string       `json:"name"`
+	Position             int           `json:"position"`
+	ParentID             *snowflake.ID `json:"parent_id"`
+	PermissionOverwrites []Overwrite   `json:"permission_overwrites"`
+	Topic                *string       `json:"topic"`
+	NSFW                 bool          `json:"nsfw"`
+	LastMessageID        *snowflake.ID `json:"last_message_id"`
+	RateLimitPerUser     int           `json:"rate_limit_per_user"`
+	Bitrate              int           `json:"bitrate,omitempty"`
+	UserLimit            int           `json:"user_limit"`
+	Flags                int           `json:"flags"`
+	Recipients           *[]User       `json:"recipients,omitempty"`
+	OwnerID              snowflake.ID  `json:"owner_id,omitempty"`
+	Icon                 *string       `json:"icon,omitempty"`
+}
+
+// optionalID returns nil for zero.
+func optionalID(id snowflake.ID) *snowflake.ID {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}
+
+// ChannelFrom converts a stored channel. recipients are the user objects
+// of a private channel's recipients other than the viewer (nil for guild
+// channels).
+func ChannelFrom(c store.Channel, recipients []User) Channel {
+	ow := make([]Overwrite, 0, len(c.Overwrites))
+	for _, o := range c.Overwrites {
+		ow = append(ow, Overwrite{ID: o.ID, Type: o.Type, Allow: Bits(o.Allow), Deny: Bits(o.Deny)})
+	}
+	out := Channel{
+		ID:                   c.ID,
+		Type:                 c.Type,
+		GuildID:              c.GuildID,
+		Position:             c.Position,
+		ParentID:             optionalID(c.ParentID),
+		PermissionOverwrites: ow,
+		NSFW:                 c.NSFW,
+		LastMessageID:        optionalID(c.LastMessageID),
+		RateLimitPerUser:     c.RateLimitPerUser,
+		UserLimit:            c.UserLimit,
+	}
+	if c.Type == store.ChannelVoice {
+		out.Bitrate = c.Bitrate
+		if out.Bitrate == 0 {
+			out.Bitrate = 64000
+		}
+	}
+	if c.Name != "" || c.GuildID != 0 {
+		name := c.Name
+		out.Name = &name
+	}
+	if c.Topic != "" {
+		topic := c.Topic
+		out.Topic = &topic
+	}
+	if c.GuildID == 0 {
+		if recipients == nil {
+			recipients = []User{}
+		}
+		out.Recipients = &recipients
+		if c.Type == store.ChannelGroupDM {
+			out.OwnerID = c.OwnerID
+		}
+	}
+	return out
+}
+
+// ChannelDelete is the payload of CHANNEL_DELETE: the channel itself.
+type ChannelDelete = Channel

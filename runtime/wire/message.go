@@ -1,0 +1,154 @@
+package wire
+
+import (
+	"encoding/json"
+
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+)
+
+// Message types Concord produces.
+const (
+	MessageDefault = 0
+	MessageReply   = 19
+)
+
+// MessageReference points at the message a reply answers.
+type MessageReference struct {
+	Type            int          `json:"type"`
+	MessageID       snowflake.ID `json:"message_id"`
+	ChannelID       snowflake.ID `json:"channel_id"`
+	GuildID         snowflake.ID `json:"guild_id,omitempty"`
+	FailIfNotExists *bool        `json:"fail_if_not_exists,omitempty"`
+}
+
+// Attachment is Discord's attachment object.
+type Attachment struct {
+	ID          snowflake.ID `json:"id"`
+	Filename    string       `json:"filename"`
+	Size        int          `json:"size"`
+	URL         string       `json:"url"`
+	ProxyURL    string       `json:"proxy_url"`
+	ContentType string       `json:"content_type,omitempty"`
+}
+
+// Message is Discord's message object as REST returns it and MESSAGE_CREATE
+// and MESSAGE_UPDATE carry it.
+type Message struct {
+	ID                snowflake.ID      `json:"id"`
+	ChannelID         snowflake.ID      `json:"channel_id"`
+	GuildID           snowflake.ID      `json:"guild_id,omitempty"`
+	Author            User              `json:"author"`
+	Member            *Member           `json:"member,omitempty"`
+	Content           string            `json:"content"`
+	Timestamp         Timestamp         `json:"timestamp"`
+	EditedTimestamp   *Timestamp        `json:"edited_timestamp"`
+	TTS               bool              `json:"tts"`
+	MentionEveryone   bool              `json:"mention_everyone"`
+	Mentions          []User            `json:"mentions"`
+	MentionRoles      []snowflake.ID    `json:"mention_roles"`
+	Attachments       []Attachment      `json:"attachments"`
+	Embeds            []json.RawMessage `json:"embeds"`
+	Components        []json.RawMessage `json:"components"`
+	Pinned            bool              `json:"pinned"`
+	Type              int               `json:"type"`
+	Flags             int               `json:"flags"`
+	Nonce             json.RawMessage   `json:"nonce,omitempty"`
+	MessageReference  *MessageReference `json:"message_reference,omitempty"`
+	ReferencedMessage *Message          `json:"referenced_message,omitempty"`
+}
+
+// MessageFrom converts a stored message. author is its author's user
+// object, member the author's partial member (nil in DMs), mentions the
+// mentioned users' objects in the order of m.Mentions (missing users are
+// skipped by the caller) and ref the replied-to message when it still exists.
+func MessageFrom(m store.Message, author User, member *Member, mentions []User, ref *Message) Message {
+	if mentions == nil {
+		mentions = []User{}
+	}
+	roles := m.MentionRoles
+	if roles == nil {
+		roles = []snowflake.ID{}
+	}
+	atts := make([]Attachment, 0, len(m.Attachments))
+	for _, a := range m.Attachments {
+		atts = append(atts, Attachment{ID: a.ID, Filename: a.Filename, Size: a.Size, URL: a.URL, ProxyURL: a.URL, ContentType: a.ContentType})
+	}
+	out := Message{
+		ID:              m.ID,
+		ChannelID:       m.ChannelID,
+		GuildID:         m.GuildID,
+		Author:          author,
+		Member:          member,
+		Content:         m.Content,
+		Timestamp:       Timestamp(m.ID.Time()),
+		EditedTimestamp: OptionalTimestamp(m.EditedAt),
+		TTS:             m.TTS,
+		MentionEveryone: m.MentionEveryone,
+		Mentions:        mentions,
+		MentionRoles:    roles,
+		Attachments:     atts,
+		Embeds:          []json.RawMessage{},
+		Components:      []json.RawMessage{},
+		Pinned:          m.Pinned,
+		Type:            m.Type,
+		Flags:           m.Flags,
+		Nonce:           NonceJSON(m.Nonce),
+	}
+	if m.ReferenceID != 0 {
+		out.MessageReference = &MessageReference{MessageID: m.ReferenceID, ChannelID: m.ChannelID, GuildID: m.GuildID}
+		out.ReferencedMessage = ref
+	}
+	return out
+}
+
+// NonceJSON returns the stored nonce as it was sent: stored nonces that
+// were JSON numbers keep a leading '#'; others are strings. Empty means
+// no nonce.
+func NonceJSON(nonce string) json.RawMessage {
+	if nonce == "" {
+		return nil
+	}
+	if nonce[0] == '#' {
+		return json.RawMessage(nonce[1:])
+	}
+	b, _ := json.Marshal(nonce)
+	return b
+}
+
+// StripContent returns a copy of m without content, embeds, attachments
+// and components: what a bot without the MESSAGE_CONTENT intent sees.
+func StripContent(m Message) Message {
+	m.Content = ""
+	m.Embeds = []json.RawMessage{}
+	m.Attachments = []Attachment{}
+	m.Components = []json.RawMessage{}
+	if m.ReferencedMessage != nil {
+		ref := StripContent(*m.ReferencedMessage)
+		m.ReferencedMessage = &ref
+	}
+	return m
+}
+
+// MessageDelete is MESSAGE_DELETE.
+type MessageDelete struct {
+	ID        snowflake.ID `json:"id"`
+	ChannelID snowflake.ID `json:"channel_id"`
+	GuildID   snowflake.ID `json:"guild_id,omitempty"`
+}
+
+// MessageDeleteBulk is MESSAGE_DELETE_BULK.
+type MessageDeleteBulk struct {
+	IDs       []snowflake.ID `json:"ids"`
+	ChannelID snowflake.ID   `json:"channel_id"`
+	GuildID   snowflake.ID   `json:"guild_id,omitempty"`
+}
+
+// TypingStart is TYPING_START; Timestamp is Unix seconds.
+type TypingStart struct {
+	ChannelID snowflake.ID `json:"channel_id"`
+	GuildID   snowflake.ID `json:"guild_id,omitempty"`
+	UserID    snowflake.ID `json:"user_id"`
+	Timestamp int64        `json:"timestamp"`
+	Member    *Member      `json:"member,omitempty"`
+}

@@ -61,6 +61,7 @@ type List struct {
 	gen, stamp uint64
 	step       int
 	touched    []*sub
+	items      map[int]json.RawMessage // rows read during the current step
 }
 
 // New returns an empty list with id listID (see GroupKey) in a guild with
@@ -74,6 +75,7 @@ func New(guildID snowflake.ID, listID string, hoisted []Role, cfg Config) *List 
 		rows:    newRows(cfg.ShowOffline, hoisted),
 		subs:    make(map[event.SessionID]*sub),
 		index:   subIndex{w: cfg.MaxWidth},
+		items:   make(map[int]json.RawMessage),
 	}
 }
 
@@ -312,21 +314,38 @@ func (l *List) emit(s *sub, op Op) {
 	s.sig = binary.AppendUvarint(s.sig, uint64(op.Range[1]))
 }
 
+// nextStep starts the operations of one row change.
+func (l *List) nextStep() {
+	l.step++
+	l.stamp++
+	clear(l.items)
+}
+
+// rowAt returns the item at index i, read once per step: many sessions
+// scrolled to the same place need the same row.
+func (l *List) rowAt(i int) json.RawMessage {
+	if it, ok := l.items[i]; ok {
+		return it
+	}
+	it := l.rows.item(i)
+	l.items[i] = it
+	return it
+}
+
 // inserted computes the operations for a row just inserted at index i.
 // Every session with a range at or after i gets the INSERT (its client
 // shifts the rows after i down by one); a range that starts after i and
 // whose preceding row the session does not hold also gets an UPDATE of
 // its first row, which shifted in from outside.
 func (l *List) inserted(i int) {
-	l.step++
-	l.stamp++
+	l.nextStep()
 	n := l.Len()
-	item := l.rows.item(i)
+	item := l.rowAt(i)
 	l.index.endingFrom(i, l.stamp, func(s *sub) {
 		l.emit(s, Op{Op: OpInsert, Index: i, Item: item})
 		for _, r := range s.ranges {
 			if a := r[0]; a > i && a < n && !s.covers(a-1) {
-				l.emit(s, Op{Op: OpUpdate, Index: a, Item: l.rows.item(a)})
+				l.emit(s, Op{Op: OpUpdate, Index: a, Item: l.rowAt(a)})
 			}
 		}
 	})
@@ -337,14 +356,13 @@ func (l *List) inserted(i int) {
 // last row shifted in from a row the session does not hold also gets an
 // UPDATE of that row.
 func (l *List) deleted(i int) {
-	l.step++
-	l.stamp++
+	l.nextStep()
 	n := l.Len()
 	l.index.endingFrom(i, l.stamp, func(s *sub) {
 		l.emit(s, Op{Op: OpDelete, Index: i})
 		for _, r := range s.ranges {
 			if b := r[1]; b >= i && b < n && !s.covers(b+1) {
-				l.emit(s, Op{Op: OpUpdate, Index: b, Item: l.rows.item(b)})
+				l.emit(s, Op{Op: OpUpdate, Index: b, Item: l.rowAt(b)})
 			}
 		}
 	})
@@ -353,9 +371,8 @@ func (l *List) deleted(i int) {
 // updated computes the operations for a row changed in place at index i:
 // one UPDATE for the sessions showing it.
 func (l *List) updated(i int) {
-	l.step++
-	l.stamp++
-	item := l.rows.item(i)
+	l.nextStep()
+	item := l.rowAt(i)
 	l.index.covering(i, l.stamp, func(s *sub) {
 		l.emit(s, Op{Op: OpUpdate, Index: i, Item: item})
 	})
@@ -367,7 +384,7 @@ func (l *List) finish() Dispatch {
 	if len(l.touched) == 0 {
 		return Dispatch{}
 	}
-	groups := l.rows.groups()
+	head := encodeHead(l.guildID, l.id, l.memberCount, l.rows.online, l.rows.groups())
 	var d Dispatch
 	bySig := make(map[string]int, 4)
 	for _, s := range l.touched {
@@ -380,7 +397,7 @@ func (l *List) finish() Dispatch {
 			vi = len(d.Variants)
 			bySig[string(s.sig)] = vi
 			d.Variants = append(d.Variants, Variant{
-				Payload: encodeUpdate(l.guildID, l.id, l.memberCount, l.rows.online, groups, ops),
+				Payload: encodeOps(head, ops),
 				Ops:     ops,
 			})
 		}

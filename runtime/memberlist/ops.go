@@ -130,9 +130,10 @@ func (d Dispatch) Batches() map[string]event.Batch {
 	return out
 }
 
-// encodeUpdate writes a GUILD_MEMBER_LIST_UPDATE payload.
-func encodeUpdate(guildID snowflake.ID, listID string, memberCount, onlineCount int, groups []GroupCount, ops []Op) json.RawMessage {
-	b := make([]byte, 0, 128+64*len(ops))
+// encodeHead writes the start of a GUILD_MEMBER_LIST_UPDATE payload, up
+// to its ops, shared by every variant of one change.
+func encodeHead(guildID snowflake.ID, listID string, memberCount, onlineCount int, groups []GroupCount) []byte {
+	b := make([]byte, 0, 96+32*len(groups))
 	b = append(b, `{"guild_id":"`...)
 	b = strconv.AppendUint(b, uint64(guildID), 10)
 	b = append(b, `","id":`...)
@@ -152,7 +153,20 @@ func encodeUpdate(guildID snowflake.ID, listID string, memberCount, onlineCount 
 		b = strconv.AppendInt(b, int64(g.Count), 10)
 		b = append(b, '}')
 	}
-	b = append(b, `],"ops":[`...)
+	return append(b, `],"ops":[`...)
+}
+
+// encodeOps completes a payload started by encodeHead.
+func encodeOps(head []byte, ops []Op) json.RawMessage {
+	n := len(head) + 2
+	for _, o := range ops {
+		n += 48 + len(o.Item)
+		for _, it := range o.Items {
+			n += len(it) + 1
+		}
+	}
+	b := make([]byte, 0, n)
+	b = append(b, head...)
 	for i, o := range ops {
 		if i > 0 {
 			b = append(b, ',')

@@ -30,7 +30,7 @@ const (
 type bigGuild struct {
 	list     *List
 	audience presence.Audience
-	online   []snowflake.ID        // user ids of online members
+	online   []snowflake.ID // user ids of online members
 	members  map[snowflake.ID]Member
 	sessions []event.Session // one per online member
 	bySess   map[snowflake.ID]int

@@ -2,10 +2,13 @@ package memberlist
 
 import "errors"
 
-// Errors returned by subscriptions. A gateway maps none of them to a
-// close: the request is clamped or the channel skipped, and the error is
-// logged.
+// Errors. ErrBadRequest (an op 14 or op 8 that does not decode) closes the
+// connection with 4002; for the others the request is clamped or the
+// channel skipped, and the error is logged.
 var (
+	// ErrBadRequest is an op 14 or op 8 payload that does not decode or
+	// breaks the protocol's rules.
+	ErrBadRequest = errors.New("memberlist: bad request")
 	// ErrBadRange is an inverted range or one starting beyond the list.
 	ErrBadRange = errors.New("memberlist: bad range")
 	// ErrTooManyRanges is more ranges than Config.MaxRanges.

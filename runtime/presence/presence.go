@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -284,4 +285,20 @@ func Fold(sessions []*SessionState) Presence {
 		p.Status = Idle
 	}
 	return p
+}
+
+// ClientKind maps IDENTIFY's `properties` to a client_status platform:
+// Mobile for Discord's Android and iOS clients (and an os of "android" or
+// "ios"), Web for a browser, Desktop otherwise (bots included).
+func ClientKind(os, browser string) string {
+	b := strings.ToLower(browser)
+	o := strings.ToLower(os)
+	switch {
+	case strings.Contains(b, "android") || strings.Contains(b, "ios") || o == "android" || o == "ios":
+		return Mobile
+	case strings.Contains(b, "chrome") || strings.Contains(b, "firefox") || strings.Contains(b, "safari") ||
+		strings.Contains(b, "edge") || strings.Contains(b, "opera"):
+		return Web
+	}
+	return Desktop
 }

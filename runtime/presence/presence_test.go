@@ -141,3 +141,19 @@ func TestAudience(t *testing.T) {
 		t.Fatalf("huge = %s", got)
 	}
 }
+
+func TestClientKind(t *testing.T) {
+	cases := map[[2]string]string{
+		{"linux", "Discord Client"}:    Desktop,
+		{"Android", "Discord Android"}: Mobile,
+		{"iOS", "Discord iOS"}:         Mobile,
+		{"Windows", "Chrome"}:          Web,
+		{"linux", "discordgo"}:         Desktop,
+		{"", ""}:                       Desktop,
+	}
+	for in, want := range cases {
+		if got := ClientKind(in[0], in[1]); got != want {
+			t.Errorf("ClientKind(%q, %q) = %s, want %s", in[0], in[1], got, want)
+		}
+	}
+}

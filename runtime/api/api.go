@@ -46,6 +46,12 @@ type Deps struct {
 	// IDs mints message and invite ids; *snowflake.Generator implements it.
 	IDs    guild.IDSource
 	Logger *slog.Logger
+	// Events, when set, receives message events for the durable log.
+	Events EventPublisher
+	// ReadStates, when set, serves message acks.
+	ReadStates ReadStates
+	// Users, when set, carries MESSAGE_ACK to the acking user's sessions.
+	Users UserDispatcher
 }
 
 type handler struct {
@@ -56,6 +62,9 @@ type handler struct {
 	ids    guild.IDSource
 	log    *slog.Logger
 	nonces *nonceCache
+	events EventPublisher
+	reads  ReadStates
+	users  UserDispatcher
 }
 
 // authedFunc is a handler for an authenticated user.
@@ -85,6 +94,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	h := &handler{
 		cfg: cfg, store: deps.Store, guilds: deps.Guilds, auth: deps.Auth, ids: deps.IDs, log: deps.Logger,
 		nonces: newNonceCache(cfg.NonceWindow, cfg.Now),
+		events: deps.Events, reads: deps.ReadStates, users: deps.Users,
 	}
 	mux := http.NewServeMux()
 	for _, v := range []string{"/api/v9", "/api/v10"} {
@@ -156,6 +166,7 @@ func (h *handler) routes(mux *http.ServeMux, p string) {
 	authed("GET /channels/{channel}/messages/{message}", h.getMessage)
 	authed("PATCH /channels/{channel}/messages/{message}", h.editMessage)
 	authed("DELETE /channels/{channel}/messages/{message}", h.deleteMessage)
+	authed("POST /channels/{channel}/messages/{message}/ack", h.ackMessage)
 
 	open("GET /invites/{code}", h.getInvite)
 	authed("POST /invites/{code}", h.acceptInvite)

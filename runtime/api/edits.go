@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -91,6 +92,7 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 	if err := h.guilds.PublishMessage(bg, "MESSAGE_UPDATE", out); err != nil {
 		h.log.Warn("message update not published", "message_id", m.ID, "err", err)
 	}
+	h.logMessage(bg, eventlog.MessageUpdate, out)
 	return nil
 }
 
@@ -122,6 +124,7 @@ func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user sno
 	if err := h.guilds.PublishDelete(bg, v.Channel.GuildID, channelID, []snowflake.ID{messageID}); err != nil {
 		h.log.Warn("message delete not published", "message_id", messageID, "err", err)
 	}
+	h.logDeletes(bg, v.Channel.GuildID, channelID, []snowflake.ID{messageID})
 	return nil
 }
 
@@ -182,5 +185,6 @@ func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowfl
 	if err := h.guilds.PublishDelete(bg, v.Channel.GuildID, channelID, list); err != nil {
 		h.log.Warn("bulk delete not published", "channel_id", channelID, "err", err)
 	}
+	h.logDeletes(bg, v.Channel.GuildID, channelID, list)
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
@@ -154,6 +155,7 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 	if err := h.guilds.PublishMessage(bg, "MESSAGE_CREATE", msg); err != nil {
 		h.log.Warn("message not published", "message_id", msg.ID, "err", err)
 	}
+	h.logMessage(bg, eventlog.MessageCreate, msg)
 	return nil
 }
 

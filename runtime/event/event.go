@@ -71,4 +71,7 @@ type Ready struct {
 	ApplicationID snowflake.ID
 	// ApplicationFlags is READY's `application.flags`.
 	ApplicationFlags int
+	// ReadState is READY's `read_state` object (entries of last read
+	// message id and mention count per channel); nil leaves it out.
+	ReadState json.RawMessage
 }

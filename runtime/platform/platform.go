@@ -38,6 +38,7 @@ type Platform struct {
 	handler  http.Handler
 	registry *prometheus.Registry
 	ready    atomic.Bool
+	reads    *readPath
 
 	// DevToken is the dev user's token when Config.DevUser is set.
 	DevToken string
@@ -82,17 +83,21 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		guild.Deps{Store: p.store, Sink: sink, IDs: ids, Auth: p.auth}); err != nil {
 		return nil, fmt.Errorf("platform: guild service: %w", err)
 	}
+	if p.reads, err = openReadPath(ctx, cfg, p.guilds, p.registry); err != nil {
+		return nil, err
+	}
 	if p.gateway, err = gateway.NewNode(gateway.Config{
 		Node:       cfg.Node,
 		PublicURL:  cfg.PublicURL,
 		Logger:     cfg.Logger.With("component", "gateway"),
 		Registerer: p.registry,
-	}, guild.NewGatewayBackend(p.guilds)); err != nil {
+	}, readyWithStates{Backend: guild.NewGatewayBackend(p.guilds), states: p.reads.states}); err != nil {
 		return nil, fmt.Errorf("platform: gateway: %w", err)
 	}
 	sink.node.Store(p.gateway)
 	restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, Logger: cfg.Logger.With("component", "api")},
-		api.Deps{Store: p.store, Guilds: p.guilds, Auth: p.auth, IDs: ids})
+		api.Deps{Store: p.store, Guilds: p.guilds, Auth: p.auth, IDs: ids,
+			Events: p.reads.outbox, ReadStates: p.reads.states, Users: p.guilds})
 	if cfg.DevUser {
 		if p.DevToken, err = p.devUser(ctx, ids); err != nil {
 			return nil, err
@@ -107,7 +112,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 // checkBackends refuses backend URLs this build cannot serve yet, with a
 // clear message instead of silently using the embedded default.
 func (p *Platform) checkBackends() error {
-	for flag, v := range map[string]string{"--eventlog": p.cfg.EventLog, "--redis": p.cfg.Redis, "--registry": p.cfg.Registry} {
+	for flag, v := range map[string]string{"--redis": p.cfg.Redis, "--registry": p.cfg.Registry} {
 		switch v {
 		case "mem", "embedded":
 		default:
@@ -225,6 +230,7 @@ func (p *Platform) Close() error {
 	if p.gateway != nil {
 		p.gateway.Close()
 	}
+	errs = append(errs, p.reads.close(context.Background()))
 	if p.guilds != nil {
 		errs = append(errs, p.guilds.Close())
 	}

@@ -1,0 +1,216 @@
+package platform
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// startTestPlatform runs a platform with embedded backends on loopback.
+func startTestPlatform(t *testing.T) (*Platform, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.DevUser = false
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	p, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("platform: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Serve(ctx, l) }()
+	t.Cleanup(func() { cancel(); <-done; p.Close() })
+	return p, l.Addr().String()
+}
+
+func restCall(t *testing.T, addr, token, method, path string, body, out any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, "http://"+addr+"/api/v10"+path, rd)
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("decode %s: %v", raw, err)
+		}
+	}
+}
+
+// wsSession is a raw gateway client: HELLO, IDENTIFY, then dispatches.
+type wsSession struct {
+	t      *testing.T
+	c      *websocket.Conn
+	events chan map[string]json.RawMessage
+}
+
+func identify(t *testing.T, addr, token string) *wsSession {
+	t.Helper()
+	c, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/gateway?v=10&encoding=json", nil)
+	if err != nil {
+		t.Fatalf("dial gateway: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	s := &wsSession{t: t, c: c, events: make(chan map[string]json.RawMessage, 256)}
+	if err := c.WriteJSON(map[string]any{"op": 2, "d": map[string]any{
+		"token": token, "intents": 1<<0 | 1<<9 | 1<<15,
+		"properties": map[string]string{"os": "linux", "browser": "test", "device": "test"},
+	}}); err != nil {
+		t.Fatalf("identify: %v", err)
+	}
+	go func() {
+		defer close(s.events)
+		for {
+			var f map[string]json.RawMessage
+			if err := c.ReadJSON(&f); err != nil {
+				return
+			}
+			s.events <- f
+		}
+	}()
+	return s
+}
+
+// next waits for the dispatch named typ and returns its `d`.
+func (s *wsSession) next(typ string) json.RawMessage {
+	s.t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case f, ok := <-s.events:
+			if !ok {
+				s.t.Fatalf("gateway closed while waiting for %s", typ)
+			}
+			var name string
+			_ = json.Unmarshal(f["t"], &name)
+			if name == typ {
+				return f["d"]
+			}
+		case <-deadline:
+			s.t.Fatalf("timed out waiting for %s", typ)
+		}
+	}
+}
+
+// TestAckClearsBadgeOnOtherDevice: a user mentioned in a channel has a
+// mention count; acking on one device sends MESSAGE_ACK with a zero count
+// to the user's other session, and a later READY carries the cleared state.
+func TestAckClearsBadgeOnOtherDevice(t *testing.T) {
+	p, addr := startTestPlatform(t)
+	var alice, bob struct {
+		Token  string `json:"token"`
+		UserID string `json:"user_id"`
+	}
+	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "alice", "password": "alice password"}, &alice)
+	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "bob", "password": "bob password!"}, &bob)
+	var g, ch struct {
+		ID string `json:"id"`
+	}
+	restCall(t, addr, alice.Token, "POST", "/guilds", map[string]string{"name": "badges"}, &g)
+	restCall(t, addr, alice.Token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "news"}, &ch)
+	var inv struct {
+		Code string `json:"code"`
+	}
+	restCall(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
+	restCall(t, addr, bob.Token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+
+	phone := identify(t, addr, bob.Token)
+	desktop := identify(t, addr, bob.Token)
+	phone.next("READY")
+	desktop.next("READY")
+	desktop.next("GUILD_CREATE")
+
+	var m struct {
+		ID string `json:"id"`
+	}
+	restCall(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/messages", map[string]any{"content": "hey <@" + bob.UserID + ">"}, &m)
+	desktop.next("MESSAGE_CREATE")
+
+	bobID, _ := snowflake.Parse(bob.UserID)
+	chID, _ := snowflake.Parse(ch.ID)
+	// The mention reaches the read-state role through the event log.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, err := p.reads.states.ChannelState(context.Background(), bobID, chID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.MentionCount == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mention never counted: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Bob reads on his phone (REST ack); his desktop's badge clears.
+	restCall(t, addr, bob.Token, "POST", "/channels/"+ch.ID+"/messages/"+m.ID+"/ack", map[string]any{}, nil)
+	var ack struct {
+		ChannelID    string `json:"channel_id"`
+		MessageID    string `json:"message_id"`
+		MentionCount int    `json:"mention_count"`
+	}
+	if err := json.Unmarshal(desktop.next("MESSAGE_ACK"), &ack); err != nil {
+		t.Fatal(err)
+	}
+	if ack.ChannelID != ch.ID || ack.MessageID != m.ID || ack.MentionCount != 0 {
+		t.Fatalf("MESSAGE_ACK = %+v", ack)
+	}
+
+	// A new device sees the cleared state in READY.
+	tablet := identify(t, addr, bob.Token)
+	var ready struct {
+		ReadState struct {
+			Entries []struct {
+				ID            string `json:"id"`
+				LastMessageID string `json:"last_message_id"`
+				MentionCount  int    `json:"mention_count"`
+			} `json:"entries"`
+		} `json:"read_state"`
+	}
+	if err := json.Unmarshal(tablet.next("READY"), &ready); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range ready.ReadState.Entries {
+		if e.ID == ch.ID {
+			found = true
+			if e.LastMessageID != m.ID || e.MentionCount != 0 {
+				t.Fatalf("READY read state %+v", e)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("READY read_state lacks channel %s: %+v", ch.ID, ready.ReadState)
+	}
+}

@@ -110,9 +110,16 @@ type Guild struct {
 	channels    map[snowflake.ID]string
 	lists       map[string]*List
 	reps        map[string]snowflake.ID // list id → its lowest channel id
-	// sessions maps a session to the channel it subscribed through, per
-	// list.
-	sessions map[event.SessionID]map[string]snowflake.ID
+	// sessions maps a session to its subscriptions, per list.
+	sessions map[event.SessionID]map[string]held
+	seq      uint64
+}
+
+// held is one session's subscription to one list: the channel it came
+// through and when, for evicting the oldest.
+type held struct {
+	channel snowflake.ID
+	seq     uint64
 }
 
 // NewGuild returns a guild's lists with no channels and no members.
@@ -130,7 +137,7 @@ func NewGuild(guildID snowflake.ID, viewer Viewer, hoisted []Role, cfg GuildConf
 		channels: make(map[snowflake.ID]string),
 		lists:    make(map[string]*List),
 		reps:     make(map[string]snowflake.ID),
-		sessions: make(map[event.SessionID]map[string]snowflake.ID),
+		sessions: make(map[event.SessionID]map[string]held),
 	}
 }
 
@@ -266,7 +273,8 @@ func (g *Guild) SetRoles(hoisted []Role) Dispatch {
 func (g *Guild) Refresh() Dispatch {
 	var d Dispatch
 	for sid, subs := range g.sessions {
-		for lid, ch := range subs {
+		for lid, h := range subs {
+			ch := h.channel
 			l := g.lists[lid]
 			if l == nil {
 				delete(subs, lid)
@@ -299,8 +307,10 @@ func (g *Guild) Refresh() Dispatch {
 // Subscribe applies an op 14 `channels` map for a session: for each
 // channel the user can view, the session's ranges in that channel's list
 // are replaced. Channels the user cannot view or that do not exist are
-// skipped, and channels beyond MaxChannels refused; the error joins every
-// refusal, and the Dispatch (SYNCs) is valid either way.
+// skipped, and channels beyond MaxChannels in one request refused; the
+// error joins every refusal, and the Dispatch (SYNCs) is valid either
+// way. A session holding MaxChannels lists that subscribes to another
+// loses its oldest subscription (a client that moved on).
 func (g *Guild) Subscribe(s event.Session, channels map[snowflake.ID][]Range) (Dispatch, error) {
 	ids := make([]snowflake.ID, 0, len(channels))
 	for ch := range channels {
@@ -324,9 +334,8 @@ func (g *Guild) Subscribe(s event.Session, channels map[snowflake.ID][]Range) (D
 			errs = append(errs, fmt.Errorf("memberlist: channel %s: %w", ch, ErrHiddenChannel))
 			continue
 		}
-		if _, held := subs[lid]; !held && len(subs) >= g.cfg.MaxChannels {
-			errs = append(errs, fmt.Errorf("memberlist: session %s: %w", s.ID, ErrTooManyChannels))
-			continue
+		if _, ok := subs[lid]; !ok && len(subs) >= g.cfg.MaxChannels {
+			g.evictOldest(s.ID, subs)
 		}
 		out, err := g.lists[lid].Subscribe(s, channels[ch])
 		if err != nil {
@@ -334,16 +343,34 @@ func (g *Guild) Subscribe(s event.Session, channels map[snowflake.ID][]Range) (D
 		}
 		d.Merge(out)
 		if subs == nil {
-			subs = make(map[string]snowflake.ID)
+			subs = make(map[string]held)
 			g.sessions[s.ID] = subs
 		}
 		if g.lists[lid].subs[s.ID] == nil {
 			delete(subs, lid)
 		} else {
-			subs[lid] = ch
+			g.seq++
+			subs[lid] = held{channel: ch, seq: g.seq}
 		}
 	}
 	return d, errors.Join(errs...)
+}
+
+// evictOldest drops a session's least recently subscribed list.
+func (g *Guild) evictOldest(id event.SessionID, subs map[string]held) {
+	oldest, first := "", true
+	for lid, h := range subs {
+		if first || h.seq < subs[oldest].seq {
+			oldest, first = lid, false
+		}
+	}
+	if first {
+		return
+	}
+	if l := g.lists[oldest]; l != nil {
+		l.Unsubscribe(id)
+	}
+	delete(subs, oldest)
 }
 
 // Disconnect drops every subscription of a session.

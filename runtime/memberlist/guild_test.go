@@ -3,6 +3,8 @@ package memberlist
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -117,8 +119,9 @@ func TestHiddenMemberNeverListed(t *testing.T) {
 	}
 }
 
-// TestGuildSubscribeLimits: too many channels are refused, unknown
-// channels skipped.
+// TestGuildSubscribeLimits: too many channels in one request are
+// refused, unknown channels skipped, and a session's oldest list is
+// evicted when it subscribes to one more than MaxChannels.
 func TestGuildSubscribeLimits(t *testing.T) {
 	g := NewGuild(guildID, &fakeViewer{}, nil, GuildConfig{MaxChannels: 2})
 	for ch := snowflake.ID(1); ch <= 3; ch++ {
@@ -140,8 +143,14 @@ func TestGuildSubscribeLimits(t *testing.T) {
 	if got := g.Viewers(9); len(got) != 1 || got[0].ID != "s" {
 		t.Fatalf("viewers = %v", got)
 	}
+	if _, err := g.Subscribe(s, map[snowflake.ID][]Range{3: {{0, 9}}}); err != nil {
+		t.Fatal(err)
+	}
+	if g.List(1).Subscribers() != 0 || g.List(2).Subscribers() != 1 || g.List(3).Subscribers() != 1 {
+		t.Fatalf("after eviction: %d %d %d", g.List(1).Subscribers(), g.List(2).Subscribers(), g.List(3).Subscribers())
+	}
 	g.Disconnect("s")
-	if g.List(1).Subscribers() != 0 || g.Shows(9) {
+	if g.List(2).Subscribers() != 0 || g.List(3).Subscribers() != 0 || g.Shows(9) {
 		t.Fatalf("disconnect kept subscriptions")
 	}
 }
@@ -155,4 +164,84 @@ func payloadListID(t *testing.T, v Variant) string {
 		t.Fatal(err)
 	}
 	return p.ID
+}
+
+// keyViewer hides lists (by key) from users: channels with the same key
+// have the same overwrites, hence the same viewers.
+type keyViewer struct {
+	keys   map[snowflake.ID]string
+	hidden map[snowflake.ID]map[string]bool
+}
+
+func (v *keyViewer) CanView(userID, channelID snowflake.ID) bool {
+	return !v.hidden[userID][v.keys[channelID]]
+}
+
+// TestGuildRandomVisibility changes who can see which channels at random
+// (then calls Refresh, as the guild actor does after a permission change)
+// and checks after every step that each list holds exactly the members
+// who can view its channels, and that no session receives anything from
+// a list whose channels its user cannot view, except the INVALIDATE that
+// revokes it.
+func TestGuildRandomVisibility(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	keys := map[snowflake.ID]string{1: "A", 2: "A", 3: "B", 4: "C"}
+	v := &keyViewer{keys: keys, hidden: map[snowflake.ID]map[string]bool{}}
+	g := NewGuild(guildID, v, []Role{{ID: 70, Position: 1}}, GuildConfig{MaxChannels: 2})
+	for ch, k := range keys {
+		g.SetChannel(ch, k)
+	}
+	members := map[snowflake.ID]Member{}
+	sessions := map[event.SessionID]event.Session{}
+	for i := range 10 {
+		s := event.Session{ID: event.SessionID(fmt.Sprint("s", i)), UserID: snowflake.ID(1 + i%6), Node: "n"}
+		sessions[s.ID] = s
+	}
+	for step := range 3000 {
+		var d Dispatch
+		revoking := false
+		switch op := rng.IntN(10); {
+		case op < 5:
+			id := snowflake.ID(1 + rng.IntN(12))
+			var roles []snowflake.ID
+			if rng.IntN(3) == 0 {
+				roles = []snowflake.ID{70}
+			}
+			m := member(id, fmt.Sprint("n", rng.IntN(5)), []string{StatusOnline, StatusIdle, StatusOffline}[rng.IntN(3)], roles...)
+			members[id] = m
+			d = g.Upsert(m)
+		case op < 7:
+			s := sessions[event.SessionID(fmt.Sprint("s", rng.IntN(10)))]
+			ch := snowflake.ID(1 + rng.IntN(4))
+			d, _ = g.Subscribe(s, map[snowflake.ID][]Range{ch: {{0, rng.IntN(20)}}})
+		default:
+			u := snowflake.ID(1 + rng.IntN(12))
+			k := []string{"A", "B", "C"}[rng.IntN(3)]
+			if v.hidden[u] == nil {
+				v.hidden[u] = map[string]bool{}
+			}
+			v.hidden[u][k] = !v.hidden[u][k]
+			d = g.Refresh()
+			revoking = true
+		}
+		for _, vr := range d.Variants {
+			key := payloadListID(t, vr)
+			invalidate := vr.Ops[0].Op == OpInvalidate
+			for _, s := range vr.Sessions {
+				if v.hidden[s.UserID][key] && !(revoking && invalidate) {
+					t.Fatalf("step %d: session %s (user %d) got list %s it cannot view: %s", step, s.ID, s.UserID, key, vr.Payload)
+				}
+			}
+		}
+		for ch, k := range keys {
+			l := g.List(ch)
+			for id, m := range members {
+				_, listed := l.Index(id)
+				want := m.Status != StatusOffline && !v.hidden[id][k]
+				if listed != want {
+					t.Fatalf("step %d: member %d in list %s: %v, want %v", step, id, k, listed, want)
+				}
+			}
+		}
+	}
 }

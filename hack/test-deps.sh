@@ -19,6 +19,10 @@ step "discord.js conformance client (npm ci)"
 ( cd test/conformance/js && npm ci --no-audit --no-fund --loglevel=error )
 echo "export CONCORD_JS_DIR=$PWD/test/conformance/js" >> "$ENV_FILE.tmp"
 
+step "Apache Kafka (KRaft, single node on loopback)"
+bash hack/kafka/kafka.sh start
+echo "export CONCORD_KAFKA=$(bash hack/kafka/kafka.sh addr)" >> "$ENV_FILE.tmp"
+
 mv "$ENV_FILE.tmp" "$ENV_FILE"
 step "test environment"
 cat "$ENV_FILE"

@@ -17,13 +17,16 @@ import (
 )
 
 // startTestPlatform runs a platform with embedded backends on loopback.
-func startTestPlatform(t *testing.T) (*Platform, string) {
+func startTestPlatform(t *testing.T, opts ...func(*Config)) (*Platform, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.DevUser = false
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, o := range opts {
+		o(&cfg)
+	}
 	p, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatalf("platform: %v", err)
@@ -124,8 +127,10 @@ func (s *wsSession) next(typ string) json.RawMessage {
 // TestAckClearsBadgeOnOtherDevice: a user mentioned in a channel has a
 // mention count; acking on one device sends MESSAGE_ACK with a zero count
 // to the user's other session, and a later READY carries the cleared state.
-func TestAckClearsBadgeOnOtherDevice(t *testing.T) {
-	p, addr := startTestPlatform(t)
+func TestAckClearsBadgeOnOtherDevice(t *testing.T) { testAckClearsBadge(t) }
+
+func testAckClearsBadge(t *testing.T, opts ...func(*Config)) {
+	p, addr := startTestPlatform(t, opts...)
 	var alice, bob struct {
 		Token  string `json:"token"`
 		UserID string `json:"user_id"`

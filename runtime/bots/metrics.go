@@ -1,0 +1,44 @@
+package bots
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the package's Prometheus collectors.
+type metrics struct {
+	misses     *prometheus.CounterVec
+	deliveries *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		misses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "concord_bots_interaction_misses_total",
+			Help: "Interactions whose application did not respond inside the acknowledgement window.",
+		}, []string{"application_id"}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "concord_bots_interaction_deliveries_total",
+			Help: "Interaction deliveries by path (gateway, http) and result (ok, no_session, failed, retried).",
+		}, []string{"path", "result"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []**prometheus.CounterVec{&m.misses, &m.deliveries} {
+		if err := reg.Register(*c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, fmt.Errorf("%w: register metrics: %w", ErrConfig, err)
+			}
+			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
+			if !ok {
+				return nil, fmt.Errorf("%w: register metrics: %w", ErrConfig, err)
+			}
+			*c = existing
+		}
+	}
+	return m, nil
+}

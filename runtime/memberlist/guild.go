@@ -229,9 +229,12 @@ func (g *Guild) dropListIfUnused(id string) {
 }
 
 // Upsert adds or changes a member in every list whose channels it can
-// view and removes it from the others. Offer online members (and offline
-// ones when lists show them).
+// view and removes it from the others. An offline member is forgotten
+// unless lists show offline members, so the guild keeps only online ones.
 func (g *Guild) Upsert(m Member) Dispatch {
+	if m.Status == StatusOffline && !g.cfg.List.ShowOffline {
+		return g.Remove(m.UserID)
+	}
 	g.members[m.UserID] = m
 	var d Dispatch
 	for id, l := range g.lists {

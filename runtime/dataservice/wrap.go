@@ -1,0 +1,45 @@
+package dataservice
+
+import (
+	"context"
+
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+)
+
+// Wrap returns a store.Store whose message methods go to msgs (a Service
+// in one process, a Router on API nodes) and everything else — guild
+// state, accounts, Close — to st. It is how a process puts the data
+// service in front of its store without its callers knowing.
+func Wrap(st store.Store, msgs store.Messages) store.Store {
+	return &wrapped{Store: st, msgs: msgs}
+}
+
+type wrapped struct {
+	store.Store
+	msgs store.Messages
+}
+
+func (w *wrapped) PutMessage(ctx context.Context, m store.Message) error {
+	return w.msgs.PutMessage(ctx, m)
+}
+
+func (w *wrapped) GetMessage(ctx context.Context, ch, id snowflake.ID) (store.Message, error) {
+	return w.msgs.GetMessage(ctx, ch, id)
+}
+
+func (w *wrapped) DeleteMessage(ctx context.Context, ch, id snowflake.ID) error {
+	return w.msgs.DeleteMessage(ctx, ch, id)
+}
+
+func (w *wrapped) DeleteMessages(ctx context.Context, ch snowflake.ID, ids []snowflake.ID) error {
+	return w.msgs.DeleteMessages(ctx, ch, ids)
+}
+
+func (w *wrapped) ListMessages(ctx context.Context, ch snowflake.ID, q store.HistoryQuery) ([]store.Message, error) {
+	return w.msgs.ListMessages(ctx, ch, q)
+}
+
+func (w *wrapped) Buckets(ctx context.Context, ch snowflake.ID) ([]int64, error) {
+	return w.msgs.Buckets(ctx, ch)
+}

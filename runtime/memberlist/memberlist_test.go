@@ -321,3 +321,33 @@ func opsString(ops []Op) string {
 	}
 	return strings.Join(out, ",")
 }
+
+// TestBatches: each node's batch holds only its sessions' variants, and
+// every target points at the payload its session should get.
+func TestBatches(t *testing.T) {
+	d := Dispatch{Variants: []Variant{
+		{Payload: []byte(`"a"`), Sessions: []event.Session{{ID: "1", Node: "x"}, {ID: "2", Node: "y"}}},
+		{Payload: []byte(`"b"`), Sessions: []event.Session{{ID: "3", Node: "y"}}},
+		{Payload: []byte(`"c"`), Sessions: []event.Session{{ID: "4", Node: "z"}, {ID: "5", Node: "y"}}},
+	}}
+	bs := d.Batches()
+	want := map[string]map[event.SessionID]string{
+		"x": {"1": `"a"`},
+		"y": {"2": `"a"`, "3": `"b"`, "5": `"c"`},
+		"z": {"4": `"c"`},
+	}
+	if len(bs) != len(want) {
+		t.Fatalf("%d batches", len(bs))
+	}
+	for node, targets := range want {
+		b := bs[node]
+		if b.Type != DispatchType || len(b.Payloads) != len(targets) || len(b.Targets) != len(targets) {
+			t.Fatalf("node %s batch %+v", node, b)
+		}
+		for _, tg := range b.Targets {
+			if got := string(b.Payloads[tg.Variant]); got != targets[tg.Session] {
+				t.Fatalf("node %s session %s gets %s, want %s", node, tg.Session, got, targets[tg.Session])
+			}
+		}
+	}
+}

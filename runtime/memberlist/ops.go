@@ -105,27 +105,38 @@ func (d Dispatch) Empty() bool { return len(d.Variants) == 0 }
 // Merge appends o's variants to d.
 func (d *Dispatch) Merge(o Dispatch) { d.Variants = append(d.Variants, o.Variants...) }
 
-// Batches groups d into one event.Batch per gateway node per variant set:
-// every batch has Type DispatchType, all of d's payloads, and targets
-// naming the variant index. Nodes are keyed by name.
+// Batches groups d into one event.Batch of Type DispatchType per gateway
+// node, keyed by node name. Each batch carries only the payload variants
+// its node's sessions receive, so a batch sent between processes holds no
+// payload nobody on that node reads.
 func (d Dispatch) Batches() map[string]event.Batch {
 	if d.Empty() {
 		return nil
 	}
-	payloads := make([]json.RawMessage, len(d.Variants))
-	out := make(map[string]event.Batch)
+	type nodeBatch struct {
+		b     event.Batch
+		local map[int]int // variant index in d → index in b.Payloads
+	}
+	byNode := make(map[string]*nodeBatch)
 	for vi, v := range d.Variants {
-		payloads[vi] = v.Payload
 		for _, s := range v.Sessions {
-			b := out[s.Node]
-			b.Type = DispatchType
-			b.Targets = append(b.Targets, event.Target{Session: s.ID, Variant: vi})
-			out[s.Node] = b
+			nb := byNode[s.Node]
+			if nb == nil {
+				nb = &nodeBatch{b: event.Batch{Type: DispatchType}, local: make(map[int]int)}
+				byNode[s.Node] = nb
+			}
+			li, ok := nb.local[vi]
+			if !ok {
+				li = len(nb.b.Payloads)
+				nb.local[vi] = li
+				nb.b.Payloads = append(nb.b.Payloads, v.Payload)
+			}
+			nb.b.Targets = append(nb.b.Targets, event.Target{Session: s.ID, Variant: li})
 		}
 	}
-	for n, b := range out {
-		b.Payloads = payloads
-		out[n] = b
+	out := make(map[string]event.Batch, len(byNode))
+	for n, nb := range byNode {
+		out[n] = nb.b
 	}
 	return out
 }

@@ -18,9 +18,10 @@ import (
 // The simulated guild of the issue: 1,000,000 members, 100,000 of them
 // online with one in-process session each, 5,000 of those sessions
 // subscribed to member-list ranges: every one to rows 0-99 (what a client
-// shows on opening the guild) and 60% also to one range scrolled to a
-// uniformly random place in the list (pessimistic: real clients mostly
-// stay near the top).
+// shows on opening the guild) and 60% also to one scrolled range, placed
+// either uniformly in the list (scroll=uniform, pessimistic) or
+// exponentially near the top with a mean of 500 rows (scroll=top, closer
+// to how people scroll).
 const (
 	benchMembers     = 1_000_000
 	benchOnline      = 100_000
@@ -43,7 +44,7 @@ func benchMember(id snowflake.ID, name, status string, roles []snowflake.ID) Mem
 	return Member{UserID: id, Name: name, Roles: roles, Status: status, Data: json.RawMessage(data)}
 }
 
-func newBigGuild(b *testing.B) *bigGuild {
+func newBigGuild(b *testing.B, uniform bool) *bigGuild {
 	b.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	hoisted := []Role{{ID: 1, Position: 30}, {ID: 2, Position: 20}, {ID: 3, Position: 10}}
@@ -80,6 +81,9 @@ func newBigGuild(b *testing.B) *bigGuild {
 		rs := []Range{{0, 99}}
 		if rng.IntN(10) < 6 {
 			a := rng.IntN(g.list.Len()/100) * 100
+			if !uniform {
+				a = min(int(rng.ExpFloat64()*500)/100*100+100, g.list.Len()-100)
+			}
 			rs = append(rs, Range{a, a + 99})
 		}
 		if _, err := g.list.Subscribe(s, rs); err != nil {
@@ -146,7 +150,26 @@ func (g *bigGuild) change(status string) (listDeliveries, presenceDeliveries int
 //     or inserted, which also shifts every range below it.
 //   - naive: the baseline broadcast to all 100,000 online sessions.
 func BenchmarkPresenceChange(b *testing.B) {
-	g := newBigGuild(b)
+	for _, scroll := range []string{"uniform", "top"} {
+		g := newBigGuild(b, scroll == "uniform")
+		b.Run("scroll="+scroll, func(b *testing.B) { benchChanges(b, g) })
+	}
+	b.Run("naive", func(b *testing.B) {
+		g := newBigGuild(b, true)
+		var n int
+		b.ReportAllocs()
+		cpu := cpuTime(b)
+		for b.Loop() {
+			id := g.online[g.rng.IntN(len(g.online))]
+			p := presence.Presence{Status: presence.Idle, Activities: []presence.Activity{}}.Event(id, guildID)
+			n += g.naiveBroadcast(p)
+		}
+		reportCPU(b, cpu)
+		b.ReportMetric(float64(n)/float64(b.N), "deliveries/op")
+	})
+}
+
+func benchChanges(b *testing.B, g *bigGuild) {
 	b.Run("idle", func(b *testing.B) {
 		var list, pres int
 		b.ReportAllocs()
@@ -173,8 +196,10 @@ func BenchmarkPresenceChange(b *testing.B) {
 			id := g.online[g.rng.IntN(len(g.online))]
 			m := g.members[id]
 			d := g.list.Remove(id)
+			_ = d.Batches()
 			list += d.Deliveries()
 			d = g.list.Upsert(m)
+			_ = d.Batches()
 			list += d.Deliveries()
 			pres += len(g.list.Viewers(id))
 		}
@@ -183,18 +208,6 @@ func BenchmarkPresenceChange(b *testing.B) {
 		b.ReportMetric(float64(list)/float64(2*b.N), "list-deliveries/change")
 		b.ReportMetric(float64(pres)/float64(b.N), "presence-deliveries/op")
 		b.ReportMetric(float64(len(g.sessions)), "naive-deliveries/change")
-	})
-	b.Run("naive", func(b *testing.B) {
-		var n int
-		b.ReportAllocs()
-		cpu := cpuTime(b)
-		for b.Loop() {
-			id := g.online[g.rng.IntN(len(g.online))]
-			p := presence.Presence{Status: presence.Idle, Activities: []presence.Activity{}}.Event(id, guildID)
-			n += g.naiveBroadcast(p)
-		}
-		reportCPU(b, cpu)
-		b.ReportMetric(float64(n)/float64(b.N), "deliveries/op")
 	})
 }
 

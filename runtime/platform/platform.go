@@ -19,11 +19,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/concord-chat/concord/runtime/api"
+	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
+	cassandrastore "github.com/concord-chat/concord/runtime/store/cassandra"
 	pebblestore "github.com/concord-chat/concord/runtime/store/pebble"
 )
 
@@ -131,6 +133,19 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 			return nil, fmt.Errorf("platform: open pebble store %s: %w", rest, err)
 		}
 		return s, nil
+	case "cassandra", "scylla":
+		ccfg, err := cassandrastore.ParseURL(cfg.Store)
+		if err != nil {
+			return nil, fmt.Errorf("platform: --store: %w", err)
+		}
+		ccfg.Logger = cfg.Logger.With("component", "store")
+		// Connect retries with backoff while Cassandra is down; /readyz
+		// stays false until it returns because the listener serves nothing yet.
+		s, err := cassandrastore.Connect(ctx, ccfg)
+		if err != nil {
+			return nil, fmt.Errorf("platform: open cassandra store: %w", err)
+		}
+		return dataservice.Wrap(s, dataservice.New(s, dataservice.Config{Name: "local", Logger: cfg.Logger.With("component", "data")})), nil
 	default:
 		return nil, fmt.Errorf("platform: unknown --store %q (want pebble:DIR or cassandra://host:port/keyspace)", cfg.Store)
 	}

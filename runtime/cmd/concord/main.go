@@ -29,6 +29,6 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDevCommand(), newServeCommand())
+	root.AddCommand(newDevCommand(), newServeCommand(), newMigrateCommand())
 	return root
 }

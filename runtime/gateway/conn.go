@@ -1,0 +1,219 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Frames the node sends that never change.
+var (
+	frameHeartbeatACK   = controlFrame(OpHeartbeatACK, "null")
+	frameReconnect      = controlFrame(OpReconnect, "null")
+	frameInvalidSession = controlFrame(OpInvalidSession, "false")
+	resumedPayload      = []byte(`{"_trace":["concord-gateway"]}`)
+)
+
+// conn is one gateway WebSocket. Its reader runs on the HTTP handler's
+// goroutine and handles client payloads in order. Frames for an idle socket
+// are written at once without blocking; the rest go through a bounded
+// queue to the connection's writer goroutine (writer.go), so Deliver never
+// waits on a socket.
+type conn struct {
+	node       *Node
+	ws         *websocket.Conn
+	nc         net.Conn
+	raw        syscall.RawConn // nil: every frame goes through the writer
+	apiVersion int
+	resumeURL  string
+	ctx        context.Context
+	cancel     context.CancelFunc
+
+	// qmu guards the socket's ownership, the queue, the compression mode
+	// and the close request.
+	qmu  sync.Mutex
+	busy bool // the writer goroutine owns the socket
+	// writerStarted is set once the writer goroutine runs; it starts on
+	// the first hand-off and ends after the close.
+	writerStarted bool
+	pending       []byte // bytes an inline write left over, written first
+	queue         []frame
+	extra         int // frames in queue added by enqueueAll, outside the bound
+	comp          compression
+	closing       bool
+	closeCode     int
+	closeText     string
+	wake          chan struct{}
+	aborted       atomic.Bool
+	done          chan struct{}
+
+	// tw and twFunc carry inline writes; guarded by qmu.
+	tw     tryWriteState
+	twFunc func(fd uintptr) bool
+
+	// Compression state, owned by whoever owns the socket (see encode).
+	zbuf   bytes.Buffer
+	stream *streamCompressor
+
+	// Reader-owned.
+	sess          *session
+	started       time.Time
+	lastHeartbeat time.Time
+	rateStart     time.Time
+	rateCount     int
+}
+
+func newConn(n *Node, ws *websocket.Conn, apiVersion int, comp compression, resumeURL string) *conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	now := time.Now()
+	c := &conn{
+		node: n, ws: ws, apiVersion: apiVersion, resumeURL: resumeURL,
+		ctx: ctx, cancel: cancel, comp: comp,
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+		started: now, lastHeartbeat: now,
+	}
+	if ws != nil {
+		c.nc = ws.UnderlyingConn()
+		if sc, ok := c.nc.(syscall.Conn); ok {
+			if raw, err := sc.SyscallConn(); err == nil {
+				c.raw = raw
+				c.twFunc = c.tryWriteFunc
+			}
+		}
+		// The node writes its own frames: answer pings and closes
+		// through the same path instead of gorilla's writer.
+		ws.SetPingHandler(func(data string) error {
+			c.enqueueAll(frame{b: &body{wsop: wsPong, raw: []byte(data)}})
+			return nil
+		})
+		ws.SetCloseHandler(func(code int, text string) error { return nil })
+	}
+	return c
+}
+
+// readDeadline is when the reader gives up waiting: the zombie deadline,
+// or the identify deadline if that is sooner and the client has not
+// identified yet.
+func (c *conn) readDeadline() time.Time {
+	d := c.lastHeartbeat.Add(c.node.cfg.ZombieTimeout)
+	if c.sess == nil {
+		if id := c.started.Add(c.node.cfg.IdentifyTimeout); id.Before(d) {
+			d = id
+		}
+	}
+	return d
+}
+
+// readLoop reads and handles client payloads until the connection ends.
+// It returns the close code the client sent, or 0.
+func (c *conn) readLoop() int {
+	for {
+		_ = c.ws.SetReadDeadline(c.readDeadline())
+		_, r, err := c.ws.NextReader()
+		if err != nil {
+			return c.readError(err)
+		}
+		bp := c.node.readBufs.Get().(*[]byte)
+		n, err := io.ReadFull(r, *bp)
+		switch {
+		case err == nil:
+			// The payload has more than MaxPayload bytes.
+			c.node.readBufs.Put(bp)
+			c.closeWith(CloseDecodeError, "payload too large")
+			return 0
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		default:
+			c.node.readBufs.Put(bp)
+			return c.readError(err)
+		}
+		stop := c.handle((*bp)[:n])
+		c.node.readBufs.Put(bp)
+		if stop {
+			return 0
+		}
+	}
+}
+
+// readError classifies a read failure, closing zombies and connections
+// that never identified with 4009. It returns the client's close code.
+func (c *conn) readError(err error) int {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		// Echo the client's close, as RFC 6455 asks; 1006 and 1015 only
+		// describe a dead connection and are never sent.
+		echo := ce.Code
+		if echo == websocket.CloseAbnormalClosure || echo == websocket.CloseTLSHandshake {
+			echo = 0
+		}
+		c.close(echo, "")
+		return ce.Code
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		if c.sess == nil && !time.Now().Before(c.started.Add(c.node.cfg.IdentifyTimeout)) {
+			c.closeWith(CloseSessionTimedOut, "identify timeout")
+		} else {
+			c.node.metrics.zombieCloses.Inc()
+			c.closeWith(CloseSessionTimedOut, "heartbeat timeout")
+		}
+	}
+	return 0
+}
+
+// handle processes one client payload. It returns true when the
+// connection is closing.
+func (c *conn) handle(b []byte) bool {
+	now := c.node.cfg.Now()
+	if now.Sub(c.rateStart) >= c.node.cfg.RateWindow {
+		c.rateStart, c.rateCount = now, 0
+	}
+	c.rateCount++
+	if c.rateCount > c.node.cfg.RateLimit {
+		c.closeWith(CloseRateLimited, "rate limited")
+		return true
+	}
+	f, err := decodeFrame(b)
+	if err != nil {
+		if errors.Is(err, ErrUnknownOpcode) {
+			c.closeWith(CloseUnknownOpcode, "unknown opcode")
+		} else {
+			c.closeWith(CloseDecodeError, "decode error")
+		}
+		return true
+	}
+	switch f.Op {
+	case OpHeartbeat:
+		c.lastHeartbeat = time.Now()
+		c.sendControl(frameHeartbeatACK)
+		return false
+	case OpIdentify:
+		return c.identify(f.D)
+	case OpResume:
+		return c.resume(f.D)
+	}
+	if c.sess == nil {
+		c.closeWith(CloseNotAuthenticated, "not authenticated")
+		return true
+	}
+	h := c.node.cfg.OpHandlers[f.Op]
+	if h == nil {
+		return false
+	}
+	if err := h.HandleOp(c.ctx, c.sess.info, f.Op, f.D); err != nil {
+		var ce *CloseError
+		if errors.As(err, &ce) {
+			c.closeWith(ce.Code, ce.Reason)
+			return true
+		}
+		c.node.cfg.Logger.Warn("op handler failed", "op", f.Op, "session_id", c.sess.info.ID, "err", err)
+	}
+	return false
+}

@@ -1,0 +1,184 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/concord-chat/concord/runtime/event"
+)
+
+// identifyCloseCode maps an IDENTIFY failure to its close code.
+func identifyCloseCode(err error) int {
+	switch {
+	case errors.Is(err, ErrAuthenticationFailed):
+		return CloseAuthenticationFailed
+	case errors.Is(err, ErrInvalidIntents):
+		return CloseInvalidIntents
+	case errors.Is(err, ErrDisallowedIntents):
+		return CloseDisallowedIntents
+	case errors.Is(err, ErrInvalidShard):
+		return CloseInvalidShard
+	case errors.Is(err, ErrShardingRequired):
+		return CloseShardingRequired
+	case errors.Is(err, ErrDecode):
+		return CloseDecodeError
+	default:
+		return CloseUnknownError
+	}
+}
+
+// identify handles op 2: it asks the Backend, sends READY (seq 1) and
+// subscribes the new session. It returns true when the connection closes.
+func (c *conn) identify(d json.RawMessage) bool {
+	n := c.node
+	if c.sess != nil {
+		c.closeWith(CloseAlreadyAuthenticated, "already authenticated")
+		return true
+	}
+	if n.draining.Load() || n.closed.Load() {
+		// A draining node takes no new sessions; the client identifies
+		// again, elsewhere once the node is out of rotation.
+		c.invalidSession()
+		return false
+	}
+	id, err := decodeIdentify(d)
+	if err == nil && id.Intents&^KnownIntents != 0 {
+		err = ErrInvalidIntents
+	}
+	if err == nil && id.Token == "" {
+		err = ErrAuthenticationFailed
+	}
+	if err != nil {
+		c.closeWith(identifyCloseCode(err), err.Error())
+		return true
+	}
+	info := event.Session{
+		ID:         newSessionID(),
+		Intents:    id.Intents,
+		ShardID:    id.ShardID,
+		ShardCount: id.ShardCount,
+		Node:       n.cfg.Node,
+	}
+	ready, err := n.backend.Identify(c.ctx, id.Token, info)
+	if err != nil {
+		code := identifyCloseCode(err)
+		if code == CloseDecodeError {
+			code = CloseUnknownError
+		}
+		n.cfg.Logger.Debug("identify refused", "code", code, "err", err)
+		c.closeWith(code, "identify refused")
+		return true
+	}
+	info.UserID, info.Bot = ready.UserID, ready.Bot
+	payload, err := buildReady(ready, info, id.HasShard, c.apiVersion, c.resumeURL)
+	if err != nil {
+		n.cfg.Logger.Error("ready failed", "err", err)
+		c.closeWith(CloseUnknownError, "ready failed")
+		return true
+	}
+	if id.Compress {
+		c.qmu.Lock()
+		if c.comp == compressNone {
+			c.comp = compressPayload
+		}
+		c.qmu.Unlock()
+	}
+	s := &session{node: n, info: info, tokenHash: hashToken(id.Token)}
+	// The session becomes visible to Deliver under its lock, so READY is
+	// stamped first (seq 1) and the client cannot act on READY before
+	// the node can deliver to the session.
+	s.mu.Lock()
+	if !n.addSession(s) {
+		s.mu.Unlock()
+		c.closeWith(CloseUnknownError, "node closed")
+		return true
+	}
+	s.attachLocked(c)
+	delta, _ := s.dispatchLocked(&body{t: "READY", d: payload}, n.cfg.Now().UnixNano())
+	s.mu.Unlock()
+	n.metrics.replayBufferBytes.Add(float64(delta))
+	c.sess = s
+	n.cfg.Logger.Debug("session identified", "session_id", info.ID, "user_id", info.UserID,
+		"shard", info.ShardID, "shards", info.ShardCount, "os", id.OS)
+	if err := n.backend.Subscribe(c.ctx, info); err != nil {
+		n.cfg.Logger.Error("subscribe failed", "session_id", info.ID, "err", err)
+		c.closeWith(CloseUnknownError, "subscribe failed")
+		s.end(context.Background())
+		return true
+	}
+	// IDENTIFY's presence is the session's first presence update. Clients
+	// send odd shapes here (discordgo: legacy `game`, empty status), so a
+	// handler error is only logged.
+	if h := n.cfg.OpHandlers[OpPresenceUpdate]; h != nil && id.Presence != nil {
+		if err := h.HandleOp(c.ctx, info, OpPresenceUpdate, id.Presence); err != nil {
+			n.cfg.Logger.Debug("identify presence refused", "session_id", info.ID, "err", err)
+		}
+	}
+	return false
+}
+
+// invalidSession answers op 9 d:false; the client identifies anew.
+func (c *conn) invalidSession() {
+	c.node.metrics.invalidSessions.Inc()
+	c.sendControl(frameInvalidSession)
+}
+
+// resume handles op 6: it replays the frames after the client's seq in
+// order, then dispatches RESUMED. An unknown session, a token of another
+// user or a gap the buffer no longer holds gets op 9 d:false; a seq ahead
+// of the session closes with 4007. It returns true when the connection
+// closes.
+func (c *conn) resume(d json.RawMessage) bool {
+	n := c.node
+	if c.sess != nil {
+		c.closeWith(CloseAlreadyAuthenticated, "already authenticated")
+		return true
+	}
+	r, err := decodeResume(d)
+	if err != nil {
+		c.closeWith(CloseDecodeError, err.Error())
+		return true
+	}
+	s := n.lookup(event.SessionID(r.SessionID))
+	if s == nil || hashToken(r.Token) != s.tokenHash {
+		c.invalidSession()
+		return false
+	}
+	now := n.cfg.Now().UnixNano()
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		c.invalidSession()
+		return false
+	}
+	delta := s.replay.trim(n.limits, now)
+	if r.Seq > s.seq {
+		s.mu.Unlock()
+		n.metrics.replayBufferBytes.Add(float64(delta))
+		c.closeWith(CloseInvalidSeq, "invalid seq")
+		return true
+	}
+	missed, ok := s.replay.since(r.Seq, s.seq)
+	if !ok {
+		s.mu.Unlock()
+		n.metrics.replayBufferBytes.Add(float64(delta))
+		c.invalidSession()
+		s.end(context.Background())
+		return false
+	}
+	old := s.conn
+	s.attachLocked(c)
+	c.enqueueAll(missed...)
+	d2, _ := s.dispatchLocked(&body{t: "RESUMED", d: resumedPayload}, now)
+	delta += d2
+	s.mu.Unlock()
+	n.metrics.replayBufferBytes.Add(float64(delta))
+	if old != nil && old != c {
+		old.closeWith(CloseUnknownError, "session resumed on another connection")
+	}
+	c.sess = s
+	n.metrics.resumes.Inc()
+	n.cfg.Logger.Debug("session resumed", "session_id", s.info.ID, "replayed", len(missed))
+	return false
+}

@@ -1,0 +1,54 @@
+package gateway
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are a node's Prometheus collectors.
+type metrics struct {
+	sessions           prometheus.Gauge
+	connections        prometheus.Gauge
+	deliveries         prometheus.Counter
+	resumes            prometheus.Counter
+	invalidSessions    prometheus.Counter
+	slowConsumerCloses prometheus.Counter
+	zombieCloses       prometheus.Counter
+	replayBufferBytes  prometheus.Gauge
+	closes             *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
+	labels := prometheus.Labels{"node": node}
+	m := &metrics{
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "concord_gateway_sessions", Help: "Sessions held, attached or waiting for RESUME.", ConstLabels: labels}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "concord_gateway_connections", Help: "Open gateway WebSocket connections.", ConstLabels: labels}),
+		deliveries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "concord_gateway_deliveries_total", Help: "Dispatches stamped for a session.", ConstLabels: labels}),
+		resumes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "concord_gateway_resumes_total", Help: "Successful RESUMEs.", ConstLabels: labels}),
+		invalidSessions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "concord_gateway_invalid_sessions_total", Help: "INVALID_SESSION (op 9) answers.", ConstLabels: labels}),
+		slowConsumerCloses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "concord_gateway_slow_consumer_closes_total", Help: "Connections closed because their send queue passed its bound.", ConstLabels: labels}),
+		zombieCloses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "concord_gateway_zombie_closes_total", Help: "Connections closed for missing heartbeats.", ConstLabels: labels}),
+		replayBufferBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "concord_gateway_replay_buffer_bytes", Help: "Bytes of dispatch frames held in replay buffers.", ConstLabels: labels}),
+		closes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "concord_gateway_server_closes_total", Help: "Connections closed by the node, by close code.", ConstLabels: labels}, []string{"code"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.sessions, m.connections, m.deliveries, m.resumes, m.invalidSessions,
+		m.slowConsumerCloses, m.zombieCloses, m.replayBufferBytes, m.closes} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("gateway: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,65 @@
+// Command fanout measures one event to N sessions on one Concord gateway
+// node against a centrifuge broadcast to the same number of clients, and
+// prints a table. See package load.
+//
+//	go run ./test/load/cmd/fanout -n 1000,10000,50000
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+
+	"github.com/concord-chat/concord/test/load"
+)
+
+func main() {
+	load.MaybeRunClient()
+	sizes := flag.String("n", "1000,10000", "comma-separated session counts")
+	systems := flag.String("systems", strings.Join([]string{load.SystemGateway, load.SystemCentrifuge, load.SystemWriteLoop}, ","), "systems to measure")
+	rounds := flag.Int("rounds", 0, "events per run (0: 50 up to 1k sessions, 20 up to 10k, else 10)")
+	payload := flag.Int("payload", 256, "payload bytes")
+	perSource := flag.Int("per-source", 20000, "client sockets per 127.x.y.z source address")
+	cpuprofile := flag.String("cpuprofile", "", "write the server process's CPU profile to this file")
+	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fanout: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	opts := load.Options{Systems: strings.Split(*systems, ","), PayloadBytes: *payload, PerSource: *perSource, Progress: os.Stderr}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fanout: -n:", err)
+			os.Exit(2)
+		}
+		opts.Sizes = append(opts.Sizes, n)
+	}
+	if *rounds > 0 {
+		opts.Rounds = func(int) int { return *rounds }
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	results, err := load.Run(ctx, opts)
+	if len(results) > 0 {
+		_ = load.WriteTable(os.Stdout, results)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fanout:", err)
+		stop()
+		pprof.StopCPUProfile()
+		os.Exit(1)
+	}
+}

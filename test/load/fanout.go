@@ -1,0 +1,293 @@
+package load
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// Options configures Run.
+type Options struct {
+	// Sizes are the session counts N. Default 1000 and 10000.
+	Sizes []int
+	// Systems to measure, in order. Default gateway, centrifuge and the
+	// write-loop floor.
+	Systems []string
+	// Rounds is how many events each (system, N) run sends. Default
+	// 50 for N ≤ 1000, 20 for N ≤ 10000, else 10.
+	Rounds func(n int) int
+	// PayloadBytes is the size of the event payload. Default 256.
+	PayloadBytes int
+	// PerSource is how many client sockets bind one 127.0.x.y source
+	// address (the ephemeral port range holds ~28k). Default 20000.
+	PerSource int
+	// Progress receives one line per phase. Default: discard.
+	Progress io.Writer
+	// FirstRun numbers the first (system, N) run; each run takes client
+	// source addresses of its own (127.10+r/250.r%250+1.x), so callers
+	// that call Run repeatedly pass distinct values.
+	FirstRun int
+}
+
+// Result is one (system, N) measurement.
+type Result struct {
+	System     string
+	N          int
+	Rounds     int
+	Deliveries int64
+	// ServerCPU is the server process's CPU time (user+system) over all
+	// rounds, from just before each publish until the last client got it.
+	ServerCPU time.Duration
+	// CPUPerDelivery is ServerCPU / Deliveries.
+	CPUPerDelivery time.Duration
+	// UserPerDelivery and SysPerDelivery split CPUPerDelivery into user
+	// space (the server's own code) and kernel (mostly loopback TCP,
+	// which on loopback also does the receiving side's work).
+	UserPerDelivery, SysPerDelivery time.Duration
+	serverUser, serverSys           time.Duration
+	// Send→receive latency over every delivery.
+	P50, P99, Max time.Duration
+	// Connect is how long N clients took to connect and subscribe.
+	Connect time.Duration
+	// HeapPerConn is the server's Go heap growth from start to all
+	// clients subscribed (after a GC), divided by N.
+	HeapPerConn int64
+	// Received counts the deliveries the clients recorded.
+	Received int64
+}
+
+func (o *Options) fill() {
+	if len(o.Sizes) == 0 {
+		o.Sizes = []int{1000, 10000}
+	}
+	if len(o.Systems) == 0 {
+		o.Systems = []string{SystemGateway, SystemCentrifuge, SystemWriteLoop}
+	}
+	if o.Rounds == nil {
+		o.Rounds = func(n int) int {
+			switch {
+			case n <= 1000:
+				return 50
+			case n <= 10000:
+				return 20
+			default:
+				return 10
+			}
+		}
+	}
+	if o.PayloadBytes == 0 {
+		o.PayloadBytes = 256
+	}
+	if o.PerSource == 0 {
+		o.PerSource = 20000
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+}
+
+// Run measures every system at every size. Each run uses fresh servers and
+// fresh client source addresses.
+func Run(ctx context.Context, opts Options) ([]Result, error) {
+	opts.fill()
+	limit, err := RaiseFileLimit()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range opts.Sizes {
+		// One descriptor per socket in each process, plus a margin.
+		if uint64(n)+100 > limit {
+			return nil, fmt.Errorf("load: n=%d needs %d file descriptors per process but RLIMIT_NOFILE is %d "+
+				"(raising the hard limit needs CAP_SYS_RESOURCE, e.g. ulimit -Hn 200000 as root before running)", n, n+100, limit)
+		}
+	}
+	var out []Result
+	run := opts.FirstRun
+	for _, n := range opts.Sizes {
+		for _, system := range opts.Systems {
+			run++
+			r, err := runOne(ctx, opts, system, n, run)
+			if err != nil {
+				return out, fmt.Errorf("load: %s n=%d: %w", system, n, err)
+			}
+			fmt.Fprintf(opts.Progress, "%s n=%d: %v CPU/delivery, p50 %v, p99 %v\n", system, n, r.CPUPerDelivery, r.P50, r.P99)
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func newServer(system string) (server, error) {
+	switch system {
+	case SystemGateway:
+		return newGatewayServer()
+	case SystemCentrifuge:
+		return newCentrifugeServer()
+	case SystemWriteLoop:
+		return newWriteLoopServer()
+	}
+	return nil, fmt.Errorf("load: unknown system %q", system)
+}
+
+// sources returns the client source addresses of run number run.
+func sources(run, n, perSource int) []string {
+	k := (n + perSource - 1) / perSource
+	out := make([]string, k)
+	for i := range out {
+		out[i] = fmt.Sprintf("127.%d.%d.%d", 10+run/250, run%250+1, i+1)
+	}
+	return out
+}
+
+func runOne(ctx context.Context, opts Options, system string, n, run int) (Result, error) {
+	res := Result{System: system, N: n, Rounds: opts.Rounds(n)}
+	runtime.GC()
+	heap0 := heapInUse()
+	srv, err := newServer(system)
+	if err != nil {
+		return res, err
+	}
+	defer srv.close()
+
+	exe, err := os.Executable()
+	if err != nil {
+		return res, fmt.Errorf("executable: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(os.Environ(),
+		envRole+"=client", envSystem+"="+system, envURL+"="+srv.url(),
+		envN+"="+strconv.Itoa(n), envRounds+"="+strconv.Itoa(res.Rounds),
+		envSources+"="+strings.Join(sources(run, n, opts.PerSource), ","))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return res, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return res, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return res, fmt.Errorf("start clients: %w", err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	expect := func(prefix string, timeout time.Duration) (string, error) {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return "", errors.New("client process exited")
+			}
+			if strings.HasPrefix(l, "error") {
+				return "", errors.New(l)
+			}
+			if !strings.HasPrefix(l, prefix) {
+				return "", fmt.Errorf("client said %q, want %q", l, prefix)
+			}
+			return l, nil
+		case <-t.C:
+			return "", fmt.Errorf("no %q from clients in %v", prefix, timeout)
+		}
+	}
+	if _, err := expect("ready", 10*time.Minute); err != nil {
+		return res, err
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = srv.ready(readyCtx, n)
+	cancel()
+	if err != nil {
+		return res, err
+	}
+	res.Connect = time.Since(start)
+	runtime.GC()
+	res.HeapPerConn = (heapInUse() - heap0) / int64(n)
+	fmt.Fprintf(opts.Progress, "%s n=%d: connected in %v, %d heap bytes per connection\n", system, n, res.Connect.Round(time.Millisecond), res.HeapPerConn)
+
+	pad := strings.Repeat("x", max(opts.PayloadBytes-100, 1))
+	for round := 1; round <= res.Rounds; round++ {
+		u0, s0 := cpuTime()
+		payload := fmt.Appendf(nil, `{"round":%d,"ts":%d,"channel_id":"41771983423143937","content":"%s"}`,
+			round, time.Now().UnixNano(), pad)
+		srv.publish(payload)
+		if _, err := expect("round "+strconv.Itoa(round), time.Minute); err != nil {
+			return res, err
+		}
+		u1, s1 := cpuTime()
+		res.serverUser += u1 - u0
+		res.serverSys += s1 - s0
+	}
+	res.ServerCPU = res.serverUser + res.serverSys
+	res.Deliveries = int64(n) * int64(res.Rounds)
+	res.CPUPerDelivery = res.ServerCPU / time.Duration(res.Deliveries)
+	res.UserPerDelivery = res.serverUser / time.Duration(res.Deliveries)
+	res.SysPerDelivery = res.serverSys / time.Duration(res.Deliveries)
+
+	_ = stdin.Close()
+	l, err := expect("stats", 5*time.Minute)
+	if err != nil {
+		return res, err
+	}
+	var p50, p99, mx, ccpu int64
+	if _, err := fmt.Sscanf(l, "stats %d %d %d %d %d", &res.Received, &p50, &p99, &mx, &ccpu); err != nil {
+		return res, fmt.Errorf("stats %q: %w", l, err)
+	}
+	res.P50, res.P99, res.Max = time.Duration(p50), time.Duration(p99), time.Duration(mx)
+	return res, nil
+}
+
+// heapInUse is the Go heap in use, stacks included.
+func heapInUse() int64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse + m.StackInuse)
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() (user, sys time.Duration) {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+}
+
+// WriteTable prints results, with each system's CPU per delivery as a
+// ratio to the gateway's at the same N.
+func WriteTable(w io.Writer, results []Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "system\tN\trounds\tdeliveries\tCPU/delivery\tuser\tsys\tvs gateway\tp50\tp99\tmax\tconnect\theap/conn\t")
+	gw := map[int]time.Duration{}
+	for _, r := range results {
+		if r.System == SystemGateway {
+			gw[r.N] = r.CPUPerDelivery
+		}
+	}
+	for _, r := range results {
+		ratio := "-"
+		if g := gw[r.N]; g > 0 {
+			ratio = fmt.Sprintf("%.2fx", float64(r.CPUPerDelivery)/float64(g))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%v\t%v\t%v\t%s\t%v\t%v\t%v\t%v\t%d B\t\n", r.System, r.N, r.Rounds, r.Received,
+			r.CPUPerDelivery, r.UserPerDelivery, r.SysPerDelivery, ratio, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond),
+			r.Max.Round(time.Microsecond), r.Connect.Round(time.Millisecond), r.HeapPerConn)
+	}
+	return tw.Flush()
+}

@@ -32,6 +32,9 @@ test-deps:
 
 test: test-deps lint
 	. $(CACHE)/test-env.sh && $(GO) test -tags integration $(GOTESTFLAGS) ./...
+	@echo "==> REST and gateway conformance again, with concord on Cassandra"
+	. $(CACHE)/test-env.sh && CONCORD_CONFORMANCE_STORE="cassandra://$$CONCORD_CASSANDRA/concord_conf_$$(date +%s)" \
+		$(GO) test -tags integration $(GOTESTFLAGS) ./test/conformance/
 
 # test-unit runs only the tests that need no external server.
 test-unit:

@@ -23,6 +23,10 @@ step "Apache Kafka (KRaft, single node on loopback)"
 bash hack/kafka/kafka.sh start
 echo "export CONCORD_KAFKA=$(bash hack/kafka/kafka.sh addr)" >> "$ENV_FILE.tmp"
 
+step "Apache Cassandra 5.0 (single node on loopback)"
+CASSANDRA_ADDR=$(bash hack/cassandra/start.sh)
+echo "export CONCORD_CASSANDRA=$CASSANDRA_ADDR" >> "$ENV_FILE.tmp"
+
 mv "$ENV_FILE.tmp" "$ENV_FILE"
 step "test environment"
 cat "$ENV_FILE"

@@ -14,13 +14,14 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/concord-chat/concord/runtime/api"
-	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -213,7 +214,15 @@ func (p *Platform) routes(restAPI http.Handler) http.Handler {
 		p.gateway.Drain(r.Context())
 		w.WriteHeader(http.StatusNoContent)
 	})
-	mux.Handle("/", restAPI)
+	// discord.py connects to its default gateway URL, the root path: a
+	// WebSocket upgrade anywhere outside /api goes to the gateway.
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if websocket.IsWebSocketUpgrade(r) {
+			p.gateway.ServeHTTP(w, r)
+			return
+		}
+		restAPI.ServeHTTP(w, r)
+	}))
 	return mux
 }
 

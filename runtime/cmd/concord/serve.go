@@ -2,51 +2,96 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/concord-chat/concord/runtime/cluster"
 	"github.com/concord-chat/concord/runtime/platform"
 )
 
-// allRoles are the roles one process can run together.
-var allRoles = []string{"gateway", "api", "guild"}
-
 func newServeCommand() *cobra.Command {
-	cfg := platform.DefaultConfig()
+	cfg := cluster.Config{Platform: platform.DefaultConfig()}
 	var logFormat, logLevel, roles string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the chosen roles as one node of a Concord cluster",
-		Args:  cobra.NoArgs,
+		Long: `concord serve runs some of the roles gateway, api and guild as one node of a
+cluster. Nodes register in etcd (--registry=etcd://host:port) under a lease of
+--lease-ttl and share the store (--store=cassandra://host:port/keyspace) and
+the token key (--server-key). Guild nodes own the guilds a consistent-hash
+ring over the live guild nodes gives them; api nodes forward each REST request
+to the owner of its guild; gateway nodes subscribe their sessions on the
+owners and resubscribe them when a guild moves.
+
+A local Pebble store (--store=pebble:DIR) and --registry=embedded are
+accepted only when one process runs every role.
+
+Give each process its own --node and --worker/--process pair.`,
+		Example: `  concord serve --roles=guild --node=guild-1 --worker=1 --http=10.0.0.5:8080 --grpc=10.0.0.5:9090 \
+    --registry=etcd://etcd:2379 --store=cassandra://cassandra:9042/concord --server-key=$KEY`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logFormat, logLevel)
 			if err != nil {
 				return err
 			}
-			want := strings.Split(roles, ",")
-			if !sameRoles(want, allRoles) {
-				return fmt.Errorf("--roles=%s: this build runs the roles %s together only", roles, strings.Join(allRoles, ","))
+			for _, r := range strings.Split(roles, ",") {
+				if r = strings.TrimSpace(r); r != "" {
+					cfg.Roles = append(cfg.Roles, r)
+				}
 			}
-			cfg.Logger = log
-			cfg.DevUser = false
-			return runPlatform(cmd, cfg)
+			cfg.Platform.Logger = log
+			cfg.Platform.DevUser = false
+			for flag, v := range map[string]string{"--eventlog": cfg.Platform.EventLog, "--redis": cfg.Platform.Redis} {
+				if v != "mem" {
+					return fmt.Errorf("%s=%s is not supported by concord serve yet", flag, v)
+				}
+			}
+			ctx := cmd.Context()
+			n, err := cluster.New(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer n.Close()
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "Concord node %s (%s) is listening on http://%s\n", cfg.Platform.Node, strings.Join(cfg.Roles, ","), n.HTTPAddr())
+			if a := n.GRPCAddr(); a != "" {
+				fmt.Fprintf(out, "  gRPC:      %s\n", a)
+			}
+			fmt.Fprintf(out, "  Metrics:   http://%s/metrics\n", n.HTTPAddr())
+			return n.Serve(ctx)
 		},
 	}
-	bindPlatformFlags(cmd.Flags(), &cfg, &logFormat, &logLevel)
-	cmd.Flags().StringVar(&roles, "roles", strings.Join(allRoles, ","), "comma-separated roles to run (env CONCORD_ROLES)")
+	fs := cmd.Flags()
+	bindPlatformFlags(fs, &cfg.Platform, &logFormat, &logLevel)
+	strFlag(fs, &roles, "roles", strings.Join(cluster.Roles, ","), "comma-separated roles to run: gateway, api, guild")
+	strFlag(fs, &cfg.GRPC, "grpc", "127.0.0.1:0", "listen address of the gRPC server between nodes (gateway and guild roles)")
+	strFlag(fs, &cfg.AdvertiseHost, "advertise-host", "", "host other nodes reach this one at; empty uses the listeners' host")
+	durFlag(fs, &cfg.LeaseTTL, "lease-ttl", 5*time.Second, "registry lease TTL: how long a dead node keeps its guilds")
+	durFlag(fs, &cfg.RetryInterval, "retry-interval", time.Second, "how often failed subscriptions are retried and guilds placed elsewhere unloaded")
 	return cmd
 }
 
-func sameRoles(a, b []string) bool {
-	seen := map[string]bool{}
-	for _, r := range a {
-		seen[strings.TrimSpace(r)] = true
+// strFlag registers a string flag whose default comes from its
+// environment variable when set.
+func strFlag(fs *pflag.FlagSet, p *string, name, def, usage string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		def = v
 	}
-	for _, r := range b {
-		if !seen[r] {
-			return false
+	fs.StringVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, envName(name)))
+}
+
+// durFlag registers a duration flag whose default comes from its
+// environment variable when set and valid.
+func durFlag(fs *pflag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			def = d
 		}
 	}
-	return len(seen) == len(b)
+	fs.DurationVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, envName(name)))
 }

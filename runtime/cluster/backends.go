@@ -1,0 +1,151 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/registry"
+	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
+	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/store/cassandra"
+)
+
+// openStore opens the shared store. cassandra:// (or scylla://) is the
+// store of a multi-process cluster; pebble: is a local directory that one
+// process alone may use, so it is accepted only when this process runs
+// every role (and the registry then shows no other node, checked at
+// registration).
+func openStore(ctx context.Context, cfg Config) (store.Store, error) {
+	switch {
+	case strings.HasPrefix(cfg.Platform.Store, "cassandra://"), strings.HasPrefix(cfg.Platform.Store, "scylla://"):
+		cc, err := cassandra.ParseURL(cfg.Platform.Store)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: --store: %w", err)
+		}
+		cc.Logger = cfg.Platform.Logger.With("component", "store")
+		s, err := cassandra.Connect(ctx, cc)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: open cassandra store: %w", err)
+		}
+		return s, nil
+	case cfg.Platform.Store == "" || strings.HasPrefix(cfg.Platform.Store, "pebble:"):
+		if !cfg.allRoles() {
+			return nil, fmt.Errorf("cluster: --store=%q is a local Pebble directory that one process alone can use; "+
+				"a node running only %s needs the shared store: --store=cassandra://host:port/keyspace",
+				cfg.Platform.Store, strings.Join(cfg.Roles, ","))
+		}
+		return platform.OpenStore(ctx, cfg.Platform)
+	default:
+		return nil, fmt.Errorf("cluster: unknown --store %q (want cassandra://host:port/keyspace, or pebble:DIR for a single process)", cfg.Platform.Store)
+	}
+}
+
+// openRegistry connects to etcd (etcd://host:port[,host:port...]) or, for
+// --registry=embedded, starts an embedded etcd in <data-dir>/etcd that
+// only this process uses (every role in one process). stop releases
+// what openRegistry started.
+func openRegistry(ctx context.Context, cfg Config) (reg registry.Registry, stop func(), err error) {
+	var endpoints []string
+	stop = func() {}
+	switch {
+	case strings.HasPrefix(cfg.Platform.Registry, "etcd://"):
+		for _, h := range strings.Split(strings.TrimPrefix(cfg.Platform.Registry, "etcd://"), ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				endpoints = append(endpoints, "http://"+h)
+			}
+		}
+		if len(endpoints) == 0 {
+			return nil, nil, fmt.Errorf("cluster: --registry=%s names no host", cfg.Platform.Registry)
+		}
+	case cfg.Platform.Registry == "" || cfg.Platform.Registry == "embedded":
+		if !cfg.allRoles() {
+			return nil, nil, errors.New("cluster: --registry=embedded serves this process only; " +
+				"nodes running some roles need a shared etcd: --registry=etcd://host:port")
+		}
+		dir := filepath.Join(cfg.Platform.DataDir, "etcd")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, nil, fmt.Errorf("cluster: etcd dir: %w", err)
+		}
+		estop, ep, err := etcdreg.StartEmbedded(ctx, dir, "")
+		if err != nil {
+			return nil, nil, err
+		}
+		endpoints, stop = []string{ep}, estop
+	default:
+		return nil, nil, fmt.Errorf("cluster: unknown --registry %q (want etcd://host:port or embedded)", cfg.Platform.Registry)
+	}
+	r, err := etcdreg.New(etcdreg.Config{
+		Endpoints: endpoints,
+		LeaseTTL:  cfg.LeaseTTL,
+		Logger:    cfg.Platform.Logger.With("component", "registry"),
+	})
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("cluster: registry: %w", err)
+	}
+	return r, stop, nil
+}
+
+// register publishes n, waiting out the lease of a previous process of
+// the same name that was killed (ErrExists until it expires, at most
+// about one TTL).
+func register(ctx context.Context, reg registry.Registry, n registry.Node, ttl time.Duration) (registry.Registration, error) {
+	deadline := time.Now().Add(2*ttl + time.Second)
+	for {
+		r, err := reg.Register(ctx, n)
+		if err == nil || !errors.Is(err, registry.ErrExists) || time.Now().After(deadline) {
+			if err != nil {
+				return nil, fmt.Errorf("cluster: register %s: %w", n.Name, err)
+			}
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cluster: register %s: %w", n.Name, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// checkUnique fails when another live node uses this node's snowflake
+// worker/process pair (ids minted by both could collide), or when this
+// node uses a Pebble store and any other node is live.
+func checkUnique(ctx context.Context, reg registry.Registry, cfg Config) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	mine := snowflakeLabel(cfg.Platform.Worker, cfg.Platform.Process)
+	for _, role := range []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild} {
+		ch, err := reg.Watch(wctx, role)
+		if err != nil {
+			return fmt.Errorf("cluster: watch %s: %w", role, err)
+		}
+		var snap registry.Snapshot
+		select {
+		case snap = <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		for _, n := range snap.Nodes {
+			if n.Name == cfg.Platform.Node {
+				continue
+			}
+			if n.Labels[labelSnowflake] == mine {
+				return fmt.Errorf("cluster: node %s already mints ids as worker/process %s; give each process its own --worker/--process", n.Name, mine)
+			}
+			if !strings.HasPrefix(cfg.Platform.Store, "cassandra://") && !strings.HasPrefix(cfg.Platform.Store, "scylla://") {
+				return fmt.Errorf("cluster: node %s is live but this node's store %q is local to one process; use --store=cassandra://...", n.Name, cfg.Platform.Store)
+			}
+		}
+	}
+	return nil
+}
+
+const labelSnowflake = "concord.dev/snowflake"
+
+func snowflakeLabel(worker, process int) string { return fmt.Sprintf("%d/%d", worker, process) }

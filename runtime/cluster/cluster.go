@@ -1,0 +1,443 @@
+// Package cluster runs Concord's roles as separate processes: one Node is
+// one `concord serve --roles=...` process, running any of the gateway,
+// api and guild roles, registered in the registry (etcd) under a lease
+// and talking to the others over gRPC (runtime/transport) and HTTP.
+//
+//   - guild: the guild actors of the guilds the placement ring (a
+//     consistent-hash ring over the live guild nodes) gives this node,
+//     the REST API for them on the node's HTTP listener, and the
+//     GuildNode gRPC service gateways subscribe sessions through. Events
+//     go to gateway nodes over GatewayNode.Deliver. Actors of guilds the
+//     ring moves away are unloaded.
+//   - api: the public REST endpoint. Each request is reverse-proxied to
+//     the HTTP address of the guild node owning its guild (proxy.go).
+//   - gateway: the WebSocket gateway. Identify is answered locally from
+//     the store; sessions are subscribed to their guilds on the owners,
+//     and resubscribed when the ring moves a guild (gatewayrole.go).
+//
+// Every process of a cluster shares the store (Cassandra), the registry
+// (etcd) and the token-signing key. `concord dev` does not use this
+// package: it runs every role in one process with in-process calls
+// (runtime/platform).
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/concord-chat/concord/runtime/api"
+	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/gateway"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/transport"
+)
+
+// Roles a node can run.
+var Roles = []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild}
+
+// Config configures one cluster node. Zero fields take the stated
+// defaults.
+type Config struct {
+	// Platform holds the settings shared with `concord dev`: HTTP (the
+	// REST / gateway / metrics listener), DataDir, Store, Registry, Node,
+	// Worker and Process (unique per process), PublicURL, ServerKey
+	// (shared by every process), ShutdownTimeout and Logger.
+	Platform platform.Config
+	// Roles this node runs, a non-empty subset of Roles.
+	Roles []string
+	// GRPC is the listen address of the node's gRPC server (gateway and
+	// guild roles). Default 127.0.0.1:0.
+	GRPC string
+	// AdvertiseHost replaces the host of both listen addresses in the
+	// registry (for listeners on 0.0.0.0). Default: the listener's host.
+	AdvertiseHost string
+	// LeaseTTL is how long a dead node stays in the registry, hence
+	// about how long its guilds are unavailable. Default 5s.
+	LeaseTTL time.Duration
+	// RetryInterval is how often gateways retry failed subscriptions and
+	// guild nodes unload guilds placed elsewhere. Default 1s.
+	RetryInterval time.Duration
+	// CallTimeout bounds each gRPC call between nodes. Default 5s.
+	CallTimeout time.Duration
+}
+
+func (c Config) has(role string) bool { return slices.Contains(c.Roles, role) }
+
+func (c Config) allRoles() bool {
+	for _, r := range Roles {
+		if !c.has(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if len(c.Roles) == 0 {
+		return c, errors.New("cluster: no roles")
+	}
+	for _, r := range c.Roles {
+		if !slices.Contains(Roles, r) {
+			return c, fmt.Errorf("cluster: unknown role %q (want %s)", r, strings.Join(Roles, ", "))
+		}
+	}
+	d := platform.DefaultConfig()
+	if c.Platform.HTTP == "" {
+		c.Platform.HTTP = d.HTTP
+	}
+	if c.Platform.DataDir == "" {
+		c.Platform.DataDir = d.DataDir
+	}
+	if c.Platform.Node == "" {
+		c.Platform.Node = d.Node
+	}
+	if c.Platform.ShutdownTimeout <= 0 {
+		c.Platform.ShutdownTimeout = d.ShutdownTimeout
+	}
+	if c.Platform.Logger == nil {
+		c.Platform.Logger = slog.Default()
+	}
+	if c.GRPC == "" {
+		c.GRPC = "127.0.0.1:0"
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 5 * time.Second
+	}
+	if c.RetryInterval <= 0 {
+		c.RetryInterval = time.Second
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = 5 * time.Second
+	}
+	if !c.allRoles() && c.Platform.ServerKey == "" {
+		return c, errors.New("cluster: nodes running some roles must share the token key: set --server-key")
+	}
+	return c, nil
+}
+
+// Node is one running cluster process.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *prometheus.Registry
+	ready   atomic.Bool
+
+	reg      registry.Registry
+	stopReg  func()
+	store    store.Store
+	guildRng *registry.LocalRing
+	gwRing   *registry.LocalRing
+
+	httpL, grpcL net.Listener
+	grpc         *transport.Server
+	handler      http.Handler
+
+	guilds    *guild.Service // guild role
+	guildRole *guildRole
+	sink      transport.GatewayClient
+	gateway   *gateway.Node // gateway role
+	gwBackend *gatewayBackend
+	identify  *guild.Service
+	client    transport.GuildClient
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New opens the backends, binds both listeners and wires the roles. Serve
+// registers the node and serves; Close releases everything.
+func New(ctx context.Context, cfg Config) (_ *Node, err error) {
+	if cfg, err = cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	log := cfg.Platform.Logger.With("node", cfg.Platform.Node)
+	n := &Node{cfg: cfg, log: log, metrics: prometheus.NewRegistry(), stopReg: func() {}}
+	n.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	if err := os.MkdirAll(cfg.Platform.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("cluster: data dir: %w", err)
+	}
+	if n.reg, n.stopReg, err = openRegistry(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if err := checkUnique(ctx, n.reg, cfg); err != nil {
+		return nil, err
+	}
+	if n.store, err = openStore(ctx, cfg); err != nil {
+		return nil, err
+	}
+	key, err := platform.ServerKey(cfg.Platform)
+	if err != nil {
+		return nil, err
+	}
+	issuer, err := auth.New(auth.Config{Key: key}, n.store)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: auth: %w", err)
+	}
+	ids, err := snowflake.New(snowflake.Config{Worker: cfg.Platform.Worker, Process: cfg.Platform.Process, Registerer: n.metrics})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: snowflake: %w", err)
+	}
+	ringCfg := registry.LocalRingConfig{Logger: log.With("component", "ring")}
+	if n.guildRng, err = registry.NewLocalRing(ctx, n.reg, registry.RoleGuild, ringCfg); err != nil {
+		return nil, fmt.Errorf("cluster: guild ring: %w", err)
+	}
+	if n.httpL, err = net.Listen("tcp", cfg.Platform.HTTP); err != nil {
+		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.Platform.HTTP, err)
+	}
+	if cfg.has(registry.RoleGateway) || cfg.has(registry.RoleGuild) {
+		if n.grpcL, err = net.Listen("tcp", cfg.GRPC); err != nil {
+			return nil, fmt.Errorf("cluster: listen %s: %w", cfg.GRPC, err)
+		}
+	}
+	res := newResolver(n.store)
+	clientCfg := transport.ClientConfig{CallTimeout: cfg.CallTimeout, Errors: guildErrors, Logger: log.With("component", "transport")}
+	svc := transport.Services{Node: cfg.Platform.Node}
+
+	if cfg.has(registry.RoleGuild) {
+		if n.gwRing, err = registry.NewLocalRing(ctx, n.reg, registry.RoleGateway, ringCfg); err != nil {
+			return nil, fmt.Errorf("cluster: gateway ring: %w", err)
+		}
+		n.sink = transport.NewGatewayClient(clientCfg, n.gwRing)
+		if n.guilds, err = guild.NewService(guild.Config{Logger: log.With("component", "guild"), Registerer: n.metrics},
+			guild.Deps{Store: n.store, Sink: n.sink, IDs: ids, Auth: issuer}); err != nil {
+			return nil, fmt.Errorf("cluster: guild service: %w", err)
+		}
+		owns := transport.OwnedBy(n.guildRng, cfg.Platform.Node)
+		n.guildRole = &guildRole{
+			node: cfg.Platform.Node,
+			svc:  n.guilds,
+			ring: n.guildRng,
+			owns: owns,
+			res:  res,
+			api: api.New(api.Config{GatewayURL: cfg.Platform.PublicURL, Logger: log.With("component", "api")},
+				api.Deps{Store: n.store, Guilds: n.guilds, Auth: issuer, IDs: ids}),
+			log: log.With("component", "guild"),
+		}
+		svc.Guild, svc.Owns = guildBackend{svc: n.guilds}, owns
+	}
+	if cfg.has(registry.RoleGateway) {
+		// Identify only reads the store; this service never loads an
+		// actor, so it needs no working sink.
+		if n.identify, err = guild.NewService(guild.Config{Logger: log.With("component", "identify")},
+			guild.Deps{Store: n.store, Sink: discardSink{}, IDs: ids, Auth: issuer}); err != nil {
+			return nil, fmt.Errorf("cluster: identify service: %w", err)
+		}
+		n.client = transport.NewGuildClient(clientCfg, n.guildRng)
+		n.gwBackend = newGatewayBackend(guild.NewGatewayBackend(n.identify), n.store, n.client, n.guildRng,
+			cfg.CallTimeout, log.With("component", "gateway"))
+		if n.gateway, err = gateway.NewNode(gateway.Config{
+			Node:       cfg.Platform.Node,
+			PublicURL:  cfg.Platform.PublicURL,
+			Logger:     log.With("component", "gateway"),
+			Registerer: n.metrics,
+		}, n.gwBackend); err != nil {
+			return nil, fmt.Errorf("cluster: gateway: %w", err)
+		}
+		svc.Gateway = n.gateway
+	}
+	if n.grpcL != nil {
+		if n.grpc, err = transport.NewServer(transport.ServerConfig{Errors: guildErrors, Logger: log.With("component", "transport")}, svc); err != nil {
+			return nil, fmt.Errorf("cluster: grpc server: %w", err)
+		}
+	}
+	var proxy http.Handler
+	if cfg.has(registry.RoleAPI) {
+		proxy = newProxy(n.guildRng, res, 2*cfg.LeaseTTL+time.Second, log.With("component", "proxy"))
+	}
+	n.handler = n.routes(proxy)
+	return n, nil
+}
+
+// routes builds the HTTP handler: REST (forwarded by the api role, served
+// by the guild role), the gateway, and the operational endpoints.
+func (n *Node) routes(proxy http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	rest := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case n.guildRole != nil && (proxy == nil || r.Header.Get(forwardedHeader) != ""):
+			n.guildRole.ServeHTTP(w, r)
+		case proxy != nil:
+			proxy.ServeHTTP(w, r)
+		default:
+			writeError(w, http.StatusNotFound, "404: Not Found")
+		}
+	})
+	mux.Handle("/api/", rest)
+	if n.gateway != nil {
+		mux.Handle("/gateway", n.gateway)
+		mux.Handle("/gateway/", n.gateway)
+	}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		if !n.ready.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready")
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	if n.gateway != nil {
+		mux.HandleFunc("POST /admin/drain", func(w http.ResponseWriter, r *http.Request) {
+			n.ready.Store(false)
+			n.gateway.Drain(r.Context())
+			w.WriteHeader(http.StatusNoContent)
+		})
+	}
+	mux.Handle("/", rest)
+	return mux
+}
+
+// HTTPAddr is the address the HTTP listener is bound to.
+func (n *Node) HTTPAddr() string { return n.httpL.Addr().String() }
+
+// GRPCAddr is the address the gRPC listener is bound to ("" without one).
+func (n *Node) GRPCAddr() string {
+	if n.grpcL == nil {
+		return ""
+	}
+	return n.grpcL.Addr().String()
+}
+
+// advertise returns addr with the configured advertised host.
+func (n *Node) advertise(addr string) string {
+	if addr == "" || n.cfg.AdvertiseHost == "" {
+		return addr
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	return net.JoinHostPort(n.cfg.AdvertiseHost, port)
+}
+
+// Serve starts the listeners, registers the node and serves until ctx
+// ends; then it leaves the registry (its guilds move at once), drains the
+// gateway, flushes the guild actors and stops within ShutdownTimeout.
+func (n *Node) Serve(ctx context.Context) error {
+	rctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	srv := &http.Server{Handler: n.handler, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(n.httpL) }()
+	if n.grpc != nil {
+		go func() { errc <- n.grpc.Serve(n.grpcL) }()
+	}
+	if n.guildRole != nil {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.guildRole.sweep(rctx, n.cfg.RetryInterval)
+		}()
+	}
+	if n.gwBackend != nil {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.gwBackend.follow(rctx, n.cfg.RetryInterval)
+		}()
+	}
+	node := registry.Node{
+		Name:     n.cfg.Platform.Node,
+		Roles:    n.cfg.Roles,
+		Addr:     n.advertise(n.GRPCAddr()),
+		HTTPAddr: n.advertise(n.HTTPAddr()),
+		Labels:   map[string]string{labelSnowflake: snowflakeLabel(n.cfg.Platform.Worker, n.cfg.Platform.Process)},
+	}
+	regn, err := register(ctx, n.reg, node, n.cfg.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	n.ready.Store(true)
+	n.log.Info("node registered", "roles", strings.Join(n.cfg.Roles, ","), "http", node.HTTPAddr, "grpc", node.Addr)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("cluster: serve: %w", err)
+	case <-ctx.Done():
+	}
+	n.ready.Store(false)
+	n.log.Info("shutting down")
+	sctx, scancel := context.WithTimeout(context.Background(), n.cfg.Platform.ShutdownTimeout)
+	defer scancel()
+	if err := regn.Close(sctx); err != nil {
+		n.log.Warn("leave registry", "err", err)
+	}
+	if n.gateway != nil {
+		n.gateway.Drain(sctx)
+	}
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("cluster: shutdown: %w", err)
+	}
+	return nil
+}
+
+// Close stops every role and releases the backends.
+func (n *Node) Close() error {
+	if n.cancel != nil {
+		n.cancel()
+	}
+	n.wg.Wait()
+	var errs []error
+	if n.gateway != nil {
+		n.gateway.Close()
+	}
+	if n.grpc != nil {
+		n.grpc.Stop()
+	}
+	if n.client != nil {
+		errs = append(errs, n.client.Close())
+	}
+	if n.guilds != nil {
+		errs = append(errs, n.guilds.Close())
+	}
+	if n.identify != nil {
+		errs = append(errs, n.identify.Close())
+	}
+	if n.sink != nil {
+		errs = append(errs, n.sink.Close())
+	}
+	if n.gwRing != nil {
+		n.gwRing.Close()
+	}
+	if n.guildRng != nil {
+		n.guildRng.Close()
+	}
+	if n.httpL != nil {
+		n.httpL.Close()
+	}
+	if n.grpcL != nil {
+		n.grpcL.Close()
+	}
+	if n.reg != nil {
+		errs = append(errs, n.reg.Close())
+	}
+	n.stopReg()
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	return errors.Join(errs...)
+}

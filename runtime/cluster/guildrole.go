@@ -1,0 +1,118 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/transport"
+)
+
+// guildErrors is the domain part of the transport's error table, shared
+// by guild servers and gateway clients.
+var guildErrors = []transport.ErrorCode{
+	{Err: guild.ErrMissingAccess, Code: codes.PermissionDenied},
+	{Err: guild.ErrUnknownGuild, Code: codes.NotFound},
+}
+
+// guildRole is the guild role of a node: the guild actors of the guilds
+// the placement ring gives this node, the REST API for them, and the
+// GuildNode gRPC service gateways subscribe sessions through.
+type guildRole struct {
+	node string
+	svc  *guild.Service
+	ring *registry.LocalRing
+	owns func(snowflake.ID) bool
+	res  *resolver
+	api  http.Handler
+	log  *slog.Logger
+}
+
+// ServeHTTP serves the REST API for the guilds this node owns. A request
+// for another node's guild (the API node's ring is ahead of or behind
+// ours) is answered 503 with notOwnerHeader, unprocessed, so that the API
+// node retries it on the owner; this keeps a guild's writes in one actor.
+func (g *guildRole) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt, err := g.res.route(r.Context(), r)
+	if err != nil {
+		g.log.Warn("route request", "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "Service unavailable")
+		return
+	}
+	if rt.Guild != 0 && !g.owns(rt.Guild) {
+		w.Header().Set(notOwnerHeader, g.node)
+		writeError(w, http.StatusServiceUnavailable, "Service unavailable: guild placed on another node")
+		return
+	}
+	g.api.ServeHTTP(w, r)
+}
+
+// sweep unloads every loaded guild the ring no longer gives this node, at
+// each ring change and every interval (guilds created or touched here for
+// a moment, such as by POST /guilds, are placed elsewhere), until ctx
+// ends.
+func (g *guildRole) sweep(ctx context.Context, interval time.Duration) {
+	changes := g.ring.Changes(ctx)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case _, ok := <-changes:
+			if !ok {
+				return
+			}
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		for _, id := range g.svc.LoadedGuilds() {
+			if g.owns(id) {
+				continue
+			}
+			if err := g.svc.Unload(ctx, id); err != nil && ctx.Err() == nil {
+				g.log.Warn("unload guild placed elsewhere", "guild_id", id, "err", err)
+			}
+		}
+	}
+}
+
+// guildBackend serves GuildNode with the local guild service.
+type guildBackend struct {
+	svc *guild.Service
+}
+
+var _ transport.GuildBackend = guildBackend{}
+
+// Subscribe implements transport.GuildBackend.
+func (b guildBackend) Subscribe(ctx context.Context, guildID snowflake.ID, s event.Session) error {
+	return notOwner(b.svc.AttachSession(ctx, guildID, s))
+}
+
+// Disconnect implements transport.GuildBackend.
+func (b guildBackend) Disconnect(ctx context.Context, guildID snowflake.ID, s event.Session) error {
+	return notOwner(b.svc.DetachSession(ctx, guildID, s))
+}
+
+// Call implements transport.GuildBackend; REST requests reach guild nodes
+// over HTTP (proxy.go), not through Call.
+func (b guildBackend) Call(context.Context, snowflake.ID, string, []byte) (int, []byte, error) {
+	return 0, nil, fmt.Errorf("%w: GuildNode.Call", transport.ErrNotServed)
+}
+
+// notOwner turns guild.ErrMoved (the actor was unloaded because the guild
+// moved) into the transport's ErrNotOwner, so callers retry on the owner.
+func notOwner(err error) error {
+	if errors.Is(err, guild.ErrMoved) {
+		return fmt.Errorf("%w: %w", transport.ErrNotOwner, err)
+	}
+	return err
+}

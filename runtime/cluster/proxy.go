@@ -1,0 +1,216 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/registry"
+)
+
+// Headers between API nodes and guild nodes.
+const (
+	// forwardedHeader marks a request an API node forwarded; a node
+	// running both roles serves it from its own guild role instead of
+	// forwarding it again.
+	forwardedHeader = "X-Concord-Forwarded"
+	// notOwnerHeader is set on the 503 a guild node answers for a guild it
+	// does not own; the request was not processed, so the API node may
+	// retry it on the owner.
+	notOwnerHeader = "X-Concord-Not-Owner"
+)
+
+// maxProxyBody bounds request bodies the API node buffers for a retry;
+// the guild node applies the REST API's own, smaller limit.
+const maxProxyBody = 8 << 20
+
+// proxy is the API role: it forwards each REST request to the HTTP
+// address of the guild node owning the request's guild (route.go).
+//
+// Retries. When the owner cannot be reached (connection refused: it died
+// and the registry has not dropped it yet) the proxy waits for the ring
+// to change, at most maxWait (about two lease TTLs), and sends the
+// request to the new owner; a 503 marked with notOwnerHeader (the owner's
+// ring and ours disagree for a moment) is retried the same way. Neither
+// case reached the REST handler, so any method is safe to resend. A
+// connection lost after the request was sent (the owner died while
+// serving it) is retried once too, after the ring changed: the request
+// may then have been applied twice (at-least-once). Clients make sends
+// idempotent with nonce + enforce_nonce. A request that cannot be served
+// ends with 503, never with a made-up success.
+type proxy struct {
+	ring    *registry.LocalRing
+	res     *resolver
+	maxWait time.Duration
+	log     *slog.Logger
+	base    http.RoundTripper
+	rp      *httputil.ReverseProxy
+}
+
+type proxyCtxKey struct{}
+
+// proxyReq is what ServeHTTP hands the transport through the context.
+type proxyReq struct {
+	route route
+	body  []byte
+}
+
+func newProxy(ring *registry.LocalRing, res *resolver, maxWait time.Duration, log *slog.Logger) *proxy {
+	p := &proxy{
+		ring:    ring,
+		res:     res,
+		maxWait: maxWait,
+		log:     log,
+		base: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+		},
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "http"
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+			pr.Out.Header.Set(forwardedHeader, "1")
+		},
+		Transport:    roundTripFunc(p.roundTrip),
+		ErrorHandler: p.fail,
+	}
+	return p
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt, err := p.res.route(r.Context(), r)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	var body []byte
+	if r.Body != nil {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxProxyBody))
+		if err != nil {
+			writeError(w, http.StatusRequestEntityTooLarge, "Request entity too large")
+			return
+		}
+	}
+	ctx := context.WithValue(r.Context(), proxyCtxKey{}, &proxyReq{route: rt, body: body})
+	p.rp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// roundTrip sends the request to the route's owner, retrying as the type
+// comment says.
+func (p *proxy) roundTrip(req *http.Request) (*http.Response, error) {
+	pr, _ := req.Context().Value(proxyCtxKey{}).(*proxyReq)
+	if pr == nil {
+		return nil, errors.New("cluster: proxied request without a route")
+	}
+	ctx := req.Context()
+	deadline := time.Now().Add(p.maxWait)
+	unsafeRetried := false
+	backoff := 20 * time.Millisecond
+	for {
+		view := p.ring.View()
+		n, ok := view.Owner(pr.route.ringKey())
+		if !ok || n.HTTPAddr == "" {
+			if !p.awaitChange(ctx, view, deadline) {
+				return nil, errNoGuildNode
+			}
+			continue
+		}
+		out := req.Clone(ctx)
+		out.URL.Host = n.HTTPAddr
+		out.Body, out.ContentLength, out.GetBody = http.NoBody, 0, nil
+		if len(pr.body) > 0 {
+			out.Body = io.NopCloser(bytes.NewReader(pr.body))
+			out.ContentLength = int64(len(pr.body))
+			out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(pr.body)), nil }
+		}
+		resp, err := p.base.RoundTrip(out)
+		switch {
+		case err == nil && !(resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(notOwnerHeader) != ""):
+			return resp, nil
+		case err == nil:
+			// The node does not own the guild (yet): one of the two
+			// rings is behind. Retry shortly; ours may change meanwhile.
+			if time.Now().Add(backoff).After(deadline) {
+				return resp, nil
+			}
+			resp.Body.Close()
+			p.log.Debug("guild node is not the owner, retrying", "node", n.Name, "guild_id", pr.route.Guild)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 500*time.Millisecond)
+			continue
+		case ctx.Err() != nil:
+			return nil, err
+		case !isDialError(err):
+			// The owner took the request and died: it may have been
+			// applied. Retry once on the next owner (at-least-once).
+			if unsafeRetried {
+				return nil, err
+			}
+			unsafeRetried = true
+			p.log.Warn("guild node lost mid-request, retrying once on the next owner",
+				"node", n.Name, "method", req.Method, "path", req.URL.Path, "err", err)
+		default:
+			p.log.Info("guild node unreachable, waiting for the ring", "node", n.Name, "err", err)
+		}
+		if !p.awaitChange(ctx, view, deadline) {
+			return nil, err
+		}
+	}
+}
+
+// awaitChange waits until the ring is newer than seen, the deadline passes
+// (false) or ctx ends (false).
+func (p *proxy) awaitChange(ctx context.Context, seen *registry.View, deadline time.Time) bool {
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	changes := p.ring.Changes(wctx)
+	if p.ring.View() != seen {
+		return true
+	}
+	select {
+	case _, ok := <-changes:
+		return ok && wctx.Err() == nil
+	case <-wctx.Done():
+		return false
+	}
+}
+
+// isDialError reports whether err happened before the request reached
+// the server (the connection could not be opened).
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+var errNoGuildNode = errors.New("cluster: no live guild node")
+
+// fail answers a request the proxy could not forward with a 503 in
+// Discord's error shape.
+func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
+	p.log.Warn("request not forwarded", "method", r.Method, "path", r.URL.Path, "err", err)
+	writeError(w, http.StatusServiceUnavailable, "Service unavailable: guild node unreachable")
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"message": msg, "code": 0})
+}

@@ -1,0 +1,141 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+)
+
+// route says which guild node should serve a REST request: the owner of
+// Guild when it is set, else the ring owner of Key (any live guild node;
+// the key only spreads the load).
+type route struct {
+	Guild snowflake.ID
+	Key   snowflake.ID
+}
+
+// ringKey is the id to look up on the placement ring.
+func (r route) ringKey() snowflake.ID {
+	if r.Guild != 0 {
+		return r.Guild
+	}
+	return r.Key
+}
+
+// maxCachedChannels bounds the channel → guild cache; it is cleared when
+// full (a channel's guild never changes, so any entry stays correct).
+const maxCachedChannels = 1 << 17
+
+// resolver maps REST requests to routes: the guild comes from the path
+// (/guilds/{id}/..., /users/@me/guilds/{id}), from the channel's guild
+// (/channels/{id}/..., read from the store once and cached) or from the
+// invite's guild (/invites/{code}). Other requests, and private channels
+// (guild 0), go to any guild node.
+type resolver struct {
+	store store.Guilds
+
+	mu       sync.Mutex
+	channels map[snowflake.ID]snowflake.ID
+}
+
+func newResolver(s store.Guilds) *resolver {
+	return &resolver{store: s, channels: make(map[snowflake.ID]snowflake.ID)}
+}
+
+// route resolves r. A channel or invite that does not exist routes to any
+// node, which answers Discord's 404. An error means the store could not be
+// read.
+func (rs *resolver) route(ctx context.Context, r *http.Request) (route, error) {
+	seg := apiSegments(r.URL.Path)
+	rt := route{Key: spreadKey(r)}
+	switch {
+	case len(seg) >= 2 && seg[0] == "guilds":
+		rt.Guild = parseID(seg[1])
+	case len(seg) >= 4 && seg[0] == "users" && seg[1] == "@me" && seg[2] == "guilds":
+		rt.Guild = parseID(seg[3])
+	case len(seg) >= 2 && seg[0] == "channels":
+		id := parseID(seg[1])
+		if id == 0 {
+			break
+		}
+		g, err := rs.channelGuild(ctx, id)
+		if err != nil {
+			return rt, err
+		}
+		rt.Guild = g
+		if g == 0 {
+			rt.Key = id // one node per private channel keeps its events in order
+		}
+	case len(seg) == 2 && seg[0] == "invites":
+		inv, err := rs.store.GetInvite(ctx, seg[1])
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return rt, fmt.Errorf("cluster: invite %q: %w", seg[1], err)
+		}
+		rt.Guild = inv.GuildID
+	}
+	return rt, nil
+}
+
+func (rs *resolver) channelGuild(ctx context.Context, id snowflake.ID) (snowflake.ID, error) {
+	rs.mu.Lock()
+	g, ok := rs.channels[id]
+	rs.mu.Unlock()
+	if ok {
+		return g, nil
+	}
+	c, err := rs.store.GetChannel(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cluster: channel %d: %w", id, err)
+	}
+	rs.mu.Lock()
+	if len(rs.channels) >= maxCachedChannels {
+		clear(rs.channels)
+	}
+	rs.channels[id] = c.GuildID
+	rs.mu.Unlock()
+	return c.GuildID, nil
+}
+
+// apiSegments returns the path segments after /api/v<N>, or nil for paths
+// outside the versioned API.
+func apiSegments(path string) []string {
+	rest, ok := strings.CutPrefix(path, "/api/v")
+	if !ok {
+		return nil
+	}
+	_, rest, ok = strings.Cut(rest, "/")
+	if !ok {
+		return nil
+	}
+	return strings.Split(strings.Trim(rest, "/"), "/")
+}
+
+func parseID(s string) snowflake.ID {
+	id, err := snowflake.Parse(s)
+	if err != nil {
+		return 0
+	}
+	return id
+}
+
+// spreadKey hashes the caller's credentials (or the path) so that
+// requests without a guild spread over the guild nodes.
+func spreadKey(r *http.Request) snowflake.ID {
+	h := fnv.New64a()
+	if a := r.Header.Get("Authorization"); a != "" {
+		h.Write([]byte(a))
+	} else {
+		h.Write([]byte(r.URL.Path))
+	}
+	return snowflake.ID(h.Sum64() | 1)
+}

@@ -1,0 +1,121 @@
+package guild
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// ErrMoved is returned by the operations an actor had not started when
+// Unload stopped it: the guild now lives on another node. It matches
+// ErrUnavailable too.
+var ErrMoved = fmt.Errorf("%w: guild moved to another node", ErrUnavailable)
+
+// AttachSession subscribes one session of a remote gateway node to one
+// guild, as a guild node does for GuildNode.Subscribe: the actor (loaded
+// from the store when needed) checks membership and sends the session a
+// fresh GUILD_CREATE through the Sink, ordered before the guild's later
+// events. A session already attached is attached again and gets a new
+// GUILD_CREATE (the gateway asks again after the guild moved or a
+// subscription was lost). It fails with ErrMissingAccess when the user is
+// not a member, ErrUnknownGuild, or ErrUnavailable.
+func (s *Service) AttachSession(ctx context.Context, guildID snowflake.ID, sess event.Session) error {
+	s.mu.Lock()
+	e := s.sessions[sess.ID]
+	if e == nil {
+		e = &sessionEntry{s: sess, guilds: make(map[snowflake.ID]bool)}
+		s.sessions[sess.ID] = e
+		if s.users[sess.UserID] == nil {
+			s.users[sess.UserID] = make(map[event.SessionID]*sessionEntry)
+		}
+		s.users[sess.UserID][sess.ID] = e
+	}
+	e.guilds[guildID] = true
+	s.mu.Unlock()
+	err := s.do(ctx, guildID, func(a *Actor) error {
+		if _, ok := a.members[sess.UserID]; !ok {
+			a.removeSub(sess.ID)
+			return fmt.Errorf("attach %s: %w", sess.ID, ErrMissingAccess)
+		}
+		if !a.svc.attached(sess.ID, a.id) {
+			return nil // a DetachSession overtook us
+		}
+		a.addSub(&subscriber{s: sess, visible: a.visibleChannels(sess.UserID)})
+		a.sendTo(ctx, sess, "GUILD_CREATE", a.guildCreate(ctx, sess.UserID))
+		return nil
+	})
+	if err != nil {
+		s.forgetSession(sess.ID, guildID)
+		return fmt.Errorf("guild %d: %w", guildID, err)
+	}
+	return nil
+}
+
+// DetachSession unsubscribes one session from one guild, as a guild node
+// does for GuildNode.Disconnect. Detaching a session that is not attached
+// is not an error.
+func (s *Service) DetachSession(ctx context.Context, guildID snowflake.ID, sess event.Session) error {
+	s.mu.Lock()
+	e := s.sessions[sess.ID]
+	attached := e != nil && e.guilds[guildID]
+	_, loaded := s.actors[guildID]
+	s.mu.Unlock()
+	s.forgetSession(sess.ID, guildID)
+	if !attached || !loaded {
+		return nil
+	}
+	return s.post(context.WithoutCancel(ctx), guildID, func(a *Actor) { a.removeSub(sess.ID) })
+}
+
+// forgetSession drops guildID from a session's entry and the entry when it
+// has no guild left.
+func (s *Service) forgetSession(id event.SessionID, guildID snowflake.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.sessions[id]
+	if e == nil {
+		return
+	}
+	delete(e.guilds, guildID)
+	if len(e.guilds) > 0 {
+		return
+	}
+	delete(s.sessions, id)
+	if m := s.users[e.s.UserID]; m != nil {
+		delete(m, id)
+		if len(m) == 0 {
+			delete(s.users, e.s.UserID)
+		}
+	}
+}
+
+// Unload stops a guild's actor after the operations already in its
+// mailbox, detaching its sessions; operations queued later fail with
+// ErrMoved. A guild node calls it for every loaded guild the placement
+// ring no longer gives it, so that only the owner runs a guild. Unloading
+// a guild that is not loaded does nothing.
+func (s *Service) Unload(ctx context.Context, guildID snowflake.ID) error {
+	s.mu.Lock()
+	_, loaded := s.actors[guildID]
+	s.mu.Unlock()
+	if !loaded {
+		return nil
+	}
+	err := s.do(ctx, guildID, func(a *Actor) error {
+		for id := range a.subs {
+			a.svc.forgetSession(id, a.id)
+		}
+		a.subs = map[event.SessionID]*subscriber{}
+		a.subsSorted = nil
+		a.failed = ErrMoved
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrUnknownGuild) {
+		return fmt.Errorf("unload guild %d: %w", guildID, err)
+	}
+	s.log.Info("guild unloaded: placed on another node", "guild_id", guildID)
+	return nil
+}

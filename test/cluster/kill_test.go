@@ -1,0 +1,447 @@
+//go:build integration
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/concord-chat/concord/runtime/registry"
+	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store/cassandra"
+)
+
+// leaseTTL is the nodes' registry lease: a killed node's guilds move
+// after about this long.
+const leaseTTL = 2 * time.Second
+
+// ack is one message the API node answered 200 for.
+type ack struct {
+	id      string
+	channel string
+	nonce   string
+	sentAt  time.Time // when the POST was sent
+}
+
+// TestKillGuildNode runs 2 gateway, 2 guild and 1 API `concord serve`
+// processes on loopback sharing a fresh Cassandra keyspace and an
+// embedded etcd, puts real WebSocket sessions on both gateways, and
+// kills -9 the guild node owning the main guild while writers post
+// through the API node. It checks that every acknowledged message is in
+// history, that every session gets a fresh GUILD_CREATE from the new
+// owner and keeps receiving messages, that sessions agree on one order
+// per channel, and that sequence numbers have no gap.
+func TestKillGuildNode(t *testing.T) {
+	cass := os.Getenv("CONCORD_CASSANDRA")
+	if cass == "" {
+		t.Fatal("CONCORD_CASSANDRA is not set: run `make test`, or " +
+			"`export CONCORD_CASSANDRA=\"$(hack/cassandra/start.sh)\"` before go test -tags integration ./test/cluster/")
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := make(chan struct{})
+	go func() { defer close(bin); concordBinary(t) }()
+
+	// Registry: an embedded etcd; the test watches it like a gateway.
+	stopEtcd, endpoint, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stopEtcd)
+	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{endpoint}, LeaseTTL: leaseTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	guildRing, err := registry.NewLocalRing(ctx, reg, registry.RoleGuild, registry.LocalRingConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(guildRing.Close)
+	gatewayRing, err := registry.NewLocalRing(ctx, reg, registry.RoleGateway, registry.LocalRingConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gatewayRing.Close)
+
+	// Store: a fresh keyspace, schema created here once so that the
+	// nodes start without migrating.
+	ks := fmt.Sprintf("concord_cluster_%d_%06x", time.Now().Unix(), rand.Uint32()&0xffffff)
+	t.Cleanup(func() { dropKeyspace(t, cass, ks) })
+	st, err := cassandra.New(ctx, cassandra.Config{Hosts: []string{cass}, Keyspace: ks, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatalf("create keyspace: %v", err)
+	}
+	st.Close()
+	schemaDone := time.Now()
+	<-bin
+	t.Logf("setup: keyspace and binary ready after %v (schema %v)", time.Since(start).Round(time.Millisecond), schemaDone.Sub(start).Round(time.Millisecond))
+
+	key := fmt.Sprintf("%064x", rand.Uint64())
+	common := []string{
+		"--registry=etcd://" + strings.TrimPrefix(endpoint, "http://"),
+		"--store=cassandra://" + cass + "/" + ks + "?rf=1",
+		"--server-key=" + key,
+		"--lease-ttl=" + leaseTTL.String(),
+		"--retry-interval=500ms",
+		"--data-dir=" + t.TempDir(),
+		"--log-level=info",
+	}
+	type spec struct{ name, roles string }
+	specs := []spec{{"guild-1", "guild"}, {"guild-2", "guild"}, {"gateway-1", "gateway"}, {"gateway-2", "gateway"}, {"api-1", "api"}}
+	procs := map[string]*proc{}
+	for i, s := range specs {
+		args := append([]string{"--roles=" + s.roles, "--grpc=" + freeAddr(t), "--worker=" + strconv.Itoa(i+1)}, common...)
+		procs[s.name] = startNode(t, s.name, freeAddr(t), args...)
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	for _, s := range specs {
+		procs[s.name].waitReady(t, deadline)
+	}
+	waitRing(t, guildRing, 2)
+	waitRing(t, gatewayRing, 2)
+	t.Logf("cluster: 5 nodes ready after %v", time.Since(start).Round(time.Millisecond))
+
+	api := rest{addr: procs["api-1"].http, client: &http.Client{Timeout: 30 * time.Second}}
+
+	// Users, guilds on both guild nodes, a main guild with two channels
+	// every user joins.
+	type user struct{ id, token string }
+	users := make([]user, 6)
+	for i := range users {
+		var out struct {
+			Token  string `json:"token"`
+			UserID string `json:"user_id"`
+		}
+		api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("u%d_%x", i, rand.Uint32()), "password": "correct-horse-1"}, &out)
+		users[i] = user{id: out.UserID, token: out.Token}
+	}
+	owner := users[0].token
+	owners := map[string][]string{} // node → guild ids
+	var guilds []string
+	for i := 0; i < 24 && (len(owners) < 2 || len(guilds) < 4); i++ {
+		var g struct {
+			ID string `json:"id"`
+		}
+		api.must(t, owner, "POST", "/guilds", map[string]any{"name": fmt.Sprintf("guild %d", i)}, &g)
+		n, ok := guildRing.Owner(mustID(t, g.ID))
+		if !ok {
+			t.Fatal("no guild node owns a guild")
+		}
+		owners[n.Name] = append(owners[n.Name], g.ID)
+		guilds = append(guilds, g.ID)
+	}
+	if len(owners) < 2 {
+		t.Fatalf("every guild landed on one node: %v", owners)
+	}
+	mainGuild := guilds[0]
+	victimNode, _ := guildRing.Owner(mustID(t, mainGuild))
+	victim := procs[victimNode.Name]
+	t.Logf("guilds: %d, placement %v; main guild %s on %s", len(guilds), owners, mainGuild, victimNode.Name)
+
+	var chans []struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+		Type int    `json:"type"`
+	}
+	api.must(t, owner, "GET", "/guilds/"+mainGuild+"/channels", nil, &chans)
+	var second struct {
+		ID string `json:"id"`
+	}
+	api.must(t, owner, "POST", "/guilds/"+mainGuild+"/channels", map[string]any{"name": "second", "type": 0}, &second)
+	channels := []string{second.ID}
+	for _, c := range chans {
+		if c.Type == 0 {
+			channels = append(channels, c.ID)
+		}
+	}
+	if len(channels) != 2 {
+		t.Fatalf("main guild channels: %+v", chans)
+	}
+	var inv struct {
+		Code string `json:"code"`
+	}
+	api.must(t, owner, "POST", "/channels/"+channels[1]+"/invites", map[string]any{}, &inv)
+	for _, u := range users[1:] {
+		api.must(t, u.token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+	}
+
+	// Sessions: one per user plus a second for the owner, alternating
+	// gateways; each gets READY and the main guild's GUILD_CREATE.
+	gateways := []string{procs["gateway-1"].http, procs["gateway-2"].http}
+	var sessions []*wsSession
+	for i := 0; i <= len(users); i++ {
+		u := users[i%len(users)]
+		sessions = append(sessions, dial(t, fmt.Sprintf("session-%d(user %d, %s)", i, i%len(users), specs[2+i%2].name), gateways[i%2], u.token))
+	}
+	for _, s := range sessions {
+		s.await(t, "READY and GUILD_CREATE", 20*time.Second, func(fs []dispatch) bool {
+			return len(fs) > 0 && fs[0].typ == "READY" && len(guildCreates(fs, mainGuild)) > 0
+		})
+	}
+	t.Logf("sessions: %d identified and subscribed after %v", len(sessions), time.Since(start).Round(time.Millisecond))
+
+	// Writers post through the API node until told to stop.
+	var (
+		mu       sync.Mutex
+		acks     []ack
+		failures = map[string]int{}
+		wg       sync.WaitGroup
+		progress = make(chan struct{}, 1024)
+	)
+	stop := make(chan struct{})
+	const writers = 4
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tok := users[w].token
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ch := channels[n%2]
+				nonce := fmt.Sprintf("w%d-%d", w, n)
+				sent := time.Now()
+				var m struct {
+					ID string `json:"id"`
+				}
+				rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+				status, raw, err := api.do(rctx, tok, "POST", "/channels/"+ch+"/messages",
+					map[string]any{"content": nonce, "nonce": nonce, "enforce_nonce": true}, &m)
+				rcancel()
+				mu.Lock()
+				switch {
+				case err == nil && status == http.StatusOK && m.ID != "":
+					acks = append(acks, ack{id: m.ID, channel: ch, nonce: nonce, sentAt: sent})
+				case err != nil:
+					failures["transport: "+err.Error()]++
+				default:
+					failures[fmt.Sprintf("%d %s", status, raw)]++
+				}
+				mu.Unlock()
+				select {
+				case progress <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	acked := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acks)
+	}
+	awaitAcks := func(n int, timeout time.Duration) {
+		t.Helper()
+		limit := time.After(timeout)
+		for acked() < n {
+			select {
+			case <-progress:
+			case <-limit:
+				mu.Lock()
+				defer mu.Unlock()
+				t.Fatalf("only %d of %d messages acknowledged within %v; failures: %v", len(acks), n, timeout, failures)
+			}
+		}
+	}
+	awaitAcks(40, 20*time.Second)
+
+	// Kill the main guild's node mid-traffic.
+	changes := guildRing.Changes(ctx)
+	before := acked()
+	killedAt := time.Now()
+	victim.kill()
+	t.Logf("killed %s (-9) after %d acknowledged messages", victimNode.Name, before)
+	var movedAt time.Time
+	for movedAt.IsZero() {
+		select {
+		case c := <-changes:
+			if n, ok := c.New.Owner(mustID(t, mainGuild)); ok && n.Name != victimNode.Name {
+				movedAt = time.Now()
+				t.Logf("ring: main guild moved to %s %v after the kill", n.Name, movedAt.Sub(killedAt).Round(time.Millisecond))
+			}
+		case <-time.After(4 * leaseTTL):
+			t.Fatalf("the ring did not move the main guild within %v of the kill", 4*leaseTTL)
+		}
+	}
+
+	// Every session gets a fresh GUILD_CREATE for the main guild.
+	var lastGC time.Duration
+	resubscribed := make([]time.Time, len(sessions))
+	for i, s := range sessions {
+		s.await(t, "a GUILD_CREATE after the kill", 15*time.Second, func(fs []dispatch) bool {
+			for _, at := range guildCreates(fs, mainGuild) {
+				if at.After(killedAt) {
+					resubscribed[i] = at
+					return true
+				}
+			}
+			return false
+		})
+		lastGC = max(lastGC, resubscribed[i].Sub(killedAt))
+	}
+	t.Logf("GUILD_CREATE after the kill: every session within %v (ring move %v)", lastGC.Round(time.Millisecond), movedAt.Sub(killedAt).Round(time.Millisecond))
+
+	// Writers keep going on the new owner, then stop.
+	awaitAcks(acked()+40, 20*time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("writers: %d acknowledged (%d before the kill); failures %v", len(acks), before, failures)
+
+	// Every session receives every message posted after it was
+	// resubscribed (live delivery resumed on the new owner).
+	for i, s := range sessions {
+		var want []string
+		for _, a := range acks {
+			if a.sentAt.After(resubscribed[i]) {
+				want = append(want, a.id)
+			}
+		}
+		s.await(t, fmt.Sprintf("%d messages posted after its resubscription", len(want)), 15*time.Second, func(fs []dispatch) bool {
+			got := map[string]bool{}
+			for _, m := range messages(fs) {
+				got[m.ID] = true
+			}
+			for _, id := range want {
+				if !got[id] {
+					return false
+				}
+			}
+			return true
+		})
+	}
+
+	// History has every acknowledged message.
+	history := map[string]map[string]int{} // channel → id → count by nonce
+	nonces := map[string]int{}
+	for _, ch := range channels {
+		history[ch] = map[string]int{}
+		beforeID := ""
+		for {
+			var page []message
+			path := "/channels/" + ch + "/messages?limit=100"
+			if beforeID != "" {
+				path += "&before=" + beforeID
+			}
+			api.must(t, owner, "GET", path, nil, &page)
+			for _, m := range page {
+				history[ch][m.ID]++
+				nonces[m.Content]++
+			}
+			if len(page) < 100 {
+				break
+			}
+			beforeID = page[len(page)-1].ID
+		}
+	}
+	missing := 0
+	for _, a := range acks {
+		if history[a.channel][a.id] == 0 {
+			missing++
+			t.Errorf("acknowledged message %s (%s) is missing from the history of channel %s", a.id, a.nonce, a.channel)
+		}
+	}
+	dups := 0
+	for _, n := range nonces {
+		if n > 1 {
+			dups += n - 1
+		}
+	}
+	t.Logf("history: %d acknowledged messages checked, %d missing, %d duplicated by a retried send", len(acks), missing, dups)
+
+	// One order per channel across sessions, and gap-free sequences.
+	order := make([]map[string]map[string]int, len(sessions)) // session → channel → id → position
+	for i, s := range sessions {
+		fs := s.snapshot()
+		if err := checkSeq(fs); err != nil {
+			t.Errorf("%s: %v", s.name, err)
+		}
+		order[i] = map[string]map[string]int{}
+		for _, m := range messages(fs) {
+			if order[i][m.ChannelID] == nil {
+				order[i][m.ChannelID] = map[string]int{}
+			}
+			if _, dup := order[i][m.ChannelID][m.ID]; dup {
+				t.Errorf("%s received message %s twice", s.name, m.ID)
+				continue
+			}
+			order[i][m.ChannelID][m.ID] = len(order[i][m.ChannelID])
+		}
+	}
+	compared := 0
+	for i := range sessions {
+		for j := i + 1; j < len(sessions); j++ {
+			for _, ch := range channels {
+				var common []string
+				for id := range order[i][ch] {
+					if _, ok := order[j][ch][id]; ok {
+						common = append(common, id)
+					}
+				}
+				slices.SortFunc(common, func(a, b string) int { return order[i][ch][a] - order[i][ch][b] })
+				for k := 1; k < len(common); k++ {
+					if order[j][ch][common[k-1]] > order[j][ch][common[k]] {
+						t.Errorf("%s and %s disagree on the order of %s and %s in channel %s",
+							sessions[i].name, sessions[j].name, common[k-1], common[k], ch)
+						break
+					}
+				}
+				compared += len(common)
+			}
+		}
+	}
+	t.Logf("order: %d message positions compared across %d session pairs; total %v",
+		compared, len(sessions)*(len(sessions)-1)/2, time.Since(start).Round(time.Millisecond))
+}
+
+// waitRing waits until ring shows n live nodes.
+func waitRing(t *testing.T, ring *registry.LocalRing, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	changes := ring.Changes(ctx)
+	for ring.View().Len() < n {
+		if _, ok := <-changes; !ok {
+			t.Fatalf("ring has %d nodes, want %d", ring.View().Len(), n)
+		}
+	}
+}
+
+func mustID(t *testing.T, s string) snowflake.ID {
+	t.Helper()
+	id, err := snowflake.Parse(s)
+	if err != nil {
+		t.Fatalf("id %q: %v", s, err)
+	}
+	return id
+}
+
+func dropKeyspace(t *testing.T, addr, ks string) {
+	c := gocql.NewCluster(addr)
+	c.Timeout = time.Minute
+	s, err := c.CreateSession()
+	if err != nil {
+		t.Errorf("drop keyspace %s: %v", ks, err)
+		return
+	}
+	defer s.Close()
+	if err := s.Query(`DROP KEYSPACE IF EXISTS ` + ks).Exec(); err != nil {
+		t.Errorf("drop keyspace %s: %v", ks, err)
+	}
+}

@@ -1,0 +1,192 @@
+//go:build integration
+
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// concordBinary builds runtime/cmd/concord once per test run.
+func concordBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "concord-cluster-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "concord")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/concord-chat/concord/runtime/cmd/concord").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build concord: %v", buildErr)
+	}
+	return binPath
+}
+
+// freeAddr returns a loopback address nobody listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// proc is a running `concord serve` process.
+type proc struct {
+	name string
+	http string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	logs bytes.Buffer
+	done chan struct{}
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.Write(b)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
+// startNode runs `concord serve` with args; it does not wait for
+// readiness (waitReady does).
+func startNode(t *testing.T, name, httpAddr string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, http: httpAddr, done: make(chan struct{})}
+	p.cmd = exec.Command(concordBinary(t), append([]string{"serve", "--node=" + name, "--http=" + httpAddr}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("--- logs of %s ---\n%s", name, p.output())
+		}
+	})
+	return p
+}
+
+// waitReady polls /readyz until it answers 200; the process exiting or
+// the deadline passing fails the test with its logs.
+func (p *proc) waitReady(t *testing.T, deadline time.Time) {
+	t.Helper()
+	for {
+		resp, err := http.Get("http://" + p.http + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited before it was ready:\n%s", p.name, p.output())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready on %s:\n%s", p.name, p.http, p.output())
+		}
+	}
+}
+
+// kill sends SIGKILL and waits until the process is gone.
+func (p *proc) kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// rest is a REST client for one address.
+type rest struct {
+	addr   string
+	client *http.Client
+}
+
+// do sends a JSON request and decodes a 2xx answer into out. err is a
+// transport error; the status says the rest.
+func (r rest) do(ctx context.Context, token, method, path string, body, out any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+r.addr+"/api/v10"+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", token)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, err
+	}
+	if resp.StatusCode/100 == 2 && out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, raw, fmt.Errorf("decode %s %s: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, raw, nil
+}
+
+// must is do for setup steps: anything but a 2xx fails the test.
+func (r rest) must(t *testing.T, token, method, path string, body, out any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	status, raw, err := r.do(ctx, token, method, path, body, out)
+	if err != nil || status/100 != 2 {
+		t.Fatalf("%s %s: status %d, err %v, body %s", method, path, status, err, raw)
+	}
+}

@@ -1,6 +1,7 @@
 package bots
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -204,6 +205,7 @@ func ValidateCommand(def *CommandDef, path string) error {
 			return FormError(join(path, "integration_types."+strconv.Itoa(i)), "BASE_TYPE_CHOICES", "Value must be one of (0, 1).")
 		}
 	}
+	normalize(def)
 	if n := commandChars(def); n > maxCommandChars {
 		return FormError(path, "APPLICATION_COMMAND_TOO_LARGE", fmt.Sprintf("Command exceeds maximum size (%d).", maxCommandChars))
 	}
@@ -313,8 +315,14 @@ func checkOptions(opts []CommandOption, path string, depth int) error {
 				return err
 			}
 		}
-		if (o.Type == OptionSubCommand || o.Type == OptionSubCommandGroup) && o.Required {
-			return FormError(join(p, "required"), "APPLICATION_COMMAND_OPTION_TYPE_INVALID", "Subcommands cannot be required.")
+		if o.Type == OptionSubCommand || o.Type == OptionSubCommandGroup {
+			if o.Required {
+				return FormError(join(p, "required"), "APPLICATION_COMMAND_OPTION_TYPE_INVALID", "Subcommands cannot be required.")
+			}
+			if len(o.Choices) > 0 || o.Autocomplete || len(o.ChannelTypes) > 0 || o.MinValue != nil || o.MaxValue != nil ||
+				o.MinLength != nil || o.MaxLength != nil {
+				return FormError(p, "APPLICATION_COMMAND_OPTION_TYPE_INVALID", "Subcommands and groups have no value constraints.")
+			}
 		}
 	}
 	if subs > 0 && plain > 0 {
@@ -428,4 +436,55 @@ func commandChars(def *CommandDef) int {
 	}
 	walk(def.Options)
 	return n
+}
+
+// normalize makes empty collections nil and choice values compact, so a
+// stored definition encodes and decodes to itself.
+func normalize(def *CommandDef) {
+	if len(def.NameLocalizations) == 0 {
+		def.NameLocalizations = nil
+	}
+	if len(def.DescriptionLocalizations) == 0 {
+		def.DescriptionLocalizations = nil
+	}
+	if len(def.Contexts) == 0 {
+		def.Contexts = nil
+	}
+	if len(def.IntegrationTypes) == 0 {
+		def.IntegrationTypes = nil
+	}
+	def.Options = normalizeOptions(def.Options)
+}
+
+func normalizeOptions(opts []CommandOption) []CommandOption {
+	if len(opts) == 0 {
+		return nil
+	}
+	for i := range opts {
+		o := &opts[i]
+		if len(o.NameLocalizations) == 0 {
+			o.NameLocalizations = nil
+		}
+		if len(o.DescriptionLocalizations) == 0 {
+			o.DescriptionLocalizations = nil
+		}
+		if len(o.ChannelTypes) == 0 {
+			o.ChannelTypes = nil
+		}
+		if len(o.Choices) == 0 {
+			o.Choices = nil
+		}
+		for j := range o.Choices {
+			c := &o.Choices[j]
+			if len(c.NameLocalizations) == 0 {
+				c.NameLocalizations = nil
+			}
+			var buf bytes.Buffer
+			if json.Compact(&buf, c.Value) == nil {
+				c.Value = buf.Bytes()
+			}
+		}
+		o.Options = normalizeOptions(o.Options)
+	}
+	return opts
 }

@@ -171,7 +171,9 @@ func TestHTTPEndpointRetriesOnce(t *testing.T) {
 func TestHTTPEndpointSilentTimesOut(t *testing.T) {
 	for name, reply := range map[string]func(int) (int, string){
 		"accepted": nil,
-		"huge":     func(int) (int, string) { return 200, `{"type":4,"data":{"content":"` + strings.Repeat("x", 100<<10) + `"}}` },
+		"huge": func(int) (int, string) {
+			return 200, `{"type":4,"data":{"content":"` + strings.Repeat("x", 100<<10) + `"}}`
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e, b, a := endpointEnv(t)

@@ -11,6 +11,7 @@ import (
 // Middleware limits the requests next serves. identify names the request's
 // principal from its credentials (it is the API's token check); when it
 // returns false the request is limited as its client address. The route
+// A nil identify limits every request by address. The route
 // comes from Config.RouteOf: the middleware runs before routing, so by
 // default it reads the URL path (PathRoute), not r.Pattern.
 //
@@ -22,7 +23,7 @@ func (l *Limiter) Middleware(next http.Handler, identify func(*http.Request) (Pr
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		template, major := l.cfg.RouteOf(r)
 		req := Request{Method: r.Method, Route: template, Major: major, Token: BearerToken(r), Addr: l.cfg.ClientAddr(r)}
-		if p, ok := identify(r); ok {
+		if p, ok := identifyOrNot(identify, r); ok {
 			req.Principal = p
 		} else {
 			req.Principal = Principal{ID: "addr:" + req.Addr}
@@ -48,6 +49,13 @@ func (l *Limiter) Middleware(next http.Handler, identify func(*http.Request) (Pr
 		}
 		l.Report(ctx, req, sw.status, scope)
 	})
+}
+
+func identifyOrNot(identify func(*http.Request) (Principal, bool), r *http.Request) (Principal, bool) {
+	if identify == nil {
+		return Principal{}, false
+	}
+	return identify(r)
 }
 
 // BearerToken returns the credential of r's Authorization header without

@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -112,7 +113,7 @@ func (failing) Incr(context.Context, string, int64, time.Duration) (int64, error
 // headers, and is counted: rate limiting must not become an API outage.
 func TestFailOpen(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	lim, err := ratelimit.New(ratelimit.Config{Counters: failing{}, Registerer: reg, InvalidLimit: 1})
+	lim, err := ratelimit.New(ratelimit.Config{Counters: failing{}, Registerer: reg, InvalidLimit: 1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

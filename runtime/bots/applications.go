@@ -304,6 +304,9 @@ func (h *Handler) resetBotToken(w http.ResponseWriter, r *http.Request, c caller
 	if err != nil {
 		return userErr(err)
 	}
+	if h.deps.TokenReset != nil {
+		h.deps.TokenReset(ctx, a.BotUserID)
+	}
 	h.log.Info("bot token reset", "application_id", a.ID, "bot_user_id", a.BotUserID)
 	writeJSON(w, http.StatusOK, map[string]string{"token": h.deps.Tokens.Mint(bot)})
 	return nil

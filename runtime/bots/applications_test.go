@@ -5,12 +5,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/concord-chat/concord/runtime/bots"
+	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
 func TestCreateApplicationAndBotToken(t *testing.T) {
@@ -45,6 +47,9 @@ func TestCreateApplicationAndBotToken(t *testing.T) {
 	}
 	e.expect(e.do("GET", "/api/v10/oauth2/applications/@me", a.Token, nil), 401, 40001)
 	e.expect(e.do("GET", "/api/v10/oauth2/applications/@me", fresh, nil), 200, 0)
+	if len(e.resets) != 1 || e.resets[0] != a.BotID {
+		t.Fatalf("TokenReset hook calls = %v", e.resets)
+	}
 
 	// Strangers do not see it.
 	e.expect(e.do("GET", fmt.Sprintf("/api/v10/applications/%d", a.ID), e.member, nil), 404, 10002)
@@ -133,4 +138,15 @@ func TestTokensNeverStored(t *testing.T) {
 	if err != nil || found == 0 {
 		t.Fatalf("walk %s: %v (%d files)", root, err, found)
 	}
+}
+
+// TestAuthOutageIs503: an authentication outage must not look like a bad
+// token (discord.js drops its token on a 401).
+func TestAuthOutageIs503(t *testing.T) {
+	e := newEnv(t, func(_ *bots.Config, d *bots.Deps) {
+		d.Authenticate = func(*http.Request) (snowflake.ID, bool, error) {
+			return 0, false, fmt.Errorf("load generation: %w", bots.ErrUnavailable)
+		}
+	})
+	e.expect(e.do("GET", "/api/v10/oauth2/applications/@me", "whatever", nil), 503, 0)
 }

@@ -28,8 +28,9 @@ type Guilds interface {
 	// UninstallBot removes the bot member and its managed role; removing
 	// a bot that is not a member is not an error.
 	UninstallBot(ctx context.Context, guildID, botUserID snowflake.ID) error
-	// ChannelGuild returns the guild of a guild channel.
-	ChannelGuild(ctx context.Context, channelID snowflake.ID) (guildID snowflake.ID, err error)
+	// Channel returns a guild channel (GuildID set); a DM or group DM
+	// fails with ErrUnknownChannel (interactions run in guild channels).
+	Channel(ctx context.Context, channelID snowflake.ID) (wire.Channel, error)
 	// ChannelPermissions returns userID's effective permissions in
 	// channelID, evaluated now by the guild's permission engine. A user
 	// who is not a member fails with ErrUnknownMember.
@@ -108,8 +109,10 @@ type Tokens interface {
 }
 
 // Doer sends outbound HTTP requests to bot-chosen URLs. Production uses
-// the egress client, which validates every resolved address before it
-// connects and refuses redirects; tests may use an *http.Client.
+// the egress client (runtime/egress, *egress.Client) with no allowlist: it
+// validates every resolved address before it connects and refuses
+// redirects. Tests use a plain *http.Client, because egress denies the
+// loopback address their bot endpoint listens on.
 type Doer interface {
 	Do(r *http.Request) (*http.Response, error)
 }

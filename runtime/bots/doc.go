@@ -30,4 +30,19 @@
 // serves followups and @original edits for 15 minutes. Timers live in
 // memory: interactions pending when the process stops get no failure
 // message (they are session-class state, ADR-10).
+//
+// Wiring. NewHandler takes a Config (the server key from the Secret, the
+// clock, the metrics registerer) and Deps; Register mounts the routes for
+// /api/v9 and /api/v10 on a ServeMux. The simplest composition puts the
+// core REST API behind the bot routes:
+//
+//	mux := http.NewServeMux()
+//	botsHandler.Register(mux, "")
+//	mux.Handle("/", apiHandler) // api keeps its own mux and 404s
+//
+// Patterns here are more specific than "/", so GET
+// /oauth2/applications/@me is served by this package, not the core API.
+// The process also calls Handler.Uninstalled when the guild removes a bot
+// member, Handler.AllowedIntents at IDENTIFY, Handler.PurgeInteractions
+// every few minutes and Handler.Close at shutdown.
 package bots

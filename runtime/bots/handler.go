@@ -2,6 +2,7 @@ package bots
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -59,9 +60,13 @@ type Deps struct {
 	Egress   Doer
 	Resolver Resolver
 	// Authenticate returns the caller of a request (from its
-	// Authorization header) and whether it is a bot; an invalid token is
-	// an error wrapping ErrUnauthorized.
+	// Authorization header) and whether it is a bot. Any error is a 401,
+	// except one wrapping ErrUnavailable (an outage), which is a 503.
 	Authenticate func(r *http.Request) (userID snowflake.ID, bot bool, err error)
+	// TokenReset, when set, is called after a bot's token was reset so
+	// that the gateway closes the bot's sessions (ADR-12: a reset closes
+	// sessions through the revocation path). Optional.
+	TokenReset func(ctx context.Context, botUserID snowflake.ID)
 }
 
 // Handler serves the bot platform's REST routes and runs interaction
@@ -152,6 +157,9 @@ func (h *Handler) routes(mux *http.ServeMux, p string) {
 	authed := func(pattern string, fn func(http.ResponseWriter, *http.Request, caller) error) {
 		open(pattern, func(w http.ResponseWriter, r *http.Request) error {
 			id, bot, err := h.deps.Authenticate(r)
+			if errors.Is(err, ErrUnavailable) {
+				return err
+			}
 			if err != nil {
 				return fmt.Errorf("%w: %w", ErrUnauthorized, err)
 			}

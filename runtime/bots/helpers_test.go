@@ -183,14 +183,15 @@ func (g *fakeGuilds) UninstallBot(_ context.Context, guildID, botUserID snowflak
 	return nil
 }
 
-func (g *fakeGuilds) ChannelGuild(_ context.Context, channelID snowflake.ID) (snowflake.ID, error) {
+func (g *fakeGuilds) Channel(_ context.Context, channelID snowflake.ID) (wire.Channel, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	gid, ok := g.channels[channelID]
 	if !ok {
-		return 0, bots.ErrUnknownChannel
+		return wire.Channel{}, bots.ErrUnknownChannel
 	}
-	return gid, nil
+	name := "general"
+	return wire.Channel{ID: channelID, GuildID: gid, Name: &name, PermissionOverwrites: []wire.Overwrite{}}, nil
 }
 
 func (g *fakeGuilds) ChannelPermissions(_ context.Context, userID, channelID snowflake.ID) (permissions.Bits, error) {
@@ -341,6 +342,7 @@ type env struct {
 	messages *fakeMessages
 	store    bots.Store
 	dir      string
+	resets   []snowflake.ID
 	reg      *prometheus.Registry
 	ids      *snowflake.Generator
 	// owner and member are user tokens; admin has MANAGE_GUILD.
@@ -386,6 +388,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	deps := bots.Deps{
 		Store: st, Users: e.users, Tokens: e.issuer, IDs: e.ids, Guilds: e.guilds, Dispatcher: e.dispatch,
 		Messages: e.messages, Egress: noEgress{},
+		TokenReset: func(_ context.Context, id snowflake.ID) { e.resets = append(e.resets, id) },
 		Authenticate: func(r *http.Request) (snowflake.ID, bool, error) {
 			id, err := e.issuer.Verify(r.Context(), auth.StripPrefix(r.Header.Get("Authorization")))
 			if err != nil {

@@ -76,9 +76,13 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c caller) error
 	if err != nil {
 		return storeErr(err, ErrUnknownApplication)
 	}
-	guildID, err := h.deps.Guilds.ChannelGuild(ctx, req.ChannelID)
+	channel, err := h.deps.Guilds.Channel(ctx, req.ChannelID)
 	if err != nil {
 		return fmt.Errorf("interaction channel %d: %w", req.ChannelID, err)
+	}
+	guildID := channel.GuildID
+	if guildID == 0 {
+		return fmt.Errorf("%w: %d is not a guild channel", ErrUnknownChannel, req.ChannelID)
 	}
 	if req.GuildID != 0 && req.GuildID != guildID {
 		return FormError("guild_id", "BASE_TYPE_INVALID", "The channel is not in this guild.")
@@ -154,7 +158,7 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c caller) error
 	member.Permissions = &mp
 	payload, err := json.Marshal(interactionPayload{
 		ID: in.ID, ApplicationID: a.ID, Type: in.Type, Data: in.Data, GuildID: guildID, ChannelID: req.ChannelID,
-		Channel: partialChannel{ID: req.ChannelID, Type: 0, GuildID: guildID}, Member: member, Token: token,
+		Channel: channel, Member: member, Token: token,
 		Version: 1, AppPermissions: wire.Bits(appPerms), Locale: "en-US", GuildLocale: "en-US",
 		Entitlements: []any{}, AuthorizingIntegrationOwners: map[string]snowflake.ID{"0": guildID},
 		Context: 0, AttachmentSizeLimit: 25 << 20, Message: message,
@@ -189,7 +193,7 @@ type interactionPayload struct {
 	Data                         json.RawMessage         `json:"data,omitempty"`
 	GuildID                      snowflake.ID            `json:"guild_id"`
 	ChannelID                    snowflake.ID            `json:"channel_id"`
-	Channel                      partialChannel          `json:"channel"`
+	Channel                      wire.Channel            `json:"channel"`
 	Member                       wire.Member             `json:"member"`
 	Token                        string                  `json:"token"`
 	Version                      int                     `json:"version"`
@@ -201,12 +205,6 @@ type interactionPayload struct {
 	Context                      int                     `json:"context"`
 	AttachmentSizeLimit          int                     `json:"attachment_size_limit"`
 	Message                      *wire.Message           `json:"message,omitempty"`
-}
-
-type partialChannel struct {
-	ID      snowflake.ID `json:"id"`
-	Type    int          `json:"type"`
-	GuildID snowflake.ID `json:"guild_id"`
 }
 
 // commandInvocation resolves and checks the command of a command or

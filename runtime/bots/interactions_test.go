@@ -299,6 +299,7 @@ func TestInvokeRefusals(t *testing.T) {
 	e.install(a, permissions.SendMessages)
 	e.expect(e.do("POST", "/api/v10/interactions", a.Token, body()), 403, 20001)
 	e.expect(e.do("POST", "/api/v10/interactions", e.member, body("channel_id", otherChan.String())), 404, 10007)
+	e.expect(e.do("POST", "/api/v10/interactions", e.member, body("channel_id", "424242")), 404, 10003)
 	e.expect(e.do("POST", "/api/v10/interactions", e.member, body("application_id", "1")), 404, 10002)
 	e.expect(e.do("POST", "/api/v10/interactions", e.member, body("data", map[string]any{"id": "99"})), 404, 10063)
 	e.expect(e.do("POST", "/api/v10/interactions", e.member, body("type", 1)), 400, 50035)

@@ -356,7 +356,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
 	e := &env{
 		t:        t,
-		clock:    &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)},
+		clock:    &fakeClock{now: time.Now().UTC()}, // aligned with the id generator
 		users:    &fakeUsers{users: map[snowflake.ID]store.User{}},
 		dispatch: &fakeDispatcher{online: map[snowflake.ID]bool{}},
 		messages: &fakeMessages{msgs: map[snowflake.ID]wire.Message{}, to: map[snowflake.ID]snowflake.ID{}},

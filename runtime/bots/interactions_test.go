@@ -385,3 +385,23 @@ func TestAuthorizeRefusals(t *testing.T) {
 		t.Fatalf("installation = %+v, %v", in, err)
 	}
 }
+
+func TestPurgeInteractions(t *testing.T) {
+	e := newEnv(t)
+	a := e.createApp("Purged")
+	e.install(a, 0)
+	id, token := e.invoke(a, e.command(a, "p"))
+	e.expect(e.do("POST", callbackPath(id, token), "", map[string]any{"type": 5}), 204, 0)
+	e.clock.Advance(time.Minute)
+	if n, err := e.h.PurgeInteractions(t.Context()); err != nil || n != 0 {
+		t.Fatalf("PurgeInteractions at 1 min = %d, %v; want 0", n, err)
+	}
+	e.clock.Advance(17 * time.Minute)
+	if n, err := e.h.PurgeInteractions(t.Context()); err != nil || n != 1 {
+		t.Fatalf("PurgeInteractions at 18 min = %d, %v; want 1", n, err)
+	}
+	if _, err := e.store.GetInteraction(t.Context(), id); err == nil {
+		t.Fatal("purged interaction still stored")
+	}
+	e.expect(e.do("POST", fmt.Sprintf("/api/v10/webhooks/%d/%s", a.ID, token), "", map[string]any{"content": "x"}), 401, 50027)
+}

@@ -142,6 +142,24 @@ func (h *Handler) createApplication(w http.ResponseWriter, r *http.Request, c ca
 	return nil
 }
 
+// listApplications is GET /applications: the caller's own applications.
+func (h *Handler) listApplications(w http.ResponseWriter, r *http.Request, c caller) error {
+	apps, err := h.deps.Store.ApplicationsByOwner(r.Context(), c.id)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	out := make([]applicationJSON, 0, len(apps))
+	for _, a := range apps {
+		j, err := h.applicationJSON(r.Context(), a)
+		if err != nil {
+			return err
+		}
+		out = append(out, j)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 // createBotUser creates the bot user, suffixing the name with digits of
 // its id while the username is taken.
 func (h *Handler) createBotUser(ctx context.Context, id snowflake.ID, name string) (store.User, error) {

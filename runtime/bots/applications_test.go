@@ -55,6 +55,12 @@ func TestCreateApplicationAndBotToken(t *testing.T) {
 	e.expect(e.do("GET", fmt.Sprintf("/api/v10/applications/%d", a.ID), e.member, nil), 404, 10002)
 	e.expect(e.do("POST", fmt.Sprintf("/api/v10/applications/%d/bot/reset", a.ID), e.member, nil), 404, 10002)
 	e.expect(e.do("GET", fmt.Sprintf("/api/v10/applications/%d", a.ID), e.owner, nil), 200, 0)
+	if r := e.do("GET", "/api/v10/applications", e.owner, nil); r.Status != 200 || !strings.Contains(string(r.Body), `"id":"`+a.ID.String()+`"`) {
+		t.Fatalf("GET /applications = %d %s", r.Status, r.Body)
+	}
+	if r := e.do("GET", "/api/v10/applications", e.member, nil); string(r.Body) != "[]" {
+		t.Fatalf("a stranger lists %s", r.Body)
+	}
 }
 
 func TestCreateApplicationRefusals(t *testing.T) {

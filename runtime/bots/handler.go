@@ -168,6 +168,7 @@ func (h *Handler) routes(mux *http.ServeMux, p string) {
 	}
 
 	authed("POST /applications", h.createApplication)
+	authed("GET /applications", h.listApplications)
 	authed("GET /oauth2/applications/@me", h.currentApplication)
 	authed("GET /applications/@me", h.currentApplication)
 	authed("PATCH /applications/@me", h.patchCurrentApplication)

@@ -226,15 +226,17 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("cluster: guild service: %w", err)
 		}
 		owns := transport.OwnedBy(n.guildRng, cfg.Platform.Node)
+		restAPI := api.New(api.Config{GatewayURL: cfg.Platform.PublicURL, Logger: log.With("component", "api")},
+			api.Deps{Store: n.store, Guilds: n.guilds, Auth: issuer, IDs: ids})
 		n.guildRole = &guildRole{
-			node: cfg.Platform.Node,
-			svc:  n.guilds,
-			ring: n.guildRng,
-			owns: owns,
-			res:  res,
-			api: api.New(api.Config{GatewayURL: cfg.Platform.PublicURL, Logger: log.With("component", "api")},
-				api.Deps{Store: n.store, Guilds: n.guilds, Auth: issuer, IDs: ids}),
-			log: log.With("component", "guild"),
+			node:   cfg.Platform.Node,
+			svc:    n.guilds,
+			ring:   n.guildRng,
+			owns:   owns,
+			res:    res,
+			api:    restAPI,
+			dedupe: &sendDeduper{store: n.store, auth: issuer, api: restAPI, log: log.With("component", "guild")},
+			log:    log.With("component", "guild"),
 		}
 		svc.Guild, svc.Owns = guildBackend{svc: n.guilds}, owns
 	}

@@ -34,7 +34,9 @@ type guildRole struct {
 	owns func(snowflake.ID) bool
 	res  *resolver
 	api  http.Handler
-	log  *slog.Logger
+	// dedupe answers sends the API node retried after a node died.
+	dedupe *sendDeduper
+	log    *slog.Logger
 }
 
 // ServeHTTP serves the REST API for the guilds this node owns. A request
@@ -52,6 +54,13 @@ func (g *guildRole) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(notOwnerHeader, g.node)
 		writeError(w, http.StatusServiceUnavailable, "Service unavailable: guild placed on another node")
 		return
+	}
+	if r.Method == http.MethodPost && r.Header.Get(retryHeader) != "" && g.dedupe != nil {
+		if seg := apiSegments(r.URL.Path); len(seg) == 3 && seg[0] == "channels" && seg[2] == "messages" {
+			if id := parseID(seg[1]); id != 0 && g.dedupe.serve(w, r, id) {
+				return
+			}
+		}
 	}
 	g.api.ServeHTTP(w, r)
 }

@@ -42,8 +42,9 @@ const maxProxyBody = 8 << 20
 // case reached the REST handler, so any method is safe to resend. A
 // connection lost after the request was sent (the owner died while
 // serving it) is retried once too, after the ring changed: the request
-// may then have been applied twice (at-least-once). Clients make sends
-// idempotent with nonce + enforce_nonce. A request that cannot be served
+// may then have been applied twice (at-least-once); it carries
+// retryHeader, and a message send with nonce + enforce_nonce is then
+// answered with the message the dead node wrote, if any (retry.go). A request that cannot be served
 // ends with 503, never with a made-up success.
 type proxy struct {
 	ring    *registry.LocalRing
@@ -131,6 +132,9 @@ func (p *proxy) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		out := req.Clone(ctx)
 		out.URL.Host = n.HTTPAddr
+		if unsafeRetried {
+			out.Header.Set(retryHeader, "1")
+		}
 		out.Body, out.ContentLength, out.GetBody = http.NoBody, 0, nil
 		if len(pr.body) > 0 {
 			out.Body = io.NopCloser(bytes.NewReader(pr.body))

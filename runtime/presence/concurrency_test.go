@@ -25,8 +25,12 @@ func TestConcurrentGateways(t *testing.T) {
 	statuses := []Status{Online, Idle, DND, Invisible}
 	var wg sync.WaitGroup
 	done := make(chan struct{})
+	ticked := make(chan struct{})
 	go func() {
-		for {
+		defer close(ticked)
+		// At most 2,000 ticks of 100 ms: the clock stays far inside the
+		// node TTL however the goroutines are scheduled.
+		for range 2000 {
 			select {
 			case <-done:
 				return
@@ -66,6 +70,7 @@ func TestConcurrentGateways(t *testing.T) {
 	}
 	wg.Wait()
 	close(done)
+	<-ticked
 	c.Advance(time.Minute)
 	s.Tick(ctx)
 	last := map[snowflake.ID]Presence{}

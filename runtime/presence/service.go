@@ -40,10 +40,11 @@ type Config struct {
 	// NodeTTL is how long a gateway node's sessions live without a Report.
 	// Gateways should report every NodeTTL/3. Default 45s.
 	NodeTTL time.Duration
-	// Warmup is how long a new service only absorbs state without
-	// broadcasting, so a replacement after a crash rebuilds from re-reports
-	// without re-announcing every user; guilds keep the frozen statuses
-	// meanwhile. Default 0 (broadcast at once).
+	// Warmup is how long a new service absorbs what gateways re-report
+	// without broadcasting it, so a replacement after a crash rebuilds
+	// without re-announcing every user (guilds kept the frozen statuses).
+	// Live changes (connects, op 3, disconnects, sessions missing from a
+	// later report) are broadcast even during warmup. Default 0.
 	Warmup time.Duration
 	// UpdateBurst and UpdatePeriod limit op 3 per session: UpdateBurst
 	// updates, refilled one per UpdatePeriod/UpdateBurst. Defaults 5 and
@@ -161,12 +162,13 @@ func (s *Service) Connect(ctx context.Context, st SessionState) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.put(st, now)
+	s.put(st, now, false)
 	return nil
 }
 
-// put stores a session state and schedules its user. Called with mu held.
-func (s *Service) put(st SessionState, now time.Time) {
+// put stores a session state and schedules its user; reported marks a
+// state from a gateway's re-report. Called with mu held.
+func (s *Service) put(st SessionState, now time.Time, reported bool) {
 	if old, ok := s.sessions[st.Session]; ok && old != st.UserID {
 		s.remove(st.Session, now)
 	}
@@ -193,7 +195,7 @@ func (s *Service) put(st SessionState, now time.Time) {
 		s.nodes[st.Node] = n
 	}
 	n.sessions[st.Session] = struct{}{}
-	s.schedule(st.UserID, u, now)
+	s.schedule(st.UserID, u, now, reported)
 }
 
 // remove forgets a session. Called with mu held.
@@ -211,11 +213,21 @@ func (s *Service) remove(id event.SessionID, now time.Time) {
 		delete(u.sessions, id)
 		s.m.sessions.Dec()
 	}
-	s.schedule(uid, u, now)
+	s.schedule(uid, u, now, false)
 }
 
-// schedule queues a user's broadcast Window from now unless one is queued.
-func (s *Service) schedule(uid snowflake.ID, u *user, now time.Time) {
+// schedule queues a user's broadcast Window from now unless one is
+// queued. A state re-reported during warmup only re-learns what guilds
+// already show: it becomes the last broadcast presence at once, silently,
+// unless a live change (connect, update, disconnect, expiry) is pending.
+func (s *Service) schedule(uid snowflake.ID, u *user, now time.Time, reported bool) {
+	if reported && now.Before(s.started.Add(s.cfg.Warmup)) {
+		if u.due.IsZero() {
+			u.last = s.fold(u)
+			s.m.absorbed.Inc()
+		}
+		return
+	}
 	if !u.due.IsZero() {
 		return
 	}
@@ -251,7 +263,7 @@ func (s *Service) Update(ctx context.Context, id event.SessionID, upd Update) er
 	if st.UpdatedAt.IsZero() {
 		st.UpdatedAt = now
 	}
-	s.put(st, now)
+	s.put(st, now, false)
 	s.m.updates.Inc()
 	return nil
 }
@@ -286,7 +298,7 @@ func (s *Service) Report(ctx context.Context, nodeName string, sessions []Sessio
 		if cur := s.current(st.Session); cur != nil && sameState(cur, &st) {
 			continue
 		}
-		s.put(st, now)
+		s.put(st, now, true)
 	}
 	n := s.nodes[nodeName]
 	if n == nil {
@@ -376,7 +388,6 @@ func (s *Service) Tick(ctx context.Context) {
 		delete(s.nodes, name)
 		s.cfg.Logger.Info("presence node expired", "node", name)
 	}
-	warmEnd := s.started.Add(s.cfg.Warmup)
 	for len(s.queue) > 0 && !s.queue[0].due.After(now) {
 		pd := s.queue[0]
 		s.queue = s.queue[1:]
@@ -386,16 +397,9 @@ func (s *Service) Tick(ctx context.Context) {
 		}
 		u.due = time.Time{}
 		p := s.fold(u)
-		// A change made during warmup (scheduled Window before its due
-		// time) is absorbed.
-		warm := pd.due.Add(-s.cfg.Window).Before(warmEnd)
-		switch {
-		case p.Equal(u.last):
+		if p.Equal(u.last) {
 			s.m.coalesced.Inc()
-		case warm:
-			u.last = p
-			s.m.absorbed.Inc()
-		default:
+		} else {
 			u.last = p
 			due = append(due, out{pd.userID, p})
 		}

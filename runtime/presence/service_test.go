@@ -300,13 +300,48 @@ func TestRebuildAfterCrash(t *testing.T) {
 	// The presence node dies. A new one starts; gateways re-report every
 	// 15 s.
 	fresh, c2, r2 := newServiceAt(t, c.Now(), Config{Warmup: 30 * time.Second}, nil)
-	for range 4 {
+	c2.Advance(15 * time.Second)
+	for _, g := range gws {
+		g.report(ctx, fresh)
+	}
+	// During warmup, live changes are still broadcast: a user who
+	// identifies now, and a session that ended (missing from g2's next
+	// report) whose user then has no session left.
+	newcomer := SessionState{Session: "new", UserID: 1000, Client: Web, Status: Online}
+	if err := gws[0].connect(ctx, fresh, newcomer); err != nil {
+		t.Fatal(err)
+	}
+	var gone snowflake.ID
+	for id, st := range gws[1].sessions {
+		if n := countSessions(gws, st.UserID); n == 1 && want[st.UserID].Status != Offline {
+			gone = st.UserID
+			delete(gws[1].sessions, id)
+			break
+		}
+	}
+	if gone == 0 {
+		t.Fatal("no single-session visible user on g2")
+	}
+	want[gone] = OfflinePresence()
+	for range 3 {
 		c2.Advance(15 * time.Second)
 		for _, g := range gws {
 			g.report(ctx, fresh)
 		}
 		fresh.Tick(ctx)
 	}
+	live := map[snowflake.ID]Status{}
+	for _, b := range r2.take() {
+		live[b.user] = b.p.Status
+	}
+	if len(live) != 2 || live[1000] != Online || live[gone] != Offline {
+		t.Fatalf("warmup broadcasts = %v, want user 1000 online and user %d offline only", live, gone)
+	}
+	delete(gws[0].sessions, "new")
+	fresh.Disconnect(ctx, "new")
+	c2.Advance(5 * time.Second)
+	fresh.Tick(ctx)
+	r2.take()
 	for u := snowflake.ID(1); u <= users; u++ {
 		if got := fresh.Get(u); !got.Equal(want[u]) {
 			t.Fatalf("user %d rebuilt as %+v, want %+v", u, got, want[u])
@@ -334,4 +369,16 @@ func TestRebuildAfterCrash(t *testing.T) {
 	if len(got) != 1 || got[0].user != uid || got[0].p.Status != Offline {
 		t.Fatalf("after warmup: %+v", got)
 	}
+}
+
+func countSessions(gws []*gateway, u snowflake.ID) int {
+	n := 0
+	for _, g := range gws {
+		for _, st := range g.sessions {
+			if st.UserID == u {
+				n++
+			}
+		}
+	}
+	return n
 }

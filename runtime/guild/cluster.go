@@ -111,6 +111,7 @@ func (s *Service) Unload(ctx context.Context, guildID snowflake.ID) error {
 		a.subs = map[event.SessionID]*subscriber{}
 		a.subsSorted = nil
 		a.failed = ErrMoved
+		a.svc.retire(a, true) // gone from the map when Unload returns
 		return nil
 	})
 	if err != nil && !errors.Is(err, ErrUnknownGuild) {

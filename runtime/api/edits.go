@@ -86,13 +86,13 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
 	bg, cancel := background(ctx)
 	defer cancel()
+	h.logMessage(bg, eventlog.MessageUpdate, out)
+	writeJSON(w, http.StatusOK, out)
 	if err := h.guilds.PublishMessage(bg, "MESSAGE_UPDATE", out); err != nil {
 		h.log.Warn("message update not published", "message_id", m.ID, "err", err)
 	}
-	h.logMessage(bg, eventlog.MessageUpdate, out)
 	return nil
 }
 

@@ -149,13 +149,15 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, msg)
 	bg, cancel := background(ctx)
 	defer cancel()
+	// The outbox write is local and bounded (EnqueueTimeout): doing it
+	// before the 200 makes every acknowledged message reach the log.
+	h.logMessage(bg, eventlog.MessageCreate, msg)
+	writeJSON(w, http.StatusOK, msg)
 	if err := h.guilds.PublishMessage(bg, "MESSAGE_CREATE", msg); err != nil {
 		h.log.Warn("message not published", "message_id", msg.ID, "err", err)
 	}
-	h.logMessage(bg, eventlog.MessageCreate, msg)
 	return nil
 }
 

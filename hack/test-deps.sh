@@ -15,6 +15,9 @@ step() { printf '\n==> %s\n' "$*"; }
 step "Go modules"
 go mod download
 
+step "Redis (counters, rate limits) on 127.0.0.1:6390"
+bash hack/redis/start.sh >> "$ENV_FILE.tmp"
+
 step "discord.js conformance client (npm ci)"
 ( cd test/conformance/js && npm ci --no-audit --no-fund --loglevel=error )
 echo "export CONCORD_JS_DIR=$PWD/test/conformance/js" >> "$ENV_FILE.tmp"

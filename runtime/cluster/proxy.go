@@ -171,6 +171,17 @@ func (p *proxy) roundTrip(req *http.Request) (*http.Response, error) {
 			unsafeRetried = true
 			p.log.Warn("guild node lost mid-request, retrying once on the next owner",
 				"node", n.Name, "method", req.Method, "path", req.URL.Path, "err", err)
+			// Only a different owner may take the one retry.
+			for {
+				if next, ok := p.ring.Owner(pr.route.ringKey()); ok && (next.Name != n.Name || next.HTTPAddr != n.HTTPAddr) {
+					break
+				}
+				if !p.awaitChange(ctx, view, deadline) {
+					return nil, err
+				}
+				view = p.ring.View()
+			}
+			continue
 		default:
 			p.log.Info("guild node unreachable, waiting for the ring", "node", n.Name, "err", err)
 		}

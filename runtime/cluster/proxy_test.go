@@ -1,0 +1,269 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/registry"
+	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
+)
+
+// ringFixture is a registry (embedded etcd) and a LocalRing over its
+// guild nodes, with helpers to register fake guild nodes.
+type ringFixture struct {
+	t    *testing.T
+	reg  registry.Registry
+	ring *registry.LocalRing
+}
+
+func newRingFixture(t *testing.T) *ringFixture {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stop, ep, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{ep}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	ring, err := registry.NewLocalRing(ctx, reg, registry.RoleGuild, registry.LocalRingConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ring.Close)
+	return &ringFixture{t: t, reg: reg, ring: ring}
+}
+
+// join registers a guild node serving HTTP at addr and waits until the
+// ring shows it.
+func (f *ringFixture) join(name, addr string) registry.Registration {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	changes := f.ring.Changes(ctx)
+	r, err := f.reg.Register(ctx, registry.Node{Name: name, Roles: []string{registry.RoleGuild}, Addr: addr, HTTPAddr: addr})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for {
+		if _, ok := f.ring.Node(name); ok {
+			return r
+		}
+		if _, ok := <-changes; !ok {
+			f.t.Fatalf("ring never showed %s", name)
+		}
+	}
+}
+
+// leave deregisters a node and waits until the ring drops it.
+func (f *ringFixture) leave(name string, r registry.Registration) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	changes := f.ring.Changes(ctx)
+	if err := r.Close(ctx); err != nil {
+		f.t.Fatal(err)
+	}
+	for {
+		if _, ok := f.ring.Node(name); !ok {
+			return
+		}
+		if _, ok := <-changes; !ok {
+			f.t.Fatalf("ring never dropped %s", name)
+		}
+	}
+}
+
+// logSignal is a slog handler that signals each record whose message
+// contains a substring.
+type logSignal struct {
+	match string
+	ch    chan struct{}
+}
+
+func (h *logSignal) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logSignal) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		select {
+		case h.ch <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+func (h *logSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logSignal) WithGroup(string) slog.Handler      { return h }
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// echo is a guild node answering 200 with the request body, counting
+// requests and remembering the retry header.
+func echo(t *testing.T, served *atomic.Int32, retried *atomic.Bool) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		if r.Header.Get(forwardedHeader) == "" {
+			t.Errorf("request reached the guild node without %s", forwardedHeader)
+		}
+		if retried != nil && r.Header.Get(retryHeader) != "" {
+			retried.Store(true)
+		}
+		b, _ := io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusOK)
+		w.Write(b)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func post(t *testing.T, h http.Handler, path, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// TestProxyWaitsForRingOnDeadOwner: the owner refuses connections (it
+// died, the registry still lists it); the proxy waits for the ring to
+// change and sends the request, body included, to the new owner.
+func TestProxyWaitsForRingOnDeadOwner(t *testing.T) {
+	f := newRingFixture(t)
+	dead := f.join("guild-a", closedAddr(t))
+	var served atomic.Int32
+	alive := echo(t, &served, nil)
+
+	sig := &logSignal{match: "unreachable", ch: make(chan struct{}, 1)}
+	p := newProxy(f.ring, newResolver(nil), 10*time.Second, slog.New(sig))
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() { done <- post(t, p, "/api/v10/guilds/42/channels", `{"name":"x"}`) }()
+	<-sig.ch // the dead owner was tried
+	f.join("guild-b", strings.TrimPrefix(alive.URL, "http://"))
+	f.leave("guild-a", dead)
+	rec := <-done
+	if rec.Code != http.StatusOK || rec.Body.String() != `{"name":"x"}` || served.Load() != 1 {
+		t.Fatalf("got %d %q after %d requests served, want 200 with the body once", rec.Code, rec.Body, served.Load())
+	}
+}
+
+// TestProxyNeverInventsSuccess: with the only owner dead and no ring
+// change, the request ends in 503 after the bounded wait.
+func TestProxyNeverInventsSuccess(t *testing.T) {
+	f := newRingFixture(t)
+	f.join("guild-a", closedAddr(t))
+	p := newProxy(f.ring, newResolver(nil), 300*time.Millisecond, slog.New(slog.DiscardHandler))
+	start := time.Now()
+	rec := post(t, p, "/api/v10/guilds/42/channels", `{}`)
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("got %d %s, want 503", rec.Code, rec.Body)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("gave up after %v, before the 300ms wait", d)
+	}
+}
+
+// TestProxyRetriesNotOwner: a node that answers 503 + notOwnerHeader
+// did not process the request; the proxy sends it again until the node
+// takes it (its ring caught up), without a ring change on our side.
+func TestProxyRetriesNotOwner(t *testing.T) {
+	f := newRingFixture(t)
+	var calls atomic.Int32
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 2 {
+			w.Header().Set(notOwnerHeader, "guild-a")
+			writeError(w, http.StatusServiceUnavailable, "not mine")
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}))
+	t.Cleanup(s.Close)
+	f.join("guild-a", strings.TrimPrefix(s.URL, "http://"))
+	p := newProxy(f.ring, newResolver(nil), 5*time.Second, slog.New(slog.DiscardHandler))
+	rec := post(t, p, "/api/v10/guilds/42/roles", `{"name":"r"}`)
+	if rec.Code != http.StatusOK || rec.Body.String() != `{"name":"r"}` || calls.Load() != 3 {
+		t.Fatalf("got %d %q after %d calls, want 200 with the body after 3", rec.Code, rec.Body, calls.Load())
+	}
+}
+
+// TestProxyRetriesOnceAfterLostResponse: the owner takes the request and
+// dies without answering; the proxy retries once on the next owner,
+// marking the request with retryHeader (it may have been applied).
+func TestProxyRetriesOnceAfterLostResponse(t *testing.T) {
+	f := newRingFixture(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			// Read the request, then vanish without a response.
+			buf := make([]byte, 4096)
+			c.Read(buf)
+			c.Close()
+		}
+	}()
+	dying := f.join("guild-a", l.Addr().String())
+	var served atomic.Int32
+	var retried atomic.Bool
+	next := echo(t, &served, &retried)
+
+	sig := &logSignal{match: "lost mid-request", ch: make(chan struct{}, 1)}
+	p := newProxy(f.ring, newResolver(nil), 10*time.Second, slog.New(sig))
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() { done <- post(t, p, "/api/v10/guilds/42/channels", `{"n":1}`) }()
+	<-sig.ch
+	f.join("guild-b", strings.TrimPrefix(next.URL, "http://"))
+	f.leave("guild-a", dying)
+	rec := <-done
+	if rec.Code != http.StatusOK || served.Load() != 1 || !retried.Load() {
+		t.Fatalf("got %d after %d served (retry header %v), want 200 once with the retry header", rec.Code, served.Load(), retried.Load())
+	}
+}
+
+// TestRoutes maps REST paths to the guild deciding where they go.
+func TestRoutes(t *testing.T) {
+	for _, c := range []struct {
+		path  string
+		guild uint64
+	}{
+		{"/api/v10/guilds/42", 42},
+		{"/api/v9/guilds/42/members/7", 42},
+		{"/api/v10/users/@me/guilds/42", 42},
+		{"/api/v10/guilds", 0},
+		{"/api/v10/users/@me", 0},
+		{"/api/v10/auth/login", 0},
+		{"/gateway", 0},
+	} {
+		req := httptest.NewRequest(http.MethodGet, c.path, bytes.NewReader(nil))
+		rt, err := newResolver(nil).route(context.Background(), req)
+		if err != nil || uint64(rt.Guild) != c.guild || rt.ringKey() == 0 {
+			t.Errorf("%s: route %+v, %v; want guild %d and a ring key", c.path, rt, err, c.guild)
+		}
+	}
+}

@@ -23,7 +23,7 @@ import (
 // registration).
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	switch {
-	case strings.HasPrefix(cfg.Platform.Store, "cassandra://"), strings.HasPrefix(cfg.Platform.Store, "scylla://"):
+	case sharedStore(cfg.Platform.Store):
 		cc, err := cassandra.ParseURL(cfg.Platform.Store)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: --store: %w", err)
@@ -35,11 +35,6 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 		}
 		return s, nil
 	case cfg.Platform.Store == "" || strings.HasPrefix(cfg.Platform.Store, "pebble:"):
-		if !cfg.allRoles() {
-			return nil, fmt.Errorf("cluster: --store=%q is a local Pebble directory that one process alone can use; "+
-				"a node running only %s needs the shared store: --store=cassandra://host:port/keyspace",
-				cfg.Platform.Store, strings.Join(cfg.Roles, ","))
-		}
 		return platform.OpenStore(ctx, cfg.Platform)
 	default:
 		return nil, fmt.Errorf("cluster: unknown --store %q (want cassandra://host:port/keyspace, or pebble:DIR for a single process)", cfg.Platform.Store)
@@ -138,12 +133,18 @@ func checkUnique(ctx context.Context, reg registry.Registry, cfg Config) error {
 			if n.Labels[labelSnowflake] == mine {
 				return fmt.Errorf("cluster: node %s already mints ids as worker/process %s; give each process its own --worker/--process", n.Name, mine)
 			}
-			if !strings.HasPrefix(cfg.Platform.Store, "cassandra://") && !strings.HasPrefix(cfg.Platform.Store, "scylla://") {
+			if !sharedStore(cfg.Platform.Store) {
 				return fmt.Errorf("cluster: node %s is live but this node's store %q is local to one process; use --store=cassandra://...", n.Name, cfg.Platform.Store)
 			}
 		}
 	}
 	return nil
+}
+
+// sharedStore reports whether a --store URL names a store several
+// processes can share.
+func sharedStore(url string) bool {
+	return strings.HasPrefix(url, "cassandra://") || strings.HasPrefix(url, "scylla://")
 }
 
 const labelSnowflake = "concord.dev/snowflake"

@@ -127,6 +127,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 5 * time.Second
 	}
+	if !c.allRoles() && !sharedStore(c.Platform.Store) {
+		return c, fmt.Errorf("cluster: --store=%q is not shared between processes; a node running only %s needs "+
+			"--store=cassandra://host:port/keyspace (a Pebble store serves one process running every role)",
+			c.Platform.Store, strings.Join(c.Roles, ","))
+	}
 	if !c.allRoles() && c.Platform.ServerKey == "" {
 		return c, errors.New("cluster: nodes running some roles must share the token key: set --server-key")
 	}
@@ -179,9 +184,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := os.MkdirAll(cfg.Platform.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
-	if n.reg, n.stopReg, err = openRegistry(ctx, cfg); err != nil {
+	reg, stopReg, err := openRegistry(ctx, cfg)
+	if err != nil {
 		return nil, err
 	}
+	n.reg, n.stopReg = reg, stopReg
 	if err := checkUnique(ctx, n.reg, cfg); err != nil {
 		return nil, err
 	}

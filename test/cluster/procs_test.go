@@ -1,5 +1,3 @@
-//go:build integration
-
 package cluster
 
 import (
@@ -189,4 +187,10 @@ func (r rest) must(t *testing.T, token, method, path string, body, out any) {
 	if err != nil || status/100 != 2 {
 		t.Fatalf("%s %s: status %d, err %v, body %s", method, path, status, err, raw)
 	}
+}
+
+// execConcord runs the binary to completion and returns its output.
+func execConcord(ctx context.Context, t *testing.T, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, concordBinary(t), args...).CombinedOutput()
+	return string(out), err
 }

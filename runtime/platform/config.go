@@ -46,6 +46,10 @@ type Config struct {
 	// ServerKey signs tokens (≥ 32 bytes). Empty: read from
 	// <DataDir>/server.key, created on first start.
 	ServerKey string
+	// IdentifyConcurrency is the bots' session_start_limit.max_concurrency:
+	// identifies admitted per 5 s, one bucket per shard_id %
+	// IdentifyConcurrency. Default 1.
+	IdentifyConcurrency int
 	// DevUser creates a "dev" user on first start and prints its token.
 	DevUser bool
 	// ShutdownTimeout bounds a graceful shutdown. Default 10 s.
@@ -91,6 +95,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Node == "" {
 		c.Node = d.Node
+	}
+	if c.IdentifyConcurrency <= 0 {
+		c.IdentifyConcurrency = 1
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = d.ShutdownTimeout

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/api"
 	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
@@ -42,6 +44,8 @@ type Platform struct {
 	registry *prometheus.Registry
 	ready    atomic.Bool
 	reads    *readPath
+	counters counters.Counters
+	bots     *botPlatform
 
 	// DevToken is the dev user's token when Config.DevUser is set.
 	DevToken string
@@ -89,12 +93,21 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if p.reads, err = openReadPath(ctx, cfg, p.guilds, p.registry); err != nil {
 		return nil, err
 	}
+	if p.counters, err = openCounters(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if p.bots, err = openBots(cfg, key, botDeps{store: p.store, guilds: p.guilds, auth: p.auth, ids: ids,
+		events: p.reads.outbox, registry: p.registry}); err != nil {
+		return nil, err
+	}
 	if p.gateway, err = gateway.NewNode(gateway.Config{
 		Node:       cfg.Node,
 		PublicURL:  cfg.PublicURL,
 		Logger:     cfg.Logger.With("component", "gateway"),
 		Registerer: p.registry,
-	}, readyWithStates{Backend: guild.NewGatewayBackend(p.guilds), states: p.reads.states}); err != nil {
+	}, admission{Backend: readyWithStates{Backend: guild.NewGatewayBackend(p.guilds), states: p.reads.states},
+		intents: p.bots.handler.AllowedIntents, counters: p.counters, concurrency: cfg.IdentifyConcurrency,
+		now: time.Now, log: cfg.Logger.With("component", "identify")}); err != nil {
 		return nil, fmt.Errorf("platform: gateway: %w", err)
 	}
 	sink.node.Store(p.gateway)
@@ -106,7 +119,11 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 			return nil, err
 		}
 	}
-	p.handler = p.routes(restAPI)
+	rest, err := p.restHandler(restAPI, &botFlags{guilds: p.guilds})
+	if err != nil {
+		return nil, err
+	}
+	p.handler = p.routes(rest)
 	p.ready.Store(true)
 	ok = true
 	return p, nil
@@ -115,7 +132,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 // checkBackends refuses backend URLs this build cannot serve yet, with a
 // clear message instead of silently using the embedded default.
 func (p *Platform) checkBackends() error {
-	for flag, v := range map[string]string{"--redis": p.cfg.Redis, "--registry": p.cfg.Registry} {
+	for flag, v := range map[string]string{"--registry": p.cfg.Registry} {
 		switch v {
 		case "mem", "embedded":
 		default:
@@ -254,7 +271,10 @@ func (p *Platform) Close() error {
 	if p.gateway != nil {
 		p.gateway.Close()
 	}
-	errs = append(errs, p.reads.close(context.Background()))
+	errs = append(errs, p.reads.close(context.Background()), p.bots.close())
+	if p.counters != nil {
+		errs = append(errs, p.counters.Close())
+	}
 	if p.guilds != nil {
 		errs = append(errs, p.guilds.Close())
 	}

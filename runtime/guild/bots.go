@@ -1,0 +1,267 @@
+package guild
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/permissions"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/wire"
+)
+
+// InstallBot makes botUserID a member of guildID holding a managed role
+// named name that carries perms, or, when the bot is already a member
+// with its managed role, sets that role's permissions to perms. It returns
+// the managed role's id. The caller (the bot platform) has already checked
+// that the installing user holds MANAGE_GUILD and every bit of perms.
+//
+// The managed role is created at position 1, right above @everyone, like
+// any new role: the bot outranks only members without roles until a
+// manager moves its role up, so it never acts on members ranked above it.
+// The bot's effective permissions are then computed by the guild's engine
+// like anyone's (its roles and the channel overwrites), so narrowing the
+// role or removing the bot takes effect on the next call and event.
+func (s *Service) InstallBot(ctx context.Context, guildID, botUserID snowflake.ID, name string, perms permissions.Bits) (snowflake.ID, error) {
+	if _, err := s.User(ctx, botUserID); err != nil {
+		return 0, err
+	}
+	if n := utf8.RuneCountInString(name); n < 1 || n > 100 {
+		return 0, fmt.Errorf("install bot: role name length %d: %w", n, ErrInvalid)
+	}
+	newRoleID, err := s.deps.IDs.Next()
+	if err != nil {
+		return 0, fmt.Errorf("install bot: %w: %w", ErrUnavailable, err)
+	}
+	bits := uint64(perms & permissions.All)
+	var roleID snowflake.ID
+	added := false
+	err = s.do(ctx, guildID, func(a *Actor) error {
+		if m, ok := a.members[botUserID]; ok {
+			if id, ok := a.managedRole(m); ok {
+				roleID = id
+				return a.setRolePermissions(ctx, id, bits)
+			}
+		}
+		r := store.Role{ID: newRoleID, GuildID: a.id, Name: name, Position: 1, Permissions: bits, Managed: true}
+		for _, o := range a.sortedRoles() {
+			if o.ID == a.id || o.Position < 1 {
+				continue
+			}
+			o.Position++
+			if err := a.svc.deps.Store.PutRole(ctx, o); err != nil {
+				return storeErr("install bot", err)
+			}
+			*a.roles[o.ID] = o
+		}
+		if err := a.svc.deps.Store.PutRole(ctx, r); err != nil {
+			return storeErr("install bot", err)
+		}
+		a.roles[r.ID] = &r
+		a.engine.SetRole(r.ID, permissions.Bits(r.Permissions))
+		roleID = r.ID
+		a.broadcast(ctx, "GUILD_ROLE_CREATE", wire.RoleEvent{GuildID: a.id, Role: wire.RoleFrom(r)}, IntentGuilds)
+		if old, ok := a.members[botUserID]; ok {
+			m := *old
+			m.Roles = append(slices.Clone(old.Roles), r.ID)
+			return a.putMember(ctx, m, nil)
+		}
+		m := store.Member{GuildID: a.id, UserID: botUserID, Roles: []snowflake.ID{r.ID}, JoinedAt: a.svc.cfg.Now()}
+		if err := a.svc.deps.Store.PutMember(ctx, m); err != nil {
+			return storeErr("install bot", err)
+		}
+		a.members[botUserID] = &m
+		a.engine.SetMember(engineMember(m))
+		added = true
+		a.broadcast(ctx, "GUILD_MEMBER_ADD", wire.MemberEvent{Member: a.wireMember(ctx, m), GuildID: a.id}, IntentGuildMembers)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if added {
+		s.subscribeUser(ctx, botUserID, guildID)
+	}
+	return roleID, nil
+}
+
+// managedRole returns the managed role a bot member holds.
+func (a *Actor) managedRole(m *store.Member) (snowflake.ID, bool) {
+	for _, id := range m.Roles {
+		if r, ok := a.roles[id]; ok && r.Managed {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// setRolePermissions changes a role's bits, fans out GUILD_ROLE_UPDATE and
+// re-checks what every session sees.
+func (a *Actor) setRolePermissions(ctx context.Context, roleID snowflake.ID, bits uint64) error {
+	old := a.roles[roleID]
+	if old.Permissions == bits {
+		return nil
+	}
+	r := *old
+	r.Permissions = bits
+	if err := a.svc.deps.Store.PutRole(ctx, r); err != nil {
+		return storeErr("bot role", err)
+	}
+	*a.roles[roleID] = r
+	a.engine.SetRole(roleID, permissions.Bits(bits))
+	a.broadcast(ctx, "GUILD_ROLE_UPDATE", wire.RoleEvent{GuildID: a.id, Role: wire.RoleFrom(r)}, IntentGuilds)
+	a.syncVisibility(ctx, nil, nil, 0)
+	return nil
+}
+
+// UninstallBot removes the bot member botUserID from guildID and deletes
+// the managed roles it held. The bot's sessions get GUILD_DELETE and are
+// detached, the others GUILD_MEMBER_REMOVE and GUILD_ROLE_DELETE. A bot
+// that is not a member is not an error.
+func (s *Service) UninstallBot(ctx context.Context, guildID, botUserID snowflake.ID) error {
+	return s.do(ctx, guildID, func(a *Actor) error {
+		m, ok := a.members[botUserID]
+		if !ok {
+			return nil
+		}
+		var managed []snowflake.ID
+		for _, id := range m.Roles {
+			if r, ok := a.roles[id]; ok && r.Managed {
+				managed = append(managed, id)
+			}
+		}
+		if err := a.svc.deps.Store.DeleteMember(ctx, a.id, botUserID); err != nil {
+			return storeErr("uninstall bot", err)
+		}
+		gone := *m
+		delete(a.members, botUserID)
+		a.engine.DeleteMember(botUserID)
+		for k := range a.slow {
+			if k.user == botUserID {
+				delete(a.slow, k)
+			}
+		}
+		for _, sub := range a.sortedSubs() {
+			if sub.s.UserID == botUserID {
+				a.sendTo(ctx, sub.s, "GUILD_DELETE", wire.UnavailableGuild{ID: a.id})
+				a.removeSub(sub.s.ID)
+				a.svc.detach(sub.s.ID, a.id)
+			}
+		}
+		user := a.wireMember(ctx, gone).User
+		a.broadcast(ctx, "GUILD_MEMBER_REMOVE", wire.MemberRemove{GuildID: a.id, User: *user}, IntentGuildMembers)
+		for _, id := range managed {
+			if err := a.svc.deps.Store.DeleteRole(ctx, a.id, id); err != nil {
+				return storeErr("uninstall bot", err)
+			}
+			delete(a.roles, id)
+			a.engine.DeleteRole(id)
+			a.broadcast(ctx, "GUILD_ROLE_DELETE", wire.RoleDelete{GuildID: a.id, RoleID: id}, IntentGuilds)
+		}
+		return nil
+	})
+}
+
+// ChannelPermissions returns userID's effective permissions in the guild
+// channel channelID, evaluated now by the guild's engine (0 when the user
+// cannot see it). A user who is not a member fails with ErrUnknownMember,
+// a private channel with ErrUnknownChannel.
+func (s *Service) ChannelPermissions(ctx context.Context, userID, channelID snowflake.ID) (permissions.Bits, error) {
+	guildID, err := s.ChannelGuild(ctx, channelID)
+	if err != nil {
+		return 0, err
+	}
+	if guildID == 0 {
+		return 0, fmt.Errorf("channel %d is private: %w", channelID, ErrUnknownChannel)
+	}
+	var out permissions.Bits
+	err = s.do(ctx, guildID, func(a *Actor) error {
+		if _, ok := a.members[userID]; !ok {
+			return fmt.Errorf("user %d in guild %d: %w", userID, a.id, ErrUnknownMember)
+		}
+		if _, ok := a.channels[channelID]; !ok {
+			return fmt.Errorf("channel %d: %w", channelID, ErrUnknownChannel)
+		}
+		out = a.engine.Channel(userID, channelID, a.svc.cfg.Now())
+		return nil
+	})
+	return out, err
+}
+
+// GuildChannel returns a guild channel as the wire object a bot sees
+// (no viewer filtering); private channels fail with ErrUnknownChannel.
+func (s *Service) GuildChannel(ctx context.Context, channelID snowflake.ID) (wire.Channel, error) {
+	guildID, err := s.ChannelGuild(ctx, channelID)
+	if err != nil {
+		return wire.Channel{}, err
+	}
+	if guildID == 0 {
+		return wire.Channel{}, fmt.Errorf("channel %d is private: %w", channelID, ErrUnknownChannel)
+	}
+	var out wire.Channel
+	err = s.do(ctx, guildID, func(a *Actor) error {
+		c, ok := a.channels[channelID]
+		if !ok {
+			return fmt.Errorf("channel %d: %w", channelID, ErrUnknownChannel)
+		}
+		out = s.WireChannel(ctx, cloneChannel(*c), 0)
+		return nil
+	})
+	return out, err
+}
+
+// DispatchToUserShard sends one dispatch to the subscribed sessions of
+// userID that carry guildID: a sharded session only when its shard is
+// (guildID >> 22) % shard count; guildID 0 (a DM) goes to shard 0, as
+// Discord routes DMs. It returns how many sessions it was sent to.
+func (s *Service) DispatchToUserShard(ctx context.Context, userID, guildID snowflake.ID, eventType string, payload json.RawMessage) int {
+	byNode := map[string][]event.Target{}
+	n := 0
+	for _, sess := range s.userSessions(userID) {
+		if !onShard(sess, guildID) {
+			continue
+		}
+		byNode[sess.Node] = append(byNode[sess.Node], event.Target{Session: sess.ID})
+		n++
+	}
+	for node, targets := range byNode {
+		s.deps.Sink.Deliver(ctx, node, event.Batch{Type: eventType, Payloads: []json.RawMessage{payload}, Targets: targets})
+	}
+	return n
+}
+
+// UserSessions returns the subscribed gateway sessions of userID (for
+// closing a bot's sessions after its token was reset).
+func (s *Service) UserSessions(userID snowflake.ID) []event.Session {
+	return s.userSessions(userID)
+}
+
+// DeleteOrphanManagedRoles deletes the managed roles of guildID that no
+// member holds any more: a bot's role after the bot was kicked or left.
+// It fans out GUILD_ROLE_DELETE for each.
+func (s *Service) DeleteOrphanManagedRoles(ctx context.Context, guildID snowflake.ID) error {
+	return s.do(ctx, guildID, func(a *Actor) error {
+		held := map[snowflake.ID]bool{}
+		for _, m := range a.members {
+			for _, id := range m.Roles {
+				held[id] = true
+			}
+		}
+		for id, r := range a.roles {
+			if !r.Managed || held[id] {
+				continue
+			}
+			if err := a.svc.deps.Store.DeleteRole(ctx, a.id, id); err != nil {
+				return storeErr("delete managed role", err)
+			}
+			delete(a.roles, id)
+			a.engine.DeleteRole(id)
+			a.broadcast(ctx, "GUILD_ROLE_DELETE", wire.RoleDelete{GuildID: a.id, RoleID: id}, IntentGuilds)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,521 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/bots"
+	botspebble "github.com/concord-chat/concord/runtime/bots/pebble"
+	"github.com/concord-chat/concord/runtime/egress"
+	"github.com/concord-chat/concord/runtime/eventlog"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/permissions"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/wire"
+)
+
+// purgeInterval is how often expired interactions are dropped.
+const purgeInterval = 5 * time.Minute
+
+// botPlatform is the bot platform's part of the process: the handler, its
+// store and the purge loop.
+type botPlatform struct {
+	handler *bots.Handler
+	store   *botspebble.Store
+	log     *slog.Logger
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// botDeps are what openBots needs from the rest of the process.
+type botDeps struct {
+	store    store.Store
+	guilds   *guild.Service
+	auth     *auth.Issuer
+	ids      bots.IDSource
+	events   messageEvents
+	registry prometheus.Registerer
+}
+
+// messageEvents receives message events for the durable log; the outbox
+// implements it.
+type messageEvents interface {
+	Publish(ctx context.Context, ev eventlog.MessageEvent) error
+}
+
+// openBots opens the bot store in <DataDir>/bots and builds the handler
+// with the guild-tier adapters, the egress client (no private addresses)
+// and the purge loop.
+func openBots(cfg Config, key []byte, d botDeps) (*botPlatform, error) {
+	log := cfg.Logger.With("component", "bots")
+	st, err := botspebble.New(botspebble.Config{Dir: filepath.Join(cfg.DataDir, "bots"), Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("platform: bots store: %w", err)
+	}
+	eg, err := egress.New(egress.Config{Logger: cfg.Logger.With("component", "egress"), Registerer: d.registry})
+	if err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("platform: egress: %w", err)
+	}
+	bp := &botPlatform{store: st, log: log, done: make(chan struct{})}
+	users := &botFlags{guilds: d.guilds}
+	h, err := bots.NewHandler(bots.Config{Key: key, Registerer: d.registry, Logger: cfg.Logger}, bots.Deps{
+		Store:      st,
+		Users:      d.store,
+		Tokens:     d.auth,
+		IDs:        d.ids,
+		Guilds:     botGuilds{g: d.guilds},
+		Dispatcher: botDispatcher{g: d.guilds},
+		Messages:   &botMessages{store: d.store, guilds: d.guilds, ids: d.ids, events: d.events, log: log},
+		Egress:     eg,
+		Authenticate: func(r *http.Request) (snowflake.ID, bool, error) {
+			return users.authenticate(r.Context(), d.auth, r.Header.Get("Authorization"))
+		},
+		TokenReset: func(ctx context.Context, botUserID snowflake.ID) {
+			// The old token no longer verifies; detach the bot's sessions
+			// so they receive nothing more. Closing their sockets needs a
+			// gateway Node method (see the issue 7 report).
+			for _, s := range d.guilds.UserSessions(botUserID) {
+				d.guilds.Disconnect(ctx, s)
+			}
+			log.Info("bot token reset: sessions detached", "bot_id", botUserID)
+		},
+	})
+	if err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("platform: bots handler: %w", err)
+	}
+	bp.handler = h
+	ctx, cancel := context.WithCancel(context.Background())
+	bp.cancel = cancel
+	go bp.purge(ctx)
+	return bp, nil
+}
+
+// purge drops expired interactions every purgeInterval until ctx ends.
+func (b *botPlatform) purge(ctx context.Context) {
+	defer close(b.done)
+	t := time.NewTicker(purgeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := b.handler.PurgeInteractions(ctx); err != nil {
+				b.log.Warn("interaction purge failed", "err", err)
+			} else if n > 0 {
+				b.log.Debug("interactions purged", "count", n)
+			}
+		}
+	}
+}
+
+// close stops the purge loop and the handler's timers and closes the store.
+func (b *botPlatform) close() error {
+	if b == nil {
+		return nil
+	}
+	b.cancel()
+	<-b.done
+	b.handler.Close()
+	if err := b.store.Close(); err != nil {
+		return fmt.Errorf("platform: close bots store: %w", err)
+	}
+	return nil
+}
+
+// botFlags authenticates tokens and remembers which users are bots (the
+// flag never changes for a user).
+type botFlags struct {
+	guilds *guild.Service
+	mu     sync.Mutex
+	bot    map[snowflake.ID]bool
+}
+
+// isBot reports whether userID is a bot user.
+func (f *botFlags) isBot(ctx context.Context, userID snowflake.ID) (bool, error) {
+	f.mu.Lock()
+	b, ok := f.bot[userID]
+	f.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	u, err := f.guilds.User(ctx, userID)
+	if err != nil {
+		return false, fmt.Errorf("bot flag of %d: %w", userID, err)
+	}
+	f.mu.Lock()
+	if f.bot == nil {
+		f.bot = make(map[snowflake.ID]bool)
+	}
+	if len(f.bot) > 1<<16 {
+		clear(f.bot)
+	}
+	f.bot[userID] = u.Bot
+	f.mu.Unlock()
+	return u.Bot, nil
+}
+
+// authenticate verifies an Authorization header ("Bot x", "Bearer x" or a
+// bare token) and returns its user and bot flag. Store outages wrap
+// bots.ErrUnavailable.
+func (f *botFlags) authenticate(ctx context.Context, iss *auth.Issuer, header string) (snowflake.ID, bool, error) {
+	token := auth.StripPrefix(header)
+	if token == "" {
+		return 0, false, errors.New("no token")
+	}
+	id, err := iss.Verify(ctx, token)
+	if errors.Is(err, auth.ErrInvalidToken) {
+		return 0, false, fmt.Errorf("verify token: %w", err)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: verify token: %w", bots.ErrUnavailable, err)
+	}
+	bot, err := f.isBot(ctx, id)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %w", bots.ErrUnavailable, err)
+	}
+	return id, bot, nil
+}
+
+// botErr maps a guild-tier error to the bot platform's sentinels.
+func botErr(err error) error {
+	for _, m := range []struct{ from, to error }{
+		{guild.ErrUnknownGuild, bots.ErrUnknownGuild},
+		{guild.ErrUnknownChannel, bots.ErrUnknownChannel},
+		{guild.ErrUnknownMember, bots.ErrUnknownMember},
+		{guild.ErrUnknownUser, bots.ErrUnknownMember},
+		{guild.ErrMissingAccess, bots.ErrMissingAccess},
+		{guild.ErrMissingPermissions, bots.ErrMissingPermissions},
+		{store.ErrNotFound, bots.ErrUnknownMessage},
+	} {
+		if errors.Is(err, m.from) {
+			return fmt.Errorf("%w: %w", m.to, err)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", bots.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// botGuilds adapts the guild service to bots.Guilds.
+type botGuilds struct{ g *guild.Service }
+
+var _ bots.Guilds = botGuilds{}
+
+// AuthorizeGuild implements bots.Guilds.
+func (b botGuilds) AuthorizeGuild(ctx context.Context, userID, guildID snowflake.ID, need permissions.Bits) error {
+	return botErr(b.g.AuthorizeGuild(ctx, userID, guildID, need))
+}
+
+// InstallBot implements bots.Guilds.
+func (b botGuilds) InstallBot(ctx context.Context, guildID, botUserID snowflake.ID, name string, perms permissions.Bits) (snowflake.ID, error) {
+	id, err := b.g.InstallBot(ctx, guildID, botUserID, name, perms)
+	return id, botErr(err)
+}
+
+// UninstallBot implements bots.Guilds.
+func (b botGuilds) UninstallBot(ctx context.Context, guildID, botUserID snowflake.ID) error {
+	return botErr(b.g.UninstallBot(ctx, guildID, botUserID))
+}
+
+// Channel implements bots.Guilds.
+func (b botGuilds) Channel(ctx context.Context, channelID snowflake.ID) (wire.Channel, error) {
+	c, err := b.g.GuildChannel(ctx, channelID)
+	return c, botErr(err)
+}
+
+// ChannelPermissions implements bots.Guilds.
+func (b botGuilds) ChannelPermissions(ctx context.Context, userID, channelID snowflake.ID) (permissions.Bits, error) {
+	p, err := b.g.ChannelPermissions(ctx, userID, channelID)
+	return p, botErr(err)
+}
+
+// Member implements bots.Guilds.
+func (b botGuilds) Member(ctx context.Context, guildID, userID snowflake.ID) (wire.Member, error) {
+	m, err := b.g.Member(ctx, userID, guildID, userID)
+	if err != nil {
+		return wire.Member{}, botErr(err)
+	}
+	u, err := b.g.User(ctx, userID)
+	if err != nil {
+		return wire.Member{}, botErr(err)
+	}
+	return wire.MemberFrom(m, &u, time.Now()), nil
+}
+
+// botDispatcher adapts the guild service's session index to
+// bots.Dispatcher, shard-aware for bots.
+type botDispatcher struct{ g *guild.Service }
+
+// DeliverToUser implements bots.Dispatcher.
+func (b botDispatcher) DeliverToUser(ctx context.Context, userID, guildID snowflake.ID, eventType string, payload json.RawMessage) int {
+	return b.g.DispatchToUserShard(ctx, userID, guildID, eventType, payload)
+}
+
+// botMessages posts interaction responses through the REST API's path:
+// the store write, the event log, then guild fan-out. Ephemeral messages
+// are not stored and go to their recipient's sessions only. Embeds and
+// components are echoed in the events and answers but not stored (the
+// store's message has no columns for them yet).
+type botMessages struct {
+	store  store.Store
+	guilds *guild.Service
+	ids    bots.IDSource
+	events messageEvents
+	log    *slog.Logger
+}
+
+var _ bots.Messages = (*botMessages)(nil)
+
+// render converts a stored message with its author.
+func (b *botMessages) render(ctx context.Context, m store.Message) wire.Message {
+	author, err := b.guilds.User(ctx, m.AuthorID)
+	if err != nil {
+		author = wire.User{ID: m.AuthorID, Username: "Deleted User", Discriminator: "0"}
+	}
+	return wire.MessageFrom(m, author, nil, nil, nil)
+}
+
+// logEvent appends a message event to the durable log.
+func (b *botMessages) logEvent(ctx context.Context, typ string, m wire.Message) {
+	if b.events == nil || m.GuildID == 0 {
+		return
+	}
+	ev := eventlog.MessageEvent{Type: typ, GuildID: m.GuildID, ChannelID: m.ChannelID, MessageID: m.ID,
+		AuthorID: m.Author.ID, MentionRoles: m.MentionRoles, MentionEveryone: m.MentionEveryone, Content: m.Content}
+	if err := b.events.Publish(ctx, ev); err != nil {
+		b.log.Warn("bot message event not logged", "message_id", m.ID, "err", err)
+	}
+}
+
+// CreateMessage implements bots.Messages.
+func (b *botMessages) CreateMessage(ctx context.Context, nm bots.NewMessage) (wire.Message, error) {
+	id, err := b.ids.Next()
+	if err != nil {
+		return wire.Message{}, fmt.Errorf("%w: message id: %w", bots.ErrUnavailable, err)
+	}
+	m := store.Message{ID: id, ChannelID: nm.ChannelID, GuildID: nm.GuildID, AuthorID: nm.AuthorID,
+		Content: nm.Content, Type: nm.Type, Flags: nm.Flags, TTS: nm.TTS}
+	if nm.EphemeralTo != 0 {
+		m.Flags |= bots.MessageFlagEphemeral
+		out := b.withExtras(b.render(ctx, m), nm.Embeds, nm.Components)
+		b.guilds.DispatchToUserShard(ctx, nm.EphemeralTo, 0, "MESSAGE_CREATE", mustJSON(out))
+		return out, nil
+	}
+	if err := b.store.PutMessage(ctx, m); err != nil {
+		return wire.Message{}, fmt.Errorf("%w: store message: %w", bots.ErrUnavailable, err)
+	}
+	out := b.withExtras(b.render(ctx, m), nm.Embeds, nm.Components)
+	b.logEvent(ctx, eventlog.MessageCreate, out)
+	if err := b.guilds.PublishMessage(ctx, "MESSAGE_CREATE", out); err != nil {
+		b.log.Warn("bot message not published", "message_id", id, "err", err)
+	}
+	return out, nil
+}
+
+// withExtras sets embeds and components on an answer.
+func (b *botMessages) withExtras(m wire.Message, embeds, components []json.RawMessage) wire.Message {
+	if embeds != nil {
+		m.Embeds = embeds
+	}
+	if components != nil {
+		m.Components = components
+	}
+	return m
+}
+
+// EditMessage implements bots.Messages.
+func (b *botMessages) EditMessage(ctx context.Context, e bots.MessageEdit) (wire.Message, error) {
+	if e.EphemeralTo != 0 {
+		guildID, err := b.guilds.ChannelGuild(ctx, e.ChannelID)
+		if err != nil {
+			return wire.Message{}, botErr(err)
+		}
+		m := store.Message{ID: e.MessageID, ChannelID: e.ChannelID, GuildID: guildID, Flags: bots.MessageFlagEphemeral, EditedAt: time.Now()}
+		applyEdit(&m, e)
+		m.Flags |= bots.MessageFlagEphemeral
+		out := b.render(ctx, m)
+		out = b.editExtras(out, e)
+		b.guilds.DispatchToUserShard(ctx, e.EphemeralTo, 0, "MESSAGE_UPDATE", mustJSON(out))
+		return out, nil
+	}
+	m, err := b.store.GetMessage(ctx, e.ChannelID, e.MessageID)
+	if err != nil {
+		return wire.Message{}, botErr(err)
+	}
+	applyEdit(&m, e)
+	m.EditedAt = time.Now()
+	if err := b.store.PutMessage(ctx, m); err != nil {
+		return wire.Message{}, fmt.Errorf("%w: store message: %w", bots.ErrUnavailable, err)
+	}
+	out := b.editExtras(b.render(ctx, m), e)
+	b.logEvent(ctx, eventlog.MessageUpdate, out)
+	if err := b.guilds.PublishMessage(ctx, "MESSAGE_UPDATE", out); err != nil {
+		b.log.Warn("bot message edit not published", "message_id", m.ID, "err", err)
+	}
+	return out, nil
+}
+
+// applyEdit applies the stored fields of an edit.
+func applyEdit(m *store.Message, e bots.MessageEdit) {
+	if e.Content != nil {
+		m.Content = *e.Content
+	}
+	if e.Flags != nil {
+		m.Flags = *e.Flags
+	}
+}
+
+// editExtras sets the edit's embeds and components on an answer.
+func (b *botMessages) editExtras(m wire.Message, e bots.MessageEdit) wire.Message {
+	if e.Embeds != nil {
+		m.Embeds = *e.Embeds
+	}
+	if e.Components != nil {
+		m.Components = *e.Components
+	}
+	return m
+}
+
+// GetMessage implements bots.Messages.
+func (b *botMessages) GetMessage(ctx context.Context, channelID, messageID snowflake.ID) (wire.Message, error) {
+	m, err := b.store.GetMessage(ctx, channelID, messageID)
+	if err != nil {
+		return wire.Message{}, botErr(err)
+	}
+	return b.render(ctx, m), nil
+}
+
+// DeleteMessage implements bots.Messages.
+func (b *botMessages) DeleteMessage(ctx context.Context, channelID, messageID, ephemeralTo snowflake.ID) error {
+	guildID, err := b.guilds.ChannelGuild(ctx, channelID)
+	if err != nil {
+		return botErr(err)
+	}
+	if ephemeralTo != 0 {
+		b.guilds.DispatchToUserShard(ctx, ephemeralTo, 0, "MESSAGE_DELETE",
+			mustJSON(wire.MessageDelete{ID: messageID, ChannelID: channelID, GuildID: guildID}))
+		return nil
+	}
+	if _, err := b.store.GetMessage(ctx, channelID, messageID); err != nil {
+		return botErr(err)
+	}
+	if err := b.store.DeleteMessage(ctx, channelID, messageID); err != nil {
+		return fmt.Errorf("%w: delete message: %w", bots.ErrUnavailable, err)
+	}
+	if err := b.guilds.PublishDelete(ctx, guildID, channelID, []snowflake.ID{messageID}); err != nil {
+		b.log.Warn("bot message delete not published", "message_id", messageID, "err", err)
+	}
+	return nil
+}
+
+// mustJSON marshals a value the wire package defines.
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("platform: marshal %T: %v", v, err))
+	}
+	return b
+}
+
+// restHandler composes the REST surface: the bot platform's routes, GET
+// /gateway/bot and the bot-removal hooks in front of the core API (their
+// patterns are more specific than "/"), all behind the rate limiter.
+func (p *Platform) restHandler(restAPI http.Handler, flags *botFlags) (http.Handler, error) {
+	mux := http.NewServeMux()
+	p.bots.handler.Register(mux, "")
+	gb := gatewayBot{auth: p.auth, store: p.store, counters: p.counters, concurrency: p.cfg.IdentifyConcurrency,
+		url: p.gatewayURL, log: p.log.With("component", "gateway-bot")}
+	for _, v := range []string{"/api/v9", "/api/v10"} {
+		mux.Handle("GET "+v+"/gateway/bot", gb)
+		mux.Handle("DELETE "+v+"/guilds/{guild}/members/{user}", p.bots.onBotRemoved(restAPI, p.guilds, flags, p.auth, false))
+		mux.Handle("DELETE "+v+"/users/@me/guilds/{guild}", p.bots.onBotRemoved(restAPI, p.guilds, flags, p.auth, true))
+	}
+	mux.Handle("/", restAPI)
+	return rateLimited(p.cfg, p.counters, p.registry, p.auth, flags, mux)
+}
+
+// gatewayURL is the URL handed to clients: the configured public URL, or
+// derived from the request's Host.
+func (p *Platform) gatewayURL(r *http.Request) string {
+	if p.cfg.PublicURL != "" {
+		return p.cfg.PublicURL
+	}
+	return "ws://" + r.Host + "/gateway"
+}
+
+// onBotRemoved serves a member removal (a kick, or self when the caller
+// leaves) through the core API and, when it removed a bot, drops the
+// bot's installation and guild commands (Handler.Uninstalled) and its
+// managed role.
+func (b *botPlatform) onBotRemoved(restAPI http.Handler, guilds *guild.Service, flags *botFlags, iss *auth.Issuer, self bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusRecorder{ResponseWriter: w}
+		restAPI.ServeHTTP(sw, r)
+		if sw.status != http.StatusNoContent {
+			return
+		}
+		ctx := context.WithoutCancel(r.Context())
+		guildID, err := snowflake.Parse(r.PathValue("guild"))
+		if err != nil {
+			return
+		}
+		var memberID snowflake.ID
+		if self {
+			memberID, _, err = flags.authenticate(ctx, iss, r.Header.Get("Authorization"))
+		} else {
+			memberID, err = snowflake.Parse(r.PathValue("user"))
+		}
+		if err != nil {
+			return
+		}
+		if bot, err := flags.isBot(ctx, memberID); err != nil || !bot {
+			return
+		}
+		if err := b.handler.Uninstalled(ctx, guildID, memberID); err != nil {
+			b.log.Warn("bot uninstall not recorded", "guild_id", guildID, "bot_id", memberID, "err", err)
+		}
+		if err := guilds.DeleteOrphanManagedRoles(ctx, guildID); err != nil {
+			b.log.Warn("bot role not deleted", "guild_id", guildID, "bot_id", memberID, "err", err)
+		}
+	})
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Write implements http.ResponseWriter.
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }

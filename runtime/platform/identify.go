@@ -1,0 +1,164 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/bots"
+	"github.com/concord-chat/concord/runtime/counters"
+	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/gateway"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+)
+
+// Identify limits of bots (issue 7, seed 002).
+const (
+	// identifyWindow is the window of max_concurrency identifies per
+	// bucket (shard_id % max_concurrency).
+	identifyWindow = 5 * time.Second
+	// identifiesPerDay is session_start_limit.total.
+	identifiesPerDay = 1000
+	// identifyDay is the daily window.
+	identifyDay = 24 * time.Hour
+	// guildsPerShardRecommended is the /gateway/bot shard recommendation.
+	guildsPerShardRecommended = 1000
+	// maxGuildsPerShard is the most guilds one session may hold (4011).
+	maxGuildsPerShard = 2500
+)
+
+// errIdentifyLimited is an identify over the bot's admission limits. The
+// gateway maps it to close 4000 today (see the issue 7 report for the
+// small gateway change that turns it into op 9).
+var errIdentifyLimited = errors.New("platform: identify rate limited")
+
+// admission is the gateway Backend with the bot platform's IDENTIFY
+// checks in front: privileged intents the application did not enable
+// (4014), too many guilds on one shard (4011), and identify admission
+// counted in the counters backend (max_concurrency per 5 s by shard_id %
+// max_concurrency, 1,000 per 24 h per bot). Resumes never reach Identify,
+// so they do not count. Users (not bots) are not limited here.
+type admission struct {
+	gateway.Backend
+	intents     func(ctx context.Context, botUserID snowflake.ID) (uint64, error)
+	counters    counters.Counters
+	concurrency int
+	now         func() time.Time
+	log         *slog.Logger
+}
+
+// Identify implements gateway.Backend.
+func (a admission) Identify(ctx context.Context, token string, s event.Session) (event.Ready, error) {
+	r, err := a.Backend.Identify(ctx, token, s)
+	if err != nil || !r.Bot {
+		return r, err
+	}
+	allowed, err := a.intents(ctx, r.UserID)
+	if err != nil {
+		return event.Ready{}, fmt.Errorf("identify: allowed intents of %d: %w", r.UserID, err)
+	}
+	if extra := s.Intents & bots.PrivilegedIntents &^ allowed; extra != 0 {
+		return event.Ready{}, fmt.Errorf("identify: privileged intents %d not enabled: %w", extra, gateway.ErrDisallowedIntents)
+	}
+	if len(r.Guilds) > maxGuildsPerShard {
+		return event.Ready{}, fmt.Errorf("identify: %d guilds on one shard: %w", len(r.Guilds), gateway.ErrShardingRequired)
+	}
+	if err := a.admit(ctx, r.UserID, s.ShardID); err != nil {
+		return event.Ready{}, err
+	}
+	return r, nil
+}
+
+// admit takes one identify from the bot's concurrency bucket and daily
+// count. A counters outage admits (rate limiting fails open, ADR-09).
+func (a admission) admit(ctx context.Context, botID snowflake.ID, shard int) error {
+	bot := botID.String()
+	key := "identify:" + bot + ":" + strconv.Itoa(shard%a.concurrency)
+	d, err := a.counters.Take(ctx, key, a.concurrency, identifyWindow, a.now())
+	if err != nil {
+		a.log.Warn("identify admission unavailable, admitting", "bot_id", bot, "err", err)
+		return nil
+	}
+	if !d.Allowed {
+		return fmt.Errorf("identify: bot %s shard bucket %d full, retry in %s: %w", bot, shard%a.concurrency, d.RetryAfter, errIdentifyLimited)
+	}
+	n, err := a.counters.Incr(ctx, "identify-day:"+bot, 1, identifyDay)
+	if err != nil {
+		a.log.Warn("identify admission unavailable, admitting", "bot_id", bot, "err", err)
+		return nil
+	}
+	if n > identifiesPerDay {
+		return fmt.Errorf("identify: bot %s used %d identifies today: %w", bot, n, errIdentifyLimited)
+	}
+	return nil
+}
+
+// gatewayBot serves GET /gateway/bot: the gateway URL, the recommended
+// shard count ceil(guilds/1000) and session_start_limit from the identify
+// counters. reset_after is the full day while the counter is fresh; the
+// counters port does not expose a key's remaining time.
+type gatewayBot struct {
+	auth        *auth.Issuer
+	store       store.Store
+	counters    counters.Counters
+	concurrency int
+	url         func(r *http.Request) string
+	log         *slog.Logger
+}
+
+// ServeHTTP implements http.Handler.
+func (g gatewayBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id, err := g.auth.Verify(ctx, auth.StripPrefix(r.Header.Get("Authorization")))
+	if err != nil {
+		if errors.Is(err, auth.ErrInvalidToken) {
+			writeJSONError(w, http.StatusUnauthorized, 0, "401: Unauthorized")
+			return
+		}
+		writeJSONError(w, http.StatusServiceUnavailable, 0, "Service unavailable")
+		return
+	}
+	guilds, err := g.store.UserGuilds(ctx, id)
+	if err != nil {
+		g.log.Error("gateway/bot: guilds", "user_id", id, "err", err)
+		writeJSONError(w, http.StatusServiceUnavailable, 0, "Service unavailable")
+		return
+	}
+	shards := max(1, (len(guilds)+guildsPerShardRecommended-1)/guildsPerShardRecommended)
+	used, err := g.counters.Get(ctx, "identify-day:"+id.String())
+	if err != nil {
+		used = 0 // counters fail open
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"url":    g.url(r),
+		"shards": shards,
+		"session_start_limit": map[string]any{
+			"total": identifiesPerDay, "remaining": max(0, identifiesPerDay-int(used)),
+			"reset_after": identifyDay.Milliseconds(), "max_concurrency": g.concurrency,
+		},
+	})
+}
+
+// writeJSON answers v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"message":"500: Internal Server Error","code":0}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// writeJSONError answers a Discord-shaped error.
+func writeJSONError(w http.ResponseWriter, status, code int, msg string) {
+	writeJSON(w, status, map[string]any{"message": msg, "code": code})
+}

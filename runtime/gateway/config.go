@@ -83,6 +83,9 @@ type Config struct {
 	// OpHandlers handle client opcodes 3, 4, 8, 14 and 31 for identified
 	// sessions. Opcodes without a handler are validated and ignored.
 	OpHandlers map[int]OpHandler
+	// Presence, when set, hears of sessions starting and ending and
+	// receives the node's periodic re-reports (RunReports).
+	Presence SessionReporter
 	// Logger receives the node's logs. Default: discard.
 	Logger *slog.Logger
 	// Registerer receives the node's metrics. Nil: metrics are kept but

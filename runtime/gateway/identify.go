@@ -107,10 +107,14 @@ func (c *conn) identify(d json.RawMessage) bool {
 		s.end(context.Background())
 		return true
 	}
-	// IDENTIFY's presence is the session's first presence update. Clients
+	// IDENTIFY's presence is the session's first presence update: it goes
+	// to the presence reporter if there is one, else to the op 3 handler.
+	// Clients
 	// send odd shapes here (discordgo: legacy `game`, empty status), so a
 	// handler error is only logged.
-	if h := n.cfg.OpHandlers[OpPresenceUpdate]; h != nil && id.Presence != nil {
+	if p := n.cfg.Presence; p != nil {
+		p.SessionStarted(c.ctx, info, ClientInfo{OS: id.OS, Browser: id.Browser, Presence: id.Presence})
+	} else if h := n.cfg.OpHandlers[OpPresenceUpdate]; h != nil && id.Presence != nil {
 		if err := h.HandleOp(c.ctx, info, OpPresenceUpdate, id.Presence); err != nil {
 			n.cfg.Logger.Debug("identify presence refused", "session_id", info.ID, "err", err)
 		}

@@ -144,4 +144,7 @@ func (s *session) end(ctx context.Context) {
 	s.node.metrics.replayBufferBytes.Add(float64(delta))
 	s.node.removeSession(s)
 	s.node.backend.Disconnect(ctx, s.info)
+	if p := s.node.cfg.Presence; p != nil {
+		p.SessionEnded(ctx, s.info)
+	}
 }

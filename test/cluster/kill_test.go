@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,7 +52,7 @@ func TestKillGuildNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	bin := make(chan struct{})
-	go func() { defer close(bin); concordBinary(t) }()
+	go func() { defer close(bin); buildBinary() }()
 
 	// Registry: an embedded etcd; the test watches it like a gateway.
 	stopEtcd, endpoint, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
@@ -88,6 +87,7 @@ func TestKillGuildNode(t *testing.T) {
 	st.Close()
 	schemaDone := time.Now()
 	<-bin
+	concordBinary(t) // fails the test if the build did
 	t.Logf("setup: keyspace and binary ready after %v (schema %v)", time.Since(start).Round(time.Millisecond), schemaDone.Sub(start).Round(time.Millisecond))
 
 	key := fmt.Sprintf("%064x", rand.Uint64())
@@ -103,9 +103,10 @@ func TestKillGuildNode(t *testing.T) {
 	type spec struct{ name, roles string }
 	specs := []spec{{"guild-1", "guild"}, {"guild-2", "guild"}, {"gateway-1", "gateway"}, {"gateway-2", "gateway"}, {"api-1", "api"}}
 	procs := map[string]*proc{}
+	args := map[string][]string{}
 	for i, s := range specs {
-		args := append([]string{"--roles=" + s.roles, "--grpc=" + freeAddr(t), "--worker=" + strconv.Itoa(i+1)}, common...)
-		procs[s.name] = startNode(t, s.name, freeAddr(t), args...)
+		args[s.name] = append([]string{"--roles=" + s.roles, "--grpc=" + freeAddr(t), "--worker=" + strconv.Itoa(i+1)}, common...)
+		procs[s.name] = startNode(t, s.name, freeAddr(t), args[s.name]...)
 	}
 	deadline := time.Now().Add(45 * time.Second)
 	for _, s := range specs {
@@ -194,138 +195,53 @@ func TestKillGuildNode(t *testing.T) {
 	}
 	t.Logf("sessions: %d identified and subscribed after %v", len(sessions), time.Since(start).Round(time.Millisecond))
 
-	// Writers post through the API node until told to stop.
-	var (
-		mu       sync.Mutex
-		acks     []ack
-		failures = map[string]int{}
-		wg       sync.WaitGroup
-		progress = make(chan struct{}, 1024)
-	)
-	stop := make(chan struct{})
-	const writers = 4
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tok := users[w].token
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ch := channels[n%2]
-				nonce := fmt.Sprintf("w%d-%d", w, n)
-				sent := time.Now()
-				var m struct {
-					ID string `json:"id"`
-				}
-				rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
-				status, raw, err := api.do(rctx, tok, "POST", "/channels/"+ch+"/messages",
-					map[string]any{"content": nonce, "nonce": nonce, "enforce_nonce": true}, &m)
-				rcancel()
-				mu.Lock()
-				switch {
-				case err == nil && status == http.StatusOK && m.ID != "":
-					acks = append(acks, ack{id: m.ID, channel: ch, nonce: nonce, sentAt: sent})
-				case err != nil:
-					failures["transport: "+err.Error()]++
-				default:
-					failures[fmt.Sprintf("%d %s", status, raw)]++
-				}
-				mu.Unlock()
-				select {
-				case progress <- struct{}{}:
-				default:
-				}
-			}
-		}()
+	// Writers post through the API node, in phases.
+	wr := &writerPool{api: api, channels: channels, progress: make(chan struct{}, 1024)}
+	for _, u := range users[:4] {
+		wr.tokens = append(wr.tokens, u.token)
 	}
-	acked := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acks)
-	}
-	awaitAcks := func(n int, timeout time.Duration) {
-		t.Helper()
-		limit := time.After(timeout)
-		for acked() < n {
-			select {
-			case <-progress:
-			case <-limit:
-				mu.Lock()
-				defer mu.Unlock()
-				t.Fatalf("only %d of %d messages acknowledged within %v; failures: %v", len(acks), n, timeout, failures)
-			}
-		}
-	}
-	awaitAcks(40, 20*time.Second)
+	wr.start(ctx, "a")
+	wr.await(t, 40, 20*time.Second)
 
 	// Kill the main guild's node mid-traffic.
 	changes := guildRing.Changes(ctx)
-	before := acked()
+	before := wr.acked()
 	killedAt := time.Now()
 	victim.kill()
 	t.Logf("killed %s (-9) after %d acknowledged messages", victimNode.Name, before)
-	var movedAt time.Time
-	for movedAt.IsZero() {
-		select {
-		case c := <-changes:
-			if n, ok := c.New.Owner(mustID(t, mainGuild)); ok && n.Name != victimNode.Name {
-				movedAt = time.Now()
-				t.Logf("ring: main guild moved to %s %v after the kill", n.Name, movedAt.Sub(killedAt).Round(time.Millisecond))
-			}
-		case <-time.After(4 * leaseTTL):
-			t.Fatalf("the ring did not move the main guild within %v of the kill", 4*leaseTTL)
-		}
-	}
+	survivor := awaitOwner(t, changes, mainGuild, func(n string) bool { return n != victimNode.Name }, 4*leaseTTL)
+	t.Logf("ring: main guild moved to %s %v after the kill", survivor, time.Since(killedAt).Round(time.Millisecond))
+	movedAt := time.Now()
 
 	// Every session gets a fresh GUILD_CREATE for the main guild.
-	var lastGC time.Duration
-	resubscribed := make([]time.Time, len(sessions))
-	for i, s := range sessions {
-		s.await(t, "a GUILD_CREATE after the kill", 15*time.Second, func(fs []dispatch) bool {
-			for _, at := range guildCreates(fs, mainGuild) {
-				if at.After(killedAt) {
-					resubscribed[i] = at
-					return true
-				}
-			}
-			return false
-		})
-		lastGC = max(lastGC, resubscribed[i].Sub(killedAt))
-	}
-	t.Logf("GUILD_CREATE after the kill: every session within %v (ring move %v)", lastGC.Round(time.Millisecond), movedAt.Sub(killedAt).Round(time.Millisecond))
+	resubscribed := awaitGuildCreates(t, sessions, mainGuild, killedAt)
+	t.Logf("GUILD_CREATE after the kill: every session within %v (ring move %v)",
+		latest(resubscribed).Sub(killedAt).Round(time.Millisecond), movedAt.Sub(killedAt).Round(time.Millisecond))
 
-	// Writers keep going on the new owner, then stop.
-	awaitAcks(acked()+40, 20*time.Second)
-	close(stop)
-	wg.Wait()
-	t.Logf("writers: %d acknowledged (%d before the kill); failures %v", len(acks), before, failures)
+	// Writers keep going on the new owner, then stop; every session
+	// receives every message posted after its resubscription.
+	wr.await(t, wr.acked()+40, 20*time.Second)
+	wr.stop()
+	t.Logf("writers: %d acknowledged (%d before the kill); failures %v", wr.acked(), before, wr.failures)
+	awaitLive(t, sessions, wr.acks, resubscribed)
 
-	// Every session receives every message posted after it was
-	// resubscribed (live delivery resumed on the new owner).
-	for i, s := range sessions {
-		var want []string
-		for _, a := range acks {
-			if a.sentAt.After(resubscribed[i]) {
-				want = append(want, a.id)
-			}
-		}
-		s.await(t, fmt.Sprintf("%d messages posted after its resubscription", len(want)), 15*time.Second, func(fs []dispatch) bool {
-			got := map[string]bool{}
-			for _, m := range messages(fs) {
-				got[m.ID] = true
-			}
-			for _, id := range want {
-				if !got[id] {
-					return false
-				}
-			}
-			return true
-		})
-	}
+	// The killed node comes back: the ring gives it the main guild again,
+	// the survivor unloads its actor and every session is resubscribed.
+	rejoinAt := time.Now()
+	procs[victimNode.Name] = startNode(t, victimNode.Name, victim.http, args[victimNode.Name]...)
+	procs[victimNode.Name].waitReady(t, time.Now().Add(20*time.Second))
+	readyAt := time.Now()
+	awaitOwner(t, changes, mainGuild, func(n string) bool { return n == victimNode.Name }, 4*leaseTTL)
+	back := awaitGuildCreates(t, sessions, mainGuild, rejoinAt)
+	awaitLog(t, procs[survivor], "guild unloaded: placed on another node", "guild_id="+mainGuild, 10*time.Second)
+	t.Logf("rejoin: %s ready %v after its start; every session resubscribed %v after the start; %s unloaded the guild",
+		victimNode.Name, readyAt.Sub(rejoinAt).Round(time.Millisecond), latest(back).Sub(rejoinAt).Round(time.Millisecond), survivor)
+	n := wr.acked()
+	wr.start(ctx, "b")
+	wr.await(t, n+20, 20*time.Second)
+	wr.stop()
+	awaitLive(t, sessions, wr.acks, back)
+	acks := wr.acks
 
 	// History has every acknowledged message.
 	history := map[string]map[string]int{} // channel → id → count by nonce
@@ -364,10 +280,9 @@ func TestKillGuildNode(t *testing.T) {
 		}
 	}
 	t.Logf("history: %d acknowledged messages checked, %d missing, %d duplicated", len(acks), missing, dups)
-	survivor, _ := guildRing.Owner(mustID(t, mainGuild))
 	t.Logf("retries: the API node resent %d requests cut by the kill; %s found %d already written",
-		strings.Count(procs["api-1"].output(), "guild node lost mid-request"), survivor.Name,
-		strings.Count(procs[survivor.Name].output(), "retried send already written"))
+		strings.Count(procs["api-1"].output(), "guild node lost mid-request"), survivor,
+		strings.Count(procs[survivor].output(), "retried send already written"))
 	if dups > 0 {
 		// A send the API node retried after the kill carries its nonce
 		// with enforce_nonce: the new owner must answer with the message

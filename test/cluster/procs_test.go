@@ -26,6 +26,15 @@ var (
 // concordBinary builds runtime/cmd/concord once per test run.
 func concordBinary(t *testing.T) string {
 	t.Helper()
+	buildBinary()
+	if buildErr != nil {
+		t.Fatalf("build concord: %v", buildErr)
+	}
+	return binPath
+}
+
+// buildBinary builds the binary once; any goroutine may call it.
+func buildBinary() {
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "concord-cluster-bin")
 		if err != nil {
@@ -38,10 +47,6 @@ func concordBinary(t *testing.T) string {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatalf("build concord: %v", buildErr)
-	}
-	return binPath
 }
 
 // freeAddr returns a loopback address nobody listens on right now.
@@ -60,15 +65,25 @@ type proc struct {
 	name string
 	http string
 	cmd  *exec.Cmd
-	mu   sync.Mutex
-	logs bytes.Buffer
-	done chan struct{}
+	mu      sync.Mutex
+	logs    bytes.Buffer
+	changed chan struct{} // closed and replaced at every write
+	done    chan struct{}
 }
 
 func (p *proc) Write(b []byte) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	close(p.changed)
+	p.changed = make(chan struct{})
 	return p.logs.Write(b)
+}
+
+// logChanged returns a channel closed at the next write to the log.
+func (p *proc) logChanged() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changed
 }
 
 func (p *proc) output() string {
@@ -81,7 +96,7 @@ func (p *proc) output() string {
 // readiness (waitReady does).
 func startNode(t *testing.T, name, httpAddr string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, http: httpAddr, done: make(chan struct{})}
+	p := &proc{name: name, http: httpAddr, changed: make(chan struct{}), done: make(chan struct{})}
 	p.cmd = exec.Command(concordBinary(t), append([]string{"serve", "--node=" + name, "--http=" + httpAddr}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {

@@ -8,7 +8,7 @@
 # the tests want a clean, fast server. If a server already answers PING on
 # that port it is reused. The last line on stdout is
 #
-#   export CONCORD_REDIS=127.0.0.1:6390
+#   export CONCORD_TEST_REDIS=127.0.0.1:6390
 #
 # so callers can `eval "$(hack/redis/start.sh | tail -1)"`; progress goes to
 # stderr.
@@ -71,4 +71,4 @@ else
 	log "redis-server is up (pid $(cat "$run/redis.pid" 2>/dev/null || echo '?'))"
 fi
 
-echo "export CONCORD_REDIS=$REDIS_HOST:$REDIS_PORT"
+echo "export CONCORD_TEST_REDIS=$REDIS_HOST:$REDIS_PORT"

@@ -14,12 +14,12 @@ import (
 )
 
 // TestMiddlewareRedis runs the middleware suite over Redis counters, as
-// production runs it. It fails, never skips, when CONCORD_REDIS is unset.
+// production runs it. It fails, never skips, when CONCORD_TEST_REDIS is unset.
 func TestMiddlewareRedis(t *testing.T) {
 	runSuite(t, func(t testing.TB, clock *counterstest.Clock) counterstest.Harness {
-		addr := os.Getenv("CONCORD_REDIS")
+		addr := os.Getenv("CONCORD_TEST_REDIS")
 		if addr == "" {
-			t.Fatal("CONCORD_REDIS is not set: run `make test`, or start a server with `hack/redis/start.sh` and set CONCORD_REDIS=127.0.0.1:6390")
+			t.Fatal("CONCORD_TEST_REDIS is not set: run `make test`, or start a server with `hack/redis/start.sh` and set CONCORD_TEST_REDIS=127.0.0.1:6390")
 		}
 		c, err := redis.New(context.Background(), redis.Config{Addr: addr, Prefix: "concord-test:", Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {

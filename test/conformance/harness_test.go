@@ -59,8 +59,11 @@ func startServer(t *testing.T) *server {
 	return s
 }
 
-// base is the REST base URL through the proxy.
-func (s *server) base() string { return "http://" + s.proxy.addr() + "/api/v10" }
+// base is the REST base URL of the test's own (non-library) clients. They
+// talk to the server directly: cutting the proxy is for the bot libraries'
+// sockets, and would otherwise also kill these clients' idle keep-alive
+// connections under them.
+func (s *server) base() string { return "http://" + s.direct + "/api/v10" }
 
 // proxy forwards TCP connections to a target and can cut them all.
 type proxy struct {

@@ -14,11 +14,11 @@ import (
 )
 
 // addr returns the server `make test` started. It fails, never skips, when
-// CONCORD_REDIS is unset.
+// CONCORD_TEST_REDIS is unset.
 func addr(t testing.TB) string {
-	a := os.Getenv("CONCORD_REDIS")
+	a := os.Getenv("CONCORD_TEST_REDIS")
 	if a == "" {
-		t.Fatal("CONCORD_REDIS is not set: run `make test`, or start a server with `hack/redis/start.sh` and set CONCORD_REDIS=127.0.0.1:6390")
+		t.Fatal("CONCORD_TEST_REDIS is not set: run `make test`, or start a server with `hack/redis/start.sh` and set CONCORD_TEST_REDIS=127.0.0.1:6390")
 	}
 	return a
 }

@@ -62,9 +62,9 @@ func freeAddr(t *testing.T) string {
 
 // proc is a running `concord serve` process.
 type proc struct {
-	name string
-	http string
-	cmd  *exec.Cmd
+	name    string
+	http    string
+	cmd     *exec.Cmd
 	mu      sync.Mutex
 	logs    bytes.Buffer
 	changed chan struct{} // closed and replaced at every write

@@ -41,6 +41,9 @@ type Actor struct {
 	subs map[event.SessionID]*subscriber
 	// subsSorted caches subs in session id order (nil when stale).
 	subsSorted []*subscriber
+	// pres is the presence and member-list state, built on first use
+	// when presence is enabled (presence.go).
+	pres *actorPresence
 }
 
 type slowKey struct{ channel, user snowflake.ID }

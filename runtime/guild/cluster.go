@@ -44,7 +44,7 @@ func (s *Service) AttachSession(ctx context.Context, guildID snowflake.ID, sess 
 			return nil // a DetachSession overtook us
 		}
 		a.addSub(&subscriber{s: sess, visible: a.visibleChannels(sess.UserID)})
-		a.sendTo(ctx, sess, "GUILD_CREATE", a.guildCreate(ctx, sess.UserID))
+		a.sendTo(ctx, sess, "GUILD_CREATE", a.withPresences(ctx, sess, a.guildCreate(ctx, sess.UserID)))
 		return nil
 	})
 	if err != nil {

@@ -135,8 +135,10 @@ func (a *Actor) addSub(sub *subscriber) {
 }
 
 func (a *Actor) removeSub(id event.SessionID) {
+	sub := a.subs[id]
 	delete(a.subs, id)
 	a.subsSorted = nil
+	a.subRemoved(context.Background(), sub)
 }
 
 // fanoutMessage delivers MESSAGE_CREATE or MESSAGE_UPDATE: to sessions that
@@ -261,6 +263,7 @@ func (a *Actor) syncVisibility(ctx context.Context, updated map[snowflake.ID]boo
 	for _, g := range ordered {
 		g.b.flush(ctx, a.svc)
 	}
+	a.listsOnVisibility(ctx, updated, deleted, onlyUser)
 }
 
 func typeRank(t string) int {

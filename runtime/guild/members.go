@@ -35,6 +35,7 @@ func (s *Service) AddMember(ctx context.Context, guildID, userID snowflake.ID) (
 		a.engine.SetMember(engineMember(m))
 		out, added = m, true
 		a.broadcast(ctx, "GUILD_MEMBER_ADD", wire.MemberEvent{Member: a.wireMember(ctx, m), GuildID: a.id}, IntentGuildMembers)
+		a.memberJoined(ctx, m)
 		return nil
 	})
 	if err != nil {
@@ -91,6 +92,7 @@ func (s *Service) RemoveMember(ctx context.Context, userID, guildID, memberID sn
 		}
 		user := a.wireMember(ctx, gone).User
 		a.broadcast(ctx, "GUILD_MEMBER_REMOVE", wire.MemberRemove{GuildID: a.id, User: *user}, IntentGuildMembers)
+		a.memberLeft(ctx, memberID)
 		return nil
 	})
 }

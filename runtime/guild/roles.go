@@ -90,6 +90,7 @@ func (s *Service) CreateRole(ctx context.Context, userID, guildID snowflake.ID, 
 		a.engine.SetRole(r.ID, permissions.Bits(r.Permissions))
 		out = r
 		a.broadcast(ctx, "GUILD_ROLE_CREATE", wire.RoleEvent{GuildID: a.id, Role: wire.RoleFrom(r)}, IntentGuilds)
+		a.rolesChanged(ctx)
 		return nil
 	})
 	return out, err
@@ -125,6 +126,7 @@ func (s *Service) ModifyRole(ctx context.Context, userID, guildID, roleID snowfl
 		*a.roles[roleID] = r
 		out = r
 		a.broadcast(ctx, "GUILD_ROLE_UPDATE", wire.RoleEvent{GuildID: a.id, Role: wire.RoleFrom(r)}, IntentGuilds)
+		a.rolesChanged(ctx)
 		if permsChanged {
 			a.engine.SetRole(roleID, permissions.Bits(r.Permissions))
 			a.syncVisibility(ctx, nil, nil, 0)

@@ -168,13 +168,13 @@ func (s *Service) Typing(ctx context.Context, userID, channelID snowflake.ID) er
 		return s.private.publish(ctx, channelID, "TYPING_START",
 			wire.TypingStart{ChannelID: channelID, UserID: userID, Timestamp: now.Unix()}, IntentDirectMessageTyping)
 	}
+	enq := time.Now()
 	return s.do(ctx, guildID, func(a *Actor) error {
 		if _, err := a.channelFor(userID, channelID, permissions.SendMessages); err != nil {
 			return err
 		}
 		m := a.wireMember(ctx, *a.members[userID])
-		a.broadcastChannel(ctx, "TYPING_START", channelID,
-			wire.TypingStart{ChannelID: channelID, GuildID: a.id, UserID: userID, Timestamp: now.Unix(), Member: &m}, IntentGuildMessageTyping)
+		a.fanoutTyping(ctx, userID, channelID, now, m, enq)
 		return nil
 	})
 }

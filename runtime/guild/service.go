@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,6 +90,9 @@ type Service struct {
 	private *privateRouter
 	done    chan struct{}
 	wg      sync.WaitGroup
+
+	// presence is set by EnablePresence.
+	presence atomic.Pointer[PresenceConfig]
 }
 
 // sessionEntry is a subscribed session and the guilds it is attached to.

@@ -119,7 +119,7 @@ func (s *Service) attach(ctx context.Context, sess event.Session, guildID snowfl
 			return nil
 		}
 		a.addSub(&subscriber{s: sess, visible: a.visibleChannels(sess.UserID)})
-		a.sendTo(ctx, sess, "GUILD_CREATE", a.guildCreate(ctx, sess.UserID))
+		a.sendTo(ctx, sess, "GUILD_CREATE", a.withPresences(ctx, sess, a.guildCreate(ctx, sess.UserID)))
 		return nil
 	})
 	if err != nil {

@@ -56,6 +56,8 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger receives every component's logs. Default slog.Default().
 	Logger *slog.Logger
+	// Presence tunes the presence role (presence.go).
+	Presence PresenceConfig
 }
 
 // DefaultConfig returns the configuration of `concord dev`.

@@ -46,6 +46,7 @@ type Platform struct {
 	reads    *readPath
 	counters counters.Counters
 	bots     *botPlatform
+	presence *presenceWiring
 
 	// DevToken is the dev user's token when Config.DevUser is set.
 	DevToken string
@@ -100,17 +101,23 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		events: p.reads.outbox, registry: p.registry}); err != nil {
 		return nil, err
 	}
+	if p.presence, err = newPresenceWiring(cfg, p.guilds, p.registry); err != nil {
+		return nil, err
+	}
 	if p.gateway, err = gateway.NewNode(gateway.Config{
 		Node:       cfg.Node,
 		PublicURL:  cfg.PublicURL,
 		Logger:     cfg.Logger.With("component", "gateway"),
 		Registerer: p.registry,
+		Presence:   p.presence,
+		OpHandlers: p.presence.opHandlers(),
 	}, admission{Backend: readyWithStates{Backend: guild.NewGatewayBackend(p.guilds), states: p.reads.states},
 		intents: p.bots.handler.AllowedIntents, counters: p.counters, concurrency: cfg.IdentifyConcurrency,
 		now: time.Now, log: cfg.Logger.With("component", "identify")}); err != nil {
 		return nil, fmt.Errorf("platform: gateway: %w", err)
 	}
 	sink.node.Store(p.gateway)
+	p.presence.start(p.gateway)
 	restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, Logger: cfg.Logger.With("component", "api")},
 		api.Deps{Store: p.store, Guilds: p.guilds, Auth: p.auth, IDs: ids,
 			Events: p.reads.outbox, ReadStates: p.reads.states, Users: p.guilds})
@@ -270,6 +277,9 @@ func (p *Platform) Close() error {
 	var errs []error
 	if p.gateway != nil {
 		p.gateway.Close()
+	}
+	if p.presence != nil {
+		p.presence.stop()
 	}
 	errs = append(errs, p.reads.close(context.Background()), p.bots.close())
 	if p.counters != nil {

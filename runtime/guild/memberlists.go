@@ -1,0 +1,184 @@
+package guild
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/memberlist"
+	"github.com/concord-chat/concord/runtime/presence"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+)
+
+// listsOnVisibility keeps the member lists in step after a change that
+// may have moved permissions (syncVisibility's arguments): deleted
+// channels lose their lists, created or changed channels are placed by
+// their overwrites, a changed member is re-listed, and a guild-wide change
+// re-sorts hoisted roles and re-checks every subscription (INVALIDATE for
+// sessions that lost their channel).
+func (a *Actor) listsOnVisibility(ctx context.Context, updated map[snowflake.ID]bool, deleted map[snowflake.ID]store.Channel, onlyUser snowflake.ID) {
+	ap := a.pres
+	if ap == nil {
+		return
+	}
+	enq := time.Now()
+	var d memberlist.Dispatch
+	for id := range deleted {
+		ap.lists.RemoveChannel(id)
+	}
+	for id := range updated {
+		if c, ok := a.channels[id]; ok && listed(c) {
+			ap.lists.SetChannel(id, channelList(c))
+		}
+	}
+	if onlyUser != 0 && len(updated) == 0 && len(deleted) == 0 {
+		if m, ok := a.members[onlyUser]; ok {
+			d.Merge(ap.lists.Upsert(a.listMember(ctx, *m, ap.presenceOf(onlyUser))))
+		}
+		a.deliverLists(ctx, ap, d, a.pressure(enq))
+		return
+	}
+	if h := a.hoistedRoles(); !slices.Equal(h, ap.hoisted) {
+		ap.hoisted = h
+		d.Merge(ap.lists.SetRoles(h))
+	}
+	d.Merge(ap.lists.Refresh())
+	a.deliverLists(ctx, ap, d, a.pressure(enq))
+}
+
+// rolesChanged re-sorts the member lists after a role's hoist flag or
+// position changed.
+func (a *Actor) rolesChanged(ctx context.Context) {
+	ap := a.pres
+	if ap == nil {
+		return
+	}
+	h := a.hoistedRoles()
+	if slices.Equal(h, ap.hoisted) {
+		return
+	}
+	ap.hoisted = h
+	a.deliverLists(ctx, ap, ap.lists.SetRoles(h), a.pressure(time.Now()))
+}
+
+// memberJoined lists a new member (offline, shown only where lists show
+// offline members) and updates the member count.
+func (a *Actor) memberJoined(ctx context.Context, m store.Member) {
+	ap := a.pres
+	if ap == nil {
+		return
+	}
+	ap.lists.SetMemberCount(len(a.members))
+	a.deliverLists(ctx, ap, ap.lists.Upsert(a.listMember(ctx, m, ap.presenceOf(m.UserID))), a.pressure(time.Now()))
+}
+
+// memberLeft removes a member who left or was kicked from every list.
+func (a *Actor) memberLeft(ctx context.Context, userID snowflake.ID) {
+	ap := a.pres
+	if ap == nil {
+		return
+	}
+	delete(ap.known, userID)
+	ap.lists.SetMemberCount(len(a.members))
+	a.deliverLists(ctx, ap, ap.lists.Remove(userID), a.pressure(time.Now()))
+}
+
+// LazyRequest applies a session's op 14: it records the channel the
+// client has open (the first one named, if the user can see it) for
+// typing, and replaces the session's member-list ranges, sending a SYNC
+// for each new range. Channels the user cannot see, unknown channels and
+// ranges over the limits are skipped or clamped; that error is returned
+// for logging and leaves the connection open. A session not attached to
+// the guild gets ErrMissingAccess.
+func (s *Service) LazyRequest(ctx context.Context, sess event.Session, req memberlist.Request) error {
+	enq := time.Now()
+	return s.do(ctx, req.GuildID, func(a *Actor) error {
+		if _, ok := a.subs[sess.ID]; !ok {
+			return fmt.Errorf("op 14 for guild %d: %w", a.id, ErrMissingAccess)
+		}
+		ap := a.presenceState(ctx)
+		if ap == nil {
+			return nil
+		}
+		if t := ap.cfg.Tracker; t != nil {
+			if ids := req.ChannelIDs(); len(ids) > 0 && a.canView(sess.UserID, ids[0]) {
+				t.Focus(sess, a.id, ids[0])
+			}
+		}
+		if req.Channels == nil {
+			return nil
+		}
+		d, err := ap.lists.Subscribe(sess, req.Channels)
+		a.deliverLists(ctx, ap, d, a.pressure(enq))
+		if err != nil {
+			return fmt.Errorf("op 14 for guild %d: %w", a.id, err)
+		}
+		return nil
+	})
+}
+
+// RequestMembers answers a session's op 8 with GUILD_MEMBERS_CHUNK
+// dispatches: the members matching its query or user ids, with presences
+// when asked for and allowed, echoing its nonce. A bot asking for every
+// member without GUILD_MEMBERS gets nothing (memberlist.ErrMissingIntent);
+// a session not attached to the guild gets ErrMissingAccess.
+func (s *Service) RequestMembers(ctx context.Context, sess event.Session, req memberlist.MembersRequest) error {
+	intents := ^uint64(0)
+	if sess.Bot {
+		intents = sess.Intents
+	}
+	req, err := req.Check(intents)
+	if err != nil {
+		return err
+	}
+	return s.do(ctx, req.GuildID, func(a *Actor) error {
+		if _, ok := a.subs[sess.ID]; !ok {
+			return fmt.Errorf("op 8 for guild %d: %w", a.id, ErrMissingAccess)
+		}
+		ap := a.presenceState(ctx)
+		// One batch per chunk, in chunk order.
+		for _, c := range memberlist.Chunks(req, req.Select(a.candidates(ctx, ap))) {
+			b := newBatcher(memberlist.ChunkDispatchType, c)
+			b.add(sess, 0)
+			b.flush(ctx, a.svc)
+		}
+		return nil
+	})
+}
+
+// candidates yields the guild's members in id order for op 8.
+func (a *Actor) candidates(ctx context.Context, ap *actorPresence) iter.Seq[memberlist.Candidate] {
+	return func(yield func(memberlist.Candidate) bool) {
+		ids := make([]snowflake.ID, 0, len(a.members))
+		for id := range a.members {
+			ids = append(ids, id)
+		}
+		slices.SortFunc(ids, cmpID)
+		for _, id := range ids {
+			m := *a.members[id]
+			wm := a.wireMember(ctx, m)
+			c := memberlist.Candidate{UserID: id, Member: mustJSON(wm)}
+			if m.Nick != "" {
+				c.Names = append(c.Names, m.Nick)
+			}
+			if u := wm.User; u != nil {
+				c.Names = append(c.Names, u.Username)
+				if u.GlobalName != nil {
+					c.Names = append(c.Names, *u.GlobalName)
+				}
+			}
+			if ap != nil {
+				if p, ok := ap.known[id]; ok && p.Status != presence.Offline {
+					c.Presence = p.Event(id, 0)
+				}
+			}
+			if !yield(c) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,292 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/gateway"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/memberlist"
+	"github.com/concord-chat/concord/runtime/presence"
+	"github.com/concord-chat/concord/runtime/shed"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/typing"
+)
+
+// PresenceConfig tunes the presence role of a platform. Zero fields take
+// the presence package's defaults.
+type PresenceConfig struct {
+	// Window is the coalescing window (default 5 s).
+	Window time.Duration
+	// ReportInterval is how often the gateway re-reports its sessions
+	// (default 15 s).
+	ReportInterval time.Duration
+	// TickInterval is how often the presence role broadcasts due
+	// changes (default 1 s); negative runs no ticker (tests call tick).
+	TickInterval time.Duration
+	// Now is the presence role's clock (default time.Now).
+	Now func() time.Time
+}
+
+// presenceWiring connects the gateway node, the presence role and the
+// guild service in one process. It is the gateway's SessionReporter: it
+// keeps each local session's state (client kind, last status and
+// activities) so the node can re-report it, which is how a restarted
+// presence role rebuilds. It also serves op 3, 8 and 14.
+type presenceWiring struct {
+	cfg     PresenceConfig
+	node    string
+	log     *slog.Logger
+	guilds  *guild.Service
+	svc     atomic.Pointer[presence.Service]
+	friends *presence.Friends
+
+	mu     sync.Mutex
+	states map[event.SessionID]presence.SessionState
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ gateway.SessionReporter = (*presenceWiring)(nil)
+
+// newPresenceWiring builds the presence role, the typing tracker and the
+// shedder and enables them in the guild service.
+func newPresenceWiring(cfg Config, guilds *guild.Service, reg prometheus.Registerer) (*presenceWiring, error) {
+	w := &presenceWiring{
+		cfg:     cfg.Presence,
+		node:    cfg.Node,
+		log:     cfg.Logger.With("component", "presence"),
+		guilds:  guilds,
+		friends: presence.NewFriends(nil),
+		states:  make(map[event.SessionID]presence.SessionState),
+	}
+	svc, err := w.newService(0, reg)
+	if err != nil {
+		return nil, err
+	}
+	w.svc.Store(svc)
+	tracker, err := typing.New(typing.Config{Registerer: reg})
+	if err != nil {
+		return nil, fmt.Errorf("platform: typing: %w", err)
+	}
+	shedder, err := shed.New(shed.Config{Registerer: reg})
+	if err != nil {
+		return nil, fmt.Errorf("platform: shed: %w", err)
+	}
+	guilds.EnablePresence(guild.PresenceConfig{Source: w, Tracker: tracker, Shedder: shedder})
+	return w, nil
+}
+
+// newService returns a presence service that routes to the guild service.
+func (w *presenceWiring) newService(warmup time.Duration, reg prometheus.Registerer) (*presence.Service, error) {
+	svc, err := presence.New(presence.Config{
+		Window: w.cfg.Window, Warmup: warmup, Now: w.cfg.Now,
+		Registerer: reg, Logger: w.log,
+	}, presence.RouterFunc(w.guilds.PresenceChanged), w.friends)
+	if err != nil {
+		return nil, fmt.Errorf("platform: presence: %w", err)
+	}
+	return svc, nil
+}
+
+// start runs the presence role's ticker and the node's re-reports until stop.
+func (w *presenceWiring) start(node *gateway.Node) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		node.RunReports(ctx, w.cfg.ReportInterval)
+	}()
+	if w.cfg.TickInterval >= 0 {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			interval := w.cfg.TickInterval
+			if interval == 0 {
+				interval = time.Second
+			}
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					// Load each time: restart swaps the service.
+					w.svc.Load().Tick(ctx)
+				}
+			}
+		}()
+	}
+}
+
+// stop ends the background loops.
+func (w *presenceWiring) stop() {
+	if w.cancel != nil {
+		w.cancel()
+		w.wg.Wait()
+	}
+}
+
+// Get implements guild.PresenceSource.
+func (w *presenceWiring) Get(userID snowflake.ID) presence.Presence {
+	return w.svc.Load().Get(userID)
+}
+
+// SessionStarted implements gateway.SessionReporter: the session counts
+// with IDENTIFY's presence (an invalid one is ignored: online).
+func (w *presenceWiring) SessionStarted(ctx context.Context, s event.Session, c gateway.ClientInfo) {
+	st := presence.SessionState{
+		Session: s.ID, UserID: s.UserID, Node: s.Node,
+		Client: presence.ClientKind(c.OS, c.Browser), Status: presence.Online,
+		UpdatedAt: w.now(),
+	}
+	if c.Presence != nil {
+		if u, err := presence.ParseUpdate(c.Presence); err == nil {
+			st.Status, st.AFK, st.Activities = u.Status, u.AFK, u.Activities
+		} else {
+			w.log.Debug("identify presence ignored", "session_id", s.ID, "err", err)
+		}
+	}
+	w.mu.Lock()
+	w.states[s.ID] = st
+	w.mu.Unlock()
+	if err := w.svc.Load().Connect(ctx, st); err != nil {
+		w.log.Debug("presence connect", "session_id", s.ID, "err", err)
+	}
+}
+
+// SessionEnded implements gateway.SessionReporter.
+func (w *presenceWiring) SessionEnded(ctx context.Context, s event.Session) {
+	w.mu.Lock()
+	delete(w.states, s.ID)
+	w.mu.Unlock()
+	w.svc.Load().Disconnect(ctx, s.ID)
+	w.guilds.SessionEnded(s.ID)
+}
+
+// Report implements gateway.SessionReporter: the states of the node's
+// sessions go to the presence role; states of sessions the node no
+// longer holds are forgotten.
+func (w *presenceWiring) Report(ctx context.Context, node string, sessions []event.Session) {
+	w.svc.Load().Report(ctx, node, w.snapshot(sessions))
+}
+
+// snapshot returns the states of sessions, forgetting the others.
+func (w *presenceWiring) snapshot(sessions []event.Session) []presence.SessionState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keep := make(map[event.SessionID]bool, len(sessions))
+	out := make([]presence.SessionState, 0, len(sessions))
+	for _, s := range sessions {
+		if st, ok := w.states[s.ID]; ok {
+			keep[s.ID] = true
+			out = append(out, st)
+		}
+	}
+	for id := range w.states {
+		if !keep[id] {
+			delete(w.states, id)
+		}
+	}
+	return out
+}
+
+func (w *presenceWiring) now() time.Time {
+	if w.cfg.Now != nil {
+		return w.cfg.Now()
+	}
+	return time.Now()
+}
+
+// opHandlers returns the gateway's op 3, 8 and 14 handlers.
+func (w *presenceWiring) opHandlers() map[int]gateway.OpHandler {
+	return map[int]gateway.OpHandler{
+		gateway.OpPresenceUpdate:      gateway.OpHandlerFunc(w.presenceUpdate),
+		gateway.OpRequestGuildMembers: gateway.OpHandlerFunc(w.requestMembers),
+		gateway.OpLazyRequest:         gateway.OpHandlerFunc(w.lazyRequest),
+	}
+}
+
+// presenceUpdate handles op 3: invalid updates close with 4002, floods
+// with 4008.
+func (w *presenceWiring) presenceUpdate(ctx context.Context, s event.Session, _ int, d json.RawMessage) error {
+	u, err := presence.ParseUpdate(d)
+	if err == nil {
+		u.At = w.now()
+		svc := w.svc.Load()
+		err = svc.Update(ctx, s.ID, u)
+		if errors.Is(err, presence.ErrUnknownSession) {
+			// The presence role restarted and has not heard from this
+			// node yet: the update stands, with the session's state.
+			err = nil
+			w.mu.Lock()
+			st, ok := w.states[s.ID]
+			w.mu.Unlock()
+			if ok {
+				st.Status, st.AFK, st.Activities, st.UpdatedAt = u.Status, u.AFK, u.Activities, u.At
+				err = svc.Connect(ctx, st)
+			}
+		}
+		if err == nil {
+			w.mu.Lock()
+			if st, ok := w.states[s.ID]; ok {
+				st.Status, st.AFK, st.Activities, st.UpdatedAt = u.Status, u.AFK, u.Activities, u.At
+				w.states[s.ID] = st
+			}
+			w.mu.Unlock()
+		}
+	}
+	if c := presence.CloseCode(err); c != 0 {
+		return &gateway.CloseError{Code: c, Reason: "presence"}
+	}
+	return err
+}
+
+// lazyRequest handles op 14. A payload that does not decode closes with
+// 4002; refused channels or clamped ranges are only logged.
+func (w *presenceWiring) lazyRequest(ctx context.Context, s event.Session, _ int, d json.RawMessage) error {
+	req, err := memberlist.ParseRequest(d)
+	if err != nil {
+		return &gateway.CloseError{Code: gateway.CloseDecodeError, Reason: "bad op 14"}
+	}
+	if err := w.guilds.LazyRequest(ctx, s, req); err != nil {
+		return fmt.Errorf("platform: op 14: %w", err)
+	}
+	return nil
+}
+
+// requestMembers handles op 8. A payload that does not decode closes with
+// 4002; a request missing its intent is logged and ignored.
+func (w *presenceWiring) requestMembers(ctx context.Context, s event.Session, _ int, d json.RawMessage) error {
+	req, err := memberlist.ParseMembersRequest(d)
+	if err != nil {
+		return &gateway.CloseError{Code: gateway.CloseDecodeError, Reason: "bad op 8"}
+	}
+	if err := w.guilds.RequestMembers(ctx, s, req); err != nil {
+		return fmt.Errorf("platform: op 8: %w", err)
+	}
+	return nil
+}
+
+// restart replaces the presence role with a fresh one, as after a crash
+// of the presence node: it knows nothing until the gateway re-reports.
+func (w *presenceWiring) restart(warmup time.Duration) (*presence.Service, error) {
+	svc, err := w.newService(warmup, nil)
+	if err != nil {
+		return nil, err
+	}
+	w.svc.Store(svc)
+	return svc, nil
+}

@@ -1,0 +1,313 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// testClock is the presence role's clock in these tests: coalescing
+// windows pass when the test says so, and Tick runs only when called.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// gwFrame is one server frame.
+type gwFrame struct {
+	Op int             `json:"op"`
+	T  string          `json:"t"`
+	D  json.RawMessage `json:"d"`
+}
+
+// gwClient is a raw gateway client that can send any opcode.
+type gwClient struct {
+	t      *testing.T
+	name   string
+	c      *websocket.Conn
+	frames chan gwFrame
+}
+
+// dialAs identifies with the given properties.os and presence (nil: none)
+// and waits for READY.
+func dialAs(t *testing.T, addr, name, token, os string, pres map[string]any) *gwClient {
+	t.Helper()
+	c, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/gateway?v=10&encoding=json", nil)
+	if err != nil {
+		t.Fatalf("dial gateway: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	g := &gwClient{t: t, name: name, c: c, frames: make(chan gwFrame, 1024)}
+	d := map[string]any{
+		"token": token, "intents": 1<<0 | 1<<9 | 1<<15,
+		"properties": map[string]string{"os": os, "browser": "concord-test", "device": "test"},
+	}
+	if pres != nil {
+		d["presence"] = pres
+	}
+	g.send(2, d)
+	go func() {
+		defer close(g.frames)
+		for {
+			var f gwFrame
+			if err := c.ReadJSON(&f); err != nil {
+				return
+			}
+			g.frames <- f
+		}
+	}()
+	g.next("READY")
+	return g
+}
+
+func (g *gwClient) send(op int, d any) {
+	g.t.Helper()
+	if err := g.c.WriteJSON(map[string]any{"op": op, "d": d}); err != nil {
+		g.t.Fatalf("%s: send op %d: %v", g.name, op, err)
+	}
+}
+
+// until returns the dispatches received before the first one named typ
+// for which match (nil: any) holds, and that one's d.
+func (g *gwClient) until(typ string, match func(json.RawMessage) bool) ([]gwFrame, json.RawMessage) {
+	g.t.Helper()
+	var before []gwFrame
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case f, ok := <-g.frames:
+			if !ok {
+				g.t.Fatalf("%s: gateway closed while waiting for %s", g.name, typ)
+			}
+			if f.Op != 0 {
+				continue
+			}
+			if f.T == typ && (match == nil || match(f.D)) {
+				return before, f.D
+			}
+			before = append(before, f)
+		case <-deadline:
+			g.t.Fatalf("%s: timed out waiting for %s", g.name, typ)
+		}
+	}
+}
+
+// next waits for the dispatch named typ.
+func (g *gwClient) next(typ string) json.RawMessage {
+	g.t.Helper()
+	_, d := g.until(typ, nil)
+	return d
+}
+
+// none fails if any dispatch named typ arrives before the message marker
+// (a MESSAGE_CREATE whose content is marker).
+func (g *gwClient) none(typ, marker string, also func(gwFrame) bool) {
+	g.t.Helper()
+	before, _ := g.until("MESSAGE_CREATE", func(d json.RawMessage) bool { return strings.Contains(string(d), marker) })
+	for _, f := range before {
+		if f.T == typ && (also == nil || also(f)) {
+			g.t.Fatalf("%s: unexpected %s before %s: %s", g.name, f.T, marker, f.D)
+		}
+	}
+}
+
+type testUser struct {
+	Token  string `json:"token"`
+	UserID string `json:"user_id"`
+}
+
+// presenceFixture is a platform with a fake presence clock, a guild owned
+// by alice and its general channel.
+type presenceFixture struct {
+	t       *testing.T
+	p       *Platform
+	addr    string
+	clock   *testClock
+	guild   string
+	general string
+	invite  string
+	users   map[string]testUser
+	markers int
+}
+
+func newPresenceFixture(t *testing.T, members ...string) *presenceFixture {
+	clock := &testClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	p, addr := startTestPlatform(t, func(c *Config) {
+		c.Presence = PresenceConfig{Window: 5 * time.Second, TickInterval: -1, Now: clock.Now}
+	})
+	f := &presenceFixture{t: t, p: p, addr: addr, clock: clock, users: make(map[string]testUser)}
+	f.register("alice")
+	var g struct {
+		ID string `json:"id"`
+	}
+	restCall(t, addr, f.users["alice"].Token, "POST", "/guilds", map[string]string{"name": "presence"}, &g)
+	f.guild = g.ID
+	var chans []struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	}
+	restCall(t, addr, f.users["alice"].Token, "GET", "/guilds/"+g.ID+"/channels", nil, &chans)
+	for _, c := range chans {
+		if c.Name == "general" {
+			f.general = c.ID
+		}
+	}
+	var inv struct {
+		Code string `json:"code"`
+	}
+	restCall(t, addr, f.users["alice"].Token, "POST", "/channels/"+f.general+"/invites", map[string]any{}, &inv)
+	f.invite = inv.Code
+	for _, m := range members {
+		f.join(m)
+	}
+	return f
+}
+
+func (f *presenceFixture) register(name string) {
+	var u testUser
+	restCall(f.t, f.addr, "", "POST", "/auth/register", map[string]string{"username": name, "password": name + " password!"}, &u)
+	f.users[name] = u
+}
+
+func (f *presenceFixture) join(name string) {
+	f.register(name)
+	restCall(f.t, f.addr, f.users[name].Token, "POST", "/invites/"+f.invite, map[string]any{}, nil)
+}
+
+// dial connects a user and waits for the guild's GUILD_CREATE.
+func (f *presenceFixture) dial(name, os string, pres map[string]any) *gwClient {
+	g := dialAs(f.t, f.addr, name, f.users[name].Token, os, pres)
+	g.next("GUILD_CREATE")
+	return g
+}
+
+// tick closes the coalescing window: due presence changes are broadcast.
+func (f *presenceFixture) tick() {
+	f.clock.Advance(6 * time.Second)
+	f.p.presence.svc.Load().Tick(context.Background())
+}
+
+// marker posts a message in general and returns its content; it reaches
+// every connected member after everything the guild sent before it.
+func (f *presenceFixture) marker() string {
+	f.markers++
+	content := "marker-" + time.Now().Format("150405.000000") + "-" + string(rune('a'+f.markers%26))
+	restCall(f.t, f.addr, f.users["alice"].Token, "POST", "/channels/"+f.general+"/messages", map[string]string{"content": content}, nil)
+	return content
+}
+
+// waitSessions waits until the presence role knows n sessions.
+func (f *presenceFixture) waitSessions(n int) {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for f.p.presence.svc.Load().Sessions() != n {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("presence knows %d sessions, want %d", f.p.presence.svc.Load().Sessions(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// presenceOf decodes a PRESENCE_UPDATE.
+type presenceD struct {
+	User struct {
+		ID string `json:"id"`
+	} `json:"user"`
+	GuildID      string            `json:"guild_id"`
+	Status       string            `json:"status"`
+	ClientStatus map[string]string `json:"client_status"`
+}
+
+func decodePresence(t *testing.T, d json.RawMessage) presenceD {
+	t.Helper()
+	var p presenceD
+	if err := json.Unmarshal(d, &p); err != nil {
+		t.Fatalf("PRESENCE_UPDATE %s: %v", d, err)
+	}
+	return p
+}
+
+func presenceFor(userID string) func(json.RawMessage) bool {
+	return func(d json.RawMessage) bool { return strings.Contains(string(d), `"user":{"id":"`+userID+`"}`) }
+}
+
+// TestPresenceMultiDeviceAndCoalescing: a user on desktop (online) and
+// mobile (idle) shows online with both client statuses; dnd set on one
+// device applies to all; a change reverted and a session opened and
+// closed inside one window broadcast nothing.
+func TestPresenceMultiDeviceAndCoalescing(t *testing.T) {
+	f := newPresenceFixture(t, "bob")
+	alice := f.dial("alice", "linux", nil)
+	bob := f.users["bob"]
+	desk := f.dial("bob", "linux", map[string]any{"status": "online", "since": 0, "activities": []any{}, "afk": false})
+	f.dial("bob", "android", map[string]any{"status": "idle", "since": 0, "activities": []any{}, "afk": true})
+	f.tick()
+	_, d := alice.until("PRESENCE_UPDATE", presenceFor(bob.UserID))
+	p := decodePresence(t, d)
+	if p.Status != "online" || p.GuildID != f.guild || p.ClientStatus["desktop"] != "online" || p.ClientStatus["mobile"] != "idle" {
+		t.Fatalf("desktop online + mobile idle: %s", d)
+	}
+
+	f.clock.Advance(time.Second)
+	desk.send(3, map[string]any{"status": "dnd", "since": nil, "activities": []any{}, "afk": false})
+	f.waitUpdate(bob.UserID, "dnd")
+	f.tick()
+	_, d = alice.until("PRESENCE_UPDATE", presenceFor(bob.UserID))
+	if p := decodePresence(t, d); p.Status != "dnd" || p.ClientStatus["desktop"] != "dnd" || p.ClientStatus["mobile"] != "dnd" {
+		t.Fatalf("dnd on one device: %s", d)
+	}
+
+	// Inside one window: online then back to dnd, and a web session that
+	// opens and closes. Nothing changed when the window closes.
+	f.clock.Advance(time.Second)
+	desk.send(3, map[string]any{"status": "online", "since": nil, "activities": []any{}, "afk": false})
+	f.waitUpdate(bob.UserID, "online")
+	f.clock.Advance(time.Second)
+	desk.send(3, map[string]any{"status": "dnd", "since": nil, "activities": []any{}, "afk": false})
+	f.waitUpdate(bob.UserID, "dnd")
+	web := dialAs(t, f.addr, "bob-web", bob.Token, "linux", nil)
+	web.next("GUILD_CREATE")
+	f.waitSessions(4)
+	_ = web.c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+	f.waitSessions(3)
+	f.tick()
+	alice.none("PRESENCE_UPDATE", f.marker(), func(fr gwFrame) bool { return presenceFor(bob.UserID)(fr.D) })
+}
+
+// waitUpdate waits until the presence role folds userID's status to want.
+func (f *presenceFixture) waitUpdate(userID, want string) {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		id, err := snowflake.Parse(userID)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if got := f.p.presence.svc.Load().Get(id).Status; string(got) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("presence of %s never became %s", userID, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -48,6 +48,7 @@ var errIdentifyLimited = errors.New("platform: identify rate limited")
 type admission struct {
 	gateway.Backend
 	intents     func(ctx context.Context, botUserID snowflake.ID) (uint64, error)
+	apps        botApplications
 	counters    counters.Counters
 	concurrency int
 	now         func() time.Time
@@ -73,7 +74,22 @@ func (a admission) Identify(ctx context.Context, token string, s event.Session) 
 	if err := a.admit(ctx, r.UserID, s.ShardID); err != nil {
 		return event.Ready{}, err
 	}
+	// READY's application is the bot's application, whose id differs
+	// from the bot user's: libraries register commands under it.
+	app, err := a.apps.ApplicationByBot(ctx, r.UserID)
+	switch {
+	case err == nil:
+		r.ApplicationID, r.ApplicationFlags = app.ID, app.Flags
+	case !errors.Is(err, bots.ErrNotFound):
+		return event.Ready{}, fmt.Errorf("identify: application of %d: %w", r.UserID, err)
+	}
 	return r, nil
+}
+
+// botApplications finds a bot user's application; the bot store
+// implements it.
+type botApplications interface {
+	ApplicationByBot(ctx context.Context, botUserID snowflake.ID) (bots.Application, error)
 }
 
 // admit takes one identify from the bot's concurrency bucket and daily

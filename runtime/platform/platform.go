@@ -112,7 +112,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		Presence:   p.presence,
 		OpHandlers: p.presence.opHandlers(),
 	}, admission{Backend: readyWithStates{Backend: guild.NewGatewayBackend(p.guilds), states: p.reads.states},
-		intents: p.bots.handler.AllowedIntents, counters: p.counters, concurrency: cfg.IdentifyConcurrency,
+		intents: p.bots.handler.AllowedIntents, apps: p.bots.store, counters: p.counters, concurrency: cfg.IdentifyConcurrency,
 		now: time.Now, log: cfg.Logger.With("component", "identify")}); err != nil {
 		return nil, fmt.Errorf("platform: gateway: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -150,22 +151,39 @@ func (r *rest) do(method, path string, body any, out any) int {
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, r.base+path, rd)
-	if err != nil {
-		r.t.Fatalf("request: %v", err)
+	var resp *http.Response
+	var raw []byte
+	// A 429 is waited out and retried, as every Discord client library
+	// does (ADR-09 limits scenarios that post quickly).
+	for attempt := 0; ; attempt++ {
+		if b, ok := rd.(*bytes.Reader); ok {
+			_, _ = b.Seek(0, io.SeekStart)
+		}
+		req, err := http.NewRequest(method, r.base+path, rd)
+		if err != nil {
+			r.t.Fatalf("request: %v", err)
+		}
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if r.token != "" {
+			req.Header.Set("Authorization", r.token)
+		}
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			r.t.Fatalf("%s %s: %v", method, path, err)
+		}
+		raw, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || attempt == 5 {
+			break
+		}
+		wait, err := strconv.ParseFloat(resp.Header.Get("Retry-After"), 64)
+		if err != nil || wait > 10 {
+			break
+		}
+		<-time.After(time.Duration(wait * float64(time.Second)))
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if r.token != "" {
-		req.Header.Set("Authorization", r.token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		r.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
 	if out != nil && resp.StatusCode < 300 && len(raw) > 0 {
 		if err := json.Unmarshal(raw, out); err != nil {
 			r.t.Fatalf("%s %s: decode %s: %v", method, path, raw, err)

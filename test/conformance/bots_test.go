@@ -1,0 +1,264 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/concord-chat/concord/runtime/platform"
+)
+
+// startServerWith starts a platform like startServer after mutate changed
+// its configuration. With CONCORD_REDIS (or CONCORD_TEST_REDIS) set, as
+// make test does, the counters live in that Redis under a fresh prefix.
+func startServerWith(t *testing.T, mutate func(*platform.Config)) *server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := platform.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.DevUser = false
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("CONCORD_TEST_VERBOSE") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if s := os.Getenv("CONCORD_CONFORMANCE_STORE"); s != "" {
+		cfg.Store = s
+	}
+	addr := os.Getenv("CONCORD_REDIS")
+	if addr == "" {
+		addr = os.Getenv("CONCORD_TEST_REDIS") // the name hack/redis/start.sh prints
+	}
+	if addr != "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		cfg.Redis = "redis://" + addr + "?prefix=concord-conformance-" + hex.EncodeToString(b[:]) + ":"
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	p, err := platform.New(ctx, cfg)
+	if err != nil {
+		cancel()
+		t.Fatalf("start platform: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		t.Fatalf("listen: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Serve(ctx, l) }()
+	s := &server{t: t, platform: p, direct: l.Addr().String()}
+	s.proxy = startProxy(t, s.direct)
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		p.Close()
+	})
+	return s
+}
+
+// app is an application with its bot user and token.
+type app struct {
+	ID    string
+	BotID string
+	Token string
+	bot   *rest
+}
+
+// createApp creates an application owned by owner; its bot's token is
+// reset once through REST, as a developer does before running the bot.
+func createApp(t *testing.T, s *server, owner *rest, name string) app {
+	t.Helper()
+	var out struct {
+		ID  string `json:"id"`
+		Bot struct {
+			ID  string `json:"id"`
+			Bot bool   `json:"bot"`
+		} `json:"bot"`
+		Token string `json:"token"`
+	}
+	owner.do("POST", "/applications", map[string]any{"name": name}, &out)
+	if out.ID == "" || out.Bot.ID == "" || !out.Bot.Bot || out.ID == out.Bot.ID {
+		t.Fatalf("create application: %+v", out)
+	}
+	var reset struct {
+		Token string `json:"token"`
+	}
+	owner.do("POST", "/applications/"+out.ID+"/bot/reset", nil, &reset)
+	if reset.Token == "" || reset.Token == out.Token {
+		t.Fatalf("bot/reset token %q (creation token %q)", reset.Token, out.Token)
+	}
+	return app{ID: out.ID, BotID: out.Bot.ID, Token: reset.Token, bot: &rest{t: t, base: s.base(), token: "Bot " + reset.Token}}
+}
+
+// install adds the application's bot to a guild with permissions, as
+// owner (who has MANAGE_GUILD).
+func install(t *testing.T, owner *rest, a app, guildID string, perms uint64) string {
+	t.Helper()
+	var out struct {
+		RoleID string `json:"role_id"`
+	}
+	p := strconv.FormatUint(perms, 10)
+	owner.do("POST", "/oauth2/authorize?client_id="+a.ID+"&scope=bot&permissions="+p,
+		map[string]any{"guild_id": guildID, "permissions": p, "authorize": true}, &out)
+	if out.RoleID == "" {
+		t.Fatalf("authorize %s in %s: no role", a.ID, guildID)
+	}
+	return out.RoleID
+}
+
+// newGuild creates a guild as owner and returns its id and first text
+// channel.
+func newGuild(t *testing.T, owner *rest, name string) (guildID, channelID string) {
+	t.Helper()
+	var g struct {
+		ID string `json:"id"`
+	}
+	owner.do("POST", "/guilds", map[string]string{"name": name}, &g)
+	var chans []struct {
+		ID   string `json:"id"`
+		Type int    `json:"type"`
+	}
+	owner.do("GET", "/guilds/"+g.ID+"/channels", nil, &chans)
+	for _, c := range chans {
+		if c.Type == 0 {
+			return g.ID, c.ID
+		}
+	}
+	t.Fatalf("guild %s has no text channel: %+v", g.ID, chans)
+	return "", ""
+}
+
+// Permission bits used by these tests.
+const (
+	permViewChannel  = 1 << 10
+	permSendMessages = 1 << 11
+	permReadHistory  = 1 << 16
+)
+
+// gatewayIdentify opens a raw gateway socket, identifies with intents and
+// returns the first frame after HELLO (READY) or the close error.
+func gatewayIdentify(t *testing.T, s *server, token string, intents uint64) (map[string]any, error) {
+	t.Helper()
+	c, _, err := websocket.DefaultDialer.Dial("ws://"+s.proxy.addr()+"/gateway?v=10&encoding=json", nil)
+	if err != nil {
+		t.Fatalf("dial gateway: %v", err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	var hello map[string]any
+	if err := c.ReadJSON(&hello); err != nil {
+		t.Fatalf("read HELLO: %v", err)
+	}
+	must(t, c.WriteJSON(map[string]any{"op": 2, "d": map[string]any{
+		"token": token, "intents": intents,
+		"properties": map[string]string{"os": "linux", "browser": "conformance", "device": "conformance"},
+	}}), "send IDENTIFY")
+	var ready map[string]any
+	if err := c.ReadJSON(&ready); err != nil {
+		return nil, err
+	}
+	return ready, nil
+}
+
+// TestBotPrivilegedIntents checks that an application bot asking for a
+// privileged intent its owner did not enable is closed with 4014, and
+// that READY names the application (not the bot user) otherwise.
+func TestBotPrivilegedIntents(t *testing.T) {
+	s := startServerWith(t, nil)
+	owner, _ := s.register("intents-owner")
+	a := createApp(t, s, owner, "Intents")
+
+	const guildMembers = 1 << 1
+	_, err := gatewayIdentify(t, s, a.Token, 1|guildMembers)
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != 4014 {
+		t.Fatalf("IDENTIFY with GUILD_MEMBERS not enabled: %v, want close 4014", err)
+	}
+
+	ready, err := gatewayIdentify(t, s, a.Token, 1)
+	if err != nil {
+		t.Fatalf("IDENTIFY with GUILDS: %v", err)
+	}
+	d, _ := ready["d"].(map[string]any)
+	application, _ := d["application"].(map[string]any)
+	if ready["t"] != "READY" || application["id"] != a.ID {
+		t.Fatalf("READY application = %v, want id %s (frame %v)", application, a.ID, ready)
+	}
+}
+
+// TestBotRateLimitHeaders checks ADR-09's headers on REST responses and a
+// 429 with Via and Retry-After once an application bot exceeds the
+// message route's bucket (5 per 5 s per channel).
+func TestBotRateLimitHeaders(t *testing.T) {
+	s := startServerWith(t, nil)
+	owner, _ := s.register("limits-owner")
+	guildID, channelID := newGuild(t, owner, "Rate limits")
+	a := createApp(t, s, owner, "Limited")
+	install(t, owner, a, guildID, permViewChannel|permSendMessages)
+
+	post := func() *http.Response {
+		req, err := http.NewRequest("POST", s.base()+"/channels/"+channelID+"/messages", strings.NewReader(`{"content":"hi"}`))
+		must(t, err, "request")
+		req.Header.Set("Authorization", "Bot "+a.Token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err, "post")
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	first := post()
+	if first.StatusCode != http.StatusOK {
+		t.Fatalf("first post: status %d", first.StatusCode)
+	}
+	for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-RateLimit-Reset-After", "X-RateLimit-Bucket"} {
+		if first.Header.Get(h) == "" {
+			t.Errorf("first post lacks %s (headers %v)", h, first.Header)
+		}
+	}
+	if got := first.Header.Get("X-RateLimit-Limit"); got != "5" {
+		t.Errorf("X-RateLimit-Limit = %q, want 5", got)
+	}
+	if got := first.Header.Get("X-RateLimit-Remaining"); got != "4" {
+		t.Errorf("X-RateLimit-Remaining = %q, want 4", got)
+	}
+	var limited *http.Response
+	for i := 0; i < 10 && limited == nil; i++ {
+		if r := post(); r.StatusCode == http.StatusTooManyRequests {
+			limited = r
+		}
+	}
+	if limited == nil {
+		t.Fatal("no 429 after 11 posts in one channel")
+	}
+	if limited.Header.Get("Via") == "" || limited.Header.Get("Retry-After") == "" {
+		t.Fatalf("429 lacks Via or Retry-After: %v", limited.Header)
+	}
+	if limited.Header.Get("X-RateLimit-Remaining") != "0" {
+		t.Errorf("429 X-RateLimit-Remaining = %q, want 0", limited.Header.Get("X-RateLimit-Remaining"))
+	}
+
+	// Removing the bot takes effect on its next call.
+	if code := owner.do("DELETE", "/guilds/"+guildID+"/integrations/"+a.ID, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("remove integration: status %d", code)
+	}
+	var ch json.RawMessage
+	if code := a.bot.do("GET", "/channels/"+channelID, nil, nil); code < 400 {
+		t.Fatalf("removed bot reads the channel: status %d %s", code, ch)
+	}
+}

@@ -15,11 +15,14 @@ import (
 )
 
 // listsOnVisibility keeps the member lists in step after a change that
-// may have moved permissions (syncVisibility's arguments): deleted
-// channels lose their lists, created or changed channels are placed by
-// their overwrites, a changed member is re-listed, and a guild-wide change
-// re-sorts hoisted roles and re-checks every subscription (INVALIDATE for
-// sessions that lost their channel).
+// may have moved permissions (syncVisibility's arguments). Deleted
+// channels lose their lists and new channels get theirs without touching
+// anyone's rows. Re-checking every row and subscription (Refresh, which
+// also sends INVALIDATE to sessions that lost their channel and an UPDATE
+// per displayed row) runs only when visibility may really have moved: a
+// channel whose VIEW_CHANNEL overwrites changed, a guild-wide change
+// (role permissions, a deleted role, a new owner), or a member whose
+// roles changed while one of their sessions holds list ranges.
 func (a *Actor) listsOnVisibility(ctx context.Context, updated map[snowflake.ID]bool, deleted map[snowflake.ID]store.Channel, onlyUser snowflake.ID) {
 	ap := a.pres
 	if ap == nil {
@@ -27,26 +30,40 @@ func (a *Actor) listsOnVisibility(ctx context.Context, updated map[snowflake.ID]
 	}
 	enq := time.Now()
 	var d memberlist.Dispatch
+	refresh := onlyUser == 0 && len(updated) == 0 && len(deleted) == 0
 	for id := range deleted {
 		ap.lists.RemoveChannel(id)
 	}
 	for id := range updated {
-		if c, ok := a.channels[id]; ok && listed(c) {
-			ap.lists.SetChannel(id, channelList(c))
+		c, ok := a.channels[id]
+		if !ok || !listed(c) {
+			continue
 		}
+		key := channelList(c)
+		if l := ap.lists.List(id); l != nil && l.ID() != key {
+			refresh = true
+		}
+		ap.lists.SetChannel(id, key)
 	}
-	if onlyUser != 0 && len(updated) == 0 && len(deleted) == 0 {
+	if onlyUser != 0 {
 		if m, ok := a.members[onlyUser]; ok {
 			d.Merge(ap.lists.Upsert(a.listMember(ctx, *m, ap.presenceOf(onlyUser))))
 		}
-		a.deliverLists(ctx, ap, d, a.pressure(enq))
-		return
+		for id := range ap.subscribed {
+			if sub, ok := a.subs[id]; ok && sub.s.UserID == onlyUser {
+				refresh = true
+			}
+		}
 	}
-	if h := a.hoistedRoles(); !slices.Equal(h, ap.hoisted) {
-		ap.hoisted = h
-		d.Merge(ap.lists.SetRoles(h))
+	if onlyUser == 0 {
+		if h := a.hoistedRoles(); !slices.Equal(h, ap.hoisted) {
+			ap.hoisted = h
+			d.Merge(ap.lists.SetRoles(h))
+		}
 	}
-	d.Merge(ap.lists.Refresh())
+	if refresh {
+		d.Merge(ap.lists.Refresh())
+	}
 	a.deliverLists(ctx, ap, d, a.pressure(enq))
 }
 
@@ -112,6 +129,7 @@ func (s *Service) LazyRequest(ctx context.Context, sess event.Session, req membe
 		if req.Channels == nil {
 			return nil
 		}
+		ap.subscribed[sess.ID] = true
 		d, err := ap.lists.Subscribe(sess, req.Channels)
 		a.deliverLists(ctx, ap, d, a.pressure(enq))
 		if err != nil {

@@ -57,6 +57,8 @@ type actorPresence struct {
 	known   map[snowflake.ID]presence.Presence
 	lists   *memberlist.Guild
 	hoisted []memberlist.Role
+	// subscribed holds the sessions that sent op 14 with channels.
+	subscribed map[event.SessionID]bool
 }
 
 // presenceState returns the actor's presence state, building it on first
@@ -70,7 +72,7 @@ func (a *Actor) presenceState(ctx context.Context) *actorPresence {
 	if cfg == nil {
 		return nil
 	}
-	ap := &actorPresence{cfg: cfg, known: make(map[snowflake.ID]presence.Presence)}
+	ap := &actorPresence{cfg: cfg, known: make(map[snowflake.ID]presence.Presence), subscribed: make(map[event.SessionID]bool)}
 	lc := cfg.Lists
 	lc.List.ShowOffline = len(a.members) <= cfg.Audience.LargeThreshold
 	ap.hoisted = a.hoistedRoles()
@@ -290,6 +292,7 @@ func (a *Actor) subRemoved(ctx context.Context, sub *subscriber) {
 		return
 	}
 	a.pres.lists.Disconnect(sub.s.ID)
+	delete(a.pres.subscribed, sub.s.ID)
 	for _, o := range a.subs {
 		if o.s.UserID == sub.s.UserID {
 			return

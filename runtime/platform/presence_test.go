@@ -3,6 +3,7 @@ package platform
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -147,6 +148,8 @@ type presenceFixture struct {
 	invite  string
 	users   map[string]testUser
 	markers int
+	// sessions counts the sessions dial opened.
+	sessions int
 }
 
 func newPresenceFixture(t *testing.T, members ...string) *presenceFixture {
@@ -193,10 +196,13 @@ func (f *presenceFixture) join(name string) {
 	restCall(f.t, f.addr, f.users[name].Token, "POST", "/invites/"+f.invite, map[string]any{}, nil)
 }
 
-// dial connects a user and waits for the guild's GUILD_CREATE.
+// dial connects a user and waits for the guild's GUILD_CREATE and for
+// the presence role to know the session.
 func (f *presenceFixture) dial(name, os string, pres map[string]any) *gwClient {
 	g := dialAs(f.t, f.addr, name, f.users[name].Token, os, pres)
 	g.next("GUILD_CREATE")
+	f.sessions++
+	f.waitSessions(f.sessions)
 	return g
 }
 
@@ -286,9 +292,9 @@ func TestPresenceMultiDeviceAndCoalescing(t *testing.T) {
 	f.waitUpdate(bob.UserID, "dnd")
 	web := dialAs(t, f.addr, "bob-web", bob.Token, "linux", nil)
 	web.next("GUILD_CREATE")
-	f.waitSessions(4)
+	f.waitSessions(f.sessions + 1)
 	_ = web.c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
-	f.waitSessions(3)
+	f.waitSessions(f.sessions)
 	f.tick()
 	alice.none("PRESENCE_UPDATE", f.marker(), func(fr gwFrame) bool { return presenceFor(bob.UserID)(fr.D) })
 }
@@ -310,4 +316,156 @@ func (f *presenceFixture) waitUpdate(userID, want string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// listUpdate is a GUILD_MEMBER_LIST_UPDATE as the tests read it.
+type listUpdate struct {
+	GuildID     string `json:"guild_id"`
+	ID          string `json:"id"`
+	MemberCount int    `json:"member_count"`
+	OnlineCount int    `json:"online_count"`
+	Ops         []struct {
+		Op    string            `json:"op"`
+		Range [2]int            `json:"range"`
+		Index int               `json:"index"`
+		Items []json.RawMessage `json:"items"`
+		Item  json.RawMessage   `json:"item"`
+	} `json:"ops"`
+}
+
+func decodeList(t *testing.T, d json.RawMessage) listUpdate {
+	t.Helper()
+	var l listUpdate
+	if err := json.Unmarshal(d, &l); err != nil {
+		t.Fatalf("GUILD_MEMBER_LIST_UPDATE %s: %v", d, err)
+	}
+	return l
+}
+
+// rowUser returns the user id of a member row, or "group:<id>" for a
+// header.
+func rowUser(t *testing.T, item json.RawMessage) string {
+	t.Helper()
+	var r struct {
+		Group *struct {
+			ID string `json:"id"`
+		} `json:"group"`
+		Member *struct {
+			User struct {
+				ID string `json:"id"`
+			} `json:"user"`
+			Presence struct {
+				Status string `json:"status"`
+			} `json:"presence"`
+		} `json:"member"`
+	}
+	if err := json.Unmarshal(item, &r); err != nil {
+		t.Fatalf("row %s: %v", item, err)
+	}
+	if r.Group != nil {
+		return "group:" + r.Group.ID
+	}
+	return r.Member.User.ID + ":" + r.Member.Presence.Status
+}
+
+// opsString renders a list update's ops as "OP index row" lines.
+func opsString(t *testing.T, l listUpdate) string {
+	var b strings.Builder
+	for _, o := range l.Ops {
+		switch o.Op {
+		case "SYNC":
+			b.WriteString("SYNC")
+			for _, it := range o.Items {
+				b.WriteString(" " + rowUser(t, it))
+			}
+		case "DELETE":
+			b.WriteString("DELETE " + itoa(o.Index))
+		case "INVALIDATE":
+			b.WriteString("INVALIDATE")
+		default:
+			b.WriteString(o.Op + " " + itoa(o.Index) + " " + rowUser(t, o.Item))
+		}
+		b.WriteString("; ")
+	}
+	return b.String()
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestMemberListRangesOverSockets: op 14 [[0,99]] gets a SYNC of the
+// rows; a member joining, coming online and going idle each send exactly
+// the INSERT / DELETE+INSERT / UPDATE that moves those rows; a member
+// denied a channel never appears in that channel's list, and cannot
+// subscribe to it.
+func TestMemberListRangesOverSockets(t *testing.T) {
+	f := newPresenceFixture(t, "bob", "carol")
+	alice := f.dial("alice", "linux", nil)
+	a, b, c := f.users["alice"].UserID, f.users["bob"].UserID, f.users["carol"].UserID
+	f.tick()
+	alice.until("PRESENCE_UPDATE", presenceFor(a))
+
+	alice.send(14, map[string]any{"guild_id": f.guild, "channels": map[string]any{f.general: [][]int{{0, 99}}}})
+	general := decodeList(t, alice.next("GUILD_MEMBER_LIST_UPDATE"))
+	want := "SYNC group:online " + a + ":online group:offline " + b + ":offline " + c + ":offline; "
+	if got := opsString(t, general); got != want || general.GuildID != f.guild || general.OnlineCount != 1 || general.MemberCount != 3 {
+		t.Fatalf("SYNC: %s (online %d, members %d), want %s", got, general.OnlineCount, general.MemberCount, want)
+	}
+
+	f.join("dave")
+	d := f.users["dave"].UserID
+	l := decodeList(t, alice.next("GUILD_MEMBER_LIST_UPDATE"))
+	if got, want := opsString(t, l), "INSERT 5 "+d+":offline; "; got != want || l.MemberCount != 4 {
+		t.Fatalf("member joined: %s (members %d), want %s", got, l.MemberCount, want)
+	}
+
+	bob := f.dial("bob", "linux", nil)
+	f.tick()
+	before, raw := alice.until("GUILD_MEMBER_LIST_UPDATE", nil)
+	for _, fr := range before {
+		if fr.T == "PRESENCE_UPDATE" {
+			t.Fatalf("PRESENCE_UPDATE before the list moved the row: %s", fr.D)
+		}
+	}
+	l = decodeList(t, raw)
+	if got, want := opsString(t, l), "DELETE 3; INSERT 2 "+b+":online; "; got != want || l.OnlineCount != 2 {
+		t.Fatalf("member online: %s (online %d), want %s", got, l.OnlineCount, want)
+	}
+
+	f.clock.Advance(time.Second)
+	bob.send(3, map[string]any{"status": "idle", "since": 0, "activities": []any{}, "afk": true})
+	f.waitUpdate(b, "idle")
+	f.tick()
+	l = decodeList(t, alice.next("GUILD_MEMBER_LIST_UPDATE"))
+	if got, want := opsString(t, l), "UPDATE 2 "+b+":idle; "; got != want {
+		t.Fatalf("member idle: %s, want %s", got, want)
+	}
+
+	// A channel carol may not view has its own list without her.
+	var secret struct {
+		ID string `json:"id"`
+	}
+	restCall(t, f.addr, f.users["alice"].Token, "POST", "/guilds/"+f.guild+"/channels", map[string]any{
+		"name": "secret", "permission_overwrites": []map[string]any{{"id": c, "type": 1, "allow": "0", "deny": "1024"}},
+	}, &secret)
+	alice.send(14, map[string]any{"guild_id": f.guild, "channels": map[string]any{secret.ID: [][]int{{0, 99}}}})
+	_, raw = alice.until("GUILD_MEMBER_LIST_UPDATE", func(d json.RawMessage) bool { return decodeList(t, d).ID != general.ID })
+	hidden := decodeList(t, raw)
+	want = "SYNC group:online " + a + ":online " + b + ":idle group:offline " + d + ":offline; "
+	if got := opsString(t, hidden); got != want {
+		t.Fatalf("secret SYNC: %s, want %s", got, want)
+	}
+
+	// Carol cannot subscribe to it; her coming online moves rows in the
+	// general list only.
+	carol := f.dial("carol", "linux", nil)
+	carol.send(14, map[string]any{"guild_id": f.guild, "channels": map[string]any{secret.ID: [][]int{{0, 99}}}})
+	f.tick()
+	before, raw = alice.until("GUILD_MEMBER_LIST_UPDATE", nil)
+	l = decodeList(t, raw)
+	if got, want := opsString(t, l), "DELETE 4; INSERT 3 "+c+":online; "; l.ID != general.ID || got != want {
+		t.Fatalf("carol online: list %s ops %s, want %s in %s", l.ID, got, want, general.ID)
+	}
+	m := f.marker()
+	alice.none("GUILD_MEMBER_LIST_UPDATE", m, func(fr gwFrame) bool { return strings.Contains(string(fr.D), c) })
+	carol.none("GUILD_MEMBER_LIST_UPDATE", m, nil)
 }

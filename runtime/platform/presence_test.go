@@ -3,6 +3,7 @@ package platform
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +47,9 @@ type gwClient struct {
 	name   string
 	c      *websocket.Conn
 	frames chan gwFrame
+	// err is the read error that ended frames (read it after frames is
+	// closed).
+	err error
 }
 
 // dialAs identifies with the given properties.os and presence (nil: none)
@@ -71,6 +75,7 @@ func dialAs(t *testing.T, addr, name, token, os string, pres map[string]any) *gw
 		for {
 			var f gwFrame
 			if err := c.ReadJSON(&f); err != nil {
+				g.err = err
 				return
 			}
 			g.frames <- f
@@ -468,4 +473,136 @@ func TestMemberListRangesOverSockets(t *testing.T) {
 	m := f.marker()
 	alice.none("GUILD_MEMBER_LIST_UPDATE", m, func(fr gwFrame) bool { return strings.Contains(string(fr.D), c) })
 	carol.none("GUILD_MEMBER_LIST_UPDATE", m, nil)
+}
+
+// TestRequestGuildMembersOverSockets: op 8 is answered with
+// GUILD_MEMBERS_CHUNK echoing the nonce, honouring query, limit, user_ids
+// (not_found) and presences; a malformed op 8 closes with 4002.
+func TestRequestGuildMembersOverSockets(t *testing.T) {
+	f := newPresenceFixture(t, "bob", "bert", "carol")
+	alice := f.dial("alice", "linux", nil)
+	f.dial("bob", "linux", nil)
+	f.tick()
+	bob := f.users["bob"].UserID
+	alice.until("PRESENCE_UPDATE", presenceFor(bob))
+
+	type chunk struct {
+		GuildID string `json:"guild_id"`
+		Members []struct {
+			User struct {
+				ID       string `json:"id"`
+				Username string `json:"username"`
+			} `json:"user"`
+		} `json:"members"`
+		ChunkIndex int      `json:"chunk_index"`
+		ChunkCount int      `json:"chunk_count"`
+		NotFound   []string `json:"not_found"`
+		Presences  []struct {
+			User struct {
+				ID string `json:"id"`
+			} `json:"user"`
+			Status string `json:"status"`
+		} `json:"presences"`
+		Nonce string `json:"nonce"`
+	}
+	read := func() chunk {
+		var c chunk
+		if err := json.Unmarshal(alice.next("GUILD_MEMBERS_CHUNK"), &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	alice.send(8, map[string]any{"guild_id": f.guild, "query": "b", "limit": 10, "presences": true, "nonce": "q1"})
+	c := read()
+	names := []string{}
+	for _, m := range c.Members {
+		names = append(names, m.User.Username)
+	}
+	if c.Nonce != "q1" || c.GuildID != f.guild || c.ChunkCount != 1 || strings.Join(names, ",") != "bob,bert" && strings.Join(names, ",") != "bert,bob" {
+		t.Fatalf("query chunk %+v", c)
+	}
+	if len(c.Presences) != 1 || c.Presences[0].User.ID != bob || c.Presences[0].Status != "online" {
+		t.Fatalf("presences %+v", c.Presences)
+	}
+
+	alice.send(8, map[string]any{"guild_id": f.guild, "query": "", "limit": 1, "nonce": "q2"})
+	if c := read(); c.Nonce != "q2" || len(c.Members) != 1 || c.Presences != nil {
+		t.Fatalf("limit chunk %+v", c)
+	}
+
+	alice.send(8, map[string]any{"guild_id": f.guild, "user_ids": []string{f.users["carol"].UserID, "42"}, "nonce": "q3"})
+	if c := read(); c.Nonce != "q3" || len(c.Members) != 1 || c.Members[0].User.ID != f.users["carol"].UserID ||
+		len(c.NotFound) != 1 || c.NotFound[0] != "42" {
+		t.Fatalf("user_ids chunk %+v", c)
+	}
+
+	alice.send(8, map[string]any{"guild_id": f.guild, "nonce": "bad"})
+	for range alice.frames {
+	}
+	var ce *websocket.CloseError
+	if !errors.As(alice.err, &ce) || ce.Code != 4002 {
+		t.Fatalf("bad op 8 ended the connection with %v, want close 4002", alice.err)
+	}
+}
+
+// TestTypingGoesToFocusedSessions: TYPING_START reaches the session that
+// has the channel open (op 14) and not the same user's other session, at
+// most once per throttle window.
+func TestTypingGoesToFocusedSessions(t *testing.T) {
+	f := newPresenceFixture(t, "bob")
+	focused := f.dial("bob", "linux", nil)
+	elsewhere := f.dial("bob", "linux", nil)
+	focused.send(14, map[string]any{"guild_id": f.guild, "channels": map[string]any{f.general: [][]int{{0, 99}}}})
+	focused.next("GUILD_MEMBER_LIST_UPDATE")
+	alice := f.users["alice"]
+	restCall(t, f.addr, alice.Token, "POST", "/channels/"+f.general+"/typing", nil, nil)
+	d := focused.next("TYPING_START")
+	if !strings.Contains(string(d), `"user_id":"`+alice.UserID+`"`) || !strings.Contains(string(d), `"channel_id":"`+f.general+`"`) {
+		t.Fatalf("TYPING_START %s", d)
+	}
+	restCall(t, f.addr, alice.Token, "POST", "/channels/"+f.general+"/typing", nil, nil) // throttled
+	m := f.marker()
+	focused.none("TYPING_START", m, nil)
+	elsewhere.none("TYPING_START", m, nil)
+}
+
+// TestPresenceRoleCrashRecovery: a presence role that restarts knows
+// nothing, rebuilds every session from the gateway's re-report without
+// re-announcing anyone (guilds kept the frozen statuses), and then
+// broadcasts live changes again.
+func TestPresenceRoleCrashRecovery(t *testing.T) {
+	f := newPresenceFixture(t, "bob")
+	alice := f.dial("alice", "linux", nil)
+	bob := f.dial("bob", "android", map[string]any{"status": "dnd", "since": 0, "activities": []any{map[string]any{"name": "chess", "type": 0}}, "afk": false})
+	b := f.users["bob"].UserID
+	f.tick()
+	_, d := alice.until("PRESENCE_UPDATE", presenceFor(b))
+	before := decodePresence(t, d)
+
+	svc, err := f.p.presence.restart(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bid, _ := snowflake.Parse(b)
+	if svc.Sessions() != 0 || svc.Get(bid).Status != "offline" {
+		t.Fatalf("fresh presence role knows %d sessions", svc.Sessions())
+	}
+	f.p.gateway.ReportSessions(context.Background())
+	if n := svc.Sessions(); n != f.sessions {
+		t.Fatalf("rebuilt %d sessions, want %d", n, f.sessions)
+	}
+	if p := svc.Get(bid); string(p.Status) != before.Status || p.ClientStatus.Mobile != "dnd" || len(p.Activities) != 1 {
+		t.Fatalf("rebuilt presence %+v, before %+v", p, before)
+	}
+	f.tick()
+	alice.none("PRESENCE_UPDATE", f.marker(), nil)
+
+	f.clock.Advance(time.Second)
+	bob.send(3, map[string]any{"status": "online", "since": 0, "activities": []any{}, "afk": false})
+	f.waitUpdate(b, "online")
+	f.tick()
+	_, d = alice.until("PRESENCE_UPDATE", presenceFor(b))
+	if p := decodePresence(t, d); p.Status != "online" || p.ClientStatus["mobile"] != "online" {
+		t.Fatalf("after recovery: %s", d)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -15,7 +16,7 @@ import (
 )
 
 // openCounters opens the counters backend of --redis: "mem" (in-process,
-// `concord dev`) or "redis://host:port[/db][?prefix=P]".
+// `concord dev`), "redis://host:port[/db][?prefix=P]" or a bare host:port.
 func openCounters(ctx context.Context, cfg Config) (counters.Counters, error) {
 	if cfg.Redis == "mem" {
 		c, err := mem.New(mem.Config{})
@@ -24,7 +25,11 @@ func openCounters(ctx context.Context, cfg Config) (counters.Counters, error) {
 		}
 		return c, nil
 	}
-	rc, err := redis.ParseURL(cfg.Redis)
+	raw := cfg.Redis
+	if !strings.Contains(raw, "://") {
+		raw = "redis://" + raw // host:port, as CONCORD_REDIS is often written
+	}
+	rc, err := redis.ParseURL(raw)
 	if err != nil {
 		return nil, fmt.Errorf("platform: --redis: %w", err)
 	}

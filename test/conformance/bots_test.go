@@ -22,7 +22,7 @@ import (
 )
 
 // startServerWith starts a platform like startServer after mutate changed
-// its configuration. With CONCORD_REDIS (or CONCORD_TEST_REDIS) set, as
+// its configuration. With CONCORD_TEST_REDIS (or CONCORD_REDIS) set, as
 // make test does, the counters live in that Redis under a fresh prefix.
 func startServerWith(t *testing.T, mutate func(*platform.Config)) *server {
 	t.Helper()
@@ -37,9 +37,9 @@ func startServerWith(t *testing.T, mutate func(*platform.Config)) *server {
 	if s := os.Getenv("CONCORD_CONFORMANCE_STORE"); s != "" {
 		cfg.Store = s
 	}
-	addr := os.Getenv("CONCORD_REDIS")
+	addr := os.Getenv("CONCORD_TEST_REDIS") // what hack/redis/start.sh exports
 	if addr == "" {
-		addr = os.Getenv("CONCORD_TEST_REDIS") // the name hack/redis/start.sh prints
+		addr = os.Getenv("CONCORD_REDIS")
 	}
 	if addr != "" {
 		var b [6]byte

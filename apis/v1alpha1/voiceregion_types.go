@@ -1,0 +1,164 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// PublicAddressMode is how clients reach an SFU's UDP ports.
+// +kubebuilder:validation:Enum=HostNetwork;NodeExternalIP;LoadBalancer
+type PublicAddressMode string
+
+// Public address modes.
+const (
+	// PublicAddressHostNetwork runs SFU pods on the host network and
+	// advertises the node's external IP.
+	PublicAddressHostNetwork PublicAddressMode = "HostNetwork"
+	// PublicAddressNodeExternalIP maps the UDP range with hostPorts and
+	// advertises the node's external IP.
+	PublicAddressNodeExternalIP PublicAddressMode = "NodeExternalIP"
+	// PublicAddressLoadBalancer gives each SFU pod its own LoadBalancer
+	// Service (signal port and every UDP port); the SFU advertises the
+	// Service's ingress address.
+	PublicAddressLoadBalancer PublicAddressMode = "LoadBalancer"
+)
+
+// VoiceRegionSpec is the desired state of a regional SFU fleet.
+// +kubebuilder:validation:XValidation:rule="!has(self.minServers) || !has(self.maxServers) || self.minServers <= self.maxServers",message="minServers must not exceed maxServers"
+// +kubebuilder:validation:XValidation:rule="!has(self.udpPorts) || self.udpPorts.min <= self.udpPorts.max",message="udpPorts.min must not exceed udpPorts.max"
+// +kubebuilder:validation:XValidation:rule="!has(self.publicAddress) || self.publicAddress != 'LoadBalancer' || (has(self.udpPorts) && self.udpPorts.max - self.udpPorts.min < 100)",message="with publicAddress LoadBalancer, udpPorts must span fewer than 100 ports (one Service port each)"
+type VoiceRegionSpec struct {
+	// ClusterRef names the ConcordCluster.
+	ClusterRef ClusterReference `json:"clusterRef"`
+	// Region is the name clients and guilds see (e.g. "eu-west").
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="region is immutable"
+	Region string `json:"region"`
+	// MinServers is the lower bound of SFU pods.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinServers int32 `json:"minServers"`
+	// MaxServers is the upper bound of SFU pods.
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxServers int32 `json:"maxServers,omitempty"`
+	// Buffer is the free capacity to keep, as a number of servers' worth of
+	// participants ("2") or a percentage of the total ("20%") — Agones'
+	// buffer policy, in participants rather than game servers.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	Buffer intstr.IntOrString `json:"buffer,omitempty"`
+	// CapacityPerServer is how many participants one SFU pod carries.
+	// +kubebuilder:default=500
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	CapacityPerServer int32 `json:"capacityPerServer,omitempty"`
+	// UDPPorts is the media port range of each SFU pod.
+	// +kubebuilder:default={min: 50000, max: 50999}
+	// +optional
+	UDPPorts *PortRange `json:"udpPorts,omitempty"`
+	// SignalPort is the WebSocket signalling port of each SFU pod.
+	// +kubebuilder:default=8443
+	// +optional
+	SignalPort int32 `json:"signalPort,omitempty"`
+	// AdminPort serves /admin/voice/load, /admin/drain and /metrics.
+	// +kubebuilder:default=9090
+	// +optional
+	AdminPort int32 `json:"adminPort,omitempty"`
+	// PublicAddress is how clients reach the UDP ports.
+	// +kubebuilder:default=NodeExternalIP
+	// +optional
+	PublicAddress PublicAddressMode `json:"publicAddress,omitempty"`
+	// PodPlacement sets resources, node selector and tolerations.
+	// +optional
+	PodPlacement `json:",inline"`
+}
+
+// PortRange is an inclusive range of ports.
+type PortRange struct {
+	// Min is the first port.
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	Min int32 `json:"min"`
+	// Max is the last port.
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	Max int32 `json:"max"`
+}
+
+// VoiceRegionStatus is the observed state of a regional SFU fleet.
+type VoiceRegionStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready, Progressing, Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Servers is the number of SFU pods, draining ones included.
+	// +optional
+	Servers int32 `json:"servers"`
+	// ReadyServers is the number of ready, non-draining SFU pods.
+	// +optional
+	ReadyServers int32 `json:"readyServers"`
+	// DrainingServers is the number of SFU pods waiting for their calls to end.
+	// +optional
+	DrainingServers int32 `json:"drainingServers"`
+	// DesiredServers is what the buffer policy asks for.
+	// +optional
+	DesiredServers int32 `json:"desiredServers"`
+	// ActiveCalls across the region.
+	// +optional
+	ActiveCalls int64 `json:"activeCalls"`
+	// Participants across the region.
+	// +optional
+	Participants int64 `json:"participants"`
+	// Capacity is the participant capacity of the non-draining servers.
+	// +optional
+	Capacity int64 `json:"capacity"`
+	// CapacityUsed is participants / capacity, as a percentage ("42%").
+	// +optional
+	CapacityUsed string `json:"capacityUsed,omitempty"`
+}
+
+// VoiceRegion is a regional fleet of SFU pods, scaled to keep a buffer of
+// free capacity. A server with active calls is drained, never killed.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=vr,categories=concord
+// +kubebuilder:printcolumn:name="Region",type=string,JSONPath=`.spec.region`
+// +kubebuilder:printcolumn:name="Servers",type=integer,JSONPath=`.status.servers`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyServers`
+// +kubebuilder:printcolumn:name="Calls",type=integer,JSONPath=`.status.activeCalls`
+// +kubebuilder:printcolumn:name="Used",type=string,JSONPath=`.status.capacityUsed`
+// +kubebuilder:printcolumn:name="Draining",type=integer,JSONPath=`.status.drainingServers`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type VoiceRegion struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	Spec VoiceRegionSpec `json:"spec"`
+	// Status is the observed state.
+	// +optional
+	Status VoiceRegionStatus `json:"status,omitempty"`
+}
+
+// VoiceRegionList is a list of VoiceRegions.
+//
+// +kubebuilder:object:root=true
+type VoiceRegionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the regions.
+	Items []VoiceRegion `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&VoiceRegion{}, &VoiceRegionList{})
+}

@@ -1,0 +1,130 @@
+// Command concord-operator runs Concord's controllers and the event-age
+// autoscaler.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
+	"github.com/concord-chat/concord/operator/autoscale"
+	"github.com/concord-chat/concord/operator/controller"
+	"github.com/concord-chat/concord/operator/fleet"
+	"github.com/concord-chat/concord/operator/fleet/etcdfleet"
+	"github.com/concord-chat/concord/operator/podadmin"
+)
+
+// env returns the environment fallback of a flag.
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+func envBool(name string, def bool) bool {
+	if v, err := strconv.ParseBool(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+func main() {
+	var (
+		metricsAddr  = flag.String("metrics-bind-address", env("CONCORD_OPERATOR_METRICS_ADDR", ":8080"), "metrics endpoint address (env CONCORD_OPERATOR_METRICS_ADDR); \"0\" disables it")
+		probeAddr    = flag.String("health-probe-bind-address", env("CONCORD_OPERATOR_PROBE_ADDR", ":8081"), "health probe address (env CONCORD_OPERATOR_PROBE_ADDR)")
+		leaderElect  = flag.Bool("leader-elect", envBool("CONCORD_OPERATOR_LEADER_ELECT", false), "enable leader election (env CONCORD_OPERATOR_LEADER_ELECT)")
+		fleetMode    = flag.String("fleet", env("CONCORD_OPERATOR_FLEET", "pods"), "how to reach the fleet: pods (registry in each cluster's etcd, pods' admin HTTP endpoints) or memory (dry run) (env CONCORD_OPERATOR_FLEET)")
+		adminTimeout = flag.Duration("admin-timeout", envDuration("CONCORD_OPERATOR_ADMIN_TIMEOUT", 5*time.Second), "timeout of calls to pods' admin endpoints (env CONCORD_OPERATOR_ADMIN_TIMEOUT)")
+		autoscaleInt = flag.Duration("autoscale-interval", envDuration("CONCORD_OPERATOR_AUTOSCALE_INTERVAL", 15*time.Second), "event-age autoscaler period; 0 disables it (env CONCORD_OPERATOR_AUTOSCALE_INTERVAL)")
+	)
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		fatal(err)
+	}
+	if err := concordv1.AddToScheme(scheme); err != nil {
+		fatal(err)
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
+		HealthProbeBindAddress: *probeAddr,
+		LeaderElection:         *leaderElect,
+		LeaderElectionID:       "concord-operator.concord.dev",
+	})
+	if err != nil {
+		fatal(fmt.Errorf("create manager: %w", err))
+	}
+
+	deps := controller.Deps{Clock: clock.RealClock{}}
+	var stats fleet.GuildStats
+	switch *fleetMode {
+	case "memory":
+		m := fleet.NewMemory()
+		deps.Registries, deps.Drainer, deps.GuildStats, deps.VoiceLoads = m, m, m, m
+		stats = m
+	case "pods":
+		pa, err := podadmin.New(podadmin.Config{Timeout: *adminTimeout, Reader: mgr.GetAPIReader()})
+		if err != nil {
+			fatal(err)
+		}
+		// Each ConcordCluster's registry is its etcd (spec.etcd).
+		regs := &etcdfleet.Provider{}
+		defer regs.Close()
+		deps.Registries, deps.Drainer, deps.GuildStats, deps.VoiceLoads = regs, pa, pa, pa
+		stats = pa
+	default:
+		fatal(fmt.Errorf("--fleet must be pods or memory, not %q", *fleetMode))
+	}
+	if err := controller.SetupAll(mgr, deps); err != nil {
+		fatal(err)
+	}
+	if *autoscaleInt > 0 {
+		a := &autoscale.Autoscaler{
+			Client: mgr.GetClient(), Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder("concord-autoscaler"),
+			Stats: stats, Interval: *autoscaleInt,
+		}
+		if err := mgr.Add(a); err != nil {
+			fatal(err)
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		fatal(err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		fatal(err)
+	}
+	log.Info("starting concord-operator", "fleet", *fleetMode)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		fatal(err)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "concord-operator:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,256 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
+)
+
+// ConcordClusterReconciler turns a ConcordCluster into the runtime roles'
+// Deployments (api, data, readstate, presence, relay), the guild StatefulSet,
+// their Services and PodDisruptionBudgets and the connection ConfigMap, all
+// owned by the cluster. Its finalizer deletes the cluster's GuildPlacements
+// and RelayTiers first, so their registry pins and relay lists are released
+// while the registry is still reachable.
+type ConcordClusterReconciler struct {
+	Client   client.Client
+	Scheme   *runtime.Scheme
+	Clock    clock.PassiveClock
+	Recorder events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=concord.dev,resources=concordclusters,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=concord.dev,resources=concordclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=concord.dev,resources=concordclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Reconcile converges one ConcordCluster.
+func (r *ConcordClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	var c concordv1.ConcordCluster
+	if err := r.Client.Get(ctx, req.NamespacedName, &c); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !c.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &c)
+	}
+	if controllerutil.AddFinalizer(&c, concordv1.Finalizer) {
+		if err := r.Client.Update(ctx, &c); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+
+	if err := r.reconcileChildren(ctx, &c); err != nil {
+		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionDegraded, true, "ApplyFailed", err.Error())
+		_ = r.writeStatus(ctx, &c)
+		return ctrl.Result{}, err
+	}
+
+	// Status from the workloads.
+	c.Status.Roles = c.Status.Roles[:0]
+	ready := 0
+	for _, role := range clusterRoles {
+		rs := concordv1.RoleStatus{Name: role}
+		key := types.NamespacedName{Namespace: c.Namespace, Name: workloadName(&c, role)}
+		if role == concordv1.RoleGuild {
+			var s appsv1.StatefulSet
+			if err := r.Client.Get(ctx, key, &s); err != nil {
+				return ctrl.Result{}, fmt.Errorf("get StatefulSet %s: %w", key, err)
+			}
+			rs.Replicas, rs.ReadyReplicas = int32Or(s.Spec.Replicas, 0), s.Status.ReadyReplicas
+		} else {
+			var d appsv1.Deployment
+			if err := r.Client.Get(ctx, key, &d); err != nil {
+				return ctrl.Result{}, fmt.Errorf("get Deployment %s: %w", key, err)
+			}
+			rs.Replicas, rs.ReadyReplicas = int32Or(d.Spec.Replicas, 0), d.Status.ReadyReplicas
+		}
+		if rs.ReadyReplicas >= rs.Replicas {
+			ready++
+		}
+		c.Status.Roles = append(c.Status.Roles, rs)
+	}
+	var placements concordv1.GuildPlacementList
+	if err := r.Client.List(ctx, &placements, client.InNamespace(c.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list GuildPlacements: %w", err)
+	}
+	c.Status.DedicatedGuilds = 0
+	for _, p := range placements.Items {
+		if p.Spec.ClusterRef.Name == c.Name {
+			c.Status.DedicatedGuilds++
+		}
+	}
+	c.Status.ReadyRoles = fmt.Sprintf("%d/%d", ready, len(clusterRoles))
+	allReady := ready == len(clusterRoles)
+	if allReady {
+		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionReady, true, "RolesReady", "every role has its ready replicas")
+		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionProgressing, false, "Converged", "")
+	} else {
+		msg := fmt.Sprintf("%d of %d roles ready", ready, len(clusterRoles))
+		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionReady, false, "RolesNotReady", msg)
+		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionProgressing, true, "WaitingForReplicas", msg)
+	}
+	setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionDegraded, false, "Applied", "")
+	c.Status.ObservedGeneration = c.Generation
+	if err := r.writeStatus(ctx, &c); err != nil {
+		return ctrl.Result{}, err
+	}
+	log.V(1).Info("cluster reconciled", "readyRoles", c.Status.ReadyRoles)
+	return ctrl.Result{}, nil
+}
+
+func (r *ConcordClusterReconciler) writeStatus(ctx context.Context, c *concordv1.ConcordCluster) error {
+	if err := r.Client.Status().Update(ctx, c); err != nil {
+		return fmt.Errorf("update ConcordCluster status: %w", err)
+	}
+	return nil
+}
+
+// reconcileChildren creates or updates every owned object.
+func (r *ConcordClusterReconciler) reconcileChildren(ctx context.Context, c *concordv1.ConcordCluster) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: configMapName(c)}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, cm, func() error {
+		data, err := configData(c)
+		if err != nil {
+			return fmt.Errorf("render config: %w", err)
+		}
+		cm.Labels = withLabels(cm.Labels, roleLabels(c, "config"))
+		cm.Data = data
+		return controllerutil.SetControllerReference(c, cm, r.Scheme)
+	}); err != nil {
+		return fmt.Errorf("apply ConfigMap %s: %w", cm.Name, err)
+	}
+	for _, role := range clusterRoles {
+		meta := metav1.ObjectMeta{Namespace: c.Namespace, Name: workloadName(c, role)}
+		if role == concordv1.RoleGuild {
+			s := &appsv1.StatefulSet{ObjectMeta: meta}
+			if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, s, func() error {
+				mutateStatefulSet(c, role, s)
+				return controllerutil.SetControllerReference(c, s, r.Scheme)
+			}); err != nil {
+				return fmt.Errorf("apply StatefulSet %s: %w", s.Name, err)
+			}
+		} else {
+			d := &appsv1.Deployment{ObjectMeta: meta}
+			if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, d, func() error {
+				mutateDeployment(c, role, d)
+				return controllerutil.SetControllerReference(c, d, r.Scheme)
+			}); err != nil {
+				return fmt.Errorf("apply Deployment %s: %w", d.Name, err)
+			}
+		}
+		svc := &corev1.Service{ObjectMeta: meta}
+		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+			mutateService(c, role, svc)
+			return controllerutil.SetControllerReference(c, svc, r.Scheme)
+		}); err != nil {
+			return fmt.Errorf("apply Service %s: %w", svc.Name, err)
+		}
+		pdb := &policyv1.PodDisruptionBudget{ObjectMeta: meta}
+		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, pdb, func() error {
+			mutatePDB(c, role, pdb)
+			return controllerutil.SetControllerReference(c, pdb, r.Scheme)
+		}); err != nil {
+			return fmt.Errorf("apply PodDisruptionBudget %s: %w", pdb.Name, err)
+		}
+	}
+	return nil
+}
+
+// finalize deletes the cluster's GuildPlacements and RelayTiers and waits
+// for their own finalizers (registry releases) before letting go.
+func (r *ConcordClusterReconciler) finalize(ctx context.Context, c *concordv1.ConcordCluster) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(c, concordv1.Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	log := logf.FromContext(ctx)
+	remaining := 0
+	var placements concordv1.GuildPlacementList
+	if err := r.Client.List(ctx, &placements, client.InNamespace(c.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list GuildPlacements: %w", err)
+	}
+	for i := range placements.Items {
+		p := &placements.Items[i]
+		if p.Spec.ClusterRef.Name != c.Name {
+			continue
+		}
+		remaining++
+		if p.DeletionTimestamp.IsZero() {
+			if err := r.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("delete GuildPlacement %s: %w", p.Name, err)
+			}
+		}
+	}
+	var tiers concordv1.RelayTierList
+	if err := r.Client.List(ctx, &tiers, client.InNamespace(c.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list RelayTiers: %w", err)
+	}
+	for i := range tiers.Items {
+		t := &tiers.Items[i]
+		if t.Spec.ClusterRef.Name != c.Name {
+			continue
+		}
+		remaining++
+		if t.DeletionTimestamp.IsZero() {
+			if err := r.Client.Delete(ctx, t); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("delete RelayTier %s: %w", t.Name, err)
+			}
+		}
+	}
+	if remaining > 0 {
+		log.Info("waiting for dependents to release", "remaining", remaining)
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+	controllerutil.RemoveFinalizer(c, concordv1.Finalizer)
+	if err := r.Client.Update(ctx, c); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager registers the reconciler.
+func (r *ConcordClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	byCluster := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		var name string
+		switch v := o.(type) {
+		case *concordv1.GuildPlacement:
+			name = v.Spec.ClusterRef.Name
+		case *concordv1.RelayTier:
+			name = v.Spec.ClusterRef.Name
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&concordv1.ConcordCluster{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&concordv1.GuildPlacement{}, byCluster).
+		Watches(&concordv1.RelayTier{}, byCluster).
+		Named("concordcluster").
+		Complete(r)
+}

@@ -1,0 +1,141 @@
+package controller
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
+)
+
+// clusterRoles lists the runtime roles a ConcordCluster runs, in order.
+var clusterRoles = []string{
+	concordv1.RoleAPI, concordv1.RoleGuild, concordv1.RoleData,
+	concordv1.RoleReadState, concordv1.RolePresence, concordv1.RoleRelay,
+}
+
+// roleSpec returns the spec of one role with its default replicas.
+func roleSpec(c *concordv1.ConcordCluster, role string) (concordv1.RoleSpec, int32) {
+	r := c.Spec.Roles
+	switch role {
+	case concordv1.RoleAPI:
+		return r.API, int32Or(r.API.Replicas, 2)
+	case concordv1.RoleGuild:
+		return r.Guild, int32Or(r.Guild.Replicas, 3)
+	case concordv1.RoleData:
+		return r.Data, int32Or(r.Data.Replicas, 2)
+	case concordv1.RoleReadState:
+		return r.ReadState, int32Or(r.ReadState.Replicas, 2)
+	case concordv1.RolePresence:
+		return r.Presence, int32Or(r.Presence.Replicas, 2)
+	default:
+		return r.Relay, int32Or(r.Relay.Replicas, 2)
+	}
+}
+
+// workloadName is the Deployment/StatefulSet/Service/PDB name of a role.
+func workloadName(c *concordv1.ConcordCluster, role string) string { return c.Name + "-" + role }
+
+// runtimeConfig is the config file `concord serve` reads (--config).
+type runtimeConfig struct {
+	Cluster  string         `json:"cluster"`
+	Storage  map[string]any `json:"storage"`
+	EventLog map[string]any `json:"eventlog"`
+	Counters map[string]any `json:"counters"`
+	Registry map[string]any `json:"registry"`
+}
+
+// configData renders the cluster's connection settings (secrets stay in env).
+func configData(c *concordv1.ConcordCluster) (map[string]string, error) {
+	reg := map[string]any{"backend": "etcd", "endpoints": c.Spec.Etcd.Endpoints, "prefix": c.Spec.Etcd.Prefix}
+	if c.Spec.Etcd.TLSSecret != nil {
+		reg["tlsDir"] = "/etc/concord/etcd-tls"
+	}
+	cfg := runtimeConfig{
+		Cluster: c.Name,
+		Storage: map[string]any{
+			"backend": "cassandra", "contactPoints": c.Spec.Storage.ContactPoints,
+			"keyspace": c.Spec.Storage.Keyspace, "localDatacenter": c.Spec.Storage.LocalDatacenter,
+			"consistency": c.Spec.Storage.Consistency,
+		},
+		EventLog: map[string]any{
+			"backend": "kafka", "brokers": c.Spec.Kafka.Brokers,
+			"topicPrefix": c.Spec.Kafka.TopicPrefix, "tls": c.Spec.Kafka.TLS,
+		},
+		Counters: map[string]any{"backend": "redis", "address": c.Spec.Redis.Address, "db": c.Spec.Redis.DB},
+		Registry: reg,
+	}
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"config.yaml": string(b)}, nil
+}
+
+// mutateDeployment fills a role's Deployment.
+func mutateDeployment(c *concordv1.ConcordCluster, role string, d *appsv1.Deployment) {
+	spec, replicas := roleSpec(c, role)
+	labels := withLabels(roleLabels(c, role), selectorLabels(c, role))
+	d.Labels = withLabels(d.Labels, labels)
+	d.Spec.Replicas = &replicas
+	d.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(c, role)}
+	d.Spec.Template.Labels = labels
+	d.Spec.Template.Spec = runtimePodSpec(c, "", []string{role}, nil, spec.PodPlacement)
+}
+
+// mutateStatefulSet fills the guild role's StatefulSet: stable names give
+// guild nodes stable registry ids on the ring.
+func mutateStatefulSet(c *concordv1.ConcordCluster, role string, s *appsv1.StatefulSet) {
+	spec, replicas := roleSpec(c, role)
+	labels := withLabels(roleLabels(c, role), selectorLabels(c, role))
+	s.Labels = withLabels(s.Labels, labels)
+	s.Spec.Replicas = &replicas
+	s.Spec.ServiceName = workloadName(c, role)
+	s.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
+	s.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(c, role)}
+	s.Spec.Template.Labels = labels
+	s.Spec.Template.Spec = runtimePodSpec(c, "", []string{role}, nil, spec.PodPlacement)
+	s.Spec.Template.Spec.TerminationGracePeriodSeconds = ptrTo(int64(60)) // actors flush on SIGTERM
+}
+
+// selectorLabels are the immutable selector labels of a role's workload.
+func selectorLabels(c *concordv1.ConcordCluster, role string) map[string]string {
+	return map[string]string{concordv1.LabelCluster: c.Name, concordv1.LabelRole: role, concordv1.LabelOwner: c.Name}
+}
+
+// mutateService fills a role's Service: ClusterIP for api, headless for the
+// roles addressed by pod (guild, data, readstate, presence, relay).
+func mutateService(c *concordv1.ConcordCluster, role string, s *corev1.Service) {
+	s.Labels = withLabels(s.Labels, roleLabels(c, role))
+	s.Spec.Selector = selectorLabels(c, role)
+	if role == concordv1.RoleAPI {
+		s.Spec.Ports = []corev1.ServicePort{
+			{Name: "http", Port: PortHTTP, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},
+			// The admin endpoint (/admin/guilds) for kubectl-concord's service proxy.
+			{Name: "admin", Port: 9090, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},
+		}
+		return
+	}
+	if s.CreationTimestamp.IsZero() {
+		s.Spec.ClusterIP = corev1.ClusterIPNone
+	}
+	s.Spec.PublishNotReadyAddresses = role == concordv1.RoleGuild
+	s.Spec.Ports = []corev1.ServicePort{
+		{Name: "grpc", Port: PortGRPC, TargetPort: intstr.FromString("grpc"), Protocol: corev1.ProtocolTCP},
+		{Name: "http", Port: PortHTTP, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},
+	}
+}
+
+// mutatePDB fills a role's PodDisruptionBudget.
+func mutatePDB(c *concordv1.ConcordCluster, role string, p *policyv1.PodDisruptionBudget) {
+	spec, _ := roleSpec(c, role)
+	mu := intstr.FromInt32(int32Or(spec.MaxUnavailable, 1))
+	p.Labels = withLabels(p.Labels, roleLabels(c, role))
+	p.Spec.MaxUnavailable = &mu
+	p.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(c, role)}
+}
+
+func ptrTo[T any](v T) *T { return &v }

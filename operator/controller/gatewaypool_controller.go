@@ -1,0 +1,415 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
+	"github.com/concord-chat/concord/operator/fleet"
+)
+
+// GatewayPoolReconciler keeps a pool's serving gateway pods at
+// spec.replicas. The operator, never a Deployment, picks which pod leaves on
+// scale-down and rollouts, and drains it: the pod is annotated and marked
+// draining in the registry, its concord.dev/serving readiness gate goes
+// False (out of the Service), the gateway is told over its admin endpoint to
+// stop accepting identifies and hand its sessions and replay buffers to a
+// successor, which clients resume on after op 7. The pod is deleted once the
+// gateway reports no sessions left, or when the drain timeout expires.
+// Rollouts surge one new pod, then drain one outdated pod, BatchSize at a time.
+type GatewayPoolReconciler struct {
+	Client     client.Client
+	Scheme     *runtime.Scheme
+	Clock      clock.PassiveClock
+	Recorder   events.EventRecorder
+	Drainer    fleet.Drainer
+	Registries fleet.RegistryProvider
+	// PollInterval is how often drains are polled (default 2s).
+	PollInterval time.Duration
+}
+
+// +kubebuilder:rbac:groups=concord.dev,resources=gatewaypools,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=concord.dev,resources=gatewaypools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=concord.dev,resources=gatewaypools/finalizers,verbs=update
+// +kubebuilder:rbac:groups=concord.dev,resources=concordclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods/status,verbs=get;update;patch
+
+// Reconcile converges one GatewayPool.
+func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	var pool concordv1.GatewayPool
+	if err := r.Client.Get(ctx, req.NamespacedName, &pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	poll := r.PollInterval
+	if poll <= 0 {
+		poll = 2 * time.Second
+	}
+	cluster, err := getCluster(ctx, r.Client, pool.Namespace, pool.Spec.ClusterRef)
+	if err != nil {
+		if apierrors.IsNotFound(err) && pool.DeletionTimestamp.IsZero() {
+			setCondition(&pool.Status.Conditions, pool.Generation, concordv1.ConditionDegraded, true, "ClusterNotFound", err.Error())
+			setCondition(&pool.Status.Conditions, pool.Generation, concordv1.ConditionReady, false, "ClusterNotFound", err.Error())
+			pool.Status.ObservedGeneration = pool.Generation
+			return ctrl.Result{RequeueAfter: 30 * time.Second}, r.writeStatus(ctx, &pool)
+		}
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+	}
+	var reg fleet.Registry
+	if cluster != nil {
+		if reg, err = r.Registries.Registry(ctx, clusterKey(cluster)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("open registry: %w", err)
+		}
+	}
+	pods, err := r.listPods(ctx, &pool)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	if !pool.DeletionTimestamp.IsZero() {
+		// Pods are garbage-collected through their owner reference; forget
+		// their registry marks first.
+		if reg != nil {
+			for i := range pods {
+				if err := reg.ClearDraining(ctx, concordv1.RoleGateway, pods[i].Name); err != nil {
+					return ctrl.Result{}, fmt.Errorf("clear draining mark of %s: %w", pods[i].Name, err)
+				}
+			}
+		}
+		if controllerutil.RemoveFinalizer(&pool, concordv1.Finalizer) {
+			if err := r.Client.Update(ctx, &pool); err != nil && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+			}
+		}
+		return ctrl.Result{}, nil
+	}
+	if controllerutil.AddFinalizer(&pool, concordv1.Finalizer) {
+		if err := r.Client.Update(ctx, &pool); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+
+	spec := gatewayPodSpec(cluster, &pool)
+	revision, err := templateRevision(spec, gatewayPodLabels(&pool))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	desired := int(int32Or(pool.Spec.Replicas, 2))
+	timeout := durationOr(pool.Spec.Drain.Timeout, 5*time.Minute)
+	now := r.Clock.Now()
+
+	// 1. Progress drains; delete pods that are done or out of time.
+	var serving, requested []gatewayPod
+	draining, drainingSessions, timedOut, drained := 0, int64(0), 0, 0
+	for i := range pods {
+		p := &pods[i]
+		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		started, isDraining := drainStarted(p)
+		if !isDraining {
+			gp := gatewayPod{pod: p, ready: podReady(p), current: p.Labels[concordv1.LabelRevision] == revision}
+			if gp.ready {
+				if st, err := r.Drainer.State(ctx, p); err == nil {
+					gp.sessions = st.Sessions
+				} else {
+					log.V(1).Info("gateway state unavailable", "pod", p.Name, "err", err.Error())
+				}
+			}
+			if _, ok := p.Annotations[concordv1.AnnotationDrainRequested]; ok {
+				requested = append(requested, gp) // kubectl concord gateway drain
+			} else {
+				serving = append(serving, gp)
+			}
+			continue
+		}
+		st, err := r.pollDrain(ctx, &pool, p, pods, started.Add(timeout))
+		expired := now.Sub(started) >= timeout
+		switch {
+		case err == nil && st.Done:
+			drained++
+			log.Info("gateway drained", "pod", p.Name, "took", now.Sub(started).String())
+			r.Recorder.Eventf(&pool, p, corev1.EventTypeNormal, "Drained", "DeletePod", "pod %s handed every session over", p.Name)
+		case expired:
+			timedOut++
+			log.Info("gateway drain timed out", "pod", p.Name, "sessions", st.Sessions, "err", errString(err))
+			r.Recorder.Eventf(&pool, p, corev1.EventTypeWarning, "DrainTimeout", "DeletePod",
+				"pod %s still had %d sessions after %s", p.Name, st.Sessions, timeout)
+		default:
+			draining++
+			drainingSessions += max(st.Sessions, 0) // -1: the pod did not say
+			if err != nil {
+				log.Info("drain call failed, retrying", "pod", p.Name, "err", err.Error())
+			}
+			continue
+		}
+		if err := r.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("delete drained pod %s: %w", p.Name, err)
+		}
+		if reg != nil {
+			if err := reg.ClearDraining(ctx, concordv1.RoleGateway, p.Name); err != nil {
+				return ctrl.Result{}, fmt.Errorf("clear draining mark of %s: %w", p.Name, err)
+			}
+		}
+	}
+
+	// 2. Serving pods take traffic: their readiness gate is on.
+	for _, gp := range serving {
+		if err := setServingGate(ctx, r.Client, gp.pod, true, "Serving"); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	// 2b. Drains asked for by hand (`kubectl concord gateway drain`) start
+	// at once; the pool is scaled back up below.
+	for _, v := range requested {
+		succ := pickSuccessor(serving, nil)
+		if err := r.startDrain(ctx, &pool, reg, v, succ, now, timeout); err != nil {
+			return ctrl.Result{}, err
+		}
+		draining++
+		drainingSessions += v.sessions
+	}
+
+	// 3. Scale up, and surge one pod per batch during a rollout.
+	outdated, unreadyCurrent := 0, 0
+	for _, gp := range serving {
+		if !gp.current {
+			outdated++
+		} else if !gp.ready {
+			unreadyCurrent++
+		}
+	}
+	want := desired
+	if outdated > 0 && unreadyCurrent == 0 && len(serving) <= desired && draining < int(max(pool.Spec.Drain.BatchSize, 1)) {
+		want = desired + 1 // surge: a new pod first, then an outdated one drains
+	}
+	for n := len(serving); n < want; n++ {
+		p := newGatewayPod(cluster, &pool, spec, revision)
+		if err := controllerutil.SetControllerReference(&pool, p, r.Scheme); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.Client.Create(ctx, p); err != nil {
+			return ctrl.Result{}, fmt.Errorf("create gateway pod: %w", err)
+		}
+		log.Info("gateway pod created", "pod", p.Name, "revision", revision)
+		serving = append(serving, gatewayPod{pod: p, current: true})
+		unreadyCurrent++
+	}
+
+	// 4. Scale down: drain the cheapest pods, BatchSize at a time, once the
+	// pods that replace them are ready.
+	excess := len(serving) - desired
+	if unreadyCurrent > 0 && outdated > 0 {
+		excess = 0 // a rollout waits for its surge pod
+	}
+	slots := int(max(pool.Spec.Drain.BatchSize, 1)) - draining
+	if n := min(excess, slots); n > 0 {
+		victims := pickVictims(serving, n)
+		leaving := map[string]bool{}
+		for _, v := range victims {
+			leaving[v.pod.Name] = true
+		}
+		for _, v := range victims {
+			succ := pickSuccessor(serving, leaving)
+			if err := r.startDrain(ctx, &pool, reg, v, succ, now, timeout); err != nil {
+				return ctrl.Result{}, err
+			}
+			draining++
+			drainingSessions += v.sessions
+		}
+		serving = removeLeaving(serving, leaving)
+	}
+
+	// 5. Status.
+	pool.Status.Replicas = int32(len(serving))
+	pool.Status.ReadyReplicas, pool.Status.UpdatedReplicas = 0, 0
+	for _, gp := range serving {
+		if gp.ready {
+			pool.Status.ReadyReplicas++
+		}
+		if gp.current {
+			pool.Status.UpdatedReplicas++
+		}
+	}
+	pool.Status.DrainingPods = int32(draining)
+	pool.Status.DrainingSessions = drainingSessions
+	pool.Status.CurrentRevision = revision
+	pool.Status.Selector = labels.SelectorFromSet(gatewayPodLabels(&pool)).String()
+	g := pool.Generation
+	converged := int(pool.Status.ReadyReplicas) == desired && int(pool.Status.UpdatedReplicas) == desired && draining == 0 && len(serving) == desired
+	setCondition(&pool.Status.Conditions, g, concordv1.ConditionReady, int(pool.Status.ReadyReplicas) >= desired,
+		"ReadyReplicas", fmt.Sprintf("%d/%d serving pods ready", pool.Status.ReadyReplicas, desired))
+	if converged {
+		setCondition(&pool.Status.Conditions, g, concordv1.ConditionProgressing, false, "Converged", "")
+	} else {
+		setCondition(&pool.Status.Conditions, g, concordv1.ConditionProgressing, true, "Converging",
+			fmt.Sprintf("%d serving, %d updated, %d draining (%d sessions)", len(serving), pool.Status.UpdatedReplicas, draining, drainingSessions))
+	}
+	if timedOut > 0 {
+		setCondition(&pool.Status.Conditions, g, concordv1.ConditionDegraded, true, "DrainTimeout",
+			fmt.Sprintf("%d pod(s) deleted with sessions left after %s", timedOut, timeout))
+	} else if cond := findCondition(pool.Status.Conditions, concordv1.ConditionDegraded); cond == nil ||
+		cond.Reason != "DrainTimeout" || drained > 0 || cond.ObservedGeneration != g {
+		// A drain timeout stays reported until a drain succeeds or the spec changes.
+		setCondition(&pool.Status.Conditions, g, concordv1.ConditionDegraded, false, "Healthy", "")
+	}
+	pool.Status.ObservedGeneration = g
+	if err := r.writeStatus(ctx, &pool); err != nil {
+		return ctrl.Result{}, err
+	}
+	if draining > 0 || !converged {
+		return ctrl.Result{RequeueAfter: poll}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// startDrain marks a pod draining (annotation, registry, readiness gate
+// off) and asks its gateway to hand its sessions to the successor.
+func (r *GatewayPoolReconciler) startDrain(ctx context.Context, pool *concordv1.GatewayPool, reg fleet.Registry,
+	v gatewayPod, succ *gatewayPod, now time.Time, timeout time.Duration) error {
+	log := logf.FromContext(ctx)
+	p := v.pod
+	patch := client.MergeFrom(p.DeepCopy())
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[concordv1.AnnotationDraining] = now.UTC().Format(time.RFC3339)
+	if succ != nil {
+		p.Annotations[concordv1.AnnotationDrainSuccessor] = succ.pod.Name
+	}
+	if err := r.Client.Patch(ctx, p, patch); err != nil {
+		return fmt.Errorf("annotate draining pod %s: %w", p.Name, err)
+	}
+	if reg != nil {
+		if err := reg.MarkDraining(ctx, concordv1.RoleGateway, p.Name); err != nil {
+			return fmt.Errorf("mark %s draining in the registry: %w", p.Name, err)
+		}
+	}
+	if err := setServingGate(ctx, r.Client, p, false, "Draining"); err != nil {
+		return err
+	}
+	succName := "<none>"
+	if succ != nil {
+		succName = succ.pod.Name
+	}
+	log.Info("gateway drain started", "pod", p.Name, "successor", succName, "sessions", v.sessions,
+		"current", v.current, "ready", v.ready)
+	r.Recorder.Eventf(pool, p, corev1.EventTypeNormal, "DrainStarted", "Drain",
+		"draining %s (%d sessions) to %s", p.Name, v.sessions, succName)
+	req := fleet.DrainRequest{ReconnectJitter: durationOr(pool.Spec.Drain.ReconnectJitter, 10*time.Second), Deadline: now.Add(timeout)}
+	if succ != nil {
+		req.Successor, req.SuccessorAddress = succ.pod.Name, adminAddress(succ.pod)
+	}
+	if _, err := r.Drainer.Drain(ctx, p, req); err != nil {
+		// The next poll retries: the annotation already records the drain.
+		log.Info("drain call failed, will retry", "pod", p.Name, "err", err.Error())
+		return nil
+	}
+	return r.acknowledge(ctx, p)
+}
+
+// pollDrain asks a draining pod for its state; a pod that has not accepted
+// the drain request yet is sent it again.
+func (r *GatewayPoolReconciler) pollDrain(ctx context.Context, pool *concordv1.GatewayPool, p *corev1.Pod,
+	pods []corev1.Pod, deadline time.Time) (fleet.DrainState, error) {
+	if _, ok := p.Annotations[concordv1.AnnotationDrainAcknowledged]; ok {
+		return r.Drainer.State(ctx, p)
+	}
+	st, err := r.Drainer.Drain(ctx, p, r.drainRequest(pool, p, pods, deadline))
+	if err != nil {
+		return st, err
+	}
+	return st, r.acknowledge(ctx, p)
+}
+
+// acknowledge records that the pod accepted its drain.
+func (r *GatewayPoolReconciler) acknowledge(ctx context.Context, p *corev1.Pod) error {
+	patch := client.MergeFrom(p.DeepCopy())
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[concordv1.AnnotationDrainAcknowledged] = r.Clock.Now().UTC().Format(time.RFC3339)
+	if err := r.Client.Patch(ctx, p, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("annotate drain acknowledged on %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// drainRequest rebuilds the drain request of an already draining pod.
+func (r *GatewayPoolReconciler) drainRequest(pool *concordv1.GatewayPool, p *corev1.Pod, pods []corev1.Pod, deadline time.Time) fleet.DrainRequest {
+	req := fleet.DrainRequest{ReconnectJitter: durationOr(pool.Spec.Drain.ReconnectJitter, 10*time.Second), Deadline: deadline}
+	name := p.Annotations[concordv1.AnnotationDrainSuccessor]
+	for i := range pods {
+		if pods[i].Name == name && name != "" {
+			req.Successor, req.SuccessorAddress = name, adminAddress(&pods[i])
+		}
+	}
+	return req
+}
+
+func (r *GatewayPoolReconciler) listPods(ctx context.Context, pool *concordv1.GatewayPool) ([]corev1.Pod, error) {
+	var list corev1.PodList
+	if err := r.Client.List(ctx, &list, client.InNamespace(pool.Namespace), client.MatchingLabels(gatewayPodLabels(pool))); err != nil {
+		return nil, fmt.Errorf("list gateway pods: %w", err)
+	}
+	return list.Items, nil
+}
+
+func (r *GatewayPoolReconciler) writeStatus(ctx context.Context, pool *concordv1.GatewayPool) error {
+	if err := r.Client.Status().Update(ctx, pool); err != nil {
+		return fmt.Errorf("update GatewayPool status: %w", err)
+	}
+	return nil
+}
+
+// SetupWithManager registers the reconciler.
+func (r *GatewayPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&concordv1.GatewayPool{}).
+		Owns(&corev1.Pod{}).
+		Named("gatewaypool").
+		Complete(r)
+}
+
+func removeLeaving(pods []gatewayPod, leaving map[string]bool) []gatewayPod {
+	out := pods[:0:0]
+	for _, p := range pods {
+		if !leaving[p.pod.Name] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,145 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+
+	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
+)
+
+// gatewayPodLabels are the labels of a pool's pods (the pool's selector).
+func gatewayPodLabels(pool *concordv1.GatewayPool) map[string]string {
+	return map[string]string{
+		concordv1.LabelCluster: pool.Spec.ClusterRef.Name,
+		concordv1.LabelRole:    concordv1.RoleGateway,
+		concordv1.LabelOwner:   pool.Name,
+	}
+}
+
+// gatewayPodSpec is the pod spec of one gateway of the pool: the runtime's
+// gateway role with the pool's ports, the client class, the sessions target
+// and the concord.dev/serving readiness gate the operator turns off to drain.
+func gatewayPodSpec(c *concordv1.ConcordCluster, pool *concordv1.GatewayPool) corev1.PodSpec {
+	port := pool.Spec.Port
+	if port == 0 {
+		port = PortHTTP
+	}
+	extra := []corev1.EnvVar{
+		env("CONCORD_GATEWAY_CLIENT_CLASS", string(pool.Spec.ClientClass)),
+		env("CONCORD_GATEWAY_SESSIONS_TARGET", strconv.Itoa(int(pool.Spec.SessionsPerPod))),
+		env("CONCORD_GATEWAY_POOL", pool.Name),
+	}
+	spec := runtimePodSpec(c, pool.Spec.Image, []string{concordv1.RoleGateway}, extra, pool.Spec.PodPlacement)
+	ct := &spec.Containers[0]
+	for i := range ct.Env {
+		if ct.Env[i].Name == "CONCORD_HTTP" {
+			ct.Env[i].Value = "0.0.0.0:" + strconv.Itoa(int(port))
+		}
+	}
+	ct.Ports = []corev1.ContainerPort{
+		{Name: "http", ContainerPort: port, Protocol: corev1.ProtocolTCP},
+		{Name: "grpc", ContainerPort: PortGRPC, Protocol: corev1.ProtocolTCP},
+	}
+	if a := pool.Spec.AdminPort; a != 0 && a != port {
+		ct.Ports = append(ct.Ports, corev1.ContainerPort{Name: "admin", ContainerPort: a, Protocol: corev1.ProtocolTCP})
+		ct.Env = append(ct.Env, env("CONCORD_ADMIN", "0.0.0.0:"+strconv.Itoa(int(a))))
+	}
+	spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: concordv1.ReadinessGateServing}}
+	// Long enough for the drain the operator already ran; SIGTERM is a backstop.
+	grace := int64(durationOr(pool.Spec.Drain.Timeout, 0).Seconds()) + 30
+	spec.TerminationGracePeriodSeconds = &grace
+	return spec
+}
+
+// templateRevision hashes the pod spec and labels; a pod whose revision
+// label differs is outdated and leaves through a drain.
+func templateRevision(spec corev1.PodSpec, labels map[string]string) (string, error) {
+	b, err := json.Marshal(struct {
+		Spec   corev1.PodSpec    `json:"spec"`
+		Labels map[string]string `json:"labels"`
+	}{spec, labels})
+	if err != nil {
+		return "", fmt.Errorf("hash pod template: %w", err)
+	}
+	h := fnv.New32a()
+	_, _ = h.Write(b)
+	return rand.SafeEncodeString(strconv.FormatUint(uint64(h.Sum32()), 10)), nil
+}
+
+// newGatewayPod builds one pod of the pool at the given revision.
+func newGatewayPod(c *concordv1.ConcordCluster, pool *concordv1.GatewayPool, spec corev1.PodSpec, revision string) *corev1.Pod {
+	labels := withLabels(roleLabels(c, concordv1.RoleGateway), gatewayPodLabels(pool))
+	labels[concordv1.LabelRevision] = revision
+	labels["concord.dev/client-class"] = string(pool.Spec.ClientClass)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: pool.Namespace,
+			Name:      pool.Name + "-" + rand.String(5),
+			Labels:    labels,
+		},
+		Spec: *spec.DeepCopy(),
+	}
+}
+
+// gatewayPod is one pod of a pool with what the reconciler learnt about it.
+type gatewayPod struct {
+	pod      *corev1.Pod
+	ready    bool
+	current  bool // on the current revision
+	sessions int64
+}
+
+// pickVictims orders serving pods by how cheaply they leave and returns the
+// first n: not ready first, then outdated, then fewest sessions, then the
+// youngest (its clients have reconnected least recently).
+func pickVictims(pods []gatewayPod, n int) []gatewayPod {
+	s := slices.Clone(pods)
+	slices.SortStableFunc(s, func(a, b gatewayPod) int {
+		if a.ready != b.ready {
+			if !a.ready {
+				return -1
+			}
+			return 1
+		}
+		if a.current != b.current {
+			if !a.current {
+				return -1
+			}
+			return 1
+		}
+		if a.sessions != b.sessions {
+			if a.sessions < b.sessions {
+				return -1
+			}
+			return 1
+		}
+		return b.pod.CreationTimestamp.Compare(a.pod.CreationTimestamp.Time)
+	})
+	if n > len(s) {
+		n = len(s)
+	}
+	return s[:n]
+}
+
+// pickSuccessor returns the ready current-revision pod with the fewest
+// sessions that is not leaving, or nil when none is.
+func pickSuccessor(pods []gatewayPod, leaving map[string]bool) *gatewayPod {
+	var best *gatewayPod
+	for i := range pods {
+		p := &pods[i]
+		if leaving[p.pod.Name] || !p.ready || !p.current {
+			continue
+		}
+		if best == nil || p.sessions < best.sessions {
+			best = p
+		}
+	}
+	return best
+}

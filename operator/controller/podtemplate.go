@@ -1,0 +1,171 @@
+package controller
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
+)
+
+// configMapName is the ConfigMap holding a cluster's connection settings.
+func configMapName(c *concordv1.ConcordCluster) string { return c.Name + "-config" }
+
+// roleLabels are the labels of every pod of one role of a cluster.
+func roleLabels(c *concordv1.ConcordCluster, role string) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":       "concord",
+		"app.kubernetes.io/instance":   c.Name,
+		"app.kubernetes.io/component":  role,
+		"app.kubernetes.io/managed-by": "concord-operator",
+		concordv1.LabelCluster:         c.Name,
+		concordv1.LabelRole:            role,
+	}
+}
+
+// withLabels returns a copy of base with extra added.
+func withLabels(base map[string]string, extra map[string]string) map[string]string {
+	out := make(map[string]string, len(base)+len(extra))
+	maps.Copy(out, base)
+	maps.Copy(out, extra)
+	return out
+}
+
+// runtimePodSpec is the pod spec of one `concord serve` process of a cluster.
+// Settings reach the process through the environment fallbacks of its flags
+// (--node → CONCORD_NODE, --http → CONCORD_HTTP, …), so the arguments carry
+// only the subcommand and --roles; settings `concord serve` does not read yet
+// are harmless extra variables. Secrets stay in secretKeyRef env vars; the
+// cluster's ConfigMap is mounted at /etc/concord for reference. extraEnv is
+// appended (role-specific settings).
+func runtimePodSpec(c *concordv1.ConcordCluster, image string, roles []string, extraEnv []corev1.EnvVar, placement concordv1.PodPlacement) corev1.PodSpec {
+	if image == "" {
+		image = c.Spec.Image
+	}
+	field := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	env := []corev1.EnvVar{
+		field("CONCORD_NODE", "metadata.name"),
+		field("CONCORD_ADVERTISE_HOST", "status.podIP"),
+		{Name: "CONCORD_CLUSTER", Value: c.Name},
+		{Name: "CONCORD_HTTP", Value: fmt.Sprintf("0.0.0.0:%d", PortHTTP)},
+		{Name: "CONCORD_GRPC", Value: fmt.Sprintf("0.0.0.0:%d", PortGRPC)},
+		{Name: "CONCORD_REGISTRY", Value: registryURL(c)},
+		{Name: "CONCORD_STORE", Value: storeURL(c)},
+		{Name: "CONCORD_EVENTLOG", Value: "kafka://" + strings.Join(c.Spec.Kafka.Brokers, ",")},
+		{Name: "CONCORD_REDIS", Value: "redis://" + c.Spec.Redis.Address},
+		{Name: "CONCORD_LOG_FORMAT", Value: "json"},
+	}
+	secretEnv := func(name string, ref *concordv1.SecretKeyReference) {
+		if ref == nil {
+			return
+		}
+		env = append(env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: ref.Key},
+		}})
+	}
+	secretEnv("CONCORD_SERVER_KEY", c.Spec.ServerKeySecret)
+	secretEnv("CONCORD_CASSANDRA_USERNAME", c.Spec.Storage.UsernameSecret)
+	secretEnv("CONCORD_CASSANDRA_PASSWORD", c.Spec.Storage.PasswordSecret)
+	secretEnv("CONCORD_REDIS_PASSWORD", c.Spec.Redis.PasswordSecret)
+	if s := c.Spec.Kafka.SASLSecret; s != nil {
+		secretEnv("CONCORD_KAFKA_USERNAME", &concordv1.SecretKeyReference{Name: s.Name, Key: "username"})
+		secretEnv("CONCORD_KAFKA_PASSWORD", &concordv1.SecretKeyReference{Name: s.Name, Key: "password"})
+	}
+	env = append(env, extraEnv...)
+	volumes := []corev1.Volume{{
+		Name: "config",
+		VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: configMapName(c)},
+		}},
+	}}
+	mounts := []corev1.VolumeMount{{Name: "config", MountPath: "/etc/concord", ReadOnly: true}}
+	if s := c.Spec.Etcd.TLSSecret; s != nil {
+		volumes = append(volumes, corev1.Volume{Name: "etcd-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s.Name}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "etcd-tls", MountPath: "/etc/concord/etcd-tls", ReadOnly: true})
+	}
+	pull := c.Spec.ImagePullPolicy
+	if pull == "" {
+		pull = corev1.PullIfNotPresent
+	}
+	return corev1.PodSpec{
+		ImagePullSecrets: c.Spec.ImagePullSecrets,
+		NodeSelector:     placement.NodeSelector,
+		Tolerations:      placement.Tolerations,
+		Volumes:          volumes,
+		Containers: []corev1.Container{{
+			Name:            "concord",
+			Image:           image,
+			ImagePullPolicy: pull,
+			Args:            []string{"serve", rolesArg(roles...)},
+			Env:             env,
+			Ports: []corev1.ContainerPort{
+				{Name: "http", ContainerPort: PortHTTP, Protocol: corev1.ProtocolTCP},
+				{Name: "grpc", ContainerPort: PortGRPC, Protocol: corev1.ProtocolTCP},
+			},
+			Resources:    placement.Resources,
+			VolumeMounts: mounts,
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/readyz", Port: intstr.FromString("http"),
+			}}, PeriodSeconds: 5},
+			LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/healthz", Port: intstr.FromString("http"),
+			}}, PeriodSeconds: 10, FailureThreshold: 6},
+		}},
+	}
+}
+
+// registryURL is --registry: etcd://host:port[,host:port] from the etcd endpoints.
+func registryURL(c *concordv1.ConcordCluster) string {
+	hosts := make([]string, 0, len(c.Spec.Etcd.Endpoints))
+	for _, e := range c.Spec.Etcd.Endpoints {
+		e = strings.TrimPrefix(strings.TrimPrefix(e, "http://"), "https://")
+		hosts = append(hosts, e)
+	}
+	return "etcd://" + strings.Join(hosts, ",")
+}
+
+// storeURL is --store: cassandra://host:port[,host:port]/keyspace.
+func storeURL(c *concordv1.ConcordCluster) string {
+	ks := c.Spec.Storage.Keyspace
+	if ks == "" {
+		ks = "concord"
+	}
+	return "cassandra://" + strings.Join(c.Spec.Storage.ContactPoints, ",") + "/" + ks
+}
+
+// env is a plain environment variable.
+func env(name, value string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: value} }
+
+// rolesArg is the --roles flag of `concord serve`.
+func rolesArg(roles ...string) string {
+	s := "--roles="
+	for i, r := range roles {
+		if i > 0 {
+			s += ","
+		}
+		s += r
+	}
+	return s
+}
+
+// adminAddress is host:port of a pod's admin endpoint: its container port
+// named "admin", else "http".
+func adminAddress(p *corev1.Pod) string {
+	port := int32(PortHTTP)
+	for _, ct := range p.Spec.Containers {
+		for _, cp := range ct.Ports {
+			if cp.Name == "admin" {
+				return fmt.Sprintf("%s:%d", p.Status.PodIP, cp.ContainerPort)
+			}
+			if cp.Name == "http" {
+				port = cp.ContainerPort
+			}
+		}
+	}
+	return fmt.Sprintf("%s:%d", p.Status.PodIP, port)
+}

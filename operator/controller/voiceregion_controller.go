@@ -1,0 +1,414 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
+	"github.com/concord-chat/concord/operator/fleet"
+)
+
+// VoiceRegionReconciler keeps a region's SFU pods at the count that leaves
+// the buffer of free capacity the spec asks for — Agones' fleet buffer
+// policy, counted in participants: an integer buffer is that many servers'
+// worth of free participants, a percentage is a share of total capacity.
+// Surplus servers without calls are deleted; a server with active calls is
+// drained (marked in the registry so guilds allocate no new calls on it,
+// told over its admin endpoint) and deleted only when its last call ends.
+type VoiceRegionReconciler struct {
+	Client     client.Client
+	Scheme     *runtime.Scheme
+	Clock      clock.PassiveClock
+	Recorder   events.EventRecorder
+	Registries fleet.RegistryProvider
+	Loads      fleet.VoiceLoads
+	Drainer    fleet.Drainer
+	// Resync is how often loads are re-read (default 10s).
+	Resync time.Duration
+}
+
+// +kubebuilder:rbac:groups=concord.dev,resources=voiceregions,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=concord.dev,resources=voiceregions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=concord.dev,resources=voiceregions/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+
+// desiredServers applies the buffer policy: the smallest server count whose
+// free capacity covers the buffer, within [lo, hi].
+func desiredServers(participants int64, perServer int32, buffer intstr.IntOrString, lo, hi int32) int32 {
+	cap := int64(max(perServer, 1))
+	var n int64
+	if buffer.Type == intstr.String {
+		pct, _ := strconv.Atoi(trimPercent(buffer.StrVal))
+		pct = min(max(pct, 0), 99)
+		// free >= pct% of total  <=>  total >= used * 100 / (100 - pct)
+		total := (participants*100 + int64(100-pct) - 1) / int64(100-pct)
+		n = (total + cap - 1) / cap
+		if pct > 0 && n*cap-participants <= 0 {
+			n++
+		}
+	} else {
+		n = (participants+cap-1)/cap + int64(buffer.IntValue())
+	}
+	return int32(min(max(n, int64(lo)), int64(hi)))
+}
+
+func trimPercent(s string) string {
+	if len(s) > 0 && s[len(s)-1] == '%' {
+		return s[:len(s)-1]
+	}
+	return s
+}
+
+// sfu is one SFU pod with its load.
+type sfu struct {
+	pod      *corev1.Pod
+	load     fleet.VoiceLoad
+	draining bool
+	ready    bool
+}
+
+// Reconcile converges one VoiceRegion.
+func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	var vr concordv1.VoiceRegion
+	if err := r.Client.Get(ctx, req.NamespacedName, &vr); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	resync := r.Resync
+	if resync <= 0 {
+		resync = 10 * time.Second
+	}
+	if !vr.DeletionTimestamp.IsZero() {
+		// SFU pods go with their owner; nothing outside Kubernetes to release.
+		if controllerutil.RemoveFinalizer(&vr, concordv1.Finalizer) {
+			if err := r.Client.Update(ctx, &vr); err != nil && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+			}
+		}
+		return ctrl.Result{}, nil
+	}
+	cluster, err := getCluster(ctx, r.Client, vr.Namespace, vr.Spec.ClusterRef)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			setCondition(&vr.Status.Conditions, vr.Generation, concordv1.ConditionDegraded, true, "ClusterNotFound", err.Error())
+			vr.Status.ObservedGeneration = vr.Generation
+			return ctrl.Result{RequeueAfter: resync}, r.writeStatus(ctx, &vr)
+		}
+		return ctrl.Result{}, err
+	}
+	reg, err := r.Registries.Registry(ctx, clusterKey(cluster))
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("open registry: %w", err)
+	}
+	if controllerutil.AddFinalizer(&vr, concordv1.Finalizer) {
+		if err := r.Client.Update(ctx, &vr); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+
+	var list corev1.PodList
+	if err := r.Client.List(ctx, &list, client.InNamespace(vr.Namespace),
+		client.MatchingLabels{concordv1.LabelOwner: vr.Name, concordv1.LabelRole: concordv1.RoleVoice}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list SFU pods: %w", err)
+	}
+	var servers []sfu
+	for i := range list.Items {
+		p := &list.Items[i]
+		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		s := sfu{pod: p, ready: podReady(p)}
+		_, s.draining = drainStarted(p)
+		if l, err := r.Loads.VoiceLoad(ctx, p); err == nil {
+			s.load = l
+		} else if s.ready {
+			log.V(1).Info("voice load unavailable", "pod", p.Name, "err", err.Error())
+		}
+		servers = append(servers, s)
+	}
+
+	// Drained servers whose last call ended go.
+	kept := servers[:0]
+	for _, s := range servers {
+		if s.draining && s.load.ActiveCalls == 0 {
+			if err := r.deleteServer(ctx, &vr, reg, s, "drained"); err != nil {
+				return ctrl.Result{}, err
+			}
+			continue
+		}
+		kept = append(kept, s)
+	}
+	servers = kept
+
+	var participants int64
+	serving := 0
+	for _, s := range servers {
+		if !s.draining {
+			participants += s.load.Participants
+			serving++
+		}
+	}
+	want := int(desiredServers(participants, vr.Spec.CapacityPerServer, vr.Spec.Buffer, vr.Spec.MinServers, vr.Spec.MaxServers))
+
+	switch {
+	case serving < want:
+		// Take back draining servers first (busiest first): they are warm.
+		slices.SortFunc(servers, func(a, b sfu) int { return int(b.load.Participants - a.load.Participants) })
+		for i := range servers {
+			if serving >= want {
+				break
+			}
+			if s := &servers[i]; s.draining {
+				if err := r.undrain(ctx, &vr, reg, s); err != nil {
+					return ctrl.Result{}, err
+				}
+				serving++
+			}
+		}
+		for ; serving < want; serving++ {
+			p := r.sfuPod(cluster, &vr)
+			if err := controllerutil.SetControllerReference(&vr, p, r.Scheme); err != nil {
+				return ctrl.Result{}, err
+			}
+			if err := r.Client.Create(ctx, p); err != nil {
+				return ctrl.Result{}, fmt.Errorf("create SFU pod: %w", err)
+			}
+			log.Info("SFU pod created", "pod", p.Name, "region", vr.Spec.Region)
+			if err := r.ensureLoadBalancer(ctx, &vr, p); err != nil {
+				return ctrl.Result{}, err
+			}
+			servers = append(servers, sfu{pod: p})
+		}
+	case serving > want:
+		// Idle servers first (not ready, then fewest participants).
+		var candidates []*sfu
+		for i := range servers {
+			if !servers[i].draining {
+				candidates = append(candidates, &servers[i])
+			}
+		}
+		slices.SortFunc(candidates, func(a, b *sfu) int {
+			if a.ready != b.ready {
+				if !a.ready {
+					return -1
+				}
+				return 1
+			}
+			return int(a.load.Participants - b.load.Participants)
+		})
+		for _, s := range candidates[:serving-want] {
+			if s.load.ActiveCalls == 0 {
+				if err := r.deleteServer(ctx, &vr, reg, *s, "idle surplus"); err != nil {
+					return ctrl.Result{}, err
+				}
+				s.pod = nil
+				continue
+			}
+			if err := r.drain(ctx, &vr, reg, s); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		kept := servers[:0]
+		for _, s := range servers {
+			if s.pod != nil {
+				kept = append(kept, s)
+			}
+		}
+		servers = kept
+	}
+
+	// Status.
+	st := &vr.Status
+	st.Servers, st.ReadyServers, st.DrainingServers = int32(len(servers)), 0, 0
+	st.ActiveCalls, st.Participants, st.Capacity = 0, 0, 0
+	for _, s := range servers {
+		st.ActiveCalls += s.load.ActiveCalls
+		st.Participants += s.load.Participants
+		if s.draining {
+			st.DrainingServers++
+			continue
+		}
+		st.Capacity += int64(vr.Spec.CapacityPerServer)
+		if s.ready {
+			st.ReadyServers++
+		}
+	}
+	st.DesiredServers = int32(want)
+	st.CapacityUsed = "0%"
+	if st.Capacity > 0 {
+		st.CapacityUsed = strconv.FormatInt(participants*100/st.Capacity, 10) + "%"
+	}
+	g := vr.Generation
+	ready := int(st.ReadyServers) >= want
+	setCondition(&st.Conditions, g, concordv1.ConditionReady, ready, "ReadyServers",
+		fmt.Sprintf("%d/%d servers ready", st.ReadyServers, want))
+	setCondition(&st.Conditions, g, concordv1.ConditionProgressing, !ready || st.DrainingServers > 0, "Scaling",
+		fmt.Sprintf("%d servers, %d draining, %d desired", st.Servers, st.DrainingServers, want))
+	setCondition(&st.Conditions, g, concordv1.ConditionDegraded, false, "Healthy", "")
+	st.ObservedGeneration = g
+	if err := r.writeStatus(ctx, &vr); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: resync}, nil
+}
+
+// drain marks a busy surplus server draining: no new calls, deleted when
+// its calls end.
+func (r *VoiceRegionReconciler) drain(ctx context.Context, vr *concordv1.VoiceRegion, reg fleet.Registry, s *sfu) error {
+	p := s.pod
+	patch := client.MergeFrom(p.DeepCopy())
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[concordv1.AnnotationDraining] = r.Clock.Now().UTC().Format(time.RFC3339)
+	if err := r.Client.Patch(ctx, p, patch); err != nil {
+		return fmt.Errorf("annotate draining SFU %s: %w", p.Name, err)
+	}
+	if err := reg.MarkDraining(ctx, concordv1.RoleVoice, p.Name); err != nil {
+		return fmt.Errorf("mark SFU %s draining: %w", p.Name, err)
+	}
+	if _, err := r.Drainer.Drain(ctx, p, fleet.DrainRequest{}); err != nil {
+		logf.FromContext(ctx).Info("SFU drain call failed; the registry mark still stops new calls", "pod", p.Name, "err", err.Error())
+	}
+	s.draining = true
+	logf.FromContext(ctx).Info("SFU draining", "pod", p.Name, "calls", s.load.ActiveCalls)
+	r.Recorder.Eventf(vr, p, corev1.EventTypeNormal, "Draining", "Drain",
+		"%s has %d active calls; it takes no new calls and goes when they end", p.Name, s.load.ActiveCalls)
+	return nil
+}
+
+// undrain returns a draining server to service.
+func (r *VoiceRegionReconciler) undrain(ctx context.Context, vr *concordv1.VoiceRegion, reg fleet.Registry, s *sfu) error {
+	p := s.pod
+	patch := client.MergeFrom(p.DeepCopy())
+	delete(p.Annotations, concordv1.AnnotationDraining)
+	if err := r.Client.Patch(ctx, p, patch); err != nil {
+		return fmt.Errorf("undrain SFU %s: %w", p.Name, err)
+	}
+	if err := reg.ClearDraining(ctx, concordv1.RoleVoice, p.Name); err != nil {
+		return fmt.Errorf("clear draining mark of SFU %s: %w", p.Name, err)
+	}
+	s.draining = false
+	r.Recorder.Eventf(vr, p, corev1.EventTypeNormal, "Undrained", "Scale", "%s takes calls again", p.Name)
+	return nil
+}
+
+// deleteServer deletes an SFU pod that has no active calls.
+func (r *VoiceRegionReconciler) deleteServer(ctx context.Context, vr *concordv1.VoiceRegion, reg fleet.Registry, s sfu, why string) error {
+	if s.load.ActiveCalls > 0 {
+		return fmt.Errorf("refusing to delete SFU %s with %d active calls", s.pod.Name, s.load.ActiveCalls)
+	}
+	if err := r.Client.Delete(ctx, s.pod); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete SFU %s: %w", s.pod.Name, err)
+	}
+	if err := reg.ClearDraining(ctx, concordv1.RoleVoice, s.pod.Name); err != nil {
+		return fmt.Errorf("clear draining mark of SFU %s: %w", s.pod.Name, err)
+	}
+	logf.FromContext(ctx).Info("SFU removed", "pod", s.pod.Name, "why", why)
+	r.Recorder.Eventf(vr, s.pod, corev1.EventTypeNormal, "ServerRemoved", "Scale", "%s removed (%s)", s.pod.Name, why)
+	return nil
+}
+
+// ensureLoadBalancer gives an SFU pod its own LoadBalancer Service when the
+// region's public address mode asks for it. The Service is owned by the pod,
+// so it goes with it; the SFU reads its ingress address from the Service
+// named in CONCORD_VOICE_SERVICE.
+func (r *VoiceRegionReconciler) ensureLoadBalancer(ctx context.Context, vr *concordv1.VoiceRegion, p *corev1.Pod) error {
+	if vr.Spec.PublicAddress != concordv1.PublicAddressLoadBalancer {
+		return nil
+	}
+	ports := []corev1.ServicePort{{Name: "signal", Port: vr.Spec.SignalPort, TargetPort: intstr.FromString("signal"), Protocol: corev1.ProtocolTCP}}
+	if pr := vr.Spec.UDPPorts; pr != nil {
+		for port := pr.Min; port <= pr.Max; port++ {
+			ports = append(ports, corev1.ServicePort{Name: fmt.Sprintf("udp-%d", port), Port: port,
+				TargetPort: intstr.FromInt32(port), Protocol: corev1.ProtocolUDP})
+		}
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels},
+		Spec: corev1.ServiceSpec{
+			Type:                  corev1.ServiceTypeLoadBalancer,
+			Selector:              map[string]string{concordv1.LabelPod: p.Name, concordv1.LabelOwner: vr.Name},
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			Ports:                 ports,
+		},
+	}
+	if err := controllerutil.SetControllerReference(p, svc, r.Scheme); err != nil {
+		return err
+	}
+	if err := r.Client.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create LoadBalancer Service of SFU %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// sfuPod is one SFU of the region.
+func (r *VoiceRegionReconciler) sfuPod(c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion) *corev1.Pod {
+	labels := withLabels(roleLabels(c, concordv1.RoleVoice), map[string]string{
+		concordv1.LabelOwner: vr.Name, "concord.dev/region": vr.Spec.Region,
+	})
+	ports := concordv1.PortRange{Min: 50000, Max: 50999}
+	if vr.Spec.UDPPorts != nil {
+		ports = *vr.Spec.UDPPorts
+	}
+	extra := []corev1.EnvVar{
+		env("CONCORD_VOICE_REGION", vr.Spec.Region),
+		env("CONCORD_VOICE_UDP_PORTS", fmt.Sprintf("%d-%d", ports.Min, ports.Max)),
+		env("CONCORD_VOICE_CAPACITY", strconv.Itoa(int(vr.Spec.CapacityPerServer))),
+		env("CONCORD_VOICE_PUBLIC_ADDRESS", string(vr.Spec.PublicAddress)),
+		env("CONCORD_VOICE_SIGNAL", "0.0.0.0:"+strconv.Itoa(int(vr.Spec.SignalPort))),
+		env("CONCORD_ADMIN", "0.0.0.0:"+strconv.Itoa(int(vr.Spec.AdminPort))),
+		{Name: "CONCORD_HOST_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
+	}
+	spec := runtimePodSpec(c, "", []string{concordv1.RoleVoice}, extra, vr.Spec.PodPlacement)
+	ct := &spec.Containers[0]
+	ct.Ports = append(ct.Ports,
+		corev1.ContainerPort{Name: "signal", ContainerPort: vr.Spec.SignalPort, Protocol: corev1.ProtocolTCP},
+		corev1.ContainerPort{Name: "admin", ContainerPort: vr.Spec.AdminPort, Protocol: corev1.ProtocolTCP},
+	)
+	if vr.Spec.PublicAddress == concordv1.PublicAddressHostNetwork {
+		spec.HostNetwork = true
+		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+	}
+	// Calls end on their own; SIGTERM only comes after a drain emptied the server.
+	spec.TerminationGracePeriodSeconds = ptrTo(int64(30))
+	name := vr.Name + "-sfu-" + rand.String(5)
+	// A per-pod label the LoadBalancer Service selects on.
+	labels[concordv1.LabelPod] = name
+	if vr.Spec.PublicAddress == concordv1.PublicAddressLoadBalancer {
+		ct.Env = append(ct.Env, env("CONCORD_VOICE_SERVICE", name))
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: vr.Namespace, Name: name, Labels: labels}, Spec: spec}
+}
+
+func (r *VoiceRegionReconciler) writeStatus(ctx context.Context, vr *concordv1.VoiceRegion) error {
+	if err := r.Client.Status().Update(ctx, vr); err != nil {
+		return fmt.Errorf("update VoiceRegion status: %w", err)
+	}
+	return nil
+}
+
+// SetupWithManager registers the reconciler.
+func (r *VoiceRegionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&concordv1.VoiceRegion{}).
+		Owns(&corev1.Pod{}).
+		Named("voiceregion").
+		Complete(r)
+}

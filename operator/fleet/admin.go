@@ -1,0 +1,81 @@
+package fleet
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// DrainRequest asks a gateway pod to hand its sessions to a successor.
+type DrainRequest struct {
+	// Successor is the name of the pod that takes the sessions over.
+	Successor string `json:"successor"`
+	// SuccessorAddress is host:port of the successor's session hand-off
+	// endpoint (its admin address).
+	SuccessorAddress string `json:"successorAddress"`
+	// ReconnectJitter spreads the clients' op 7 reconnects.
+	ReconnectJitter time.Duration `json:"reconnectJitter"`
+	// Deadline after which the pod is deleted regardless.
+	Deadline time.Time `json:"deadline"`
+}
+
+// DrainState is what a pod reports about its drain.
+type DrainState struct {
+	// Draining is true once the pod accepted the drain (stopped accepting
+	// identifies / calls).
+	Draining bool `json:"draining"`
+	// Sessions still attached to the pod (gateways), or active calls (SFUs);
+	// -1 when the pod accepted a drain without reporting a count.
+	Sessions int64 `json:"sessions"`
+	// Done is true when everything has been handed over.
+	Done bool `json:"done"`
+}
+
+// Drainer drains pods through their admin endpoint. Drain is idempotent:
+// calling it again on a draining pod returns its current state.
+type Drainer interface {
+	// Drain starts (or continues) a pod's drain.
+	Drain(ctx context.Context, pod *corev1.Pod, req DrainRequest) (DrainState, error)
+	// State reports a pod's sessions and drain progress without changing it.
+	State(ctx context.Context, pod *corev1.Pod) (DrainState, error)
+}
+
+// GuildSample is one guild's load as its guild node reports it.
+type GuildSample struct {
+	// GuildID is the guild's snowflake.
+	GuildID string `json:"guildID"`
+	// Node is the registry node id running the guild's actor.
+	Node string `json:"node"`
+	// Pod is the pod name of that node.
+	Pod string `json:"pod,omitempty"`
+	// EventAgeP50 and EventAgeP99 are the time from queue entry to dispatch.
+	EventAgeP50 time.Duration `json:"eventAgeP50"`
+	EventAgeP99 time.Duration `json:"eventAgeP99"`
+	// QueueLength is the number of events waiting in the actor's queue.
+	QueueLength int64 `json:"queueLength"`
+	// Online is the number of online sessions subscribed to the guild.
+	Online int64 `json:"online"`
+	// Members is the guild's member count.
+	Members int64 `json:"members"`
+	// VoiceCalls is the number of voice channels with participants.
+	VoiceCalls int64 `json:"voiceCalls"`
+}
+
+// GuildStats reports every guild of a cluster, as the guild nodes publish it.
+type GuildStats interface {
+	GuildStats(ctx context.Context, cluster ClusterKey) ([]GuildSample, error)
+}
+
+// VoiceLoad is one SFU pod's load.
+type VoiceLoad struct {
+	// ActiveCalls is the number of calls with at least one participant.
+	ActiveCalls int64 `json:"activeCalls"`
+	// Participants is the number of connected participants.
+	Participants int64 `json:"participants"`
+}
+
+// VoiceLoads reports an SFU pod's load.
+type VoiceLoads interface {
+	VoiceLoad(ctx context.Context, pod *corev1.Pod) (VoiceLoad, error)
+}

@@ -49,6 +49,7 @@ lint:
 
 generate:
 	bash hack/generate.sh
+	bash hack/proto.sh
 
 clean:
 	rm -rf $(BIN)

@@ -30,6 +30,9 @@ step "Apache Cassandra 5.0 (single node on loopback)"
 CASSANDRA_ADDR=$(bash hack/cassandra/start.sh)
 echo "export CONCORD_CASSANDRA=$CASSANDRA_ADDR" >> "$ENV_FILE.tmp"
 
+step "kube-apiserver and etcd for envtest (built from the Go module proxy, cached)"
+echo "export KUBEBUILDER_ASSETS=$(bash hack/envtest/build.sh | tail -n 1)" >> "$ENV_FILE.tmp"
+
 mv "$ENV_FILE.tmp" "$ENV_FILE"
 step "test environment"
 cat "$ENV_FILE"

@@ -30,21 +30,42 @@ func (a *Actor) listsOnVisibility(ctx context.Context, updated map[snowflake.ID]
 	}
 	enq := time.Now()
 	var d memberlist.Dispatch
-	refresh := onlyUser == 0 && len(updated) == 0 && len(deleted) == 0
+	var moved []snowflake.ID
+	for id := range updated {
+		if c, ok := a.channels[id]; ok && listed(c) {
+			if l := ap.lists.List(id); l != nil && l.ID() != channelList(c) {
+				moved = append(moved, id)
+			}
+		}
+	}
+	slices.Sort(moved)
+	if len(moved) > 0 {
+		// Before the channel leaves its list: sessions whose user can no
+		// longer view it get INVALIDATE and lose the subscription.
+		d.Merge(ap.lists.Refresh())
+	}
 	for id := range deleted {
 		ap.lists.RemoveChannel(id)
 	}
 	for id := range updated {
-		c, ok := a.channels[id]
-		if !ok || !listed(c) {
-			continue
+		if c, ok := a.channels[id]; ok && listed(c) {
+			ap.lists.SetChannel(id, channelList(c))
 		}
-		key := channelList(c)
-		if l := ap.lists.List(id); l != nil && l.ID() != key {
-			refresh = true
-		}
-		ap.lists.SetChannel(id, key)
 	}
+	for _, ch := range moved {
+		// Sessions that still view a moved channel hold ranges of a list
+		// it left: they get a SYNC of its new list.
+		for sid, chans := range ap.subscribed {
+			sub, ok := a.subs[sid]
+			rs, asked := chans[ch]
+			if !ok || !asked || !a.canView(sub.s.UserID, ch) {
+				continue
+			}
+			out, _ := ap.lists.Subscribe(sub.s, map[snowflake.ID][]memberlist.Range{ch: rs})
+			d.Merge(out)
+		}
+	}
+	refresh := onlyUser == 0 && len(updated) == 0 && len(deleted) == 0
 	if onlyUser != 0 {
 		if m, ok := a.members[onlyUser]; ok {
 			d.Merge(ap.lists.Upsert(a.listMember(ctx, *m, ap.presenceOf(onlyUser))))
@@ -113,6 +134,10 @@ func (a *Actor) memberLeft(ctx context.Context, userID snowflake.ID) {
 // the guild gets ErrMissingAccess.
 func (s *Service) LazyRequest(ctx context.Context, sess event.Session, req memberlist.Request) error {
 	enq := time.Now()
+	if !s.attached(sess.ID, req.GuildID) {
+		// Checked first so a client cannot load arbitrary guilds.
+		return fmt.Errorf("op 14 for guild %d: %w", req.GuildID, ErrMissingAccess)
+	}
 	return s.do(ctx, req.GuildID, func(a *Actor) error {
 		if _, ok := a.subs[sess.ID]; !ok {
 			return fmt.Errorf("op 14 for guild %d: %w", a.id, ErrMissingAccess)
@@ -129,7 +154,16 @@ func (s *Service) LazyRequest(ctx context.Context, sess event.Session, req membe
 		if req.Channels == nil {
 			return nil
 		}
-		ap.subscribed[sess.ID] = true
+		chans := ap.subscribed[sess.ID]
+		if chans == nil {
+			chans = make(map[snowflake.ID][]memberlist.Range)
+			ap.subscribed[sess.ID] = chans
+		}
+		for ch, rs := range req.Channels {
+			if a.canView(sess.UserID, ch) {
+				chans[ch] = rs
+			}
+		}
 		d, err := ap.lists.Subscribe(sess, req.Channels)
 		a.deliverLists(ctx, ap, d, a.pressure(enq))
 		if err != nil {
@@ -152,6 +186,9 @@ func (s *Service) RequestMembers(ctx context.Context, sess event.Session, req me
 	req, err := req.Check(intents)
 	if err != nil {
 		return err
+	}
+	if !s.attached(sess.ID, req.GuildID) {
+		return fmt.Errorf("op 8 for guild %d: %w", req.GuildID, ErrMissingAccess)
 	}
 	return s.do(ctx, req.GuildID, func(a *Actor) error {
 		if _, ok := a.subs[sess.ID]; !ok {

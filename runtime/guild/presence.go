@@ -57,8 +57,9 @@ type actorPresence struct {
 	known   map[snowflake.ID]presence.Presence
 	lists   *memberlist.Guild
 	hoisted []memberlist.Role
-	// subscribed holds the sessions that sent op 14 with channels.
-	subscribed map[event.SessionID]bool
+	// subscribed holds, per session that sent op 14 with channels, the
+	// ranges it asked for per visible channel.
+	subscribed map[event.SessionID]map[snowflake.ID][]memberlist.Range
 }
 
 // presenceState returns the actor's presence state, building it on first
@@ -72,7 +73,7 @@ func (a *Actor) presenceState(ctx context.Context) *actorPresence {
 	if cfg == nil {
 		return nil
 	}
-	ap := &actorPresence{cfg: cfg, known: make(map[snowflake.ID]presence.Presence), subscribed: make(map[event.SessionID]bool)}
+	ap := &actorPresence{cfg: cfg, known: make(map[snowflake.ID]presence.Presence), subscribed: make(map[event.SessionID]map[snowflake.ID][]memberlist.Range)}
 	lc := cfg.Lists
 	lc.List.ShowOffline = len(a.members) <= cfg.Audience.LargeThreshold
 	ap.hoisted = a.hoistedRoles()

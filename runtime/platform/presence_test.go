@@ -606,3 +606,46 @@ func TestPresenceRoleCrashRecovery(t *testing.T) {
 		t.Fatalf("after recovery: %s", d)
 	}
 }
+
+// closeCode waits for the server to close g's connection and returns the
+// close code.
+func (g *gwClient) closeCode() int {
+	g.t.Helper()
+	for range g.frames {
+	}
+	var ce *websocket.CloseError
+	if !errors.As(g.err, &ce) {
+		g.t.Fatalf("%s: connection ended with %v, not a close frame", g.name, g.err)
+	}
+	return ce.Code
+}
+
+// TestPresenceBadInput: an unknown status or an oversized activity closes
+// with 4002, an op 3 flood with 4008, an op 14 that does not decode with
+// 4002; op 14 for a channel the user cannot see is refused without
+// closing.
+func TestPresenceBadInput(t *testing.T) {
+	f := newPresenceFixture(t)
+	for name, d := range map[string]map[string]any{
+		"unknown status":     {"status": "sleeping", "since": 0, "activities": []any{}, "afk": false},
+		"oversized activity": {"status": "online", "since": 0, "activities": []any{map[string]any{"name": strings.Repeat("x", 200), "type": 0}}, "afk": false},
+	} {
+		g := f.dial("alice", "linux", nil)
+		g.send(3, d)
+		if c := g.closeCode(); c != 4002 {
+			t.Errorf("%s: close %d, want 4002", name, c)
+		}
+	}
+	g := f.dial("alice", "linux", nil)
+	for i := 0; i < 6; i++ {
+		g.send(3, map[string]any{"status": "online", "since": 0, "activities": []any{}, "afk": false})
+	}
+	if c := g.closeCode(); c != 4008 {
+		t.Errorf("flood: close %d, want 4008", c)
+	}
+	g = f.dial("alice", "linux", nil)
+	g.send(14, map[string]any{"guild_id": f.guild, "channels": map[string]any{f.general: []any{"all"}}})
+	if c := g.closeCode(); c != 4002 {
+		t.Errorf("bad op 14: close %d, want 4002", c)
+	}
+}

@@ -1,9 +1,15 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestAckedWritesSurviveKill9 posts messages from several writers to a
@@ -121,9 +127,47 @@ func TestAckedWritesSurviveKill9(t *testing.T) {
 func post(addr, token, channel, content string, out *struct {
 	ID string `json:"id"`
 }) (int, string) {
-	status, err := tryCall(addr, token, "POST", "/channels/"+channel+"/messages", map[string]any{"content": content}, out)
-	if err != nil {
-		return 0, ""
+	for {
+		status, retryAfter, err := tryPost(addr, token, channel, content, out)
+		if err != nil {
+			return 0, ""
+		}
+		if status != http.StatusTooManyRequests {
+			return status, out.ID
+		}
+		// Rate limited (ADR-09: 5 messages per 5 s per channel): wait
+		// as a client library does, then send again.
+		<-time.After(retryAfter)
 	}
-	return status, out.ID
+}
+
+// tryPost posts once and returns the status and, for a 429, how long to
+// wait (Retry-After).
+func tryPost(addr, token, channel, content string, out any) (int, time.Duration, error) {
+	b, _ := json.Marshal(map[string]any{"content": content})
+	req, _ := http.NewRequest("POST", "http://"+addr+"/api/v10/channels/"+channel+"/messages", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, 0, err
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		secs, err := strconv.ParseFloat(resp.Header.Get("Retry-After"), 64)
+		if err != nil || secs <= 0 {
+			secs = 1
+		}
+		return resp.StatusCode, time.Duration(secs * float64(time.Second)), nil
+	}
+	if resp.StatusCode == 200 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return 0, 0, err
+		}
+	}
+	return resp.StatusCode, 0, nil
 }

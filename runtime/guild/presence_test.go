@@ -209,3 +209,17 @@ func TestShedUnderPressure(t *testing.T) {
 	g.f.send(g.owner, g.general, "still delivered")
 	g.f.sink.waitFor(t, g.s1.ID, "MESSAGE_CREATE", func(ds []delivered) bool { return count(ds, "MESSAGE_CREATE") == 1 })
 }
+
+// TestPresenceToFriends: a friend's sessions get PRESENCE_UPDATE without
+// guild_id, whether or not they share a guild.
+func TestPresenceToFriends(t *testing.T) {
+	g := newPresenceGuild(t, 250, shed.Config{})
+	stranger := g.f.user("friend", false)
+	fs := g.f.session(stranger, "f1", 0, 0)
+	p := presence.Presence{Status: presence.DND, Activities: []presence.Activity{}, ClientStatus: presence.ClientStatus{Mobile: presence.DND}}
+	g.f.svc.PresenceChanged(bg, g.m2.ID, p, []snowflake.ID{stranger.ID})
+	got := payloads(g.f.sink.of(fs.ID), "PRESENCE_UPDATE")
+	if len(got) != 1 || strings.Contains(got[0], "guild_id") || !strings.Contains(got[0], `"status":"dnd"`) {
+		t.Fatalf("friend got %v", got)
+	}
+}

@@ -262,3 +262,66 @@ func TestBotRateLimitHeaders(t *testing.T) {
 		t.Fatalf("removed bot reads the channel: status %d %s", code, ch)
 	}
 }
+
+// TestBotInstallPermissions drives an installation through REST: the
+// bot's effective permissions are its managed role's, narrowing the role
+// by authorizing again applies to the bot's next call, a bot never acts
+// on a member ranked above it, and kicking the bot removes its managed
+// role.
+func TestBotInstallPermissions(t *testing.T) {
+	s := startServerWith(t, nil)
+	owner, _ := s.register("perms-owner")
+	guildID, channelID := newGuild(t, owner, "Permissions")
+	var inv struct {
+		Code string `json:"code"`
+	}
+	owner.do("POST", "/channels/"+channelID+"/invites", map[string]any{}, &inv)
+	join := func(name string) string {
+		u, id := s.register(name)
+		u.do("POST", "/invites/"+inv.Code, map[string]any{}, &map[string]any{})
+		return id
+	}
+	first, second, ranked := join("perms-first"), join("perms-second"), join("perms-ranked")
+	var high struct {
+		ID string `json:"id"`
+	}
+	owner.do("POST", "/guilds/"+guildID+"/roles", map[string]any{"name": "high"}, &high)
+	if code := owner.do("PUT", "/guilds/"+guildID+"/members/"+ranked+"/roles/"+high.ID, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("give role: status %d", code)
+	}
+	a := createApp(t, s, owner, "Moderator")
+	const permKick = 1 << 1
+	// The bot's managed role enters at position 1, below "high".
+	roleID := install(t, owner, a, guildID, permViewChannel|permKick)
+	if code := a.bot.do("DELETE", "/guilds/"+guildID+"/members/"+ranked, nil, nil); code != http.StatusForbidden {
+		t.Fatalf("bot kicks a member ranked above it: status %d, want 403", code)
+	}
+	if code := a.bot.do("DELETE", "/guilds/"+guildID+"/members/"+first, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("bot kicks with KICK_MEMBERS: status %d, want 204", code)
+	}
+
+	// Authorizing again with fewer bits narrows the same role.
+	if again := install(t, owner, a, guildID, permViewChannel); again != roleID {
+		t.Fatalf("reinstall role %s, want %s", again, roleID)
+	}
+	if code := a.bot.do("DELETE", "/guilds/"+guildID+"/members/"+second, nil, nil); code != http.StatusForbidden {
+		t.Fatalf("bot kicks after KICK_MEMBERS was narrowed away: status %d, want 403", code)
+	}
+
+	// The owner kicks the bot: its managed role goes with it.
+	if code := owner.do("DELETE", "/guilds/"+guildID+"/members/"+a.BotID, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("kick bot: status %d", code)
+	}
+	var roles []struct {
+		ID string `json:"id"`
+	}
+	owner.do("GET", "/guilds/"+guildID+"/roles", nil, &roles)
+	for _, r := range roles {
+		if r.ID == roleID {
+			t.Fatalf("managed role %s survived the bot's kick", roleID)
+		}
+	}
+	if code := a.bot.do("GET", "/channels/"+channelID, nil, nil); code < 400 {
+		t.Fatalf("kicked bot reads the channel: status %d", code)
+	}
+}

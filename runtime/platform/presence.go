@@ -50,6 +50,9 @@ type presenceWiring struct {
 	svc     atomic.Pointer[presence.Service]
 	friends *presence.Friends
 
+	// mu orders every change of states with its call to the presence
+	// role, so a re-report never carries a state older than one the role
+	// already applied.
 	mu     sync.Mutex
 	states map[event.SessionID]presence.SessionState
 
@@ -160,8 +163,8 @@ func (w *presenceWiring) SessionStarted(ctx context.Context, s event.Session, c 
 		}
 	}
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.states[s.ID] = st
-	w.mu.Unlock()
 	if err := w.svc.Load().Connect(ctx, st); err != nil {
 		w.log.Debug("presence connect", "session_id", s.ID, "err", err)
 	}
@@ -171,8 +174,8 @@ func (w *presenceWiring) SessionStarted(ctx context.Context, s event.Session, c 
 func (w *presenceWiring) SessionEnded(ctx context.Context, s event.Session) {
 	w.mu.Lock()
 	delete(w.states, s.ID)
-	w.mu.Unlock()
 	w.svc.Load().Disconnect(ctx, s.ID)
+	w.mu.Unlock()
 	w.guilds.SessionEnded(s.ID)
 }
 
@@ -180,13 +183,14 @@ func (w *presenceWiring) SessionEnded(ctx context.Context, s event.Session) {
 // sessions go to the presence role; states of sessions the node no
 // longer holds are forgotten.
 func (w *presenceWiring) Report(ctx context.Context, node string, sessions []event.Session) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.svc.Load().Report(ctx, node, w.snapshot(sessions))
 }
 
-// snapshot returns the states of sessions, forgetting the others.
+// snapshot returns the states of sessions, forgetting the others. Called
+// with mu held.
 func (w *presenceWiring) snapshot(sessions []event.Session) []presence.SessionState {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	keep := make(map[event.SessionID]bool, len(sessions))
 	out := make([]presence.SessionState, 0, len(sessions))
 	for _, s := range sessions {
@@ -224,32 +228,32 @@ func (w *presenceWiring) opHandlers() map[int]gateway.OpHandler {
 func (w *presenceWiring) presenceUpdate(ctx context.Context, s event.Session, _ int, d json.RawMessage) error {
 	u, err := presence.ParseUpdate(d)
 	if err == nil {
-		u.At = w.now()
-		svc := w.svc.Load()
-		err = svc.Update(ctx, s.ID, u)
-		if errors.Is(err, presence.ErrUnknownSession) {
-			// The presence role restarted and has not heard from this
-			// node yet: the update stands, with the session's state.
-			err = nil
-			w.mu.Lock()
-			st, ok := w.states[s.ID]
-			w.mu.Unlock()
-			if ok {
-				st.Status, st.AFK, st.Activities, st.UpdatedAt = u.Status, u.AFK, u.Activities, u.At
-				err = svc.Connect(ctx, st)
-			}
-		}
-		if err == nil {
-			w.mu.Lock()
-			if st, ok := w.states[s.ID]; ok {
-				st.Status, st.AFK, st.Activities, st.UpdatedAt = u.Status, u.AFK, u.Activities, u.At
-				w.states[s.ID] = st
-			}
-			w.mu.Unlock()
-		}
+		err = w.apply(ctx, s, u)
 	}
 	if c := presence.CloseCode(err); c != 0 {
 		return &gateway.CloseError{Code: c, Reason: "presence"}
+	}
+	return err
+}
+
+// apply hands a valid op 3 to the presence role and records it as the
+// session's state for later re-reports.
+func (w *presenceWiring) apply(ctx context.Context, s event.Session, u presence.Update) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	u.At = w.now()
+	svc := w.svc.Load()
+	st, known := w.states[s.ID]
+	err := svc.Update(ctx, s.ID, u)
+	if errors.Is(err, presence.ErrUnknownSession) && known {
+		// The presence role restarted and has not heard from this node
+		// yet: the update stands, with the session's state.
+		st.Status, st.AFK, st.Activities, st.UpdatedAt = u.Status, u.AFK, u.Activities, u.At
+		err = svc.Connect(ctx, st)
+	}
+	if err == nil && known {
+		st.Status, st.AFK, st.Activities, st.UpdatedAt = u.Status, u.AFK, u.Activities, u.At
+		w.states[s.ID] = st
 	}
 	return err
 }

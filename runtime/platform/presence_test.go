@@ -587,6 +587,10 @@ func TestPresenceRoleCrashRecovery(t *testing.T) {
 	if svc.Sessions() != 0 || svc.Get(bid).Status != "offline" {
 		t.Fatalf("fresh presence role knows %d sessions", svc.Sessions())
 	}
+	// An op 3 before the re-report is kept, not refused.
+	f.clock.Advance(time.Second)
+	alice.send(3, map[string]any{"status": "idle", "since": 0, "activities": []any{}, "afk": true})
+	f.waitUpdate(f.users["alice"].UserID, "idle")
 	f.p.gateway.ReportSessions(context.Background())
 	if n := svc.Sessions(); n != f.sessions {
 		t.Fatalf("rebuilt %d sessions, want %d", n, f.sessions)
@@ -595,7 +599,10 @@ func TestPresenceRoleCrashRecovery(t *testing.T) {
 		t.Fatalf("rebuilt presence %+v, before %+v", p, before)
 	}
 	f.tick()
-	alice.none("PRESENCE_UPDATE", f.marker(), nil)
+	alice.none("PRESENCE_UPDATE", f.marker(), func(fr gwFrame) bool { return presenceFor(b)(fr.D) })
+	if p := svc.Get(bid); p.Status != "dnd" {
+		t.Fatalf("after the window bob is %s", p.Status)
+	}
 
 	f.clock.Advance(time.Second)
 	bob.send(3, map[string]any{"status": "online", "since": 0, "activities": []any{}, "afk": false})

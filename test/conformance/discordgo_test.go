@@ -31,6 +31,10 @@ func TestDiscordgoBot(t *testing.T) {
 	must(t, err, "discordgo.New")
 	dg.Client = &http.Client{Transport: rewriteTransport{host: s.proxy.addr()}}
 	dg.ShouldRetryOnRateLimit = false
+	// Handlers run in one goroutine, in the order events arrive, so the
+	// test observes the library's event order (the default runs each
+	// handler in its own goroutine).
+	dg.SyncEvents = true
 
 	ready := make(chan *discordgo.Ready, 4)
 	guilds := make(chan *discordgo.GuildCreate, 16)

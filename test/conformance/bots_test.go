@@ -325,3 +325,39 @@ func TestBotInstallPermissions(t *testing.T) {
 		t.Fatalf("kicked bot reads the channel: status %d", code)
 	}
 }
+
+// TestBotIdentifyAdmission checks identify admission over a real socket:
+// with max_concurrency 1 a bot's second IDENTIFY inside 5 s is refused,
+// while a user account is not limited. The refusal is close 4000 until
+// the gateway maps admission errors to op 9 (see the issue 7 report); the
+// test accepts either.
+func TestBotIdentifyAdmission(t *testing.T) {
+	s := startServerWith(t, nil)
+	owner, _ := s.register("admission-owner")
+	a := createApp(t, s, owner, "Admitted")
+	if _, err := gatewayIdentify(t, s, a.Token, 1); err != nil {
+		t.Fatalf("first IDENTIFY: %v", err)
+	}
+	frame, err := gatewayIdentify(t, s, a.Token, 1)
+	var ce *websocket.CloseError
+	switch {
+	case err == nil && frame["op"] == float64(9):
+	case errors.As(err, &ce) && ce.Code == 4000:
+	default:
+		t.Fatalf("second IDENTIFY within 5 s: frame %v, err %v; want op 9 or close 4000", frame, err)
+	}
+	var gb struct {
+		SessionStartLimit struct {
+			Remaining int `json:"remaining"`
+		} `json:"session_start_limit"`
+	}
+	a.bot.do("GET", "/gateway/bot", nil, &gb)
+	if gb.SessionStartLimit.Remaining != 999 {
+		t.Fatalf("session_start_limit.remaining = %d, want 999 (refused identifies do not count)", gb.SessionStartLimit.Remaining)
+	}
+	for range 3 {
+		if _, err := gatewayIdentify(t, s, strings.TrimPrefix(owner.token, "Bot "), 1); err != nil {
+			t.Fatalf("user IDENTIFY: %v", err)
+		}
+	}
+}

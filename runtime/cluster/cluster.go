@@ -36,7 +36,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/concord-chat/concord/runtime/api"
@@ -143,6 +142,7 @@ type Node struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *prometheus.Registry
+	m       *metrics
 	ready   atomic.Bool
 
 	reg      registry.Registry
@@ -175,7 +175,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	log := cfg.Platform.Logger.With("node", cfg.Platform.Node)
 	n := &Node{cfg: cfg, log: log, metrics: prometheus.NewRegistry(), stopReg: func() {}}
-	n.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Go and process collectors, and the transport's metrics, live in
+	// the default registry; /metrics serves both.
+	if n.m, err = newMetrics(n.metrics); err != nil {
+		return nil, fmt.Errorf("cluster: metrics: %w", err)
+	}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -236,14 +240,15 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		restAPI := api.New(api.Config{GatewayURL: cfg.Platform.PublicURL, Logger: log.With("component", "api")},
 			api.Deps{Store: n.store, Guilds: n.guilds, Auth: issuer, IDs: ids})
 		n.guildRole = &guildRole{
-			node:   cfg.Platform.Node,
-			svc:    n.guilds,
-			ring:   n.guildRng,
-			owns:   owns,
-			res:    res,
-			api:    restAPI,
-			dedupe: &sendDeduper{store: n.store, auth: issuer, api: restAPI, log: log.With("component", "guild")},
-			log:    log.With("component", "guild"),
+			node:    cfg.Platform.Node,
+			svc:     n.guilds,
+			ring:    n.guildRng,
+			owns:    owns,
+			res:     res,
+			api:     restAPI,
+			metrics: n.m,
+			dedupe:  &sendDeduper{store: n.store, auth: issuer, api: restAPI, log: log.With("component", "guild")},
+			log:     log.With("component", "guild"),
 		}
 		svc.Guild, svc.Owns = guildBackend{svc: n.guilds}, owns
 	}
@@ -256,7 +261,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		n.client = transport.NewGuildClient(clientCfg, n.guildRng)
 		n.gwBackend = newGatewayBackend(guild.NewGatewayBackend(n.identify), n.store, n.client, n.guildRng,
-			cfg.CallTimeout, log.With("component", "gateway"))
+			cfg.CallTimeout, n.m, log.With("component", "gateway"))
 		if n.gateway, err = gateway.NewNode(gateway.Config{
 			Node:       cfg.Platform.Node,
 			PublicURL:  cfg.Platform.PublicURL,
@@ -274,7 +279,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	var proxy http.Handler
 	if cfg.has(registry.RoleAPI) {
-		proxy = newProxy(n.guildRng, res, 2*cfg.LeaseTTL+time.Second, log.With("component", "proxy"))
+		proxy = newProxy(n.guildRng, res, 2*cfg.LeaseTTL+time.Second, n.m, log.With("component", "proxy"))
 	}
 	n.handler = n.routes(proxy)
 	return n, nil
@@ -299,7 +304,7 @@ func (n *Node) routes(proxy http.Handler) http.Handler {
 		mux.Handle("/gateway", n.gateway)
 		mux.Handle("/gateway/", n.gateway)
 	}
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{n.metrics, prometheus.DefaultGatherer}, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintln(w, "ok")

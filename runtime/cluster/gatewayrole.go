@@ -36,6 +36,7 @@ type gatewayBackend struct {
 	ring     *registry.LocalRing
 	log      *slog.Logger
 	timeout  time.Duration
+	metrics  *metrics
 
 	mu      sync.Mutex
 	byGuild map[snowflake.ID]map[event.SessionID]*subscription
@@ -58,8 +59,9 @@ type subscription struct {
 
 var _ gateway.Backend = (*gatewayBackend)(nil)
 
-func newGatewayBackend(identify guild.GatewayBackend, st store.Guilds, guilds transport.GuildClient, ring *registry.LocalRing, timeout time.Duration, log *slog.Logger) *gatewayBackend {
+func newGatewayBackend(identify guild.GatewayBackend, st store.Guilds, guilds transport.GuildClient, ring *registry.LocalRing, timeout time.Duration, m *metrics, log *slog.Logger) *gatewayBackend {
 	return &gatewayBackend{
+		metrics:  m,
 		identify: identify,
 		store:    st,
 		guilds:   guilds,
@@ -249,6 +251,7 @@ func (b *gatewayBackend) resubscribe(ctx context.Context, g snowflake.ID) {
 				if ctx.Err() != nil {
 					break
 				}
+				b.metrics.resubscribed.Inc()
 				b.subscribe(ctx, g, s)
 			}
 			b.mu.Lock()

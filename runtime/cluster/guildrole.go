@@ -35,8 +35,9 @@ type guildRole struct {
 	res  *resolver
 	api  http.Handler
 	// dedupe answers sends the API node retried after a node died.
-	dedupe *sendDeduper
-	log    *slog.Logger
+	dedupe  *sendDeduper
+	metrics *metrics
+	log     *slog.Logger
 }
 
 // ServeHTTP serves the REST API for the guilds this node owns. A request
@@ -87,9 +88,13 @@ func (g *guildRole) sweep(ctx context.Context, interval time.Duration) {
 			if g.owns(id) {
 				continue
 			}
-			if err := g.svc.Unload(ctx, id); err != nil && ctx.Err() == nil {
-				g.log.Warn("unload guild placed elsewhere", "guild_id", id, "err", err)
+			if err := g.svc.Unload(ctx, id); err != nil {
+				if ctx.Err() == nil {
+					g.log.Warn("unload guild placed elsewhere", "guild_id", id, "err", err)
+				}
+				continue
 			}
+			g.metrics.unloaded.Inc()
 		}
 	}
 }

@@ -53,6 +53,7 @@ type proxy struct {
 	log     *slog.Logger
 	base    http.RoundTripper
 	rp      *httputil.ReverseProxy
+	metrics *metrics
 }
 
 type proxyCtxKey struct{}
@@ -63,8 +64,9 @@ type proxyReq struct {
 	body  []byte
 }
 
-func newProxy(ring *registry.LocalRing, res *resolver, maxWait time.Duration, log *slog.Logger) *proxy {
+func newProxy(ring *registry.LocalRing, res *resolver, maxWait time.Duration, m *metrics, log *slog.Logger) *proxy {
 	p := &proxy{
+		metrics: m,
 		ring:    ring,
 		res:     res,
 		maxWait: maxWait,
@@ -152,6 +154,7 @@ func (p *proxy) roundTrip(req *http.Request) (*http.Response, error) {
 				return resp, nil
 			}
 			resp.Body.Close()
+			p.metrics.proxyRetries.WithLabelValues("not_owner").Inc()
 			p.log.Debug("guild node is not the owner, retrying", "node", n.Name, "guild_id", pr.route.Guild)
 			select {
 			case <-ctx.Done():
@@ -169,6 +172,7 @@ func (p *proxy) roundTrip(req *http.Request) (*http.Response, error) {
 				return nil, err
 			}
 			unsafeRetried = true
+			p.metrics.proxyRetries.WithLabelValues("lost").Inc()
 			p.log.Warn("guild node lost mid-request, retrying once on the next owner",
 				"node", n.Name, "method", req.Method, "path", req.URL.Path, "err", err)
 			// Only a different owner may take the one retry.
@@ -183,6 +187,7 @@ func (p *proxy) roundTrip(req *http.Request) (*http.Response, error) {
 			}
 			continue
 		default:
+			p.metrics.proxyRetries.WithLabelValues("unreachable").Inc()
 			p.log.Info("guild node unreachable, waiting for the ring", "node", n.Name, "err", err)
 		}
 		if !p.awaitChange(ctx, view, deadline) {
@@ -220,6 +225,7 @@ var errNoGuildNode = errors.New("cluster: no live guild node")
 // fail answers a request the proxy could not forward with a 503 in
 // Discord's error shape.
 func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
+	p.metrics.proxyFailures.Inc()
 	p.log.Warn("request not forwarded", "method", r.Method, "path", r.URL.Path, "err", err)
 	writeError(w, http.StatusServiceUnavailable, "Service unavailable: guild node unreachable")
 }

@@ -154,7 +154,7 @@ func TestProxyWaitsForRingOnDeadOwner(t *testing.T) {
 	alive := echo(t, &served, nil)
 
 	sig := &logSignal{match: "unreachable", ch: make(chan struct{}, 1)}
-	p := newProxy(f.ring, newResolver(nil), 10*time.Second, slog.New(sig))
+	p := newProxy(f.ring, newResolver(nil), 10*time.Second, testMetrics(t), slog.New(sig))
 	done := make(chan *httptest.ResponseRecorder, 1)
 	go func() { done <- post(t, p, "/api/v10/guilds/42/channels", `{"name":"x"}`) }()
 	<-sig.ch // the dead owner was tried
@@ -171,7 +171,7 @@ func TestProxyWaitsForRingOnDeadOwner(t *testing.T) {
 func TestProxyNeverInventsSuccess(t *testing.T) {
 	f := newRingFixture(t)
 	f.join("guild-a", closedAddr(t))
-	p := newProxy(f.ring, newResolver(nil), 300*time.Millisecond, slog.New(slog.DiscardHandler))
+	p := newProxy(f.ring, newResolver(nil), 300*time.Millisecond, testMetrics(t), slog.New(slog.DiscardHandler))
 	start := time.Now()
 	rec := post(t, p, "/api/v10/guilds/42/channels", `{}`)
 	if rec.Code != http.StatusServiceUnavailable {
@@ -199,7 +199,7 @@ func TestProxyRetriesNotOwner(t *testing.T) {
 	}))
 	t.Cleanup(s.Close)
 	f.join("guild-a", strings.TrimPrefix(s.URL, "http://"))
-	p := newProxy(f.ring, newResolver(nil), 5*time.Second, slog.New(slog.DiscardHandler))
+	p := newProxy(f.ring, newResolver(nil), 5*time.Second, testMetrics(t), slog.New(slog.DiscardHandler))
 	rec := post(t, p, "/api/v10/guilds/42/roles", `{"name":"r"}`)
 	if rec.Code != http.StatusOK || rec.Body.String() != `{"name":"r"}` || calls.Load() != 3 {
 		t.Fatalf("got %d %q after %d calls, want 200 with the body after 3", rec.Code, rec.Body, calls.Load())
@@ -234,7 +234,7 @@ func TestProxyRetriesOnceAfterLostResponse(t *testing.T) {
 	next := echo(t, &served, &retried)
 
 	sig := &logSignal{match: "lost mid-request", ch: make(chan struct{}, 1)}
-	p := newProxy(f.ring, newResolver(nil), 10*time.Second, slog.New(sig))
+	p := newProxy(f.ring, newResolver(nil), 10*time.Second, testMetrics(t), slog.New(sig))
 	done := make(chan *httptest.ResponseRecorder, 1)
 	go func() { done <- post(t, p, "/api/v10/guilds/42/channels", `{"n":1}`) }()
 	<-sig.ch
@@ -266,4 +266,12 @@ func TestRoutes(t *testing.T) {
 			t.Errorf("%s: route %+v, %v; want guild %d and a ring key", c.path, rt, err, c.guild)
 		}
 	}
+}
+
+func testMetrics(t *testing.T) *metrics {
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

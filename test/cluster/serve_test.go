@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -47,6 +48,19 @@ func TestServeAllRolesOneProcess(t *testing.T) {
 	})
 	if err := checkSeq(s.snapshot()); err != nil {
 		t.Fatal(err)
+	}
+
+	// /metrics serves the node's series and the transport's.
+	resp, err := http.Get("http://" + p.http + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"concord_cluster_resubscriptions_total", "concord_transport_server_handled_total", "go_goroutines"} {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Fatalf("/metrics: %d, no %s:\n%.2000s", resp.StatusCode, want, body)
+		}
 	}
 
 	// Splitting the roles needs the shared store and registry.

@@ -104,11 +104,24 @@ func (b *gatewayBackend) Subscribe(ctx context.Context, s event.Session) error {
 		b.byGuild[g][s.ID] = &subscription{s: s}
 	}
 	b.mu.Unlock()
+	// Guilds live on different nodes: subscribe on a few at once.
+	sem := make(chan struct{}, subscribeParallel)
+	var wg sync.WaitGroup
 	for _, g := range mine {
-		b.subscribe(ctx, g, s)
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			b.subscribe(ctx, g, s)
+		}()
 	}
+	wg.Wait()
 	return nil
 }
+
+// subscribeParallel bounds the guild subscriptions one identify runs at
+// once.
+const subscribeParallel = 8
 
 // subscribe attaches s to g on g's owner and records the outcome.
 func (b *gatewayBackend) subscribe(ctx context.Context, g snowflake.ID, s event.Session) {

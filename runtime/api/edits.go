@@ -89,10 +89,10 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 	bg, cancel := background(ctx)
 	defer cancel()
 	h.logMessage(bg, eventlog.MessageUpdate, out)
-	writeJSON(w, http.StatusOK, out)
 	if err := h.guilds.PublishMessage(bg, "MESSAGE_UPDATE", out); err != nil {
 		h.log.Warn("message update not published", "message_id", m.ID, "err", err)
 	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -118,13 +118,13 @@ func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user sno
 	if err := h.store.DeleteMessage(ctx, channelID, messageID); err != nil {
 		return messageErr(err)
 	}
-	w.WriteHeader(http.StatusNoContent)
 	bg, cancel := background(ctx)
 	defer cancel()
+	h.logDeletes(bg, v.Channel.GuildID, channelID, []snowflake.ID{messageID})
 	if err := h.guilds.PublishDelete(bg, v.Channel.GuildID, channelID, []snowflake.ID{messageID}); err != nil {
 		h.log.Warn("message delete not published", "message_id", messageID, "err", err)
 	}
-	h.logDeletes(bg, v.Channel.GuildID, channelID, []snowflake.ID{messageID})
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
@@ -179,12 +179,12 @@ func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowfl
 	if err := h.store.DeleteMessages(ctx, channelID, list); err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
 	}
-	w.WriteHeader(http.StatusNoContent)
 	bg, cancel := background(ctx)
 	defer cancel()
+	h.logDeletes(bg, v.Channel.GuildID, channelID, list)
 	if err := h.guilds.PublishDelete(bg, v.Channel.GuildID, channelID, list); err != nil {
 		h.log.Warn("bulk delete not published", "channel_id", channelID, "err", err)
 	}
-	h.logDeletes(bg, v.Channel.GuildID, channelID, list)
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

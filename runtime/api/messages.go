@@ -154,10 +154,13 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 	// The outbox write is local and bounded (EnqueueTimeout): doing it
 	// before the 200 makes every acknowledged message reach the log.
 	h.logMessage(bg, eventlog.MessageCreate, msg)
-	writeJSON(w, http.StatusOK, msg)
+	// Enqueue the live event before answering: the enqueue is cheap, and
+	// it means a sender's next message can never reach the actor before
+	// this one, so sessions see each sender's messages in send order.
 	if err := h.guilds.PublishMessage(bg, "MESSAGE_CREATE", msg); err != nil {
 		h.log.Warn("message not published", "message_id", msg.ID, "err", err)
 	}
+	writeJSON(w, http.StatusOK, msg)
 	return nil
 }
 

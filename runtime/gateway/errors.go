@@ -17,6 +17,10 @@ var (
 	// ErrShardingRequired means the session would hold too many guilds
 	// (close 4011).
 	ErrShardingRequired = errors.New("gateway: sharding required")
+	// ErrIdentifyRateLimited means identify admission refused the session
+	// for now (max_concurrency per 5 s, or the daily identify budget): the
+	// client gets op 9 d:false and identifies again later, as Discord does.
+	ErrIdentifyRateLimited = errors.New("gateway: identify rate limited")
 )
 
 // Errors returned by Node methods and frame decoding.

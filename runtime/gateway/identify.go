@@ -61,6 +61,11 @@ func (c *conn) identify(d json.RawMessage) bool {
 		Node:       n.cfg.Node,
 	}
 	ready, err := n.backend.Identify(c.ctx, id.Token, info)
+	if errors.Is(err, ErrIdentifyRateLimited) {
+		n.cfg.Logger.Debug("identify not admitted", "err", err)
+		c.invalidSession()
+		return false
+	}
 	if err != nil {
 		code := identifyCloseCode(err)
 		if code == CloseDecodeError {

@@ -26,6 +26,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
 // Node is one gateway node: an http.Handler for /gateway and the
@@ -300,6 +301,28 @@ func (n *Node) lookup(id event.SessionID) *session {
 	n.smu.RLock()
 	defer n.smu.RUnlock()
 	return n.sessions[id]
+}
+
+// CloseUser ends every session of a user on this node for good: each
+// socket is closed with code (for example CloseAuthenticationFailed after
+// a token reset) and the session is not resumable. It returns how many
+// sessions ended.
+func (n *Node) CloseUser(ctx context.Context, userID snowflake.ID, code int, reason string) int {
+	ended := 0
+	for _, s := range n.snapshot() {
+		if s.info.UserID != userID {
+			continue
+		}
+		s.mu.Lock()
+		c := s.conn
+		s.mu.Unlock()
+		if c != nil {
+			c.closeWith(code, reason)
+		}
+		s.end(ctx)
+		ended++
+	}
+	return ended
 }
 
 func (n *Node) snapshot() []*session {

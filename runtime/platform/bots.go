@@ -46,6 +46,8 @@ type botDeps struct {
 	ids      bots.IDSource
 	events   messageEvents
 	registry prometheus.Registerer
+	// closeUser ends a user's gateway sessions for good (token reset).
+	closeUser func(ctx context.Context, userID snowflake.ID) int
 }
 
 // messageEvents receives message events for the durable log; the outbox
@@ -83,13 +85,16 @@ func openBots(cfg Config, key []byte, d botDeps) (*botPlatform, error) {
 			return users.authenticate(r.Context(), d.auth, r.Header.Get("Authorization"))
 		},
 		TokenReset: func(ctx context.Context, botUserID snowflake.ID) {
-			// The old token no longer verifies; detach the bot's sessions
-			// so they receive nothing more. Closing their sockets needs a
-			// gateway Node method (see the issue 7 report).
+			// The old token no longer verifies: end the bot's sessions
+			// (close 4004, not resumable) so nothing more reaches them.
 			for _, s := range d.guilds.UserSessions(botUserID) {
 				d.guilds.Disconnect(ctx, s)
 			}
-			log.Info("bot token reset: sessions detached", "bot_id", botUserID)
+			closed := 0
+			if d.closeUser != nil {
+				closed = d.closeUser(ctx, botUserID)
+			}
+			log.Info("bot token reset: sessions ended", "bot_id", botUserID, "sessions", closed)
 		},
 	})
 	if err != nil {

@@ -34,10 +34,10 @@ const (
 	maxGuildsPerShard = 2500
 )
 
-// errIdentifyLimited is an identify over the bot's admission limits. The
-// gateway maps it to close 4000 today (see the issue 7 report for the
-// small gateway change that turns it into op 9).
-var errIdentifyLimited = errors.New("platform: identify rate limited")
+// errIdentifyLimited is an identify over the bot's admission limits; it
+// wraps gateway.ErrIdentifyRateLimited, which the gateway answers with
+// op 9 d:false.
+var errIdentifyLimited = fmt.Errorf("platform: %w", gateway.ErrIdentifyRateLimited)
 
 // admission is the gateway Backend with the bot platform's IDENTIFY
 // checks in front: privileged intents the application did not enable

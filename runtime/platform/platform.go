@@ -98,7 +98,13 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		return nil, err
 	}
 	if p.bots, err = openBots(cfg, key, botDeps{store: p.store, guilds: p.guilds, auth: p.auth, ids: ids,
-		events: p.reads.outbox, registry: p.registry}); err != nil {
+		events: p.reads.outbox, registry: p.registry,
+		closeUser: func(ctx context.Context, userID snowflake.ID) int {
+			if n := sink.node.Load(); n != nil {
+				return n.CloseUser(ctx, userID, gateway.CloseAuthenticationFailed, "token reset")
+			}
+			return 0
+		}}); err != nil {
 		return nil, err
 	}
 	if p.presence, err = newPresenceWiring(cfg, p.guilds, p.registry); err != nil {

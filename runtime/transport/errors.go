@@ -8,6 +8,9 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/concord-chat/concord/runtime/dataservice"
+	"github.com/concord-chat/concord/runtime/store"
 )
 
 // Errors returned by the transport, wrapped with context.
@@ -50,6 +53,12 @@ var transportErrors = []ErrorCode{
 	{ErrNotServed, codes.Unimplemented},
 	{context.Canceled, codes.Canceled},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
+	// The store's errors, for DataNode: a closing data instance first
+	// (it wraps store.ErrUnavailable), so that errors.Is matches them on
+	// the client and the data client retries unavailability.
+	{dataservice.ErrClosed, codes.Unavailable},
+	{store.ErrUnavailable, codes.Unavailable},
+	{store.ErrNotFound, codes.NotFound},
 }
 
 // errorDomain marks the ErrorInfo detail carrying the sentinel's text.

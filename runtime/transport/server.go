@@ -15,6 +15,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/transport/transportpb"
 )
 
@@ -43,6 +44,9 @@ type Services struct {
 	Gateway event.Sink
 	// Guild serves GuildNode.
 	Guild GuildBackend
+	// Data serves DataNode: the message port of a data node (its
+	// coalescing dataservice.Service).
+	Data store.Messages
 	// Owns reports whether this node owns a guild on its ring; when set,
 	// GuildNode calls for other guilds fail with ErrNotOwner so the
 	// caller retries on the owner. Nil accepts every guild.
@@ -91,6 +95,10 @@ func NewServer(cfg ServerConfig, svc Services) (*Server, error) {
 	if svc.Guild != nil {
 		transportpb.RegisterGuildNodeServer(g, &guildServer{backend: svc.Guild, owns: svc.Owns, errs: errs})
 		s.names = append(s.names, transportpb.GuildNode_ServiceDesc.ServiceName)
+	}
+	if svc.Data != nil {
+		transportpb.RegisterDataNodeServer(g, &dataServer{backend: svc.Data, errs: errs})
+		s.names = append(s.names, transportpb.DataNode_ServiceDesc.ServiceName)
 	}
 	healthpb.RegisterHealthServer(g, s.health)
 	s.SetServing(true)

@@ -1,0 +1,89 @@
+package transport
+
+import (
+	"time"
+
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/transport/transportpb"
+)
+
+// messageToPB encodes m.
+func messageToPB(m store.Message) *transportpb.Message {
+	p := &transportpb.Message{
+		Id:              uint64(m.ID),
+		ChannelId:       uint64(m.ChannelID),
+		GuildId:         uint64(m.GuildID),
+		AuthorId:        uint64(m.AuthorID),
+		Content:         m.Content,
+		Type:            int32(m.Type),
+		Flags:           int32(m.Flags),
+		Tts:             m.TTS,
+		Pinned:          m.Pinned,
+		ReferenceId:     uint64(m.ReferenceID),
+		MentionEveryone: m.MentionEveryone,
+		Mentions:        idsToPB(m.Mentions),
+		MentionRoles:    idsToPB(m.MentionRoles),
+		Nonce:           m.Nonce,
+	}
+	if !m.EditedAt.IsZero() {
+		p.EditedAtUnixNano = m.EditedAt.UnixNano()
+	}
+	for _, a := range m.Attachments {
+		p.Attachments = append(p.Attachments, &transportpb.Attachment{
+			Id: uint64(a.ID), Filename: a.Filename, Size: int64(a.Size), Url: a.URL, ContentType: a.ContentType,
+		})
+	}
+	return p
+}
+
+// messageFromPB decodes p.
+func messageFromPB(p *transportpb.Message) store.Message {
+	m := store.Message{
+		ID:              snowflake.ID(p.Id),
+		ChannelID:       snowflake.ID(p.ChannelId),
+		GuildID:         snowflake.ID(p.GuildId),
+		AuthorID:        snowflake.ID(p.AuthorId),
+		Content:         p.Content,
+		Type:            int(p.Type),
+		Flags:           int(p.Flags),
+		TTS:             p.Tts,
+		Pinned:          p.Pinned,
+		ReferenceID:     snowflake.ID(p.ReferenceId),
+		MentionEveryone: p.MentionEveryone,
+		Mentions:        idsFromPB(p.Mentions),
+		MentionRoles:    idsFromPB(p.MentionRoles),
+		Nonce:           p.Nonce,
+	}
+	if p.EditedAtUnixNano != 0 {
+		m.EditedAt = time.Unix(0, p.EditedAtUnixNano).UTC()
+	}
+	for _, a := range p.Attachments {
+		m.Attachments = append(m.Attachments, store.Attachment{
+			ID: snowflake.ID(a.Id), Filename: a.Filename, Size: int(a.Size), URL: a.Url, ContentType: a.ContentType,
+		})
+	}
+	return m
+}
+
+func idsToPB(ids []snowflake.ID) []uint64 {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]uint64, len(ids))
+	for i, id := range ids {
+		out[i] = uint64(id)
+	}
+	return out
+}
+
+func idsFromPB(ids []uint64) []snowflake.ID {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]snowflake.ID, len(ids))
+	for i, id := range ids {
+		out[i] = snowflake.ID(id)
+	}
+	return out
+}

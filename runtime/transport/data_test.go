@@ -130,7 +130,7 @@ func TestDataClientRoundTrip(t *testing.T) {
 		ID: 10, ChannelID: 5, GuildID: 3, AuthorID: 7, Content: "hi", Type: 19, Flags: 4, TTS: true, Pinned: true,
 		EditedAt: edited, ReferenceID: 9, MentionEveryone: true, Mentions: []snowflake.ID{7, 8}, MentionRoles: []snowflake.ID{3},
 		Attachments: []store.Attachment{{ID: 11, Filename: "a.png", Size: 12, URL: "https://x/a.png", ContentType: "image/png"}},
-		Nonce: "n-1",
+		Nonce:       "n-1",
 	}
 	if err := c.PutMessage(ctx, want); err != nil {
 		t.Fatal(err)

@@ -3,13 +3,6 @@
 package conformance
 
 import (
-	"bufio"
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 )
 
@@ -31,56 +24,17 @@ type jsEvent struct {
 // TestDiscordJSBot runs the unmodified discord.js bot in js/bot.js (the
 // version pinned in js/package-lock.json, installed by `make test`).
 func TestDiscordJSBot(t *testing.T) {
-	dir := os.Getenv("CONCORD_JS_DIR")
-	if dir == "" {
-		t.Fatal("CONCORD_JS_DIR is not set: run `make test`, which installs discord.js with npm ci")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "discord.js")); err != nil {
-		t.Fatalf("discord.js is not installed in %s (run `make test`): %v", dir, err)
-	}
+	dir := jsDir(t)
 	s := startServer(t)
 	w := newWorld(s, "djs")
-
-	cmd := exec.Command("node", "bot.js")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CONCORD_API=http://"+s.proxy.addr()+"/api", "CONCORD_TOKEN="+w.botToken)
-	stdin, err := cmd.StdinPipe()
-	must(t, err, "stdin")
-	stdout, err := cmd.StdoutPipe()
-	must(t, err, "stdout")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	must(t, cmd.Start(), "start node")
-	events := make(chan jsEvent, 256)
 	resumed := make(chan struct{}, 8)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var e jsEvent
-			if json.Unmarshal(sc.Bytes(), &e) != nil {
-				continue
-			}
+	events := startNodeBot(t, dir, "bot.js",
+		[]string{"CONCORD_API=http://" + s.proxy.addr() + "/api", "CONCORD_TOKEN=" + w.botToken},
+		func(e jsEvent) {
 			if e.Ev == "resumed" {
 				resumed <- struct{}{}
 			}
-			if e.Ev == "error" {
-				t.Errorf("discord.js reported: %s", e.Message)
-			}
-			events <- e
-		}
-	}()
-	t.Cleanup(func() {
-		stdin.Close()
-		_ = cmd.Wait()
-		wg.Wait()
-		if t.Failed() {
-			t.Logf("node stderr:\n%s", stderr.String())
-		}
-	})
+		})
 	is := func(name string) func(jsEvent) bool { return func(e jsEvent) bool { return e.Ev == name } }
 
 	ready := waitFor(t, events, "ready", is("ready"))

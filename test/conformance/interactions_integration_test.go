@@ -3,14 +3,8 @@
 package conformance
 
 import (
-	"bufio"
-	"encoding/json"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -35,13 +29,7 @@ type ixEvent struct {
 // /slow, which the bot defers, edits and follows up, and the member sees
 // the edited response and the followup.
 func TestDiscordJSInteractions(t *testing.T) {
-	dir := os.Getenv("CONCORD_JS_DIR")
-	if dir == "" {
-		t.Fatal("CONCORD_JS_DIR is not set: run `make test`, which installs discord.js with npm ci")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "discord.js")); err != nil {
-		t.Fatalf("discord.js is not installed in %s (run `make test`): %v", dir, err)
-	}
+	dir := jsDir(t)
 	script, err := filepath.Abs(filepath.Join("js", "interactions.js"))
 	must(t, err, "script path")
 
@@ -57,43 +45,8 @@ func TestDiscordJSInteractions(t *testing.T) {
 	a := createApp(t, s, owner, "Interactor")
 	install(t, owner, a, guildID, permViewChannel|permSendMessages|permReadHistory)
 
-	cmd := exec.Command("node", script)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"),
-		"CONCORD_API=http://"+s.proxy.addr()+"/api", "CONCORD_TOKEN="+a.Token, "CONCORD_GUILD="+guildID)
-	stdin, err := cmd.StdinPipe()
-	must(t, err, "stdin")
-	stdout, err := cmd.StdoutPipe()
-	must(t, err, "stdout")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	must(t, cmd.Start(), "start node")
-	events := make(chan ixEvent, 256)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var e ixEvent
-			if json.Unmarshal(sc.Bytes(), &e) != nil {
-				continue
-			}
-			if e.Ev == "error" {
-				t.Errorf("discord.js reported: %s", e.Message)
-			}
-			events <- e
-		}
-	}()
-	t.Cleanup(func() {
-		stdin.Close()
-		_ = cmd.Wait()
-		wg.Wait()
-		if t.Failed() {
-			t.Logf("node stderr:\n%s", stderr.String())
-		}
-	})
+	events := startNodeBot[ixEvent](t, dir, script, []string{"NODE_PATH=" + filepath.Join(dir, "node_modules"),
+		"CONCORD_API=http://" + s.proxy.addr() + "/api", "CONCORD_TOKEN=" + a.Token, "CONCORD_GUILD=" + guildID}, nil)
 	is := func(name string) func(ixEvent) bool { return func(e ixEvent) bool { return e.Ev == name } }
 
 	ready := waitFor(t, events, "ready", is("ready"))

@@ -115,7 +115,7 @@ func checkUnique(ctx context.Context, reg registry.Registry, cfg Config) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	mine := snowflakeLabel(cfg.Platform.Worker, cfg.Platform.Process)
-	for _, role := range []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild} {
+	for _, role := range Roles {
 		ch, err := reg.Watch(wctx, role)
 		if err != nil {
 			return fmt.Errorf("cluster: watch %s: %w", role, err)

@@ -40,6 +40,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/api"
 	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/platform"
@@ -50,7 +51,20 @@ import (
 )
 
 // Roles a node can run.
-var Roles = []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild}
+var Roles = []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild, registry.RoleData}
+
+// DefaultRoles are the roles of a node given none: every role but data,
+// which only matters with --data-nodes=ring.
+var DefaultRoles = []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild}
+
+// Where message reads and writes go (Config.DataNodes).
+const (
+	// DataLocal: each node calls the store directly.
+	DataLocal = "local"
+	// DataRing: each node sends them to the data node owning the channel
+	// on the ring of live data-role nodes.
+	DataRing = "ring"
+)
 
 // Config configures one cluster node. Zero fields take the stated
 // defaults.
@@ -76,12 +90,20 @@ type Config struct {
 	RetryInterval time.Duration
 	// CallTimeout bounds each gRPC call between nodes. Default 5s.
 	CallTimeout time.Duration
+	// DataNodes is where guild, api and gateway roles send message reads
+	// and writes: DataLocal (default) to the store directly, DataRing to
+	// the data-role node owning the channel (so identical in-flight reads
+	// of a channel merge there), retrying on the new owner when that node
+	// dies. Guild state and accounts always go to the store directly.
+	DataNodes string
 }
 
 func (c Config) has(role string) bool { return slices.Contains(c.Roles, role) }
 
+// allRoles reports whether the node runs gateway, api and guild: the
+// data role is optional even for a single process.
 func (c Config) allRoles() bool {
-	for _, r := range Roles {
+	for _, r := range DefaultRoles {
 		if !c.has(r) {
 			return false
 		}
@@ -126,6 +148,16 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 5 * time.Second
 	}
+	switch c.DataNodes {
+	case "":
+		c.DataNodes = DataLocal
+	case DataLocal, DataRing:
+	default:
+		return c, fmt.Errorf("cluster: unknown --data-nodes %q (want %s or %s)", c.DataNodes, DataLocal, DataRing)
+	}
+	if c.has(registry.RoleData) && !sharedStore(c.Platform.Store) {
+		return c, fmt.Errorf("cluster: the data role needs a shared store (--store=cassandra://host:port/keyspace), not %q", c.Platform.Store)
+	}
 	if !c.allRoles() && !sharedStore(c.Platform.Store) {
 		return c, fmt.Errorf("cluster: --store=%q is not shared between processes; a node running only %s needs "+
 			"--store=cassandra://host:port/keyspace (a Pebble store serves one process running every role)",
@@ -149,7 +181,11 @@ type Node struct {
 	stopReg  func()
 	store    store.Store
 	guildRng *registry.LocalRing
-	gwRing   *registry.LocalRing
+	// data role and --data-nodes=ring
+	dataSvc    *dataservice.Service
+	dataRng    *registry.LocalRing
+	dataClient transport.DataClient
+	gwRing     *registry.LocalRing
 
 	httpL, grpcL net.Listener
 	grpc         *transport.Server
@@ -199,11 +235,29 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if n.store, err = openStore(ctx, cfg); err != nil {
 		return nil, err
 	}
+	ringCfg := registry.LocalRingConfig{Logger: log.With("component", "ring")}
+	// st is the store of the roles: its message methods go to the data
+	// nodes with --data-nodes=ring.
+	st := n.store
+	if cfg.DataNodes == DataRing {
+		if n.dataRng, err = registry.NewLocalRing(ctx, n.reg, registry.RoleData, ringCfg); err != nil {
+			return nil, fmt.Errorf("cluster: data ring: %w", err)
+		}
+		// Retry long enough to outlast a dead data node's lease: the ring
+		// names the new owner once the registry dropped it.
+		attempts := 6 + int(cfg.LeaseTTL/time.Second) + 1
+		if n.dataClient, err = transport.NewDataClient(
+			transport.ClientConfig{CallTimeout: cfg.CallTimeout, Logger: log.With("component", "data-client")},
+			transport.DataClientConfig{MaxAttempts: attempts}, n.dataRng); err != nil {
+			return nil, fmt.Errorf("cluster: data client: %w", err)
+		}
+		st = dataservice.Wrap(n.store, n.dataClient)
+	}
 	key, err := platform.ServerKey(cfg.Platform)
 	if err != nil {
 		return nil, err
 	}
-	issuer, err := auth.New(auth.Config{Key: key}, n.store)
+	issuer, err := auth.New(auth.Config{Key: key}, st)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: auth: %w", err)
 	}
@@ -211,21 +265,25 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snowflake: %w", err)
 	}
-	ringCfg := registry.LocalRingConfig{Logger: log.With("component", "ring")}
 	if n.guildRng, err = registry.NewLocalRing(ctx, n.reg, registry.RoleGuild, ringCfg); err != nil {
 		return nil, fmt.Errorf("cluster: guild ring: %w", err)
 	}
 	if n.httpL, err = net.Listen("tcp", cfg.Platform.HTTP); err != nil {
 		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.Platform.HTTP, err)
 	}
-	if cfg.has(registry.RoleGateway) || cfg.has(registry.RoleGuild) {
+	if cfg.has(registry.RoleGateway) || cfg.has(registry.RoleGuild) || cfg.has(registry.RoleData) {
 		if n.grpcL, err = net.Listen("tcp", cfg.GRPC); err != nil {
 			return nil, fmt.Errorf("cluster: listen %s: %w", cfg.GRPC, err)
 		}
 	}
-	res := newResolver(n.store)
+	res := newResolver(st)
 	clientCfg := transport.ClientConfig{CallTimeout: cfg.CallTimeout, Errors: guildErrors, Logger: log.With("component", "transport")}
 	svc := transport.Services{Node: cfg.Platform.Node}
+
+	if cfg.has(registry.RoleData) {
+		n.dataSvc = dataservice.New(n.store, dataservice.Config{Name: cfg.Platform.Node, Logger: log.With("component", "data")})
+		svc.Data = n.dataSvc
+	}
 
 	if cfg.has(registry.RoleGuild) {
 		if n.gwRing, err = registry.NewLocalRing(ctx, n.reg, registry.RoleGateway, ringCfg); err != nil {
@@ -233,12 +291,12 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		n.sink = transport.NewGatewayClient(clientCfg, n.gwRing)
 		if n.guilds, err = guild.NewService(guild.Config{Logger: log.With("component", "guild"), Registerer: n.metrics},
-			guild.Deps{Store: n.store, Sink: n.sink, IDs: ids, Auth: issuer}); err != nil {
+			guild.Deps{Store: st, Sink: n.sink, IDs: ids, Auth: issuer}); err != nil {
 			return nil, fmt.Errorf("cluster: guild service: %w", err)
 		}
 		owns := transport.OwnedBy(n.guildRng, cfg.Platform.Node)
 		restAPI := api.New(api.Config{GatewayURL: cfg.Platform.PublicURL, Logger: log.With("component", "api")},
-			api.Deps{Store: n.store, Guilds: n.guilds, Auth: issuer, IDs: ids})
+			api.Deps{Store: st, Guilds: n.guilds, Auth: issuer, IDs: ids})
 		n.guildRole = &guildRole{
 			node:    cfg.Platform.Node,
 			svc:     n.guilds,
@@ -247,7 +305,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			res:     res,
 			api:     restAPI,
 			metrics: n.m,
-			dedupe:  &sendDeduper{store: n.store, auth: issuer, api: restAPI, log: log.With("component", "guild")},
+			dedupe:  &sendDeduper{store: st, auth: issuer, api: restAPI, log: log.With("component", "guild")},
 			log:     log.With("component", "guild"),
 		}
 		svc.Guild, svc.Owns = guildBackend{svc: n.guilds}, owns
@@ -256,11 +314,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		// Identify only reads the store; this service never loads an
 		// actor, so it needs no working sink.
 		if n.identify, err = guild.NewService(guild.Config{Logger: log.With("component", "identify")},
-			guild.Deps{Store: n.store, Sink: discardSink{}, IDs: ids, Auth: issuer}); err != nil {
+			guild.Deps{Store: st, Sink: discardSink{}, IDs: ids, Auth: issuer}); err != nil {
 			return nil, fmt.Errorf("cluster: identify service: %w", err)
 		}
 		n.client = transport.NewGuildClient(clientCfg, n.guildRng)
-		n.gwBackend = newGatewayBackend(guild.NewGatewayBackend(n.identify), n.store, n.client, n.guildRng,
+		n.gwBackend = newGatewayBackend(guild.NewGatewayBackend(n.identify), st, n.client, n.guildRng,
 			cfg.CallTimeout, n.m, log.With("component", "gateway"))
 		if n.gateway, err = gateway.NewNode(gateway.Config{
 			Node:       cfg.Platform.Node,
@@ -425,6 +483,12 @@ func (n *Node) Close() error {
 	if n.client != nil {
 		errs = append(errs, n.client.Close())
 	}
+	if n.dataClient != nil {
+		errs = append(errs, n.dataClient.Close())
+	}
+	if n.dataRng != nil {
+		n.dataRng.Close()
+	}
 	if n.guilds != nil {
 		errs = append(errs, n.guilds.Close())
 	}
@@ -450,6 +514,9 @@ func (n *Node) Close() error {
 		errs = append(errs, n.reg.Close())
 	}
 	n.stopReg()
+	if n.dataSvc != nil {
+		errs = append(errs, n.dataSvc.Close())
+	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // Role is the registry role of data service instances (--roles=data).
-const Role = "data"
+const Role = registry.RoleData
 
 // Ring names the instance that owns a channel: *registry.LocalRing
 // watching Role satisfies it.

@@ -25,6 +25,9 @@ const (
 	RoleGateway = "gateway"
 	RoleGuild   = "guild"
 	RoleAPI     = "api"
+	// RoleData is the data service (runtime/dataservice): the message
+	// reads and writes of the channels a data ring gives the node.
+	RoleData = "data"
 )
 
 // Node describes one registered process.

@@ -27,6 +27,12 @@ ring over the live guild nodes gives them; api nodes forward each REST request
 to the owner of its guild; gateway nodes subscribe their sessions on the
 owners and resubscribe them when a guild moves.
 
+Data nodes (--roles=data) serve the message reads and writes of the channels
+a consistent-hash ring over the live data nodes gives them, merging identical
+in-flight reads; other nodes send them there with --data-nodes=ring (by
+default they call the store directly) and retry on the new owner when a data
+node dies.
+
 A local Pebble store (--store=pebble:DIR) and --registry=embedded are
 accepted only when one process runs every role.
 
@@ -68,8 +74,9 @@ Give each process its own --node and --worker/--process pair.`,
 	}
 	fs := cmd.Flags()
 	bindPlatformFlags(fs, &cfg.Platform, &logFormat, &logLevel)
-	strFlag(fs, &roles, "roles", strings.Join(cluster.Roles, ","), "comma-separated roles to run: gateway, api, guild")
-	strFlag(fs, &cfg.GRPC, "grpc", "127.0.0.1:0", "listen address of the gRPC server between nodes (gateway and guild roles)")
+	strFlag(fs, &roles, "roles", strings.Join(cluster.DefaultRoles, ","), "comma-separated roles to run: gateway, api, guild, data")
+	strFlag(fs, &cfg.DataNodes, "data-nodes", cluster.DataLocal, "where message reads and writes go: local (the store directly) or ring (the data-role node owning the channel)")
+	strFlag(fs, &cfg.GRPC, "grpc", "127.0.0.1:0", "listen address of the gRPC server between nodes (gateway, guild and data roles)")
 	strFlag(fs, &cfg.AdvertiseHost, "advertise-host", "", "host other nodes reach this one at; empty uses the listeners' host")
 	durFlag(fs, &cfg.LeaseTTL, "lease-ttl", 5*time.Second, "registry lease TTL: how long a dead node keeps its guilds")
 	durFlag(fs, &cfg.RetryInterval, "retry-interval", time.Second, "how often failed subscriptions are retried and guilds placed elsewhere unloaded")

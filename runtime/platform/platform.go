@@ -171,7 +171,7 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 		}
 		ccfg.Logger = cfg.Logger.With("component", "store")
 		// Connect retries with backoff while Cassandra is down; /readyz
-		// stays false until it returns because the listener serves nothing yet.
+		// answers 503 meanwhile when the listener serves a Gate.
 		s, err := cassandrastore.Connect(ctx, ccfg)
 		if err != nil {
 			return nil, fmt.Errorf("platform: open cassandra store: %w", err)
@@ -262,6 +262,15 @@ func (p *Platform) Serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{Handler: p.handler, ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
+	return p.Run(ctx, srv, errc)
+}
+
+// Run is Serve for a server that already runs (one that served a Gate
+// while New connected the backends, the Gate now open to Handler): errc
+// receives what its Serve returned. Run waits until ctx ends or the
+// server fails, then shuts down gracefully within
+// Config.ShutdownTimeout.
+func (p *Platform) Run(ctx context.Context, srv *http.Server, errc <-chan error) error {
 	select {
 	case err := <-errc:
 		return fmt.Errorf("platform: serve: %w", err)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
+	"net/http"
 
 	"github.com/spf13/cobra"
 
@@ -35,19 +37,27 @@ token and the URLs.`,
 }
 
 // runPlatform starts a platform, prints where it listens and serves until
-// the command's context ends (SIGINT/SIGTERM).
+// the command's context ends (SIGINT/SIGTERM). The listener answers at
+// once: while the backends connect (platform.New retries an unreachable
+// Cassandra with backoff) a platform.Gate serves /healthz 200, /readyz
+// 503 and 503 for everything else; then it forwards to the platform.
 func runPlatform(cmd *cobra.Command, cfg platform.Config) error {
 	ctx := cmd.Context()
 	l, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTP, err)
 	}
+	gate := &platform.Gate{}
+	srv := &http.Server{Handler: gate, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
 	p, err := platform.New(ctx, cfg)
 	if err != nil {
-		l.Close()
+		srv.Close()
 		return err
 	}
 	defer p.Close()
+	gate.Open(p.Handler())
 	addr := l.Addr().String()
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Concord is listening on http://%s\n", addr)
@@ -57,5 +67,5 @@ func runPlatform(cmd *cobra.Command, cfg platform.Config) error {
 		fmt.Fprintf(out, "  Dev token: %s\n", p.DevToken)
 	}
 	fmt.Fprintf(out, "  Metrics:   http://%s/metrics\n", addr)
-	return p.Serve(ctx, l)
+	return p.Run(ctx, srv, errc)
 }

@@ -32,9 +32,11 @@ test-deps:
 
 test: test-deps lint
 	. $(CACHE)/test-env.sh && $(GO) test -tags integration $(GOTESTFLAGS) ./...
-	@echo "==> REST and gateway conformance again, with concord on Cassandra"
-	. $(CACHE)/test-env.sh && CONCORD_CONFORMANCE_STORE="cassandra://$$CONCORD_CASSANDRA/concord_conf_$$(date +%s)" \
-		$(GO) test -tags integration $(GOTESTFLAGS) ./test/conformance/
+	@echo "==> REST tests and bot-library conformance again, with concord on Cassandra"
+	. $(CACHE)/test-env.sh && ks=$$(date +%s) && \
+		CONCORD_API_TEST_STORE="cassandra://$$CONCORD_CASSANDRA/concord_api_$$ks" \
+		CONCORD_CONFORMANCE_STORE="cassandra://$$CONCORD_CASSANDRA/concord_conf_$$ks" \
+		$(GO) test -tags integration $(GOTESTFLAGS) ./runtime/api/ ./test/conformance/
 
 # test-unit runs only the tests that need no external server.
 test-unit:

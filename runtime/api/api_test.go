@@ -95,7 +95,7 @@ func TestNewcomerScenario(t *testing.T) {
 	}
 	var me wire.User
 	e.ok("GET", "/api/v9/users/@me", "Bearer "+strings.TrimPrefix(w.bob.Token, "Bot "), nil, &me)
-	if me.ID != w.bob.ID || me.Username != "bob" || me.Discriminator != "0" {
+	if me.ID != w.bob.ID || me.Username != e.name("bob") || me.Discriminator != "0" {
 		t.Fatalf("me = %+v", me)
 	}
 
@@ -437,7 +437,7 @@ func TestMentions(t *testing.T) {
 	if m.MentionEveryone {
 		t.Fatal("@everyone honoured without MENTION_EVERYONE (Discord sends the message but does not ping)")
 	}
-	if len(m.Mentions) != 1 || m.Mentions[0].ID != carol.ID || m.Mentions[0].Username != "carol" {
+	if len(m.Mentions) != 1 || m.Mentions[0].ID != carol.ID || m.Mentions[0].Username != e.name("carol") {
 		t.Fatalf("mentions = %+v", m.Mentions)
 	}
 	if !slices.Equal(m.MentionRoles, []snowflake.ID{loud.ID}) {
@@ -547,13 +547,13 @@ func TestDirectMessages(t *testing.T) {
 func TestAccountsAndGateway(t *testing.T) {
 	e := newEnv(t)
 	a := e.register("dave", false)
-	e.fail("POST", v10+"/auth/register", "", map[string]any{"username": "dave", "password": "password123"}, 400, 50035)
+	e.fail("POST", v10+"/auth/register", "", map[string]any{"username": e.name("dave"), "password": "password123"}, 400, 50035)
 	e.fail("POST", v10+"/auth/register", "", map[string]any{"username": "x", "password": "password123"}, 400, 50035)
-	e.fail("POST", v10+"/auth/login", "", map[string]any{"username": "dave", "password": "wrong-password"}, 400, 50035)
+	e.fail("POST", v10+"/auth/login", "", map[string]any{"username": e.name("dave"), "password": "wrong-password"}, 400, 50035)
 	var login struct {
 		Token string `json:"token"`
 	}
-	e.ok("POST", v10+"/auth/login", "", map[string]any{"username": "dave", "password": "password123"}, &login)
+	e.ok("POST", v10+"/auth/login", "", map[string]any{"username": e.name("dave"), "password": "password123"}, &login)
 	var me wire.User
 	e.ok("GET", v10+"/users/@me", login.Token, nil, &me)
 	if me.ID != a.ID {

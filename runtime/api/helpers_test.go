@@ -3,8 +3,11 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"io"
+	"os"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,6 +19,8 @@ import (
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/store/cassandra"
 	"github.com/concord-chat/concord/runtime/store/pebble"
 )
 
@@ -69,18 +74,18 @@ type env struct {
 	t      testing.TB
 	srv    *httptest.Server
 	guilds *guild.Service
-	store  *pebble.Store
+	store  store.Store
 	sink   *sink
+	// tag makes usernames unique when the store is shared between tests
+	// (the Cassandra run); empty on a fresh Pebble store per test.
+	tag string
 	ids    *snowflake.Generator
 	auth   *auth.Issuer
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	st, err := pebble.New(pebble.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, tag := openTestStore(t)
 	t.Cleanup(func() { st.Close() })
 	ids, err := snowflake.New(snowflake.Config{})
 	if err != nil {
@@ -99,8 +104,37 @@ func newEnv(t testing.TB) *env {
 	h := New(Config{}, Deps{Store: st, Guilds: svc, Auth: iss, IDs: ids})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv, guilds: svc, store: st, sink: sk, ids: ids, auth: iss}
+	return &env{t: t, srv: srv, guilds: svc, store: st, sink: sk, ids: ids, auth: iss, tag: tag}
 }
+
+// openTestStore opens the store the REST tests run on: a fresh Pebble
+// store, or, when CONCORD_API_TEST_STORE names one
+// (cassandra://host:port/keyspace, as `make test` sets it), that shared
+// store with a random tag for unique usernames.
+func openTestStore(t testing.TB) (store.Store, string) {
+	t.Helper()
+	if u := os.Getenv("CONCORD_API_TEST_STORE"); u != "" {
+		cfg, err := cassandra.ParseURL(u)
+		if err != nil {
+			t.Fatalf("CONCORD_API_TEST_STORE: %v", err)
+		}
+		st, err := cassandra.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("open %s: %v", u, err)
+		}
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		return st, "-" + hex.EncodeToString(b[:])
+	}
+	st, err := pebble.New(pebble.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, ""
+}
+
+// name is a test username made unique for the store in use.
+func (e *env) name(n string) string { return n + e.tag }
 
 // resp is a decoded response.
 type resp struct {
@@ -210,7 +244,7 @@ func (e *env) register(name string, bot bool) account {
 		Token  string       `json:"token"`
 		UserID snowflake.ID `json:"user_id"`
 	}
-	e.ok("POST", "/api/v10/auth/register", "", map[string]any{"username": name, "password": "password123", "bot": bot}, &out)
+	e.ok("POST", "/api/v10/auth/register", "", map[string]any{"username": e.name(name), "password": "password123", "bot": bot}, &out)
 	prefix := ""
 	if bot {
 		prefix = "Bot "

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/concord-chat/concord/runtime/dataservice"
+	"github.com/concord-chat/concord/runtime/readstate"
 	"github.com/concord-chat/concord/runtime/store"
 )
 
@@ -59,6 +60,10 @@ var transportErrors = []ErrorCode{
 	{dataservice.ErrClosed, codes.Unavailable},
 	{store.ErrUnavailable, codes.Unavailable},
 	{store.ErrNotFound, codes.NotFound},
+	// The read-state service's errors, for ReadStateNode.
+	{readstate.ErrForbidden, codes.PermissionDenied},
+	{readstate.ErrClosed, codes.Unavailable},
+	{readstate.ErrStore, codes.Unavailable},
 }
 
 // errorDomain marks the ErrorInfo detail carrying the sentinel's text.

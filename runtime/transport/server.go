@@ -47,6 +47,9 @@ type Services struct {
 	// Data serves DataNode: the message port of a data node (its
 	// coalescing dataservice.Service).
 	Data store.Messages
+	// ReadStates serves ReadStateNode: the read states of a read-state
+	// node (its *readstate.Service).
+	ReadStates ReadStateBackend
 	// Owns reports whether this node owns a guild on its ring; when set,
 	// GuildNode calls for other guilds fail with ErrNotOwner so the
 	// caller retries on the owner. Nil accepts every guild.
@@ -99,6 +102,10 @@ func NewServer(cfg ServerConfig, svc Services) (*Server, error) {
 	if svc.Data != nil {
 		transportpb.RegisterDataNodeServer(g, &dataServer{backend: svc.Data, errs: errs})
 		s.names = append(s.names, transportpb.DataNode_ServiceDesc.ServiceName)
+	}
+	if svc.ReadStates != nil {
+		transportpb.RegisterReadStateNodeServer(g, &readStateServer{backend: svc.ReadStates, errs: errs})
+		s.names = append(s.names, transportpb.ReadStateNode_ServiceDesc.ServiceName)
 	}
 	healthpb.RegisterHealthServer(g, s.health)
 	s.SetServing(true)

@@ -1,6 +1,6 @@
 // Package transport carries Concord's calls between nodes over gRPC.
 //
-// Two services are defined in proto/concord/transport/v1 and generated
+// The services are defined in proto/concord/transport/v1 and generated
 // into transportpb by hack/proto.sh:
 //
 //   - GatewayNode.Deliver: guild nodes stream event batches to the gateway
@@ -11,6 +11,10 @@
 //     guild node owning a guild on the placement ring. NewGuildClient
 //     returns a GuildBackend that routes by guild id and retries once on
 //     the ring's new owner when the old one is unavailable.
+//   - DataNode: the message port of data nodes (NewDataClient).
+//   - ReadStateNode.Ack/States: read-state nodes (--roles=readstate)
+//     serve read markers and mention counts; NewReadStateClient routes
+//     by user id over the ring of read-state nodes.
 //
 // NewServer builds the gRPC server of a node with logging and metrics
 // interceptors, message-size limits and the standard health service, and

@@ -7,9 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"os"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -78,9 +78,9 @@ type env struct {
 	sink   *sink
 	// tag makes usernames unique when the store is shared between tests
 	// (the Cassandra run); empty on a fresh Pebble store per test.
-	tag string
-	ids    *snowflake.Generator
-	auth   *auth.Issuer
+	tag  string
+	ids  *snowflake.Generator
+	auth *auth.Issuer
 }
 
 func newEnv(t testing.TB) *env {

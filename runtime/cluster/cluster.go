@@ -14,6 +14,11 @@
 //   - gateway: the WebSocket gateway. Identify is answered locally from
 //     the store; sessions are subscribed to their guilds on the owners,
 //     and resubscribed when the ring moves a guild (gatewayrole.go).
+//   - readstate: read markers and mention counts fed from the Kafka
+//     event log, served over ReadStateNode to guild nodes (acks) and
+//     gateway nodes (READY read_state); readstaterole.go. With
+//     --eventlog=kafka://, guild nodes publish message events through an
+//     outbox in their data directory.
 //
 // Every process of a cluster shares the store (Cassandra), the registry
 // (etcd) and the token-signing key. `concord dev` does not use this
@@ -51,10 +56,11 @@ import (
 )
 
 // Roles a node can run.
-var Roles = []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild, registry.RoleData}
+var Roles = []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild, registry.RoleData, RoleReadState}
 
 // DefaultRoles are the roles of a node given none: every role but data,
-// which only matters with --data-nodes=ring.
+// which only matters with --data-nodes=ring, and readstate, which needs
+// Kafka (--eventlog=kafka://...).
 var DefaultRoles = []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild}
 
 // Where message reads and writes go (Config.DataNodes).
@@ -96,6 +102,10 @@ type Config struct {
 	// of a channel merge there), retrying on the new owner when that node
 	// dies. Guild state and accounts always go to the store directly.
 	DataNodes string
+	// ReadStateFlush is how long a read-state change may stay only in the
+	// memory of a readstate node before it is written to the table (and
+	// the event log offsets below it are committed). Default 30s.
+	ReadStateFlush time.Duration
 }
 
 func (c Config) has(role string) bool { return slices.Contains(c.Roles, role) }
@@ -155,6 +165,15 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		return c, fmt.Errorf("cluster: unknown --data-nodes %q (want %s or %s)", c.DataNodes, DataLocal, DataRing)
 	}
+	switch ev := c.Platform.EventLog; {
+	case ev == "" || ev == "mem" || ev == "memlog":
+		if c.has(RoleReadState) {
+			return c, errors.New("cluster: the readstate role consumes the shared event log: set --eventlog=kafka://host:port on every node")
+		}
+	case kafkaLog(ev):
+	default:
+		return c, fmt.Errorf("cluster: --eventlog=%q: processes of a cluster share only kafka://host:port", ev)
+	}
 	if c.has(registry.RoleData) && !sharedStore(c.Platform.Store) {
 		return c, fmt.Errorf("cluster: the data role needs a shared store (--store=cassandra://host:port/keyspace), not %q", c.Platform.Store)
 	}
@@ -186,6 +205,15 @@ type Node struct {
 	dataRng    *registry.LocalRing
 	dataClient transport.DataClient
 	gwRing     *registry.LocalRing
+	// --eventlog=kafka://: the guild role's event log and outbox, the
+	// readstate role, and the client guild and gateway roles reach the
+	// readstate nodes with.
+	pub      *publisher
+	rsRole   *readStateRole
+	rsLocal  *guild.Service
+	rsGuilds transport.GuildClient
+	rsRing   *registry.LocalRing
+	rsClient transport.ReadStateClient
 
 	httpL, grpcL net.Listener
 	grpc         *transport.Server
@@ -271,7 +299,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if n.httpL, err = net.Listen("tcp", cfg.Platform.HTTP); err != nil {
 		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.Platform.HTTP, err)
 	}
-	if cfg.has(registry.RoleGateway) || cfg.has(registry.RoleGuild) || cfg.has(registry.RoleData) {
+	if cfg.has(registry.RoleGateway) || cfg.has(registry.RoleGuild) || cfg.has(registry.RoleData) || cfg.has(RoleReadState) {
 		if n.grpcL, err = net.Listen("tcp", cfg.GRPC); err != nil {
 			return nil, fmt.Errorf("cluster: listen %s: %w", cfg.GRPC, err)
 		}
@@ -285,6 +313,28 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		svc.Data = n.dataSvc
 	}
 
+	readStates := kafkaLog(cfg.Platform.EventLog)
+	if readStates && (cfg.has(registry.RoleGuild) || cfg.has(registry.RoleGateway)) {
+		if n.rsRing, err = registry.NewLocalRing(ctx, n.reg, RoleReadState, ringCfg); err != nil {
+			return nil, fmt.Errorf("cluster: read-state ring: %w", err)
+		}
+		n.rsClient = transport.NewReadStateClient(clientCfg, n.rsRing)
+	}
+	if cfg.has(RoleReadState) {
+		// Visibility is asked of the guild owners; this service only
+		// maps channels to guilds and answers private channels from the
+		// store, and never loads an actor.
+		if n.rsLocal, err = guild.NewService(guild.Config{Logger: log.With("component", "readstate-guilds")},
+			guild.Deps{Store: st, Sink: discardSink{}, IDs: ids, Auth: issuer}); err != nil {
+			return nil, fmt.Errorf("cluster: read-state guild service: %w", err)
+		}
+		n.rsGuilds = transport.NewGuildClient(clientCfg, n.guildRng)
+		if n.rsRole, err = openReadStateRole(ctx, cfg, n, n.rsLocal, n.rsGuilds); err != nil {
+			return nil, err
+		}
+		svc.ReadStates = n.rsRole.svc
+	}
+
 	if cfg.has(registry.RoleGuild) {
 		if n.gwRing, err = registry.NewLocalRing(ctx, n.reg, registry.RoleGateway, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: gateway ring: %w", err)
@@ -295,8 +345,16 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("cluster: guild service: %w", err)
 		}
 		owns := transport.OwnedBy(n.guildRng, cfg.Platform.Node)
-		restAPI := api.New(api.Config{GatewayURL: cfg.Platform.PublicURL, Logger: log.With("component", "api")},
-			api.Deps{Store: st, Guilds: n.guilds, Auth: issuer, IDs: ids})
+		deps := api.Deps{Store: st, Guilds: n.guilds, Auth: issuer, IDs: ids}
+		if readStates {
+			if n.pub, err = openPublisher(ctx, cfg, n); err != nil {
+				return nil, err
+			}
+			// MESSAGE_ACK goes through this node's DispatchToUser, which
+			// reaches the user's sessions subscribed to guilds it owns.
+			deps.Events, deps.ReadStates, deps.Users = n.pub.outbox, n.rsClient, n.guilds
+		}
+		restAPI := api.New(api.Config{GatewayURL: cfg.Platform.PublicURL, Logger: log.With("component", "api")}, deps)
 		n.guildRole = &guildRole{
 			node:    cfg.Platform.Node,
 			svc:     n.guilds,
@@ -320,6 +378,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.client = transport.NewGuildClient(clientCfg, n.guildRng)
 		n.gwBackend = newGatewayBackend(guild.NewGatewayBackend(n.identify), st, n.client, n.guildRng,
 			cfg.CallTimeout, n.m, log.With("component", "gateway"))
+		if n.rsClient != nil {
+			n.gwBackend.states = n.rsClient
+		}
 		if n.gateway, err = gateway.NewNode(gateway.Config{
 			Node:       cfg.Platform.Node,
 			PublicURL:  cfg.Platform.PublicURL,
@@ -426,6 +487,13 @@ func (n *Node) Serve(ctx context.Context) error {
 			n.guildRole.sweep(rctx, n.cfg.RetryInterval)
 		}()
 	}
+	if n.rsRole != nil {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.rsRole.run(rctx)
+		}()
+	}
 	if n.gwBackend != nil {
 		n.wg.Add(1)
 		go func() {
@@ -489,9 +557,27 @@ func (n *Node) Close() error {
 	if n.dataRng != nil {
 		n.dataRng.Close()
 	}
+	if n.rsClient != nil {
+		errs = append(errs, n.rsClient.Close())
+	}
+	if n.rsRing != nil {
+		n.rsRing.Close()
+	}
+	if n.rsRole != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), n.cfg.Platform.ShutdownTimeout)
+		errs = append(errs, n.rsRole.close(cctx))
+		cancel()
+	}
+	if n.rsGuilds != nil {
+		errs = append(errs, n.rsGuilds.Close())
+	}
+	if n.rsLocal != nil {
+		errs = append(errs, n.rsLocal.Close())
+	}
 	if n.guilds != nil {
 		errs = append(errs, n.guilds.Close())
 	}
+	errs = append(errs, n.pub.close())
 	if n.identify != nil {
 		errs = append(errs, n.identify.Close())
 	}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/readstate"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
@@ -37,6 +39,9 @@ type gatewayBackend struct {
 	log      *slog.Logger
 	timeout  time.Duration
 	metrics  *metrics
+	// states, when set (--eventlog=kafka://), adds the user's read states
+	// from the readstate nodes to READY.
+	states transport.ReadStateBackend
 
 	mu      sync.Mutex
 	byGuild map[snowflake.ID]map[event.SessionID]*subscription
@@ -75,9 +80,23 @@ func newGatewayBackend(identify guild.GatewayBackend, st store.Guilds, guilds tr
 	}
 }
 
-// Identify implements gateway.Backend.
+// Identify implements gateway.Backend. With read states, READY carries
+// read_state; a read-state node that cannot answer leaves it empty rather
+// than failing the identify (badges catch up on the next ack).
 func (b *gatewayBackend) Identify(ctx context.Context, token string, s event.Session) (event.Ready, error) {
-	return b.identify.Identify(ctx, token, s)
+	r, err := b.identify.Identify(ctx, token, s)
+	if err != nil || b.states == nil {
+		return r, err
+	}
+	entries, serr := b.states.States(ctx, r.UserID, nil)
+	if serr != nil {
+		b.log.Warn("READY without read states", "user_id", r.UserID, "err", serr)
+	}
+	if serr != nil || entries == nil {
+		entries = []readstate.State{}
+	}
+	r.ReadState, _ = json.Marshal(map[string]any{"entries": entries, "partial": false, "version": 1})
+	return r, nil
 }
 
 // Subscribe implements gateway.Backend: it records the session's guilds

@@ -116,10 +116,11 @@ func (b guildBackend) Disconnect(ctx context.Context, guildID snowflake.ID, s ev
 	return notOwner(b.svc.DetachSession(ctx, guildID, s))
 }
 
-// Call implements transport.GuildBackend; REST requests reach guild nodes
-// over HTTP (proxy.go), not through Call.
-func (b guildBackend) Call(context.Context, snowflake.ID, string, []byte) (int, []byte, error) {
-	return 0, nil, fmt.Errorf("%w: GuildNode.Call", transport.ErrNotServed)
+// Call implements transport.GuildBackend. REST requests reach guild nodes
+// over HTTP (proxy.go), not through Call; Call serves only the read-state
+// role's permission questions (serveReadStateCall).
+func (b guildBackend) Call(ctx context.Context, guildID snowflake.ID, method string, body []byte) (int, []byte, error) {
+	return serveReadStateCall(ctx, b.svc, guildID, method, body)
 }
 
 // notOwner turns guild.ErrMoved (the actor was unloaded because the guild

@@ -33,6 +33,12 @@ in-flight reads; other nodes send them there with --data-nodes=ring (by
 default they call the store directly) and retry on the new owner when a data
 node dies.
 
+With --eventlog=kafka://host:port on every node, guild nodes publish message
+events to Kafka through an outbox in --data-dir, and read-state nodes
+(--roles=readstate) count mentions from it (consumer group "readstate"),
+keep read markers in the store's keyspace and serve acks to guild nodes and
+READY's read_state to gateway nodes. Run one read-state node.
+
 A local Pebble store (--store=pebble:DIR) and --registry=embedded are
 accepted only when one process runs every role.
 
@@ -52,10 +58,8 @@ Give each process its own --node and --worker/--process pair.`,
 			}
 			cfg.Platform.Logger = log
 			cfg.Platform.DevUser = false
-			for flag, v := range map[string]string{"--eventlog": cfg.Platform.EventLog, "--redis": cfg.Platform.Redis} {
-				if v != "mem" {
-					return fmt.Errorf("%s=%s is not supported by concord serve yet", flag, v)
-				}
+			if cfg.Platform.Redis != "mem" {
+				return fmt.Errorf("--redis=%s is not supported by concord serve yet", cfg.Platform.Redis)
 			}
 			ctx := cmd.Context()
 			n, err := cluster.New(ctx, cfg)
@@ -74,11 +78,12 @@ Give each process its own --node and --worker/--process pair.`,
 	}
 	fs := cmd.Flags()
 	bindPlatformFlags(fs, &cfg.Platform, &logFormat, &logLevel)
-	strFlag(fs, &roles, "roles", strings.Join(cluster.DefaultRoles, ","), "comma-separated roles to run: gateway, api, guild, data")
+	strFlag(fs, &roles, "roles", strings.Join(cluster.DefaultRoles, ","), "comma-separated roles to run: gateway, api, guild, data, readstate")
 	strFlag(fs, &cfg.DataNodes, "data-nodes", cluster.DataLocal, "where message reads and writes go: local (the store directly) or ring (the data-role node owning the channel)")
-	strFlag(fs, &cfg.GRPC, "grpc", "127.0.0.1:0", "listen address of the gRPC server between nodes (gateway, guild and data roles)")
+	strFlag(fs, &cfg.GRPC, "grpc", "127.0.0.1:0", "listen address of the gRPC server between nodes (gateway, guild, data and readstate roles)")
 	strFlag(fs, &cfg.AdvertiseHost, "advertise-host", "", "host other nodes reach this one at; empty uses the listeners' host")
 	durFlag(fs, &cfg.LeaseTTL, "lease-ttl", 5*time.Second, "registry lease TTL: how long a dead node keeps its guilds")
+	durFlag(fs, &cfg.ReadStateFlush, "readstate-flush-interval", 30*time.Second, "readstate role: how long a read-state change may stay only in memory before it is written")
 	durFlag(fs, &cfg.RetryInterval, "retry-interval", time.Second, "how often failed subscriptions are retried and guilds placed elsewhere unloaded")
 	return cmd
 }

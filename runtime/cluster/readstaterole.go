@@ -1,0 +1,238 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+
+	"github.com/concord-chat/concord/runtime/eventlog"
+	eventlogbackend "github.com/concord-chat/concord/runtime/eventlog/backend"
+	"github.com/concord-chat/concord/runtime/eventlog/outbox"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/readstate"
+	readstatecassandra "github.com/concord-chat/concord/runtime/readstate/cassandra"
+	readstatepebble "github.com/concord-chat/concord/runtime/readstate/pebble"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store/cassandra"
+	"github.com/concord-chat/concord/runtime/transport"
+)
+
+// RoleReadState is the read-state role (runtime/readstate): read markers
+// and mention counts, fed from the event log, served over ReadStateNode.
+const RoleReadState = "readstate"
+
+// Methods of GuildNode.Call the read-state role uses to ask the guild
+// owner about permissions.
+const (
+	callCanView     = "readstate.CanView"
+	callRoleMembers = "readstate.RoleMembers"
+)
+
+// kafkaLog reports whether an --eventlog URL names Kafka, the only event
+// log processes of a cluster can share.
+func kafkaLog(spec string) bool { return strings.HasPrefix(spec, "kafka://") }
+
+// readStateRole is the read-state role of a node: the read-state table
+// (Cassandra in the store's keyspace, or Pebble in the data directory for
+// a single process), the event log the mention consumer reads as group
+// "readstate", and the readstate.Service served over ReadStateNode.
+type readStateRole struct {
+	log    eventlog.Log
+	table  readstate.Store
+	svc    *readstate.Service
+	guilds transport.GuildClient
+	local  *guild.Service
+	logger *slog.Logger
+}
+
+// openReadStateRole opens the table, the event log and the service.
+// Visibility and role expansion are asked of the guild owners (guildPerms).
+func openReadStateRole(ctx context.Context, cfg Config, n *Node, local *guild.Service, guilds transport.GuildClient) (_ *readStateRole, err error) {
+	log := n.log.With("component", "readstate")
+	r := &readStateRole{guilds: guilds, local: local, logger: log}
+	defer func() {
+		if err != nil {
+			r.close(ctx)
+		}
+	}()
+	if sharedStore(cfg.Platform.Store) {
+		cc, err := cassandra.ParseURL(cfg.Platform.Store)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: --store: %w", err)
+		}
+		if r.table, err = readstatecassandra.New(ctx, readstatecassandra.Config{
+			Hosts: cc.Hosts, Keyspace: cc.Keyspace, Consistency: cc.Consistency, ReplicationFactor: cc.ReplicationFactor,
+			Logger: log.With("component", "readstate-table"),
+		}); err != nil {
+			return nil, fmt.Errorf("cluster: read-state table: %w", err)
+		}
+	} else {
+		if r.table, err = readstatepebble.New(readstatepebble.Config{Dir: filepath.Join(cfg.Platform.DataDir, "readstate")}); err != nil {
+			return nil, fmt.Errorf("cluster: read-state table: %w", err)
+		}
+	}
+	if r.log, err = eventlogbackend.Open(ctx, cfg.Platform.EventLog, cfg.Platform.DataDir, log.With("component", "eventlog")); err != nil {
+		return nil, fmt.Errorf("cluster: event log: %w", err)
+	}
+	perms := guildPerms{local: local, guilds: guilds, log: log}
+	if r.svc, err = readstate.New(readstate.Config{
+		FlushInterval: cfg.ReadStateFlush, Group: "readstate", Registerer: n.metrics, Logger: log,
+	}, r.table, perms, perms); err != nil {
+		return nil, fmt.Errorf("cluster: read states: %w", err)
+	}
+	return r, nil
+}
+
+// run consumes the event log until ctx ends.
+func (r *readStateRole) run(ctx context.Context) {
+	if err := r.svc.Run(ctx, r.log); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		r.logger.Error("read-state consumer stopped", "err", err)
+	}
+}
+
+// close flushes the read states and closes the table and the log.
+func (r *readStateRole) close(ctx context.Context) error {
+	var errs []error
+	if r.svc != nil {
+		errs = append(errs, r.svc.Close(ctx))
+	}
+	if r.table != nil {
+		errs = append(errs, r.table.Close())
+	}
+	if r.log != nil {
+		errs = append(errs, r.log.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// guildPerms is readstate.Visibility and readstate.Roles for a read-state
+// node, which holds no guild actor: it asks the guild node owning the
+// channel's guild over GuildNode.Call (methods callCanView and
+// callRoleMembers, answered by guildBackend.Call). The channel → guild
+// lookup and private channels (no guild) are answered from the store by a
+// guild.Service that loads no actor. A guild owner that cannot be reached
+// counts as "cannot see": a mention consumed meanwhile is not counted.
+type guildPerms struct {
+	local  *guild.Service
+	guilds transport.GuildClient
+	log    *slog.Logger
+}
+
+type canViewArgs struct {
+	User    snowflake.ID `json:"user"`
+	Channel snowflake.ID `json:"channel"`
+}
+
+type roleMembersArgs struct {
+	Role snowflake.ID `json:"role"`
+}
+
+// CanView implements readstate.Visibility.
+func (p guildPerms) CanView(ctx context.Context, user, channel snowflake.ID) bool {
+	gid, err := p.local.ChannelGuild(ctx, channel)
+	if err != nil {
+		return false
+	}
+	if gid == 0 {
+		return p.local.CanView(ctx, user, channel)
+	}
+	body, _ := json.Marshal(canViewArgs{User: user, Channel: channel})
+	status, _, err := p.guilds.Call(ctx, gid, callCanView, body)
+	if err != nil {
+		p.log.Warn("visibility check on the guild owner failed", "guild_id", gid, "channel_id", channel, "err", err)
+		return false
+	}
+	return status == http.StatusOK
+}
+
+// RoleMembers implements readstate.Roles.
+func (p guildPerms) RoleMembers(ctx context.Context, guildID, role snowflake.ID) ([]snowflake.ID, error) {
+	body, _ := json.Marshal(roleMembersArgs{Role: role})
+	status, resp, err := p.guilds.Call(ctx, guildID, callRoleMembers, body)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: role members of %d in guild %d: %w", role, guildID, err)
+	}
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("cluster: role members of %d in guild %d: status %d", role, guildID, status)
+	}
+	var ids []snowflake.ID
+	if err := json.Unmarshal(resp, &ids); err != nil {
+		return nil, fmt.Errorf("cluster: role members of %d in guild %d: %w", role, guildID, err)
+	}
+	return ids, nil
+}
+
+// serveReadStateCall answers the read-state role's GuildNode.Call methods
+// on the guild owner: callCanView (200 visible, 403 not) and
+// callRoleMembers (200 and a JSON array of user ids).
+func serveReadStateCall(ctx context.Context, svc *guild.Service, guildID snowflake.ID, method string, body []byte) (int, []byte, error) {
+	switch method {
+	case callCanView:
+		var a canViewArgs
+		if err := json.Unmarshal(body, &a); err != nil {
+			return http.StatusBadRequest, nil, nil
+		}
+		if svc.CanView(ctx, a.User, a.Channel) {
+			return http.StatusOK, nil, nil
+		}
+		return http.StatusForbidden, nil, nil
+	case callRoleMembers:
+		var a roleMembersArgs
+		if err := json.Unmarshal(body, &a); err != nil {
+			return http.StatusBadRequest, nil, nil
+		}
+		ids, err := svc.RoleMembers(ctx, guildID, a.Role)
+		if errors.Is(err, guild.ErrUnknownGuild) {
+			return http.StatusNotFound, nil, nil
+		}
+		if err != nil {
+			return 0, nil, notOwner(err)
+		}
+		out, err := json.Marshal(ids)
+		if err != nil {
+			return 0, nil, fmt.Errorf("cluster: encode role members: %w", err)
+		}
+		return http.StatusOK, out, nil
+	}
+	return 0, nil, fmt.Errorf("%w: GuildNode.Call %q", transport.ErrNotServed, method)
+}
+
+// publisher is the event log and outbox of a guild node: the REST API
+// publishes message events through the outbox (under the data directory)
+// to the shared Kafka log.
+type publisher struct {
+	log    eventlog.Log
+	outbox *outbox.Outbox
+}
+
+// openPublisher opens the event log and the node's outbox.
+func openPublisher(ctx context.Context, cfg Config, n *Node) (*publisher, error) {
+	p := &publisher{}
+	var err error
+	if p.log, err = eventlogbackend.Open(ctx, cfg.Platform.EventLog, cfg.Platform.DataDir, n.log.With("component", "eventlog")); err != nil {
+		return nil, fmt.Errorf("cluster: event log: %w", err)
+	}
+	// One outbox per node name, so that processes sharing a data
+	// directory do not share a queue.
+	if p.outbox, err = outbox.New(outbox.Config{
+		Dir: filepath.Join(cfg.Platform.DataDir, "outbox", cfg.Platform.Node), Registerer: n.metrics, Logger: n.log.With("component", "outbox"),
+	}, p.log); err != nil {
+		p.log.Close()
+		return nil, fmt.Errorf("cluster: outbox: %w", err)
+	}
+	return p, nil
+}
+
+// close stops the outbox relay (queued events stay queued for the next
+// start on the same directory) and closes the log.
+func (p *publisher) close() error {
+	if p == nil {
+		return nil
+	}
+	return errors.Join(p.outbox.Close(), p.log.Close())
+}

@@ -19,6 +19,11 @@
 //     gateway nodes (READY read_state); readstaterole.go. With
 //     --eventlog=kafka://, guild nodes publish message events through an
 //     outbox in their data directory.
+//   - presence: every live session folded into one status per user,
+//     served over PresenceNode to gateway nodes and broadcast to friends'
+//     gateways and the guild nodes owning the user's guilds
+//     (presencerole.go). Gateway and guild nodes take part with
+//     --presence; run one presence node.
 //
 // Every process of a cluster shares the store (Cassandra), the registry
 // (etcd) and the token-signing key. `concord dev` does not use this
@@ -56,7 +61,7 @@ import (
 )
 
 // Roles a node can run.
-var Roles = []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild, registry.RoleData, RoleReadState}
+var Roles = []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild, registry.RoleData, RoleReadState, RolePresence}
 
 // DefaultRoles are the roles of a node given none: every role but data,
 // which only matters with --data-nodes=ring, and readstate, which needs
@@ -106,6 +111,21 @@ type Config struct {
 	// memory of a readstate node before it is written to the table (and
 	// the event log offsets below it are committed). Default 30s.
 	ReadStateFlush time.Duration
+	// Presence turns on presence, member lists (op 8, op 14) and focused
+	// typing on gateway and guild nodes: gateways report their sessions
+	// and op 3 to the presence node (--roles=presence; run one) and send
+	// op 8 and op 14 to the guild's owner. On for a node that runs the
+	// presence role.
+	Presence bool
+	// PresenceWindow is the presence role's coalescing window (default
+	// 5s).
+	PresenceWindow time.Duration
+	// PresenceReportInterval is how often gateway nodes re-report their
+	// sessions to the presence node (default 15s). The presence role
+	// forgets a gateway's sessions after three intervals without a
+	// report, and a fresh presence node absorbs re-reports silently for
+	// two.
+	PresenceReportInterval time.Duration
 }
 
 func (c Config) has(role string) bool { return slices.Contains(c.Roles, role) }
@@ -157,6 +177,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 5 * time.Second
+	}
+	if c.has(RolePresence) {
+		c.Presence = true
+	}
+	if c.PresenceWindow <= 0 {
+		c.PresenceWindow = 5 * time.Second
+	}
+	if c.PresenceReportInterval <= 0 {
+		c.PresenceReportInterval = gateway.DefaultReportInterval
 	}
 	switch c.DataNodes {
 	case "":
@@ -214,6 +243,13 @@ type Node struct {
 	rsGuilds transport.GuildClient
 	rsRing   *registry.LocalRing
 	rsClient transport.ReadStateClient
+	// --roles=presence, and --presence on gateway and guild nodes.
+	psRole   *presenceRole
+	psGuilds transport.GuildClient
+	psSink   transport.GatewayClient
+	psRing   *registry.LocalRing
+	psClient transport.PresenceClient
+	psCache  *presenceCache
 
 	httpL, grpcL net.Listener
 	grpc         *transport.Server
@@ -299,7 +335,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if n.httpL, err = net.Listen("tcp", cfg.Platform.HTTP); err != nil {
 		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.Platform.HTTP, err)
 	}
-	if cfg.has(registry.RoleGateway) || cfg.has(registry.RoleGuild) || cfg.has(registry.RoleData) || cfg.has(RoleReadState) {
+	if cfg.has(registry.RoleGateway) || cfg.has(registry.RoleGuild) || cfg.has(registry.RoleData) || cfg.has(RoleReadState) || cfg.has(RolePresence) {
 		if n.grpcL, err = net.Listen("tcp", cfg.GRPC); err != nil {
 			return nil, fmt.Errorf("cluster: listen %s: %w", cfg.GRPC, err)
 		}
@@ -335,10 +371,27 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		svc.ReadStates = n.rsRole.svc
 	}
 
-	if cfg.has(registry.RoleGuild) {
+	if cfg.has(registry.RoleGuild) || cfg.has(RolePresence) {
 		if n.gwRing, err = registry.NewLocalRing(ctx, n.reg, registry.RoleGateway, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: gateway ring: %w", err)
 		}
+	}
+	if cfg.has(RolePresence) {
+		n.psSink = transport.NewGatewayClient(clientCfg, n.gwRing)
+		n.psGuilds = transport.NewGuildClient(clientCfg, n.guildRng)
+		if n.psRole, err = openPresenceRole(cfg, n, st, n.psGuilds, n.guildRng, n.psSink); err != nil {
+			return nil, err
+		}
+		svc.Presence = n.psRole.backend()
+	}
+	if cfg.has(registry.RoleGateway) && cfg.Presence {
+		if n.psRing, err = registry.NewLocalRing(ctx, n.reg, RolePresence, ringCfg); err != nil {
+			return nil, fmt.Errorf("cluster: presence ring: %w", err)
+		}
+		n.psClient = transport.NewPresenceClient(clientCfg, n.psRing)
+	}
+
+	if cfg.has(registry.RoleGuild) {
 		n.sink = transport.NewGatewayClient(clientCfg, n.gwRing)
 		if n.guilds, err = guild.NewService(guild.Config{Logger: log.With("component", "guild"), Registerer: n.metrics},
 			guild.Deps{Store: st, Sink: n.sink, IDs: ids, Auth: issuer}); err != nil {
@@ -366,7 +419,12 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			dedupe:  &sendDeduper{store: st, auth: issuer, api: restAPI, log: log.With("component", "guild")},
 			log:     log.With("component", "guild"),
 		}
-		svc.Guild, svc.Owns = guildBackend{svc: n.guilds}, owns
+		if cfg.Presence {
+			if n.psCache, err = enableGuildPresence(n.guilds, n.metrics); err != nil {
+				return nil, err
+			}
+		}
+		svc.Guild, svc.Owns = guildBackend{svc: n.guilds, presences: n.psCache}, owns
 	}
 	if cfg.has(registry.RoleGateway) {
 		// Identify only reads the store; this service never loads an
@@ -381,12 +439,17 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if n.rsClient != nil {
 			n.gwBackend.states = n.rsClient
 		}
-		if n.gateway, err = gateway.NewNode(gateway.Config{
+		gwCfg := gateway.Config{
 			Node:       cfg.Platform.Node,
 			PublicURL:  cfg.Platform.PublicURL,
 			Logger:     log.With("component", "gateway"),
 			Registerer: n.metrics,
-		}, n.gwBackend); err != nil {
+		}
+		if n.psClient != nil {
+			p := newGatewayPresence(cfg.Platform.Node, n.psClient, n.client, log.With("component", "presence"))
+			gwCfg.Presence, gwCfg.OpHandlers = p, p.opHandlers()
+		}
+		if n.gateway, err = gateway.NewNode(gwCfg, n.gwBackend); err != nil {
 			return nil, fmt.Errorf("cluster: gateway: %w", err)
 		}
 		svc.Gateway = n.gateway
@@ -494,6 +557,20 @@ func (n *Node) Serve(ctx context.Context) error {
 			n.rsRole.run(rctx)
 		}()
 	}
+	if n.psRole != nil {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.psRole.run(rctx)
+		}()
+	}
+	if n.gateway != nil && n.psClient != nil {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.gateway.RunReports(rctx, n.cfg.PresenceReportInterval)
+		}()
+	}
 	if n.gwBackend != nil {
 		n.wg.Add(1)
 		go func() {
@@ -556,6 +633,14 @@ func (n *Node) Close() error {
 	}
 	if n.dataRng != nil {
 		n.dataRng.Close()
+	}
+	for _, c := range []interface{ Close() error }{n.psClient, n.psGuilds, n.psSink} {
+		if c != nil {
+			errs = append(errs, c.Close())
+		}
+	}
+	if n.psRing != nil {
+		n.psRing.Close()
 	}
 	if n.rsClient != nil {
 		errs = append(errs, n.rsClient.Close())

@@ -102,6 +102,9 @@ func (g *guildRole) sweep(ctx context.Context, interval time.Duration) {
 // guildBackend serves GuildNode with the local guild service.
 type guildBackend struct {
 	svc *guild.Service
+	// presences is the guild node's presence cache with --presence, nil
+	// without.
+	presences *presenceCache
 }
 
 var _ transport.GuildBackend = guildBackend{}
@@ -117,9 +120,13 @@ func (b guildBackend) Disconnect(ctx context.Context, guildID snowflake.ID, s ev
 }
 
 // Call implements transport.GuildBackend. REST requests reach guild nodes
-// over HTTP (proxy.go), not through Call; Call serves only the read-state
-// role's permission questions (serveReadStateCall).
+// over HTTP (proxy.go), not through Call; Call serves the presence
+// methods (servePresenceCall) and the read-state role's permission
+// questions (serveReadStateCall).
 func (b guildBackend) Call(ctx context.Context, guildID snowflake.ID, method string, body []byte) (int, []byte, error) {
+	if status, out, ok, err := servePresenceCall(ctx, b.svc, b.presences, method, body); ok {
+		return status, out, err
+	}
 	return serveReadStateCall(ctx, b.svc, guildID, method, body)
 }
 

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/concord-chat/concord/runtime/dataservice"
+	"github.com/concord-chat/concord/runtime/presence"
 	"github.com/concord-chat/concord/runtime/readstate"
 	"github.com/concord-chat/concord/runtime/store"
 )
@@ -64,6 +65,10 @@ var transportErrors = []ErrorCode{
 	{readstate.ErrForbidden, codes.PermissionDenied},
 	{readstate.ErrClosed, codes.Unavailable},
 	{readstate.ErrStore, codes.Unavailable},
+	// The presence service's errors, for PresenceNode.
+	{presence.ErrUnknownSession, codes.NotFound},
+	{presence.ErrRateLimited, codes.ResourceExhausted},
+	{presence.ErrInvalid, codes.InvalidArgument},
 }
 
 // errorDomain marks the ErrorInfo detail carrying the sentinel's text.

@@ -50,6 +50,8 @@ type Services struct {
 	// ReadStates serves ReadStateNode: the read states of a read-state
 	// node (its *readstate.Service).
 	ReadStates ReadStateBackend
+	// Presence serves PresenceNode: the presence node's presence.Service.
+	Presence PresenceBackend
 	// Owns reports whether this node owns a guild on its ring; when set,
 	// GuildNode calls for other guilds fail with ErrNotOwner so the
 	// caller retries on the owner. Nil accepts every guild.
@@ -106,6 +108,10 @@ func NewServer(cfg ServerConfig, svc Services) (*Server, error) {
 	if svc.ReadStates != nil {
 		transportpb.RegisterReadStateNodeServer(g, &readStateServer{backend: svc.ReadStates, errs: errs})
 		s.names = append(s.names, transportpb.ReadStateNode_ServiceDesc.ServiceName)
+	}
+	if svc.Presence != nil {
+		transportpb.RegisterPresenceNodeServer(g, &presenceServer{backend: svc.Presence, errs: errs})
+		s.names = append(s.names, transportpb.PresenceNode_ServiceDesc.ServiceName)
 	}
 	healthpb.RegisterHealthServer(g, s.health)
 	s.SetServing(true)

@@ -78,12 +78,15 @@ Give each process its own --node and --worker/--process pair.`,
 	}
 	fs := cmd.Flags()
 	bindPlatformFlags(fs, &cfg.Platform, &logFormat, &logLevel)
-	strFlag(fs, &roles, "roles", strings.Join(cluster.DefaultRoles, ","), "comma-separated roles to run: gateway, api, guild, data, readstate")
+	strFlag(fs, &roles, "roles", strings.Join(cluster.DefaultRoles, ","), "comma-separated roles to run: gateway, api, guild, data, readstate, presence")
 	strFlag(fs, &cfg.DataNodes, "data-nodes", cluster.DataLocal, "where message reads and writes go: local (the store directly) or ring (the data-role node owning the channel)")
-	strFlag(fs, &cfg.GRPC, "grpc", "127.0.0.1:0", "listen address of the gRPC server between nodes (gateway, guild, data and readstate roles)")
+	strFlag(fs, &cfg.GRPC, "grpc", "127.0.0.1:0", "listen address of the gRPC server between nodes (gateway, guild, data, readstate and presence roles)")
 	strFlag(fs, &cfg.AdvertiseHost, "advertise-host", "", "host other nodes reach this one at; empty uses the listeners' host")
 	durFlag(fs, &cfg.LeaseTTL, "lease-ttl", 5*time.Second, "registry lease TTL: how long a dead node keeps its guilds")
 	durFlag(fs, &cfg.ReadStateFlush, "readstate-flush-interval", 30*time.Second, "readstate role: how long a read-state change may stay only in memory before it is written")
+	fs.BoolVar(&cfg.Presence, "presence", os.Getenv(envName("presence")) == "true", fmt.Sprintf("gateway and guild nodes: presence, member lists and typing focus through the presence node (run one --roles=presence node) (env %s)", envName("presence")))
+	durFlag(fs, &cfg.PresenceWindow, "presence-window", 5*time.Second, "presence role: coalescing window of status changes")
+	durFlag(fs, &cfg.PresenceReportInterval, "presence-report-interval", 15*time.Second, "gateway nodes: how often sessions are re-reported to the presence node; the presence role uses it too (sessions expire after 3 intervals, a fresh node absorbs re-reports for 2)")
 	durFlag(fs, &cfg.RetryInterval, "retry-interval", time.Second, "how often failed subscriptions are retried and guilds placed elsewhere unloaded")
 	return cmd
 }

@@ -1,0 +1,544 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/gateway"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/memberlist"
+	"github.com/concord-chat/concord/runtime/presence"
+	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/shed"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/transport"
+	"github.com/concord-chat/concord/runtime/typing"
+)
+
+// RolePresence is the presence role (runtime/presence): every live
+// session of every user, as gateway nodes report them, folded into one
+// status per user and broadcast to friends and guilds. A cluster runs one
+// presence node; see transport.PresenceClient.
+const RolePresence = "presence"
+
+// Methods of GuildNode.Call the presence role and gateway nodes use.
+const (
+	// callPresenceChanged hands a user's new presence to the guild node,
+	// which applies it to every guild of the user it has loaded
+	// (guild.Service.PresenceChanged).
+	callPresenceChanged = "presence.Changed"
+	// callLazyRequest and callRequestMembers carry op 14 and op 8 to the
+	// guild's owner.
+	callLazyRequest    = "presence.LazyRequest"
+	callRequestMembers = "presence.RequestMembers"
+)
+
+// presenceChangedArgs is callPresenceChanged's body.
+type presenceChangedArgs struct {
+	User     snowflake.ID      `json:"user"`
+	Presence presence.Presence `json:"presence"`
+}
+
+// opArgs is the body of callLazyRequest and callRequestMembers: the
+// session and the op's raw `d`, parsed again on the guild node.
+type opArgs struct {
+	Session event.Session   `json:"session"`
+	D       json.RawMessage `json:"d"`
+}
+
+// presenceRole is the presence role of a node: a presence.Service fed
+// over PresenceNode, whose router sends PRESENCE_UPDATE to friends'
+// sessions (on their gateway nodes) and each changed presence to the guild
+// nodes owning the user's guilds.
+type presenceRole struct {
+	svc     *presence.Service
+	index   *sessionIndex
+	tick    time.Duration
+	log     *slog.Logger
+	pending sync.WaitGroup
+}
+
+// openPresenceRole builds the service. A fresh presence node (first start
+// or restart after a crash) absorbs what gateways re-report for two report
+// intervals without broadcasting it: the guild nodes kept the statuses it
+// froze.
+func openPresenceRole(cfg Config, n *Node, st store.Guilds, guilds transport.GuildClient, ring *registry.LocalRing, sink event.Sink) (*presenceRole, error) {
+	log := n.log.With("component", "presence")
+	r := &presenceRole{index: newSessionIndex(), log: log, tick: cfg.PresenceWindow / 4}
+	if r.tick <= 0 || r.tick > time.Second {
+		r.tick = time.Second
+	}
+	router := &presenceRouter{store: st, guilds: guilds, ring: ring, sink: sink, index: r.index, log: log, wg: &r.pending, timeout: cfg.CallTimeout}
+	svc, err := presence.New(presence.Config{
+		Window: cfg.PresenceWindow, NodeTTL: 3 * cfg.PresenceReportInterval, Warmup: 2 * cfg.PresenceReportInterval,
+		Registerer: n.metrics, Logger: log,
+	}, router, presence.NewFriends(nil))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: presence: %w", err)
+	}
+	r.svc = svc
+	return r, nil
+}
+
+// backend is what PresenceNode serves: the service, with the session
+// index kept alongside.
+func (r *presenceRole) backend() transport.PresenceBackend {
+	return indexedPresence{svc: r.svc, index: r.index}
+}
+
+// run broadcasts due changes until ctx ends, then waits for the
+// broadcasts in flight.
+func (r *presenceRole) run(ctx context.Context) {
+	r.svc.Run(ctx, r.tick)
+	r.pending.Wait()
+}
+
+// sessionIndex maps users to their sessions' gateway nodes, for
+// PRESENCE_UPDATE to friends.
+type sessionIndex struct {
+	mu     sync.Mutex
+	byUser map[snowflake.ID]map[event.SessionID]string
+	users  map[event.SessionID]snowflake.ID
+}
+
+func newSessionIndex() *sessionIndex {
+	return &sessionIndex{byUser: make(map[snowflake.ID]map[event.SessionID]string), users: make(map[event.SessionID]snowflake.ID)}
+}
+
+func (x *sessionIndex) put(st presence.SessionState) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	m := x.byUser[st.UserID]
+	if m == nil {
+		m = make(map[event.SessionID]string)
+		x.byUser[st.UserID] = m
+	}
+	m[st.Session] = st.Node
+	x.users[st.Session] = st.UserID
+}
+
+func (x *sessionIndex) remove(id event.SessionID) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.removeLocked(id)
+}
+
+func (x *sessionIndex) removeLocked(id event.SessionID) {
+	uid, ok := x.users[id]
+	if !ok {
+		return
+	}
+	delete(x.users, id)
+	delete(x.byUser[uid], id)
+	if len(x.byUser[uid]) == 0 {
+		delete(x.byUser, uid)
+	}
+}
+
+// report replaces node's sessions with sessions.
+func (x *sessionIndex) report(node string, sessions []presence.SessionState) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	keep := make(map[event.SessionID]bool, len(sessions))
+	for _, st := range sessions {
+		keep[st.Session] = true
+	}
+	for _, m := range x.byUser {
+		for id, nd := range m {
+			if nd == node && !keep[id] {
+				x.removeLocked(id)
+			}
+		}
+	}
+	for _, st := range sessions {
+		m := x.byUser[st.UserID]
+		if m == nil {
+			m = make(map[event.SessionID]string)
+			x.byUser[st.UserID] = m
+		}
+		m[st.Session] = st.Node
+		x.users[st.Session] = st.UserID
+	}
+}
+
+// sessions groups the sessions of users by gateway node.
+func (x *sessionIndex) sessions(users []snowflake.ID) map[string][]event.SessionID {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make(map[string][]event.SessionID)
+	for _, u := range users {
+		for id, nd := range x.byUser[u] {
+			out[nd] = append(out[nd], id)
+		}
+	}
+	return out
+}
+
+// indexedPresence is the presence service with the session index kept
+// alongside.
+type indexedPresence struct {
+	svc   *presence.Service
+	index *sessionIndex
+}
+
+// Connect implements transport.PresenceBackend.
+func (p indexedPresence) Connect(ctx context.Context, st presence.SessionState) error {
+	if err := p.svc.Connect(ctx, st); err != nil {
+		return err
+	}
+	p.index.put(st)
+	return nil
+}
+
+// Update implements transport.PresenceBackend.
+func (p indexedPresence) Update(ctx context.Context, id event.SessionID, u presence.Update) error {
+	return p.svc.Update(ctx, id, u)
+}
+
+// Disconnect implements transport.PresenceBackend.
+func (p indexedPresence) Disconnect(ctx context.Context, id event.SessionID) {
+	p.svc.Disconnect(ctx, id)
+	p.index.remove(id)
+}
+
+// Report implements transport.PresenceBackend.
+func (p indexedPresence) Report(ctx context.Context, node string, sessions []presence.SessionState) {
+	p.svc.Report(ctx, node, sessions)
+	p.index.report(node, sessions)
+}
+
+// presenceRouter is the presence role's presence.Router in a cluster.
+// Each broadcast runs in its own goroutine, so a slow guild node does not
+// hold up the service's ticker.
+type presenceRouter struct {
+	store   store.Guilds
+	guilds  transport.GuildClient
+	ring    *registry.LocalRing
+	sink    event.Sink
+	index   *sessionIndex
+	log     *slog.Logger
+	wg      *sync.WaitGroup
+	timeout time.Duration
+}
+
+// Broadcast implements presence.Router.
+func (r *presenceRouter) Broadcast(_ context.Context, userID snowflake.ID, p presence.Presence, friends []snowflake.ID) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+		defer cancel()
+		r.broadcast(ctx, userID, p, friends)
+	}()
+}
+
+// broadcast delivers PRESENCE_UPDATE (without guild_id) to the friends'
+// sessions and calls callPresenceChanged once per guild node owning one
+// of the user's guilds.
+func (r *presenceRouter) broadcast(ctx context.Context, userID snowflake.ID, p presence.Presence, friends []snowflake.ID) {
+	if len(friends) > 0 {
+		payload := p.Event(userID, 0)
+		for node, ids := range r.index.sessions(friends) {
+			b := event.Batch{Type: "PRESENCE_UPDATE", Payloads: []json.RawMessage{payload}, Targets: make([]event.Target, len(ids))}
+			for i, id := range ids {
+				b.Targets[i] = event.Target{Session: id}
+			}
+			r.sink.Deliver(ctx, node, b)
+		}
+	}
+	guilds, err := r.store.UserGuilds(ctx, userID)
+	if err != nil {
+		r.log.Warn("presence: user guilds", "user_id", userID, "err", err)
+		return
+	}
+	// One call per owner: the owner applies the change to every guild of
+	// the user it has loaded.
+	byOwner := make(map[string]snowflake.ID)
+	for _, g := range guilds {
+		if n, ok := r.ring.Owner(g); ok {
+			if _, seen := byOwner[n.Name]; !seen {
+				byOwner[n.Name] = g
+			}
+		}
+	}
+	body, err := json.Marshal(presenceChangedArgs{User: userID, Presence: p})
+	if err != nil {
+		r.log.Error("presence: encode", "err", err)
+		return
+	}
+	for owner, g := range byOwner {
+		if _, _, err := r.guilds.Call(ctx, g, callPresenceChanged, body); err != nil {
+			r.log.Warn("presence change not delivered to guild node", "user_id", userID, "node", owner, "err", err)
+		}
+	}
+}
+
+// presenceCache is a guild node's guild.PresenceSource: the presences the
+// presence node broadcast to it. A guild node that starts (or takes a
+// guild over) sees members offline until their next change; the presence
+// node does not re-announce unchanged statuses.
+type presenceCache struct {
+	mu sync.Mutex
+	m  map[snowflake.ID]presence.Presence
+}
+
+func newPresenceCache() *presenceCache {
+	return &presenceCache{m: make(map[snowflake.ID]presence.Presence)}
+}
+
+// Get implements guild.PresenceSource.
+func (c *presenceCache) Get(userID snowflake.ID) presence.Presence {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.m[userID]; ok {
+		return p
+	}
+	return presence.OfflinePresence()
+}
+
+func (c *presenceCache) set(userID snowflake.ID, p presence.Presence) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.Status == presence.Offline {
+		delete(c.m, userID)
+		return
+	}
+	c.m[userID] = p
+}
+
+// enableGuildPresence turns on presence, member lists and focused typing
+// in a guild node's service, as the single-process platform does, with
+// the presences the presence node broadcasts as their source.
+func enableGuildPresence(svc *guild.Service, reg prometheus.Registerer) (*presenceCache, error) {
+	tracker, err := typing.New(typing.Config{Registerer: reg})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: typing: %w", err)
+	}
+	shedder, err := shed.New(shed.Config{Registerer: reg})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: shed: %w", err)
+	}
+	cache := newPresenceCache()
+	svc.EnablePresence(guild.PresenceConfig{Source: cache, Tracker: tracker, Shedder: shedder})
+	return cache, nil
+}
+
+// servePresenceCall answers the presence methods of GuildNode.Call on a
+// guild node: callPresenceChanged (from the presence node), and
+// callLazyRequest and callRequestMembers (op 14 and op 8 from gateways).
+// ok is false for other methods.
+func servePresenceCall(ctx context.Context, svc *guild.Service, cache *presenceCache, method string, body []byte) (status int, out []byte, ok bool, err error) {
+	switch method {
+	case callPresenceChanged:
+		var a presenceChangedArgs
+		if err := json.Unmarshal(body, &a); err != nil || a.User == 0 {
+			return http.StatusBadRequest, nil, true, nil
+		}
+		if cache == nil {
+			return http.StatusNotFound, nil, true, nil
+		}
+		cache.set(a.User, a.Presence)
+		svc.PresenceChanged(ctx, a.User, a.Presence, nil)
+		return http.StatusNoContent, nil, true, nil
+	case callLazyRequest:
+		var a opArgs
+		if err := json.Unmarshal(body, &a); err != nil {
+			return http.StatusBadRequest, nil, true, nil
+		}
+		req, err := memberlist.ParseRequest(a.D)
+		if err != nil {
+			return http.StatusBadRequest, nil, true, nil
+		}
+		if err := svc.LazyRequest(ctx, a.Session, req); err != nil {
+			return 0, nil, true, notOwner(err)
+		}
+		return http.StatusNoContent, nil, true, nil
+	case callRequestMembers:
+		var a opArgs
+		if err := json.Unmarshal(body, &a); err != nil {
+			return http.StatusBadRequest, nil, true, nil
+		}
+		req, err := memberlist.ParseMembersRequest(a.D)
+		if err != nil {
+			return http.StatusBadRequest, nil, true, nil
+		}
+		if err := svc.RequestMembers(ctx, a.Session, req); err != nil {
+			return 0, nil, true, notOwner(err)
+		}
+		return http.StatusNoContent, nil, true, nil
+	}
+	return 0, nil, false, nil
+}
+
+// gatewayPresence is a gateway node's gateway.SessionReporter in a
+// cluster, and its op 3, 8 and 14 handlers. Sessions and op 3 go to the
+// presence node (transport.PresenceClient); it keeps each local session's
+// state (client kind, last status and activities) so the node re-reports
+// it, which is how a restarted presence node rebuilds. Op 8 and op 14 go
+// to the guild's owner over GuildNode.Call. Like the single-process
+// wiring (platform/presence.go), one mutex orders every state change with
+// its call, so a re-report never carries a state older than one the
+// presence node applied; calls are bounded by the client's call timeout.
+type gatewayPresence struct {
+	node   string
+	client transport.PresenceClient
+	guilds transport.GuildClient
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	states map[event.SessionID]presence.SessionState
+}
+
+var _ gateway.SessionReporter = (*gatewayPresence)(nil)
+
+func newGatewayPresence(node string, client transport.PresenceClient, guilds transport.GuildClient, log *slog.Logger) *gatewayPresence {
+	return &gatewayPresence{node: node, client: client, guilds: guilds, log: log, states: make(map[event.SessionID]presence.SessionState)}
+}
+
+// SessionStarted implements gateway.SessionReporter: the session counts
+// with IDENTIFY's presence (an invalid one is ignored: online).
+func (w *gatewayPresence) SessionStarted(ctx context.Context, s event.Session, c gateway.ClientInfo) {
+	st := presence.SessionState{
+		Session: s.ID, UserID: s.UserID, Node: s.Node,
+		Client: presence.ClientKind(c.OS, c.Browser), Status: presence.Online,
+		Activities: []presence.Activity{}, UpdatedAt: time.Now(),
+	}
+	if c.Presence != nil {
+		if u, err := presence.ParseUpdate(c.Presence); err == nil {
+			st.Status, st.AFK, st.Activities = u.Status, u.AFK, u.Activities
+		} else {
+			w.log.Debug("identify presence ignored", "session_id", s.ID, "err", err)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.states[s.ID] = st
+	if err := w.client.Connect(ctx, st); err != nil {
+		// The next re-report carries the session.
+		w.log.Warn("presence connect", "session_id", s.ID, "err", err)
+	}
+}
+
+// SessionEnded implements gateway.SessionReporter.
+func (w *gatewayPresence) SessionEnded(ctx context.Context, s event.Session) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.states, s.ID)
+	w.client.Disconnect(ctx, s.ID)
+}
+
+// Report implements gateway.SessionReporter: the states of the node's
+// sessions go to the presence node; states of sessions the node no
+// longer holds are forgotten.
+func (w *gatewayPresence) Report(ctx context.Context, node string, sessions []event.Session) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keep := make(map[event.SessionID]bool, len(sessions))
+	out := make([]presence.SessionState, 0, len(sessions))
+	for _, s := range sessions {
+		if st, ok := w.states[s.ID]; ok {
+			keep[s.ID] = true
+			out = append(out, st)
+		}
+	}
+	for id := range w.states {
+		if !keep[id] {
+			delete(w.states, id)
+		}
+	}
+	w.client.Report(ctx, node, out)
+}
+
+// opHandlers returns the gateway's op 3, 8 and 14 handlers.
+func (w *gatewayPresence) opHandlers() map[int]gateway.OpHandler {
+	return map[int]gateway.OpHandler{
+		gateway.OpPresenceUpdate:      gateway.OpHandlerFunc(w.presenceUpdate),
+		gateway.OpRequestGuildMembers: gateway.OpHandlerFunc(w.requestMembers),
+		gateway.OpLazyRequest:         gateway.OpHandlerFunc(w.lazyRequest),
+	}
+}
+
+// presenceUpdate handles op 3: invalid updates close with 4002, floods
+// with 4008. An update the presence node cannot take (it is down) is
+// kept as the session's state and reaches it with the next re-report.
+func (w *gatewayPresence) presenceUpdate(ctx context.Context, s event.Session, _ int, d json.RawMessage) error {
+	u, err := presence.ParseUpdate(d)
+	if err == nil {
+		err = w.apply(ctx, s, u)
+	}
+	if c := presence.CloseCode(err); c != 0 {
+		return &gateway.CloseError{Code: c, Reason: "presence"}
+	}
+	if err != nil {
+		w.log.Warn("presence update", "session_id", s.ID, "err", err)
+	}
+	return nil
+}
+
+// apply hands a valid op 3 to the presence node and records it as the
+// session's state for later re-reports.
+func (w *gatewayPresence) apply(ctx context.Context, s event.Session, u presence.Update) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	u.At = time.Now()
+	st, known := w.states[s.ID]
+	err := w.client.Update(ctx, s.ID, u)
+	if errors.Is(err, presence.ErrUnknownSession) && known {
+		// The presence node restarted and has not heard from this node
+		// yet: the update stands, with the session's state.
+		st.Status, st.AFK, st.Activities, st.UpdatedAt = u.Status, u.AFK, u.Activities, u.At
+		err = w.client.Connect(ctx, st)
+	}
+	if known && (err == nil || errors.Is(err, transport.ErrUnavailable)) {
+		st.Status, st.AFK, st.Activities, st.UpdatedAt = u.Status, u.AFK, u.Activities, u.At
+		w.states[s.ID] = st
+	}
+	return err
+}
+
+// lazyRequest handles op 14 on the guild's owner. A payload that does not
+// decode closes with 4002; refusals are only logged.
+func (w *gatewayPresence) lazyRequest(ctx context.Context, s event.Session, _ int, d json.RawMessage) error {
+	req, err := memberlist.ParseRequest(d)
+	if err != nil {
+		return &gateway.CloseError{Code: gateway.CloseDecodeError, Reason: "bad op 14"}
+	}
+	w.forward(ctx, s, req.GuildID, callLazyRequest, d)
+	return nil
+}
+
+// requestMembers handles op 8 on the guild's owner. A payload that does
+// not decode closes with 4002.
+func (w *gatewayPresence) requestMembers(ctx context.Context, s event.Session, _ int, d json.RawMessage) error {
+	req, err := memberlist.ParseMembersRequest(d)
+	if err != nil {
+		return &gateway.CloseError{Code: gateway.CloseDecodeError, Reason: "bad op 8"}
+	}
+	w.forward(ctx, s, req.GuildID, callRequestMembers, d)
+	return nil
+}
+
+// forward calls method on guildID's owner with the session and d.
+func (w *gatewayPresence) forward(ctx context.Context, s event.Session, guildID snowflake.ID, method string, d json.RawMessage) {
+	body, err := json.Marshal(opArgs{Session: s, D: d})
+	if err == nil {
+		var status int
+		status, _, err = w.guilds.Call(ctx, guildID, method, body)
+		if err == nil && status >= 300 {
+			err = fmt.Errorf("status %d", status)
+		}
+	}
+	if err != nil {
+		w.log.Info("gateway op not served by the guild owner", "method", method, "guild_id", guildID, "session_id", s.ID, "err", err)
+	}
+}

@@ -1,0 +1,219 @@
+//go:build integration
+
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
+	"github.com/concord-chat/concord/runtime/store/cassandra"
+)
+
+// presenceUpdate is PRESENCE_UPDATE's `d`.
+type presenceUpdate struct {
+	User struct {
+		ID string `json:"id"`
+	} `json:"user"`
+	GuildID      string            `json:"guild_id"`
+	Status       string            `json:"status"`
+	ClientStatus map[string]string `json:"client_status"`
+}
+
+// awaitPresence waits until s received a PRESENCE_UPDATE for user that
+// cond accepts, among the frames after the first skip.
+func awaitPresence(t *testing.T, s *wsSession, what, user string, skip int, timeout time.Duration, cond func(presenceUpdate) bool) {
+	t.Helper()
+	s.await(t, what, timeout, func(frames []dispatch) bool {
+		for _, f := range frames[min(skip, len(frames)):] {
+			if f.typ != "PRESENCE_UPDATE" {
+				continue
+			}
+			var p presenceUpdate
+			if err := json.Unmarshal(f.d, &p); err == nil && p.User.ID == user && cond(p) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// dialClient is dial with IDENTIFY's os and presence chosen by the test.
+func dialClient(t *testing.T, name, gatewayAddr, token, os string, presence map[string]any) *wsSession {
+	t.Helper()
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+gatewayAddr+"/gateway?v=10&encoding=json", nil)
+	if err != nil {
+		t.Fatalf("%s: dial %s: %v", name, gatewayAddr, err)
+	}
+	s := &wsSession{name: name, gateway: gatewayAddr, ws: ws, changed: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(func() { ws.Close(); <-s.done })
+	var hello struct {
+		Op int `json:"op"`
+		D  struct {
+			HeartbeatInterval int `json:"heartbeat_interval"`
+		} `json:"d"`
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := ws.ReadJSON(&hello); err != nil || hello.Op != 10 || hello.D.HeartbeatInterval <= 0 {
+		t.Fatalf("%s: HELLO: %+v, %v", name, hello, err)
+	}
+	_ = ws.SetReadDeadline(time.Time{})
+	s.send(t, map[string]any{"op": 2, "d": map[string]any{
+		"token":      token,
+		"intents":    1<<0 | 1<<8 | 1<<9 | 1<<15,
+		"properties": map[string]string{"os": os, "browser": "concord-test", "device": "concord-test"},
+		"presence":   presence,
+	}})
+	go s.read()
+	go s.heartbeat(time.Duration(hello.D.HeartbeatInterval) * time.Millisecond)
+	return s
+}
+
+// TestPresenceNode runs a presence node (--roles=presence) and one node
+// running gateway, api and guild with --presence, on a fresh Cassandra
+// keyspace: a user's desktop (online) and mobile (idle) sessions reach
+// another member as one PRESENCE_UPDATE; after kill -9 of the presence
+// node messages still flow; a new presence node rebuilds every session
+// from the gateway's re-reports, and a later status change is broadcast
+// with the rebuilt sessions folded in.
+func TestPresenceNode(t *testing.T) {
+	cass := os.Getenv("CONCORD_CASSANDRA")
+	if cass == "" {
+		t.Fatal("CONCORD_CASSANDRA must be set (host:port): start Cassandra with `hack/cassandra/start.sh`, then e.g. " +
+			"CONCORD_CASSANDRA=127.0.0.1:9042 go test -tags integration ./test/cluster/")
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin := make(chan struct{})
+	go func() { defer close(bin); buildBinary() }()
+
+	stopEtcd, endpoint, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stopEtcd)
+	ks := fmt.Sprintf("concord_pr_%d_%06x", time.Now().Unix(), rand.Uint32()&0xffffff)
+	t.Cleanup(func() { dropKeyspace(t, cass, ks) })
+	st, err := cassandra.New(ctx, cassandra.Config{Hosts: []string{cass}, Keyspace: ks, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatalf("create keyspace: %v", err)
+	}
+	st.Close()
+	<-bin
+	concordBinary(t)
+
+	common := []string{
+		"--registry=etcd://" + strings.TrimPrefix(endpoint, "http://"),
+		"--store=cassandra://" + cass + "/" + ks + "?rf=1",
+		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),
+		"--lease-ttl=" + leaseTTL.String(),
+		"--retry-interval=500ms",
+		"--presence-window=200ms",
+		"--presence-report-interval=500ms",
+		"--log-level=info",
+	}
+	startPresence := func(name string, worker int) (*proc, string) {
+		addr := freeAddr(t)
+		return startNode(t, name, addr, append([]string{"--roles=presence", "--grpc=" + freeAddr(t),
+			fmt.Sprintf("--worker=%d", worker), "--data-dir=" + t.TempDir()}, common...)...), addr
+	}
+	pres, _ := startPresence("presence-1", 1)
+	app := startNode(t, "app-1", freeAddr(t),
+		append([]string{"--roles=gateway,api,guild", "--presence", "--grpc=" + freeAddr(t), "--worker=2", "--data-dir=" + t.TempDir()}, common...)...)
+	deadline := time.Now().Add(30 * time.Second)
+	pres.waitReady(t, deadline)
+	app.waitReady(t, deadline)
+	t.Logf("cluster: 2 nodes ready after %v", time.Since(start).Round(time.Millisecond))
+
+	api := rest{addr: app.http, client: &http.Client{Timeout: 20 * time.Second}}
+	type user struct{ token, id string }
+	newUser := func(prefix string) user {
+		var u struct {
+			Token string `json:"token"`
+		}
+		api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("%s_%x", prefix, rand.Uint32()), "password": "correct-horse-1"}, &u)
+		var me struct {
+			ID string `json:"id"`
+		}
+		api.must(t, u.Token, "GET", "/users/@me", nil, &me)
+		return user{u.Token, me.ID}
+	}
+	alice, bob := newUser("alice"), newUser("bob")
+	var g, ch struct {
+		ID string `json:"id"`
+	}
+	api.must(t, alice.token, "POST", "/guilds", map[string]any{"name": "presence"}, &g)
+	api.must(t, alice.token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "general", "type": 0}, &ch)
+	var inv struct {
+		Code string `json:"code"`
+	}
+	api.must(t, alice.token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
+	api.must(t, bob.token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+	guildCreate := func(frames []dispatch) bool { return len(guildCreates(frames, g.ID)) > 0 }
+
+	// Bob watches; Alice comes online on desktop and idle on mobile.
+	bobS := dial(t, "bob", app.http, bob.token)
+	bobS.await(t, "bob GUILD_CREATE", 10*time.Second, guildCreate)
+	desktop := dialClient(t, "alice-desktop", app.http, alice.token, "linux", map[string]any{"status": "online", "since": nil, "activities": []any{}, "afk": false})
+	mobile := dialClient(t, "alice-mobile", app.http, alice.token, "android", map[string]any{"status": "idle", "since": nil, "activities": []any{}, "afk": false})
+	desktop.await(t, "alice desktop GUILD_CREATE", 10*time.Second, guildCreate)
+	mobile.await(t, "alice mobile GUILD_CREATE", 10*time.Second, guildCreate)
+	awaitPresence(t, bobS, "alice online on desktop, idle on mobile", alice.id, 0, 10*time.Second, func(p presenceUpdate) bool {
+		return p.GuildID == g.ID && p.Status == "online" && p.ClientStatus["desktop"] == "online" && p.ClientStatus["mobile"] == "idle"
+	})
+	t.Logf("presence broadcast after %v", time.Since(start).Round(time.Millisecond))
+
+	// kill -9 the presence node: messages still flow.
+	pres.kill()
+	var m struct {
+		ID string `json:"id"`
+	}
+	api.must(t, bob.token, "POST", "/channels/"+ch.ID+"/messages", map[string]any{"content": "still here"}, &m)
+	desktop.await(t, "MESSAGE_CREATE without a presence node", 10*time.Second, func(frames []dispatch) bool {
+		for _, msg := range messages(frames) {
+			if msg.ID == m.ID {
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("message delivered without a presence node after %v", time.Since(start).Round(time.Millisecond))
+
+	// A new presence node rebuilds from the gateway's re-reports: it
+	// knows all three sessions without any client doing anything.
+	pres2, pres2HTTP := startPresence("presence-2", 3)
+	pres2.waitReady(t, time.Now().Add(20*time.Second))
+	rebuilt := time.Now().Add(15 * time.Second)
+	for metricSum(t, pres2HTTP, "concord_presence_sessions") < 3 {
+		if time.Now().After(rebuilt) {
+			t.Fatalf("new presence node knows %v sessions after 15s, want 3", metricSum(t, pres2HTTP, "concord_presence_sessions"))
+		}
+		select {
+		case <-pres2.done:
+			t.Fatalf("presence node exited:\n%s", pres2.output())
+		case <-time.After(100 * time.Millisecond): // polling a gauge: no event to await
+		}
+	}
+	t.Logf("presence rebuilt after %v", time.Since(start).Round(time.Millisecond))
+
+	// A later change is broadcast, folded with the rebuilt desktop
+	// session: the newest explicit status (dnd) applies to every platform,
+	// and client_status names desktop only if the node knows that session
+	// (the mobile session's op 3 alone would not carry it).
+	skip := len(bobS.snapshot())
+	mobile.send(t, map[string]any{"op": 3, "d": map[string]any{"status": "dnd", "since": nil, "activities": []any{}, "afk": false}})
+	awaitPresence(t, bobS, "alice dnd after the restart", alice.id, skip, 15*time.Second, func(p presenceUpdate) bool {
+		return p.GuildID == g.ID && p.Status == "dnd" && p.ClientStatus["desktop"] == "dnd" && p.ClientStatus["mobile"] == "dnd"
+	})
+	t.Logf("change after restart broadcast after %v", time.Since(start).Round(time.Millisecond))
+}

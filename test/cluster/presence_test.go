@@ -81,7 +81,8 @@ func dialClient(t *testing.T, name, gatewayAddr, token, os string, presence map[
 // TestPresenceNode runs a presence node (--roles=presence) and one node
 // running gateway, api and guild with --presence, on a fresh Cassandra
 // keyspace: a user's desktop (online) and mobile (idle) sessions reach
-// another member as one PRESENCE_UPDATE; after kill -9 of the presence
+// another member as one PRESENCE_UPDATE; op 14 and op 8 are answered by
+// the guild's owner; after kill -9 of the presence
 // node messages still flow; a new presence node rebuilds every session
 // from the gateway's re-reports, and a later status change is broadcast
 // with the rebuilt sessions folded in.
@@ -172,6 +173,21 @@ func TestPresenceNode(t *testing.T) {
 		return p.GuildID == g.ID && p.Status == "online" && p.ClientStatus["desktop"] == "online" && p.ClientStatus["mobile"] == "idle"
 	})
 	t.Logf("presence broadcast after %v", time.Since(start).Round(time.Millisecond))
+
+	// Op 14 and op 8 reach the guild's owner over GuildNode.Call: the
+	// member list and the member chunk come back, Alice in them.
+	bobS.send(t, map[string]any{"op": 14, "d": map[string]any{"guild_id": g.ID, "typing": true, "channels": map[string]any{ch.ID: [][]int{{0, 99}}}}})
+	bobS.send(t, map[string]any{"op": 8, "d": map[string]any{"guild_id": g.ID, "query": "", "limit": 0, "presences": true, "nonce": "n1"}})
+	for _, typ := range []string{"GUILD_MEMBER_LIST_UPDATE", "GUILD_MEMBERS_CHUNK"} {
+		bobS.await(t, typ, 10*time.Second, func(frames []dispatch) bool {
+			for _, f := range frames {
+				if f.typ == typ && strings.Contains(string(f.d), `"id":"`+alice.id+`"`) {
+					return true
+				}
+			}
+			return false
+		})
+	}
 
 	// kill -9 the presence node: messages still flow.
 	pres.kill()

@@ -114,9 +114,15 @@ func (b guildBackend) Subscribe(ctx context.Context, guildID snowflake.ID, s eve
 	return notOwner(b.svc.AttachSession(ctx, guildID, s))
 }
 
-// Disconnect implements transport.GuildBackend.
+// Disconnect implements transport.GuildBackend. Gateways detach only
+// sessions that ended for good; once no guild of this node holds the
+// session, its typing focus here ends too (guild.Service.SessionEnded).
 func (b guildBackend) Disconnect(ctx context.Context, guildID snowflake.ID, s event.Session) error {
-	return notOwner(b.svc.DetachSession(ctx, guildID, s))
+	err := b.svc.DetachSession(ctx, guildID, s)
+	if err == nil && b.presences != nil && !b.svc.HasSession(s.ID) {
+		b.svc.SessionEnded(s.ID)
+	}
+	return notOwner(err)
 }
 
 // Call implements transport.GuildBackend. REST requests reach guild nodes

@@ -120,3 +120,12 @@ func (s *Service) Unload(ctx context.Context, guildID snowflake.ID) error {
 	s.log.Info("guild unloaded: placed on another node", "guild_id", guildID)
 	return nil
 }
+
+// HasSession reports whether a session is attached to any guild of this
+// service. A guild node uses it to end a session's typing focus once its
+// last guild here detached it (SessionEnded).
+func (s *Service) HasSession(id event.SessionID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[id] != nil
+}

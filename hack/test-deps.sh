@@ -22,6 +22,21 @@ step "discord.js conformance client (npm ci)"
 ( cd test/conformance/js && npm ci --no-audit --no-fund --loglevel=error )
 echo "export CONCORD_JS_DIR=$PWD/test/conformance/js" >> "$ENV_FILE.tmp"
 
+step "discord.py conformance client (venv from test/conformance/py/requirements.txt, cached)"
+PY_REQ=test/conformance/py/requirements.txt
+PY_VENV="$CACHE/pyvenv-$(sha256sum "$PY_REQ" | cut -c1-16)"
+if [[ -f "$PY_VENV/.installed" ]]; then
+	echo "reusing $PY_VENV"
+else
+	# Built in place (venvs do not survive a move); .installed marks it complete.
+	rm -rf "$PY_VENV"
+	python3 -m venv "$PY_VENV" || { echo "python3 -m venv failed: install python3 with the venv module" >&2; exit 1; }
+	"$PY_VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off -r "$PY_REQ" \
+		|| { echo "pip install -r $PY_REQ failed" >&2; exit 1; }
+	touch "$PY_VENV/.installed"
+fi
+echo "export CONCORD_PY=$PY_VENV/bin/python" >> "$ENV_FILE.tmp"
+
 step "Apache Kafka (KRaft, single node on loopback)"
 bash hack/kafka/kafka.sh start
 echo "export CONCORD_KAFKA=$(bash hack/kafka/kafka.sh addr)" >> "$ENV_FILE.tmp"

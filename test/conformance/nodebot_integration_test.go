@@ -27,13 +27,20 @@ func jsDir(t *testing.T) string {
 	return dir
 }
 
-// startNodeBot runs `node script` in dir with env added and returns every
-// JSON line it prints, decoded as T; tap sees each one first. A line
-// {"ev":"error",...} fails the test. Closing the bot's stdin stops it at
-// cleanup, and its stderr is logged when the test failed.
+// startNodeBot runs `node script` in dir with env added; see startBot.
 func startNodeBot[T any](t *testing.T, dir, script string, env []string, tap func(T)) <-chan T {
 	t.Helper()
-	cmd := exec.Command("node", script)
+	return startBot(t, "discord.js", dir, []string{"node", script}, env, tap)
+}
+
+// startBot runs argv in dir with env added and returns every JSON line it
+// prints, decoded as T; tap sees each one first. A line
+// {"ev":"error",...} fails the test, naming the library lib. Closing the
+// bot's stdin stops it at cleanup, and its stderr is logged when the test
+// failed.
+func startBot[T any](t *testing.T, lib, dir string, argv []string, env []string, tap func(T)) <-chan T {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	stdin, err := cmd.StdinPipe()
@@ -42,7 +49,7 @@ func startNodeBot[T any](t *testing.T, dir, script string, env []string, tap fun
 	must(t, err, "stdout")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	must(t, cmd.Start(), "start node")
+	must(t, cmd.Start(), "start "+argv[0])
 	events := make(chan T, 256)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -60,7 +67,7 @@ func startNodeBot[T any](t *testing.T, dir, script string, env []string, tap fun
 				continue
 			}
 			if head.Ev == "error" {
-				t.Errorf("discord.js reported: %s", head.Message)
+				t.Errorf("%s reported: %s", lib, head.Message)
 			}
 			if tap != nil {
 				tap(e)
@@ -73,7 +80,7 @@ func startNodeBot[T any](t *testing.T, dir, script string, env []string, tap fun
 		_ = cmd.Wait()
 		wg.Wait()
 		if t.Failed() {
-			t.Logf("node stderr:\n%s", stderr.String())
+			t.Logf("%s stderr:\n%s", argv[0], stderr.String())
 		}
 	})
 	return events

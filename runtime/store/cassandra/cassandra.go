@@ -372,7 +372,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // wrapErr translates a driver error at the port: nil stays nil, missing
 // rows become store.ErrNotFound, unavailability store.ErrUnavailable, and
-// context errors stay themselves. The driver's error value itself is never
+// context errors match both themselves and store.ErrUnavailable. The driver's error value itself is never
 // wrapped, only its text.
 func wrapErr(op string, err error) error {
 	if err == nil {
@@ -380,7 +380,11 @@ func wrapErr(op string, err error) error {
 	}
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("cassandra store: %s: %w", op, err)
+		// The request did not complete in time: for the caller it is
+		// unavailable now. The driver also returns context errors of
+		// its own (a dial it cancels while reconnecting) with the
+		// caller's context still live, so both stay matchable.
+		return fmt.Errorf("cassandra store: %s: %w: %w", op, store.ErrUnavailable, err)
 	case errors.Is(err, gocql.ErrNotFound):
 		return fmt.Errorf("cassandra store: %s: %w", op, store.ErrNotFound)
 	case unavailable(err):

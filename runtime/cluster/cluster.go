@@ -487,19 +487,7 @@ func (n *Node) routes(proxy http.Handler) http.Handler {
 		mux.Handle("/gateway/", n.gateway)
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{n.metrics, prometheus.DefaultGatherer}, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		if !n.ready.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "not ready")
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	platform.HandleHealth(mux, n.ready.Load)
 	if n.gateway != nil {
 		mux.HandleFunc("POST /admin/drain", func(w http.ResponseWriter, r *http.Request) {
 			n.ready.Store(false)

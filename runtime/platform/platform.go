@@ -226,19 +226,7 @@ func (p *Platform) routes(restAPI http.Handler) http.Handler {
 	mux.Handle("/gateway", p.gateway)
 	mux.Handle("/gateway/", p.gateway)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		if !p.ready.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "not ready")
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	HandleHealth(mux, p.ready.Load)
 	mux.HandleFunc("POST /admin/drain", func(w http.ResponseWriter, r *http.Request) {
 		p.ready.Store(false)
 		p.gateway.Drain(r.Context())

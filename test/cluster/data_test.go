@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/concord-chat/concord/runtime/registry"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
-	"github.com/concord-chat/concord/runtime/store/cassandra"
 )
 
 // TestKillDataNode runs 2 data nodes (--roles=data) and one node running
@@ -29,22 +27,11 @@ import (
 // those sent before the registry dropped the dead node, retry onto the
 // channel's new owner.
 func TestKillDataNode(t *testing.T) {
-	cass := os.Getenv("CONCORD_CASSANDRA")
-	if cass == "" {
-		t.Fatal("CONCORD_CASSANDRA is not set: run `make test`, or " +
-			"`export CONCORD_CASSANDRA=\"$(hack/cassandra/start.sh)\"` before go test -tags integration ./test/cluster/")
-	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bin := make(chan struct{})
-	go func() { defer close(bin); buildBinary() }()
-
-	stopEtcd, endpoint, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stopEtcd)
+	env := setupCluster(t, ctx, "data")
+	cass, endpoint, ks := env.cass, env.endpoint, env.ks
 	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{endpoint}, LeaseTTL: leaseTTL})
 	if err != nil {
 		t.Fatal(err)
@@ -56,15 +43,6 @@ func TestKillDataNode(t *testing.T) {
 	}
 	t.Cleanup(dataRing.Close)
 
-	ks := fmt.Sprintf("concord_data_%d_%06x", time.Now().Unix(), rand.Uint32()&0xffffff)
-	t.Cleanup(func() { dropKeyspace(t, cass, ks) })
-	st, err := cassandra.New(ctx, cassandra.Config{Hosts: []string{cass}, Keyspace: ks, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatalf("create keyspace: %v", err)
-	}
-	st.Close()
-	<-bin
-	concordBinary(t)
 	t.Logf("setup: keyspace and binary ready after %v", time.Since(start).Round(time.Millisecond))
 
 	common := []string{

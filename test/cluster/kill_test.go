@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +18,6 @@ import (
 	"github.com/concord-chat/concord/runtime/registry"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/store/cassandra"
 )
 
 // leaseTTL is the nodes' registry lease: a killed node's guilds move
@@ -43,23 +41,13 @@ type ack struct {
 // owner and keeps receiving messages, that sessions agree on one order
 // per channel, and that sequence numbers have no gap.
 func TestKillGuildNode(t *testing.T) {
-	cass := os.Getenv("CONCORD_CASSANDRA")
-	if cass == "" {
-		t.Fatal("CONCORD_CASSANDRA is not set: run `make test`, or " +
-			"`export CONCORD_CASSANDRA=\"$(hack/cassandra/start.sh)\"` before go test -tags integration ./test/cluster/")
-	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin := make(chan struct{})
-	go func() { defer close(bin); buildBinary() }()
-
-	// Registry: an embedded etcd; the test watches it like a gateway.
-	stopEtcd, endpoint, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stopEtcd)
+	// Registry: an embedded etcd, which the test watches like a gateway;
+	// store: a fresh keyspace.
+	env := setupCluster(t, ctx, "cluster")
+	cass, endpoint, ks := env.cass, env.endpoint, env.ks
 	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{endpoint}, LeaseTTL: leaseTTL})
 	if err != nil {
 		t.Fatal(err)
@@ -76,19 +64,7 @@ func TestKillGuildNode(t *testing.T) {
 	}
 	t.Cleanup(gatewayRing.Close)
 
-	// Store: a fresh keyspace, schema created here once so that the
-	// nodes start without migrating.
-	ks := fmt.Sprintf("concord_cluster_%d_%06x", time.Now().Unix(), rand.Uint32()&0xffffff)
-	t.Cleanup(func() { dropKeyspace(t, cass, ks) })
-	st, err := cassandra.New(ctx, cassandra.Config{Hosts: []string{cass}, Keyspace: ks, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatalf("create keyspace: %v", err)
-	}
-	st.Close()
-	schemaDone := time.Now()
-	<-bin
-	concordBinary(t) // fails the test if the build did
-	t.Logf("setup: keyspace and binary ready after %v (schema %v)", time.Since(start).Round(time.Millisecond), schemaDone.Sub(start).Round(time.Millisecond))
+	t.Logf("setup: keyspace and binary ready after %v (schema %v)", time.Since(start).Round(time.Millisecond), env.schemaTook.Round(time.Millisecond))
 
 	key := fmt.Sprintf("%064x", rand.Uint64())
 	common := []string{

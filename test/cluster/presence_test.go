@@ -8,15 +8,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
-
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
-	"github.com/concord-chat/concord/runtime/store/cassandra"
 )
 
 // presenceUpdate is PRESENCE_UPDATE's `d`.
@@ -87,31 +83,11 @@ func dialClient(t *testing.T, name, gatewayAddr, token, os string, presence map[
 // from the gateway's re-reports, and a later status change is broadcast
 // with the rebuilt sessions folded in.
 func TestPresenceNode(t *testing.T) {
-	cass := os.Getenv("CONCORD_CASSANDRA")
-	if cass == "" {
-		t.Fatal("CONCORD_CASSANDRA must be set (host:port): start Cassandra with `hack/cassandra/start.sh`, then e.g. " +
-			"CONCORD_CASSANDRA=127.0.0.1:9042 go test -tags integration ./test/cluster/")
-	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bin := make(chan struct{})
-	go func() { defer close(bin); buildBinary() }()
-
-	stopEtcd, endpoint, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stopEtcd)
-	ks := fmt.Sprintf("concord_pr_%d_%06x", time.Now().Unix(), rand.Uint32()&0xffffff)
-	t.Cleanup(func() { dropKeyspace(t, cass, ks) })
-	st, err := cassandra.New(ctx, cassandra.Config{Hosts: []string{cass}, Keyspace: ks, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatalf("create keyspace: %v", err)
-	}
-	st.Close()
-	<-bin
-	concordBinary(t)
+	env := setupCluster(t, ctx, "pr")
+	cass, endpoint, ks := env.cass, env.endpoint, env.ks
 
 	common := []string{
 		"--registry=etcd://" + strings.TrimPrefix(endpoint, "http://"),

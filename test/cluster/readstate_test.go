@@ -12,9 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
-	"github.com/concord-chat/concord/runtime/store/cassandra"
 )
 
 // readState is one entry of READY's read_state.
@@ -41,23 +38,8 @@ func TestReadStateNode(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bin := make(chan struct{})
-	go func() { defer close(bin); buildBinary() }()
-
-	stopEtcd, endpoint, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stopEtcd)
-	ks := fmt.Sprintf("concord_rs_%d_%06x", time.Now().Unix(), rand.Uint32()&0xffffff)
-	t.Cleanup(func() { dropKeyspace(t, cass, ks) })
-	st, err := cassandra.New(ctx, cassandra.Config{Hosts: []string{cass}, Keyspace: ks, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatalf("create keyspace: %v", err)
-	}
-	st.Close()
-	<-bin
-	concordBinary(t)
+	env := setupCluster(t, ctx, "rs")
+	endpoint, ks := env.endpoint, env.ks
 
 	common := []string{
 		"--registry=etcd://" + strings.TrimPrefix(endpoint, "http://"),

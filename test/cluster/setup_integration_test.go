@@ -1,0 +1,59 @@
+//go:build integration
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
+	"github.com/concord-chat/concord/runtime/store/cassandra"
+)
+
+// clusterEnv is what every multi-process test starts from: the Cassandra
+// address, an embedded etcd endpoint and a fresh keyspace whose schema is
+// already created (so nodes start without migrating), with the concord
+// binary built.
+type clusterEnv struct {
+	cass     string
+	endpoint string
+	ks       string
+	// schemaTook is how long creating the keyspace took.
+	schemaTook time.Duration
+}
+
+// setupCluster fails the test when CONCORD_CASSANDRA is unset, then builds
+// the binary while it starts etcd and creates the keyspace (named
+// concord_<prefix>_..., dropped at cleanup).
+func setupCluster(t *testing.T, ctx context.Context, prefix string) clusterEnv {
+	t.Helper()
+	cass := os.Getenv("CONCORD_CASSANDRA")
+	if cass == "" {
+		t.Fatal("CONCORD_CASSANDRA is not set: run `make test`, or " +
+			"`export CONCORD_CASSANDRA=\"$(hack/cassandra/start.sh)\"` before go test -tags integration ./test/cluster/")
+	}
+	bin := make(chan struct{})
+	go func() { defer close(bin); buildBinary() }()
+
+	stopEtcd, endpoint, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stopEtcd)
+	ks := fmt.Sprintf("concord_%s_%d_%06x", prefix, time.Now().Unix(), rand.Uint32()&0xffffff)
+	t.Cleanup(func() { dropKeyspace(t, cass, ks) })
+	start := time.Now()
+	st, err := cassandra.New(ctx, cassandra.Config{Hosts: []string{cass}, Keyspace: ks, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatalf("create keyspace: %v", err)
+	}
+	st.Close()
+	took := time.Since(start)
+	<-bin
+	concordBinary(t) // fails the test if the build did
+	return clusterEnv{cass: cass, endpoint: endpoint, ks: ks, schemaTook: took}
+}

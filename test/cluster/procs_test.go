@@ -8,46 +8,20 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-)
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	"github.com/concord-chat/concord/test/internal/concordbin"
 )
 
 // concordBinary builds runtime/cmd/concord once per test run.
-func concordBinary(t *testing.T) string {
-	t.Helper()
-	buildBinary()
-	if buildErr != nil {
-		t.Fatalf("build concord: %v", buildErr)
-	}
-	return binPath
-}
+func concordBinary(t *testing.T) string { return concordbin.Path(t) }
 
 // buildBinary builds the binary once; any goroutine may call it.
-func buildBinary() {
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "concord-cluster-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "concord")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/concord-chat/concord/runtime/cmd/concord").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-}
+func buildBinary() { _, _ = concordbin.Build() }
 
 // freeAddr returns a loopback address nobody listens on right now.
 func freeAddr(t *testing.T) string {

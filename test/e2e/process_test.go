@@ -4,47 +4,21 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-)
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	"github.com/concord-chat/concord/test/internal/concordbin"
 )
 
 // concordBinary builds runtime/cmd/concord once per test run.
-func concordBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "concord-e2e-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "concord")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/concord-chat/concord/runtime/cmd/concord")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build concord: %v", buildErr)
-	}
-	return binPath
-}
+func concordBinary(t *testing.T) string { return concordbin.Path(t) }
 
 // freeAddr returns a loopback address nobody listens on right now.
 func freeAddr(t *testing.T) string {

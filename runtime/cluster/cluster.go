@@ -46,7 +46,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/concord-chat/concord/runtime/api"
 	"github.com/concord-chat/concord/runtime/auth"
@@ -126,6 +125,11 @@ type Config struct {
 	// report, and a fresh presence node absorbs re-reports silently for
 	// two.
 	PresenceReportInterval time.Duration
+	// Admin is the listen address of the admin endpoint (/admin/..., plus
+	// /metrics, /healthz and /readyz), kept off the public listener. Empty
+	// serves /admin/... on the HTTP listener: only for private networks
+	// and tests.
+	Admin string
 }
 
 func (c Config) has(role string) bool { return slices.Contains(c.Roles, role) }
@@ -251,9 +255,9 @@ type Node struct {
 	psClient transport.PresenceClient
 	psCache  *presenceCache
 
-	httpL, grpcL net.Listener
-	grpc         *transport.Server
-	handler      http.Handler
+	httpL, grpcL, adminL net.Listener
+	grpc                 *transport.Server
+	handler              http.Handler
 
 	guilds    *guild.Service // guild role
 	guildRole *guildRole
@@ -334,6 +338,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if n.httpL, err = net.Listen("tcp", cfg.Platform.HTTP); err != nil {
 		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.Platform.HTTP, err)
+	}
+	if cfg.Admin != "" {
+		if n.adminL, err = net.Listen("tcp", cfg.Admin); err != nil {
+			return nil, fmt.Errorf("cluster: listen %s: %w", cfg.Admin, err)
+		}
 	}
 	if cfg.has(registry.RoleGateway) || cfg.has(registry.RoleGuild) || cfg.has(registry.RoleData) || cfg.has(RoleReadState) || cfg.has(RolePresence) {
 		if n.grpcL, err = net.Listen("tcp", cfg.GRPC); err != nil {
@@ -486,14 +495,9 @@ func (n *Node) routes(proxy http.Handler) http.Handler {
 		mux.Handle("/gateway", n.gateway)
 		mux.Handle("/gateway/", n.gateway)
 	}
-	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{n.metrics, prometheus.DefaultGatherer}, promhttp.HandlerOpts{}))
-	platform.HandleHealth(mux, n.ready.Load)
-	if n.gateway != nil {
-		mux.HandleFunc("POST /admin/drain", func(w http.ResponseWriter, r *http.Request) {
-			n.ready.Store(false)
-			n.gateway.Drain(r.Context())
-			w.WriteHeader(http.StatusNoContent)
-		})
+	n.operationalRoutes(mux)
+	if n.cfg.Admin == "" {
+		n.adminRoutes(mux)
 	}
 	mux.Handle("/", rest)
 	return mux
@@ -501,6 +505,15 @@ func (n *Node) routes(proxy http.Handler) http.Handler {
 
 // HTTPAddr is the address the HTTP listener is bound to.
 func (n *Node) HTTPAddr() string { return n.httpL.Addr().String() }
+
+// AdminAddr is the address the admin listener is bound to ("" without one:
+// the admin endpoints are then on the HTTP listener).
+func (n *Node) AdminAddr() string {
+	if n.adminL == nil {
+		return ""
+	}
+	return n.adminL.Addr().String()
+}
 
 // GRPCAddr is the address the gRPC listener is bound to ("" without one).
 func (n *Node) GRPCAddr() string {
@@ -528,6 +541,11 @@ func (n *Node) Serve(ctx context.Context) error {
 	srv := &http.Server{Handler: n.handler, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(n.httpL) }()
+	var adminSrv *http.Server
+	if n.adminL != nil {
+		adminSrv = &http.Server{Handler: n.adminHandler(), ErrorLog: srv.ErrorLog}
+		go func() { errc <- adminSrv.Serve(n.adminL) }()
+	}
 	if n.grpc != nil {
 		go func() { errc <- n.grpc.Serve(n.grpcL) }()
 	}
@@ -593,6 +611,9 @@ func (n *Node) Serve(ctx context.Context) error {
 	}
 	if n.gateway != nil {
 		n.gateway.Drain(sctx)
+	}
+	if adminSrv != nil {
+		_ = adminSrv.Shutdown(sctx)
 	}
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("cluster: shutdown: %w", err)
@@ -665,6 +686,9 @@ func (n *Node) Close() error {
 	}
 	if n.httpL != nil {
 		n.httpL.Close()
+	}
+	if n.adminL != nil {
+		n.adminL.Close()
 	}
 	if n.grpcL != nil {
 		n.grpcL.Close()

@@ -73,6 +73,9 @@ Give each process its own --node and --worker/--process pair.`,
 				fmt.Fprintf(out, "  gRPC:      %s\n", a)
 			}
 			fmt.Fprintf(out, "  Metrics:   http://%s/metrics\n", n.HTTPAddr())
+			if a := n.AdminAddr(); a != "" {
+				fmt.Fprintf(out, "  Admin:     http://%s/admin\n", a)
+			}
 			return n.Serve(ctx)
 		},
 	}
@@ -81,6 +84,7 @@ Give each process its own --node and --worker/--process pair.`,
 	strFlag(fs, &roles, "roles", strings.Join(cluster.DefaultRoles, ","), "comma-separated roles to run: gateway, api, guild, data, readstate, presence")
 	strFlag(fs, &cfg.DataNodes, "data-nodes", cluster.DataLocal, "where message reads and writes go: local (the store directly) or ring (the data-role node owning the channel)")
 	strFlag(fs, &cfg.GRPC, "grpc", "127.0.0.1:0", "listen address of the gRPC server between nodes (gateway, guild, data, readstate and presence roles)")
+	strFlag(fs, &cfg.Admin, "admin", "", "listen address of the admin endpoint (/admin/drain, /admin/guilds, /metrics, /healthz, /readyz) the operator and kubectl-concord call; empty serves /admin on --http (private networks only)")
 	strFlag(fs, &cfg.AdvertiseHost, "advertise-host", "", "host other nodes reach this one at; empty uses the listeners' host")
 	durFlag(fs, &cfg.LeaseTTL, "lease-ttl", 5*time.Second, "registry lease TTL: how long a dead node keeps its guilds")
 	durFlag(fs, &cfg.ReadStateFlush, "readstate-flush-interval", 30*time.Second, "readstate role: how long a read-state change may stay only in memory before it is written")

@@ -1,0 +1,6 @@
+package cluster
+
+import "net/http"
+
+// statsRoutes adds the guild role's statistics endpoints.
+func (n *Node) statsRoutes(mux *http.ServeMux) {}

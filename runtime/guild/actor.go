@@ -26,6 +26,8 @@ type Actor struct {
 	svc      *Service
 	mailbox  chan op
 	inflight atomic.Int64
+	// stats is what GuildStats reads from other goroutines (stats.go).
+	stats actorStats
 
 	// failed is set when the guild could not be loaded or was deleted;
 	// queued operations then fail with it.
@@ -100,6 +102,7 @@ func (a *Actor) run() {
 		a.drain()
 		return
 	}
+	a.publishStats()
 	a.svc.log.Debug("guild loaded", "guild_id", a.id, "members", len(a.members), "channels", len(a.channels))
 	idle := time.NewTimer(a.svc.cfg.IdleTimeout)
 	defer idle.Stop()
@@ -140,8 +143,12 @@ func (a *Actor) run() {
 
 func (a *Actor) process(o op) {
 	a.svc.metrics.mailboxLength.Dec()
-	a.svc.metrics.eventAge.Observe(time.Since(o.enq).Seconds())
+	now := time.Now()
+	age := now.Sub(o.enq)
+	a.svc.metrics.eventAge.Observe(age.Seconds())
+	a.stats.observe(now, age)
 	o.fn(a)
+	a.publishStats()
 	a.inflight.Add(-1)
 }
 

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
 
+	"github.com/concord-chat/concord/runtime/rest"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
@@ -68,15 +68,7 @@ func ids(in []reqID) []snowflake.ID {
 // readBody reads at most limit bytes of a request body; a larger body is a
 // 50035 form error.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return nil, formError("", "BASE_TYPE_MAX_LENGTH", fmt.Sprintf("Request body must be %d or fewer bytes.", limit))
-	}
-	if err != nil {
-		return nil, formError("", "BODY_READ_FAILED", "The request body could not be read.")
-	}
-	return body, nil
+	return rest.ReadBody(w, r, limit)
 }
 
 // decodeJSON decodes body into dst, ignoring unknown fields, and turns

@@ -1,16 +1,12 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"math"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/rest"
 	"github.com/concord-chat/concord/runtime/store"
 )
 
@@ -25,26 +21,11 @@ var (
 )
 
 // apiError is Discord's error body with its HTTP status.
-type apiError struct {
-	Status  int            `json:"-"`
-	Code    int            `json:"code"`
-	Message string         `json:"message"`
-	Errors  map[string]any `json:"errors,omitempty"`
-	// RetryAfter is set for 429s.
-	RetryAfter float64 `json:"-"`
-}
-
-// Error describes the Discord error.
-func (e *apiError) Error() string { return fmt.Sprintf("%d %d %s", e.Status, e.Code, e.Message) }
+type apiError = rest.Error
 
 // errorTable maps domain errors to Discord errors, checked in order with
 // errors.Is: the one place where errors cross the REST boundary.
-var errorTable = []struct {
-	err     error
-	status  int
-	code    int
-	message string
-}{
+var errorTable = rest.Table{
 	{errUnauthorized, http.StatusUnauthorized, 40001, "401: Unauthorized"},
 	{auth.ErrInvalidToken, http.StatusUnauthorized, 40001, "401: Unauthorized"},
 	{guild.ErrUnknownGuild, http.StatusNotFound, 10004, "Unknown Guild"},
@@ -80,62 +61,16 @@ func toAPIError(err error) *apiError {
 			RetryAfter: se.RetryAfter.Seconds(),
 		}
 	}
-	for _, row := range errorTable {
-		if errors.Is(err, row.err) {
-			return &apiError{Status: row.status, Code: row.code, Message: row.message}
-		}
-	}
-	return &apiError{Status: http.StatusInternalServerError, Code: 0, Message: "500: Internal Server Error"}
-}
-
-// fieldError is one leaf of a 50035 form error.
-type fieldError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	return rest.Translate(err, errorTable)
 }
 
 // formError returns a 50035 error naming a field path such as "content"
 // or "message_reference.message_id" (array indexes are path elements:
 // "messages.3"). An empty path puts the error at the top level.
-func formError(path, code, message string) *apiError {
-	leaf := map[string]any{"_errors": []fieldError{{Code: code, Message: message}}}
-	var tree map[string]any = leaf
-	if path != "" {
-		parts := strings.Split(path, ".")
-		for i := len(parts) - 1; i >= 0; i-- {
-			tree = map[string]any{parts[i]: tree}
-		}
-	}
-	return &apiError{Status: http.StatusBadRequest, Code: 50035, Message: "Invalid Form Body", Errors: tree}
-}
+func formError(path, code, message string) *apiError { return rest.FormError(path, code, message) }
 
 // writeError sends err as Discord error JSON.
-func writeError(w http.ResponseWriter, err error) {
-	ae := toAPIError(err)
-	if ae.Status == http.StatusTooManyRequests {
-		h := w.Header()
-		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(ae.RetryAfter))))
-		h.Set("Via", "1.1 concord")
-		h.Set("X-RateLimit-Scope", "user")
-		writeJSON(w, ae.Status, map[string]any{
-			"message":     ae.Message,
-			"code":        ae.Code,
-			"retry_after": math.Round(ae.RetryAfter*1000) / 1000,
-			"global":      false,
-		})
-		return
-	}
-	writeJSON(w, ae.Status, ae)
-}
+func writeError(w http.ResponseWriter, err error) { rest.WriteError(w, toAPIError(err)) }
 
 // writeJSON writes v with Content-Type exactly application/json.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		b = []byte(`{"message":"500: Internal Server Error","code":0}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { rest.WriteJSON(w, status, v) }

@@ -1,11 +1,10 @@
 package bots
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"strings"
+
+	"github.com/concord-chat/concord/runtime/rest"
 )
 
 // Errors of the bot platform. Implementations of the consumed interfaces
@@ -64,24 +63,11 @@ var (
 
 // APIError is a Discord error body with its HTTP status. Handlers return
 // it for errors that need a specific shape (50035 form errors).
-type APIError struct {
-	Status  int            `json:"-"`
-	Code    int            `json:"code"`
-	Message string         `json:"message"`
-	Errors  map[string]any `json:"errors,omitempty"`
-}
-
-// Error describes the Discord error.
-func (e *APIError) Error() string { return fmt.Sprintf("%d %d %s", e.Status, e.Code, e.Message) }
+type APIError = rest.Error
 
 // errorTable maps errors to Discord errors, checked in order with
 // errors.Is: the one place where errors cross this package's HTTP boundary.
-var errorTable = []struct {
-	err     error
-	status  int
-	code    int
-	message string
-}{
+var errorTable = rest.Table{
 	{ErrUnauthorized, http.StatusUnauthorized, 40001, "401: Unauthorized"},
 	{ErrUnknownApplication, http.StatusNotFound, 10002, "Unknown Application"},
 	{ErrUnknownCommand, http.StatusNotFound, 10063, "Unknown application command"},
@@ -100,53 +86,15 @@ var errorTable = []struct {
 }
 
 // toAPIError translates any error into the Discord error to send.
-func toAPIError(err error) *APIError {
-	var ae *APIError
-	if errors.As(err, &ae) {
-		return ae
-	}
-	for _, row := range errorTable {
-		if errors.Is(err, row.err) {
-			return &APIError{Status: row.status, Code: row.code, Message: row.message}
-		}
-	}
-	return &APIError{Status: http.StatusInternalServerError, Code: 0, Message: "500: Internal Server Error"}
-}
-
-// fieldError is one leaf of a 50035 form error.
-type fieldError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
+func toAPIError(err error) *APIError { return rest.Translate(err, errorTable) }
 
 // FormError returns a 50035 Invalid Form Body error naming a field path
 // such as "name" or "options.3.description" (array indexes are path
 // elements). An empty path puts the error at the top level.
-func FormError(path, code, message string) *APIError {
-	var tree map[string]any = map[string]any{"_errors": []fieldError{{Code: code, Message: message}}}
-	if path != "" {
-		parts := strings.Split(path, ".")
-		for i := len(parts) - 1; i >= 0; i-- {
-			tree = map[string]any{parts[i]: tree}
-		}
-	}
-	return &APIError{Status: http.StatusBadRequest, Code: 50035, Message: "Invalid Form Body", Errors: tree}
-}
+func FormError(path, code, message string) *APIError { return rest.FormError(path, code, message) }
 
 // writeJSON writes v with Content-Type exactly application/json.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		b = []byte(`{"message":"500: Internal Server Error","code":0}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { rest.WriteJSON(w, status, v) }
 
 // writeError sends err as Discord error JSON.
-func writeError(w http.ResponseWriter, err error) {
-	ae := toAPIError(err)
-	writeJSON(w, ae.Status, ae)
-}
+func writeError(w http.ResponseWriter, err error) { rest.WriteError(w, toAPIError(err)) }

@@ -11,7 +11,8 @@
 // those literal addresses, re-checking each in its Control hook just before
 // connect(2). A DNS answer that changes between a check and a connect
 // (rebinding) cannot slip through, and no proxy from the environment is
-// used. A name that resolves to any forbidden address is refused outright.
+// used. With Config.Proxy the same checks run in the egress deployment's
+// Proxy instead, and the Client dials only that proxy. A name that resolves to any forbidden address is refused outright.
 //
 // This library is the second line. The first is topology: the chart runs
 // egress as its own deployment whose NetworkPolicy denies every in-cluster
@@ -73,6 +74,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives metrics. Nil registers nothing.
 	Registerer prometheus.Registerer
+	// Proxy, when set, is the egress deployment (`concord egress`, an
+	// http:// URL): every request goes through it and it does the
+	// resolving and address checks at connect time; the Client then dials
+	// nothing but the proxy. URL checks (scheme, literal addresses) still
+	// run here first, and the proxy's refusals come back as this package's
+	// errors.
+	Proxy *url.URL
 }
 
 // Client performs HTTP requests to untrusted URLs. It is safe for
@@ -140,6 +148,13 @@ func New(cfg Config) (*Client, error) {
 		MaxResponseHeaderBytes: 64 << 10,
 	}
 	c.http = &http.Client{Transport: transport, CheckRedirect: c.checkRedirect}
+	if cfg.Proxy != nil {
+		rt, err := c.viaProxy(transport, cfg.Proxy)
+		if err != nil {
+			return nil, err
+		}
+		c.http.Transport = rt
+	}
 	return c, nil
 }
 
@@ -322,21 +337,11 @@ func (c *Client) denied(addr netip.Addr, host, reason string) error {
 
 // fail classifies err, counts it and names the request.
 func (c *Client) fail(method, target string, err error) error {
-	result := "error"
-	switch {
-	case errors.Is(err, ErrForbiddenAddress):
-		result = "forbidden"
-	case errors.Is(err, ErrInvalidURL):
-		result = "invalid_url"
-	case errors.Is(err, ErrTooManyRedirects):
-		result = "too_many_redirects"
-	case errors.Is(err, ErrResponseTooLarge):
-		result = "too_large"
-	case isTimeout(err):
-		result = "timeout"
+	res := result(err)
+	if res == "timeout" && !errors.Is(err, ErrTimeout) {
 		err = fmt.Errorf("%w: %v", ErrTimeout, err)
 	}
-	c.m.requests.WithLabelValues(result).Inc()
+	c.m.requests.WithLabelValues(res).Inc()
 	return fmt.Errorf("egress: %s %s: %w", method, target, err)
 }
 
@@ -402,17 +407,13 @@ func (b *body) Read(p []byte) (int, error) {
 
 // fail classifies a body error, counts it once, and names the request.
 func (b *body) fail(err error) error {
-	result := "error"
-	switch {
-	case errors.Is(err, ErrResponseTooLarge):
-		result = "too_large"
-	case isTimeout(err):
-		result = "timeout"
+	res := result(err)
+	if res == "timeout" && !errors.Is(err, ErrTimeout) {
 		err = fmt.Errorf("%w: %v", ErrTimeout, err)
 	}
 	if !b.failed {
 		b.failed = true
-		b.c.m.bodyErrors.WithLabelValues(result).Inc()
+		b.c.m.bodyErrors.WithLabelValues(res).Inc()
 	}
 	return fmt.Errorf("egress: %s %s: reading body: %w", b.method, b.url, err)
 }

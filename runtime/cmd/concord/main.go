@@ -1,6 +1,7 @@
 // Command concord runs Concord: `concord dev` starts every role in one
 // process with embedded backends; `concord serve --roles=...` runs the
-// chosen roles as one node of a cluster.
+// chosen roles as one node of a cluster; `concord egress` is the proxy
+// every call to a bot-chosen URL goes through.
 package main
 
 import (
@@ -29,6 +30,6 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDevCommand(), newServeCommand(), newMigrateCommand())
+	root.AddCommand(newDevCommand(), newServeCommand(), newMigrateCommand(), newEgressCommand())
 	return root
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -19,14 +21,14 @@ type View struct {
 	nodes    map[string]Node
 }
 
-// newView builds the ring from the snapshot's non-draining nodes and the
-// pins that name a live node (draining or not).
+// newView builds the ring from the snapshot's ring members (OnRing) and
+// the pins that name a live node (draining or dedicated or not).
 func newView(s Snapshot, vnodes int) *View {
 	v := &View{Revision: s.Revision, nodes: make(map[string]Node, len(s.Nodes))}
 	members := make([]string, 0, len(s.Nodes))
 	for _, n := range s.Nodes {
 		v.nodes[n.Name] = n
-		if !n.Draining {
+		if OnRing(n) {
 			members = append(members, n.Name)
 		}
 	}
@@ -64,6 +66,20 @@ func (v *View) Node(name string) (Node, bool) {
 	}
 	n, ok := v.nodes[name]
 	return n, ok
+}
+
+// Nodes returns every live node of the view, draining and dedicated ones
+// included, sorted by name.
+func (v *View) Nodes() []Node {
+	if v == nil {
+		return nil
+	}
+	out := make([]Node, 0, len(v.nodes))
+	for _, n := range v.nodes {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Ring returns the placement ring.

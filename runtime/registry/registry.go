@@ -49,6 +49,17 @@ type Node struct {
 	Draining bool `json:"-"`
 }
 
+// LabelDedicated marks a node that takes no share of its role's ring:
+// it owns only the keys pinned to it (a dedicated guild node of a
+// GuildPlacement). The value says what it is dedicated to, for people.
+const LabelDedicated = "concord.dev/dedicated"
+
+// OnRing reports whether n is a member of its role's consistent-hash
+// ring: live nodes that are neither draining nor dedicated. Pins apply to
+// every live node. Everything that computes placement (LocalRing, the
+// operator) must use it, so that all agree on the owners.
+func OnRing(n Node) bool { return !n.Draining && n.Labels[LabelDedicated] == "" }
+
 // HasRole reports whether n runs role.
 func (n Node) HasRole(role string) bool { return slices.Contains(n.Roles, role) }
 

@@ -6,8 +6,8 @@
 //     not live has nothing to drain and is skipped);
 //   - PinGuild / UnpinGuild → registry Pin / Unpin (pins/<guild id>);
 //   - GuildOwner → the guild ring of the registry's current snapshot: live,
-//     non-draining guild nodes with pins to live nodes applied first, as
-//     every LocalRing computes it;
+//     non-draining, non-dedicated guild nodes (registry.OnRing) with pins
+//     to live nodes applied first, as every LocalRing computes it;
 //   - SetRelays → kv "relays/<guild id>", a JSON list of host:port.
 package etcdfleet
 
@@ -154,7 +154,7 @@ func (r *Registry) GuildOwner(ctx context.Context, guildID string) (string, erro
 	var members []string
 	for _, n := range snap.Nodes {
 		live[n.Name] = true
-		if !n.Draining {
+		if registry.OnRing(n) {
 			members = append(members, n.Name)
 		}
 	}

@@ -52,6 +52,7 @@ type conn struct {
 	closeCode     int
 	closeText     string
 	wake          chan struct{}
+	pressure      pressureState
 	aborted       atomic.Bool
 	done          chan struct{}
 

@@ -17,6 +17,11 @@ type metrics struct {
 	zombieCloses       prometheus.Counter
 	replayBufferBytes  prometheus.Gauge
 	closes             *prometheus.CounterVec
+	// Send-queue pressure by application (pressure.go); pressureApps
+	// bounds the application_id values.
+	bufferPressure         *prometheus.CounterVec
+	bufferPressureSessions *prometheus.GaugeVec
+	pressureApps           *appLabels
 }
 
 func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
@@ -40,12 +45,21 @@ func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 			Name: "concord_gateway_replay_buffer_bytes", Help: "Bytes of dispatch frames held in replay buffers.", ConstLabels: labels}),
 		closes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "concord_gateway_server_closes_total", Help: "Connections closed by the node, by close code.", ConstLabels: labels}, []string{"code"}),
+		bufferPressure: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name:        "concord_gateway_buffer_pressure_total",
+			Help:        "Times a connection's send queue reached 80 % of its bound, by application (bot user id; \"user\" for people, \"other\" past the label bound).",
+			ConstLabels: labels}, []string{"application_id"}),
+		bufferPressureSessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name:        "concord_gateway_buffer_pressure_sessions",
+			Help:        "Connections whose send queue is at or above 80 % of its bound and has not fallen back to 50 %, by application.",
+			ConstLabels: labels}, []string{"application_id"}),
+		pressureApps: newAppLabels(MaxPressureApplications),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.sessions, m.connections, m.deliveries, m.resumes, m.invalidSessions,
-		m.slowConsumerCloses, m.zombieCloses, m.replayBufferBytes, m.closes} {
+		m.slowConsumerCloses, m.zombieCloses, m.replayBufferBytes, m.closes, m.bufferPressure, m.bufferPressureSessions} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gateway: register metrics: %w", err)
 		}

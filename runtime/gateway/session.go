@@ -90,6 +90,7 @@ func (s *session) attachLocked(c *conn) {
 		s.expiry = nil
 	}
 	s.conn = c
+	c.bindSession(s.info) // send-queue pressure is counted per application (pressure.go)
 }
 
 // connGone is called when connection c ended. A client close with 1000 or

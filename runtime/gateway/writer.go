@@ -59,6 +59,7 @@ func (c *conn) enqueue(f frame) bool {
 		return false
 	}
 	c.queue = append(c.queue, f)
+	c.notePressureLocked(len(c.queue) - c.extra)
 	c.handOff()
 	return true
 }
@@ -154,6 +155,7 @@ func (c *conn) close(code int, text string) {
 		return
 	}
 	c.closing, c.closeCode, c.closeText = true, code, text
+	c.releasePressureLocked()
 	c.handOff()
 }
 
@@ -171,6 +173,7 @@ func (c *conn) abort(code int, text string) {
 	clear(c.queue)
 	c.queue = nil
 	c.aborted.Store(true)
+	c.releasePressureLocked()
 	c.node.metrics.closes.WithLabelValues(strconv.Itoa(code)).Inc()
 	// Unblock a write stuck on a full socket buffer soon.
 	if c.nc != nil {
@@ -199,6 +202,10 @@ func (c *conn) writeLoop() {
 			pending := c.pending
 			batch, c.queue = c.queue, batch[:0]
 			c.pending, c.extra = nil, 0
+			if c.pressure.high {
+				// The writer took the queue: it is empty again.
+				c.notePressureLocked(0)
+			}
 			comp, closing, code, text := c.comp, c.closing, c.closeCode, c.closeText
 			if len(pending) == 0 && len(batch) == 0 {
 				if closing {

@@ -130,6 +130,8 @@ type Config struct {
 	// serves /admin/... on the HTTP listener: only for private networks
 	// and tests.
 	Admin string
+	// Identify is the gateway role's identify throttle (identify.go).
+	Identify IdentifyConfig
 }
 
 func (c Config) has(role string) bool { return slices.Contains(c.Roles, role) }
@@ -264,6 +266,7 @@ type Node struct {
 	sink      transport.GatewayClient
 	gateway   *gateway.Node // gateway role
 	gwBackend *gatewayBackend
+	admission *identifyAdmission
 	identify  *guild.Service
 	client    transport.GuildClient
 
@@ -458,7 +461,10 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			p := newGatewayPresence(cfg.Platform.Node, n.psClient, n.client, log.With("component", "presence"))
 			gwCfg.Presence, gwCfg.OpHandlers = p, p.opHandlers()
 		}
-		if n.gateway, err = gateway.NewNode(gwCfg, n.gwBackend); err != nil {
+		if n.admission, err = newIdentifyAdmission(ctx, cfg, n.gwBackend, n.metrics, log.With("component", "identify")); err != nil {
+			return nil, err
+		}
+		if n.gateway, err = gateway.NewNode(gwCfg, n.admission); err != nil {
 			return nil, fmt.Errorf("cluster: gateway: %w", err)
 		}
 		svc.Gateway = n.gateway
@@ -637,6 +643,7 @@ func (n *Node) Close() error {
 	if n.client != nil {
 		errs = append(errs, n.client.Close())
 	}
+	errs = append(errs, n.admission.close())
 	if n.dataClient != nil {
 		errs = append(errs, n.dataClient.Close())
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/concord-chat/concord/runtime/auth"
@@ -23,21 +22,21 @@ import (
 const (
 	// identifyWindow is the window of max_concurrency identifies per
 	// bucket (shard_id % max_concurrency).
-	identifyWindow = 5 * time.Second
+	identifyWindow = gateway.BotIdentifyWindow
 	// identifiesPerDay is session_start_limit.total.
-	identifiesPerDay = 1000
+	identifiesPerDay = gateway.BotIdentifiesPerDay
 	// identifyDay is the daily window.
-	identifyDay = 24 * time.Hour
+	identifyDay = gateway.BotIdentifyDay
 	// guildsPerShardRecommended is the /gateway/bot shard recommendation.
 	guildsPerShardRecommended = 1000
 	// maxGuildsPerShard is the most guilds one session may hold (4011).
 	maxGuildsPerShard = 2500
 )
 
-// errIdentifyLimited is an identify over the bot's admission limits; it
-// wraps gateway.ErrIdentifyRateLimited, which the gateway answers with
-// op 9 d:false.
-var errIdentifyLimited = fmt.Errorf("platform: %w", gateway.ErrIdentifyRateLimited)
+// errIdentifyLimited is an identify over the bot's admission limits:
+// gateway.ErrIdentifyRateLimited, which the gateway answers with op 9
+// d:false.
+var errIdentifyLimited = gateway.ErrIdentifyRateLimited
 
 // admission is the gateway Backend with the bot platform's IDENTIFY
 // checks in front: privileged intents the application did not enable
@@ -93,27 +92,10 @@ type botApplications interface {
 }
 
 // admit takes one identify from the bot's concurrency bucket and daily
-// count. A counters outage admits (rate limiting fails open, ADR-09).
+// count (gateway.BotAdmission, shared with `concord serve` gateway nodes).
+// A counters outage admits (rate limiting fails open, ADR-09).
 func (a admission) admit(ctx context.Context, botID snowflake.ID, shard int) error {
-	bot := botID.String()
-	key := "identify:" + bot + ":" + strconv.Itoa(shard%a.concurrency)
-	d, err := a.counters.Take(ctx, key, a.concurrency, identifyWindow, a.now())
-	if err != nil {
-		a.log.Warn("identify admission unavailable, admitting", "bot_id", bot, "err", err)
-		return nil
-	}
-	if !d.Allowed {
-		return fmt.Errorf("identify: bot %s shard bucket %d full, retry in %s: %w", bot, shard%a.concurrency, d.RetryAfter, errIdentifyLimited)
-	}
-	n, err := a.counters.Incr(ctx, "identify-day:"+bot, 1, identifyDay)
-	if err != nil {
-		a.log.Warn("identify admission unavailable, admitting", "bot_id", bot, "err", err)
-		return nil
-	}
-	if n > identifiesPerDay {
-		return fmt.Errorf("identify: bot %s used %d identifies today: %w", bot, n, errIdentifyLimited)
-	}
-	return nil
+	return gateway.BotAdmission{Counters: a.counters, Concurrency: a.concurrency, Now: a.now, Logger: a.log}.Admit(ctx, botID, shard)
 }
 
 // gatewayBot serves GET /gateway/bot: the gateway URL, the recommended
@@ -148,7 +130,7 @@ func (g gatewayBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	shards := max(1, (len(guilds)+guildsPerShardRecommended-1)/guildsPerShardRecommended)
-	used, err := g.counters.Get(ctx, "identify-day:"+id.String())
+	used, err := g.counters.Get(ctx, gateway.BotIdentifyDayKey(id))
 	if err != nil {
 		used = 0 // counters fail open
 	}
@@ -177,4 +159,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeJSONError answers a Discord-shaped error.
 func writeJSONError(w http.ResponseWriter, status, code int, msg string) {
 	writeJSON(w, status, map[string]any{"message": msg, "code": code})
+}
+
+// OpenCounters opens the counters backend cfg.Redis names ("mem",
+// "redis://host:port[/db][?prefix=P]" or host:port), as `concord dev`
+// does; `concord serve` gateway nodes share bots' identify counters
+// through it.
+func OpenCounters(ctx context.Context, cfg Config) (counters.Counters, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return openCounters(ctx, cfg)
 }

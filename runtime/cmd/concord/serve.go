@@ -58,8 +58,8 @@ Give each process its own --node and --worker/--process pair.`,
 			}
 			cfg.Platform.Logger = log
 			cfg.Platform.DevUser = false
-			if cfg.Platform.Redis != "mem" {
-				return fmt.Errorf("--redis=%s is not supported by concord serve yet", cfg.Platform.Redis)
+			if err := checkServeRedis(cfg); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			n, err := cluster.New(ctx, cfg)
@@ -92,6 +92,7 @@ Give each process its own --node and --worker/--process pair.`,
 	durFlag(fs, &cfg.PresenceWindow, "presence-window", 5*time.Second, "presence role: coalescing window of status changes")
 	durFlag(fs, &cfg.PresenceReportInterval, "presence-report-interval", 15*time.Second, "gateway nodes: how often sessions are re-reported to the presence node; the presence role uses it too (sessions expire after 3 intervals, a fresh node absorbs re-reports for 2)")
 	durFlag(fs, &cfg.RetryInterval, "retry-interval", time.Second, "how often failed subscriptions are retried and guilds placed elsewhere unloaded")
+	bindIdentifyFlags(fs, &cfg)
 	return cmd
 }
 

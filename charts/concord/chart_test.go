@@ -134,6 +134,17 @@ func TestTemplate(t *testing.T) {
 					t.Errorf("egress NetworkPolicy does not deny %s", cidr)
 				}
 			}
+		case "Deployment":
+			if !strings.HasSuffix(o.GetName(), "-egress") {
+				continue
+			}
+			// The egress pods run `concord egress` (the proxy), on the port
+			// their Service targets.
+			cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			args, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
+			if len(args) < 2 || args[0] != "egress" || !strings.HasPrefix(args[1], "--http=0.0.0.0:") {
+				t.Errorf("egress deployment args = %q, want [egress --http=0.0.0.0:<port> ...]", args)
+			}
 		case "ClusterRole":
 			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
 			if len(rules) < 5 {

@@ -149,7 +149,12 @@ func (c *conn) resume(d json.RawMessage) bool {
 		c.closeWith(CloseDecodeError, err.Error())
 		return true
 	}
-	s := n.lookup(event.SessionID(r.SessionID))
+	s, moved := n.resumeLookup(c.ctx, event.SessionID(r.SessionID))
+	if moved {
+		// Handed to a successor (handoff.go): reconnect, elsewhere.
+		c.sendControl(frameReconnect)
+		return false
+	}
 	if s == nil || hashToken(r.Token) != s.tokenHash {
 		c.invalidSession()
 		return false

@@ -51,6 +51,8 @@ type Node struct {
 
 	draining atomic.Bool
 	closed   atomic.Bool
+
+	handoff *handoffState
 }
 
 var (
@@ -71,7 +73,12 @@ func NewNode(cfg Config, backend Backend) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	h, err := newHandoffState(cfg.Registerer, cfg.Node)
+	if err != nil {
+		return nil, err
+	}
 	n := &Node{
+		handoff: h,
 		cfg:     cfg,
 		backend: backend,
 		metrics: m,
@@ -176,6 +183,10 @@ func (n *Node) Deliver(ctx context.Context, node string, b event.Batch) {
 		n.cfg.Logger.Debug("batch for another node dropped", "node", node, "type", b.Type)
 		return
 	}
+	if b.Type == MoveMarker {
+		n.marker(b)
+		return
+	}
 	if !validEventName(b.Type) {
 		n.cfg.Logger.Warn("batch with invalid event name dropped", "type", b.Type)
 		return
@@ -250,8 +261,8 @@ func (n *Node) SendTo(id event.SessionID, typ string, payload []byte) error {
 
 // Drain sends RECONNECT (op 7) to every attached session and stops taking
 // IDENTIFY: later identifies get op 9 d:false. Sessions stay resumable
-// here until a successor takes them over (a later change) or their resume
-// window ends.
+// here until their resume window ends; HandOff gives them to a successor
+// instead.
 func (n *Node) Drain(ctx context.Context) error {
 	n.draining.Store(true)
 	for _, s := range n.snapshot() {
@@ -289,8 +300,11 @@ func (n *Node) Close() error {
 	return nil
 }
 
+// Draining reports whether Drain or HandOff was called.
+func (n *Node) Draining() bool { return n.draining.Load() }
+
 // Sessions returns how many sessions the node holds, attached or waiting
-// for RESUME.
+// for RESUME (or, on a successor, waiting for their import).
 func (n *Node) Sessions() int {
 	n.smu.RLock()
 	defer n.smu.RUnlock()

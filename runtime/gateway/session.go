@@ -29,6 +29,15 @@ type session struct {
 	expiry *time.Timer
 	gen    uint64
 	ended  bool
+
+	// Hand-off (handoff.go). On a successor, an incoming session queues
+	// its dispatches unstamped in pending until the old node's state is
+	// imported; imported is closed then. On the old node, frozen means the
+	// state was exported: later dispatches are dropped.
+	incoming bool
+	pending  []*body
+	imported chan struct{}
+	frozen   bool
 }
 
 // newSessionID returns 32 random hex characters, like Discord's ids.
@@ -44,6 +53,11 @@ func hashToken(token string) [sha256.Size]byte { return sha256.Sum256([]byte(tok
 // for resume and queues it to the attached connection. s.mu must be held.
 // It returns the change in replay buffer bytes and true.
 func (s *session) dispatchLocked(b *body, now int64) (int, bool) {
+	if s.incoming {
+		// Stamped after the imported state, in arrival order.
+		s.pending = append(s.pending, b)
+		return 0, true
+	}
 	s.seq++
 	f := frame{seq: s.seq, b: b, at: now, size: dispatchSize(b.t, s.seq, b.d) + frameOverhead}
 	delta := s.replay.push(f, s.node.limits, now)
@@ -63,7 +77,7 @@ func (s *session) dispatchLocked(b *body, now int64) (int, bool) {
 func (s *session) dispatch(b *body, now int64) (int, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended {
+	if s.ended || s.frozen {
 		return 0, false
 	}
 	return s.dispatchLocked(b, now)

@@ -386,23 +386,27 @@ func servePresenceCall(ctx context.Context, svc *guild.Service, cache *presenceC
 // state (client kind, last status and activities) so the node re-reports
 // it, which is how a restarted presence node rebuilds. Op 8 and op 14 go
 // to the guild's owner over GuildNode.Call. Like the single-process
-// wiring (platform/presence.go), one mutex orders every state change with
-// its call, so a re-report never carries a state older than one the
-// presence node applied; calls are bounded by the client's call timeout.
+// wiring (platform/presence.go), it keeps the states in a
+// presence.LocalSessions, which orders every state change with its call,
+// so a re-report never carries a state older than one the presence node
+// applied; calls are bounded by the client's call timeout.
 type gatewayPresence struct {
-	node   string
-	client transport.PresenceClient
-	guilds transport.GuildClient
-	log    *slog.Logger
-
-	mu     sync.Mutex
-	states map[event.SessionID]presence.SessionState
+	node     string
+	guilds   transport.GuildClient
+	log      *slog.Logger
+	sessions *presence.LocalSessions
 }
 
 var _ gateway.SessionReporter = (*gatewayPresence)(nil)
 
 func newGatewayPresence(node string, client transport.PresenceClient, guilds transport.GuildClient, log *slog.Logger) *gatewayPresence {
-	return &gatewayPresence{node: node, client: client, guilds: guilds, log: log, states: make(map[event.SessionID]presence.SessionState)}
+	// An update the presence node cannot take (it is down) still stands:
+	// it reaches the node with the next re-report.
+	sessions := presence.NewLocalSessions(presence.LocalSessionsConfig{
+		Upstream: client,
+		Deferred: func(err error) bool { return errors.Is(err, transport.ErrUnavailable) },
+	})
+	return &gatewayPresence{node: node, guilds: guilds, log: log, sessions: sessions}
 }
 
 // SessionStarted implements gateway.SessionReporter: the session counts
@@ -420,10 +424,7 @@ func (w *gatewayPresence) SessionStarted(ctx context.Context, s event.Session, c
 			w.log.Debug("identify presence ignored", "session_id", s.ID, "err", err)
 		}
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.states[s.ID] = st
-	if err := w.client.Connect(ctx, st); err != nil {
+	if err := w.sessions.Start(ctx, st); err != nil {
 		// The next re-report carries the session.
 		w.log.Warn("presence connect", "session_id", s.ID, "err", err)
 	}
@@ -431,32 +432,14 @@ func (w *gatewayPresence) SessionStarted(ctx context.Context, s event.Session, c
 
 // SessionEnded implements gateway.SessionReporter.
 func (w *gatewayPresence) SessionEnded(ctx context.Context, s event.Session) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.states, s.ID)
-	w.client.Disconnect(ctx, s.ID)
+	w.sessions.End(ctx, s.ID)
 }
 
 // Report implements gateway.SessionReporter: the states of the node's
 // sessions go to the presence node; states of sessions the node no
 // longer holds are forgotten.
 func (w *gatewayPresence) Report(ctx context.Context, node string, sessions []event.Session) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	keep := make(map[event.SessionID]bool, len(sessions))
-	out := make([]presence.SessionState, 0, len(sessions))
-	for _, s := range sessions {
-		if st, ok := w.states[s.ID]; ok {
-			keep[s.ID] = true
-			out = append(out, st)
-		}
-	}
-	for id := range w.states {
-		if !keep[id] {
-			delete(w.states, id)
-		}
-	}
-	w.client.Report(ctx, node, out)
+	w.sessions.Report(ctx, node, sessions)
 }
 
 // opHandlers returns the gateway's op 3, 8 and 14 handlers.
@@ -474,7 +457,7 @@ func (w *gatewayPresence) opHandlers() map[int]gateway.OpHandler {
 func (w *gatewayPresence) presenceUpdate(ctx context.Context, s event.Session, _ int, d json.RawMessage) error {
 	u, err := presence.ParseUpdate(d)
 	if err == nil {
-		err = w.apply(ctx, s, u)
+		err = w.sessions.Apply(ctx, s.ID, u)
 	}
 	if c := presence.CloseCode(err); c != 0 {
 		return &gateway.CloseError{Code: c, Reason: "presence"}
@@ -483,27 +466,6 @@ func (w *gatewayPresence) presenceUpdate(ctx context.Context, s event.Session, _
 		w.log.Warn("presence update", "session_id", s.ID, "err", err)
 	}
 	return nil
-}
-
-// apply hands a valid op 3 to the presence node and records it as the
-// session's state for later re-reports.
-func (w *gatewayPresence) apply(ctx context.Context, s event.Session, u presence.Update) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	u.At = time.Now()
-	st, known := w.states[s.ID]
-	err := w.client.Update(ctx, s.ID, u)
-	if errors.Is(err, presence.ErrUnknownSession) && known {
-		// The presence node restarted and has not heard from this node
-		// yet: the update stands, with the session's state.
-		st.Status, st.AFK, st.Activities, st.UpdatedAt = u.Status, u.AFK, u.Activities, u.At
-		err = w.client.Connect(ctx, st)
-	}
-	if known && (err == nil || errors.Is(err, transport.ErrUnavailable)) {
-		st.Status, st.AFK, st.Activities, st.UpdatedAt = u.Status, u.AFK, u.Activities, u.At
-		w.states[s.ID] = st
-	}
-	return err
 }
 
 // lazyRequest handles op 14 on the guild's owner. A payload that does not

@@ -3,7 +3,6 @@ package platform
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -49,12 +48,9 @@ type presenceWiring struct {
 	guilds  *guild.Service
 	svc     atomic.Pointer[presence.Service]
 	friends *presence.Friends
-
-	// mu orders every change of states with its call to the presence
-	// role, so a re-report never carries a state older than one the role
-	// already applied.
-	mu     sync.Mutex
-	states map[event.SessionID]presence.SessionState
+	// sessions keeps the local sessions' states for re-reports and orders
+	// each change with its call to the presence role.
+	sessions *presence.LocalSessions
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -71,8 +67,8 @@ func newPresenceWiring(cfg Config, guilds *guild.Service, reg prometheus.Registe
 		log:     cfg.Logger.With("component", "presence"),
 		guilds:  guilds,
 		friends: presence.NewFriends(nil),
-		states:  make(map[event.SessionID]presence.SessionState),
 	}
+	w.sessions = presence.NewLocalSessions(presence.LocalSessionsConfig{Upstream: liveService{&w.svc}, Now: w.cfg.Now})
 	svc, err := w.newService(0, reg)
 	if err != nil {
 		return nil, err
@@ -162,20 +158,14 @@ func (w *presenceWiring) SessionStarted(ctx context.Context, s event.Session, c 
 			w.log.Debug("identify presence ignored", "session_id", s.ID, "err", err)
 		}
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.states[s.ID] = st
-	if err := w.svc.Load().Connect(ctx, st); err != nil {
+	if err := w.sessions.Start(ctx, st); err != nil {
 		w.log.Debug("presence connect", "session_id", s.ID, "err", err)
 	}
 }
 
 // SessionEnded implements gateway.SessionReporter.
 func (w *presenceWiring) SessionEnded(ctx context.Context, s event.Session) {
-	w.mu.Lock()
-	delete(w.states, s.ID)
-	w.svc.Load().Disconnect(ctx, s.ID)
-	w.mu.Unlock()
+	w.sessions.End(ctx, s.ID)
 	w.guilds.SessionEnded(s.ID)
 }
 
@@ -183,28 +173,7 @@ func (w *presenceWiring) SessionEnded(ctx context.Context, s event.Session) {
 // sessions go to the presence role; states of sessions the node no
 // longer holds are forgotten.
 func (w *presenceWiring) Report(ctx context.Context, node string, sessions []event.Session) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.svc.Load().Report(ctx, node, w.snapshot(sessions))
-}
-
-// snapshot returns the states of sessions, forgetting the others. Called
-// with mu held.
-func (w *presenceWiring) snapshot(sessions []event.Session) []presence.SessionState {
-	keep := make(map[event.SessionID]bool, len(sessions))
-	out := make([]presence.SessionState, 0, len(sessions))
-	for _, s := range sessions {
-		if st, ok := w.states[s.ID]; ok {
-			keep[s.ID] = true
-			out = append(out, st)
-		}
-	}
-	for id := range w.states {
-		if !keep[id] {
-			delete(w.states, id)
-		}
-	}
-	return out
+	w.sessions.Report(ctx, node, sessions)
 }
 
 func (w *presenceWiring) now() time.Time {
@@ -228,32 +197,10 @@ func (w *presenceWiring) opHandlers() map[int]gateway.OpHandler {
 func (w *presenceWiring) presenceUpdate(ctx context.Context, s event.Session, _ int, d json.RawMessage) error {
 	u, err := presence.ParseUpdate(d)
 	if err == nil {
-		err = w.apply(ctx, s, u)
+		err = w.sessions.Apply(ctx, s.ID, u)
 	}
 	if c := presence.CloseCode(err); c != 0 {
 		return &gateway.CloseError{Code: c, Reason: "presence"}
-	}
-	return err
-}
-
-// apply hands a valid op 3 to the presence role and records it as the
-// session's state for later re-reports.
-func (w *presenceWiring) apply(ctx context.Context, s event.Session, u presence.Update) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	u.At = w.now()
-	svc := w.svc.Load()
-	st, known := w.states[s.ID]
-	err := svc.Update(ctx, s.ID, u)
-	if errors.Is(err, presence.ErrUnknownSession) && known {
-		// The presence role restarted and has not heard from this node
-		// yet: the update stands, with the session's state.
-		st.Status, st.AFK, st.Activities, st.UpdatedAt = u.Status, u.AFK, u.Activities, u.At
-		err = svc.Connect(ctx, st)
-	}
-	if err == nil && known {
-		st.Status, st.AFK, st.Activities, st.UpdatedAt = u.Status, u.AFK, u.Activities, u.At
-		w.states[s.ID] = st
 	}
 	return err
 }
@@ -293,4 +240,26 @@ func (w *presenceWiring) restart(warmup time.Duration) (*presence.Service, error
 	}
 	w.svc.Store(svc)
 	return svc, nil
+}
+
+// liveService is the presence role the wiring runs now: each call goes to
+// the service restart last stored.
+type liveService struct {
+	p *atomic.Pointer[presence.Service]
+}
+
+func (l liveService) Connect(ctx context.Context, st presence.SessionState) error {
+	return l.p.Load().Connect(ctx, st)
+}
+
+func (l liveService) Update(ctx context.Context, id event.SessionID, u presence.Update) error {
+	return l.p.Load().Update(ctx, id, u)
+}
+
+func (l liveService) Disconnect(ctx context.Context, id event.SessionID) {
+	l.p.Load().Disconnect(ctx, id)
+}
+
+func (l liveService) Report(ctx context.Context, node string, sessions []presence.SessionState) {
+	l.p.Load().Report(ctx, node, sessions)
 }

@@ -8,7 +8,7 @@
 //
 // Key layout under Config.Prefix: nodes/<name> (JSON registry.Node, on a
 // lease), draining/<name> (on the node entry's lease), pins/<guild id>
-// (node name) and kv/<key>.
+// (node name) and kv/<key> (Put and Claim).
 package etcd
 
 import (
@@ -60,10 +60,22 @@ type Registry struct {
 	mu     sync.Mutex
 	lease  clientv3.LeaseID
 	owned  map[string]string // full key → value, re-put on a new lease
+	// claims are keys held with Claim: re-put on a new lease only if no
+	// one took them meanwhile.
+	claims map[string]*claim
 	closed bool
 }
 
-var _ registry.Registry = (*Registry)(nil)
+// claim is one key held with Claim.
+type claim struct {
+	value string
+	lost  chan struct{}
+}
+
+var (
+	_ registry.Registry = (*Registry)(nil)
+	_ registry.Claimer  = (*Registry)(nil)
+)
 
 // New validates cfg, fills defaults and connects to etcd.
 func New(cfg Config) (*Registry, error) {
@@ -106,6 +118,7 @@ func New(cfg Config) (*Registry, error) {
 		ctx:    ctx,
 		cancel: cancel,
 		owned:  make(map[string]string),
+		claims: make(map[string]*claim),
 	}, nil
 }
 
@@ -194,12 +207,54 @@ func (r *Registry) renew() (clientv3.LeaseID, <-chan *clientv3.LeaseKeepAliveRes
 			return 0, nil, fmt.Errorf("registry: etcd re-register: %w", err)
 		}
 	}
+	for k, c := range r.claims {
+		resp, err := r.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+			Then(clientv3.OpPut(k, c.value, clientv3.WithLease(g.ID))).
+			Commit()
+		if err != nil {
+			r.cli.Revoke(ctx, g.ID)
+			return 0, nil, fmt.Errorf("registry: etcd re-claim: %w", err)
+		}
+		if !resp.Succeeded {
+			r.log.Error("registry claim lost to another process", "key", k)
+			close(c.lost)
+			delete(r.claims, k)
+		}
+	}
 	ka, err := r.cli.KeepAlive(r.ctx, g.ID)
 	if err != nil {
 		return 0, nil, fmt.Errorf("registry: etcd keep-alive: %w", err)
 	}
 	r.lease = g.ID
 	return g.ID, ka, nil
+}
+
+// Claim implements registry.Claimer with a transaction that writes the
+// key on the Registry's lease only if it does not exist.
+func (r *Registry) Claim(ctx context.Context, key string, value []byte) (<-chan struct{}, error) {
+	if key == "" {
+		return nil, fmt.Errorf("%w: empty key", registry.ErrInvalid)
+	}
+	full := r.kvKey(key)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.ensureLease(ctx); err != nil {
+		return nil, err
+	}
+	resp, err := r.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(full), "=", 0)).
+		Then(clientv3.OpPut(full, string(value), clientv3.WithLease(r.lease))).
+		Commit()
+	if err != nil {
+		return nil, fmt.Errorf("registry: claim %s: %w", key, err)
+	}
+	if !resp.Succeeded {
+		return nil, fmt.Errorf("%w: %s is claimed", registry.ErrExists, key)
+	}
+	c := &claim{value: string(value), lost: make(chan struct{})}
+	r.claims[full] = c
+	return c.lost, nil
 }
 
 // Register implements registry.Registry.
@@ -319,6 +374,7 @@ func (r *Registry) Put(ctx context.Context, key string, value []byte, lifetime r
 	if lifetime != registry.WhileAlive {
 		r.mu.Lock()
 		delete(r.owned, full)
+		delete(r.claims, full)
 		r.mu.Unlock()
 		if _, err := r.cli.Put(ctx, full, string(value)); err != nil {
 			return fmt.Errorf("registry: put %s: %w", key, err)
@@ -334,6 +390,7 @@ func (r *Registry) Put(ctx context.Context, key string, value []byte, lifetime r
 		return fmt.Errorf("registry: put %s: %w", key, err)
 	}
 	r.owned[full] = string(value)
+	delete(r.claims, full)
 	return nil
 }
 
@@ -368,6 +425,7 @@ func (r *Registry) Delete(ctx context.Context, key string) error {
 	full := r.kvKey(key)
 	r.mu.Lock()
 	delete(r.owned, full)
+	delete(r.claims, full)
 	r.mu.Unlock()
 	if _, err := r.cli.Delete(ctx, full); err != nil {
 		return fmt.Errorf("registry: delete %s: %w", key, err)

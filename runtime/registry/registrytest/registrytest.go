@@ -45,6 +45,9 @@ func Run(t *testing.T, newRegistry func(t *testing.T) registry.Registry) {
 	t.Run("Draining", func(t *testing.T) { testDraining(t, open) })
 	t.Run("KV", func(t *testing.T) { testKV(t, open) })
 	t.Run("WatchEndsWithContext", func(t *testing.T) { testWatchEnds(t, open) })
+	if _, ok := open(t).(registry.Claimer); ok {
+		t.Run("Claim", func(t *testing.T) { testClaim(t, open) })
+	}
 }
 
 // Await reads snapshots from ch until ok accepts one, failing the test
@@ -312,6 +315,54 @@ func testKV(t *testing.T, open func(*testing.T) registry.Registry) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("WhileAlive key survived its writer by %s", Timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func testClaim(t *testing.T, open func(*testing.T) registry.Registry) {
+	a, b := open(t), open(t)
+	ca, cb := a.(registry.Claimer), b.(registry.Claimer)
+	ctx := context.Background()
+	key := unique(t, "claim") + "/0-0"
+	lost, err := ca.Claim(ctx, key, []byte("a"))
+	if err != nil {
+		t.Fatalf("first Claim: %v", err)
+	}
+	if _, err := cb.Claim(ctx, key, []byte("b")); !errors.Is(err, registry.ErrExists) {
+		t.Fatalf("Claim of a held key = %v, want ErrExists", err)
+	}
+	if _, err := ca.Claim(ctx, key, []byte("a")); !errors.Is(err, registry.ErrExists) {
+		t.Fatalf("second Claim by the holder = %v, want ErrExists", err)
+	}
+	if v, err := b.Get(ctx, key); err != nil || string(v) != "a" {
+		t.Fatalf("Get of a claimed key = %q, %v", v, err)
+	}
+	// Delete releases at once.
+	if err := a.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cb.Claim(ctx, key, []byte("b")); err != nil {
+		t.Fatalf("Claim after the holder deleted it: %v", err)
+	}
+	select {
+	case <-lost:
+		t.Fatal("a released claim reported lost")
+	default:
+	}
+	// A claim dies with its holder's lease; then another may take it.
+	b.Close()
+	deadline := time.Now().Add(Timeout)
+	for {
+		_, err := ca.Claim(ctx, key, []byte("a"))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, registry.ErrExists) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("claim survived its holder by %s", Timeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

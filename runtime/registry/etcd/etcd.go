@@ -57,9 +57,9 @@ type Registry struct {
 
 	// mu guards the lease and the keys written on it, and is held while
 	// the keep-alive loop replaces a lost lease, so no write uses a dead one.
-	mu     sync.Mutex
-	lease  clientv3.LeaseID
-	owned  map[string]string // full key → value, re-put on a new lease
+	mu    sync.Mutex
+	lease clientv3.LeaseID
+	owned map[string]string // full key → value, re-put on a new lease
 	// claims are keys held with Claim: re-put on a new lease only if no
 	// one took them meanwhile.
 	claims map[string]*claim

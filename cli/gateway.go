@@ -45,15 +45,7 @@ func newGatewayListCommand(env *Env) *cobra.Command {
 		Short:   "List gateway pools and their pods, with draining state",
 		Example: "  kubectl concord gateway list -o wide",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:    runOptions(o, nil),
 	}
 }
 
@@ -116,16 +108,7 @@ replay buffers handed to a successor, op 7 to clients, deletion; a replacement p
 created so the pool keeps its size. Follow it with 'kubectl concord gateway list'.`,
 		Example: "  kubectl concord gateway drain users-x7k2p",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Pod = args[0]
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:    runOptions(o, func(args []string) { o.Pod = args[0] }),
 	}
 }
 

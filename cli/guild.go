@@ -55,16 +55,7 @@ func newGuildGetCommand(env *Env) *cobra.Command {
 		Example: `  kubectl concord guild get 81384788765712384
   kubectl concord guild get 81384788765712384 -o json`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.GuildID = args[0]
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runOptions(o, func(args []string) { o.GuildID = args[0] }),
 	}
 }
 
@@ -161,15 +152,7 @@ func newGuildTopCommand(env *Env) *cobra.Command {
 		Example: `  kubectl concord guild top
   kubectl concord guild top --by online --limit 5 -o wide`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runOptions(o, nil),
 	}
 	cmd.Flags().StringVar(&o.By, "by", o.By, "sort key: event-age or online")
 	cmd.Flags().IntVar(&o.Limit, "limit", o.Limit, "number of guilds to show (0: all)")

@@ -38,16 +38,7 @@ stops, the new one loads from the store, sessions resubscribe) and reports Place
       --toleration concord.dev/dedicated
   kubectl concord place 81384788765712384 --release`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.GuildID = args[0]
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runOptions(o, func(args []string) { o.GuildID = args[0] }),
 	}
 	cmd.Flags().BoolVar(&o.Dedicated, "dedicated", false, "place the guild on a dedicated guild node")
 	cmd.Flags().BoolVar(&o.Release, "release", false, "release a dedicated placement (the guild returns to the ring)")

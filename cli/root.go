@@ -134,3 +134,30 @@ resource status.`,
 	cmd.AddCommand(newGuildCommand(env), newGatewayCommand(env), newVoiceCommand(env), newPlaceCommand(env))
 	return cmd
 }
+
+// options is a subcommand's Options, shaped like kubectl's own commands:
+// Complete fills in from the environment, Validate checks the flags and
+// arguments, Run does the work.
+type options interface {
+	Complete() error
+	Validate() error
+	Run(ctx context.Context) error
+}
+
+// runOptions is the RunE of a subcommand: args, when not nil, takes the
+// positional arguments into o (cobra has checked their count); then o is
+// completed, validated and run.
+func runOptions(o options, args func([]string)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, a []string) error {
+		if args != nil {
+			args(a)
+		}
+		if err := o.Complete(); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		return o.Run(cmd.Context())
+	}
+}

@@ -42,15 +42,7 @@ func newVoiceRegionsCommand(env *Env) *cobra.Command {
 		Short:   "List voice regions: servers, ready, draining, active calls, capacity used",
 		Example: "  kubectl concord voice regions -o wide",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:    runOptions(o, nil),
 	}
 }
 

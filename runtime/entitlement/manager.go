@@ -1,0 +1,398 @@
+package entitlement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// Config configures a Manager. Zero fields take the stated defaults.
+type Config struct {
+	// TTL is how long a grant read from the Source is trusted (default
+	// 10 s, ADR-08). A revocation whose push is lost is applied at most
+	// RenewEvery (+ the read's latency) after it was written, and never
+	// later than TTL while the Source answers.
+	TTL time.Duration
+	// RenewEvery is the time from a successful renewal to the next
+	// (default TTL/2, so one failed read does not let the lease lapse).
+	RenewEvery time.Duration
+	// RetryEvery is the time from a failed renewal to the next attempt
+	// (default 1 s).
+	RetryEvery time.Duration
+	// Grace is how long past its expiry a lease that cannot be renewed
+	// keeps its sessions running before they close (default 5 min).
+	Grace time.Duration
+	// ReadTimeout bounds one Source read (default 2 s).
+	ReadTimeout time.Duration
+	// Resolution is how often Run looks for due renewals (default 100 ms).
+	Resolution time.Duration
+	// Concurrency bounds the renewals in flight (default 64).
+	Concurrency int
+	// Now is the clock (default time.Now); tests inject a fake one and
+	// drive the Manager with Tick.
+	Now func() time.Time
+	// Registerer receives the metrics (default: none).
+	Registerer prometheus.Registerer
+	// Logger receives log lines (default: discard).
+	Logger *slog.Logger
+}
+
+// withDefaults fills zero fields.
+func (c Config) withDefaults() Config {
+	if c.TTL <= 0 {
+		c.TTL = 10 * time.Second
+	}
+	if c.RenewEvery <= 0 || c.RenewEvery > c.TTL {
+		c.RenewEvery = c.TTL / 2
+	}
+	if c.RetryEvery <= 0 {
+		c.RetryEvery = time.Second
+	}
+	if c.Grace <= 0 {
+		c.Grace = 5 * time.Minute
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 2 * time.Second
+	}
+	if c.Resolution <= 0 {
+		c.Resolution = 100 * time.Millisecond
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 64
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// lease is one bot's entitlements on this node, shared by its sessions
+// (one per shard).
+type lease struct {
+	bot      snowflake.ID
+	app      snowflake.ID
+	gen      uint32
+	guilds   map[snowflake.ID]bool
+	sessions map[event.SessionID]event.Session
+	// readAt is when the last successful read began; expires = readAt+TTL.
+	readAt, expires time.Time
+	// next is when the next renewal is due.
+	next     time.Time
+	renewing bool
+	// epoch changes with every push applied, so a renewal that read the
+	// Source before the push cannot undo it.
+	epoch uint64
+}
+
+// Manager holds this gateway node's bot leases: it admits bot IDENTIFYs,
+// renews leases from the Source, applies pushes from the Bus and closes
+// sessions whose lease could not be renewed within the grace period.
+// It is safe for concurrent use.
+type Manager struct {
+	cfg     Config
+	src     Source
+	enf     Enforcer
+	bus     Bus
+	log     *slog.Logger
+	metrics *metrics
+
+	// pushUp is true while the Bus watch follows the registry.
+	pushUp atomic.Bool
+	sem    chan struct{}
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	leases map[snowflake.ID]*lease
+	// seen is the id of the latest revocation applied or listed per bot.
+	seen map[snowflake.ID]string
+}
+
+// New returns a Manager; Run starts its loop.
+func New(cfg Config, src Source, enf Enforcer, bus Bus) (*Manager, error) {
+	if src == nil || enf == nil || bus == nil {
+		return nil, fmt.Errorf("%w: Source, Enforcer and Bus are required", ErrConfig)
+	}
+	cfg = cfg.withDefaults()
+	met, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{
+		cfg: cfg, src: src, enf: enf, bus: bus, log: cfg.Logger, metrics: met,
+		sem:    make(chan struct{}, cfg.Concurrency),
+		leases: map[snowflake.ID]*lease{},
+		seen:   map[snowflake.ID]string{},
+	}, nil
+}
+
+// Config returns the effective configuration.
+func (m *Manager) Config() Config { return m.cfg }
+
+// PushConnected reports whether pushes are being received.
+func (m *Manager) PushConnected() bool { return m.pushUp.Load() }
+
+// Admit is called for a bot IDENTIFY before READY. It refuses (an error
+// wrapping ErrUnavailable) while pushes cannot be received or the Source
+// cannot be read; otherwise it reads the bot's grant and starts or
+// renews its lease. A user that is no application's bot is admitted
+// without a lease.
+func (m *Manager) Admit(ctx context.Context, botUserID snowflake.ID) error {
+	if !m.pushUp.Load() {
+		m.metrics.identifyRefused.Inc()
+		return fmt.Errorf("admit bot %d: revocation push not connected: %w", botUserID, ErrUnavailable)
+	}
+	start := m.cfg.Now()
+	m.mu.Lock()
+	var epoch uint64
+	if l := m.leases[botUserID]; l != nil {
+		epoch = l.epoch
+	}
+	m.mu.Unlock()
+	g, err := m.read(ctx, botUserID)
+	if errors.Is(err, ErrNotGoverned) {
+		return nil
+	}
+	if err != nil {
+		m.metrics.identifyRefused.Inc()
+		return fmt.Errorf("admit bot %d: %w: %w", botUserID, ErrUnavailable, err)
+	}
+	m.apply(ctx, botUserID, g, start, epoch, true)
+	return nil
+}
+
+// Attach adds an identified, subscribed session to its bot's lease. A
+// session of a bot without a lease (not governed) is ignored.
+func (m *Manager) Attach(s event.Session) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.leases[s.UserID]; l != nil {
+		l.sessions[s.ID] = s
+	}
+}
+
+// Detach removes an ended session; a lease without sessions is dropped.
+func (m *Manager) Detach(s event.Session) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.leases[s.UserID]
+	if l == nil {
+		return
+	}
+	delete(l.sessions, s.ID)
+	if len(l.sessions) == 0 {
+		delete(m.leases, s.UserID)
+		m.metrics.leases.Set(float64(len(m.leases)))
+	}
+}
+
+// read asks the Source with the read timeout.
+func (m *Manager) read(ctx context.Context, bot snowflake.ID) (Grant, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.ReadTimeout)
+	defer cancel()
+	t0 := time.Now()
+	g, err := m.src.Grant(ctx, bot)
+	m.metrics.renewalSeconds.Observe(time.Since(t0).Seconds())
+	if err != nil && !errors.Is(err, ErrNotGoverned) {
+		m.metrics.renewals.WithLabelValues("error").Inc()
+		return Grant{}, err
+	}
+	m.metrics.renewals.WithLabelValues("ok").Inc()
+	return g, err
+}
+
+// apply installs grant g of bot, read from start on, unless a push
+// changed the lease since (epoch): then the lease is renewed again at
+// once. It closes the bot's sessions when the token generation changed
+// and revokes the guilds that left the grant. create starts a lease when
+// there is none (Admit).
+func (m *Manager) apply(ctx context.Context, bot snowflake.ID, g Grant, start time.Time, epoch uint64, create bool) {
+	now := m.cfg.Now()
+	m.mu.Lock()
+	l := m.leases[bot]
+	if l == nil {
+		if create {
+			m.leases[bot] = &lease{bot: bot, app: g.ApplicationID, gen: g.TokenGeneration, guilds: guildSet(g.Guilds),
+				sessions: map[event.SessionID]event.Session{}, readAt: start, expires: start.Add(m.cfg.TTL),
+				next: now.Add(m.cfg.RenewEvery)}
+			m.metrics.leases.Set(float64(len(m.leases)))
+		}
+		m.mu.Unlock()
+		return
+	}
+	l.renewing = false
+	if l.epoch != epoch {
+		l.next = now
+		m.mu.Unlock()
+		return
+	}
+	if g.TokenGeneration != l.gen {
+		delete(m.leases, bot)
+		m.metrics.leases.Set(float64(len(m.leases)))
+		m.mu.Unlock()
+		m.close(ctx, bot, ReasonTokenReset, "renewal")
+		return
+	}
+	now2 := guildSet(g.Guilds)
+	gone := removed(l.guilds, now2)
+	targets := l.sessionsOn(gone)
+	l.guilds, l.readAt, l.expires, l.next = now2, start, start.Add(m.cfg.TTL), now.Add(m.cfg.RenewEvery)
+	m.mu.Unlock()
+	m.revoke(ctx, targets, "renewal")
+}
+
+// guildSession is one session to detach from one guild.
+type guildSession struct {
+	s     event.Session
+	guild snowflake.ID
+}
+
+// sessionsOn lists the lease's sessions that carry each guild. m.mu must
+// be held.
+func (l *lease) sessionsOn(guilds []snowflake.ID) []guildSession {
+	var out []guildSession
+	for _, g := range guilds {
+		for _, s := range l.sessions {
+			if onShard(s, g) {
+				out = append(out, guildSession{s: s, guild: g})
+			}
+		}
+	}
+	return out
+}
+
+// revoke detaches sessions from guilds through the Enforcer.
+func (m *Manager) revoke(ctx context.Context, targets []guildSession, via string) {
+	for _, t := range targets {
+		m.enf.RevokeGuild(ctx, t.s, t.guild)
+		m.metrics.revocations.WithLabelValues("guild", via).Inc()
+		m.log.Info("guild entitlement revoked", "bot_id", t.s.UserID, "session_id", t.s.ID, "guild_id", t.guild, "via", via)
+	}
+}
+
+// close ends a bot's sessions through the Enforcer.
+func (m *Manager) close(ctx context.Context, bot snowflake.ID, reason Reason, via string) {
+	n := m.enf.CloseBot(ctx, bot, reason)
+	m.metrics.revocations.WithLabelValues(reason.String(), via).Inc()
+	m.log.Info("bot sessions closed", "bot_id", bot, "reason", reason.String(), "via", via, "sessions", n)
+}
+
+// Tick renews every due lease and waits for the renewals; it closes the
+// sessions of leases past their grace and drops leases that never got a
+// session. Run calls it on its own; tests with a fake clock call it.
+func (m *Manager) Tick(ctx context.Context) { m.tick(ctx, true) }
+
+// tick is Tick; wait says whether to wait for the renewals it started.
+func (m *Manager) tick(ctx context.Context, wait bool) {
+	now := m.cfg.Now()
+	var due []*lease
+	var stale []snowflake.ID
+	nstale, oldest := 0, time.Duration(0)
+	m.mu.Lock()
+	for bot, l := range m.leases {
+		switch {
+		case len(l.sessions) == 0 && now.After(l.expires):
+			delete(m.leases, bot) // admitted, never attached
+			continue
+		case !now.Before(l.expires.Add(m.cfg.Grace)):
+			delete(m.leases, bot)
+			stale = append(stale, bot)
+			continue
+		}
+		if now.After(l.expires) {
+			nstale++
+		}
+		oldest = max(oldest, now.Sub(l.readAt))
+		if !l.renewing && !now.Before(l.next) {
+			l.renewing = true
+			due = append(due, l)
+		}
+	}
+	m.metrics.leases.Set(float64(len(m.leases)))
+	m.metrics.staleLeases.Set(float64(nstale))
+	m.metrics.leaseAgeMax.Set(oldest.Seconds())
+	type job struct {
+		bot   snowflake.ID
+		epoch uint64
+	}
+	jobs := make([]job, len(due))
+	for i, l := range due {
+		jobs[i] = job{l.bot, l.epoch}
+	}
+	m.mu.Unlock()
+	for _, bot := range stale {
+		m.close(ctx, bot, ReasonUnavailable, "grace")
+	}
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		select {
+		case m.sem <- struct{}{}:
+		case <-ctx.Done():
+			m.unmark(j.bot)
+			continue
+		}
+		wg.Add(1)
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			defer wg.Done()
+			defer func() { <-m.sem }()
+			m.renew(ctx, j.bot, j.epoch)
+		}()
+	}
+	if wait {
+		wg.Wait()
+	}
+}
+
+// unmark clears a lease's renewing flag after a renewal that did not run.
+func (m *Manager) unmark(bot snowflake.ID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.leases[bot]; l != nil {
+		l.renewing = false
+	}
+}
+
+// renew reads one bot's grant and applies it; a failed read leaves the
+// lease running on its last grant and retries after RetryEvery.
+func (m *Manager) renew(ctx context.Context, bot snowflake.ID, epoch uint64) {
+	start := m.cfg.Now()
+	g, err := m.read(ctx, bot)
+	switch {
+	case errors.Is(err, ErrNotGoverned):
+		m.mu.Lock()
+		l := m.leases[bot]
+		if l != nil {
+			delete(m.leases, bot)
+		}
+		m.mu.Unlock()
+		if l != nil {
+			m.close(ctx, bot, ReasonApplicationGone, "renewal")
+		}
+	case err != nil:
+		m.mu.Lock()
+		if l := m.leases[bot]; l != nil {
+			l.renewing = false
+			l.next = m.cfg.Now().Add(m.cfg.RetryEvery)
+		}
+		m.mu.Unlock()
+		m.log.Debug("lease renewal failed", "bot_id", bot, "err", err)
+	default:
+		m.apply(ctx, bot, g, start, epoch, false)
+	}
+}
+
+// Wait waits for the renewals Run started.
+func (m *Manager) Wait() { m.wg.Wait() }

@@ -52,6 +52,9 @@ type Services struct {
 	ReadStates ReadStateBackend
 	// Presence serves PresenceNode: the presence node's presence.Service.
 	Presence PresenceBackend
+	// Relay serves RelayNode: a relay node forwards each request's
+	// per-node batches to this sink (its GatewayClient).
+	Relay event.Sink
 	// Owns reports whether this node owns a guild on its ring; when set,
 	// GuildNode calls for other guilds fail with ErrNotOwner so the
 	// caller retries on the owner. Nil accepts every guild.
@@ -112,6 +115,10 @@ func NewServer(cfg ServerConfig, svc Services) (*Server, error) {
 	if svc.Presence != nil {
 		transportpb.RegisterPresenceNodeServer(g, &presenceServer{backend: svc.Presence, errs: errs})
 		s.names = append(s.names, transportpb.PresenceNode_ServiceDesc.ServiceName)
+	}
+	if svc.Relay != nil {
+		transportpb.RegisterRelayNodeServer(g, &relayServer{sink: svc.Relay, errs: errs})
+		s.names = append(s.names, transportpb.RelayNode_ServiceDesc.ServiceName)
 	}
 	healthpb.RegisterHealthServer(g, s.health)
 	s.SetServing(true)

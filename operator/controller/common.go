@@ -36,6 +36,15 @@ func setCondition(conds *[]metav1.Condition, gen int64, typ string, status bool,
 	})
 }
 
+// updateStatus writes obj's status subresource; kind names the resource
+// in the error.
+func updateStatus(ctx context.Context, c client.Client, obj client.Object, kind string) error {
+	if err := c.Status().Update(ctx, obj); err != nil {
+		return fmt.Errorf("update %s status: %w", kind, err)
+	}
+	return nil
+}
+
 // clusterKey is the fleet identity of a ConcordCluster.
 func clusterKey(c *concordv1.ConcordCluster) fleet.ClusterKey {
 	return fleet.ClusterKey{

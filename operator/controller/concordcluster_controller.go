@@ -64,7 +64,7 @@ func (r *ConcordClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 	if err := r.reconcileChildren(ctx, &c); err != nil {
 		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionDegraded, true, "ApplyFailed", err.Error())
-		_ = r.writeStatus(ctx, &c)
+		_ = updateStatus(ctx, r.Client, &c, "ConcordCluster")
 		return ctrl.Result{}, err
 	}
 
@@ -114,18 +114,11 @@ func (r *ConcordClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionDegraded, false, "Applied", "")
 	c.Status.ObservedGeneration = c.Generation
-	if err := r.writeStatus(ctx, &c); err != nil {
+	if err := updateStatus(ctx, r.Client, &c, "ConcordCluster"); err != nil {
 		return ctrl.Result{}, err
 	}
 	log.V(1).Info("cluster reconciled", "readyRoles", c.Status.ReadyRoles)
 	return ctrl.Result{}, nil
-}
-
-func (r *ConcordClusterReconciler) writeStatus(ctx context.Context, c *concordv1.ConcordCluster) error {
-	if err := r.Client.Status().Update(ctx, c); err != nil {
-		return fmt.Errorf("update ConcordCluster status: %w", err)
-	}
-	return nil
 }
 
 // reconcileChildren creates or updates every owned object.

@@ -65,7 +65,7 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			setCondition(&pool.Status.Conditions, pool.Generation, concordv1.ConditionDegraded, true, "ClusterNotFound", err.Error())
 			setCondition(&pool.Status.Conditions, pool.Generation, concordv1.ConditionReady, false, "ClusterNotFound", err.Error())
 			pool.Status.ObservedGeneration = pool.Generation
-			return ctrl.Result{RequeueAfter: 30 * time.Second}, r.writeStatus(ctx, &pool)
+			return ctrl.Result{RequeueAfter: 30 * time.Second}, updateStatus(ctx, r.Client, &pool, "GatewayPool")
 		}
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
@@ -271,7 +271,7 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		setCondition(&pool.Status.Conditions, g, concordv1.ConditionDegraded, false, "Healthy", "")
 	}
 	pool.Status.ObservedGeneration = g
-	if err := r.writeStatus(ctx, &pool); err != nil {
+	if err := updateStatus(ctx, r.Client, &pool, "GatewayPool"); err != nil {
 		return ctrl.Result{}, err
 	}
 	if draining > 0 || !converged {
@@ -370,13 +370,6 @@ func (r *GatewayPoolReconciler) listPods(ctx context.Context, pool *concordv1.Ga
 		return nil, fmt.Errorf("list gateway pods: %w", err)
 	}
 	return list.Items, nil
-}
-
-func (r *GatewayPoolReconciler) writeStatus(ctx context.Context, pool *concordv1.GatewayPool) error {
-	if err := r.Client.Status().Update(ctx, pool); err != nil {
-		return fmt.Errorf("update GatewayPool status: %w", err)
-	}
-	return nil
 }
 
 // SetupWithManager registers the reconciler.

@@ -97,7 +97,7 @@ func (r *RelayTierReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if cluster == nil {
 		setCondition(&t.Status.Conditions, t.Generation, concordv1.ConditionDegraded, true, "ClusterNotFound", err.Error())
 		t.Status.ObservedGeneration = t.Generation
-		return ctrl.Result{RequeueAfter: resync}, r.writeStatus(ctx, &t)
+		return ctrl.Result{RequeueAfter: resync}, updateStatus(ctx, r.Client, &t, "RelayTier")
 	}
 	if controllerutil.AddFinalizer(&t, concordv1.Finalizer) {
 		if err := r.Client.Update(ctx, &t); err != nil {
@@ -109,7 +109,7 @@ func (r *RelayTierReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	samples, err := r.Stats.GuildStats(ctx, clusterKey(cluster))
 	if err != nil {
 		setCondition(&t.Status.Conditions, t.Generation, concordv1.ConditionDegraded, true, "StatsUnavailable", err.Error())
-		_ = r.writeStatus(ctx, &t)
+		_ = updateStatus(ctx, r.Client, &t, "RelayTier")
 		return ctrl.Result{}, fmt.Errorf("read guild stats: %w", err)
 	}
 	var guilds []string
@@ -207,7 +207,7 @@ func (r *RelayTierReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		fmt.Sprintf("%d relay pods, %d desired", relays, want))
 	setCondition(&t.Status.Conditions, g, concordv1.ConditionDegraded, false, "Healthy", "")
 	t.Status.ObservedGeneration = g
-	if err := r.writeStatus(ctx, &t); err != nil {
+	if err := updateStatus(ctx, r.Client, &t, "RelayTier"); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: resync}, nil
@@ -232,13 +232,6 @@ func (r *RelayTierReconciler) relayPod(c *concordv1.ConcordCluster, t *concordv1
 		}
 	}
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: name, Labels: labels}, Spec: spec}
-}
-
-func (r *RelayTierReconciler) writeStatus(ctx context.Context, t *concordv1.RelayTier) error {
-	if err := r.Client.Status().Update(ctx, t); err != nil {
-		return fmt.Errorf("update RelayTier status: %w", err)
-	}
-	return nil
 }
 
 // SetupWithManager registers the reconciler.

@@ -108,7 +108,7 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if apierrors.IsNotFound(err) {
 			setCondition(&vr.Status.Conditions, vr.Generation, concordv1.ConditionDegraded, true, "ClusterNotFound", err.Error())
 			vr.Status.ObservedGeneration = vr.Generation
-			return ctrl.Result{RequeueAfter: resync}, r.writeStatus(ctx, &vr)
+			return ctrl.Result{RequeueAfter: resync}, updateStatus(ctx, r.Client, &vr, "VoiceRegion")
 		}
 		return ctrl.Result{}, err
 	}
@@ -262,7 +262,7 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		fmt.Sprintf("%d servers, %d draining, %d desired", st.Servers, st.DrainingServers, want))
 	setCondition(&st.Conditions, g, concordv1.ConditionDegraded, false, "Healthy", "")
 	st.ObservedGeneration = g
-	if err := r.writeStatus(ctx, &vr); err != nil {
+	if err := updateStatus(ctx, r.Client, &vr, "VoiceRegion"); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: resync}, nil
@@ -395,13 +395,6 @@ func (r *VoiceRegionReconciler) sfuPod(c *concordv1.ConcordCluster, vr *concordv
 		ct.Env = append(ct.Env, env("CONCORD_VOICE_SERVICE", name))
 	}
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: vr.Namespace, Name: name, Labels: labels}, Spec: spec}
-}
-
-func (r *VoiceRegionReconciler) writeStatus(ctx context.Context, vr *concordv1.VoiceRegion) error {
-	if err := r.Client.Status().Update(ctx, vr); err != nil {
-		return fmt.Errorf("update VoiceRegion status: %w", err)
-	}
-	return nil
 }
 
 // SetupWithManager registers the reconciler.

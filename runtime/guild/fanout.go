@@ -53,10 +53,41 @@ func (b *batcher) flush(ctx context.Context, svc *Service) {
 		nodes = append(nodes, n)
 	}
 	slices.Sort(nodes)
+	b.deliver(ctx, svc, nodes)
+}
+
+func (b *batcher) deliver(ctx context.Context, svc *Service, nodes []string) {
 	for _, n := range nodes {
 		ts := b.byNode[n]
 		svc.metrics.deliveries.Add(float64(len(ts)))
 		svc.deps.Sink.Deliver(ctx, n, event.Batch{Type: b.typ, Payloads: b.payloads, Targets: ts})
+	}
+}
+
+// flushGuild hands a guild's batch to its relays when it has a relay tier
+// (Deps.Relays), else, and for nodes a relay did not take, to the sink.
+// Every dispatch of a guild goes this way, so a gateway node receives one
+// guild's events on one path, in the actor's order, while the relay set
+// stays the same.
+func (b *batcher) flushGuild(ctx context.Context, a *Actor) {
+	r := a.svc.deps.Relays
+	if r == nil || len(b.byNode) == 0 {
+		b.flush(ctx, a.svc)
+		return
+	}
+	relayed, failed := r.Relay(ctx, a.id, b.typ, b.payloads, b.byNode)
+	if !relayed {
+		b.flush(ctx, a.svc)
+		return
+	}
+	for n, ts := range b.byNode {
+		if !slices.Contains(failed, n) {
+			a.svc.metrics.deliveries.Add(float64(len(ts)))
+		}
+	}
+	if len(failed) > 0 {
+		slices.Sort(failed)
+		b.deliver(ctx, a.svc, failed)
 	}
 }
 
@@ -78,7 +109,7 @@ func (a *Actor) canView(userID, channelID snowflake.ID) bool {
 func (a *Actor) sendTo(ctx context.Context, s event.Session, typ string, payload any) {
 	b := newBatcher(typ, mustJSON(payload))
 	b.add(s, 0)
-	b.flush(ctx, a.svc)
+	b.flushGuild(ctx, a)
 }
 
 // broadcast delivers a guild-wide event to every subscriber with intent.
@@ -89,7 +120,7 @@ func (a *Actor) broadcast(ctx context.Context, typ string, payload any, intent u
 			b.add(sub.s, 0)
 		}
 	}
-	b.flush(ctx, a.svc)
+	b.flushGuild(ctx, a)
 }
 
 // broadcastChannel delivers a channel event to subscribers who see the channel.
@@ -100,7 +131,7 @@ func (a *Actor) broadcastChannel(ctx context.Context, typ string, channelID snow
 			b.add(sub.s, 0)
 		}
 	}
-	b.flush(ctx, a.svc)
+	b.flushGuild(ctx, a)
 }
 
 // sortedSubs returns subscribers in session id order, so deliveries are
@@ -163,7 +194,7 @@ func (a *Actor) fanoutMessage(ctx context.Context, typ string, m wire.Message) {
 		}
 		b.add(s, variant)
 	}
-	b.flush(ctx, a.svc)
+	b.flushGuild(ctx, a)
 }
 
 func mentions(m wire.Message, userID snowflake.ID) bool {
@@ -261,7 +292,7 @@ func (a *Actor) syncVisibility(ctx context.Context, updated map[snowflake.ID]boo
 		return compareChannels(x.ch, y.ch)
 	})
 	for _, g := range ordered {
-		g.b.flush(ctx, a.svc)
+		g.b.flushGuild(ctx, a)
 	}
 	a.listsOnVisibility(ctx, updated, deleted, onlyUser)
 }

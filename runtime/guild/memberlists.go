@@ -199,7 +199,7 @@ func (s *Service) RequestMembers(ctx context.Context, sess event.Session, req me
 		for _, c := range memberlist.Chunks(req, req.Select(a.candidates(ctx, ap))) {
 			b := newBatcher(memberlist.ChunkDispatchType, c)
 			b.add(sess, 0)
-			b.flush(ctx, a.svc)
+			b.flushGuild(ctx, a)
 		}
 		return nil
 	})

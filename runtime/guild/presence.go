@@ -262,7 +262,7 @@ func (a *Actor) presenceChanged(ctx context.Context, userID snowflake.ID, p pres
 			b.add(r, 0)
 		}
 	}
-	b.flush(ctx, a.svc)
+	b.flushGuild(ctx, a)
 }
 
 // withPresences fills GUILD_CREATE's `presences` for a session: the known

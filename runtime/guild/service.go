@@ -16,6 +16,7 @@ package guild
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -66,6 +67,19 @@ type Deps struct {
 	IDs IDSource
 	// Auth verifies tokens for Identify. Required for the gateway backend.
 	Auth *auth.Issuer
+	// Relays, when set, carries the dispatches of guilds that have a
+	// relay tier (RelayTier): one request per relay instead of one batch
+	// per gateway node. Nil delivers every batch through Sink.
+	Relays Relayer
+}
+
+// Relayer sends a big guild's dispatches through its relay tier.
+type Relayer interface {
+	// Relay hands one dispatch for the sessions of several gateway nodes
+	// (targets by node) to the guild's relays. It returns false, having
+	// sent nothing, when the guild has no relays; nodes whose relay could
+	// not take the dispatch are returned in failed for direct delivery.
+	Relay(ctx context.Context, guildID snowflake.ID, typ string, payloads []json.RawMessage, byNode map[string][]event.Target) (relayed bool, failed []string)
 }
 
 // Service owns the process's guild actors, the per-user session index and

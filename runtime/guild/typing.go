@@ -47,7 +47,7 @@ func (a *Actor) fanoutTyping(ctx context.Context, userID, channelID snowflake.ID
 	if n == 0 || !ap.cfg.Shedder.Admit(shed.Typing, a.pressure(enq), n) {
 		return
 	}
-	b.flush(ctx, a.svc)
+	b.flushGuild(ctx, a)
 }
 
 // SessionEnded forgets a gateway session's channel focus; the gateway

@@ -52,8 +52,11 @@ func (s *Service) MoveSession(ctx context.Context, guildID snowflake.ID, m Move)
 			return nil
 		}
 		sub.s.Node = m.To
-		a.svc.deps.Sink.Deliver(ctx, from, event.Batch{Type: gateway.MoveMarker,
-			Payloads: []json.RawMessage{marker}, Targets: []event.Target{{Session: m.Session}}})
+		// The guild's own path (its relays, if it has a relay tier), so
+		// the marker follows every earlier event to the old node.
+		mb := newBatcher(gateway.MoveMarker, marker)
+		mb.byNode[from] = []event.Target{{Session: m.Session}}
+		mb.flushGuild(ctx, a)
 		markers++
 		return nil
 	})

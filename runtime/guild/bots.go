@@ -134,26 +134,9 @@ func (s *Service) UninstallBot(ctx context.Context, guildID, botUserID snowflake
 				managed = append(managed, id)
 			}
 		}
-		if err := a.svc.deps.Store.DeleteMember(ctx, a.id, botUserID); err != nil {
-			return storeErr("uninstall bot", err)
+		if err := a.dropMember(ctx, m, "uninstall bot"); err != nil {
+			return err
 		}
-		gone := *m
-		delete(a.members, botUserID)
-		a.engine.DeleteMember(botUserID)
-		for k := range a.slow {
-			if k.user == botUserID {
-				delete(a.slow, k)
-			}
-		}
-		for _, sub := range a.sortedSubs() {
-			if sub.s.UserID == botUserID {
-				a.sendTo(ctx, sub.s, "GUILD_DELETE", wire.UnavailableGuild{ID: a.id})
-				a.removeSub(sub.s.ID)
-				a.svc.detach(sub.s.ID, a.id)
-			}
-		}
-		user := a.wireMember(ctx, gone).User
-		a.broadcast(ctx, "GUILD_MEMBER_REMOVE", wire.MemberRemove{GuildID: a.id, User: *user}, IntentGuildMembers)
 		for _, id := range managed {
 			if err := a.svc.deps.Store.DeleteRole(ctx, a.id, id); err != nil {
 				return storeErr("uninstall bot", err)

@@ -72,29 +72,39 @@ func (s *Service) RemoveMember(ctx context.Context, userID, guildID, memberID sn
 				return fmt.Errorf("kick %d above caller: %w", memberID, ErrMissingPermissions)
 			}
 		}
-		if err := a.svc.deps.Store.DeleteMember(ctx, a.id, memberID); err != nil {
-			return storeErr("remove member", err)
+		if err := a.dropMember(ctx, m, "remove member"); err != nil {
+			return err
 		}
-		gone := *m
-		delete(a.members, memberID)
-		a.engine.DeleteMember(memberID)
-		for k := range a.slow {
-			if k.user == memberID {
-				delete(a.slow, k)
-			}
-		}
-		for _, sub := range a.sortedSubs() {
-			if sub.s.UserID == memberID {
-				a.sendTo(ctx, sub.s, "GUILD_DELETE", wire.UnavailableGuild{ID: a.id})
-				a.removeSub(sub.s.ID)
-				a.svc.detach(sub.s.ID, a.id)
-			}
-		}
-		user := a.wireMember(ctx, gone).User
-		a.broadcast(ctx, "GUILD_MEMBER_REMOVE", wire.MemberRemove{GuildID: a.id, User: *user}, IntentGuildMembers)
 		a.memberLeft(ctx, memberID)
 		return nil
 	})
+}
+
+// dropMember deletes m from the store, then from the actor: its slowmode
+// entries go, its own sessions get GUILD_DELETE and are detached, and the
+// others get GUILD_MEMBER_REMOVE. op names the operation in a store error.
+func (a *Actor) dropMember(ctx context.Context, m *store.Member, op string) error {
+	if err := a.svc.deps.Store.DeleteMember(ctx, a.id, m.UserID); err != nil {
+		return storeErr(op, err)
+	}
+	gone := *m
+	delete(a.members, gone.UserID)
+	a.engine.DeleteMember(gone.UserID)
+	for k := range a.slow {
+		if k.user == gone.UserID {
+			delete(a.slow, k)
+		}
+	}
+	for _, sub := range a.sortedSubs() {
+		if sub.s.UserID == gone.UserID {
+			a.sendTo(ctx, sub.s, "GUILD_DELETE", wire.UnavailableGuild{ID: a.id})
+			a.removeSub(sub.s.ID)
+			a.svc.detach(sub.s.ID, a.id)
+		}
+	}
+	user := a.wireMember(ctx, gone).User
+	a.broadcast(ctx, "GUILD_MEMBER_REMOVE", wire.MemberRemove{GuildID: a.id, User: *user}, IntentGuildMembers)
+	return nil
 }
 
 // MemberPatch changes a member; nil fields stay. A zero

@@ -266,6 +266,7 @@ type Node struct {
 	sink      transport.GatewayClient
 	gateway   *gateway.Node // gateway role
 	gwBackend *gatewayBackend
+	drain     drainer // POST /admin/drain (drain.go)
 	admission *identifyAdmission
 	identify  *guild.Service
 	client    transport.GuildClient

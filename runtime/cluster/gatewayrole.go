@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -313,3 +316,115 @@ func onShard(s event.Session, g snowflake.ID) bool {
 type discardSink struct{}
 
 func (discardSink) Deliver(context.Context, string, event.Batch) {}
+
+var _ gateway.HandoffBackend = (*gatewayBackend)(nil)
+
+// handoffState is what a draining gateway's backend hands the successor's
+// (gateway.HandoffBackend's state): the guilds whose subscription moved,
+// and those that did not (their owner was unreachable or the move was
+// refused), which the successor subscribes again.
+type handoffState struct {
+	Moved  []snowflake.ID `json:"moved"`
+	Failed []snowflake.ID `json:"failed"`
+}
+
+// MoveSession implements gateway.HandoffBackend: it asks the owner of
+// each of the session's guilds to move the subscription to node to
+// (callMoveSession over GuildNode.Call); each owner's actor sends this
+// node its markers through the Deliver stream. A guild whose move fails
+// is listed in the state for the successor to subscribe again.
+func (b *gatewayBackend) MoveSession(ctx context.Context, s event.Session, to, moveID string) (int, json.RawMessage, error) {
+	b.mu.Lock()
+	guilds := slices.Clone(b.bySess[s.ID])
+	ok := make(map[snowflake.ID]bool, len(guilds))
+	for _, g := range guilds {
+		if sub := b.byGuild[g][s.ID]; sub != nil {
+			ok[g] = sub.ok
+		}
+	}
+	b.mu.Unlock()
+	body, err := json.Marshal(moveSessionArgs{Session: s.ID, To: to, MoveID: moveID})
+	if err != nil {
+		return 0, nil, fmt.Errorf("cluster: move session: %w", err)
+	}
+	var (
+		mu      sync.Mutex
+		markers int
+		st      = handoffState{Moved: []snowflake.ID{}, Failed: []snowflake.ID{}}
+		errs    []error
+		wg      sync.WaitGroup
+	)
+	sem := make(chan struct{}, subscribeParallel)
+	for _, g := range guilds {
+		if !ok[g] {
+			st.Failed = append(st.Failed, g)
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			cctx, cancel := context.WithTimeout(ctx, b.timeout)
+			status, out, err := b.guilds.Call(cctx, g, callMoveSession, body)
+			cancel()
+			var res moveSessionResult
+			if err == nil && status == http.StatusOK {
+				err = json.Unmarshal(out, &res)
+			} else if err == nil {
+				err = fmt.Errorf("status %d", status)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				st.Failed = append(st.Failed, g)
+				errs = append(errs, fmt.Errorf("guild %d: %w", g, err))
+				return
+			}
+			markers += res.Markers
+			st.Moved = append(st.Moved, g)
+		}()
+	}
+	wg.Wait()
+	out, err := json.Marshal(st)
+	if err != nil {
+		return markers, nil, fmt.Errorf("cluster: move session: %w", err)
+	}
+	return markers, out, errors.Join(errs...)
+}
+
+// ReleaseSession implements gateway.HandoffBackend: the session lives on
+// the successor, so its subscriptions are forgotten here, not detached.
+func (b *gatewayBackend) ReleaseSession(ctx context.Context, s event.Session) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, g := range b.bySess[s.ID] {
+		b.removeLocked(g, s.ID)
+	}
+	delete(b.bySess, s.ID)
+}
+
+// AdoptSession implements gateway.HandoffBackend: it records the moved
+// guilds as subscribed and the failed ones as to be subscribed, which the
+// retry loop (follow) does within RetryInterval.
+func (b *gatewayBackend) AdoptSession(ctx context.Context, s event.Session, state json.RawMessage) error {
+	var st handoffState
+	if len(state) > 0 {
+		if err := json.Unmarshal(state, &st); err != nil {
+			return fmt.Errorf("cluster: adopt session %s: %w", s.ID, err)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	guilds := make([]snowflake.ID, 0, len(st.Moved)+len(st.Failed))
+	for i, list := range [][]snowflake.ID{st.Moved, st.Failed} {
+		for _, g := range list {
+			if b.byGuild[g] == nil {
+				b.byGuild[g] = make(map[event.SessionID]*subscription)
+			}
+			b.byGuild[g][s.ID] = &subscription{s: s, ok: i == 0}
+			guilds = append(guilds, g)
+		}
+	}
+	b.bySess[s.ID] = guilds
+	return nil
+}

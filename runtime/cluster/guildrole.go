@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -128,8 +129,12 @@ func (b guildBackend) Disconnect(ctx context.Context, guildID snowflake.ID, s ev
 // Call implements transport.GuildBackend. REST requests reach guild nodes
 // over HTTP (proxy.go), not through Call; Call serves the presence
 // methods (servePresenceCall) and the read-state role's permission
-// questions (serveReadStateCall).
+// questions (serveReadStateCall) and a draining gateway's session moves
+// (serveMoveSession).
 func (b guildBackend) Call(ctx context.Context, guildID snowflake.ID, method string, body []byte) (int, []byte, error) {
+	if method == callMoveSession {
+		return serveMoveSession(ctx, b.svc, guildID, body)
+	}
 	if status, out, ok, err := servePresenceCall(ctx, b.svc, b.presences, method, body); ok {
 		return status, out, err
 	}
@@ -143,4 +148,49 @@ func notOwner(err error) error {
 		return fmt.Errorf("%w: %w", transport.ErrNotOwner, err)
 	}
 	return err
+}
+
+// callMoveSession is the GuildNode.Call method a draining gateway moves a
+// session's subscription to a guild with (guild.Service.MoveSession).
+//
+// It rides on Call rather than a new GuildNode RPC: Call is the
+// transport's documented escape hatch for owner-routed operations, so the
+// move gets the same routing, retry on a new owner and error mapping
+// without widening transport.GuildBackend, which every guild-tier client
+// and test fake implements.
+const callMoveSession = "session.move"
+
+// moveSessionArgs is callMoveSession's body.
+type moveSessionArgs struct {
+	Session event.SessionID `json:"session_id"`
+	To      string          `json:"to"`
+	MoveID  string          `json:"move_id"`
+}
+
+// moveSessionResult is callMoveSession's answer (status 200).
+type moveSessionResult struct {
+	// Markers is how many gateway.MoveMarker batches the guild node sent
+	// the session's old gateway node.
+	Markers int `json:"markers"`
+}
+
+// serveMoveSession answers callMoveSession: 200 with the marker count,
+// 404 for a session the guild does not deliver to, 400 for a bad body.
+func serveMoveSession(ctx context.Context, svc *guild.Service, guildID snowflake.ID, body []byte) (int, []byte, error) {
+	var a moveSessionArgs
+	if err := json.Unmarshal(body, &a); err != nil || a.Session == "" || a.To == "" || a.MoveID == "" {
+		return http.StatusBadRequest, nil, nil
+	}
+	n, err := svc.MoveSession(ctx, guildID, guild.Move{Session: a.Session, To: a.To, ID: a.MoveID})
+	if errors.Is(err, guild.ErrNotSubscribed) {
+		return http.StatusNotFound, nil, nil
+	}
+	if err != nil {
+		return 0, nil, notOwner(err)
+	}
+	out, err := json.Marshal(moveSessionResult{Markers: n})
+	if err != nil {
+		return 0, nil, fmt.Errorf("cluster: move session: %w", err)
+	}
+	return http.StatusOK, out, nil
 }

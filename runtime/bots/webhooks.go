@@ -66,27 +66,12 @@ func ephemeralTo(in Interaction, messageID snowflake.ID) snowflake.ID {
 // fills the loading message; otherwise it posts a new message. The
 // message is returned with ?wait=true (204 without, as for webhooks).
 func (h *Handler) followup(w http.ResponseWriter, r *http.Request) error {
-	body, err := h.readPayload(w, r)
+	d, in, unlock, err := h.lockedWebhookMessage(w, r, true)
 	if err != nil {
 		return err
 	}
-	var d messageData
-	if err := decodeJSON(body, &d); err != nil {
-		return err
-	}
-	if err := checkMessage(d, "", true); err != nil {
-		return err
-	}
-	in, err := h.webhookInteraction(r)
-	if err != nil {
-		return err
-	}
-	ctx := r.Context()
-	unlock := h.lockInteraction(in.ID)
 	defer unlock()
-	if in, err = h.deps.Store.GetInteraction(ctx, in.ID); err != nil {
-		return storeErr(err, ErrInvalidWebhookToken)
-	}
+	ctx := r.Context()
 	var m wire.Message
 	if in.Loading {
 		flags := MessageFlagEphemeral & boolFlag(in.Ephemeral)
@@ -130,6 +115,34 @@ func (h *Handler) followup(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// lockedWebhookMessage reads and checks the message payload of a webhook
+// request (needBody as for checkMessage), finds the interaction its token
+// names, locks it and reads it again under the lock. The caller calls
+// unlock; on error nothing is locked.
+func (h *Handler) lockedWebhookMessage(w http.ResponseWriter, r *http.Request, needBody bool) (messageData, Interaction, func(), error) {
+	var d messageData
+	body, err := h.readPayload(w, r)
+	if err != nil {
+		return d, Interaction{}, nil, err
+	}
+	if err := decodeJSON(body, &d); err != nil {
+		return d, Interaction{}, nil, err
+	}
+	if err := checkMessage(d, "", needBody); err != nil {
+		return d, Interaction{}, nil, err
+	}
+	in, err := h.webhookInteraction(r)
+	if err != nil {
+		return d, Interaction{}, nil, err
+	}
+	unlock := h.lockInteraction(in.ID)
+	if in, err = h.deps.Store.GetInteraction(r.Context(), in.ID); err != nil {
+		unlock()
+		return d, Interaction{}, nil, storeErr(err, ErrInvalidWebhookToken)
+	}
+	return d, in, unlock, nil
+}
+
 func boolFlag(b bool) int {
 	if b {
 		return -1
@@ -157,27 +170,12 @@ func (h *Handler) getWebhookMessage(w http.ResponseWriter, r *http.Request) erro
 // editWebhookMessage is PATCH …/messages/@original|{id}; editing a
 // loading deferral fills it.
 func (h *Handler) editWebhookMessage(w http.ResponseWriter, r *http.Request) error {
-	body, err := h.readPayload(w, r)
+	d, in, unlock, err := h.lockedWebhookMessage(w, r, false)
 	if err != nil {
 		return err
 	}
-	var d messageData
-	if err := decodeJSON(body, &d); err != nil {
-		return err
-	}
-	if err := checkMessage(d, "", false); err != nil {
-		return err
-	}
-	in, err := h.webhookInteraction(r)
-	if err != nil {
-		return err
-	}
-	ctx := r.Context()
-	unlock := h.lockInteraction(in.ID)
 	defer unlock()
-	if in, err = h.deps.Store.GetInteraction(ctx, in.ID); err != nil {
-		return storeErr(err, ErrInvalidWebhookToken)
-	}
+	ctx := r.Context()
 	id, err := webhookMessage(r, in)
 	if err != nil {
 		return err

@@ -140,14 +140,8 @@ func (h *Handler) createCommand(w http.ResponseWriter, r *http.Request, c caller
 	if status == http.StatusCreated && sameType >= maxCommandsOfType(def.Type) {
 		return errTooManyCommands
 	}
-	if cmd.Version, err = h.deps.IDs.Next(); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	if cmd.ID == 0 {
-		cmd.ID = cmd.Version
-	}
-	if err := h.deps.Store.PutCommand(ctx, cmd); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	if err := h.putCommand(ctx, &cmd); err != nil {
+		return err
 	}
 	writeJSON(w, status, toCommandJSON(cmd))
 	return nil
@@ -200,13 +194,26 @@ func (h *Handler) editCommand(w http.ResponseWriter, r *http.Request, c caller) 
 		}
 	}
 	cmd.Def = def
+	if err := h.putCommand(ctx, &cmd); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toCommandJSON(cmd))
+	return nil
+}
+
+// putCommand stamps cmd with a new version and stores it; a new command
+// (id 0) takes its version as its id.
+func (h *Handler) putCommand(ctx context.Context, cmd *Command) error {
+	var err error
 	if cmd.Version, err = h.deps.IDs.Next(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if err := h.deps.Store.PutCommand(ctx, cmd); err != nil {
+	if cmd.ID == 0 {
+		cmd.ID = cmd.Version
+	}
+	if err := h.deps.Store.PutCommand(ctx, *cmd); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	writeJSON(w, http.StatusOK, toCommandJSON(cmd))
 	return nil
 }
 

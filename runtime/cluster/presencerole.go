@@ -351,33 +351,31 @@ func servePresenceCall(ctx context.Context, svc *guild.Service, cache *presenceC
 		svc.PresenceChanged(ctx, a.User, a.Presence, nil)
 		return http.StatusNoContent, nil, true, nil
 	case callLazyRequest:
-		var a opArgs
-		if err := json.Unmarshal(body, &a); err != nil {
-			return http.StatusBadRequest, nil, true, nil
-		}
-		req, err := memberlist.ParseRequest(a.D)
-		if err != nil {
-			return http.StatusBadRequest, nil, true, nil
-		}
-		if err := svc.LazyRequest(ctx, a.Session, req); err != nil {
-			return 0, nil, true, notOwner(err)
-		}
-		return http.StatusNoContent, nil, true, nil
+		status, err := serveOp(ctx, body, memberlist.ParseRequest, svc.LazyRequest)
+		return status, nil, true, err
 	case callRequestMembers:
-		var a opArgs
-		if err := json.Unmarshal(body, &a); err != nil {
-			return http.StatusBadRequest, nil, true, nil
-		}
-		req, err := memberlist.ParseMembersRequest(a.D)
-		if err != nil {
-			return http.StatusBadRequest, nil, true, nil
-		}
-		if err := svc.RequestMembers(ctx, a.Session, req); err != nil {
-			return 0, nil, true, notOwner(err)
-		}
-		return http.StatusNoContent, nil, true, nil
+		status, err := serveOp(ctx, body, memberlist.ParseMembersRequest, svc.RequestMembers)
+		return status, nil, true, err
 	}
 	return 0, nil, false, nil
+}
+
+// serveOp serves a gateway op forwarded in opArgs: a body or `d` that
+// does not parse is a 400; an error of do means this node does not own
+// the guild (notOwner).
+func serveOp[R any](ctx context.Context, body []byte, parse func(json.RawMessage) (R, error), do func(context.Context, event.Session, R) error) (int, error) {
+	var a opArgs
+	if err := json.Unmarshal(body, &a); err != nil {
+		return http.StatusBadRequest, nil
+	}
+	req, err := parse(a.D)
+	if err != nil {
+		return http.StatusBadRequest, nil
+	}
+	if err := do(ctx, a.Session, req); err != nil {
+		return 0, notOwner(err)
+	}
+	return http.StatusNoContent, nil
 }
 
 // gatewayPresence is a gateway node's gateway.SessionReporter in a

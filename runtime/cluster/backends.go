@@ -41,16 +41,21 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	}
 }
 
-// openRegistry connects to etcd (etcd://host:port[,host:port...]) or, for
-// --registry=embedded, starts an embedded etcd in <data-dir>/etcd that
-// only this process uses (every role in one process). stop releases
-// what openRegistry started.
+// openRegistry connects to etcd (etcd://host:port[,host:port...][/prefix],
+// keys under /prefix/, default /concord/) or, for --registry=embedded,
+// starts an embedded etcd in <data-dir>/etcd that only this process uses
+// (every role in one process). stop releases what openRegistry started.
 func openRegistry(ctx context.Context, cfg Config) (reg registry.Registry, stop func(), err error) {
 	var endpoints []string
+	var prefix string
 	stop = func() {}
 	switch {
 	case strings.HasPrefix(cfg.Platform.Registry, "etcd://"):
-		for _, h := range strings.Split(strings.TrimPrefix(cfg.Platform.Registry, "etcd://"), ",") {
+		hosts, path, _ := strings.Cut(strings.TrimPrefix(cfg.Platform.Registry, "etcd://"), "/")
+		if path != "" {
+			prefix = "/" + path
+		}
+		for _, h := range strings.Split(hosts, ",") {
 			if h = strings.TrimSpace(h); h != "" {
 				endpoints = append(endpoints, "http://"+h)
 			}
@@ -77,6 +82,7 @@ func openRegistry(ctx context.Context, cfg Config) (reg registry.Registry, stop 
 	}
 	r, err := etcdreg.New(etcdreg.Config{
 		Endpoints: endpoints,
+		Prefix:    prefix,
 		LeaseTTL:  cfg.LeaseTTL,
 		Logger:    cfg.Platform.Logger.With("component", "registry"),
 	})
@@ -112,9 +118,27 @@ func register(ctx context.Context, reg registry.Registry, n registry.Node, ttl t
 // worker/process pair (ids minted by both could collide), or when this
 // node uses a Pebble store and any other node is live.
 func checkUnique(ctx context.Context, reg registry.Registry, cfg Config) error {
+	mine := snowflakeLabel(cfg.Platform.Worker, cfg.Platform.Process)
+	return eachLiveNode(ctx, reg, func(n registry.Node) error {
+		if n.Name == cfg.Platform.Node {
+			return nil
+		}
+		if n.Labels[labelSnowflake] == mine {
+			return fmt.Errorf("cluster: node %s already mints ids as worker/process %s; give each process its own --worker/--process, or --snowflake-id=auto", n.Name, mine)
+		}
+		if !sharedStore(cfg.Platform.Store) {
+			return fmt.Errorf("cluster: node %s is live but this node's store %q is local to one process; use --store=cassandra://...", n.Name, cfg.Platform.Store)
+		}
+		return nil
+	})
+}
+
+// eachLiveNode calls fn for every live node of every role (a node with
+// several roles once per role) in the registry's current snapshots,
+// stopping at the first error.
+func eachLiveNode(ctx context.Context, reg registry.Registry, fn func(registry.Node) error) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	mine := snowflakeLabel(cfg.Platform.Worker, cfg.Platform.Process)
 	for _, role := range Roles {
 		ch, err := reg.Watch(wctx, role)
 		if err != nil {
@@ -127,14 +151,8 @@ func checkUnique(ctx context.Context, reg registry.Registry, cfg Config) error {
 			return ctx.Err()
 		}
 		for _, n := range snap.Nodes {
-			if n.Name == cfg.Platform.Node {
-				continue
-			}
-			if n.Labels[labelSnowflake] == mine {
-				return fmt.Errorf("cluster: node %s already mints ids as worker/process %s; give each process its own --worker/--process", n.Name, mine)
-			}
-			if !sharedStore(cfg.Platform.Store) {
-				return fmt.Errorf("cluster: node %s is live but this node's store %q is local to one process; use --store=cassandra://...", n.Name, cfg.Platform.Store)
+			if err := fn(n); err != nil {
+				return err
 			}
 		}
 	}
@@ -146,7 +164,5 @@ func checkUnique(ctx context.Context, reg registry.Registry, cfg Config) error {
 func sharedStore(url string) bool {
 	return strings.HasPrefix(url, "cassandra://") || strings.HasPrefix(url, "scylla://")
 }
-
-const labelSnowflake = "concord.dev/snowflake"
 
 func snowflakeLabel(worker, process int) string { return fmt.Sprintf("%d/%d", worker, process) }

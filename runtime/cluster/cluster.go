@@ -132,6 +132,12 @@ type Config struct {
 	Admin string
 	// Identify is the gateway role's identify throttle (identify.go).
 	Identify IdentifyConfig
+	// SnowflakeAuto makes the node claim a free snowflake worker/process
+	// pair in the registry (snowflake.go) instead of Platform.Worker and
+	// Process: pods started from one template cannot be told theirs.
+	SnowflakeAuto bool
+	// Pod holds the operator's settings for the node (podconfig.go).
+	Pod PodConfig
 }
 
 func (c Config) has(role string) bool { return slices.Contains(c.Roles, role) }
@@ -271,6 +277,10 @@ type Node struct {
 	identify  *guild.Service
 	client    transport.GuildClient
 
+	// snowflakeLost is closed if the node's snowflake claim is lost
+	// (snowflake.go); Serve then stops.
+	snowflakeLost <-chan struct{}
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -281,12 +291,18 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg, err = cfg.withDefaults(); err != nil {
 		return nil, err
 	}
+	if err := cfg.Pod.validate(cfg); err != nil {
+		return nil, err
+	}
 	log := cfg.Platform.Logger.With("node", cfg.Platform.Node)
 	n := &Node{cfg: cfg, log: log, metrics: prometheus.NewRegistry(), stopReg: func() {}}
 	// Go and process collectors, and the transport's metrics, live in
 	// the default registry; /metrics serves both.
 	if n.m, err = newMetrics(n.metrics); err != nil {
 		return nil, fmt.Errorf("cluster: metrics: %w", err)
+	}
+	if err := registerPodMetrics(n.metrics, cfg); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -301,9 +317,10 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.reg, n.stopReg = reg, stopReg
-	if err := checkUnique(ctx, n.reg, cfg); err != nil {
+	if cfg, n.snowflakeLost, err = claimSnowflake(ctx, n.reg, cfg); err != nil {
 		return nil, err
 	}
+	n.cfg = cfg
 	if n.store, err = openStore(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -596,7 +613,7 @@ func (n *Node) Serve(ctx context.Context) error {
 		Roles:    n.cfg.Roles,
 		Addr:     n.advertise(n.GRPCAddr()),
 		HTTPAddr: n.advertise(n.HTTPAddr()),
-		Labels:   map[string]string{labelSnowflake: snowflakeLabel(n.cfg.Platform.Worker, n.cfg.Platform.Process)},
+		Labels:   n.registryLabels(),
 	}
 	regn, err := register(ctx, n.reg, node, n.cfg.LeaseTTL)
 	if err != nil {
@@ -607,6 +624,11 @@ func (n *Node) Serve(ctx context.Context) error {
 	select {
 	case err := <-errc:
 		return fmt.Errorf("cluster: serve: %w", err)
+	case <-n.snowflakeLost:
+		n.ready.Store(false)
+		_ = regn.Close(context.Background())
+		return fmt.Errorf("cluster: snowflake pair %s lost to another node while the registry lease lapsed: stopping before ids collide",
+			snowflakeLabel(n.cfg.Platform.Worker, n.cfg.Platform.Process))
 	case <-ctx.Done():
 	}
 	n.ready.Store(false)

@@ -16,6 +16,7 @@ import (
 func newServeCommand() *cobra.Command {
 	cfg := cluster.Config{Platform: platform.DefaultConfig()}
 	var logFormat, logLevel, roles string
+	var pf podFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the chosen roles as one node of a Concord cluster",
@@ -42,8 +43,16 @@ READY's read_state to gateway nodes. Run one read-state node.
 A local Pebble store (--store=pebble:DIR) and --registry=embedded are
 accepted only when one process runs every role.
 
-Give each process its own --node and --worker/--process pair.`,
-		Example: `  concord serve --roles=guild --node=guild-1 --worker=1 --http=10.0.0.5:8080 --grpc=10.0.0.5:9090 \
+Give each process its own --node. Its snowflake worker/process pair is
+claimed in the registry (--snowflake-id=auto, the default without --worker
+and --process), or set by hand with --worker/--process or --snowflake-id=W/P.
+
+The operator configures its pods through the environment: CONCORD_CLUSTER,
+CONCORD_ADMIN (the admin listener, container port "admin"),
+CONCORD_GATEWAY_POOL/_CLIENT_CLASS/_SESSIONS_TARGET on gateway pods and
+CONCORD_GUILD_DEDICATED on a GuildPlacement's guild node. The voice and
+relay roles are not built yet.`,
+		Example: `  concord serve --roles=guild --node=guild-1 --http=10.0.0.5:8080 --grpc=10.0.0.5:9090 --admin=10.0.0.5:9091 \
     --registry=etcd://etcd:2379 --store=cassandra://cassandra:9042/concord --server-key=$KEY`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,6 +67,12 @@ Give each process its own --node and --worker/--process pair.`,
 			}
 			cfg.Platform.Logger = log
 			cfg.Platform.DevUser = false
+			if err := checkRolesBuilt(cfg.Roles); err != nil {
+				return err
+			}
+			if err := applyPodFlags(cmd.Flags(), &cfg, pf); err != nil {
+				return err
+			}
 			if err := checkServeRedis(cfg); err != nil {
 				return err
 			}
@@ -93,6 +108,7 @@ Give each process its own --node and --worker/--process pair.`,
 	durFlag(fs, &cfg.PresenceReportInterval, "presence-report-interval", 15*time.Second, "gateway nodes: how often sessions are re-reported to the presence node; the presence role uses it too (sessions expire after 3 intervals, a fresh node absorbs re-reports for 2)")
 	durFlag(fs, &cfg.RetryInterval, "retry-interval", time.Second, "how often failed subscriptions are retried and guilds placed elsewhere unloaded")
 	bindIdentifyFlags(fs, &cfg)
+	bindPodFlags(fs, &cfg, &pf)
 	return cmd
 }
 

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/concord-chat/concord/runtime/cluster"
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// podFlags are the serve flags the operator sets through the environment
+// of the pods it creates, plus the snowflake pair choice.
+type podFlags struct {
+	snowflakeID string
+	dedicated   string
+}
+
+// bindPodFlags registers the operator-facing flags of serve.
+func bindPodFlags(fs *pflag.FlagSet, cfg *cluster.Config, pf *podFlags) {
+	strFlag(fs, &pf.snowflakeID, "snowflake-id", "", "snowflake worker/process pair: auto claims a free pair in the registry while the node lives; W/P sets it; "+
+		"empty means --worker/--process when either is given, else auto")
+	strFlag(fs, &cfg.Pod.Cluster, "cluster", "", "name of the ConcordCluster this node belongs to (registry label concord.dev/cluster, label of concord_cluster_node_info)")
+	strFlag(fs, &cfg.Pod.GatewayPool, "gateway-pool", "", "gateway nodes: the GatewayPool the node belongs to (registry label)")
+	strFlag(fs, &cfg.Pod.ClientClass, "gateway-client-class", "", "gateway nodes: the pool's client class, e.g. bots or users (registry label)")
+	target := 0
+	if v, ok := os.LookupEnv(envName("gateway-sessions-target")); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			target = n
+		}
+	}
+	fs.IntVar(&cfg.Pod.SessionsTarget, "gateway-sessions-target", target, fmt.Sprintf(
+		"gateway nodes: sessions the pool sizes this node for, exported as concord_gateway_sessions_target next to concord_gateway_sessions; 0 = unset (env %s)",
+		envName("gateway-sessions-target")))
+	strFlag(fs, &pf.dedicated, "guild-dedicated", "", "guild nodes: the guild id this node is dedicated to (GuildPlacement): it takes no share of the ring "+
+		"and runs only the guilds pinned to it")
+}
+
+// applyPodFlags parses what bindPodFlags bound into cfg.
+func applyPodFlags(fs *pflag.FlagSet, cfg *cluster.Config, pf podFlags) error {
+	switch id := strings.TrimSpace(pf.snowflakeID); {
+	case id == "auto":
+		cfg.SnowflakeAuto = true
+	case id == "":
+		_, envW := os.LookupEnv(envName("worker"))
+		_, envP := os.LookupEnv(envName("process"))
+		cfg.SnowflakeAuto = !fs.Changed("worker") && !fs.Changed("process") && !envW && !envP
+	default:
+		w, p, ok := strings.Cut(id, "/")
+		wn, werr := strconv.Atoi(w)
+		pn, perr := strconv.Atoi(p)
+		if !ok || werr != nil || perr != nil {
+			return fmt.Errorf("--snowflake-id=%q: want auto or WORKER/PROCESS, e.g. 3/17", pf.snowflakeID)
+		}
+		cfg.Platform.Worker, cfg.Platform.Process = wn, pn
+	}
+	if pf.dedicated != "" {
+		id, err := strconv.ParseUint(pf.dedicated, 10, 64)
+		if err != nil || id == 0 {
+			return fmt.Errorf("--guild-dedicated=%q: want a guild id (a snowflake)", pf.dedicated)
+		}
+		cfg.Pod.DedicatedGuild = snowflake.ID(id)
+	}
+	return nil
+}
+
+// missingRoles explains the roles the operator knows that serve does not
+// run yet, instead of the generic unknown-role error.
+var missingRoles = map[string]string{
+	"voice": "the voice SFU (runtime/voice) is not part of concord serve yet; VoiceRegion pods and their CONCORD_VOICE_* settings have no role to run",
+	"relay": "the relay role is not part of concord serve yet; RelayTier pods and CONCORD_RELAY_TIER have no role to run",
+}
+
+// checkRolesBuilt fails for a role serve does not run yet.
+func checkRolesBuilt(roles []string) error {
+	for _, r := range roles {
+		if why, ok := missingRoles[r]; ok && !slices.Contains(cluster.Roles, r) {
+			return fmt.Errorf("--roles=%s: %s", r, why)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,414 @@
+//go:build integration
+
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// resumingClient is a gateway client that behaves like a bot library: it
+// identifies once, heartbeats, and on op 7 closes with 4000 and resumes
+// at READY's resume_gateway_url with its last sequence number. Every
+// dispatch is recorded in arrival order. INVALID_SESSION is an error:
+// the session must survive.
+type resumingClient struct {
+	name, url, token string
+
+	mu         sync.Mutex
+	frames     []dispatch
+	sessionID  string
+	resumeURL  string
+	lastSeq    int64
+	reconnects int // op 7s received
+	resumed    int // RESUMED received
+	err        error
+	changed    chan struct{}
+	stopping   bool
+	ws         *websocket.Conn
+	done       chan struct{}
+}
+
+func startResumingClient(t *testing.T, name, url, token string) *resumingClient {
+	c := &resumingClient{name: name, url: url, token: token, changed: make(chan struct{}), done: make(chan struct{})}
+	go c.run()
+	t.Cleanup(func() {
+		c.mu.Lock()
+		c.stopping = true
+		ws := c.ws
+		c.mu.Unlock()
+		if ws != nil {
+			ws.Close()
+		}
+		<-c.done
+	})
+	return c
+}
+
+// notify wakes awaiters; c.mu must be held.
+func (c *resumingClient) notify() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+func (c *resumingClient) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil && !c.stopping {
+		c.err = err
+	}
+	c.notify()
+}
+
+func (c *resumingClient) run() {
+	defer close(c.done)
+	url := c.url
+	for {
+		again, err := c.connect(url)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		if !again {
+			return
+		}
+		c.mu.Lock()
+		url = c.resumeURL + "?v=10&encoding=json"
+		c.mu.Unlock()
+	}
+}
+
+// connect runs one connection: HELLO, IDENTIFY or RESUME, then frames
+// until op 7 (again is true) or the end.
+func (c *resumingClient) connect(url string) (again bool, err error) {
+	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
+	if err != nil {
+		return false, fmt.Errorf("%s: dial %s: %w", c.name, url, err)
+	}
+	var writeMu sync.Mutex
+	write := func(v any) error {
+		writeMu.Lock()
+		defer writeMu.Unlock()
+		_ = ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		return ws.WriteJSON(v)
+	}
+	c.mu.Lock()
+	c.ws = ws
+	stopping := c.stopping
+	sid, seq := c.sessionID, c.lastSeq
+	c.mu.Unlock()
+	defer ws.Close()
+	if stopping {
+		return false, nil
+	}
+	var hello struct {
+		Op int `json:"op"`
+		D  struct {
+			HeartbeatInterval int `json:"heartbeat_interval"`
+		} `json:"d"`
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := ws.ReadJSON(&hello); err != nil || hello.Op != 10 {
+		return false, fmt.Errorf("%s: HELLO: %+v, %v", c.name, hello, err)
+	}
+	_ = ws.SetReadDeadline(time.Time{})
+	if sid == "" {
+		err = write(map[string]any{"op": 2, "d": map[string]any{
+			"token": c.token, "intents": 1<<0 | 1<<9 | 1<<15,
+			"properties": map[string]string{"os": "linux", "browser": "concord-test", "device": "concord-test"}}})
+	} else {
+		err = write(map[string]any{"op": 6, "d": map[string]any{"token": c.token, "session_id": sid, "seq": seq}})
+	}
+	if err != nil {
+		return false, fmt.Errorf("%s: identify/resume: %w", c.name, err)
+	}
+	stopBeat := make(chan struct{})
+	defer close(stopBeat)
+	go func() {
+		tk := time.NewTicker(time.Duration(hello.D.HeartbeatInterval) * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stopBeat:
+				return
+			case <-tk.C:
+				c.mu.Lock()
+				s := c.lastSeq
+				c.mu.Unlock()
+				if write(map[string]any{"op": 1, "d": s}) != nil {
+					return
+				}
+			}
+		}
+	}()
+	for {
+		var f struct {
+			Op int             `json:"op"`
+			T  string          `json:"t"`
+			S  int64           `json:"s"`
+			D  json.RawMessage `json:"d"`
+		}
+		if err := ws.ReadJSON(&f); err != nil {
+			c.mu.Lock()
+			stopping := c.stopping
+			c.mu.Unlock()
+			if stopping {
+				return false, nil
+			}
+			return false, fmt.Errorf("%s: connection ended: %w", c.name, err)
+		}
+		c.mu.Lock()
+		switch f.Op {
+		case 0:
+			c.frames = append(c.frames, dispatch{seq: f.S, typ: f.T, at: time.Now(), d: f.D})
+			c.lastSeq = f.S
+			switch f.T {
+			case "READY":
+				var r struct {
+					SessionID        string `json:"session_id"`
+					ResumeGatewayURL string `json:"resume_gateway_url"`
+				}
+				_ = json.Unmarshal(f.D, &r)
+				c.sessionID, c.resumeURL = r.SessionID, r.ResumeGatewayURL
+			case "RESUMED":
+				c.resumed++
+			}
+		case 7:
+			c.reconnects++
+		case 9:
+			c.mu.Unlock()
+			return false, fmt.Errorf("%s: INVALID_SESSION (d=%s) after seq %d", c.name, f.D, seq)
+		}
+		c.notify()
+		c.mu.Unlock()
+		if f.Op == 7 {
+			// As discord.py and discordgo do: close with a code other
+			// than 1000/1001, which would end the session, and resume.
+			writeMu.Lock()
+			_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(4000, "reconnect"), time.Now().Add(time.Second))
+			writeMu.Unlock()
+			return true, nil
+		}
+	}
+}
+
+// await waits until cond holds under the client's lock; the client
+// failing or the timeout passing fails the test.
+func (c *resumingClient) await(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		c.mu.Lock()
+		ok, err, ch := cond(), c.err, c.changed
+		c.mu.Unlock()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("%s: no %s within %v", c.name, what, timeout)
+		}
+	}
+}
+
+// drainReply is the admin endpoint's DrainState.
+type drainReply struct {
+	Draining bool  `json:"draining"`
+	Sessions int64 `json:"sessions"`
+	Done     bool  `json:"done"`
+}
+
+func adminDrain(t *testing.T, method, addr string, body any) drainReply {
+	t.Helper()
+	var rd *bytes.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, _ := http.NewRequest(method, "http://"+addr+"/admin/drain", rd)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s /admin/drain on %s: %v", method, addr, err)
+	}
+	defer resp.Body.Close()
+	var st drainReply
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil {
+		t.Fatalf("%s /admin/drain on %s: status %d", method, addr, resp.StatusCode)
+	}
+	return st
+}
+
+// TestGatewayDrainHandsOffSession drains a gateway with a successor while
+// a writer posts continuously: the client behind the load balancer gets
+// op 7, resumes on the successor (RESUMED, not INVALID_SESSION) and
+// receives every acknowledged message exactly once with gap-free
+// sequence numbers; the drained node reports done with no session left.
+func TestGatewayDrainHandsOffSession(t *testing.T) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	env := setupCluster(t, ctx, "drain")
+	common := []string{
+		"--registry=etcd://" + strings.TrimPrefix(env.endpoint, "http://"),
+		"--store=cassandra://" + env.cass + "/" + env.ks + "?rf=1",
+		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),
+		"--lease-ttl=" + leaseTTL.String(),
+		"--retry-interval=500ms",
+		"--data-dir=" + t.TempDir(),
+		"--log-level=info",
+	}
+	core := startNode(t, "core-1", freeAddr(t), append([]string{"--roles=guild,api", "--grpc=" + freeAddr(t), "--worker=1"}, common...)...)
+	gwAdmin := []string{freeAddr(t), freeAddr(t)}
+	gw1 := startNode(t, "gateway-1", freeAddr(t), append([]string{"--roles=gateway", "--grpc=" + freeAddr(t), "--worker=2", "--admin=" + gwAdmin[0]}, common...)...)
+	gw2 := startNode(t, "gateway-2", freeAddr(t), append([]string{"--roles=gateway", "--grpc=" + freeAddr(t), "--worker=3", "--admin=" + gwAdmin[1]}, common...)...)
+	deadline := time.Now().Add(45 * time.Second)
+	for _, p := range []*proc{core, gw1, gw2} {
+		p.waitReady(t, deadline)
+	}
+	lb := newReadyLB(t, gw1.http, gw2.http)
+	t.Logf("cluster: 3 nodes and the load balancer ready after %v", time.Since(start).Round(time.Millisecond))
+
+	api := rest{addr: core.http, client: &http.Client{Timeout: 30 * time.Second}}
+	var tokens []string
+	for i := range 2 {
+		var out struct {
+			Token string `json:"token"`
+		}
+		api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("d%d_%x", i, rand.Uint32()), "password": "correct-horse-1"}, &out)
+		tokens = append(tokens, out.Token)
+	}
+	var g struct {
+		ID string `json:"id"`
+	}
+	api.must(t, tokens[0], "POST", "/guilds", map[string]any{"name": "drained"}, &g)
+	var chans []struct {
+		ID   string `json:"id"`
+		Type int    `json:"type"`
+	}
+	api.must(t, tokens[0], "GET", "/guilds/"+g.ID+"/channels", nil, &chans)
+	var channels []string
+	for _, ch := range chans {
+		if ch.Type == 0 {
+			channels = append(channels, ch.ID)
+		}
+	}
+	if len(channels) == 0 {
+		t.Fatalf("no text channel in %+v", chans)
+	}
+	var inv struct {
+		Code string `json:"code"`
+	}
+	api.must(t, tokens[0], "POST", "/channels/"+channels[0]+"/invites", map[string]any{}, &inv)
+	api.must(t, tokens[1], "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+
+	// The client identifies through the balancer: both gateways are
+	// ready, so it lands on the first.
+	c := startResumingClient(t, "client", "ws://"+lb.addr()+"/gateway?v=10&encoding=json", tokens[0])
+	c.await(t, "READY and GUILD_CREATE", 20*time.Second, func() bool {
+		return len(guildCreates(c.frames, g.ID)) > 0
+	})
+	if got := lb.lastPick(); got != gw1.http {
+		t.Fatalf("client landed on %s, want gateway-1 (%s)", got, gw1.http)
+	}
+
+	// Writers post continuously through the API while the drain runs.
+	wr := &writerPool{api: api, channels: channels, tokens: tokens, progress: make(chan struct{}, 1024)}
+	wr.start(ctx, "d")
+	wr.await(t, 30, 20*time.Second)
+	drainAt := time.Now()
+	st := adminDrain(t, "POST", gwAdmin[0], map[string]any{
+		"successor": "gateway-2", "successorAddress": gwAdmin[1],
+		"reconnectJitter": int64(200 * time.Millisecond), "deadline": time.Now().Add(time.Minute),
+	})
+	if !st.Draining {
+		t.Fatalf("POST /admin/drain: %+v", st)
+	}
+	// Idempotent: a second POST reports the same drain.
+	if st2 := adminDrain(t, "POST", gwAdmin[0], map[string]any{"successor": "gateway-2", "successorAddress": gwAdmin[1]}); !st2.Draining {
+		t.Fatalf("second POST /admin/drain: %+v", st2)
+	}
+	c.await(t, "op 7 and RESUMED", 30*time.Second, func() bool { return c.reconnects > 0 && c.resumed > 0 })
+	t.Logf("drain: op 7 and RESUMED %v after POST /admin/drain", time.Since(drainAt).Round(time.Millisecond))
+	if got := lb.lastPick(); got != gw2.http {
+		t.Fatalf("client resumed on %s, want gateway-2 (%s)", got, gw2.http)
+	}
+	before := wr.acked()
+	wr.await(t, before+30, 20*time.Second)
+	wr.stop()
+
+	// Every acknowledged message arrives exactly once, seqs gap-free.
+	wr.mu.Lock()
+	acks := append([]ack(nil), wr.acks...)
+	wr.mu.Unlock()
+	c.await(t, "every acknowledged message", 20*time.Second, func() bool {
+		got := map[string]bool{}
+		for _, m := range messages(c.frames) {
+			got[m.ID] = true
+		}
+		for _, a := range acks {
+			if !got[a.id] {
+				return false
+			}
+		}
+		return true
+	})
+	c.mu.Lock()
+	frames := append([]dispatch(nil), c.frames...)
+	reconnects := c.reconnects
+	c.mu.Unlock()
+	if err := checkSeq(frames); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, m := range messages(frames) {
+		seen[m.ID]++
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("message %s arrived %d times", id, n)
+		}
+	}
+	t.Logf("client: %d dispatches, %d messages (%d acknowledged), %d op 7, gap-free", len(frames), len(seen), len(acks), reconnects)
+
+	// The drained node reports done with no session; the successor
+	// imported the session.
+	var last drainReply
+	limit := time.Now().Add(20 * time.Second)
+	for {
+		last = adminDrain(t, "GET", gwAdmin[0], nil)
+		if last.Done || time.Now().After(limit) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !last.Draining || !last.Done || last.Sessions != 0 {
+		t.Fatalf("GET /admin/drain: %+v, want draining, done, 0 sessions", last)
+	}
+	if n := metricSum(t, gwAdmin[1], "concord_gateway_handoff_sessions_total"); n != 1 {
+		t.Fatalf("successor imported %v sessions, want 1", n)
+	}
+	resp, err := http.Get("http://" + gw1.http + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("drained node /readyz: %d, want 503", resp.StatusCode)
+	}
+}

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
 
 	"github.com/concord-chat/concord/runtime/rest"
 	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/wire"
 )
 
 // reqID is a snowflake in a request body: a JSON string or number. A bad
@@ -34,15 +34,7 @@ type reqBits uint64
 
 // UnmarshalJSON accepts "1024", 1024 and null.
 func (b *reqBits) UnmarshalJSON(data []byte) error {
-	s := string(data)
-	if s == "null" {
-		*b = 0
-		return nil
-	}
-	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
-		s = s[1 : len(s)-1]
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
+	v, _, err := wire.ParseBits(data)
 	if err != nil {
 		return &json.UnmarshalTypeError{Value: "bitfield " + truncate(string(data), 30), Type: reflect.TypeFor[uint64]()}
 	}

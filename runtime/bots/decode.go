@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
-	"strconv"
 
 	"github.com/concord-chat/concord/runtime/rest"
+	"github.com/concord-chat/concord/runtime/wire"
 )
 
 // readBody reads at most limit bytes of a request body; a larger body is a
@@ -53,19 +53,11 @@ type optBits struct {
 
 // UnmarshalJSON accepts "1024", 1024 and null.
 func (b *optBits) UnmarshalJSON(data []byte) error {
-	s := string(data)
-	if s == "null" {
-		*b = optBits{}
-		return nil
-	}
-	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
-		s = s[1 : len(s)-1]
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
+	v, null, err := wire.ParseBits(data)
 	if err != nil {
 		return &json.UnmarshalTypeError{Value: "bitfield", Type: bitsType}
 	}
-	*b = optBits{Set: true, V: v}
+	*b = optBits{Set: !null, V: v}
 	return nil
 }
 

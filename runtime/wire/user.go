@@ -18,22 +18,29 @@ func (b Bits) MarshalJSON() ([]byte, error) {
 	return append(out, '"'), nil
 }
 
-// UnmarshalJSON accepts a decimal string or a JSON number.
+// UnmarshalJSON accepts a decimal string or a JSON number; null is 0.
 func (b *Bits) UnmarshalJSON(data []byte) error {
-	s := string(data)
-	if s == "null" {
-		*b = 0
-		return nil
-	}
-	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
-		s = s[1 : len(s)-1]
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
+	v, _, err := ParseBits(data)
 	if err != nil {
 		return err
 	}
 	*b = Bits(v)
 	return nil
+}
+
+// ParseBits reads a permission bitset as clients send it: a decimal JSON
+// string, a JSON number, or null (0, null true). A bad value returns
+// strconv.ParseUint's error.
+func ParseBits(data []byte) (v uint64, null bool, err error) {
+	s := string(data)
+	if s == "null" {
+		return 0, true, nil
+	}
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		s = s[1 : len(s)-1]
+	}
+	v, err = strconv.ParseUint(s, 10, 64)
+	return v, false, err
 }
 
 // User is Discord's user object.

@@ -325,6 +325,7 @@ func (h *Handler) resetBotToken(w http.ResponseWriter, r *http.Request, c caller
 	if h.deps.TokenReset != nil {
 		h.deps.TokenReset(ctx, a.BotUserID)
 	}
+	h.revoked(ctx, Revocation{Kind: RevokedToken, ApplicationID: a.ID, BotUserID: a.BotUserID, TokenGeneration: bot.TokenGeneration})
 	h.log.Info("bot token reset", "application_id", a.ID, "bot_user_id", a.BotUserID)
 	writeJSON(w, http.StatusOK, map[string]string{"token": h.deps.Tokens.Mint(bot)})
 	return nil

@@ -47,6 +47,50 @@ type Dispatcher interface {
 	DeliverToUser(ctx context.Context, userID, guildID snowflake.ID, eventType string, payload json.RawMessage) (delivered int)
 }
 
+// RevocationKind says what a Revocation took away.
+type RevocationKind int
+
+// Revocation kinds.
+const (
+	// RevokedInstall: the application was removed from a guild.
+	RevokedInstall RevocationKind = iota + 1
+	// RevokedToken: the bot's token was reset.
+	RevokedToken
+	// RevokedPermissions: the bot's managed role in a guild lost bits.
+	RevokedPermissions
+)
+
+// Revocation is a change that takes something away from a bot, published
+// after the records were written.
+type Revocation struct {
+	Kind          RevocationKind
+	ApplicationID snowflake.ID
+	BotUserID     snowflake.ID
+	// GuildID is set for RevokedInstall and RevokedPermissions.
+	GuildID snowflake.ID
+	// TokenGeneration is the bot's generation after RevokedToken.
+	TokenGeneration uint32
+}
+
+// Revocations pushes revocations to every gateway node so that the bot's
+// open sessions feel them at once (ADR-08; runtime/entitlement). A push
+// may be lost: the gateways' entitlement leases re-read the records within
+// their TTL, so a failed publish is only logged.
+type Revocations interface {
+	Revoked(ctx context.Context, r Revocation) error
+}
+
+// revoked publishes r when Deps.Revocations is set.
+func (h *Handler) revoked(ctx context.Context, r Revocation) {
+	if h.deps.Revocations == nil {
+		return
+	}
+	if err := h.deps.Revocations.Revoked(context.WithoutCancel(ctx), r); err != nil {
+		h.log.Warn("revocation not pushed; leases will apply it", "kind", int(r.Kind), "bot_user_id", r.BotUserID,
+			"guild_id", r.GuildID, "err", err)
+	}
+}
+
 // MessageFlagEphemeral marks a message only its recipient sees.
 const MessageFlagEphemeral = 1 << 6
 

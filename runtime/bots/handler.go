@@ -67,6 +67,9 @@ type Deps struct {
 	// that the gateway closes the bot's sessions (ADR-12: a reset closes
 	// sessions through the revocation path). Optional.
 	TokenReset func(ctx context.Context, botUserID snowflake.ID)
+	// Revocations, when set, receives every uninstall, token reset and
+	// narrowing of a managed role (ADR-08). Optional.
+	Revocations Revocations
 }
 
 // Handler serves the bot platform's REST routes and runs interaction

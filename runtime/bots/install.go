@@ -74,6 +74,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, c caller) er
 	if err := h.deps.Guilds.AuthorizeGuild(ctx, c.id, guildID, permissions.ManageGuild|bits); err != nil {
 		return fmt.Errorf("authorize %d in guild %d: %w", c.id, guildID, err)
 	}
+	prev, prevErr := h.deps.Store.GetInstallation(ctx, guildID, a.ID)
 	roleID, err := h.deps.Guilds.InstallBot(ctx, guildID, a.BotUserID, a.Name, bits)
 	if err != nil {
 		return fmt.Errorf("install application %d in guild %d: %w", a.ID, guildID, err)
@@ -84,6 +85,9 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, c caller) er
 	}
 	if err := h.deps.Store.PutInstallation(ctx, in); err != nil {
 		return fmt.Errorf("%w: record installation: %w", ErrUnavailable, err)
+	}
+	if prevErr == nil && prev.Permissions&^perms.V != 0 {
+		h.revoked(ctx, Revocation{Kind: RevokedPermissions, ApplicationID: a.ID, BotUserID: a.BotUserID, GuildID: guildID})
 	}
 	h.log.Info("application installed", "application_id", a.ID, "guild_id", guildID, "role_id", roleID, "permissions", perms.V)
 	v := url.Values{"guild_id": {guildID.String()}, "permissions": {strconv.FormatUint(perms.V, 10)}}
@@ -150,6 +154,7 @@ func (h *Handler) Uninstalled(ctx context.Context, guildID, botUserID snowflake.
 	if err := h.deps.Store.ReplaceCommands(ctx, a.ID, guildID, nil); err != nil {
 		return fmt.Errorf("%w: delete guild commands: %w", ErrUnavailable, err)
 	}
+	h.revoked(ctx, Revocation{Kind: RevokedInstall, ApplicationID: a.ID, BotUserID: botUserID, GuildID: guildID})
 	h.log.Info("application uninstalled", "application_id", a.ID, "guild_id", guildID)
 	return nil
 }

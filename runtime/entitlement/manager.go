@@ -110,8 +110,11 @@ type Manager struct {
 
 	// pushUp is true while the Bus watch follows the registry.
 	pushUp atomic.Bool
-	sem    chan struct{}
-	wg     sync.WaitGroup
+	// connected is closed when pushes are first received.
+	connected     chan struct{}
+	connectedOnce sync.Once
+	sem           chan struct{}
+	wg            sync.WaitGroup
 
 	mu     sync.Mutex
 	leases map[snowflake.ID]*lease
@@ -131,14 +134,19 @@ func New(cfg Config, src Source, enf Enforcer, bus Bus) (*Manager, error) {
 	}
 	return &Manager{
 		cfg: cfg, src: src, enf: enf, bus: bus, log: cfg.Logger, metrics: met,
-		sem:    make(chan struct{}, cfg.Concurrency),
-		leases: map[snowflake.ID]*lease{},
-		seen:   map[snowflake.ID]string{},
+		sem:       make(chan struct{}, cfg.Concurrency),
+		connected: make(chan struct{}),
+		leases:    map[snowflake.ID]*lease{},
+		seen:      map[snowflake.ID]string{},
 	}, nil
 }
 
 // Config returns the effective configuration.
 func (m *Manager) Config() Config { return m.cfg }
+
+// Connected is closed once pushes are received for the first time;
+// before that every bot identify is refused.
+func (m *Manager) Connected() <-chan struct{} { return m.connected }
 
 // PushConnected reports whether pushes are being received.
 func (m *Manager) PushConnected() bool { return m.pushUp.Load() }

@@ -59,7 +59,7 @@ func (s *fakeSource) set(bot snowflake.ID, g Grant) {
 }
 
 func (s *fakeSource) setDown(down bool) { s.mu.Lock(); s.down = down; s.mu.Unlock() }
-func (s *fakeSource) readCount() int  { s.mu.Lock(); defer s.mu.Unlock(); return s.reads }
+func (s *fakeSource) readCount() int    { s.mu.Lock(); defer s.mu.Unlock(); return s.reads }
 
 // fakeEnforcer records what the Manager asked for.
 type fakeEnforcer struct {

@@ -55,6 +55,7 @@ func (m *Manager) Run(ctx context.Context) {
 func (m *Manager) setPush(up bool) {
 	if m.pushUp.Swap(up) != up {
 		if up {
+			m.connectedOnce.Do(func() { close(m.connected) })
 			m.metrics.pushConnected.Set(1)
 			m.log.Info("revocation push connected")
 		} else {

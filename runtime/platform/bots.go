@@ -18,6 +18,7 @@ import (
 	botspebble "github.com/concord-chat/concord/runtime/bots/pebble"
 	"github.com/concord-chat/concord/runtime/egress"
 	"github.com/concord-chat/concord/runtime/eventlog"
+	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -33,9 +34,11 @@ const purgeInterval = 5 * time.Minute
 type botPlatform struct {
 	handler *bots.Handler
 	store   *botspebble.Store
-	log     *slog.Logger
-	cancel  context.CancelFunc
-	done    chan struct{}
+	// leases revokes bots' entitlements on the gateway (ADR-08).
+	leases *entitlements
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // botDeps are what openBots needs from the rest of the process.
@@ -48,6 +51,8 @@ type botDeps struct {
 	registry prometheus.Registerer
 	// closeUser ends a user's gateway sessions for good (token reset).
 	closeUser func(ctx context.Context, userID snowflake.ID) int
+	// node returns the process's gateway node (nil until it exists).
+	node func() *gateway.Node
 }
 
 // messageEvents receives message events for the durable log; the outbox
@@ -70,17 +75,27 @@ func openBots(cfg Config, key []byte, d botDeps) (*botPlatform, error) {
 		_ = st.Close()
 		return nil, fmt.Errorf("platform: egress: %w", err)
 	}
-	bp := &botPlatform{store: st, log: log, done: make(chan struct{})}
+	node := d.node
+	if node == nil {
+		node = func() *gateway.Node { return nil }
+	}
+	leases, err := openEntitlements(cfg, entitlementDeps{apps: st, users: d.store, guilds: d.guilds, node: node, registry: d.registry})
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	bp := &botPlatform{store: st, leases: leases, log: log, done: make(chan struct{})}
 	users := &botFlags{guilds: d.guilds}
 	h, err := bots.NewHandler(bots.Config{Key: key, Registerer: d.registry, Logger: cfg.Logger}, bots.Deps{
-		Store:      st,
-		Users:      d.store,
-		Tokens:     d.auth,
-		IDs:        d.ids,
-		Guilds:     botGuilds{g: d.guilds},
-		Dispatcher: botDispatcher{g: d.guilds},
-		Messages:   &botMessages{store: d.store, guilds: d.guilds, ids: d.ids, events: d.events, log: log},
-		Egress:     eg,
+		Store:       st,
+		Users:       d.store,
+		Tokens:      d.auth,
+		IDs:         d.ids,
+		Guilds:      botGuilds{g: d.guilds},
+		Dispatcher:  botDispatcher{g: d.guilds},
+		Messages:    &botMessages{store: d.store, guilds: d.guilds, ids: d.ids, events: d.events, log: log},
+		Egress:      eg,
+		Revocations: leases,
 		Authenticate: func(r *http.Request) (snowflake.ID, bool, error) {
 			return users.authenticate(r.Context(), d.auth, r.Header.Get("Authorization"))
 		},
@@ -98,6 +113,7 @@ func openBots(cfg Config, key []byte, d botDeps) (*botPlatform, error) {
 		},
 	})
 	if err != nil {
+		leases.close()
 		_ = st.Close()
 		return nil, fmt.Errorf("platform: bots handler: %w", err)
 	}
@@ -135,6 +151,7 @@ func (b *botPlatform) close() error {
 	b.cancel()
 	<-b.done
 	b.handler.Close()
+	b.leases.close()
 	if err := b.store.Close(); err != nil {
 		return fmt.Errorf("platform: close bots store: %w", err)
 	}

@@ -58,6 +58,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Presence tunes the presence role (presence.go).
 	Presence PresenceConfig
+	// Entitlements tunes bot revocation: lease TTL and outage grace
+	// (entitlements.go).
+	Entitlements EntitlementConfig
 }
 
 // DefaultConfig returns the configuration of `concord dev`.

@@ -12,6 +12,7 @@ import (
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/counters"
+	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -52,6 +53,8 @@ type admission struct {
 	concurrency int
 	now         func() time.Time
 	log         *slog.Logger
+	// leases holds bots' entitlement leases (ADR-08); nil: none.
+	leases *entitlement.Manager
 }
 
 // Identify implements gateway.Backend.
@@ -70,6 +73,15 @@ func (a admission) Identify(ctx context.Context, token string, s event.Session) 
 	if len(r.Guilds) > maxGuildsPerShard {
 		return event.Ready{}, fmt.Errorf("identify: %d guilds on one shard: %w", len(r.Guilds), gateway.ErrShardingRequired)
 	}
+	if a.leases != nil {
+		// While entitlements cannot be read or revocations cannot be
+		// received, a new bot session is refused with op 9 d:false:
+		// bot libraries wait 1-5 s and identify again, where a close
+		// code such as 4004 would stop them for good.
+		if err := a.leases.Admit(ctx, r.UserID); err != nil {
+			return event.Ready{}, fmt.Errorf("identify: %w: %w", err, errIdentifyLimited)
+		}
+	}
 	if err := a.admit(ctx, r.UserID, s.ShardID); err != nil {
 		return event.Ready{}, err
 	}
@@ -83,6 +95,24 @@ func (a admission) Identify(ctx context.Context, token string, s event.Session) 
 		return event.Ready{}, fmt.Errorf("identify: application of %d: %w", r.UserID, err)
 	}
 	return r, nil
+}
+
+// Subscribe implements gateway.Backend: a bot session joins its bot's
+// entitlement lease before it is attached to its guilds, so that a
+// revocation arriving meanwhile reaches it.
+func (a admission) Subscribe(ctx context.Context, s event.Session) error {
+	if a.leases != nil && s.Bot {
+		a.leases.Attach(s)
+	}
+	return a.Backend.Subscribe(ctx, s)
+}
+
+// Disconnect implements gateway.Backend.
+func (a admission) Disconnect(ctx context.Context, s event.Session) {
+	a.Backend.Disconnect(ctx, s)
+	if a.leases != nil && s.Bot {
+		a.leases.Detach(s)
+	}
 }
 
 // botApplications finds a bot user's application; the bot store

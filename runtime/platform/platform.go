@@ -104,7 +104,8 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 				return n.CloseUser(ctx, userID, gateway.CloseAuthenticationFailed, "token reset")
 			}
 			return 0
-		}}); err != nil {
+		},
+		node: sink.node.Load}); err != nil {
 		return nil, err
 	}
 	if p.presence, err = newPresenceWiring(cfg, p.guilds, p.registry); err != nil {
@@ -119,7 +120,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		OpHandlers: p.presence.opHandlers(),
 	}, admission{Backend: readyWithStates{Backend: guild.NewGatewayBackend(p.guilds), states: p.reads.states},
 		intents: p.bots.handler.AllowedIntents, apps: p.bots.store, counters: p.counters, concurrency: cfg.IdentifyConcurrency,
-		now: time.Now, log: cfg.Logger.With("component", "identify")}); err != nil {
+		now: time.Now, log: cfg.Logger.With("component", "identify"), leases: p.bots.leases.mgr}); err != nil {
 		return nil, fmt.Errorf("platform: gateway: %w", err)
 	}
 	sink.node.Store(p.gateway)

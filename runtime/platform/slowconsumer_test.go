@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -110,6 +111,7 @@ type slowBench struct {
 	phases   int32        // phases started
 	base     snowflake.ID // message ids are base + message number
 	heapMax  sync.Map     // phase number → *atomic.Uint64, HeapInuse peak
+	rssMax   sync.Map     // phase number → *atomic.Uint64, VmRSS peak
 	stop     chan struct{}
 }
 
@@ -395,6 +397,7 @@ type slowPhaseResult struct {
 	samples    int
 	p50, p99   time.Duration
 	heapPeak   uint64
+	rssPeak    uint64
 	bot        *slowBot
 	closeAfter time.Duration
 }
@@ -406,6 +409,7 @@ func (b *slowBench) runPhase(name string, bot *slowBot) slowPhaseResult {
 	b.phases++
 	phase := b.phases
 	b.heapMax.Store(phase, new(atomic.Uint64))
+	b.rssMax.Store(phase, new(atomic.Uint64))
 	b.phase.Store(phase)
 	first := b.next.Load() + 1
 	start := time.Now()
@@ -456,8 +460,10 @@ func (b *slowBench) runPhase(name string, bot *slowBot) slowPhaseResult {
 	}
 	slices.Sort(lat)
 	peak, _ := b.heapMax.Load(phase)
+	rss, _ := b.rssMax.Load(phase)
 	r := slowPhaseResult{name: name, dur: dur, messages: msgs, rate: float64(msgs) / dur.Seconds(), samples: len(lat),
-		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], heapPeak: peak.(*atomic.Uint64).Load(), bot: bot}
+		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], heapPeak: peak.(*atomic.Uint64).Load(),
+		rssPeak: rss.(*atomic.Uint64).Load(), bot: bot}
 	if bot != nil {
 		r.closeAfter = bot.closedAt.Sub(bot.started)
 	}
@@ -529,13 +535,38 @@ func (b *slowBench) sampleHeap() {
 			continue
 		}
 		runtime.ReadMemStats(&ms)
-		if v, ok := b.heapMax.Load(phase); ok {
-			peak := v.(*atomic.Uint64)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
+		raise(&b.heapMax, phase, ms.HeapInuse)
+		raise(&b.rssMax, phase, vmRSS())
+	}
+}
+
+// raise lifts the peak of phase in m to v.
+func raise(m *sync.Map, phase int32, v uint64) {
+	if p, ok := m.Load(phase); ok {
+		peak := p.(*atomic.Uint64)
+		if v > peak.Load() {
+			peak.Store(v)
 		}
 	}
+}
+
+// vmRSS is the process's resident set in bytes (/proc/self/status), 0
+// where there is no procfs.
+func vmRSS() uint64 {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	i := bytes.Index(raw, []byte("VmRSS:"))
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(raw[i+len("VmRSS:"):])
+	if len(f) < 1 {
+		return 0
+	}
+	kb, _ := strconv.ParseUint(string(f[0]), 10, 64)
+	return kb << 10
 }
 
 // gatewayCounter sums a gateway metric's samples whose labels include
@@ -587,6 +618,7 @@ type slowBot struct {
 	closedAt  time.Time
 	read      atomic.Int64 // frames read
 	paced     atomic.Int64 // frames read at the slow pace, before the close
+	drained   atomic.Int64 // bytes read after the close: what the socket buffers held
 	lastSeq   atomic.Int64
 	readDone  chan struct{}
 	closeCode int
@@ -637,6 +669,8 @@ func (b *slowBench) startSlowBot(perSecond float64) *slowBot {
 			bot.read.Add(1)
 			if !fast {
 				bot.paced.Add(1)
+			} else {
+				bot.drained.Add(int64(len(msg)))
 			}
 			var f struct {
 				S *int64 `json:"s"`
@@ -734,24 +768,27 @@ func (b *slowBench) report(rs []slowPhaseResult) {
 	t := b.t
 	var buf bytes.Buffer
 	w := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "phase\tslow bot\tduration\tmessages\tmsg/s\tdeliveries/s\tneighbour p50\tneighbour p99\theap peak MiB\tbot read paced+drained\tclose\tclosed after\tRESUME\t\n")
+	fmt.Fprintf(w, "phase\tslow bot\tduration\tmessages\tmsg/s\tdeliveries/s\tneighbour p50\tneighbour p99\theap peak MiB\tRSS peak MiB\tbot read paced+drained\tdrained KiB\tclose\tclosed after\tRESUME\t\n")
 	var aLat, bLat []time.Duration
-	var aPeak, bPeak uint64
+	var aPeak, bPeak, rssA, rssB uint64
 	for _, r := range rs {
-		botCol, read, code, after, resumed := "no", "", "", "", ""
+		botCol, read, drained, code, after, resumed := "no", "", "", "", "", ""
 		if r.bot != nil {
 			botCol, after, resumed = "yes", r.closeAfter.Round(100*time.Millisecond).String(), r.bot.resumed
 			read = fmt.Sprintf("%d+%d", r.bot.paced.Load(), r.bot.read.Load()-r.bot.paced.Load())
 			code = strconv.Itoa(r.bot.closeCode)
+			drained = strconv.FormatInt(r.bot.drained.Load()>>10, 10)
+			rssB = max(rssB, r.rssPeak)
 			bLat = append(bLat, r.p99)
 			bPeak = max(bPeak, r.heapPeak)
 		} else {
+			rssA = max(rssA, r.rssPeak)
 			aLat = append(aLat, r.p99)
 			aPeak = max(aPeak, r.heapPeak)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%v\t%d\t%.0f\t%.0f\t%v\t%v\t%.1f\t%s\t%s\t%s\t%s\t\n", r.name, botCol, r.dur.Round(100*time.Millisecond),
+		fmt.Fprintf(w, "%s\t%s\t%v\t%d\t%.0f\t%.0f\t%v\t%v\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t\n", r.name, botCol, r.dur.Round(100*time.Millisecond),
 			r.messages, r.rate, r.rate*float64(len(b.neigh)), r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond),
-			float64(r.heapPeak)/(1<<20), read, code, after, resumed)
+			float64(r.heapPeak)/(1<<20), float64(r.rssPeak)/(1<<20), read, drained, code, after, resumed)
 	}
 	_ = w.Flush()
 	// The A and B p99 are the medians of each kind's phases.
@@ -759,11 +796,20 @@ func (b *slowBench) report(rs []slowPhaseResult) {
 	slices.Sort(bLat)
 	pa, pb := aLat[len(aLat)/2], bLat[len(bLat)/2]
 	ratio := float64(pb) / float64(pa)
-	fmt.Fprintf(&buf, "neighbours: %d sessions, GOMAXPROCS %d; p99 B/A %.2f (median of %d phases each); heap peak B−A %+.1f MiB\n",
-		len(b.neigh), runtime.GOMAXPROCS(0), ratio, len(aLat), (float64(bPeak)-float64(aPeak))/(1<<20))
+	fmt.Fprintf(&buf, "neighbours: %d sessions, GOMAXPROCS %d; p99 B/A %.2f (median of %d phases each); heap peak B−A %+.1f MiB, RSS peak B−A %+.1f MiB\n",
+		len(b.neigh), runtime.GOMAXPROCS(0), ratio, len(aLat), (float64(bPeak)-float64(aPeak))/(1<<20), (float64(rssB)-float64(rssA))/(1<<20))
+	var pairs []string
+	for i := range min(len(aLat), len(bLat)) {
+		pairs = append(pairs, fmt.Sprintf("%.2f", float64(rs[2*i+1].p99)/float64(rs[2*i].p99)))
+	}
+	fmt.Fprintf(&buf, "p99 B/A per pair: %s\n", strings.Join(pairs, ", "))
 	t.Log("\n" + buf.String())
 	if os.Getenv("CONCORD_SLOW_TABLE") != "" {
 		_ = os.WriteFile(os.Getenv("CONCORD_SLOW_TABLE"), buf.Bytes(), 0o644)
+	}
+	if rssB > rssA+slowHeapSlack {
+		t.Errorf("RSS peak %.1f MiB with the slow bot, %.1f MiB without: more than %d MiB apart",
+			float64(rssB)/(1<<20), float64(rssA)/(1<<20), slowHeapSlack>>20)
 	}
 	if bPeak > aPeak+slowHeapSlack {
 		t.Errorf("heap peak %.1f MiB with the slow bot, %.1f MiB without: more than %d MiB apart",

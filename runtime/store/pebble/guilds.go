@@ -196,21 +196,9 @@ func (s *Store) LoadGuild(ctx context.Context, guildID snowflake.ID) (store.Guil
 	return st, nil
 }
 
+// scanSnap is scan over a snapshot.
 func scanSnap(snap *pebble.Snapshot, p []byte, fn func(k, v []byte) error) error {
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
-	if err != nil {
-		return wrapErr("scan", err)
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		if err := fn(it.Key(), it.Value()); err != nil {
-			it.Close()
-			return err
-		}
-	}
-	if err := it.Close(); err != nil {
-		return wrapErr("scan", err)
-	}
-	return nil
+	return scanReader(snap, p, fn)
 }
 
 func (s *Store) getChannel(id snowflake.ID) (store.Channel, error) {

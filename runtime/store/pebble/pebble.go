@@ -199,7 +199,12 @@ func (s *Store) commit(b *pebble.Batch, op string) error {
 // scan calls fn for every key with prefix p, in key order. fn must copy
 // what it keeps.
 func (s *Store) scan(p []byte, fn func(k, v []byte) error) error {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	return scanReader(s.db, p, fn)
+}
+
+// scanReader calls fn for every key of r with prefix p, in key order.
+func scanReader(r pebble.Reader, p []byte, fn func(k, v []byte) error) error {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 	if err != nil {
 		return wrapErr("scan", err)
 	}

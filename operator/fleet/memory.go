@@ -66,8 +66,13 @@ func (m *Memory) RegistryFor(namespace, name string) *MemoryRegistry {
 	return r
 }
 
-func (m *Memory) pod(p *corev1.Pod) *memoryPod {
-	k := p.Namespace + "/" + p.Name
+// pod returns the record of p, creating it. Called with mu held.
+func (m *Memory) pod(p *corev1.Pod) *memoryPod { return m.podAt(p.Namespace, p.Name) }
+
+// podAt returns the record of pod namespace/name, creating it. Called with
+// mu held.
+func (m *Memory) podAt(namespace, name string) *memoryPod {
+	k := namespace + "/" + name
 	mp, ok := m.pods[k]
 	if !ok {
 		mp = &memoryPod{}
@@ -104,13 +109,7 @@ func (m *Memory) State(_ context.Context, p *corev1.Pod) (DrainState, error) {
 func (m *Memory) SetSessions(namespace, pod string, n int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := namespace + "/" + pod
-	mp, ok := m.pods[k]
-	if !ok {
-		mp = &memoryPod{}
-		m.pods[k] = mp
-	}
-	mp.state.Sessions = n
+	m.podAt(namespace, pod).state.Sessions = n
 }
 
 // DrainRequests returns the drain requests a pod received.
@@ -138,13 +137,7 @@ func (m *Memory) GuildStats(_ context.Context, c ClusterKey) ([]GuildSample, err
 func (m *Memory) SetVoiceLoad(namespace, pod string, l VoiceLoad) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := namespace + "/" + pod
-	mp, ok := m.pods[k]
-	if !ok {
-		mp = &memoryPod{}
-		m.pods[k] = mp
-	}
-	mp.load = l
+	m.podAt(namespace, pod).load = l
 }
 
 // VoiceLoad returns the load set with SetVoiceLoad.

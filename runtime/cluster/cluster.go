@@ -485,6 +485,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if n.gateway, err = gateway.NewNode(gwCfg, n.admission); err != nil {
 			return nil, fmt.Errorf("cluster: gateway: %w", err)
 		}
+		n.gateway.SetHandoffBackend(n.gwBackend) // drain.go
 		svc.Gateway = n.gateway
 	}
 	if n.grpcL != nil {

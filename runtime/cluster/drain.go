@@ -125,6 +125,7 @@ func (n *Node) startDrain(req drainRequest) {
 	d.mu.Unlock()
 
 	n.ready.Store(false)
+	n.gateway.StopIdentify()
 	n.log.Info("draining", "successor", req.Successor, "deadline", deadline, "sessions", n.gateway.Sessions())
 	go func() {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)

@@ -120,6 +120,8 @@ type handoffState struct {
 	moved map[event.SessionID]bool
 	// sessions counts hand-offs by outcome: exported, imported, failed.
 	sessions *prometheus.CounterVec
+	// backend is set by SetHandoffBackend.
+	backend HandoffBackend
 }
 
 // newHandoffState builds the bookkeeping and registers its counter.
@@ -146,6 +148,21 @@ type move struct {
 	id   string
 	got  int
 	wake chan struct{}
+}
+
+// SetHandoffBackend names the HandoffBackend hand-offs use when the
+// node's Backend wraps one (for example an admission layer in front of
+// it); by default the Backend itself is used if it implements the
+// interface. Call it before the node serves.
+func (n *Node) SetHandoffBackend(hb HandoffBackend) { n.handoff.backend = hb }
+
+// handoffBackend returns the node's HandoffBackend, or nil.
+func (n *Node) handoffBackend() HandoffBackend {
+	if n.handoff.backend != nil {
+		return n.handoff.backend
+	}
+	hb, _ := n.backend.(HandoffBackend)
+	return hb
 }
 
 // importWait bounds how long a RESUME for an incoming session waits for
@@ -311,7 +328,7 @@ func (n *Node) importOne(ctx context.Context, e *SessionExport) error {
 	s.mu.Unlock()
 	n.metrics.replayBufferBytes.Add(float64(delta))
 	n.handoff.sessions.WithLabelValues("imported").Inc()
-	if hb, ok := n.backend.(HandoffBackend); ok {
+	if hb := n.handoffBackend(); hb != nil {
 		if err := hb.AdoptSession(ctx, info, e.State); err != nil {
 			return fmt.Errorf("gateway: adopt %s: %w", info.ID, err)
 		}
@@ -330,8 +347,8 @@ func (n *Node) importOne(ctx context.Context, e *SessionExport) error {
 // drains (see Drain).
 func (n *Node) HandOff(ctx context.Context, succ Successor, opts HandOffOptions) error {
 	n.draining.Store(true)
-	hb, ok := n.backend.(HandoffBackend)
-	if !ok || succ == nil {
+	hb := n.handoffBackend()
+	if hb == nil || succ == nil {
 		return n.Drain(ctx)
 	}
 	if opts.MarkerTimeout <= 0 {

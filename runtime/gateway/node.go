@@ -300,7 +300,11 @@ func (n *Node) Close() error {
 	return nil
 }
 
-// Draining reports whether Drain or HandOff was called.
+// StopIdentify makes the node refuse IDENTIFY from now on (op 9 d:false),
+// as Drain and HandOff do first; RESUME still works.
+func (n *Node) StopIdentify() { n.draining.Store(true) }
+
+// Draining reports whether StopIdentify, Drain or HandOff was called.
 func (n *Node) Draining() bool { return n.draining.Load() }
 
 // Sessions returns how many sessions the node holds, attached or waiting

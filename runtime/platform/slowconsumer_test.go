@@ -56,10 +56,13 @@ const (
 	// slowHeapSlack is how far the heap may rise over the A phases' peak
 	// while the slow bot backs up.
 	slowHeapSlack = 64 << 20
-	// slowP99Bound is the test's own (loose) bound on B p99 / A p99; the
-	// claim's 10 % is recorded in docs/benchmarks.md, not asserted, since
-	// timing on a shared 2-core machine is noisy.
-	slowP99Bound = 2.0
+	// slowP99Bound is the test's own (loose) bound on the median B p99
+	// over the median A p99. The claim's 10 % is recorded in
+	// docs/benchmarks.md, not asserted: on a shared 2-core machine one
+	// phase's p99 moves by 2× from noise alone. A slow consumer that
+	// stalled fan-out (Deliver waiting on its socket) would push the
+	// neighbours' p99 to seconds, far past this bound.
+	slowP99Bound = 3.0
 )
 
 // TestSlowConsumer runs A/B phases in one process: in A the guild posts to
@@ -397,6 +400,7 @@ type slowPhaseResult struct {
 	samples    int
 	p50, p99   time.Duration
 	heapPeak   uint64
+	cpuPer     time.Duration // process CPU per neighbour delivery
 	rssPeak    uint64
 	bot        *slowBot
 	closeAfter time.Duration
@@ -413,6 +417,7 @@ func (b *slowBench) runPhase(name string, bot *slowBot) slowPhaseResult {
 	b.phase.Store(phase)
 	first := b.next.Load() + 1
 	start := time.Now()
+	cpu0 := processCPU()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for range slowPosters {
@@ -443,6 +448,7 @@ func (b *slowBench) runPhase(name string, bot *slowBot) slowPhaseResult {
 			b.t.Fatalf("phase %s: neighbours did not receive every message: %s", name, b.neighbourErrs())
 		}
 	}
+	cpu := processCPU() - cpu0
 	for range slowWindow {
 		b.window <- struct{}{}
 	}
@@ -463,7 +469,7 @@ func (b *slowBench) runPhase(name string, bot *slowBot) slowPhaseResult {
 	rss, _ := b.rssMax.Load(phase)
 	r := slowPhaseResult{name: name, dur: dur, messages: msgs, rate: float64(msgs) / dur.Seconds(), samples: len(lat),
 		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], heapPeak: peak.(*atomic.Uint64).Load(),
-		rssPeak: rss.(*atomic.Uint64).Load(), bot: bot}
+		rssPeak: rss.(*atomic.Uint64).Load(), bot: bot, cpuPer: cpu / time.Duration(len(lat))}
 	if bot != nil {
 		r.closeAfter = bot.closedAt.Sub(bot.started)
 	}
@@ -538,6 +544,15 @@ func (b *slowBench) sampleHeap() {
 		raise(&b.heapMax, phase, ms.HeapInuse)
 		raise(&b.rssMax, phase, vmRSS())
 	}
+}
+
+// processCPU is the process's user+system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // raise lifts the peak of phase in m to v.
@@ -768,7 +783,7 @@ func (b *slowBench) report(rs []slowPhaseResult) {
 	t := b.t
 	var buf bytes.Buffer
 	w := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "phase\tslow bot\tduration\tmessages\tmsg/s\tdeliveries/s\tneighbour p50\tneighbour p99\theap peak MiB\tRSS peak MiB\tbot read paced+drained\tdrained KiB\tclose\tclosed after\tRESUME\t\n")
+	fmt.Fprintf(w, "phase\tslow bot\tduration\tmessages\tmsg/s\tdeliveries/s\tneighbour p50\tneighbour p99\tCPU/delivery\theap peak MiB\tRSS peak MiB\tbot read paced+drained\tdrained KiB\tclose\tclosed after\tRESUME\t\n")
 	var aLat, bLat []time.Duration
 	var aPeak, bPeak, rssA, rssB uint64
 	for _, r := range rs {
@@ -786,8 +801,8 @@ func (b *slowBench) report(rs []slowPhaseResult) {
 			aLat = append(aLat, r.p99)
 			aPeak = max(aPeak, r.heapPeak)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%v\t%d\t%.0f\t%.0f\t%v\t%v\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t\n", r.name, botCol, r.dur.Round(100*time.Millisecond),
-			r.messages, r.rate, r.rate*float64(len(b.neigh)), r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond),
+		fmt.Fprintf(w, "%s\t%s\t%v\t%d\t%.0f\t%.0f\t%v\t%v\t%v\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t\n", r.name, botCol, r.dur.Round(100*time.Millisecond),
+			r.messages, r.rate, r.rate*float64(len(b.neigh)), r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond), r.cpuPer.Round(100*time.Nanosecond),
 			float64(r.heapPeak)/(1<<20), float64(r.rssPeak)/(1<<20), read, drained, code, after, resumed)
 	}
 	_ = w.Flush()
@@ -798,11 +813,12 @@ func (b *slowBench) report(rs []slowPhaseResult) {
 	ratio := float64(pb) / float64(pa)
 	fmt.Fprintf(&buf, "neighbours: %d sessions, GOMAXPROCS %d; p99 B/A %.2f (median of %d phases each); heap peak B−A %+.1f MiB, RSS peak B−A %+.1f MiB\n",
 		len(b.neigh), runtime.GOMAXPROCS(0), ratio, len(aLat), (float64(bPeak)-float64(aPeak))/(1<<20), (float64(rssB)-float64(rssA))/(1<<20))
-	var pairs []string
+	var pairs, cpuPairs []string
 	for i := range min(len(aLat), len(bLat)) {
 		pairs = append(pairs, fmt.Sprintf("%.2f", float64(rs[2*i+1].p99)/float64(rs[2*i].p99)))
+		cpuPairs = append(cpuPairs, fmt.Sprintf("%.2f", float64(rs[2*i+1].cpuPer)/float64(rs[2*i].cpuPer)))
 	}
-	fmt.Fprintf(&buf, "p99 B/A per pair: %s\n", strings.Join(pairs, ", "))
+	fmt.Fprintf(&buf, "p99 B/A per pair: %s; CPU per neighbour delivery B/A per pair: %s\n", strings.Join(pairs, ", "), strings.Join(cpuPairs, ", "))
 	t.Log("\n" + buf.String())
 	if os.Getenv("CONCORD_SLOW_TABLE") != "" {
 		_ = os.WriteFile(os.Getenv("CONCORD_SLOW_TABLE"), buf.Bytes(), 0o644)

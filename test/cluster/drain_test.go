@@ -400,6 +400,12 @@ func TestGatewayDrainHandsOffSession(t *testing.T) {
 	if !last.Draining || !last.Done || last.Sessions != 0 {
 		t.Fatalf("GET /admin/drain: %+v, want draining, done, 0 sessions", last)
 	}
+	// Every guild source's marker arrived before the export.
+	for _, bad := range []string{"session move incomplete", "session move markers missing", "drain incomplete"} {
+		if strings.Contains(gw1.output(), bad) {
+			t.Fatalf("gateway-1 logged %q", bad)
+		}
+	}
 	if n := metricSum(t, gwAdmin[1], "concord_gateway_handoff_sessions_total"); n != 1 {
 		t.Fatalf("successor imported %v sessions, want 1", n)
 	}

@@ -61,6 +61,20 @@ func TestConcordClusterLifecycle(t *testing.T) {
 	g.Expect(sts.Spec.Template.Spec.Containers[0].Image).To(Equal("concord:test"))
 	g.Expect(envValue(sts.Spec.Template.Spec, "CONCORD_REGISTRY")).To(Equal("etcd://etcd:2379"))
 	g.Expect(envValue(sts.Spec.Template.Spec, "CONCORD_STORE")).To(Equal("cassandra://scylla:9042/concord"))
+	// The admin listener: CONCORD_ADMIN on the container port "admin",
+	// which the api Service's admin port (kubectl-concord) targets.
+	g.Expect(envValue(sts.Spec.Template.Spec, "CONCORD_ADMIN")).To(Equal("0.0.0.0:9090"))
+	g.Expect(sts.Spec.Template.Spec.Containers[0].Ports).To(ContainElement(
+		corev1.ContainerPort{Name: "admin", ContainerPort: PortAdmin, Protocol: corev1.ProtocolTCP}))
+	g.Expect(envValue(sts.Spec.Template.Spec, "CONCORD_REDIS")).To(BeEmpty(), "serve refuses --redis on guild nodes")
+	var apiSvc corev1.Service
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "prod-api"}, &apiSvc)).To(Succeed())
+	g.Expect(apiSvc.Spec.Ports).To(ContainElement(SatisfyAll(
+		HaveField("Name", "admin"), HaveField("Port", int32(PortAdmin)), HaveField("TargetPort.StrVal", "admin"))))
+	var apiDep appsv1.Deployment
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "prod-api"}, &apiDep)).To(Succeed())
+	g.Expect(envValue(apiDep.Spec.Template.Spec, "CONCORD_ADMIN")).To(Equal("0.0.0.0:9090"))
+	g.Expect(apiDep.Spec.Template.Spec.Containers[0].Ports).To(ContainElement(HaveField("Name", "admin")))
 
 	// Status: not ready until the workloads report ready replicas.
 	g.Eventually(func(g Gomega) {

@@ -114,8 +114,9 @@ func mutateService(c *concordv1.ConcordCluster, role string, s *corev1.Service) 
 	if role == concordv1.RoleAPI {
 		s.Spec.Ports = []corev1.ServicePort{
 			{Name: "http", Port: PortHTTP, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},
-			// The admin endpoint (/admin/guilds) for kubectl-concord's service proxy.
-			{Name: "admin", Port: 9090, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},
+			// The admin listener (/admin/guilds) for kubectl-concord's
+			// service proxy: an api node answers for every guild node.
+			{Name: "admin", Port: PortAdmin, TargetPort: intstr.FromString("admin"), Protocol: corev1.ProtocolTCP},
 		}
 		return
 	}
@@ -126,6 +127,7 @@ func mutateService(c *concordv1.ConcordCluster, role string, s *corev1.Service) 
 	s.Spec.Ports = []corev1.ServicePort{
 		{Name: "grpc", Port: PortGRPC, TargetPort: intstr.FromString("grpc"), Protocol: corev1.ProtocolTCP},
 		{Name: "http", Port: PortHTTP, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},
+		{Name: "admin", Port: PortAdmin, TargetPort: intstr.FromString("admin"), Protocol: corev1.ProtocolTCP},
 	}
 }
 

@@ -223,6 +223,8 @@ func TestGatewayPoolRollout(t *testing.T) {
 		for _, p := range pods {
 			g.Expect(p.Labels[concordv1.LabelRevision]).To(Equal(pool.Status.CurrentRevision))
 			g.Expect(envValue(p.Spec, "CONCORD_GATEWAY_SESSIONS_TARGET")).To(Equal("20000"))
+			g.Expect(envValue(p.Spec, "CONCORD_ADMIN")).NotTo(BeEmpty())
+			g.Expect(p.Spec.Containers[0].Ports).To(ContainElement(HaveField("Name", "admin")))
 		}
 	}, timeout, poll).Should(Succeed())
 	for _, name := range oldPods {

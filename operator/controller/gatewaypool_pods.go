@@ -38,18 +38,32 @@ func gatewayPodSpec(c *concordv1.ConcordCluster, pool *concordv1.GatewayPool) co
 	}
 	spec := runtimePodSpec(c, pool.Spec.Image, []string{concordv1.RoleGateway}, extra, pool.Spec.PodPlacement)
 	ct := &spec.Containers[0]
-	for i := range ct.Env {
-		if ct.Env[i].Name == "CONCORD_HTTP" {
-			ct.Env[i].Value = "0.0.0.0:" + strconv.Itoa(int(port))
-		}
+	// The admin listener (drain) is AdminPort, else PortAdmin; when that
+	// is the WebSocket port itself, the WebSocket listener serves /admin.
+	admin := pool.Spec.AdminPort
+	if admin == 0 {
+		admin = PortAdmin
 	}
+	envs := ct.Env[:0]
+	for _, e := range ct.Env {
+		switch e.Name {
+		case "CONCORD_HTTP":
+			e.Value = "0.0.0.0:" + strconv.Itoa(int(port))
+		case "CONCORD_ADMIN":
+			if admin == port {
+				continue
+			}
+			e.Value = "0.0.0.0:" + strconv.Itoa(int(admin))
+		}
+		envs = append(envs, e)
+	}
+	ct.Env = envs
 	ct.Ports = []corev1.ContainerPort{
 		{Name: "http", ContainerPort: port, Protocol: corev1.ProtocolTCP},
 		{Name: "grpc", ContainerPort: PortGRPC, Protocol: corev1.ProtocolTCP},
 	}
-	if a := pool.Spec.AdminPort; a != 0 && a != port {
-		ct.Ports = append(ct.Ports, corev1.ContainerPort{Name: "admin", ContainerPort: a, Protocol: corev1.ProtocolTCP})
-		ct.Env = append(ct.Env, env("CONCORD_ADMIN", "0.0.0.0:"+strconv.Itoa(int(a))))
+	if admin != port {
+		ct.Ports = append(ct.Ports, corev1.ContainerPort{Name: "admin", ContainerPort: admin, Protocol: corev1.ProtocolTCP})
 	}
 	spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: concordv1.ReadinessGateServing}}
 	// Long enough for the drain the operator already ran; SIGTERM is a backstop.

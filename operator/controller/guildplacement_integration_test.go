@@ -49,6 +49,8 @@ func TestGuildPlacementPlaceAndRelease(t *testing.T) {
 		g.Expect(p.Spec.Tolerations).To(ContainElement(gp.Spec.Tolerations[0]))
 		g.Expect(p.Spec.Containers[0].Args).To(Equal([]string{"serve", "--roles=guild"}))
 		g.Expect(envValue(p.Spec, "CONCORD_GUILD_DEDICATED")).To(Equal(guild))
+		g.Expect(envValue(p.Spec, "CONCORD_ADMIN")).To(Equal("0.0.0.0:9090"))
+		g.Expect(p.Spec.Containers[0].Ports).To(ContainElement(HaveField("Name", "admin")))
 		g.Expect(metav1.IsControlledBy(&p, gp)).To(BeTrue())
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(gp), gp)).To(Succeed())
 		g.Expect(gp.Status.Phase).To(Equal(concordv1.PlacementPending))

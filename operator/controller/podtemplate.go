@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,11 @@ import (
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
 )
+
+// PortAdmin is the runtime's admin listener (CONCORD_ADMIN, container port
+// "admin"): /admin/guilds, /admin/drain, /metrics and the probes, kept off
+// the public listener. The api Service's "admin" port targets it.
+const PortAdmin = 9090
 
 // configMapName is the ConfigMap holding a cluster's connection settings.
 func configMapName(c *concordv1.ConcordCluster) string { return c.Name + "-config" }
@@ -36,11 +42,16 @@ func withLabels(base map[string]string, extra map[string]string) map[string]stri
 
 // runtimePodSpec is the pod spec of one `concord serve` process of a cluster.
 // Settings reach the process through the environment fallbacks of its flags
-// (--node → CONCORD_NODE, --http → CONCORD_HTTP, …), so the arguments carry
-// only the subcommand and --roles; settings `concord serve` does not read yet
-// are harmless extra variables. Secrets stay in secretKeyRef env vars; the
-// cluster's ConfigMap is mounted at /etc/concord for reference. extraEnv is
-// appended (role-specific settings).
+// (--node → CONCORD_NODE, --http → CONCORD_HTTP, --admin → CONCORD_ADMIN,
+// --cluster → CONCORD_CLUSTER, …), so the arguments carry only the subcommand
+// and --roles. Every pod serves its admin endpoint on PortAdmin (container
+// port "admin") unless extraEnv sets CONCORD_ADMIN itself. The snowflake
+// worker/process pair is left unset, so each process claims a free one in
+// the registry. CONCORD_REDIS goes only to gateway pods, the one role of
+// `concord serve` that uses Redis (and refuses it elsewhere). Secrets stay
+// in secretKeyRef env vars; the cluster's ConfigMap is mounted at
+// /etc/concord for reference. extraEnv is appended (role-specific
+// settings).
 func runtimePodSpec(c *concordv1.ConcordCluster, image string, roles []string, extraEnv []corev1.EnvVar, placement concordv1.PodPlacement) corev1.PodSpec {
 	if image == "" {
 		image = c.Spec.Image
@@ -57,8 +68,22 @@ func runtimePodSpec(c *concordv1.ConcordCluster, image string, roles []string, e
 		{Name: "CONCORD_REGISTRY", Value: registryURL(c)},
 		{Name: "CONCORD_STORE", Value: storeURL(c)},
 		{Name: "CONCORD_EVENTLOG", Value: "kafka://" + strings.Join(c.Spec.Kafka.Brokers, ",")},
-		{Name: "CONCORD_REDIS", Value: "redis://" + c.Spec.Redis.Address},
 		{Name: "CONCORD_LOG_FORMAT", Value: "json"},
+	}
+	// An extraEnv CONCORD_ADMIN (the SFU's own admin port) takes the admin
+	// listener over: its caller declares the "admin" container port.
+	ownAdmin := slices.ContainsFunc(extraEnv, func(e corev1.EnvVar) bool { return e.Name == "CONCORD_ADMIN" })
+	ports := []corev1.ContainerPort{
+		{Name: "http", ContainerPort: PortHTTP, Protocol: corev1.ProtocolTCP},
+		{Name: "grpc", ContainerPort: PortGRPC, Protocol: corev1.ProtocolTCP},
+	}
+	if !ownAdmin {
+		env = append(env, corev1.EnvVar{Name: "CONCORD_ADMIN", Value: fmt.Sprintf("0.0.0.0:%d", PortAdmin)})
+		ports = append(ports, corev1.ContainerPort{Name: "admin", ContainerPort: PortAdmin, Protocol: corev1.ProtocolTCP})
+	}
+	gateway := slices.Contains(roles, concordv1.RoleGateway)
+	if gateway {
+		env = append(env, corev1.EnvVar{Name: "CONCORD_REDIS", Value: "redis://" + c.Spec.Redis.Address})
 	}
 	secretEnv := func(name string, ref *concordv1.SecretKeyReference) {
 		if ref == nil {
@@ -71,7 +96,9 @@ func runtimePodSpec(c *concordv1.ConcordCluster, image string, roles []string, e
 	secretEnv("CONCORD_SERVER_KEY", c.Spec.ServerKeySecret)
 	secretEnv("CONCORD_CASSANDRA_USERNAME", c.Spec.Storage.UsernameSecret)
 	secretEnv("CONCORD_CASSANDRA_PASSWORD", c.Spec.Storage.PasswordSecret)
-	secretEnv("CONCORD_REDIS_PASSWORD", c.Spec.Redis.PasswordSecret)
+	if gateway {
+		secretEnv("CONCORD_REDIS_PASSWORD", c.Spec.Redis.PasswordSecret)
+	}
 	if s := c.Spec.Kafka.SASLSecret; s != nil {
 		secretEnv("CONCORD_KAFKA_USERNAME", &concordv1.SecretKeyReference{Name: s.Name, Key: "username"})
 		secretEnv("CONCORD_KAFKA_PASSWORD", &concordv1.SecretKeyReference{Name: s.Name, Key: "password"})
@@ -103,12 +130,9 @@ func runtimePodSpec(c *concordv1.ConcordCluster, image string, roles []string, e
 			ImagePullPolicy: pull,
 			Args:            []string{"serve", rolesArg(roles...)},
 			Env:             env,
-			Ports: []corev1.ContainerPort{
-				{Name: "http", ContainerPort: PortHTTP, Protocol: corev1.ProtocolTCP},
-				{Name: "grpc", ContainerPort: PortGRPC, Protocol: corev1.ProtocolTCP},
-			},
-			Resources:    placement.Resources,
-			VolumeMounts: mounts,
+			Ports:           ports,
+			Resources:       placement.Resources,
+			VolumeMounts:    mounts,
 			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 				Path: "/readyz", Port: intstr.FromString("http"),
 			}}, PeriodSeconds: 5},
@@ -119,14 +143,20 @@ func runtimePodSpec(c *concordv1.ConcordCluster, image string, roles []string, e
 	}
 }
 
-// registryURL is --registry: etcd://host:port[,host:port] from the etcd endpoints.
+// registryURL is --registry: etcd://host:port[,host:port] from the etcd
+// endpoints, with the key prefix as its path when it is not the runtime's
+// default /concord/.
 func registryURL(c *concordv1.ConcordCluster) string {
 	hosts := make([]string, 0, len(c.Spec.Etcd.Endpoints))
 	for _, e := range c.Spec.Etcd.Endpoints {
 		e = strings.TrimPrefix(strings.TrimPrefix(e, "http://"), "https://")
 		hosts = append(hosts, e)
 	}
-	return "etcd://" + strings.Join(hosts, ",")
+	u := "etcd://" + strings.Join(hosts, ",")
+	if p := strings.Trim(c.Spec.Etcd.Prefix, "/"); p != "" && p != "concord" {
+		u += "/" + p + "/"
+	}
+	return u
 }
 
 // storeURL is --store: cassandra://host:port[,host:port]/keyspace.

@@ -1,0 +1,111 @@
+package controller
+
+import (
+	"strconv"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
+)
+
+func testCluster() *concordv1.ConcordCluster {
+	return &concordv1.ConcordCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "prod"},
+		Spec: concordv1.ConcordClusterSpec{
+			Image:   "concord:test",
+			Storage: concordv1.StorageSpec{ContactPoints: []string{"scylla:9042"}},
+			Kafka:   concordv1.KafkaSpec{Brokers: []string{"kafka:9092"}},
+			Redis:   concordv1.RedisSpec{Address: "redis:6379"},
+			Etcd:    concordv1.EtcdSpec{Endpoints: []string{"http://etcd:2379"}, Prefix: "/concord/"},
+		},
+	}
+}
+
+func specEnv(spec corev1.PodSpec, name string) (string, bool) {
+	for _, e := range spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+func specPort(spec corev1.PodSpec, name string) (int32, bool) {
+	for _, p := range spec.Containers[0].Ports {
+		if p.Name == name {
+			return p.ContainerPort, true
+		}
+	}
+	return 0, false
+}
+
+// Every runtime pod serves its admin endpoint on the "admin" port that
+// CONCORD_ADMIN names, reads only the settings `concord serve` accepts for
+// its role, and leaves the snowflake pair to the registry.
+func TestRuntimePodSpecAdminAndEnv(t *testing.T) {
+	c := testCluster()
+	for _, role := range []string{concordv1.RoleAPI, concordv1.RoleGuild, concordv1.RoleData, concordv1.RoleGateway} {
+		spec := runtimePodSpec(c, "", []string{role}, nil, concordv1.PodPlacement{})
+		if v, _ := specEnv(spec, "CONCORD_ADMIN"); v != "0.0.0.0:9090" {
+			t.Errorf("%s: CONCORD_ADMIN = %q, want 0.0.0.0:9090", role, v)
+		}
+		if p, ok := specPort(spec, "admin"); !ok || p != PortAdmin {
+			t.Errorf("%s: container port admin = %d, %v; want %d", role, p, ok, PortAdmin)
+		}
+		if v, _ := specEnv(spec, "CONCORD_CLUSTER"); v != "prod" {
+			t.Errorf("%s: CONCORD_CLUSTER = %q", role, v)
+		}
+		for _, unset := range []string{"CONCORD_WORKER", "CONCORD_PROCESS", "CONCORD_SNOWFLAKE_ID"} {
+			if _, ok := specEnv(spec, unset); ok {
+				t.Errorf("%s: %s is set; every pod must claim its own pair", role, unset)
+			}
+		}
+		_, redis := specEnv(spec, "CONCORD_REDIS")
+		if want := role == concordv1.RoleGateway; redis != want {
+			t.Errorf("%s: CONCORD_REDIS set = %v, want %v (serve refuses --redis on other roles)", role, redis, want)
+		}
+		if v, _ := specEnv(spec, "CONCORD_REGISTRY"); v != "etcd://etcd:2379" {
+			t.Errorf("%s: CONCORD_REGISTRY = %q", role, v)
+		}
+	}
+	c.Spec.Etcd.Prefix = "/tenants/a/"
+	if got := registryURL(c); got != "etcd://etcd:2379/tenants/a/" {
+		t.Errorf("registryURL with a prefix = %q", got)
+	}
+}
+
+func TestGatewayPodSpecAdminPort(t *testing.T) {
+	c := testCluster()
+	for _, tc := range []struct {
+		name        string
+		port, admin int32
+		wantAdmin   int32 // 0: no admin port, /admin on the WebSocket listener
+	}{
+		{"default", 0, 0, PortAdmin},
+		{"custom admin port", 8443, 9443, 9443},
+		{"admin on the WebSocket port", 8080, 8080, 0},
+		{"WebSocket on the default admin port", PortAdmin, 0, 0},
+	} {
+		pool := &concordv1.GatewayPool{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bots"},
+			Spec:       concordv1.GatewayPoolSpec{ClusterRef: concordv1.ClusterReference{Name: "prod"}, Port: tc.port, AdminPort: tc.admin},
+		}
+		spec := gatewayPodSpec(c, pool)
+		p, ok := specPort(spec, "admin")
+		env, envOK := specEnv(spec, "CONCORD_ADMIN")
+		if tc.wantAdmin == 0 {
+			if ok || envOK {
+				t.Errorf("%s: admin port %d (%v), CONCORD_ADMIN %q (%v); want neither", tc.name, p, ok, env, envOK)
+			}
+			continue
+		}
+		if !ok || p != tc.wantAdmin || env != "0.0.0.0:"+strconv.Itoa(int(tc.wantAdmin)) {
+			t.Errorf("%s: admin port %d (%v), CONCORD_ADMIN %q; want %d", tc.name, p, ok, env, tc.wantAdmin)
+		}
+		if v, _ := specEnv(spec, "CONCORD_GATEWAY_POOL"); v != "bots" {
+			t.Errorf("%s: CONCORD_GATEWAY_POOL = %q", tc.name, v)
+		}
+	}
+}

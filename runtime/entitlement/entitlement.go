@@ -31,6 +31,12 @@ type Grant struct {
 	TokenGeneration uint32
 	// Guilds are the guilds whose installation of the application exists.
 	Guilds []snowflake.ID
+	// Unentitled are guilds the bot is a member of without an
+	// installation: the guild tier has not (yet) applied an uninstall, or
+	// an install is between adding the member and writing its record. A
+	// guild unentitled at two reads in a row is revoked, so one renewal
+	// period covers an install in progress.
+	Unentitled []snowflake.ID
 }
 
 // Source reads grants from the record of truth (the installation records
@@ -134,14 +140,22 @@ func guildSet(ids []snowflake.ID) map[snowflake.ID]bool {
 	return out
 }
 
-// removed lists the guilds of old missing from now, sorted.
-func removed(old, now map[snowflake.ID]bool) []snowflake.ID {
+// revocable lists the guilds a new read takes away, sorted: those of the
+// last grant (old) missing from the new one (now), and those unentitled
+// at this read and the previous one (suspect); guilds already revoked
+// are left out.
+func revocable(old, now, suspect, revoked map[snowflake.ID]bool, unentitled []snowflake.ID) []snowflake.ID {
 	var out []snowflake.ID
 	for g := range old {
-		if !now[g] {
+		if !now[g] && !revoked[g] {
+			out = append(out, g)
+		}
+	}
+	for _, g := range unentitled {
+		if suspect[g] && !old[g] && !revoked[g] && !now[g] {
 			out = append(out, g)
 		}
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }

@@ -85,7 +85,10 @@ type lease struct {
 	app      snowflake.ID
 	gen      uint32
 	guilds   map[snowflake.ID]bool
-	sessions map[event.SessionID]event.Session
+	// suspect are the guilds unentitled at the last read; revoked those
+	// already taken from the sessions while the bot is still a member.
+	suspect, revoked map[snowflake.ID]bool
+	sessions         map[event.SessionID]event.Session
 	// readAt is when the last successful read began; expires = readAt+TTL.
 	readAt, expires time.Time
 	// next is when the next renewal is due.
@@ -232,6 +235,7 @@ func (m *Manager) apply(ctx context.Context, bot snowflake.ID, g Grant, start ti
 	if l == nil {
 		if create {
 			m.leases[bot] = &lease{bot: bot, app: g.ApplicationID, gen: g.TokenGeneration, guilds: guildSet(g.Guilds),
+				suspect: guildSet(g.Unentitled), revoked: map[snowflake.ID]bool{},
 				sessions: map[event.SessionID]event.Session{}, readAt: start, expires: start.Add(m.cfg.TTL),
 				next: now.Add(m.cfg.RenewEvery)}
 			m.metrics.leases.Set(float64(len(m.leases)))
@@ -252,10 +256,19 @@ func (m *Manager) apply(ctx context.Context, bot snowflake.ID, g Grant, start ti
 		m.close(ctx, bot, ReasonTokenReset, "renewal")
 		return
 	}
-	now2 := guildSet(g.Guilds)
-	gone := removed(l.guilds, now2)
+	granted, unentitled := guildSet(g.Guilds), guildSet(g.Unentitled)
+	gone := revocable(l.guilds, granted, l.suspect, l.revoked, g.Unentitled)
 	targets := l.sessionsOn(gone)
-	l.guilds, l.readAt, l.expires, l.next = now2, start, start.Add(m.cfg.TTL), now.Add(m.cfg.RenewEvery)
+	for _, id := range gone {
+		l.revoked[id] = true
+	}
+	for id := range l.revoked {
+		if granted[id] || !unentitled[id] {
+			delete(l.revoked, id) // installed again, or no longer a member
+		}
+	}
+	l.guilds, l.suspect = granted, unentitled
+	l.readAt, l.expires, l.next = start, start.Add(m.cfg.TTL), now.Add(m.cfg.RenewEvery)
 	m.mu.Unlock()
 	m.revoke(ctx, targets, "renewal")
 }

@@ -414,3 +414,49 @@ func TestRenewalOlderThanPushDoesNotUndoIt(t *testing.T) {
 		t.Fatalf("the stale renewal did not make the lease due again (next %v, now %v)", next, clock.Now())
 	}
 }
+
+func TestUnentitledMemberGuildRevokedOnceAtSecondRead(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	// The bot is a member of A without an installation (the guild tier
+	// never applied the uninstall, and the push was lost).
+	f.src.set(bot, Grant{ApplicationID: app, TokenGeneration: 3, Guilds: []snowflake.ID{guildB}, Unentitled: []snowflake.ID{guildA}})
+	f.identify(t, "s1", 0, 0)
+	if rv, _ := f.enf.state(); len(rv) != 0 {
+		t.Fatalf("revoked %v at the first read", rv)
+	}
+	for range 3 {
+		f.clock.Add(5 * time.Second)
+		f.m.Tick(ctx)
+	}
+	if rv, _ := f.enf.state(); !slices.Equal(rv, []string{fmt.Sprintf("s1/%d", guildA)}) {
+		t.Fatalf("revoked %v, want s1/A exactly once", rv)
+	}
+}
+
+func TestInstallInProgressIsNotRevoked(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	// First read: member of A, record not yet written.
+	f.src.set(bot, Grant{ApplicationID: app, TokenGeneration: 3, Guilds: []snowflake.ID{guildB}, Unentitled: []snowflake.ID{guildA}})
+	f.identify(t, "s1", 0, 0)
+	f.src.set(bot, Grant{ApplicationID: app, TokenGeneration: 3, Guilds: []snowflake.ID{guildA, guildB}})
+	f.clock.Add(5 * time.Second)
+	f.m.Tick(ctx)
+	if rv, _ := f.enf.state(); len(rv) != 0 {
+		t.Fatalf("revoked %v: an install that completed between reads", rv)
+	}
+}
+
+func TestPushRevokesGuildInstalledSinceLastRead(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.src.set(bot, Grant{ApplicationID: app, TokenGeneration: 3, Guilds: []snowflake.ID{guildB}})
+	f.identify(t, "s1", 0, 0)
+	// A is installed and uninstalled again before the next renewal.
+	f.clock.Add(time.Millisecond)
+	f.m.Handle(ctx, Notice{Revocations: []Revocation{{ID: "u", Kind: KindUninstall, BotUserID: bot, GuildID: guildA, At: f.clock.Now().UnixNano()}}})
+	if rv, _ := f.enf.state(); !slices.Equal(rv, []string{fmt.Sprintf("s1/%d", guildA)}) {
+		t.Fatalf("revoked %v, want s1/A", rv)
+	}
+}

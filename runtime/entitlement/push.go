@@ -132,9 +132,12 @@ func (m *Manager) applyPush(ctx context.Context, r Revocation, via string) {
 		m.close(ctx, r.BotUserID, ReasonTokenReset, via)
 		return
 	case KindUninstall:
-		if r.GuildID != 0 && l.guilds[r.GuildID] {
+		// Acted on even when the lease never saw the guild installed
+		// (installed since its last read): the push is the record.
+		if r.GuildID != 0 && !l.revoked[r.GuildID] {
 			targets = l.sessionsOn([]snowflake.ID{r.GuildID})
 			delete(l.guilds, r.GuildID)
+			l.revoked[r.GuildID] = true
 		}
 	case KindPermissions:
 		// The guild actors evaluate permissions per event; the re-read

@@ -148,7 +148,7 @@ func (e *entitlements) Revoked(ctx context.Context, r bots.Revocation) error {
 
 // installSource reads a bot's grant: its token generation (user store),
 // and of the guilds it is a member of those whose installation record of
-// its application exists (bot store). One renewal costs 2 + G reads for
+// its application exists (bot store) and those without one (Unentitled). One renewal costs 2 + G reads for
 // a bot in G guilds; the bot → application binding never changes and is
 // cached.
 type installSource struct {
@@ -182,7 +182,9 @@ func (s *installSource) Grant(ctx context.Context, bot snowflake.ID) (entitlemen
 		switch {
 		case err == nil:
 			g.Guilds = append(g.Guilds, id)
-		case !errors.Is(err, bots.ErrNotFound):
+		case errors.Is(err, bots.ErrNotFound):
+			g.Unentitled = append(g.Unentitled, id)
+		default:
 			return entitlement.Grant{}, fmt.Errorf("installation of %d in guild %d: %w", app, id, err)
 		}
 	}

@@ -1,0 +1,406 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/wire"
+)
+
+// revWorld is a running platform with an owner and an application whose
+// bot is installed in one guild (issue 7 item 5, ADR-08).
+type revWorld struct {
+	t        *testing.T
+	p        *Platform
+	addr     string
+	owner    string // "Bearer"-less user token
+	ownerID  snowflake.ID
+	appID    snowflake.ID
+	botID    snowflake.ID
+	botToken string
+	guild    snowflake.ID
+	channel  snowflake.ID
+	msgID    atomic.Uint64
+}
+
+func parseID(t *testing.T, s string) snowflake.ID {
+	t.Helper()
+	id, err := snowflake.Parse(s)
+	if err != nil {
+		t.Fatalf("id %q: %v", s, err)
+	}
+	return id
+}
+
+// newRevWorld starts a platform with opts, registers an owner, creates an
+// application (its bot token reset once, as a developer does) and
+// installs it in a fresh guild.
+func newRevWorld(t *testing.T, opts ...func(*Config)) *revWorld {
+	t.Helper()
+	p, addr := startTestPlatform(t, append([]func(*Config){func(c *Config) { c.IdentifyConcurrency = 16 }}, opts...)...)
+	w := &revWorld{t: t, p: p, addr: addr}
+	var reg struct {
+		Token  string `json:"token"`
+		UserID string `json:"user_id"`
+	}
+	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "rev-owner", "password": "correct horse battery"}, &reg)
+	w.owner, w.ownerID = reg.Token, parseID(t, reg.UserID)
+	var app struct {
+		ID  string `json:"id"`
+		Bot struct {
+			ID string `json:"id"`
+		} `json:"bot"`
+	}
+	restCall(t, addr, w.owner, "POST", "/applications", map[string]any{"name": "revbot"}, &app)
+	w.appID, w.botID = parseID(t, app.ID), parseID(t, app.Bot.ID)
+	var reset struct {
+		Token string `json:"token"`
+	}
+	restCall(t, addr, w.owner, "POST", "/applications/"+app.ID+"/bot/reset", nil, &reset)
+	w.botToken = reset.Token
+	w.guild, w.channel = w.newInstalledGuild("rev")
+	w.msgID.Store(uint64(w.channel) << 1)
+	return w
+}
+
+// newInstalledGuild creates a guild with a text channel and installs the
+// bot in it with VIEW_CHANNEL | SEND_MESSAGES.
+func (w *revWorld) newInstalledGuild(name string) (guild, channel snowflake.ID) {
+	w.t.Helper()
+	var g, ch struct {
+		ID string `json:"id"`
+	}
+	restCall(w.t, w.addr, w.owner, "POST", "/guilds", map[string]string{"name": name}, &g)
+	restCall(w.t, w.addr, w.owner, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "events", "type": 0}, &ch)
+	const perms = 1<<10 | 1<<11
+	p := strconv.Itoa(perms)
+	restCall(w.t, w.addr, w.owner, "POST", "/oauth2/authorize?client_id="+w.appID.String()+"&scope=bot&permissions="+p,
+		map[string]any{"guild_id": g.ID, "permissions": p, "authorize": true}, nil)
+	return parseID(w.t, g.ID), parseID(w.t, ch.ID)
+}
+
+// post publishes one MESSAGE_CREATE in a guild channel through the guild
+// service's fan-out path (REST's 5-per-5-s channel limit would cap the
+// rate; what is measured is delivery, not the store).
+func (w *revWorld) post(ctx context.Context, guild, channel snowflake.ID) error {
+	now := time.Now()
+	id := snowflake.ID(w.msgID.Add(1))
+	m := wire.Message{ID: id, ChannelID: channel, GuildID: guild,
+		Author:  wire.User{ID: w.ownerID, Username: "rev-owner", Discriminator: "0"},
+		Content: "tick " + strconv.FormatInt(now.UnixNano(), 10), Timestamp: wire.NewTimestamp(now),
+		Mentions: []wire.User{}, MentionRoles: []snowflake.ID{}, Attachments: []wire.Attachment{},
+		Embeds: []json.RawMessage{}, Components: []json.RawMessage{}}
+	return w.p.Guilds().PublishMessage(ctx, "MESSAGE_CREATE", m)
+}
+
+// poster posts into a guild every interval until stopped.
+type poster struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	posted atomic.Int64
+}
+
+func (w *revWorld) startPoster(guild, channel snowflake.ID, every time.Duration) *poster {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &poster{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := w.post(ctx, guild, channel); err == nil {
+					p.posted.Add(1)
+				}
+			}
+		}
+	}()
+	w.t.Cleanup(p.stop)
+	return p
+}
+
+func (p *poster) stop() { p.cancel(); <-p.done }
+
+// botConn is a raw gateway client of the bot that records, per guild,
+// when it last received a MESSAGE_CREATE and when GUILD_DELETE came.
+type botConn struct {
+	t *testing.T
+	c *websocket.Conn
+
+	ready   chan struct{} // closed at READY
+	invalid chan bool     // op 9 payloads
+	closed  chan struct{} // closed when the connection ends
+	code    int           // close code, valid after closed
+
+	mu         sync.Mutex
+	created    map[snowflake.ID]chan struct{} // closed at GUILD_CREATE
+	lastMsg    map[snowflake.ID]time.Time
+	msgs       map[snowflake.ID]int
+	deleted    map[snowflake.ID]time.Time
+	afterDel   map[snowflake.ID]int // MESSAGE_CREATEs after GUILD_DELETE
+	lastAnyMsg time.Time
+}
+
+// dialBot connects and identifies as the bot; it does not wait for READY.
+func (w *revWorld) dialBot(token string) *botConn {
+	w.t.Helper()
+	c, _, err := websocket.DefaultDialer.Dial("ws://"+w.addr+"/gateway?v=10&encoding=json", nil)
+	if err != nil {
+		w.t.Fatalf("dial gateway: %v", err)
+	}
+	b := &botConn{t: w.t, c: c, ready: make(chan struct{}), invalid: make(chan bool, 4), closed: make(chan struct{}),
+		created: map[snowflake.ID]chan struct{}{}, lastMsg: map[snowflake.ID]time.Time{}, msgs: map[snowflake.ID]int{},
+		deleted: map[snowflake.ID]time.Time{}, afterDel: map[snowflake.ID]int{}}
+	w.t.Cleanup(func() { c.Close(); <-b.closed })
+	var wmu sync.Mutex
+	send := func(v any) error { wmu.Lock(); defer wmu.Unlock(); return c.WriteJSON(v) }
+	if err := send(map[string]any{"op": 2, "d": map[string]any{
+		"token": token, "intents": 1<<0 | 1<<9,
+		"properties": map[string]string{"os": "linux", "browser": "revtest", "device": "revtest"},
+	}}); err != nil {
+		w.t.Fatalf("identify: %v", err)
+	}
+	go b.read(send)
+	return b
+}
+
+// read records frames until the connection ends, heartbeating as asked.
+func (b *botConn) read(send func(any) error) {
+	defer close(b.closed)
+	stopBeat := make(chan struct{})
+	defer close(stopBeat)
+	readyOnce := sync.Once{}
+	for {
+		var f struct {
+			Op int             `json:"op"`
+			T  string          `json:"t"`
+			D  json.RawMessage `json:"d"`
+		}
+		if err := b.c.ReadJSON(&f); err != nil {
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				b.code = ce.Code
+			}
+			return
+		}
+		now := time.Now()
+		switch f.Op {
+		case 10:
+			var h struct {
+				Interval int `json:"heartbeat_interval"`
+			}
+			_ = json.Unmarshal(f.D, &h)
+			go func() {
+				t := time.NewTicker(time.Duration(h.Interval) * time.Millisecond)
+				defer t.Stop()
+				for {
+					select {
+					case <-stopBeat:
+						return
+					case <-t.C:
+						_ = send(map[string]any{"op": 1, "d": nil})
+					}
+				}
+			}()
+		case 9:
+			var resumable bool
+			_ = json.Unmarshal(f.D, &resumable)
+			select {
+			case b.invalid <- resumable:
+			default:
+			}
+		case 0:
+			var d struct {
+				ID      snowflake.ID `json:"id,string"`
+				GuildID snowflake.ID `json:"guild_id,string"`
+			}
+			_ = json.Unmarshal(f.D, &d)
+			b.mu.Lock()
+			switch f.T {
+			case "READY":
+				readyOnce.Do(func() { close(b.ready) })
+			case "GUILD_CREATE":
+				if ch := b.createdCh(d.ID); !isClosed(ch) {
+					close(ch)
+				}
+			case "GUILD_DELETE":
+				if _, ok := b.deleted[d.ID]; !ok {
+					b.deleted[d.ID] = now
+				}
+			case "MESSAGE_CREATE":
+				b.lastMsg[d.GuildID] = now
+				b.lastAnyMsg = now
+				b.msgs[d.GuildID]++
+				if _, ok := b.deleted[d.GuildID]; ok {
+					b.afterDel[d.GuildID]++
+				}
+			}
+			b.mu.Unlock()
+		}
+	}
+}
+
+// createdCh returns the GUILD_CREATE channel of a guild. b.mu must be held.
+func (b *botConn) createdCh(g snowflake.ID) chan struct{} {
+	ch := b.created[g]
+	if ch == nil {
+		ch = make(chan struct{})
+		b.created[g] = ch
+	}
+	return ch
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitReady waits for READY.
+func (b *botConn) waitReady() {
+	b.t.Helper()
+	select {
+	case <-b.ready:
+	case <-b.closed:
+		b.t.Fatalf("connection closed (code %d) before READY", b.code)
+	case <-time.After(15 * time.Second):
+		b.t.Fatal("no READY within 15 s")
+	}
+}
+
+// waitGuild waits for the guild's GUILD_CREATE.
+func (b *botConn) waitGuild(g snowflake.ID) {
+	b.t.Helper()
+	b.mu.Lock()
+	ch := b.createdCh(g)
+	b.mu.Unlock()
+	select {
+	case <-ch:
+	case <-time.After(15 * time.Second):
+		b.t.Fatalf("no GUILD_CREATE for %d within 15 s", g)
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(5 * time.Millisecond) // polling an observable condition
+	}
+}
+
+// stats returns what the connection saw of a guild.
+func (b *botConn) stats(g snowflake.ID) (last, deleted time.Time, msgs, afterDelete int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastMsg[g], b.deleted[g], b.msgs[g], b.afterDel[g]
+}
+
+// waitClosed waits for the server to close the connection and returns
+// the close code.
+func (b *botConn) waitClosed(within time.Duration) (int, time.Time) {
+	b.t.Helper()
+	select {
+	case <-b.closed:
+		return b.code, time.Now()
+	case <-time.After(within):
+		b.t.Fatalf("connection still open after %s", within)
+	}
+	return 0, time.Time{}
+}
+
+// revocationResult is one measured revocation.
+type revocationResult struct {
+	// lastEvent is from the revocation to the bot's last MESSAGE_CREATE of
+	// the guild (0 when none came after it).
+	lastEvent time.Duration
+	// guildDelete is from the revocation to GUILD_DELETE.
+	guildDelete time.Duration
+	// afterDelete counts MESSAGE_CREATEs of the guild after GUILD_DELETE.
+	afterDelete int
+}
+
+// measureRevocation runs revoke while the poster posts into guild, waits
+// for GUILD_DELETE (within limit), keeps posting for settle more and
+// returns the measurement.
+func (w *revWorld) measureRevocation(b *botConn, guild snowflake.ID, limit, settle time.Duration, revoke func()) revocationResult {
+	w.t.Helper()
+	t0 := time.Now()
+	revoke()
+	waitFor(w.t, limit, fmt.Sprintf("GUILD_DELETE of %d", guild), func() bool {
+		_, del, _, _ := b.stats(guild)
+		return !del.IsZero()
+	})
+	time.Sleep(settle) // the observation window after GUILD_DELETE: posting goes on
+	last, del, _, after := b.stats(guild)
+	r := revocationResult{guildDelete: del.Sub(t0), afterDelete: after}
+	if last.After(t0) {
+		r.lastEvent = last.Sub(t0)
+	}
+	return r
+}
+
+// ok2xx fails unless code is 2xx.
+func ok2xx(t *testing.T, code int, what string) {
+	t.Helper()
+	if code < 200 || code >= 300 {
+		t.Fatalf("%s: status %d", what, code)
+	}
+}
+
+// restStatus calls the REST API and returns the status only.
+func restStatus(t *testing.T, addr, token, method, path string) int {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://"+addr+"/api/v10"+path, nil)
+	req.Header.Set("Authorization", token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// counterValue sums the counter series of name whose label has value.
+func counterValue(t *testing.T, p *Platform, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := p.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}

@@ -1,0 +1,187 @@
+package platform
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/bots"
+	"github.com/concord-chat/concord/runtime/gateway"
+)
+
+// Revocation with a deadline through the process's wiring (issue 7 item
+// 5, ADR-08): a real gateway WebSocket client of an installed bot, the
+// embedded-etcd push and the entitlement leases of `concord dev`.
+
+// TestRevocationUninstallStopsGuildEvents: removing the integration
+// through REST ends the bot's events of that guild at once: GUILD_DELETE,
+// and no MESSAGE_CREATE of the guild after it, while the guild keeps
+// posting.
+func TestRevocationUninstallStopsGuildEvents(t *testing.T) {
+	w := newRevWorld(t)
+	b := w.dialBot(w.botToken)
+	b.waitReady()
+	b.waitGuild(w.guild)
+	ps := w.startPoster(w.guild, w.channel, 10*time.Millisecond)
+	waitFor(t, 10*time.Second, "first event", func() bool { _, _, n, _ := b.stats(w.guild); return n > 0 })
+	r := w.measureRevocation(b, w.guild, 5*time.Second, 500*time.Millisecond, func() {
+		ok2xx(t, restStatus(t, w.addr, w.owner, "DELETE", "/guilds/"+w.guild.String()+"/integrations/"+w.appID.String()), "remove integration")
+	})
+	ps.stop()
+	t.Logf("uninstall: last event +%v, GUILD_DELETE +%v, events after it %d", r.lastEvent, r.guildDelete, r.afterDelete)
+	if r.afterDelete != 0 {
+		t.Fatalf("%d events of the guild after GUILD_DELETE", r.afterDelete)
+	}
+	if r.lastEvent > time.Second {
+		t.Fatalf("last event %v after the uninstall, want well under a second", r.lastEvent)
+	}
+	if got := counterValue(t, w.p, "concord_entitlement_pushes_total", "result", "published"); got < 1 {
+		t.Fatalf("uninstall published %v revocations, want ≥ 1", got)
+	}
+}
+
+// TestRevocationTokenResetCloses4004: a token reset closes the bot's
+// session with 4004 (not resumable); the old token no longer identifies.
+func TestRevocationTokenResetCloses4004(t *testing.T) {
+	w := newRevWorld(t)
+	b := w.dialBot(w.botToken)
+	b.waitReady()
+	var reset struct {
+		Token string `json:"token"`
+	}
+	restCall(t, w.addr, w.owner, "POST", "/applications/"+w.appID.String()+"/bot/reset", nil, &reset)
+	if code, _ := b.waitClosed(5 * time.Second); code != gateway.CloseAuthenticationFailed {
+		t.Fatalf("close code %d, want 4004", code)
+	}
+	old := w.dialBot(w.botToken)
+	if code, _ := old.waitClosed(5 * time.Second); code != gateway.CloseAuthenticationFailed {
+		t.Fatalf("old token identify: close %d, want 4004", code)
+	}
+	fresh := w.dialBot(reset.Token)
+	fresh.waitReady()
+}
+
+// TestRevocationTokenResetByLeaseAlone: the token generation bumped in
+// the store with no push and no in-process close (as another API node
+// would leave it when its push is lost) closes the session with 4004 at
+// the next lease renewal.
+func TestRevocationTokenResetByLeaseAlone(t *testing.T) {
+	const ttl = 2 * time.Second
+	w := newRevWorld(t, func(c *Config) { c.Entitlements.TTL = ttl })
+	b := w.dialBot(w.botToken)
+	b.waitReady()
+	t0 := time.Now()
+	if err := w.p.auth.Revoke(context.Background(), w.botID); err != nil {
+		t.Fatal(err)
+	}
+	code, at := b.waitClosed(ttl + 2*time.Second)
+	if code != gateway.CloseAuthenticationFailed {
+		t.Fatalf("close code %d, want 4004", code)
+	}
+	t.Logf("token reset without push: closed +%v (TTL %v)", at.Sub(t0), ttl)
+	if at.Sub(t0) > ttl+time.Second {
+		t.Fatalf("closed %v after the reset, want within the TTL (%v) plus a second", at.Sub(t0), ttl)
+	}
+}
+
+// TestRevocationLostPushBoundedByLease: the installation record goes
+// while the guild tier is never told (the bot stays a member) — with the
+// push the bot stops at once; with the push dropped, the lease renewal
+// finds the missing record and stops it within the TTL.
+func TestRevocationLostPushBoundedByLease(t *testing.T) {
+	const ttl = 2 * time.Second
+	w := newRevWorld(t, func(c *Config) { c.Entitlements.TTL = ttl })
+	b := w.dialBot(w.botToken)
+	b.waitReady()
+	ctx := context.Background()
+	revoke := func(guild, channel interface{ String() string }) func() {
+		return func() {
+			gid := parseID(t, guild.String())
+			if err := w.p.bots.store.DeleteInstallation(ctx, gid, w.appID); err != nil {
+				t.Fatal(err)
+			}
+			_ = w.p.bots.leases.Revoked(ctx, bots.Revocation{Kind: bots.RevokedInstall, ApplicationID: w.appID, BotUserID: w.botID, GuildID: gid})
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		drop  bool
+		limit time.Duration
+	}{{"push", false, time.Second}, {"push lost", true, ttl + time.Second}} {
+		guild, channel := w.newInstalledGuild(tc.name)
+		b.waitGuild(guild)
+		ps := w.startPoster(guild, channel, 10*time.Millisecond)
+		waitFor(t, 10*time.Second, "first event", func() bool { _, _, n, _ := b.stats(guild); return n > 0 })
+		w.p.bots.leases.bus.SetDropPublish(tc.drop)
+		r := w.measureRevocation(b, guild, ttl+3*time.Second, 500*time.Millisecond, revoke(guild, channel))
+		ps.stop()
+		t.Logf("%s: last event +%v, GUILD_DELETE +%v, events after it %d (TTL %v)", tc.name, r.lastEvent, r.guildDelete, r.afterDelete, ttl)
+		if r.afterDelete != 0 {
+			t.Fatalf("%s: %d events after GUILD_DELETE", tc.name, r.afterDelete)
+		}
+		if r.lastEvent > tc.limit || r.guildDelete > tc.limit {
+			t.Fatalf("%s: last event +%v, GUILD_DELETE +%v; want within %v", tc.name, r.lastEvent, r.guildDelete, tc.limit)
+		}
+	}
+	if got := counterValue(t, w.p, "concord_entitlement_revocations_applied_total", "via", "renewal"); got < 1 {
+		t.Fatalf("renewal revocations %v, want ≥ 1 (the lost push)", got)
+	}
+}
+
+// TestRevocationOutagePolicy: with the bot store and the registry
+// unavailable, the open session keeps receiving events past its lease's
+// expiry, a new identify is refused with op 9 (d:false), and the session
+// closes with 4000 once the grace period ends; after the outage a new
+// identify is admitted.
+func TestRevocationOutagePolicy(t *testing.T) {
+	const ttl, grace = 2 * time.Second, 3 * time.Second
+	w := newRevWorld(t, func(c *Config) {
+		c.Entitlements = EntitlementConfig{TTL: ttl, Grace: grace, RetryEvery: 200 * time.Millisecond}
+	})
+	b := w.dialBot(w.botToken)
+	b.waitReady()
+	b.waitGuild(w.guild)
+	ps := w.startPoster(w.guild, w.channel, 20*time.Millisecond)
+	defer ps.stop()
+	ent := w.p.bots.leases
+	t0 := time.Now()
+	ent.source.Set(0, 0, true)
+	ent.bus.SetDown(true)
+	waitFor(t, 5*time.Second, "push watch lost", func() bool { return !ent.mgr.PushConnected() })
+
+	refused := w.dialBot(w.botToken)
+	select {
+	case resumable := <-refused.invalid:
+		if resumable {
+			t.Fatal("op 9 d:true, want d:false")
+		}
+	case <-refused.ready:
+		t.Fatal("a new bot identify was admitted during the outage")
+	case <-refused.closed:
+		t.Fatalf("new identify closed with %d, want op 9", refused.code)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer to IDENTIFY within 5 s")
+	}
+
+	// The lease expires at most TTL after the outage began; events keep
+	// coming after that.
+	waitFor(t, ttl+grace, "an event after the lease expired", func() bool {
+		last, _, _, _ := b.stats(w.guild)
+		return last.Sub(t0) > ttl+200*time.Millisecond
+	})
+	code, at := b.waitClosed(ttl + grace + 3*time.Second)
+	if code != gateway.CloseUnknownError {
+		t.Fatalf("close code %d at grace expiry, want 4000", code)
+	}
+	last, _, _, _ := b.stats(w.guild)
+	t.Logf("outage: session closed +%v (TTL %v + grace %v), last event +%v", at.Sub(t0), ttl, grace, last.Sub(t0))
+	if at.Sub(t0) < grace {
+		t.Fatalf("closed %v into the outage, before the grace (%v)", at.Sub(t0), grace)
+	}
+
+	ent.source.Set(0, 0, false)
+	ent.bus.SetDown(false)
+	waitFor(t, 10*time.Second, "push watch back", ent.mgr.PushConnected)
+	again := w.dialBot(w.botToken)
+	again.waitReady()
+}

@@ -81,10 +81,10 @@ func (c Config) withDefaults() Config {
 // lease is one bot's entitlements on this node, shared by its sessions
 // (one per shard).
 type lease struct {
-	bot      snowflake.ID
-	app      snowflake.ID
-	gen      uint32
-	guilds   map[snowflake.ID]bool
+	bot    snowflake.ID
+	app    snowflake.ID
+	gen    uint32
+	guilds map[snowflake.ID]bool
 	// suspect are the guilds unentitled at the last read; revoked those
 	// already taken from the sessions while the bot is still a member.
 	suspect, revoked map[snowflake.ID]bool

@@ -1,0 +1,162 @@
+//go:build integration
+
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/operator/fleet"
+	"github.com/concord-chat/concord/runtime/registry"
+	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
+)
+
+// adminGet GETs an admin path and decodes a 200 answer into out.
+func adminGet(t *testing.T, addr, path string, out any) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatalf("GET %s%s: %v", addr, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK && out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("GET %s%s: decode %s: %v", addr, path, raw, err)
+		}
+	}
+	return resp.StatusCode, string(raw)
+}
+
+// TestAdminGuilds runs a guild node and a gateway+api node as the operator
+// does (--admin listeners, --cluster, no --worker: each claims its own
+// snowflake pair) and checks GET /admin/guilds: the guild node reports its
+// loaded guild with the online session and a non-zero event age after
+// traffic, on the admin listener and not on --http; the api node answers
+// for the cluster, as kubectl-concord asks it.
+func TestAdminGuilds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env := setupCluster(t, ctx, "adm")
+	common := []string{
+		"--registry=etcd://" + strings.TrimPrefix(env.endpoint, "http://"),
+		"--store=cassandra://" + env.cass + "/" + env.ks + "?rf=1",
+		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),
+		"--lease-ttl=" + leaseTTL.String(),
+		"--retry-interval=500ms",
+		"--cluster=adm-test",
+	}
+	guildAdmin, appAdmin := freeAddr(t), freeAddr(t)
+	gn := startNode(t, "guild-1", freeAddr(t), append([]string{"--roles=guild", "--grpc=" + freeAddr(t),
+		"--admin=" + guildAdmin, "--data-dir=" + t.TempDir()}, common...)...)
+	app := startNode(t, "app-1", freeAddr(t), append([]string{"--roles=gateway,api", "--grpc=" + freeAddr(t),
+		"--admin=" + appAdmin, "--data-dir=" + t.TempDir()}, common...)...)
+	deadline := time.Now().Add(30 * time.Second)
+	gn.waitReady(t, deadline)
+	app.waitReady(t, deadline)
+
+	// Both nodes claimed a snowflake pair of their own and publish their
+	// admin address.
+	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{env.endpoint}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	labels := map[string]map[string]string{}
+	for _, role := range []string{registry.RoleGuild, registry.RoleGateway} {
+		ch, err := reg.Watch(ctx, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range (<-ch).Nodes {
+			labels[n.Name] = n.Labels
+		}
+	}
+	if a, b := labels["guild-1"]["concord.dev/snowflake"], labels["app-1"]["concord.dev/snowflake"]; a == "" || a == b {
+		t.Fatalf("snowflake pairs guild-1 %q, app-1 %q: want two different claimed pairs", a, b)
+	}
+	if got := labels["guild-1"]["concord.dev/admin"]; got != guildAdmin {
+		t.Fatalf("guild-1 admin label = %q, want %s", got, guildAdmin)
+	}
+	if got := labels["guild-1"]["concord.dev/cluster"]; got != "adm-test" {
+		t.Fatalf("guild-1 cluster label = %q", got)
+	}
+
+	api := rest{addr: app.http, client: &http.Client{Timeout: 20 * time.Second}}
+	var u struct {
+		Token string `json:"token"`
+	}
+	api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("adm_%x", rand.Uint32()), "password": "correct-horse-1"}, &u)
+	var g struct {
+		ID string `json:"id"`
+	}
+	api.must(t, u.Token, "POST", "/guilds", map[string]any{"name": "admin stats"}, &g)
+	var chans []struct {
+		ID string `json:"id"`
+	}
+	api.must(t, u.Token, "GET", "/guilds/"+g.ID+"/channels", nil, &chans)
+	s := dial(t, "adm-session", app.http, u.Token)
+	s.await(t, "GUILD_CREATE", 10*time.Second, func(fs []dispatch) bool { return len(guildCreates(fs, g.ID)) == 1 })
+	for i := range 5 {
+		api.must(t, u.Token, "POST", "/channels/"+chans[0].ID+"/messages", map[string]any{"content": fmt.Sprintf("m%d", i)}, nil)
+	}
+	s.await(t, "5 MESSAGE_CREATE", 10*time.Second, func(fs []dispatch) bool { return len(messages(fs)) == 5 })
+
+	// The guild node, on its admin listener.
+	var samples []fleet.GuildSample
+	if code, body := adminGet(t, guildAdmin, "/admin/guilds", &samples); code != http.StatusOK {
+		t.Fatalf("guild node GET /admin/guilds on --admin = %d %s", code, body)
+	}
+	var mine *fleet.GuildSample
+	for i := range samples {
+		if samples[i].GuildID == g.ID {
+			mine = &samples[i]
+		}
+	}
+	if mine == nil || mine.Node != "guild-1" || mine.Online != 1 || mine.Members != 1 || mine.EventAgeP99 <= 0 || mine.EventAgeP50 <= 0 {
+		t.Fatalf("guild node samples = %+v, want guild %s on guild-1 with 1 online, 1 member and non-zero event ages", samples, g.ID)
+	}
+	var one fleet.GuildSample
+	if code, body := adminGet(t, guildAdmin, "/admin/guilds/"+g.ID, &one); code != http.StatusOK || one.GuildID != g.ID || one.Online != 1 {
+		t.Fatalf("guild node GET /admin/guilds/%s = %d %s", g.ID, code, body)
+	}
+	if code, body := adminGet(t, guildAdmin, "/admin/guilds/1", nil); code != http.StatusNotFound || !strings.Contains(body, "10004") {
+		t.Fatalf("guild node GET of a guild it has not loaded = %d %s, want 404 10004", code, body)
+	}
+	// Not on the public listener.
+	if code, body := adminGet(t, gn.http, "/admin/guilds", nil); code == http.StatusOK {
+		t.Fatalf("guild node answered /admin/guilds on --http: %s", body)
+	}
+
+	// The api node answers for the cluster (kubectl-concord's path).
+	var all []fleet.GuildSample
+	if code, body := adminGet(t, appAdmin, "/admin/guilds", &all); code != http.StatusOK {
+		t.Fatalf("api node GET /admin/guilds = %d %s", code, body)
+	}
+	found := false
+	for _, x := range all {
+		found = found || (x.GuildID == g.ID && x.Node == "guild-1" && x.Online == 1)
+	}
+	if !found {
+		t.Fatalf("api node samples = %+v, want guild %s from guild-1", all, g.ID)
+	}
+	if code, body := adminGet(t, appAdmin, "/admin/guilds/"+g.ID, &one); code != http.StatusOK || one.Node != "guild-1" {
+		t.Fatalf("api node GET /admin/guilds/%s = %d %s", g.ID, code, body)
+	}
+	if code, body := adminGet(t, app.http, "/admin/guilds", nil); code == http.StatusOK {
+		t.Fatalf("api node answered /admin/guilds on --http: %s", body)
+	}
+
+	// /metrics on the admin listener names the cluster.
+	if code, body := adminGet(t, guildAdmin, "/metrics", nil); code != http.StatusOK || !strings.Contains(body, `concord_cluster_node_info{`) ||
+		!strings.Contains(body, `cluster="adm-test"`) {
+		t.Fatalf("guild node /metrics on --admin = %d, want concord_cluster_node_info with cluster=\"adm-test\"", code)
+	}
+}

@@ -53,6 +53,10 @@ type gatewayBackend struct {
 	// resubscription must run once more when the current one ends.
 	busy  map[snowflake.ID]bool
 	again map[snowflake.ID]bool
+	// released are the sessions handed to a successor node
+	// (ReleaseSession): a subscription of theirs that completes late is
+	// not undone.
+	released map[event.SessionID]bool
 }
 
 // subscription is one session's attachment to one guild.
@@ -80,6 +84,7 @@ func newGatewayBackend(identify guild.GatewayBackend, st store.Guilds, guilds tr
 		bySess:   make(map[event.SessionID][]snowflake.ID),
 		busy:     make(map[snowflake.ID]bool),
 		again:    make(map[snowflake.ID]bool),
+		released: make(map[event.SessionID]bool),
 	}
 }
 
@@ -161,8 +166,9 @@ func (b *gatewayBackend) subscribe(ctx context.Context, g snowflake.ID, s event.
 	sub := b.byGuild[g][s.ID]
 	switch {
 	case sub == nil:
-		// Disconnected meanwhile: undo on the guild node.
-		if err == nil {
+		// Disconnected meanwhile: undo on the guild node, unless the
+		// session was handed to another node, which now owns it there.
+		if err == nil && !b.released[s.ID] {
 			go b.detach(g, s)
 		}
 	case sub.gen != gen:
@@ -401,6 +407,7 @@ func (b *gatewayBackend) ReleaseSession(ctx context.Context, s event.Session) {
 		b.removeLocked(g, s.ID)
 	}
 	delete(b.bySess, s.ID)
+	b.released[s.ID] = true
 }
 
 // AdoptSession implements gateway.HandoffBackend: it records the moved

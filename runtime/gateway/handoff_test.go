@@ -287,3 +287,31 @@ func TestHandOffLiveClient(t *testing.T) {
 	default:
 	}
 }
+
+// TestHandOffWithoutSuccessor falls back to Drain: op 7, identifies
+// refused, and the session stays resumable on the node.
+func TestHandOffWithoutSuccessor(t *testing.T) {
+	p := newHandoffPair(t)
+	c := dialURL(t, p.urlA)
+	r := c.identify("tok-alice")
+	<-p.ba.subs
+	if err := p.a.HandOff(context.Background(), nil, HandOffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if f := c.read(); f.Op != OpReconnect {
+		t.Fatalf("op %d, want 7", f.Op)
+	}
+	if p.a.Sessions() != 1 || !p.a.Draining() {
+		t.Fatalf("sessions %d draining %v", p.a.Sessions(), p.a.Draining())
+	}
+	p.r.send(event.SessionID(r.SessionID), "MESSAGE_CREATE", `{"n":2}`)
+	c.ws.Close()
+	c2 := dialURL(t, p.urlA)
+	c2.hello()
+	c2.send(resumeFrame("tok-alice", r.SessionID, 1))
+	c2.readDispatch("MESSAGE_CREATE", 2)
+	c2.readDispatch("RESUMED", 3)
+	if p.r.moves != 0 {
+		t.Fatalf("%d moves without a successor", p.r.moves)
+	}
+}

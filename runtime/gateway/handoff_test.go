@@ -315,3 +315,49 @@ func TestHandOffWithoutSuccessor(t *testing.T) {
 		t.Fatalf("%d moves without a successor", p.r.moves)
 	}
 }
+
+// lateMarkers is a HandoffBackend whose sources are still sending to the
+// old node when MoveSession returns: the test delivers the in-flight
+// events and the marker itself.
+type lateMarkers struct {
+	*handoffBackend
+	ids chan string
+}
+
+func (b *lateMarkers) MoveSession(ctx context.Context, s event.Session, to, moveID string) (int, json.RawMessage, error) {
+	b.ids <- moveID
+	return 1, nil, nil
+}
+
+// TestHandOffWaitsForMarkers: the export waits for the marker, so events
+// a source sent before it are in the exported buffer.
+func TestHandOffWaitsForMarkers(t *testing.T) {
+	p := newHandoffPair(t)
+	c := dialURL(t, p.urlA)
+	r := c.identify("tok-alice")
+	sid := event.SessionID(r.SessionID)
+	<-p.ba.subs
+	lm := &lateMarkers{handoffBackend: p.ba, ids: make(chan string, 1)}
+	p.a.SetHandoffBackend(lm)
+	done := make(chan *SessionExport, 1)
+	go func() { done <- p.a.moveAndExport(context.Background(), lm, "gw-b", p.a.lookup(sid), 5*time.Second) }()
+	id := <-lm.ids
+	send := func(typ, d string) {
+		p.a.Deliver(context.Background(), "gw-a", event.Batch{Type: typ,
+			Payloads: []json.RawMessage{json.RawMessage(d)}, Targets: []event.Target{{Session: sid}}})
+	}
+	send("MESSAGE_CREATE", `{"n":2}`)
+	// A marker of another move does not count.
+	send(MoveMarker, `"not-`+id+`"`)
+	select {
+	case e := <-done:
+		t.Fatalf("exported before the marker: seq %d", e.Seq)
+	default:
+	}
+	send("MESSAGE_CREATE", `{"n":3}`)
+	send(MoveMarker, `"`+id+`"`)
+	e := <-done
+	if e == nil || e.Seq != 3 || len(e.Frames) != 3 || string(e.Frames[2].D) != `{"n":3}` {
+		t.Fatalf("export %+v", e)
+	}
+}

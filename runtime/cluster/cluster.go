@@ -60,7 +60,7 @@ import (
 )
 
 // Roles a node can run.
-var Roles = []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild, registry.RoleData, RoleReadState, RolePresence}
+var Roles = []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild, registry.RoleData, RoleReadState, RolePresence, RoleRelay}
 
 // DefaultRoles are the roles of a node given none: every role but data,
 // which only matters with --data-nodes=ring, and readstate, which needs
@@ -256,12 +256,17 @@ type Node struct {
 	rsRing   *registry.LocalRing
 	rsClient transport.ReadStateClient
 	// --roles=presence, and --presence on gateway and guild nodes.
-	psRole   *presenceRole
-	psGuilds transport.GuildClient
-	psSink   transport.GatewayClient
-	psRing   *registry.LocalRing
-	psClient transport.PresenceClient
-	psCache  *presenceCache
+	// --roles=relay: the relay's gateway client; guild nodes: the relay
+	// router of guilds with a relay tier and its client.
+	relaySink   transport.GatewayClient
+	relays      *relayRouter
+	relayClient transport.RelayClient
+	psRole      *presenceRole
+	psGuilds    transport.GuildClient
+	psSink      transport.GatewayClient
+	psRing      *registry.LocalRing
+	psClient    transport.PresenceClient
+	psCache     *presenceCache
 
 	httpL, grpcL, adminL net.Listener
 	grpc                 *transport.Server
@@ -365,7 +370,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("cluster: listen %s: %w", cfg.Admin, err)
 		}
 	}
-	if cfg.has(registry.RoleGateway) || cfg.has(registry.RoleGuild) || cfg.has(registry.RoleData) || cfg.has(RoleReadState) || cfg.has(RolePresence) {
+	if cfg.has(registry.RoleGateway) || cfg.has(registry.RoleGuild) || cfg.has(registry.RoleData) || cfg.has(RoleReadState) || cfg.has(RolePresence) || cfg.has(RoleRelay) {
 		if n.grpcL, err = net.Listen("tcp", cfg.GRPC); err != nil {
 			return nil, fmt.Errorf("cluster: listen %s: %w", cfg.GRPC, err)
 		}
@@ -401,7 +406,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		svc.ReadStates = n.rsRole.svc
 	}
 
-	if cfg.has(registry.RoleGuild) || cfg.has(RolePresence) {
+	if cfg.has(registry.RoleGuild) || cfg.has(RolePresence) || cfg.has(RoleRelay) {
 		if n.gwRing, err = registry.NewLocalRing(ctx, n.reg, registry.RoleGateway, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: gateway ring: %w", err)
 		}
@@ -421,10 +426,18 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.psClient = transport.NewPresenceClient(clientCfg, n.psRing)
 	}
 
+	if cfg.has(RoleRelay) {
+		n.relaySink = transport.NewGatewayClient(clientCfg, n.gwRing)
+		svc.Relay = n.relaySink
+	}
 	if cfg.has(registry.RoleGuild) {
 		n.sink = transport.NewGatewayClient(clientCfg, n.gwRing)
+		n.relayClient = transport.NewRelayClient(clientCfg)
+		if n.relays, err = newRelayRouter(n.relayClient, n.metrics, log.With("component", "relays")); err != nil {
+			return nil, fmt.Errorf("cluster: relays: %w", err)
+		}
 		if n.guilds, err = guild.NewService(guild.Config{Logger: log.With("component", "guild"), Registerer: n.metrics},
-			guild.Deps{Store: st, Sink: n.sink, IDs: ids, Auth: issuer}); err != nil {
+			guild.Deps{Store: st, Sink: n.sink, IDs: ids, Auth: issuer, Relays: n.relays}); err != nil {
 			return nil, fmt.Errorf("cluster: guild service: %w", err)
 		}
 		owns := transport.OwnedBy(n.guildRng, cfg.Platform.Node)
@@ -602,6 +615,13 @@ func (n *Node) Serve(ctx context.Context) error {
 			n.gateway.RunReports(rctx, n.cfg.PresenceReportInterval)
 		}()
 	}
+	if n.relays != nil {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.relays.follow(rctx, n.reg, n.cfg.RetryInterval)
+		}()
+	}
 	if n.gwBackend != nil {
 		n.wg.Add(1)
 		go func() {
@@ -705,6 +725,11 @@ func (n *Node) Close() error {
 	errs = append(errs, n.pub.close())
 	if n.identify != nil {
 		errs = append(errs, n.identify.Close())
+	}
+	for _, c := range []interface{ Close() error }{n.relaySink, n.relayClient} {
+		if c != nil {
+			errs = append(errs, c.Close())
+		}
 	}
 	if n.sink != nil {
 		errs = append(errs, n.sink.Close())

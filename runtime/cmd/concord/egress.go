@@ -106,6 +106,7 @@ func runEgress(ctx context.Context, cmd *cobra.Command, o egressOptions) error {
 	srv := &http.Server{Handler: px.Handler(mux), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	fmt.Fprintf(cmd.OutOrStdout(), "Concord egress proxy is listening on http://%s\n", l.Addr())
+	fmt.Fprintf(cmd.OutOrStdout(), "  Metrics:   http://%s/metrics\n", l.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {

@@ -50,8 +50,11 @@ and --process), or set by hand with --worker/--process or --snowflake-id=W/P.
 The operator configures its pods through the environment: CONCORD_CLUSTER,
 CONCORD_ADMIN (the admin listener, container port "admin"),
 CONCORD_GATEWAY_POOL/_CLIENT_CLASS/_SESSIONS_TARGET on gateway pods and
-CONCORD_GUILD_DEDICATED on a GuildPlacement's guild node. The voice and
-relay roles are not built yet.`,
+CONCORD_GUILD_DEDICATED on a GuildPlacement's guild node. Relay nodes
+(--roles=relay) are the fan-out tier of big guilds: the RelayTier controller
+publishes their gRPC addresses under relays/<guild id> in the registry and
+guild nodes send such a guild's events once per relay. The voice role is not
+built yet.`,
 		Example: `  concord serve --roles=guild --node=guild-1 --http=10.0.0.5:8080 --grpc=10.0.0.5:9090 --admin=10.0.0.5:9091 \
     --registry=etcd://etcd:2379 --store=cassandra://cassandra:9042/concord --server-key=$KEY`,
 		Args: cobra.NoArgs,
@@ -96,7 +99,7 @@ relay roles are not built yet.`,
 	}
 	fs := cmd.Flags()
 	bindPlatformFlags(fs, &cfg.Platform, &logFormat, &logLevel)
-	strFlag(fs, &roles, "roles", strings.Join(cluster.DefaultRoles, ","), "comma-separated roles to run: gateway, api, guild, data, readstate, presence")
+	strFlag(fs, &roles, "roles", strings.Join(cluster.DefaultRoles, ","), "comma-separated roles to run: gateway, api, guild, data, readstate, presence, relay")
 	strFlag(fs, &cfg.DataNodes, "data-nodes", cluster.DataLocal, "where message reads and writes go: local (the store directly) or ring (the data-role node owning the channel)")
 	strFlag(fs, &cfg.GRPC, "grpc", "127.0.0.1:0", "listen address of the gRPC server between nodes (gateway, guild, data, readstate and presence roles)")
 	strFlag(fs, &cfg.Admin, "admin", "", "listen address of the admin endpoint (/admin/drain, /admin/guilds, /metrics, /healthz, /readyz) the operator and kubectl-concord call; empty serves /admin on --http (private networks only)")

@@ -72,7 +72,6 @@ func applyPodFlags(fs *pflag.FlagSet, cfg *cluster.Config, pf podFlags) error {
 // run yet, instead of the generic unknown-role error.
 var missingRoles = map[string]string{
 	"voice": "the voice SFU (runtime/voice) is not part of concord serve yet; VoiceRegion pods and their CONCORD_VOICE_* settings have no role to run",
-	"relay": "the relay role is not part of concord serve yet; RelayTier pods and CONCORD_RELAY_TIER have no role to run",
 }
 
 // checkRolesBuilt fails for a role serve does not run yet.

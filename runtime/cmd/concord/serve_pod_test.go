@@ -1,0 +1,92 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/concord-chat/concord/runtime/cluster"
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// parseServePod binds the platform and pod flags on a fresh flag set,
+// parses args and applies them.
+func parseServePod(t *testing.T, args ...string) (cluster.Config, error) {
+	t.Helper()
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	var cfg cluster.Config
+	var logFormat, logLevel string
+	var pf podFlags
+	bindPlatformFlags(fs, &cfg.Platform, &logFormat, &logLevel)
+	bindPodFlags(fs, &cfg, &pf)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, applyPodFlags(fs, &cfg, pf)
+}
+
+// The operator's environment reaches the cluster config through the
+// flags' env fallbacks; without --worker/--process the pair is claimed.
+func TestServePodFlagsFromEnv(t *testing.T) {
+	t.Setenv("CONCORD_CLUSTER", "prod")
+	t.Setenv("CONCORD_GATEWAY_POOL", "bots")
+	t.Setenv("CONCORD_GATEWAY_CLIENT_CLASS", "bots")
+	t.Setenv("CONCORD_GATEWAY_SESSIONS_TARGET", "50000")
+	t.Setenv("CONCORD_GUILD_DEDICATED", "1234567890123")
+	cfg, err := parseServePod(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := cluster.PodConfig{Cluster: "prod", GatewayPool: "bots", ClientClass: "bots", SessionsTarget: 50000, DedicatedGuild: snowflake.ID(1234567890123)}
+	if cfg.Pod != want {
+		t.Fatalf("pod config = %+v, want %+v", cfg.Pod, want)
+	}
+	if !cfg.SnowflakeAuto {
+		t.Fatal("no --worker/--process: want the pair claimed (auto)")
+	}
+}
+
+func TestServeSnowflakeID(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		auto       bool
+		worker, pr int
+		err        string
+	}{
+		{args: nil, auto: true},
+		{args: []string{"--worker=3"}, worker: 3},
+		{args: []string{"--process=2"}, pr: 2},
+		{args: []string{"--snowflake-id=auto", "--worker=3"}, auto: true, worker: 3},
+		{args: []string{"--snowflake-id=4/9"}, worker: 4, pr: 9},
+		{args: []string{"--snowflake-id=4"}, err: "want auto or WORKER/PROCESS"},
+		{args: []string{"--guild-dedicated=abc"}, auto: true, err: "want a guild id"},
+	} {
+		cfg, err := parseServePod(t, tc.args...)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: err = %v, want %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || cfg.SnowflakeAuto != tc.auto || cfg.Platform.Worker != tc.worker || cfg.Platform.Process != tc.pr {
+			t.Errorf("%v: auto %v worker %d process %d err %v; want auto %v worker %d process %d",
+				tc.args, cfg.SnowflakeAuto, cfg.Platform.Worker, cfg.Platform.Process, err, tc.auto, tc.worker, tc.pr)
+		}
+	}
+}
+
+func TestServeRefusesRolesNotBuilt(t *testing.T) {
+	if err := checkRolesBuilt([]string{"guild", "gateway"}); err != nil {
+		t.Fatal(err)
+	}
+	err := checkRolesBuilt([]string{"voice"})
+	if err == nil || !strings.Contains(err.Error(), "voice SFU") {
+		t.Fatalf("--roles=voice: %v, want an error naming the missing SFU", err)
+	}
+	for _, r := range cluster.Roles {
+		if err := checkRolesBuilt([]string{r}); err != nil {
+			t.Fatalf("built role %s refused: %v", r, err)
+		}
+	}
+}

@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/concord-chat/concord/runtime/registry"
+	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 )
 
 // resumingClient is a gateway client that behaves like a bot library: it
@@ -255,10 +258,12 @@ func adminDrain(t *testing.T, method, addr string, body any) drainReply {
 }
 
 // TestGatewayDrainHandsOffSession drains a gateway with a successor while
-// a writer posts continuously: the client behind the load balancer gets
-// op 7, resumes on the successor (RESUMED, not INVALID_SESSION) and
-// receives every acknowledged message exactly once with gap-free
-// sequence numbers; the drained node reports done with no session left.
+// writers post continuously: each client behind the load balancer gets
+// op 7 (spread over the reconnect jitter, while its events already go to
+// the successor), resumes on the successor (RESUMED, not INVALID_SESSION)
+// and receives every acknowledged message exactly once with gap-free
+// sequence numbers; the drained node is draining in the registry, not
+// ready, and reports done with no session left.
 func TestGatewayDrainHandsOffSession(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -281,6 +286,17 @@ func TestGatewayDrainHandsOffSession(t *testing.T) {
 	for _, p := range []*proc{core, gw1, gw2} {
 		p.waitReady(t, deadline)
 	}
+	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{env.endpoint}, LeaseTTL: leaseTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	gatewayRing, err := registry.NewLocalRing(ctx, reg, registry.RoleGateway, registry.LocalRingConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gatewayRing.Close)
+	waitRing(t, gatewayRing, 2)
 	lb := newReadyLB(t, gw1.http, gw2.http)
 	t.Logf("cluster: 3 nodes and the load balancer ready after %v", time.Since(start).Round(time.Millisecond))
 
@@ -317,14 +333,23 @@ func TestGatewayDrainHandsOffSession(t *testing.T) {
 	api.must(t, tokens[0], "POST", "/channels/"+channels[0]+"/invites", map[string]any{}, &inv)
 	api.must(t, tokens[1], "POST", "/invites/"+inv.Code, map[string]any{}, nil)
 
-	// The client identifies through the balancer: both gateways are
-	// ready, so it lands on the first.
-	c := startResumingClient(t, "client", "ws://"+lb.addr()+"/gateway?v=10&encoding=json", tokens[0])
-	c.await(t, "READY and GUILD_CREATE", 20*time.Second, func() bool {
-		return len(guildCreates(c.frames, g.ID)) > 0
-	})
-	if got := lb.lastPick(); got != gw1.http {
-		t.Fatalf("client landed on %s, want gateway-1 (%s)", got, gw1.http)
+	// The clients identify through the balancer: both gateways are
+	// ready, so they land on the first.
+	const nClients = 4
+	var clients []*resumingClient
+	for i := range nClients {
+		clients = append(clients, startResumingClient(t, fmt.Sprintf("client-%d", i), "ws://"+lb.addr()+"/gateway?v=10&encoding=json", tokens[i%2]))
+	}
+	for _, c := range clients {
+		c.await(t, "READY and GUILD_CREATE", 20*time.Second, func() bool {
+			return len(guildCreates(c.frames, g.ID)) > 0
+		})
+	}
+	picks := lb.picksSince(0)
+	for _, p := range picks {
+		if p != gw1.http {
+			t.Fatalf("a client landed on %s, want gateway-1 (%s)", p, gw1.http)
+		}
 	}
 
 	// Writers post continuously through the API while the drain runs.
@@ -334,7 +359,7 @@ func TestGatewayDrainHandsOffSession(t *testing.T) {
 	drainAt := time.Now()
 	st := adminDrain(t, "POST", gwAdmin[0], map[string]any{
 		"successor": "gateway-2", "successorAddress": gwAdmin[1],
-		"reconnectJitter": int64(200 * time.Millisecond), "deadline": time.Now().Add(time.Minute),
+		"reconnectJitter": int64(300 * time.Millisecond), "deadline": time.Now().Add(time.Minute),
 	})
 	if !st.Draining {
 		t.Fatalf("POST /admin/drain: %+v", st)
@@ -343,48 +368,59 @@ func TestGatewayDrainHandsOffSession(t *testing.T) {
 	if st2 := adminDrain(t, "POST", gwAdmin[0], map[string]any{"successor": "gateway-2", "successorAddress": gwAdmin[1]}); !st2.Draining {
 		t.Fatalf("second POST /admin/drain: %+v", st2)
 	}
-	c.await(t, "op 7 and RESUMED", 30*time.Second, func() bool { return c.reconnects > 0 && c.resumed > 0 })
-	t.Logf("drain: op 7 and RESUMED %v after POST /admin/drain", time.Since(drainAt).Round(time.Millisecond))
-	if got := lb.lastPick(); got != gw2.http {
-		t.Fatalf("client resumed on %s, want gateway-2 (%s)", got, gw2.http)
+	for _, c := range clients {
+		c.await(t, "op 7 and RESUMED", 30*time.Second, func() bool { return c.reconnects > 0 && c.resumed > 0 })
+	}
+	t.Logf("drain: every client got op 7 and RESUMED within %v of POST /admin/drain (jitter 300ms)", time.Since(drainAt).Round(time.Millisecond))
+	moved := lb.picksSince(len(picks))
+	for _, p := range moved {
+		if p != gw2.http {
+			t.Fatalf("a client reconnected to %s, want gateway-2 (%s)", p, gw2.http)
+		}
+	}
+	if len(moved) < nClients {
+		t.Fatalf("%d reconnections after the drain, want %d", len(moved), nClients)
 	}
 	before := wr.acked()
 	wr.await(t, before+30, 20*time.Second)
 	wr.stop()
 
-	// Every acknowledged message arrives exactly once, seqs gap-free.
+	// Every client gets every acknowledged message exactly once, seqs
+	// gap-free.
 	wr.mu.Lock()
 	acks := append([]ack(nil), wr.acks...)
 	wr.mu.Unlock()
-	c.await(t, "every acknowledged message", 20*time.Second, func() bool {
-		got := map[string]bool{}
-		for _, m := range messages(c.frames) {
-			got[m.ID] = true
+	for _, c := range clients {
+		c.await(t, "every acknowledged message", 20*time.Second, func() bool {
+			got := map[string]bool{}
+			for _, m := range messages(c.frames) {
+				got[m.ID] = true
+			}
+			for _, a := range acks {
+				if !got[a.id] {
+					return false
+				}
+			}
+			return true
+		})
+		c.mu.Lock()
+		frames := append([]dispatch(nil), c.frames...)
+		reconnects := c.reconnects
+		c.mu.Unlock()
+		if err := checkSeq(frames); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
 		}
-		for _, a := range acks {
-			if !got[a.id] {
-				return false
+		seen := map[string]int{}
+		for _, m := range messages(frames) {
+			seen[m.ID]++
+		}
+		for id, n := range seen {
+			if n != 1 {
+				t.Fatalf("%s: message %s arrived %d times", c.name, id, n)
 			}
 		}
-		return true
-	})
-	c.mu.Lock()
-	frames := append([]dispatch(nil), c.frames...)
-	reconnects := c.reconnects
-	c.mu.Unlock()
-	if err := checkSeq(frames); err != nil {
-		t.Fatal(err)
+		t.Logf("%s: %d dispatches, %d messages (%d acknowledged), %d op 7, gap-free", c.name, len(frames), len(seen), len(acks), reconnects)
 	}
-	seen := map[string]int{}
-	for _, m := range messages(frames) {
-		seen[m.ID]++
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Fatalf("message %s arrived %d times", id, n)
-		}
-	}
-	t.Logf("client: %d dispatches, %d messages (%d acknowledged), %d op 7, gap-free", len(frames), len(seen), len(acks), reconnects)
 
 	// The drained node reports done with no session; the successor
 	// imported the session.
@@ -406,8 +442,11 @@ func TestGatewayDrainHandsOffSession(t *testing.T) {
 			t.Fatalf("gateway-1 logged %q", bad)
 		}
 	}
-	if n := metricSum(t, gwAdmin[1], "concord_gateway_handoff_sessions_total"); n != 1 {
-		t.Fatalf("successor imported %v sessions, want 1", n)
+	if n := metricSum(t, gwAdmin[1], "concord_gateway_handoff_sessions_total"); n != nClients {
+		t.Fatalf("successor imported %v sessions, want %d", n, nClients)
+	}
+	if n, ok := gatewayRing.Node("gateway-1"); !ok || !n.Draining {
+		t.Fatalf("registry: gateway-1 %+v (live %v), want draining", n, ok)
 	}
 	resp, err := http.Get("http://" + gw1.http + "/readyz")
 	if err != nil {

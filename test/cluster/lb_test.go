@@ -48,14 +48,12 @@ func newReadyLB(t *testing.T, backends ...string) *readyLB {
 // addr is the balancer's host:port.
 func (lb *readyLB) addr() string { return lb.l.Addr().String() }
 
-// lastPick returns the backend of the latest connection.
-func (lb *readyLB) lastPick() string {
+// picksSince returns the backends of the connections accepted after the
+// first n, in order.
+func (lb *readyLB) picksSince(n int) []string {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
-	if len(lb.picks) == 0 {
-		return ""
-	}
-	return lb.picks[len(lb.picks)-1]
+	return append([]string(nil), lb.picks[min(n, len(lb.picks)):]...)
 }
 
 func (lb *readyLB) serve() {

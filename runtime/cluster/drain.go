@@ -94,7 +94,10 @@ func (n *Node) drainRoutes(mux *http.ServeMux) {
 // handleDrain starts the drain once; every call answers the state.
 func (n *Node) handleDrain(w http.ResponseWriter, r *http.Request) {
 	var req drainRequest
-	if r.ContentLength != 0 && !readBody(w, r, &req) {
+	// An empty body (the operator's older client, curl -X POST) drains
+	// without a successor.
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+		http.Error(w, "bad request body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	if (req.Successor == "") != (req.SuccessorAddress == "") || req.Successor == n.cfg.Platform.Node {

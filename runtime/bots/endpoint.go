@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/concord-chat/concord/runtime/egress"
 )
 
 // endpointURLError is a 50035 naming interactions_endpoint_url.
@@ -59,31 +61,12 @@ func (h *Handler) checkEndpointURL(ctx context.Context, raw string) (*url.URL, e
 	return u, nil
 }
 
-// nonPublic are ranges no interactions endpoint may use besides the
-// loopback, private and link-local ones net/netip knows.
-var nonPublic = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"), // carrier-grade NAT
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"), // NAT64 can reach IPv4 private ranges
-	netip.MustParsePrefix("fc00::/7"),
-}
-
-// publicAddr reports whether a is a globally routable unicast address.
+// publicAddr reports whether a is an address egress may connect to: the
+// same deny list the egress client and proxy enforce at connect time
+// (egress.Denied), checked early so the owner gets a clear 50035.
 func publicAddr(a netip.Addr) bool {
-	a = a.Unmap()
-	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
-		a.IsMulticast() || a.IsUnspecified() || a.IsInterfaceLocalMulticast() || !a.IsGlobalUnicast() {
-		return false
-	}
-	for _, p := range nonPublic {
-		if p.Contains(a) {
-			return false
-		}
-	}
-	return true
+	_, denied := egress.Denied(a)
+	return !denied
 }
 
 // endpointReply is what an interactions endpoint answered.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"sync"
 	"time"
@@ -70,7 +71,14 @@ func openBots(cfg Config, key []byte, d botDeps) (*botPlatform, error) {
 	if err != nil {
 		return nil, fmt.Errorf("platform: bots store: %w", err)
 	}
-	eg, err := egress.New(egress.Config{Logger: cfg.Logger.With("component", "egress"), Registerer: d.registry})
+	egCfg := egress.Config{Logger: cfg.Logger.With("component", "egress"), Registerer: d.registry}
+	if cfg.EgressProxy != "" {
+		if egCfg.Proxy, err = url.Parse(cfg.EgressProxy); err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("platform: egress proxy: %w", err)
+		}
+	}
+	eg, err := egress.New(egCfg)
 	if err != nil {
 		_ = st.Close()
 		return nil, fmt.Errorf("platform: egress: %w", err)

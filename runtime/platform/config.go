@@ -43,6 +43,10 @@ type Config struct {
 	// PublicURL is the gateway URL handed to clients (resume_gateway_url,
 	// /gateway). Empty: derived from each request's Host header.
 	PublicURL string
+	// EgressProxy is the egress deployment (`concord egress`,
+	// http://host:port) every call to a bot-chosen URL goes through.
+	// Empty: the in-process egress client checks and dials itself.
+	EgressProxy string
 	// ServerKey signs tokens (≥ 32 bytes). Empty: read from
 	// <DataDir>/server.key, created on first start.
 	ServerKey string
@@ -112,6 +116,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Worker < 0 || c.Worker > 31 || c.Process < 0 || c.Process > 31 {
 		return c, fmt.Errorf("platform: worker and process must be in 0..31, got %d and %d", c.Worker, c.Process)
+	}
+	if c.EgressProxy != "" {
+		if u, err := url.Parse(c.EgressProxy); err != nil || u.Scheme != "http" || u.Host == "" {
+			return c, fmt.Errorf("platform: egress proxy %q must be http://host:port", c.EgressProxy)
+		}
 	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)

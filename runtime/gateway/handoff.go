@@ -374,10 +374,14 @@ func (n *Node) HandOff(ctx context.Context, succ Successor, opts HandOffOptions)
 		if len(batch) == 0 {
 			break
 		}
-		cs, err := n.handOffBatch(ctx, hb, succ, batch, opts)
-		conns = append(conns, cs...)
-		if err != nil {
-			errs = append(errs, err)
+		// In chunks, so that a session is frozen only briefly before
+		// its import and requests stay small.
+		for i := 0; i < len(batch) && ctx.Err() == nil; i += handOffChunk {
+			cs, err := n.handOffBatch(ctx, hb, succ, batch[i:min(i+handOffChunk, len(batch))], opts)
+			conns = append(conns, cs...)
+			if err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	// Sessions that stayed (failed hand-offs) get op 7 too: they resume
@@ -395,6 +399,10 @@ func (n *Node) HandOff(ctx context.Context, succ Successor, opts HandOffOptions)
 	}
 	return ctx.Err()
 }
+
+// handOffChunk is how many sessions one prepare, move and import round
+// takes.
+const handOffChunk = 256
 
 // handOffBatch moves, exports and imports one batch of sessions, and
 // returns the connections of those handed over.

@@ -43,8 +43,9 @@ type GatewayPoolSpec struct {
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	Port int32 `json:"port,omitempty"`
-	// AdminPort serves POST/GET /admin/drain; unset means the WebSocket
-	// listener (Port) serves it, as `concord serve` does today.
+	// AdminPort is the admin listener of each pod (POST/GET /admin/drain,
+	// /metrics); unset means 9090. When it equals Port, the WebSocket
+	// listener serves /admin itself.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	// +optional

@@ -160,3 +160,115 @@ func TestAdminGuilds(t *testing.T) {
 		t.Fatalf("guild node /metrics on --admin = %d, want concord_cluster_node_info with cluster=\"adm-test\"", code)
 	}
 }
+
+// awaitSamples polls addr's /admin/guilds until ok accepts the samples.
+func awaitSamples(t *testing.T, addr, what string, ok func([]fleet.GuildSample) bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var samples []fleet.GuildSample
+		code, body := adminGet(t, addr, "/admin/guilds", &samples)
+		if code == http.StatusOK && ok(samples) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: /admin/guilds on %s = %d %s", what, addr, code, body)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a snapshot: no event to await
+	}
+}
+
+func hasGuild(samples []fleet.GuildSample, id string, online int64) bool {
+	for _, s := range samples {
+		if s.GuildID == id && (online < 0 || s.Online == online) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDedicatedGuildNode runs a GuildPlacement's node as the operator
+// does (--guild-dedicated): it takes no guild from the ring, and once the
+// guild is pinned to it (what the operator does when the pod is ready)
+// the guild moves there with its session, and new guilds still go to the
+// shared guild node.
+func TestDedicatedGuildNode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env := setupCluster(t, ctx, "ded")
+	common := []string{
+		"--registry=etcd://" + strings.TrimPrefix(env.endpoint, "http://"),
+		"--store=cassandra://" + env.cass + "/" + env.ks + "?rf=1",
+		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),
+		"--lease-ttl=" + leaseTTL.String(),
+		"--retry-interval=500ms",
+	}
+	sharedAdmin := freeAddr(t)
+	shared := startNode(t, "guild-1", freeAddr(t), append([]string{"--roles=guild", "--grpc=" + freeAddr(t),
+		"--admin=" + sharedAdmin, "--data-dir=" + t.TempDir()}, common...)...)
+	app := startNode(t, "app-1", freeAddr(t), append([]string{"--roles=gateway,api", "--grpc=" + freeAddr(t),
+		"--data-dir=" + t.TempDir()}, common...)...)
+	deadline := time.Now().Add(30 * time.Second)
+	shared.waitReady(t, deadline)
+	app.waitReady(t, deadline)
+
+	api := rest{addr: app.http, client: &http.Client{Timeout: 20 * time.Second}}
+	var u struct {
+		Token string `json:"token"`
+	}
+	api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("ded_%x", rand.Uint32()), "password": "correct-horse-1"}, &u)
+	var g struct {
+		ID string `json:"id"`
+	}
+	api.must(t, u.Token, "POST", "/guilds", map[string]any{"name": "big guild"}, &g)
+	var chans []struct {
+		ID string `json:"id"`
+	}
+	api.must(t, u.Token, "GET", "/guilds/"+g.ID+"/channels", nil, &chans)
+	s := dial(t, "ded-session", app.http, u.Token)
+	s.await(t, "GUILD_CREATE", 10*time.Second, func(fs []dispatch) bool { return len(guildCreates(fs, g.ID)) == 1 })
+	awaitSamples(t, sharedAdmin, "the guild on the shared node", func(ss []fleet.GuildSample) bool { return hasGuild(ss, g.ID, 1) })
+
+	// The dedicated node joins: the ring does not give it the guild.
+	dedAdmin := freeAddr(t)
+	ded := startNode(t, "prod-guild-"+g.ID, freeAddr(t), append([]string{"--roles=guild", "--grpc=" + freeAddr(t),
+		"--admin=" + dedAdmin, "--guild-dedicated=" + g.ID, "--data-dir=" + t.TempDir()}, common...)...)
+	ded.waitReady(t, time.Now().Add(30*time.Second))
+	var other struct {
+		ID string `json:"id"`
+	}
+	api.must(t, u.Token, "POST", "/guilds", map[string]any{"name": "small guild"}, &other)
+	api.must(t, u.Token, "GET", "/guilds/"+other.ID+"/channels", nil, &chans)
+	awaitSamples(t, sharedAdmin, "the new guild on the shared node", func(ss []fleet.GuildSample) bool { return hasGuild(ss, other.ID, -1) })
+	var onDed []fleet.GuildSample
+	if code, body := adminGet(t, dedAdmin, "/admin/guilds", &onDed); code != http.StatusOK || len(onDed) != 0 {
+		t.Fatalf("dedicated node before the pin: /admin/guilds = %d %s, want no guild", code, body)
+	}
+
+	// The operator pins the guild to the dedicated pod: it moves there
+	// with its session, and messages flow through it.
+	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{env.endpoint}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	if err := reg.Pin(ctx, mustID(t, g.ID), ded.name); err != nil {
+		t.Fatal(err)
+	}
+	awaitSamples(t, dedAdmin, "the pinned guild on the dedicated node", func(ss []fleet.GuildSample) bool { return hasGuild(ss, g.ID, 1) })
+	awaitSamples(t, sharedAdmin, "the pinned guild gone from the shared node", func(ss []fleet.GuildSample) bool { return !hasGuild(ss, g.ID, -1) })
+	api.must(t, u.Token, "GET", "/guilds/"+g.ID+"/channels", nil, &chans)
+	var m struct {
+		ID string `json:"id"`
+	}
+	api.must(t, u.Token, "POST", "/channels/"+chans[0].ID+"/messages", map[string]any{"content": "on the dedicated node"}, &m)
+	s.await(t, "MESSAGE_CREATE through the dedicated node", 10*time.Second, func(fs []dispatch) bool {
+		for _, msg := range messages(fs) {
+			if msg.ID == m.ID {
+				return true
+			}
+		}
+		return false
+	})
+	awaitSamples(t, sharedAdmin, "the other guild still on the shared node", func(ss []fleet.GuildSample) bool { return hasGuild(ss, other.ID, -1) })
+}

@@ -4,7 +4,8 @@
 // A Node speaks Discord's gateway protocol v9/v10 with JSON encoding:
 // HELLO, IDENTIFY → READY, heartbeats with server-side zombie detection,
 // per-session sequence numbers and a bounded replay buffer for RESUME,
-// INVALID_SESSION, RECONNECT on drain, Discord's close codes 4000–4014,
+// INVALID_SESSION, RECONNECT on drain with the sessions handed to a
+// successor node (handoff.go), Discord's close codes 4000–4014,
 // client payload size and rate limits, and zlib-stream or per-payload zlib
 // compression. It asks a Backend to authenticate sessions and subscribe
 // them to their guilds, and it is the event.Sink the guild tier delivers

@@ -30,8 +30,10 @@ const snowflakePrefix = "snowflake/"
 // of a previous process of the same name (killed, not yet expired) like
 // register does, and fails when another node holds the pair. Either way
 // the claim lives on the registry lease, so a dead node's pair is free
-// again within the lease TTL. checkUnique then also compares the pair
-// with every live node's label.
+// again within the lease TTL. The claim is not released at shutdown: it
+// expires with the lease, so a successor cannot mint ids in the same
+// millisecond as the process that held the pair before. checkUnique then
+// also compares the pair with every live node's label.
 func claimSnowflake(ctx context.Context, reg registry.Registry, cfg Config) (Config, <-chan struct{}, error) {
 	claimer, ok := reg.(registry.Claimer)
 	if !ok {

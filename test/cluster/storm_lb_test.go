@@ -1,0 +1,172 @@
+//go:build integration && storm
+
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The storm load balancer process: a TCP balancer in front of the
+// gateway nodes, in its own process (two descriptors per connection).
+// New connections go round-robin to the backends whose /readyz answered
+// 200 at the last check (every 100 ms) and whose port accepts; a backend
+// that refuses a dial is marked down at once and the next one is tried.
+// Established connections are spliced until either side closes, then both
+// close, so a client whose gateway dies sees its socket drop.
+//
+// Environment: stormEnvRole=lb, stormEnvBackends (comma-separated HTTP
+// addresses of the gateway nodes), stormEnvListen, stormEnvSources (local
+// addresses for the upstream dials). Stdout: "listening <addr>", then
+// "healthy <addr,addr>" at every change. It runs until stdin closes.
+const (
+	stormEnvBackends = "CONCORD_STORM_BACKENDS"
+	stormEnvListen   = "CONCORD_STORM_LISTEN"
+)
+
+// stormLB is the balancer's state.
+type stormLB struct {
+	backends []string
+	sources  []string
+	out      *lineWriter
+
+	mu      sync.Mutex
+	healthy map[string]bool
+	next    atomic.Uint64
+	src     atomic.Uint64
+}
+
+// runStormLB is the balancer process's main.
+func runStormLB(stdin io.Reader, stdout io.Writer) error {
+	lb := &stormLB{
+		backends: strings.Split(os.Getenv(stormEnvBackends), ","),
+		sources:  strings.Split(os.Getenv(stormEnvSources), ","),
+		out:      &lineWriter{w: stdout},
+		healthy:  map[string]bool{},
+	}
+	l, err := net.Listen("tcp", os.Getenv(stormEnvListen))
+	if err != nil {
+		return fmt.Errorf("storm lb: listen: %w", err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_, _ = io.Copy(io.Discard, stdin)
+		cancel()
+		l.Close()
+	}()
+	go lb.check(ctx)
+	lb.out.println("listening " + l.Addr().String())
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("storm lb: accept: %w", err)
+		}
+		go lb.serve(c)
+	}
+}
+
+// check polls every backend's /readyz every 100 ms and prints the healthy
+// set when it changes.
+func (lb *stormLB) check(ctx context.Context) {
+	client := &http.Client{Timeout: 500 * time.Millisecond}
+	last := ""
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var wg sync.WaitGroup
+		up := make([]bool, len(lb.backends))
+		for i, b := range lb.backends {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := client.Get("http://" + b + "/readyz")
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					up[i] = resp.StatusCode == http.StatusOK
+				}
+			}()
+		}
+		wg.Wait()
+		lb.mu.Lock()
+		var names []string
+		for i, b := range lb.backends {
+			lb.healthy[b] = up[i]
+			if up[i] {
+				names = append(names, b)
+			}
+		}
+		lb.mu.Unlock()
+		if s := strings.Join(names, ","); s != last {
+			lb.out.println("healthy " + s)
+			last = s
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// pick returns the healthy backends, starting at the next in turn.
+func (lb *stormLB) pick() []string {
+	lb.mu.Lock()
+	var up []string
+	for _, b := range lb.backends {
+		if lb.healthy[b] {
+			up = append(up, b)
+		}
+	}
+	lb.mu.Unlock()
+	if len(up) == 0 {
+		return nil
+	}
+	k := int(lb.next.Add(1) % uint64(len(up)))
+	return append(slices.Clone(up[k:]), up[:k]...)
+}
+
+// serve connects c to a healthy backend and splices the two; with no
+// backend accepting, c is closed.
+func (lb *stormLB) serve(c net.Conn) {
+	defer c.Close()
+	var up net.Conn
+	for _, b := range lb.pick() {
+		src := lb.sources[lb.src.Add(1)%uint64(len(lb.sources))]
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 2 * time.Second}
+		var err error
+		if up, err = d.Dial("tcp", b); err == nil {
+			break
+		}
+		lb.mu.Lock()
+		lb.healthy[b] = false // the port refuses: down until the next check says otherwise
+		lb.mu.Unlock()
+	}
+	if up == nil {
+		return
+	}
+	defer up.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+	<-done
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,11 @@ type Config struct {
 	// Now is the clock (default time.Now); tests inject a fake one and
 	// drive the Manager with Tick.
 	Now func() time.Time
+	// Rand returns a number in [0, 1) (default math/rand/v2's Float64).
+	// A new lease's first renewal comes after RenewEvery × (1 − Rand()/2),
+	// so that leases admitted together (a reconnect storm) do not renew
+	// in phase; tests return 0.
+	Rand func() float64
 	// Registerer receives the metrics (default: none).
 	Registerer prometheus.Registerer
 	// Logger receives log lines (default: discard).
@@ -71,6 +77,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -237,7 +246,7 @@ func (m *Manager) apply(ctx context.Context, bot snowflake.ID, g Grant, start ti
 			m.leases[bot] = &lease{bot: bot, app: g.ApplicationID, gen: g.TokenGeneration, guilds: guildSet(g.Guilds),
 				suspect: guildSet(g.Unentitled), revoked: map[snowflake.ID]bool{},
 				sessions: map[event.SessionID]event.Session{}, readAt: start, expires: start.Add(m.cfg.TTL),
-				next: now.Add(m.cfg.RenewEvery)}
+				next: now.Add(time.Duration(float64(m.cfg.RenewEvery) * (1 - m.cfg.Rand()/2)))}
 			m.metrics.leases.Set(float64(len(m.leases)))
 		}
 		m.mu.Unlock()

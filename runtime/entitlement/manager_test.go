@@ -112,7 +112,8 @@ func newFixture(t *testing.T) *fixture {
 		enf:   &fakeEnforcer{},
 		reg:   prometheus.NewRegistry(),
 	}
-	m, err := New(Config{TTL: 10 * time.Second, RetryEvery: time.Second, Grace: time.Minute, Now: f.clock.Now, Registerer: f.reg},
+	m, err := New(Config{TTL: 10 * time.Second, RetryEvery: time.Second, Grace: time.Minute, Now: f.clock.Now,
+		Rand: func() float64 { return 0 }, Registerer: f.reg},
 		f.src, f.enf, NewMemBus())
 	if err != nil {
 		t.Fatal(err)
@@ -350,6 +351,23 @@ func TestSnapshotAppliesMissedRevocation(t *testing.T) {
 	}
 }
 
+func TestFirstRenewalSpread(t *testing.T) {
+	f := newFixture(t)
+	f.m.cfg.Rand = func() float64 { return 0.999 }
+	f.identify(t, "s1", 0, 0)
+	reads := f.src.readCount()
+	f.clock.Add(2500 * time.Millisecond) // RenewEvery × (1 − 0.999/2) ≈ 2.5025 s
+	f.m.Tick(context.Background())
+	if f.src.readCount() != reads {
+		t.Fatal("renewed before the spread first renewal")
+	}
+	f.clock.Add(5 * time.Millisecond)
+	f.m.Tick(context.Background())
+	if f.src.readCount() != reads+1 {
+		t.Fatal("the first renewal did not come at RenewEvery × (1 − Rand/2)")
+	}
+}
+
 func TestLeaseDroppedWithLastSession(t *testing.T) {
 	f := newFixture(t)
 	s := f.identify(t, "s1", 0, 0)
@@ -383,7 +401,7 @@ func TestRenewalOlderThanPushDoesNotUndoIt(t *testing.T) {
 	src := &blockingSource{fakeSource: fakeSource{grants: map[snowflake.ID]Grant{bot: {ApplicationID: app, Guilds: []snowflake.ID{guildA}}}},
 		started: make(chan struct{}, 1), release: make(chan struct{}, 1)}
 	enf := &fakeEnforcer{}
-	m, err := New(Config{Now: clock.Now}, src, enf, NewMemBus())
+	m, err := New(Config{Now: clock.Now, Rand: func() float64 { return 0 }}, src, enf, NewMemBus())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -159,13 +160,26 @@ func registryURL(c *concordv1.ConcordCluster) string {
 	return u
 }
 
-// storeURL is --store: cassandra://host:port[,host:port]/keyspace.
+// storeURL is --store: cassandra://host:port[,host:port]/keyspace, with
+// ?dc= (the local datacenter) and ?consistency= when it is not the
+// runtime's default LOCAL_QUORUM.
 func storeURL(c *concordv1.ConcordCluster) string {
 	ks := c.Spec.Storage.Keyspace
 	if ks == "" {
 		ks = "concord"
 	}
-	return "cassandra://" + strings.Join(c.Spec.Storage.ContactPoints, ",") + "/" + ks
+	u := "cassandra://" + strings.Join(c.Spec.Storage.ContactPoints, ",") + "/" + ks
+	q := url.Values{}
+	if dc := c.Spec.Storage.LocalDatacenter; dc != "" {
+		q.Set("dc", dc)
+	}
+	if cl := strings.ToUpper(c.Spec.Storage.Consistency); cl != "" && cl != "LOCAL_QUORUM" {
+		q.Set("consistency", cl)
+	}
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	return u
 }
 
 // env is a plain environment variable.

@@ -70,6 +70,13 @@ func TestRuntimePodSpecAdminAndEnv(t *testing.T) {
 			t.Errorf("%s: CONCORD_REGISTRY = %q", role, v)
 		}
 	}
+	if got := storeURL(c); got != "cassandra://scylla:9042/concord" {
+		t.Errorf("storeURL with defaults = %q", got)
+	}
+	c.Spec.Storage.LocalDatacenter, c.Spec.Storage.Consistency = "dc1", "QUORUM"
+	if got := storeURL(c); got != "cassandra://scylla:9042/concord?consistency=QUORUM&dc=dc1" {
+		t.Errorf("storeURL with dc and consistency = %q", got)
+	}
 	c.Spec.Etcd.Prefix = "/tenants/a/"
 	if got := registryURL(c); got != "etcd://etcd:2379/tenants/a/" {
 		t.Errorf("registryURL with a prefix = %q", got)

@@ -117,6 +117,7 @@ func TestReconnectStorm(t *testing.T) {
 			stormEnvSources + "=" + sourceAddrs(100+8*p, 8),
 		})
 	}
+	stormBalancers = lbs
 	lbAddrs := make([]string, procs)
 	for p, lb := range lbs {
 		lbAddrs[p] = strings.TrimPrefix(lb.expect(t, "listening ", time.Now().Add(30*time.Second)), "listening ")
@@ -342,6 +343,9 @@ func sourceAddrs(first, count int) string {
 	return strings.Join(s, ",")
 }
 
+// stormBalancers are the running balancer processes awaitAll watches.
+var stormBalancers []*stormChild
+
 // stormChild is a client or balancer process (the test binary).
 type stormChild struct {
 	name  string
@@ -445,7 +449,8 @@ func (c *stormChild) expect(t *testing.T, prefix string, deadline time.Time) str
 }
 
 // awaitAll waits for line from every child, logging every 5 s the sum of
-// the last "<progress><n>" lines (progress "" logs nothing).
+// the last "<progress><n>" lines (progress "" logs nothing). A balancer
+// process exiting meanwhile fails the test.
 func awaitAll(t *testing.T, cs []*stormChild, line string, deadline time.Time, progress, what string) {
 	t.Helper()
 	got := make([]bool, len(cs))
@@ -456,6 +461,13 @@ func awaitAll(t *testing.T, cs []*stormChild, line string, deadline time.Time, p
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	for left > 0 {
+		for _, lb := range stormBalancers {
+			select {
+			case <-lb.done:
+				t.Fatalf("%s exited; last lines:\n%s", lb.name, lb.tail())
+			default:
+			}
+		}
 		for i, c := range cs {
 			for drained := false; !drained && !got[i]; {
 				select {

@@ -109,12 +109,13 @@ type slowBench struct {
 	neigh    []*neighbour
 	received [slowRing]atomic.Int32
 	window   chan struct{}
-	next     atomic.Int64 // last message number posted
-	phase    atomic.Int32 // current phase number (1-based); 0 between phases
-	phases   int32        // phases started
-	base     snowflake.ID // message ids are base + message number
-	heapMax  sync.Map     // phase number → *atomic.Uint64, HeapInuse peak
-	rssMax   sync.Map     // phase number → *atomic.Uint64, VmRSS peak
+	next     atomic.Int64            // last message number posted
+	phase    atomic.Int32            // current phase number (1-based); 0 between phases
+	phases   int32                   // phases started
+	base     snowflake.ID            // message ids are base + message number
+	bot      atomic.Pointer[slowBot] // the bot whose close sampleHeap watches
+	heapMax  sync.Map                // phase number → *atomic.Uint64, HeapInuse peak
+	rssMax   sync.Map                // phase number → *atomic.Uint64, VmRSS peak
 	stop     chan struct{}
 }
 
@@ -278,8 +279,9 @@ func gatewayDial(t *testing.T, addr string, rcvbuf int) *websocket.Conn {
 	return c
 }
 
-// identifyOn sends IDENTIFY on c and reads up to READY, returning its
-// session id; HELLO must not have been read yet.
+// identifyOn sends IDENTIFY on c and reads up to READY and the
+// GUILD_CREATE of the session's one guild, which the guild sends once the
+// session is attached to it; it returns the session id.
 func identifyOn(t *testing.T, c *websocket.Conn, token string, intents int) string {
 	t.Helper()
 	_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
@@ -290,6 +292,7 @@ func identifyOn(t *testing.T, c *websocket.Conn, token string, intents int) stri
 	}}); err != nil {
 		t.Fatalf("identify: %v", err)
 	}
+	var session string
 	for {
 		var f struct {
 			Op int             `json:"op"`
@@ -297,17 +300,19 @@ func identifyOn(t *testing.T, c *websocket.Conn, token string, intents int) stri
 			D  json.RawMessage `json:"d"`
 		}
 		if err := c.ReadJSON(&f); err != nil {
-			t.Fatalf("waiting for READY: %v", err)
+			t.Fatalf("waiting for READY and GUILD_CREATE: %v", err)
 		}
-		if f.Op == 9 {
+		switch {
+		case f.Op == 9:
 			t.Fatalf("identify refused (op 9)")
-		}
-		if f.T == "READY" {
+		case f.T == "READY":
 			var r struct {
 				SessionID string `json:"session_id"`
 			}
 			_ = json.Unmarshal(f.D, &r)
-			return r.SessionID
+			session = r.SessionID
+		case f.T == "GUILD_CREATE" && session != "":
+			return session
 		}
 	}
 }
@@ -445,7 +450,14 @@ func (b *slowBench) runPhase(name string, bot *slowBot) slowPhaseResult {
 		select {
 		case <-b.window:
 		case <-deadline:
-			b.t.Fatalf("phase %s: neighbours did not receive every message: %s", name, b.neighbourErrs())
+			got := make([]int, len(b.neigh))
+			for i, n := range b.neigh {
+				n.mu.Lock()
+				got[i] = len(n.lat[phase])
+				n.mu.Unlock()
+			}
+			b.t.Fatalf("phase %s: neighbours did not receive all %d messages (received %v; slow-consumer closes %v): %s", name,
+				b.next.Load()-first+1, got, b.gatewayCounter("concord_gateway_slow_consumer_closes_total", nil), b.neighbourErrs())
 		}
 	}
 	cpu := processCPU() - cpu0
@@ -525,7 +537,10 @@ func (b *slowBench) post(phase int32, done <-chan struct{}) {
 	}
 }
 
-// sampleHeap records each phase's HeapInuse peak every 100 ms.
+// sampleHeap records each phase's HeapInuse and VmRSS peaks every 100 ms
+// and watches the gateway's slow-consumer closes for the current bot. It
+// gathers the platform's metrics in every phase, with or without a bot,
+// so that A and B pay the same for it.
 func (b *slowBench) sampleHeap() {
 	tk := time.NewTicker(100 * time.Millisecond)
 	defer tk.Stop()
@@ -543,6 +558,12 @@ func (b *slowBench) sampleHeap() {
 		runtime.ReadMemStats(&ms)
 		raise(&b.heapMax, phase, ms.HeapInuse)
 		raise(&b.rssMax, phase, vmRSS())
+		closes := b.gatewayCounter("concord_gateway_slow_consumer_closes_total", nil)
+		if bot := b.bot.Load(); bot != nil && closes > bot.closes0 {
+			b.bot.Store(nil)
+			bot.closedAt = time.Now()
+			close(bot.closed)
+		}
 	}
 }
 
@@ -589,7 +610,8 @@ func vmRSS() uint64 {
 func (b *slowBench) gatewayCounter(name string, match map[string]string) float64 {
 	mfs, err := b.p.registry.Gather()
 	if err != nil {
-		b.t.Fatalf("gather: %v", err)
+		b.t.Errorf("gather: %v", err)
+		return 0
 	}
 	var sum float64
 	for _, mf := range mfs {
@@ -695,21 +717,8 @@ func (b *slowBench) startSlowBot(perSecond float64) *slowBot {
 			}
 		}
 	}()
-	// Watch the gateway's own count of slow-consumer closes.
-	go func() {
-		for {
-			if b.gatewayCounter("concord_gateway_slow_consumer_closes_total", nil) > bot.closes0 {
-				bot.closedAt = time.Now()
-				close(bot.closed)
-				return
-			}
-			select {
-			case <-bot.readDone:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
+	// sampleHeap watches the gateway's own count of slow-consumer closes.
+	b.bot.Store(bot)
 	return bot
 }
 

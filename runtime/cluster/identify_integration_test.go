@@ -1,0 +1,52 @@
+//go:build integration
+
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/gateway"
+	"github.com/concord-chat/concord/runtime/platform"
+)
+
+// TestIdentifyBotCountersRedis: two gateway nodes given the same --redis
+// count a bot's identifies in one bucket: max_concurrency 1 admits the
+// first and refuses the second on the other node with op 9.
+func TestIdentifyBotCountersRedis(t *testing.T) {
+	addr := os.Getenv("CONCORD_TEST_REDIS")
+	if addr == "" {
+		t.Fatal("CONCORD_TEST_REDIS is not set: run `make test`, or start a server with `hack/redis/start.sh` and set CONCORD_TEST_REDIS=127.0.0.1:6390")
+	}
+	cfg := Config{Platform: platform.Config{
+		Redis:               fmt.Sprintf("redis://%s?prefix=identify-test-%x:", addr, rand.Uint64()),
+		IdentifyConcurrency: 1,
+	}}
+	node := func(bot *fakeIdentify) *identifyAdmission {
+		a, err := newIdentifyAdmission(context.Background(), cfg, bot, prometheus.NewRegistry(), slog.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.close() })
+		if a.bots == nil {
+			t.Fatal("--redis did not turn on the bots' identify counters")
+		}
+		return a
+	}
+	ctx := context.Background()
+	a1, a2 := node(&fakeIdentify{user: 4242, bot: true}), node(&fakeIdentify{user: 4242, bot: true})
+	if _, err := a1.Identify(ctx, "t", event.Session{}); err != nil {
+		t.Fatalf("first bot identify: %v", err)
+	}
+	if _, err := a2.Identify(ctx, "t", event.Session{}); !errors.Is(err, gateway.ErrIdentifyRateLimited) {
+		t.Fatalf("second bot identify on the other node within 5 s: %v, want ErrIdentifyRateLimited", err)
+	}
+}

@@ -435,10 +435,10 @@ func (b *slowBench) runPhase(name string, bot *slowBot) slowPhaseResult {
 	if bot == nil {
 		end := make(chan struct{})
 		time.AfterFunc(*slowPhase, func() { close(end) })
-		b.waitOrFail(end, done, "phase "+name)
+		b.waitOrFail(end, done, "phase "+name, phase, first)
 	} else {
 		// B ends when the gateway closed the bot at its bound.
-		b.waitOrFail(bot.closed, done, "the slow bot's close in "+name)
+		b.waitOrFail(bot.closed, done, "the slow bot's close in "+name, phase, first)
 	}
 	close(done)
 	wg.Wait()
@@ -450,14 +450,7 @@ func (b *slowBench) runPhase(name string, bot *slowBot) slowPhaseResult {
 		select {
 		case <-b.window:
 		case <-deadline:
-			got := make([]int, len(b.neigh))
-			for i, n := range b.neigh {
-				n.mu.Lock()
-				got[i] = len(n.lat[phase])
-				n.mu.Unlock()
-			}
-			b.t.Fatalf("phase %s: neighbours did not receive all %d messages (received %v; slow-consumer closes %v): %s", name,
-				b.next.Load()-first+1, got, b.gatewayCounter("concord_gateway_slow_consumer_closes_total", nil), b.neighbourErrs())
+			b.t.Fatalf("phase %s: neighbours did not receive every message: %s", name, b.state(phase, first))
 		}
 	}
 	cpu := processCPU() - cpu0
@@ -491,14 +484,37 @@ func (b *slowBench) runPhase(name string, bot *slowBot) slowPhaseResult {
 }
 
 // waitOrFail waits for end, failing after 90 s.
-func (b *slowBench) waitOrFail(end <-chan struct{}, done chan struct{}, what string) {
+func (b *slowBench) waitOrFail(end <-chan struct{}, done chan struct{}, what string, phase int32, first int64) {
 	b.t.Helper()
 	select {
 	case <-end:
 	case <-time.After(90 * time.Second):
 		close(done)
-		b.t.Fatalf("timed out waiting for %s", what)
+		b.t.Fatalf("timed out waiting for %s: %s", what, b.state(phase, first))
 	}
+}
+
+// state describes the phase for a failure: messages posted, what each
+// neighbour received, the gateway's counters and the bot's reads.
+func (b *slowBench) state(phase int32, first int64) string {
+	got := make([]int, len(b.neigh))
+	for i, n := range b.neigh {
+		n.mu.Lock()
+		got[i] = len(n.lat[phase])
+		n.mu.Unlock()
+	}
+	s := fmt.Sprintf("posted %d, window free %d, neighbours received %v, slow-consumer closes %v, pressure crossings %v, connections %v",
+		b.next.Load()-first+1, len(b.window), got,
+		b.gatewayCounter("concord_gateway_slow_consumer_closes_total", nil),
+		b.gatewayCounter("concord_gateway_buffer_pressure_total", nil),
+		b.gatewayCounter("concord_gateway_connections", nil))
+	if bot := b.bot.Load(); bot != nil {
+		s += fmt.Sprintf(", bot read %d (last seq %d)", bot.read.Load(), bot.lastSeq.Load())
+	}
+	if errs := b.neighbourErrs(); errs != "<nil>" {
+		s += ": " + errs
+	}
+	return s
 }
 
 func (b *slowBench) neighbourErrs() string {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,6 +115,7 @@ type slowBench struct {
 	phases   int32                   // phases started
 	base     snowflake.ID            // message ids are base + message number
 	bot      atomic.Pointer[slowBot] // the bot whose close sampleHeap watches
+	hist     sync.Map                // phase number → *latHist, neighbours' latencies
 	heapMax  sync.Map                // phase number → *atomic.Uint64, HeapInuse peak
 	rssMax   sync.Map                // phase number → *atomic.Uint64, VmRSS peak
 	stop     chan struct{}
@@ -129,7 +131,7 @@ type slowApp struct {
 type neighbour struct {
 	c   *websocket.Conn
 	mu  sync.Mutex
-	lat map[int32][]time.Duration
+	got map[int32]int // bench messages received per phase
 	err error
 }
 
@@ -338,7 +340,7 @@ func heartbeat(c *websocket.Conn, stop <-chan struct{}) {
 func (b *slowBench) dialNeighbour(token string) *neighbour {
 	c := gatewayDial(b.t, b.addr, 0)
 	identifyOn(b.t, c, token, 1<<0|1<<9|1<<15)
-	n := &neighbour{c: c, lat: make(map[int32][]time.Duration)}
+	n := &neighbour{c: c, got: make(map[int32]int)}
 	go heartbeat(c, b.stop)
 	return n
 }
@@ -367,14 +369,55 @@ func (n *neighbour) read(b *slowBench, k int32) {
 		if !ok {
 			continue
 		}
+		if h, ok := b.hist.Load(phase); ok {
+			h.(*latHist).add(now.Sub(time.Unix(0, at)))
+		}
 		n.mu.Lock()
-		n.lat[phase] = append(n.lat[phase], now.Sub(time.Unix(0, at)))
+		n.got[phase]++
 		n.mu.Unlock()
 		if b.received[num%slowRing].Add(1) == k {
 			b.received[num%slowRing].Store(0)
 			b.window <- struct{}{}
 		}
 	}
+}
+
+// latHist counts latencies in 10 µs buckets up to 2 s (the last bucket
+// holds everything slower): constant memory, so the bench's own
+// bookkeeping does not grow with the phase and blur the heap figures.
+type latHist struct {
+	counts [latBuckets + 1]atomic.Int64
+}
+
+const (
+	latBucket  = 10 * time.Microsecond
+	latBuckets = int(2 * time.Second / latBucket)
+)
+
+func (h *latHist) add(d time.Duration) {
+	i := min(max(int(d/latBucket), 0), latBuckets)
+	h.counts[i].Add(1)
+}
+
+func (h *latHist) total() int64 {
+	var n int64
+	for i := range h.counts {
+		n += h.counts[i].Load()
+	}
+	return n
+}
+
+// quantile returns the upper edge of the bucket holding quantile q.
+func (h *latHist) quantile(q float64) time.Duration {
+	rank := int64(q * float64(h.total()))
+	var n int64
+	for i := range h.counts {
+		n += h.counts[i].Load()
+		if n > rank {
+			return time.Duration(i+1) * latBucket
+		}
+	}
+	return time.Duration(latBuckets+1) * latBucket
 }
 
 // parseMark reads "<phase> <num> <nanos>" up to the closing quote.
@@ -415,8 +458,14 @@ type slowPhaseResult struct {
 // until the gateway closes the bot (at most a minute) with one.
 func (b *slowBench) runPhase(name string, bot *slowBot) slowPhaseResult {
 	b.t.Helper()
+	// Every phase starts from the same heap: the previous phase's
+	// garbage collected and returned to the OS.
+	runtime.GC()
+	debug.FreeOSMemory()
 	b.phases++
 	phase := b.phases
+	hist := new(latHist)
+	b.hist.Store(phase, hist)
 	b.heapMax.Store(phase, new(atomic.Uint64))
 	b.rssMax.Store(phase, new(atomic.Uint64))
 	b.phase.Store(phase)
@@ -458,23 +507,23 @@ func (b *slowBench) runPhase(name string, bot *slowBot) slowPhaseResult {
 		b.window <- struct{}{}
 	}
 	b.phase.Store(0)
-	var lat []time.Duration
+	b.hist.Delete(phase)
+	samples := 0
 	for _, n := range b.neigh {
 		n.mu.Lock()
-		lat = append(lat, n.lat[phase]...)
-		delete(n.lat, phase)
+		samples += n.got[phase]
+		delete(n.got, phase)
 		n.mu.Unlock()
 	}
 	msgs := last - first + 1
-	if want := int(msgs) * len(b.neigh); len(lat) != want {
-		b.t.Fatalf("phase %s: %d latency samples, want %d (%d messages × %d neighbours)", name, len(lat), want, msgs, len(b.neigh))
+	if want := int(msgs) * len(b.neigh); samples != want || hist.total() != int64(want) {
+		b.t.Fatalf("phase %s: %d deliveries counted, %d timed, want %d (%d messages × %d neighbours)", name, samples, hist.total(), want, msgs, len(b.neigh))
 	}
-	slices.Sort(lat)
 	peak, _ := b.heapMax.Load(phase)
 	rss, _ := b.rssMax.Load(phase)
-	r := slowPhaseResult{name: name, dur: dur, messages: msgs, rate: float64(msgs) / dur.Seconds(), samples: len(lat),
-		p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], heapPeak: peak.(*atomic.Uint64).Load(),
-		rssPeak: rss.(*atomic.Uint64).Load(), bot: bot, cpuPer: cpu / time.Duration(len(lat))}
+	r := slowPhaseResult{name: name, dur: dur, messages: msgs, rate: float64(msgs) / dur.Seconds(), samples: samples,
+		p50: hist.quantile(0.50), p99: hist.quantile(0.99), heapPeak: peak.(*atomic.Uint64).Load(),
+		rssPeak: rss.(*atomic.Uint64).Load(), bot: bot, cpuPer: cpu / time.Duration(samples)}
 	if bot != nil {
 		r.closeAfter = bot.closedAt.Sub(bot.started)
 	}
@@ -500,7 +549,7 @@ func (b *slowBench) state(phase int32, first int64) string {
 	got := make([]int, len(b.neigh))
 	for i, n := range b.neigh {
 		n.mu.Lock()
-		got[i] = len(n.lat[phase])
+		got[i] = n.got[phase]
 		n.mu.Unlock()
 	}
 	s := fmt.Sprintf("posted %d, window free %d, neighbours received %v, slow-consumer closes %v, pressure crossings %v, connections %v",

@@ -38,8 +38,8 @@ import (
 // neighbouring sessions' p99 latency changes by less than 10 %.
 var (
 	slowNeighbours = flag.Int("slow.neighbours", 100, "TestSlowConsumer: neighbour sessions in the guild")
-	slowRounds     = flag.Int("slow.rounds", 2, "TestSlowConsumer: A/B pairs (A without the slow bot, B with it)")
-	slowPhase      = flag.Duration("slow.phase", 8*time.Second, "TestSlowConsumer: length of an A phase")
+	slowRounds     = flag.Int("slow.rounds", 5, "TestSlowConsumer: A/B pairs (A without the slow bot, B with it)")
+	slowPhase      = flag.Duration("slow.phase", 4*time.Second, "TestSlowConsumer: length of an A phase")
 )
 
 const (
@@ -57,8 +57,8 @@ const (
 	// slowHeapSlack is how far the heap may rise over the A phases' peak
 	// while the slow bot backs up.
 	slowHeapSlack = 64 << 20
-	// slowP99Bound is the test's own (loose) bound on the median B p99
-	// over the median A p99. The claim's 10 % is recorded in
+	// slowP99Bound is the test's own (loose) bound on the median over
+	// the A/B pairs of B p99 / A p99. The claim's 10 % is recorded in
 	// docs/benchmarks.md, not asserted: on a shared 2-core machine one
 	// phase's p99 moves by 2× from noise alone. A slow consumer that
 	// stalled fan-out (Deliver waiting on its socket) would push the
@@ -880,18 +880,22 @@ func (b *slowBench) report(rs []slowPhaseResult) {
 			float64(r.heapPeak)/(1<<20), float64(r.rssPeak)/(1<<20), read, drained, code, after, resumed)
 	}
 	_ = w.Flush()
-	// The A and B p99 are the medians of each kind's phases.
-	slices.Sort(aLat)
-	slices.Sort(bLat)
-	pa, pb := aLat[len(aLat)/2], bLat[len(bLat)/2]
-	ratio := float64(pb) / float64(pa)
-	fmt.Fprintf(&buf, "neighbours: %d sessions, GOMAXPROCS %d; p99 B/A %.2f (median of %d phases each); heap peak B−A %+.1f MiB, RSS peak B−A %+.1f MiB\n",
-		len(b.neigh), runtime.GOMAXPROCS(0), ratio, len(aLat), (float64(bPeak)-float64(aPeak))/(1<<20), (float64(rssB)-float64(rssA))/(1<<20))
+	// Each B runs right after its A; the machine's load drifts between
+	// pairs, so the summary is the median of the per-pair ratios.
 	var pairs, cpuPairs []string
+	var p99r, cpur, p50r []float64
 	for i := range min(len(aLat), len(bLat)) {
-		pairs = append(pairs, fmt.Sprintf("%.2f", float64(rs[2*i+1].p99)/float64(rs[2*i].p99)))
-		cpuPairs = append(cpuPairs, fmt.Sprintf("%.2f", float64(rs[2*i+1].cpuPer)/float64(rs[2*i].cpuPer)))
+		a, b := rs[2*i], rs[2*i+1]
+		p99r = append(p99r, float64(b.p99)/float64(a.p99))
+		p50r = append(p50r, float64(b.p50)/float64(a.p50))
+		cpur = append(cpur, float64(b.cpuPer)/float64(a.cpuPer))
+		pairs = append(pairs, fmt.Sprintf("%.2f", p99r[i]))
+		cpuPairs = append(cpuPairs, fmt.Sprintf("%.2f", cpur[i]))
 	}
+	ratio := median(p99r)
+	fmt.Fprintf(&buf, "neighbours: %d sessions, GOMAXPROCS %d; median over %d pairs of B/A: p50 %.2f, p99 %.2f, CPU per delivery %.2f; heap peak B−A %+.1f MiB, RSS peak B−A %+.1f MiB\n",
+		len(b.neigh), runtime.GOMAXPROCS(0), len(p99r), median(p50r), ratio, median(cpur),
+		(float64(bPeak)-float64(aPeak))/(1<<20), (float64(rssB)-float64(rssA))/(1<<20))
 	fmt.Fprintf(&buf, "p99 B/A per pair: %s; CPU per neighbour delivery B/A per pair: %s\n", strings.Join(pairs, ", "), strings.Join(cpuPairs, ", "))
 	t.Log("\n" + buf.String())
 	if os.Getenv("CONCORD_SLOW_TABLE") != "" {
@@ -906,6 +910,12 @@ func (b *slowBench) report(rs []slowPhaseResult) {
 			float64(bPeak)/(1<<20), float64(aPeak)/(1<<20), slowHeapSlack>>20)
 	}
 	if ratio > slowP99Bound {
-		t.Errorf("neighbours' p99 %v with the slow bot, %v without: ratio %.2f over %.1f", pb, pa, ratio, slowP99Bound)
+		t.Errorf("neighbours' p99 with the slow bot over without: median ratio %.2f (pairs %s) over %.1f", ratio, strings.Join(pairs, ", "), slowP99Bound)
 	}
+}
+
+// median of xs (the upper one of an even count); xs is sorted in place.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
 }

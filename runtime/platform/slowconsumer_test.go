@@ -107,7 +107,7 @@ type slowBench struct {
 	channel  snowflake.ID
 	owner    wire.User
 	app      slowApp
-	neigh    []*neighbour
+	neigh    []*slowNeighbour
 	received [slowRing]atomic.Int32
 	window   chan struct{}
 	next     atomic.Int64            // last message number posted
@@ -115,7 +115,7 @@ type slowBench struct {
 	phases   int32                   // phases started
 	base     snowflake.ID            // message ids are base + message number
 	bot      atomic.Pointer[slowBot] // the bot whose close sampleHeap watches
-	hist     sync.Map                // phase number → *latHist, neighbours' latencies
+	hist     sync.Map                // phase number → *slowHist, neighbours' latencies
 	heapMax  sync.Map                // phase number → *atomic.Uint64, HeapInuse peak
 	rssMax   sync.Map                // phase number → *atomic.Uint64, VmRSS peak
 	stop     chan struct{}
@@ -126,9 +126,9 @@ type slowApp struct {
 	id, botID, token string
 }
 
-// neighbour is one neighbour session: it reads every frame and records
+// slowNeighbour is one neighbour session: it reads every frame and records
 // publish→receive latency of the bench's messages per phase.
-type neighbour struct {
+type slowNeighbour struct {
 	c   *websocket.Conn
 	mu  sync.Mutex
 	got map[int32]int // bench messages received per phase
@@ -164,8 +164,8 @@ func newSlowBench(t *testing.T, p *Platform, addr string, k int) *slowBench {
 		Code string `json:"code"`
 	}
 	b.rest(owner.Token, "POST", "/channels/"+general+"/invites", map[string]any{}, &inv)
-	b.guild, b.channel = mustID(t, g.ID), mustID(t, general)
-	b.owner = wire.User{ID: mustID(t, owner.UserID), Username: "sc-owner", Discriminator: "0"}
+	b.guild, b.channel = slowID(t, g.ID), slowID(t, general)
+	b.owner = wire.User{ID: slowID(t, owner.UserID), Username: "sc-owner", Discriminator: "0"}
 
 	// The slow bot's application, installed with VIEW_CHANNEL and
 	// READ_MESSAGE_HISTORY.
@@ -247,7 +247,8 @@ func (b *slowBench) rest(token, method, path string, body, out any) {
 	}
 }
 
-func mustID(t *testing.T, s string) snowflake.ID {
+// slowID parses a snowflake from its decimal string.
+func slowID(t *testing.T, s string) snowflake.ID {
 	t.Helper()
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
@@ -256,9 +257,9 @@ func mustID(t *testing.T, s string) snowflake.ID {
 	return snowflake.ID(v)
 }
 
-// gatewayDial opens a gateway socket, optionally with a small receive
+// slowDial opens a gateway socket, optionally with a small receive
 // buffer set before connect (so the TCP window never grows past it).
-func gatewayDial(t *testing.T, addr string, rcvbuf int) *websocket.Conn {
+func slowDial(t *testing.T, addr string, rcvbuf int) *websocket.Conn {
 	t.Helper()
 	nd := &net.Dialer{}
 	if rcvbuf > 0 {
@@ -281,10 +282,10 @@ func gatewayDial(t *testing.T, addr string, rcvbuf int) *websocket.Conn {
 	return c
 }
 
-// identifyOn sends IDENTIFY on c and reads up to READY and the
+// slowIdentify sends IDENTIFY on c and reads up to READY and the
 // GUILD_CREATE of the session's one guild, which the guild sends once the
 // session is attached to it; it returns the session id.
-func identifyOn(t *testing.T, c *websocket.Conn, token string, intents int) string {
+func slowIdentify(t *testing.T, c *websocket.Conn, token string, intents int) string {
 	t.Helper()
 	_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
 	defer c.SetReadDeadline(time.Time{})
@@ -319,10 +320,10 @@ func identifyOn(t *testing.T, c *websocket.Conn, token string, intents int) stri
 	}
 }
 
-// heartbeat sends op 1 every 20 s until stop, so that phases longer than
+// slowHeartbeat sends op 1 every 20 s until stop, so that phases longer than
 // the zombie timeout keep their sessions; the reader is the only other
 // user of c and never writes.
-func heartbeat(c *websocket.Conn, stop <-chan struct{}) {
+func slowHeartbeat(c *websocket.Conn, stop <-chan struct{}) {
 	tk := time.NewTicker(20 * time.Second)
 	defer tk.Stop()
 	for {
@@ -337,21 +338,22 @@ func heartbeat(c *websocket.Conn, stop <-chan struct{}) {
 	}
 }
 
-func (b *slowBench) dialNeighbour(token string) *neighbour {
-	c := gatewayDial(b.t, b.addr, 0)
-	identifyOn(b.t, c, token, 1<<0|1<<9|1<<15)
-	n := &neighbour{c: c, got: make(map[int32]int)}
-	go heartbeat(c, b.stop)
+// dialNeighbour identifies one neighbour session and keeps it alive.
+func (b *slowBench) dialNeighbour(token string) *slowNeighbour {
+	c := slowDial(b.t, b.addr, 0)
+	slowIdentify(b.t, c, token, 1<<0|1<<9|1<<15)
+	n := &slowNeighbour{c: c, got: make(map[int32]int)}
+	go slowHeartbeat(c, b.stop)
 	return n
 }
 
-// contentMark starts the content of every bench message: "sc <phase>
+// slowMark starts the content of every bench message: "sc <phase>
 // <message number> <publish unix nanos>".
-var contentMark = []byte(`"content":"sc `)
+var slowMark = []byte(`"content":"sc `)
 
 // read records each bench message's latency and, once all k neighbours
 // have a message, frees its slot in the posters' window.
-func (n *neighbour) read(b *slowBench, k int32) {
+func (n *slowNeighbour) read(b *slowBench, k int32) {
 	for {
 		_, msg, err := n.c.ReadMessage()
 		now := time.Now()
@@ -361,16 +363,16 @@ func (n *neighbour) read(b *slowBench, k int32) {
 			n.mu.Unlock()
 			return
 		}
-		i := bytes.Index(msg, contentMark)
+		i := bytes.Index(msg, slowMark)
 		if i < 0 {
 			continue
 		}
-		phase, num, at, ok := parseMark(msg[i+len(contentMark):])
+		phase, num, at, ok := slowParseMark(msg[i+len(slowMark):])
 		if !ok {
 			continue
 		}
 		if h, ok := b.hist.Load(phase); ok {
-			h.(*latHist).add(now.Sub(time.Unix(0, at)))
+			h.(*slowHist).add(now.Sub(time.Unix(0, at)))
 		}
 		n.mu.Lock()
 		n.got[phase]++
@@ -382,24 +384,24 @@ func (n *neighbour) read(b *slowBench, k int32) {
 	}
 }
 
-// latHist counts latencies in 10 µs buckets up to 2 s (the last bucket
+// slowHist counts latencies in 10 µs buckets up to 2 s (the last bucket
 // holds everything slower): constant memory, so the bench's own
 // bookkeeping does not grow with the phase and blur the heap figures.
-type latHist struct {
-	counts [latBuckets + 1]atomic.Int64
+type slowHist struct {
+	counts [slowLatBuckets + 1]atomic.Int64
 }
 
 const (
-	latBucket  = 10 * time.Microsecond
-	latBuckets = int(2 * time.Second / latBucket)
+	slowLatBucket  = 10 * time.Microsecond
+	slowLatBuckets = int(2 * time.Second / slowLatBucket)
 )
 
-func (h *latHist) add(d time.Duration) {
-	i := min(max(int(d/latBucket), 0), latBuckets)
+func (h *slowHist) add(d time.Duration) {
+	i := min(max(int(d/slowLatBucket), 0), slowLatBuckets)
 	h.counts[i].Add(1)
 }
 
-func (h *latHist) total() int64 {
+func (h *slowHist) total() int64 {
 	var n int64
 	for i := range h.counts {
 		n += h.counts[i].Load()
@@ -408,20 +410,20 @@ func (h *latHist) total() int64 {
 }
 
 // quantile returns the upper edge of the bucket holding quantile q.
-func (h *latHist) quantile(q float64) time.Duration {
+func (h *slowHist) quantile(q float64) time.Duration {
 	rank := int64(q * float64(h.total()))
 	var n int64
 	for i := range h.counts {
 		n += h.counts[i].Load()
 		if n > rank {
-			return time.Duration(i+1) * latBucket
+			return time.Duration(i+1) * slowLatBucket
 		}
 	}
-	return time.Duration(latBuckets+1) * latBucket
+	return time.Duration(slowLatBuckets+1) * slowLatBucket
 }
 
-// parseMark reads "<phase> <num> <nanos>" up to the closing quote.
-func parseMark(b []byte) (phase int32, num, at int64, ok bool) {
+// slowParseMark reads "<phase> <num> <nanos>" up to the closing quote.
+func slowParseMark(b []byte) (phase int32, num, at int64, ok bool) {
 	var v [3]int64
 	f := 0
 	for _, ch := range b {
@@ -464,14 +466,14 @@ func (b *slowBench) runPhase(name string, bot *slowBot) slowPhaseResult {
 	debug.FreeOSMemory()
 	b.phases++
 	phase := b.phases
-	hist := new(latHist)
+	hist := new(slowHist)
 	b.hist.Store(phase, hist)
 	b.heapMax.Store(phase, new(atomic.Uint64))
 	b.rssMax.Store(phase, new(atomic.Uint64))
 	b.phase.Store(phase)
 	first := b.next.Load() + 1
 	start := time.Now()
-	cpu0 := processCPU()
+	cpu0 := slowProcessCPU()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for range slowPosters {
@@ -502,7 +504,7 @@ func (b *slowBench) runPhase(name string, bot *slowBot) slowPhaseResult {
 			b.t.Fatalf("phase %s: neighbours did not receive every message: %s", name, b.state(phase, first))
 		}
 	}
-	cpu := processCPU() - cpu0
+	cpu := slowProcessCPU() - cpu0
 	for range slowWindow {
 		b.window <- struct{}{}
 	}
@@ -566,6 +568,7 @@ func (b *slowBench) state(phase int32, first int64) string {
 	return s
 }
 
+// neighbourErrs joins the neighbours' read errors.
 func (b *slowBench) neighbourErrs() string {
 	var errs []error
 	for i, n := range b.neigh {
@@ -621,8 +624,8 @@ func (b *slowBench) sampleHeap() {
 			continue
 		}
 		runtime.ReadMemStats(&ms)
-		raise(&b.heapMax, phase, ms.HeapInuse)
-		raise(&b.rssMax, phase, vmRSS())
+		slowRaise(&b.heapMax, phase, ms.HeapInuse)
+		slowRaise(&b.rssMax, phase, slowVmRSS())
 		closes := b.gatewayCounter("concord_gateway_slow_consumer_closes_total", nil)
 		if bot := b.bot.Load(); bot != nil && closes > bot.closes0 {
 			b.bot.Store(nil)
@@ -632,8 +635,8 @@ func (b *slowBench) sampleHeap() {
 	}
 }
 
-// processCPU is the process's user+system CPU time so far.
-func processCPU() time.Duration {
+// slowProcessCPU is the process's user+system CPU time so far.
+func slowProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
@@ -641,8 +644,8 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// raise lifts the peak of phase in m to v.
-func raise(m *sync.Map, phase int32, v uint64) {
+// slowRaise lifts the peak of phase in m to v.
+func slowRaise(m *sync.Map, phase int32, v uint64) {
 	if p, ok := m.Load(phase); ok {
 		peak := p.(*atomic.Uint64)
 		if v > peak.Load() {
@@ -651,9 +654,9 @@ func raise(m *sync.Map, phase int32, v uint64) {
 	}
 }
 
-// vmRSS is the process's resident set in bytes (/proc/self/status), 0
+// slowVmRSS is the process's resident set in bytes (/proc/self/status), 0
 // where there is no procfs.
-func vmRSS() uint64 {
+func slowVmRSS() uint64 {
 	raw, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
@@ -686,7 +689,7 @@ func (b *slowBench) gatewayCounter(name string, match map[string]string) float64
 	metrics:
 		for _, m := range mf.GetMetric() {
 			for k, v := range match {
-				if labelValue(m, k) != v {
+				if slowLabel(m, k) != v {
 					continue metrics
 				}
 			}
@@ -700,7 +703,8 @@ func (b *slowBench) gatewayCounter(name string, match map[string]string) float64
 	return sum
 }
 
-func labelValue(m *dto.Metric, name string) string {
+// slowLabel returns the value of label name on m, "" without it.
+func slowLabel(m *dto.Metric, name string) string {
 	for _, l := range m.GetLabel() {
 		if l.GetName() == name {
 			return l.GetValue()
@@ -736,14 +740,14 @@ func (b *slowBench) startSlowBot(perSecond float64) *slowBot {
 	bot := &slowBot{t: b.t, closed: make(chan struct{}), readDone: make(chan struct{})}
 	bot.closes0 = b.gatewayCounter("concord_gateway_slow_consumer_closes_total", nil)
 	bot.pressure0 = b.gatewayCounter("concord_gateway_buffer_pressure_total", map[string]string{"application_id": b.app.botID})
-	bot.c = gatewayDial(b.t, b.addr, 4096)
+	bot.c = slowDial(b.t, b.addr, 4096)
 	// GUILDS | GUILD_MESSAGES; no MESSAGE_CONTENT (privileged).
-	bot.session = identifyOn(b.t, bot.c, b.app.token, 1<<0|1<<9)
+	bot.session = slowIdentify(b.t, bot.c, b.app.token, 1<<0|1<<9)
 	bot.started = time.Now()
 	interval := time.Duration(float64(time.Second) / max(perSecond, 0.1))
 	b.t.Logf("slow bot: session %s, reading one frame every %v", bot.session, interval)
 	stop := make(chan struct{})
-	go heartbeat(bot.c, stop)
+	go slowHeartbeat(bot.c, stop)
 	go func() {
 		defer close(bot.readDone)
 		defer close(stop)
@@ -818,7 +822,7 @@ func (bot *slowBot) checkAfterClose(b *slowBench) {
 		t.Fatalf("neighbours crossed the pressure mark %v times", g)
 	}
 	last := bot.lastSeq.Load()
-	c := gatewayDial(t, b.addr, 0)
+	c := slowDial(t, b.addr, 0)
 	_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
 	var hello struct {
 		Op int `json:"op"`
@@ -842,7 +846,7 @@ func (bot *slowBot) checkAfterClose(b *slowBench) {
 			last, gateway.DefaultSendQueue, f.Op, f.T, f.D)
 	}
 	// Explicit loss: a fresh session.
-	sid := identifyOn(t, c, b.app.token, 1<<0|1<<9)
+	sid := slowIdentify(t, c, b.app.token, 1<<0|1<<9)
 	if sid == bot.session {
 		t.Fatal("IDENTIFY after op 9 returned the old session")
 	}
@@ -892,9 +896,9 @@ func (b *slowBench) report(rs []slowPhaseResult) {
 		pairs = append(pairs, fmt.Sprintf("%.2f", p99r[i]))
 		cpuPairs = append(cpuPairs, fmt.Sprintf("%.2f", cpur[i]))
 	}
-	ratio := median(p99r)
+	ratio := slowMedian(p99r)
 	fmt.Fprintf(&buf, "neighbours: %d sessions, GOMAXPROCS %d; median over %d pairs of B/A: p50 %.2f, p99 %.2f, CPU per delivery %.2f; heap peak B−A %+.1f MiB, RSS peak B−A %+.1f MiB\n",
-		len(b.neigh), runtime.GOMAXPROCS(0), len(p99r), median(p50r), ratio, median(cpur),
+		len(b.neigh), runtime.GOMAXPROCS(0), len(p99r), slowMedian(p50r), ratio, slowMedian(cpur),
 		(float64(bPeak)-float64(aPeak))/(1<<20), (float64(rssB)-float64(rssA))/(1<<20))
 	fmt.Fprintf(&buf, "p99 B/A per pair: %s; CPU per neighbour delivery B/A per pair: %s\n", strings.Join(pairs, ", "), strings.Join(cpuPairs, ", "))
 	t.Log("\n" + buf.String())
@@ -914,8 +918,9 @@ func (b *slowBench) report(rs []slowPhaseResult) {
 	}
 }
 
-// median of xs (the upper one of an even count); xs is sorted in place.
-func median(xs []float64) float64 {
+// slowMedian returns the median of xs (the upper one of an even count),
+// sorting xs in place.
+func slowMedian(xs []float64) float64 {
 	slices.Sort(xs)
 	return xs[len(xs)/2]
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -244,9 +245,10 @@ func runStorm(t *testing.T, k int, name string, n int, clients []*stormChild, vi
 	if res.sessions < float64(n) {
 		t.Errorf("storm %d: %s holds %v sessions after the storm, want at least %d", k, survivor.name, res.sessions, n)
 	}
-	t.Logf("storm %d (%s): all %d back after %v (waited %v); resumed %d, identified %d, op 9 %d, identifies sent %d, throttled %v",
+	t.Logf("storm %d (%s): all %d back after %v (waited %v); resumed %d, identified %d, op 9 %d, identifies sent %d, throttled %v, "+
+		"connects without HELLO %d, sockets lost again after READY %d",
 		k, name, n, res.allBack.Round(time.Millisecond), took.Round(time.Millisecond), res.report.Resumed, res.report.Identified,
-		res.report.InvalidSessions, res.report.Identifies, res.refused)
+		res.report.InvalidSessions, res.report.Identifies, res.refused, res.report.DialFailures, res.report.ExtraDrops)
 	return res
 }
 
@@ -469,39 +471,43 @@ func awaitAll(t *testing.T, cs []*stormChild, line string, deadline time.Time, p
 	defer tick.Stop()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
+	// One select over every child's lines and exit, every balancer's
+	// exit, the progress tick and the deadline.
+	var cases []reflect.SelectCase
+	recv := func(ch any) {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+	}
+	for _, c := range cs {
+		recv(c.lines)
+		recv(c.done)
+	}
+	for _, lb := range stormBalancers {
+		recv(lb.done)
+	}
+	recv(tick.C)
+	recv(timer.C)
+	nc, nlb := len(cs), len(stormBalancers)
 	for left > 0 {
-		for _, lb := range stormBalancers {
-			select {
-			case <-lb.done:
-				t.Fatalf("%s exited; last lines:\n%s", lb.name, lb.tail())
-			default:
+		i, v, _ := reflect.Select(cases)
+		switch {
+		case i < 2*nc && i%2 == 0:
+			c, l := cs[i/2], v.String()
+			switch {
+			case strings.HasPrefix(l, "error"):
+				t.Fatalf("%s: %s", c.name, l)
+			case l == line && !got[i/2]:
+				got[i/2] = true
+				left--
+			case progress != "" && strings.HasPrefix(l, progress):
+				counts[i/2], _ = strconv.Atoi(strings.TrimPrefix(l, progress))
 			}
-		}
-		for i, c := range cs {
-			for drained := false; !drained && !got[i]; {
-				select {
-				case l := <-c.lines:
-					switch {
-					case strings.HasPrefix(l, "error"):
-						t.Fatalf("%s: %s", c.name, l)
-					case l == line:
-						got[i] = true
-						left--
-					case progress != "" && strings.HasPrefix(l, progress):
-						counts[i], _ = strconv.Atoi(strings.TrimPrefix(l, progress))
-					}
-				case <-c.done:
-					t.Fatalf("%s exited waiting for %q; last lines:\n%s", c.name, line, c.tail())
-				default:
-					drained = true
-				}
-			}
-		}
-		if left == 0 {
-			return
-		}
-		select {
-		case <-tick.C:
+		case i < 2*nc:
+			c := cs[i/2]
+			t.Fatalf("%s exited waiting for %q; last lines:\n%s", c.name, line, c.tail())
+		case i < 2*nc+nlb:
+			lb := stormBalancers[i-2*nc]
+			t.Fatalf("%s exited; last lines:\n%s", lb.name, lb.tail())
+		case i == 2*nc+nlb:
 			if progress != "" {
 				sum := 0
 				for _, n := range counts {
@@ -509,9 +515,8 @@ func awaitAll(t *testing.T, cs []*stormChild, line string, deadline time.Time, p
 				}
 				t.Logf("  %s: %d", what, sum)
 			}
-		case <-timer.C:
+		default:
 			t.Fatalf("no %q from every process in time (%d left)", line, left)
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

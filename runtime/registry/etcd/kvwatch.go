@@ -15,9 +15,9 @@ import (
 var _ registry.KVWatcher = (*Registry)(nil)
 
 // WatchKV implements registry.KVWatcher over a prefix watch of kv/<prefix>
-// that requires a leader: losing the connection or the leader, or a
-// compacted revision, sends Lost and then a fresh listing once etcd
-// answers again.
+// that requires a leader: losing the connection or the leader (found by
+// the watch or by a count-only read every second), or a compacted
+// revision, sends Lost and then a fresh listing once etcd answers again.
 func (r *Registry) WatchKV(ctx context.Context, prefix string) (<-chan registry.KVUpdate, error) {
 	if r.ctx.Err() != nil {
 		return nil, registry.ErrClosed
@@ -59,6 +59,9 @@ func (r *Registry) followKV(ctx context.Context, prefix string, rev int64, out c
 	for ctx.Err() == nil {
 		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		wch := r.cli.Watch(wctx, base+prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		// The client re-dials a lost server without telling the watch,
+		// so a probe ends the watch when etcd stops answering.
+		go r.probeKV(wctx, wcancel, base+prefix)
 		for resp := range wch {
 			if err := resp.Err(); err != nil {
 				r.log.Warn("registry kv watch interrupted", "prefix", prefix, "revision", rev, "err", err)
@@ -124,4 +127,34 @@ func (r *Registry) listKV(ctx context.Context, prefix string) (registry.KVUpdate
 		u.Changes = append(u.Changes, registry.KVChange{Key: strings.TrimPrefix(string(kv.Key), base), Value: kv.Value})
 	}
 	return u, resp.Header.Revision, nil
+}
+
+// kvProbeEvery is how often a KV watch checks that etcd answers with a
+// leader; kvProbeTimeout bounds each check.
+const (
+	kvProbeEvery   = time.Second
+	kvProbeTimeout = time.Second
+)
+
+// probeKV reads the count of keys under key with a leader every
+// kvProbeEvery and cancels the watch (cancel) at the first failure, until
+// ctx ends.
+func (r *Registry) probeKV(ctx context.Context, cancel context.CancelFunc, key string) {
+	t := time.NewTicker(kvProbeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, pcancel := context.WithTimeout(ctx, kvProbeTimeout)
+		_, err := r.cli.Get(clientv3.WithRequireLeader(pctx), key, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		pcancel()
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("registry kv watch probe failed", "prefix", key, "err", err)
+			cancel()
+			return
+		}
+	}
 }

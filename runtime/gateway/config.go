@@ -14,7 +14,9 @@ const (
 	DefaultReplayMaxEvents   = 4096
 	DefaultReplayMaxBytes    = 1 << 20
 	DefaultReplayMaxAge      = 2 * time.Minute
-	DefaultSendQueue         = 4096
+	DefaultSendQueue         = 1024
+	DefaultSendQueueBytes    = 256 << 10
+	DefaultSocketSendBuffer  = 128 << 10
 	DefaultMaxPayload        = 4096
 	DefaultRateLimit         = 120
 	DefaultRateWindow        = 60 * time.Second
@@ -59,14 +61,26 @@ type Config struct {
 	// the resume window: a detached session is kept this long, then ended
 	// with Backend.Disconnect. Default 2 min.
 	ReplayMaxAge time.Duration
-	// SendQueue bounds each connection's outbound queue in frames. A
-	// connection whose queue passes it is closed with SlowConsumerCloseCode;
-	// its session stays resumable. A queued dispatch shares its payload
-	// with the replay buffer, so it costs about 64 bytes; the bound is
-	// generous so that bursts (a bot's thousands of GUILD_CREATEs) pass.
-	// Frames replayed on RESUME and control frames do not count. Default
-	// 4096.
-	SendQueue int
+	// SendQueue bounds each connection's outbound queue in frames, and
+	// SendQueueBytes in bytes. A connection whose queue passes either is
+	// closed with SlowConsumerCloseCode; its session stays resumable. A
+	// queued dispatch shares its payload with the replay buffer, so the
+	// bounds are not about memory: they cut a slow reader while what it
+	// has not read (the writer's batch, the queue and the socket buffer,
+	// see SocketSendBuffer) still fits in the replay buffer, so that a
+	// prompt RESUME gets every missed event. Frames replayed on RESUME
+	// and control frames do not count; a single frame larger than
+	// SendQueueBytes is queued when the queue is empty. Defaults 1024
+	// frames and 256 KiB.
+	SendQueue      int
+	SendQueueBytes int
+	// SocketSendBuffer caps the kernel's send buffer of each gateway
+	// socket (SO_SNDBUF; Linux doubles it), so that a reader that stopped
+	// reading holds a bounded amount in the kernel — counted against the
+	// pod's memory and beyond the replay buffer's reach otherwise (up to
+	// 4 MiB with autotuning). Negative leaves the kernel's autotuning.
+	// Default 128 KiB.
+	SocketSendBuffer int
 	// MaxPayload is the largest client payload in bytes (bigger → close
 	// 4002). Default 4096.
 	MaxPayload int
@@ -118,6 +132,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	fill(&cfg.ReplayMaxEvents, DefaultReplayMaxEvents)
 	fill(&cfg.ReplayMaxBytes, DefaultReplayMaxBytes)
 	fill(&cfg.SendQueue, DefaultSendQueue)
+	fill(&cfg.SendQueueBytes, DefaultSendQueueBytes)
+	fill(&cfg.SocketSendBuffer, DefaultSocketSendBuffer)
 	fill(&cfg.MaxPayload, DefaultMaxPayload)
 	fill(&cfg.RateLimit, DefaultRateLimit)
 	fillDur := func(v *time.Duration, def time.Duration) {
@@ -129,7 +145,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	fillDur(&cfg.RateWindow, DefaultRateWindow)
 	fillDur(&cfg.IdentifyTimeout, DefaultIdentifyTimeout)
 	fillDur(&cfg.WriteTimeout, DefaultWriteTimeout)
-	if cfg.ReplayMaxEvents < 0 || cfg.ReplayMaxBytes < 0 || cfg.SendQueue < 0 || cfg.MaxPayload < 0 || cfg.RateLimit < 0 {
+	if cfg.ReplayMaxEvents < 0 || cfg.ReplayMaxBytes < 0 || cfg.SendQueue < 0 || cfg.SendQueueBytes < 0 || cfg.MaxPayload < 0 || cfg.RateLimit < 0 {
 		return cfg, fmt.Errorf("%w: negative bound", ErrInvalidConfig)
 	}
 	if cfg.ReplayMaxAge < 0 || cfg.RateWindow < 0 || cfg.IdentifyTimeout < 0 || cfg.WriteTimeout < 0 {

@@ -47,6 +47,7 @@ type conn struct {
 	pending       []byte // bytes an inline write left over, written first
 	queue         []frame
 	extra         int // frames in queue added by enqueueAll, outside the bound
+	qbytes        int // bytes of the bounded frames in queue
 	comp          compression
 	closing       bool
 	closeCode     int

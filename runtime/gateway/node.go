@@ -18,6 +18,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"runtime"
 	"sync"
@@ -137,6 +138,9 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		n.cfg.Logger.Debug("gateway upgrade failed", "err", err)
 		return
+	}
+	if tc, ok := ws.NetConn().(*net.TCPConn); ok && n.cfg.SocketSendBuffer > 0 {
+		_ = tc.SetWriteBuffer(n.cfg.SocketSendBuffer)
 	}
 	c := newConn(n, ws, apiVersion, comp, n.resumeURL(r))
 	if !n.addConn(c) {

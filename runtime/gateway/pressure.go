@@ -73,6 +73,10 @@ func (c *conn) bindSession(info event.Session) {
 func (c *conn) notePressureLocked(depth int) {
 	p := &c.pressure
 	bound := c.node.cfg.SendQueue
+	// The fuller of the two bounds, in frames of the frame bound.
+	if byBytes := c.qbytes * bound / max(c.node.cfg.SendQueueBytes, 1); byBytes > depth {
+		depth = byBytes
+	}
 	switch {
 	case !p.high && depth*100 >= bound*PressureHighPercent:
 		m := c.node.metrics

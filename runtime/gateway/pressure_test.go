@@ -94,7 +94,7 @@ func TestPressureHysteresis(t *testing.T) {
 // the bound releases the gauge.
 func TestPressureStalledReader(t *testing.T) {
 	const sendQueue = 10
-	g := newTestGateway(t, Config{SendQueue: sendQueue, ReplayMaxEvents: 100000, ReplayMaxBytes: 1 << 30})
+	g := newTestGateway(t, Config{SendQueue: sendQueue, SendQueueBytes: 1 << 30, ReplayMaxEvents: 100000, ReplayMaxBytes: 1 << 30})
 	c := g.dialSmallBuffer(t)
 	r := c.identify("tok-alice") // a bot, user 1001
 	sid := event.SessionID(r.SessionID)

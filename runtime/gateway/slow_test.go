@@ -66,7 +66,7 @@ func floodUntilClosed(t *testing.T, g *testGateway, sid event.SessionID, payload
 
 func TestSlowReaderClosedThenResumes(t *testing.T) {
 	const sendQueue = 8
-	g := newTestGateway(t, Config{SendQueue: sendQueue, ReplayMaxEvents: 100000, ReplayMaxBytes: 1 << 30})
+	g := newTestGateway(t, Config{SendQueue: sendQueue, SendQueueBytes: 1 << 30, ReplayMaxEvents: 100000, ReplayMaxBytes: 1 << 30})
 	c := g.dialSmallBuffer(t)
 	r := c.identify("tok-alice")
 	sid := event.SessionID(r.SessionID)
@@ -83,35 +83,7 @@ func TestSlowReaderClosedThenResumes(t *testing.T) {
 	// Later events are still buffered.
 	g.deliver("MESSAGE_CREATE", `{"late":true}`, sid)
 	// The client reads what reached it, sees the socket end, and resumes.
-	last := int64(1)
-	_ = c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-	for {
-		_, b, err := c.ws.ReadMessage()
-		if err != nil {
-			var ce *websocket.CloseError
-			// A socket that cannot take the close frame in time is just
-			// closed (1006); both are resumable for every library.
-			if errors.As(err, &ce) && ce.Code != SlowConsumerCloseCode && ce.Code != websocket.CloseAbnormalClosure {
-				t.Fatalf("closed with %d, want %d or 1006", ce.Code, SlowConsumerCloseCode)
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				t.Fatalf("socket not closed after reading up to seq %d of %d", last, n+1)
-			}
-			break
-		}
-		var f wireFrame
-		if err := jsonUnmarshal(b, &f); err != nil {
-			t.Fatal(err)
-		}
-		if *f.S != last+1 {
-			t.Fatalf("seq %d after %d", *f.S, last)
-		}
-		last = *f.S
-	}
-	if last >= int64(n+1) {
-		t.Fatalf("client read everything (%d): the test did not back up the socket", last)
-	}
+	last := readUntilClosed(t, c, 1, int64(n+1))
 	c2 := g.dial(t, "")
 	c2.hello()
 	c2.send(resumeFrame("tok-alice", r.SessionID, last))
@@ -176,7 +148,7 @@ func noisyPayload(i, n int) string {
 func TestBackedUpSocketKeepsOrder(t *testing.T) {
 	for _, query := range []string{"?v=10&encoding=json", "?v=10&encoding=json&compress=zlib-stream"} {
 		t.Run(query, func(t *testing.T) {
-			g := newTestGateway(t, Config{ReplayMaxBytes: 64 << 20})
+			g := newTestGateway(t, Config{ReplayMaxBytes: 64 << 20, SendQueueBytes: 64 << 20})
 			c := g.dialSmallBufferQuery(t, query)
 			stream := strings.Contains(query, "zlib")
 			var next func() wireFrame
@@ -261,4 +233,64 @@ func TestPingPong(t *testing.T) {
 	default:
 		t.Fatal("no pong before the ACK")
 	}
+}
+
+// readUntilClosed reads the dispatches that reached a slow client after
+// seq from, checking they are gap-free, until the server's resumable close
+// (4000, or 1006 when the socket could not take the close frame); it
+// returns the last seq read, which must be below total.
+func readUntilClosed(t *testing.T, c *client, from, total int64) int64 {
+	t.Helper()
+	last := from
+	_ = c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		_, b, err := c.ws.ReadMessage()
+		if err != nil {
+			var ce *websocket.CloseError
+			// A socket that cannot take the close frame in time is just
+			// closed (1006); both are resumable for every library.
+			if errors.As(err, &ce) && ce.Code != SlowConsumerCloseCode && ce.Code != websocket.CloseAbnormalClosure {
+				t.Fatalf("closed with %d, want %d or 1006", ce.Code, SlowConsumerCloseCode)
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("socket not closed after reading up to seq %d of %d", last, total)
+			}
+			break
+		}
+		var f wireFrame
+		if err := jsonUnmarshal(b, &f); err != nil {
+			t.Fatal(err)
+		}
+		if *f.S != last+1 {
+			t.Fatalf("seq %d after %d", *f.S, last)
+		}
+		last = *f.S
+	}
+	if last >= total {
+		t.Fatalf("client read everything (%d): the test did not back up the socket", last)
+	}
+	return last
+}
+
+// TestSlowReaderCutWhileResumableAtDefaults checks the default bounds
+// against each other: a reader that stops is cut while everything it has
+// not read (writer batch, queue, socket buffer) still fits in the replay
+// buffer, so a prompt RESUME gets every missed event (ADR-04).
+func TestSlowReaderCutWhileResumableAtDefaults(t *testing.T) {
+	g := newTestGateway(t, Config{})
+	c := g.dialSmallBuffer(t)
+	r := c.identify("tok-alice")
+	sid := event.SessionID(r.SessionID)
+	payload := fmt.Sprintf(`{"content":"%s"}`, strings.Repeat("m", 480))
+	n := floodUntilClosed(t, g, sid, payload, 100000)
+	last := readUntilClosed(t, c, 1, int64(n+1))
+	c2 := g.dial(t, "")
+	c2.hello()
+	c2.send(resumeFrame("tok-alice", r.SessionID, last))
+	for seq := last + 1; seq <= int64(n+1); seq++ {
+		c2.readDispatch("MESSAGE_CREATE", seq)
+	}
+	c2.readDispatch("RESUMED", int64(n+2))
+	t.Logf("cut after %d dispatches; the client had read %d; %d replayed", n, last-1, int64(n+1)-last)
 }

@@ -55,10 +55,11 @@ func (c *conn) enqueue(f frame) bool {
 		c.writeNow(&f)
 		return true
 	}
-	if len(c.queue)-c.extra >= c.node.cfg.SendQueue {
+	if len(c.queue)-c.extra >= c.node.cfg.SendQueue || (c.qbytes > 0 && c.qbytes+f.size > c.node.cfg.SendQueueBytes) {
 		return false
 	}
 	c.queue = append(c.queue, f)
+	c.qbytes += f.size
 	c.notePressureLocked(len(c.queue) - c.extra)
 	c.handOff()
 	return true
@@ -171,7 +172,7 @@ func (c *conn) abort(code int, text string) {
 	// Drop the queue but keep pending: it is the tail of a frame already
 	// partly on the wire, which must end before a close frame can follow.
 	clear(c.queue)
-	c.queue = nil
+	c.queue, c.qbytes = nil, 0
 	c.aborted.Store(true)
 	c.releasePressureLocked()
 	c.node.metrics.closes.WithLabelValues(strconv.Itoa(code)).Inc()
@@ -201,7 +202,7 @@ func (c *conn) writeLoop() {
 			c.qmu.Lock()
 			pending := c.pending
 			batch, c.queue = c.queue, batch[:0]
-			c.pending, c.extra = nil, 0
+			c.pending, c.extra, c.qbytes = nil, 0, 0
 			if c.pressure.high {
 				// The writer took the queue: it is empty again.
 				c.notePressureLocked(0)

@@ -103,6 +103,9 @@ type lease struct {
 	// next is when the next renewal is due.
 	next     time.Time
 	renewing bool
+	// pending counts admitted identifies whose session is not attached
+	// yet; the lease outlives its last session while one is pending.
+	pending int
 	// epoch changes with every push applied, so a renewal that read the
 	// Source before the push cannot undo it.
 	epoch uint64
@@ -175,9 +178,10 @@ func (m *Manager) Admit(ctx context.Context, botUserID snowflake.ID) error {
 	}
 	start := m.cfg.Now()
 	m.mu.Lock()
+	seen := m.leases[botUserID]
 	var epoch uint64
-	if l := m.leases[botUserID]; l != nil {
-		epoch = l.epoch
+	if seen != nil {
+		epoch = seen.epoch
 	}
 	m.mu.Unlock()
 	g, err := m.read(ctx, botUserID)
@@ -188,17 +192,24 @@ func (m *Manager) Admit(ctx context.Context, botUserID snowflake.ID) error {
 		m.metrics.identifyRefused.Inc()
 		return fmt.Errorf("admit bot %d: %w: %w", botUserID, ErrUnavailable, err)
 	}
-	m.apply(ctx, botUserID, g, start, epoch, true)
+	m.apply(ctx, botUserID, g, start, seen, epoch, true)
+	m.mu.Lock()
+	if l := m.leases[botUserID]; l != nil {
+		l.pending++
+	}
+	m.mu.Unlock()
 	return nil
 }
 
-// Attach adds an identified, subscribed session to its bot's lease. A
-// session of a bot without a lease (not governed) is ignored.
+// Attach adds an admitted session to its bot's lease before it is
+// subscribed to its guilds. A session of a bot without a lease (not
+// governed) is ignored.
 func (m *Manager) Attach(s event.Session) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if l := m.leases[s.UserID]; l != nil {
 		l.sessions[s.ID] = s
+		l.pending = max(0, l.pending-1)
 	}
 }
 
@@ -211,7 +222,7 @@ func (m *Manager) Detach(s event.Session) {
 		return
 	}
 	delete(l.sessions, s.ID)
-	if len(l.sessions) == 0 {
+	if len(l.sessions) == 0 && l.pending == 0 {
 		delete(m.leases, s.UserID)
 		m.metrics.leases.Set(float64(len(m.leases)))
 	}
@@ -232,17 +243,35 @@ func (m *Manager) read(ctx context.Context, bot snowflake.ID) (Grant, error) {
 	return g, err
 }
 
-// apply installs grant g of bot, read from start on, unless a push
-// changed the lease since (epoch): then the lease is renewed again at
-// once. It closes the bot's sessions when the token generation changed
-// and revokes the guilds that left the grant. create starts a lease when
-// there is none (Admit).
-func (m *Manager) apply(ctx context.Context, bot snowflake.ID, g Grant, start time.Time, epoch uint64, create bool) {
+// apply installs grant g of bot, read from start on while seen was the
+// bot's lease at epoch. A grant read while the lease changed (a push, or
+// the lease was replaced) is stale: the current lease is only made due
+// again. Otherwise a new token generation closes the bot's sessions and
+// guilds that left the grant are revoked. create (Admit) starts a lease
+// when there is none, or a fresh one after closing the old sessions.
+func (m *Manager) apply(ctx context.Context, bot snowflake.ID, g Grant, start time.Time, seen *lease, epoch uint64, create bool) {
 	now := m.cfg.Now()
 	m.mu.Lock()
-	l := m.leases[bot]
-	if l == nil {
-		if create {
+	cur := m.leases[bot]
+	if cur != nil && (cur != seen || cur.epoch != epoch) {
+		if cur == seen {
+			cur.renewing = false
+		}
+		cur.next = now
+		m.mu.Unlock()
+		return
+	}
+	if cur != nil && g.TokenGeneration != cur.gen {
+		// The token was reset: the sessions holding the old one close.
+		delete(m.leases, bot)
+		m.metrics.leases.Set(float64(len(m.leases)))
+		m.mu.Unlock()
+		m.close(ctx, bot, ReasonTokenReset, "renewal")
+		m.mu.Lock()
+		cur = nil
+	}
+	if cur == nil {
+		if create && m.leases[bot] == nil {
 			m.leases[bot] = &lease{bot: bot, app: g.ApplicationID, gen: g.TokenGeneration, guilds: guildSet(g.Guilds),
 				suspect: guildSet(g.Unentitled), revoked: map[snowflake.ID]bool{},
 				sessions: map[event.SessionID]event.Session{}, readAt: start, expires: start.Add(m.cfg.TTL),
@@ -252,19 +281,8 @@ func (m *Manager) apply(ctx context.Context, bot snowflake.ID, g Grant, start ti
 		m.mu.Unlock()
 		return
 	}
+	l := cur
 	l.renewing = false
-	if l.epoch != epoch {
-		l.next = now
-		m.mu.Unlock()
-		return
-	}
-	if g.TokenGeneration != l.gen {
-		delete(m.leases, bot)
-		m.metrics.leases.Set(float64(len(m.leases)))
-		m.mu.Unlock()
-		m.close(ctx, bot, ReasonTokenReset, "renewal")
-		return
-	}
 	granted, unentitled := guildSet(g.Guilds), guildSet(g.Unentitled)
 	gone := revocable(l.guilds, granted, l.suspect, l.revoked, g.Unentitled)
 	targets := l.sessionsOn(gone)
@@ -353,12 +371,12 @@ func (m *Manager) tick(ctx context.Context, wait bool) {
 	m.metrics.staleLeases.Set(float64(nstale))
 	m.metrics.leaseAgeMax.Set(oldest.Seconds())
 	type job struct {
-		bot   snowflake.ID
+		l     *lease
 		epoch uint64
 	}
 	jobs := make([]job, len(due))
 	for i, l := range due {
-		jobs[i] = job{l.bot, l.epoch}
+		jobs[i] = job{l, l.epoch}
 	}
 	m.mu.Unlock()
 	for _, bot := range stale {
@@ -369,7 +387,7 @@ func (m *Manager) tick(ctx context.Context, wait bool) {
 		select {
 		case m.sem <- struct{}{}:
 		case <-ctx.Done():
-			m.unmark(j.bot)
+			m.unmark(j.l)
 			continue
 		}
 		wg.Add(1)
@@ -378,7 +396,7 @@ func (m *Manager) tick(ctx context.Context, wait bool) {
 			defer m.wg.Done()
 			defer wg.Done()
 			defer func() { <-m.sem }()
-			m.renew(ctx, j.bot, j.epoch)
+			m.renew(ctx, j.l, j.epoch)
 		}()
 	}
 	if wait {
@@ -387,40 +405,38 @@ func (m *Manager) tick(ctx context.Context, wait bool) {
 }
 
 // unmark clears a lease's renewing flag after a renewal that did not run.
-func (m *Manager) unmark(bot snowflake.ID) {
+func (m *Manager) unmark(l *lease) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if l := m.leases[bot]; l != nil {
-		l.renewing = false
-	}
+	l.renewing = false
 }
 
-// renew reads one bot's grant and applies it; a failed read leaves the
-// lease running on its last grant and retries after RetryEvery.
-func (m *Manager) renew(ctx context.Context, bot snowflake.ID, epoch uint64) {
+// renew reads the grant of lease l's bot and applies it; a failed read
+// leaves the lease running on its last grant and retries after
+// RetryEvery.
+func (m *Manager) renew(ctx context.Context, l *lease, epoch uint64) {
+	bot := l.bot
 	start := m.cfg.Now()
 	g, err := m.read(ctx, bot)
 	switch {
 	case errors.Is(err, ErrNotGoverned):
 		m.mu.Lock()
-		l := m.leases[bot]
-		if l != nil {
+		mine := m.leases[bot] == l
+		if mine {
 			delete(m.leases, bot)
 		}
 		m.mu.Unlock()
-		if l != nil {
+		if mine {
 			m.close(ctx, bot, ReasonApplicationGone, "renewal")
 		}
 	case err != nil:
 		m.mu.Lock()
-		if l := m.leases[bot]; l != nil {
-			l.renewing = false
-			l.next = m.cfg.Now().Add(m.cfg.RetryEvery)
-		}
+		l.renewing = false
+		l.next = m.cfg.Now().Add(m.cfg.RetryEvery)
 		m.mu.Unlock()
 		m.log.Debug("lease renewal failed", "bot_id", bot, "err", err)
 	default:
-		m.apply(ctx, bot, g, start, epoch, false)
+		m.apply(ctx, bot, g, start, l, epoch, false)
 	}
 }
 

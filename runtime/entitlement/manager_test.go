@@ -478,3 +478,45 @@ func TestPushRevokesGuildInstalledSinceLastRead(t *testing.T) {
 		t.Fatalf("revoked %v, want s1/A", rv)
 	}
 }
+
+func TestReconnectKeepsLeaseBetweenAdmitAndAttach(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	old := f.identify(t, "old", 0, 0)
+	// The bot reconnects: the new identify is admitted, then the old
+	// session ends before the new one attaches.
+	if err := f.m.Admit(ctx, bot); err != nil {
+		t.Fatal(err)
+	}
+	f.m.Detach(old)
+	f.m.Attach(event.Session{ID: "new", UserID: bot, Bot: true})
+	f.clock.Add(time.Millisecond)
+	f.m.Handle(ctx, Notice{Revocations: []Revocation{{ID: "u", Kind: KindUninstall, BotUserID: bot, GuildID: guildA, At: f.clock.Now().UnixNano()}}})
+	if rv, _ := f.enf.state(); !slices.Equal(rv, []string{fmt.Sprintf("new/%d", guildA)}) {
+		t.Fatalf("revoked %v, want new/A: the new session lost its lease", rv)
+	}
+}
+
+func TestStaleRenewalDoesNotCloseSessionsOfANewerToken(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.identify(t, "s1", 0, 0)
+	f.m.mu.Lock()
+	seen := f.m.leases[bot]
+	epoch := seen.epoch
+	f.m.mu.Unlock()
+	// A renewal reads generation 3; meanwhile the token is reset and the
+	// bot identifies with generation 4 (its old session closes).
+	f.src.set(bot, Grant{ApplicationID: app, TokenGeneration: 4, Guilds: []snowflake.ID{guildA, guildB}})
+	f.identify(t, "s2", 0, 0)
+	f.m.apply(ctx, bot, Grant{ApplicationID: app, TokenGeneration: 3, Guilds: []snowflake.ID{guildA, guildB}}, f.clock.Now(), seen, epoch, false)
+	if _, cl := f.enf.state(); !slices.Equal(cl, []string{"7/token_reset"}) {
+		t.Fatalf("closed %v, want one close (of the old token's session) only", cl)
+	}
+	f.m.mu.Lock()
+	l := f.m.leases[bot]
+	f.m.mu.Unlock()
+	if l == nil || l.gen != 4 || len(l.sessions) != 1 {
+		t.Fatalf("lease %+v, want generation 4 with the new session", l)
+	}
+}

@@ -58,8 +58,11 @@ type stormReport struct {
 	// throttled IDENTIFYs); Identifies counts IDENTIFYs sent.
 	InvalidSessions int `json:"invalid_sessions"`
 	Identifies      int `json:"identifies"`
-	// DialFailures counts reconnect attempts that got no HELLO.
-	DialFailures int `json:"dial_failures"`
+	// DialFailures counts reconnect attempts that got no HELLO, and
+	// DialErrors the same by the error's last part ("EOF", "bad
+	// handshake", "connection refused").
+	DialFailures int            `json:"dial_failures"`
+	DialErrors   map[string]int `json:"dial_errors"`
 	// Closes counts the close codes the sessions saw during the storm.
 	Closes map[int]int `json:"closes"`
 	// ExtraDrops counts sockets lost again after a session came back.
@@ -254,8 +257,16 @@ func (s *stormSession) run(ctx context.Context, first chan struct{}) {
 		// reconnect backoff. A socket lost after working: reconnect now.
 		var noHello errNoHello
 		if errors.As(err, &noHello) {
+			msg := noHello.err.Error()
+			if i := strings.LastIndex(msg, ": "); i >= 0 {
+				msg = msg[i+2:]
+			}
 			s.c.mu.Lock()
 			s.c.report.DialFailures++
+			if s.c.report.DialErrors == nil {
+				s.c.report.DialErrors = map[string]int{}
+			}
+			s.c.report.DialErrors[msg]++
 			s.c.mu.Unlock()
 			jitter(ctx)
 		}

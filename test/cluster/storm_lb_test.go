@@ -89,9 +89,12 @@ func runStormLB(stdin io.Reader, stdout io.Writer) error {
 }
 
 // check polls every backend's /readyz every 100 ms and prints the healthy
-// set when it changes.
+// set when it changes. A backend is up after one 200 and down after three
+// failed checks in a row (a gateway busy with a storm may answer /readyz
+// late), or at once when its port refuses a dial (serve).
 func (lb *stormLB) check(ctx context.Context) {
-	client := &http.Client{Timeout: 500 * time.Millisecond}
+	client := &http.Client{Timeout: time.Second}
+	fails := make([]int, len(lb.backends))
 	last := ""
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -114,8 +117,13 @@ func (lb *stormLB) check(ctx context.Context) {
 		lb.mu.Lock()
 		var names []string
 		for i, b := range lb.backends {
-			lb.healthy[b] = up[i]
 			if up[i] {
+				fails[i] = 0
+				lb.healthy[b] = true
+			} else if fails[i]++; fails[i] >= 3 {
+				lb.healthy[b] = false
+			}
+			if lb.healthy[b] {
 				names = append(names, b)
 			}
 		}
@@ -132,7 +140,9 @@ func (lb *stormLB) check(ctx context.Context) {
 	}
 }
 
-// pick returns the healthy backends, starting at the next in turn.
+// pick returns the healthy backends, starting at the next in turn; with
+// none healthy, every backend (Envoy's panic mode: a dial that refuses is
+// cheap, turning clients away is not).
 func (lb *stormLB) pick() []string {
 	lb.mu.Lock()
 	var up []string
@@ -143,7 +153,7 @@ func (lb *stormLB) pick() []string {
 	}
 	lb.mu.Unlock()
 	if len(up) == 0 {
-		return nil
+		up = lb.backends
 	}
 	k := int(lb.next.Add(1) % uint64(len(up)))
 	return append(slices.Clone(up[k:]), up[:k]...)

@@ -226,6 +226,12 @@ func runStorm(t *testing.T, k int, name string, n int, clients []*stormChild, vi
 		for code, m := range r.Closes {
 			res.report.Closes[code] += m
 		}
+		for e, m := range r.DialErrors {
+			if res.report.DialErrors == nil {
+				res.report.DialErrors = map[string]int{}
+			}
+			res.report.DialErrors[e] += m
+		}
 	}
 	if len(backs) != n {
 		t.Fatalf("storm %d: %d of %d sessions came back", k, len(backs), n)
@@ -246,9 +252,9 @@ func runStorm(t *testing.T, k int, name string, n int, clients []*stormChild, vi
 		t.Errorf("storm %d: %s holds %v sessions after the storm, want at least %d", k, survivor.name, res.sessions, n)
 	}
 	t.Logf("storm %d (%s): all %d back after %v (waited %v); resumed %d, identified %d, op 9 %d, identifies sent %d, throttled %v, "+
-		"connects without HELLO %d, sockets lost again after READY %d",
+		"connects without HELLO %d %v, sockets lost again after READY %d",
 		k, name, n, res.allBack.Round(time.Millisecond), took.Round(time.Millisecond), res.report.Resumed, res.report.Identified,
-		res.report.InvalidSessions, res.report.Identifies, res.refused, res.report.DialFailures, res.report.ExtraDrops)
+		res.report.InvalidSessions, res.report.Identifies, res.refused, res.report.DialFailures, res.report.DialErrors, res.report.ExtraDrops)
 	return res
 }
 

@@ -23,7 +23,8 @@ func (m *Manager) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			m.setPush(false)
+			m.pushUp.Store(false) // shutting down: no warning
+			m.metrics.pushConnected.Set(0)
 			m.wg.Wait()
 			return
 		case <-retry.C:

@@ -185,3 +185,29 @@ func TestRevocationOutagePolicy(t *testing.T) {
 	again := w.dialBot(w.botToken)
 	again.waitReady()
 }
+
+// TestRevocationNarrowingLeavesGuildToPermissions: narrowing the bot's
+// managed role publishes a revocation, but the lease takes nothing away:
+// the guild actors evaluate the narrowed permissions on every event, and
+// the session keeps the guild (no GUILD_DELETE, events still arrive
+// through @everyone's VIEW_CHANNEL).
+func TestRevocationNarrowingLeavesGuildToPermissions(t *testing.T) {
+	w := newRevWorld(t)
+	b := w.dialBot(w.botToken)
+	b.waitReady()
+	b.waitGuild(w.guild)
+	restCall(t, w.addr, w.owner, "POST", "/oauth2/authorize?client_id="+w.appID.String()+"&scope=bot&permissions=1024",
+		map[string]any{"guild_id": w.guild.String(), "permissions": "1024", "authorize": true}, nil)
+	waitFor(t, 5*time.Second, "narrowing pushed and applied", func() bool {
+		return counterValue(t, w.p, "concord_entitlement_pushes_total", "result", "received") >= 1
+	})
+	ps := w.startPoster(w.guild, w.channel, 10*time.Millisecond)
+	defer ps.stop()
+	waitFor(t, 5*time.Second, "events after the narrowing", func() bool { _, _, n, _ := b.stats(w.guild); return n >= 10 })
+	if _, del, _, _ := b.stats(w.guild); !del.IsZero() {
+		t.Fatal("narrowing sent GUILD_DELETE")
+	}
+	if got := counterValue(t, w.p, "concord_entitlement_revocations_applied_total", "what", "guild"); got != 0 {
+		t.Fatalf("narrowing revoked %v guilds", got)
+	}
+}

@@ -109,14 +109,14 @@ func (h *Handler) createApplication(w http.ResponseWriter, r *http.Request, c ca
 		return FormError("description", "BASE_TYPE_MAX_LENGTH", "Must be 400 or fewer in length.")
 	}
 	ctx := r.Context()
+	// The bot user shares the application's id, as on Discord: bot code
+	// registers commands under client.user.id and libraries read the
+	// application id from READY's user.
 	appID, err := h.deps.IDs.Next()
 	if err != nil {
 		return fmt.Errorf("%w: mint application id: %w", ErrUnavailable, err)
 	}
-	botID, err := h.deps.IDs.Next()
-	if err != nil {
-		return fmt.Errorf("%w: mint bot user id: %w", ErrUnavailable, err)
-	}
+	botID := appID
 	pub, sealed, err := h.keys.newKeyPair(appID)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -32,8 +32,8 @@ func TestCreateApplicationAndBotToken(t *testing.T) {
 	if m["id"] != a.ID.String() || m["verify_key"] != a.VerifyKey || m["owner"].(map[string]any)["id"] != e.ownerID.String() {
 		t.Fatalf("application @me = %v", m)
 	}
-	if bot := m["bot"].(map[string]any); bot["bot"] != true || bot["id"] != a.BotID.String() {
-		t.Fatalf("bot user = %v", bot)
+	if bot := m["bot"].(map[string]any); bot["bot"] != true || bot["id"] != a.BotID.String() || a.BotID != a.ID {
+		t.Fatalf("bot user = %v, application %s: want the bot user to share the application's id", bot, a.ID)
 	}
 	// v9 is served too.
 	e.expect(e.do("GET", "/api/v9/oauth2/applications/@me", a.Token, nil), 200, 0)

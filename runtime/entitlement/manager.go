@@ -32,7 +32,7 @@ type Config struct {
 	// Grace is how long past its expiry a lease that cannot be renewed
 	// keeps its sessions running before they close (default 5 min).
 	Grace time.Duration
-	// ReadTimeout bounds one Source read (default 2 s).
+	// ReadTimeout bounds one Source read and one Publish (default 2 s).
 	ReadTimeout time.Duration
 	// Resolution is how often Run looks for due renewals (default 100 ms).
 	Resolution time.Duration

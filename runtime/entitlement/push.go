@@ -148,8 +148,9 @@ func (m *Manager) applyPush(ctx context.Context, r Revocation, via string) {
 	m.revoke(ctx, targets, via)
 }
 
-// Publish sends a revocation through the Bus, stamping its id and time.
-// A failed publish is logged and counted: the lease bounds what it costs.
+// Publish sends a revocation through the Bus, stamping its id and time,
+// within ReadTimeout. A failed publish is logged and counted: the lease
+// bounds what it costs.
 func (m *Manager) Publish(ctx context.Context, r Revocation) error {
 	if r.ID == "" {
 		r.ID = NewID()
@@ -157,6 +158,10 @@ func (m *Manager) Publish(ctx context.Context, r Revocation) error {
 	if r.At == 0 {
 		r.At = m.cfg.Now().UnixNano()
 	}
+	// A registry that does not answer must not hold up the uninstall or
+	// reset that publishes: the lease applies the revocation anyway.
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.ReadTimeout)
+	defer cancel()
 	if err := m.bus.Publish(ctx, r); err != nil {
 		m.metrics.pushes.WithLabelValues("publish_error").Inc()
 		m.log.Warn("revocation not pushed; leases will apply it", "kind", r.Kind, "bot_id", r.BotUserID, "guild_id", r.GuildID, "err", err)

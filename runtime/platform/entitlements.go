@@ -49,6 +49,44 @@ type entitlements struct {
 	source *entitlement.FaultySource
 	bus    *entitlement.FaultyBus
 	close  func()
+	// etcd is the embedded registry (nil with --registry=mem).
+	etcd *embeddedEtcd
+}
+
+// embeddedEtcd is the process's embedded etcd server, which tests stop and
+// start again (at the same address, with the same data) to take the
+// registry away for real.
+type embeddedEtcd struct {
+	dir, endpoint string
+	mu            sync.Mutex
+	stop          func()
+}
+
+// start runs the server, at e.endpoint once it is known.
+func (e *embeddedEtcd) start() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stop != nil {
+		return nil
+	}
+	stop, ep, err := etcdreg.StartEmbedded(ctx, e.dir, e.endpoint)
+	if err != nil {
+		return fmt.Errorf("platform: embedded registry: %w", err)
+	}
+	e.stop, e.endpoint = stop, ep
+	return nil
+}
+
+// halt stops the server if it runs.
+func (e *embeddedEtcd) halt() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stop != nil {
+		e.stop()
+		e.stop = nil
+	}
 }
 
 // entitlementDeps are what openEntitlements needs from the process.
@@ -65,6 +103,7 @@ type entitlementDeps struct {
 func openEntitlements(cfg Config, d entitlementDeps) (*entitlements, error) {
 	log := cfg.Logger.With("component", "entitlement")
 	var bus entitlement.Bus
+	var ee *embeddedEtcd
 	stop := func() {}
 	switch cfg.Registry {
 	case "mem":
@@ -74,21 +113,19 @@ func openEntitlements(cfg Config, d entitlementDeps) (*entitlements, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("platform: registry dir: %w", err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		estop, ep, err := etcdreg.StartEmbedded(ctx, dir, "")
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("platform: embedded registry: %w", err)
+		ee = &embeddedEtcd{dir: dir}
+		if err := ee.start(); err != nil {
+			return nil, err
 		}
-		reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{ep}, Logger: cfg.Logger.With("component", "registry")})
+		reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{ee.endpoint}, Logger: cfg.Logger.With("component", "registry")})
 		if err != nil {
-			estop()
+			ee.halt()
 			return nil, fmt.Errorf("platform: registry client: %w", err)
 		}
 		rb, err := entitlement.NewRegistryBus(reg, entitlement.DefaultPrefix)
 		if err != nil {
 			_ = reg.Close()
-			estop()
+			ee.halt()
 			return nil, fmt.Errorf("platform: revocation bus: %w", err)
 		}
 		bus = rb
@@ -96,7 +133,7 @@ func openEntitlements(cfg Config, d entitlementDeps) (*entitlements, error) {
 			if err := reg.Close(); err != nil {
 				log.Warn("registry client close failed", "err", err)
 			}
-			estop()
+			ee.halt()
 		}
 	default:
 		return nil, fmt.Errorf("platform: --registry=%s is not supported by this build (use embedded or mem)", cfg.Registry)
@@ -104,6 +141,7 @@ func openEntitlements(cfg Config, d entitlementDeps) (*entitlements, error) {
 	e := &entitlements{
 		source: entitlement.NewFaultySource(&installSource{apps: d.apps, users: d.users}, 1),
 		bus:    entitlement.NewFaultyBus(bus),
+		etcd:   ee,
 	}
 	ec := cfg.Entitlements
 	mgr, err := entitlement.New(entitlement.Config{TTL: ec.TTL, RetryEvery: ec.RetryEvery, Grace: ec.Grace,

@@ -211,3 +211,66 @@ func TestRevocationNarrowingLeavesGuildToPermissions(t *testing.T) {
 		t.Fatalf("narrowing revoked %v guilds", got)
 	}
 }
+
+// TestRevocationRegistryDown stops the process's embedded etcd for real:
+// the revocation watch reports the loss within seconds and new bot
+// identifies get op 9, while the open session keeps running on leases
+// renewed from the bot store; a revocation made meanwhile (its push
+// fails, bounded by the publish timeout) still stops the bot's events
+// within the TTL; once etcd is back, identifies are admitted again.
+func TestRevocationRegistryDown(t *testing.T) {
+	const ttl = 2 * time.Second
+	w := newRevWorld(t, func(c *Config) { c.Entitlements.TTL = ttl })
+	ent := w.p.bots.leases
+	b := w.dialBot(w.botToken)
+	b.waitReady()
+	b.waitGuild(w.guild)
+	ps := w.startPoster(w.guild, w.channel, 10*time.Millisecond)
+	defer ps.stop()
+
+	t0 := time.Now()
+	ent.etcd.halt()
+	waitFor(t, 10*time.Second, "revocation watch lost", func() bool { return !ent.mgr.PushConnected() })
+	t.Logf("registry stopped: watch lost after %v", time.Since(t0).Round(time.Millisecond))
+	refused := w.dialBot(w.botToken)
+	select {
+	case resumable := <-refused.invalid:
+		if resumable {
+			t.Fatal("op 9 d:true, want d:false")
+		}
+	case <-refused.ready:
+		t.Fatal("a new bot identify was admitted without the registry")
+	case <-time.After(5 * time.Second):
+		t.Fatal("no op 9 within 5 s")
+	}
+	// Past several lease periods the open session still gets events.
+	waitFor(t, 3*ttl, "events past the TTL without the registry", func() bool {
+		last, _, _, _ := b.stats(w.guild)
+		return last.Sub(t0) > ttl+time.Second
+	})
+
+	ctx := context.Background()
+	r := w.measureRevocation(b, w.guild, ttl+3*time.Second, 300*time.Millisecond, func() {
+		if err := w.p.bots.store.DeleteInstallation(ctx, w.guild, w.appID); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := ent.Revoked(ctx, bots.Revocation{Kind: bots.RevokedInstall, ApplicationID: w.appID, BotUserID: w.botID, GuildID: w.guild}); err == nil {
+			t.Error("publish succeeded with the registry stopped")
+		}
+		if d := time.Since(start); d > ent.mgr.Config().ReadTimeout+time.Second {
+			t.Errorf("publish took %v with the registry stopped", d)
+		}
+	})
+	t.Logf("revocation without the registry: last event +%v, GUILD_DELETE +%v (TTL %v)", r.lastEvent, r.guildDelete, ttl)
+	if r.afterDelete != 0 || r.guildDelete > ttl+ent.mgr.Config().ReadTimeout+time.Second {
+		t.Fatalf("GUILD_DELETE +%v with %d events after it; want within the TTL plus the failed publish", r.guildDelete, r.afterDelete)
+	}
+
+	if err := ent.etcd.start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "revocation watch back", ent.mgr.PushConnected)
+	again := w.dialBot(w.botToken)
+	again.waitReady()
+}

@@ -21,8 +21,9 @@ import (
 // The storm load balancer process: a TCP balancer in front of the
 // gateway nodes, in its own process (two descriptors per connection).
 // New connections go round-robin to the backends whose /readyz answered
-// 200 at the last check (every 100 ms) and whose port accepts; a backend
-// that refuses a dial is marked down at once and the next one is tried.
+// 200 (checked every 100 ms; down after three failures) and whose port
+// accepts; a backend that refuses a dial is marked down at once and the
+// next one is tried.
 // Established connections are spliced until either side closes, then both
 // close, so a client whose gateway dies sees its socket drop.
 //
@@ -166,14 +167,19 @@ func (lb *stormLB) serve(c net.Conn) {
 	var up net.Conn
 	for _, b := range lb.pick() {
 		src := lb.sources[lb.src.Add(1)%uint64(len(lb.sources))]
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 2 * time.Second}
+		// A storm overflows the gateway's accept backlog; the kernel
+		// retransmits the SYN after 1 s and 3 s, so a connect may take
+		// seconds without the backend being down.
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 10 * time.Second}
 		var err error
 		if up, err = d.Dial("tcp", b); err == nil {
 			break
 		}
-		lb.mu.Lock()
-		lb.healthy[b] = false // the port refuses: down until the next check says otherwise
-		lb.mu.Unlock()
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			lb.mu.Lock()
+			lb.healthy[b] = false // nothing listens: down until a check says otherwise
+			lb.mu.Unlock()
+		}
 	}
 	if up == nil {
 		return

@@ -50,6 +50,9 @@ type stormResult struct {
 	// (subscriptions load guild state there).
 	guildStore histogram
 	sessions   float64 // concord_gateway_sessions on the survivor after
+	// listenOverflows is the machine's TcpExt ListenOverflows over the
+	// storm: connections dropped because an accept queue was full.
+	listenOverflows int64
 }
 
 // TestReconnectStorm is prototype claim 1 of seed 002 (issue 9a): kill -9
@@ -192,11 +195,13 @@ func runStorm(t *testing.T, k int, name string, n int, clients []*stormChild, vi
 		c.send(t, fmt.Sprintf("storm %d", k))
 	}
 	awaitAll(t, clients, fmt.Sprintf("armed %d", k), time.Now().Add(30*time.Second), "", "")
+	overflows := listenOverflows(t)
 	killAt := time.Now()
 	victim.kill()
 	t.Logf("storm %d (%s): killed %s (-9) holding %d sessions; %s takes them", k, name, victim.name, n, survivor.name)
 	awaitAll(t, clients, fmt.Sprintf("allback %d", k), time.Now().Add(*stormTimeout), fmt.Sprintf("back %d ", k), "sessions back")
 	took := time.Since(killAt)
+	overflows = listenOverflows(t) - overflows
 	after, afterVals, err := scrape(survivor.http, hists, scalars, "")
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +212,8 @@ func runStorm(t *testing.T, k int, name string, n int, clients []*stormChild, vi
 	}
 	res := stormResult{name: name, n: n, report: stormReport{Closes: map[int]int{}},
 		lookup: after[hists[0]].delta(before[hists[0]]), subscribe: after[hists[1]].delta(before[hists[1]]),
-		store: after[hists[2]].delta(before[hists[2]]), guildStore: guildAfter[hists[2]].delta(guildBefore[hists[2]]), refused: afterVals[scalars[0]] - beforeVals[scalars[0]], sessions: afterVals[scalars[1]]}
+		store: after[hists[2]].delta(before[hists[2]]), guildStore: guildAfter[hists[2]].delta(guildBefore[hists[2]]), refused: afterVals[scalars[0]] - beforeVals[scalars[0]], sessions: afterVals[scalars[1]],
+		listenOverflows: overflows}
 	var backs []int64
 	for _, c := range clients {
 		c.send(t, fmt.Sprintf("report %d", k))
@@ -252,9 +258,9 @@ func runStorm(t *testing.T, k int, name string, n int, clients []*stormChild, vi
 		t.Errorf("storm %d: %s holds %v sessions after the storm, want at least %d", k, survivor.name, res.sessions, n)
 	}
 	t.Logf("storm %d (%s): all %d back after %v (waited %v); resumed %d, identified %d, op 9 %d, identifies sent %d, throttled %v, "+
-		"connects without HELLO %d %v, sockets lost again after READY %d",
+		"connects without HELLO %d %v, accept queue overflows %d, sockets lost again after READY %d",
 		k, name, n, res.allBack.Round(time.Millisecond), took.Round(time.Millisecond), res.report.Resumed, res.report.Identified,
-		res.report.InvalidSessions, res.report.Identifies, res.refused, res.report.DialFailures, res.report.DialErrors, res.report.ExtraDrops)
+		res.report.InvalidSessions, res.report.Identifies, res.refused, res.report.DialFailures, res.report.DialErrors, res.listenOverflows, res.report.ExtraDrops)
 	return res
 }
 
@@ -263,6 +269,27 @@ func runStorm(t *testing.T, k int, name string, n int, clients []*stormChild, vi
 // sent no successful IDENTIFY within the gateway's identify timeout (30 s)
 // because the throttle kept answering op 9; both reconnect.
 var expectedStormCloses = map[int]bool{1006: true, 4009: true}
+
+// listenOverflows reads TcpExt ListenOverflows from /proc/net/netstat
+// (the whole machine; 0 where the file is missing).
+func listenOverflows(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/net/netstat")
+	if err != nil {
+		t.Logf("no /proc/net/netstat: %v", err)
+		return 0
+	}
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i+1 < len(lines); i += 2 {
+		names, vals := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		for j, name := range names {
+			if name == "ListenOverflows" && j < len(vals) {
+				v, _ := strconv.ParseInt(vals[j], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
+}
 
 // pctIndex is the nearest-rank index of the p-th percentile of n values.
 func pctIndex(n, p int) int { return min(max((n*p+99)/100-1, 0), n-1) }
@@ -277,12 +304,12 @@ func logStormTable(t *testing.T, rs []stormResult) {
 		return strconv.FormatFloat(s*1000, 'f', 1, 64) + " ms"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n| storm | N | all back | per session p50 | p99 | identify lookups | lookup p50 | lookup p99 | store statements | store p99 | subscribe p99 | guild node store p99 | op 9 | identifies sent | throttled | resumed | closes |\n")
-	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "\n| storm | N | all back | per session p50 | p99 | identify lookups | lookup p50 | lookup p99 | store statements | store p99 | subscribe p99 | guild node store p99 | op 9 | identifies sent | throttled | resumed | closes | connects without HELLO | accept queue overflows |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
-		fmt.Fprintf(&b, "| %s | %d | %.1f s | %.1f s | %.1f s | %.0f | %s | %s | %.0f | %s | %s | %s | %d | %d | %.0f | %d | %v |\n",
+		fmt.Fprintf(&b, "| %s | %d | %.1f s | %.1f s | %.1f s | %.0f | %s | %s | %.0f | %s | %s | %s | %d | %d | %.0f | %d | %v | %d | %d |\n",
 			r.name, r.n, r.allBack.Seconds(), r.p50.Seconds(), r.p99.Seconds(), r.lookup.total(), ms(r.lookup.quantile(0.5)), ms(r.lookup.quantile(0.99)),
-			r.store.total(), ms(r.store.quantile(0.99)), ms(r.subscribe.quantile(0.99)), ms(r.guildStore.quantile(0.99)), r.report.InvalidSessions, r.report.Identifies, r.refused, r.report.Resumed, r.report.Closes)
+			r.store.total(), ms(r.store.quantile(0.99)), ms(r.subscribe.quantile(0.99)), ms(r.guildStore.quantile(0.99)), r.report.InvalidSessions, r.report.Identifies, r.refused, r.report.Resumed, r.report.Closes, r.report.DialFailures, r.listenOverflows)
 	}
 	if len(rs) == 2 {
 		a, c := rs[0], rs[1]

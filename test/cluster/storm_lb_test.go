@@ -46,6 +46,10 @@ type stormLB struct {
 	healthy map[string]bool
 	next    atomic.Uint64
 	src     atomic.Uint64
+	// noBackend counts connections no backend accepted; early those
+	// whose backend closed before sending a byte (lastEarly: why).
+	noBackend, early atomic.Int64
+	lastEarly        atomic.Value
 }
 
 // runStormLB is the balancer process's main.
@@ -69,6 +73,7 @@ func runStormLB(stdin io.Reader, stdout io.Writer) error {
 		l.Close()
 	}()
 	go lb.check(ctx)
+	go lb.report(ctx)
 	lb.out.println("listening " + l.Addr().String())
 	for {
 		c, err := l.Accept()
@@ -182,20 +187,69 @@ func (lb *stormLB) serve(c net.Conn) {
 		}
 	}
 	if up == nil {
+		lb.noBackend.Add(1)
 		return
 	}
 	defer up.Close()
 	done := make(chan struct{}, 2)
 	go func() { pipe(up, c); done <- struct{}{} }()
-	go func() { pipe(c, up); done <- struct{}{} }()
+	go func() {
+		if n, err := pipe(c, up); n == 0 {
+			// The backend closed before answering a byte.
+			lb.early.Add(1)
+			if err != nil {
+				lb.lastEarly.Store(err.Error())
+			}
+		}
+		done <- struct{}{}
+	}()
 	<-done
 }
 
-// pipe copies src to dst through a small buffer. Plain reads and writes on
+// report prints to stderr, at most every second and only on change, how
+// many connections found no backend and how many backends closed before
+// answering.
+func (lb *stormLB) report(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var last [2]int64
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		cur := [2]int64{lb.noBackend.Load(), lb.early.Load()}
+		if cur != last {
+			e, _ := lb.lastEarly.Load().(string)
+			fmt.Fprintf(os.Stderr, "storm lb %s: no backend accepted %d, backend closed before answering %d (last error %q)\n",
+				os.Getenv(stormEnvListen), cur[0], cur[1], e)
+			last = cur
+		}
+	}
+}
+
+// pipe copies src to dst through a small buffer and returns the bytes
+// copied and the read error (nil at EOF). Plain reads and writes on
 // purpose: io.Copy between two TCP connections splices through a kernel
 // pipe, two more descriptors per direction, which at 5,000 connections
 // passes the 20,000 descriptor limit.
-func pipe(dst, src net.Conn) {
+func pipe(dst, src net.Conn) (int64, error) {
 	buf := make([]byte, 4096)
-	_, _ = io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
+	var n int64
+	for {
+		k, err := src.Read(buf)
+		if k > 0 {
+			n += int64(k)
+			if _, werr := dst.Write(buf[:k]); werr != nil {
+				return n, nil
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return n, nil
+			}
+			return n, err
+		}
+	}
 }

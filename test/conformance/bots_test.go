@@ -92,7 +92,7 @@ func createApp(t *testing.T, s *server, owner *rest, name string) app {
 		Token string `json:"token"`
 	}
 	owner.do("POST", "/applications", map[string]any{"name": name}, &out)
-	if out.ID == "" || out.Bot.ID == "" || !out.Bot.Bot || out.ID == out.Bot.ID {
+	if out.ID == "" || !out.Bot.Bot || out.ID != out.Bot.ID { // the bot user shares the application's id, as on Discord
 		t.Fatalf("create application: %+v", out)
 	}
 	var reset struct {

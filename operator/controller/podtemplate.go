@@ -48,8 +48,9 @@ func withLabels(base map[string]string, extra map[string]string) map[string]stri
 // and --roles. Every pod serves its admin endpoint on PortAdmin (container
 // port "admin") unless extraEnv sets CONCORD_ADMIN itself. The snowflake
 // worker/process pair is left unset, so each process claims a free one in
-// the registry. CONCORD_REDIS goes only to gateway pods, the one role of
-// `concord serve` that uses Redis (and refuses it elsewhere). Secrets stay
+// the registry. CONCORD_REDIS goes only to gateway and api pods, the roles
+// of `concord serve` that use Redis (identify admission, REST rate limits;
+// it is refused elsewhere). Secrets stay
 // in secretKeyRef env vars; the cluster's ConfigMap is mounted at
 // /etc/concord for reference. extraEnv is appended (role-specific
 // settings).
@@ -82,8 +83,8 @@ func runtimePodSpec(c *concordv1.ConcordCluster, image string, roles []string, e
 		env = append(env, corev1.EnvVar{Name: "CONCORD_ADMIN", Value: fmt.Sprintf("0.0.0.0:%d", PortAdmin)})
 		ports = append(ports, corev1.ContainerPort{Name: "admin", ContainerPort: PortAdmin, Protocol: corev1.ProtocolTCP})
 	}
-	gateway := slices.Contains(roles, concordv1.RoleGateway)
-	if gateway {
+	counters := slices.Contains(roles, concordv1.RoleGateway) || slices.Contains(roles, concordv1.RoleAPI)
+	if counters {
 		env = append(env, corev1.EnvVar{Name: "CONCORD_REDIS", Value: "redis://" + c.Spec.Redis.Address})
 	}
 	secretEnv := func(name string, ref *concordv1.SecretKeyReference) {
@@ -97,7 +98,7 @@ func runtimePodSpec(c *concordv1.ConcordCluster, image string, roles []string, e
 	secretEnv("CONCORD_SERVER_KEY", c.Spec.ServerKeySecret)
 	secretEnv("CONCORD_CASSANDRA_USERNAME", c.Spec.Storage.UsernameSecret)
 	secretEnv("CONCORD_CASSANDRA_PASSWORD", c.Spec.Storage.PasswordSecret)
-	if gateway {
+	if counters {
 		secretEnv("CONCORD_REDIS_PASSWORD", c.Spec.Redis.PasswordSecret)
 	}
 	if s := c.Spec.Kafka.SASLSecret; s != nil {

@@ -63,7 +63,7 @@ func TestRuntimePodSpecAdminAndEnv(t *testing.T) {
 			}
 		}
 		_, redis := specEnv(spec, "CONCORD_REDIS")
-		if want := role == concordv1.RoleGateway; redis != want {
+		if want := role == concordv1.RoleGateway || role == concordv1.RoleAPI; redis != want {
 			t.Errorf("%s: CONCORD_REDIS set = %v, want %v (serve refuses --redis on other roles)", role, redis, want)
 		}
 		if v, _ := specEnv(spec, "CONCORD_REGISTRY"); v != "etcd://etcd:2379" {

@@ -49,6 +49,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/api"
 	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
@@ -258,6 +259,8 @@ type Node struct {
 	// --roles=presence, and --presence on gateway and guild nodes.
 	// --roles=relay: the relay's gateway client; guild nodes: the relay
 	// router of guilds with a relay tier and its client.
+	// api role: the REST limiter's counters (--redis, or per node).
+	rlCounters  counters.Counters
 	relaySink   transport.GatewayClient
 	relays      *relayRouter
 	relayClient transport.RelayClient
@@ -509,6 +512,14 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	var proxy http.Handler
 	if cfg.has(registry.RoleAPI) {
 		proxy = newProxy(n.guildRng, res, 2*cfg.LeaseTTL+time.Second, n.m, log.With("component", "proxy"))
+		wrap, c, err := openRateLimit(ctx, cfg, st, issuer, n.metrics)
+		if err != nil {
+			return nil, err
+		}
+		n.rlCounters = c
+		if proxy, err = wrap(proxy); err != nil {
+			return nil, err
+		}
 	}
 	n.handler = n.routes(proxy)
 	return n, nil
@@ -725,6 +736,9 @@ func (n *Node) Close() error {
 	errs = append(errs, n.pub.close())
 	if n.identify != nil {
 		errs = append(errs, n.identify.Close())
+	}
+	if n.rlCounters != nil {
+		errs = append(errs, n.rlCounters.Close())
 	}
 	for _, c := range []interface{ Close() error }{n.relaySink, n.relayClient} {
 		if c != nil {

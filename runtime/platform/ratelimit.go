@@ -13,6 +13,7 @@ import (
 	"github.com/concord-chat/concord/runtime/counters/mem"
 	"github.com/concord-chat/concord/runtime/counters/redis"
 	"github.com/concord-chat/concord/runtime/ratelimit"
+	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
 // openCounters opens the counters backend of --redis: "mem" (in-process,
@@ -41,12 +42,19 @@ func openCounters(ctx context.Context, cfg Config) (counters.Counters, error) {
 	return c, nil
 }
 
-// rateLimited wraps the REST handler with the ADR-09 limiter: every
-// response carries X-RateLimit-* headers, and a request over its bucket
-// gets a 429 with Via and Retry-After without reaching next. Requests are
-// limited per token's user (bots and users have separate global limits)
-// or, without a valid token, per client address.
+// rateLimited wraps the REST handler with the ADR-09 limiter (RateLimit),
+// bots told apart through the guild service's user records.
 func rateLimited(cfg Config, c counters.Counters, reg prometheus.Registerer, iss *auth.Issuer, flags *botFlags, next http.Handler) (http.Handler, error) {
+	return RateLimit(cfg, c, reg, iss, flags.isBot, next)
+}
+
+// RateLimit wraps a REST handler with the ADR-09 limiter on counters c:
+// every response carries X-RateLimit-* headers, and a request over its
+// bucket gets a 429 with Via and Retry-After without reaching next.
+// Requests are limited per token's user (isBot tells bots, whose global
+// limit differs, from people) or, without a valid token, per client
+// address. `concord dev` and the api role of `concord serve` use it.
+func RateLimit(cfg Config, c counters.Counters, reg prometheus.Registerer, iss *auth.Issuer, isBot func(context.Context, snowflake.ID) (bool, error), next http.Handler) (http.Handler, error) {
 	lim, err := ratelimit.New(ratelimit.Config{Counters: c, Logger: cfg.Logger.With("component", "ratelimit"), Registerer: reg})
 	if err != nil {
 		return nil, fmt.Errorf("platform: rate limiter: %w", err)
@@ -60,7 +68,7 @@ func rateLimited(cfg Config, c counters.Counters, reg prometheus.Registerer, iss
 		if err != nil {
 			return ratelimit.Principal{}, false
 		}
-		bot, err := flags.isBot(r.Context(), id)
+		bot, err := isBot(r.Context(), id)
 		if err != nil {
 			return ratelimit.Principal{}, false
 		}

@@ -38,11 +38,13 @@ func bindIdentifyFlags(fs *pflag.FlagSet, cfg *cluster.Config) {
 }
 
 // checkServeRedis accepts --redis=redis://... only on nodes running the
-// gateway role, the one role of `concord serve` that uses the counters
-// (bots' identify admission shared across gateway nodes).
+// roles of `concord serve` that use the counters: gateway (bots' identify
+// admission shared across gateway nodes) and api (REST rate limits shared
+// across api nodes).
 func checkServeRedis(cfg cluster.Config) error {
-	if cfg.Platform.Redis == "mem" || cfg.Platform.Redis == "" || slices.Contains(cfg.Roles, registry.RoleGateway) {
+	if cfg.Platform.Redis == "mem" || cfg.Platform.Redis == "" ||
+		slices.Contains(cfg.Roles, registry.RoleGateway) || slices.Contains(cfg.Roles, registry.RoleAPI) {
 		return nil
 	}
-	return fmt.Errorf("--redis=%s is used only by the gateway role in concord serve (bots' identify counters); this node runs %v", cfg.Platform.Redis, cfg.Roles)
+	return fmt.Errorf("--redis=%s is used only by the gateway role (bots' identify counters) and the api role (REST rate limits) in concord serve; this node runs %v", cfg.Platform.Redis, cfg.Roles)
 }

@@ -45,14 +45,9 @@ func TestAdminGuilds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	env := setupCluster(t, ctx, "adm")
-	common := []string{
-		"--registry=etcd://" + strings.TrimPrefix(env.endpoint, "http://"),
-		"--store=cassandra://" + env.cass + "/" + env.ks + "?rf=1",
-		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),
-		"--lease-ttl=" + leaseTTL.String(),
-		"--retry-interval=500ms",
+	common := env.nodeArgs(
 		"--cluster=adm-test",
-	}
+	)
 	guildAdmin, appAdmin := freeAddr(t), freeAddr(t)
 	gn := startNode(t, "guild-1", freeAddr(t), append([]string{"--roles=guild", "--grpc=" + freeAddr(t),
 		"--admin=" + guildAdmin, "--data-dir=" + t.TempDir()}, common...)...)
@@ -196,13 +191,7 @@ func TestDedicatedGuildNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	env := setupCluster(t, ctx, "ded")
-	common := []string{
-		"--registry=etcd://" + strings.TrimPrefix(env.endpoint, "http://"),
-		"--store=cassandra://" + env.cass + "/" + env.ks + "?rf=1",
-		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),
-		"--lease-ttl=" + leaseTTL.String(),
-		"--retry-interval=500ms",
-	}
+	common := env.nodeArgs()
 	sharedAdmin := freeAddr(t)
 	shared := startNode(t, "guild-1", freeAddr(t), append([]string{"--roles=guild", "--grpc=" + freeAddr(t),
 		"--admin=" + sharedAdmin, "--data-dir=" + t.TempDir()}, common...)...)

@@ -269,15 +269,10 @@ func TestGatewayDrainHandsOffSession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	env := setupCluster(t, ctx, "drain")
-	common := []string{
-		"--registry=etcd://" + strings.TrimPrefix(env.endpoint, "http://"),
-		"--store=cassandra://" + env.cass + "/" + env.ks + "?rf=1",
-		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),
-		"--lease-ttl=" + leaseTTL.String(),
-		"--retry-interval=500ms",
-		"--data-dir=" + t.TempDir(),
+	common := env.nodeArgs(
+		"--data-dir="+t.TempDir(),
 		"--log-level=info",
-	}
+	)
 	core := startNode(t, "core-1", freeAddr(t), append([]string{"--roles=guild,api", "--grpc=" + freeAddr(t), "--worker=1"}, common...)...)
 	gwAdmin := []string{freeAddr(t), freeAddr(t)}
 	gw1 := startNode(t, "gateway-1", freeAddr(t), append([]string{"--roles=gateway", "--grpc=" + freeAddr(t), "--worker=2", "--admin=" + gwAdmin[0]}, common...)...)

@@ -25,12 +25,7 @@ func TestRateLimitsSharedAcrossAPINodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	env := setupCluster(t, ctx, "rl")
-	common := []string{
-		"--registry=etcd://" + strings.TrimPrefix(env.endpoint, "http://"),
-		"--store=cassandra://" + env.cass + "/" + env.ks + "?rf=1",
-		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),
-		"--lease-ttl=" + leaseTTL.String(),
-	}
+	common := env.nodeArgs()
 	counters := fmt.Sprintf("--redis=redis://%s?prefix=rl%x:", redis, rand.Uint32())
 	guildNode := startNode(t, "guild-1", freeAddr(t), append([]string{"--roles=guild,gateway", "--grpc=" + freeAddr(t), "--data-dir=" + t.TempDir()}, common...)...)
 	api1 := startNode(t, "api-1", freeAddr(t), append([]string{"--roles=api", counters, "--data-dir=" + t.TempDir()}, common...)...)

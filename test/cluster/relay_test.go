@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,13 +29,7 @@ func TestRelayTier(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	env := setupCluster(t, ctx, "relay")
-	common := []string{
-		"--registry=etcd://" + strings.TrimPrefix(env.endpoint, "http://"),
-		"--store=cassandra://" + env.cass + "/" + env.ks + "?rf=1",
-		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),
-		"--lease-ttl=" + leaseTTL.String(),
-		"--retry-interval=500ms",
-	}
+	common := env.nodeArgs()
 	relayGRPC := freeAddr(t)
 	relay := startNode(t, "relay-1", freeAddr(t),
 		append([]string{"--roles=relay", "--grpc=" + relayGRPC, "--worker=1", "--data-dir=" + t.TempDir()}, common...)...)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,21 @@ type clusterEnv struct {
 	ks       string
 	// schemaTook is how long creating the keyspace took.
 	schemaTook time.Duration
+	// key is the server key every node of the test shares.
+	key string
+}
+
+// nodeArgs are the flags every node of the test's cluster shares — the
+// registry, the store, the server key, the test's lease TTL and a short
+// retry interval — followed by extra.
+func (e clusterEnv) nodeArgs(extra ...string) []string {
+	return append([]string{
+		"--registry=etcd://" + strings.TrimPrefix(e.endpoint, "http://"),
+		"--store=cassandra://" + e.cass + "/" + e.ks + "?rf=1",
+		"--server-key=" + e.key,
+		"--lease-ttl=" + leaseTTL.String(),
+		"--retry-interval=500ms",
+	}, extra...)
 }
 
 // setupCluster fails the test when CONCORD_CASSANDRA is unset, then builds
@@ -55,5 +71,5 @@ func setupCluster(t *testing.T, ctx context.Context, prefix string) clusterEnv {
 	took := time.Since(start)
 	<-bin
 	concordBinary(t) // fails the test if the build did
-	return clusterEnv{cass: cass, endpoint: endpoint, ks: ks, schemaTook: took}
+	return clusterEnv{cass: cass, endpoint: endpoint, ks: ks, schemaTook: took, key: fmt.Sprintf("%064x", rand.Uint64())}
 }

@@ -126,6 +126,9 @@ type Config struct {
 	// report, and a fresh presence node absorbs re-reports silently for
 	// two.
 	PresenceReportInterval time.Duration
+	// NoRateLimits turns the api role's REST rate limits off (ADR-09 is on
+	// by default): for load tests and trusted internal callers only.
+	NoRateLimits bool
 	// Admin is the listen address of the admin endpoint (/admin/..., plus
 	// /metrics, /healthz and /readyz), kept off the public listener. Empty
 	// serves /admin/... on the HTTP listener: only for private networks
@@ -512,13 +515,15 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	var proxy http.Handler
 	if cfg.has(registry.RoleAPI) {
 		proxy = newProxy(n.guildRng, res, 2*cfg.LeaseTTL+time.Second, n.m, log.With("component", "proxy"))
-		wrap, c, err := openRateLimit(ctx, cfg, st, issuer, n.metrics)
-		if err != nil {
-			return nil, err
-		}
-		n.rlCounters = c
-		if proxy, err = wrap(proxy); err != nil {
-			return nil, err
+		if !cfg.NoRateLimits {
+			wrap, c, err := openRateLimit(ctx, cfg, st, issuer, n.metrics)
+			if err != nil {
+				return nil, err
+			}
+			n.rlCounters = c
+			if proxy, err = wrap(proxy); err != nil {
+				return nil, err
+			}
 		}
 	}
 	n.handler = n.routes(proxy)

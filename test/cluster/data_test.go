@@ -46,6 +46,7 @@ func TestKillDataNode(t *testing.T) {
 	t.Logf("setup: keyspace and binary ready after %v", time.Since(start).Round(time.Millisecond))
 
 	common := []string{
+		"--rate-limits=false", // the test sends faster than REST allows
 		"--registry=etcd://" + strings.TrimPrefix(endpoint, "http://"),
 		"--store=cassandra://" + cass + "/" + ks + "?rf=1",
 		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),

@@ -68,6 +68,7 @@ func TestKillGuildNode(t *testing.T) {
 
 	key := fmt.Sprintf("%064x", rand.Uint64())
 	common := []string{
+		"--rate-limits=false", // the test sends faster than REST allows
 		"--registry=etcd://" + strings.TrimPrefix(endpoint, "http://"),
 		"--store=cassandra://" + cass + "/" + ks + "?rf=1",
 		"--server-key=" + key,

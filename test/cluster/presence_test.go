@@ -90,6 +90,7 @@ func TestPresenceNode(t *testing.T) {
 	cass, endpoint, ks := env.cass, env.endpoint, env.ks
 
 	common := []string{
+		"--rate-limits=false", // the test sends faster than REST allows
 		"--registry=etcd://" + strings.TrimPrefix(endpoint, "http://"),
 		"--store=cassandra://" + cass + "/" + ks + "?rf=1",
 		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),

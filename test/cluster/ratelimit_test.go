@@ -25,7 +25,7 @@ func TestRateLimitsSharedAcrossAPINodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	env := setupCluster(t, ctx, "rl")
-	common := env.nodeArgs()
+	common := env.nodeArgs("--rate-limits=true")
 	counters := fmt.Sprintf("--redis=redis://%s?prefix=rl%x:", redis, rand.Uint32())
 	guildNode := startNode(t, "guild-1", freeAddr(t), append([]string{"--roles=guild,gateway", "--grpc=" + freeAddr(t), "--data-dir=" + t.TempDir()}, common...)...)
 	api1 := startNode(t, "api-1", freeAddr(t), append([]string{"--roles=api", counters, "--data-dir=" + t.TempDir()}, common...)...)

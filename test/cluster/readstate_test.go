@@ -42,6 +42,7 @@ func TestReadStateNode(t *testing.T) {
 	endpoint, ks := env.endpoint, env.ks
 
 	common := []string{
+		"--rate-limits=false", // the test sends faster than REST allows
 		"--registry=etcd://" + strings.TrimPrefix(endpoint, "http://"),
 		"--store=cassandra://" + cass + "/" + ks + "?rf=1",
 		"--eventlog=kafka://" + kafka,

@@ -31,7 +31,9 @@ type clusterEnv struct {
 
 // nodeArgs are the flags every node of the test's cluster shares — the
 // registry, the store, the server key, the test's lease TTL and a short
-// retry interval — followed by extra.
+// retry interval, and no REST rate limits (the tests send faster than a
+// channel's 5 per 5 s; TestRateLimitsSharedAcrossAPINodes turns them on)
+// — followed by extra.
 func (e clusterEnv) nodeArgs(extra ...string) []string {
 	return append([]string{
 		"--registry=etcd://" + strings.TrimPrefix(e.endpoint, "http://"),
@@ -39,6 +41,7 @@ func (e clusterEnv) nodeArgs(extra ...string) []string {
 		"--server-key=" + e.key,
 		"--lease-ttl=" + leaseTTL.String(),
 		"--retry-interval=500ms",
+		"--rate-limits=false",
 	}, extra...)
 }
 

@@ -84,6 +84,7 @@ func TestReconnectStorm(t *testing.T) {
 	env := setupCluster(t, ctx, "storm")
 	key := fmt.Sprintf("%064x", rand.Uint64())
 	common := []string{
+		"--rate-limits=false", // the test sends faster than REST allows
 		"--registry=etcd://" + strings.TrimPrefix(env.endpoint, "http://"),
 		"--store=cassandra://" + env.cass + "/" + env.ks + "?rf=1",
 		"--server-key=" + key,

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 func newServeCommand() *cobra.Command {
 	cfg := cluster.Config{Platform: platform.DefaultConfig()}
 	var logFormat, logLevel, roles string
+	var rateLimits bool
 	var pf podFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -69,6 +71,7 @@ built yet.`,
 				}
 			}
 			cfg.Platform.Logger = log
+			cfg.NoRateLimits = !rateLimits
 			cfg.Platform.DevUser = false
 			if err := checkRolesBuilt(cfg.Roles); err != nil {
 				return err
@@ -102,6 +105,15 @@ built yet.`,
 	strFlag(fs, &roles, "roles", strings.Join(cluster.DefaultRoles, ","), "comma-separated roles to run: gateway, api, guild, data, readstate, presence, relay")
 	strFlag(fs, &cfg.DataNodes, "data-nodes", cluster.DataLocal, "where message reads and writes go: local (the store directly) or ring (the data-role node owning the channel)")
 	strFlag(fs, &cfg.GRPC, "grpc", "127.0.0.1:0", "listen address of the gRPC server between nodes (gateway, guild, data, readstate and presence roles)")
+	rateLimits = os.Getenv(envName("rate-limits")) != "false"
+	fs.BoolFunc("rate-limits", fmt.Sprintf("api nodes: apply the REST rate limits (per route bucket, global per bot, invalid-request bans) on the --redis counters; =false only for load tests (default true, env %s)", envName("rate-limits")), func(v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return err
+		}
+		rateLimits = b
+		return nil
+	})
 	strFlag(fs, &cfg.Admin, "admin", "", "listen address of the admin endpoint (/admin/drain, /admin/guilds, /metrics, /healthz, /readyz) the operator and kubectl-concord call; empty serves /admin on --http (private networks only)")
 	strFlag(fs, &cfg.AdvertiseHost, "advertise-host", "", "host other nodes reach this one at; empty uses the listeners' host")
 	durFlag(fs, &cfg.LeaseTTL, "lease-ttl", 5*time.Second, "registry lease TTL: how long a dead node keeps its guilds")

@@ -151,6 +151,14 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			log.Info("gateway drain timed out", "pod", p.Name, "sessions", st.Sessions, "err", errString(err))
 			r.Recorder.Eventf(&pool, p, corev1.EventTypeWarning, "DrainTimeout", "DeletePod",
 				"pod %s still had %d sessions after %s", p.Name, st.Sessions, timeout)
+			// Record the timeout before the pod goes: once it is deleted no
+			// later reconcile can tell, so a status write lost to a
+			// conflict would lose the condition with it.
+			setCondition(&pool.Status.Conditions, pool.Generation, concordv1.ConditionDegraded, true, "DrainTimeout",
+				fmt.Sprintf("pod %s deleted with sessions left after %s", p.Name, timeout))
+			if err := updateStatus(ctx, r.Client, &pool, "GatewayPool"); err != nil {
+				return ctrl.Result{}, err
+			}
 		default:
 			draining++
 			drainingSessions += max(st.Sessions, 0) // -1: the pod did not say

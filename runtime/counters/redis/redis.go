@@ -37,7 +37,9 @@ type Config struct {
 	Addr string
 	// DB is the logical database. Default 0.
 	DB int
-	// Username and Password authenticate (ACL or requirepass). Default none.
+	// Username and Password authenticate (ACL or requirepass): AUTH
+	// [Username] Password on every new connection. Default none. The
+	// password never appears in String, logs or errors.
 	Username, Password string
 	// Prefix is prepended to every key, so several deployments or test runs
 	// can share one server. Default "concord:".
@@ -55,12 +57,20 @@ type Config struct {
 }
 
 // ParseURL reads "redis://[user:password@]host[:port][/db][?prefix=P]" into
-// a Config; the port defaults to 6379.
+// a Config; the port defaults to 6379. User and password are
+// percent-encoded. Errors name the URL with its password redacted.
 func ParseURL(raw string) (Config, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
+		// A *url.Error quotes the whole URL, password included: keep only
+		// what was wrong with it.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return Config{}, fmt.Errorf("%w: redis url: %v", counters.ErrInvalid, err)
 	}
+	raw = u.Redacted()
 	if u.Scheme != "redis" {
 		return Config{}, fmt.Errorf("%w: redis url %q: scheme must be redis", counters.ErrInvalid, raw)
 	}
@@ -90,6 +100,25 @@ func ParseURL(raw string) (Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// String describes the configuration for logs, the password redacted.
+func (c Config) String() string {
+	pw := ""
+	if c.Password != "" {
+		pw = "xxxxx"
+	}
+	return fmt.Sprintf("redis addr=%s db=%d prefix=%s username=%s password=%s", c.Addr, c.DB, c.Prefix, c.Username, pw)
+}
+
+// LogValue implements slog.LogValuer with the password redacted.
+func (c Config) LogValue() slog.Value {
+	pw := ""
+	if c.Password != "" {
+		pw = "xxxxx"
+	}
+	return slog.GroupValue(slog.String("addr", c.Addr), slog.Int("db", c.DB), slog.String("prefix", c.Prefix),
+		slog.String("username", c.Username), slog.String("password", pw))
 }
 
 // Counters is the Redis implementation of counters.Counters.
@@ -137,9 +166,14 @@ func New(ctx context.Context, cfg Config) (*Counters, error) {
 	})
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
+		if goredis.IsAuthError(err) {
+			// The server's reply (NOAUTH, WRONGPASS) never holds the password.
+			return nil, fmt.Errorf("%w: redis %s (user %q, password set: %t): %v; check --redis-password (CONCORD_REDIS_PASSWORD) or the URL's user:password",
+				ErrAuth, cfg.Addr, cfg.Username, cfg.Password != "", err)
+		}
 		return nil, fmt.Errorf("%w: redis %s: ping: %v", counters.ErrUnavailable, cfg.Addr, err)
 	}
-	cfg.Logger.Info("counters connected", "addr", cfg.Addr, "db", cfg.DB, "prefix", cfg.Prefix)
+	cfg.Logger.Info("counters connected", "addr", cfg.Addr, "db", cfg.DB, "prefix", cfg.Prefix, "authenticated", cfg.Password != "")
 	return &Counters{client: client, prefix: cfg.Prefix, log: cfg.Logger}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"path/filepath"
 	"strings"
 
@@ -20,8 +21,10 @@ import (
 //   - "" or "memlog": memlog persisted in dataDir/eventlog (in memory when
 //     dataDir is empty);
 //   - "kafka://host:port[,host:port][?partitions=N&replication=R&version=V]":
-//     Kafka (see kafka.ParseURL).
-func Open(ctx context.Context, spec, dataDir string, logger *slog.Logger) (eventlog.Log, error) {
+//     Kafka (see kafka.ParseURL), adjusted by opts (credentials, TLS).
+//
+// Errors name the spec with any password redacted.
+func Open(ctx context.Context, spec, dataDir string, logger *slog.Logger, opts ...Option) (eventlog.Log, error) {
 	switch {
 	case spec == "" || spec == "memlog":
 		dir := ""
@@ -39,11 +42,44 @@ func Open(ctx context.Context, spec, dataDir string, logger *slog.Logger) (event
 			return nil, err
 		}
 		cfg.Logger = logger
+		for _, o := range opts {
+			o(&cfg)
+		}
 		l, err := kafka.New(ctx, cfg)
 		if err != nil {
-			return nil, fmt.Errorf("eventlog: open %s: %w", spec, err)
+			return nil, fmt.Errorf("eventlog: open kafka %s: %w", strings.Join(cfg.Brokers, ","), err)
 		}
 		return l, nil
 	}
-	return nil, fmt.Errorf("%w: event log %q: want memlog or kafka://host:port", eventlog.ErrInvalid, spec)
+	return nil, fmt.Errorf("%w: event log %q: want memlog or kafka://host:port", eventlog.ErrInvalid, redact(spec))
+}
+
+// Option adjusts the Kafka configuration Open builds from the spec.
+type Option func(*kafka.Config)
+
+// WithKafkaAuth authenticates with SASL/PLAIN as username (when set) and
+// dials the brokers over TLS when tls is set. A username or password in
+// the spec's URL wins over the one given here: each field is filled only
+// when the URL left it empty.
+func WithKafkaAuth(username, password string, tls bool) Option {
+	return func(c *kafka.Config) {
+		if c.Username == "" {
+			c.Username = username
+		}
+		if c.Password == "" {
+			c.Password = password
+		}
+		c.TLS = c.TLS || tls
+	}
+}
+
+// redact hides the password of a URL-shaped spec.
+func redact(spec string) string {
+	if u, err := url.Parse(spec); err == nil {
+		return u.Redacted()
+	}
+	if _, rest, ok := strings.Cut(spec, "@"); ok {
+		return "xxxxx@" + rest
+	}
+	return spec
 }

@@ -45,6 +45,9 @@ type Config struct {
 	Timeout time.Duration
 	// Concurrency is how many partitions a Write writes at once. Default 16.
 	Concurrency int
+	// Username and Password log in with the driver's PasswordAuthenticator
+	// when Username is set. Default none.
+	Username, Password string
 	// Logger receives diagnostics. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -94,6 +97,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		c.Consistency = cons
 		c.Timeout = cfg.Timeout
 		c.ConnectTimeout = cfg.Timeout
+		if cfg.Username != "" {
+			c.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
+		}
 		c.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
 		return c
 	}

@@ -82,6 +82,11 @@ type Config struct {
 	WidthCacheTTL time.Duration
 	// Narrowing configures automatic bucket narrowing (narrow.go).
 	Narrowing NarrowingConfig
+	// Username and Password log in with the driver's PasswordAuthenticator
+	// (Cassandra's PasswordAuthenticator, ScyllaDB's) when Username is set.
+	// Default none (AllowAllAuthenticator clusters). The password never
+	// appears in String, logs or errors.
+	Username, Password string
 	// Logger receives the store's and the driver's log lines. Default:
 	// slog.Default().
 	Logger *slog.Logger
@@ -108,12 +113,28 @@ func DefaultConfig() Config {
 //	cassandra://host[:port][,host2[:port]...]/keyspace[?consistency=ONE&rf=1&dc=dc1&timeout=5s]
 //
 // into a Config (fields not in the URL keep their zero value, so New fills
-// the defaults). "scylla://" is accepted as a synonym.
+// the defaults). "scylla://" is accepted as a synonym. A
+// "user:password@" (percent-encoded) before the hosts sets Username and
+// Password; errors name the URL with the password redacted.
 func ParseURL(raw string) (Config, error) {
 	var cfg Config
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok || (scheme != "cassandra" && scheme != "scylla") {
-		return cfg, fmt.Errorf("%w: %q, want cassandra://host:port/keyspace", ErrConfig, raw)
+		return cfg, fmt.Errorf("%w: %q, want cassandra://host:port/keyspace", ErrConfig, RedactURL(raw))
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 && !strings.ContainsAny(rest[:at], "/?") {
+		user, pass, hasPass := strings.Cut(rest[:at], ":")
+		var err error
+		if cfg.Username, err = url.PathUnescape(user); err != nil || cfg.Username == "" {
+			return cfg, fmt.Errorf("%w: bad user name in %q", ErrConfig, RedactURL(raw))
+		}
+		if hasPass {
+			if cfg.Password, err = url.PathUnescape(pass); err != nil {
+				return cfg, fmt.Errorf("%w: bad password in %q", ErrConfig, RedactURL(raw))
+			}
+		}
+		raw = RedactURL(raw)
+		rest = rest[at+1:]
 	}
 	// The host list may hold several host:port entries, which net/url
 	// does not accept: split it off first.
@@ -157,6 +178,53 @@ func ParseURL(raw string) (Config, error) {
 		cfg.Timeout = d
 	}
 	return cfg, cfg.validate()
+}
+
+// RedactURL returns a store URL with the password of its
+// "user:password@" part replaced by "xxxxx", for logs and errors.
+func RedactURL(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return raw
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 || strings.ContainsAny(rest[:at], "/?") {
+		return raw
+	}
+	user, _, hasPass := strings.Cut(rest[:at], ":")
+	if !hasPass {
+		return raw
+	}
+	return scheme + "://" + user + ":xxxxx@" + rest[at+1:]
+}
+
+// String describes the configuration for logs, the password redacted.
+func (c Config) String() string {
+	pw := ""
+	if c.Password != "" {
+		pw = "xxxxx"
+	}
+	return fmt.Sprintf("cassandra hosts=%s keyspace=%s consistency=%s username=%s password=%s",
+		strings.Join(c.Hosts, ","), c.Keyspace, c.Consistency, c.Username, pw)
+}
+
+// LogValue implements slog.LogValuer with the password redacted.
+func (c Config) LogValue() slog.Value {
+	pw := ""
+	if c.Password != "" {
+		pw = "xxxxx"
+	}
+	return slog.GroupValue(slog.String("hosts", strings.Join(c.Hosts, ",")), slog.String("keyspace", c.Keyspace),
+		slog.String("consistency", c.Consistency), slog.String("username", c.Username), slog.String("password", pw))
+}
+
+// authenticator returns the driver's authenticator for c's credentials:
+// nil (none) without a username.
+func (c Config) authenticator() gocql.Authenticator {
+	if c.Username == "" {
+		return nil
+	}
+	return gocql.PasswordAuthenticator{Username: c.Username, Password: c.Password}
 }
 
 // withDefaults fills zero fields from DefaultConfig.
@@ -204,6 +272,9 @@ func (c Config) validate() error {
 		if _, err := gocql.ParseConsistencyWrapper(c.Consistency); err != nil {
 			return fmt.Errorf("%w: consistency %q", ErrConfig, c.Consistency)
 		}
+	}
+	if c.Password != "" && c.Username == "" {
+		return fmt.Errorf("%w: a password without a username", ErrConfig)
 	}
 	if c.DefaultBucketWidth != 0 && c.DefaultBucketWidth < time.Millisecond {
 		return fmt.Errorf("%w: DefaultBucketWidth %v below 1ms", ErrConfig, c.DefaultBucketWidth)
@@ -267,6 +338,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		c.ConnectTimeout = cfg.ConnectTimeout
 		c.NumConns = cfg.NumConns
 		c.PageSize = cfg.PageSize
+		c.Authenticator = cfg.authenticator()
 		c.Logger = slogAdapter{log}
 		c.QueryObserver = obs
 		c.BatchObserver = obs

@@ -28,6 +28,7 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cluster: --store: %w", err)
 		}
+		cfg.Platform.ApplyCassandraAuth(&cc)
 		cc.Logger = cfg.Platform.Logger.With("component", "store")
 		s, err := cassandra.Connect(ctx, cc)
 		if err != nil {
@@ -37,7 +38,7 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	case cfg.Platform.Store == "" || strings.HasPrefix(cfg.Platform.Store, "pebble:"):
 		return platform.OpenStore(ctx, cfg.Platform)
 	default:
-		return nil, fmt.Errorf("cluster: unknown --store %q (want cassandra://host:port/keyspace, or pebble:DIR for a single process)", cfg.Platform.Store)
+		return nil, fmt.Errorf("cluster: unknown --store %q (want cassandra://host:port/keyspace, or pebble:DIR for a single process)", platform.RedactURL(cfg.Platform.Store))
 	}
 }
 

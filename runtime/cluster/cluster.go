@@ -217,7 +217,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	case kafkaLog(ev):
 	default:
-		return c, fmt.Errorf("cluster: --eventlog=%q: processes of a cluster share only kafka://host:port", ev)
+		return c, fmt.Errorf("cluster: --eventlog=%q: processes of a cluster share only kafka://host:port", platform.RedactURL(ev))
 	}
 	if c.has(registry.RoleData) && !sharedStore(c.Platform.Store) {
 		return c, fmt.Errorf("cluster: the data role needs a shared store (--store=cassandra://host:port/keyspace), not %q", c.Platform.Store)

@@ -65,8 +65,10 @@ func openReadStateRole(ctx context.Context, cfg Config, n *Node, local *guild.Se
 		if err != nil {
 			return nil, fmt.Errorf("cluster: --store: %w", err)
 		}
+		cfg.Platform.ApplyCassandraAuth(&cc)
 		if r.table, err = readstatecassandra.New(ctx, readstatecassandra.Config{
 			Hosts: cc.Hosts, Keyspace: cc.Keyspace, Consistency: cc.Consistency, ReplicationFactor: cc.ReplicationFactor,
+			Username: cc.Username, Password: cc.Password,
 			Logger: log.With("component", "readstate-table"),
 		}); err != nil {
 			return nil, fmt.Errorf("cluster: read-state table: %w", err)
@@ -76,7 +78,7 @@ func openReadStateRole(ctx context.Context, cfg Config, n *Node, local *guild.Se
 			return nil, fmt.Errorf("cluster: read-state table: %w", err)
 		}
 	}
-	if r.log, err = eventlogbackend.Open(ctx, cfg.Platform.EventLog, cfg.Platform.DataDir, log.With("component", "eventlog")); err != nil {
+	if r.log, err = eventlogbackend.Open(ctx, cfg.Platform.EventLog, cfg.Platform.DataDir, log.With("component", "eventlog"), cfg.Platform.EventLogOptions()...); err != nil {
 		return nil, fmt.Errorf("cluster: event log: %w", err)
 	}
 	perms := guildPerms{local: local, guilds: guilds, log: log}
@@ -214,7 +216,7 @@ type publisher struct {
 func openPublisher(ctx context.Context, cfg Config, n *Node) (*publisher, error) {
 	p := &publisher{}
 	var err error
-	if p.log, err = eventlogbackend.Open(ctx, cfg.Platform.EventLog, cfg.Platform.DataDir, n.log.With("component", "eventlog")); err != nil {
+	if p.log, err = eventlogbackend.Open(ctx, cfg.Platform.EventLog, cfg.Platform.DataDir, n.log.With("component", "eventlog"), cfg.Platform.EventLogOptions()...); err != nil {
 		return nil, fmt.Errorf("cluster: event log: %w", err)
 	}
 	// One outbox per node name, so that processes sharing a data

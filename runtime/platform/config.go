@@ -32,6 +32,20 @@ type Config struct {
 	// Redis selects the counters backend: "mem" (default) or
 	// "redis://host:port".
 	Redis string
+	// CassandraUsername and CassandraPassword log in to a cassandra://
+	// store (PasswordAuthenticator) when the username is set. A user or
+	// password in the Store URL wins; each is filled from here only when
+	// the URL left it empty. Default none.
+	CassandraUsername, CassandraPassword string
+	// RedisPassword authenticates to a redis:// counters backend
+	// (requirepass, or the ACL user the URL names). The URL's own password
+	// wins when it has one. Default none.
+	RedisPassword string
+	// KafkaUsername and KafkaPassword authenticate to a kafka:// event log
+	// with SASL/PLAIN when the username is set; a user or password in the
+	// EventLog URL wins. KafkaTLS dials the brokers over TLS. Default none.
+	KafkaUsername, KafkaPassword string
+	KafkaTLS                     bool
 	// Registry selects the registry: "embedded" (default) or
 	// "etcd://host:port".
 	Registry string

@@ -170,6 +170,7 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("platform: --store: %w", err)
 		}
+		cfg.ApplyCassandraAuth(&ccfg)
 		ccfg.Logger = cfg.Logger.With("component", "store")
 		// Connect retries with backoff while Cassandra is down; /readyz
 		// answers 503 meanwhile when the listener serves a Gate.
@@ -179,7 +180,7 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 		}
 		return dataservice.Wrap(s, dataservice.New(s, dataservice.Config{Name: "local", Logger: cfg.Logger.With("component", "data")})), nil
 	default:
-		return nil, fmt.Errorf("platform: unknown --store %q (want pebble:DIR or cassandra://host:port/keyspace)", cfg.Store)
+		return nil, fmt.Errorf("platform: unknown --store %q (want pebble:DIR or cassandra://host:port/keyspace)", RedactURL(cfg.Store))
 	}
 }
 

@@ -39,7 +39,7 @@ func openReadPath(ctx context.Context, cfg Config, guilds *guild.Service, reg pr
 	}
 	rp := &readPath{}
 	var err error
-	if rp.log, err = eventlogbackend.Open(ctx, spec, cfg.DataDir, cfg.Logger.With("component", "eventlog")); err != nil {
+	if rp.log, err = eventlogbackend.Open(ctx, spec, cfg.DataDir, cfg.Logger.With("component", "eventlog"), cfg.EventLogOptions()...); err != nil {
 		return nil, err
 	}
 	if rp.outbox, err = outbox.New(outbox.Config{

@@ -44,6 +44,7 @@ func bindPlatformFlags(fs *pflag.FlagSet, cfg *platform.Config, logFormat, logLe
 	str(&cfg.Node, "node", d.Node, "node name in the registry and in gateway sessions")
 	str(&cfg.PublicURL, "public-url", "", "gateway URL given to clients (ws://host:port/gateway); empty derives it from the request")
 	str(&cfg.ServerKey, "server-key", "", "token signing key (>= 32 bytes); empty uses <data-dir>/server.key")
+	bindCredentialFlags(fs, cfg)
 	num(&cfg.Worker, "worker", 0, "snowflake worker id (0..31); serve without --worker and --process claims a free pair (--snowflake-id)")
 	num(&cfg.Process, "process", 0, "snowflake process id (0..31); see --worker")
 	str(logFormat, "log-format", "text", "log format: text or json")

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/concord-chat/concord/runtime/cluster"
+	"github.com/concord-chat/concord/runtime/platform"
 	"github.com/concord-chat/concord/runtime/registry"
 )
 
@@ -46,5 +47,5 @@ func checkServeRedis(cfg cluster.Config) error {
 		slices.Contains(cfg.Roles, registry.RoleGateway) || slices.Contains(cfg.Roles, registry.RoleAPI) {
 		return nil
 	}
-	return fmt.Errorf("--redis=%s is used only by the gateway role (bots' identify counters) and the api role (REST rate limits) in concord serve; this node runs %v", cfg.Platform.Redis, cfg.Roles)
+	return fmt.Errorf("--redis=%s is used only by the gateway role (bots' identify counters) and the api role (REST rate limits) in concord serve; this node runs %v", platform.RedactURL(cfg.Platform.Redis), cfg.Roles)
 }

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/spf13/pflag"
+
+	"github.com/concord-chat/concord/runtime/platform"
+)
+
+// bindCredentialFlags registers the backend credentials shared by dev and
+// serve: the ones the operator puts in its pods from Secrets
+// (CONCORD_CASSANDRA_USERNAME, CONCORD_REDIS_PASSWORD, ...). A user or
+// password written in the --store, --redis or --eventlog URL wins over
+// these. Defaults are shown as empty in --help, so a password taken from
+// the environment is never printed.
+func bindCredentialFlags(fs *pflag.FlagSet, cfg *platform.Config) {
+	secret := func(p *string, name, usage string) {
+		fs.StringVar(p, name, "", fmt.Sprintf("%s (env %s)", usage, envName(name)))
+		// Set after StringVar (which writes the default): the
+		// environment's value is used without becoming the default
+		// --help prints.
+		*p = os.Getenv(envName(name))
+	}
+	secret(&cfg.CassandraUsername, "cassandra-username", "user name for a cassandra:// --store (PasswordAuthenticator); a user in the URL wins")
+	secret(&cfg.CassandraPassword, "cassandra-password", "password for --cassandra-username; a password in the --store URL wins")
+	secret(&cfg.RedisPassword, "redis-password", "password for a redis:// --redis (requirepass, or the URL's ACL user); a password in the URL wins")
+	secret(&cfg.KafkaUsername, "kafka-username", "SASL/PLAIN user name for a kafka:// --eventlog; a user in the URL wins")
+	secret(&cfg.KafkaPassword, "kafka-password", "SASL/PLAIN password for --kafka-username; a password in the URL wins")
+	tls := false
+	if v, ok := os.LookupEnv(envName("kafka-tls")); ok {
+		tls, _ = strconv.ParseBool(v)
+	}
+	fs.BoolVar(&cfg.KafkaTLS, "kafka-tls", tls, fmt.Sprintf("dial the Kafka brokers over TLS (system roots); use it with SASL/PLAIN (env %s)", envName("kafka-tls")))
+}

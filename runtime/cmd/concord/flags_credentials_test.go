@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/concord-chat/concord/runtime/platform"
+)
+
+// bindAll registers the flags dev and serve share on a fresh flag set.
+func bindAll(cfg *platform.Config) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("dev", pflag.ContinueOnError)
+	var logFormat, logLevel string
+	bindPlatformFlags(fs, cfg, &logFormat, &logLevel)
+	return fs
+}
+
+// The variables the operator sets from Secrets reach platform.Config, and
+// --help names them without printing their values.
+func TestCredentialFlagsFromEnv(t *testing.T) {
+	t.Setenv("CONCORD_CASSANDRA_USERNAME", "cass-user")
+	t.Setenv("CONCORD_CASSANDRA_PASSWORD", "cass-s3cret")
+	t.Setenv("CONCORD_REDIS_PASSWORD", "redis-s3cret")
+	t.Setenv("CONCORD_KAFKA_USERNAME", "kafka-user")
+	t.Setenv("CONCORD_KAFKA_PASSWORD", "kafka-s3cret")
+	t.Setenv("CONCORD_KAFKA_TLS", "true")
+	var cfg platform.Config
+	fs := bindAll(&cfg)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.CassandraUsername != "cass-user" || cfg.CassandraPassword != "cass-s3cret" || cfg.RedisPassword != "redis-s3cret" ||
+		cfg.KafkaUsername != "kafka-user" || cfg.KafkaPassword != "kafka-s3cret" || !cfg.KafkaTLS {
+		t.Fatalf("credentials from env: %+v", cfg)
+	}
+	var help bytes.Buffer
+	fs.SetOutput(&help)
+	fs.PrintDefaults()
+	for _, env := range []string{"CONCORD_CASSANDRA_USERNAME", "CONCORD_CASSANDRA_PASSWORD", "CONCORD_REDIS_PASSWORD",
+		"CONCORD_KAFKA_USERNAME", "CONCORD_KAFKA_PASSWORD", "CONCORD_KAFKA_TLS"} {
+		if !strings.Contains(help.String(), env) {
+			t.Errorf("--help does not name %s", env)
+		}
+	}
+	if strings.Contains(help.String(), "s3cret") {
+		t.Fatalf("--help prints a password from the environment:\n%s", help.String())
+	}
+}
+
+// A flag on the command line wins over the environment.
+func TestCredentialFlagsOverrideEnv(t *testing.T) {
+	t.Setenv("CONCORD_REDIS_PASSWORD", "from-env")
+	var cfg platform.Config
+	fs := bindAll(&cfg)
+	if err := fs.Parse([]string{"--redis-password=from-flag", "--kafka-username=u", "--cassandra-username=c"}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RedisPassword != "from-flag" || cfg.KafkaUsername != "u" || cfg.CassandraUsername != "c" || cfg.KafkaTLS {
+		t.Fatalf("flags: %+v", cfg)
+	}
+}

@@ -1,0 +1,42 @@
+package platform
+
+import (
+	redisctr "github.com/concord-chat/concord/runtime/counters/redis"
+	eventlogbackend "github.com/concord-chat/concord/runtime/eventlog/backend"
+	cassandrastore "github.com/concord-chat/concord/runtime/store/cassandra"
+)
+
+// Backend credentials (--cassandra-username, --redis-password,
+// --kafka-username, ...) reach the adapters here, in one place for
+// `concord dev` and every role of `concord serve`. Precedence: a user or
+// password written in the backend's URL wins; a field the URL leaves empty
+// is filled from the flags.
+
+// ApplyCassandraAuth fills cc's Username and Password from the
+// configuration where the store URL left them empty.
+func (c Config) ApplyCassandraAuth(cc *cassandrastore.Config) {
+	if cc.Username == "" {
+		cc.Username = c.CassandraUsername
+	}
+	if cc.Password == "" {
+		cc.Password = c.CassandraPassword
+	}
+}
+
+// applyRedisAuth fills rc's Password from RedisPassword where the URL gave
+// none.
+func (c Config) applyRedisAuth(rc *redisctr.Config) {
+	if rc.Password == "" {
+		rc.Password = c.RedisPassword
+	}
+}
+
+// EventLogOptions returns the options that carry the Kafka credentials
+// and TLS setting to eventlog/backend.Open.
+func (c Config) EventLogOptions() []eventlogbackend.Option {
+	return []eventlogbackend.Option{eventlogbackend.WithKafkaAuth(c.KafkaUsername, c.KafkaPassword, c.KafkaTLS)}
+}
+
+// RedactURL returns a backend URL (scheme://user:password@host...) with
+// its password replaced by "xxxxx", for errors and logs.
+func RedactURL(raw string) string { return cassandrastore.RedactURL(raw) }

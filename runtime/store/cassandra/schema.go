@@ -40,11 +40,16 @@ import (
 //   - channel_buckets: 2 days, for the same reason (emptied buckets).
 //   - every other table: 10 days (Cassandra's default): rows change rarely.
 
-// migration is one schema version.
-type migration struct {
-	version int
-	name    string
-	stmts   []string // run in order; each idempotent
+// Migration is one schema version of a set of tables. Adapters of other
+// ports that keep their tables in the store's keyspace (runtime/bots/cassandra)
+// declare their own list and apply it with Store.Migrate.
+type Migration struct {
+	// Version numbers a set's migrations from 1 upwards.
+	Version int
+	// Name says what the migration adds.
+	Name string
+	// Stmts run in order; each must be idempotent (IF NOT EXISTS).
+	Stmts []string
 }
 
 // messageTableOpts are the options of the messages-like tables.
@@ -52,7 +57,7 @@ const messageTableOpts = `gc_grace_seconds = 172800
 	AND compaction = {'class': 'SizeTieredCompactionStrategy'}
 	AND comment = 'Concord messages: see runtime/store/cassandra'`
 
-var migrations = []migration{
+var migrations = []Migration{
 	{1, "messages and buckets", []string{
 		`CREATE TYPE IF NOT EXISTS attachment (
 			id bigint, filename text, size int, url text, content_type text)`,
@@ -114,7 +119,7 @@ var migrations = []migration{
 }
 
 // SchemaVersion is the newest schema version this package knows.
-func SchemaVersion() int { return migrations[len(migrations)-1].version }
+func SchemaVersion() int { return migrations[len(migrations)-1].Version }
 
 // ensureKeyspace creates the keyspace when missing.
 func ensureKeyspace(ctx context.Context, s *gocql.Session, cfg Config, log *slog.Logger) error {
@@ -185,36 +190,45 @@ func withTableID(keyspace, stmt string) string {
 
 const lockVersion = -1
 
-// migrate applies the pending migrations under the migration lock.
+// migrate applies the store's pending migrations under the migration lock.
 func migrate(ctx context.Context, s *gocql.Session, keyspace string, log *slog.Logger) error {
+	return migrateSet(ctx, s, keyspace, "schema_migrations", migrations, log)
+}
+
+// migrateSet applies the pending migrations of ms, recorded in table (which
+// also holds the set's lock row), under that lock.
+func migrateSet(ctx context.Context, s *gocql.Session, keyspace, table string, ms []Migration, log *slog.Logger) error {
+	if !validIdent(table) {
+		return fmt.Errorf("%w: migrations table %q", ErrConfig, table)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if err := execDDL(ctx, s, keyspace, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	if err := execDDL(ctx, s, keyspace, `CREATE TABLE IF NOT EXISTS `+table+` (
 		version int PRIMARY KEY, name text, applied_at timestamp, applied_by text)`); err != nil {
 		return err
 	}
 	host, _ := os.Hostname()
 	owner := fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())
 	for {
-		applied, err := appliedVersions(ctx, s)
+		applied, err := appliedVersions(ctx, s, table)
 		if err != nil {
 			return err
 		}
-		if len(pending(applied)) == 0 {
+		if len(pending(ms, applied)) == 0 {
 			return nil
 		}
 		var holder string
 		var v int
 		var name string
 		var at time.Time
-		got, err := s.Query(`INSERT INTO schema_migrations (version, name, applied_at, applied_by)
+		got, err := s.Query(`INSERT INTO `+table+` (version, name, applied_at, applied_by)
 			VALUES (?, 'lock', toTimestamp(now()), ?) IF NOT EXISTS USING TTL 120`, lockVersion, owner).
 			ScanCASContext(ctx, &v, &at, &holder, &name)
 		if err != nil {
 			return wrapErr("take migration lock", err)
 		}
 		if !got {
-			log.Info("waiting for another process to migrate the schema", "holder", holder)
+			log.Info("waiting for another process to migrate the schema", "table", table, "holder", holder)
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("cassandra store: wait for migration lock held by %s: %w", holder, ctx.Err())
@@ -222,8 +236,8 @@ func migrate(ctx context.Context, s *gocql.Session, keyspace string, log *slog.L
 			}
 			continue
 		}
-		err = applyPending(ctx, s, keyspace, owner, log)
-		if uerr := s.Query(`DELETE FROM schema_migrations WHERE version = ? IF applied_by = ?`, lockVersion, owner).
+		err = applyPending(ctx, s, keyspace, table, ms, owner, log)
+		if uerr := s.Query(`DELETE FROM `+table+` WHERE version = ? IF applied_by = ?`, lockVersion, owner).
 			ExecContext(context.WithoutCancel(ctx)); uerr != nil && err == nil {
 			err = wrapErr("release migration lock", uerr)
 		}
@@ -231,43 +245,44 @@ func migrate(ctx context.Context, s *gocql.Session, keyspace string, log *slog.L
 	}
 }
 
-func appliedVersions(ctx context.Context, s *gocql.Session) (map[int]bool, error) {
+func appliedVersions(ctx context.Context, s *gocql.Session, table string) (map[int]bool, error) {
 	applied := map[int]bool{}
-	iter := s.Query(`SELECT version FROM schema_migrations`).IterContext(ctx)
+	iter := s.Query(`SELECT version FROM ` + table).IterContext(ctx)
 	var v int
 	for iter.Scan(&v) {
 		applied[v] = true
 	}
-	return applied, wrapErr("read schema_migrations", iter.Close())
+	return applied, wrapErr("read "+table, iter.Close())
 }
 
-func pending(applied map[int]bool) []migration {
-	var out []migration
-	for _, m := range migrations {
-		if !applied[m.version] {
+func pending(ms []Migration, applied map[int]bool) []Migration {
+	var out []Migration
+	for _, m := range ms {
+		if !applied[m.Version] {
 			out = append(out, m)
 		}
 	}
 	return out
 }
 
-func applyPending(ctx context.Context, s *gocql.Session, keyspace, owner string, log *slog.Logger) error {
-	applied, err := appliedVersions(ctx, s)
+func applyPending(ctx context.Context, s *gocql.Session, keyspace, table string, ms []Migration, owner string, log *slog.Logger) error {
+	applied, err := appliedVersions(ctx, s, table)
 	if err != nil {
 		return err
 	}
-	for _, m := range pending(applied) {
+	for _, m := range pending(ms, applied) {
 		start := time.Now()
-		for _, stmt := range m.stmts {
+		for _, stmt := range m.Stmts {
 			if err := execDDL(ctx, s, keyspace, stmt); err != nil {
-				return fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
+				return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
 			}
 		}
-		if err := s.Query(`INSERT INTO schema_migrations (version, name, applied_at, applied_by)
-			VALUES (?, ?, toTimestamp(now()), ?)`, m.version, m.name, owner).ExecContext(ctx); err != nil {
+		if err := s.Query(`INSERT INTO `+table+` (version, name, applied_at, applied_by)
+			VALUES (?, ?, toTimestamp(now()), ?)`, m.Version, m.Name, owner).ExecContext(ctx); err != nil {
 			return wrapErr("record migration", err)
 		}
-		log.Info("schema migrated", "version", m.version, "name", m.name, "took", time.Since(start).Round(time.Millisecond))
+		log.Info("schema migrated", "table", table, "version", m.Version, "name", m.Name,
+			"took", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
 }

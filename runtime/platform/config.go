@@ -42,9 +42,12 @@ type Config struct {
 	// wins when it has one. Default none.
 	RedisPassword string
 	// KafkaUsername and KafkaPassword authenticate to a kafka:// event log
-	// with SASL/PLAIN when the username is set; a user or password in the
-	// EventLog URL wins. KafkaTLS dials the brokers over TLS. Default none.
+	// with SASL when the username is set; a user or password in the
+	// EventLog URL wins. KafkaSASLMechanism is PLAIN (default),
+	// SCRAM-SHA-256 or SCRAM-SHA-512. KafkaTLS dials the brokers over TLS.
+	// Default none.
 	KafkaUsername, KafkaPassword string
+	KafkaSASLMechanism           string
 	KafkaTLS                     bool
 	// Registry selects the registry: "embedded" (default) or
 	// "etcd://host:port".

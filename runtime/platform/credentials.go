@@ -31,10 +31,13 @@ func (c Config) applyRedisAuth(rc *redisctr.Config) {
 	}
 }
 
-// EventLogOptions returns the options that carry the Kafka credentials
-// and TLS setting to eventlog/backend.Open.
+// EventLogOptions returns the options that carry the Kafka credentials,
+// SASL mechanism and TLS setting to eventlog/backend.Open.
 func (c Config) EventLogOptions() []eventlogbackend.Option {
-	return []eventlogbackend.Option{eventlogbackend.WithKafkaAuth(c.KafkaUsername, c.KafkaPassword, c.KafkaTLS)}
+	return []eventlogbackend.Option{
+		eventlogbackend.WithKafkaAuth(c.KafkaUsername, c.KafkaPassword, c.KafkaTLS),
+		eventlogbackend.WithKafkaSASLMechanism(c.KafkaSASLMechanism),
+	}
 }
 
 // RedactURL returns a backend URL (scheme://user:password@host...) with

@@ -15,7 +15,7 @@ func TestCredentialPrecedence(t *testing.T) {
 	cfg := Config{
 		CassandraUsername: "flag-user", CassandraPassword: "flag-pw",
 		RedisPassword: "flag-pw",
-		KafkaUsername: "flag-user", KafkaPassword: "flag-pw", KafkaTLS: true,
+		KafkaUsername: "flag-user", KafkaPassword: "flag-pw", KafkaTLS: true, KafkaSASLMechanism: "SCRAM-SHA-256",
 	}
 
 	cc, err := cassandrastore.ParseURL("cassandra://db:9042/ks")
@@ -59,7 +59,7 @@ func TestCredentialPrecedence(t *testing.T) {
 		for _, o := range cfg.EventLogOptions() {
 			o(&kc)
 		}
-		if kc.Username != tc.user || kc.Password != tc.pw || !kc.TLS {
+		if kc.Username != tc.user || kc.Password != tc.pw || !kc.TLS || kc.Mechanism != kafka.MechanismSCRAMSHA256 {
 			t.Errorf("kafka %s: user %q, password %q expected, tls %t", kc.Brokers, kc.Username, tc.pw, kc.TLS)
 		}
 	}

@@ -27,11 +27,17 @@ func bindCredentialFlags(fs *pflag.FlagSet, cfg *platform.Config) {
 	secret(&cfg.CassandraUsername, "cassandra-username", "user name for a cassandra:// --store (PasswordAuthenticator); a user in the URL wins")
 	secret(&cfg.CassandraPassword, "cassandra-password", "password for --cassandra-username; a password in the --store URL wins")
 	secret(&cfg.RedisPassword, "redis-password", "password for a redis:// --redis (requirepass, or the URL's ACL user); a password in the URL wins")
-	secret(&cfg.KafkaUsername, "kafka-username", "SASL/PLAIN user name for a kafka:// --eventlog; a user in the URL wins")
-	secret(&cfg.KafkaPassword, "kafka-password", "SASL/PLAIN password for --kafka-username; a password in the URL wins")
+	secret(&cfg.KafkaUsername, "kafka-username", "SASL user name for a kafka:// --eventlog; a user in the URL wins")
+	secret(&cfg.KafkaPassword, "kafka-password", "SASL password for --kafka-username; a password in the URL wins")
+	mech := "PLAIN"
+	if v, ok := os.LookupEnv(envName("kafka-sasl-mechanism")); ok {
+		mech = v
+	}
+	fs.StringVar(&cfg.KafkaSASLMechanism, "kafka-sasl-mechanism", mech,
+		fmt.Sprintf("SASL mechanism for --kafka-username: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (env %s)", envName("kafka-sasl-mechanism")))
 	tls := false
 	if v, ok := os.LookupEnv(envName("kafka-tls")); ok {
 		tls, _ = strconv.ParseBool(v)
 	}
-	fs.BoolVar(&cfg.KafkaTLS, "kafka-tls", tls, fmt.Sprintf("dial the Kafka brokers over TLS (system roots); use it with SASL/PLAIN (env %s)", envName("kafka-tls")))
+	fs.BoolVar(&cfg.KafkaTLS, "kafka-tls", tls, fmt.Sprintf("dial the Kafka brokers over TLS (system roots); use it with SASL PLAIN, which sends the password in clear (env %s)", envName("kafka-tls")))
 }

@@ -27,20 +27,22 @@ func TestCredentialFlagsFromEnv(t *testing.T) {
 	t.Setenv("CONCORD_KAFKA_USERNAME", "kafka-user")
 	t.Setenv("CONCORD_KAFKA_PASSWORD", "kafka-s3cret")
 	t.Setenv("CONCORD_KAFKA_TLS", "true")
+	t.Setenv("CONCORD_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512")
 	var cfg platform.Config
 	fs := bindAll(&cfg)
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.CassandraUsername != "cass-user" || cfg.CassandraPassword != "cass-s3cret" || cfg.RedisPassword != "redis-s3cret" ||
-		cfg.KafkaUsername != "kafka-user" || cfg.KafkaPassword != "kafka-s3cret" || !cfg.KafkaTLS {
+		cfg.KafkaUsername != "kafka-user" || cfg.KafkaPassword != "kafka-s3cret" || !cfg.KafkaTLS ||
+		cfg.KafkaSASLMechanism != "SCRAM-SHA-512" {
 		t.Fatalf("credentials from env: %+v", cfg)
 	}
 	var help bytes.Buffer
 	fs.SetOutput(&help)
 	fs.PrintDefaults()
 	for _, env := range []string{"CONCORD_CASSANDRA_USERNAME", "CONCORD_CASSANDRA_PASSWORD", "CONCORD_REDIS_PASSWORD",
-		"CONCORD_KAFKA_USERNAME", "CONCORD_KAFKA_PASSWORD", "CONCORD_KAFKA_TLS"} {
+		"CONCORD_KAFKA_USERNAME", "CONCORD_KAFKA_PASSWORD", "CONCORD_KAFKA_TLS", "CONCORD_KAFKA_SASL_MECHANISM"} {
 		if !strings.Contains(help.String(), env) {
 			t.Errorf("--help does not name %s", env)
 		}
@@ -58,7 +60,8 @@ func TestCredentialFlagsOverrideEnv(t *testing.T) {
 	if err := fs.Parse([]string{"--redis-password=from-flag", "--kafka-username=u", "--cassandra-username=c"}); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.RedisPassword != "from-flag" || cfg.KafkaUsername != "u" || cfg.CassandraUsername != "c" || cfg.KafkaTLS {
+	if cfg.RedisPassword != "from-flag" || cfg.KafkaUsername != "u" || cfg.CassandraUsername != "c" || cfg.KafkaTLS ||
+		cfg.KafkaSASLMechanism != "PLAIN" {
 		t.Fatalf("flags: %+v", cfg)
 	}
 }

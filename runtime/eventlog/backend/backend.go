@@ -73,6 +73,17 @@ func WithKafkaAuth(username, password string, tls bool) Option {
 	}
 }
 
+// WithKafkaSASLMechanism selects the SASL mechanism used with the
+// credentials: kafka.MechanismPlain (the default when empty),
+// kafka.MechanismSCRAMSHA256 or kafka.MechanismSCRAMSHA512.
+func WithKafkaSASLMechanism(mechanism string) Option {
+	return func(c *kafka.Config) {
+		if mechanism != "" {
+			c.Mechanism = mechanism
+		}
+	}
+}
+
 // redact hides the password of a URL-shaped spec.
 func redact(spec string) string {
 	if u, err := url.Parse(spec); err == nil {

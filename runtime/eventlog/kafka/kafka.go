@@ -58,9 +58,13 @@ type Config struct {
 	// AppendTimeout bounds one Append. Default 30s.
 	AppendTimeout time.Duration
 	// Username and Password authenticate every connection (producer,
-	// admin and consumer groups) with SASL/PLAIN when Username is set.
-	// Default none. The password never appears in String, logs or errors.
+	// admin and consumer groups) with SASL when Username is set. Default
+	// none. The password never appears in String, logs or errors.
 	Username, Password string
+	// Mechanism is the SASL mechanism used with Username: MechanismPlain,
+	// MechanismSCRAMSHA256 or MechanismSCRAMSHA512 (scram.go). Default
+	// PLAIN.
+	Mechanism string
 	// TLS dials the brokers over TLS 1.2+ with the system's roots (SASL/PLAIN
 	// sends the password in clear otherwise). Default false.
 	TLS bool
@@ -127,8 +131,8 @@ func (c Config) String() string {
 	if c.Password != "" {
 		pw = "xxxxx"
 	}
-	return fmt.Sprintf("kafka brokers=%s client_id=%s username=%s password=%s tls=%t",
-		strings.Join(c.Brokers, ","), c.ClientID, c.Username, pw, c.TLS)
+	return fmt.Sprintf("kafka brokers=%s client_id=%s username=%s password=%s mechanism=%s tls=%t",
+		strings.Join(c.Brokers, ","), c.ClientID, c.Username, pw, c.Mechanism, c.TLS)
 }
 
 // LogValue implements slog.LogValuer with the password redacted.
@@ -138,7 +142,7 @@ func (c Config) LogValue() slog.Value {
 		pw = "xxxxx"
 	}
 	return slog.GroupValue(slog.String("brokers", strings.Join(c.Brokers, ",")), slog.String("client_id", c.ClientID),
-		slog.String("username", c.Username), slog.String("password", pw), slog.Bool("tls", c.TLS))
+		slog.String("username", c.Username), slog.String("password", pw), slog.String("mechanism", c.Mechanism), slog.Bool("tls", c.TLS))
 }
 
 // Log is an eventlog.Log on Apache Kafka.
@@ -197,6 +201,15 @@ func New(ctx context.Context, cfg Config) (*Log, error) {
 	if cfg.Password != "" && cfg.Username == "" {
 		return nil, fmt.Errorf("%w: kafka: a password without a username", eventlog.ErrInvalid)
 	}
+	cfg.Mechanism = strings.ToUpper(cfg.Mechanism)
+	switch cfg.Mechanism {
+	case "":
+		cfg.Mechanism = MechanismPlain
+	case MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512:
+	default:
+		return nil, fmt.Errorf("%w: kafka: SASL mechanism %q (want %s, %s or %s)", eventlog.ErrInvalid,
+			cfg.Mechanism, MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512)
+	}
 	v, err := sarama.ParseKafkaVersion(cfg.Version)
 	if err != nil {
 		return nil, fmt.Errorf("%w: kafka version %q: %v", eventlog.ErrInvalid, cfg.Version, err)
@@ -237,6 +250,10 @@ func (l *Log) baseConfig() *sarama.Config {
 	if l.cfg.Username != "" {
 		c.Net.SASL.Enable = true
 		c.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+		if m := l.cfg.Mechanism; m == MechanismSCRAMSHA256 || m == MechanismSCRAMSHA512 {
+			c.Net.SASL.Mechanism = sarama.SASLMechanism(m)
+			c.Net.SASL.SCRAMClientGeneratorFunc = scramGenerator(m)
+		}
 		c.Net.SASL.Handshake = true
 		c.Net.SASL.User = l.cfg.Username
 		c.Net.SASL.Password = l.cfg.Password

@@ -394,7 +394,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		session.Close()
 		return nil, err
 	}
-	log.Info("cassandra store ready", "hosts", strings.Join(cfg.Hosts, ","), "consistency", cfg.Consistency)
+	log.Info("cassandra store ready", "hosts", strings.Join(cfg.Hosts, ","), "consistency", cfg.Consistency, "username", cfg.Username)
 	return s, nil
 }
 

@@ -57,8 +57,9 @@ func Open(ctx context.Context, spec, dataDir string, logger *slog.Logger, opts .
 // Option adjusts the Kafka configuration Open builds from the spec.
 type Option func(*kafka.Config)
 
-// WithKafkaAuth authenticates with SASL/PLAIN as username (when set) and
-// dials the brokers over TLS when tls is set. A username or password in
+// WithKafkaAuth authenticates with SASL (PLAIN unless
+// WithKafkaSASLMechanism says otherwise) as username, when set, and dials
+// the brokers over TLS when tls is set. A username or password in
 // the spec's URL wins over the one given here: each field is filled only
 // when the URL left it empty.
 func WithKafkaAuth(username, password string, tls bool) Option {

@@ -14,6 +14,10 @@
 // release, before the member rejoins) and by Session.Commit. The broker
 // rejects commits from a stale generation, so a member that lost a
 // partition in a rebalance cannot move its offset.
+//
+// Every connection (producer, admin, consumer groups) authenticates the
+// same way: SASL PLAIN or SCRAM-SHA-256/512 (scram.go) when
+// Config.Username is set, over TLS when Config.TLS is.
 package kafka
 
 import (

@@ -117,11 +117,26 @@ func TestConformance(t *testing.T) {
 func TestTwoProcesses(t *testing.T) {
 	addr := server(t)
 	ks := freshKeyspace(t, addr)
-	a := openStore(t, openDB(t, addr, ks), botscassandra.Config{})
-	b := openStore(t, openDB(t, addr, ks), botscassandra.Config{})
+	dbs := []*cassandra.Store{openDB(t, addr, ks), openDB(t, addr, ks)}
+	ctx := context.Background()
+	// Both create the bot tables at once (the migration lock decides).
+	stores := make([]*botscassandra.Store, 2)
+	errs := make([]error, 2)
+	var start sync.WaitGroup
+	for i, db := range dbs {
+		start.Add(1)
+		go func() {
+			defer start.Done()
+			stores[i], errs[i] = botscassandra.New(ctx, botscassandra.Config{}, db)
+		}()
+	}
+	start.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("concurrent New: %v", err)
+	}
+	a, b := stores[0], stores[1]
 	defer a.Close()
 	defer b.Close()
-	ctx := context.Background()
 
 	app := bots.Application{ID: 10, Name: "pod", OwnerID: 1, BotUserID: 11, PublicKey: []byte{7}}
 	if err := a.CreateApplication(ctx, app); err != nil {
@@ -135,6 +150,21 @@ func TestTwoProcesses(t *testing.T) {
 	}
 	if _, err := a.GetApplication(ctx, 12); !errors.Is(err, bots.ErrNotFound) {
 		t.Fatalf("a refused create left application 12: %v", err)
+	}
+	app.Name = "renamed"
+	if err := b.PutApplication(ctx, app); err != nil {
+		t.Fatalf("B: PutApplication: %v", err)
+	}
+	if got, err := a.GetApplication(ctx, 10); err != nil || got.Name != "renamed" {
+		t.Fatalf("A: GetApplication after B's put = %+v, %v", got, err)
+	}
+	if err := a.PutApplication(ctx, bots.Application{ID: 13, BotUserID: 14}); !errors.Is(err, bots.ErrNotFound) {
+		t.Fatalf("PutApplication of a missing application: %v, want ErrNotFound", err)
+	}
+	moved := app
+	moved.BotUserID = 15
+	if err := a.PutApplication(ctx, moved); err == nil || errors.Is(err, bots.ErrNotFound) {
+		t.Fatalf("PutApplication changing the bot user: %v, want a refusal", err)
 	}
 	cmd := bots.Command{ID: 20, ApplicationID: 10, Def: bots.CommandDef{Name: "ping", Description: "p"}}
 	if err := b.ReplaceCommands(ctx, 10, 0, []bots.Command{cmd}); err != nil {

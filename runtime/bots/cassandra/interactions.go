@@ -12,6 +12,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store/cassandra"
 )
 
 // Interactions. Each lives in bot_interactions with a version tag, a
@@ -62,8 +63,10 @@ func (s *Store) CreateInteraction(ctx context.Context, in bots.Interaction) erro
 			MapScanCASContext(ctx, map[string]any{})
 		if err != nil {
 			// The outcome may be unknown (a CAS timeout): ask.
-			if mine, rerr := s.hasTag(ctx, in.ID, tag); rerr == nil && mine {
-				return nil
+			if cassandra.IsUnavailable(err) {
+				if mine, rerr := s.hasTag(ctx, in.ID, tag); rerr == nil && mine {
+					return nil
+				}
 			}
 			return wrapErr(fmt.Sprintf("create interaction %d", in.ID), err)
 		}
@@ -154,6 +157,10 @@ func (s *Store) UpdateInteraction(ctx context.Context, iid snowflake.ID, fn func
 				ScanCASContext(ctx, &cur)
 			switch {
 			case err != nil:
+				if !cassandra.IsUnavailable(err) {
+					return wrapErr(fmt.Sprintf("update interaction %d", iid), err)
+				}
+				// The outcome may be unknown (a CAS timeout): ask.
 				mine, rerr := s.hasTag(ctx, iid, next)
 				if rerr != nil {
 					return wrapErr(fmt.Sprintf("update interaction %d", iid), err)

@@ -327,3 +327,12 @@ func TestClosed(t *testing.T) {
 		t.Fatalf("the main store's session was closed with the bot store: %v", err)
 	}
 }
+
+// BenchmarkUpdateInteraction measures the acknowledgement path (one
+// read and one compare-and-set per iteration) on the server.
+func BenchmarkUpdateInteraction(b *testing.B) {
+	addr := server(b)
+	s := openStore(b, openDB(b, addr, freshKeyspace(b, addr)), botscassandra.Config{})
+	defer s.Close()
+	botstest.Bench(b, s)
+}

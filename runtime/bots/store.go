@@ -142,7 +142,10 @@ type Store interface {
 	GetInteraction(ctx context.Context, id snowflake.ID) (Interaction, error)
 	// UpdateInteraction applies fn to the stored interaction atomically
 	// with respect to other updates of it and stores the result; when fn
-	// returns an error nothing is written and that error is returned.
+	// returns an error nothing is written and that error is returned. fn
+	// may run more than once (a store shared by several processes retries
+	// it after a conflicting update), so it must change nothing but its
+	// argument.
 	UpdateInteraction(ctx context.Context, id snowflake.ID, fn func(*Interaction) error) (Interaction, error)
 	// DeleteInteractionsBefore drops interactions whose id is below id
 	// (ids sort by creation time) and returns how many it dropped.

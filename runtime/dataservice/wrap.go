@@ -43,3 +43,7 @@ func (w *wrapped) ListMessages(ctx context.Context, ch snowflake.ID, q store.His
 func (w *wrapped) Buckets(ctx context.Context, ch snowflake.ID) ([]int64, error) {
 	return w.msgs.Buckets(ctx, ch)
 }
+
+// Unwrap returns the store Wrap was given, for callers that need the
+// adapter itself (e.g. to share its Cassandra session).
+func (w *wrapped) Unwrap() store.Store { return w.Store }

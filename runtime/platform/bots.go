@@ -16,6 +16,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/bots"
+	botscassandra "github.com/concord-chat/concord/runtime/bots/cassandra"
 	botspebble "github.com/concord-chat/concord/runtime/bots/pebble"
 	"github.com/concord-chat/concord/runtime/egress"
 	"github.com/concord-chat/concord/runtime/eventlog"
@@ -24,6 +25,7 @@ import (
 	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/store/cassandra"
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
@@ -34,7 +36,7 @@ const purgeInterval = 5 * time.Minute
 // store and the purge loop.
 type botPlatform struct {
 	handler *bots.Handler
-	store   *botspebble.Store
+	store   bots.Store
 	// leases revokes bots' entitlements on the gateway (ADR-08).
 	leases *entitlements
 	log    *slog.Logger
@@ -62,14 +64,40 @@ type messageEvents interface {
 	Publish(ctx context.Context, ev eventlog.MessageEvent) error
 }
 
-// openBots opens the bot store in <DataDir>/bots and builds the handler
-// with the guild-tier adapters, the egress client (no private addresses)
-// and the purge loop.
-func openBots(cfg Config, key []byte, d botDeps) (*botPlatform, error) {
-	log := cfg.Logger.With("component", "bots")
+// openBotStore opens the bot platform's store next to the guild store:
+// the same Cassandra keyspace and session when the platform runs on
+// Cassandra (so every process sharing it shares applications, commands,
+// installations and interactions), else Pebble in <DataDir>/bots.
+func openBotStore(ctx context.Context, cfg Config, guilds store.Store) (bots.Store, error) {
+	for {
+		u, ok := guilds.(interface{ Unwrap() store.Store })
+		if !ok {
+			break
+		}
+		guilds = u.Unwrap()
+	}
+	if cs, ok := guilds.(*cassandra.Store); ok {
+		st, err := botscassandra.New(ctx, botscassandra.Config{Logger: cfg.Logger.With("component", "bots")}, cs)
+		if err != nil {
+			return nil, fmt.Errorf("platform: bots store on cassandra: %w", err)
+		}
+		return st, nil
+	}
 	st, err := botspebble.New(botspebble.Config{Dir: filepath.Join(cfg.DataDir, "bots"), Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("platform: bots store: %w", err)
+	}
+	return st, nil
+}
+
+// openBots opens the bot store (openBotStore) and builds the handler
+// with the guild-tier adapters, the egress client (no private addresses)
+// and the purge loop.
+func openBots(ctx context.Context, cfg Config, key []byte, d botDeps) (*botPlatform, error) {
+	log := cfg.Logger.With("component", "bots")
+	st, err := openBotStore(ctx, cfg, d.store)
+	if err != nil {
+		return nil, err
 	}
 	egCfg := egress.Config{Logger: cfg.Logger.With("component", "egress"), Registerer: d.registry}
 	if cfg.EgressProxy != "" {

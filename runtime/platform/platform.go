@@ -97,7 +97,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if p.counters, err = openCounters(ctx, cfg); err != nil {
 		return nil, err
 	}
-	if p.bots, err = openBots(cfg, key, botDeps{store: p.store, guilds: p.guilds, auth: p.auth, ids: ids,
+	if p.bots, err = openBots(ctx, cfg, key, botDeps{store: p.store, guilds: p.guilds, auth: p.auth, ids: ids,
 		events: p.reads.outbox, registry: p.registry,
 		closeUser: func(ctx context.Context, userID snowflake.ID) int {
 			if n := sink.node.Load(); n != nil {

@@ -1,0 +1,65 @@
+//go:build integration
+
+package platform
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+)
+
+// TestBotsOnCassandraAreShared runs two platforms (as two processes would)
+// on one Cassandra keyspace: an application created through one is
+// visible through the other, with its token, because the bot platform's
+// store lives in the shared keyspace (runtime/bots/cassandra), not in a
+// process's data directory.
+func TestBotsOnCassandraAreShared(t *testing.T) {
+	cass := os.Getenv("CONCORD_CASSANDRA")
+	if cass == "" {
+		t.Fatal("CONCORD_CASSANDRA is not set: start Cassandra with hack/cassandra/start.sh and export what it prints")
+	}
+	ks := fmt.Sprintf("concord_botsplat_%d_%06x", time.Now().Unix(), rand.Uint32()&0xffffff)
+	t.Cleanup(func() {
+		c := gocql.NewCluster(cass)
+		c.Timeout = time.Minute
+		if s, err := c.CreateSession(); err == nil {
+			_ = s.Query(`DROP KEYSPACE IF EXISTS ` + ks).Exec()
+			s.Close()
+		}
+	})
+	key := fmt.Sprintf("%064x", rand.Uint64())
+	on := func(c *Config) {
+		c.Store = "cassandra://" + cass + "/" + ks + "?rf=1"
+		c.ServerKey = key
+		c.Registry = "mem"
+	}
+	_, a := startTestPlatform(t, on)
+	_, b := startTestPlatform(t, on)
+
+	var u struct {
+		Token string `json:"token"`
+	}
+	restCall(t, a, "", "POST", "/auth/register", map[string]any{"username": "owner", "password": "correct-horse-1"}, &u)
+	var app struct {
+		ID  string `json:"id"`
+		Bot struct {
+			ID string `json:"id"`
+		} `json:"bot"`
+	}
+	restCall(t, a, u.Token, "POST", "/applications", map[string]any{"name": "Shared"}, &app)
+	var reset struct {
+		Token string `json:"token"`
+	}
+	restCall(t, a, u.Token, "POST", "/applications/"+app.ID+"/bot/reset", nil, &reset)
+	var me struct {
+		ID string `json:"id"`
+	}
+	restCall(t, b, "Bot "+reset.Token, "GET", "/oauth2/applications/@me", nil, &me)
+	if me.ID != app.ID {
+		t.Fatalf("the other platform sees application %q, want %q", me.ID, app.ID)
+	}
+}

@@ -162,8 +162,10 @@ func testAckClearsBadge(t *testing.T, opts ...func(*Config)) {
 
 	bobID, _ := snowflake.Parse(bob.UserID)
 	chID, _ := snowflake.Parse(ch.ID)
-	// The mention reaches the read-state role through the event log.
-	deadline := time.Now().Add(15 * time.Second)
+	// The mention reaches the read-state role through the event log (on a
+	// Kafka that just started, the consumer group's first join can take
+	// tens of seconds on a loaded machine).
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		st, err := p.reads.states.ChannelState(context.Background(), bobID, chID)
 		if err != nil {

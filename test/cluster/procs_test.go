@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os/exec"
@@ -23,10 +24,13 @@ func concordBinary(t *testing.T) string { return concordbin.Path(t) }
 // buildBinary builds the binary once; any goroutine may call it.
 func buildBinary() { _, _ = concordbin.Build() }
 
-// freeAddr returns a loopback address nobody listens on right now.
+// freeAddr returns a loopback address nobody listens on right now, on a
+// random 127.0.0.x (x ≥ 2): outgoing connections take their ephemeral
+// ports on 127.0.0.1, so between this check and the node's bind no
+// client socket can take the port from it.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:0", 2+rand.IntN(250)))
 	if err != nil {
 		t.Fatal(err)
 	}

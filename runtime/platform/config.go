@@ -60,6 +60,10 @@ type Config struct {
 	// PublicURL is the gateway URL handed to clients (resume_gateway_url,
 	// /gateway). Empty: derived from each request's Host header.
 	PublicURL string
+	// ReadStateGroup is the read-state role's consumer group on the event
+	// log. Default "readstate"; processes sharing a Kafka that must not
+	// split its partitions between them (tests) set their own.
+	ReadStateGroup string
 	// EgressProxy is the egress deployment (`concord egress`,
 	// http://host:port) every call to a bot-chosen URL goes through.
 	// Empty: the in-process egress client checks and dials itself.

@@ -52,7 +52,7 @@ func openReadPath(ctx context.Context, cfg Config, guilds *guild.Service, reg pr
 		rp.close(ctx)
 		return nil, fmt.Errorf("platform: read-state table: %w", err)
 	}
-	if rp.states, err = readstate.New(readstate.Config{Registerer: reg, Logger: cfg.Logger.With("component", "readstate")},
+	if rp.states, err = readstate.New(readstate.Config{Group: cfg.ReadStateGroup, Registerer: reg, Logger: cfg.Logger.With("component", "readstate")},
 		rp.store, guilds, guilds); err != nil {
 		rp.close(ctx)
 		return nil, fmt.Errorf("platform: read states: %w", err)

@@ -104,6 +104,12 @@ func runtimePodSpec(c *concordv1.ConcordCluster, image string, roles []string, e
 	if s := c.Spec.Kafka.SASLSecret; s != nil {
 		secretEnv("CONCORD_KAFKA_USERNAME", &concordv1.SecretKeyReference{Name: s.Name, Key: "username"})
 		secretEnv("CONCORD_KAFKA_PASSWORD", &concordv1.SecretKeyReference{Name: s.Name, Key: "password"})
+		// The secret is documented as SASL/SCRAM credentials (SHA-512, as
+		// Strimzi and MSK issue them); the runtime's default is PLAIN.
+		env = append(env, corev1.EnvVar{Name: "CONCORD_KAFKA_SASL_MECHANISM", Value: "SCRAM-SHA-512"})
+	}
+	if c.Spec.Kafka.TLS {
+		env = append(env, corev1.EnvVar{Name: "CONCORD_KAFKA_TLS", Value: "true"})
 	}
 	env = append(env, extraEnv...)
 	volumes := []corev1.Volume{{

@@ -116,3 +116,34 @@ func TestGatewayPodSpecAdminPort(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaSecurityEnv: a SASL secret brings the SCRAM mechanism with the
+// credentials, and spec.kafka.tls turns TLS on, in the variables concord
+// serve reads (--kafka-sasl-mechanism, --kafka-tls).
+func TestKafkaSecurityEnv(t *testing.T) {
+	c := testCluster()
+	spec := runtimePodSpec(c, "", []string{concordv1.RoleGuild}, nil, concordv1.PodPlacement{})
+	for _, name := range []string{"CONCORD_KAFKA_SASL_MECHANISM", "CONCORD_KAFKA_TLS", "CONCORD_KAFKA_USERNAME"} {
+		if _, ok := specEnv(spec, name); ok {
+			t.Errorf("%s set without spec.kafka.saslSecret/tls", name)
+		}
+	}
+	c.Spec.Kafka.SASLSecret = &corev1.LocalObjectReference{Name: "kafka-user"}
+	c.Spec.Kafka.TLS = true
+	spec = runtimePodSpec(c, "", []string{concordv1.RoleGuild}, nil, concordv1.PodPlacement{})
+	if v, _ := specEnv(spec, "CONCORD_KAFKA_SASL_MECHANISM"); v != "SCRAM-SHA-512" {
+		t.Errorf("CONCORD_KAFKA_SASL_MECHANISM = %q, want SCRAM-SHA-512", v)
+	}
+	if v, _ := specEnv(spec, "CONCORD_KAFKA_TLS"); v != "true" {
+		t.Errorf("CONCORD_KAFKA_TLS = %q, want true", v)
+	}
+	var user *corev1.EnvVar
+	for i, e := range spec.Containers[0].Env {
+		if e.Name == "CONCORD_KAFKA_USERNAME" {
+			user = &spec.Containers[0].Env[i]
+		}
+	}
+	if user == nil || user.ValueFrom == nil || user.ValueFrom.SecretKeyRef == nil || user.ValueFrom.SecretKeyRef.Name != "kafka-user" {
+		t.Errorf("CONCORD_KAFKA_USERNAME = %+v, want from secret kafka-user", user)
+	}
+}

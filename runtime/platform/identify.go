@@ -2,7 +2,6 @@ package platform
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
+	"github.com/concord-chat/concord/runtime/rest"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 )
@@ -147,16 +147,16 @@ func (g gatewayBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, err := g.auth.Verify(ctx, auth.StripPrefix(r.Header.Get("Authorization")))
 	if err != nil {
 		if errors.Is(err, auth.ErrInvalidToken) {
-			writeJSONError(w, http.StatusUnauthorized, 0, "401: Unauthorized")
+			rest.WriteError(w, &rest.Error{Status: http.StatusUnauthorized, Message: "401: Unauthorized"})
 			return
 		}
-		writeJSONError(w, http.StatusServiceUnavailable, 0, "Service unavailable")
+		rest.WriteError(w, &rest.Error{Status: http.StatusServiceUnavailable, Message: "Service unavailable"})
 		return
 	}
 	guilds, err := g.store.UserGuilds(ctx, id)
 	if err != nil {
 		g.log.Error("gateway/bot: guilds", "user_id", id, "err", err)
-		writeJSONError(w, http.StatusServiceUnavailable, 0, "Service unavailable")
+		rest.WriteError(w, &rest.Error{Status: http.StatusServiceUnavailable, Message: "Service unavailable"})
 		return
 	}
 	shards := max(1, (len(guilds)+guildsPerShardRecommended-1)/guildsPerShardRecommended)
@@ -164,7 +164,7 @@ func (g gatewayBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		used = 0 // counters fail open
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	rest.WriteJSON(w, http.StatusOK, map[string]any{
 		"url":    g.url(r),
 		"shards": shards,
 		"session_start_limit": map[string]any{
@@ -172,23 +172,6 @@ func (g gatewayBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"reset_after": identifyDay.Milliseconds(), "max_concurrency": g.concurrency,
 		},
 	})
-}
-
-// writeJSON answers v as JSON.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		b = []byte(`{"message":"500: Internal Server Error","code":0}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
-// writeJSONError answers a Discord-shaped error.
-func writeJSONError(w http.ResponseWriter, status, code int, msg string) {
-	writeJSON(w, status, map[string]any{"message": msg, "code": code})
 }
 
 // OpenCounters opens the counters backend cfg.Redis names ("mem",

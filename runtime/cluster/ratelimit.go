@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -26,36 +25,12 @@ func openRateLimit(ctx context.Context, cfg Config, users store.Store, iss *auth
 	if err != nil {
 		return nil, nil, fmt.Errorf("cluster: rate limit counters: %w", err)
 	}
-	flags := &botCache{users: users, bot: make(map[snowflake.ID]bool)}
+	flags := platform.NewBotFlags(func(ctx context.Context, id snowflake.ID) (bool, error) {
+		u, err := users.GetUser(ctx, id)
+		return u.Bot, err
+	})
 	wrap := func(next http.Handler) (http.Handler, error) {
-		return platform.RateLimit(cfg.Platform, c, reg, iss, flags.isBot, next)
+		return platform.RateLimit(cfg.Platform, c, reg, iss, flags.IsBot, next)
 	}
 	return wrap, c, nil
-}
-
-// botCache remembers which users are bots (a user never changes kind).
-type botCache struct {
-	users store.Store
-	mu    sync.Mutex
-	bot   map[snowflake.ID]bool
-}
-
-func (b *botCache) isBot(ctx context.Context, id snowflake.ID) (bool, error) {
-	b.mu.Lock()
-	v, ok := b.bot[id]
-	b.mu.Unlock()
-	if ok {
-		return v, nil
-	}
-	u, err := b.users.GetUser(ctx, id)
-	if err != nil {
-		return false, fmt.Errorf("bot flag of %d: %w", id, err)
-	}
-	b.mu.Lock()
-	if len(b.bot) > 1<<16 {
-		clear(b.bot)
-	}
-	b.bot[id] = u.Bot
-	b.mu.Unlock()
-	return u.Bot, nil
 }

@@ -121,7 +121,7 @@ func openBots(ctx context.Context, cfg Config, key []byte, d botDeps) (*botPlatf
 		return nil, err
 	}
 	bp := &botPlatform{store: st, leases: leases, log: log, done: make(chan struct{})}
-	users := &botFlags{guilds: d.guilds}
+	users := guildBotFlags(d.guilds)
 	h, err := bots.NewHandler(bots.Config{Key: key, Registerer: d.registry, Logger: cfg.Logger}, bots.Deps{
 		Store:       st,
 		Users:       d.store,
@@ -194,42 +194,53 @@ func (b *botPlatform) close() error {
 	return nil
 }
 
-// botFlags authenticates tokens and remembers which users are bots (the
-// flag never changes for a user).
-type botFlags struct {
-	guilds *guild.Service
+// BotFlags remembers which users are bots (the flag never changes for a
+// user), asking lookup once per user; it also authenticates tokens for
+// the bot routes. It is safe for concurrent use.
+type BotFlags struct {
+	lookup func(ctx context.Context, userID snowflake.ID) (bool, error)
 	mu     sync.Mutex
 	bot    map[snowflake.ID]bool
 }
 
-// isBot reports whether userID is a bot user.
-func (f *botFlags) isBot(ctx context.Context, userID snowflake.ID) (bool, error) {
+// NewBotFlags returns a BotFlags asking lookup whether a user is a bot.
+func NewBotFlags(lookup func(ctx context.Context, userID snowflake.ID) (bool, error)) *BotFlags {
+	return &BotFlags{lookup: lookup, bot: make(map[snowflake.ID]bool)}
+}
+
+// guildBotFlags reads the flag through the guild service's user records.
+func guildBotFlags(guilds *guild.Service) *BotFlags {
+	return NewBotFlags(func(ctx context.Context, id snowflake.ID) (bool, error) {
+		u, err := guilds.User(ctx, id)
+		return u.Bot, err
+	})
+}
+
+// IsBot reports whether userID is a bot user.
+func (f *BotFlags) IsBot(ctx context.Context, userID snowflake.ID) (bool, error) {
 	f.mu.Lock()
 	b, ok := f.bot[userID]
 	f.mu.Unlock()
 	if ok {
 		return b, nil
 	}
-	u, err := f.guilds.User(ctx, userID)
+	b, err := f.lookup(ctx, userID)
 	if err != nil {
 		return false, fmt.Errorf("bot flag of %d: %w", userID, err)
 	}
 	f.mu.Lock()
-	if f.bot == nil {
-		f.bot = make(map[snowflake.ID]bool)
-	}
 	if len(f.bot) > 1<<16 {
 		clear(f.bot)
 	}
-	f.bot[userID] = u.Bot
+	f.bot[userID] = b
 	f.mu.Unlock()
-	return u.Bot, nil
+	return b, nil
 }
 
 // authenticate verifies an Authorization header ("Bot x", "Bearer x" or a
 // bare token) and returns its user and bot flag. Store outages wrap
 // bots.ErrUnavailable.
-func (f *botFlags) authenticate(ctx context.Context, iss *auth.Issuer, header string) (snowflake.ID, bool, error) {
+func (f *BotFlags) authenticate(ctx context.Context, iss *auth.Issuer, header string) (snowflake.ID, bool, error) {
 	token := auth.StripPrefix(header)
 	if token == "" {
 		return 0, false, errors.New("no token")
@@ -241,7 +252,7 @@ func (f *botFlags) authenticate(ctx context.Context, iss *auth.Issuer, header st
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: verify token: %w", bots.ErrUnavailable, err)
 	}
-	bot, err := f.isBot(ctx, id)
+	bot, err := f.IsBot(ctx, id)
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: %w", bots.ErrUnavailable, err)
 	}
@@ -493,7 +504,7 @@ func mustJSON(v any) json.RawMessage {
 // restHandler composes the REST surface: the bot platform's routes, GET
 // /gateway/bot and the bot-removal hooks in front of the core API (their
 // patterns are more specific than "/"), all behind the rate limiter.
-func (p *Platform) restHandler(restAPI http.Handler, flags *botFlags) (http.Handler, error) {
+func (p *Platform) restHandler(restAPI http.Handler, flags *BotFlags) (http.Handler, error) {
 	mux := http.NewServeMux()
 	p.bots.handler.Register(mux, "")
 	gb := gatewayBot{auth: p.auth, store: p.store, counters: p.counters, concurrency: p.cfg.IdentifyConcurrency,
@@ -520,7 +531,7 @@ func (p *Platform) gatewayURL(r *http.Request) string {
 // leaves) through the core API and, when it removed a bot, drops the
 // bot's installation and guild commands (Handler.Uninstalled) and its
 // managed role.
-func (b *botPlatform) onBotRemoved(restAPI http.Handler, guilds *guild.Service, flags *botFlags, iss *auth.Issuer, self bool) http.Handler {
+func (b *botPlatform) onBotRemoved(restAPI http.Handler, guilds *guild.Service, flags *BotFlags, iss *auth.Issuer, self bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusRecorder{ResponseWriter: w}
 		restAPI.ServeHTTP(sw, r)
@@ -541,7 +552,7 @@ func (b *botPlatform) onBotRemoved(restAPI http.Handler, guilds *guild.Service, 
 		if err != nil {
 			return
 		}
-		if bot, err := flags.isBot(ctx, memberID); err != nil || !bot {
+		if bot, err := flags.IsBot(ctx, memberID); err != nil || !bot {
 			return
 		}
 		if err := b.handler.Uninstalled(ctx, guildID, memberID); err != nil {

@@ -133,7 +133,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 			return nil, err
 		}
 	}
-	rest, err := p.restHandler(restAPI, &botFlags{guilds: p.guilds})
+	rest, err := p.restHandler(restAPI, guildBotFlags(p.guilds))
 	if err != nil {
 		return nil, err
 	}

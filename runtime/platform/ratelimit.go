@@ -45,8 +45,8 @@ func openCounters(ctx context.Context, cfg Config) (counters.Counters, error) {
 
 // rateLimited wraps the REST handler with the ADR-09 limiter (RateLimit),
 // bots told apart through the guild service's user records.
-func rateLimited(cfg Config, c counters.Counters, reg prometheus.Registerer, iss *auth.Issuer, flags *botFlags, next http.Handler) (http.Handler, error) {
-	return RateLimit(cfg, c, reg, iss, flags.isBot, next)
+func rateLimited(cfg Config, c counters.Counters, reg prometheus.Registerer, iss *auth.Issuer, flags *BotFlags, next http.Handler) (http.Handler, error) {
+	return RateLimit(cfg, c, reg, iss, flags.IsBot, next)
 }
 
 // RateLimit wraps a REST handler with the ADR-09 limiter on counters c:

@@ -511,13 +511,7 @@ func (n *Node) release(ctx context.Context, hb HandoffBackend, s *session) *conn
 	n.handoff.moved[s.info.ID] = true
 	n.handoff.mu.Unlock()
 	s.mu.Lock()
-	s.ended = true
-	s.gen++
-	if s.expiry != nil {
-		s.expiry.Stop()
-		s.expiry = nil
-	}
-	delta := s.replay.reset()
+	delta := s.finishLocked()
 	c := s.conn
 	s.mu.Unlock()
 	n.metrics.replayBufferBytes.Add(float64(delta))

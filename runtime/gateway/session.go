@@ -143,13 +143,7 @@ func (s *session) end(ctx context.Context) {
 		s.mu.Unlock()
 		return
 	}
-	s.ended = true
-	s.gen++
-	if s.expiry != nil {
-		s.expiry.Stop()
-		s.expiry = nil
-	}
-	delta := s.replay.reset()
+	delta := s.finishLocked()
 	c := s.conn
 	s.conn = nil
 	s.mu.Unlock()
@@ -162,4 +156,17 @@ func (s *session) end(ctx context.Context) {
 	if p := s.node.cfg.Presence; p != nil {
 		p.SessionEnded(ctx, s.info)
 	}
+}
+
+// finishLocked marks the session ended, stops its expiry timer and empties
+// its replay buffer, returning the buffer's change in bytes. s.mu must be
+// held.
+func (s *session) finishLocked() int {
+	s.ended = true
+	s.gen++
+	if s.expiry != nil {
+		s.expiry.Stop()
+		s.expiry = nil
+	}
+	return s.replay.reset()
 }

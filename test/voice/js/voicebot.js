@@ -14,7 +14,8 @@
 // TONE (an Ogg Opus file to play, optional), LISTEN_TO (a user id whose
 // Opus packets to record, optional), OUT (JSON results), DURATION_MS (how
 // long to stay after playing), DROP_AFTER_MS (destroy the voice WebSocket
-// once to force a resume, optional).
+// once to force a resume, optional), WAIT_STDIN (wait for a line on stdin
+// before playing).
 'use strict';
 const fs = require('node:fs');
 const {
@@ -69,8 +70,10 @@ async function main() {
 			networking.state.ws.ws.terminate();
 		}, Number(env('DROP_AFTER_MS')));
 	}
-	// Let the other side join and announce itself before playing.
-	await new Promise((r) => setTimeout(r, Number(env('START_DELAY_MS', '500'))));
+	if (env('WAIT_STDIN')) {
+		// The test says "go" once everyone is in the call.
+		await new Promise((r) => process.stdin.once('data', r));
+	}
 	if (env('TONE')) {
 		const player = createAudioPlayer();
 		connection.subscribe(player);

@@ -189,7 +189,9 @@ func playGo(c *voiceclient.Client, pkts [][]byte) {
 }
 
 // TestDiscordJS: @discordjs/voice 0.19 and the Go client in one call, each
-// playing the tone, each hearing the other's packets byte-identical.
+// playing the tone, each hearing the other's packets byte-identical; the
+// library's voice WebSocket is cut mid-call (code 1006) and resumes (op 7,
+// op 9) while media keeps flowing.
 func TestDiscordJS(t *testing.T) {
 	path, pkts := tone(t)
 	s := startSFU(t, nil)
@@ -198,7 +200,7 @@ func TestDiscordJS(t *testing.T) {
 	ug, uj := s.newUser(channelID), s.newUser(channelID)
 	g := s.connect(ctx, ug, "")
 	stop := goListener(g)
-	res, _ := runJS(t, ctx, s, uj, "TONE="+path, "LISTEN_TO="+strconv.FormatUint(ug.id, 10), "DURATION_MS=4000")
+	res, _ := runJS(t, ctx, s, uj, "TONE="+path, "LISTEN_TO="+strconv.FormatUint(ug.id, 10), "DURATION_MS=4000", "DROP_AFTER_MS=1500")
 	// Start once the library announced itself (op 11 to the Go client).
 	if _, err := g.Next(ctx, 11); err != nil {
 		t.Fatalf("discord.js never joined: %v", err)
@@ -208,6 +210,12 @@ func TestDiscordJS(t *testing.T) {
 	heard := stop()
 	if r.Error != "" || !r.Ready || !r.Played {
 		t.Fatalf("discord.js: ready=%v played=%v error=%s\nstates=%v\ndebug=%v", r.Ready, r.Played, r.Error, r.States, r.Debug)
+	}
+	if !r.Resumed {
+		t.Fatalf("discord.js did not resume after its voice socket was cut; states=%v", r.States)
+	}
+	if got := s.counter("concord_voice_gateway_resumes_total", nil); got != 1 {
+		t.Fatalf("server counted %v resumes, want 1", got)
 	}
 	requireRatio(t, "Go client from discord.js", matchInOrder(t, "Go client", pkts, heard), len(pkts))
 	requireRatio(t, "discord.js from Go client", matchInOrder(t, "discord.js", pkts, r.packets()), len(pkts))

@@ -285,6 +285,14 @@ func (s *Server) leave(p *participant) {
 			c.close()
 		}
 	}
+	// Browsers listening free the slot this speaker had.
+	for _, m := range p.call.snapshot() {
+		if b := m.sink.Load(); b != nil {
+			if r, ok := b.l.(interface{ release(*participant) }); ok {
+				r.release(p)
+			}
+		}
+	}
 }
 
 // shutdown ends every session with 4015 (voice server crashed: resume).

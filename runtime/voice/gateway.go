@@ -37,7 +37,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader answered
 	}
 	ws.SetReadLimit(signaling.MaxFrame)
-	c := newWSConn(ws, s.m)
+	c := newWSConn(ws, s.m, 2*s.cfg.MaxParticipants+16)
 	hello, _ := signaling.Encode(signaling.OpHello, 0, signaling.Hello{
 		HeartbeatInterval: float64(s.cfg.HeartbeatInterval.Milliseconds()), V: version})
 	c.write(hello)

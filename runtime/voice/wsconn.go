@@ -8,9 +8,11 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// sendQueue bounds the frames waiting for one connection's writer; a
-// client that lets it fill is cut off (and may resume).
-const sendQueue = 256
+// minSendQueue is the least number of frames waiting for one connection's
+// writer; a client that lets its queue fill is cut off (and may resume).
+// The queue also holds a joiner's burst: one op 5 per participant already
+// in the call, so it grows with the participant limit.
+const minSendQueue = 256
 
 // outFrame is a queued text frame, or (code != 0) the close that ends the
 // connection after everything queued before it.
@@ -30,8 +32,8 @@ type wsConn struct {
 	closed sync.Once
 }
 
-func newWSConn(ws *websocket.Conn, m *metrics) *wsConn {
-	c := &wsConn{ws: ws, m: m, out: make(chan outFrame, sendQueue+1), done: make(chan struct{})}
+func newWSConn(ws *websocket.Conn, m *metrics, queue int) *wsConn {
+	c := &wsConn{ws: ws, m: m, out: make(chan outFrame, max(queue, minSendQueue)+1), done: make(chan struct{})}
 	go c.writeLoop()
 	return c
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/voice/rtpsize"
 	"github.com/concord-chat/concord/runtime/voice/signaling"
 	"github.com/concord-chat/concord/runtime/voice/token"
 )
@@ -98,8 +97,7 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := &forwarder{md: s.md, conn: conn, srv: s, in: make([]byte, rtpsize.MaxPacket+1), plain: make([]byte, 0, rtpsize.MaxPacket), out: make([]byte, 0, rtpsize.MaxPacket+64)}
-			_ = w.run(ctx)
+			_ = newForwarder(s, conn).run(ctx)
 		}()
 	}
 	t := time.NewTicker(s.cfg.LoadInterval)

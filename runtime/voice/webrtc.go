@@ -218,7 +218,7 @@ func rttFromReport(rr rtcp.ReceptionReport, now time.Time) (time.Duration, bool)
 func (p *rtcPeer) ingest(remote *webrtc.TrackRemote) {
 	s := p.t.srv
 	part := p.se.part
-	w := &forwarder{md: s.md, conn: s.md.conns[0], srv: s, plain: make([]byte, 0, 1500), out: make([]byte, 0, 1600)}
+	w := newForwarder(s, s.md.conns[0])
 	go func() {
 		hdr := make([]byte, 12)
 		for {

@@ -68,6 +68,8 @@ func runModel(t *testing.T, s *server, st *stats) {
 			"leave":     step(w.leave),
 			"role":      step(w.role),
 			"overwrite": step(w.overwrite),
+			"rolebits":  step(w.editRole),
+			"channels":  step(w.channels),
 			"send":      step(w.send),
 			"send2":     step(w.send),
 			"edit":      step(w.edit),

@@ -100,9 +100,9 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// canView reports whether a user sees a channel now.
+// canView reports whether a user sees a channel now: the fan-out decision.
 func (a *Actor) canView(userID, channelID snowflake.ID) bool {
-	return a.engine.Channel(userID, channelID, a.svc.cfg.Now()).Has(permissions.ViewChannel)
+	return a.decide(permissions.DecisionFanout, userID, channelID).Has(permissions.ViewChannel)
 }
 
 // sendTo delivers one dispatch to one session.

@@ -2,6 +2,7 @@ package guild
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -41,4 +42,40 @@ func (a *Actor) setRole(r store.Role) {
 	}
 	a.engine.SetRole(r.ID, permissions.Bits(r.Permissions))
 	a.engine.SetRolePosition(r.ID, r.Position)
+}
+
+// decide returns userID's permissions in channelID from the cached engine
+// for a fan-out or read decision; a sample of them is recomputed from
+// scratch from the actor's own state (roles, overwrites, members, owner)
+// and a disagreement is counted and logged by the shadow check.
+func (a *Actor) decide(d permissions.Decision, userID, channelID snowflake.ID) permissions.Bits {
+	now := a.svc.cfg.Now()
+	p := a.engine.Channel(userID, channelID, now)
+	if a.svc.shadow.Sample() {
+		a.svc.shadow.Record(d, a.id, userID, channelID, p, a.recompute(userID, channelID, now))
+	}
+	return p
+}
+
+// recompute is permissions.Compute over the actor's state: what the engine
+// must answer for userID in channelID.
+func (a *Actor) recompute(userID, channelID snowflake.ID, now time.Time) permissions.Bits {
+	m, c := a.members[userID], a.channels[channelID]
+	if m == nil || c == nil {
+		return 0
+	}
+	return permissions.Compute(permissions.Inputs{
+		GuildID: a.id,
+		OwnerID: a.guild.OwnerID,
+		Member:  engineMember(*m),
+		Role: func(id snowflake.ID) (permissions.Bits, bool) {
+			r, ok := a.roles[id]
+			if !ok {
+				return 0, false
+			}
+			return permissions.Bits(r.Permissions), true
+		},
+		Overwrites: engineOverwrites(c.Overwrites),
+		Now:        now,
+	})
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net"
@@ -159,7 +160,7 @@ func rawExchange(t *testing.T, addr, req string) *http.Response {
 // because Go's clients clean paths and refuse bad escapes.
 func TestNetHTTPErrorsAreDiscordJSON(t *testing.T) {
 	addr := freeAddr(t)
-	startConcord(t, addr, "dev", "--http="+addr, "--data-dir="+t.TempDir(), "--http-max-header-bytes=4096")
+	p := startConcord(t, addr, "dev", "--http="+addr, "--data-dir="+t.TempDir(), "--http-max-header-bytes=4096")
 	cases := []struct {
 		name, req string
 		status    int
@@ -175,6 +176,40 @@ func TestNetHTTPErrorsAreDiscordJSON(t *testing.T) {
 	}
 	for _, c := range cases {
 		checkDiscordError(t, c.name, rawExchange(t, addr, c.req), c.status)
+	}
+
+	// Tokens verify only in their canonical encoding: the dev token with
+	// its last character changed in the bits base64 leaves unused is 401.
+	me := func(token string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/api/v10/users/@me", nil)
+		req.Header.Set("Authorization", token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if resp := me(p.token); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /users/@me with the dev token = %d", resp.StatusCode)
+	}
+	variants := 0
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	sig := p.token[strings.LastIndexByte(p.token, '.')+1:]
+	want, _ := base64.RawURLEncoding.DecodeString(sig)
+	for _, c := range alphabet {
+		v := p.token[:len(p.token)-1] + string(c)
+		if got, err := base64.RawURLEncoding.DecodeString(v[strings.LastIndexByte(v, '.')+1:]); v == p.token || err != nil || string(got) != string(want) {
+			continue
+		}
+		variants++
+		resp := me(v)
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("GET /users/@me with a non-canonical spelling of the dev token = %d, want 401", resp.StatusCode)
+		}
+		resp.Body.Close()
+	}
+	if variants == 0 {
+		t.Fatal("the dev token's signature has no non-canonical spelling")
 	}
 }
 

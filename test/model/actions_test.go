@@ -609,3 +609,19 @@ func (w *world) channels(t *rapid.T) {
 	r = w.s.call(t, "GET", fmt.Sprintf("/channels/%d", ch), w.acct[u].Token, nil)
 	w.expect(t, fmt.Sprintf("channel %d by %s", ch, w.acct[u].Name), r, w.can(u, ch, permView), 50001)
 }
+
+// typing sends TYPING_START: VIEW_CHANNEL and SEND_MESSAGES; the
+// dispatch names the channel, so it is checked like any other event.
+func (w *world) typing(t *rapid.T) {
+	u := w.user(t, "typer", 0)
+	ch := w.channel(t)
+	allowed, code := true, 0
+	switch {
+	case !w.can(u, ch, permView):
+		allowed, code = false, 50001
+	case !w.can(u, ch, permSend):
+		allowed, code = false, 50013
+	}
+	r := w.s.call(t, "POST", fmt.Sprintf("/channels/%d/typing", ch), w.acct[u].Token, nil)
+	w.expect(t, fmt.Sprintf("typing by %s in %d", w.acct[u].Name, ch), r, allowed, code)
+}

@@ -70,6 +70,7 @@ func runModel(t *testing.T, s *server, st *stats) {
 			"overwrite": step(w.overwrite),
 			"rolebits":  step(w.editRole),
 			"channels":  step(w.channels),
+			"typing":    step(w.typing),
 			"send":      step(w.send),
 			"send2":     step(w.send),
 			"edit":      step(w.edit),

@@ -149,9 +149,17 @@ func TestTemplate(t *testing.T) {
 			// The shadow check's alert fires on any disagreement.
 			groups, _, _ := unstructured.NestedSlice(o.Object, "spec", "groups")
 			b, _ := utilyamlMarshal(o)
-			if len(groups) != 1 || !strings.Contains(b, "ConcordPermissionShadowDisagreement") ||
-				!strings.Contains(b, "increase(concord_permissions_shadow_disagreements_total[10m])) > 0") ||
-				!strings.Contains(b, "{{ $labels.pod }}") {
+			var rule map[string]any
+			if len(groups) == 1 {
+				if rules, _, _ := unstructured.NestedSlice(groups[0].(map[string]any), "rules"); len(rules) == 1 {
+					rule = rules[0].(map[string]any)
+				}
+			}
+			expr, _, _ := unstructured.NestedString(rule, "expr")
+			desc, _, _ := unstructured.NestedString(rule, "annotations", "description")
+			if rule["alert"] != "ConcordPermissionShadowDisagreement" ||
+				!strings.HasSuffix(expr, "(increase(concord_permissions_shadow_disagreements_total[10m])) > 0") ||
+				!strings.Contains(desc, "{{ $labels.pod }}") {
 				t.Errorf("PrometheusRule does not alert on shadow disagreements:\n%s", b)
 			}
 		case "ClusterRole":

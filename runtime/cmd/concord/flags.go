@@ -45,7 +45,9 @@ func bindPlatformFlags(fs *pflag.FlagSet, cfg *platform.Config, logFormat, logLe
 	str(&cfg.Node, "node", d.Node, "node name in the registry and in gateway sessions")
 	str(&cfg.PublicURL, "public-url", "", "gateway URL given to clients (ws://host:port/gateway); empty derives it from the request")
 	str(&cfg.ServerKey, "server-key", "", "token signing key (>= 32 bytes); empty uses <data-dir>/server.key")
+	str(&cfg.AdminToken, "admin-token", "", "bearer token /admin/... requires (Authorization: Bearer or X-Concord-Admin-Token); dev: empty turns /admin off; serve: empty derives it from the server key")
 	bindCredentialFlags(fs, cfg)
+	bindServingFlags(fs, &cfg.Serving)
 	num(&cfg.Worker, "worker", 0, "snowflake worker id (0..31); serve without --worker and --process claims a free pair (--snowflake-id)")
 	num(&cfg.Process, "process", 0, "snowflake process id (0..31); see --worker")
 	num(&cfg.PermissionsShadowEvery, "permissions-shadow-every", permissions.DefaultShadowEvery,

@@ -61,7 +61,7 @@ func New(db *pebble.DB) *Store { return &Store{db: db} }
 
 type pebbleLogger struct{ l *slog.Logger }
 
-func (p pebbleLogger) Infof(format string, args ...any) { p.l.Debug(fmt.Sprintf(format, args...)) }
+func (p pebbleLogger) Infof(format string, args ...any)  { p.l.Debug(fmt.Sprintf(format, args...)) }
 func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Error(fmt.Sprintf(format, args...)) }
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	p.l.Error(fmt.Sprintf(format, args...))

@@ -230,3 +230,21 @@ func Bucket(t time.Time) int64 { return t.UnixMilli() / BucketWidth.Milliseconds
 
 // VideoBucket returns the replay bucket of a video timestamp.
 func VideoBucket(videoTSMs int64) int64 { return videoTSMs / BucketWidth.Milliseconds() }
+
+// ViewerReport is one gateway's viewer count of one stream, written to
+// the board under ViewersKey every few seconds.
+type ViewerReport struct {
+	Count int64 `json:"n"`
+	// At is when the count was taken (Unix ms); readers ignore reports
+	// older than ViewerTTL, so a dead gateway's viewers drop out.
+	At int64 `json:"at"`
+}
+
+// ViewerTTL is how long a viewer report counts.
+const ViewerTTL = 15 * time.Second
+
+// ViewersPrefix is the board prefix of a stream's viewer reports.
+func ViewersPrefix(stream snowflake.ID) string { return "live/viewers/" + stream.String() + "/" }
+
+// ViewersKey is the board key of gateway's report for stream.
+func ViewersKey(stream snowflake.ID, gateway string) string { return ViewersPrefix(stream) + gateway }

@@ -691,10 +691,9 @@ func testViewers(t *testing.T, e *Env) {
 		t.Fatalf("viewers event = %v", ev)
 	}
 	v2.Next(Wait, "viewers")
-	before := v1.Stream.Comments
-	v1.Next(Wait, "viewers") // at least one more report cycle
+	before := v1.Pings.Load()
 	e.Eventually(Wait, func() string {
-		if v1.Stream.Comments <= before {
+		if v1.Pings.Load() <= before {
 			return "no ping"
 		}
 		return ""

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,8 @@ type Viewer struct {
 	Stream *sse.Stream
 	events chan sse.Event
 	done   chan error
+	// Pings counts ": ping" lines.
+	Pings atomic.Int64
 }
 
 // Watch opens GET base/v1/streams/{id}/live with header (nil: none) and
@@ -32,6 +35,11 @@ func Watch(t testing.TB, base, stream string, header http.Header, query string) 
 		t.Fatalf("watch %s: %v", stream, err)
 	}
 	v := &Viewer{t: t, Stream: s, events: make(chan sse.Event, 4096), done: make(chan error, 1)}
+	s.OnComment = func(text []byte) {
+		if string(text) == "ping" {
+			v.Pings.Add(1)
+		}
+	}
 	t.Cleanup(func() { s.Close() })
 	go func() {
 		for {

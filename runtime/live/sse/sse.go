@@ -78,6 +78,9 @@ type Reader struct {
 	Retry int
 	// Comments counts comment lines seen (pings).
 	Comments int
+	// OnComment, when set, is called with each comment line's text (the
+	// reading goroutine calls it).
+	OnComment func(text []byte)
 }
 
 // NewReader returns a Reader of r whose lines are at most maxLine bytes
@@ -144,6 +147,9 @@ func (p *Reader) Next() (Event, error) {
 		}
 		if line[0] == ':' {
 			p.Comments++
+			if p.OnComment != nil {
+				p.OnComment(bytes.TrimPrefix(line[1:], []byte(" ")))
+			}
 			continue
 		}
 		field, value := line, []byte(nil)

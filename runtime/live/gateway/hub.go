@@ -202,6 +202,10 @@ func (h *hub) applyLocked(evs []live.Event) {
 				}
 			}
 		case live.KindState:
+			if *ev.State == h.state {
+				// Already what viewers were told on open.
+				continue
+			}
 			h.state = *ev.State
 			f := stateFrame(h.state)
 			for v := range h.viewers {

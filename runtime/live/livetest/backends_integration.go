@@ -94,5 +94,6 @@ func RealBackends(t testing.TB) Backends {
 		reg.Close()
 		stop()
 	})
-	return Backends{Log: kl, Cache: cache, Store: store, Relay: rl, Board: reg, Counters: ctr, Topics: live.TopicsFor(run + ".")}
+	return Backends{Log: kl, Cache: cache, Store: store, Relay: rl, Board: reg, Counters: ctr, Topics: live.TopicsFor(run + "."),
+		RedisPrefix: run + ":"}
 }

@@ -60,6 +60,9 @@ type Backends struct {
 	Counters live.Counters
 	// Topics, when set, isolates a run on shared servers.
 	Topics live.Topics
+	// RedisPrefix is the key and channel prefix of the Redis adapters,
+	// for processes that join the run.
+	RedisPrefix string
 }
 
 // Options tune the roles for a test.
@@ -168,13 +171,18 @@ func Start(t testing.TB, b Backends, o Options) *Env {
 // StartRouter runs one more router member of the run's group until ctx
 // ends.
 func (e *Env) StartRouter(ctx context.Context) {
-	r, err := router.New(router.Config{Topics: e.B.Topics, Group: e.B.Topics.Comments + ".router",
-		ReactionsGroup: e.B.Topics.Reactions + ".router", Logger: slog.New(slog.DiscardHandler)},
-		router.Deps{Log: e.B.Log, Recent: e.B.Cache, Relay: e.B.Relay})
+	r, err := router.New(RouterConfig(e.B.Topics), router.Deps{Log: e.B.Log, Recent: e.B.Cache, Relay: e.B.Relay})
 	if err != nil {
 		e.T.Fatal(err)
 	}
 	go r.Run(ctx)
+}
+
+// RouterConfig is the router configuration of a run on topics: every
+// router of the run, in this process or another, joins the same groups.
+func RouterConfig(topics live.Topics) router.Config {
+	return router.Config{Topics: topics, Group: topics.Comments + ".router",
+		ReactionsGroup: topics.Reactions + ".router", Logger: slog.New(slog.DiscardHandler)}
 }
 
 // NewGateway runs a gateway on b until ctx ends.

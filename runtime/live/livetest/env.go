@@ -332,3 +332,23 @@ func (e *Env) Eventually(timeout time.Duration, f func() string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// ExtraGateway is a gateway of its own, on its own HTTP server.
+type ExtraGateway struct {
+	URL  string
+	Kill func()
+}
+
+// StartGateway runs another gateway on the run's backends; Kill drops its
+// connections and stops it, as a crash would for its viewers.
+func (e *Env) StartGateway(cfg gateway.Config) ExtraGateway {
+	ctx, cancel := context.WithCancel(e.ctx)
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	g := NewGateway(e.T, ctx, e.B, e.Issuer, cfg)
+	srv := httptest.NewServer(g)
+	e.T.Cleanup(srv.Close)
+	return ExtraGateway{URL: srv.URL, Kill: func() {
+		cancel()
+		srv.CloseClientConnections()
+	}}
+}

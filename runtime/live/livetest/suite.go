@@ -48,6 +48,7 @@ func Contract(t *testing.T, newEnv NewEnv) {
 		{"ViewersAndPing", testViewers},
 		{"ShadowAccept", testShadow},
 		{"EndedStream", testEnded},
+		{"GatewayFailoverResumes", testGatewayFailover},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e.T = t
@@ -753,4 +754,37 @@ func testSlowViewer(t *testing.T, e *Env) {
 		}
 		return ""
 	})
+}
+
+// testGatewayFailover drops a gateway under its viewer: the viewer
+// reconnects to another gateway with Last-Event-ID and gets exactly what
+// it missed.
+func testGatewayFailover(t *testing.T, e *Env) {
+	alice := e.NewUser()
+	s := e.CreateStream(alice, "failover")
+	a := e.StartGateway(TestOptions().Gateway)
+	b := e.StartGateway(TestOptions().Gateway)
+	// The second gateway holds the stream already, as a sibling in the
+	// stream's gateway set would.
+	Watch(t, b.URL, s.ID, nil, "").Next(Wait, "state")
+	v := Watch(t, a.URL, s.ID, nil, "")
+	v.Next(Wait, "state")
+	var posted []Comment
+	for i := range 5 {
+		posted = append(posted, e.Post(alice, s.ID, fmt.Sprintf("before %d", i), 0))
+	}
+	got := v.Comments(5, Wait)
+	a.Kill()
+	v.Ended(Wait)
+	for i := range 5 {
+		posted = append(posted, e.Post(alice, s.ID, fmt.Sprintf("during %d", i), 0))
+	}
+	w := Watch(t, b.URL, s.ID, Auth("", strconv.FormatInt(got[4].Seq, 10)), "")
+	missed := w.Comments(5, Wait)
+	for i, c := range missed {
+		if c.ID != posted[5+i].ID {
+			t.Fatalf("after failover[%d] = %s, want %s", i, c.Text, posted[5+i].Text)
+		}
+	}
+	w.Quiet(300*time.Millisecond, "comment", "gap")
 }

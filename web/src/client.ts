@@ -611,7 +611,10 @@ export async function getInvite(code: string): Promise<any> {
 }
 
 export async function acceptInvite(code: string): Promise<any> {
-  return api("POST", `/invites/${encodeURIComponent(code)}`, {});
+  const inv = await api<any>("POST", `/invites/${encodeURIComponent(code)}`, {});
+  const gid = inv?.guild?.id || inv?.guild_id;
+  if (gid && !state.guilds.has(gid)) state.joining.add(gid);
+  return inv;
 }
 
 export async function openDM(userIds: string[]): Promise<Channel> {

@@ -60,6 +60,8 @@ export class State {
   typing = new Map<string, Map<string, number>>(); // channel → user → expiry ms
   memberLists = new Map<string, MemberList>(); // by guild
   toasts: Toast[] = [];
+  // joining holds guilds whose invite was accepted, until GUILD_CREATE.
+  joining = new Set<string>();
   private listeners = new Set<() => void>();
   private scheduled = false;
   private toastSeq = 0;
@@ -216,6 +218,7 @@ export class State {
       channelIds: new Set(),
       members: new Map(),
     };
+    this.joining.delete(d.id);
     const old = this.guilds.get(d.id);
     if (old) for (const id of old.channelIds) this.channels.delete(id);
     this.guilds.set(d.id, g);

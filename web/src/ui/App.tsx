@@ -1,4 +1,4 @@
-import { h } from "preact";
+import { Fragment, h } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { acceptInvite, firstTextChannel, getInvite } from "../client";
 import { navigate, onRoute, route } from "../router";
@@ -103,10 +103,10 @@ export function App() {
   }
   if (!state.authed) {
     return (
-      <div>
+      <Fragment>
         <Login />
         <Toasts />
-      </div>
+      </Fragment>
     );
   }
   if (!state.ready) {
@@ -130,7 +130,13 @@ export function App() {
     return (
       <div class="app">
         <Servers guildId={guildId} onDialog={setDialog} />
-        <Placeholder text="This server is not available: you may have left it, or it was deleted." />
+        <Placeholder
+          text={
+            state.joining.has(guildId)
+              ? "Joining the server…"
+              : "This server is not available: you may have left it, or it was deleted."
+          }
+        />
         {dialog && <Dialog kind={dialog} guildId={null} channelId={null} onClose={() => setDialog(null)} />}
         <Toasts />
       </div>

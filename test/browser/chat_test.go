@@ -22,7 +22,7 @@ const historySize = 120
 // setup makes, over REST, alice's guild with #general, #random, #history
 // (120 messages by 24 posters, 5 each, inside the rate limit), a hidden
 // #secret and a category "Projects" holding #roadmap, and an invite.
-func setup(t *testing.T, srv *server) *world {
+func setup(t testing.TB, srv *server) *world {
 	w := &world{srv: srv}
 	var reg struct {
 		Token string `json:"token"`
@@ -242,6 +242,9 @@ func TestWebChat(t *testing.T) {
 		bob.click("link", "Direct Messages")
 		bob.click("link", "alice (unread)")
 		bob.waitJS(messagesContain("@alice", "alice", "psst, bob"), 5*time.Second)
+		// Reading it acks it: the entry and the DM badge clear.
+		bob.waitFor("link", "alice", 5*time.Second)
+		bob.waitJS(`!document.querySelector('a[aria-label="Direct Messages"] .badge')`, 5*time.Second)
 		bob.screenshot("dm")
 	})
 

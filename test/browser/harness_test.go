@@ -38,7 +38,7 @@ type server struct {
 
 // startDev runs `concord dev` on a free loopback port with a fresh data
 // directory and waits until /readyz answers 200.
-func startDev(t *testing.T) *server {
+func startDev(t testing.TB) *server {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -88,7 +88,7 @@ func startDev(t *testing.T) *server {
 }
 
 // call makes a REST call and decodes the answer into out (when non-nil).
-func (s *server) call(t *testing.T, method, path, token string, body, out any) {
+func (s *server) call(t testing.TB, method, path, token string, body, out any) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -119,7 +119,7 @@ func (s *server) call(t *testing.T, method, path, token string, body, out any) {
 }
 
 // chromium is the browser binary; the tests fail without it.
-func chromium(t *testing.T) string {
+func chromium(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv("CONCORD_CHROMIUM")
 	if p == "" {
@@ -134,11 +134,11 @@ func chromium(t *testing.T) string {
 // browser is one headless Chromium; each page runs in its own browser
 // context (separate storage, like two people on two machines).
 type browser struct {
-	t   *testing.T
+	t   testing.TB
 	ctx context.Context
 }
 
-func newBrowser(t *testing.T) *browser {
+func newBrowser(t testing.TB) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
@@ -163,7 +163,7 @@ func newBrowser(t *testing.T) *browser {
 
 // page is a tab in its own browser context.
 type page struct {
-	t    *testing.T
+	t    testing.TB
 	name string
 	ctx  context.Context
 }

@@ -70,6 +70,10 @@ export function start(token: string) {
     },
   });
   gw.start();
+  // A channel URL's history does not depend on the gateway: fetch it while
+  // the socket connects, so the first paint waits for the slower of the two.
+  const m = /^\/channels\/(?:@me|\d+)\/(\d+)\/?$/.exec(location.pathname);
+  if (m) loadNewest(m[1]);
 }
 
 export function logout() {
@@ -99,15 +103,15 @@ export async function register(username: string, password: string) {
 function onDispatch(t: string, d: any) {
   switch (t) {
     case "READY": {
-      // A READY after a failed resume starts from scratch.
+      // A READY after a failed resume starts from scratch (the first one
+      // keeps the history prefetched at start).
+      if (state.ready) state.logs.clear();
       state.guilds.clear();
       state.guildOrder = [];
       state.channels.clear();
       state.privateIds = [];
       state.reads.clear();
       state.memberLists.clear();
-      for (const l of state.logs.values()) l.atEnd = false; // reloaded by the view
-      state.logs.clear();
       state.me = d.user;
       state.putUser(d.user);
       for (const c of d.private_channels || []) state.putChannel(c);

@@ -102,6 +102,18 @@ function MessageItem(props: {
           <button class="small" onClick={() => props.onReply(m)} aria-label={`Reply to ${author}`}>
             Reply
           </button>
+          <button
+            class="small"
+            onClick={() => {
+              const link = `${location.origin}/channels/${channel.guild_id || "@me"}/${channel.id}/${m.id}`;
+              navigator.clipboard?.writeText(link).then(
+                () => state.toast("Message link copied."),
+                () => state.toast(link),
+              );
+            }}
+          >
+            Copy Link
+          </button>
           {mine && (
             <button
               class="small"

@@ -248,6 +248,33 @@ func TestWebChat(t *testing.T) {
 		bob.screenshot("dm")
 	})
 
+	in(t, "owner edits roles and channel permissions", pages, func(t *testing.T) {
+		alice.do(navigate(srv.base + "/channels/" + w.guild + "/" + w.roadmap))
+		bob.do(navigate(srv.base + "/channels/" + w.guild + "/" + w.general))
+		bob.waitFor("link", "roadmap", 10*time.Second)
+		alice.click("button", "Server Settings")
+		alice.waitFor("dialog", "Server settings", 5*time.Second)
+		alice.fill("New role name", "mods")
+		alice.click("button", "Create Role")
+		alice.waitFor("button", "Delete role mods", 5*time.Second)
+		var roles []struct{ Name string }
+		srv.call(t, "GET", "/guilds/"+w.guild+"/roles", w.aliceToken, nil, &roles)
+		if !strings.Contains(fmt.Sprint(roles), "mods") {
+			t.Fatalf("role not created on the server: %v", roles)
+		}
+		alice.screenshot("server-settings")
+		alice.click("button", "Done")
+		// Deny View Channels to @everyone on #roadmap: it vanishes from bob's list.
+		alice.click("button", "Channel Permissions")
+		sel := alice.waitFor("combobox", "View Channels for @everyone", 5*time.Second)
+		alice.callOn(sel, `function(){ this.value = "deny"; this.dispatchEvent(new Event("change", {bubbles: true})); }`)
+		start := time.Now()
+		bob.waitGone("link", "roadmap", 5*time.Second)
+		t.Logf("#roadmap left bob's list %v after the overwrite", time.Since(start))
+		alice.waitFor("link", "roadmap", time.Second) // the owner still sees it
+		alice.click("button", "Done")
+	})
+
 	in(t, "create a server", pages, func(t *testing.T) {
 		bob.click("button", "Add a Server")
 		bob.waitFor("dialog", "Create a server", 5*time.Second)

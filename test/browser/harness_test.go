@@ -267,6 +267,19 @@ func (p *page) waitFor(role, name string, timeout time.Duration) *accessibility.
 	}
 }
 
+// waitGone waits until no node has this role and name.
+func (p *page) waitGone(role, name string, timeout time.Duration) {
+	p.t.Helper()
+	start := time.Now()
+	for len(p.query(role, name)) > 0 {
+		if time.Since(start) > timeout {
+			p.screenshotOnFailure()
+			p.fatalf("%s named %q still there after %v", role, name, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // call runs fn (a JavaScript function declaration) with this bound to the
 // node's DOM element.
 func (p *page) callOn(n *accessibility.Node, fn string, args ...any) {

@@ -103,9 +103,13 @@ export async function register(username: string, password: string) {
 function onDispatch(t: string, d: any) {
   switch (t) {
     case "READY": {
-      // A READY after a failed resume starts from scratch (the first one
-      // keeps the history prefetched at start).
-      if (state.ready) state.logs.clear();
+      performance.mark("concord:ready");
+      // A READY after a failed resume starts from scratch: events were
+      // missed, so every loaded history is stale (kept on screen until
+      // reloaded; the channel on screen reloads now, others when opened).
+      // The first READY keeps the history prefetched at start.
+      const again = state.ready;
+      if (again) for (const l of state.logs.values()) l.atEnd = false;
       state.guilds.clear();
       state.guildOrder = [];
       state.channels.clear();
@@ -120,6 +124,7 @@ function onDispatch(t: string, d: any) {
       }
       for (const g of d.guilds || []) if (!g.unavailable) state.putGuild(g);
       state.ready = true;
+      if (again && viewing) loadNewest(viewing.channelId);
       refocus();
       break;
     }
@@ -127,6 +132,7 @@ function onDispatch(t: string, d: any) {
       refocus();
       break;
     case "GUILD_CREATE":
+      performance.mark("concord:guild-create");
       if (!d.unavailable) state.putGuild(d);
       if (viewing && state.channels.get(viewing.channelId)?.guild_id === d.id) refocus();
       break;
@@ -381,6 +387,7 @@ export async function loadNewest(channelId: string) {
   state.changed();
   try {
     const page = await api<Message[]>("GET", `/channels/${channelId}/messages?limit=${PAGE}`);
+    performance.mark("concord:history");
     const pending = l.items.filter((m) => m.id.startsWith("pending-"));
     l.items = page.reverse().concat(pending);
     l.reachedStart = page.length < PAGE;

@@ -10,6 +10,7 @@ import { Login } from "./Login";
 import { Members } from "./Members";
 import { MessagePane } from "./Messages";
 import { Servers } from "./Servers";
+import { ServerSettings } from "./Settings";
 import { DMSidebar, GuildSidebar } from "./Sidebar";
 
 // useRender re-renders the component on every state change and route change.
@@ -179,7 +180,10 @@ export function App() {
           {state.conn === "reconnecting" ? "Connection lost: reconnecting…" : state.conn === "offline" ? "Offline." : "Connecting…"}
         </div>
       )}
-      {dialog && <Dialog kind={dialog} guildId={guildId} channelId={channelId} onClose={() => setDialog(null)} />}
+      {dialog === "settings" && guildId && <ServerSettings guildId={guildId} onClose={() => setDialog(null)} />}
+      {dialog && dialog !== "settings" && (
+        <Dialog kind={dialog} guildId={guildId} channelId={channelId} onClose={() => setDialog(null)} />
+      )}
       <Toasts />
     </div>
   );

@@ -17,12 +17,17 @@ import { displayName, Perm } from "../types";
 import { Composer } from "./Composer";
 import { Content } from "./Content";
 import { can } from "./perms";
+import { ChannelPermissions } from "./Settings";
+
+// Formatters are built once: toLocale*String builds one per call, which
+// costs more than rendering the message.
+const hhmm = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
+const day = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "numeric", day: "numeric" });
 
 function time(ts: string): string {
   const d = new Date(ts);
-  const today = new Date();
-  const t = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-  return d.toDateString() === today.toDateString() ? t : d.toLocaleDateString() + " " + t;
+  const t = hhmm.format(d);
+  return day.format(d) === day.format(Date.now()) ? t : day.format(d) + " " + t;
 }
 
 export function channelTitle(c: Channel): string {
@@ -158,6 +163,7 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
   const firstId = useRef<string | null>(null);
   const height = useRef(0);
   const [replyTo, setReplyTo] = useState<Message | null>(null);
+  const [editPerms, setEditPerms] = useState(false);
 
   useEffect(() => {
     pinned.current = !props.jumpTo;
@@ -204,7 +210,13 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
       <header class="pane-head">
         <h2>{title}</h2>
         {channel.topic && <span class="topic">{channel.topic}</span>}
+        {channel.guild_id && can(channel.guild_id, Perm.ManageRoles) && (
+          <button class="small push" onClick={() => setEditPerms(true)}>
+            Channel Permissions
+          </button>
+        )}
       </header>
+      {editPerms && <ChannelPermissions channel={channel} onClose={() => setEditPerms(false)} />}
       <div class="scroller" ref={scroller} onScroll={onScroll}>
         {log.reachedStart && log.items.length > 0 && (
           <p class="start">This is the beginning of {title}.</p>

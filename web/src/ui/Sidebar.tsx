@@ -69,6 +69,11 @@ export function GuildSidebar(props: { guildId: string; channelId: string | null;
               Create Channel
             </button>
           )}
+          {(admin || (perms & Perm.ManageRoles) !== 0n) && (
+            <button class="small" onClick={() => props.onDialog("settings")}>
+              Server Settings
+            </button>
+          )}
         </div>
       </header>
       <ul class="channels" aria-label="Channels">

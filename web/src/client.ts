@@ -263,7 +263,7 @@ function removeMessages(channelId: string, ids: string[]) {
   if (l) l.items = l.items.filter((m) => !ids.includes(m.id));
 }
 
-function applyMemberList(d: any) {
+export function applyMemberList(d: any) {
   let list = state.memberLists.get(d.guild_id);
   if (!list || list.id !== d.id) {
     list = { id: d.id, groups: [], items: [], memberCount: 0, onlineCount: 0 } as MemberList;

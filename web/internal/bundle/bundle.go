@@ -145,3 +145,39 @@ func indexHTML(js, css string) ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
+
+// BuildTest bundles one test entry point of webDir (for example
+// "test/unit.test.ts") into a single unminified ES module for a browser
+// to run; the tests in web/ load it in Chromium.
+func BuildTest(webDir, entry string) ([]byte, error) {
+	webDir, err := filepath.Abs(webDir)
+	if err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+	res := api.Build(api.BuildOptions{
+		AbsWorkingDir: webDir,
+		EntryPoints:   []string{entry},
+		Bundle:        true,
+		Write:         false,
+		Outfile:       filepath.Join(webDir, "test-out", "test.js"),
+		Format:        api.FormatESModule,
+		Platform:      api.PlatformBrowser,
+		Target:        api.ES2020,
+		JSX:           api.JSXTransform,
+		JSXFactory:    "h",
+		JSXFragment:   "Fragment",
+		Loader:        map[string]api.Loader{".css": api.LoaderEmpty},
+		Plugins:       []api.Plugin{vendored(webDir)},
+		LogLevel:      api.LogLevelSilent,
+	})
+	if len(res.Errors) > 0 {
+		msgs := api.FormatMessages(res.Errors, api.FormatMessagesOptions{Kind: api.ErrorMessage})
+		return nil, fmt.Errorf("bundle: esbuild failed:\n%s", strings.Join(msgs, ""))
+	}
+	for _, f := range res.OutputFiles {
+		if strings.HasSuffix(f.Path, ".js") {
+			return f.Contents, nil
+		}
+	}
+	return nil, fmt.Errorf("bundle: no JavaScript output for %s", entry)
+}

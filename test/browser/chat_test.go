@@ -219,6 +219,53 @@ func TestWebChat(t *testing.T) {
 		t.Logf("first page %d messages; all %d after scrolling back", first, historySize)
 	})
 
+	in(t, "a message link opens the channel around it", pages, func(t *testing.T) {
+		var page []struct{ ID, Content string }
+		srv.call(t, "GET", "/channels/"+w.history+"/messages?limit=100", w.aliceToken, nil, &page)
+		target := page[len(page)-1] // history 020: older than the newest page
+		bob.do(navigate(srv.base + "/channels/" + w.guild + "/" + w.history + "/" + target.ID))
+		bob.waitFor("list", "Messages in #history", 10*time.Second)
+		bob.waitJS(`document.querySelector('#msg-`+target.ID+`.highlight')`, 5*time.Second)
+		if eval[bool](bob, messagesContain("history", "poster", fmt.Sprintf("history %03d", historySize-1))) {
+			t.Error("the jump loaded the newest page instead of the page around the link")
+		}
+		bob.click("button", "Jump to present")
+		bob.waitJS(messagesContain("history", "poster", fmt.Sprintf("history %03d", historySize-1)), 5*time.Second)
+	})
+
+	in(t, "mention autocomplete", pages, func(t *testing.T) {
+		alice.click("link", "general")
+		alice.fill("Message #general", "thanks @bo")
+		alice.waitFor("listbox", "Mention suggestions", 5*time.Second)
+		alice.waitFor("option", "@bob", time.Second)
+		alice.enter() // picks the suggestion
+		if v := eval[string](alice, `document.querySelector('[aria-label="Message #general"]').value`); v != "thanks @bob " {
+			t.Fatalf("composer holds %q after picking, want %q", v, "thanks @bob ")
+		}
+		alice.enter() // sends
+		var me struct{ ID string }
+		srv.call(t, "GET", "/users/@me", bobToken(t, bob), nil, &me)
+		var msgs []struct {
+			Content  string
+			Mentions []struct{ ID string }
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			srv.call(t, "GET", "/channels/"+w.general+"/messages?limit=1", w.aliceToken, nil, &msgs)
+			if len(msgs) == 1 && strings.HasPrefix(msgs[0].Content, "thanks") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the message did not arrive: %+v", msgs)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if msgs[0].Content != "thanks <@"+me.ID+">" || len(msgs[0].Mentions) != 1 || msgs[0].Mentions[0].ID != me.ID {
+			t.Fatalf("sent %+v, want a mention of bob (%s)", msgs[0], me.ID)
+		}
+		alice.waitJS(`[...`+listJS("Messages in #general")+`.querySelectorAll('.mention')].some(e => e.textContent === '@bob')`, 5*time.Second)
+	})
+
 	in(t, "resume after a dropped socket", pages, func(t *testing.T) {
 		bob.click("link", "general")
 		bob.waitFor("list", "Messages in #general", 5*time.Second)

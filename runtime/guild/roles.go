@@ -18,8 +18,12 @@ type RoleSpec struct {
 	Name        *string
 	Permissions *uint64
 	Color       *int
-	Hoist       *bool
-	Mentionable *bool
+	// SecondaryColor and TertiaryColor set the role's gradient colours;
+	// a negative value clears one.
+	SecondaryColor *int
+	TertiaryColor  *int
+	Hoist          *bool
+	Mentionable    *bool
 }
 
 // checkGrant refuses to hand out bits the actor does not hold, as Discord
@@ -48,6 +52,7 @@ func (a *Actor) applyRoleSpec(userID snowflake.ID, r *store.Role, spec RoleSpec)
 	if spec.Color != nil {
 		r.Color = *spec.Color
 	}
+	applyGradient(r, spec)
 	if spec.Hoist != nil {
 		r.Hoist = *spec.Hoist
 	}

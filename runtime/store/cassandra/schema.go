@@ -116,6 +116,9 @@ var migrations = []Migration{
 		`CREATE TABLE IF NOT EXISTS guild_invites (
 			guild_id bigint, code text, PRIMARY KEY ((guild_id), code))`,
 	}},
+	{3, "message embeds and components", []string{
+		`ALTER TABLE messages ADD IF NOT EXISTS (embeds text, components text)`,
+	}},
 }
 
 // SchemaVersion is the newest schema version this package knows.

@@ -36,8 +36,6 @@ func TestModalComponents(t *testing.T) {
 	}
 }
 
-
-
 func TestFind(t *testing.T) {
 	out, err := Components("components", raws(`{"type":1,"components":[{"type":2,"style":1,"custom_id":"go","label":"Go","disabled":true}]}`,
 		`{"type":1,"components":[{"type":3,"custom_id":"pick","options":[{"label":"A","value":"a"}]}]}`), false)

@@ -163,6 +163,9 @@ func (s *Store) DeleteMessage(ctx context.Context, ch, id snowflake.ID) error {
 	if err != nil {
 		return wrapErr("delete message", err)
 	}
+	if err := s.dropMessageExtras(ctx, ch, []snowflake.ID{id}); err != nil {
+		return err
+	}
 	return s.pruneBucket(ctx, ch, b)
 }
 
@@ -212,6 +215,9 @@ func (s *Store) DeleteMessages(ctx context.Context, ch snowflake.ID, ids []snowf
 		if err := s.deleteInBucket(ctx, ch, b, set); err != nil {
 			return err
 		}
+	}
+	if err := s.dropMessageExtras(ctx, ch, ids); err != nil {
+		return err
 	}
 	return nil
 }

@@ -87,9 +87,10 @@ func (s *Service) Visibility(ctx context.Context, userID, channelID snowflake.ID
 }
 
 // canView is the in-actor form of the decision: whether a user sees a
-// guild channel now.
+// guild channel now. It goes through decide, so the shadow check samples
+// fan-out decisions too.
 func (a *Actor) canView(userID, channelID snowflake.ID) bool {
-	return a.engine.CanView(userID, channelID, a.svc.cfg.Now())
+	return permissions.AccessOf(a.decide(permissions.DecisionFanout, userID, channelID)).CanView()
 }
 
 // visibleChannels lists the channels a user sees now.

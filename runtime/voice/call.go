@@ -87,6 +87,9 @@ type participant struct {
 	candidate atomic.Pointer[netip.AddrPort]
 	// out is the nonce counter of packets sealed for this listener.
 	out atomic.Uint32
+	// mute and deaf are the guild's server mute and deafen: a muted
+	// speaker is not forwarded, a deafened listener is sent nothing.
+	mute, deaf atomic.Bool
 	// sink, when set, replaces UDP delivery (a WebRTC peer).
 	sink atomic.Pointer[listenerBox]
 

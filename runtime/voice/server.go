@@ -155,6 +155,28 @@ func (s *Server) Disconnect(guild, channel, user snowflake.ID) bool {
 	return true
 }
 
+// SetServerVoiceState applies the guild's server mute and deafen to a user
+// in a call (PATCH /guilds/{id}/members/{user} with mute or deaf): a muted
+// user's packets are not forwarded, a deafened user is sent none. It
+// reports whether the user was connected.
+func (s *Server) SetServerVoiceState(guild, channel, user snowflake.ID, mute, deaf bool) bool {
+	s.mu.Lock()
+	c := s.calls[callKey{guild, channel}]
+	s.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	found := false
+	for _, p := range c.snapshot() {
+		if p.userID == user {
+			p.mute.Store(mute)
+			p.deaf.Store(deaf)
+			found = true
+		}
+	}
+	return found
+}
+
 // Load returns the current load (rates are zero: they need a period).
 func (s *Server) Load() Load {
 	return s.load(s.cfg.Now(), 0, s.counters(), s.counters())

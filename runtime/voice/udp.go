@@ -243,13 +243,17 @@ func (w *forwarder) handle(pkt []byte, from netip.AddrPort) {
 		p.candidate.Store(nil)
 	}
 	w.md.m.packetsIn.Inc()
+	if p.mute.Load() {
+		w.drop(dropMuted)
+		return
+	}
 	w.forward(p, pkt[:h], plain)
 }
 
 // forward hands one packet to everyone else in the speaker's call.
 func (w *forwarder) forward(from *participant, header, plain []byte) {
 	for _, m := range from.call.snapshot() {
-		if m == from {
+		if m == from || m.deaf.Load() {
 			continue
 		}
 		w.out = m.deliver(w, from, header, plain, w.out)

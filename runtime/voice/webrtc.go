@@ -240,6 +240,10 @@ func (p *rtcPeer) ingest(remote *webrtc.TrackRemote) {
 				s.m.lost.Add(float64(gap))
 			}
 			s.m.packetsIn.Inc()
+			if part.mute.Load() {
+				w.drop(dropMuted)
+				continue
+			}
 			w.forward(part, hdr, pkt.Payload)
 		}
 	}()

@@ -17,6 +17,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -26,6 +27,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -48,6 +51,8 @@ type served struct {
 type usage struct {
 	CPUSeconds float64 `json:"cpu_seconds"`
 	Forwarded  float64 `json:"forwarded"`
+	// LiveBytes is heap in use plus goroutine stacks after a GC.
+	LiveBytes uint64 `json:"live_bytes"`
 }
 
 func main() {
@@ -112,7 +117,14 @@ func serve() error {
 		var ru syscall.Rusage
 		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 		cpu := float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
-		_ = enc.Encode(usage{CPUSeconds: cpu, Forwarded: reg.forwarded()})
+		var live uint64
+		if sc.Text() == "m" {
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			live = ms.HeapInuse + ms.StackInuse
+		}
+		_ = enc.Encode(usage{CPUSeconds: cpu, Forwarded: reg.forwarded(), LiveBytes: live})
 	}
 	return nil
 }
@@ -145,6 +157,17 @@ func drive(rooms, speakers, listeners, rate, payload int, dur time.Duration, pro
 	pool := x509Pool(caPEM)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	sample := func(cmd string) (usage, error) {
+		if _, err := in.Write([]byte(cmd + "\n")); err != nil {
+			return usage{}, err
+		}
+		var u usage
+		return u, dec.Decode(&u)
+	}
+	m0, err := sample("m")
+	if err != nil {
+		return err
+	}
 
 	var all, talkers []*voiceclient.Client
 	uid := uint64(1000)
@@ -167,6 +190,33 @@ func drive(rooms, speakers, listeners, rate, payload int, dur time.Duration, pro
 			}
 		}
 	}
+	// A probe call of one speaker and one listener rides along: its
+	// packets carry their send time, so the listener measures the latency
+	// the SFU adds under the load.
+	join := func(room int) (*voiceclient.Client, error) {
+		uid++
+		sess := "s" + strconv.FormatUint(uid, 10)
+		tok, err := token.Sign(key, token.Claims{UserID: snowflake.ID(uid), GuildID: 1, ChannelID: snowflake.ID(100 + room), Server: "bench", SessionID: sess}, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		return voiceclient.Connect(ctx, voiceclient.Options{Endpoint: sv.Endpoint, GuildID: 1, UserID: uid, SessionID: sess, Token: tok, TLS: &tls.Config{RootCAs: pool}})
+	}
+	probeTx, err := join(rooms)
+	if err != nil {
+		return err
+	}
+	probeRx, err := join(rooms)
+	if err != nil {
+		return err
+	}
+	m1, err := sample("m")
+	if err != nil {
+		return err
+	}
+	participants := len(all) + 2
+	var lmu sync.Mutex
+	var lat []time.Duration
 	var received atomic.Int64
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -188,6 +238,38 @@ func drive(rooms, speakers, listeners, rate, payload int, dur time.Duration, pro
 			}
 		}(c)
 	}
+	go func() {
+		for {
+			r, err := probeRx.Recv(time.Now().Add(500 * time.Millisecond))
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err != nil || len(r.Payload) < 8 {
+				continue
+			}
+			received.Add(1)
+			d := time.Duration(time.Now().UnixNano() - int64(binary.BigEndian.Uint64(r.Payload)))
+			lmu.Lock()
+			lat = append(lat, d)
+			lmu.Unlock()
+		}
+	}()
+	go func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		p := make([]byte, payload)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				binary.BigEndian.PutUint64(p, uint64(time.Now().UnixNano()))
+				_ = probeTx.SendOpus(p)
+			}
+		}
+	}()
 	pkt := make([]byte, payload)
 	send := func() {
 		t := time.NewTicker(time.Second / time.Duration(rate))
@@ -205,21 +287,17 @@ func drive(rooms, speakers, listeners, rate, payload int, dur time.Duration, pro
 	}
 	go send()
 	time.Sleep(2 * time.Second) // warm-up: the measured window starts with traffic flowing
-	sample := func() (usage, error) {
-		if _, err := in.Write([]byte("u\n")); err != nil {
-			return usage{}, err
-		}
-		var u usage
-		return u, dec.Decode(&u)
-	}
-	u0, err := sample()
+	lmu.Lock()
+	lat = lat[:0]
+	lmu.Unlock()
+	u0, err := sample("u")
 	if err != nil {
 		return err
 	}
 	r0 := received.Load()
 	t0 := time.Now()
 	time.Sleep(dur)
-	u1, err := sample()
+	u1, err := sample("u")
 	if err != nil {
 		return err
 	}
@@ -233,7 +311,16 @@ func drive(rooms, speakers, listeners, rate, payload int, dur time.Duration, pro
 		"rooms": rooms, "speakers": speakers, "listeners": listeners, "rate": rate, "sfu_gomaxprocs": procs,
 		"forwarded_per_s": fwd / el, "received_per_s": float64(r1-r0) / el, "sfu_cpu_cores": cpu / el,
 		"forwarded_per_core_s": fwd / cpu, "delivery_ratio": float64(r1-r0) / fwd,
+		"bytes_per_participant": (int64(m1.LiveBytes) - int64(m0.LiveBytes)) / int64(participants),
 	}
+	lmu.Lock()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if n := len(lat); n > 0 {
+		res["probe_packets"] = n
+		res["latency_p50_ms"] = float64(lat[n/2].Microseconds()) / 1000
+		res["latency_p99_ms"] = float64(lat[n*99/100].Microseconds()) / 1000
+	}
+	lmu.Unlock()
 	b, _ := json.MarshalIndent(res, "", "  ")
 	fmt.Println(string(b))
 	for _, c := range all {

@@ -33,6 +33,7 @@ type Server struct {
 	calls    map[callKey]*call
 	used     map[string]time.Time // token nonces seen, until their expiry
 
+	conns    atomic.Int64 // open voice gateway connections
 	draining atomic.Bool
 	started  atomic.Bool
 }

@@ -134,4 +134,16 @@ func TestInstallBotChecksInstaller(t *testing.T) {
 			t.Fatalf("bot role = %+v", r)
 		}
 	}
+	// The bot's managed role carries granted bits: nobody, not even the
+	// owner, hands it to a member by hand.
+	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, roleID); !errors.Is(err, ErrMissingPermissions) {
+		t.Fatalf("owner assigns the managed role: %v", err)
+	}
+	roles := []snowflake.ID{managers.ID, roleID}
+	if _, err := f.svc.ModifyMember(bg, g.owner.ID, gid, g.member.ID, MemberPatch{Roles: &roles}); !errors.Is(err, ErrMissingPermissions) {
+		t.Fatalf("owner patches the managed role onto a member: %v", err)
+	}
+	if err := f.svc.RemoveMemberRole(bg, g.owner.ID, gid, bot.ID, roleID); !errors.Is(err, ErrMissingPermissions) {
+		t.Fatalf("owner removes the bot's managed role: %v", err)
+	}
 }

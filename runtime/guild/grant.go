@@ -67,7 +67,7 @@ func (a *Actor) setRole(r store.Role) {
 func (a *Actor) decide(d permissions.Decision, userID, channelID snowflake.ID) permissions.Bits {
 	now := a.svc.cfg.Now()
 	p := a.engine.Channel(userID, channelID, now)
-	if a.svc.shadow.Sample() {
+	if a.sampler.Sample() {
 		a.svc.shadow.Record(d, a.id, userID, channelID, p, a.recompute(userID, channelID, now))
 	}
 	return p

@@ -47,8 +47,8 @@ func synthetic(b *testing.B, p *page, channel string, total int) *atomic.Int64 {
 				n := served.Add(1)
 				page = append(page, map[string]any{
 					"id": id.String(), "channel_id": channel, "type": 0, "tts": false, "pinned": false,
-					"author":  map[string]any{"id": "1000", "username": fmt.Sprintf("user%02d", n%40), "discriminator": "0", "global_name": nil, "avatar": nil},
-					"content": fmt.Sprintf("synthetic message %d: the quick brown fox jumps over the lazy dog", n),
+					"author":    map[string]any{"id": "1000", "username": fmt.Sprintf("user%02d", n%40), "discriminator": "0", "global_name": nil, "avatar": nil},
+					"content":   fmt.Sprintf("synthetic message %d: the quick brown fox jumps over the lazy dog", n),
 					"timestamp": "2026-01-01T00:00:00.000000+00:00", "edited_timestamp": nil,
 					"mention_everyone": false, "mentions": []any{}, "mention_roles": []any{}, "attachments": []any{}, "embeds": []any{},
 				})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/wire"
@@ -200,6 +201,9 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 	if err != nil {
 		return wire.Message{}, err
 	}
+	// The send was just authorised in the actor (VIEW_CHANNEL included):
+	// that decision, from this request, is what renders the answer.
+	rd.decided[channelID] = readDecision{view: guild.ReadView{Channel: grant.Channel, Access: permissions.Visible}}
 	id, err := h.ids.Next()
 	if err != nil {
 		return wire.Message{}, errors.Join(guild.ErrUnavailable, err)

@@ -44,8 +44,9 @@ func (s *Service) mayDM(ctx context.Context, userID, recipientID snowflake.ID) e
 
 // maySendPrivate applies the DM policy at send time: in a one-to-one DM
 // the sender must still share a guild with the other user (a DM opened
-// while they did stays readable, but not writable, once they part). A
-// group DM's members were admitted by its owner and may keep talking.
+// while they did stays readable, but not writable, once they part; the
+// author's own messages stay editable). A group DM's members were
+// admitted by its owner and may keep talking.
 func (s *Service) maySendPrivate(ctx context.Context, c store.Channel, sender snowflake.ID) error {
 	if c.Type != store.ChannelDM {
 		return nil

@@ -115,8 +115,10 @@ func (p *privateRouter) authorizeSend(ctx context.Context, req SendRequest) (Sen
 		if err != nil {
 			return err
 		}
-		if err := p.svc.maySendPrivate(ctx, c, req.UserID); err != nil {
-			return err
+		if !req.Edit {
+			if err := p.svc.maySendPrivate(ctx, c, req.UserID); err != nil {
+				return err
+			}
 		}
 		out = SendGrant{Channel: cloneChannel(c), Users: []snowflake.ID{}, Roles: []snowflake.ID{}}
 		for _, u := range req.Users {

@@ -28,7 +28,7 @@ func (a *Actor) channelFor(userID, channelID snowflake.ID, perms permissions.Bit
 	if c == nil {
 		return ChannelView{}, fmt.Errorf("channel %d: %w", channelID, ErrUnknownChannel)
 	}
-	p := a.engine.Channel(userID, channelID, a.svc.cfg.Now())
+	p := a.decide(permissions.DecisionRead, userID, channelID)
 	if !permissions.AccessOf(p).CanView() {
 		return ChannelView{}, fmt.Errorf("channel %d: %w", channelID, ErrMissingAccess)
 	}

@@ -90,6 +90,13 @@ func startServer(t testing.TB) *server {
 	}
 }
 
+// tb is what the harness needs of *testing.T and *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // reply is one REST answer.
 type reply struct {
 	Status int
@@ -111,7 +118,7 @@ func (r reply) String() string { return fmt.Sprintf("%d %s", r.Status, r.Body) }
 
 // call sends one REST request; a transport failure or a non-JSON body is
 // a test failure, anything else is returned.
-func (s *server) call(t testing.TB, method, path, token string, body any) reply {
+func (s *server) call(t tb, method, path, token string, body any) reply {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -147,7 +154,7 @@ func (s *server) call(t testing.TB, method, path, token string, body any) reply 
 }
 
 // must calls and requires a 2xx, decoding into out when given.
-func (s *server) must(t testing.TB, method, path, token string, body, out any) {
+func (s *server) must(t tb, method, path, token string, body, out any) {
 	t.Helper()
 	r := s.call(t, method, path, token, body)
 	if !r.ok() {
@@ -170,7 +177,7 @@ type account struct {
 	Bot     bool
 }
 
-func (s *server) register(t testing.TB, name string, bot bool) account {
+func (s *server) register(t tb, name string, bot bool) account {
 	t.Helper()
 	name = fmt.Sprintf("%s-%d", name, s.names.Add(1))
 	var out struct {
@@ -210,7 +217,7 @@ type gwConn struct {
 const clientIntents = 1<<0 | 1<<9 | 1<<12 | 1<<15
 
 // dial opens a connection and sends IDENTIFY (resume nil) or RESUME.
-func (s *server) dial(t testing.TB, a account, resume *resumeState) *gwConn {
+func (s *server) dial(t tb, a account, resume *resumeState) *gwConn {
 	t.Helper()
 	ws, _, err := websocket.DefaultDialer.Dial(s.wsURL, nil)
 	if err != nil {
@@ -278,7 +285,7 @@ func (c *gwConn) snapshot() []dispatch {
 
 // waitFor waits until cond holds on the dispatches received, failing
 // after timeout with what.
-func (c *gwConn) waitFor(t testing.TB, what string, cond func([]dispatch) bool) []dispatch {
+func (c *gwConn) waitFor(t tb, what string, cond func([]dispatch) bool) []dispatch {
 	t.Helper()
 	deadline := time.NewTimer(10 * time.Second)
 	defer deadline.Stop()

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -23,6 +24,8 @@ func (w *world) expect(t *rapid.T, what string, r reply, allowed bool, code int)
 		t.Fatalf("VIOLATION at action %d %s: the model forbids it (code %d), the server answered %s", w.action, what, code, r)
 	case !allowed && code != 0 && r.code() != code:
 		t.Fatalf("action %d %s: the model expects code %d, the server answered %s", w.action, what, code, r)
+	case !r.ok() && (bytes.Contains(r.Body, []byte(`"content"`)) || bytes.Contains(r.Body, []byte(`"channel_id"`))):
+		t.Fatalf("VIOLATION at action %d %s: an error answer carries stored content: %s", w.action, what, r)
 	}
 }
 

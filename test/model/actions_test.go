@@ -628,3 +628,31 @@ func (w *world) typing(t *rapid.T) {
 	r := w.s.call(t, "POST", fmt.Sprintf("/channels/%d/typing", ch), w.acct[u].Token, nil)
 	w.expect(t, fmt.Sprintf("typing by %s in %d", w.acct[u].Name, ch), r, allowed, code)
 }
+
+// bulk deletes two messages named in a channel (MANAGE_MESSAGES there);
+// ids of other channels' messages are ignored, never deleted or named.
+func (w *world) bulk(t *rapid.T) {
+	if len(w.msgs) < 2 {
+		t.Skip("fewer than two messages")
+	}
+	u := w.user(t, "deleter", 0)
+	ch := w.channel(t)
+	picked := rapid.SliceOfNDistinct(rapid.SampledFrom(w.msgs), 2, 2, func(m *mmsg) snowflake.ID { return m.id }).Draw(t, "messages")
+	allowed, code := true, 0
+	switch {
+	case !w.can(u, ch, permView):
+		allowed, code = false, 50001
+	case !w.can(u, ch, permManMsg):
+		allowed, code = false, 50013
+	}
+	ids := []string{picked[0].id.String(), picked[1].id.String()}
+	r := w.s.call(t, "POST", fmt.Sprintf("/channels/%d/messages/bulk-delete", ch), w.acct[u].Token, map[string]any{"messages": ids})
+	w.expect(t, fmt.Sprintf("bulk-delete in %d by %s of %v", ch, w.acct[u].Name, ids), r, allowed, code)
+	if allowed {
+		for _, m := range picked {
+			if m.ch == ch && m.alive {
+				m.alive, m.deleted = false, w.action
+			}
+		}
+	}
+}

@@ -75,6 +75,7 @@ func runModel(t *testing.T, s *server, st *stats) {
 			"send2":     step(w.send),
 			"edit":      step(w.edit),
 			"delete":    step(w.remove),
+			"bulk":      step(w.bulk),
 			"history":   step(w.history),
 			"get":       step(w.get),
 			"dm":        step(w.openDM),

@@ -220,6 +220,21 @@ func (st *stream) check(t *rapid.T, f dispatch) {
 		} else if !w.visibleAt(mm.deleted, u, m.ChannelID) {
 			st.fail(t, f, "LEAK: delete in channel %d hidden from the user at action %d", m.ChannelID, mm.deleted)
 		}
+	case "MESSAGE_DELETE_BULK":
+		var b struct {
+			IDs       []snowflake.ID `json:"ids"`
+			ChannelID snowflake.ID   `json:"channel_id"`
+		}
+		decode(t, f, &b)
+		for _, id := range b.IDs {
+			mm := w.byID[id]
+			if mm == nil || mm.alive || mm.ch != b.ChannelID {
+				st.fail(t, f, "bulk delete names message %d the model did not delete in channel %d", id, b.ChannelID)
+			}
+			if !w.visibleAt(mm.deleted, u, b.ChannelID) {
+				st.fail(t, f, "LEAK: bulk delete in channel %d hidden from the user at action %d", b.ChannelID, mm.deleted)
+			}
+		}
 	default:
 		var c struct {
 			ChannelID snowflake.ID `json:"channel_id"`

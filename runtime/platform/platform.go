@@ -89,7 +89,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		return nil, fmt.Errorf("platform: snowflake: %w", err)
 	}
 	sink := &sinkRef{}
-	if p.guilds, err = guild.NewService(guild.Config{Logger: cfg.Logger.With("component", "guild"), Registerer: p.registry},
+	if p.guilds, err = guild.NewService(guild.Config{Logger: cfg.Logger.With("component", "guild"), Registerer: p.registry, ShadowEvery: cfg.PermissionsShadowEvery},
 		guild.Deps{Store: p.store, Sink: sink, IDs: ids, Auth: p.auth}); err != nil {
 		return nil, fmt.Errorf("platform: guild service: %w", err)
 	}

@@ -61,6 +61,7 @@ func (w *world) identify(t *rapid.T, u int) *stream {
 		t.Fatalf("READY %s: %v", fs[0].D, err)
 	}
 	st.resume.sessionID = ready.SessionID
+	st.conn.settled(t)
 	if w.member[u] {
 		st.conn.waitFor(t, w.acct[u].Name+"'s GUILD_CREATE", hasType("GUILD_CREATE"))
 	}

@@ -63,6 +63,14 @@ else
 fi
 echo "export CONCORD_VOICE_PY=$VPY_VENV/bin/python" >> "$ENV_FILE.tmp"
 
+step "Chromium (headless, for the web client's browser tests in test/browser)"
+if ! command -v chromium >/dev/null 2>&1; then
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+		|| { echo "apt-get install chromium failed: the browser tests need Debian's chromium" >&2; exit 1; }
+fi
+echo "export CONCORD_CHROMIUM=$(command -v chromium)" >> "$ENV_FILE.tmp"
+
 step "Apache Kafka (KRaft, single node on loopback)"
 bash hack/kafka/kafka.sh start
 echo "export CONCORD_KAFKA=$(bash hack/kafka/kafka.sh addr)" >> "$ENV_FILE.tmp"

@@ -20,6 +20,7 @@ import (
 type editMessageRequest struct {
 	Content         nullable[string]            `json:"content"`
 	Embeds          nullable[[]json.RawMessage] `json:"embeds"`
+	Components      nullable[[]json.RawMessage] `json:"components"`
 	Flags           nullable[int]               `json:"flags"`
 	AllowedMentions *allowedMentions            `json:"allowed_mentions"`
 }
@@ -32,7 +33,7 @@ func decodeEditMessage(body []byte) (editMessageRequest, error) {
 	if utf8.RuneCountInString(req.Content.Value) > maxContent {
 		return req, formError("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.")
 	}
-	return req, nil
+	return req, checkRich(&req.Embeds.Value, &req.Components.Value, nil, req.AllowedMentions)
 }
 
 func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
@@ -78,8 +79,9 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 		member = grant.Member
 	}
 	if req.Flags.Set {
-		m.Flags = req.Flags.Value & 4
+		m.Flags = sendFlags(req.Flags.Value)
 	}
+	applyRichEdit(&m, req.Embeds, req.Components)
 	m.EditedAt = h.cfg.Now()
 	if err := h.store.PutMessage(ctx, m); err != nil {
 		return errors.Join(guild.ErrUnavailable, err)

@@ -106,11 +106,14 @@ func (h *handler) deleteGuild(w http.ResponseWriter, r *http.Request, user snowf
 // Roles.
 
 type roleRequest struct {
-	Name        *string  `json:"name"`
-	Permissions *reqBits `json:"permissions"`
-	Color       *int     `json:"color"`
-	Hoist       *bool    `json:"hoist"`
-	Mentionable *bool    `json:"mentionable"`
+	Name        *string     `json:"name"`
+	Permissions *reqBits    `json:"permissions"`
+	Color       *int        `json:"color"`
+	Colors      *roleColors `json:"colors"`
+	Hoist       *bool       `json:"hoist"`
+	Mentionable *bool       `json:"mentionable"`
+	Icon        *string     `json:"icon"`
+	Emoji       *string     `json:"unicode_emoji"`
 }
 
 func decodeRole(body []byte) (guild.RoleSpec, error) {
@@ -127,6 +130,9 @@ func decodeRole(body []byte) (guild.RoleSpec, error) {
 		return guild.RoleSpec{}, formError("color", "NUMBER_TYPE_MAX", "int value should be less than or equal to 16777215.")
 	}
 	spec := guild.RoleSpec{Name: req.Name, Color: req.Color, Hoist: req.Hoist, Mentionable: req.Mentionable}
+	if err := req.checkExtras(&spec); err != nil {
+		return guild.RoleSpec{}, err
+	}
 	if spec.Name != nil && *spec.Name == "" {
 		name := "new role"
 		spec.Name = &name

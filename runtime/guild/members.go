@@ -27,6 +27,9 @@ func (s *Service) AddMember(ctx context.Context, guildID, userID snowflake.ID) (
 			out = *m
 			return nil
 		}
+		if err := a.refuseBanned(ctx, userID); err != nil {
+			return err
+		}
 		m := store.Member{GuildID: a.id, UserID: userID, Roles: []snowflake.ID{}, JoinedAt: a.svc.cfg.Now()}
 		if err := a.svc.deps.Store.PutMember(ctx, m); err != nil {
 			return storeErr("add member", err)

@@ -656,3 +656,65 @@ func (w *world) bulk(t *rapid.T) {
 		}
 	}
 }
+
+// pin pins or unpins a message (PIN_MESSAGES or MANAGE_MESSAGES in a
+// guild channel, any recipient in a DM), then lists the channel's pins
+// as another user: VIEW_CHANNEL, and the pinned messages only with
+// READ_MESSAGE_HISTORY.
+func (w *world) pin(t *rapid.T) {
+	if len(w.msgs) == 0 {
+		t.Skip("no message yet")
+	}
+	u := w.user(t, "pinner", 0)
+	m := rapid.SampledFrom(w.msgs).Draw(t, "message")
+	on := rapid.Bool().Draw(t, "pin")
+	dm := w.dmByID[m.ch]
+	allowed, code := true, 0
+	switch {
+	case dm == nil && !w.can(u, m.ch, permView), dm != nil && !w.recipient(dm, u):
+		allowed, code = false, 50001
+	case dm == nil && w.perms(u, m.ch)&(permPin|permManMsg) == 0:
+		allowed, code = false, 50013
+	case !m.alive:
+		allowed, code = false, 10008
+	}
+	method := "PUT"
+	if !on {
+		method = "DELETE"
+	}
+	r := w.s.call(t, method, fmt.Sprintf("/channels/%d/pins/%d", m.ch, m.id), w.acct[u].Token, nil)
+	w.expect(t, fmt.Sprintf("pin %s of %d by %s", method, m.id, w.acct[u].Name), r, allowed, code)
+	if allowed {
+		w.pinned[m.id] = on
+	}
+	if dm != nil {
+		return
+	}
+	v := w.user(t, "lister", 0)
+	r = w.s.call(t, "GET", fmt.Sprintf("/channels/%d/pins", m.ch), w.acct[v].Token, nil)
+	what := fmt.Sprintf("pins of %d by %s", m.ch, w.acct[v].Name)
+	w.expect(t, what, r, w.can(v, m.ch, permView), 50001)
+	if !r.ok() {
+		return
+	}
+	var list []msgObj
+	if err := json.Unmarshal(r.Body, &list); err != nil {
+		t.Fatal(err)
+	}
+	want := map[snowflake.ID]bool{}
+	if w.can(v, m.ch, permHistory) {
+		for _, x := range w.msgs {
+			if x.ch == m.ch && x.alive && w.pinned[x.id] {
+				want[x.id] = true
+			}
+		}
+	}
+	if len(list) != len(want) {
+		t.Fatalf("VIOLATION at action %d %s: %d pins, the model %d: %s", w.action, what, len(list), len(want), r.Body)
+	}
+	for _, x := range list {
+		if !want[x.ID] || x.Content != w.byID[x.ID].content {
+			t.Fatalf("VIOLATION at action %d %s: pin %d not in the model's %v: %s", w.action, what, x.ID, want, r.Body)
+		}
+	}
+}

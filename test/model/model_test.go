@@ -71,6 +71,7 @@ func runModel(t *testing.T, s *server, st *stats) {
 			"rolebits":  step(w.editRole),
 			"channels":  step(w.channels),
 			"typing":    step(w.typing),
+			"pin":       step(w.pin),
 			"send":      step(w.send),
 			"send2":     step(w.send),
 			"edit":      step(w.edit),

@@ -16,6 +16,7 @@ const (
 	permManMsg  = 1 << 13
 	permHistory = 1 << 16
 	permRoles   = 1 << 28
+	permPin     = 1 << 51
 )
 
 type idObj struct {

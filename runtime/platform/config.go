@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/concord-chat/concord/runtime/httpserve"
 )
 
 // Config is the root configuration of a Concord process. Each part gets
@@ -79,6 +81,10 @@ type Config struct {
 	DevUser bool
 	// ShutdownTimeout bounds a graceful shutdown. Default 10 s.
 	ShutdownTimeout time.Duration
+	// PermissionsShadowEvery samples one fan-out or read permission
+	// decision of the guild actors in N and recomputes it from scratch
+	// (concord_permissions_shadow_*). 0 takes 1000; negative disables.
+	PermissionsShadowEvery int
 	// Logger receives every component's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Presence tunes the presence role (presence.go).
@@ -86,6 +92,13 @@ type Config struct {
 	// Entitlements tunes bot revocation: lease TTL and outage grace
 	// (entitlements.go).
 	Entitlements EntitlementConfig
+	// Serving bounds every HTTP listener: timeouts, header size and
+	// connection caps (zero fields take httpserve's defaults).
+	Serving httpserve.Config
+	// AdminToken is the credential /admin/... requires (adminauth). In
+	// `concord dev` the admin endpoints are off unless it is set; `concord
+	// serve` derives one from the server key when it is empty.
+	AdminToken string
 }
 
 // DefaultConfig returns the configuration of `concord dev`.
@@ -150,6 +163,16 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// ServingConfig is Serving with the process logger: the bounds of every
+// HTTP listener of the process.
+func (c Config) ServingConfig() httpserve.Config {
+	s := c.Serving
+	if s.Logger == nil {
+		s.Logger = c.Logger
+	}
+	return s
 }
 
 // backendScheme splits "scheme:rest" or "scheme://rest" URLs of the

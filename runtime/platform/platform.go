@@ -20,16 +20,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/api"
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	cassandrastore "github.com/concord-chat/concord/runtime/store/cassandra"
 	pebblestore "github.com/concord-chat/concord/runtime/store/pebble"
+	"github.com/concord-chat/concord/web"
 )
 
 // Platform is a running single-process Concord.
@@ -87,7 +90,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		return nil, fmt.Errorf("platform: snowflake: %w", err)
 	}
 	sink := &sinkRef{}
-	if p.guilds, err = guild.NewService(guild.Config{Logger: cfg.Logger.With("component", "guild"), Registerer: p.registry},
+	if p.guilds, err = guild.NewService(guild.Config{Logger: cfg.Logger.With("component", "guild"), Registerer: p.registry, ShadowEvery: cfg.PermissionsShadowEvery},
 		guild.Deps{Store: p.store, Sink: sink, IDs: ids, Auth: p.auth}); err != nil {
 		return nil, fmt.Errorf("platform: guild service: %w", err)
 	}
@@ -229,11 +232,9 @@ func (p *Platform) routes(restAPI http.Handler) http.Handler {
 	mux.Handle("/gateway/", p.gateway)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
 	HandleHealth(mux, p.ready.Load)
-	mux.HandleFunc("POST /admin/drain", func(w http.ResponseWriter, r *http.Request) {
-		p.ready.Store(false)
-		p.gateway.Drain(r.Context())
-		w.WriteHeader(http.StatusNoContent)
-	})
+	mux.Handle("/admin/", adminauth.Guard(p.cfg.AdminToken, p.adminRoutes()))
+	// The web client (package web) answers GET and HEAD outside /api.
+	webApp := web.Handler(web.Options{GatewayURL: p.cfg.PublicURL})
 	// discord.py connects to its default gateway URL, the root path: a
 	// WebSocket upgrade anywhere outside /api goes to the gateway.
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -241,17 +242,33 @@ func (p *Platform) routes(restAPI http.Handler) http.Handler {
 			p.gateway.ServeHTTP(w, r)
 			return
 		}
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			webApp.ServeHTTP(w, r)
+			return
+		}
 		restAPI.ServeHTTP(w, r)
 	}))
+	return mux
+}
+
+// adminRoutes are the admin endpoints, served behind the admin token
+// (off without Config.AdminToken).
+func (p *Platform) adminRoutes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /admin/drain", func(w http.ResponseWriter, r *http.Request) {
+		p.ready.Store(false)
+		p.gateway.Drain(r.Context())
+		w.WriteHeader(http.StatusNoContent)
+	})
 	return mux
 }
 
 // Serve accepts connections on l until ctx ends, then shuts down
 // gracefully within Config.ShutdownTimeout.
 func (p *Platform) Serve(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{Handler: p.handler, ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn)}
+	srv := httpserve.NewServer(p.handler, p.cfg.ServingConfig())
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
+	go func() { errc <- httpserve.Serve(srv, l, p.cfg.ServingConfig()) }()
 	return p.Run(ctx, srv, errc)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -19,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/concord-chat/concord/runtime/egress"
+	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/platform"
 )
 
@@ -103,12 +103,15 @@ func runEgress(ctx context.Context, cmd *cobra.Command, o egressOptions) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{reg, prometheus.DefaultGatherer}, promhttp.HandlerOpts{}))
 	platform.HandleHealth(mux, func() bool { return true })
-	srv := &http.Server{Handler: px.Handler(mux), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	// The callers are Concord's own pods, a few addresses with many calls
+	// each: a wider per-address cap than a public listener's; a forwarded
+	// call may take the whole upstream timeout before its answer is written.
+	serving := httpserve.Config{MaxConnsPerAddr: 4096, WriteTimeout: o.timeout + 10*time.Second, Logger: log}
+	srv := httpserve.NewServer(px.Handler(mux), serving)
 	fmt.Fprintf(cmd.OutOrStdout(), "Concord egress proxy is listening on http://%s\n", l.Addr())
 	fmt.Fprintf(cmd.OutOrStdout(), "  Metrics:   http://%s/metrics\n", l.Addr())
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
+	go func() { errc <- httpserve.Serve(srv, l, serving) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("egress: serve: %w", err)

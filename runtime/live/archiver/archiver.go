@@ -166,6 +166,9 @@ func (h handler) ConsumeClaim(ctx context.Context, s eventlog.Session, c eventlo
 			delete(shards, lr.StreamID)
 			next = rec.Offset + 1
 		}
+		if len(batch) == 0 {
+			s.Mark(c.Topic(), c.Partition(), next)
+		}
 	}
 }
 

@@ -95,14 +95,23 @@ func (h *hub) load(ctx context.Context) error {
 	h.state = live.StateChange{State: s.State, Sampled: s.Sampled}
 	h.complete = len(evs) < live.RecentSize
 	h.applyLocked(evs)
-	buffered := h.buffered
-	h.buffered = nil
-	h.loading = false
 	h.mu.Unlock()
-	for _, msg := range buffered {
-		h.onMessage(msg)
+	// Apply what arrived meanwhile, in order, before the relay's goroutine
+	// may apply directly: messages keep being buffered until none is left.
+	for {
+		h.mu.Lock()
+		buffered := h.buffered
+		h.buffered = nil
+		if len(buffered) == 0 {
+			h.loading = false
+			h.mu.Unlock()
+			return nil
+		}
+		h.mu.Unlock()
+		for _, msg := range buffered {
+			h.process(msg)
+		}
 	}
-	return nil
 }
 
 // stop unsubscribes and cuts the hub's viewers (shutdown).
@@ -128,17 +137,25 @@ func (h *hub) stop(ctx context.Context) {
 // goroutine per subscription, so a gap refill (a cache read) runs outside
 // the lock without racing another batch of the stream.
 func (h *hub) onMessage(msg []byte) {
-	b, err := live.DecodeBatch(msg)
-	if err != nil || b.StreamID != h.id {
-		h.g.m.invalid.Inc()
-		return
-	}
 	h.mu.Lock()
 	if h.loading {
 		h.buffered = append(h.buffered, msg)
 		h.mu.Unlock()
 		return
 	}
+	h.mu.Unlock()
+	h.process(msg)
+}
+
+// process applies one relay message; calls are serialised (the relay's
+// goroutine, or load before it hands over).
+func (h *hub) process(msg []byte) {
+	b, err := live.DecodeBatch(msg)
+	if err != nil || b.StreamID != h.id {
+		h.g.m.invalid.Inc()
+		return
+	}
+	h.mu.Lock()
 	if b.Reactions != nil {
 		h.addReactionsLocked(b.Reactions)
 	}

@@ -173,6 +173,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, v *viewer) {
 			}
 			buf, oldest, queued := v.take(spare)
 			if len(buf) == 0 {
+				// take handed spare to the queue: this one is the spare now
+				// (keeping the old one would let the queue and the next
+				// write share an array).
+				spare = buf
 				continue
 			}
 			if !write(buf) {

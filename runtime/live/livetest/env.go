@@ -335,6 +335,7 @@ func (e *Env) Eventually(timeout time.Duration, f func() string) {
 
 // ExtraGateway is a gateway of its own, on its own HTTP server.
 type ExtraGateway struct {
+	*gateway.Gateway
 	URL  string
 	Kill func()
 }
@@ -347,7 +348,7 @@ func (e *Env) StartGateway(cfg gateway.Config) ExtraGateway {
 	g := NewGateway(e.T, ctx, e.B, e.Issuer, cfg)
 	srv := httptest.NewServer(g)
 	e.T.Cleanup(srv.Close)
-	return ExtraGateway{URL: srv.URL, Kill: func() {
+	return ExtraGateway{Gateway: g, URL: srv.URL, Kill: func() {
 		cancel()
 		srv.CloseClientConnections()
 	}}

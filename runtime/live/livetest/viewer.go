@@ -26,11 +26,17 @@ type Viewer struct {
 // query (may be empty).
 func Watch(t testing.TB, base, stream string, header http.Header, query string) *Viewer {
 	t.Helper()
+	return WatchWith(t, nil, base, stream, header, query)
+}
+
+// WatchWith is Watch with an HTTP client of the caller's (HTTP/2).
+func WatchWith(t testing.TB, client *http.Client, base, stream string, header http.Header, query string) *Viewer {
+	t.Helper()
 	url := base + "/v1/streams/" + stream + "/live"
 	if query != "" {
 		url += "?" + query
 	}
-	s, err := sse.Dial(context.Background(), nil, url, header)
+	s, err := sse.Dial(context.Background(), client, url, header)
 	if err != nil {
 		t.Fatalf("watch %s: %v", stream, err)
 	}

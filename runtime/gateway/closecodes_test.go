@@ -128,7 +128,10 @@ func TestIdentifyTimeout(t *testing.T) {
 }
 
 func TestZombieClosedAndResumable(t *testing.T) {
-	g := newTestGateway(t, Config{HeartbeatInterval: 100 * time.Millisecond})
+	// 300 ms leaves the heartbeat loop below (one every ~50 ms) far inside
+	// the 450 ms zombie window even on a loaded machine; 100 ms failed in CI
+	// when a heartbeat's round trip took longer than the window's slack.
+	g := newTestGateway(t, Config{HeartbeatInterval: 300 * time.Millisecond})
 	c := g.dial(t, "")
 	r := c.identify("tok-alice")
 	sid := event.SessionID(r.SessionID)

@@ -117,6 +117,9 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c caller) error
 		if err != nil {
 			return err
 		}
+		if data, err = h.withResolved(ctx, c.id, guildID, req.ChannelID, data); err != nil {
+			return err
+		}
 		in.Data, in.CommandName = data, name
 	default:
 		var d componentData

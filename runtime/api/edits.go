@@ -107,7 +107,7 @@ func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user sno
 		return err
 	}
 	ctx := r.Context()
-	v, err := h.guilds.Authorize(ctx, user, channelID, 0)
+	v, err := h.reader(user).access(ctx, channelID)
 	if err != nil {
 		return err
 	}

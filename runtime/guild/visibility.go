@@ -42,6 +42,14 @@ import (
 //   - Read states and mention counts: CanView (readstates.go).
 //   - Private channels (DMs, READY's private_channels, their events):
 //     privateAccess, the recipient list.
+//   - Interactions (runtime/bots): the invoking user's permissions from
+//     this engine (ChannelPermissions), VIEW_CHANNEL required; a
+//     component's message is read only from that channel, and an
+//     interaction's webhook reads only the interaction's own messages.
+//
+// Routes Discord has and Concord does not yet (pins, reactions, message
+// snapshots, search, interaction resolved data) must join this list,
+// through Visibility or canView, when they are added.
 //
 // Stored content the gateway replays on RESUME was decided at fan-out,
 // in the guild's event order, before any later CHANNEL_DELETE the same

@@ -91,6 +91,12 @@ func NewShadow(cfg ShadowConfig) (*Shadow, error) {
 			return nil, fmt.Errorf("permissions: register shadow metrics: %w", err)
 		}
 	}
+	// Every series exists from the start at 0, so /metrics shows the
+	// check is live and an alert on increase() sees the first one.
+	for _, d := range []Decision{DecisionFanout, DecisionRead} {
+		s.checks.WithLabelValues(string(d))
+		s.disagreements.WithLabelValues(string(d))
+	}
 	return s, nil
 }
 

@@ -77,8 +77,11 @@ func TestShadowCountsCorruptedCache(t *testing.T) {
 	if got := testutil.ToFloat64(s.disagreements.WithLabelValues("fanout")); got != 1 {
 		t.Errorf("disagreements = %v, want 1", got)
 	}
-	if n, err := testutil.GatherAndCount(reg, "concord_permissions_shadow_disagreements_total"); err != nil || n != 1 {
-		t.Errorf("registered disagreement series = %d (%v), want 1", n, err)
+	if n, err := testutil.GatherAndCount(reg, "concord_permissions_shadow_disagreements_total"); err != nil || n != 2 {
+		t.Errorf("registered disagreement series = %d (%v), want 2 (fanout, read)", n, err)
+	}
+	if got := testutil.ToFloat64(s.disagreements.WithLabelValues("read")); got != 0 {
+		t.Errorf("read disagreements = %v, want 0", got)
 	}
 	if !strings.Contains(logs.String(), "user_id=3") || strings.Count(logs.String(), "\n") != 1 {
 		t.Errorf("want one log line naming bob, got %q", logs.String())

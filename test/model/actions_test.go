@@ -566,3 +566,62 @@ func (w *world) finish(t *rapid.T) {
 		st.conn.closeNormally()
 	}
 }
+
+// editRole changes r1's permissions (the owner edits the role).
+func (w *world) editRole(t *rapid.T) {
+	bits := w.drawBits(t, "bits")
+	r := w.s.call(t, "PATCH", fmt.Sprintf("/guilds/%d/roles/%d", w.guild, w.r1), w.acct[owner].Token,
+		map[string]any{"permissions": strconv.FormatUint(bits, 10)})
+	w.expect(t, fmt.Sprintf("role-edit r1 → %d", bits), r, true, 0)
+	w.roleBits[w.r1] = bits
+	w.snap()
+	w.barrier(t)
+}
+
+// channels lists the guild's channels and reads one: exactly the visible
+// ones, and 50001 for a hidden one.
+func (w *world) channels(t *rapid.T) {
+	u := w.user(t, "reader", 0)
+	r := w.s.call(t, "GET", fmt.Sprintf("/guilds/%d/channels", w.guild), w.acct[u].Token, nil)
+	what := fmt.Sprintf("channels by %s", w.acct[u].Name)
+	w.expect(t, what, r, w.member[u], 0)
+	if r.ok() {
+		var list []idObj
+		if err := json.Unmarshal(r.Body, &list); err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		for _, ch := range append([]snowflake.ID{w.sync}, w.chans...) {
+			if w.can(u, ch, permView) {
+				want++
+			}
+		}
+		for _, c := range list {
+			if !w.isChan(c.ID) || !w.can(u, c.ID, permView) {
+				t.Fatalf("VIOLATION at action %d %s: lists hidden channel %d: %s", w.action, what, c.ID, r.Body)
+			}
+		}
+		if len(list) != want {
+			t.Fatalf("action %d %s: %d channels, the model %d: %s", w.action, what, len(list), want, r.Body)
+		}
+	}
+	ch := w.channel(t)
+	r = w.s.call(t, "GET", fmt.Sprintf("/channels/%d", ch), w.acct[u].Token, nil)
+	w.expect(t, fmt.Sprintf("channel %d by %s", ch, w.acct[u].Name), r, w.can(u, ch, permView), 50001)
+}
+
+// typing sends TYPING_START: VIEW_CHANNEL and SEND_MESSAGES; the
+// dispatch names the channel, so it is checked like any other event.
+func (w *world) typing(t *rapid.T) {
+	u := w.user(t, "typer", 0)
+	ch := w.channel(t)
+	allowed, code := true, 0
+	switch {
+	case !w.can(u, ch, permView):
+		allowed, code = false, 50001
+	case !w.can(u, ch, permSend):
+		allowed, code = false, 50013
+	}
+	r := w.s.call(t, "POST", fmt.Sprintf("/channels/%d/typing", ch), w.acct[u].Token, nil)
+	w.expect(t, fmt.Sprintf("typing by %s in %d", w.acct[u].Name, ch), r, allowed, code)
+}

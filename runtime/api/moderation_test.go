@@ -346,6 +346,11 @@ func TestBansAndAuditLog(t *testing.T) {
 	}
 	r = e.fail("PUT", fmt.Sprintf("%s/bans/%d", g, carol.ID), w.alice.Token, map[string]any{"delete_message_seconds": 604801}, 400, 50035)
 	formPath(t, r, "delete_message_seconds")
+
+	// The purge window as a query parameter (discord.py sends it so).
+	spam := e.post(carol.Token, w.general, map[string]any{"content": "spam"})
+	e.ok("PUT", fmt.Sprintf("%s/bans/%d?delete_message_seconds=60", g, carol.ID), w.alice.Token, nil, nil)
+	e.fail("GET", fmt.Sprintf("%s/channels/%d/messages/%d", v10, w.general, spam.ID), w.alice.Token, nil, 404, 10008)
 }
 
 func TestAuditTrail(t *testing.T) {

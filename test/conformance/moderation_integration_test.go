@@ -4,6 +4,7 @@ package conformance
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -99,5 +100,30 @@ func TestDiscordJSModerationBot(t *testing.T) {
 	w, victimID := moderationWorld(s, "djsmod")
 	events := startNodeBot[modEvent](t, dir, "moderation.js",
 		[]string{"CONCORD_API=http://" + s.proxy.addr() + "/api", "CONCORD_TOKEN=" + w.botToken}, nil)
+	checkModeration(t, s, w, victimID, events)
+}
+
+// TestDiscordPyModerationBot runs py/moderation.py, an unmodified
+// discord.py 2 bot of a real application, through the same steps.
+func TestDiscordPyModerationBot(t *testing.T) {
+	py := pythonBin(t)
+	s := startServer(t)
+	owner, _ := s.register("owner-dpymod")
+	guildID, channelID := newGuild(t, owner, "discord.py moderation")
+	a := createApp(t, s, owner, "dpymod")
+	owner.do("PATCH", "/applications/"+a.ID, map[string]any{"flags": flagGatewayMessageContent}, &map[string]any{})
+	install(t, owner, a, guildID, permViewChannel|permSendMessages|permReadHistory|1<<2|1<<6|1<<7|1<<13)
+	victim, victimID := s.register("victim-dpymod")
+	var inv struct {
+		Code string `json:"code"`
+	}
+	owner.do("POST", "/channels/"+channelID+"/invites", map[string]any{}, &inv)
+	victim.do("POST", "/invites/"+inv.Code, map[string]any{}, &map[string]any{})
+	victim.do("POST", "/channels/"+channelID+"/messages", map[string]any{"content": "spam"}, &map[string]any{})
+	dir, err := filepath.Abs("py")
+	must(t, err, "py dir")
+	events := startBot[modEvent](t, "discord.py", dir, []string{py, "moderation.py"},
+		[]string{"CONCORD_HOST=" + s.proxy.addr(), "CONCORD_TOKEN=" + a.Token}, nil)
+	w := world{owner: owner, botID: a.BotID, guildID: guildID, channel: channelID}
 	checkModeration(t, s, w, victimID, events)
 }

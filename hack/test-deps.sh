@@ -43,7 +43,10 @@ if ! command -v ffmpeg >/dev/null; then
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg >/dev/null \
 		|| { echo "apt-get install ffmpeg failed" >&2; exit 1; }
 fi
-ffmpeg -hide_banner -encoders 2>/dev/null | grep -q libopus || { echo "ffmpeg has no libopus encoder" >&2; exit 1; }
+# Read the list whole first: grep -q would close the pipe early and pipefail
+# would report ffmpeg's SIGPIPE as a failure.
+FFMPEG_ENCODERS=$(ffmpeg -hide_banner -encoders 2>/dev/null)
+grep -q libopus <<<"$FFMPEG_ENCODERS" || { echo "ffmpeg has no libopus encoder" >&2; exit 1; }
 
 step "@discordjs/voice 0.19 with Node 22 for the voice tests (npm ci in test/voice/js)"
 ( cd test/voice/js && npm ci --no-audit --no-fund --loglevel=error )

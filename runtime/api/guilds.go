@@ -225,25 +225,9 @@ func (h *handler) modifyRolePositions(w http.ResponseWriter, r *http.Request, us
 	if err != nil {
 		return err
 	}
-	if b := bytes.TrimSpace(body); len(b) == 0 || b[0] != '[' {
-		return formError("", "BASE_TYPE_ARRAY", "Must be an array.")
-	}
-	var req []rolePosition
-	if err := decodeJSON(body, &req); err != nil {
+	moves, err := decodeRolePositions(body)
+	if err != nil {
 		return err
-	}
-	if len(req) > maxRoles {
-		return formError("", "BASE_TYPE_MAX_LENGTH", fmt.Sprintf("Must be %d or fewer in length.", maxRoles))
-	}
-	moves := make([]guild.RoleMove, 0, len(req))
-	for i, p := range req {
-		if p.ID == nil {
-			return formError(fmt.Sprintf("%d.id", i), "BASE_TYPE_REQUIRED", "This field is required")
-		}
-		if p.Position == nil {
-			continue // Discord accepts entries without a position and leaves them.
-		}
-		moves = append(moves, guild.RoleMove{ID: snowflake.ID(*p.ID), Position: *p.Position})
 	}
 	roles, err := h.guilds.ModifyRolePositions(r.Context(), user, id, moves)
 	if err != nil {
@@ -255,6 +239,32 @@ func (h *handler) modifyRolePositions(w http.ResponseWriter, r *http.Request, us
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// decodeRolePositions reads a positions request: a JSON array of at most
+// maxRoles {id, position} objects; entries without a position are skipped.
+func decodeRolePositions(body []byte) ([]guild.RoleMove, error) {
+	if b := bytes.TrimSpace(body); len(b) == 0 || b[0] != '[' {
+		return nil, formError("", "BASE_TYPE_ARRAY", "Must be an array.")
+	}
+	var req []rolePosition
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	if len(req) > maxRoles {
+		return nil, formError("", "BASE_TYPE_MAX_LENGTH", fmt.Sprintf("Must be %d or fewer in length.", maxRoles))
+	}
+	moves := make([]guild.RoleMove, 0, len(req))
+	for i, p := range req {
+		if p.ID == nil {
+			return nil, formError(fmt.Sprintf("%d.id", i), "BASE_TYPE_REQUIRED", "This field is required")
+		}
+		if p.Position == nil {
+			continue // Discord accepts entries without a position and leaves them.
+		}
+		moves = append(moves, guild.RoleMove{ID: snowflake.ID(*p.ID), Position: *p.Position})
+	}
+	return moves, nil
 }
 
 // maxRoles is Discord's limit on a guild's roles, which also bounds a

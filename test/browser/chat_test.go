@@ -267,8 +267,9 @@ func TestWebChat(t *testing.T) {
 	})
 
 	in(t, "resume after a dropped socket", pages, func(t *testing.T) {
-		bob.click("link", "general")
+		bob.click("link", "general (unread), 1 mentions") // alice's autocompleted mention
 		bob.waitFor("list", "Messages in #general", 5*time.Second)
+		bob.waitFor("link", "general", 5*time.Second)
 		eval[bool](bob, `(window.noReload = true)`)
 		eval[bool](bob, `(window.concordDebug.dropSocket(), true)`)
 		w.send(t, w.general, "sent while bob was away")

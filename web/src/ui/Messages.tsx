@@ -152,56 +152,129 @@ function MessageItem(props: {
   );
 }
 
+// The message list renders a window of the loaded history, not all of
+// it, so a tab that scrolled back through 10,000 messages keeps a few
+// hundred in the DOM. Following the present it shows the last WINDOW;
+// scrolling moves the window by STEP, never wider than MAX.
+const WINDOW = 150;
+const MAX = 300;
+const STEP = 50;
+
 // MessagePane is a channel's history and composer. It opens on the newest
 // page (or around a linked message), loads older pages as the list
 // scrolls up, and keeps the view pinned to the bottom while it is there.
+// Whatever changes above or below, the first message in view stays where
+// it was on screen (an anchor, restored after each render).
 export function MessagePane(props: { channel: Channel; jumpTo: string | null }) {
   const { channel } = props;
   const log = state.log(channel.id);
   const scroller = useRef<HTMLDivElement>(null);
+  const list = useRef<HTMLOListElement>(null);
   const pinned = useRef(true);
-  const firstId = useRef<string | null>(null);
-  const height = useRef(0);
+  const jumped = useRef(false);
+  // win holds the window's first and last message ids (null end: the
+  // window follows the newest message; null start: WINDOW before the end).
+  const win = useRef<{ start: string | null; end: string | null }>({ start: null, end: null });
+  const idx = useRef({ start: 0, end: 0 });
+  const anchor = useRef<{ id: string; offset: number } | null>(null);
+  const [, rerender] = useState(0);
   const [replyTo, setReplyTo] = useState<Message | null>(null);
   const [editPerms, setEditPerms] = useState(false);
 
   useEffect(() => {
     pinned.current = !props.jumpTo;
-    firstId.current = null;
+    jumped.current = false;
+    win.current = { start: null, end: null };
+    anchor.current = null;
     setReplyTo(null);
     if (props.jumpTo) loadAround(channel.id, props.jumpTo);
     else if (!log.atEnd || (log.items.length === 0 && !log.loading) || log.error) loadNewest(channel.id);
     return () => setViewing(null, false);
   }, [channel.id, props.jumpTo]);
 
-  // After each render: keep the bottom pinned, or keep the same messages
-  // in view when an older page was put above them.
+  const items = log.items;
+  let endIdx = items.length;
+  if (win.current.end !== null) {
+    const i = items.findIndex((m) => m.id === win.current.end);
+    if (i >= 0) endIdx = i + 1;
+    else win.current.end = null;
+  }
+  let startIdx = Math.max(0, endIdx - WINDOW);
+  if (win.current.start !== null) {
+    const i = items.findIndex((m) => m.id === win.current.start);
+    if (i >= 0 && i < endIdx) startIdx = i;
+    else win.current.start = null;
+  }
+  if (pinned.current && endIdx - startIdx > MAX) {
+    startIdx = endIdx - MAX;
+    win.current.start = null;
+  }
+  idx.current = { start: startIdx, end: endIdx };
+  const shown = items.slice(startIdx, endIdx);
+  const atPresent = endIdx === items.length && log.atEnd;
+
+  const saveAnchor = () => {
+    const el = scroller.current;
+    const ol = list.current;
+    if (!el || !ol) return;
+    for (const li of Array.from(ol.children) as HTMLElement[]) {
+      if (li.offsetTop + li.offsetHeight > el.scrollTop && li.dataset.id && !li.dataset.id.startsWith("pending-")) {
+        anchor.current = { id: li.dataset.id, offset: li.offsetTop - el.scrollTop };
+        return;
+      }
+    }
+    anchor.current = null;
+  };
+
+  const extendUp = () => {
+    const { start, end } = idx.current;
+    if (start === 0) return false;
+    const ns = Math.max(0, start - STEP);
+    win.current.start = items[ns].id;
+    if (end - ns > MAX) win.current.end = items[ns + MAX - 1].id;
+    rerender((n) => n + 1);
+    return true;
+  };
+
+  const extendDown = () => {
+    const { start, end } = idx.current;
+    if (end >= items.length) return false;
+    const ne = Math.min(items.length, end + STEP);
+    win.current.end = ne === items.length ? null : items[ne - 1].id;
+    if (ne - start > MAX) win.current.start = items[ne - MAX].id;
+    rerender((n) => n + 1);
+    return true;
+  };
+
   useLayoutEffect(() => {
     const el = scroller.current;
     if (!el) return;
-    const first = log.items[0]?.id ?? null;
     if (pinned.current) {
       el.scrollTop = el.scrollHeight;
-    } else if (firstId.current !== null && first !== firstId.current) {
-      el.scrollTop += el.scrollHeight - height.current;
-    } else if (props.jumpTo && firstId.current === null && log.items.length > 0) {
+    } else if (props.jumpTo && !jumped.current && items.some((m) => m.id === props.jumpTo)) {
+      jumped.current = true;
       document.getElementById(`msg-${props.jumpTo}`)?.scrollIntoView({ block: "center" });
+    } else if (anchor.current) {
+      const a = list.current?.querySelector(`[data-id="${anchor.current.id}"]`) as HTMLElement | null;
+      if (a) el.scrollTop = a.offsetTop - anchor.current.offset;
     }
-    firstId.current = first;
-    height.current = el.scrollHeight;
-    setViewing(channel.id, pinned.current && log.atEnd);
-    // Nothing to scroll yet: fetch older pages until the pane fills.
-    if (el.scrollHeight <= el.clientHeight && !log.reachedStart && !log.loading && log.items.length > 0) loadOlder(channel.id);
+    saveAnchor();
+    setViewing(channel.id, pinned.current && atPresent);
+    // Near the top with more loaded above: show it. Nothing to scroll yet:
+    // fetch older pages until the pane fills.
+    if (el.scrollTop < 400 && !pinned.current && extendUp()) return;
+    if (el.scrollHeight <= el.clientHeight && !log.reachedStart && !log.loading && items.length > 0) loadOlder(channel.id);
   });
 
   const onScroll = () => {
     const el = scroller.current;
     if (!el) return;
-    pinned.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
-    height.current = el.scrollHeight;
-    if (el.scrollTop < 400 && !log.reachedStart && !log.loading) loadOlder(channel.id);
-    if (pinned.current && !log.atEnd && !log.loading) loadNewer(channel.id);
-    setViewing(channel.id, pinned.current && log.atEnd);
+    const fromBottom = el.scrollHeight - el.scrollTop - el.clientHeight;
+    pinned.current = fromBottom < 40 && idx.current.end === log.items.length && log.atEnd;
+    saveAnchor();
+    if (el.scrollTop < 400 && !extendUp() && !log.reachedStart && !log.loading) loadOlder(channel.id);
+    if (fromBottom < 400 && !extendDown() && !log.atEnd && !log.loading) loadNewer(channel.id);
+    setViewing(channel.id, pinned.current && log.atEnd && idx.current.end === log.items.length);
   };
 
   const title = channelTitle(channel);
@@ -218,7 +291,7 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
       </header>
       {editPerms && <ChannelPermissions channel={channel} onClose={() => setEditPerms(false)} />}
       <div class="scroller" ref={scroller} onScroll={onScroll}>
-        {log.reachedStart && log.items.length > 0 && (
+        {log.reachedStart && startIdx === 0 && items.length > 0 && (
           <p class="start">This is the beginning of {title}.</p>
         )}
         {log.loading && (
@@ -231,19 +304,21 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
             {log.error}
           </p>
         )}
-        <ol class="messages" aria-label={`Messages in ${title}`}>
-          {log.items.map((m) => (
+        <ol class="messages" aria-label={`Messages in ${title}`} ref={list}>
+          {shown.map((m) => (
             <MessageItem key={m.id} m={m} channel={channel} highlight={m.id === props.jumpTo} onReply={setReplyTo} />
           ))}
         </ol>
         {!log.loading && log.items.length === 0 && !log.error && <p class="empty">No messages yet. Say hello!</p>}
       </div>
-      {!log.atEnd && (
+      {!atPresent && (
         <button
           class="jump"
           onClick={() => {
             pinned.current = true;
-            loadNewest(channel.id);
+            win.current = { start: null, end: null };
+            if (log.atEnd) rerender((n) => n + 1);
+            else loadNewest(channel.id);
           }}
         >
           Jump to present

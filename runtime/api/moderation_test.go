@@ -410,3 +410,34 @@ func TestAuditTrail(t *testing.T) {
 }
 
 const guildIntentModeration = 1 << 2
+
+func TestSmallerGaps(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	g := fmt.Sprintf("%s/guilds/%d", v10, w.guildID)
+	var ms []wire.Member
+	e.ok("GET", g+"/members/search?query="+url.QueryEscape(e.name("BO")[:2])+"&limit=10", w.alice.Token, nil, &ms)
+	if len(ms) != 1 || ms[0].User.ID != w.bob.ID {
+		t.Fatalf("search = %+v", ms)
+	}
+	r := e.fail("GET", g+"/members/search", w.alice.Token, nil, 400, 50035)
+	formPath(t, r, "query")
+	var prev map[string]any
+	e.ok("GET", g+"/preview", w.bob.Token, nil, &prev)
+	if prev["name"] != "Concord HQ" || prev["approximate_member_count"].(float64) != 2 {
+		t.Fatalf("preview = %v", prev)
+	}
+	outsider := e.register("outsider", false)
+	e.fail("GET", g+"/preview", outsider.Token, nil, 403, 50001)
+	e.fail("PUT", fmt.Sprintf("%s/members/%d", g, outsider.ID), w.alice.Token, map[string]any{"access_token": "x"}, 403, 50025)
+	var list []any
+	e.ok("GET", g+"/emojis", w.bob.Token, nil, &list)
+	e.ok("GET", g+"/stickers", w.bob.Token, nil, &list)
+	if list == nil || len(list) != 0 {
+		t.Fatalf("stickers = %v", list)
+	}
+	r = e.fail("POST", g+"/emojis", w.alice.Token, map[string]any{"name": "x", "image": "data:"}, 400, 50035)
+	formPath(t, r, "image")
+	e.fail("GET", g+"/emojis/123", w.bob.Token, nil, 404, 10014)
+	e.fail("GET", v10+"/stickers/123", w.bob.Token, nil, 404, 10060)
+}

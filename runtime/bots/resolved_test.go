@@ -61,3 +61,37 @@ func TestResolvedOptions(t *testing.T) {
 	e.expect(invoke(map[string]any{"type": 7, "name": "where", "value": otherChan.String()}), 400, 50035)
 	e.expect(invoke(map[string]any{"type": 8, "name": "role", "value": "78"}), 400, 50035)
 }
+
+// TestStringContextsAndPartialGuild: command contexts and
+// integration_types sent as numeric strings are accepted and returned as
+// numbers; a guild interaction carries the partial guild.
+func TestStringContextsAndPartialGuild(t *testing.T) {
+	e := newEnv(t)
+	a := e.createApp("Strings")
+	e.install(a, 0)
+	m := e.expect(e.do("POST", fmt.Sprintf("/api/v10/applications/%d/commands", a.ID), a.Token, map[string]any{
+		"name": "ctx", "description": "contexts", "contexts": []any{"0", 1}, "integration_types": []any{"0"},
+	}), 201, 0)
+	if fmt.Sprint(m["contexts"]) != "[0 1]" || fmt.Sprint(m["integration_types"]) != "[0]" {
+		t.Fatalf("command = %v", m)
+	}
+	e.expect(e.do("POST", fmt.Sprintf("/api/v10/applications/%d/commands", a.ID), a.Token, map[string]any{
+		"name": "bad", "description": "contexts", "contexts": []any{"x"},
+	}), 400, 50035)
+	cmd, _ := snowflake.Parse(m["id"].(string))
+	e.invoke(a, cmd)
+	d := e.dispatch.deliveries()
+	var p struct {
+		Guild struct {
+			ID       snowflake.ID `json:"id"`
+			Locale   string       `json:"locale"`
+			Features []string     `json:"features"`
+		} `json:"guild"`
+	}
+	if err := json.Unmarshal(d[len(d)-1].Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Guild.ID != guildID || p.Guild.Locale == "" || p.Guild.Features == nil {
+		t.Fatalf("partial guild = %+v", p.Guild)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
@@ -180,6 +181,25 @@ func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowfl
 		if id.Time().Before(cutoff) {
 			return errTooOld
 		}
+	}
+	// Ids that name no message of this channel are ignored, as Discord
+	// ignores them: they are neither deleted nor named in the event, so
+	// MESSAGE_DELETE_BULK never shows this channel's viewers an id from
+	// a channel they may not see.
+	found := list[:0]
+	for _, id := range list {
+		_, err := h.store.GetMessage(ctx, channelID, id)
+		switch {
+		case err == nil:
+			found = append(found, id)
+		case !errors.Is(err, store.ErrNotFound):
+			return errors.Join(guild.ErrUnavailable, err)
+		}
+	}
+	list = found
+	if len(list) == 0 {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
 	}
 	if err := h.store.DeleteMessages(ctx, channelID, list); err != nil {
 		return errors.Join(guild.ErrUnavailable, err)

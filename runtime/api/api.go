@@ -103,7 +103,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404: Not Found", "code": 0})
 	})
-	return mux
+	return h.auditTrail(mux)
 }
 
 func (h *handler) routes(mux *http.ServeMux, p string) {

@@ -64,6 +64,20 @@ func (h *handler) putBan(w http.ResponseWriter, r *http.Request, user snowflake.
 	if err := h.decodeRequest(w, r, &req); err != nil {
 		return err
 	}
+	// discord.py sends the purge window as a query parameter, as Discord
+	// also accepts; the body wins when it has one.
+	for _, q := range []struct {
+		name string
+		dst  **int
+	}{{"delete_message_seconds", &req.DeleteMessageSeconds}, {"delete_message_days", &req.DeleteMessageDays}} {
+		if *q.dst == nil && r.URL.Query().Has(q.name) {
+			v, err := queryInt(r, q.name, 0, 0, maxDeleteMessageSeconds)
+			if err != nil {
+				return err
+			}
+			*q.dst = &v
+		}
+	}
 	secs, err := req.seconds()
 	if err != nil {
 		return err

@@ -25,4 +25,5 @@ func (h *handler) moderationRoutes(authed func(string, authedFunc)) {
 	authed("DELETE /guilds/{guild}/bans/{user}", h.deleteBan)
 	authed("POST /guilds/{guild}/bulk-ban", h.bulkBan)
 	authed("GET /guilds/{guild}/audit-logs", h.getAuditLog)
+	h.gapRoutes(authed)
 }

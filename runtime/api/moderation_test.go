@@ -313,7 +313,9 @@ func TestBansAndAuditLog(t *testing.T) {
 		log.Entries[0].Reason != "spamming links" || len(log.Users) != 2 {
 		t.Fatalf("audit log = %+v", log)
 	}
-	e.waitEvent(aliceS, "GUILD_AUDIT_LOG_ENTRY_CREATE", 1)
+	if countEvents(e.sink.of(aliceS), "GUILD_AUDIT_LOG_ENTRY_CREATE") != 0 {
+		t.Fatal("a user session got a bot-only event")
+	}
 	dave := e.register("dave", false)
 	e.ok("POST", v10+"/invites/"+w.inviteCode, dave.Token, map[string]any{}, nil)
 	e.fail("GET", g+"/audit-logs", dave.Token, nil, 403, 50013)
@@ -344,4 +346,98 @@ func TestBansAndAuditLog(t *testing.T) {
 	}
 	r = e.fail("PUT", fmt.Sprintf("%s/bans/%d", g, carol.ID), w.alice.Token, map[string]any{"delete_message_seconds": 604801}, 400, 50035)
 	formPath(t, r, "delete_message_seconds")
+
+	// The purge window as a query parameter (discord.py sends it so).
+	spam := e.post(carol.Token, w.general, map[string]any{"content": "spam"})
+	e.ok("PUT", fmt.Sprintf("%s/bans/%d?delete_message_seconds=60", g, carol.ID), w.alice.Token, nil, nil)
+	e.fail("GET", fmt.Sprintf("%s/channels/%d/messages/%d", v10, w.general, spam.ID), w.alice.Token, nil, 404, 10008)
+}
+
+func TestAuditTrail(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	g := fmt.Sprintf("%s/guilds/%d", v10, w.guildID)
+	bot := e.register("logbot", true)
+	e.ok("POST", v10+"/invites/"+w.inviteCode, bot.Token, map[string]any{}, nil)
+	var logRole wire.Role
+	e.ok("POST", g+"/roles", w.alice.Token, map[string]any{"name": "log", "permissions": fmt.Sprint(uint64(permissions.ViewAuditLog))}, &logRole)
+	e.ok("PUT", fmt.Sprintf("%s/members/%d/roles/%d", g, bot.ID, logRole.ID), w.alice.Token, nil, nil)
+	botS := e.subscribe("logbot-1", bot.ID, guildIntentModeration|1)
+
+	reason := map[string]string{"X-Audit-Log-Reason": url.PathEscape("tidy up ✨")}
+	if r := e.callH("PATCH", fmt.Sprintf("%s/channels/%d", v10, w.general), w.alice.Token, map[string]any{"topic": "news"}, reason); r.Status != 200 {
+		t.Fatalf("patch channel: %d %s", r.Status, r.Body)
+	}
+	m := e.post(w.bob.Token, w.general, map[string]any{"content": "oops"})
+	own := e.post(w.alice.Token, w.general, map[string]any{"content": "mine"})
+	e.ok("DELETE", fmt.Sprintf("%s/channels/%d/messages/%d", v10, w.general, m.ID), w.alice.Token, nil, nil)
+	e.ok("DELETE", fmt.Sprintf("%s/channels/%d/messages/%d", v10, w.general, own.ID), w.alice.Token, nil, nil) // own: not audited
+	if r := e.callH("DELETE", fmt.Sprintf("%s/members/%d", g, w.bob.ID), w.alice.Token, nil, reason); r.Status != 204 {
+		t.Fatalf("kick: %d %s", r.Status, r.Body)
+	}
+	var log struct {
+		Entries []struct {
+			UserID     snowflake.ID    `json:"user_id"`
+			TargetID   string          `json:"target_id"`
+			ActionType int             `json:"action_type"`
+			Reason     string          `json:"reason"`
+			Changes    json.RawMessage `json:"changes"`
+		} `json:"audit_log_entries"`
+	}
+	e.ok("GET", g+"/audit-logs", bot.Token, nil, &log)
+	var actions []int
+	for _, en := range log.Entries {
+		actions = append(actions, en.ActionType)
+	}
+	// Newest first: kick, moderator delete, channel update, member role
+	// update, role create, then the world's invite and two channels.
+	want := []int{auditMemberKick, auditMessageDelete, auditChannelUpdate, auditMemberRoleUpdate, auditRoleCreate,
+		auditInviteCreate, auditChannelCreate, auditChannelCreate}
+	if fmt.Sprint(actions) != fmt.Sprint(want) {
+		t.Fatalf("actions %v, want %v", actions, want)
+	}
+	if en := log.Entries[0]; en.TargetID != w.bob.ID.String() || en.Reason != "tidy up ✨" || en.UserID != w.alice.ID {
+		t.Fatalf("kick entry = %+v", en)
+	}
+	if en := log.Entries[2]; !strings.Contains(string(en.Changes), `"key":"topic"`) || en.TargetID != w.general.String() {
+		t.Fatalf("channel update entry = %+v", en)
+	}
+	e.ok("GET", fmt.Sprintf("%s/audit-logs?user_id=%d&action_type=%d", g, w.alice.ID, auditMemberKick), bot.Token, nil, &log)
+	if len(log.Entries) != 1 {
+		t.Fatalf("filtered entries = %+v", log.Entries)
+	}
+	e.waitEvent(botS, "GUILD_AUDIT_LOG_ENTRY_CREATE", 3)
+}
+
+const guildIntentModeration = 1 << 2
+
+func TestSmallerGaps(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	g := fmt.Sprintf("%s/guilds/%d", v10, w.guildID)
+	var ms []wire.Member
+	e.ok("GET", g+"/members/search?query="+url.QueryEscape(e.name("BO")[:2])+"&limit=10", w.alice.Token, nil, &ms)
+	if len(ms) != 1 || ms[0].User.ID != w.bob.ID {
+		t.Fatalf("search = %+v", ms)
+	}
+	r := e.fail("GET", g+"/members/search", w.alice.Token, nil, 400, 50035)
+	formPath(t, r, "query")
+	var prev map[string]any
+	e.ok("GET", g+"/preview", w.bob.Token, nil, &prev)
+	if prev["name"] != "Concord HQ" || prev["approximate_member_count"].(float64) != 2 {
+		t.Fatalf("preview = %v", prev)
+	}
+	outsider := e.register("outsider", false)
+	e.fail("GET", g+"/preview", outsider.Token, nil, 403, 50001)
+	e.fail("PUT", fmt.Sprintf("%s/members/%d", g, outsider.ID), w.alice.Token, map[string]any{"access_token": "x"}, 403, 50025)
+	var list []any
+	e.ok("GET", g+"/emojis", w.bob.Token, nil, &list)
+	e.ok("GET", g+"/stickers", w.bob.Token, nil, &list)
+	if list == nil || len(list) != 0 {
+		t.Fatalf("stickers = %v", list)
+	}
+	r = e.fail("POST", g+"/emojis", w.alice.Token, map[string]any{"name": "x", "image": "data:"}, 400, 50035)
+	formPath(t, r, "image")
+	e.fail("GET", g+"/emojis/123", w.bob.Token, nil, 404, 10014)
+	e.fail("GET", v10+"/stickers/123", w.bob.Token, nil, 404, 10060)
 }

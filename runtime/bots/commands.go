@@ -80,8 +80,8 @@ type CommandDef struct {
 	DefaultMemberPermissions PermBits          `json:"default_member_permissions"`
 	DMPermission             *bool             `json:"dm_permission,omitempty"`
 	NSFW                     bool              `json:"nsfw"`
-	Contexts                 []int             `json:"contexts,omitempty"`
-	IntegrationTypes         []int             `json:"integration_types,omitempty"`
+	Contexts                 flexInts          `json:"contexts,omitempty"`
+	IntegrationTypes         flexInts          `json:"integration_types,omitempty"`
 }
 
 // CommandOption is one option (or subcommand) of a chat-input command.

@@ -40,6 +40,10 @@ type Guilds interface {
 	ChannelPermissions(ctx context.Context, userID, channelID snowflake.ID) (permissions.Bits, error)
 	// Member returns the member object (with user) for interaction payloads.
 	Member(ctx context.Context, guildID, userID snowflake.ID) (wire.Member, error)
+	// User returns a user's object (ErrUnknownMember when there is none).
+	User(ctx context.Context, userID snowflake.ID) (wire.User, error)
+	// Roles returns the guild's roles as its member userID sees them.
+	Roles(ctx context.Context, userID, guildID snowflake.ID) ([]wire.Role, error)
 }
 
 // Dispatcher delivers gateway events to one user's sessions.

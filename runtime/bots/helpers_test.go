@@ -216,6 +216,15 @@ func (g *fakeGuilds) Member(_ context.Context, guildID, userID snowflake.ID) (wi
 	return wire.Member{User: &u, Roles: []snowflake.ID{}}, nil
 }
 
+func (g *fakeGuilds) User(_ context.Context, userID snowflake.ID) (wire.User, error) {
+	return wire.User{ID: userID, Username: fmt.Sprint("user", userID), Discriminator: "0"}, nil
+}
+
+// Roles returns the guild's @everyone role and role 77 "mods".
+func (g *fakeGuilds) Roles(_ context.Context, _, guildID snowflake.ID) ([]wire.Role, error) {
+	return []wire.Role{{ID: guildID, Name: "@everyone"}, {ID: 77, Name: "mods", Position: 1}}, nil
+}
+
 func (g *fakeGuilds) setPerms(guildID, userID snowflake.ID, p permissions.Bits) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

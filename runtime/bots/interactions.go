@@ -117,6 +117,9 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c caller) error
 		if err != nil {
 			return err
 		}
+		if data, err = h.withResolved(ctx, c.id, guildID, req.ChannelID, data); err != nil {
+			return err
+		}
 		in.Data, in.CommandName = data, name
 	default:
 		var d componentData
@@ -165,6 +168,7 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c caller) error
 		Version: 1, AppPermissions: wire.Bits(appPerms), Locale: "en-US", GuildLocale: "en-US",
 		Entitlements: []any{}, AuthorizingIntegrationOwners: map[string]snowflake.ID{"0": guildID},
 		Context: 0, AttachmentSizeLimit: 25 << 20, Message: message,
+		Guild: &interactionGuild{ID: guildID, Locale: "en-US", Features: []string{}},
 	})
 	if err != nil {
 		return fmt.Errorf("encode interaction: %w", err)
@@ -208,6 +212,14 @@ type interactionPayload struct {
 	Context                      int                     `json:"context"`
 	AttachmentSizeLimit          int                     `json:"attachment_size_limit"`
 	Message                      *wire.Message           `json:"message,omitempty"`
+	Guild                        *interactionGuild       `json:"guild,omitempty"`
+}
+
+// interactionGuild is the partial guild of a guild interaction.
+type interactionGuild struct {
+	ID       snowflake.ID `json:"id"`
+	Locale   string       `json:"locale"`
+	Features []string     `json:"features"`
 }
 
 // commandInvocation resolves and checks the command of a command or

@@ -147,7 +147,10 @@ func TestDeferAndFollowups(t *testing.T) {
 	if f["id"] == orig["id"] {
 		t.Fatal("second followup edited the original")
 	}
-	e.expect(e.do("POST", hook, "", map[string]any{"content": "no wait"}), 204, 0)
+	// Without ?wait=true the followup still answers with its message.
+	if nw := e.expect(e.do("POST", hook, "", map[string]any{"content": "no wait"}), 200, 0); nw["content"] != "no wait" {
+		t.Fatalf("followup without wait = %v", nw)
+	}
 	e.expect(e.do("PATCH", hook+"/messages/@original", "", map[string]any{"content": "edited"}), 200, 0)
 	e.expect(e.do("GET", hook+"/messages/"+f["id"].(string), "", nil), 200, 0)
 	e.expect(e.do("DELETE", hook+"/messages/"+f["id"].(string), "", nil), 204, 0)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/wire"
@@ -64,7 +63,7 @@ func ephemeralTo(in Interaction, messageID snowflake.ID) snowflake.ID {
 
 // followup is POST /webhooks/{app}/{token}: right after a deferral it
 // fills the loading message; otherwise it posts a new message. The
-// message is returned with ?wait=true (204 without, as for webhooks).
+// message is returned either way.
 func (h *Handler) followup(w http.ResponseWriter, r *http.Request) error {
 	d, in, unlock, err := h.lockedWebhookMessage(w, r, true)
 	if err != nil {
@@ -107,11 +106,9 @@ func (h *Handler) followup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeErr(err, ErrInvalidWebhookToken)
 	}
-	if wait := strings.ToLower(r.URL.Query().Get("wait")); wait == "true" || wait == "1" {
-		writeJSON(w, http.StatusOK, m)
-	} else {
-		w.WriteHeader(http.StatusNoContent)
-	}
+	// Interaction followups answer with the message whatever ?wait says,
+	// as Discord's do (discord.py reads it without asking for it).
+	writeJSON(w, http.StatusOK, m)
 	return nil
 }
 

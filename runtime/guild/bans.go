@@ -104,14 +104,7 @@ func (s *Service) Unban(ctx context.Context, userID, guildID, targetID snowflake
 // moderators sends a ban event to GUILD_MODERATION sessions of users
 // holding BAN_MEMBERS.
 func (a *Actor) moderators(ctx context.Context, typ string, payload any) {
-	b := newBatcher(typ, mustJSON(payload))
-	now := a.svc.cfg.Now()
-	for _, sub := range a.sortedSubs() {
-		if wants(sub.s, IntentGuildModeration) && a.engine.Base(sub.s.UserID, now).Has(permissions.BanMembers) {
-			b.add(sub.s, 0)
-		}
-	}
-	b.flushGuild(ctx, a)
+	a.toHolders(ctx, typ, payload, permissions.BanMembers, false)
 }
 
 // MessageChannels lists every channel of the guild that holds messages,

@@ -30,20 +30,26 @@ func (s *Service) PublishChannelEvent(ctx context.Context, guildID, channelID sn
 	})
 }
 
-// PublishModeration fans out a guild event to the sessions with the
-// GUILD_MODERATION intent whose user holds perms at the guild level now:
-// GUILD_AUDIT_LOG_ENTRY_CREATE goes to VIEW_AUDIT_LOG holders, ban events
-// to BAN_MEMBERS holders (who can list bans anyway).
+// PublishModeration fans out a bot-only guild event
+// (GUILD_AUDIT_LOG_ENTRY_CREATE) to bot sessions that asked for the
+// GUILD_MODERATION intent and whose user holds perms (VIEW_AUDIT_LOG) at
+// the guild level now.
 func (s *Service) PublishModeration(ctx context.Context, guildID snowflake.ID, typ string, payload any, perms permissions.Bits) error {
 	actx := context.WithoutCancel(ctx)
 	return s.post(ctx, guildID, func(a *Actor) {
-		b := newBatcher(typ, mustJSON(payload))
-		now := a.svc.cfg.Now()
-		for _, sub := range a.sortedSubs() {
-			if wants(sub.s, IntentGuildModeration) && a.engine.Base(sub.s.UserID, now).Has(perms) {
-				b.add(sub.s, 0)
-			}
-		}
-		b.flushGuild(actx, a)
+		a.toHolders(actx, typ, payload, perms, true)
 	})
+}
+
+// toHolders delivers an event to GUILD_MODERATION sessions of users who
+// hold perms at the guild level now; botsOnly leaves user sessions out.
+func (a *Actor) toHolders(ctx context.Context, typ string, payload any, perms permissions.Bits, botsOnly bool) {
+	b := newBatcher(typ, mustJSON(payload))
+	now := a.svc.cfg.Now()
+	for _, sub := range a.sortedSubs() {
+		if (sub.s.Bot || !botsOnly) && wants(sub.s, IntentGuildModeration) && a.engine.Base(sub.s.UserID, now).Has(perms) {
+			b.add(sub.s, 0)
+		}
+	}
+	b.flushGuild(ctx, a)
 }

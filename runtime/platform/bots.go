@@ -326,6 +326,25 @@ func (b botGuilds) Member(ctx context.Context, guildID, userID snowflake.ID) (wi
 	return wire.MemberFrom(m, &u, time.Now()), nil
 }
 
+// User implements bots.Guilds.
+func (b botGuilds) User(ctx context.Context, userID snowflake.ID) (wire.User, error) {
+	u, err := b.g.User(ctx, userID)
+	return u, botErr(err)
+}
+
+// Roles implements bots.Guilds.
+func (b botGuilds) Roles(ctx context.Context, userID, guildID snowflake.ID) ([]wire.Role, error) {
+	rs, err := b.g.Roles(ctx, userID, guildID)
+	if err != nil {
+		return nil, botErr(err)
+	}
+	out := make([]wire.Role, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, wire.RoleFrom(r))
+	}
+	return out, nil
+}
+
 // botDispatcher adapts the guild service's session index to
 // bots.Dispatcher, shard-aware for bots.
 type botDispatcher struct{ g *guild.Service }

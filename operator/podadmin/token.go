@@ -34,21 +34,27 @@ func (c *Client) token(ctx context.Context, p *corev1.Pod) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("podadmin: pod %s/%s has no %s label", p.Namespace, p.Name, concordv1.LabelCluster)
 	}
+	return ClusterToken(ctx, c.cfg.Reader, p.Namespace, name)
+}
+
+// ClusterToken returns the admin token of the ConcordCluster namespace/name,
+// derived from its server key secret (kubectl-concord uses it too).
+func ClusterToken(ctx context.Context, r client.Reader, namespace, name string) (string, error) {
 	var cl concordv1.ConcordCluster
-	if err := c.cfg.Reader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, &cl); err != nil {
-		return "", fmt.Errorf("podadmin: cluster of pod %s/%s: %w", p.Namespace, p.Name, err)
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &cl); err != nil {
+		return "", fmt.Errorf("podadmin: cluster %s/%s: %w", namespace, name, err)
 	}
 	ref := cl.Spec.ServerKeySecret
 	if ref == nil {
-		return "", fmt.Errorf("%w: %s/%s", ErrNoServerKey, p.Namespace, name)
+		return "", fmt.Errorf("%w: %s/%s", ErrNoServerKey, namespace, name)
 	}
 	var s corev1.Secret
-	if err := c.cfg.Reader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, &s); err != nil {
-		return "", fmt.Errorf("podadmin: server key secret of %s/%s: %w", p.Namespace, name, err)
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, &s); err != nil {
+		return "", fmt.Errorf("podadmin: server key secret of %s/%s: %w", namespace, name, err)
 	}
 	key := s.Data[ref.Key]
 	if len(key) == 0 {
-		return "", fmt.Errorf("podadmin: secret %s/%s has no key %q", p.Namespace, ref.Name, ref.Key)
+		return "", fmt.Errorf("podadmin: secret %s/%s has no key %q", namespace, ref.Name, ref.Key)
 	}
 	return adminauth.Derive(key), nil
 }

@@ -4,7 +4,8 @@
 #   make test      install and start what the tests need, then run them all
 #   make bench     run the benchmarks recorded in docs/benchmarks.md
 #   make lint      gofmt, go vet, staticcheck, govulncheck
-#   make generate  regenerate committed code (deepcopy, CRDs, protobuf)
+#   make generate  regenerate committed code (deepcopy, CRDs, protobuf, web bundle)
+#   make web       rebuild the web client's committed bundle (web/dist) with esbuild
 
 GO        ?= go
 BIN       ?= bin
@@ -18,7 +19,7 @@ STATICCHECK_VERSION ?= v0.8.2
 
 export CONCORD_CACHE := $(CACHE)
 
-.PHONY: all build run test test-unit test-deps bench lint generate clean
+.PHONY: all build run test test-unit test-deps bench lint generate web clean
 
 all: build
 
@@ -54,9 +55,14 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	GO=$(GO) bash hack/vulncheck.sh
 
-generate:
+generate: web
 	bash hack/generate.sh
 	bash hack/proto.sh
+
+# web bundles web/src with esbuild's Go API into web/dist (no Node needed);
+# a test in ./web fails when the committed bundle is stale.
+web:
+	$(GO) generate ./web
 
 clean:
 	rm -rf $(BIN)

@@ -144,6 +144,7 @@ func (h *handler) routes(mux *http.ServeMux, p string) {
 	authed("POST /guilds/{guild}/channels", h.createChannel)
 	authed("GET /guilds/{guild}/roles", h.listRoles)
 	authed("POST /guilds/{guild}/roles", h.createRole)
+	authed("PATCH /guilds/{guild}/roles", h.modifyRolePositions)
 	authed("PATCH /guilds/{guild}/roles/{role}", h.modifyRole)
 	authed("DELETE /guilds/{guild}/roles/{role}", h.deleteRole)
 	authed("GET /guilds/{guild}/members", h.listMembers)
@@ -167,6 +168,8 @@ func (h *handler) routes(mux *http.ServeMux, p string) {
 	authed("PATCH /channels/{channel}/messages/{message}", h.editMessage)
 	authed("DELETE /channels/{channel}/messages/{message}", h.deleteMessage)
 	authed("POST /channels/{channel}/messages/{message}/ack", h.ackMessage)
+
+	h.moderationRoutes(authed)
 
 	open("GET /invites/{code}", h.getInvite)
 	authed("POST /invites/{code}", h.acceptInvite)

@@ -19,6 +19,7 @@ import (
 type editMessageRequest struct {
 	Content         nullable[string]            `json:"content"`
 	Embeds          nullable[[]json.RawMessage] `json:"embeds"`
+	Components      nullable[[]json.RawMessage] `json:"components"`
 	Flags           nullable[int]               `json:"flags"`
 	AllowedMentions *allowedMentions            `json:"allowed_mentions"`
 }
@@ -31,7 +32,7 @@ func decodeEditMessage(body []byte) (editMessageRequest, error) {
 	if utf8.RuneCountInString(req.Content.Value) > maxContent {
 		return req, formError("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.")
 	}
-	return req, nil
+	return req, checkRich(&req.Embeds.Value, &req.Components.Value, nil, req.AllowedMentions)
 }
 
 func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
@@ -48,7 +49,8 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 		return err
 	}
 	ctx := r.Context()
-	if _, err := h.guilds.Authorize(ctx, user, channelID, 0); err != nil {
+	rd := h.reader(user)
+	if _, err := rd.access(ctx, channelID); err != nil {
 		return err
 	}
 	m, err := h.store.GetMessage(ctx, channelID, messageID)
@@ -76,13 +78,16 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 		member = grant.Member
 	}
 	if req.Flags.Set {
-		m.Flags = req.Flags.Value & 4
+		m.Flags = sendFlags(req.Flags.Value)
 	}
+	applyRichEdit(&m, req.Embeds, req.Components)
 	m.EditedAt = h.cfg.Now()
 	if err := h.store.PutMessage(ctx, m); err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
 	}
-	out, err := h.render(ctx, m, member, true)
+	// The response and MESSAGE_UPDATE are rendered by the reader; fan-out
+	// then sends MESSAGE_UPDATE only to sessions that see the channel.
+	out, err := rd.render(ctx, m, member, nil)
 	if err != nil {
 		return err
 	}
@@ -102,7 +107,7 @@ func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user sno
 		return err
 	}
 	ctx := r.Context()
-	v, err := h.guilds.Authorize(ctx, user, channelID, 0)
+	v, err := h.reader(user).access(ctx, channelID)
 	if err != nil {
 		return err
 	}

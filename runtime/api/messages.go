@@ -16,6 +16,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/wire"
@@ -38,6 +39,7 @@ type createMessageRequest struct {
 	TTS              bool                     `json:"tts"`
 	EnforceNonce     bool                     `json:"enforce_nonce"`
 	Embeds           []json.RawMessage        `json:"embeds"`
+	Components       []json.RawMessage        `json:"components"`
 	StickerIDs       []reqID                  `json:"sticker_ids"`
 	AllowedMentions  *allowedMentions         `json:"allowed_mentions"`
 	MessageReference *messageReferenceRequest `json:"message_reference"`
@@ -58,8 +60,8 @@ func decodeCreateMessage(body []byte) (createMessageRequest, error) {
 	if utf8.RuneCountInString(req.Content) > maxContent {
 		return req, formError("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.")
 	}
-	if len(req.Embeds) > 10 {
-		return req, formError("embeds", "BASE_TYPE_MAX_LENGTH", "Must be 10 or fewer in length.")
+	if err := checkRich(&req.Embeds, &req.Components, req.StickerIDs, req.AllowedMentions); err != nil {
+		return req, err
 	}
 	nonce, err := decodeNonce(req.Nonce)
 	if err != nil {
@@ -69,7 +71,7 @@ func decodeCreateMessage(body []byte) (createMessageRequest, error) {
 	if req.MessageReference != nil && req.MessageReference.MessageID == nil {
 		return req, formError("message_reference.message_id", "BASE_TYPE_REQUIRED", "This field is required")
 	}
-	if strings.TrimSpace(req.Content) == "" && len(req.Embeds) == 0 && len(req.StickerIDs) == 0 {
+	if strings.TrimSpace(req.Content) == "" && len(req.Embeds) == 0 && len(req.Components) == 0 {
 		return req, errEmptyMessage
 	}
 	return req, nil
@@ -111,17 +113,18 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 		return err
 	}
 	ctx := r.Context()
+	rd := h.reader(user)
 	var msg wire.Message
 	if req.EnforceNonce && req.nonce != "" {
 		for {
-			e, mine := h.nonces.reserve(user, req.nonce)
+			e, mine := h.nonces.reserve(user, channelID, req.nonce)
 			if mine {
-				msg, err = h.send(ctx, user, channelID, req)
+				msg, err = h.send(ctx, rd, user, channelID, req)
 				id := msg.ID
 				if err != nil {
 					id = 0
 				}
-				h.nonces.finish(user, req.nonce, channelID, id)
+				h.nonces.finish(user, channelID, req.nonce, id)
 				break
 			}
 			select {
@@ -132,11 +135,11 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 			if e.message == 0 {
 				continue // the first send failed: try ours
 			}
-			m, err := h.store.GetMessage(ctx, e.channel, e.message)
-			if err != nil {
-				return messageErr(err)
-			}
-			out, err := h.render(ctx, m, nil, true)
+			// The replay answers with the stored message as the caller may
+			// see it now: the nonce is scoped to this channel, and the
+			// reader decides visibility again (a channel lost since the
+			// first send is 403, an edit made since is what is shown).
+			out, err := rd.load(ctx, channelID, e.message)
 			if err != nil {
 				return err
 			}
@@ -144,7 +147,7 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 			return nil
 		}
 	} else {
-		msg, err = h.send(ctx, user, channelID, req)
+		msg, err = h.send(ctx, rd, user, channelID, req)
 	}
 	if err != nil {
 		return err
@@ -166,7 +169,7 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 
 // send is the send path up to the durable write: authorise in the actor,
 // mint the id, write the message. The caller answers and then publishes.
-func (h *handler) send(ctx context.Context, user, channelID snowflake.ID, req createMessageRequest) (wire.Message, error) {
+func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflake.ID, req createMessageRequest) (wire.Message, error) {
 	mentions := parseMentions(req.Content, req.AllowedMentions)
 	var ref *store.Message
 	if mr := req.MessageReference; mr != nil {
@@ -174,7 +177,7 @@ func (h *handler) send(ctx context.Context, user, channelID snowflake.ID, req cr
 			return wire.Message{}, formError("message_reference", "REPLIES_CANNOT_REFERENCE_OTHER_CHANNEL", "Cannot reply to a message in a different channel.")
 		}
 		// Check access before revealing whether the message exists.
-		if _, err := h.guilds.Authorize(ctx, user, channelID, 0); err != nil {
+		if _, err := rd.access(ctx, channelID); err != nil {
 			return wire.Message{}, err
 		}
 		m, err := h.store.GetMessage(ctx, channelID, snowflake.ID(*mr.MessageID))
@@ -199,6 +202,9 @@ func (h *handler) send(ctx context.Context, user, channelID snowflake.ID, req cr
 	if err != nil {
 		return wire.Message{}, err
 	}
+	// The send was just authorised in the actor (VIEW_CHANNEL included):
+	// that decision, from this request, is what renders the answer.
+	rd.decided[channelID] = readDecision{view: guild.ReadView{Channel: grant.Channel, Access: permissions.Visible}}
 	id, err := h.ids.Next()
 	if err != nil {
 		return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
@@ -206,7 +212,8 @@ func (h *handler) send(ctx context.Context, user, channelID snowflake.ID, req cr
 	m := store.Message{
 		ID: id, ChannelID: channelID, GuildID: grant.GuildID, AuthorID: user, Content: req.Content,
 		Type: wire.MessageDefault, TTS: req.TTS && grant.Channel.GuildID != 0, MentionEveryone: grant.MentionEveryone,
-		Mentions: grant.Users, MentionRoles: grant.Roles, Nonce: req.nonce, Flags: req.Flags & 4, // SUPPRESS_EMBEDS only
+		Mentions: grant.Users, MentionRoles: grant.Roles, Nonce: req.nonce, Flags: sendFlags(req.Flags),
+		Embeds: wire.JoinRaw(req.Embeds), Components: wire.JoinRaw(req.Components),
 	}
 	if ref != nil {
 		m.Type = wire.MessageReply
@@ -215,42 +222,7 @@ func (h *handler) send(ctx context.Context, user, channelID snowflake.ID, req cr
 	if err := h.store.PutMessage(ctx, m); err != nil {
 		return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
 	}
-	return h.renderWith(ctx, m, grant.Member, ref)
-}
-
-// render converts a stored message; member is the author's partial member
-// when known (sends), withRef loads the replied-to message.
-func (h *handler) render(ctx context.Context, m store.Message, member *wire.Member, withRef bool) (wire.Message, error) {
-	var ref *store.Message
-	if withRef && m.ReferenceID != 0 {
-		r, err := h.store.GetMessage(ctx, m.ChannelID, m.ReferenceID)
-		switch {
-		case err == nil:
-			ref = &r
-		case !errors.Is(err, store.ErrNotFound):
-			return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
-		}
-	}
-	return h.renderWith(ctx, m, member, ref)
-}
-
-func (h *handler) renderWith(ctx context.Context, m store.Message, member *wire.Member, ref *store.Message) (wire.Message, error) {
-	author := h.userOrGhost(ctx, m.AuthorID)
-	mentions := make([]wire.User, 0, len(m.Mentions))
-	for _, id := range m.Mentions {
-		if u, err := h.guilds.User(ctx, id); err == nil {
-			mentions = append(mentions, u)
-		}
-	}
-	var refMsg *wire.Message
-	if ref != nil {
-		rm, err := h.renderWith(ctx, *ref, nil, nil)
-		if err != nil {
-			return wire.Message{}, err
-		}
-		refMsg = &rm
-	}
-	return wire.MessageFrom(m, author, member, mentions, refMsg), nil
+	return rd.render(ctx, m, grant.Member, ref)
 }
 
 func (h *handler) userOrGhost(ctx context.Context, id snowflake.ID) wire.User {

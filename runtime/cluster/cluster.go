@@ -446,7 +446,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if n.relays, err = newRelayRouter(n.relayClient, n.metrics, log.With("component", "relays")); err != nil {
 			return nil, fmt.Errorf("cluster: relays: %w", err)
 		}
-		if n.guilds, err = guild.NewService(guild.Config{Logger: log.With("component", "guild"), Registerer: n.metrics},
+		if n.guilds, err = guild.NewService(guild.Config{Logger: log.With("component", "guild"), Registerer: n.metrics, ShadowEvery: cfg.Platform.PermissionsShadowEvery},
 			guild.Deps{Store: st, Sink: n.sink, IDs: ids, Auth: issuer, Relays: n.relays}); err != nil {
 			return nil, fmt.Errorf("cluster: guild service: %w", err)
 		}

@@ -81,6 +81,10 @@ type Config struct {
 	DevUser bool
 	// ShutdownTimeout bounds a graceful shutdown. Default 10 s.
 	ShutdownTimeout time.Duration
+	// PermissionsShadowEvery samples one fan-out or read permission
+	// decision of the guild actors in N and recomputes it from scratch
+	// (concord_permissions_shadow_*). 0 takes 1000; negative disables.
+	PermissionsShadowEvery int
 	// Logger receives every component's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Presence tunes the presence role (presence.go).

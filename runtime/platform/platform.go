@@ -32,6 +32,7 @@ import (
 	"github.com/concord-chat/concord/runtime/store"
 	cassandrastore "github.com/concord-chat/concord/runtime/store/cassandra"
 	pebblestore "github.com/concord-chat/concord/runtime/store/pebble"
+	"github.com/concord-chat/concord/web"
 )
 
 // Platform is a running single-process Concord.
@@ -89,7 +90,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		return nil, fmt.Errorf("platform: snowflake: %w", err)
 	}
 	sink := &sinkRef{}
-	if p.guilds, err = guild.NewService(guild.Config{Logger: cfg.Logger.With("component", "guild"), Registerer: p.registry},
+	if p.guilds, err = guild.NewService(guild.Config{Logger: cfg.Logger.With("component", "guild"), Registerer: p.registry, ShadowEvery: cfg.PermissionsShadowEvery},
 		guild.Deps{Store: p.store, Sink: sink, IDs: ids, Auth: p.auth}); err != nil {
 		return nil, fmt.Errorf("platform: guild service: %w", err)
 	}
@@ -232,11 +233,17 @@ func (p *Platform) routes(restAPI http.Handler) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
 	HandleHealth(mux, p.ready.Load)
 	mux.Handle("/admin/", adminauth.Guard(p.cfg.AdminToken, p.adminRoutes()))
+	// The web client (package web) answers GET and HEAD outside /api.
+	webApp := web.Handler(web.Options{GatewayURL: p.cfg.PublicURL})
 	// discord.py connects to its default gateway URL, the root path: a
 	// WebSocket upgrade anywhere outside /api goes to the gateway.
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if websocket.IsWebSocketUpgrade(r) {
 			p.gateway.ServeHTTP(w, r)
+			return
+		}
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			webApp.ServeHTTP(w, r)
 			return
 		}
 		restAPI.ServeHTTP(w, r)

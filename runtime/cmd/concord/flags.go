@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/platform"
 )
 
@@ -49,6 +50,8 @@ func bindPlatformFlags(fs *pflag.FlagSet, cfg *platform.Config, logFormat, logLe
 	bindServingFlags(fs, &cfg.Serving)
 	num(&cfg.Worker, "worker", 0, "snowflake worker id (0..31); serve without --worker and --process claims a free pair (--snowflake-id)")
 	num(&cfg.Process, "process", 0, "snowflake process id (0..31); see --worker")
+	num(&cfg.PermissionsShadowEvery, "permissions-shadow-every", permissions.DefaultShadowEvery,
+		"recompute 1 in N fan-out and read permission decisions from scratch and count disagreements in concord_permissions_shadow_disagreements_total (negative disables)")
 	str(logFormat, "log-format", "text", "log format: text or json")
 	str(logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }

@@ -3,7 +3,7 @@
 #   make run       build and start `concord dev` (every role in one process)
 #   make test      install and start what the tests need, then run them all
 #   make bench     run the benchmarks recorded in docs/benchmarks.md
-#   make lint      gofmt + go vet
+#   make lint      gofmt, go vet, staticcheck, govulncheck
 #   make generate  regenerate committed code (deepcopy, CRDs, protobuf, web bundle)
 #   make web       rebuild the web client's committed bundle (web/dist) with esbuild
 
@@ -13,6 +13,9 @@ CACHE     ?= $(HOME)/.cache/concord
 HTTP      ?= 127.0.0.1:8080
 DATA_DIR  ?= ./.concord-data
 GOTESTFLAGS ?= -count=1 -timeout 30m
+# Linters run with `go run pkg@version`: a fresh machine needs only the Go
+# module proxy. hack/vulncheck.sh pins govulncheck and its database.
+STATICCHECK_VERSION ?= v0.8.2
 
 export CONCORD_CACHE := $(CACHE)
 
@@ -49,6 +52,8 @@ bench:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	GO=$(GO) bash hack/vulncheck.sh
 
 generate: web
 	bash hack/generate.sh

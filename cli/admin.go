@@ -7,8 +7,11 @@ import (
 	"strconv"
 
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/concord-chat/concord/operator/fleet"
+	"github.com/concord-chat/concord/operator/podadmin"
+	"github.com/concord-chat/concord/runtime/adminauth"
 )
 
 // Admin reads live figures from the runtime.
@@ -23,13 +26,27 @@ type Admin interface {
 // Service <cluster>-api, through the API server's service proxy:
 //
 //	GET /api/v1/namespaces/<ns>/services/http:<cluster>-api:admin/proxy/admin/guilds[/<id>]
+//
+// with the cluster's admin token, derived from its server key secret, in
+// the X-Concord-Admin-Token header (the API server consumes Authorization).
 type ProxyAdmin struct {
 	// REST is a core/v1 REST client (clientset.CoreV1().RESTClient()).
 	REST rest.Interface
+	// Reader reads the ConcordCluster and its server key secret; nil
+	// sends no token.
+	Reader client.Reader
 }
 
 func (p *ProxyAdmin) get(ctx context.Context, namespace, cluster, path string, out any) error {
+	token := ""
+	if p.Reader != nil {
+		var err error
+		if token, err = podadmin.ClusterToken(ctx, p.Reader, namespace, cluster); err != nil {
+			return fmt.Errorf("admin token of %s: %w", cluster, err)
+		}
+	}
 	b, err := p.REST.Get().
+		SetHeader(adminauth.Header, token).
 		Namespace(namespace).
 		Resource("services").
 		Name("http:" + cluster + "-api:admin").

@@ -68,7 +68,7 @@ func (e *Env) Complete() error {
 		if err != nil {
 			return fmt.Errorf("create clientset: %w", err)
 		}
-		e.Admin = &ProxyAdmin{REST: cs.CoreV1().RESTClient()}
+		e.Admin = &ProxyAdmin{REST: cs.CoreV1().RESTClient(), Reader: e.Client}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@
 // It implements fleet.Drainer, fleet.VoiceLoads and fleet.GuildStats.
 //
 // The admin port is the pod's container port named "admin", else "http".
+// Every request carries the cluster's admin token (token.go).
 // The endpoints:
 //
 //	POST /admin/drain        body fleet.DrainRequest  → 200 fleet.DrainState (or 204)
@@ -28,6 +29,7 @@ import (
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
 	"github.com/concord-chat/concord/operator/fleet"
+	"github.com/concord-chat/concord/runtime/adminauth"
 )
 
 // ErrNoAddress is returned for a pod without an IP yet.
@@ -40,7 +42,10 @@ type Config struct {
 	DefaultPort int
 	// Timeout of one request (default 5s).
 	Timeout time.Duration
-	// Reader lists guild pods for GuildStats; required for GuildStats.
+	// Reader lists guild pods for GuildStats (required for it) and reads
+	// each pod's ConcordCluster and server key secret, from which the
+	// admin token every request carries is derived (token.go). Without
+	// it requests carry no token.
 	Reader client.Reader
 }
 
@@ -99,10 +104,15 @@ func (c *Client) do(ctx context.Context, method string, p *corev1.Pod, path stri
 		}
 		body = bytes.NewReader(b)
 	}
+	token, err := c.token(ctx, p)
+	if err != nil {
+		return err
+	}
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return fmt.Errorf("podadmin: %w", err)
 	}
+	adminauth.Set(req, token)
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

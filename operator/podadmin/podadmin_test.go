@@ -3,6 +3,7 @@ package podadmin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,10 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
 	"github.com/concord-chat/concord/operator/fleet"
+	"github.com/concord-chat/concord/runtime/adminauth"
 )
 
 // podFor returns a pod whose IP and admin port point at srv.
@@ -86,15 +89,63 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-func TestGuildStats(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode([]fleet.GuildSample{{GuildID: "42", EventAgeP99: 300 * time.Millisecond, Online: 20000}})
-	}))
-	defer srv.Close()
-	labels := map[string]string{concordv1.LabelCluster: "prod", concordv1.LabelRole: concordv1.RoleGuild}
+// clusterObjects are a ConcordCluster "prod" in "ns" whose server key
+// secret holds key (none when key is nil).
+func clusterObjects(key []byte) []client.Object {
+	cl := &concordv1.ConcordCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "prod"}}
+	if key == nil {
+		return []client.Object{cl}
+	}
+	cl.Spec.ServerKeySecret = &concordv1.SecretKeyReference{Name: "prod-key", Key: "server-key"}
+	return []client.Object{cl, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "prod-key"},
+		Data: map[string][]byte{"server-key": key}}}
+}
+
+func newReader(objs ...client.Object) client.Reader {
 	s := runtime.NewScheme()
 	_ = corev1.AddToScheme(s)
-	r := fake.NewClientBuilder().WithScheme(s).WithObjects(podFor(t, srv, "prod-guild-0", labels)).Build()
+	_ = concordv1.AddToScheme(s)
+	return fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+}
+
+// The client derives the admin token from the pod's cluster's server key
+// secret, as the nodes do from the key they are given: a node guarded by
+// adminauth accepts its drain; a node with another key, or a cluster
+// without a server key secret, refuses or is refused.
+func TestAdminTokenFromServerKeySecret(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef-prod")
+	drained := false
+	srv := httptest.NewServer(adminauth.Guard(adminauth.Derive(key), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		drained = true
+		_ = json.NewEncoder(w).Encode(fleet.DrainState{Draining: true})
+	})))
+	defer srv.Close()
+	labels := map[string]string{concordv1.LabelCluster: "prod"}
+	pod := podFor(t, srv, "prod-gw-0", labels)
+
+	c, _ := New(Config{Reader: newReader(clusterObjects(key)...)})
+	if st, err := c.Drain(context.Background(), pod, fleet.DrainRequest{}); err != nil || !st.Draining || !drained {
+		t.Fatalf("Drain with the cluster's key = %+v, %v", st, err)
+	}
+	drained = false
+	other, _ := New(Config{Reader: newReader(clusterObjects([]byte("another key, another cluster......"))...)})
+	if _, err := other.Drain(context.Background(), pod, fleet.DrainRequest{}); err == nil || drained {
+		t.Fatalf("Drain with another key: %v, drained %v; want 401", err, drained)
+	}
+	none, _ := New(Config{Reader: newReader(clusterObjects(nil)...)})
+	if _, err := none.Drain(context.Background(), pod, fleet.DrainRequest{}); !errors.Is(err, ErrNoServerKey) || drained {
+		t.Fatalf("Drain without a server key secret: %v, drained %v; want ErrNoServerKey", err, drained)
+	}
+}
+
+func TestGuildStats(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef-prod")
+	srv := httptest.NewServer(adminauth.Guard(adminauth.Derive(key), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode([]fleet.GuildSample{{GuildID: "42", EventAgeP99: 300 * time.Millisecond, Online: 20000}})
+	})))
+	defer srv.Close()
+	labels := map[string]string{concordv1.LabelCluster: "prod", concordv1.LabelRole: concordv1.RoleGuild}
+	r := newReader(append(clusterObjects(key), podFor(t, srv, "prod-guild-0", labels))...)
 	c, _ := New(Config{Reader: r})
 	got, err := c.GuildStats(context.Background(), fleet.ClusterKey{Namespace: "ns", Name: "prod"})
 	if err != nil {

@@ -49,6 +49,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/api"
 	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/gateway"
@@ -71,93 +72,34 @@ var DefaultRoles = []string{registry.RoleGateway, registry.RoleAPI, registry.Rol
 // Where message reads and writes go (Config.DataNodes).
 const (
 	// DataLocal: each node calls the store directly.
-	DataLocal = "local"
+	DataLocal = config.DataLocal
 	// DataRing: each node sends them to the data node owning the channel
 	// on the ring of live data-role nodes.
-	DataRing = "ring"
+	DataRing = config.DataRing
 )
 
-// Config configures one cluster node. Zero fields take the stated
-// defaults.
-type Config struct {
-	// Platform holds the settings shared with `concord dev`: HTTP (the
-	// REST / gateway / metrics listener), DataDir, Store, Registry, Node,
-	// Worker and Process (unique per process), PublicURL, ServerKey
-	// (shared by every process), ShutdownTimeout and Logger.
-	Platform platform.Config
-	// Roles this node runs, a non-empty subset of Roles.
-	Roles []string
-	// GRPC is the listen address of the node's gRPC server (gateway and
-	// guild roles). Default 127.0.0.1:0.
-	GRPC string
-	// AdvertiseHost replaces the host of both listen addresses in the
-	// registry (for listeners on 0.0.0.0). Default: the listener's host.
-	AdvertiseHost string
-	// LeaseTTL is how long a dead node stays in the registry, hence
-	// about how long its guilds are unavailable. Default 5s.
-	LeaseTTL time.Duration
-	// RetryInterval is how often gateways retry failed subscriptions and
-	// guild nodes unload guilds placed elsewhere. Default 1s.
-	RetryInterval time.Duration
-	// CallTimeout bounds each gRPC call between nodes. Default 5s.
-	CallTimeout time.Duration
-	// DataNodes is where guild, api and gateway roles send message reads
-	// and writes: DataLocal (default) to the store directly, DataRing to
-	// the data-role node owning the channel (so identical in-flight reads
-	// of a channel merge there), retrying on the new owner when that node
-	// dies. Guild state and accounts always go to the store directly.
-	DataNodes string
-	// ReadStateFlush is how long a read-state change may stay only in the
-	// memory of a readstate node before it is written to the table (and
-	// the event log offsets below it are committed). Default 30s.
-	ReadStateFlush time.Duration
-	// Presence turns on presence, member lists (op 8, op 14) and focused
-	// typing on gateway and guild nodes: gateways report their sessions
-	// and op 3 to the presence node (--roles=presence; run one) and send
-	// op 8 and op 14 to the guild's owner. On for a node that runs the
-	// presence role.
-	Presence bool
-	// PresenceWindow is the presence role's coalescing window (default
-	// 5s).
-	PresenceWindow time.Duration
-	// PresenceReportInterval is how often gateway nodes re-report their
-	// sessions to the presence node (default 15s). The presence role
-	// forgets a gateway's sessions after three intervals without a
-	// report, and a fresh presence node absorbs re-reports silently for
-	// two.
-	PresenceReportInterval time.Duration
-	// NoRateLimits turns the api role's REST rate limits off (ADR-09 is on
-	// by default): for load tests and trusted internal callers only.
-	NoRateLimits bool
-	// Admin is the listen address of the admin endpoint (/admin/..., plus
-	// /metrics, /healthz and /readyz), kept off the public listener. Empty
-	// serves /admin/... on the HTTP listener: only for private networks
-	// and tests.
-	Admin string
-	// Identify is the gateway role's identify throttle (identify.go).
-	Identify IdentifyConfig
-	// SnowflakeAuto makes the node claim a free snowflake worker/process
-	// pair in the registry (snowflake.go) instead of Platform.Worker and
-	// Process: pods started from one template cannot be told theirs.
-	SnowflakeAuto bool
-	// Pod holds the operator's settings for the node (podconfig.go).
-	Pod PodConfig
-}
+// Config configures one cluster node: the process configuration of
+// runtime/config, whose Roles name this node's roles and whose defaults
+// are the only ones.
+type Config = config.Config
 
-func (c Config) has(role string) bool { return slices.Contains(c.Roles, role) }
+// has reports whether c runs role.
+func has(c Config, role string) bool { return slices.Contains(c.Roles, role) }
 
 // allRoles reports whether the node runs gateway, api and guild: the
 // data role is optional even for a single process.
-func (c Config) allRoles() bool {
+func allRoles(c Config) bool {
 	for _, r := range DefaultRoles {
-		if !c.has(r) {
+		if !has(c, r) {
 			return false
 		}
 	}
 	return true
 }
 
-func (c Config) withDefaults() (Config, error) {
+// withDefaults completes c (config.Complete) and checks the settings
+// against the node's roles.
+func withDefaults(c Config) (Config, error) {
 	if len(c.Roles) == 0 {
 		return c, errors.New("cluster: no roles")
 	}
@@ -166,68 +108,31 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("cluster: unknown role %q (want %s)", r, strings.Join(Roles, ", "))
 		}
 	}
-	d := platform.DefaultConfig()
-	if c.Platform.HTTP == "" {
-		c.Platform.HTTP = d.HTTP
+	c, err := c.Complete()
+	if err != nil {
+		return c, fmt.Errorf("cluster: %w", err)
 	}
-	if c.Platform.DataDir == "" {
-		c.Platform.DataDir = d.DataDir
+	if has(c, RolePresence) {
+		c.Presence.Enabled = true
 	}
-	if c.Platform.Node == "" {
-		c.Platform.Node = d.Node
-	}
-	if c.Platform.ShutdownTimeout <= 0 {
-		c.Platform.ShutdownTimeout = d.ShutdownTimeout
-	}
-	if c.Platform.Logger == nil {
-		c.Platform.Logger = slog.Default()
-	}
-	if c.GRPC == "" {
-		c.GRPC = "127.0.0.1:0"
-	}
-	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 5 * time.Second
-	}
-	if c.RetryInterval <= 0 {
-		c.RetryInterval = time.Second
-	}
-	if c.CallTimeout <= 0 {
-		c.CallTimeout = 5 * time.Second
-	}
-	if c.has(RolePresence) {
-		c.Presence = true
-	}
-	if c.PresenceWindow <= 0 {
-		c.PresenceWindow = 5 * time.Second
-	}
-	if c.PresenceReportInterval <= 0 {
-		c.PresenceReportInterval = gateway.DefaultReportInterval
-	}
-	switch c.DataNodes {
-	case "":
-		c.DataNodes = DataLocal
-	case DataLocal, DataRing:
-	default:
-		return c, fmt.Errorf("cluster: unknown --data-nodes %q (want %s or %s)", c.DataNodes, DataLocal, DataRing)
-	}
-	switch ev := c.Platform.EventLog; {
-	case ev == "" || ev == "mem" || ev == "memlog":
-		if c.has(RoleReadState) {
+	switch ev := c.EventLog; {
+	case ev == "mem" || ev == "memlog":
+		if has(c, RoleReadState) {
 			return c, errors.New("cluster: the readstate role consumes the shared event log: set --eventlog=kafka://host:port on every node")
 		}
 	case kafkaLog(ev):
 	default:
-		return c, fmt.Errorf("cluster: --eventlog=%q: processes of a cluster share only kafka://host:port", platform.RedactURL(ev))
+		return c, fmt.Errorf("cluster: --eventlog=%q: processes of a cluster share only kafka://host:port", config.RedactURL(ev))
 	}
-	if c.has(registry.RoleData) && !sharedStore(c.Platform.Store) {
-		return c, fmt.Errorf("cluster: the data role needs a shared store (--store=cassandra://host:port/keyspace), not %q", c.Platform.Store)
+	if has(c, registry.RoleData) && !sharedStore(c.Store) {
+		return c, fmt.Errorf("cluster: the data role needs a shared store (--store=cassandra://host:port/keyspace), not %q", c.Store)
 	}
-	if !c.allRoles() && !sharedStore(c.Platform.Store) {
+	if !allRoles(c) && !sharedStore(c.Store) {
 		return c, fmt.Errorf("cluster: --store=%q is not shared between processes; a node running only %s needs "+
 			"--store=cassandra://host:port/keyspace (a Pebble store serves one process running every role)",
-			c.Platform.Store, strings.Join(c.Roles, ","))
+			c.Store, strings.Join(c.Roles, ","))
 	}
-	if !c.allRoles() && c.Platform.ServerKey == "" {
+	if !allRoles(c) && c.ServerKey == "" {
 		return c, errors.New("cluster: nodes running some roles must share the token key: set --server-key")
 	}
 	return c, nil
@@ -299,13 +204,13 @@ type Node struct {
 // New opens the backends, binds both listeners and wires the roles. Serve
 // registers the node and serves; Close releases everything.
 func New(ctx context.Context, cfg Config) (_ *Node, err error) {
-	if cfg, err = cfg.withDefaults(); err != nil {
+	if cfg, err = withDefaults(cfg); err != nil {
 		return nil, err
 	}
-	if err := cfg.Pod.validate(cfg); err != nil {
+	if err := validatePod(cfg); err != nil {
 		return nil, err
 	}
-	log := cfg.Platform.Logger.With("node", cfg.Platform.Node)
+	log := cfg.Logger.With("node", cfg.Node)
 	n := &Node{cfg: cfg, log: log, metrics: prometheus.NewRegistry(), stopReg: func() {}}
 	// Go and process collectors, and the transport's metrics, live in
 	// the default registry; /metrics serves both.
@@ -320,7 +225,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			n.Close()
 		}
 	}()
-	if err := os.MkdirAll(cfg.Platform.DataDir, 0o700); err != nil {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	reg, stopReg, err := openRegistry(ctx, cfg)
@@ -353,7 +258,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		st = dataservice.Wrap(n.store, n.dataClient)
 	}
-	key, err := platform.ServerKey(cfg.Platform)
+	key, err := platform.ServerKey(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -361,43 +266,43 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: auth: %w", err)
 	}
-	ids, err := snowflake.New(snowflake.Config{Worker: cfg.Platform.Worker, Process: cfg.Platform.Process, Registerer: n.metrics})
+	ids, err := snowflake.New(snowflake.Config{Worker: cfg.Worker, Process: cfg.Process, Registerer: n.metrics})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snowflake: %w", err)
 	}
 	if n.guildRng, err = registry.NewLocalRing(ctx, n.reg, registry.RoleGuild, ringCfg); err != nil {
 		return nil, fmt.Errorf("cluster: guild ring: %w", err)
 	}
-	if n.httpL, err = net.Listen("tcp", cfg.Platform.HTTP); err != nil {
-		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.Platform.HTTP, err)
+	if n.httpL, err = net.Listen("tcp", cfg.HTTP); err != nil {
+		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.HTTP, err)
 	}
 	if cfg.Admin != "" {
 		if n.adminL, err = net.Listen("tcp", cfg.Admin); err != nil {
 			return nil, fmt.Errorf("cluster: listen %s: %w", cfg.Admin, err)
 		}
 	}
-	if cfg.has(registry.RoleGateway) || cfg.has(registry.RoleGuild) || cfg.has(registry.RoleData) || cfg.has(RoleReadState) || cfg.has(RolePresence) || cfg.has(RoleRelay) {
+	if has(cfg, registry.RoleGateway) || has(cfg, registry.RoleGuild) || has(cfg, registry.RoleData) || has(cfg, RoleReadState) || has(cfg, RolePresence) || has(cfg, RoleRelay) {
 		if n.grpcL, err = net.Listen("tcp", cfg.GRPC); err != nil {
 			return nil, fmt.Errorf("cluster: listen %s: %w", cfg.GRPC, err)
 		}
 	}
 	res := newResolver(st)
 	clientCfg := transport.ClientConfig{CallTimeout: cfg.CallTimeout, Errors: guildErrors, Logger: log.With("component", "transport")}
-	svc := transport.Services{Node: cfg.Platform.Node}
+	svc := transport.Services{Node: cfg.Node}
 
-	if cfg.has(registry.RoleData) {
-		n.dataSvc = dataservice.New(n.store, dataservice.Config{Name: cfg.Platform.Node, Logger: log.With("component", "data")})
+	if has(cfg, registry.RoleData) {
+		n.dataSvc = dataservice.New(n.store, dataservice.Config{Name: cfg.Node, Logger: log.With("component", "data")})
 		svc.Data = n.dataSvc
 	}
 
-	readStates := kafkaLog(cfg.Platform.EventLog)
-	if readStates && (cfg.has(registry.RoleGuild) || cfg.has(registry.RoleGateway)) {
+	readStates := kafkaLog(cfg.EventLog)
+	if readStates && (has(cfg, registry.RoleGuild) || has(cfg, registry.RoleGateway)) {
 		if n.rsRing, err = registry.NewLocalRing(ctx, n.reg, RoleReadState, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: read-state ring: %w", err)
 		}
 		n.rsClient = transport.NewReadStateClient(clientCfg, n.rsRing)
 	}
-	if cfg.has(RoleReadState) {
+	if has(cfg, RoleReadState) {
 		// Visibility is asked of the guild owners; this service only
 		// maps channels to guilds and answers private channels from the
 		// store, and never loads an actor.
@@ -412,12 +317,12 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		svc.ReadStates = n.rsRole.svc
 	}
 
-	if cfg.has(registry.RoleGuild) || cfg.has(RolePresence) || cfg.has(RoleRelay) {
+	if has(cfg, registry.RoleGuild) || has(cfg, RolePresence) || has(cfg, RoleRelay) {
 		if n.gwRing, err = registry.NewLocalRing(ctx, n.reg, registry.RoleGateway, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: gateway ring: %w", err)
 		}
 	}
-	if cfg.has(RolePresence) {
+	if has(cfg, RolePresence) {
 		n.psSink = transport.NewGatewayClient(clientCfg, n.gwRing)
 		n.psGuilds = transport.NewGuildClient(clientCfg, n.guildRng)
 		if n.psRole, err = openPresenceRole(cfg, n, st, n.psGuilds, n.guildRng, n.psSink); err != nil {
@@ -425,18 +330,18 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		svc.Presence = n.psRole.backend()
 	}
-	if cfg.has(registry.RoleGateway) && cfg.Presence {
+	if has(cfg, registry.RoleGateway) && cfg.Presence.Enabled {
 		if n.psRing, err = registry.NewLocalRing(ctx, n.reg, RolePresence, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: presence ring: %w", err)
 		}
 		n.psClient = transport.NewPresenceClient(clientCfg, n.psRing)
 	}
 
-	if cfg.has(RoleRelay) {
+	if has(cfg, RoleRelay) {
 		n.relaySink = transport.NewGatewayClient(clientCfg, n.gwRing)
 		svc.Relay = n.relaySink
 	}
-	if cfg.has(registry.RoleGuild) {
+	if has(cfg, registry.RoleGuild) {
 		n.sink = transport.NewGatewayClient(clientCfg, n.gwRing)
 		n.relayClient = transport.NewRelayClient(clientCfg)
 		if n.relays, err = newRelayRouter(n.relayClient, n.metrics, log.With("component", "relays")); err != nil {
@@ -446,7 +351,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			guild.Deps{Store: st, Sink: n.sink, IDs: ids, Auth: issuer, Relays: n.relays}); err != nil {
 			return nil, fmt.Errorf("cluster: guild service: %w", err)
 		}
-		owns := transport.OwnedBy(n.guildRng, cfg.Platform.Node)
+		owns := transport.OwnedBy(n.guildRng, cfg.Node)
 		deps := api.Deps{Store: st, Guilds: n.guilds, Auth: issuer, IDs: ids}
 		if readStates {
 			if n.pub, err = openPublisher(ctx, cfg, n); err != nil {
@@ -456,9 +361,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			// reaches the user's sessions subscribed to guilds it owns.
 			deps.Events, deps.ReadStates, deps.Users = n.pub.outbox, n.rsClient, n.guilds
 		}
-		restAPI := api.New(api.Config{GatewayURL: cfg.Platform.PublicURL, Logger: log.With("component", "api")}, deps)
+		restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, Logger: log.With("component", "api")}, deps)
 		n.guildRole = &guildRole{
-			node:    cfg.Platform.Node,
+			node:    cfg.Node,
 			svc:     n.guilds,
 			ring:    n.guildRng,
 			owns:    owns,
@@ -468,14 +373,14 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			dedupe:  &sendDeduper{store: st, auth: issuer, api: restAPI, log: log.With("component", "guild")},
 			log:     log.With("component", "guild"),
 		}
-		if cfg.Presence {
+		if cfg.Presence.Enabled {
 			if n.psCache, err = enableGuildPresence(n.guilds, n.metrics); err != nil {
 				return nil, err
 			}
 		}
 		svc.Guild, svc.Owns = guildBackend{svc: n.guilds, presences: n.psCache}, owns
 	}
-	if cfg.has(registry.RoleGateway) {
+	if has(cfg, registry.RoleGateway) {
 		// Identify only reads the store; this service never loads an
 		// actor, so it needs no working sink.
 		if n.identify, err = guild.NewService(guild.Config{Logger: log.With("component", "identify")},
@@ -489,13 +394,13 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			n.gwBackend.states = n.rsClient
 		}
 		gwCfg := gateway.Config{
-			Node:       cfg.Platform.Node,
-			PublicURL:  cfg.Platform.PublicURL,
+			Node:       cfg.Node,
+			PublicURL:  cfg.PublicURL,
 			Logger:     log.With("component", "gateway"),
 			Registerer: n.metrics,
 		}
 		if n.psClient != nil {
-			p := newGatewayPresence(cfg.Platform.Node, n.psClient, n.client, log.With("component", "presence"))
+			p := newGatewayPresence(cfg.Node, n.psClient, n.client, log.With("component", "presence"))
 			gwCfg.Presence, gwCfg.OpHandlers = p, p.opHandlers()
 		}
 		if n.admission, err = newIdentifyAdmission(ctx, cfg, n.gwBackend, n.metrics, log.With("component", "identify")); err != nil {
@@ -513,7 +418,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	var proxy http.Handler
-	if cfg.has(registry.RoleAPI) {
+	if has(cfg, registry.RoleAPI) {
 		proxy = newProxy(n.guildRng, res, 2*cfg.LeaseTTL+time.Second, n.m, log.With("component", "proxy"))
 		if !cfg.NoRateLimits {
 			wrap, c, err := openRateLimit(ctx, cfg, st, issuer, n.metrics)
@@ -628,7 +533,7 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			n.gateway.RunReports(rctx, n.cfg.PresenceReportInterval)
+			n.gateway.RunReports(rctx, n.cfg.Presence.ReportInterval)
 		}()
 	}
 	if n.relays != nil {
@@ -646,7 +551,7 @@ func (n *Node) Serve(ctx context.Context) error {
 		}()
 	}
 	node := registry.Node{
-		Name:     n.cfg.Platform.Node,
+		Name:     n.cfg.Node,
 		Roles:    n.cfg.Roles,
 		Addr:     n.advertise(n.GRPCAddr()),
 		HTTPAddr: n.advertise(n.HTTPAddr()),
@@ -665,12 +570,12 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.ready.Store(false)
 		_ = regn.Close(context.Background())
 		return fmt.Errorf("cluster: snowflake pair %s lost to another node while the registry lease lapsed: stopping before ids collide",
-			snowflakeLabel(n.cfg.Platform.Worker, n.cfg.Platform.Process))
+			snowflakeLabel(n.cfg.Worker, n.cfg.Process))
 	case <-ctx.Done():
 	}
 	n.ready.Store(false)
 	n.log.Info("shutting down")
-	sctx, scancel := context.WithTimeout(context.Background(), n.cfg.Platform.ShutdownTimeout)
+	sctx, scancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer scancel()
 	if err := regn.Close(sctx); err != nil {
 		n.log.Warn("leave registry", "err", err)
@@ -725,7 +630,7 @@ func (n *Node) Close() error {
 		n.rsRing.Close()
 	}
 	if n.rsRole != nil {
-		cctx, cancel := context.WithTimeout(context.Background(), n.cfg.Platform.ShutdownTimeout)
+		cctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 		errs = append(errs, n.rsRole.close(cctx))
 		cancel()
 	}

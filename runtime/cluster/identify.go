@@ -9,26 +9,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/platform"
 )
 
-// IdentifyConfig is the identify throttle of gateway nodes (ADR-07): a
-// node-wide token bucket in front of every IDENTIFY, and, with a shared
-// counters backend (Platform.Redis = redis://...), the bots' per-bot
-// max_concurrency buckets and daily budget counted across every gateway
-// node sharing it. An identify over either limit gets op 9 d:false, as in
-// `concord dev`; RESUME is never throttled.
-type IdentifyConfig struct {
-	// Rate is how many identifies per second the node admits; 0 (the
-	// default) turns the node throttle off.
-	Rate float64
-	// Burst is how many identifies the node admits at once after a quiet
-	// spell. Default max(1, Rate).
-	Burst int
-}
+// IdentifyConfig is the identify throttle of gateway nodes
+// (runtime/config): a node-wide token bucket in front of every IDENTIFY,
+// and, with a shared counters backend (Redis = redis://...), the bots'
+// per-bot max_concurrency buckets and daily budget counted across every
+// gateway node sharing it.
+type IdentifyConfig = config.Identify
 
 // identifyAdmission is the gateway.Backend of a gateway node with the
 // identify throttle in front and the identify lookups measured.
@@ -86,12 +79,9 @@ func newIdentifyMetrics(reg prometheus.Registerer) (*identifyMetrics, error) {
 }
 
 // newIdentifyAdmission wraps a gateway node's backend with the throttle of
-// cfg.Identify and, when cfg.Platform.Redis names a Redis, the bots'
+// cfg.Identify and, when cfg.Redis names a Redis, the bots'
 // shared identify counters.
 func newIdentifyAdmission(ctx context.Context, cfg Config, next gateway.Backend, reg prometheus.Registerer, log *slog.Logger) (*identifyAdmission, error) {
-	if cfg.Identify.Rate < 0 || cfg.Identify.Burst < 0 {
-		return nil, fmt.Errorf("cluster: --identify-rate %v and --identify-burst %d must not be negative", cfg.Identify.Rate, cfg.Identify.Burst)
-	}
 	m, err := newIdentifyMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -101,11 +91,11 @@ func newIdentifyAdmission(ctx context.Context, cfg Config, next gateway.Backend,
 		throttle: gateway.NewNodeThrottle(cfg.Identify.Rate, cfg.Identify.Burst, nil),
 		m:        m,
 	}
-	if r := cfg.Platform.Redis; r != "" && r != "mem" {
-		if a.counters, err = platform.OpenCounters(ctx, cfg.Platform); err != nil {
+	if r := cfg.Redis; r != "" && r != "mem" {
+		if a.counters, err = platform.OpenCounters(ctx, cfg); err != nil {
 			return nil, fmt.Errorf("cluster: identify counters: %w", err)
 		}
-		a.bots = &gateway.BotAdmission{Counters: a.counters, Concurrency: cfg.Platform.IdentifyConcurrency, Logger: log}
+		a.bots = &gateway.BotAdmission{Counters: a.counters, Concurrency: cfg.Identify.Concurrency, Logger: log}
 	}
 	if a.throttle != nil || a.bots != nil {
 		log.Info("identify throttle", "rate", cfg.Identify.Rate, "burst", cfg.Identify.Burst, "bot_counters", a.bots != nil)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
-	"github.com/concord-chat/concord/runtime/platform"
 )
 
 // TestIdentifyBotCountersRedis: two gateway nodes given the same --redis
@@ -26,10 +25,10 @@ func TestIdentifyBotCountersRedis(t *testing.T) {
 	if addr == "" {
 		t.Fatal("CONCORD_TEST_REDIS is not set: run `make test`, or start a server with `hack/redis/start.sh` and set CONCORD_TEST_REDIS=127.0.0.1:6390")
 	}
-	cfg := Config{Platform: platform.Config{
-		Redis:               fmt.Sprintf("redis://%s?prefix=identify-test-%x:", addr, rand.Uint64()),
-		IdentifyConcurrency: 1,
-	}}
+	cfg := Config{
+		Redis:    fmt.Sprintf("redis://%s?prefix=identify-test-%x:", addr, rand.Uint64()),
+		Identify: IdentifyConfig{Concurrency: 1},
+	}
 	node := func(bot *fakeIdentify) *identifyAdmission {
 		a, err := newIdentifyAdmission(context.Background(), cfg, bot, prometheus.NewRegistry(), slog.Default())
 		if err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/concord-chat/concord/runtime/counters/mem"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
-	"github.com/concord-chat/concord/runtime/platform"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
@@ -34,7 +33,7 @@ func (f *fakeIdentify) Identify(context.Context, string, event.Session) (event.R
 func TestIdentifyNodeThrottle(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	next := &fakeIdentify{user: 7}
-	cfg := Config{Platform: platform.Config{Redis: "mem"}, Identify: IdentifyConfig{Rate: 0.001, Burst: 2}}
+	cfg := Config{Redis: "mem", Identify: IdentifyConfig{Rate: 0.001, Burst: 2}}
 	a, err := newIdentifyAdmission(context.Background(), cfg, next, reg, slog.Default())
 	if err != nil {
 		t.Fatal(err)

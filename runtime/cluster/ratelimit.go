@@ -21,7 +21,7 @@ import (
 // to N times its limits). It returns the handler wrapper and the counters
 // to close.
 func openRateLimit(ctx context.Context, cfg Config, users store.Store, iss *auth.Issuer, reg prometheus.Registerer) (func(http.Handler) (http.Handler, error), counters.Counters, error) {
-	c, err := platform.OpenCounters(ctx, cfg.Platform)
+	c, err := platform.OpenCounters(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cluster: rate limit counters: %w", err)
 	}
@@ -30,7 +30,7 @@ func openRateLimit(ctx context.Context, cfg Config, users store.Store, iss *auth
 		return u.Bot, err
 	})
 	wrap := func(next http.Handler) (http.Handler, error) {
-		return platform.RateLimit(cfg.Platform, c, reg, iss, flags.IsBot, next)
+		return platform.RateLimit(cfg, c, reg, iss, flags.IsBot, next)
 	}
 	return wrap, c, nil
 }

@@ -507,7 +507,7 @@ func mustJSON(v any) json.RawMessage {
 func (p *Platform) restHandler(restAPI http.Handler, flags *BotFlags) (http.Handler, error) {
 	mux := http.NewServeMux()
 	p.bots.handler.Register(mux, "")
-	gb := gatewayBot{auth: p.auth, store: p.store, counters: p.counters, concurrency: p.cfg.IdentifyConcurrency,
+	gb := gatewayBot{auth: p.auth, store: p.store, counters: p.counters, concurrency: p.cfg.Identify.Concurrency,
 		url: p.gatewayURL, log: p.log.With("component", "gateway-bot")}
 	for _, v := range []string{"/api/v9", "/api/v10"} {
 		mux.Handle("GET "+v+"/gateway/bot", gb)

@@ -23,22 +23,6 @@ import (
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
-// EntitlementConfig tunes revocation with a deadline (ADR-08,
-// runtime/entitlement). Zero fields take the stated defaults.
-type EntitlementConfig struct {
-	// TTL is a bot's entitlement lease (default 10 s): the longest a
-	// revocation whose push was lost goes unapplied while the bot store
-	// answers. Leases are renewed every TTL/2.
-	TTL time.Duration
-	// RetryEvery is the time between renewal attempts that failed
-	// (default 1 s).
-	RetryEvery time.Duration
-	// Grace is how long a bot's sessions keep running past a lease that
-	// cannot be renewed (bot store or registry down) before they close
-	// (default 5 min).
-	Grace time.Duration
-}
-
 // entitlements is the revocation path of the process: the registry the
 // pushes travel through (embedded etcd by default, in memory with
 // --registry=mem), the lease Manager with its loop, and fault injectors

@@ -54,7 +54,7 @@ type Platform struct {
 
 // New opens the backends and wires every role. Close releases them.
 func New(ctx context.Context, cfg Config) (*Platform, error) {
-	cfg, err := cfg.withDefaults()
+	cfg, err := withDefaults(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		Presence:   p.presence,
 		OpHandlers: p.presence.opHandlers(),
 	}, admission{Backend: readyWithStates{Backend: guild.NewGatewayBackend(p.guilds), states: p.reads.states},
-		intents: p.bots.handler.AllowedIntents, apps: p.bots.store, counters: p.counters, concurrency: cfg.IdentifyConcurrency,
+		intents: p.bots.handler.AllowedIntents, apps: p.bots.store, counters: p.counters, concurrency: cfg.Identify.Concurrency,
 		now: time.Now, log: cfg.Logger.With("component", "identify"), leases: p.bots.leases.mgr}); err != nil {
 		return nil, fmt.Errorf("platform: gateway: %w", err)
 	}

@@ -9,36 +9,38 @@ import (
 	"strings"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/platform"
 	"github.com/concord-chat/concord/runtime/registry"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 	"github.com/concord-chat/concord/runtime/store"
-	"github.com/concord-chat/concord/runtime/store/cassandra"
 )
 
-// openStore opens the shared store. cassandra:// (or scylla://) is the
-// store of a multi-process cluster; pebble: is a local directory that one
-// process alone may use, so it is accepted only when this process runs
-// every role (and the registry then shows no other node, checked at
-// registration).
+// openStore opens the store as `concord dev` does (platform.OpenStore):
+// cassandra:// (or scylla://), the store of a multi-process cluster,
+// behind the process's coalescing data service; pebble:, a local
+// directory that one process alone may use, accepted only when this
+// process runs every role (and the registry then shows no other node,
+// checked at registration).
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
-	switch {
-	case sharedStore(cfg.Store):
-		cc, err := cassandra.ParseURL(cfg.Store)
-		if err != nil {
-			return nil, fmt.Errorf("cluster: --store: %w", err)
+	if !sharedStore(cfg.Store) && cfg.Store != "" && !strings.HasPrefix(cfg.Store, "pebble:") {
+		return nil, fmt.Errorf("cluster: unknown --store %q (want cassandra://host:port/keyspace, or pebble:DIR for a single process)", config.RedactURL(cfg.Store))
+	}
+	s, err := platform.OpenStore(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	return s, nil
+}
+
+// unwrapStore returns the adapter under the coalescing wrappers.
+func unwrapStore(s store.Store) store.Store {
+	for {
+		u, ok := s.(interface{ Unwrap() store.Store })
+		if !ok {
+			return s
 		}
-		cfg.ApplyCassandraAuth(&cc)
-		cc.Logger = cfg.Logger.With("component", "store")
-		s, err := cassandra.Connect(ctx, cc)
-		if err != nil {
-			return nil, fmt.Errorf("cluster: open cassandra store: %w", err)
-		}
-		return s, nil
-	case cfg.Store == "" || strings.HasPrefix(cfg.Store, "pebble:"):
-		return platform.OpenStore(ctx, cfg)
-	default:
-		return nil, fmt.Errorf("cluster: unknown --store %q (want cassandra://host:port/keyspace, or pebble:DIR for a single process)", platform.RedactURL(cfg.Store))
+		s = u.Unwrap()
 	}
 }
 

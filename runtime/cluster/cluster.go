@@ -47,11 +47,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concord-chat/concord/runtime/admission"
 	"github.com/concord-chat/concord/runtime/api"
 	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/dataservice"
+	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/platform"
@@ -184,6 +187,8 @@ type Node struct {
 	handler              http.Handler
 
 	guilds    *guild.Service // guild role
+	bots      *platform.Bots // guild role
+	botStore  bots.Store     // api role without the guild role
 	guildRole *guildRole
 	sink      transport.GatewayClient
 	gateway   *gateway.Node // gateway role
@@ -291,7 +296,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	svc := transport.Services{Node: cfg.Node}
 
 	if has(cfg, registry.RoleData) {
-		n.dataSvc = dataservice.New(n.store, dataservice.Config{Name: cfg.Node, Logger: log.With("component", "data")})
+		// The data role coalesces over the store itself, not over the
+		// process's own coalescing wrapper (openStore).
+		n.dataSvc = dataservice.New(unwrapStore(n.store), dataservice.Config{Name: cfg.Node, Logger: log.With("component", "data")})
 		svc.Data = n.dataSvc
 	}
 
@@ -341,6 +348,13 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.relaySink = transport.NewGatewayClient(clientCfg, n.gwRing)
 		svc.Relay = n.relaySink
 	}
+	if (has(cfg, registry.RoleGateway) || has(cfg, registry.RoleAPI)) && !has(cfg, registry.RoleGuild) {
+		// Gateway nodes read applications (privileged intents, READY's
+		// application); api nodes read interactions (routing).
+		if n.botStore, err = platform.OpenBotStore(ctx, cfg, st); err != nil {
+			return nil, fmt.Errorf("cluster: bot store: %w", err)
+		}
+	}
 	if has(cfg, registry.RoleGuild) {
 		n.sink = transport.NewGatewayClient(clientCfg, n.gwRing)
 		n.relayClient = transport.NewRelayClient(clientCfg)
@@ -362,13 +376,31 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			deps.Events, deps.ReadStates, deps.Users = n.pub.outbox, n.rsClient, n.guilds
 		}
 		restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, Logger: log.With("component", "api")}, deps)
+		// The bot platform runs on the guild role, beside the REST API:
+		// the resolver sends each bot request to the owner of the guild it
+		// acts on, so the actor it changes is local, as in `concord dev`.
+		// Revocations reach the gateways through the registry.
+		bus, err := entitlement.NewRegistryBus(n.reg, entitlement.DefaultPrefix)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: revocation bus: %w", err)
+		}
+		var events platform.MessageEvents
+		if n.pub != nil {
+			events = n.pub.outbox
+		}
+		if n.bots, err = platform.OpenBots(ctx, cfg, key, platform.NewBotDeps(st, n.guilds, issuer, ids, events, n.metrics, bus)); err != nil {
+			return nil, err
+		}
+		res.interactions = n.bots.Store()
+		surface := http.NewServeMux()
+		n.bots.Routes(surface, restAPI, n.guilds, platform.GuildBotFlags(n.guilds), issuer)
 		n.guildRole = &guildRole{
 			node:    cfg.Node,
 			svc:     n.guilds,
 			ring:    n.guildRng,
 			owns:    owns,
 			res:     res,
-			api:     restAPI,
+			api:     surface,
 			metrics: n.m,
 			dedupe:  &sendDeduper{store: st, auth: issuer, api: restAPI, log: log.With("component", "guild")},
 			log:     log.With("component", "guild"),
@@ -390,9 +422,6 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.client = transport.NewGuildClient(clientCfg, n.guildRng)
 		n.gwBackend = newGatewayBackend(guild.NewGatewayBackend(n.identify), st, n.client, n.guildRng,
 			cfg.CallTimeout, n.m, log.With("component", "gateway"))
-		if n.rsClient != nil {
-			n.gwBackend.states = n.rsClient
-		}
 		gwCfg := gateway.Config{
 			Node:       cfg.Node,
 			PublicURL:  cfg.PublicURL,
@@ -403,7 +432,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			p := newGatewayPresence(cfg.Node, n.psClient, n.client, log.With("component", "presence"))
 			gwCfg.Presence, gwCfg.OpHandlers = p, p.opHandlers()
 		}
-		if n.admission, err = newIdentifyAdmission(ctx, cfg, n.gwBackend, n.metrics, log.With("component", "identify")); err != nil {
+		ac := admission.Config{Apps: n.botApps()}
+		if n.rsClient != nil {
+			ac.States = n.rsClient
+		}
+		if n.admission, err = newIdentifyAdmission(ctx, cfg, n.gwBackend, ac, n.metrics, log.With("component", "identify")); err != nil {
 			return nil, err
 		}
 		if n.gateway, err = gateway.NewNode(gwCfg, n.admission); err != nil {
@@ -419,14 +452,22 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	var proxy http.Handler
 	if has(cfg, registry.RoleAPI) {
-		proxy = newProxy(n.guildRng, res, 2*cfg.LeaseTTL+time.Second, n.m, log.With("component", "proxy"))
+		res.interactions = n.botApps()
+		// The api role answers GET /gateway/bot itself, from the identify
+		// counters the gateway nodes count in, and forwards the rest.
+		if n.rlCounters, err = platform.OpenCounters(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("cluster: api counters: %w", err)
+		}
+		mux := http.NewServeMux()
+		gb := platform.GatewayBot{Auth: issuer, Store: st, Counters: n.rlCounters, Concurrency: cfg.Identify.Concurrency,
+			PublicURL: cfg.PublicURL, Logger: log.With("component", "gateway-bot")}
+		for _, v := range []string{"/api/v9", "/api/v10"} {
+			mux.Handle("GET "+v+"/gateway/bot", gb)
+		}
+		mux.Handle("/", newProxy(n.guildRng, res, 2*cfg.LeaseTTL+time.Second, n.m, log.With("component", "proxy")))
+		proxy = mux
 		if !cfg.NoRateLimits {
-			wrap, c, err := openRateLimit(ctx, cfg, st, issuer, n.metrics)
-			if err != nil {
-				return nil, err
-			}
-			n.rlCounters = c
-			if proxy, err = wrap(proxy); err != nil {
+			if proxy, err = rateLimited(cfg, n.rlCounters, st, issuer, n.metrics, proxy); err != nil {
 				return nil, err
 			}
 		}
@@ -458,8 +499,21 @@ func (n *Node) routes(proxy http.Handler) http.Handler {
 	if n.cfg.Admin == "" {
 		n.adminRoutes(mux)
 	}
-	mux.Handle("/", rest)
+	if n.gateway != nil {
+		mux.Handle("/", platform.UpgradeOr(n.gateway, rest))
+	} else {
+		mux.Handle("/", rest)
+	}
 	return mux
+}
+
+// botApps is the process's bot store: the guild role's, or the one opened
+// for the gateway and api roles without it.
+func (n *Node) botApps() bots.Store {
+	if n.bots != nil {
+		return n.bots.Store()
+	}
+	return n.botStore
 }
 
 // HTTPAddr is the address the HTTP listener is bound to.
@@ -639,6 +693,12 @@ func (n *Node) Close() error {
 	}
 	if n.rsLocal != nil {
 		errs = append(errs, n.rsLocal.Close())
+	}
+	if n.bots != nil {
+		errs = append(errs, n.bots.Close())
+	}
+	if n.botStore != nil {
+		errs = append(errs, n.botStore.Close())
 	}
 	if n.guilds != nil {
 		errs = append(errs, n.guilds.Close())

@@ -80,6 +80,9 @@ type entitlementDeps struct {
 	guilds   *guild.Service
 	node     func() *gateway.Node
 	registry prometheus.Registerer
+	// bus, when set, carries the revocations instead of the registry
+	// --registry names.
+	bus entitlement.Bus
 }
 
 // openEntitlements starts the registry for pushes, the Manager and its
@@ -89,10 +92,12 @@ func openEntitlements(cfg Config, d entitlementDeps) (*entitlements, error) {
 	var bus entitlement.Bus
 	var ee *embeddedEtcd
 	stop := func() {}
-	switch cfg.Registry {
-	case "mem":
+	switch {
+	case d.bus != nil:
+		bus = d.bus
+	case cfg.Registry == "mem":
 		bus = entitlement.NewMemBus()
-	case "", "embedded":
+	case cfg.Registry == "" || cfg.Registry == "embedded":
 		dir := filepath.Join(cfg.DataDir, "registry")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("platform: registry dir: %w", err)

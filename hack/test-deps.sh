@@ -37,6 +37,32 @@ else
 fi
 echo "export CONCORD_PY=$PY_VENV/bin/python" >> "$ENV_FILE.tmp"
 
+step "ffmpeg from Debian (voice tests make their Ogg Opus tone files with it)"
+if ! command -v ffmpeg >/dev/null; then
+	command -v apt-get >/dev/null || { echo "ffmpeg is missing and apt-get is not available: install ffmpeg" >&2; exit 1; }
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg >/dev/null \
+		|| { echo "apt-get install ffmpeg failed" >&2; exit 1; }
+fi
+ffmpeg -hide_banner -encoders 2>/dev/null | grep -q libopus || { echo "ffmpeg has no libopus encoder" >&2; exit 1; }
+
+step "@discordjs/voice 0.19 with Node 22 for the voice tests (npm ci in test/voice/js)"
+( cd test/voice/js && npm ci --no-audit --no-fund --loglevel=error )
+echo "export CONCORD_VOICE_JS_DIR=$PWD/test/voice/js" >> "$ENV_FILE.tmp"
+
+step "discord.py[voice] and discord-ext-voice-recv for the voice tests (venv, cached)"
+VPY_REQ=test/voice/py/requirements.txt
+VPY_VENV="$CACHE/pyvenv-voice-$(sha256sum "$VPY_REQ" | cut -c1-16)"
+if [[ -f "$VPY_VENV/.installed" ]]; then
+	echo "reusing $VPY_VENV"
+else
+	rm -rf "$VPY_VENV"
+	python3 -m venv "$VPY_VENV" || { echo "python3 -m venv failed: install python3 with the venv module" >&2; exit 1; }
+	"$VPY_VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off -r "$VPY_REQ" \
+		|| { echo "pip install -r $VPY_REQ failed" >&2; exit 1; }
+	touch "$VPY_VENV/.installed"
+fi
+echo "export CONCORD_VOICE_PY=$VPY_VENV/bin/python" >> "$ENV_FILE.tmp"
+
 step "Apache Kafka (KRaft, single node on loopback)"
 bash hack/kafka/kafka.sh start
 echo "export CONCORD_KAFKA=$(bash hack/kafka/kafka.sh addr)" >> "$ENV_FILE.tmp"

@@ -34,8 +34,12 @@ func TestMain(m *testing.M) {
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{"crds"},
 		ErrorIfCRDPathMissing: true,
-		// The Prometheus Operator's ServiceMonitor, reduced to an open schema.
-		CRDs: []*apiextensionsv1.CustomResourceDefinition{serviceMonitorCRD()},
+		// The Prometheus Operator's ServiceMonitor and PrometheusRule,
+		// reduced to open schemas.
+		CRDs: []*apiextensionsv1.CustomResourceDefinition{
+			monitoringCRD("servicemonitors", "servicemonitor", "ServiceMonitor"),
+			monitoringCRD("prometheusrules", "prometheusrule", "PrometheusRule"),
+		},
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -52,13 +56,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func serviceMonitorCRD() *apiextensionsv1.CustomResourceDefinition {
+// monitoringCRD is a monitoring.coreos.com/v1 kind with an open schema.
+func monitoringCRD(plural, singular, kind string) *apiextensionsv1.CustomResourceDefinition {
 	open := true
 	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "servicemonitors.monitoring.coreos.com"},
+		ObjectMeta: metav1.ObjectMeta{Name: plural + ".monitoring.coreos.com"},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 			Group: "monitoring.coreos.com", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "servicemonitors", Singular: "servicemonitor", Kind: "ServiceMonitor", ListKind: "ServiceMonitorList"},
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: singular, Kind: kind, ListKind: kind + "List"},
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
 				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
 					Type: "object", XPreserveUnknownFields: &open}}}},

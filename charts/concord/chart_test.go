@@ -110,13 +110,13 @@ func TestTemplate(t *testing.T) {
 			t.Errorf("defaults: %d %s, want %d (all: %v)", def[kind], kind, n, def)
 		}
 	}
-	if def["ConcordCluster"]+def["GatewayPool"]+def["NetworkPolicy"]+def["ServiceMonitor"] != 0 {
+	if def["ConcordCluster"]+def["GatewayPool"]+def["NetworkPolicy"]+def["ServiceMonitor"]+def["PrometheusRule"] != 0 {
 		t.Errorf("defaults render optional objects: %v", def)
 	}
 
 	full := render(t, filepath.Join("ci", "full-values.yaml"))
 	k := kinds(full)
-	for kind, n := range map[string]int{"ConcordCluster": 1, "GatewayPool": 2, "NetworkPolicy": 1, "ServiceMonitor": 1, "Deployment": 2} {
+	for kind, n := range map[string]int{"ConcordCluster": 1, "GatewayPool": 2, "NetworkPolicy": 1, "ServiceMonitor": 1, "PrometheusRule": 1, "Deployment": 2} {
 		if k[kind] != n {
 			t.Errorf("full: %d %s, want %d (all: %v)", k[kind], kind, n, k)
 		}
@@ -144,6 +144,23 @@ func TestTemplate(t *testing.T) {
 			args, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
 			if len(args) < 2 || args[0] != "egress" || !strings.HasPrefix(args[1], "--http=0.0.0.0:") {
 				t.Errorf("egress deployment args = %q, want [egress --http=0.0.0.0:<port> ...]", args)
+			}
+		case "PrometheusRule":
+			// The shadow check's alert fires on any disagreement.
+			groups, _, _ := unstructured.NestedSlice(o.Object, "spec", "groups")
+			b, _ := utilyamlMarshal(o)
+			var rule map[string]any
+			if len(groups) == 1 {
+				if rules, _, _ := unstructured.NestedSlice(groups[0].(map[string]any), "rules"); len(rules) == 1 {
+					rule = rules[0].(map[string]any)
+				}
+			}
+			expr, _, _ := unstructured.NestedString(rule, "expr")
+			desc, _, _ := unstructured.NestedString(rule, "annotations", "description")
+			if rule["alert"] != "ConcordPermissionShadowDisagreement" ||
+				!strings.HasSuffix(expr, "(increase(concord_permissions_shadow_disagreements_total[10m])) > 0") ||
+				!strings.Contains(desc, "{{ $labels.pod }}") {
+				t.Errorf("PrometheusRule does not alert on shadow disagreements:\n%s", b)
 			}
 		case "ClusterRole":
 			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")

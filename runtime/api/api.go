@@ -144,6 +144,7 @@ func (h *handler) routes(mux *http.ServeMux, p string) {
 	authed("POST /guilds/{guild}/channels", h.createChannel)
 	authed("GET /guilds/{guild}/roles", h.listRoles)
 	authed("POST /guilds/{guild}/roles", h.createRole)
+	authed("PATCH /guilds/{guild}/roles", h.modifyRolePositions)
 	authed("PATCH /guilds/{guild}/roles/{role}", h.modifyRole)
 	authed("DELETE /guilds/{guild}/roles/{role}", h.deleteRole)
 	authed("GET /guilds/{guild}/members", h.listMembers)

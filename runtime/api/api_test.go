@@ -515,9 +515,10 @@ func TestMembersRolesAndKick(t *testing.T) {
 
 func TestDirectMessages(t *testing.T) {
 	e := newEnv(t)
-	alice := e.register("alice", false)
-	bob := e.register("bob", false)
+	w := e.world() // alice and bob share a guild; carol joins it
+	alice, bob := w.alice, w.bob
 	carol := e.register("carol", false)
+	e.ok("POST", v10+"/invites/"+w.inviteCode, carol.Token, map[string]any{}, nil)
 	var dm, again wire.Channel
 	e.ok("POST", v10+"/users/@me/channels", alice.Token, map[string]any{"recipient_id": bob.ID.String()}, &dm)
 	e.ok("POST", v10+"/users/@me/channels", bob.Token, map[string]any{"recipient_id": alice.ID}, &again)

@@ -262,39 +262,6 @@ func (h *handler) deleteOverwrite(w http.ResponseWriter, r *http.Request, user s
 	return nil
 }
 
-type createDMRequest struct {
-	RecipientID  *reqID   `json:"recipient_id"`
-	Recipients   []reqID  `json:"recipients"`
-	AccessTokens []string `json:"access_tokens"`
-}
-
-func (h *handler) createDM(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
-	var req createDMRequest
-	if err := h.decodeRequest(w, r, &req); err != nil {
-		return err
-	}
-	var c store.Channel
-	var err error
-	switch {
-	case req.RecipientID != nil:
-		c, err = h.guilds.CreateDM(r.Context(), user, snowflake.ID(*req.RecipientID))
-	case len(req.Recipients) == 1:
-		c, err = h.guilds.CreateDM(r.Context(), user, snowflake.ID(req.Recipients[0]))
-	case len(req.Recipients) > 1:
-		if len(req.Recipients) > 9 {
-			return formError("recipients", "BASE_TYPE_MAX_LENGTH", "Must be 9 or fewer in length.")
-		}
-		c, err = h.guilds.CreateGroupDM(r.Context(), user, ids(req.Recipients))
-	default:
-		return formError("recipient_id", "BASE_TYPE_REQUIRED", "This field is required")
-	}
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, h.guilds.WireChannel(r.Context(), c, user))
-	return nil
-}
-
 func (h *handler) typing(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {

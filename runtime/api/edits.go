@@ -48,7 +48,8 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 		return err
 	}
 	ctx := r.Context()
-	if _, err := h.guilds.Authorize(ctx, user, channelID, 0); err != nil {
+	rd := h.reader(user)
+	if _, err := rd.access(ctx, channelID); err != nil {
 		return err
 	}
 	m, err := h.store.GetMessage(ctx, channelID, messageID)
@@ -82,7 +83,9 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 	if err := h.store.PutMessage(ctx, m); err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
 	}
-	out, err := h.render(ctx, m, member, true)
+	// The response and MESSAGE_UPDATE are rendered by the reader; fan-out
+	// then sends MESSAGE_UPDATE only to sessions that see the channel.
+	out, err := rd.render(ctx, m, member, nil)
 	if err != nil {
 		return err
 	}
@@ -102,7 +105,7 @@ func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user sno
 		return err
 	}
 	ctx := r.Context()
-	v, err := h.guilds.Authorize(ctx, user, channelID, 0)
+	v, err := h.reader(user).access(ctx, channelID)
 	if err != nil {
 		return err
 	}

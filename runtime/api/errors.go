@@ -39,6 +39,7 @@ var errorTable = rest.Table{
 	{errNotAuthor, http.StatusForbidden, 50005, "Cannot edit a message authored by another user"},
 	{guild.ErrMissingPermissions, http.StatusForbidden, 50013, "Missing Permissions"},
 	{errEmptyMessage, http.StatusBadRequest, 50006, "Cannot send an empty message"},
+	{guild.ErrCannotMessageUser, http.StatusForbidden, 50007, "Cannot send messages to this user"},
 	{guild.ErrNotText, http.StatusBadRequest, 50008, "Cannot send messages in a non-text channel"},
 	{errTooOld, http.StatusBadRequest, 50034, "You can only bulk delete messages that are under 14 days old."},
 	{guild.ErrInvalid, http.StatusBadRequest, 50035, "Invalid Form Body"},

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -198,6 +200,60 @@ func (h *handler) modifyRole(w http.ResponseWriter, r *http.Request, user snowfl
 	writeJSON(w, http.StatusOK, wire.RoleFrom(role))
 	return nil
 }
+
+// rolePosition is one entry of PATCH /guilds/{guild}/roles.
+type rolePosition struct {
+	ID       *reqID `json:"id"`
+	Position *int   `json:"position"`
+}
+
+// modifyRolePositions is PATCH /guilds/{guild}/roles: a list of {id,
+// position}; the answer is every role by position. Moves go through the
+// guild's grant check (hierarchy; @everyone never moves).
+func (h *handler) modifyRolePositions(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+	id, err := pathID(r, "guild", guild.ErrUnknownGuild)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	if b := bytes.TrimSpace(body); len(b) == 0 || b[0] != '[' {
+		return formError("", "BASE_TYPE_ARRAY", "Must be an array.")
+	}
+	var req []rolePosition
+	if err := decodeJSON(body, &req); err != nil {
+		return err
+	}
+	if len(req) > maxRoles {
+		return formError("", "BASE_TYPE_MAX_LENGTH", fmt.Sprintf("Must be %d or fewer in length.", maxRoles))
+	}
+	moves := make([]guild.RoleMove, 0, len(req))
+	for i, p := range req {
+		if p.ID == nil {
+			return formError(fmt.Sprintf("%d.id", i), "BASE_TYPE_REQUIRED", "This field is required")
+		}
+		if p.Position == nil {
+			continue // Discord accepts entries without a position and leaves them.
+		}
+		moves = append(moves, guild.RoleMove{ID: snowflake.ID(*p.ID), Position: *p.Position})
+	}
+	roles, err := h.guilds.ModifyRolePositions(r.Context(), user, id, moves)
+	if err != nil {
+		return err
+	}
+	out := make([]wire.Role, 0, len(roles))
+	for _, ro := range roles {
+		out = append(out, wire.RoleFrom(ro))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// maxRoles is Discord's limit on a guild's roles, which also bounds a
+// positions request.
+const maxRoles = 250
 
 func (h *handler) deleteRole(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "guild", guild.ErrUnknownGuild)

@@ -33,7 +33,8 @@ func (h *handler) listMessages(w http.ResponseWriter, r *http.Request, user snow
 			*c.dst = id
 		}
 	}
-	grant, err := h.guilds.AuthorizeRead(r.Context(), user, channelID)
+	rd := h.reader(user)
+	grant, err := rd.history(r.Context(), channelID)
 	if err != nil {
 		return err
 	}
@@ -44,7 +45,7 @@ func (h *handler) listMessages(w http.ResponseWriter, r *http.Request, user snow
 			return errors.Join(guild.ErrUnavailable, err)
 		}
 		for _, m := range ms {
-			wm, err := h.render(r.Context(), m, nil, true)
+			wm, err := rd.render(r.Context(), m, nil, nil)
 			if err != nil {
 				return err
 			}
@@ -69,18 +70,15 @@ func (h *handler) getMessage(w http.ResponseWriter, r *http.Request, user snowfl
 	if err != nil {
 		return err
 	}
-	grant, err := h.guilds.AuthorizeRead(r.Context(), user, channelID)
+	rd := h.reader(user)
+	grant, err := rd.history(r.Context(), channelID)
 	if err != nil {
 		return err
 	}
 	if !grant.History {
 		return guild.ErrMissingPermissions
 	}
-	m, err := h.store.GetMessage(r.Context(), channelID, messageID)
-	if err != nil {
-		return messageErr(err)
-	}
-	out, err := h.render(r.Context(), m, nil, true)
+	out, err := rd.load(r.Context(), channelID, messageID)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/wire"
@@ -111,17 +112,18 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 		return err
 	}
 	ctx := r.Context()
+	rd := h.reader(user)
 	var msg wire.Message
 	if req.EnforceNonce && req.nonce != "" {
 		for {
-			e, mine := h.nonces.reserve(user, req.nonce)
+			e, mine := h.nonces.reserve(user, channelID, req.nonce)
 			if mine {
-				msg, err = h.send(ctx, user, channelID, req)
+				msg, err = h.send(ctx, rd, user, channelID, req)
 				id := msg.ID
 				if err != nil {
 					id = 0
 				}
-				h.nonces.finish(user, req.nonce, channelID, id)
+				h.nonces.finish(user, channelID, req.nonce, id)
 				break
 			}
 			select {
@@ -132,11 +134,11 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 			if e.message == 0 {
 				continue // the first send failed: try ours
 			}
-			m, err := h.store.GetMessage(ctx, e.channel, e.message)
-			if err != nil {
-				return messageErr(err)
-			}
-			out, err := h.render(ctx, m, nil, true)
+			// The replay answers with the stored message as the caller may
+			// see it now: the nonce is scoped to this channel, and the
+			// reader decides visibility again (a channel lost since the
+			// first send is 403, an edit made since is what is shown).
+			out, err := rd.load(ctx, channelID, e.message)
 			if err != nil {
 				return err
 			}
@@ -144,7 +146,7 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 			return nil
 		}
 	} else {
-		msg, err = h.send(ctx, user, channelID, req)
+		msg, err = h.send(ctx, rd, user, channelID, req)
 	}
 	if err != nil {
 		return err
@@ -166,7 +168,7 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 
 // send is the send path up to the durable write: authorise in the actor,
 // mint the id, write the message. The caller answers and then publishes.
-func (h *handler) send(ctx context.Context, user, channelID snowflake.ID, req createMessageRequest) (wire.Message, error) {
+func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflake.ID, req createMessageRequest) (wire.Message, error) {
 	mentions := parseMentions(req.Content, req.AllowedMentions)
 	var ref *store.Message
 	if mr := req.MessageReference; mr != nil {
@@ -174,7 +176,7 @@ func (h *handler) send(ctx context.Context, user, channelID snowflake.ID, req cr
 			return wire.Message{}, formError("message_reference", "REPLIES_CANNOT_REFERENCE_OTHER_CHANNEL", "Cannot reply to a message in a different channel.")
 		}
 		// Check access before revealing whether the message exists.
-		if _, err := h.guilds.Authorize(ctx, user, channelID, 0); err != nil {
+		if _, err := rd.access(ctx, channelID); err != nil {
 			return wire.Message{}, err
 		}
 		m, err := h.store.GetMessage(ctx, channelID, snowflake.ID(*mr.MessageID))
@@ -199,6 +201,9 @@ func (h *handler) send(ctx context.Context, user, channelID snowflake.ID, req cr
 	if err != nil {
 		return wire.Message{}, err
 	}
+	// The send was just authorised in the actor (VIEW_CHANNEL included):
+	// that decision, from this request, is what renders the answer.
+	rd.decided[channelID] = readDecision{view: guild.ReadView{Channel: grant.Channel, Access: permissions.Visible}}
 	id, err := h.ids.Next()
 	if err != nil {
 		return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
@@ -215,42 +220,7 @@ func (h *handler) send(ctx context.Context, user, channelID snowflake.ID, req cr
 	if err := h.store.PutMessage(ctx, m); err != nil {
 		return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
 	}
-	return h.renderWith(ctx, m, grant.Member, ref)
-}
-
-// render converts a stored message; member is the author's partial member
-// when known (sends), withRef loads the replied-to message.
-func (h *handler) render(ctx context.Context, m store.Message, member *wire.Member, withRef bool) (wire.Message, error) {
-	var ref *store.Message
-	if withRef && m.ReferenceID != 0 {
-		r, err := h.store.GetMessage(ctx, m.ChannelID, m.ReferenceID)
-		switch {
-		case err == nil:
-			ref = &r
-		case !errors.Is(err, store.ErrNotFound):
-			return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
-		}
-	}
-	return h.renderWith(ctx, m, member, ref)
-}
-
-func (h *handler) renderWith(ctx context.Context, m store.Message, member *wire.Member, ref *store.Message) (wire.Message, error) {
-	author := h.userOrGhost(ctx, m.AuthorID)
-	mentions := make([]wire.User, 0, len(m.Mentions))
-	for _, id := range m.Mentions {
-		if u, err := h.guilds.User(ctx, id); err == nil {
-			mentions = append(mentions, u)
-		}
-	}
-	var refMsg *wire.Message
-	if ref != nil {
-		rm, err := h.renderWith(ctx, *ref, nil, nil)
-		if err != nil {
-			return wire.Message{}, err
-		}
-		refMsg = &rm
-	}
-	return wire.MessageFrom(m, author, member, mentions, refMsg), nil
+	return rd.render(ctx, m, grant.Member, ref)
 }
 
 func (h *handler) userOrGhost(ctx context.Context, id snowflake.ID) wire.User {

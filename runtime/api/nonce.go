@@ -8,8 +8,12 @@ import (
 )
 
 // nonceCache implements enforce_nonce: the first send with an (author,
-// nonce) pair reserves it; later sends within the window wait for the
-// first to finish and get its message instead of creating one.
+// channel, nonce) triple reserves it; later sends within the window wait
+// for the first to finish and get its message instead of creating one.
+// The channel is part of the key, so a nonce reused in another channel is
+// a new send there (authorised as any send), never a replay of a message
+// from elsewhere; the replay itself is rendered by the reader, which
+// decides visibility at the time of the replay.
 type nonceCache struct {
 	window time.Duration
 	now    func() time.Time
@@ -20,13 +24,13 @@ type nonceCache struct {
 }
 
 type nonceKey struct {
-	author snowflake.ID
-	nonce  string
+	author  snowflake.ID
+	channel snowflake.ID
+	nonce   string
 }
 
 type nonceEntry struct {
 	done    chan struct{}
-	channel snowflake.ID
 	message snowflake.ID // 0 when the first send failed
 	at      time.Time
 }
@@ -37,7 +41,7 @@ func newNonceCache(window time.Duration, now func() time.Time) *nonceCache {
 
 // reserve returns (nil, true) when the caller owns the nonce and must call
 // finish, or the existing entry (false) to wait on.
-func (c *nonceCache) reserve(author snowflake.ID, nonce string) (*nonceEntry, bool) {
+func (c *nonceCache) reserve(author, channel snowflake.ID, nonce string) (*nonceEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
@@ -49,7 +53,7 @@ func (c *nonceCache) reserve(author snowflake.ID, nonce string) (*nonceEntry, bo
 		}
 		c.sweep = now
 	}
-	k := nonceKey{author, nonce}
+	k := nonceKey{author, channel, nonce}
 	if e, ok := c.entries[k]; ok {
 		select {
 		case <-e.done:
@@ -67,15 +71,15 @@ func (c *nonceCache) reserve(author snowflake.ID, nonce string) (*nonceEntry, bo
 
 // finish records the outcome of a reserved send (message 0 on failure,
 // which frees the nonce for a retry).
-func (c *nonceCache) finish(author snowflake.ID, nonce string, channel, message snowflake.ID) {
+func (c *nonceCache) finish(author, channel snowflake.ID, nonce string, message snowflake.ID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := nonceKey{author, nonce}
+	k := nonceKey{author, channel, nonce}
 	e := c.entries[k]
 	if e == nil {
 		return
 	}
-	e.channel, e.message, e.at = channel, message, c.now()
+	e.message, e.at = message, c.now()
 	close(e.done)
 	if message == 0 {
 		delete(c.entries, k)

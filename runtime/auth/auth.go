@@ -63,6 +63,21 @@ func New(cfg Config, users store.Users) (*Issuer, error) {
 
 var enc = base64.RawURLEncoding
 
+// decode decodes one part of a token, accepting only its canonical
+// encoding: base64 leaves unused low bits in the last character and skips
+// CR and LF, so several texts decode to the same bytes; only the one Mint
+// writes verifies, and a token has one spelling.
+func decode(s string) ([]byte, error) {
+	b, err := enc.DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	if enc.EncodeToString(b) != s {
+		return nil, ErrInvalidToken
+	}
+	return b, nil
+}
+
 // Mint returns a new token for u at its current token generation: the
 // in-memory one when known (it may be newer than a stale u), else u's.
 func (i *Issuer) Mint(u store.User) string {
@@ -95,11 +110,11 @@ func (i *Issuer) Verify(ctx context.Context, token string) (snowflake.ID, error)
 	if first <= 0 || last <= first+1 || last == len(token)-1 {
 		return 0, ErrInvalidToken
 	}
-	sig, err := enc.DecodeString(token[last+1:])
+	sig, err := decode(token[last+1:])
 	if err != nil || !hmac.Equal(sig, i.mac(token[:last])) {
 		return 0, ErrInvalidToken
 	}
-	rawID, err := enc.DecodeString(token[:first])
+	rawID, err := decode(token[:first])
 	if err != nil {
 		return 0, ErrInvalidToken
 	}
@@ -107,7 +122,7 @@ func (i *Issuer) Verify(ctx context.Context, token string) (snowflake.ID, error)
 	if err != nil {
 		return 0, ErrInvalidToken
 	}
-	meta, err := enc.DecodeString(token[first+1 : last])
+	meta, err := decode(token[first+1 : last])
 	if err != nil || len(meta) != 12 {
 		return 0, ErrInvalidToken
 	}

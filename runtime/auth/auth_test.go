@@ -146,3 +146,83 @@ func BenchmarkVerify(b *testing.B) {
 		}
 	}
 }
+
+// TestVerifyCanonicalOnly: a token whose last character differs only in
+// the bits base64 leaves unused, or with a CR/LF inside (which base64
+// skips), decodes to the same bytes yet must not verify.
+func TestVerifyCanonicalOnly(t *testing.T) {
+	ctx := context.Background()
+	iss, st := newIssuer(t)
+	u := store.User{ID: snowflake.ID(175928847299117063), Username: "alice", CreatedAt: time.Now()}
+	if err := st.CreateUser(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	tok := iss.Mint(u)
+	if _, err := iss.Verify(ctx, tok); err != nil {
+		t.Fatalf("canonical token: %v", err)
+	}
+	variants := lowBitVariants(t, tok)
+	if len(variants) == 0 {
+		t.Fatal("no low-bit variant of the signature's last character")
+	}
+	parts := strings.Split(tok, ".")
+	variants = append(variants, parts[0]+"."+parts[1]+"."+parts[2][:10]+"\n"+parts[2][10:],
+		parts[0]+"."+parts[1]+"."+parts[2]+"\r\n")
+	for _, v := range variants {
+		if _, err := iss.Verify(ctx, v); !errors.Is(err, ErrInvalidToken) {
+			t.Errorf("verify(%q) = %v, want ErrInvalidToken", v, err)
+		}
+	}
+}
+
+// lowBitVariants returns tok with its last character replaced by each other
+// character that decodes to the same bytes.
+func lowBitVariants(t *testing.T, tok string) []string {
+	t.Helper()
+	want, err := enc.DecodeString(tok[strings.LastIndexByte(tok, '.')+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	var out []string
+	for _, c := range alphabet {
+		v := tok[:len(tok)-1] + string(c)
+		if v == tok {
+			continue
+		}
+		if got, err := enc.DecodeString(v[strings.LastIndexByte(v, '.')+1:]); err == nil && string(got) == string(want) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// FuzzVerify: Verify never panics on any text, and whatever it accepts is
+// exactly the minted token (the only spelling of it).
+func FuzzVerify(f *testing.F) {
+	ctx := context.Background()
+	st, err := pebble.New(pebble.Config{Dir: f.TempDir()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer st.Close()
+	iss, err := New(Config{Key: []byte(strings.Repeat("k", 32)), Password: fastParams}, st)
+	if err != nil {
+		f.Fatal(err)
+	}
+	u := store.User{ID: snowflake.ID(175928847299117063), Username: "alice", CreatedAt: time.Now()}
+	if err := st.CreateUser(ctx, u); err != nil {
+		f.Fatal(err)
+	}
+	tok := iss.Mint(u)
+	f.Add(tok)
+	f.Add(tok[:len(tok)-1] + "t")
+	f.Add("a.b.c")
+	f.Add("..")
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := iss.Verify(ctx, s)
+		if err == nil && (s != tok || id != u.ID) {
+			t.Fatalf("Verify accepted %q (id %d), minted %q", s, id, tok)
+		}
+	})
+}

@@ -24,7 +24,10 @@ type Guilds interface {
 	// InstallBot adds botUserID as a member of guildID with a managed role
 	// named name carrying perms, or, when it is already installed, sets
 	// the managed role's permissions to perms. It returns the role's id.
-	InstallBot(ctx context.Context, guildID, botUserID snowflake.ID, name string, perms permissions.Bits) (managedRoleID snowflake.ID, err error)
+	// The guild checks, in the same step, that installerID may grant
+	// perms there (MANAGE_GUILD and every bit of perms; the owner and
+	// administrators hold all), else ErrMissingPermissions.
+	InstallBot(ctx context.Context, installerID, guildID, botUserID snowflake.ID, name string, perms permissions.Bits) (managedRoleID snowflake.ID, err error)
 	// UninstallBot removes the bot member and its managed role; removing
 	// a bot that is not a member is not an error.
 	UninstallBot(ctx context.Context, guildID, botUserID snowflake.ID) error

@@ -166,7 +166,10 @@ func (g *fakeGuilds) AuthorizeGuild(_ context.Context, userID, guildID snowflake
 	return nil
 }
 
-func (g *fakeGuilds) InstallBot(_ context.Context, guildID, botUserID snowflake.ID, name string, perms permissions.Bits) (snowflake.ID, error) {
+func (g *fakeGuilds) InstallBot(ctx context.Context, installerID, guildID, botUserID snowflake.ID, name string, perms permissions.Bits) (snowflake.ID, error) {
+	if err := g.AuthorizeGuild(ctx, installerID, guildID, permissions.ManageGuild|perms); err != nil {
+		return 0, err
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.perms[guildID][botUserID] = perms

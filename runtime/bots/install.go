@@ -22,7 +22,8 @@ type authorizeRequest struct {
 
 // authorize is POST /oauth2/authorize?client_id=&scope=bot&permissions=
 // with {guild_id, permissions, authorize:true}: a member with MANAGE_GUILD
-// (and every permission granted) installs the bot. The guild owns the
+// who holds every permission granted installs the bot (the guild's grant
+// check, the same one overwrites and roles go through). The guild owns the
 // installation: the bot becomes a member with a managed role carrying the
 // bitset, and its effective permissions are that role intersected with
 // the guild's roles and overwrites, evaluated by the guild on every call.
@@ -71,13 +72,12 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, c caller) er
 	}
 	guildID := *req.GuildID
 	bits := permissions.Bits(perms.V)
-	if err := h.deps.Guilds.AuthorizeGuild(ctx, c.id, guildID, permissions.ManageGuild|bits); err != nil {
-		return fmt.Errorf("authorize %d in guild %d: %w", c.id, guildID, err)
-	}
 	prev, prevErr := h.deps.Store.GetInstallation(ctx, guildID, a.ID)
-	roleID, err := h.deps.Guilds.InstallBot(ctx, guildID, a.BotUserID, a.Name, bits)
+	// The guild decides whether the installer may grant bits, in the same
+	// step as the install, so a role change in between cannot slip by.
+	roleID, err := h.deps.Guilds.InstallBot(ctx, c.id, guildID, a.BotUserID, a.Name, bits)
 	if err != nil {
-		return fmt.Errorf("install application %d in guild %d: %w", a.ID, guildID, err)
+		return fmt.Errorf("install application %d in guild %d by %d: %w", a.ID, guildID, c.id, err)
 	}
 	in := Installation{
 		GuildID: guildID, ApplicationID: a.ID, BotUserID: a.BotUserID, RoleID: roleID,

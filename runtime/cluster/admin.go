@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/platform"
 )
 
@@ -17,10 +18,22 @@ func (n *Node) operationalRoutes(mux *http.ServeMux) {
 
 // adminRoutes adds the admin endpoints the operator and kubectl-concord
 // call (see operator/podadmin): the gateway role's drain, the guild role's
-// per-guild statistics.
+// per-guild statistics; all of /admin/ behind the node's admin token.
 func (n *Node) adminRoutes(mux *http.ServeMux) {
-	n.drainRoutes(mux)
-	n.statsRoutes(mux)
+	admin := http.NewServeMux()
+	n.drainRoutes(admin)
+	n.statsRoutes(admin)
+	mux.Handle("/admin/", adminauth.Guard(n.adminToken, admin))
+}
+
+// nodeAdminToken is the admin token of a node: the configured one, else
+// the one derived from the cluster's token-signing key, which every node
+// and the operator share.
+func nodeAdminToken(cfg platform.Config, serverKey []byte) string {
+	if cfg.AdminToken != "" {
+		return cfg.AdminToken
+	}
+	return adminauth.Derive(serverKey)
 }
 
 // adminHandler is the handler of the separate admin listener (Config.Admin).

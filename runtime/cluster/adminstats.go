@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -180,6 +181,7 @@ func (n *Node) adminGet(ctx context.Context, node registry.Node, path string, ou
 	if err != nil {
 		return 0, fmt.Errorf("admin request to %s: %w", node.Name, err)
 	}
+	adminauth.Set(req, n.adminToken)
 	resp, err := adminClient.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("admin request to %s: %w", node.Name, err)

@@ -57,6 +57,7 @@ import (
 	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/platform"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -194,9 +195,11 @@ type Node struct {
 	gateway   *gateway.Node // gateway role
 	gwBackend *gatewayBackend
 	drain     drainer // POST /admin/drain (drain.go)
-	admission *identifyAdmission
-	identify  *guild.Service
-	client    transport.GuildClient
+	// adminToken guards /admin/ and goes on admin calls to other nodes.
+	adminToken string
+	admission  *identifyAdmission
+	identify   *guild.Service
+	client     transport.GuildClient
 
 	// snowflakeLost is closed if the node's snowflake claim is lost
 	// (snowflake.go); Serve then stops.
@@ -267,6 +270,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	n.adminToken = nodeAdminToken(cfg, key)
 	issuer, err := auth.New(auth.Config{Key: key}, st)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: auth: %w", err)
@@ -361,7 +365,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if n.relays, err = newRelayRouter(n.relayClient, n.metrics, log.With("component", "relays")); err != nil {
 			return nil, fmt.Errorf("cluster: relays: %w", err)
 		}
-		if n.guilds, err = guild.NewService(guild.Config{Logger: log.With("component", "guild"), Registerer: n.metrics},
+		if n.guilds, err = guild.NewService(guild.Config{Logger: log.With("component", "guild"), Registerer: n.metrics, ShadowEvery: cfg.PermissionsShadowEvery},
 			guild.Deps{Store: st, Sink: n.sink, IDs: ids, Auth: issuer, Relays: n.relays}); err != nil {
 			return nil, fmt.Errorf("cluster: guild service: %w", err)
 		}
@@ -551,13 +555,14 @@ func (n *Node) advertise(addr string) string {
 func (n *Node) Serve(ctx context.Context) error {
 	rctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	srv := &http.Server{Handler: n.handler, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)}
+	serving := n.cfg.ServingConfig()
+	srv := httpserve.NewServer(n.handler, serving)
 	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(n.httpL) }()
+	go func() { errc <- httpserve.Serve(srv, n.httpL, serving) }()
 	var adminSrv *http.Server
 	if n.adminL != nil {
-		adminSrv = &http.Server{Handler: n.adminHandler(), ErrorLog: srv.ErrorLog}
-		go func() { errc <- adminSrv.Serve(n.adminL) }()
+		adminSrv = httpserve.NewServer(n.adminHandler(), serving)
+		go func() { errc <- httpserve.Serve(adminSrv, n.adminL, serving) }()
 	}
 	if n.grpc != nil {
 		go func() { errc <- n.grpc.Serve(n.grpcL) }()

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
 )
@@ -140,7 +141,7 @@ func (n *Node) startDrain(req drainRequest) {
 		if req.Successor == "" {
 			err = n.gateway.Drain(ctx)
 		} else {
-			succ := &httpSuccessor{name: req.Successor, addr: req.SuccessorAddress, client: &http.Client{Timeout: 30 * time.Second}}
+			succ := &httpSuccessor{name: req.Successor, addr: req.SuccessorAddress, token: n.adminToken, client: &http.Client{Timeout: 30 * time.Second}}
 			err = n.gateway.HandOff(ctx, succ, gateway.HandOffOptions{ReconnectJitter: req.ReconnectJitter})
 		}
 		if err != nil {
@@ -172,6 +173,7 @@ func (n *Node) drainState() drainState {
 // httpSuccessor is a gateway.Successor reached on its admin address.
 type httpSuccessor struct {
 	name, addr string
+	token      string // the cluster's admin token
 	client     *http.Client
 }
 
@@ -200,6 +202,7 @@ func (s *httpSuccessor) post(ctx context.Context, path string, body any) error {
 		return fmt.Errorf("cluster: successor %s: %w", path, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	adminauth.Set(req, s.token)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("cluster: successor %s %s: %w", s.name, path, err)

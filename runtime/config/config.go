@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
@@ -86,6 +87,17 @@ type Config struct {
 	EgressProxy string
 	// DevUser creates a "dev" user on first start and prints its token.
 	DevUser bool
+	// AdminToken is the credential /admin/... requires (adminauth). In
+	// `concord dev` the admin endpoints are off unless it is set; `concord
+	// serve` derives one from the server key when it is empty.
+	AdminToken string
+	// PermissionsShadowEvery samples one fan-out or read permission
+	// decision of the guild actors in N and recomputes it from scratch
+	// (concord_permissions_shadow_*). 0 takes 1000; negative disables.
+	PermissionsShadowEvery int
+	// Serving bounds every HTTP listener: timeouts, header size and
+	// connection caps (zero fields take httpserve's defaults).
+	Serving httpserve.Config
 
 	// LeaseTTL is how long a dead process stays in the registry, hence
 	// about how long its guilds are unavailable. Default 5 s.
@@ -213,6 +225,16 @@ type Pod struct {
 	// DedicatedGuild makes a guild process dedicated to one guild (a
 	// GuildPlacement): the ring gives it no other guild.
 	DedicatedGuild snowflake.ID
+}
+
+// ServingConfig is Serving with the process logger: the bounds of every
+// HTTP listener of the process.
+func (c Config) ServingConfig() httpserve.Config {
+	s := c.Serving
+	if s.Logger == nil {
+		s.Logger = c.Logger
+	}
+	return s
 }
 
 // DefaultReportInterval is Presence.ReportInterval's default.

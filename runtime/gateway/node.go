@@ -18,7 +18,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"runtime"
 	"sync"
@@ -139,7 +138,8 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		n.cfg.Logger.Debug("gateway upgrade failed", "err", err)
 		return
 	}
-	if tc, ok := ws.NetConn().(*net.TCPConn); ok && n.cfg.SocketSendBuffer > 0 {
+	// A TCP connection, or a listener's wrapper of one (httpserve).
+	if tc, ok := ws.NetConn().(interface{ SetWriteBuffer(int) error }); ok && n.cfg.SocketSendBuffer > 0 {
 		_ = tc.SetWriteBuffer(n.cfg.SocketSendBuffer)
 	}
 	c := newConn(n, ws, apiVersion, comp, n.resumeURL(r))

@@ -177,9 +177,7 @@ func (a *Actor) load(ctx context.Context) error {
 	a.subs = make(map[event.SessionID]*subscriber)
 	a.engine = permissions.NewEngine(a.id, gs.Guild.OwnerID)
 	for i := range gs.Roles {
-		r := gs.Roles[i]
-		a.roles[r.ID] = &r
-		a.engine.SetRole(r.ID, permissions.Bits(r.Permissions))
+		a.setRole(gs.Roles[i])
 	}
 	for i := range gs.Channels {
 		c := gs.Channels[i]

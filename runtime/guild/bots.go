@@ -17,8 +17,9 @@ import (
 // InstallBot makes botUserID a member of guildID holding a managed role
 // named name that carries perms, or, when the bot is already a member
 // with its managed role, sets that role's permissions to perms. It returns
-// the managed role's id. The caller (the bot platform) has already checked
-// that the installing user holds MANAGE_GUILD and every bit of perms.
+// the managed role's id. installerID must pass the grant check inside the
+// guild, in the same step as the install: MANAGE_GUILD and every bit of
+// perms (the owner and administrators hold all).
 //
 // The managed role is created at position 1, right above @everyone, like
 // any new role: the bot outranks only members without roles until a
@@ -26,7 +27,7 @@ import (
 // The bot's effective permissions are then computed by the guild's engine
 // like anyone's (its roles and the channel overwrites), so narrowing the
 // role or removing the bot takes effect on the next call and event.
-func (s *Service) InstallBot(ctx context.Context, guildID, botUserID snowflake.ID, name string, perms permissions.Bits) (snowflake.ID, error) {
+func (s *Service) InstallBot(ctx context.Context, installerID, guildID, botUserID snowflake.ID, name string, perms permissions.Bits) (snowflake.ID, error) {
 	if _, err := s.User(ctx, botUserID); err != nil {
 		return 0, err
 	}
@@ -41,6 +42,12 @@ func (s *Service) InstallBot(ctx context.Context, guildID, botUserID snowflake.I
 	var roleID snowflake.ID
 	added := false
 	err = s.do(ctx, guildID, func(a *Actor) error {
+		if _, err := a.member(installerID); err != nil {
+			return err
+		}
+		if err := a.mayGrant(permissions.Grant{Actor: installerID, Need: permissions.ManageGuild, Bits: permissions.Bits(bits)}); err != nil {
+			return err
+		}
 		if m, ok := a.members[botUserID]; ok {
 			if id, ok := a.managedRole(m); ok {
 				roleID = id
@@ -48,23 +55,10 @@ func (s *Service) InstallBot(ctx context.Context, guildID, botUserID snowflake.I
 			}
 		}
 		r := store.Role{ID: newRoleID, GuildID: a.id, Name: name, Position: 1, Permissions: bits, Managed: true}
-		for _, o := range a.sortedRoles() {
-			if o.ID == a.id || o.Position < 1 {
-				continue
-			}
-			o.Position++
-			if err := a.svc.deps.Store.PutRole(ctx, o); err != nil {
-				return storeErr("install bot", err)
-			}
-			*a.roles[o.ID] = o
+		if err := a.insertRole(ctx, r, "install bot"); err != nil {
+			return err
 		}
-		if err := a.svc.deps.Store.PutRole(ctx, r); err != nil {
-			return storeErr("install bot", err)
-		}
-		a.roles[r.ID] = &r
-		a.engine.SetRole(r.ID, permissions.Bits(r.Permissions))
 		roleID = r.ID
-		a.broadcast(ctx, "GUILD_ROLE_CREATE", wire.RoleEvent{GuildID: a.id, Role: wire.RoleFrom(r)}, IntentGuilds)
 		if old, ok := a.members[botUserID]; ok {
 			m := *old
 			m.Roles = append(slices.Clone(old.Roles), r.ID)
@@ -111,8 +105,7 @@ func (a *Actor) setRolePermissions(ctx context.Context, roleID snowflake.ID, bit
 	if err := a.svc.deps.Store.PutRole(ctx, r); err != nil {
 		return storeErr("bot role", err)
 	}
-	*a.roles[roleID] = r
-	a.engine.SetRole(roleID, permissions.Bits(bits))
+	a.setRole(r)
 	a.broadcast(ctx, "GUILD_ROLE_UPDATE", wire.RoleEvent{GuildID: a.id, Role: wire.RoleFrom(r)}, IntentGuilds)
 	a.syncVisibility(ctx, nil, nil, 0)
 	return nil

@@ -23,7 +23,7 @@ func TestInstallBot(t *testing.T) {
 	bs := f.session(bot, "b1", 0, 0)
 
 	bits := permissions.KickMembers | permissions.ViewChannel | permissions.SendMessages
-	roleID := must[snowflake.ID](t)(f.svc.InstallBot(bg, gid, bot.ID, "Robot", bits))
+	roleID := must[snowflake.ID](t)(f.svc.InstallBot(bg, g.owner.ID, gid, bot.ID, "Robot", bits))
 	f.sink.waitFor(t, bs.ID, "GUILD_CREATE after install", func(ds []delivered) bool { return count(ds, "GUILD_CREATE") == 1 })
 	m := must[store.Member](t)(f.svc.Member(bg, g.owner.ID, gid, bot.ID))
 	if len(m.Roles) != 1 || m.Roles[0] != roleID {
@@ -61,7 +61,7 @@ func TestInstallBot(t *testing.T) {
 	}
 
 	// Installing again narrows the same role; the next call sees it.
-	again := must[snowflake.ID](t)(f.svc.InstallBot(bg, gid, bot.ID, "Robot", permissions.ViewChannel))
+	again := must[snowflake.ID](t)(f.svc.InstallBot(bg, g.owner.ID, gid, bot.ID, "Robot", permissions.ViewChannel))
 	if again != roleID {
 		t.Fatalf("reinstall made role %d, want %d", again, roleID)
 	}
@@ -102,8 +102,8 @@ func TestKickedBotRoleIsDeleted(t *testing.T) {
 	gid := g.guild.Guild.ID
 	bot := f.user("kicked", true)
 	other := f.user("stays", true)
-	kickedRole := must[snowflake.ID](t)(f.svc.InstallBot(bg, gid, bot.ID, "Kicked", permissions.ViewChannel))
-	keptRole := must[snowflake.ID](t)(f.svc.InstallBot(bg, gid, other.ID, "Stays", permissions.ViewChannel))
+	kickedRole := must[snowflake.ID](t)(f.svc.InstallBot(bg, g.owner.ID, gid, bot.ID, "Kicked", permissions.ViewChannel))
+	keptRole := must[snowflake.ID](t)(f.svc.InstallBot(bg, g.owner.ID, gid, other.ID, "Stays", permissions.ViewChannel))
 	if err := f.svc.RemoveMember(bg, g.owner.ID, gid, bot.ID); err != nil {
 		t.Fatal(err)
 	}

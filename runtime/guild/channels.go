@@ -90,8 +90,9 @@ func (a *Actor) putChannel(ctx context.Context, c store.Channel) error {
 	return nil
 }
 
-// CreateChannel creates a guild channel (MANAGE_CHANNELS; overwrites also
-// need MANAGE_ROLES) and sends CHANNEL_CREATE to the sessions that see it.
+// CreateChannel creates a guild channel (MANAGE_CHANNELS; overwrites go
+// through the grant check: MANAGE_ROLES and every bit they allow or deny,
+// held in the parent category or else at guild level) and sends CHANNEL_CREATE to the sessions that see it.
 func (s *Service) CreateChannel(ctx context.Context, userID, guildID snowflake.ID, spec ChannelSpec) (store.Channel, error) {
 	id, err := s.deps.IDs.Next()
 	if err != nil {
@@ -99,11 +100,7 @@ func (s *Service) CreateChannel(ctx context.Context, userID, guildID snowflake.I
 	}
 	var out store.Channel
 	err = s.do(ctx, guildID, func(a *Actor) error {
-		need := permissions.ManageChannels
-		if len(spec.Overwrites) > 0 {
-			need |= permissions.ManageRoles
-		}
-		if err := a.guildPerms(userID, need); err != nil {
+		if err := a.guildPerms(userID, permissions.ManageChannels); err != nil {
 			return err
 		}
 		c := store.Channel{
@@ -126,6 +123,14 @@ func (s *Service) CreateChannel(ctx context.Context, userID, guildID snowflake.I
 		if err := a.validateChannel(c); err != nil {
 			return err
 		}
+		// The actor's permissions are those of the parent category, or
+		// the guild's: the new channel's overwrites cannot vouch for
+		// themselves.
+		if len(c.Overwrites) > 0 {
+			if err := a.overwriteGrant(userID, c.ParentID, nil, c.Overwrites); err != nil {
+				return err
+			}
+		}
 		if err := a.putChannel(ctx, c); err != nil {
 			return err
 		}
@@ -136,8 +141,8 @@ func (s *Service) CreateChannel(ctx context.Context, userID, guildID snowflake.I
 	return out, err
 }
 
-// ModifyChannel patches a guild channel (MANAGE_CHANNELS in it; changing
-// overwrites also MANAGE_ROLES) and tells each session about the channel
+// ModifyChannel patches a guild channel (MANAGE_CHANNELS in it; new
+// overwrites go through the grant check in this channel) and tells each session about the channel
 // appearing, changing or disappearing for it.
 func (s *Service) ModifyChannel(ctx context.Context, userID, channelID snowflake.ID, p ChannelPatch) (store.Channel, error) {
 	guildID, err := s.guildOf(ctx, channelID)
@@ -146,11 +151,7 @@ func (s *Service) ModifyChannel(ctx context.Context, userID, channelID snowflake
 	}
 	var out store.Channel
 	err = s.do(ctx, guildID, func(a *Actor) error {
-		need := permissions.ManageChannels
-		if p.Overwrites != nil {
-			need |= permissions.ManageRoles
-		}
-		v, err := a.channelFor(userID, channelID, need)
+		v, err := a.channelFor(userID, channelID, permissions.ManageChannels)
 		if err != nil {
 			return err
 		}
@@ -188,6 +189,11 @@ func (s *Service) ModifyChannel(ctx context.Context, userID, channelID snowflake
 		if err := a.validateChannel(c); err != nil {
 			return err
 		}
+		if p.Overwrites != nil {
+			if err := a.overwriteGrant(userID, channelID, v.Channel.Overwrites, c.Overwrites); err != nil {
+				return err
+			}
+		}
 		if err := a.putChannel(ctx, c); err != nil {
 			return err
 		}
@@ -198,7 +204,8 @@ func (s *Service) ModifyChannel(ctx context.Context, userID, channelID snowflake
 	return out, err
 }
 
-// PutOverwrite sets one overwrite of a channel (MANAGE_ROLES in it).
+// PutOverwrite sets one overwrite of a channel: the grant check, in that
+// channel, of MANAGE_ROLES and every bit the overwrite changes.
 func (s *Service) PutOverwrite(ctx context.Context, userID, channelID snowflake.ID, o store.Overwrite) error {
 	return s.editOverwrites(ctx, userID, channelID, func(ows []store.Overwrite) []store.Overwrite {
 		ows = slices.DeleteFunc(ows, func(x store.Overwrite) bool { return x.ID == o.ID })
@@ -206,7 +213,8 @@ func (s *Service) PutOverwrite(ctx context.Context, userID, channelID snowflake.
 	})
 }
 
-// DeleteOverwrite removes a channel's overwrite for targetID (MANAGE_ROLES).
+// DeleteOverwrite removes a channel's overwrite for targetID under the
+// same check (removing an overwrite changes every bit it held).
 func (s *Service) DeleteOverwrite(ctx context.Context, userID, channelID, targetID snowflake.ID) error {
 	return s.editOverwrites(ctx, userID, channelID, func(ows []store.Overwrite) []store.Overwrite {
 		return slices.DeleteFunc(ows, func(x store.Overwrite) bool { return x.ID == targetID })
@@ -219,13 +227,16 @@ func (s *Service) editOverwrites(ctx context.Context, userID, channelID snowflak
 		return err
 	}
 	return s.do(ctx, guildID, func(a *Actor) error {
-		v, err := a.channelFor(userID, channelID, permissions.ManageRoles)
+		v, err := a.channelFor(userID, channelID, 0)
 		if err != nil {
 			return err
 		}
 		c := v.Channel
-		c.Overwrites = edit(c.Overwrites)
+		c.Overwrites = edit(slices.Clone(c.Overwrites))
 		if err := a.validateChannel(c); err != nil {
+			return err
+		}
+		if err := a.overwriteGrant(userID, channelID, v.Channel.Overwrites, c.Overwrites); err != nil {
 			return err
 		}
 		if err := a.putChannel(ctx, c); err != nil {

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/concord-chat/concord/runtime/event"
-	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/wire"
@@ -98,11 +97,6 @@ func mustJSON(v any) json.RawMessage {
 		panic("guild: encode payload: " + err.Error())
 	}
 	return b
-}
-
-// canView reports whether a user sees a channel now.
-func (a *Actor) canView(userID, channelID snowflake.ID) bool {
-	return a.engine.Channel(userID, channelID, a.svc.cfg.Now()).Has(permissions.ViewChannel)
 }
 
 // sendTo delivers one dispatch to one session.
@@ -204,17 +198,6 @@ func mentions(m wire.Message, userID snowflake.ID) bool {
 		}
 	}
 	return false
-}
-
-// visibleChannels lists the channels a user sees now.
-func (a *Actor) visibleChannels(userID snowflake.ID) map[snowflake.ID]bool {
-	out := make(map[snowflake.ID]bool)
-	for id := range a.channels {
-		if a.canView(userID, id) {
-			out[id] = true
-		}
-	}
-	return out
 }
 
 // syncVisibility tells each subscriber which channels appeared

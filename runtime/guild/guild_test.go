@@ -578,6 +578,13 @@ func TestPrivateChannelRouting(t *testing.T) {
 	b := f.user("bob", false)
 	bot := f.user("dmbot", true)
 	deafBot := f.user("deafbot", true)
+	// DMs need a shared guild (50007 otherwise).
+	shared := must[GuildInfo](t)(f.svc.CreateGuild(bg, a.ID, "shared"))
+	for _, u := range []store.User{b, bot, deafBot} {
+		if _, _, err := f.svc.AddMember(bg, shared.Guild.ID, u.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sa := f.session(a, "a9", 0, 0)
 	sb := f.session(b, "b9", 0, 0)
 	sBot := f.session(bot, "c9", IntentDirectMessages, 0)

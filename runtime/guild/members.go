@@ -116,8 +116,8 @@ type MemberPatch struct {
 }
 
 // ModifyMember patches a member: nick (CHANGE_NICKNAME for oneself,
-// MANAGE_NICKNAMES otherwise), roles (MANAGE_ROLES, each added or removed
-// role below the caller's highest) and timeout (MODERATE_MEMBERS, not on
+// MANAGE_NICKNAMES otherwise), roles (the grant check: MANAGE_ROLES, each
+// added or removed role below the caller's highest) and timeout (MODERATE_MEMBERS, not on
 // the owner or administrators, at most 28 days).
 func (s *Service) ModifyMember(ctx context.Context, userID, guildID, memberID snowflake.ID, p MemberPatch) (store.Member, error) {
 	var out store.Member
@@ -149,7 +149,7 @@ func (s *Service) ModifyMember(ctx context.Context, userID, guildID, memberID sn
 			m.Nick = *p.Nick
 		}
 		if p.Roles != nil {
-			if err := a.guildPerms(userID, permissions.ManageRoles); err != nil {
+			if err := a.mayGrant(permissions.Grant{Actor: userID, Need: permissions.ManageRoles}); err != nil {
 				return err
 			}
 			want := make([]snowflake.ID, 0, len(*p.Roles))
@@ -162,10 +162,8 @@ func (s *Service) ModifyMember(ctx context.Context, userID, guildID, memberID sn
 				}
 				want = append(want, id)
 			}
-			for _, id := range symmetricDiff(m.Roles, want) {
-				if r, ok := a.roles[id]; ok && !a.outranks(userID, r.Position) {
-					return fmt.Errorf("role %d above caller: %w", id, ErrMissingPermissions)
-				}
+			if err := a.mayGrant(permissions.Grant{Actor: userID, Need: permissions.ManageRoles, Roles: symmetricDiff(m.Roles, want)}); err != nil {
+				return err
 			}
 			m.Roles = want
 		}
@@ -205,19 +203,21 @@ func (s *Service) RemoveMemberRole(ctx context.Context, userID, guildID, memberI
 
 func (s *Service) editMemberRoles(ctx context.Context, userID, guildID, memberID, roleID snowflake.ID, add bool) error {
 	return s.do(ctx, guildID, func(a *Actor) error {
-		if err := a.guildPerms(userID, permissions.ManageRoles); err != nil {
+		if _, err := a.member(userID); err != nil {
+			return err
+		}
+		if err := a.mayGrant(permissions.Grant{Actor: userID, Need: permissions.ManageRoles}); err != nil {
 			return err
 		}
 		old, ok := a.members[memberID]
 		if !ok {
 			return fmt.Errorf("member %d: %w", memberID, ErrUnknownMember)
 		}
-		r, ok := a.roles[roleID]
-		if !ok || roleID == a.id {
+		if _, ok := a.roles[roleID]; !ok || roleID == a.id {
 			return fmt.Errorf("role %d: %w", roleID, ErrUnknownRole)
 		}
-		if !a.outranks(userID, r.Position) {
-			return fmt.Errorf("role %d above caller: %w", roleID, ErrMissingPermissions)
+		if err := a.mayGrant(permissions.Grant{Actor: userID, Need: permissions.ManageRoles, Roles: []snowflake.ID{roleID}}); err != nil {
+			return err
 		}
 		has := slices.Contains(old.Roles, roleID)
 		if has == add {

@@ -92,8 +92,8 @@ func (p *privateRouter) recipientChannel(ctx context.Context, userID, channelID 
 	if err != nil {
 		return store.Channel{}, err
 	}
-	if !slices.Contains(c.Recipients, userID) {
-		return store.Channel{}, fmt.Errorf("private channel %d: %w", channelID, ErrMissingAccess)
+	if err := privateAccess(c, userID); err != nil {
+		return store.Channel{}, err
 	}
 	return c, nil
 }
@@ -114,6 +114,11 @@ func (p *privateRouter) authorizeSend(ctx context.Context, req SendRequest) (Sen
 		c, err := p.recipientChannel(ctx, req.UserID, req.ChannelID)
 		if err != nil {
 			return err
+		}
+		if !req.Edit {
+			if err := p.svc.maySendPrivate(ctx, c, req.UserID); err != nil {
+				return err
+			}
 		}
 		out = SendGrant{Channel: cloneChannel(c), Users: []snowflake.ID{}, Roles: []snowflake.ID{}}
 		for _, u := range req.Users {
@@ -205,6 +210,9 @@ func (s *Service) CreateDM(ctx context.Context, userID, recipientID snowflake.ID
 	if _, err := s.User(ctx, recipientID); err != nil {
 		return store.Channel{}, err
 	}
+	if err := s.mayDM(ctx, userID, recipientID); err != nil {
+		return store.Channel{}, err
+	}
 	var out store.Channel
 	err := s.private.do(ctx, func() error {
 		chans, err := s.deps.Store.PrivateChannels(ctx, userID)
@@ -248,6 +256,9 @@ func (s *Service) CreateGroupDM(ctx context.Context, userID snowflake.ID, recipi
 	}
 	for _, r := range all {
 		if _, err := s.User(ctx, r); err != nil {
+			return store.Channel{}, err
+		}
+		if err := s.mayDM(ctx, userID, r); err != nil {
 			return store.Channel{}, err
 		}
 	}

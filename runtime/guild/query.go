@@ -28,8 +28,8 @@ func (a *Actor) channelFor(userID, channelID snowflake.ID, perms permissions.Bit
 	if c == nil {
 		return ChannelView{}, fmt.Errorf("channel %d: %w", channelID, ErrUnknownChannel)
 	}
-	p := a.engine.Channel(userID, channelID, a.svc.cfg.Now())
-	if !p.Has(permissions.ViewChannel) {
+	p := a.decide(permissions.DecisionRead, userID, channelID)
+	if !permissions.AccessOf(p).CanView() {
 		return ChannelView{}, fmt.Errorf("channel %d: %w", channelID, ErrMissingAccess)
 	}
 	if !p.Has(perms) {
@@ -125,13 +125,13 @@ type ReadGrant struct {
 }
 
 // AuthorizeRead checks VIEW_CHANNEL and READ_MESSAGE_HISTORY for a
-// history read.
+// history read, through Visibility.
 func (s *Service) AuthorizeRead(ctx context.Context, userID, channelID snowflake.ID) (ReadGrant, error) {
-	v, err := s.Authorize(ctx, userID, channelID, 0)
+	v, err := s.Visibility(ctx, userID, channelID)
 	if err != nil {
 		return ReadGrant{}, err
 	}
-	return ReadGrant{Channel: v.Channel, History: v.Permissions.Has(permissions.ReadMessageHistory)}, nil
+	return ReadGrant{Channel: v.Channel, History: v.Access.CanReadHistory()}, nil
 }
 
 // Roles lists a guild's roles by position for a member.

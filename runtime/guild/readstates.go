@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/concord-chat/concord/runtime/event"
-	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
@@ -14,8 +13,8 @@ import (
 // recipient of a private channel). The read-state role uses it so a
 // mention in a hidden channel never counts.
 func (s *Service) CanView(ctx context.Context, user, channel snowflake.ID) bool {
-	_, err := s.Authorize(ctx, user, channel, permissions.ViewChannel)
-	return err == nil
+	v, err := s.Visibility(ctx, user, channel)
+	return err == nil && v.Access.CanView()
 }
 
 // RoleMembers lists the members holding role in guild (role mentions).

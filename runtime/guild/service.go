@@ -28,6 +28,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/wire"
@@ -53,8 +54,14 @@ type Config struct {
 	// Now returns the current time (default time.Now).
 	Now func() time.Time
 	// Registerer receives the concord_guild_* metrics (event age, mailbox
-	// length, loaded actors, deliveries); nil registers nothing.
+	// length, loaded actors, deliveries) and the shadow check's
+	// concord_permissions_shadow_* counters; nil registers nothing.
 	Registerer prometheus.Registerer
+	// ShadowEvery samples one fan-out or read permission decision in
+	// ShadowEvery and recomputes it from scratch from the actor's state,
+	// counting disagreements with the cached engine (default
+	// permissions.DefaultShadowEvery, 1000; negative disables).
+	ShadowEvery int
 }
 
 // Deps are the Service's collaborators.
@@ -89,6 +96,9 @@ type Service struct {
 	deps    Deps
 	log     *slog.Logger
 	metrics *metrics
+	// shadow samples permission decisions for the shadow check; nil
+	// when disabled.
+	shadow *permissions.Shadow
 
 	mu       sync.Mutex
 	actors   map[snowflake.ID]*Actor
@@ -140,8 +150,13 @@ func NewService(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	shadow, err := permissions.NewShadow(permissions.ShadowConfig{Every: cfg.ShadowEvery, Registerer: cfg.Registerer, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("guild: %w", err)
+	}
 	s := &Service{
 		metrics:  m,
+		shadow:   shadow,
 		cfg:      cfg,
 		deps:     deps,
 		log:      cfg.Logger,

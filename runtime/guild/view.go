@@ -125,23 +125,11 @@ func (a *Actor) guildCreate(ctx context.Context, userID snowflake.ID) wire.Guild
 }
 
 // highest returns the position of the member's highest role (0 for
-// @everyone only).
-func (a *Actor) highest(userID snowflake.ID) int {
-	m := a.members[userID]
-	if m == nil {
-		return -1
-	}
-	top := 0
-	for _, id := range m.Roles {
-		if r, ok := a.roles[id]; ok && r.Position > top {
-			top = r.Position
-		}
-	}
-	return top
-}
+// @everyone only, -1 for a non-member), as the engine's hierarchy sees it.
+func (a *Actor) highest(userID snowflake.ID) int { return a.engine.Highest(userID) }
 
 // outranks reports whether actor may manage something at position pos:
 // the owner always, others only strictly below their highest role.
 func (a *Actor) outranks(actorID snowflake.ID, pos int) bool {
-	return actorID == a.guild.OwnerID || a.highest(actorID) > pos
+	return a.engine.Outranks(actorID, pos)
 }

@@ -72,9 +72,11 @@ type Engine struct {
 	guildID snowflake.ID
 	ownerID snowflake.ID
 
-	roles    map[snowflake.ID]Bits // includes @everyone (id == guildID) once set
-	channels map[snowflake.ID]*channel
-	members  map[snowflake.ID]member
+	roles map[snowflake.ID]Bits // includes @everyone (id == guildID) once set
+	// positions are the roles' positions for the hierarchy (grant.go).
+	positions map[snowflake.ID]int
+	channels  map[snowflake.ID]*channel
+	members   map[snowflake.ID]member
 	// memberOverwrites counts channels with an overwrite per user id, also
 	// for users who are not members (yet).
 	memberOverwrites map[snowflake.ID]int32
@@ -125,6 +127,7 @@ func (e *Engine) DeleteRole(roleID snowflake.ID) {
 		return
 	}
 	delete(e.roles, roleID)
+	delete(e.positions, roleID)
 	e.invalidateRole(roleID)
 }
 

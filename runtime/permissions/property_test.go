@@ -203,6 +203,9 @@ func compareAll(t *rapid.T, e *Engine, g *refGuild) {
 				if got := e.Channel(u, c, now); got != want {
 					t.Fatalf("Channel(user %d, channel %d, %s) = %s, reference %s\n%s", u, c, now.Format(time.TimeOnly), fmtBits(got), fmtBits(want), dumpGuild(g))
 				}
+				if got, ok := g.compute(u, c, now); ok && got != want {
+					t.Fatalf("Compute(user %d, channel %d, %s) = %s, reference %s\n%s", u, c, now.Format(time.TimeOnly), fmtBits(got), fmtBits(want), dumpGuild(g))
+				}
 				propComparisons.Add(1)
 				if want != 0 && want != All {
 					propNontrivial.Add(1)

@@ -161,3 +161,18 @@ func (g *refGuild) refChannel(user, channelID snowflake.ID, now time.Time) Bits 
 	}
 	return p
 }
+
+// compute runs Compute (the shadow check's from-scratch path) over the
+// reference's inputs; ok is false for a user or channel the guild does not
+// have, which Compute is never asked about.
+func (g *refGuild) compute(user, channelID snowflake.ID, now time.Time) (Bits, bool) {
+	m, ok := g.members[user]
+	ows, chOK := g.channels[channelID]
+	if !ok || !chOK {
+		return 0, false
+	}
+	return Compute(Inputs{
+		GuildID: g.guildID, OwnerID: g.owner, Member: m, Overwrites: ows, Now: now,
+		Role: func(id snowflake.ID) (Bits, bool) { b, ok := g.roles[id]; return b, ok },
+	}), true
+}

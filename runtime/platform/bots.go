@@ -305,8 +305,8 @@ func (b botGuilds) AuthorizeGuild(ctx context.Context, userID, guildID snowflake
 }
 
 // InstallBot implements bots.Guilds.
-func (b botGuilds) InstallBot(ctx context.Context, guildID, botUserID snowflake.ID, name string, perms permissions.Bits) (snowflake.ID, error) {
-	id, err := b.g.InstallBot(ctx, guildID, botUserID, name, perms)
+func (b botGuilds) InstallBot(ctx context.Context, installerID, guildID, botUserID snowflake.ID, name string, perms permissions.Bits) (snowflake.ID, error) {
+	id, err := b.g.InstallBot(ctx, installerID, guildID, botUserID, name, perms)
 	return id, botErr(err)
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/admission"
 	"github.com/concord-chat/concord/runtime/api"
 	"github.com/concord-chat/concord/runtime/auth"
@@ -25,6 +26,7 @@ import (
 	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	cassandrastore "github.com/concord-chat/concord/runtime/store/cassandra"
@@ -86,7 +88,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		return nil, fmt.Errorf("platform: snowflake: %w", err)
 	}
 	sink := &sinkRef{}
-	if p.guilds, err = guild.NewService(guild.Config{Logger: cfg.Logger.With("component", "guild"), Registerer: p.registry},
+	if p.guilds, err = guild.NewService(guild.Config{Logger: cfg.Logger.With("component", "guild"), Registerer: p.registry, ShadowEvery: cfg.PermissionsShadowEvery},
 		guild.Deps{Store: p.store, Sink: sink, IDs: ids, Auth: p.auth}); err != nil {
 		return nil, fmt.Errorf("platform: guild service: %w", err)
 	}
@@ -238,21 +240,29 @@ func (p *Platform) routes(restAPI http.Handler) http.Handler {
 	mux.Handle("/gateway/", p.gateway)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
 	HandleHealth(mux, p.ready.Load)
+	mux.Handle("/admin/", adminauth.Guard(p.cfg.AdminToken, p.adminRoutes()))
+	mux.Handle("/", UpgradeOr(p.gateway, restAPI))
+	return mux
+}
+
+// adminRoutes are the admin endpoints, served behind the admin token
+// (off without Config.AdminToken).
+func (p *Platform) adminRoutes() http.Handler {
+	mux := http.NewServeMux()
 	mux.HandleFunc("POST /admin/drain", func(w http.ResponseWriter, r *http.Request) {
 		p.ready.Store(false)
 		p.gateway.Drain(r.Context())
 		w.WriteHeader(http.StatusNoContent)
 	})
-	mux.Handle("/", UpgradeOr(p.gateway, restAPI))
 	return mux
 }
 
 // Serve accepts connections on l until ctx ends, then shuts down
 // gracefully within Config.ShutdownTimeout.
 func (p *Platform) Serve(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{Handler: p.handler, ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn)}
+	srv := httpserve.NewServer(p.handler, p.cfg.ServingConfig())
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
+	go func() { errc <- httpserve.Serve(srv, l, p.cfg.ServingConfig()) }()
 	return p.Run(ctx, srv, errc)
 }
 

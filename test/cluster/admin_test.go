@@ -18,10 +18,19 @@ import (
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 )
 
-// adminGet GETs an admin path and decodes a 200 answer into out.
+// adminTestToken is the admin token of the tests' nodes (nodeArgs).
+const adminTestToken = "cluster-test-admin-token"
+
+// adminGet GETs an admin path with the admin token and decodes a 200
+// answer into out.
 func adminGet(t *testing.T, addr, path string, out any) (int, string) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + path)
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminTestToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s%s: %v", addr, path, err)
 	}

@@ -245,6 +245,7 @@ func adminDrain(t *testing.T, method, addr string, body any) drainReply {
 		rd = bytes.NewReader(nil)
 	}
 	req, _ := http.NewRequest(method, "http://"+addr+"/admin/drain", rd)
+	req.Header.Set("Authorization", "Bearer "+adminTestToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s /admin/drain on %s: %v", method, addr, err)

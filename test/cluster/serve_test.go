@@ -57,7 +57,7 @@ func TestServeAllRolesOneProcess(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"concord_cluster_resubscriptions_total", "concord_transport_server_handled_total", "go_goroutines"} {
+	for _, want := range []string{"concord_cluster_resubscriptions_total", "concord_transport_server_handled_total", "concord_permissions_shadow_disagreements_total", "go_goroutines"} {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
 			t.Fatalf("/metrics: %d, no %s:\n%.2000s", resp.StatusCode, want, body)
 		}

@@ -30,7 +30,7 @@ type clusterEnv struct {
 }
 
 // nodeArgs are the flags every node of the test's cluster shares — the
-// registry, the store, the server key, the test's lease TTL and a short
+// registry, the store, the server key, the admin token, the test's lease TTL and a short
 // retry interval, and no REST rate limits (the tests send faster than a
 // channel's 5 per 5 s; TestRateLimitsSharedAcrossAPINodes turns them on)
 // — followed by extra.
@@ -39,6 +39,7 @@ func (e clusterEnv) nodeArgs(extra ...string) []string {
 		"--registry=etcd://" + strings.TrimPrefix(e.endpoint, "http://"),
 		"--store=cassandra://" + e.cass + "/" + e.ks + "?rf=1",
 		"--server-key=" + e.key,
+		"--admin-token=" + adminTestToken,
 		"--lease-ttl=" + leaseTTL.String(),
 		"--retry-interval=500ms",
 		"--rate-limits=false",

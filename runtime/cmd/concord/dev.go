@@ -2,12 +2,11 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"net"
-	"net/http"
 
 	"github.com/spf13/cobra"
 
+	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/platform"
 )
 
@@ -48,9 +47,9 @@ func runPlatform(cmd *cobra.Command, cfg platform.Config) error {
 		return fmt.Errorf("listen %s: %w", cfg.HTTP, err)
 	}
 	gate := &platform.Gate{}
-	srv := &http.Server{Handler: gate, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	srv := httpserve.NewServer(gate, cfg.ServingConfig())
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
+	go func() { errc <- httpserve.Serve(srv, l, cfg.ServingConfig()) }()
 	p, err := platform.New(ctx, cfg)
 	if err != nil {
 		srv.Close()

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/concord-chat/concord/runtime/config"
+	"github.com/concord-chat/concord/runtime/permissions"
 )
 
 // Every flag maps onto one field of config.Config, takes its default from
@@ -90,8 +91,12 @@ func bindConfigFlags(fs *pflag.FlagSet, cfg *config.Config, logFormat, logLevel 
 	strFlag(fs, &cfg.Node, "node", d.Node, "node name in the registry and in gateway sessions")
 	strFlag(fs, &cfg.PublicURL, "public-url", "", "gateway URL given to clients (ws://host:port/gateway); empty derives it from the request")
 	strFlag(fs, &cfg.ServerKey, "server-key", "", "token signing key (>= 32 bytes); empty uses <data-dir>/server.key")
+	strFlag(fs, &cfg.AdminToken, "admin-token", "", "bearer token /admin/... requires (Authorization: Bearer or X-Concord-Admin-Token); dev: empty turns /admin off; serve: empty derives it from the server key")
 	strFlag(fs, &cfg.EgressProxy, "egress-proxy", "", "send every call to a bot-chosen URL (interaction endpoints, webhooks) through this egress proxy (concord egress, http://host:port); empty checks and dials in-process")
 	bindCredentialFlags(fs, &cfg.Credentials)
+	bindServingFlags(fs, &cfg.Serving)
+	intFlag(fs, &cfg.PermissionsShadowEvery, "permissions-shadow-every", permissions.DefaultShadowEvery,
+		"recompute 1 in N fan-out and read permission decisions from scratch and count disagreements in concord_permissions_shadow_disagreements_total (negative disables)")
 	intFlag(fs, &cfg.Worker, "worker", 0, "snowflake worker id (0..31); serve without --worker and --process claims a free pair (--snowflake-id)")
 	intFlag(fs, &cfg.Process, "process", 0, "snowflake process id (0..31); see --worker")
 	intFlag(fs, &cfg.Identify.Concurrency, "identify-concurrency", d.Identify.Concurrency,

@@ -1,0 +1,118 @@
+package api
+
+import (
+	"context"
+	"errors"
+
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/wire"
+)
+
+// reader is the only way a handler turns stored messages into a response:
+// it renders for one viewer, within one request, and asks the guild
+// tier's Visibility decision — taken now, not remembered from an earlier
+// request — for every channel it renders from, the channels of referenced
+// messages included. Each channel is decided once per request.
+//
+// Paths that use it: message history and single-message reads
+// (history.go), the send response and the enforce_nonce replay
+// (messages.go), edit responses (edits.go). A message whose channel the
+// viewer cannot see fails with guild.ErrMissingAccess; a referenced
+// message the viewer cannot see is left out (referenced_message absent),
+// as Discord leaves out what it cannot show.
+type reader struct {
+	h       *handler
+	viewer  snowflake.ID
+	decided map[snowflake.ID]readDecision
+}
+
+type readDecision struct {
+	view guild.ReadView
+	err  error
+}
+
+func (h *handler) reader(viewer snowflake.ID) *reader {
+	return &reader{h: h, viewer: viewer, decided: make(map[snowflake.ID]readDecision, 1)}
+}
+
+// access returns the viewer's decision for a channel, asking Visibility
+// the first time in this request.
+func (r *reader) access(ctx context.Context, channelID snowflake.ID) (guild.ReadView, error) {
+	if d, ok := r.decided[channelID]; ok {
+		return d.view, d.err
+	}
+	v, err := r.h.guilds.Visibility(ctx, r.viewer, channelID)
+	r.decided[channelID] = readDecision{v, err}
+	return v, err
+}
+
+// history returns the decision for a history read: the channel must be
+// visible; History tells whether its messages may be listed.
+func (r *reader) history(ctx context.Context, channelID snowflake.ID) (guild.ReadGrant, error) {
+	v, err := r.access(ctx, channelID)
+	if err != nil {
+		return guild.ReadGrant{}, err
+	}
+	return guild.ReadGrant{Channel: v.Channel, History: v.Access.CanReadHistory()}, nil
+}
+
+// load reads one stored message the viewer may see now and renders it
+// with its referenced message (when visible).
+func (r *reader) load(ctx context.Context, channelID, messageID snowflake.ID) (wire.Message, error) {
+	if _, err := r.access(ctx, channelID); err != nil {
+		return wire.Message{}, err
+	}
+	m, err := r.h.store.GetMessage(ctx, channelID, messageID)
+	if err != nil {
+		return wire.Message{}, messageErr(err)
+	}
+	return r.render(ctx, m, nil, nil)
+}
+
+// render converts a stored message for the viewer. member is the author's
+// partial member when known (sends, edits). ref, when given, is the
+// replied-to message already loaded; otherwise it is loaded from the
+// store. Either way it is included only if the viewer sees its channel now.
+func (r *reader) render(ctx context.Context, m store.Message, member *wire.Member, ref *store.Message) (wire.Message, error) {
+	if _, err := r.access(ctx, m.ChannelID); err != nil {
+		return wire.Message{}, err
+	}
+	if ref == nil && m.ReferenceID != 0 {
+		// A reference names a message of the same channel (replies
+		// cannot cross channels); load it from there.
+		got, err := r.h.store.GetMessage(ctx, m.ChannelID, m.ReferenceID)
+		switch {
+		case err == nil:
+			ref = &got
+		case !errors.Is(err, store.ErrNotFound):
+			return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
+		}
+	}
+	var refMsg *wire.Message
+	if ref != nil {
+		_, err := r.access(ctx, ref.ChannelID)
+		switch {
+		case err == nil:
+			rm := r.h.wireMessage(ctx, *ref, nil, nil)
+			refMsg = &rm
+		case errors.Is(err, guild.ErrUnavailable):
+			return wire.Message{}, err
+		}
+	}
+	return r.h.wireMessage(ctx, m, member, refMsg), nil
+}
+
+// wireMessage converts a stored message with its author, mentions and an
+// already-decided referenced message; only reader calls it.
+func (h *handler) wireMessage(ctx context.Context, m store.Message, member *wire.Member, ref *wire.Message) wire.Message {
+	author := h.userOrGhost(ctx, m.AuthorID)
+	mentions := make([]wire.User, 0, len(m.Mentions))
+	for _, id := range m.Mentions {
+		if u, err := h.guilds.User(ctx, id); err == nil {
+			mentions = append(mentions, u)
+		}
+	}
+	return wire.MessageFrom(m, author, member, mentions, ref)
+}

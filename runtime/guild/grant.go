@@ -1,0 +1,81 @@
+package guild
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/permissions"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+)
+
+// mayGrant asks the guild's engine whether g may happen now; every action
+// that hands out permission bits or changes who holds a role goes through
+// it (overwrites, role create/edit/delete/positions, role assignment, bot
+// installs). A refusal is ErrMissingPermissions, Discord's 50013.
+func (a *Actor) mayGrant(g permissions.Grant) error {
+	if err := a.engine.MayGrant(g, a.svc.cfg.Now()); err != nil {
+		return fmt.Errorf("guild %d: %w: %w", a.id, ErrMissingPermissions, err)
+	}
+	return nil
+}
+
+// overwriteGrant is the grant of replacing a channel's overwrites before
+// with after: MANAGE_ROLES in channelID (0: at guild level, for a new
+// channel without a parent) and every bit that changes.
+func (a *Actor) overwriteGrant(userID, channelID snowflake.ID, before, after []store.Overwrite) error {
+	return a.mayGrant(permissions.Grant{
+		Actor:   userID,
+		Channel: channelID,
+		Need:    permissions.ManageRoles,
+		Bits:    permissions.ChangedBits(engineOverwrites(before), engineOverwrites(after)),
+	})
+}
+
+// setRole applies a role, already written through, to the actor's state
+// and its engine (bits and the position the hierarchy reads).
+func (a *Actor) setRole(r store.Role) {
+	if old, ok := a.roles[r.ID]; ok {
+		*old = r
+	} else {
+		a.roles[r.ID] = &r
+	}
+	a.engine.SetRole(r.ID, permissions.Bits(r.Permissions))
+	a.engine.SetRolePosition(r.ID, r.Position)
+}
+
+// decide returns userID's permissions in channelID from the cached engine
+// for a fan-out or read decision; a sample of them is recomputed from
+// scratch from the actor's own state (roles, overwrites, members, owner)
+// and a disagreement is counted and logged by the shadow check.
+func (a *Actor) decide(d permissions.Decision, userID, channelID snowflake.ID) permissions.Bits {
+	now := a.svc.cfg.Now()
+	p := a.engine.Channel(userID, channelID, now)
+	if a.svc.shadow.Sample() {
+		a.svc.shadow.Record(d, a.id, userID, channelID, p, a.recompute(userID, channelID, now))
+	}
+	return p
+}
+
+// recompute is permissions.Compute over the actor's state: what the engine
+// must answer for userID in channelID.
+func (a *Actor) recompute(userID, channelID snowflake.ID, now time.Time) permissions.Bits {
+	m, c := a.members[userID], a.channels[channelID]
+	if m == nil || c == nil {
+		return 0
+	}
+	return permissions.Compute(permissions.Inputs{
+		GuildID: a.id,
+		OwnerID: a.guild.OwnerID,
+		Member:  engineMember(*m),
+		Role: func(id snowflake.ID) (permissions.Bits, bool) {
+			r, ok := a.roles[id]
+			if !ok {
+				return 0, false
+			}
+			return permissions.Bits(r.Permissions), true
+		},
+		Overwrites: engineOverwrites(c.Overwrites),
+		Now:        now,
+	})
+}

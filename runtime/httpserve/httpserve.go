@@ -1,0 +1,115 @@
+// Package httpserve builds the HTTP servers of every Concord listener with
+// the same bounds, so that no client can hold a socket or a goroutine
+// without limit:
+//
+//   - the request line and headers must arrive within ReadHeaderTimeout
+//     (a connection that never finishes them is closed);
+//   - a normal request's body must arrive within ReadTimeout and its
+//     response be written within WriteTimeout; both are per-request
+//     deadlines set through http.ResponseController, skipped for WebSocket
+//     upgrades, CONNECT tunnels and event streams, which live as long as
+//     their own protocol allows;
+//   - a keep-alive connection may stay idle for IdleTimeout;
+//   - headers are at most MaxHeaderBytes;
+//   - one remote address holds at most MaxConnsPerAddr connections and
+//     the listener at most MaxConns (Listener), counted from accept until
+//     close, so a WebSocket counts before and after its upgrade;
+//   - errors net/http writes on its own (a malformed request line, a bad
+//     escape, an unclean path's redirect, 405s) go out as Discord's JSON
+//     error body instead of text/plain or text/html (Front).
+//
+// Use NewServer for the *http.Server and Listener for the net.Listener
+// it serves.
+package httpserve
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultWriteTimeout      = 60 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultMaxHeaderBytes    = 64 << 10
+	DefaultMaxConnsPerAddr   = 256
+	DefaultMaxConns          = 16384
+)
+
+// Config bounds one listener. Zero fields take the defaults above; a
+// negative duration or count turns that bound off (tests only).
+type Config struct {
+	// ReadHeaderTimeout bounds the request line and headers of each
+	// request, measured from its first byte (from accept for the first).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a normal request's body, measured from
+	// the end of its headers.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds a normal request's handling and response.
+	WriteTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes caps the request line and headers.
+	MaxHeaderBytes int
+	// MaxConnsPerAddr caps the open connections of one remote IP address.
+	MaxConnsPerAddr int
+	// MaxConns caps the open connections of the listener.
+	MaxConns int
+	// Logger receives net/http's own error log (TLS and accept errors,
+	// handler panics) at warn level. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns cfg with its zero fields set to the defaults.
+func (cfg Config) WithDefaults() Config {
+	dur := func(p *time.Duration, def time.Duration) {
+		if *p == 0 {
+			*p = def
+		}
+	}
+	num := func(p *int, def int) {
+		if *p == 0 {
+			*p = def
+		}
+	}
+	dur(&cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	dur(&cfg.ReadTimeout, DefaultReadTimeout)
+	dur(&cfg.WriteTimeout, DefaultWriteTimeout)
+	dur(&cfg.IdleTimeout, DefaultIdleTimeout)
+	num(&cfg.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	num(&cfg.MaxConnsPerAddr, DefaultMaxConnsPerAddr)
+	num(&cfg.MaxConns, DefaultMaxConns)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg
+}
+
+// positive returns d, or 0 (no bound) for a negative d.
+func positive(d time.Duration) time.Duration { return max(d, 0) }
+
+// NewServer returns a server for h with cfg's timeouts and header limit,
+// h behind Front. It sets no server-wide ReadTimeout or WriteTimeout:
+// those would cut WebSocket and streaming connections, so Front sets them
+// per request instead. Serve it on Listener(l, cfg).
+func NewServer(h http.Handler, cfg Config) *http.Server {
+	cfg = cfg.WithDefaults()
+	return &http.Server{
+		Handler:           Front(h, cfg),
+		ReadHeaderTimeout: positive(cfg.ReadHeaderTimeout),
+		IdleTimeout:       positive(cfg.IdleTimeout),
+		MaxHeaderBytes:    max(cfg.MaxHeaderBytes, 0),
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// Serve serves srv (from NewServer) on l behind Listener(l, cfg): the
+// one-line form of srv.Serve(Listener(l, cfg)).
+func Serve(srv *http.Server, l net.Listener, cfg Config) error {
+	return srv.Serve(Listener(l, cfg))
+}

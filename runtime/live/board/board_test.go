@@ -1,0 +1,45 @@
+package board_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/live/board"
+	"github.com/concord-chat/concord/runtime/registry"
+)
+
+func TestWatchSnapshotThenChanges(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b := board.New()
+	b.Put(ctx, "live/a", []byte("1"), registry.Persistent)
+	b.Put(ctx, "other/x", []byte("0"), registry.Persistent)
+	ch, err := b.WatchKV(ctx, "live/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := <-ch
+	if !u.Snapshot || len(u.Changes) != 1 || u.Changes[0].Key != "live/a" {
+		t.Fatalf("snapshot = %+v", u)
+	}
+	b.Put(ctx, "live/b", []byte("2"), registry.WhileAlive)
+	b.Delete(ctx, "live/a")
+	b.Put(ctx, "other/y", nil, registry.Persistent)
+	u = <-ch
+	if u.Changes[0].Key != "live/b" || string(u.Changes[0].Value) != "2" {
+		t.Fatalf("put = %+v", u)
+	}
+	u = <-ch
+	if u.Changes[0].Key != "live/a" || !u.Changes[0].Deleted {
+		t.Fatalf("delete = %+v", u)
+	}
+	if _, err := b.Get(ctx, "live/a"); !errors.Is(err, registry.ErrNotFound) {
+		t.Fatalf("Get deleted = %v", err)
+	}
+	m, _ := b.List(ctx, "live/")
+	if len(m) != 1 || string(m["live/b"]) != "2" {
+		t.Fatalf("List = %v", m)
+	}
+}

@@ -1,0 +1,429 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/live"
+	"github.com/concord-chat/concord/runtime/live/sse"
+	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// entry is one id-carrying event of a hub's ring, with its SSE frame
+// encoded once for every viewer.
+type entry struct {
+	seq       int64
+	ev        live.Event
+	frame     []byte
+	retracted bool // a comment taken down since
+}
+
+// hub is one subscribed stream on this gateway.
+type hub struct {
+	g  *Gateway
+	id snowflake.ID
+
+	// Guarded by g.mu.
+	refs      int
+	idleSince time.Time
+	dead      bool
+
+	ready chan struct{} // closed when loaded (err says how)
+	err   error
+
+	mu       sync.Mutex
+	loading  bool
+	buffered [][]byte // relay messages that arrived while loading
+	ring     []*entry // ascending seq, at most live.RecentSize
+	complete bool     // ring holds every event since the stream began
+	last     int64    // seq of the last event applied
+	state    live.StateChange
+	viewers  map[*viewer]struct{}
+	rx       map[int64]map[string]int64 // reaction partials by second
+	rxDone   int64                      // last second emitted
+	unsub    func()
+}
+
+func newHub(g *Gateway, id snowflake.ID) *hub {
+	return &hub{g: g, id: id, ready: make(chan struct{}), loading: true, last: -1,
+		viewers: map[*viewer]struct{}{}, rx: map[int64]map[string]int64{}}
+}
+
+// start subscribes, then loads the stream and the cache's recent events,
+// then applies what arrived in between.
+func (h *hub) start() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := h.load(ctx)
+	if err != nil {
+		h.g.mu.Lock()
+		h.dead = true
+		if h.refs == 0 && h.g.hubs[h.id] == h {
+			delete(h.g.hubs, h.id)
+		}
+		h.g.mu.Unlock()
+		if h.unsub != nil {
+			h.unsub()
+		}
+	}
+	h.err = err
+	close(h.ready)
+}
+
+func (h *hub) load(ctx context.Context) error {
+	unsub, err := h.g.d.Relay.Subscribe(ctx, h.id, h.onMessage)
+	if err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	h.unsub = unsub
+	h.g.m.subscribes.Inc()
+	s, err := h.g.d.Store.GetStream(ctx, h.id)
+	if err != nil {
+		return err
+	}
+	evs, err := h.g.d.Recent.Range(ctx, h.id, -1, 0, live.RecentSize)
+	if err != nil {
+		return fmt.Errorf("recent: %w", err)
+	}
+	h.mu.Lock()
+	h.state = live.StateChange{State: s.State, Sampled: s.Sampled}
+	h.complete = len(evs) < live.RecentSize
+	h.applyLocked(evs)
+	buffered := h.buffered
+	h.buffered = nil
+	h.loading = false
+	h.mu.Unlock()
+	for _, msg := range buffered {
+		h.onMessage(msg)
+	}
+	return nil
+}
+
+// stop unsubscribes and cuts the hub's viewers (shutdown).
+func (h *hub) stop(ctx context.Context) {
+	<-h.ready
+	if h.unsub != nil {
+		h.unsub()
+		h.g.m.unsubscribes.Inc()
+	}
+	if h.g.d.Board != nil {
+		if err := h.g.d.Board.Delete(ctx, live.ViewersKey(h.id, h.g.cfg.Name)); err != nil {
+			h.g.log.Debug("viewer report not deleted", "stream", h.id, "err", err)
+		}
+	}
+	h.mu.Lock()
+	for v := range h.viewers {
+		v.cutOff()
+	}
+	h.mu.Unlock()
+}
+
+// onMessage handles one relay message. The relay calls it from one
+// goroutine per subscription, so a gap refill (a cache read) runs outside
+// the lock without racing another batch of the stream.
+func (h *hub) onMessage(msg []byte) {
+	b, err := live.DecodeBatch(msg)
+	if err != nil || b.StreamID != h.id {
+		h.g.m.invalid.Inc()
+		return
+	}
+	h.mu.Lock()
+	if h.loading {
+		h.buffered = append(h.buffered, msg)
+		h.mu.Unlock()
+		return
+	}
+	if b.Reactions != nil {
+		h.addReactionsLocked(b.Reactions)
+	}
+	last := h.last
+	h.mu.Unlock()
+	h.g.m.batches.Inc()
+	if len(b.Events) == 0 {
+		return
+	}
+	evs := b.Events
+	if b.Prev >= 0 && b.Prev > last && last >= 0 {
+		// A batch was lost on the relay: refill what lies between from the
+		// recent cache.
+		h.g.m.gaps.Inc()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		fill, err := h.g.d.Recent.Range(ctx, h.id, last, evs[0].Seq, live.RecentSize)
+		cancel()
+		if err != nil {
+			h.g.log.Warn("gap not refilled", "stream", h.id, "after", last, "before", evs[0].Seq, "err", err)
+		}
+		evs = append(fill, evs...)
+	}
+	h.mu.Lock()
+	h.applyLocked(evs)
+	h.mu.Unlock()
+}
+
+// applyLocked appends events above h.last to the ring and queues them to
+// the viewers.
+func (h *hub) applyLocked(evs []live.Event) {
+	for i := range evs {
+		ev := evs[i]
+		if ev.Seq <= h.last {
+			continue
+		}
+		h.last = ev.Seq
+		switch ev.Kind {
+		case live.KindComment:
+			e := &entry{seq: ev.Seq, ev: ev, frame: commentFrame(ev.Comment)}
+			h.pushRing(e)
+			for v := range h.viewers {
+				if visible(ev.Comment, v.user) {
+					v.send(e.frame, ev.Seq, ev.AcceptedAt, h.g)
+				}
+			}
+		case live.KindRetract:
+			rt := ev.Retract
+			target := h.find(rt.Seq)
+			already := target != nil && target.retracted
+			if target != nil {
+				target.retracted = true
+			}
+			e := &entry{seq: ev.Seq, ev: ev, frame: retractFrame(ev.Seq, rt)}
+			h.pushRing(e)
+			if already {
+				continue
+			}
+			for v := range h.viewers {
+				if v.wasSent(rt.Seq, rt.AuthorID, rt.Shadow) {
+					v.send(e.frame, ev.Seq, ev.AcceptedAt, h.g)
+				}
+			}
+		case live.KindState:
+			if *ev.State == h.state {
+				// Already what viewers were told on open.
+				continue
+			}
+			h.state = *ev.State
+			f := stateFrame(h.state)
+			for v := range h.viewers {
+				v.send(f, ev.Seq, ev.AcceptedAt, h.g)
+			}
+		}
+	}
+}
+
+func (h *hub) pushRing(e *entry) {
+	h.ring = append(h.ring, e)
+	if n := len(h.ring) - live.RecentSize; n > 0 {
+		copy(h.ring, h.ring[n:])
+		for i := len(h.ring) - n; i < len(h.ring); i++ {
+			h.ring[i] = nil
+		}
+		h.ring = h.ring[:len(h.ring)-n]
+		h.complete = false
+	}
+}
+
+// find returns the ring entry at seq.
+func (h *hub) find(seq int64) *entry {
+	lo, hi := 0, len(h.ring)
+	for lo < hi {
+		m := (lo + hi) / 2
+		if h.ring[m].seq < seq {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(h.ring) && h.ring[lo].seq == seq {
+		return h.ring[lo]
+	}
+	return nil
+}
+
+func visible(c *live.Comment, user snowflake.ID) bool {
+	return !c.Shadow || (user != 0 && c.Author.ID == user)
+}
+
+// join queues the opening frames for v — the state, then either exactly
+// the events missed since lastID, or (a fresh open, or a resume point
+// older than the last ResumeWindow events) a gap marker and a snapshot of
+// the last SnapshotSize comments — and adds it to the live flow.
+func (h *hub) join(v *viewer, lastID int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v.queue(stateFrame(h.state), -1)
+	if lastID >= 0 {
+		v.resumeTo, v.coverFrom = lastID, lastID+1
+		first := len(h.ring)
+		for first > 0 && h.ring[first-1].seq > lastID {
+			first--
+		}
+		missed := h.ring[first:]
+		held := h.complete || (len(h.ring) > 0 && h.ring[0].seq <= lastID)
+		if lastID >= h.last || (held && len(missed) <= live.ResumeWindow) {
+			for _, e := range missed {
+				switch e.ev.Kind {
+				case live.KindComment:
+					if !e.retracted && visible(e.ev.Comment, v.user) {
+						v.queue(e.frame, e.seq)
+					}
+				case live.KindRetract:
+					// Only for comments the viewer had before it left.
+					rt := e.ev.Retract
+					if rt.Seq <= lastID && (!rt.Shadow || rt.AuthorID == v.user) {
+						v.queue(e.frame, e.seq)
+					}
+				}
+			}
+			v.lastSent = max(lastID, h.last)
+			h.viewers[v] = struct{}{}
+			h.g.m.resumes.Inc()
+			return
+		}
+		snap := h.snapshotLocked(v.user, lastID)
+		to := h.last
+		if len(snap) > 0 {
+			to = snap[0].seq
+		}
+		gap, _ := json.Marshal(map[string]int64{"from": lastID, "to": to})
+		v.queue(sse.AppendEvent(nil, "gap", "", gap), -1)
+		h.queueSnapshot(v, snap)
+		h.g.m.gapsSent.Inc()
+	} else {
+		h.queueSnapshot(v, h.snapshotLocked(v.user, -1))
+	}
+	v.lastSent = max(v.lastSent, h.last)
+	h.viewers[v] = struct{}{}
+}
+
+// queueSnapshot queues snap; from its first comment on, every comment
+// broadcast was sent to v (for the retraction rule).
+func (h *hub) queueSnapshot(v *viewer, snap []*entry) {
+	v.coverFrom = h.last + 1
+	if len(snap) > 0 {
+		v.coverFrom = snap[0].seq
+	}
+	for _, e := range snap {
+		v.queue(e.frame, e.seq)
+	}
+}
+
+// snapshotLocked returns the newest SnapshotSize comments v may see with
+// seq above after, oldest first.
+func (h *hub) snapshotLocked(user snowflake.ID, after int64) []*entry {
+	var out []*entry
+	for i := len(h.ring) - 1; i >= 0 && len(out) < live.SnapshotSize; i-- {
+		e := h.ring[i]
+		if e.seq <= after {
+			break
+		}
+		if e.ev.Kind == live.KindComment && !e.retracted && visible(e.ev.Comment, user) {
+			out = append(out, e)
+		}
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+func (h *hub) leave(v *viewer) {
+	h.mu.Lock()
+	delete(h.viewers, v)
+	h.mu.Unlock()
+}
+
+func (h *hub) addReactionsLocked(rx *live.Reactions) {
+	if rx.Second <= h.rxDone {
+		return // already emitted: a late partial is dropped (counts are approximate)
+	}
+	m := h.rx[rx.Second]
+	if m == nil {
+		m = map[string]int64{}
+		h.rx[rx.Second] = m
+	}
+	for k, n := range rx.Counts {
+		m[k] += n
+	}
+}
+
+// reactionDelay is how long after a second ends its partials are merged:
+// routers publish a completed second within a few hundred milliseconds.
+const reactionDelay = time.Second
+
+// emitReactions sends one reactions event per completed second.
+func (h *hub) emitReactions(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.loading {
+		return
+	}
+	limit := now.Add(-reactionDelay).Unix() - 1
+	for sec, counts := range h.rx {
+		if sec > limit {
+			continue
+		}
+		delete(h.rx, sec)
+		if sec <= h.rxDone {
+			continue
+		}
+		data, _ := json.Marshal(live.Reactions{Second: sec, Counts: counts})
+		f := sse.AppendEvent(nil, "reactions", "", data)
+		for v := range h.viewers {
+			v.send(f, -1, 0, h.g)
+		}
+		if sec > h.rxDone {
+			h.rxDone = sec
+		}
+	}
+}
+
+// report writes this gateway's viewer count of the stream and sends the
+// stream's total to its viewers.
+func (h *hub) report(ctx context.Context, now time.Time) {
+	h.mu.Lock()
+	n := int64(len(h.viewers))
+	loading := h.loading
+	h.mu.Unlock()
+	if loading {
+		return
+	}
+	total := n
+	if b := h.g.d.Board; b != nil {
+		v, _ := json.Marshal(live.ViewerReport{Count: n, At: now.UnixMilli()})
+		if err := b.Put(ctx, live.ViewersKey(h.id, h.g.cfg.Name), v, registry.WhileAlive); err != nil && !errors.Is(err, context.Canceled) {
+			h.g.log.Warn("viewer report failed", "stream", h.id, "err", err)
+		}
+		if all, err := b.List(ctx, live.ViewersPrefix(h.id)); err == nil {
+			total = max(live.SumViewers(all, now), n)
+		}
+	}
+	if n == 0 {
+		return
+	}
+	f := sse.AppendEvent(nil, "viewers", "", []byte(`{"count":`+strconv.FormatInt(total, 10)+`}`))
+	h.mu.Lock()
+	for v := range h.viewers {
+		v.send(f, -1, 0, h.g)
+	}
+	h.mu.Unlock()
+}
+
+func commentFrame(c *live.Comment) []byte {
+	data, _ := json.Marshal(c.View())
+	return sse.AppendEvent(nil, "comment", strconv.FormatInt(c.Seq, 10), data)
+}
+
+func retractFrame(seq int64, rt *live.Retraction) []byte {
+	data, _ := json.Marshal(live.RetractView{CommentID: rt.CommentID, Seq: rt.Seq, Reason: rt.Reason})
+	return sse.AppendEvent(nil, "retract", strconv.FormatInt(seq, 10), data)
+}
+
+func stateFrame(s live.StateChange) []byte {
+	data, _ := json.Marshal(s)
+	return sse.AppendEvent(nil, "state", "", data)
+}

@@ -1,0 +1,35 @@
+package gateway
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	viewers                                                    prometheus.Gauge
+	subscribes, unsubscribes, batches, invalid, gaps, gapsSent prometheus.Counter
+	resumes, slowCut                                           prometheus.Counter
+	flushAge, postToFlush                                      prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) metrics {
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_gateway_" + name, Help: help})
+	}
+	m := metrics{
+		viewers:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_live_gateway_viewers", Help: "Open SSE viewer connections."}),
+		subscribes:   c("subscribes_total", "Stream topic subscriptions."),
+		unsubscribes: c("unsubscribes_total", "Stream topic unsubscriptions."),
+		batches:      c("batches_total", "Relay batches received."),
+		invalid:      c("invalid_batches_total", "Relay messages that did not decode."),
+		gaps:         c("gap_refills_total", "Sequence gaps refilled from the recent cache."),
+		gapsSent:     c("gaps_sent_total", "Resumes answered with a gap and a fresh snapshot."),
+		resumes:      c("resumes_total", "Last-Event-ID resumes served from the ring."),
+		slowCut:      c("slow_viewers_cut_total", "Viewers cut for falling too far behind."),
+		flushAge: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_gateway_flush_age_seconds",
+			Help: "Time frames waited in a viewer's queue before the flush.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 12)}),
+		postToFlush: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_gateway_post_to_flush_seconds",
+			Help: "Time from the API accepting an event to its flush to a viewer.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.viewers, m.subscribes, m.unsubscribes, m.batches, m.invalid, m.gaps, m.gapsSent, m.resumes, m.slowCut, m.flushAge, m.postToFlush)
+	}
+	return m
+}

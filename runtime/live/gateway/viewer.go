@@ -1,0 +1,194 @@
+package gateway
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/live/sse"
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// viewer is one SSE connection. Frames are queued by the hub (under the
+// hub's lock) and written by the connection's own goroutine.
+type viewer struct {
+	user snowflake.ID
+
+	// Set by join under the hub's lock; read by the hub under it.
+	lastSent  int64 // highest seq queued; nothing at or below goes again
+	resumeTo  int64 // the client had every comment up to this seq (-1: none)
+	coverFrom int64 // every visible comment from this seq on was sent
+
+	mu      sync.Mutex
+	buf     []byte
+	oldest  int64     // AcceptedAt (Unix ns) of the oldest queued event, 0: none
+	queued  time.Time // when buf went from empty to non-empty
+	isCut   bool
+	wake    chan struct{}
+	cut     chan struct{}
+	cutOnce sync.Once
+}
+
+func newViewer(user snowflake.ID) *viewer {
+	return &viewer{user: user, lastSent: -1, resumeTo: -1, wake: make(chan struct{}, 1), cut: make(chan struct{})}
+}
+
+// wasSent reports whether the comment at seq (by author, shadow or not)
+// was sent to v: before it left (resumeTo) or on this connection.
+func (v *viewer) wasSent(seq int64, author snowflake.ID, shadow bool) bool {
+	if shadow && (v.user == 0 || author != v.user) {
+		return false
+	}
+	return seq <= v.resumeTo || seq >= v.coverFrom
+}
+
+// queue appends an opening frame (no limit check: the opening is bounded
+// by the ring).
+func (v *viewer) queue(frame []byte, seq int64) {
+	v.mu.Lock()
+	if len(v.buf) == 0 {
+		v.queued = time.Now()
+	}
+	v.buf = append(v.buf, frame...)
+	v.mu.Unlock()
+	if seq > v.lastSent {
+		v.lastSent = seq
+	}
+	v.signal()
+}
+
+// send queues a live frame; seq < 0 marks frames without an id. A viewer
+// whose queue would pass MaxPending is cut.
+func (v *viewer) send(frame []byte, seq, acceptedAt int64, g *Gateway) {
+	if seq >= 0 {
+		if seq <= v.lastSent {
+			return
+		}
+		v.lastSent = seq
+	}
+	v.mu.Lock()
+	if v.isCut {
+		v.mu.Unlock()
+		return
+	}
+	if len(v.buf)+len(frame) > g.cfg.MaxPending {
+		v.isCut = true
+		v.buf = nil
+		v.mu.Unlock()
+		g.m.slowCut.Inc()
+		v.cutOff()
+		return
+	}
+	if len(v.buf) == 0 {
+		v.queued = time.Now()
+	}
+	if acceptedAt > 0 && (v.oldest == 0 || acceptedAt < v.oldest) {
+		v.oldest = acceptedAt
+	}
+	v.buf = append(v.buf, frame...)
+	v.mu.Unlock()
+	v.signal()
+}
+
+func (v *viewer) signal() {
+	select {
+	case v.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (v *viewer) cutOff() { v.cutOnce.Do(func() { close(v.cut) }) }
+
+// take returns the queued bytes and resets the queue.
+func (v *viewer) take(spare []byte) (buf []byte, oldest int64, queued time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	buf, oldest, queued = v.buf, v.oldest, v.queued
+	v.buf, v.oldest = spare[:0], 0
+	return buf, oldest, queued
+}
+
+// serve writes v's frames to w until the client leaves, the viewer is cut
+// or the gateway stops.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, v *viewer) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	g.m.viewers.Inc()
+	defer g.m.viewers.Dec()
+	ping := time.NewTicker(g.cfg.PingInterval)
+	defer ping.Stop()
+	var (
+		lastFlush time.Time
+		spare     []byte
+		hold      *time.Timer
+	)
+	defer func() {
+		if hold != nil {
+			hold.Stop()
+		}
+	}()
+	write := func(b []byte) bool {
+		rc.SetWriteDeadline(time.Now().Add(g.cfg.WriteTimeout))
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		if err := rc.Flush(); err != nil {
+			return false
+		}
+		return true
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-v.cut:
+			return
+		case <-ping.C:
+			if !write(sse.AppendComment(nil, "ping")) {
+				return
+			}
+		case <-v.wake:
+			// At most one flush per FlushInterval: hold the frames until
+			// the interval since the last flush has passed.
+			if wait := g.cfg.FlushInterval - time.Since(lastFlush); wait > 0 {
+				if hold == nil {
+					hold = time.NewTimer(wait)
+				} else {
+					hold.Reset(wait)
+				}
+				select {
+				case <-hold.C:
+				case <-r.Context().Done():
+					return
+				case <-v.cut:
+					return
+				}
+			}
+			buf, oldest, queued := v.take(spare)
+			if len(buf) == 0 {
+				continue
+			}
+			if !write(buf) {
+				return
+			}
+			now := time.Now()
+			lastFlush = now
+			g.m.flushAge.Observe(now.Sub(queued).Seconds())
+			if oldest > 0 {
+				g.m.postToFlush.Observe(float64(now.UnixNano()-oldest) / 1e9)
+			}
+			if cap(buf) <= 16<<10 {
+				spare = buf
+			} else {
+				spare = nil
+			}
+		}
+	}
+}

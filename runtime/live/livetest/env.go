@@ -1,0 +1,354 @@
+// Package livetest runs the live-comments roles over real HTTP for the
+// contract tests: the API, router, gateway and archiver on whichever
+// backends a test gives (the in-process defaults, or Kafka, Redis and
+// Cassandra), with users and tokens from runtime/auth on a Pebble user
+// store, and an SSE client that follows a viewer's stream.
+package livetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/counters/mem"
+	"github.com/concord-chat/concord/runtime/eventlog"
+	"github.com/concord-chat/concord/runtime/eventlog/memlog"
+	"github.com/concord-chat/concord/runtime/live"
+	"github.com/concord-chat/concord/runtime/live/api"
+	"github.com/concord-chat/concord/runtime/live/archiver"
+	"github.com/concord-chat/concord/runtime/live/board"
+	"github.com/concord-chat/concord/runtime/live/commentstore/pebblestore"
+	"github.com/concord-chat/concord/runtime/live/gateway"
+	"github.com/concord-chat/concord/runtime/live/recent"
+	"github.com/concord-chat/concord/runtime/live/relay"
+	"github.com/concord-chat/concord/runtime/live/router"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+	userstore "github.com/concord-chat/concord/runtime/store/pebble"
+)
+
+// Log is what the roles need from the event log.
+type Log interface {
+	eventlog.Log
+	eventlog.Pinned
+}
+
+// Cache is the recent cache and the nonces.
+type Cache interface {
+	live.Recent
+	live.Nonces
+}
+
+// Backends are the stores the roles run on. Nil fields get the
+// in-process defaults.
+type Backends struct {
+	Log      Log
+	Cache    Cache
+	Store    live.Store
+	Relay    live.Relay
+	Board    live.Board
+	Counters live.Counters
+	// Topics, when set, isolates a run on shared servers.
+	Topics live.Topics
+	// RedisPrefix is the key and channel prefix of the Redis adapters,
+	// for processes that join the run.
+	RedisPrefix string
+}
+
+// Options tune the roles for a test.
+type Options struct {
+	Gateway gateway.Config
+	// NoRouter leaves the router out (the fault tests run their own).
+	NoRouter bool
+}
+
+// Env is a running set of roles.
+type Env struct {
+	T        testing.TB
+	B        Backends
+	API      *api.API
+	Gateway  *gateway.Gateway
+	URL      string // the API's base URL (it also serves /live)
+	Issuer   *auth.Issuer
+	Users    *userstore.Store
+	ctx      context.Context
+	nextUser atomic.Int64
+	ids      *snowflake.Generator
+}
+
+// Start runs the API (serving the gateway's /live too), a router, an
+// archiver and a gateway on b.
+func Start(t testing.TB, b Backends, o Options) *Env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if b.Log == nil {
+		l, err := memlog.New(memlog.Config{Dir: t.TempDir(), NoSync: true, CommitInterval: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		b.Log = l
+	}
+	if b.Cache == nil {
+		b.Cache = recent.New()
+	}
+	if b.Store == nil {
+		s, err := pebblestore.Open(t.TempDir(), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		b.Store = s
+	}
+	if b.Relay == nil {
+		b.Relay = relay.New()
+	}
+	if b.Board == nil {
+		b.Board = board.New()
+	}
+	if b.Counters == nil {
+		c, err := mem.New(mem.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Counters = c
+	}
+	if b.Topics.Comments == "" {
+		b.Topics = live.TopicsFor(fmt.Sprintf("t%d.", time.Now().UnixNano()))
+	}
+	users, err := userstore.New(userstore.Config{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { users.Close() })
+	iss, err := auth.New(auth.Config{Key: bytes.Repeat([]byte("k"), 32)}, users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := snowflake.New(snowflake.Config{Worker: int(time.Now().UnixNano() % 31)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{T: t, B: b, Issuer: iss, Users: users, ctx: ctx, ids: ids}
+	log := slog.New(slog.DiscardHandler)
+	gcfg := o.Gateway
+	gcfg.Logger = log
+	e.Gateway = NewGateway(t, ctx, b, iss, gcfg)
+	e.API, err = api.New(api.Config{Topics: b.Topics, Logger: log}, api.Deps{
+		Verifier: iss, Users: users, IDs: ids, Log: b.Log, Store: b.Store, Recent: b.Cache, Nonces: b.Cache,
+		Counters: b.Counters, Board: b.Board, Live: e.Gateway,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go e.API.Run(ctx)
+	<-e.API.Synced()
+	if !o.NoRouter {
+		e.StartRouter(ctx)
+	}
+	arch, err := archiver.New(archiver.Config{Topics: b.Topics, Group: b.Topics.Comments + ".archiver", Logger: log}, archiver.Deps{Log: b.Log, Store: b.Store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go arch.Run(ctx)
+	srv := httptest.NewServer(e.API)
+	t.Cleanup(srv.Close)
+	e.URL = srv.URL
+	return e
+}
+
+// StartRouter runs one more router member of the run's group until ctx
+// ends.
+func (e *Env) StartRouter(ctx context.Context) {
+	r, err := router.New(RouterConfig(e.B.Topics), router.Deps{Log: e.B.Log, Recent: e.B.Cache, Relay: e.B.Relay})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	go r.Run(ctx)
+}
+
+// RouterConfig is the router configuration of a run on topics: every
+// router of the run, in this process or another, joins the same groups.
+func RouterConfig(topics live.Topics) router.Config {
+	return router.Config{Topics: topics, Group: topics.Comments + ".router",
+		ReactionsGroup: topics.Reactions + ".router", Logger: slog.New(slog.DiscardHandler)}
+}
+
+// NewGateway runs a gateway on b until ctx ends.
+func NewGateway(t testing.TB, ctx context.Context, b Backends, v live.Verifier, cfg gateway.Config) *gateway.Gateway {
+	g, err := gateway.New(cfg, gateway.Deps{Relay: b.Relay, Recent: b.Cache, Store: b.Store, Board: b.Board, Verifier: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Run(ctx)
+	return g
+}
+
+// User is an account with a token.
+type User struct {
+	ID    snowflake.ID
+	Name  string
+	Token string
+}
+
+// NewUser creates an account (an hour old) and mints its token.
+func (e *Env) NewUser() User {
+	e.T.Helper()
+	id, _ := e.ids.Next()
+	name := fmt.Sprintf("user%d", e.nextUser.Add(1))
+	u := store.User{ID: id, Username: name, CreatedAt: time.Now().Add(-time.Hour)}
+	if err := e.Users.CreateUser(context.Background(), u); err != nil {
+		e.T.Fatal(err)
+	}
+	return User{ID: id, Name: name, Token: e.Issuer.Mint(u)}
+}
+
+// Response is a decoded HTTP response.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into v.
+func (r Response) JSON(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.Body, err)
+	}
+}
+
+// Map decodes the body as an object.
+func (r Response) Map(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	r.JSON(t, &m)
+	return m
+}
+
+// Do sends a request with token (may be empty) and a body (a string is
+// sent as is, anything else as JSON).
+func (e *Env) Do(method, path, token string, body any) Response {
+	e.T.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, _ := http.NewRequest(method, e.URL+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", token)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.T.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// Stream is the Stream object.
+type Stream struct {
+	ID        string  `json:"id"`
+	CreatorID string  `json:"creator_id"`
+	Title     string  `json:"title"`
+	State     string  `json:"state"`
+	StartedAt string  `json:"started_at"`
+	EndedAt   *string `json:"ended_at"`
+	Viewers   int64   `json:"viewers"`
+	Sampled   bool    `json:"sampled"`
+}
+
+// Comment is the Comment object.
+type Comment struct {
+	ID       string `json:"id"`
+	StreamID string `json:"stream_id"`
+	Seq      int64  `json:"seq"`
+	Author   struct {
+		ID       string `json:"id"`
+		Username string `json:"username"`
+	} `json:"author"`
+	Text      string `json:"text"`
+	VideoTSMs int64  `json:"video_ts_ms"`
+	CreatedAt string `json:"created_at"`
+}
+
+// CreateStream creates a stream of u.
+func (e *Env) CreateStream(u User, title string) Stream {
+	e.T.Helper()
+	r := e.Do("POST", "/v1/streams", u.Token, map[string]any{"title": title})
+	if r.Status != http.StatusCreated {
+		e.T.Fatalf("create stream = %d %s", r.Status, r.Body)
+	}
+	var s Stream
+	r.JSON(e.T, &s)
+	return s
+}
+
+// Post posts a comment and requires a 201.
+func (e *Env) Post(u User, stream, text string, vts int64) Comment {
+	e.T.Helper()
+	r := e.Do("POST", "/v1/streams/"+stream+"/comments", u.Token, map[string]any{"text": text, "video_ts_ms": vts})
+	if r.Status != http.StatusCreated {
+		e.T.Fatalf("post %q = %d %s", text, r.Status, r.Body)
+	}
+	var c Comment
+	r.JSON(e.T, &c)
+	return c
+}
+
+// Eventually polls f every 20 ms until it returns "" or the timeout passes,
+// then fails with f's last answer.
+func (e *Env) Eventually(timeout time.Duration, f func() string) {
+	e.T.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		msg := f()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.T.Fatalf("after %s: %s", timeout, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ExtraGateway is a gateway of its own, on its own HTTP server.
+type ExtraGateway struct {
+	URL  string
+	Kill func()
+}
+
+// StartGateway runs another gateway on the run's backends; Kill drops its
+// connections and stops it, as a crash would for its viewers.
+func (e *Env) StartGateway(cfg gateway.Config) ExtraGateway {
+	ctx, cancel := context.WithCancel(e.ctx)
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	g := NewGateway(e.T, ctx, e.B, e.Issuer, cfg)
+	srv := httptest.NewServer(g)
+	e.T.Cleanup(srv.Close)
+	return ExtraGateway{URL: srv.URL, Kill: func() {
+		cancel()
+		srv.CloseClientConnections()
+	}}
+}

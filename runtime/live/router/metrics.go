@@ -1,0 +1,28 @@
+package router
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	batches, events, invalid, cacheErrors, publishErrors prometheus.Counter
+	batchAge                                             prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) metrics {
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_router_" + name, Help: help})
+	}
+	m := metrics{
+		batches:       c("batches_total", "Batches published to the relay."),
+		events:        c("events_total", "Events published to the relay."),
+		invalid:       c("invalid_records_total", "Log records skipped because they do not decode."),
+		cacheErrors:   c("recent_cache_errors_total", "Failed writes to the recent cache."),
+		publishErrors: c("publish_errors_total", "Failed relay publishes."),
+		batchAge: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_router_batch_age_seconds",
+			Help:    "Time from a batch's first event reaching the router to its publish.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12)}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.batches, m.events, m.invalid, m.cacheErrors, m.publishErrors, m.batchAge)
+	}
+	return m
+}

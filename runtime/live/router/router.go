@@ -1,0 +1,253 @@
+// Package router is the live-comments stream router: a consumer group on
+// the comments topic, so exactly one router owns each partition and sees
+// each of its streams' events in seq order. For every stream it appends
+// the events to the recent cache, batches them for up to 100 ms (a lone
+// event after an idle period goes at once) and publishes one message per
+// batch to the stream's relay topic. It also aggregates reaction batches
+// into per-stream, per-second counts.
+//
+// A crashed router's successor resumes from the committed offset and
+// republishes with the same seqs; the cache writes are idempotent and
+// gateways drop what they already delivered. Offsets are marked only once
+// everything before them is published.
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concord-chat/concord/runtime/eventlog"
+	"github.com/concord-chat/concord/runtime/live"
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// Config configures a Router. Zero fields take the stated defaults.
+type Config struct {
+	// Topics names the event log topics (default concord.live.comments
+	// and concord.live.reactions).
+	Topics live.Topics
+	// Group is the consumer group of the comments topic (default
+	// "concord.live.router"); ReactionsGroup that of the reactions topic
+	// (default "concord.live.reactions").
+	Group, ReactionsGroup string
+	// BatchWindow is the longest a stream's event waits (default 100 ms).
+	BatchWindow time.Duration
+	// EndedTTL is how long the recent cache keeps an ended stream
+	// (default 24 h).
+	EndedTTL time.Duration
+	Logger   *slog.Logger
+	// Registerer receives the router's metrics (nil: none).
+	Registerer prometheus.Registerer
+}
+
+// Deps are the router's collaborators.
+type Deps struct {
+	Log    live.Consumer
+	Recent live.Recent
+	Relay  live.Relay
+}
+
+// Router is the stream router role.
+type Router struct {
+	cfg Config
+	d   Deps
+	log *slog.Logger
+	m   metrics
+}
+
+// New returns a Router.
+func New(cfg Config, d Deps) (*Router, error) {
+	if d.Log == nil || d.Recent == nil || d.Relay == nil {
+		return nil, errors.New("live router: Log, Recent and Relay are required")
+	}
+	if cfg.Topics.Comments == "" {
+		cfg.Topics = live.TopicsFor("concord.live.")
+	}
+	if cfg.Group == "" {
+		cfg.Group = "concord.live.router"
+	}
+	if cfg.ReactionsGroup == "" {
+		cfg.ReactionsGroup = "concord.live.reactions"
+	}
+	if cfg.BatchWindow <= 0 {
+		cfg.BatchWindow = 100 * time.Millisecond
+	}
+	if cfg.EndedTTL <= 0 {
+		cfg.EndedTTL = 24 * time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Router{cfg: cfg, d: d, log: cfg.Logger.With("component", "live-router"), m: newMetrics(cfg.Registerer)}, nil
+}
+
+// Run consumes both topics until ctx ends (nil) or the log fails.
+func (r *Router) Run(ctx context.Context) error {
+	errs := make(chan error, 2)
+	go func() {
+		errs <- r.d.Log.Consume(ctx, r.cfg.Group, []string{r.cfg.Topics.Comments}, commentsHandler{r})
+	}()
+	go func() {
+		errs <- r.d.Log.Consume(ctx, r.cfg.ReactionsGroup, []string{r.cfg.Topics.Reactions}, reactionsHandler{r})
+	}()
+	err := <-errs
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("live router: %w", err)
+	}
+	if err2 := <-errs; err == nil && err2 != nil && ctx.Err() == nil {
+		return fmt.Errorf("live router: %w", err2)
+	}
+	return nil
+}
+
+type commentsHandler struct{ r *Router }
+
+func (commentsHandler) Setup(context.Context, eventlog.Session) error   { return nil }
+func (commentsHandler) Cleanup(context.Context, eventlog.Session) error { return nil }
+
+// stream is the router's state of one stream of an owned partition.
+type stream struct {
+	id          snowflake.ID
+	last        int64 // seq of the last published event
+	known       bool  // last is known (else asked from the cache)
+	pending     []live.Event
+	firstOffset int64
+	since       time.Time // when the first pending event arrived
+	published   time.Time
+}
+
+// ConsumeClaim runs one partition: a single goroutine owns all its
+// streams' state, so nothing is locked.
+func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c eventlog.Claim) error {
+	r := h.r
+	streams := map[snowflake.ID]*stream{}
+	next := c.InitialOffset()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	mark := func() {
+		m := next
+		for _, st := range streams {
+			if len(st.pending) > 0 && st.firstOffset < m {
+				m = st.firstOffset
+			}
+		}
+		s.Mark(c.Topic(), c.Partition(), m)
+	}
+	flushDue := func(now time.Time, all bool) {
+		wake := time.Duration(-1)
+		for id, st := range streams {
+			if len(st.pending) == 0 {
+				if now.Sub(st.published) > time.Minute {
+					delete(streams, id)
+				}
+				continue
+			}
+			due := st.published.Add(r.cfg.BatchWindow)
+			if all || !now.Before(due) {
+				r.flush(ctx, st, now)
+				continue
+			}
+			if d := due.Sub(now); wake < 0 || d < wake {
+				wake = d
+			}
+		}
+		if wake >= 0 {
+			timer.Reset(wake)
+		}
+	}
+	for {
+		select {
+		case rec, ok := <-c.Records():
+			if !ok {
+				flushDue(time.Now(), true)
+				mark()
+				return nil
+			}
+			next = rec.Offset + 1
+			lr, err := live.DecodeLogRecord(rec.Value)
+			if err != nil {
+				r.m.invalid.Inc()
+				r.log.Warn("skipping an invalid comments record", "partition", rec.Partition, "offset", rec.Offset, "err", err)
+				mark()
+				continue
+			}
+			st := streams[lr.StreamID]
+			if st == nil {
+				st = &stream{id: lr.StreamID}
+				streams[lr.StreamID] = st
+			}
+			now := time.Now()
+			if len(st.pending) == 0 {
+				st.firstOffset, st.since = rec.Offset, now
+			}
+			st.pending = append(st.pending, lr.Event(rec.Offset))
+			if len(st.pending) == 1 && now.Sub(st.published) >= r.cfg.BatchWindow {
+				// A lone event after an idle period goes at once.
+				r.flush(ctx, st, now)
+			}
+			flushDue(now, false)
+			mark()
+		case now := <-timer.C:
+			flushDue(now, false)
+			mark()
+		}
+	}
+}
+
+// flush writes st's pending events to the recent cache and publishes them
+// as one batch.
+func (r *Router) flush(ctx context.Context, st *stream, now time.Time) {
+	evs := st.pending
+	st.pending = nil
+	if !st.known {
+		// After a restart or a rebalance: the event before this batch is
+		// the newest one the cache holds below it.
+		prev, err := r.d.Recent.Range(ctx, st.id, -1, evs[0].Seq, 1)
+		if err != nil {
+			r.log.Warn("recent cache unavailable; batch published without prev", "stream", st.id, "err", err)
+			st.last = -1
+		} else if len(prev) == 1 {
+			st.last = prev[0].Seq
+		} else {
+			st.last = -1
+		}
+		st.known = true
+	}
+	if err := r.d.Recent.Add(ctx, st.id, evs); err != nil {
+		r.m.cacheErrors.Inc()
+		r.log.Warn("recent cache add failed", "stream", st.id, "err", err)
+	}
+	for _, ev := range evs {
+		switch {
+		case ev.Retract != nil:
+			if err := r.d.Recent.Drop(ctx, st.id, ev.Retract.Seq); err != nil {
+				r.m.cacheErrors.Inc()
+			}
+		case ev.State != nil && ev.State.State == live.StateEnded:
+			if err := r.d.Recent.Expire(ctx, st.id, r.cfg.EndedTTL); err != nil {
+				r.m.cacheErrors.Inc()
+			}
+		}
+	}
+	msg, err := live.EncodeBatch(live.Batch{StreamID: st.id, Prev: st.last, Events: evs})
+	if err != nil {
+		r.log.Error("batch not encoded", "stream", st.id, "err", err)
+		return
+	}
+	if err := r.d.Relay.Publish(ctx, st.id, msg); err != nil {
+		// Fire and forget: gateways see the gap on the next batch and
+		// refill from the recent cache.
+		r.m.publishErrors.Inc()
+		r.log.Warn("relay publish failed", "stream", st.id, "err", err)
+	}
+	st.last = evs[len(evs)-1].Seq
+	st.published = now
+	r.m.batches.Inc()
+	r.m.events.Add(float64(len(evs)))
+	r.m.batchAge.Observe(now.Sub(st.since).Seconds())
+}

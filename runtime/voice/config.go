@@ -1,0 +1,144 @@
+package voice
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config is a Server's configuration. Zero fields take the defaults stated.
+type Config struct {
+	// ID is this server's id; tokens naming another server are refused.
+	ID string
+	// Region is reported with the load (for the allocator).
+	Region string
+	// Endpoint is the host:port clients reach the voice gateway at, as the
+	// guild puts it in VOICE_SERVER_UPDATE; reported with the load.
+	Endpoint string
+	// UDPAddr is the media socket's listen address. Default ":0".
+	UDPAddr string
+	// PublicIP is the address sent in Ready for the media socket. Default:
+	// the UDP socket's own address, or 127.0.0.1 when it is unspecified.
+	PublicIP string
+	// PublicPort overrides the port sent in Ready (a NATed host port).
+	PublicPort int
+	// TrustedKeys verify admission tokens. Required.
+	TrustedKeys []ed25519.PublicKey
+	// HeartbeatInterval is sent in Hello. Default 13.75 s, Discord's value.
+	HeartbeatInterval time.Duration
+	// IdentifyTimeout closes a connection that neither identifies nor
+	// resumes in time (4003). Default 10 s.
+	IdentifyTimeout time.Duration
+	// ResumeWindow keeps a session whose socket dropped, so the client can
+	// resume it; after it the user leaves the call. Default 30 s.
+	ResumeWindow time.Duration
+	// ReplayFrames bounds the frames a session keeps for a v8 resume.
+	// Default 256.
+	ReplayFrames int
+	// MaxParticipants bounds one call. Default 500.
+	MaxParticipants int
+	// Readers is the number of goroutines reading the UDP socket. Default
+	// GOMAXPROCS.
+	Readers int
+	// Load receives this server's load every LoadInterval. Optional.
+	Load LoadReporter
+	// LoadInterval is the reporting period. Default 2 s.
+	LoadInterval time.Duration
+	// WebRTC configures the browser transport; nil disables it.
+	WebRTC *WebRTCConfig
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Now is the clock; defaults to time.Now.
+	Now func() time.Time
+}
+
+// WebRTCConfig configures the WebRTC transport for browsers.
+type WebRTCConfig struct {
+	// UDPAddr is the ICE UDP mux's listen address (one port for every
+	// peer connection). Default ":0".
+	UDPAddr string
+	// PublicIPs are advertised as host candidates (NAT 1:1). Default: the
+	// socket's address, or 127.0.0.1 when it is unspecified.
+	PublicIPs []string
+}
+
+func (c *Config) fill() error {
+	if c.ID == "" {
+		return errors.New("voice: config: ID is required")
+	}
+	if len(c.TrustedKeys) == 0 {
+		return errors.New("voice: config: TrustedKeys is required")
+	}
+	for i, k := range c.TrustedKeys {
+		if len(k) != ed25519.PublicKeySize {
+			return fmt.Errorf("voice: config: TrustedKeys[%d] is %d bytes", i, len(k))
+		}
+	}
+	if c.UDPAddr == "" {
+		c.UDPAddr = ":0"
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 13750 * time.Millisecond
+	}
+	if c.IdentifyTimeout <= 0 {
+		c.IdentifyTimeout = 10 * time.Second
+	}
+	if c.ResumeWindow <= 0 {
+		c.ResumeWindow = 30 * time.Second
+	}
+	if c.ReplayFrames <= 0 {
+		c.ReplayFrames = 256
+	}
+	if c.MaxParticipants <= 0 {
+		c.MaxParticipants = 500
+	}
+	if c.LoadInterval <= 0 {
+		c.LoadInterval = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.PublicIP != "" && net.ParseIP(c.PublicIP).To4() == nil {
+		return fmt.Errorf("voice: config: PublicIP %q is not IPv4 (clients accept only IPv4)", c.PublicIP)
+	}
+	return nil
+}
+
+// Load is what a server reports for the allocator.
+type Load struct {
+	Server   string
+	Region   string
+	Endpoint string
+	// Calls and Participants are the calls hosted and the users in them.
+	Calls        int
+	Participants int
+	// PacketsIn and PacketsForwarded are per second over the last period.
+	PacketsIn        float64
+	PacketsForwarded float64
+	// LossRatio is the share of speakers' packets that never arrived, over
+	// the last period; Jitter their mean interarrival jitter.
+	LossRatio float64
+	Jitter    time.Duration
+	// Draining servers take no new calls.
+	Draining bool
+	At       time.Time
+}
+
+// LoadReporter publishes a server's load (to the registry the guild reads).
+// ReportLoad is called every LoadInterval; an error is logged and the next
+// report tried as usual, so an implementation should give its entry a TTL
+// of a few periods and let a dead server drop out.
+type LoadReporter interface {
+	ReportLoad(ctx context.Context, l Load) error
+}

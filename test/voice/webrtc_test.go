@@ -1,0 +1,192 @@
+package voice
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pion/rtp"
+	"github.com/pion/webrtc/v4"
+
+	"github.com/concord-chat/concord/runtime/voice"
+	"github.com/concord-chat/concord/runtime/voice/signaling"
+	"github.com/concord-chat/concord/test/voice/voiceclient"
+)
+
+// browser is a pion peer connection playing Discord's web client: one
+// sendrecv audio m-line for its microphone and more recvonly ones for the
+// other speakers, signalled as select protocol "webrtc".
+type browser struct {
+	gw    *voiceclient.Client
+	pc    *webrtc.PeerConnection
+	mic   *webrtc.TrackLocalStaticRTP
+	mu    sync.Mutex
+	heard map[uint32][][]byte // by the SSRC it arrived with
+	got   chan struct{}
+}
+
+func joinBrowser(t *testing.T, ctx context.Context, s *sfu, u user, listenSlots int) *browser {
+	t.Helper()
+	gw, err := voiceclient.Open(ctx, s.options(u, s.token(u, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Close)
+	if err := gw.Identify(ctx); err != nil {
+		t.Fatal(err)
+	}
+	se := webrtc.SettingEngine{}
+	se.SetIncludeLoopbackCandidate(true)
+	se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
+	me := &webrtc.MediaEngine{}
+	if err := me.RegisterDefaultCodecs(); err != nil {
+		t.Fatal(err)
+	}
+	api := webrtc.NewAPI(webrtc.WithSettingEngine(se), webrtc.WithMediaEngine(me))
+	pc, err := api.NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pc.Close() })
+	b := &browser{gw: gw, pc: pc, heard: map[uint32][][]byte{}, got: make(chan struct{}, 1024)}
+	b.mic, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "mic", "browser")
+	if _, err := pc.AddTrack(b.mic); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < listenSlots; i++ {
+		if _, err := pc.AddTransceiverFromKind(webrtc.RTPCodecTypeAudio, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
+		for {
+			p, _, err := tr.ReadRTP()
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.heard[uint32(tr.SSRC())] = append(b.heard[uint32(tr.SSRC())], bytes.Clone(p.Payload))
+			b.mu.Unlock()
+			b.got <- struct{}{}
+		}
+	})
+	connected := make(chan struct{})
+	var once sync.Once
+	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
+		if st == webrtc.PeerConnectionStateConnected {
+			once.Do(func() { close(connected) })
+		}
+	})
+	offer, err := pc.CreateOffer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gathered := webrtc.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(offer); err != nil {
+		t.Fatal(err)
+	}
+	<-gathered
+	sdp := pc.LocalDescription().SDP
+	gw.SendOp(signaling.OpSelectProtocol, map[string]any{"protocol": "webrtc", "data": sdp, "sdp": sdp,
+		"codecs": []map[string]any{{"name": "opus", "type": "audio", "priority": 1000, "payload_type": 111}}})
+	f, err := gw.Next(ctx, signaling.OpSessionDescription)
+	if err != nil {
+		t.Fatalf("webrtc session description: %v", err)
+	}
+	var sd signaling.SessionDescriptionWebRTC
+	if err := json.Unmarshal(f.D, &sd); err != nil || sd.SDP == "" {
+		t.Fatalf("op 4 without an answer: %s", f.D)
+	}
+	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: sd.SDP}); err != nil {
+		t.Fatalf("answer: %v", err)
+	}
+	select {
+	case <-connected:
+	case <-ctx.Done():
+		t.Fatal("browser peer connection never connected")
+	}
+	return b
+}
+
+func (b *browser) send(seq uint16, payload []byte) error {
+	return b.mic.WriteRTP(&rtp.Packet{Header: rtp.Header{Version: 2, PayloadType: 111, SequenceNumber: seq, Timestamp: uint32(seq) * 960}, Payload: payload})
+}
+
+// TestBrowserAndBotHearEachOther: a WebRTC client (pion, ice-lite answer on
+// the ICE UDP mux) and a Discord-protocol UDP client in one call hear each
+// other's Opus payloads byte-identical; the browser learns which user its
+// slot carries from op 5.
+func TestBrowserAndBotHearEachOther(t *testing.T) {
+	s := startSFU(t, func(c *voice.Config) { c.WebRTC = &voice.WebRTCConfig{UDPAddr: "127.0.0.1:0"} })
+	ctx := ctxT(t)
+	ubot, ubr := s.newUser(channelID), s.newUser(channelID)
+	bot := s.connect(ctx, ubot, "")
+	br := joinBrowser(t, ctx, s, ubr, 2)
+
+	// Browser → bot: the bot sees the browser's server-assigned SSRC.
+	br.gw.SendOp(signaling.OpSpeaking, map[string]any{"speaking": 1, "delay": 0, "ssrc": br.gw.Ready.SSRC})
+	brSSRC := speakingOf(t, ctx, bot, ubr.id)
+	var sent [][]byte
+	for i := 0; i < 30; i++ {
+		p := opus(60 + i)
+		sent = append(sent, p)
+		if err := br.send(uint16(100+i), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range sent {
+		r, err := bot.Recv(time.Now().Add(5 * time.Second))
+		if err != nil {
+			t.Fatalf("bot packet %d from the browser: %v", i, err)
+		}
+		if r.SSRC != brSSRC || !bytes.Equal(r.Payload, sent[i]) {
+			t.Fatalf("bot packet %d: ssrc %d (want %d), payload identical %v", i, r.SSRC, brSSRC, bytes.Equal(r.Payload, sent[i]))
+		}
+	}
+
+	// Bot → browser, on a slot the browser was told belongs to the bot.
+	var botSent [][]byte
+	for i := 0; i < 30; i++ {
+		p := opus(40 + i)
+		botSent = append(botSent, p)
+		_ = bot.SendOpus(p)
+	}
+	slotSSRC := uint32(0)
+	for slotSSRC == 0 {
+		f, err := br.gw.Next(ctx, signaling.OpSpeaking)
+		if err != nil {
+			t.Fatalf("browser never told which slot is the bot: %v", err)
+		}
+		var sp struct {
+			UserID string `json:"user_id"`
+			SSRC   uint32 `json:"ssrc"`
+		}
+		_ = json.Unmarshal(f.D, &sp)
+		if sp.UserID == strconv.FormatUint(ubot.id, 10) && sp.SSRC != bot.Ready.SSRC {
+			slotSSRC = sp.SSRC
+		}
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		br.mu.Lock()
+		got := br.heard[slotSSRC]
+		br.mu.Unlock()
+		if len(got) >= len(botSent) {
+			for i := range botSent {
+				if !bytes.Equal(got[i], botSent[i]) {
+					t.Fatalf("browser packet %d differs", i)
+				}
+			}
+			break
+		}
+		select {
+		case <-br.got:
+		case <-deadline:
+			t.Fatalf("browser heard %d of %d packets on slot %d (heard on %d SSRCs)", len(got), len(botSent), slotSSRC, len(br.heard))
+		}
+	}
+}

@@ -1,19 +1,29 @@
-// Package cluster runs Concord's roles as separate processes: one Node is
-// one `concord serve --roles=...` process, running any of the gateway,
-// api and guild roles, registered in the registry (etcd) under a lease
-// and talking to the others over gRPC (runtime/transport) and HTTP.
+// Package cluster runs Concord's roles as one node of a cluster: one Node
+// is one `concord serve --roles=...` process, running any of the gateway,
+// api, guild, data, readstate, presence and relay roles (and the roles of
+// the table in roles.go), registered in the registry (etcd) under a lease
+// and talking to the others over gRPC (runtime/transport) and HTTP. Its
+// configuration is runtime/config's, shared with `concord dev`; the parts
+// both modes build the same way come from runtime/platform (store and
+// coalescing data service, bot platform, GET /gateway/bot, the root-path
+// WebSocket upgrade) and runtime/admission (identify).
 //
 //   - guild: the guild actors of the guilds the placement ring (a
 //     consistent-hash ring over the live guild nodes) gives this node,
-//     the REST API for them on the node's HTTP listener, and the
-//     GuildNode gRPC service gateways subscribe sessions through. Events
-//     go to gateway nodes over GatewayNode.Deliver. Actors of guilds the
-//     ring moves away are unloaded.
+//     the REST API and the bot platform for them on the node's HTTP
+//     listener, and the GuildNode gRPC service gateways subscribe
+//     sessions through. Events go to gateway nodes over
+//     GatewayNode.Deliver. Actors of guilds the ring moves away are
+//     unloaded.
 //   - api: the public REST endpoint. Each request is reverse-proxied to
-//     the HTTP address of the guild node owning its guild (proxy.go).
-//   - gateway: the WebSocket gateway. Identify is answered locally from
-//     the store; sessions are subscribed to their guilds on the owners,
-//     and resubscribed when the ring moves a guild (gatewayrole.go).
+//     the HTTP address of the guild node owning its guild (proxy.go,
+//     route.go, bot routes included); GET /gateway/bot is answered here.
+//   - gateway: the WebSocket gateway (also on the root path). Identify is
+//     answered locally from the store through runtime/admission; sessions
+//     are subscribed to their guilds on the owners, and resubscribed when
+//     the ring moves a guild (gatewayrole.go).
+//   - data: the message reads and writes of the channels a second ring
+//     gives this node, coalesced (--data-nodes=ring on the others).
 //   - readstate: read markers and mention counts fed from the Kafka
 //     event log, served over ReadStateNode to guild nodes (acks) and
 //     gateway nodes (READY read_state); readstaterole.go. With
@@ -23,12 +33,13 @@
 //     served over PresenceNode to gateway nodes and broadcast to friends'
 //     gateways and the guild nodes owning the user's guilds
 //     (presencerole.go). Gateway and guild nodes take part with
-//     --presence; run one presence node.
+//     --presence; run one presence node (presence is not yet sharded).
+//   - relay: the fan-out tier of big guilds (relay.go).
 //
 // Every process of a cluster shares the store (Cassandra), the registry
-// (etcd) and the token-signing key. `concord dev` does not use this
-// package: it runs every role in one process with in-process calls
-// (runtime/platform).
+// (etcd) and the token-signing key. `concord dev` still builds its roles
+// in runtime/platform with in-process calls; see docs/architecture.md for
+// what is shared and what is not yet.
 package cluster
 
 import (
@@ -41,7 +52,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +68,7 @@ import (
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/httpserve"
+	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/platform"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -66,7 +77,16 @@ import (
 )
 
 // Roles a node can run.
-var Roles = []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild, registry.RoleData, RoleReadState, RolePresence, RoleRelay}
+var Roles = append([]string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild, registry.RoleData, RoleReadState, RolePresence, RoleRelay}, tableRoleNames()...)
+
+// tableRoleNames are the names of tableRoles.
+func tableRoleNames() []string {
+	var out []string
+	for _, r := range tableRoles {
+		out = append(out, r.Name)
+	}
+	return out
+}
 
 // DefaultRoles are the roles of a node given none: every role but data,
 // which only matters with --data-nodes=ring, and readstate, which needs
@@ -186,6 +206,8 @@ type Node struct {
 	httpL, grpcL, adminL net.Listener
 	grpc                 *transport.Server
 	handler              http.Handler
+	// roleMux holds the table roles' HTTP routes.
+	roleMux *http.ServeMux
 
 	guilds    *guild.Service // guild role
 	bots      *platform.Bots // guild role
@@ -205,8 +227,10 @@ type Node struct {
 	// (snowflake.go); Serve then stops.
 	snowflakeLost <-chan struct{}
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// group runs the node's loops and the table roles' parts (roles.go):
+	// started in Serve in the order they were added, stopped in reverse
+	// by Close; /readyz answers 200 only while every part is ready.
+	group lifecycle.Group
 }
 
 // New opens the backends, binds both listeners and wires the roles. Serve
@@ -476,6 +500,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			}
 		}
 	}
+	n.addLoops()
+	n.roleMux = http.NewServeMux()
+	if err := n.buildTableRoles(ctx, st, n.roleMux); err != nil {
+		return nil, err
+	}
 	n.handler = n.routes(proxy)
 	return n, nil
 }
@@ -503,11 +532,17 @@ func (n *Node) routes(proxy http.Handler) http.Handler {
 	if n.cfg.Admin == "" {
 		n.adminRoutes(mux)
 	}
+	var fallback http.Handler = rest
 	if n.gateway != nil {
-		mux.Handle("/", platform.UpgradeOr(n.gateway, rest))
-	} else {
-		mux.Handle("/", rest)
+		fallback = platform.UpgradeOr(n.gateway, rest)
 	}
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, pattern := n.roleMux.Handler(r); pattern != "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		fallback.ServeHTTP(w, r)
+	}))
 	return mux
 }
 
@@ -518,6 +553,31 @@ func (n *Node) botApps() bots.Store {
 		return n.bots.Store()
 	}
 	return n.botStore
+}
+
+// addLoops adds the built-in roles' loops to the group, in build order.
+func (n *Node) addLoops() {
+	loop := func(name string, run func(ctx context.Context)) {
+		_ = n.group.Add(lifecycle.Part{Name: name, Run: func(ctx context.Context) error { run(ctx); return nil }})
+	}
+	if n.guildRole != nil {
+		loop("guild/sweep", func(ctx context.Context) { n.guildRole.sweep(ctx, n.cfg.RetryInterval) })
+	}
+	if n.rsRole != nil {
+		loop("readstate/consume", n.rsRole.run)
+	}
+	if n.psRole != nil {
+		loop("presence/run", n.psRole.run)
+	}
+	if n.gateway != nil && n.psClient != nil {
+		loop("gateway/presence-reports", func(ctx context.Context) { n.gateway.RunReports(ctx, n.cfg.Presence.ReportInterval) })
+	}
+	if n.relays != nil {
+		loop("guild/relays", func(ctx context.Context) { n.relays.follow(ctx, n.reg, n.cfg.RetryInterval) })
+	}
+	if n.gwBackend != nil {
+		loop("gateway/follow-ring", func(ctx context.Context) { n.gwBackend.follow(ctx, n.cfg.RetryInterval) })
+	}
 }
 
 // HTTPAddr is the address the HTTP listener is bound to.
@@ -553,8 +613,6 @@ func (n *Node) advertise(addr string) string {
 // ends; then it leaves the registry (its guilds move at once), drains the
 // gateway, flushes the guild actors and stops within ShutdownTimeout.
 func (n *Node) Serve(ctx context.Context) error {
-	rctx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
 	serving := n.cfg.ServingConfig()
 	srv := httpserve.NewServer(n.handler, serving)
 	errc := make(chan error, 2)
@@ -567,48 +625,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	if n.grpc != nil {
 		go func() { errc <- n.grpc.Serve(n.grpcL) }()
 	}
-	if n.guildRole != nil {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.guildRole.sweep(rctx, n.cfg.RetryInterval)
-		}()
-	}
-	if n.rsRole != nil {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.rsRole.run(rctx)
-		}()
-	}
-	if n.psRole != nil {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.psRole.run(rctx)
-		}()
-	}
-	if n.gateway != nil && n.psClient != nil {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.gateway.RunReports(rctx, n.cfg.Presence.ReportInterval)
-		}()
-	}
-	if n.relays != nil {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.relays.follow(rctx, n.reg, n.cfg.RetryInterval)
-		}()
-	}
-	if n.gwBackend != nil {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.gwBackend.follow(rctx, n.cfg.RetryInterval)
-		}()
-	}
+	n.group.Start(ctx)
 	node := registry.Node{
 		Name:     n.cfg.Node,
 		Roles:    n.cfg.Roles,
@@ -625,6 +642,10 @@ func (n *Node) Serve(ctx context.Context) error {
 	select {
 	case err := <-errc:
 		return fmt.Errorf("cluster: serve: %w", err)
+	case err := <-n.group.Failed():
+		n.ready.Store(false)
+		_ = regn.Close(context.Background())
+		return fmt.Errorf("cluster: %w", err)
 	case <-n.snowflakeLost:
 		n.ready.Store(false)
 		_ = regn.Close(context.Background())
@@ -653,11 +674,11 @@ func (n *Node) Serve(ctx context.Context) error {
 
 // Close stops every role and releases the backends.
 func (n *Node) Close() error {
-	if n.cancel != nil {
-		n.cancel()
-	}
-	n.wg.Wait()
+	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+	defer cancel()
 	var errs []error
+	// The loops and the table roles' parts first, in reverse order.
+	errs = append(errs, n.group.Stop(sctx))
 	if n.gateway != nil {
 		n.gateway.Close()
 	}

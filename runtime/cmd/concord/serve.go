@@ -18,13 +18,17 @@ func newServeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the chosen roles as one node of a Concord cluster",
-		Long: `concord serve runs some of the roles gateway, api and guild as one node of a
-cluster. Nodes register in etcd (--registry=etcd://host:port) under a lease of
+		Long: `concord serve runs some of the roles gateway, api, guild, data, readstate,
+presence and relay as one node of a cluster; concord dev is every role in one
+process with the same configuration and flags. Nodes register in etcd (--registry=etcd://host:port) under a lease of
 --lease-ttl and share the store (--store=cassandra://host:port/keyspace) and
 the token key (--server-key). Guild nodes own the guilds a consistent-hash
-ring over the live guild nodes gives them; api nodes forward each REST request
-to the owner of its guild; gateway nodes subscribe their sessions on the
-owners and resubscribe them when a guild moves.
+ring over the live guild nodes gives them and run the bot platform
+(applications, commands, interactions) for them; api nodes forward each REST
+request to the owner of its guild (bot routes by the guild they act on) and
+answer GET /gateway/bot; gateway nodes (also on the root path, as discord.py
+connects) admit identifies as concord dev does, subscribe their sessions on
+the owners and resubscribe them when a guild moves.
 
 Data nodes (--roles=data) serve the message reads and writes of the channels
 a consistent-hash ring over the live data nodes gives them, merging identical

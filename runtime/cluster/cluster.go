@@ -128,7 +128,7 @@ func withDefaults(c Config) (Config, error) {
 		return c, errors.New("cluster: no roles")
 	}
 	for _, r := range c.Roles {
-		if !slices.Contains(Roles, r) {
+		if !slices.Contains(Roles, r) && !slices.Contains(tableRoleNames(), r) {
 			return c, fmt.Errorf("cluster: unknown role %q (want %s)", r, strings.Join(Roles, ", "))
 		}
 	}

@@ -41,10 +41,14 @@ test: test-deps lint
 		CONCORD_API_TEST_STORE="cassandra://$$CONCORD_CASSANDRA/concord_api_$$ks" \
 		CONCORD_CONFORMANCE_STORE="cassandra://$$CONCORD_CASSANDRA/concord_conf_$$ks" \
 		$(GO) test -tags integration $(GOTESTFLAGS) ./runtime/api/ ./test/conformance/
+	@echo "==> bot-library conformance again, against concord serve split over processes (api+gateway, 2 guild nodes)"
+	. $(CACHE)/test-env.sh && CONCORD_CONFORMANCE_TOPOLOGY=cluster \
+		$(GO) test -tags integration $(GOTESTFLAGS) ./test/conformance/
 
-# test-unit runs only the tests that need no external server.
+# test-unit runs only the tests that need no external server, without the
+# heavy ones (-short).
 test-unit:
-	$(GO) test $(GOTESTFLAGS) ./...
+	$(GO) test -short $(GOTESTFLAGS) ./...
 
 bench:
 	bash hack/bench.sh

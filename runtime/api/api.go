@@ -4,8 +4,10 @@
 // Handlers check the request, call the guild tier (which authorises in the
 // guild actor) and the store, and translate errors once, in errors.go, to
 // Discord's error JSON. The send path is: authorise in the actor, mint an
-// id, write the message durably, answer 200, then hand MESSAGE_CREATE to
-// the actor for fan-out; a store failure is a 503, never a 200.
+// id, write the message durably, hand MESSAGE_CREATE to the actor for
+// fan-out (an enqueue, so a sender's next message can never reach the
+// actor before this one), then answer 200; a store failure is a 503,
+// never a 200.
 package api
 
 import (

@@ -344,15 +344,22 @@ func (h *Handler) AllowedIntents(ctx context.Context, botUserID snowflake.ID) (u
 	if err != nil {
 		return 0, fmt.Errorf("allowed intents of %d: %w", botUserID, err)
 	}
+	return AllowedIntents(a.Flags), nil
+}
+
+// AllowedIntents returns the privileged intents an application's flags
+// (FlagGatewayGuildMembers, FlagGatewayPresence,
+// FlagGatewayMessageContent) let its bot request.
+func AllowedIntents(flags int) uint64 {
 	var out uint64
-	if a.Flags&FlagGatewayGuildMembers != 0 {
+	if flags&FlagGatewayGuildMembers != 0 {
 		out |= intentGuildMembers
 	}
-	if a.Flags&FlagGatewayPresence != 0 {
+	if flags&FlagGatewayPresence != 0 {
 		out |= intentGuildPresences
 	}
-	if a.Flags&FlagGatewayMessageContent != 0 {
+	if flags&FlagGatewayMessageContent != 0 {
 		out |= intentMessageContent
 	}
-	return out, nil
+	return out
 }

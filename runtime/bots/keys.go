@@ -116,3 +116,9 @@ func tokenInteraction(token string) (snowflake.ID, bool) {
 func (k keyring) checkToken(in Interaction, token string) bool {
 	return len(in.TokenMAC) > 0 && hmac.Equal(in.TokenMAC, k.macToken(token))
 }
+
+// InteractionOfToken returns the interaction an interaction token (the
+// {token} of /interactions/{id}/{token}/callback and /webhooks/{app}/{token})
+// belongs to, without checking the token: routers use it to send the
+// request to the node owning the interaction's guild, which checks it.
+func InteractionOfToken(token string) (snowflake.ID, bool) { return tokenInteraction(token) }

@@ -13,7 +13,7 @@ import (
 // operationalRoutes adds /metrics, /healthz and /readyz to mux.
 func (n *Node) operationalRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{n.metrics, prometheus.DefaultGatherer}, promhttp.HandlerOpts{}))
-	platform.HandleHealth(mux, n.ready.Load)
+	platform.HandleHealth(mux, func() bool { return n.ready.Load() && n.group.Ready() == nil })
 }
 
 // adminRoutes adds the admin endpoints the operator and kubectl-concord

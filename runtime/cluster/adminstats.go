@@ -74,7 +74,7 @@ func (n *Node) statsRoutes(mux *http.ServeMux) {
 	case n.guilds != nil:
 		mux.HandleFunc("GET /admin/guilds", n.serveLocalGuilds)
 		mux.HandleFunc("GET /admin/guilds/{id}", n.serveLocalGuild)
-	case n.cfg.has(registry.RoleAPI):
+	case has(n.cfg, registry.RoleAPI):
 		mux.HandleFunc("GET /admin/guilds", n.serveClusterGuilds)
 		mux.HandleFunc("GET /admin/guilds/{id}", n.serveOwnerGuild)
 	}
@@ -84,7 +84,7 @@ func (n *Node) serveLocalGuilds(w http.ResponseWriter, _ *http.Request) {
 	stats := n.guilds.AllGuildStats()
 	out := make([]GuildSample, 0, len(stats))
 	for _, st := range stats {
-		out = append(out, sampleOf(n.cfg.Platform.Node, st))
+		out = append(out, sampleOf(n.cfg.Node, st))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -99,7 +99,7 @@ func (n *Node) serveLocalGuild(w http.ResponseWriter, r *http.Request) {
 		writeUnknownGuild(w)
 		return
 	}
-	writeJSON(w, http.StatusOK, sampleOf(n.cfg.Platform.Node, st))
+	writeJSON(w, http.StatusOK, sampleOf(n.cfg.Node, st))
 }
 
 // serveClusterGuilds merges the answers of every live guild node. Nodes

@@ -13,7 +13,6 @@ import (
 	"github.com/concord-chat/concord/operator/fleet"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/guild"
-	"github.com/concord-chat/concord/runtime/platform"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store/pebble"
@@ -79,7 +78,7 @@ func newStatsGuildNode(t *testing.T, name string, worker int) *statsGuildNode {
 	if err := svc.AttachSession(ctx, info.Guild.ID, event.Session{ID: event.SessionID(name + "-s1"), UserID: owner, Node: "gw"}); err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{cfg: Config{Platform: platform.Config{Node: name}, Roles: []string{registry.RoleGuild}}, guilds: svc, log: slog.New(slog.DiscardHandler)}
+	n := &Node{cfg: Config{Node: name, Roles: []string{registry.RoleGuild}}, guilds: svc, log: slog.New(slog.DiscardHandler)}
 	mux := http.NewServeMux()
 	n.statsRoutes(mux)
 	srv := httptest.NewServer(mux)
@@ -197,7 +196,7 @@ func TestAdminGuildsOnAPINode(t *testing.T) {
 	for _, g := range []*statsGuildNode{g0, g1} {
 		id := strconv.FormatUint(uint64(g.guild), 10)
 		var one fleet.GuildSample
-		if code := getJSON(t, srv.URL+"/admin/guilds/"+id, &one); code != http.StatusOK || one.GuildID != id || one.Node != g.node.cfg.Platform.Node || one.Online != 1 {
+		if code := getJSON(t, srv.URL+"/admin/guilds/"+id, &one); code != http.StatusOK || one.GuildID != id || one.Node != g.node.cfg.Node || one.Online != 1 {
 			t.Fatalf("GET /admin/guilds/%s on the api node = %d %+v", id, code, one)
 		}
 	}

@@ -9,36 +9,38 @@ import (
 	"strings"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/platform"
 	"github.com/concord-chat/concord/runtime/registry"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 	"github.com/concord-chat/concord/runtime/store"
-	"github.com/concord-chat/concord/runtime/store/cassandra"
 )
 
-// openStore opens the shared store. cassandra:// (or scylla://) is the
-// store of a multi-process cluster; pebble: is a local directory that one
-// process alone may use, so it is accepted only when this process runs
-// every role (and the registry then shows no other node, checked at
-// registration).
+// openStore opens the store as `concord dev` does (platform.OpenStore):
+// cassandra:// (or scylla://), the store of a multi-process cluster,
+// behind the process's coalescing data service; pebble:, a local
+// directory that one process alone may use, accepted only when this
+// process runs every role (and the registry then shows no other node,
+// checked at registration).
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
-	switch {
-	case sharedStore(cfg.Platform.Store):
-		cc, err := cassandra.ParseURL(cfg.Platform.Store)
-		if err != nil {
-			return nil, fmt.Errorf("cluster: --store: %w", err)
+	if !sharedStore(cfg.Store) && cfg.Store != "" && !strings.HasPrefix(cfg.Store, "pebble:") {
+		return nil, fmt.Errorf("cluster: unknown --store %q (want cassandra://host:port/keyspace, or pebble:DIR for a single process)", config.RedactURL(cfg.Store))
+	}
+	s, err := platform.OpenStore(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	return s, nil
+}
+
+// unwrapStore returns the adapter under the coalescing wrappers.
+func unwrapStore(s store.Store) store.Store {
+	for {
+		u, ok := s.(interface{ Unwrap() store.Store })
+		if !ok {
+			return s
 		}
-		cfg.Platform.ApplyCassandraAuth(&cc)
-		cc.Logger = cfg.Platform.Logger.With("component", "store")
-		s, err := cassandra.Connect(ctx, cc)
-		if err != nil {
-			return nil, fmt.Errorf("cluster: open cassandra store: %w", err)
-		}
-		return s, nil
-	case cfg.Platform.Store == "" || strings.HasPrefix(cfg.Platform.Store, "pebble:"):
-		return platform.OpenStore(ctx, cfg.Platform)
-	default:
-		return nil, fmt.Errorf("cluster: unknown --store %q (want cassandra://host:port/keyspace, or pebble:DIR for a single process)", platform.RedactURL(cfg.Platform.Store))
+		s = u.Unwrap()
 	}
 }
 
@@ -51,8 +53,8 @@ func openRegistry(ctx context.Context, cfg Config) (reg registry.Registry, stop 
 	var prefix string
 	stop = func() {}
 	switch {
-	case strings.HasPrefix(cfg.Platform.Registry, "etcd://"):
-		hosts, path, _ := strings.Cut(strings.TrimPrefix(cfg.Platform.Registry, "etcd://"), "/")
+	case strings.HasPrefix(cfg.Registry, "etcd://"):
+		hosts, path, _ := strings.Cut(strings.TrimPrefix(cfg.Registry, "etcd://"), "/")
 		if path != "" {
 			prefix = "/" + path
 		}
@@ -62,14 +64,14 @@ func openRegistry(ctx context.Context, cfg Config) (reg registry.Registry, stop 
 			}
 		}
 		if len(endpoints) == 0 {
-			return nil, nil, fmt.Errorf("cluster: --registry=%s names no host", cfg.Platform.Registry)
+			return nil, nil, fmt.Errorf("cluster: --registry=%s names no host", cfg.Registry)
 		}
-	case cfg.Platform.Registry == "" || cfg.Platform.Registry == "embedded":
-		if !cfg.allRoles() {
+	case cfg.Registry == "" || cfg.Registry == "embedded":
+		if !allRoles(cfg) {
 			return nil, nil, errors.New("cluster: --registry=embedded serves this process only; " +
 				"nodes running some roles need a shared etcd: --registry=etcd://host:port")
 		}
-		dir := filepath.Join(cfg.Platform.DataDir, "etcd")
+		dir := filepath.Join(cfg.DataDir, "etcd")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, nil, fmt.Errorf("cluster: etcd dir: %w", err)
 		}
@@ -79,13 +81,13 @@ func openRegistry(ctx context.Context, cfg Config) (reg registry.Registry, stop 
 		}
 		endpoints, stop = []string{ep}, estop
 	default:
-		return nil, nil, fmt.Errorf("cluster: unknown --registry %q (want etcd://host:port or embedded)", cfg.Platform.Registry)
+		return nil, nil, fmt.Errorf("cluster: unknown --registry %q (want etcd://host:port or embedded)", cfg.Registry)
 	}
 	r, err := etcdreg.New(etcdreg.Config{
 		Endpoints: endpoints,
 		Prefix:    prefix,
 		LeaseTTL:  cfg.LeaseTTL,
-		Logger:    cfg.Platform.Logger.With("component", "registry"),
+		Logger:    cfg.Logger.With("component", "registry"),
 	})
 	if err != nil {
 		stop()
@@ -119,16 +121,16 @@ func register(ctx context.Context, reg registry.Registry, n registry.Node, ttl t
 // worker/process pair (ids minted by both could collide), or when this
 // node uses a Pebble store and any other node is live.
 func checkUnique(ctx context.Context, reg registry.Registry, cfg Config) error {
-	mine := snowflakeLabel(cfg.Platform.Worker, cfg.Platform.Process)
+	mine := snowflakeLabel(cfg.Worker, cfg.Process)
 	return eachLiveNode(ctx, reg, func(n registry.Node) error {
-		if n.Name == cfg.Platform.Node {
+		if n.Name == cfg.Node {
 			return nil
 		}
 		if n.Labels[labelSnowflake] == mine {
 			return fmt.Errorf("cluster: node %s already mints ids as worker/process %s; give each process its own --worker/--process, or --snowflake-id=auto", n.Name, mine)
 		}
-		if !sharedStore(cfg.Platform.Store) {
-			return fmt.Errorf("cluster: node %s is live but this node's store %q is local to one process; use --store=cassandra://...", n.Name, cfg.Platform.Store)
+		if !sharedStore(cfg.Store) {
+			return fmt.Errorf("cluster: node %s is live but this node's store %q is local to one process; use --store=cassandra://...", n.Name, cfg.Store)
 		}
 		return nil
 	})

@@ -1,19 +1,29 @@
-// Package cluster runs Concord's roles as separate processes: one Node is
-// one `concord serve --roles=...` process, running any of the gateway,
-// api and guild roles, registered in the registry (etcd) under a lease
-// and talking to the others over gRPC (runtime/transport) and HTTP.
+// Package cluster runs Concord's roles as one node of a cluster: one Node
+// is one `concord serve --roles=...` process, running any of the gateway,
+// api, guild, data, readstate, presence and relay roles (and the roles of
+// the table in roles.go), registered in the registry (etcd) under a lease
+// and talking to the others over gRPC (runtime/transport) and HTTP. Its
+// configuration is runtime/config's, shared with `concord dev`; the parts
+// both modes build the same way come from runtime/platform (store and
+// coalescing data service, bot platform, GET /gateway/bot, the root-path
+// WebSocket upgrade) and runtime/admission (identify).
 //
 //   - guild: the guild actors of the guilds the placement ring (a
 //     consistent-hash ring over the live guild nodes) gives this node,
-//     the REST API for them on the node's HTTP listener, and the
-//     GuildNode gRPC service gateways subscribe sessions through. Events
-//     go to gateway nodes over GatewayNode.Deliver. Actors of guilds the
-//     ring moves away are unloaded.
+//     the REST API and the bot platform for them on the node's HTTP
+//     listener, and the GuildNode gRPC service gateways subscribe
+//     sessions through. Events go to gateway nodes over
+//     GatewayNode.Deliver. Actors of guilds the ring moves away are
+//     unloaded.
 //   - api: the public REST endpoint. Each request is reverse-proxied to
-//     the HTTP address of the guild node owning its guild (proxy.go).
-//   - gateway: the WebSocket gateway. Identify is answered locally from
-//     the store; sessions are subscribed to their guilds on the owners,
-//     and resubscribed when the ring moves a guild (gatewayrole.go).
+//     the HTTP address of the guild node owning its guild (proxy.go,
+//     route.go, bot routes included); GET /gateway/bot is answered here.
+//   - gateway: the WebSocket gateway (also on the root path). Identify is
+//     answered locally from the store through runtime/admission; sessions
+//     are subscribed to their guilds on the owners, and resubscribed when
+//     the ring moves a guild (gatewayrole.go).
+//   - data: the message reads and writes of the channels a second ring
+//     gives this node, coalesced (--data-nodes=ring on the others).
 //   - readstate: read markers and mention counts fed from the Kafka
 //     event log, served over ReadStateNode to guild nodes (acks) and
 //     gateway nodes (READY read_state); readstaterole.go. With
@@ -23,37 +33,43 @@
 //     served over PresenceNode to gateway nodes and broadcast to friends'
 //     gateways and the guild nodes owning the user's guilds
 //     (presencerole.go). Gateway and guild nodes take part with
-//     --presence; run one presence node.
+//     --presence; run one presence node (presence is not yet sharded).
+//   - relay: the fan-out tier of big guilds (relay.go).
 //
 // Every process of a cluster shares the store (Cassandra), the registry
-// (etcd) and the token-signing key. `concord dev` does not use this
-// package: it runs every role in one process with in-process calls
-// (runtime/platform).
+// (etcd) and the token-signing key. `concord dev` still builds its roles
+// in runtime/platform with in-process calls; see docs/architecture.md for
+// what is shared and what is not yet.
 package cluster
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/concord-chat/concord/web"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concord-chat/concord/runtime/admission"
 	"github.com/concord-chat/concord/runtime/api"
 	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/bots"
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/dataservice"
+	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/httpserve"
+	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/platform"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -62,7 +78,16 @@ import (
 )
 
 // Roles a node can run.
-var Roles = []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild, registry.RoleData, RoleReadState, RolePresence, RoleRelay}
+var Roles = append([]string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild, registry.RoleData, RoleReadState, RolePresence, RoleRelay}, tableRoleNames()...)
+
+// tableRoleNames are the names of tableRoles.
+func tableRoleNames() []string {
+	var out []string
+	for _, r := range tableRoles {
+		out = append(out, r.Name)
+	}
+	return out
+}
 
 // DefaultRoles are the roles of a node given none: every role but data,
 // which only matters with --data-nodes=ring, and readstate, which needs
@@ -72,163 +97,67 @@ var DefaultRoles = []string{registry.RoleGateway, registry.RoleAPI, registry.Rol
 // Where message reads and writes go (Config.DataNodes).
 const (
 	// DataLocal: each node calls the store directly.
-	DataLocal = "local"
+	DataLocal = config.DataLocal
 	// DataRing: each node sends them to the data node owning the channel
 	// on the ring of live data-role nodes.
-	DataRing = "ring"
+	DataRing = config.DataRing
 )
 
-// Config configures one cluster node. Zero fields take the stated
-// defaults.
-type Config struct {
-	// Platform holds the settings shared with `concord dev`: HTTP (the
-	// REST / gateway / metrics listener), DataDir, Store, Registry, Node,
-	// Worker and Process (unique per process), PublicURL, ServerKey
-	// (shared by every process), ShutdownTimeout and Logger.
-	Platform platform.Config
-	// Roles this node runs, a non-empty subset of Roles.
-	Roles []string
-	// GRPC is the listen address of the node's gRPC server (gateway and
-	// guild roles). Default 127.0.0.1:0.
-	GRPC string
-	// AdvertiseHost replaces the host of both listen addresses in the
-	// registry (for listeners on 0.0.0.0). Default: the listener's host.
-	AdvertiseHost string
-	// LeaseTTL is how long a dead node stays in the registry, hence
-	// about how long its guilds are unavailable. Default 5s.
-	LeaseTTL time.Duration
-	// RetryInterval is how often gateways retry failed subscriptions and
-	// guild nodes unload guilds placed elsewhere. Default 1s.
-	RetryInterval time.Duration
-	// CallTimeout bounds each gRPC call between nodes. Default 5s.
-	CallTimeout time.Duration
-	// DataNodes is where guild, api and gateway roles send message reads
-	// and writes: DataLocal (default) to the store directly, DataRing to
-	// the data-role node owning the channel (so identical in-flight reads
-	// of a channel merge there), retrying on the new owner when that node
-	// dies. Guild state and accounts always go to the store directly.
-	DataNodes string
-	// ReadStateFlush is how long a read-state change may stay only in the
-	// memory of a readstate node before it is written to the table (and
-	// the event log offsets below it are committed). Default 30s.
-	ReadStateFlush time.Duration
-	// Presence turns on presence, member lists (op 8, op 14) and focused
-	// typing on gateway and guild nodes: gateways report their sessions
-	// and op 3 to the presence node (--roles=presence; run one) and send
-	// op 8 and op 14 to the guild's owner. On for a node that runs the
-	// presence role.
-	Presence bool
-	// PresenceWindow is the presence role's coalescing window (default
-	// 5s).
-	PresenceWindow time.Duration
-	// PresenceReportInterval is how often gateway nodes re-report their
-	// sessions to the presence node (default 15s). The presence role
-	// forgets a gateway's sessions after three intervals without a
-	// report, and a fresh presence node absorbs re-reports silently for
-	// two.
-	PresenceReportInterval time.Duration
-	// NoRateLimits turns the api role's REST rate limits off (ADR-09 is on
-	// by default): for load tests and trusted internal callers only.
-	NoRateLimits bool
-	// Admin is the listen address of the admin endpoint (/admin/..., plus
-	// /metrics, /healthz and /readyz), kept off the public listener. Empty
-	// serves /admin/... on the HTTP listener: only for private networks
-	// and tests.
-	Admin string
-	// Identify is the gateway role's identify throttle (identify.go).
-	Identify IdentifyConfig
-	// SnowflakeAuto makes the node claim a free snowflake worker/process
-	// pair in the registry (snowflake.go) instead of Platform.Worker and
-	// Process: pods started from one template cannot be told theirs.
-	SnowflakeAuto bool
-	// Pod holds the operator's settings for the node (podconfig.go).
-	Pod PodConfig
-}
+// Config configures one cluster node: the process configuration of
+// runtime/config, whose Roles name this node's roles and whose defaults
+// are the only ones.
+type Config = config.Config
 
-func (c Config) has(role string) bool { return slices.Contains(c.Roles, role) }
+// has reports whether c runs role.
+func has(c Config, role string) bool { return slices.Contains(c.Roles, role) }
 
 // allRoles reports whether the node runs gateway, api and guild: the
 // data role is optional even for a single process.
-func (c Config) allRoles() bool {
+func allRoles(c Config) bool {
 	for _, r := range DefaultRoles {
-		if !c.has(r) {
+		if !has(c, r) {
 			return false
 		}
 	}
 	return true
 }
 
-func (c Config) withDefaults() (Config, error) {
+// withDefaults completes c (config.Complete) and checks the settings
+// against the node's roles.
+func withDefaults(c Config) (Config, error) {
 	if len(c.Roles) == 0 {
 		return c, errors.New("cluster: no roles")
 	}
 	for _, r := range c.Roles {
-		if !slices.Contains(Roles, r) {
+		if !slices.Contains(Roles, r) && !slices.Contains(tableRoleNames(), r) {
 			return c, fmt.Errorf("cluster: unknown role %q (want %s)", r, strings.Join(Roles, ", "))
 		}
 	}
-	d := platform.DefaultConfig()
-	if c.Platform.HTTP == "" {
-		c.Platform.HTTP = d.HTTP
+	c, err := c.Complete()
+	if err != nil {
+		return c, fmt.Errorf("cluster: %w", err)
 	}
-	if c.Platform.DataDir == "" {
-		c.Platform.DataDir = d.DataDir
+	if has(c, RolePresence) {
+		c.Presence.Enabled = true
 	}
-	if c.Platform.Node == "" {
-		c.Platform.Node = d.Node
-	}
-	if c.Platform.ShutdownTimeout <= 0 {
-		c.Platform.ShutdownTimeout = d.ShutdownTimeout
-	}
-	if c.Platform.Logger == nil {
-		c.Platform.Logger = slog.Default()
-	}
-	if c.GRPC == "" {
-		c.GRPC = "127.0.0.1:0"
-	}
-	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 5 * time.Second
-	}
-	if c.RetryInterval <= 0 {
-		c.RetryInterval = time.Second
-	}
-	if c.CallTimeout <= 0 {
-		c.CallTimeout = 5 * time.Second
-	}
-	if c.has(RolePresence) {
-		c.Presence = true
-	}
-	if c.PresenceWindow <= 0 {
-		c.PresenceWindow = 5 * time.Second
-	}
-	if c.PresenceReportInterval <= 0 {
-		c.PresenceReportInterval = gateway.DefaultReportInterval
-	}
-	switch c.DataNodes {
-	case "":
-		c.DataNodes = DataLocal
-	case DataLocal, DataRing:
-	default:
-		return c, fmt.Errorf("cluster: unknown --data-nodes %q (want %s or %s)", c.DataNodes, DataLocal, DataRing)
-	}
-	switch ev := c.Platform.EventLog; {
-	case ev == "" || ev == "mem" || ev == "memlog":
-		if c.has(RoleReadState) {
+	switch ev := c.EventLog; {
+	case ev == "mem" || ev == "memlog":
+		if has(c, RoleReadState) {
 			return c, errors.New("cluster: the readstate role consumes the shared event log: set --eventlog=kafka://host:port on every node")
 		}
 	case kafkaLog(ev):
 	default:
-		return c, fmt.Errorf("cluster: --eventlog=%q: processes of a cluster share only kafka://host:port", platform.RedactURL(ev))
+		return c, fmt.Errorf("cluster: --eventlog=%q: processes of a cluster share only kafka://host:port", config.RedactURL(ev))
 	}
-	if c.has(registry.RoleData) && !sharedStore(c.Platform.Store) {
-		return c, fmt.Errorf("cluster: the data role needs a shared store (--store=cassandra://host:port/keyspace), not %q", c.Platform.Store)
+	if has(c, registry.RoleData) && !sharedStore(c.Store) {
+		return c, fmt.Errorf("cluster: the data role needs a shared store (--store=cassandra://host:port/keyspace), not %q", c.Store)
 	}
-	if !c.allRoles() && !sharedStore(c.Platform.Store) {
+	if !allRoles(c) && !sharedStore(c.Store) {
 		return c, fmt.Errorf("cluster: --store=%q is not shared between processes; a node running only %s needs "+
 			"--store=cassandra://host:port/keyspace (a Pebble store serves one process running every role)",
-			c.Platform.Store, strings.Join(c.Roles, ","))
+			c.Store, strings.Join(c.Roles, ","))
 	}
-	if !c.allRoles() && c.Platform.ServerKey == "" {
+	if !allRoles(c) && c.ServerKey == "" {
 		return c, errors.New("cluster: nodes running some roles must share the token key: set --server-key")
 	}
 	return c, nil
@@ -278,8 +207,12 @@ type Node struct {
 	httpL, grpcL, adminL net.Listener
 	grpc                 *transport.Server
 	handler              http.Handler
+	// roleMux holds the table roles' HTTP routes.
+	roleMux *http.ServeMux
 
 	guilds    *guild.Service // guild role
+	bots      *platform.Bots // guild role
+	botStore  bots.Store     // api role without the guild role
 	guildRole *guildRole
 	sink      transport.GatewayClient
 	gateway   *gateway.Node // gateway role
@@ -295,20 +228,22 @@ type Node struct {
 	// (snowflake.go); Serve then stops.
 	snowflakeLost <-chan struct{}
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// group runs the node's loops and the table roles' parts (roles.go):
+	// started in Serve in the order they were added, stopped in reverse
+	// by Close; /readyz answers 200 only while every part is ready.
+	group lifecycle.Group
 }
 
 // New opens the backends, binds both listeners and wires the roles. Serve
 // registers the node and serves; Close releases everything.
 func New(ctx context.Context, cfg Config) (_ *Node, err error) {
-	if cfg, err = cfg.withDefaults(); err != nil {
+	if cfg, err = withDefaults(cfg); err != nil {
 		return nil, err
 	}
-	if err := cfg.Pod.validate(cfg); err != nil {
+	if err := validatePod(cfg); err != nil {
 		return nil, err
 	}
-	log := cfg.Platform.Logger.With("node", cfg.Platform.Node)
+	log := cfg.Logger.With("node", cfg.Node)
 	n := &Node{cfg: cfg, log: log, metrics: prometheus.NewRegistry(), stopReg: func() {}}
 	// Go and process collectors, and the transport's metrics, live in
 	// the default registry; /metrics serves both.
@@ -323,7 +258,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			n.Close()
 		}
 	}()
-	if err := os.MkdirAll(cfg.Platform.DataDir, 0o700); err != nil {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	reg, stopReg, err := openRegistry(ctx, cfg)
@@ -356,52 +291,54 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		st = dataservice.Wrap(n.store, n.dataClient)
 	}
-	key, err := platform.ServerKey(cfg.Platform)
+	key, err := platform.ServerKey(cfg)
 	if err != nil {
 		return nil, err
 	}
-	n.adminToken = nodeAdminToken(cfg.Platform, key)
+	n.adminToken = nodeAdminToken(cfg, key)
 	issuer, err := auth.New(auth.Config{Key: key}, st)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: auth: %w", err)
 	}
-	ids, err := snowflake.New(snowflake.Config{Worker: cfg.Platform.Worker, Process: cfg.Platform.Process, Registerer: n.metrics})
+	ids, err := snowflake.New(snowflake.Config{Worker: cfg.Worker, Process: cfg.Process, Registerer: n.metrics})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snowflake: %w", err)
 	}
 	if n.guildRng, err = registry.NewLocalRing(ctx, n.reg, registry.RoleGuild, ringCfg); err != nil {
 		return nil, fmt.Errorf("cluster: guild ring: %w", err)
 	}
-	if n.httpL, err = net.Listen("tcp", cfg.Platform.HTTP); err != nil {
-		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.Platform.HTTP, err)
+	if n.httpL, err = net.Listen("tcp", cfg.HTTP); err != nil {
+		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.HTTP, err)
 	}
 	if cfg.Admin != "" {
 		if n.adminL, err = net.Listen("tcp", cfg.Admin); err != nil {
 			return nil, fmt.Errorf("cluster: listen %s: %w", cfg.Admin, err)
 		}
 	}
-	if cfg.has(registry.RoleGateway) || cfg.has(registry.RoleGuild) || cfg.has(registry.RoleData) || cfg.has(RoleReadState) || cfg.has(RolePresence) || cfg.has(RoleRelay) {
+	if has(cfg, registry.RoleGateway) || has(cfg, registry.RoleGuild) || has(cfg, registry.RoleData) || has(cfg, RoleReadState) || has(cfg, RolePresence) || has(cfg, RoleRelay) {
 		if n.grpcL, err = net.Listen("tcp", cfg.GRPC); err != nil {
 			return nil, fmt.Errorf("cluster: listen %s: %w", cfg.GRPC, err)
 		}
 	}
 	res := newResolver(st)
 	clientCfg := transport.ClientConfig{CallTimeout: cfg.CallTimeout, Errors: guildErrors, Logger: log.With("component", "transport")}
-	svc := transport.Services{Node: cfg.Platform.Node}
+	svc := transport.Services{Node: cfg.Node}
 
-	if cfg.has(registry.RoleData) {
-		n.dataSvc = dataservice.New(n.store, dataservice.Config{Name: cfg.Platform.Node, Logger: log.With("component", "data")})
+	if has(cfg, registry.RoleData) {
+		// The data role coalesces over the store itself, not over the
+		// process's own coalescing wrapper (openStore).
+		n.dataSvc = dataservice.New(unwrapStore(n.store), dataservice.Config{Name: cfg.Node, Logger: log.With("component", "data")})
 		svc.Data = n.dataSvc
 	}
 
-	readStates := kafkaLog(cfg.Platform.EventLog)
-	if readStates && (cfg.has(registry.RoleGuild) || cfg.has(registry.RoleGateway)) {
+	readStates := kafkaLog(cfg.EventLog)
+	if readStates && (has(cfg, registry.RoleGuild) || has(cfg, registry.RoleGateway)) {
 		if n.rsRing, err = registry.NewLocalRing(ctx, n.reg, RoleReadState, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: read-state ring: %w", err)
 		}
 		n.rsClient = transport.NewReadStateClient(clientCfg, n.rsRing)
 	}
-	if cfg.has(RoleReadState) {
+	if has(cfg, RoleReadState) {
 		// Visibility is asked of the guild owners; this service only
 		// maps channels to guilds and answers private channels from the
 		// store, and never loads an actor.
@@ -416,12 +353,12 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		svc.ReadStates = n.rsRole.svc
 	}
 
-	if cfg.has(registry.RoleGuild) || cfg.has(RolePresence) || cfg.has(RoleRelay) {
+	if has(cfg, registry.RoleGuild) || has(cfg, RolePresence) || has(cfg, RoleRelay) {
 		if n.gwRing, err = registry.NewLocalRing(ctx, n.reg, registry.RoleGateway, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: gateway ring: %w", err)
 		}
 	}
-	if cfg.has(RolePresence) {
+	if has(cfg, RolePresence) {
 		n.psSink = transport.NewGatewayClient(clientCfg, n.gwRing)
 		n.psGuilds = transport.NewGuildClient(clientCfg, n.guildRng)
 		if n.psRole, err = openPresenceRole(cfg, n, st, n.psGuilds, n.guildRng, n.psSink); err != nil {
@@ -429,28 +366,35 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		svc.Presence = n.psRole.backend()
 	}
-	if cfg.has(registry.RoleGateway) && cfg.Presence {
+	if has(cfg, registry.RoleGateway) && cfg.Presence.Enabled {
 		if n.psRing, err = registry.NewLocalRing(ctx, n.reg, RolePresence, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: presence ring: %w", err)
 		}
 		n.psClient = transport.NewPresenceClient(clientCfg, n.psRing)
 	}
 
-	if cfg.has(RoleRelay) {
+	if has(cfg, RoleRelay) {
 		n.relaySink = transport.NewGatewayClient(clientCfg, n.gwRing)
 		svc.Relay = n.relaySink
 	}
-	if cfg.has(registry.RoleGuild) {
+	if (has(cfg, registry.RoleGateway) || has(cfg, registry.RoleAPI)) && !has(cfg, registry.RoleGuild) {
+		// Gateway nodes read applications (privileged intents, READY's
+		// application); api nodes read interactions (routing).
+		if n.botStore, err = platform.OpenBotStore(ctx, cfg, st); err != nil {
+			return nil, fmt.Errorf("cluster: bot store: %w", err)
+		}
+	}
+	if has(cfg, registry.RoleGuild) {
 		n.sink = transport.NewGatewayClient(clientCfg, n.gwRing)
 		n.relayClient = transport.NewRelayClient(clientCfg)
 		if n.relays, err = newRelayRouter(n.relayClient, n.metrics, log.With("component", "relays")); err != nil {
 			return nil, fmt.Errorf("cluster: relays: %w", err)
 		}
-		if n.guilds, err = guild.NewService(guild.Config{Logger: log.With("component", "guild"), Registerer: n.metrics, ShadowEvery: cfg.Platform.PermissionsShadowEvery},
+		if n.guilds, err = guild.NewService(guild.Config{Logger: log.With("component", "guild"), Registerer: n.metrics, ShadowEvery: cfg.PermissionsShadowEvery},
 			guild.Deps{Store: st, Sink: n.sink, IDs: ids, Auth: issuer, Relays: n.relays}); err != nil {
 			return nil, fmt.Errorf("cluster: guild service: %w", err)
 		}
-		owns := transport.OwnedBy(n.guildRng, cfg.Platform.Node)
+		owns := transport.OwnedBy(n.guildRng, cfg.Node)
 		deps := api.Deps{Store: st, Guilds: n.guilds, Auth: issuer, IDs: ids}
 		if readStates {
 			if n.pub, err = openPublisher(ctx, cfg, n); err != nil {
@@ -460,26 +404,44 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			// reaches the user's sessions subscribed to guilds it owns.
 			deps.Events, deps.ReadStates, deps.Users = n.pub.outbox, n.rsClient, n.guilds
 		}
-		restAPI := api.New(api.Config{GatewayURL: cfg.Platform.PublicURL, Logger: log.With("component", "api")}, deps)
+		restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, Logger: log.With("component", "api")}, deps)
+		// The bot platform runs on the guild role, beside the REST API:
+		// the resolver sends each bot request to the owner of the guild it
+		// acts on, so the actor it changes is local, as in `concord dev`.
+		// Revocations reach the gateways through the registry.
+		bus, err := entitlement.NewRegistryBus(n.reg, entitlement.DefaultPrefix)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: revocation bus: %w", err)
+		}
+		var events platform.MessageEvents
+		if n.pub != nil {
+			events = n.pub.outbox
+		}
+		if n.bots, err = platform.OpenBots(ctx, cfg, key, platform.NewBotDeps(st, n.guilds, issuer, ids, events, n.metrics, bus)); err != nil {
+			return nil, err
+		}
+		res.interactions = n.bots.Store()
+		surface := http.NewServeMux()
+		n.bots.Routes(surface, restAPI, n.guilds, platform.GuildBotFlags(n.guilds), issuer)
 		n.guildRole = &guildRole{
-			node:    cfg.Platform.Node,
+			node:    cfg.Node,
 			svc:     n.guilds,
 			ring:    n.guildRng,
 			owns:    owns,
 			res:     res,
-			api:     restAPI,
+			api:     surface,
 			metrics: n.m,
 			dedupe:  &sendDeduper{store: st, auth: issuer, api: restAPI, log: log.With("component", "guild")},
 			log:     log.With("component", "guild"),
 		}
-		if cfg.Presence {
+		if cfg.Presence.Enabled {
 			if n.psCache, err = enableGuildPresence(n.guilds, n.metrics); err != nil {
 				return nil, err
 			}
 		}
 		svc.Guild, svc.Owns = guildBackend{svc: n.guilds, presences: n.psCache}, owns
 	}
-	if cfg.has(registry.RoleGateway) {
+	if has(cfg, registry.RoleGateway) {
 		// Identify only reads the store; this service never loads an
 		// actor, so it needs no working sink.
 		if n.identify, err = guild.NewService(guild.Config{Logger: log.With("component", "identify")},
@@ -489,20 +451,21 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.client = transport.NewGuildClient(clientCfg, n.guildRng)
 		n.gwBackend = newGatewayBackend(guild.NewGatewayBackend(n.identify), st, n.client, n.guildRng,
 			cfg.CallTimeout, n.m, log.With("component", "gateway"))
-		if n.rsClient != nil {
-			n.gwBackend.states = n.rsClient
-		}
 		gwCfg := gateway.Config{
-			Node:       cfg.Platform.Node,
-			PublicURL:  cfg.Platform.PublicURL,
+			Node:       cfg.Node,
+			PublicURL:  cfg.PublicURL,
 			Logger:     log.With("component", "gateway"),
 			Registerer: n.metrics,
 		}
 		if n.psClient != nil {
-			p := newGatewayPresence(cfg.Platform.Node, n.psClient, n.client, log.With("component", "presence"))
+			p := newGatewayPresence(cfg.Node, n.psClient, n.client, log.With("component", "presence"))
 			gwCfg.Presence, gwCfg.OpHandlers = p, p.opHandlers()
 		}
-		if n.admission, err = newIdentifyAdmission(ctx, cfg, n.gwBackend, n.metrics, log.With("component", "identify")); err != nil {
+		ac := admission.Config{Apps: n.botApps()}
+		if n.rsClient != nil {
+			ac.States = n.rsClient
+		}
+		if n.admission, err = newIdentifyAdmission(ctx, cfg, n.gwBackend, ac, n.metrics, log.With("component", "identify")); err != nil {
 			return nil, err
 		}
 		if n.gateway, err = gateway.NewNode(gwCfg, n.admission); err != nil {
@@ -517,18 +480,31 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	var proxy http.Handler
-	if cfg.has(registry.RoleAPI) {
-		proxy = newProxy(n.guildRng, res, 2*cfg.LeaseTTL+time.Second, n.m, log.With("component", "proxy"))
+	if has(cfg, registry.RoleAPI) {
+		res.interactions = n.botApps()
+		// The api role answers GET /gateway/bot itself, from the identify
+		// counters the gateway nodes count in, and forwards the rest.
+		if n.rlCounters, err = platform.OpenCounters(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("cluster: api counters: %w", err)
+		}
+		mux := http.NewServeMux()
+		gb := platform.GatewayBot{Auth: issuer, Store: st, Counters: n.rlCounters, Concurrency: cfg.Identify.Concurrency,
+			PublicURL: cfg.PublicURL, Logger: log.With("component", "gateway-bot")}
+		for _, v := range []string{"/api/v9", "/api/v10"} {
+			mux.Handle("GET "+v+"/gateway/bot", gb)
+		}
+		mux.Handle("/", newProxy(n.guildRng, res, 2*cfg.LeaseTTL+time.Second, n.m, log.With("component", "proxy")))
+		proxy = mux
 		if !cfg.NoRateLimits {
-			wrap, c, err := openRateLimit(ctx, cfg, st, issuer, n.metrics)
-			if err != nil {
-				return nil, err
-			}
-			n.rlCounters = c
-			if proxy, err = wrap(proxy); err != nil {
+			if proxy, err = rateLimited(cfg, n.rlCounters, st, issuer, n.metrics, proxy); err != nil {
 				return nil, err
 			}
 		}
+	}
+	n.addLoops()
+	n.roleMux = http.NewServeMux()
+	if err := n.buildTableRoles(ctx, st, n.roleMux); err != nil {
+		return nil, err
 	}
 	n.handler = n.routes(proxy)
 	return n, nil
@@ -557,8 +533,54 @@ func (n *Node) routes(proxy http.Handler) http.Handler {
 	if n.cfg.Admin == "" {
 		n.adminRoutes(mux)
 	}
-	mux.Handle("/", rest)
+	// The web client answers GET and HEAD outside /api on every node, as in
+	// concord dev; other methods reach the REST handler's JSON 404.
+	var fallback http.Handler = platform.WebOr(web.Handler(web.Options{GatewayURL: n.cfg.PublicURL}), rest)
+	if n.gateway != nil {
+		fallback = platform.UpgradeOr(n.gateway, fallback)
+	}
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, pattern := n.roleMux.Handler(r); pattern != "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		fallback.ServeHTTP(w, r)
+	}))
 	return mux
+}
+
+// botApps is the process's bot store: the guild role's, or the one opened
+// for the gateway and api roles without it.
+func (n *Node) botApps() bots.Store {
+	if n.bots != nil {
+		return n.bots.Store()
+	}
+	return n.botStore
+}
+
+// addLoops adds the built-in roles' loops to the group, in build order.
+func (n *Node) addLoops() {
+	loop := func(name string, run func(ctx context.Context)) {
+		_ = n.group.Add(lifecycle.Part{Name: name, Run: func(ctx context.Context) error { run(ctx); return nil }})
+	}
+	if n.guildRole != nil {
+		loop("guild/sweep", func(ctx context.Context) { n.guildRole.sweep(ctx, n.cfg.RetryInterval) })
+	}
+	if n.rsRole != nil {
+		loop("readstate/consume", n.rsRole.run)
+	}
+	if n.psRole != nil {
+		loop("presence/run", n.psRole.run)
+	}
+	if n.gateway != nil && n.psClient != nil {
+		loop("gateway/presence-reports", func(ctx context.Context) { n.gateway.RunReports(ctx, n.cfg.Presence.ReportInterval) })
+	}
+	if n.relays != nil {
+		loop("guild/relays", func(ctx context.Context) { n.relays.follow(ctx, n.reg, n.cfg.RetryInterval) })
+	}
+	if n.gwBackend != nil {
+		loop("gateway/follow-ring", func(ctx context.Context) { n.gwBackend.follow(ctx, n.cfg.RetryInterval) })
+	}
 }
 
 // HTTPAddr is the address the HTTP listener is bound to.
@@ -594,9 +616,7 @@ func (n *Node) advertise(addr string) string {
 // ends; then it leaves the registry (its guilds move at once), drains the
 // gateway, flushes the guild actors and stops within ShutdownTimeout.
 func (n *Node) Serve(ctx context.Context) error {
-	rctx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
-	serving := n.cfg.Platform.ServingConfig()
+	serving := n.cfg.ServingConfig()
 	srv := httpserve.NewServer(n.handler, serving)
 	errc := make(chan error, 2)
 	go func() { errc <- httpserve.Serve(srv, n.httpL, serving) }()
@@ -608,50 +628,9 @@ func (n *Node) Serve(ctx context.Context) error {
 	if n.grpc != nil {
 		go func() { errc <- n.grpc.Serve(n.grpcL) }()
 	}
-	if n.guildRole != nil {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.guildRole.sweep(rctx, n.cfg.RetryInterval)
-		}()
-	}
-	if n.rsRole != nil {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.rsRole.run(rctx)
-		}()
-	}
-	if n.psRole != nil {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.psRole.run(rctx)
-		}()
-	}
-	if n.gateway != nil && n.psClient != nil {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.gateway.RunReports(rctx, n.cfg.PresenceReportInterval)
-		}()
-	}
-	if n.relays != nil {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.relays.follow(rctx, n.reg, n.cfg.RetryInterval)
-		}()
-	}
-	if n.gwBackend != nil {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.gwBackend.follow(rctx, n.cfg.RetryInterval)
-		}()
-	}
+	n.group.Start(ctx)
 	node := registry.Node{
-		Name:     n.cfg.Platform.Node,
+		Name:     n.cfg.Node,
 		Roles:    n.cfg.Roles,
 		Addr:     n.advertise(n.GRPCAddr()),
 		HTTPAddr: n.advertise(n.HTTPAddr()),
@@ -666,16 +645,20 @@ func (n *Node) Serve(ctx context.Context) error {
 	select {
 	case err := <-errc:
 		return fmt.Errorf("cluster: serve: %w", err)
+	case err := <-n.group.Failed():
+		n.ready.Store(false)
+		_ = regn.Close(context.Background())
+		return fmt.Errorf("cluster: %w", err)
 	case <-n.snowflakeLost:
 		n.ready.Store(false)
 		_ = regn.Close(context.Background())
 		return fmt.Errorf("cluster: snowflake pair %s lost to another node while the registry lease lapsed: stopping before ids collide",
-			snowflakeLabel(n.cfg.Platform.Worker, n.cfg.Platform.Process))
+			snowflakeLabel(n.cfg.Worker, n.cfg.Process))
 	case <-ctx.Done():
 	}
 	n.ready.Store(false)
 	n.log.Info("shutting down")
-	sctx, scancel := context.WithTimeout(context.Background(), n.cfg.Platform.ShutdownTimeout)
+	sctx, scancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer scancel()
 	if err := regn.Close(sctx); err != nil {
 		n.log.Warn("leave registry", "err", err)
@@ -694,11 +677,11 @@ func (n *Node) Serve(ctx context.Context) error {
 
 // Close stops every role and releases the backends.
 func (n *Node) Close() error {
-	if n.cancel != nil {
-		n.cancel()
-	}
-	n.wg.Wait()
+	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+	defer cancel()
 	var errs []error
+	// The loops and the table roles' parts first, in reverse order.
+	errs = append(errs, n.group.Stop(sctx))
 	if n.gateway != nil {
 		n.gateway.Close()
 	}
@@ -730,7 +713,7 @@ func (n *Node) Close() error {
 		n.rsRing.Close()
 	}
 	if n.rsRole != nil {
-		cctx, cancel := context.WithTimeout(context.Background(), n.cfg.Platform.ShutdownTimeout)
+		cctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 		errs = append(errs, n.rsRole.close(cctx))
 		cancel()
 	}
@@ -739,6 +722,12 @@ func (n *Node) Close() error {
 	}
 	if n.rsLocal != nil {
 		errs = append(errs, n.rsLocal.Close())
+	}
+	if n.bots != nil {
+		errs = append(errs, n.bots.Close())
+	}
+	if n.botStore != nil {
+		errs = append(errs, n.botStore.Close())
 	}
 	if n.guilds != nil {
 		errs = append(errs, n.guilds.Close())

@@ -101,7 +101,7 @@ func (n *Node) handleDrain(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad request body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if (req.Successor == "") != (req.SuccessorAddress == "") || req.Successor == n.cfg.Platform.Node {
+	if (req.Successor == "") != (req.SuccessorAddress == "") || req.Successor == n.cfg.Node {
 		http.Error(w, "successor and successorAddress go together and name another node", http.StatusBadRequest)
 		return
 	}
@@ -134,7 +134,7 @@ func (n *Node) startDrain(req drainRequest) {
 	go func() {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		defer cancel()
-		if err := n.reg.SetDraining(ctx, n.cfg.Platform.Node, true); err != nil {
+		if err := n.reg.SetDraining(ctx, n.cfg.Node, true); err != nil {
 			n.log.Warn("mark node draining in the registry", "err", err)
 		}
 		var err error

@@ -14,7 +14,6 @@ import (
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
-	"github.com/concord-chat/concord/runtime/readstate"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
@@ -25,7 +24,8 @@ import (
 //
 // Identify runs locally: the token is verified with the cluster's shared
 // key and READY is read from the store (guild.Service.Identify, which
-// loads no actor). Subscribe attaches the session to each of its guilds
+// loads no actor); the admission in front (runtime/admission) adds the
+// read states and the bot checks. Subscribe attaches the session to each of its guilds
 // on the guild node owning it (GuildClient.Subscribe); that node's actor
 // sends GUILD_CREATE and then the guild's events back through
 // GatewayNode.Deliver. The backend keeps guild → sessions; when the ring
@@ -42,9 +42,6 @@ type gatewayBackend struct {
 	log      *slog.Logger
 	timeout  time.Duration
 	metrics  *metrics
-	// states, when set (--eventlog=kafka://), adds the user's read states
-	// from the readstate nodes to READY.
-	states transport.ReadStateBackend
 
 	mu      sync.Mutex
 	byGuild map[snowflake.ID]map[event.SessionID]*subscription
@@ -88,23 +85,9 @@ func newGatewayBackend(identify guild.GatewayBackend, st store.Guilds, guilds tr
 	}
 }
 
-// Identify implements gateway.Backend. With read states, READY carries
-// read_state; a read-state node that cannot answer leaves it empty rather
-// than failing the identify (badges catch up on the next ack).
+// Identify implements gateway.Backend.
 func (b *gatewayBackend) Identify(ctx context.Context, token string, s event.Session) (event.Ready, error) {
-	r, err := b.identify.Identify(ctx, token, s)
-	if err != nil || b.states == nil {
-		return r, err
-	}
-	entries, serr := b.states.States(ctx, r.UserID, nil)
-	if serr != nil {
-		b.log.Warn("READY without read states", "user_id", r.UserID, "err", serr)
-	}
-	if serr != nil || entries == nil {
-		entries = []readstate.State{}
-	}
-	r.ReadState, _ = json.Marshal(map[string]any{"entries": entries, "partial": false, "version": 1})
-	return r, nil
+	return b.identify.Identify(ctx, token, s)
 }
 
 // Subscribe implements gateway.Backend: it records the session's guilds

@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -46,7 +48,12 @@ type guildRole struct {
 // ours) is answered 503 with notOwnerHeader, unprocessed, so that the API
 // node retries it on the owner; this keeps a guild's writes in one actor.
 func (g *guildRole) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rt, err := g.res.route(r.Context(), r)
+	body, err := routingBody(w, r)
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "Request entity too large")
+		return
+	}
+	rt, err := g.res.route(r.Context(), r, body)
 	if err != nil {
 		g.log.Warn("route request", "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "Service unavailable")
@@ -65,6 +72,20 @@ func (g *guildRole) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	g.api.ServeHTTP(w, r)
+}
+
+// routingBody reads a request's body for routing and puts it back for the
+// handler.
+func routingBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxProxyBody))
+	if err != nil {
+		return nil, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, nil
 }
 
 // sweep unloads every loaded guild the ring no longer gives this node, at

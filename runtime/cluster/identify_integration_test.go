@@ -13,10 +13,22 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concord-chat/concord/runtime/admission"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
-	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/snowflake"
 )
+
+// fakeIdentify answers every identify for one user.
+type fakeIdentify struct {
+	gateway.Backend
+	user snowflake.ID
+	bot  bool
+}
+
+func (f *fakeIdentify) Identify(context.Context, string, event.Session) (event.Ready, error) {
+	return event.Ready{UserID: f.user, Bot: f.bot}, nil
+}
 
 // TestIdentifyBotCountersRedis: two gateway nodes given the same --redis
 // count a bot's identifies in one bucket: max_concurrency 1 admits the
@@ -26,17 +38,17 @@ func TestIdentifyBotCountersRedis(t *testing.T) {
 	if addr == "" {
 		t.Fatal("CONCORD_TEST_REDIS is not set: run `make test`, or start a server with `hack/redis/start.sh` and set CONCORD_TEST_REDIS=127.0.0.1:6390")
 	}
-	cfg := Config{Platform: platform.Config{
-		Redis:               fmt.Sprintf("redis://%s?prefix=identify-test-%x:", addr, rand.Uint64()),
-		IdentifyConcurrency: 1,
-	}}
+	cfg := Config{
+		Redis:    fmt.Sprintf("redis://%s?prefix=identify-test-%x:", addr, rand.Uint64()),
+		Identify: IdentifyConfig{Concurrency: 1},
+	}
 	node := func(bot *fakeIdentify) *identifyAdmission {
-		a, err := newIdentifyAdmission(context.Background(), cfg, bot, prometheus.NewRegistry(), slog.Default())
+		a, err := newIdentifyAdmission(context.Background(), cfg, bot, admission.Config{}, prometheus.NewRegistry(), slog.Default())
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { a.close() })
-		if a.bots == nil {
+		if !a.bots {
 			t.Fatal("--redis did not turn on the bots' identify counters")
 		}
 		return a

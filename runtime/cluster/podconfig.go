@@ -8,35 +8,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
 // PodConfig is what the operator tells a node about its place in the
-// fleet, through the environment of the pods it creates (CONCORD_CLUSTER,
-// CONCORD_GATEWAY_*, CONCORD_GUILD_DEDICATED). Zero fields are unset.
-type PodConfig struct {
-	// Cluster is the name of the ConcordCluster the node belongs to: the
-	// registry label concord.dev/cluster and the cluster label of
-	// concord_cluster_node_info.
-	Cluster string
-	// GatewayPool is the GatewayPool of a gateway node (registry label
-	// concord.dev/gateway-pool).
-	GatewayPool string
-	// ClientClass is the pool's client class, e.g. bots or users
-	// (registry label concord.dev/client-class).
-	ClientClass string
-	// SessionsTarget is the number of sessions the pool sizes each
-	// gateway for: concord_gateway_sessions_target next to
-	// concord_gateway_sessions, and the registry label
-	// concord.dev/sessions-target.
-	SessionsTarget int
-	// DedicatedGuild makes a guild node dedicated to one guild (a
-	// GuildPlacement): it registers with registry.LabelDedicated, so the
-	// ring gives it no guild and it runs only the guilds pinned to it
-	// (the operator pins this one once the pod is ready).
-	DedicatedGuild snowflake.ID
-}
+// fleet (runtime/config).
+type PodConfig = config.Pod
 
 // Registry labels a node publishes.
 const (
@@ -49,15 +28,13 @@ const (
 )
 
 // validate checks the settings against the node's roles.
-func (p PodConfig) validate(c Config) error {
+func validatePod(c Config) error {
+	p := c.Pod
 	gw := p.GatewayPool != "" || p.ClientClass != "" || p.SessionsTarget != 0
-	if gw && !c.has(registry.RoleGateway) {
+	if gw && !has(c, registry.RoleGateway) {
 		return errors.New("cluster: --gateway-pool, --gateway-client-class and --gateway-sessions-target are for nodes running the gateway role")
 	}
-	if p.SessionsTarget < 0 {
-		return fmt.Errorf("cluster: --gateway-sessions-target %d is negative", p.SessionsTarget)
-	}
-	if p.DedicatedGuild != 0 && !c.has(registry.RoleGuild) {
+	if p.DedicatedGuild != 0 && !has(c, registry.RoleGuild) {
 		return errors.New("cluster: --guild-dedicated is for nodes running the guild role")
 	}
 	return nil
@@ -72,7 +49,7 @@ func (n *Node) registryLabels() map[string]string {
 		admin = n.HTTPAddr()
 	}
 	l := map[string]string{
-		labelSnowflake: snowflakeLabel(n.cfg.Platform.Worker, n.cfg.Platform.Process),
+		labelSnowflake: snowflakeLabel(n.cfg.Worker, n.cfg.Process),
 		labelAdmin:     n.advertise(admin),
 	}
 	p := n.cfg.Pod
@@ -101,7 +78,7 @@ func registerPodMetrics(reg prometheus.Registerer, c Config) error {
 		Help: "Always 1; labels name the node's cluster (CONCORD_CLUSTER), roles, gateway pool and dedicated guild.",
 		ConstLabels: prometheus.Labels{
 			"cluster":         c.Pod.Cluster,
-			"node":            c.Platform.Node,
+			"node":            c.Node,
 			"roles":           strings.Join(c.Roles, ","),
 			"gateway_pool":    c.Pod.GatewayPool,
 			"client_class":    c.Pod.ClientClass,
@@ -110,11 +87,11 @@ func registerPodMetrics(reg prometheus.Registerer, c Config) error {
 	})
 	info.Set(1)
 	cs := []prometheus.Collector{info}
-	if c.has(registry.RoleGateway) && c.Pod.SessionsTarget > 0 {
+	if has(c, registry.RoleGateway) && c.Pod.SessionsTarget > 0 {
 		target := prometheus.NewGauge(prometheus.GaugeOpts{
 			Name:        "concord_gateway_sessions_target",
 			Help:        "Sessions the gateway pool sizes this node for (CONCORD_GATEWAY_SESSIONS_TARGET); compare with concord_gateway_sessions.",
-			ConstLabels: prometheus.Labels{"node": c.Platform.Node, "pool": c.Pod.GatewayPool},
+			ConstLabels: prometheus.Labels{"node": c.Node, "pool": c.Pod.GatewayPool},
 		})
 		target.Set(float64(c.Pod.SessionsTarget))
 		cs = append(cs, target)

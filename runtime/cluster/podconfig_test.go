@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/concord-chat/concord/runtime/platform"
 	"github.com/concord-chat/concord/runtime/registry"
 )
 
@@ -22,12 +21,12 @@ func TestPodConfigValidate(t *testing.T) {
 	}{
 		{"gateway settings on a gateway", PodConfig{GatewayPool: "bots", ClientClass: "bots", SessionsTarget: 50000}, gatewayNode, ""},
 		{"gateway settings on a guild node", PodConfig{GatewayPool: "bots"}, guildNode, "gateway role"},
-		{"negative target", PodConfig{SessionsTarget: -1}, gatewayNode, "negative"},
 		{"dedicated guild node", PodConfig{DedicatedGuild: 42}, guildNode, ""},
 		{"dedicated gateway", PodConfig{DedicatedGuild: 42}, gatewayNode, "guild role"},
 		{"cluster on any node", PodConfig{Cluster: "prod"}, gatewayNode, ""},
 	} {
-		err := tc.pod.validate(tc.cfg)
+		tc.cfg.Pod = tc.pod
+		err := validatePod(tc.cfg)
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: validate = %v, want %q", tc.name, err, tc.want)
 		}
@@ -38,7 +37,9 @@ func TestPodConfigValidate(t *testing.T) {
 // guild node carries registry.LabelDedicated, which keeps it off the ring.
 func TestRegistryLabels(t *testing.T) {
 	n := &Node{cfg: Config{
-		Platform:      platform.Config{Node: "gw-1", Worker: 3, Process: 17},
+		Node:          "gw-1",
+		Worker:        3,
+		Process:       17,
 		Roles:         []string{registry.RoleGateway},
 		AdvertiseHost: "10.0.0.5",
 		Pod:           PodConfig{Cluster: "prod", GatewayPool: "bots", ClientClass: "bots", SessionsTarget: 50000},
@@ -69,7 +70,7 @@ func TestRegistryLabels(t *testing.T) {
 
 func TestPodMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	cfg := Config{Platform: platform.Config{Node: "gw-1"}, Roles: []string{registry.RoleGateway},
+	cfg := Config{Node: "gw-1", Roles: []string{registry.RoleGateway},
 		Pod: PodConfig{Cluster: "prod", GatewayPool: "bots", SessionsTarget: 50000}}
 	if err := registerPodMetrics(reg, cfg); err != nil {
 		t.Fatal(err)

@@ -74,13 +74,13 @@ type presenceRole struct {
 // froze.
 func openPresenceRole(cfg Config, n *Node, st store.Guilds, guilds transport.GuildClient, ring *registry.LocalRing, sink event.Sink) (*presenceRole, error) {
 	log := n.log.With("component", "presence")
-	r := &presenceRole{index: newSessionIndex(), log: log, tick: cfg.PresenceWindow / 4}
+	r := &presenceRole{index: newSessionIndex(), log: log, tick: cfg.Presence.Window / 4}
 	if r.tick <= 0 || r.tick > time.Second {
 		r.tick = time.Second
 	}
 	router := &presenceRouter{store: st, guilds: guilds, ring: ring, sink: sink, index: r.index, log: log, wg: &r.pending, timeout: cfg.CallTimeout}
 	svc, err := presence.New(presence.Config{
-		Window: cfg.PresenceWindow, NodeTTL: 3 * cfg.PresenceReportInterval, Warmup: 2 * cfg.PresenceReportInterval,
+		Window: cfg.Presence.Window, NodeTTL: 3 * cfg.Presence.ReportInterval, Warmup: 2 * cfg.Presence.ReportInterval,
 		Registerer: n.metrics, Logger: log,
 	}, router, presence.NewFriends(nil))
 	if err != nil {

@@ -95,18 +95,19 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rt, err := p.res.route(r.Context(), r)
-	if err != nil {
-		p.fail(w, r, err)
-		return
-	}
 	var body []byte
 	if r.Body != nil {
+		var err error
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxProxyBody))
 		if err != nil {
 			writeError(w, http.StatusRequestEntityTooLarge, "Request entity too large")
 			return
 		}
+	}
+	rt, err := p.res.route(r.Context(), r, body)
+	if err != nil {
+		p.fail(w, r, err)
+		return
 	}
 	ctx := context.WithValue(r.Context(), proxyCtxKey{}, &proxyReq{route: rt, body: body})
 	p.rp.ServeHTTP(w, r.WithContext(ctx))

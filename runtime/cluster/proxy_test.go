@@ -261,7 +261,7 @@ func TestRoutes(t *testing.T) {
 		{"/gateway", 0},
 	} {
 		req := httptest.NewRequest(http.MethodGet, c.path, bytes.NewReader(nil))
-		rt, err := newResolver(nil).route(context.Background(), req)
+		rt, err := newResolver(nil).route(context.Background(), req, nil)
 		if err != nil || uint64(rt.Guild) != c.guild || rt.ringKey() == 0 {
 			t.Errorf("%s: route %+v, %v; want guild %d and a ring key", c.path, rt, err, c.guild)
 		}

@@ -60,12 +60,12 @@ func openReadStateRole(ctx context.Context, cfg Config, n *Node, local *guild.Se
 			r.close(ctx)
 		}
 	}()
-	if sharedStore(cfg.Platform.Store) {
-		cc, err := cassandra.ParseURL(cfg.Platform.Store)
+	if sharedStore(cfg.Store) {
+		cc, err := cassandra.ParseURL(cfg.Store)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: --store: %w", err)
 		}
-		cfg.Platform.ApplyCassandraAuth(&cc)
+		cfg.ApplyCassandraAuth(&cc)
 		if r.table, err = readstatecassandra.New(ctx, readstatecassandra.Config{
 			Hosts: cc.Hosts, Keyspace: cc.Keyspace, Consistency: cc.Consistency, ReplicationFactor: cc.ReplicationFactor,
 			Username: cc.Username, Password: cc.Password,
@@ -74,11 +74,11 @@ func openReadStateRole(ctx context.Context, cfg Config, n *Node, local *guild.Se
 			return nil, fmt.Errorf("cluster: read-state table: %w", err)
 		}
 	} else {
-		if r.table, err = readstatepebble.New(readstatepebble.Config{Dir: filepath.Join(cfg.Platform.DataDir, "readstate")}); err != nil {
+		if r.table, err = readstatepebble.New(readstatepebble.Config{Dir: filepath.Join(cfg.DataDir, "readstate")}); err != nil {
 			return nil, fmt.Errorf("cluster: read-state table: %w", err)
 		}
 	}
-	if r.log, err = eventlogbackend.Open(ctx, cfg.Platform.EventLog, cfg.Platform.DataDir, log.With("component", "eventlog"), cfg.Platform.EventLogOptions()...); err != nil {
+	if r.log, err = eventlogbackend.Open(ctx, cfg.EventLog, cfg.DataDir, log.With("component", "eventlog"), cfg.EventLogOptions()...); err != nil {
 		return nil, fmt.Errorf("cluster: event log: %w", err)
 	}
 	perms := guildPerms{local: local, guilds: guilds, log: log}
@@ -216,13 +216,13 @@ type publisher struct {
 func openPublisher(ctx context.Context, cfg Config, n *Node) (*publisher, error) {
 	p := &publisher{}
 	var err error
-	if p.log, err = eventlogbackend.Open(ctx, cfg.Platform.EventLog, cfg.Platform.DataDir, n.log.With("component", "eventlog"), cfg.Platform.EventLogOptions()...); err != nil {
+	if p.log, err = eventlogbackend.Open(ctx, cfg.EventLog, cfg.DataDir, n.log.With("component", "eventlog"), cfg.EventLogOptions()...); err != nil {
 		return nil, fmt.Errorf("cluster: event log: %w", err)
 	}
 	// One outbox per node name, so that processes sharing a data
 	// directory do not share a queue.
 	if p.outbox, err = outbox.New(outbox.Config{
-		Dir: filepath.Join(cfg.Platform.DataDir, "outbox", cfg.Platform.Node), Registerer: n.metrics, Logger: n.log.With("component", "outbox"),
+		Dir: filepath.Join(cfg.DataDir, "outbox", cfg.Node), Registerer: n.metrics, Logger: n.log.With("component", "outbox"),
 	}, p.log); err != nil {
 		p.log.Close()
 		return nil, fmt.Errorf("cluster: outbox: %w", err)

@@ -6,15 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/concord-chat/concord/runtime/platform"
 	"github.com/concord-chat/concord/runtime/transport"
 )
 
 func TestReadStateRoleNeedsKafka(t *testing.T) {
 	base := func(roles []string, eventlog string) Config {
-		return Config{Roles: roles, Platform: platform.Config{
+		return Config{Roles: roles,
 			Store: "cassandra://127.0.0.1:9042/concord", ServerKey: "k", EventLog: eventlog,
-		}}
+		}
 	}
 	for _, tc := range []struct {
 		roles    []string
@@ -28,7 +27,7 @@ func TestReadStateRoleNeedsKafka(t *testing.T) {
 		{[]string{"guild"}, "mem", ""},
 		{[]string{"guild"}, "nats://x", "share only kafka://"},
 	} {
-		_, err := base(tc.roles, tc.eventlog).withDefaults()
+		_, err := withDefaults(base(tc.roles, tc.eventlog))
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("roles %v, eventlog %q: %v", tc.roles, tc.eventlog, err)

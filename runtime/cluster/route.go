@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 )
@@ -40,6 +42,9 @@ const maxCachedChannels = 1 << 17
 // (guild 0), go to any guild node.
 type resolver struct {
 	store store.Guilds
+	// interactions finds an interaction's guild for the bot platform's
+	// callback and webhook routes; nil routes them anywhere.
+	interactions interactionGuilds
 
 	mu       sync.Mutex
 	channels map[snowflake.ID]snowflake.ID
@@ -49,13 +54,49 @@ func newResolver(s store.Guilds) *resolver {
 	return &resolver{store: s, channels: make(map[snowflake.ID]snowflake.ID)}
 }
 
-// route resolves r. A channel or invite that does not exist routes to any
-// node, which answers Discord's 404. An error means the store could not be
-// read.
-func (rs *resolver) route(ctx context.Context, r *http.Request) (route, error) {
+// interactionGuilds finds the guild of an interaction; the bot store
+// implements it.
+type interactionGuilds interface {
+	GetInteraction(ctx context.Context, id snowflake.ID) (bots.Interaction, error)
+}
+
+// route resolves r, whose body (already read) is body. A channel or
+// invite that does not exist routes to any node, which answers Discord's
+// 404. An error means the store could not be read.
+//
+// The bot platform's routes go to the owner of the guild they act on, so
+// that its actor is the one that changes: /applications/{app}/guilds/
+// {guild}/... by path, POST /oauth2/authorize by the body's guild_id,
+// POST /interactions by the body's channel, and an interaction's callback
+// and webhooks by the guild of the interaction its token names.
+func (rs *resolver) route(ctx context.Context, r *http.Request, body []byte) (route, error) {
 	seg := apiSegments(r.URL.Path)
 	rt := route{Key: spreadKey(r)}
 	switch {
+	case len(seg) >= 4 && seg[0] == "applications" && seg[2] == "guilds":
+		rt.Guild = parseID(seg[3])
+	case len(seg) == 2 && seg[0] == "oauth2" && seg[1] == "authorize" && r.Method == http.MethodPost:
+		var b struct {
+			GuildID snowflake.ID `json:"guild_id"`
+		}
+		_ = json.Unmarshal(body, &b) // a bad body is the owner's 400 to answer
+		rt.Guild = b.GuildID
+	case len(seg) == 1 && seg[0] == "interactions" && r.Method == http.MethodPost:
+		var b struct {
+			ChannelID snowflake.ID `json:"channel_id"`
+		}
+		if json.Unmarshal(body, &b) != nil || b.ChannelID == 0 {
+			break
+		}
+		g, err := rs.channelGuild(ctx, b.ChannelID)
+		if err != nil {
+			return rt, err
+		}
+		rt.Guild = g
+	case len(seg) >= 3 && seg[0] == "interactions":
+		return rs.interactionRoute(ctx, rt, seg[2])
+	case len(seg) >= 3 && seg[0] == "webhooks":
+		return rs.interactionRoute(ctx, rt, seg[2])
 	case len(seg) >= 2 && seg[0] == "guilds":
 		rt.Guild = parseID(seg[1])
 	case len(seg) >= 4 && seg[0] == "users" && seg[1] == "@me" && seg[2] == "guilds":
@@ -80,6 +121,26 @@ func (rs *resolver) route(ctx context.Context, r *http.Request) (route, error) {
 		}
 		rt.Guild = inv.GuildID
 	}
+	return rt, nil
+}
+
+// interactionRoute routes by the guild of the interaction token names;
+// one node per interaction otherwise (a DM interaction), which keeps its
+// acknowledgement timer and its followups together.
+func (rs *resolver) interactionRoute(ctx context.Context, rt route, token string) (route, error) {
+	id, ok := bots.InteractionOfToken(token)
+	if !ok || rs.interactions == nil {
+		return rt, nil
+	}
+	rt.Key = id
+	in, err := rs.interactions.GetInteraction(ctx, id)
+	if errors.Is(err, bots.ErrNotFound) {
+		return rt, nil
+	}
+	if err != nil {
+		return rt, fmt.Errorf("cluster: interaction %d: %w", id, err)
+	}
+	rt.Guild = in.GuildID
 	return rt, nil
 }
 

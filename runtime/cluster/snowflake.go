@@ -26,7 +26,7 @@ const snowflakePrefix = "snowflake/"
 // With cfg.SnowflakeAuto the node claims the first pair, in order, that
 // no live node claimed or shows in its registry label: the operator
 // starts many pods with one environment, so pairs cannot be set by hand.
-// Otherwise it claims cfg.Platform.Worker/Process, waiting out the lease
+// Otherwise it claims cfg.Worker/Process, waiting out the lease
 // of a previous process of the same name (killed, not yet expired) like
 // register does, and fails when another node holds the pair. Either way
 // the claim lives on the registry lease, so a dead node's pair is free
@@ -45,7 +45,7 @@ func claimSnowflake(ctx context.Context, reg registry.Registry, cfg Config) (Con
 	var lost <-chan struct{}
 	var err error
 	if cfg.SnowflakeAuto {
-		cfg.Platform.Worker, cfg.Platform.Process, lost, err = claimFreePair(ctx, reg, claimer, cfg)
+		cfg.Worker, cfg.Process, lost, err = claimFreePair(ctx, reg, claimer, cfg)
 	} else {
 		lost, err = claimPair(ctx, reg, claimer, cfg)
 	}
@@ -53,17 +53,17 @@ func claimSnowflake(ctx context.Context, reg registry.Registry, cfg Config) (Con
 		return cfg, nil, err
 	}
 	if err := checkUnique(ctx, reg, cfg); err != nil {
-		_ = reg.Delete(context.WithoutCancel(ctx), snowflakeKey(cfg.Platform.Worker, cfg.Platform.Process))
+		_ = reg.Delete(context.WithoutCancel(ctx), snowflakeKey(cfg.Worker, cfg.Process))
 		return cfg, nil, err
 	}
-	cfg.Platform.Logger.Info("snowflake pair claimed", "node", cfg.Platform.Node,
-		"worker", cfg.Platform.Worker, "process", cfg.Platform.Process, "auto", cfg.SnowflakeAuto)
+	cfg.Logger.Info("snowflake pair claimed", "node", cfg.Node,
+		"worker", cfg.Worker, "process", cfg.Process, "auto", cfg.SnowflakeAuto)
 	return cfg, lost, nil
 }
 
 // claimFreePair claims the first pair no live node claimed or labels.
 func claimFreePair(ctx context.Context, reg registry.Registry, c registry.Claimer, cfg Config) (worker, process int, lost <-chan struct{}, err error) {
-	used, err := labelledPairs(ctx, reg, cfg.Platform.Node)
+	used, err := labelledPairs(ctx, reg, cfg.Node)
 	if err != nil {
 		return 0, 0, nil, err
 	}
@@ -77,7 +77,7 @@ func claimFreePair(ctx context.Context, reg registry.Registry, c registry.Claime
 		if used[snowflakeLabel(w, p)] || claimed[key] != nil {
 			continue
 		}
-		lost, err := c.Claim(ctx, key, []byte(cfg.Platform.Node))
+		lost, err := c.Claim(ctx, key, []byte(cfg.Node))
 		if errors.Is(err, registry.ErrExists) {
 			continue // another node took it since the List
 		}
@@ -93,11 +93,11 @@ func claimFreePair(ctx context.Context, reg registry.Registry, c registry.Claime
 // own name belongs to a previous process of this node that died: its
 // lease expires within the TTL, so the claim is retried until then.
 func claimPair(ctx context.Context, reg registry.Registry, c registry.Claimer, cfg Config) (<-chan struct{}, error) {
-	w, p := cfg.Platform.Worker, cfg.Platform.Process
+	w, p := cfg.Worker, cfg.Process
 	key := snowflakeKey(w, p)
 	deadline := time.Now().Add(2*cfg.LeaseTTL + time.Second)
 	for {
-		lost, err := c.Claim(ctx, key, []byte(cfg.Platform.Node))
+		lost, err := c.Claim(ctx, key, []byte(cfg.Node))
 		if err == nil {
 			return lost, nil
 		}
@@ -108,12 +108,12 @@ func claimPair(ctx context.Context, reg registry.Registry, c registry.Claimer, c
 		if gerr != nil && !errors.Is(gerr, registry.ErrNotFound) {
 			return nil, fmt.Errorf("cluster: read snowflake claim %d/%d: %w", w, p, gerr)
 		}
-		if gerr == nil && string(holder) != cfg.Platform.Node {
+		if gerr == nil && string(holder) != cfg.Node {
 			return nil, fmt.Errorf("cluster: node %s already mints ids as worker/process %s; give each process its own --worker/--process, or --snowflake-id=auto",
 				holder, snowflakeLabel(w, p))
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("cluster: snowflake pair %s is still held by a previous %s after %s", snowflakeLabel(w, p), cfg.Platform.Node, 2*cfg.LeaseTTL+time.Second)
+			return nil, fmt.Errorf("cluster: snowflake pair %s is still held by a previous %s after %s", snowflakeLabel(w, p), cfg.Node, 2*cfg.LeaseTTL+time.Second)
 		}
 		select {
 		case <-ctx.Done():

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/platform"
 	"github.com/concord-chat/concord/runtime/registry"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 )
@@ -36,7 +35,9 @@ func snowflakeEtcd(t *testing.T) func() *etcdreg.Registry {
 
 func snowflakeCfg(node string, auto bool) Config {
 	return Config{
-		Platform:      platform.Config{Node: node, Store: "cassandra://shared/ks", Logger: slog.New(slog.DiscardHandler)},
+		Node:          node,
+		Store:         "cassandra://shared/ks",
+		Logger:        slog.New(slog.DiscardHandler),
 		LeaseTTL:      2 * time.Second,
 		SnowflakeAuto: auto,
 	}
@@ -57,8 +58,8 @@ func TestSnowflakeAutoClaimsDistinctPairsAndReusesExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pa := snowflakeLabel(a.Platform.Worker, a.Platform.Process)
-	pb := snowflakeLabel(b.Platform.Worker, b.Platform.Process)
+	pa := snowflakeLabel(a.Worker, a.Process)
+	pb := snowflakeLabel(b.Worker, b.Process)
 	if pa == pb {
 		t.Fatalf("both nodes claimed %s", pa)
 	}
@@ -75,12 +76,12 @@ func TestSnowflakeAutoClaimsDistinctPairsAndReusesExpired(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := snowflakeLabel(c.Platform.Worker, c.Platform.Process)
+		got := snowflakeLabel(c.Worker, c.Process)
 		if got == pa {
 			break
 		}
 		// Not free yet: node-c got another pair; give it back and retry.
-		if err := regC.Delete(ctx, snowflakeKey(c.Platform.Worker, c.Platform.Process)); err != nil {
+		if err := regC.Delete(ctx, snowflakeKey(c.Worker, c.Process)); err != nil {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
@@ -99,7 +100,7 @@ func TestSnowflakeManualConflictsAndLabelledPairs(t *testing.T) {
 	defer cancel()
 	regA, regB, regC := open(), open(), open()
 	manual := snowflakeCfg("node-a", false)
-	manual.Platform.Worker, manual.Platform.Process = 0, 0
+	manual.Worker, manual.Process = 0, 0
 	if _, _, err := claimSnowflake(ctx, regA, manual); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestSnowflakeManualConflictsAndLabelledPairs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := snowflakeLabel(c.Platform.Worker, c.Platform.Process); got != "0/2" {
+	if got := snowflakeLabel(c.Worker, c.Process); got != "0/2" {
 		t.Fatalf("auto pair = %s, want 0/2 (0/0 claimed, 0/1 labelled)", got)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	botscassandra "github.com/concord-chat/concord/runtime/bots/cassandra"
 	botspebble "github.com/concord-chat/concord/runtime/bots/pebble"
 	"github.com/concord-chat/concord/runtime/egress"
+	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
@@ -32,9 +33,11 @@ import (
 // purgeInterval is how often expired interactions are dropped.
 const purgeInterval = 5 * time.Minute
 
-// botPlatform is the bot platform's part of the process: the handler, its
-// store and the purge loop.
-type botPlatform struct {
+// Bots is the bot platform's part of a process: the handler, its store,
+// the revocation path and the purge loop. `concord dev` and the guild
+// nodes of `concord serve` open it the same way (OpenBots) and mount its
+// routes the same way (Routes).
+type Bots struct {
 	handler *bots.Handler
 	store   bots.Store
 	// leases revokes bots' entitlements on the gateway (ADR-08).
@@ -44,23 +47,26 @@ type botPlatform struct {
 	done   chan struct{}
 }
 
-// botDeps are what openBots needs from the rest of the process.
-type botDeps struct {
+// BotDeps are what OpenBots needs from the rest of the process.
+type BotDeps struct {
 	store    store.Store
 	guilds   *guild.Service
 	auth     *auth.Issuer
 	ids      bots.IDSource
-	events   messageEvents
+	events   MessageEvents
 	registry prometheus.Registerer
+	// bus carries revocations to every gateway; nil opens the one
+	// --registry names (embedded etcd, or in memory with mem).
+	bus entitlement.Bus
 	// closeUser ends a user's gateway sessions for good (token reset).
 	closeUser func(ctx context.Context, userID snowflake.ID) int
 	// node returns the process's gateway node (nil until it exists).
 	node func() *gateway.Node
 }
 
-// messageEvents receives message events for the durable log; the outbox
+// MessageEvents receives message events for the durable log; the outbox
 // implements it.
-type messageEvents interface {
+type MessageEvents interface {
 	Publish(ctx context.Context, ev eventlog.MessageEvent) error
 }
 
@@ -90,10 +96,18 @@ func openBotStore(ctx context.Context, cfg Config, guilds store.Store) (bots.Sto
 	return st, nil
 }
 
-// openBots opens the bot store (openBotStore) and builds the handler
+// NewBotDeps names what the bot platform needs: the store, the guild
+// service whose actors it changes (the owner's, in `concord serve`), the
+// token issuer, the id source, the event log's outbox (nil: none), the
+// metrics registry and the revocation bus (nil: the one --registry names).
+func NewBotDeps(st store.Store, guilds *guild.Service, iss *auth.Issuer, ids bots.IDSource, events MessageEvents, reg prometheus.Registerer, bus entitlement.Bus) BotDeps {
+	return BotDeps{store: st, guilds: guilds, auth: iss, ids: ids, events: events, registry: reg, bus: bus}
+}
+
+// OpenBots opens the bot store (openBotStore) and builds the handler
 // with the guild-tier adapters, the egress client (no private addresses)
 // and the purge loop.
-func openBots(ctx context.Context, cfg Config, key []byte, d botDeps) (*botPlatform, error) {
+func OpenBots(ctx context.Context, cfg Config, key []byte, d BotDeps) (*Bots, error) {
 	log := cfg.Logger.With("component", "bots")
 	st, err := openBotStore(ctx, cfg, d.store)
 	if err != nil {
@@ -115,12 +129,12 @@ func openBots(ctx context.Context, cfg Config, key []byte, d botDeps) (*botPlatf
 	if node == nil {
 		node = func() *gateway.Node { return nil }
 	}
-	leases, err := openEntitlements(cfg, entitlementDeps{apps: st, users: d.store, guilds: d.guilds, node: node, registry: d.registry})
+	leases, err := openEntitlements(cfg, entitlementDeps{apps: st, users: d.store, guilds: d.guilds, node: node, registry: d.registry, bus: d.bus})
 	if err != nil {
 		_ = st.Close()
 		return nil, err
 	}
-	bp := &botPlatform{store: st, leases: leases, log: log, done: make(chan struct{})}
+	bp := &Bots{store: st, leases: leases, log: log, done: make(chan struct{})}
 	users := guildBotFlags(d.guilds)
 	h, err := bots.NewHandler(bots.Config{Key: key, Registerer: d.registry, Logger: cfg.Logger}, bots.Deps{
 		Store:       st,
@@ -161,7 +175,7 @@ func openBots(ctx context.Context, cfg Config, key []byte, d botDeps) (*botPlatf
 }
 
 // purge drops expired interactions every purgeInterval until ctx ends.
-func (b *botPlatform) purge(ctx context.Context) {
+func (b *Bots) purge(ctx context.Context) {
 	defer close(b.done)
 	t := time.NewTicker(purgeInterval)
 	defer t.Stop()
@@ -180,7 +194,7 @@ func (b *botPlatform) purge(ctx context.Context) {
 }
 
 // close stops the purge loop and the handler's timers and closes the store.
-func (b *botPlatform) close() error {
+func (b *Bots) close() error {
 	if b == nil {
 		return nil
 	}
@@ -363,7 +377,7 @@ type botMessages struct {
 	store  store.Store
 	guilds *guild.Service
 	ids    bots.IDSource
-	events messageEvents
+	events MessageEvents
 	log    *slog.Logger
 }
 
@@ -527,37 +541,58 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// restHandler composes the REST surface: the bot platform's routes, GET
-// /gateway/bot and the bot-removal hooks in front of the core API (their
-// patterns are more specific than "/"), all behind the rate limiter.
+// restHandler composes dev's REST surface: the bot routes (Routes) and
+// GET /gateway/bot in front of the core API, all behind the rate limiter.
 func (p *Platform) restHandler(restAPI http.Handler, flags *BotFlags) (http.Handler, error) {
 	mux := http.NewServeMux()
-	p.bots.handler.Register(mux, "")
-	gb := gatewayBot{auth: p.auth, store: p.store, counters: p.counters, concurrency: p.cfg.IdentifyConcurrency,
-		url: p.gatewayURL, log: p.log.With("component", "gateway-bot")}
+	gb := GatewayBot{Auth: p.auth, Store: p.store, Counters: p.counters, Concurrency: p.cfg.Identify.Concurrency,
+		PublicURL: p.cfg.PublicURL, Logger: p.log.With("component", "gateway-bot")}
 	for _, v := range []string{"/api/v9", "/api/v10"} {
 		mux.Handle("GET "+v+"/gateway/bot", gb)
-		mux.Handle("DELETE "+v+"/guilds/{guild}/members/{user}", p.bots.onBotRemoved(restAPI, p.guilds, flags, p.auth, false))
-		mux.Handle("DELETE "+v+"/users/@me/guilds/{guild}", p.bots.onBotRemoved(restAPI, p.guilds, flags, p.auth, true))
 	}
-	mux.Handle("/", restAPI)
+	p.bots.Routes(mux, restAPI, p.guilds, flags, p.auth)
 	return rateLimited(p.cfg, p.counters, p.registry, p.auth, flags, mux)
 }
 
-// gatewayURL is the URL handed to clients: the configured public URL, or
-// derived from the request's Host.
-func (p *Platform) gatewayURL(r *http.Request) string {
-	if p.cfg.PublicURL != "" {
-		return p.cfg.PublicURL
+// Routes mounts the bot platform's routes and the bot-removal hooks in
+// front of the core API on mux (their patterns are more specific than
+// "/", where core goes).
+func (b *Bots) Routes(mux *http.ServeMux, core http.Handler, guilds *guild.Service, flags *BotFlags, iss *auth.Issuer) {
+	b.handler.Register(mux, "")
+	for _, v := range []string{"/api/v9", "/api/v10"} {
+		mux.Handle("DELETE "+v+"/guilds/{guild}/members/{user}", b.onBotRemoved(core, guilds, flags, iss, false))
+		mux.Handle("DELETE "+v+"/users/@me/guilds/{guild}", b.onBotRemoved(core, guilds, flags, iss, true))
 	}
-	return "ws://" + r.Host + "/gateway"
+	mux.Handle("/", core)
 }
+
+// Store is the bot store (applications, commands, installations,
+// interactions).
+func (b *Bots) Store() bots.Store { return b.store }
+
+// Close stops the bot platform and closes its store.
+func (b *Bots) Close() error { return b.close() }
+
+// OpenBotStore opens the bot store next to the store st, as OpenBots does:
+// for processes that only read it (the api nodes of `concord serve` route
+// an interaction's requests by its guild).
+func OpenBotStore(ctx context.Context, cfg Config, st store.Store) (bots.Store, error) {
+	cfg, err := withDefaults(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return openBotStore(ctx, cfg, st)
+}
+
+// GuildBotFlags remembers bot flags through the guild service's user
+// records.
+func GuildBotFlags(guilds *guild.Service) *BotFlags { return guildBotFlags(guilds) }
 
 // onBotRemoved serves a member removal (a kick, or self when the caller
 // leaves) through the core API and, when it removed a bot, drops the
 // bot's installation and guild commands (Handler.Uninstalled) and its
 // managed role.
-func (b *botPlatform) onBotRemoved(restAPI http.Handler, guilds *guild.Service, flags *BotFlags, iss *auth.Issuer, self bool) http.Handler {
+func (b *Bots) onBotRemoved(restAPI http.Handler, guilds *guild.Service, flags *BotFlags, iss *auth.Issuer, self bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusRecorder{ResponseWriter: w}
 		restAPI.ServeHTTP(sw, r)

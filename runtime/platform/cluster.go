@@ -12,7 +12,7 @@ import (
 // OpenStore opens the store cfg.Store names with the embedded backends
 // this package knows (pebble:DIR), after filling cfg's defaults.
 func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
-	cfg, err := cfg.withDefaults()
+	cfg, err := withDefaults(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -23,7 +23,7 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 // least 32 bytes), else the key kept in <DataDir>/server.key, created on
 // first start. Processes of one cluster must share the key.
 func ServerKey(cfg Config) ([]byte, error) {
-	cfg, err := cfg.withDefaults()
+	cfg, err := withDefaults(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -23,22 +23,6 @@ import (
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
-// EntitlementConfig tunes revocation with a deadline (ADR-08,
-// runtime/entitlement). Zero fields take the stated defaults.
-type EntitlementConfig struct {
-	// TTL is a bot's entitlement lease (default 10 s): the longest a
-	// revocation whose push was lost goes unapplied while the bot store
-	// answers. Leases are renewed every TTL/2.
-	TTL time.Duration
-	// RetryEvery is the time between renewal attempts that failed
-	// (default 1 s).
-	RetryEvery time.Duration
-	// Grace is how long a bot's sessions keep running past a lease that
-	// cannot be renewed (bot store or registry down) before they close
-	// (default 5 min).
-	Grace time.Duration
-}
-
 // entitlements is the revocation path of the process: the registry the
 // pushes travel through (embedded etcd by default, in memory with
 // --registry=mem), the lease Manager with its loop, and fault injectors
@@ -96,6 +80,9 @@ type entitlementDeps struct {
 	guilds   *guild.Service
 	node     func() *gateway.Node
 	registry prometheus.Registerer
+	// bus, when set, carries the revocations instead of the registry
+	// --registry names.
+	bus entitlement.Bus
 }
 
 // openEntitlements starts the registry for pushes, the Manager and its
@@ -105,10 +92,12 @@ func openEntitlements(cfg Config, d entitlementDeps) (*entitlements, error) {
 	var bus entitlement.Bus
 	var ee *embeddedEtcd
 	stop := func() {}
-	switch cfg.Registry {
-	case "mem":
+	switch {
+	case d.bus != nil:
+		bus = d.bus
+	case cfg.Registry == "mem":
 		bus = entitlement.NewMemBus()
-	case "", "embedded":
+	case cfg.Registry == "" || cfg.Registry == "embedded":
 		dir := filepath.Join(cfg.DataDir, "registry")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("platform: registry dir: %w", err)

@@ -13,14 +13,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/concord-chat/concord/runtime/adminauth"
+	"github.com/concord-chat/concord/runtime/admission"
 	"github.com/concord-chat/concord/runtime/api"
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/counters"
@@ -48,7 +47,7 @@ type Platform struct {
 	ready    atomic.Bool
 	reads    *readPath
 	counters counters.Counters
-	bots     *botPlatform
+	bots     *Bots
 	presence *presenceWiring
 
 	// DevToken is the dev user's token when Config.DevUser is set.
@@ -57,7 +56,7 @@ type Platform struct {
 
 // New opens the backends and wires every role. Close releases them.
 func New(ctx context.Context, cfg Config) (*Platform, error) {
-	cfg, err := cfg.withDefaults()
+	cfg, err := withDefaults(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +99,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if p.counters, err = openCounters(ctx, cfg); err != nil {
 		return nil, err
 	}
-	if p.bots, err = openBots(ctx, cfg, key, botDeps{store: p.store, guilds: p.guilds, auth: p.auth, ids: ids,
+	if p.bots, err = OpenBots(ctx, cfg, key, BotDeps{store: p.store, guilds: p.guilds, auth: p.auth, ids: ids,
 		events: p.reads.outbox, registry: p.registry,
 		closeUser: func(ctx context.Context, userID snowflake.ID) int {
 			if n := sink.node.Load(); n != nil {
@@ -114,6 +113,18 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if p.presence, err = newPresenceWiring(cfg, p.guilds, p.registry); err != nil {
 		return nil, err
 	}
+	adm, err := admission.New(guild.NewGatewayBackend(p.guilds), admission.Config{
+		Throttle:   gateway.NewNodeThrottle(cfg.Identify.Rate, cfg.Identify.Burst, nil),
+		Bots:       &gateway.BotAdmission{Counters: p.counters, Concurrency: cfg.Identify.Concurrency, Logger: cfg.Logger.With("component", "identify")},
+		Apps:       p.bots.store,
+		Leases:     p.bots.leases.mgr,
+		States:     p.reads.states,
+		Registerer: p.registry,
+		Logger:     cfg.Logger.With("component", "identify"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("platform: identify admission: %w", err)
+	}
 	if p.gateway, err = gateway.NewNode(gateway.Config{
 		Node:       cfg.Node,
 		PublicURL:  cfg.PublicURL,
@@ -121,9 +132,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		Registerer: p.registry,
 		Presence:   p.presence,
 		OpHandlers: p.presence.opHandlers(),
-	}, admission{Backend: readyWithStates{Backend: guild.NewGatewayBackend(p.guilds), states: p.reads.states},
-		intents: p.bots.handler.AllowedIntents, apps: p.bots.store, counters: p.counters, concurrency: cfg.IdentifyConcurrency,
-		now: time.Now, log: cfg.Logger.With("component", "identify"), leases: p.bots.leases.mgr}); err != nil {
+	}, adm); err != nil {
 		return nil, fmt.Errorf("platform: gateway: %w", err)
 	}
 	sink.node.Store(p.gateway)
@@ -181,7 +190,7 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("platform: open cassandra store: %w", err)
 		}
-		return dataservice.Wrap(s, dataservice.New(s, dataservice.Config{Name: "local", Logger: cfg.Logger.With("component", "data")})), nil
+		return dataservice.Wrap(s, dataservice.New(s, dataservice.Config{Name: cfg.Node, Logger: cfg.Logger.With("component", "data")})), nil
 	default:
 		return nil, fmt.Errorf("platform: unknown --store %q (want pebble:DIR or cassandra://host:port/keyspace)", RedactURL(cfg.Store))
 	}
@@ -233,21 +242,12 @@ func (p *Platform) routes(restAPI http.Handler) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
 	HandleHealth(mux, p.ready.Load)
 	mux.Handle("/admin/", adminauth.Guard(p.cfg.AdminToken, p.adminRoutes()))
-	// The web client (package web) answers GET and HEAD outside /api.
+	// discord.py's default gateway URL is the root path, so a WebSocket
+	// upgrade anywhere outside /api goes to the gateway; the web client
+	// (package web) answers GET and HEAD; other methods reach the REST
+	// handler's JSON 404.
 	webApp := web.Handler(web.Options{GatewayURL: p.cfg.PublicURL})
-	// discord.py connects to its default gateway URL, the root path: a
-	// WebSocket upgrade anywhere outside /api goes to the gateway.
-	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if websocket.IsWebSocketUpgrade(r) {
-			p.gateway.ServeHTTP(w, r)
-			return
-		}
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			webApp.ServeHTTP(w, r)
-			return
-		}
-		restAPI.ServeHTTP(w, r)
-	}))
+	mux.Handle("/", UpgradeOr(p.gateway, WebOr(webApp, restAPI)))
 	return mux
 }
 
@@ -314,4 +314,15 @@ func (p *Platform) Close() error {
 		errs = append(errs, p.store.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// WebOr sends GET and HEAD to the web client and every other method to next.
+func WebOr(app, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			app.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

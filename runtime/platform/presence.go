@@ -21,21 +21,6 @@ import (
 	"github.com/concord-chat/concord/runtime/typing"
 )
 
-// PresenceConfig tunes the presence role of a platform. Zero fields take
-// the presence package's defaults.
-type PresenceConfig struct {
-	// Window is the coalescing window (default 5 s).
-	Window time.Duration
-	// ReportInterval is how often the gateway re-reports its sessions
-	// (default 15 s).
-	ReportInterval time.Duration
-	// TickInterval is how often the presence role broadcasts due
-	// changes (default 1 s); negative runs no ticker (tests call tick).
-	TickInterval time.Duration
-	// Now is the presence role's clock (default time.Now).
-	Now func() time.Time
-}
-
 // presenceWiring connects the gateway node, the presence role and the
 // guild service in one process. It is the gateway's SessionReporter: it
 // keeps each local session's state (client kind, last status and

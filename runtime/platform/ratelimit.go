@@ -34,7 +34,7 @@ func openCounters(ctx context.Context, cfg Config) (counters.Counters, error) {
 	if err != nil {
 		return nil, fmt.Errorf("platform: --redis: %w", err)
 	}
-	cfg.applyRedisAuth(&rc)
+	cfg.ApplyRedisAuth(&rc)
 	rc.Logger = cfg.Logger.With("component", "counters")
 	c, err := redis.New(ctx, rc)
 	if err != nil {

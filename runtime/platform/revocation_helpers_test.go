@@ -48,7 +48,7 @@ func parseID(t *testing.T, s string) snowflake.ID {
 // installs it in a fresh guild.
 func newRevWorld(t *testing.T, opts ...func(*Config)) *revWorld {
 	t.Helper()
-	p, addr := startTestPlatform(t, append([]func(*Config){func(c *Config) { c.IdentifyConcurrency = 16 }}, opts...)...)
+	p, addr := startTestPlatform(t, append([]func(*Config){func(c *Config) { c.Identify.Concurrency = 16 }}, opts...)...)
 	w := &revWorld{t: t, p: p, addr: addr}
 	var reg struct {
 		Token  string `json:"token"`

@@ -79,7 +79,7 @@ func TestSlowConsumer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow-consumer claim test: not in -short")
 	}
-	p, addr := startTestPlatform(t, func(c *Config) { c.IdentifyConcurrency = 16 })
+	p, addr := startTestPlatform(t, func(c *Config) { c.Identify.Concurrency = 16 })
 	b := newSlowBench(t, p, addr, *slowNeighbours)
 	go b.sampleHeap()
 

@@ -15,6 +15,12 @@
 //   - ReadStateNode.Ack/States: read-state nodes (--roles=readstate)
 //     serve read markers and mention counts; NewReadStateClient routes
 //     by user id over the ring of read-state nodes.
+//   - PresenceNode: gateway nodes report their sessions and op 3 to the
+//     presence node, which folds them into one status per user
+//     (NewPresenceClient).
+//   - RelayNode: guild nodes of a guild with a relay tier send its
+//     batches once per relay node, which fans them out to the gateway
+//     nodes (NewRelayClient).
 //
 // NewServer builds the gRPC server of a node with logging and metrics
 // interceptors, message-size limits and the standard health service, and

@@ -21,7 +21,7 @@ import (
 	"github.com/concord-chat/concord/runtime/platform"
 )
 
-// startServerWith starts a platform like startServer after mutate changed
+// startServerWith starts a server like startServer after mutate changed
 // its configuration. With CONCORD_TEST_REDIS (or CONCORD_REDIS) set, as
 // make test does, the counters live in that Redis under a fresh prefix.
 func startServerWith(t *testing.T, mutate func(*platform.Config)) *server {
@@ -48,6 +48,12 @@ func startServerWith(t *testing.T, mutate func(*platform.Config)) *server {
 	}
 	if mutate != nil {
 		mutate(&cfg)
+	}
+	if clusterTopology(t) {
+		cancel()
+		s := &server{t: t, direct: startCluster(t, cfg)}
+		s.proxy = startProxy(t, s.direct)
+		return s
 	}
 	p, err := platform.New(ctx, cfg)
 	if err != nil {

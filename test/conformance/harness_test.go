@@ -2,14 +2,11 @@ package conformance
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -26,38 +23,12 @@ type server struct {
 	proxy    *proxy
 }
 
-// startServer starts a platform with a fresh data directory and a proxy.
+// startServer starts a server with a fresh data directory and a proxy:
+// `concord dev` in the test process, or processes with
+// CONCORD_CONFORMANCE_TOPOLOGY=cluster (startCluster).
 func startServer(t *testing.T) *server {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cfg := platform.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.DevUser = false
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	if os.Getenv("CONCORD_TEST_VERBOSE") != "" {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	if s := os.Getenv("CONCORD_CONFORMANCE_STORE"); s != "" {
-		cfg.Store = s
-	}
-	p, err := platform.New(ctx, cfg)
-	if err != nil {
-		t.Fatalf("start platform: %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Serve(ctx, l) }()
-	s := &server{t: t, platform: p, direct: l.Addr().String()}
-	s.proxy = startProxy(t, s.direct)
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		p.Close()
-	})
-	return s
+	return startServerWith(t, nil)
 }
 
 // base is the REST base URL of the test's own (non-library) clients. They

@@ -27,7 +27,7 @@ type shardMessage struct {
 // budget the four identifies used.
 func TestDiscordgoShards(t *testing.T) {
 	const shards = 4
-	s := startServerWith(t, func(c *platform.Config) { c.IdentifyConcurrency = shards })
+	s := startServerWith(t, func(c *platform.Config) { c.Identify.Concurrency = shards })
 	owner, _ := s.register("shards-owner")
 	a := createApp(t, s, owner, "Sharded")
 

@@ -31,9 +31,7 @@ token and the URLs.`,
 			return runPlatform(cmd, cfg)
 		},
 	}
-	bindPlatformFlags(cmd.Flags(), &cfg, &logFormat, &logLevel)
-	bindEntitlementFlags(cmd.Flags(), &cfg.Entitlements)
-	strFlag(cmd.Flags(), &cfg.EgressProxy, "egress-proxy", "", "send every call to a bot-chosen URL (interaction endpoints, webhooks) through this egress proxy (concord egress, http://host:port); empty checks and dials in-process")
+	bindConfigFlags(cmd.Flags(), &cfg, &logFormat, &logLevel)
 	return cmd
 }
 

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/concord-chat/concord/runtime/egress"
 	"github.com/concord-chat/concord/runtime/httpserve"
@@ -57,7 +55,7 @@ chart does both).
 	strFlag(fs, &o.allowPrivate, "egress-allow-private", "", "TESTS ONLY: comma-separated prefixes exempt from the deny list (logged at WARN); never set in production")
 	durFlag(fs, &o.timeout, "egress-timeout", 10*time.Second, "bound on one request or tunnel, from connect to the last byte")
 	durFlag(fs, &o.dialTimeout, "egress-dial-timeout", 5*time.Second, "bound on one connection attempt")
-	numFlag(fs, &o.maxBytes, "egress-max-bytes", 8<<20, "cap on a response body (tunnels: plus 256 KiB for TLS)")
+	intFlag(fs, &o.maxBytes, "egress-max-bytes", 8<<20, "cap on a response body (tunnels: plus 256 KiB for TLS)")
 	strFlag(fs, &o.logFormat, "log-format", "text", "log format: text or json")
 	strFlag(fs, &o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd
@@ -124,15 +122,4 @@ func runEgress(ctx context.Context, cmd *cobra.Command, o egressOptions) error {
 	}
 	px.Wait()
 	return nil
-}
-
-// numFlag registers an int flag whose default comes from its environment
-// variable when set and valid.
-func numFlag(fs *pflag.FlagSet, p *int, name string, def int, usage string) {
-	if v, ok := os.LookupEnv(envName(name)); ok {
-		if n, err := strconv.Atoi(v); err == nil {
-			def = n
-		}
-	}
-	fs.IntVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, envName(name)))
 }

@@ -6,54 +6,107 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/permissions"
-	"github.com/concord-chat/concord/runtime/platform"
 )
+
+// Every flag maps onto one field of config.Config, takes its default from
+// config.Default and falls back to its environment variable, which --help
+// names: --data-dir → CONCORD_DATA_DIR.
 
 // envName is a flag's environment fallback: --data-dir → CONCORD_DATA_DIR.
 func envName(flag string) string {
 	return "CONCORD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
-// bindPlatformFlags registers the flags shared by dev and serve; each
-// default comes from its environment variable when set.
-func bindPlatformFlags(fs *pflag.FlagSet, cfg *platform.Config, logFormat, logLevel *string) {
-	str := func(p *string, name, def, usage string) {
-		if v, ok := os.LookupEnv(envName(name)); ok {
-			def = v
-		}
-		fs.StringVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, envName(name)))
+// usage appends the environment variable to a flag's help.
+func usage(name, text string) string { return fmt.Sprintf("%s (env %s)", text, envName(name)) }
+
+// strFlag registers a string flag whose default comes from its
+// environment variable when set.
+func strFlag(fs *pflag.FlagSet, p *string, name, def, text string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		def = v
 	}
-	num := func(p *int, name string, def int, usage string) {
-		if v, ok := os.LookupEnv(envName(name)); ok {
-			if n, err := strconv.Atoi(v); err == nil {
-				def = n
-			}
+	fs.StringVar(p, name, def, usage(name, text))
+}
+
+// durFlag registers a duration flag whose default comes from its
+// environment variable when set and valid.
+func durFlag(fs *pflag.FlagSet, p *time.Duration, name string, def time.Duration, text string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			def = d
 		}
-		fs.IntVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, envName(name)))
 	}
-	d := platform.DefaultConfig()
-	str(&cfg.HTTP, "http", d.HTTP, "listen address for REST, the gateway, /metrics, /healthz and /readyz")
-	str(&cfg.DataDir, "data-dir", d.DataDir, "directory for embedded data and the server key")
-	str(&cfg.Store, "store", "", "storage backend: pebble:DIR (default pebble:<data-dir>/store) or cassandra://host:port/keyspace")
-	str(&cfg.EventLog, "eventlog", d.EventLog, "event log: mem or kafka://host:port")
-	str(&cfg.Redis, "redis", d.Redis, "counters backend: mem or redis://host:port")
-	str(&cfg.Registry, "registry", d.Registry, "registry: embedded or etcd://host:port[,host:port...] (serve: a /prefix path sets the key prefix, default /concord/)")
-	str(&cfg.Node, "node", d.Node, "node name in the registry and in gateway sessions")
-	str(&cfg.PublicURL, "public-url", "", "gateway URL given to clients (ws://host:port/gateway); empty derives it from the request")
-	str(&cfg.ServerKey, "server-key", "", "token signing key (>= 32 bytes); empty uses <data-dir>/server.key")
-	str(&cfg.AdminToken, "admin-token", "", "bearer token /admin/... requires (Authorization: Bearer or X-Concord-Admin-Token); dev: empty turns /admin off; serve: empty derives it from the server key")
-	bindCredentialFlags(fs, cfg)
+	fs.DurationVar(p, name, def, usage(name, text))
+}
+
+// intFlag registers an int flag whose default comes from its environment
+// variable when set and valid.
+func intFlag(fs *pflag.FlagSet, p *int, name string, def int, text string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			def = n
+		}
+	}
+	fs.IntVar(p, name, def, usage(name, text))
+}
+
+// floatFlag registers a float flag whose default comes from its
+// environment variable when set and valid.
+func floatFlag(fs *pflag.FlagSet, p *float64, name string, def float64, text string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			def = f
+		}
+	}
+	fs.Float64Var(p, name, def, usage(name, text))
+}
+
+// boolFlag registers a bool flag whose default comes from its environment
+// variable when set and valid.
+func boolFlag(fs *pflag.FlagSet, p *bool, name string, def bool, text string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		if b, err := strconv.ParseBool(v); err == nil {
+			def = b
+		}
+	}
+	fs.BoolVar(p, name, def, usage(name, text))
+}
+
+// bindConfigFlags registers the flags dev and serve share, onto cfg.
+func bindConfigFlags(fs *pflag.FlagSet, cfg *config.Config, logFormat, logLevel *string) {
+	d := config.Default()
+	strFlag(fs, &cfg.HTTP, "http", d.HTTP, "listen address for REST, the gateway, /metrics, /healthz and /readyz")
+	strFlag(fs, &cfg.DataDir, "data-dir", d.DataDir, "directory for embedded data and the server key")
+	strFlag(fs, &cfg.Store, "store", "", "storage backend: pebble:DIR (default pebble:<data-dir>/store) or cassandra://host:port/keyspace")
+	strFlag(fs, &cfg.EventLog, "eventlog", d.EventLog, "event log: mem or kafka://host:port")
+	strFlag(fs, &cfg.Redis, "redis", d.Redis, "counters backend: mem or redis://host:port")
+	strFlag(fs, &cfg.Registry, "registry", d.Registry, "registry: embedded or etcd://host:port[,host:port...] (serve: a /prefix path sets the key prefix, default /concord/)")
+	strFlag(fs, &cfg.Node, "node", d.Node, "node name in the registry and in gateway sessions")
+	strFlag(fs, &cfg.PublicURL, "public-url", "", "gateway URL given to clients (ws://host:port/gateway); empty derives it from the request")
+	strFlag(fs, &cfg.ServerKey, "server-key", "", "token signing key (>= 32 bytes); empty uses <data-dir>/server.key")
+	strFlag(fs, &cfg.AdminToken, "admin-token", "", "bearer token /admin/... requires (Authorization: Bearer or X-Concord-Admin-Token); dev: empty turns /admin off; serve: empty derives it from the server key")
+	strFlag(fs, &cfg.EgressProxy, "egress-proxy", "", "send every call to a bot-chosen URL (interaction endpoints, webhooks) through this egress proxy (concord egress, http://host:port); empty checks and dials in-process")
+	bindCredentialFlags(fs, &cfg.Credentials)
 	bindServingFlags(fs, &cfg.Serving)
-	num(&cfg.Worker, "worker", 0, "snowflake worker id (0..31); serve without --worker and --process claims a free pair (--snowflake-id)")
-	num(&cfg.Process, "process", 0, "snowflake process id (0..31); see --worker")
-	num(&cfg.PermissionsShadowEvery, "permissions-shadow-every", permissions.DefaultShadowEvery,
+	intFlag(fs, &cfg.PermissionsShadowEvery, "permissions-shadow-every", permissions.DefaultShadowEvery,
 		"recompute 1 in N fan-out and read permission decisions from scratch and count disagreements in concord_permissions_shadow_disagreements_total (negative disables)")
-	str(logFormat, "log-format", "text", "log format: text or json")
-	str(logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	intFlag(fs, &cfg.Worker, "worker", 0, "snowflake worker id (0..31); serve without --worker and --process claims a free pair (--snowflake-id)")
+	intFlag(fs, &cfg.Process, "process", 0, "snowflake process id (0..31); see --worker")
+	intFlag(fs, &cfg.Identify.Concurrency, "identify-concurrency", d.Identify.Concurrency,
+		"bots' max_concurrency: identifies per 5 s per shard_id % max_concurrency (1,000 per 24 h per bot), counted in --redis")
+	durFlag(fs, &cfg.Entitlements.TTL, "entitlement-ttl", d.Entitlements.TTL,
+		"bot entitlement lease TTL, renewed every half of it: the longest a revocation whose push was lost goes unapplied while the bot store answers")
+	durFlag(fs, &cfg.Entitlements.Grace, "entitlement-grace", d.Entitlements.Grace,
+		"how long bot sessions keep running on entitlements that cannot be renewed (bot store or registry down) before they close; new bot identifies are refused meanwhile")
+	strFlag(fs, logFormat, "log-format", "text", "log format: text or json")
+	strFlag(fs, logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
 
 // newLogger builds the process logger from the log flags.

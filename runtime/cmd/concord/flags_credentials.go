@@ -3,11 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
-	"strconv"
 
 	"github.com/spf13/pflag"
 
-	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/config"
 )
 
 // bindCredentialFlags registers the backend credentials shared by dev and
@@ -16,7 +15,7 @@ import (
 // password written in the --store, --redis or --eventlog URL wins over
 // these. Defaults are shown as empty in --help, so a password taken from
 // the environment is never printed.
-func bindCredentialFlags(fs *pflag.FlagSet, cfg *platform.Config) {
+func bindCredentialFlags(fs *pflag.FlagSet, cfg *config.Credentials) {
 	secret := func(p *string, name, usage string) {
 		fs.StringVar(p, name, "", fmt.Sprintf("%s (env %s)", usage, envName(name)))
 		// Set after StringVar (which writes the default): the
@@ -29,15 +28,7 @@ func bindCredentialFlags(fs *pflag.FlagSet, cfg *platform.Config) {
 	secret(&cfg.RedisPassword, "redis-password", "password for a redis:// --redis (requirepass, or the URL's ACL user); a password in the URL wins")
 	secret(&cfg.KafkaUsername, "kafka-username", "SASL user name for a kafka:// --eventlog; a user in the URL wins")
 	secret(&cfg.KafkaPassword, "kafka-password", "SASL password for --kafka-username; a password in the URL wins")
-	mech := "PLAIN"
-	if v, ok := os.LookupEnv(envName("kafka-sasl-mechanism")); ok {
-		mech = v
-	}
-	fs.StringVar(&cfg.KafkaSASLMechanism, "kafka-sasl-mechanism", mech,
-		fmt.Sprintf("SASL mechanism for --kafka-username: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (env %s)", envName("kafka-sasl-mechanism")))
-	tls := false
-	if v, ok := os.LookupEnv(envName("kafka-tls")); ok {
-		tls, _ = strconv.ParseBool(v)
-	}
-	fs.BoolVar(&cfg.KafkaTLS, "kafka-tls", tls, fmt.Sprintf("dial the Kafka brokers over TLS (system roots); use it with SASL PLAIN, which sends the password in clear (env %s)", envName("kafka-tls")))
+	strFlag(fs, &cfg.KafkaSASLMechanism, "kafka-sasl-mechanism", config.Default().KafkaSASLMechanism,
+		"SASL mechanism for --kafka-username: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	boolFlag(fs, &cfg.KafkaTLS, "kafka-tls", false, "dial the Kafka brokers over TLS (system roots); use it with SASL PLAIN, which sends the password in clear")
 }

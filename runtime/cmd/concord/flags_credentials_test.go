@@ -7,18 +7,18 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/config"
 )
 
 // bindAll registers the flags dev and serve share on a fresh flag set.
-func bindAll(cfg *platform.Config) *pflag.FlagSet {
+func bindAll(cfg *config.Config) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("dev", pflag.ContinueOnError)
 	var logFormat, logLevel string
-	bindPlatformFlags(fs, cfg, &logFormat, &logLevel)
+	bindConfigFlags(fs, cfg, &logFormat, &logLevel)
 	return fs
 }
 
-// The variables the operator sets from Secrets reach platform.Config, and
+// The variables the operator sets from Secrets reach config.Config, and
 // --help names them without printing their values.
 func TestCredentialFlagsFromEnv(t *testing.T) {
 	t.Setenv("CONCORD_CASSANDRA_USERNAME", "cass-user")
@@ -28,7 +28,7 @@ func TestCredentialFlagsFromEnv(t *testing.T) {
 	t.Setenv("CONCORD_KAFKA_PASSWORD", "kafka-s3cret")
 	t.Setenv("CONCORD_KAFKA_TLS", "true")
 	t.Setenv("CONCORD_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512")
-	var cfg platform.Config
+	var cfg config.Config
 	fs := bindAll(&cfg)
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestCredentialFlagsFromEnv(t *testing.T) {
 // A flag on the command line wins over the environment.
 func TestCredentialFlagsOverrideEnv(t *testing.T) {
 	t.Setenv("CONCORD_REDIS_PASSWORD", "from-env")
-	var cfg platform.Config
+	var cfg config.Config
 	fs := bindAll(&cfg)
 	if err := fs.Parse([]string{"--redis-password=from-flag", "--kafka-username=u", "--cassandra-username=c"}); err != nil {
 		t.Fatal(err)

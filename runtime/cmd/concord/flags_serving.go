@@ -13,7 +13,7 @@ func bindServingFlags(fs *pflag.FlagSet, cfg *httpserve.Config) {
 	durFlag(fs, &cfg.ReadTimeout, "http-read-timeout", httpserve.DefaultReadTimeout, "HTTP listeners: time a request body may take (not WebSocket or streams)")
 	durFlag(fs, &cfg.WriteTimeout, "http-write-timeout", httpserve.DefaultWriteTimeout, "HTTP listeners: time handling and answering a request may take (not WebSocket or streams)")
 	durFlag(fs, &cfg.IdleTimeout, "http-idle-timeout", httpserve.DefaultIdleTimeout, "HTTP listeners: time a keep-alive connection may wait for its next request")
-	numFlag(fs, &cfg.MaxHeaderBytes, "http-max-header-bytes", httpserve.DefaultMaxHeaderBytes, "HTTP listeners: largest request line and headers")
-	numFlag(fs, &cfg.MaxConnsPerAddr, "http-max-conns-per-addr", httpserve.DefaultMaxConnsPerAddr, "HTTP listeners: open connections one remote IP may hold (WebSocket included)")
-	numFlag(fs, &cfg.MaxConns, "http-max-conns", httpserve.DefaultMaxConns, "HTTP listeners: open connections in total per listener")
+	intFlag(fs, &cfg.MaxHeaderBytes, "http-max-header-bytes", httpserve.DefaultMaxHeaderBytes, "HTTP listeners: largest request line and headers")
+	intFlag(fs, &cfg.MaxConnsPerAddr, "http-max-conns-per-addr", httpserve.DefaultMaxConnsPerAddr, "HTTP listeners: open connections one remote IP may hold (WebSocket included)")
+	intFlag(fs, &cfg.MaxConns, "http-max-conns", httpserve.DefaultMaxConns, "HTTP listeners: open connections in total per listener")
 }

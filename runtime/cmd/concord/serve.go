@@ -2,33 +2,33 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/concord-chat/concord/runtime/cluster"
-	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/config"
 )
 
 func newServeCommand() *cobra.Command {
-	cfg := cluster.Config{Platform: platform.DefaultConfig()}
+	cfg := config.Default()
 	var logFormat, logLevel, roles string
-	var rateLimits bool
+	rateLimits := true
 	var pf podFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the chosen roles as one node of a Concord cluster",
-		Long: `concord serve runs some of the roles gateway, api and guild as one node of a
-cluster. Nodes register in etcd (--registry=etcd://host:port) under a lease of
+		Long: `concord serve runs some of the roles gateway, api, guild, data, readstate,
+presence and relay as one node of a cluster; concord dev is every role in one
+process with the same configuration and flags. Nodes register in etcd (--registry=etcd://host:port) under a lease of
 --lease-ttl and share the store (--store=cassandra://host:port/keyspace) and
 the token key (--server-key). Guild nodes own the guilds a consistent-hash
-ring over the live guild nodes gives them; api nodes forward each REST request
-to the owner of its guild; gateway nodes subscribe their sessions on the
-owners and resubscribe them when a guild moves.
+ring over the live guild nodes gives them and run the bot platform
+(applications, commands, interactions) for them; api nodes forward each REST
+request to the owner of its guild (bot routes by the guild they act on) and
+answer GET /gateway/bot; gateway nodes (also on the root path, as discord.py
+connects) admit identifies as concord dev does, subscribe their sessions on
+the owners and resubscribe them when a guild moves.
 
 Data nodes (--roles=data) serve the message reads and writes of the channels
 a consistent-hash ring over the live data nodes gives them, merging identical
@@ -70,9 +70,9 @@ built yet.`,
 					cfg.Roles = append(cfg.Roles, r)
 				}
 			}
-			cfg.Platform.Logger = log
+			cfg.Logger = log
 			cfg.NoRateLimits = !rateLimits
-			cfg.Platform.DevUser = false
+			cfg.DevUser = false
 			if err := checkRolesBuilt(cfg.Roles); err != nil {
 				return err
 			}
@@ -89,7 +89,7 @@ built yet.`,
 			}
 			defer n.Close()
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "Concord node %s (%s) is listening on http://%s\n", cfg.Platform.Node, strings.Join(cfg.Roles, ","), n.HTTPAddr())
+			fmt.Fprintf(out, "Concord node %s (%s) is listening on http://%s\n", cfg.Node, strings.Join(cfg.Roles, ","), n.HTTPAddr())
 			if a := n.GRPCAddr(); a != "" {
 				fmt.Fprintf(out, "  gRPC:      %s\n", a)
 			}
@@ -101,48 +101,21 @@ built yet.`,
 		},
 	}
 	fs := cmd.Flags()
-	bindPlatformFlags(fs, &cfg.Platform, &logFormat, &logLevel)
-	strFlag(fs, &roles, "roles", strings.Join(cluster.DefaultRoles, ","), "comma-separated roles to run: gateway, api, guild, data, readstate, presence, relay")
-	strFlag(fs, &cfg.DataNodes, "data-nodes", cluster.DataLocal, "where message reads and writes go: local (the store directly) or ring (the data-role node owning the channel)")
-	strFlag(fs, &cfg.GRPC, "grpc", "127.0.0.1:0", "listen address of the gRPC server between nodes (gateway, guild, data, readstate and presence roles)")
-	rateLimits = os.Getenv(envName("rate-limits")) != "false"
-	fs.BoolFunc("rate-limits", fmt.Sprintf("api nodes: apply the REST rate limits (per route bucket, global per bot, invalid-request bans) on the --redis counters; =false only for load tests (default true, env %s)", envName("rate-limits")), func(v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return err
-		}
-		rateLimits = b
-		return nil
-	})
+	d := config.Default()
+	bindConfigFlags(fs, &cfg, &logFormat, &logLevel)
+	strFlag(fs, &roles, "roles", strings.Join(cluster.DefaultRoles, ","), "comma-separated roles to run: "+strings.Join(cluster.Roles, ", "))
+	strFlag(fs, &cfg.DataNodes, "data-nodes", d.DataNodes, "where message reads and writes go: local (the store directly) or ring (the data-role node owning the channel)")
+	strFlag(fs, &cfg.GRPC, "grpc", d.GRPC, "listen address of the gRPC server between nodes (every role but api)")
+	boolFlag(fs, &rateLimits, "rate-limits", true, "api nodes: apply the REST rate limits (per route bucket, global per bot, invalid-request bans) on the --redis counters; =false only for load tests")
 	strFlag(fs, &cfg.Admin, "admin", "", "listen address of the admin endpoint (/admin/drain, /admin/guilds, /metrics, /healthz, /readyz) the operator and kubectl-concord call; empty serves /admin on --http (private networks only)")
 	strFlag(fs, &cfg.AdvertiseHost, "advertise-host", "", "host other nodes reach this one at; empty uses the listeners' host")
-	durFlag(fs, &cfg.LeaseTTL, "lease-ttl", 5*time.Second, "registry lease TTL: how long a dead node keeps its guilds")
-	durFlag(fs, &cfg.ReadStateFlush, "readstate-flush-interval", 30*time.Second, "readstate role: how long a read-state change may stay only in memory before it is written")
-	fs.BoolVar(&cfg.Presence, "presence", os.Getenv(envName("presence")) == "true", fmt.Sprintf("gateway and guild nodes: presence, member lists and typing focus through the presence node (run one --roles=presence node) (env %s)", envName("presence")))
-	durFlag(fs, &cfg.PresenceWindow, "presence-window", 5*time.Second, "presence role: coalescing window of status changes")
-	durFlag(fs, &cfg.PresenceReportInterval, "presence-report-interval", 15*time.Second, "gateway nodes: how often sessions are re-reported to the presence node; the presence role uses it too (sessions expire after 3 intervals, a fresh node absorbs re-reports for 2)")
-	durFlag(fs, &cfg.RetryInterval, "retry-interval", time.Second, "how often failed subscriptions are retried and guilds placed elsewhere unloaded")
+	durFlag(fs, &cfg.LeaseTTL, "lease-ttl", d.LeaseTTL, "registry lease TTL: how long a dead node keeps its guilds")
+	durFlag(fs, &cfg.ReadStateFlush, "readstate-flush-interval", d.ReadStateFlush, "readstate role: how long a read-state change may stay only in memory before it is written")
+	boolFlag(fs, &cfg.Presence.Enabled, "presence", false, "gateway and guild nodes: presence, member lists and typing focus through the presence node (run one --roles=presence node)")
+	durFlag(fs, &cfg.Presence.Window, "presence-window", d.Presence.Window, "presence role: coalescing window of status changes")
+	durFlag(fs, &cfg.Presence.ReportInterval, "presence-report-interval", d.Presence.ReportInterval, "gateway nodes: how often sessions are re-reported to the presence node; the presence role uses it too (sessions expire after 3 intervals, a fresh node absorbs re-reports for 2)")
+	durFlag(fs, &cfg.RetryInterval, "retry-interval", d.RetryInterval, "how often failed subscriptions are retried and guilds placed elsewhere unloaded")
 	bindIdentifyFlags(fs, &cfg)
 	bindPodFlags(fs, &cfg, &pf)
 	return cmd
-}
-
-// strFlag registers a string flag whose default comes from its
-// environment variable when set.
-func strFlag(fs *pflag.FlagSet, p *string, name, def, usage string) {
-	if v, ok := os.LookupEnv(envName(name)); ok {
-		def = v
-	}
-	fs.StringVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, envName(name)))
-}
-
-// durFlag registers a duration flag whose default comes from its
-// environment variable when set and valid.
-func durFlag(fs *pflag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
-	if v, ok := os.LookupEnv(envName(name)); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			def = d
-		}
-	}
-	fs.DurationVar(p, name, def, fmt.Sprintf("%s (env %s)", usage, envName(name)))
 }

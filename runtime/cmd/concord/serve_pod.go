@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/concord-chat/concord/runtime/cluster"
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
@@ -21,27 +22,20 @@ type podFlags struct {
 }
 
 // bindPodFlags registers the operator-facing flags of serve.
-func bindPodFlags(fs *pflag.FlagSet, cfg *cluster.Config, pf *podFlags) {
+func bindPodFlags(fs *pflag.FlagSet, cfg *config.Config, pf *podFlags) {
 	strFlag(fs, &pf.snowflakeID, "snowflake-id", "", "snowflake worker/process pair: auto claims a free pair in the registry while the node lives; W/P sets it; "+
 		"empty means --worker/--process when either is given, else auto")
 	strFlag(fs, &cfg.Pod.Cluster, "cluster", "", "name of the ConcordCluster this node belongs to (registry label concord.dev/cluster, label of concord_cluster_node_info)")
 	strFlag(fs, &cfg.Pod.GatewayPool, "gateway-pool", "", "gateway nodes: the GatewayPool the node belongs to (registry label)")
 	strFlag(fs, &cfg.Pod.ClientClass, "gateway-client-class", "", "gateway nodes: the pool's client class, e.g. bots or users (registry label)")
-	target := 0
-	if v, ok := os.LookupEnv(envName("gateway-sessions-target")); ok {
-		if n, err := strconv.Atoi(v); err == nil {
-			target = n
-		}
-	}
-	fs.IntVar(&cfg.Pod.SessionsTarget, "gateway-sessions-target", target, fmt.Sprintf(
-		"gateway nodes: sessions the pool sizes this node for, exported as concord_gateway_sessions_target next to concord_gateway_sessions; 0 = unset (env %s)",
-		envName("gateway-sessions-target")))
+	intFlag(fs, &cfg.Pod.SessionsTarget, "gateway-sessions-target", 0,
+		"gateway nodes: sessions the pool sizes this node for, exported as concord_gateway_sessions_target next to concord_gateway_sessions; 0 = unset")
 	strFlag(fs, &pf.dedicated, "guild-dedicated", "", "guild nodes: the guild id this node is dedicated to (GuildPlacement): it takes no share of the ring "+
 		"and runs only the guilds pinned to it")
 }
 
 // applyPodFlags parses what bindPodFlags bound into cfg.
-func applyPodFlags(fs *pflag.FlagSet, cfg *cluster.Config, pf podFlags) error {
+func applyPodFlags(fs *pflag.FlagSet, cfg *config.Config, pf podFlags) error {
 	switch id := strings.TrimSpace(pf.snowflakeID); {
 	case id == "auto":
 		cfg.SnowflakeAuto = true
@@ -56,7 +50,7 @@ func applyPodFlags(fs *pflag.FlagSet, cfg *cluster.Config, pf podFlags) error {
 		if !ok || werr != nil || perr != nil {
 			return fmt.Errorf("--snowflake-id=%q: want auto or WORKER/PROCESS, e.g. 3/17", pf.snowflakeID)
 		}
-		cfg.Platform.Worker, cfg.Platform.Process = wn, pn
+		cfg.Worker, cfg.Process = wn, pn
 	}
 	if pf.dedicated != "" {
 		id, err := strconv.ParseUint(pf.dedicated, 10, 64)

@@ -7,18 +7,19 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/concord-chat/concord/runtime/cluster"
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
 // parseServePod binds the platform and pod flags on a fresh flag set,
 // parses args and applies them.
-func parseServePod(t *testing.T, args ...string) (cluster.Config, error) {
+func parseServePod(t *testing.T, args ...string) (config.Config, error) {
 	t.Helper()
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	var cfg cluster.Config
+	var cfg config.Config
 	var logFormat, logLevel string
 	var pf podFlags
-	bindPlatformFlags(fs, &cfg.Platform, &logFormat, &logLevel)
+	bindConfigFlags(fs, &cfg, &logFormat, &logLevel)
 	bindPodFlags(fs, &cfg, &pf)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
@@ -69,9 +70,9 @@ func TestServeSnowflakeID(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || cfg.SnowflakeAuto != tc.auto || cfg.Platform.Worker != tc.worker || cfg.Platform.Process != tc.pr {
+		if err != nil || cfg.SnowflakeAuto != tc.auto || cfg.Worker != tc.worker || cfg.Process != tc.pr {
 			t.Errorf("%v: auto %v worker %d process %d err %v; want auto %v worker %d process %d",
-				tc.args, cfg.SnowflakeAuto, cfg.Platform.Worker, cfg.Platform.Process, err, tc.auto, tc.worker, tc.pr)
+				tc.args, cfg.SnowflakeAuto, cfg.Worker, cfg.Process, err, tc.auto, tc.worker, tc.pr)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package platform
+package config
 
 import (
 	redisctr "github.com/concord-chat/concord/runtime/counters/redis"
@@ -7,14 +7,13 @@ import (
 )
 
 // Backend credentials (--cassandra-username, --redis-password,
-// --kafka-username, ...) reach the adapters here, in one place for
-// `concord dev` and every role of `concord serve`. Precedence: a user or
-// password written in the backend's URL wins; a field the URL leaves empty
-// is filled from the flags.
+// --kafka-username, ...) reach the adapters here, in one place for every
+// role. Precedence: a user or password written in the backend's URL wins;
+// a field the URL leaves empty is filled from the flags.
 
 // ApplyCassandraAuth fills cc's Username and Password from the
 // configuration where the store URL left them empty.
-func (c Config) ApplyCassandraAuth(cc *cassandrastore.Config) {
+func (c Credentials) ApplyCassandraAuth(cc *cassandrastore.Config) {
 	if cc.Username == "" {
 		cc.Username = c.CassandraUsername
 	}
@@ -23,9 +22,9 @@ func (c Config) ApplyCassandraAuth(cc *cassandrastore.Config) {
 	}
 }
 
-// applyRedisAuth fills rc's Password from RedisPassword where the URL gave
+// ApplyRedisAuth fills rc's Password from RedisPassword where the URL gave
 // none.
-func (c Config) applyRedisAuth(rc *redisctr.Config) {
+func (c Credentials) ApplyRedisAuth(rc *redisctr.Config) {
 	if rc.Password == "" {
 		rc.Password = c.RedisPassword
 	}
@@ -33,7 +32,7 @@ func (c Config) applyRedisAuth(rc *redisctr.Config) {
 
 // EventLogOptions returns the options that carry the Kafka credentials,
 // SASL mechanism and TLS setting to eventlog/backend.Open.
-func (c Config) EventLogOptions() []eventlogbackend.Option {
+func (c Credentials) EventLogOptions() []eventlogbackend.Option {
 	return []eventlogbackend.Option{
 		eventlogbackend.WithKafkaAuth(c.KafkaUsername, c.KafkaPassword, c.KafkaTLS),
 		eventlogbackend.WithKafkaSASLMechanism(c.KafkaSASLMechanism),

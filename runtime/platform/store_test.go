@@ -1,0 +1,15 @@
+package platform
+
+import (
+	"strings"
+	"testing"
+)
+
+// An unknown store scheme is refused with an error that does not repeat
+// the URL's password.
+func TestUnknownStoreRedacted(t *testing.T) {
+	_, err := openStore(t.Context(), Config{Store: "bogus://u:s3cret@db/ks", Logger: nil})
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("openStore(unknown scheme) error = %v; want one without the password", err)
+	}
+}

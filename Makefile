@@ -4,7 +4,8 @@
 #   make test      install and start what the tests need, then run them all
 #   make bench     run the benchmarks recorded in docs/benchmarks.md
 #   make lint      gofmt + go vet
-#   make generate  regenerate committed code (deepcopy, CRDs, protobuf)
+#   make generate  regenerate committed code (deepcopy, CRDs, protobuf, web bundle)
+#   make web       rebuild the web client's committed bundle (web/dist) with esbuild
 
 GO        ?= go
 BIN       ?= bin
@@ -15,7 +16,7 @@ GOTESTFLAGS ?= -count=1 -timeout 30m
 
 export CONCORD_CACHE := $(CACHE)
 
-.PHONY: all build run test test-unit test-deps bench lint generate clean
+.PHONY: all build run test test-unit test-deps bench lint generate web clean
 
 all: build
 
@@ -53,9 +54,14 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-generate:
+generate: web
 	bash hack/generate.sh
 	bash hack/proto.sh
+
+# web bundles web/src with esbuild's Go API into web/dist (no Node needed);
+# a test in ./web fails when the committed bundle is stale.
+web:
+	$(GO) generate ./web
 
 clean:
 	rm -rf $(BIN)

@@ -43,7 +43,10 @@ if ! command -v ffmpeg >/dev/null; then
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg >/dev/null \
 		|| { echo "apt-get install ffmpeg failed" >&2; exit 1; }
 fi
-ffmpeg -hide_banner -encoders 2>/dev/null | grep -q libopus || { echo "ffmpeg has no libopus encoder" >&2; exit 1; }
+# Read the list whole first: grep -q would close the pipe early and pipefail
+# would report ffmpeg's SIGPIPE as a failure.
+FFMPEG_ENCODERS=$(ffmpeg -hide_banner -encoders 2>/dev/null)
+grep -q libopus <<<"$FFMPEG_ENCODERS" || { echo "ffmpeg has no libopus encoder" >&2; exit 1; }
 
 step "@discordjs/voice 0.19 with Node 22 for the voice tests (npm ci in test/voice/js)"
 ( cd test/voice/js && npm ci --no-audit --no-fund --loglevel=error )
@@ -62,6 +65,14 @@ else
 	touch "$VPY_VENV/.installed"
 fi
 echo "export CONCORD_VOICE_PY=$VPY_VENV/bin/python" >> "$ENV_FILE.tmp"
+
+step "Chromium (headless, for the web client's browser tests in test/browser)"
+if ! command -v chromium >/dev/null 2>&1; then
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+		|| { echo "apt-get install chromium failed: the browser tests need Debian's chromium" >&2; exit 1; }
+fi
+echo "export CONCORD_CHROMIUM=$(command -v chromium)" >> "$ENV_FILE.tmp"
 
 step "Apache Kafka (KRaft, single node on loopback)"
 bash hack/kafka/kafka.sh start

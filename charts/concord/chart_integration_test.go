@@ -34,11 +34,12 @@ func TestMain(m *testing.M) {
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{"crds"},
 		ErrorIfCRDPathMissing: true,
-		// The Prometheus Operator's ServiceMonitor and PrometheusRule,
-		// reduced to open schemas.
+		// The Prometheus Operator's ServiceMonitor, PrometheusRule and
+		// PodMonitor, reduced to open schemas.
 		CRDs: []*apiextensionsv1.CustomResourceDefinition{
 			monitoringCRD("servicemonitors", "servicemonitor", "ServiceMonitor"),
 			monitoringCRD("prometheusrules", "prometheusrule", "PrometheusRule"),
+			monitoringCRD("podmonitors", "podmonitor", "PodMonitor"),
 		},
 	}
 	cfg, err := env.Start()

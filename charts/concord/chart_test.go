@@ -110,13 +110,13 @@ func TestTemplate(t *testing.T) {
 			t.Errorf("defaults: %d %s, want %d (all: %v)", def[kind], kind, n, def)
 		}
 	}
-	if def["ConcordCluster"]+def["GatewayPool"]+def["NetworkPolicy"]+def["ServiceMonitor"]+def["PrometheusRule"] != 0 {
+	if def["ConcordCluster"]+def["GatewayPool"]+def["NetworkPolicy"]+def["ServiceMonitor"]+def["PrometheusRule"]+def["PodMonitor"] != 0 {
 		t.Errorf("defaults render optional objects: %v", def)
 	}
 
 	full := render(t, filepath.Join("ci", "full-values.yaml"))
 	k := kinds(full)
-	for kind, n := range map[string]int{"ConcordCluster": 1, "GatewayPool": 2, "NetworkPolicy": 1, "ServiceMonitor": 1, "PrometheusRule": 1, "Deployment": 2} {
+	for kind, n := range map[string]int{"ConcordCluster": 1, "GatewayPool": 2, "NetworkPolicy": 1, "ServiceMonitor": 1, "PrometheusRule": 1, "PodMonitor": 1, "Deployment": 2} {
 		if k[kind] != n {
 			t.Errorf("full: %d %s, want %d (all: %v)", k[kind], kind, n, k)
 		}
@@ -144,6 +144,12 @@ func TestTemplate(t *testing.T) {
 			args, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
 			if len(args) < 2 || args[0] != "egress" || !strings.HasPrefix(args[1], "--http=0.0.0.0:") {
 				t.Errorf("egress deployment args = %q, want [egress --http=0.0.0.0:<port> ...]", args)
+			}
+		case "PodMonitor":
+			eps, _, _ := unstructured.NestedSlice(o.Object, "spec", "podMetricsEndpoints")
+			sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
+			if len(eps) != 1 || eps[0].(map[string]any)["port"] != "admin" || sel["app.kubernetes.io/managed-by"] != "concord-operator" {
+				t.Errorf("PodMonitor does not scrape the operator's pods on admin: %v %v", eps, sel)
 			}
 		case "PrometheusRule":
 			// The shadow check's alert fires on any disagreement.

@@ -171,6 +171,8 @@ func (h *handler) routes(mux *http.ServeMux, p string) {
 	authed("DELETE /channels/{channel}/messages/{message}", h.deleteMessage)
 	authed("POST /channels/{channel}/messages/{message}/ack", h.ackMessage)
 
+	h.moderationRoutes(authed)
+
 	open("GET /invites/{code}", h.getInvite)
 	authed("POST /invites/{code}", h.acceptInvite)
 	authed("DELETE /invites/{code}", h.deleteInvite)

@@ -159,3 +159,20 @@ func TestDecodeErrorsNameFields(t *testing.T) {
 		}
 	}
 }
+
+func FuzzDecodeRolePositions(f *testing.F) {
+	for _, s := range []string{
+		`[{"id":"1","position":2}]`, `[{"id":1,"position":null},{"id":"2","position":-5}]`,
+		`[]`, `{}`, `null`, `[{"position":1}]`, `[{"id":"x","position":1}]`, `[{"id":"1","position":"2"}]`,
+		` [{"id":"1","position":1e3}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		moves, err := decodeRolePositions(body)
+		checkDecodeError(t, err)
+		if err == nil && len(moves) > maxRoles {
+			t.Fatalf("accepted %d moves", len(moves))
+		}
+	})
+}

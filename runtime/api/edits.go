@@ -13,12 +13,14 @@ import (
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
 type editMessageRequest struct {
 	Content         nullable[string]            `json:"content"`
 	Embeds          nullable[[]json.RawMessage] `json:"embeds"`
+	Components      nullable[[]json.RawMessage] `json:"components"`
 	Flags           nullable[int]               `json:"flags"`
 	AllowedMentions *allowedMentions            `json:"allowed_mentions"`
 }
@@ -31,7 +33,7 @@ func decodeEditMessage(body []byte) (editMessageRequest, error) {
 	if utf8.RuneCountInString(req.Content.Value) > maxContent {
 		return req, formError("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.")
 	}
-	return req, nil
+	return req, checkRich(&req.Embeds.Value, &req.Components.Value, nil, req.AllowedMentions)
 }
 
 func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
@@ -77,8 +79,9 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 		member = grant.Member
 	}
 	if req.Flags.Set {
-		m.Flags = req.Flags.Value & 4
+		m.Flags = sendFlags(req.Flags.Value)
 	}
+	applyRichEdit(&m, req.Embeds, req.Components)
 	m.EditedAt = h.cfg.Now()
 	if err := h.store.PutMessage(ctx, m); err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
@@ -178,6 +181,25 @@ func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowfl
 		if id.Time().Before(cutoff) {
 			return errTooOld
 		}
+	}
+	// Ids that name no message of this channel are ignored, as Discord
+	// ignores them: they are neither deleted nor named in the event, so
+	// MESSAGE_DELETE_BULK never shows this channel's viewers an id from
+	// a channel they may not see.
+	found := list[:0]
+	for _, id := range list {
+		_, err := h.store.GetMessage(ctx, channelID, id)
+		switch {
+		case err == nil:
+			found = append(found, id)
+		case !errors.Is(err, store.ErrNotFound):
+			return errors.Join(guild.ErrUnavailable, err)
+		}
+	}
+	list = found
+	if len(list) == 0 {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
 	}
 	if err := h.store.DeleteMessages(ctx, channelID, list); err != nil {
 		return errors.Join(guild.ErrUnavailable, err)

@@ -35,6 +35,8 @@ var errorTable = rest.Table{
 	{guild.ErrUnknownRole, http.StatusNotFound, 10011, "Unknown Role"},
 	{guild.ErrUnknownUser, http.StatusNotFound, 10013, "Unknown User"},
 	{errUnknownInvite, http.StatusNotFound, 10006, "Unknown Invite"},
+	{guild.ErrUnknownBan, http.StatusNotFound, 10026, "Unknown Ban"},
+	{guild.ErrBanned, http.StatusForbidden, 40007, "The user is banned from this guild."},
 	{guild.ErrMissingAccess, http.StatusForbidden, 50001, "Missing Access"},
 	{errNotAuthor, http.StatusForbidden, 50005, "Cannot edit a message authored by another user"},
 	{guild.ErrMissingPermissions, http.StatusForbidden, 50013, "Missing Permissions"},

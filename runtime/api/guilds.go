@@ -106,11 +106,14 @@ func (h *handler) deleteGuild(w http.ResponseWriter, r *http.Request, user snowf
 // Roles.
 
 type roleRequest struct {
-	Name        *string  `json:"name"`
-	Permissions *reqBits `json:"permissions"`
-	Color       *int     `json:"color"`
-	Hoist       *bool    `json:"hoist"`
-	Mentionable *bool    `json:"mentionable"`
+	Name        *string     `json:"name"`
+	Permissions *reqBits    `json:"permissions"`
+	Color       *int        `json:"color"`
+	Colors      *roleColors `json:"colors"`
+	Hoist       *bool       `json:"hoist"`
+	Mentionable *bool       `json:"mentionable"`
+	Icon        *string     `json:"icon"`
+	Emoji       *string     `json:"unicode_emoji"`
 }
 
 func decodeRole(body []byte) (guild.RoleSpec, error) {
@@ -127,6 +130,9 @@ func decodeRole(body []byte) (guild.RoleSpec, error) {
 		return guild.RoleSpec{}, formError("color", "NUMBER_TYPE_MAX", "int value should be less than or equal to 16777215.")
 	}
 	spec := guild.RoleSpec{Name: req.Name, Color: req.Color, Hoist: req.Hoist, Mentionable: req.Mentionable}
+	if err := req.checkExtras(&spec); err != nil {
+		return guild.RoleSpec{}, err
+	}
 	if spec.Name != nil && *spec.Name == "" {
 		name := "new role"
 		spec.Name = &name
@@ -219,25 +225,9 @@ func (h *handler) modifyRolePositions(w http.ResponseWriter, r *http.Request, us
 	if err != nil {
 		return err
 	}
-	if b := bytes.TrimSpace(body); len(b) == 0 || b[0] != '[' {
-		return formError("", "BASE_TYPE_ARRAY", "Must be an array.")
-	}
-	var req []rolePosition
-	if err := decodeJSON(body, &req); err != nil {
+	moves, err := decodeRolePositions(body)
+	if err != nil {
 		return err
-	}
-	if len(req) > maxRoles {
-		return formError("", "BASE_TYPE_MAX_LENGTH", fmt.Sprintf("Must be %d or fewer in length.", maxRoles))
-	}
-	moves := make([]guild.RoleMove, 0, len(req))
-	for i, p := range req {
-		if p.ID == nil {
-			return formError(fmt.Sprintf("%d.id", i), "BASE_TYPE_REQUIRED", "This field is required")
-		}
-		if p.Position == nil {
-			continue // Discord accepts entries without a position and leaves them.
-		}
-		moves = append(moves, guild.RoleMove{ID: snowflake.ID(*p.ID), Position: *p.Position})
 	}
 	roles, err := h.guilds.ModifyRolePositions(r.Context(), user, id, moves)
 	if err != nil {
@@ -249,6 +239,32 @@ func (h *handler) modifyRolePositions(w http.ResponseWriter, r *http.Request, us
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// decodeRolePositions reads a positions request: a JSON array of at most
+// maxRoles {id, position} objects; entries without a position are skipped.
+func decodeRolePositions(body []byte) ([]guild.RoleMove, error) {
+	if b := bytes.TrimSpace(body); len(b) == 0 || b[0] != '[' {
+		return nil, formError("", "BASE_TYPE_ARRAY", "Must be an array.")
+	}
+	var req []rolePosition
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	if len(req) > maxRoles {
+		return nil, formError("", "BASE_TYPE_MAX_LENGTH", fmt.Sprintf("Must be %d or fewer in length.", maxRoles))
+	}
+	moves := make([]guild.RoleMove, 0, len(req))
+	for i, p := range req {
+		if p.ID == nil {
+			return nil, formError(fmt.Sprintf("%d.id", i), "BASE_TYPE_REQUIRED", "This field is required")
+		}
+		if p.Position == nil {
+			continue // Discord accepts entries without a position and leaves them.
+		}
+		moves = append(moves, guild.RoleMove{ID: snowflake.ID(*p.ID), Position: *p.Position})
+	}
+	return moves, nil
 }
 
 // maxRoles is Discord's limit on a guild's roles, which also bounds a

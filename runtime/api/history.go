@@ -51,6 +51,9 @@ func (h *handler) listMessages(w http.ResponseWriter, r *http.Request, user snow
 			}
 			out = append(out, wm)
 		}
+		if err := h.withReactions(r.Context(), user, channelID, out); err != nil {
+			return err
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -82,6 +85,10 @@ func (h *handler) getMessage(w http.ResponseWriter, r *http.Request, user snowfl
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	one := []wire.Message{out}
+	if err := h.withReactions(r.Context(), user, channelID, one); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, one[0])
 	return nil
 }

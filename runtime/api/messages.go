@@ -39,6 +39,7 @@ type createMessageRequest struct {
 	TTS              bool                     `json:"tts"`
 	EnforceNonce     bool                     `json:"enforce_nonce"`
 	Embeds           []json.RawMessage        `json:"embeds"`
+	Components       []json.RawMessage        `json:"components"`
 	StickerIDs       []reqID                  `json:"sticker_ids"`
 	AllowedMentions  *allowedMentions         `json:"allowed_mentions"`
 	MessageReference *messageReferenceRequest `json:"message_reference"`
@@ -59,8 +60,8 @@ func decodeCreateMessage(body []byte) (createMessageRequest, error) {
 	if utf8.RuneCountInString(req.Content) > maxContent {
 		return req, formError("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.")
 	}
-	if len(req.Embeds) > 10 {
-		return req, formError("embeds", "BASE_TYPE_MAX_LENGTH", "Must be 10 or fewer in length.")
+	if err := checkRich(&req.Embeds, &req.Components, req.StickerIDs, req.AllowedMentions); err != nil {
+		return req, err
 	}
 	nonce, err := decodeNonce(req.Nonce)
 	if err != nil {
@@ -70,7 +71,7 @@ func decodeCreateMessage(body []byte) (createMessageRequest, error) {
 	if req.MessageReference != nil && req.MessageReference.MessageID == nil {
 		return req, formError("message_reference.message_id", "BASE_TYPE_REQUIRED", "This field is required")
 	}
-	if strings.TrimSpace(req.Content) == "" && len(req.Embeds) == 0 && len(req.StickerIDs) == 0 {
+	if strings.TrimSpace(req.Content) == "" && len(req.Embeds) == 0 && len(req.Components) == 0 {
 		return req, errEmptyMessage
 	}
 	return req, nil
@@ -211,7 +212,8 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 	m := store.Message{
 		ID: id, ChannelID: channelID, GuildID: grant.GuildID, AuthorID: user, Content: req.Content,
 		Type: wire.MessageDefault, TTS: req.TTS && grant.Channel.GuildID != 0, MentionEveryone: grant.MentionEveryone,
-		Mentions: grant.Users, MentionRoles: grant.Roles, Nonce: req.nonce, Flags: req.Flags & 4, // SUPPRESS_EMBEDS only
+		Mentions: grant.Users, MentionRoles: grant.Roles, Nonce: req.nonce, Flags: sendFlags(req.Flags),
+		Embeds: wire.JoinRaw(req.Embeds), Components: wire.JoinRaw(req.Components),
 	}
 	if ref != nil {
 		m.Type = wire.MessageReply

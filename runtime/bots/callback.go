@@ -9,22 +9,23 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/concord-chat/concord/runtime/rich"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
 // Callback types.
 const (
-	CallbackPong                     = 1
-	CallbackChannelMessage           = 4
-	CallbackDeferredChannelMessage   = 5
-	CallbackDeferredUpdateMessage    = 6
-	CallbackUpdateMessage            = 7
-	CallbackAutocompleteResult       = 8
-	CallbackModal                    = 9
-	messageFlagsAllowed              = MessageFlagEphemeral | 1<<2 | 1<<12 // ephemeral, suppress embeds, suppress notifications
-	maxContentRunes                  = 2000
-	maxEmbeds, maxComponents, maxOpt = 10, 5, 25
+	CallbackPong                   = 1
+	CallbackChannelMessage         = 4
+	CallbackDeferredChannelMessage = 5
+	CallbackDeferredUpdateMessage  = 6
+	CallbackUpdateMessage          = 7
+	CallbackAutocompleteResult     = 8
+	CallbackModal                  = 9
+	messageFlagsAllowed            = MessageFlagEphemeral | 1<<2 | 1<<12 // ephemeral, suppress embeds, suppress notifications
+	maxContentRunes                = 2000
+	maxComponents, maxOpt          = 5, 25
 )
 
 // callbackAllowed lists the callback types each interaction type accepts.
@@ -54,15 +55,25 @@ type callbackRequest struct {
 
 // checkMessage validates a message body under path; needBody requires
 // content, embeds or components.
-func checkMessage(d messageData, path string, needBody bool) error {
+// Embeds and components are checked against Discord's limits and replaced
+// by their normalised form (rich).
+func checkMessage(d *messageData, path string, needBody bool) error {
 	if d.Content != nil && runes(*d.Content) > maxContentRunes {
 		return FormError(join(path, "content"), "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.")
 	}
-	if d.Embeds != nil && len(*d.Embeds) > maxEmbeds {
-		return FormError(join(path, "embeds"), "BASE_TYPE_MAX_LENGTH", "Must be 10 or fewer in length.")
+	if d.Embeds != nil {
+		out, err := rich.Embeds(join(path, "embeds"), *d.Embeds)
+		if err != nil {
+			return err
+		}
+		*d.Embeds = out
 	}
-	if d.Components != nil && len(*d.Components) > maxComponents {
-		return FormError(join(path, "components"), "BASE_TYPE_MAX_LENGTH", "Must be 5 or fewer in length.")
+	if d.Components != nil {
+		out, err := rich.Components(join(path, "components"), *d.Components, false)
+		if err != nil {
+			return err
+		}
+		*d.Components = out
 	}
 	if d.Flags != nil && *d.Flags&^messageFlagsAllowed != 0 {
 		return FormError(join(path, "flags"), "MESSAGE_FLAGS_INVALID", "Only EPHEMERAL, SUPPRESS_EMBEDS and SUPPRESS_NOTIFICATIONS can be set.")
@@ -90,9 +101,9 @@ func decodeCallback(body []byte, ixType int) (callbackRequest, error) {
 	}
 	switch req.Type {
 	case CallbackChannelMessage:
-		return req, checkMessage(req.Data, "data", true)
+		return req, checkMessage(&req.Data, "data", true)
 	case CallbackUpdateMessage, CallbackDeferredChannelMessage:
-		return req, checkMessage(req.Data, "data", false)
+		return req, checkMessage(&req.Data, "data", false)
 	case CallbackAutocompleteResult:
 		if req.Data.Choices == nil || len(*req.Data.Choices) > maxOpt {
 			return req, FormError("data.choices", "BASE_TYPE_MAX_LENGTH", "Must be an array of 25 or fewer choices.")
@@ -107,6 +118,11 @@ func decodeCallback(body []byte, ixType int) (callbackRequest, error) {
 		if req.Data.Components == nil || len(*req.Data.Components) < 1 || len(*req.Data.Components) > maxComponents {
 			return req, FormError("data.components", "BASE_TYPE_BAD_LENGTH", "Must be between 1 and 5 in length.")
 		}
+		out, err := rich.Components("data.components", *req.Data.Components, true)
+		if err != nil {
+			return req, err
+		}
+		*req.Data.Components = out
 	}
 	return req, nil
 }

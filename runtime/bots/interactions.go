@@ -137,6 +137,9 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c caller) error
 			if m.Author.ID != a.BotUserID {
 				return fmt.Errorf("%w: message %d is not the application's", ErrUnknownMessage, req.MessageID)
 			}
+			if err := checkComponentUse(m, d); err != nil {
+				return err
+			}
 			message, in.MessageID = &m, m.ID
 		}
 		in.Data, _ = json.Marshal(d)

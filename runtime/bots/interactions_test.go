@@ -223,7 +223,9 @@ func TestModalAndAutocomplete(t *testing.T) {
 	cmd := e.command(a, "form")
 	id, token := e.invoke(a, cmd)
 	e.expect(e.do("POST", callbackPath(id, token), "", map[string]any{"type": 9, "data": map[string]any{
-		"custom_id": "m1", "title": "Tell me", "components": []any{map[string]any{"type": 1}},
+		"custom_id": "m1", "title": "Tell me", "components": []any{map[string]any{"type": 1, "components": []any{
+			map[string]any{"type": 4, "custom_id": "why", "style": 2, "label": "Why?"},
+		}}},
 	}}), 204, 0)
 	d := e.dispatch.deliveries()
 	if last := d[len(d)-1]; last.Type != "INTERACTION_MODAL_CREATE" || last.UserID != e.memberID {
@@ -253,15 +255,23 @@ func TestComponentInteractionUpdatesMessage(t *testing.T) {
 	e := newEnv(t)
 	a := e.createApp("Buttons")
 	e.install(a, 0)
-	botMsg, _ := e.messages.CreateMessage(t.Context(), bots.NewMessage{ChannelID: channelID, AuthorID: a.BotID, Content: "press"})
-	userMsg, _ := e.messages.CreateMessage(t.Context(), bots.NewMessage{ChannelID: channelID, AuthorID: e.memberID, Content: "mine"})
-	invoke := func(msg snowflake.ID) response {
+	row := []json.RawMessage{json.RawMessage(`{"type":1,"components":[{"type":2,"style":1,"custom_id":"btn","label":"Press"},` +
+		`{"type":2,"style":2,"custom_id":"off","label":"Off","disabled":true}]}`)}
+	botMsg, _ := e.messages.CreateMessage(t.Context(), bots.NewMessage{ChannelID: channelID, AuthorID: a.BotID, Content: "press", Components: row})
+	userMsg, _ := e.messages.CreateMessage(t.Context(), bots.NewMessage{ChannelID: channelID, AuthorID: e.memberID, Content: "mine", Components: row})
+	invokeID := func(msg snowflake.ID, customID string, typ int) response {
 		return e.do("POST", "/api/v10/interactions", e.member, map[string]any{
 			"type": 3, "application_id": a.ID.String(), "channel_id": channelID.String(), "message_id": msg.String(),
-			"data": map[string]any{"custom_id": "btn", "component_type": 2},
+			"data": map[string]any{"custom_id": customID, "component_type": typ},
 		})
 	}
+	invoke := func(msg snowflake.ID) response { return invokeID(msg, "btn", 2) }
 	e.expect(invoke(userMsg.ID), 404, 10008)
+	// Clicks on buttons the message never showed, of the wrong type or
+	// disabled are refused.
+	e.expect(invokeID(botMsg.ID, "forged", 2), 400, 50035)
+	e.expect(invokeID(botMsg.ID, "btn", 3), 400, 50035)
+	e.expect(invokeID(botMsg.ID, "off", 2), 400, 50035)
 	e.expect(invoke(botMsg.ID), 204, 0)
 	d := e.dispatch.deliveries()
 	var p struct {

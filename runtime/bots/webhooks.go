@@ -128,7 +128,7 @@ func (h *Handler) lockedWebhookMessage(w http.ResponseWriter, r *http.Request, n
 	if err := decodeJSON(body, &d); err != nil {
 		return d, Interaction{}, nil, err
 	}
-	if err := checkMessage(d, "", needBody); err != nil {
+	if err := checkMessage(&d, "", needBody); err != nil {
 		return d, Interaction{}, nil, err
 	}
 	in, err := h.webhookInteraction(r)

@@ -46,6 +46,8 @@ type Actor struct {
 	// pres is the presence and member-list state, built on first use
 	// when presence is enabled (presence.go).
 	pres *actorPresence
+	// sampler picks the decisions the shadow check recomputes (grant.go).
+	sampler permissions.Sampler
 }
 
 type slowKey struct{ channel, user snowflake.ID }
@@ -62,6 +64,7 @@ func newActor(s *Service, id snowflake.ID) *Actor {
 		id:      id,
 		svc:     s,
 		mailbox: make(chan op, s.cfg.MailboxSize),
+		sampler: s.shadow.Sampler(),
 	}
 }
 

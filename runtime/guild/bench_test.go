@@ -28,9 +28,15 @@ func (c *countingSink) Deliver(_ context.Context, _ string, b event.Batch) {
 // benchGuild builds a guild of members users, each with one session on one
 // of 4 gateway nodes, and a message from the owner in its general channel.
 func benchGuild(b *testing.B, members int) (*fixture, *countingSink, wire.Message) {
+	return benchGuildWith(b, members, Config{})
+}
+
+// benchGuildWith is benchGuild on a service built with cfg.
+func benchGuildWith(b *testing.B, members int, cfg Config) (*fixture, *countingSink, wire.Message) {
 	b.Helper()
 	sink := &countingSink{}
 	f := newFixtureWithSink(b, sink)
+	f.svc = f.newService(cfg)
 	owner := f.user("owner", false)
 	info := must[GuildInfo](b)(f.svc.CreateGuild(bg, owner.ID, "bench"))
 	gid := info.Guild.ID
@@ -56,26 +62,38 @@ func benchGuild(b *testing.B, members int) (*fixture, *countingSink, wire.Messag
 // serialised once, one batch per node.
 func BenchmarkFanoutMessage(b *testing.B) {
 	for _, n := range []int{100, 1000} {
-		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
-			f, sink, m := benchGuild(b, n)
-			sink.n.Store(0)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if err := f.svc.PublishMessage(bg, "MESSAGE_CREATE", m); err != nil {
-					b.Fatal(err)
-				}
-			}
-			// Wait for the actor to drain the mailbox.
-			if err := f.svc.do(bg, m.GuildID, func(*Actor) error { return nil }); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			if got := sink.n.Load(); got != int64(b.N*n) {
-				b.Fatalf("%d deliveries, want %d", got, b.N*n)
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/delivery")
-		})
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) { benchFanout(b, n, Config{}) })
 	}
+}
+
+// BenchmarkFanoutShadow prices the permission shadow check on the fan-out
+// path: off, the default 1 in 1000, and every decision recomputed.
+func BenchmarkFanoutShadow(b *testing.B) {
+	for _, every := range []int{-1, 1000, 1} {
+		b.Run(fmt.Sprintf("every=%d", every), func(b *testing.B) { benchFanout(b, 1000, Config{ShadowEvery: every}) })
+	}
+}
+
+// benchFanout publishes b.N messages to n sessions on a service built
+// with cfg and reports the time per delivery.
+func benchFanout(b *testing.B, n int, cfg Config) {
+	f, sink, m := benchGuildWith(b, n, cfg)
+	sink.n.Store(0)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := f.svc.PublishMessage(bg, "MESSAGE_CREATE", m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Wait for the actor to drain the mailbox.
+	if err := f.svc.do(bg, m.GuildID, func(*Actor) error { return nil }); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	if got := sink.n.Load(); got != int64(b.N*n) {
+		b.Fatalf("%d deliveries, want %d", got, b.N*n)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/delivery")
 }
 
 // BenchmarkFanoutNaive is the peer: the same recipients and checks, but the

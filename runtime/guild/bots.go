@@ -162,7 +162,7 @@ func (s *Service) ChannelPermissions(ctx context.Context, userID, channelID snow
 		if _, ok := a.channels[channelID]; !ok {
 			return fmt.Errorf("channel %d: %w", channelID, ErrUnknownChannel)
 		}
-		out = a.engine.Channel(userID, channelID, a.svc.cfg.Now())
+		out = a.decide(permissions.DecisionRead, userID, channelID)
 		return nil
 	})
 	return out, err

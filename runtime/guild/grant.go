@@ -20,6 +20,22 @@ func (a *Actor) mayGrant(g permissions.Grant) error {
 	return nil
 }
 
+// assignGrant is the grant of adding or removing roles on a member:
+// MANAGE_ROLES and each role below the actor's highest. A managed (bot)
+// role is never assigned or removed by hand: its bits were granted by an
+// install, which is the only way to hand them out.
+func (a *Actor) assignGrant(userID snowflake.ID, roles []snowflake.ID) error {
+	if err := a.mayGrant(permissions.Grant{Actor: userID, Need: permissions.ManageRoles, Roles: roles}); err != nil {
+		return err
+	}
+	for _, id := range roles {
+		if r, ok := a.roles[id]; ok && r.Managed {
+			return fmt.Errorf("role %d is managed by an integration: %w", id, ErrMissingPermissions)
+		}
+	}
+	return nil
+}
+
 // overwriteGrant is the grant of replacing a channel's overwrites before
 // with after: MANAGE_ROLES in channelID (0: at guild level, for a new
 // channel without a parent) and every bit that changes.
@@ -51,7 +67,7 @@ func (a *Actor) setRole(r store.Role) {
 func (a *Actor) decide(d permissions.Decision, userID, channelID snowflake.ID) permissions.Bits {
 	now := a.svc.cfg.Now()
 	p := a.engine.Channel(userID, channelID, now)
-	if a.svc.shadow.Sample() {
+	if a.sampler.Sample() {
 		a.svc.shadow.Record(d, a.id, userID, channelID, p, a.recompute(userID, channelID, now))
 	}
 	return p

@@ -134,4 +134,74 @@ func TestInstallBotChecksInstaller(t *testing.T) {
 			t.Fatalf("bot role = %+v", r)
 		}
 	}
+	// The bot's managed role carries granted bits: nobody, not even the
+	// owner, hands it to a member by hand.
+	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, roleID); !errors.Is(err, ErrMissingPermissions) {
+		t.Fatalf("owner assigns the managed role: %v", err)
+	}
+	roles := []snowflake.ID{managers.ID, roleID}
+	if _, err := f.svc.ModifyMember(bg, g.owner.ID, gid, g.member.ID, MemberPatch{Roles: &roles}); !errors.Is(err, ErrMissingPermissions) {
+		t.Fatalf("owner patches the managed role onto a member: %v", err)
+	}
+	if err := f.svc.RemoveMemberRole(bg, g.owner.ID, gid, bot.ID, roleID); !errors.Is(err, ErrMissingPermissions) {
+		t.Fatalf("owner removes the bot's managed role: %v", err)
+	}
+}
+
+// TestRolePositionsAcrossGaps: renumbering after a deleted role can carry
+// a moved role above the caller even though the position she asked for is
+// below her; the final order is checked too, and nothing moves.
+func TestRolePositionsAcrossGaps(t *testing.T) {
+	f := newFixture(t)
+	g := f.secretGuild() // vip at 1
+	gid := g.guild.Guild.ID
+	mk := func(name string, bits permissions.Bits) store.Role {
+		b := uint64(bits)
+		return must[store.Role](t)(f.svc.CreateRole(bg, g.owner.ID, gid, RoleSpec{Name: &name, Permissions: &b}))
+	}
+	// Each new role lands at 1 and pushes the others up, so the order
+	// low 1, gap 2, managers 3, vip 4 is set explicitly.
+	low := mk("low", 0)
+	gap := mk("gap", 0)
+	managers := mk("managers", permissions.ManageRoles)
+	if _, err := f.svc.ModifyRolePositions(bg, g.owner.ID, gid, []RoleMove{{low.ID, 1}, {gap.ID, 2}, {managers.ID, 3}, {g.vip.ID, 4}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, managers.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.DeleteRole(bg, g.owner.ID, gid, gap.ID); err != nil {
+		t.Fatal(err)
+	}
+	positions := func() map[snowflake.ID]int {
+		out := map[snowflake.ID]int{}
+		for _, r := range must[[]store.Role](t)(f.svc.Roles(bg, g.owner.ID, gid)) {
+			out[r.ID] = r.Position
+		}
+		return out
+	}
+	before := positions()
+	if before[low.ID] != 1 || before[managers.ID] != 3 || before[g.vip.ID] != 4 {
+		t.Fatalf("setup positions = %v", before)
+	}
+	// Position 2 is below her highest (3), but renumbering 1..n would
+	// give low 2 and managers 1: low would end above her.
+	_, err := f.svc.ModifyRolePositions(bg, g.member.ID, gid, []RoleMove{{low.ID, 2}})
+	if !errors.Is(err, ErrMissingPermissions) {
+		t.Fatalf("move across the gap: %v, want ErrMissingPermissions", err)
+	}
+	if after := positions(); after[low.ID] != before[low.ID] || after[managers.ID] != before[managers.ID] {
+		t.Fatalf("a refused move changed positions: %v → %v", before, after)
+	}
+	// Her hierarchy is intact: she still outranks low.
+	if err := f.svc.AddMemberRole(bg, g.member.ID, gid, g.owner.ID, low.ID); err != nil {
+		t.Fatalf("assign low after the refused move: %v", err)
+	}
+	// The owner's same move renumbers without gaps.
+	if _, err := f.svc.ModifyRolePositions(bg, g.owner.ID, gid, []RoleMove{{low.ID, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if p := positions(); p[managers.ID] != 1 || p[low.ID] != 2 || p[g.vip.ID] != 3 || p[gid] != 0 {
+		t.Fatalf("owner's move: %v", p)
+	}
 }

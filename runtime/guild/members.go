@@ -27,6 +27,9 @@ func (s *Service) AddMember(ctx context.Context, guildID, userID snowflake.ID) (
 			out = *m
 			return nil
 		}
+		if err := a.refuseBanned(ctx, userID); err != nil {
+			return err
+		}
 		m := store.Member{GuildID: a.id, UserID: userID, Roles: []snowflake.ID{}, JoinedAt: a.svc.cfg.Now()}
 		if err := a.svc.deps.Store.PutMember(ctx, m); err != nil {
 			return storeErr("add member", err)
@@ -162,7 +165,8 @@ func (s *Service) ModifyMember(ctx context.Context, userID, guildID, memberID sn
 				}
 				want = append(want, id)
 			}
-			if err := a.mayGrant(permissions.Grant{Actor: userID, Need: permissions.ManageRoles, Roles: symmetricDiff(m.Roles, want)}); err != nil {
+			changed := symmetricDiff(m.Roles, want)
+			if err := a.assignGrant(userID, changed); err != nil {
 				return err
 			}
 			m.Roles = want
@@ -216,7 +220,7 @@ func (s *Service) editMemberRoles(ctx context.Context, userID, guildID, memberID
 		if _, ok := a.roles[roleID]; !ok || roleID == a.id {
 			return fmt.Errorf("role %d: %w", roleID, ErrUnknownRole)
 		}
-		if err := a.mayGrant(permissions.Grant{Actor: userID, Need: permissions.ManageRoles, Roles: []snowflake.ID{roleID}}); err != nil {
+		if err := a.assignGrant(userID, []snowflake.ID{roleID}); err != nil {
 			return err
 		}
 		has := slices.Contains(old.Roles, roleID)

@@ -18,8 +18,12 @@ type RoleSpec struct {
 	Name        *string
 	Permissions *uint64
 	Color       *int
-	Hoist       *bool
-	Mentionable *bool
+	// SecondaryColor and TertiaryColor set the role's gradient colours;
+	// a negative value clears one.
+	SecondaryColor *int
+	TertiaryColor  *int
+	Hoist          *bool
+	Mentionable    *bool
 }
 
 // bits returns the permissions a role holding cur has after the spec.
@@ -43,6 +47,7 @@ func (a *Actor) applyRoleSpec(r *store.Role, spec RoleSpec) error {
 	if spec.Color != nil {
 		r.Color = *spec.Color
 	}
+	applyGradient(r, spec)
 	if spec.Hoist != nil {
 		r.Hoist = *spec.Hoist
 	}

@@ -47,9 +47,13 @@ import (
 //     component's message is read only from that channel, and an
 //     interaction's webhook reads only the interaction's own messages.
 //
-// Routes Discord has and Concord does not yet (pins, reactions, message
-// snapshots, search, interaction resolved data) must join this list,
-// through Visibility or canView, when they are added.
+//   - Pins and reactions (runtime/api pins.go, reactions.go): Visibility
+//     and the REST reader; CHANNEL_PINS_UPDATE and MESSAGE_REACTION_* go
+//     out through broadcastChannel, so canView.
+//
+// Routes Discord has and Concord does not yet (message snapshots, search,
+// interaction resolved data) must join this list, through Visibility or
+// canView, when they are added.
 //
 // Stored content the gateway replays on RESUME was decided at fan-out,
 // in the guild's event order, before any later CHANNEL_DELETE the same

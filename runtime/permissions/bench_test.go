@@ -189,3 +189,32 @@ func TestBenchGuildShape(t *testing.T) {
 		t.Errorf("unrealistic bench guild")
 	}
 }
+
+// BenchmarkShadowSample is what the shadow check adds to every decision at
+// the default 1 in 1000: the shared Sample (a random draw per decision)
+// and the actor's Sampler (a countdown); compare with
+// BenchmarkChannelCached, the decision itself.
+func BenchmarkShadowSample(b *testing.B) {
+	s, err := permissions.NewShadow(permissions.ShadowConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("shared", func(b *testing.B) {
+		n := 0
+		for b.Loop() {
+			if s.Sample() {
+				n++
+			}
+		}
+		b.ReportMetric(float64(n)/float64(b.N), "sampled/op")
+	})
+	b.Run("countdown", func(b *testing.B) {
+		sm, n := s.Sampler(), 0
+		for b.Loop() {
+			if sm.Sample() {
+				n++
+			}
+		}
+		b.ReportMetric(float64(n)/float64(b.N), "sampled/op")
+	})
+}

@@ -109,6 +109,44 @@ func (s *Shadow) Sample() bool {
 	return s.every == 1 || rand.Uint64N(s.every) == 0
 }
 
+// Sampler is a countdown to the next sampled decision for one goroutine
+// (a guild actor): a decrement per decision and one random draw per
+// sample, instead of a draw per decision. Gaps are uniform in
+// [1, 2·Every-1], so one decision in Every is sampled on average and no
+// fixed stride lines up with a loop over the same recipients. Not safe for
+// concurrent use; a Sampler of a nil Shadow never samples.
+type Sampler struct {
+	s    *Shadow
+	left uint64
+}
+
+// Sampler returns a new countdown.
+func (s *Shadow) Sampler() Sampler {
+	sm := Sampler{s: s}
+	sm.left = sm.gap()
+	return sm
+}
+
+// Sample reports whether this decision is to be checked.
+func (sm *Sampler) Sample() bool {
+	if sm.s == nil {
+		return false
+	}
+	sm.left--
+	if sm.left > 0 {
+		return false
+	}
+	sm.left = sm.gap()
+	return true
+}
+
+func (sm *Sampler) gap() uint64 {
+	if sm.s == nil || sm.s.every == 1 {
+		return 1
+	}
+	return 1 + rand.Uint64N(2*sm.s.every-1)
+}
+
 // Record counts one check of a decision: cached is what the engine
 // answered, fresh what Compute answered. It reports whether they agreed;
 // a disagreement is counted and logged.

@@ -107,6 +107,24 @@ func TestShadowSampling(t *testing.T) {
 	if n < 120 || n > 300 {
 		t.Fatalf("sampled %d of 200000 at 1 in 1000", n)
 	}
+	sm, n := s.Sampler(), 0
+	for range 200_000 {
+		if sm.Sample() {
+			n++
+		}
+	}
+	if n < 120 || n > 300 {
+		t.Fatalf("Sampler sampled %d of 200000 at 1 in 1000", n)
+	}
+	var off Sampler
+	if off.Sample() {
+		t.Fatal("a zero Sampler samples")
+	}
+	every1, _ := NewShadow(ShadowConfig{Every: 1})
+	one := every1.Sampler()
+	if !one.Sample() || !one.Sample() {
+		t.Fatal("Every: 1 Sampler skipped a decision")
+	}
 	// Two shadows on one registerer share the counters.
 	reg := prometheus.NewRegistry()
 	a, errA := NewShadow(ShadowConfig{Every: 1, Registerer: reg})

@@ -352,8 +352,8 @@ func (b botDispatcher) DeliverToUser(ctx context.Context, userID, guildID snowfl
 // botMessages posts interaction responses through the REST API's path:
 // the store write, the event log, then guild fan-out. Ephemeral messages
 // are not stored and go to their recipient's sessions only. Embeds and
-// components are echoed in the events and answers but not stored (the
-// store's message has no columns for them yet).
+// components are stored with the message (the bot platform validated
+// them), so a later component interaction can be checked against them.
 type botMessages struct {
 	store  store.Store
 	guilds *guild.Service
@@ -392,7 +392,8 @@ func (b *botMessages) CreateMessage(ctx context.Context, nm bots.NewMessage) (wi
 		return wire.Message{}, fmt.Errorf("%w: message id: %w", bots.ErrUnavailable, err)
 	}
 	m := store.Message{ID: id, ChannelID: nm.ChannelID, GuildID: nm.GuildID, AuthorID: nm.AuthorID,
-		Content: nm.Content, Type: nm.Type, Flags: nm.Flags, TTS: nm.TTS}
+		Content: nm.Content, Type: nm.Type, Flags: nm.Flags, TTS: nm.TTS,
+		Embeds: wire.JoinRaw(nm.Embeds), Components: wire.JoinRaw(nm.Components)}
 	if nm.EphemeralTo != 0 {
 		m.Flags |= bots.MessageFlagEphemeral
 		out := b.withExtras(b.render(ctx, m), nm.Embeds, nm.Components)
@@ -460,6 +461,12 @@ func applyEdit(m *store.Message, e bots.MessageEdit) {
 	}
 	if e.Flags != nil {
 		m.Flags = *e.Flags
+	}
+	if e.Embeds != nil {
+		m.Embeds = wire.JoinRaw(*e.Embeds)
+	}
+	if e.Components != nil {
+		m.Components = wire.JoinRaw(*e.Components)
 	}
 }
 

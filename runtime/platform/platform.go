@@ -31,6 +31,7 @@ import (
 	"github.com/concord-chat/concord/runtime/store"
 	cassandrastore "github.com/concord-chat/concord/runtime/store/cassandra"
 	pebblestore "github.com/concord-chat/concord/runtime/store/pebble"
+	"github.com/concord-chat/concord/web"
 )
 
 // Platform is a running single-process Concord.
@@ -241,7 +242,15 @@ func (p *Platform) routes(restAPI http.Handler) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
 	HandleHealth(mux, p.ready.Load)
 	mux.Handle("/admin/", adminauth.Guard(p.cfg.AdminToken, p.adminRoutes()))
-	mux.Handle("/", UpgradeOr(p.gateway, restAPI))
+	// The web client (package web) answers GET and HEAD outside /api.
+	webApp := web.Handler(web.Options{GatewayURL: p.cfg.PublicURL})
+	mux.Handle("/", UpgradeOr(p.gateway, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			webApp.ServeHTTP(w, r)
+			return
+		}
+		restAPI.ServeHTTP(w, r)
+	})))
 	return mux
 }
 

@@ -23,6 +23,9 @@ func (l *Limiter) Middleware(next http.Handler, identify func(*http.Request) (Pr
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		template, major := l.cfg.RouteOf(r)
 		req := Request{Method: r.Method, Route: template, Major: major, Token: BearerToken(r), Addr: l.cfg.ClientAddr(r)}
+		if l.routes[r.Method+" "+template].OnlyFields != "" {
+			req.Body = peekBody(r)
+		}
 		if p, ok := identifyOrNot(identify, r); ok {
 			req.Principal = p
 		} else {

@@ -230,6 +230,9 @@ type Request struct {
 	Token string
 	// Addr is the client's address.
 	Addr string
+	// Body is the request body when the route's Limit has OnlyFields (the
+	// middleware fills it); nil otherwise.
+	Body []byte
 }
 
 // Result is the limiter's answer for one Request.
@@ -259,6 +262,9 @@ type Result struct {
 func (l *Limiter) Check(ctx context.Context, req Request) Result {
 	now := l.cfg.Now()
 	rt := l.route(req.Method, req.Route)
+	if rt.OnlyFields != "" && !hasField(req.Body, rt.OnlyFields) {
+		rt = l.defaultRoute(req.Method + " " + req.Route + " (other)")
+	}
 	res := Result{Now: now, Bucket: rt.hash, Limit: rt.Requests, Remaining: rt.Requests - 1,
 		ResetAfter: rt.Window / time.Duration(rt.Requests)}
 
@@ -362,6 +368,11 @@ func (l *Limiter) route(method, template string) route {
 	if rt, ok := l.routes[name]; ok {
 		return rt
 	}
+	return l.defaultRoute(name)
+}
+
+// defaultRoute is Config.DefaultLimit as the bucket name.
+func (l *Limiter) defaultRoute(name string) route {
 	lim := l.cfg.DefaultLimit
 	if lim.Bucket == "" {
 		lim.Bucket = name

@@ -19,7 +19,18 @@ type Limit struct {
 	// (per principal and major parameter). Empty: the route's own
 	// "METHOD template".
 	Bucket string
+	// OnlyFields, when set, is a comma-separated list of top-level JSON
+	// body fields: only requests whose body carries one of them spend
+	// this bucket, the others are limited by Config.DefaultLimit (the
+	// middleware reads the body, at most MaxPeek bytes, and hands it on
+	// unchanged). Discord's channel edit limit works this way: two name
+	// or topic changes per ten minutes, other edits as usual.
+	OnlyFields string
 }
+
+// MaxPeek bounds how much of a body the middleware reads for OnlyFields;
+// a larger body counts as matching.
+const MaxPeek = 1 << 20
 
 // DefaultRoutes returns the per-route limits Concord ships, keyed by
 // "METHOD template" with templates as PathRoute writes them. They follow the
@@ -32,7 +43,7 @@ func DefaultRoutes() map[string]Limit {
 		"DELETE /channels/{channel_id}/messages/{message_id}":                       {Requests: 5, Window: time.Second},
 		"POST /channels/{channel_id}/messages/bulk-delete":                          {Requests: 1, Window: time.Second},
 		"POST /channels/{channel_id}/typing":                                        {Requests: 5, Window: 5 * time.Second},
-		"PATCH /channels/{channel_id}":                                              {Requests: 2, Window: 10 * time.Minute},
+		"PATCH /channels/{channel_id}":                                              {Requests: 2, Window: 10 * time.Minute, OnlyFields: "name,topic"},
 		"PUT /channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me":    {Requests: 1, Window: 250 * time.Millisecond, Bucket: "reactions"},
 		"DELETE /channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me": {Requests: 1, Window: 250 * time.Millisecond, Bucket: "reactions"},
 		"PATCH /guilds/{guild_id}/members/@me":                                      {Requests: 1, Window: time.Second},

@@ -102,5 +102,6 @@ type Store interface {
 	Messages
 	Guilds
 	Users
+	Moderation
 	Close() error
 }

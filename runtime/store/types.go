@@ -84,6 +84,10 @@ type Role struct {
 	Permissions uint64
 	Managed     bool
 	Mentionable bool
+	// SecondaryColor and TertiaryColor are the gradient colours of
+	// Discord's role colors object (nil: none); Color is the primary.
+	SecondaryColor *int `json:",omitempty"`
+	TertiaryColor  *int `json:",omitempty"`
 }
 
 // Member is a user's membership of a guild.
@@ -139,6 +143,11 @@ type Message struct {
 	// Attachments are references to objects stored elsewhere.
 	Attachments []Attachment
 	Nonce       string
+	// Embeds and Components are the message's embeds and components as
+	// JSON arrays, validated and normalised by the API before they are
+	// stored; empty means none.
+	Embeds     string
+	Components string
 }
 
 // Attachment references a file kept in object storage.

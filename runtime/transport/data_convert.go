@@ -25,6 +25,8 @@ func messageToPB(m store.Message) *transportpb.Message {
 		Mentions:        idsToPB(m.Mentions),
 		MentionRoles:    idsToPB(m.MentionRoles),
 		Nonce:           m.Nonce,
+		Embeds:          m.Embeds,
+		Components:      m.Components,
 	}
 	if !m.EditedAt.IsZero() {
 		p.EditedAtUnixNano = m.EditedAt.UnixNano()
@@ -54,6 +56,8 @@ func messageFromPB(p *transportpb.Message) store.Message {
 		Mentions:        idsFromPB(p.Mentions),
 		MentionRoles:    idsFromPB(p.MentionRoles),
 		Nonce:           p.Nonce,
+		Embeds:          p.Embeds,
+		Components:      p.Components,
 	}
 	if p.EditedAtUnixNano != 0 {
 		m.EditedAt = time.Unix(0, p.EditedAtUnixNano).UTC()

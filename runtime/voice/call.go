@@ -1,6 +1,7 @@
 package voice
 
 import (
+	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -82,9 +83,13 @@ type participant struct {
 	// the first IP discovery, later a candidate proven by a packet that
 	// authenticated with the session key (a NAT rebinding).
 	addr      atomic.Pointer[netip.AddrPort]
+	udpAddr   atomic.Pointer[net.UDPAddr] // addr, ready for sendmmsg
 	candidate atomic.Pointer[netip.AddrPort]
 	// out is the nonce counter of packets sealed for this listener.
 	out atomic.Uint32
+	// mute and deaf are the guild's server mute and deafen: a muted
+	// speaker is not forwarded, a deafened listener is sent nothing.
+	mute, deaf atomic.Bool
 	// sink, when set, replaces UDP delivery (a WebRTC peer).
 	sink atomic.Pointer[listenerBox]
 
@@ -101,11 +106,10 @@ func (p *participant) deliver(w *forwarder, from *participant, header, plain, bu
 		return b.l.deliver(w, from, header, plain, buf)
 	}
 	c := p.cipher.Load()
-	addr := p.addr.Load()
-	if c == nil || addr == nil {
+	to := p.udpAddr.Load()
+	if c == nil || to == nil {
 		return buf
 	}
-	buf = c.Seal(buf[:0], header, plain, p.out.Add(1))
-	w.send(buf, *addr)
+	w.enqueue(c.Seal(w.slot(), header, plain, p.out.Add(1)), to)
 	return buf
 }

@@ -43,6 +43,9 @@ type Config struct {
 	ReplayFrames int
 	// MaxParticipants bounds one call. Default 500.
 	MaxParticipants int
+	// MaxConnections bounds open voice gateway WebSockets; past it the
+	// upgrade is answered 503. Default 20000.
+	MaxConnections int
 	// Readers is the number of goroutines reading the UDP socket. Default
 	// GOMAXPROCS.
 	Readers int
@@ -99,6 +102,9 @@ func (c *Config) fill() error {
 	}
 	if c.MaxParticipants <= 0 {
 		c.MaxParticipants = 500
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = 20000
 	}
 	if c.LoadInterval <= 0 {
 		c.LoadInterval = 2 * time.Second

@@ -40,7 +40,7 @@ func newFuzzRig(t testing.TB) *fuzzRig {
 	}
 	t.Cleanup(func() { sink.Close() })
 	r := &fuzzRig{srv: srv, sink: sink}
-	r.w = &forwarder{md: srv.md, conn: srv.md.conns[0], srv: srv, plain: make([]byte, 0, 1500), out: make([]byte, 0, 1600)}
+	r.w = newForwarder(srv, srv.md.conns[0])
 	k := callKey{1, 2}
 	key := bytes.Repeat([]byte{9}, 32)
 	for i, pp := range []**participant{&r.a, &r.b} {

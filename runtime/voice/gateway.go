@@ -32,12 +32,19 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		}
 		version = n
 	}
+	if s.conns.Add(1) > int64(s.cfg.MaxConnections) {
+		s.conns.Add(-1)
+		s.m.tokensRejected.WithLabelValues("connection_limit").Inc()
+		http.Error(w, `{"message": "voice server at its connection limit", "code": 0}`, http.StatusServiceUnavailable)
+		return
+	}
+	defer s.conns.Add(-1)
 	ws, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader answered
 	}
 	ws.SetReadLimit(signaling.MaxFrame)
-	c := newWSConn(ws, s.m)
+	c := newWSConn(ws, s.m, 2*s.cfg.MaxParticipants+16)
 	hello, _ := signaling.Encode(signaling.OpHello, 0, signaling.Hello{
 		HeartbeatInterval: float64(s.cfg.HeartbeatInterval.Milliseconds()), V: version})
 	c.write(hello)

@@ -18,9 +18,10 @@ const (
 	dropRTCP        = "rtcp"
 	dropDiscovery   = "bad_discovery"
 	dropUnsupported = "unsupported_payload"
+	dropMuted       = "server_muted"
 )
 
-var dropReasons = []string{dropUnbound, dropMalformed, dropOversize, dropSSRC, dropNoKey, dropAuth, dropReplay, dropRTCP, dropDiscovery, dropUnsupported}
+var dropReasons = []string{dropUnbound, dropMalformed, dropOversize, dropSSRC, dropNoKey, dropAuth, dropReplay, dropRTCP, dropDiscovery, dropUnsupported, dropMuted}
 
 // metrics are a server's Prometheus collectors, all labelled with its id.
 type metrics struct {

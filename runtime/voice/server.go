@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/voice/rtpsize"
 	"github.com/concord-chat/concord/runtime/voice/signaling"
 	"github.com/concord-chat/concord/runtime/voice/token"
 )
@@ -34,6 +33,7 @@ type Server struct {
 	calls    map[callKey]*call
 	used     map[string]time.Time // token nonces seen, until their expiry
 
+	conns    atomic.Int64 // open voice gateway connections
 	draining atomic.Bool
 	started  atomic.Bool
 }
@@ -98,8 +98,7 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := &forwarder{md: s.md, conn: conn, srv: s, in: make([]byte, rtpsize.MaxPacket+1), plain: make([]byte, 0, rtpsize.MaxPacket), out: make([]byte, 0, rtpsize.MaxPacket+64)}
-			_ = w.run(ctx)
+			_ = newForwarder(s, conn).run(ctx)
 		}()
 	}
 	t := time.NewTicker(s.cfg.LoadInterval)
@@ -155,6 +154,28 @@ func (s *Server) Disconnect(guild, channel, user snowflake.ID) bool {
 	}
 	victim.end(signaling.CloseDisconnected, "disconnected")
 	return true
+}
+
+// SetServerVoiceState applies the guild's server mute and deafen to a user
+// in a call (PATCH /guilds/{id}/members/{user} with mute or deaf): a muted
+// user's packets are not forwarded, a deafened user is sent none. It
+// reports whether the user was connected.
+func (s *Server) SetServerVoiceState(guild, channel, user snowflake.ID, mute, deaf bool) bool {
+	s.mu.Lock()
+	c := s.calls[callKey{guild, channel}]
+	s.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	found := false
+	for _, p := range c.snapshot() {
+		if p.userID == user {
+			p.mute.Store(mute)
+			p.deaf.Store(deaf)
+			found = true
+		}
+	}
+	return found
 }
 
 // Load returns the current load (rates are zero: they need a period).

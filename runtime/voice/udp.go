@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"sync"
 
+	"golang.org/x/net/ipv4"
+
 	"github.com/concord-chat/concord/runtime/voice/discovery"
 	"github.com/concord-chat/concord/runtime/voice/rtpsize"
 )
@@ -67,13 +69,18 @@ func (md *media) bind(p *participant, addr netip.AddrPort) {
 		// Another session held this address (a client that reconnected
 		// with a new session from the same socket): the newest wins.
 		old.addr.Store(nil)
+		old.udpAddr.Store(nil)
 	}
 	if prev := p.addr.Load(); prev != nil && md.addrs[*prev] == p {
 		delete(md.addrs, *prev)
 	}
 	md.addrs[addr] = p
+	p.udpAddr.Store(net.UDPAddrFromAddrPort(addr))
 	p.addr.Store(&addr)
 }
+
+// batchSize is how many sealed packets one sendmmsg call carries.
+const batchSize = 64
 
 // forwarder is one UDP reader goroutine's scratch state.
 type forwarder struct {
@@ -83,15 +90,58 @@ type forwarder struct {
 	in    []byte
 	plain []byte
 	out   []byte
+
+	// A fan-out is sealed into bufs and sent with one sendmmsg per
+	// batchSize listeners: at a few hundred listeners per speaker the
+	// syscall per packet, not the crypto, is the cost.
+	pc     *ipv4.PacketConn
+	bufs   [batchSize][]byte
+	msgs   [batchSize]ipv4.Message
+	queued int
 }
 
-func (w *forwarder) send(b []byte, to netip.AddrPort) {
-	if _, err := w.conn.WriteToUDPAddrPort(b, to); err != nil {
-		w.md.m.sendErrors.Inc()
-		return
+func newForwarder(s *Server, conn *net.UDPConn) *forwarder {
+	w := &forwarder{md: s.md, conn: conn, srv: s, in: make([]byte, rtpsize.MaxPacket+1),
+		plain: make([]byte, 0, rtpsize.MaxPacket), out: make([]byte, 0, rtpsize.MaxPacket+64), pc: ipv4.NewPacketConn(conn)}
+	for i := range w.bufs {
+		w.bufs[i] = make([]byte, 0, rtpsize.MaxPacket+64)
+		w.msgs[i].Buffers = make([][]byte, 1)
 	}
-	w.md.m.packetsForwarded.Inc()
-	w.md.m.bytesForwarded.Add(float64(len(b)))
+	return w
+}
+
+// slot returns the next batch buffer to seal into.
+func (w *forwarder) slot() []byte { return w.bufs[w.queued][:0] }
+
+// enqueue queues the packet sealed into slot() for to, flushing a full batch.
+func (w *forwarder) enqueue(b []byte, to *net.UDPAddr) {
+	w.bufs[w.queued] = b
+	w.msgs[w.queued].Buffers[0] = b
+	w.msgs[w.queued].Addr = to
+	w.queued++
+	if w.queued == batchSize {
+		w.flush()
+	}
+}
+
+// flush sends the queued packets.
+func (w *forwarder) flush() {
+	msgs := w.msgs[:w.queued]
+	for len(msgs) > 0 {
+		n, err := w.pc.WriteBatch(msgs, 0)
+		if err != nil {
+			w.md.m.sendErrors.Add(float64(len(msgs)))
+			break
+		}
+		var bytes int
+		for _, m := range msgs[:n] {
+			bytes += len(m.Buffers[0])
+		}
+		w.md.m.packetsForwarded.Add(float64(n))
+		w.md.m.bytesForwarded.Add(float64(bytes))
+		msgs = msgs[n:]
+	}
+	w.queued = 0
 }
 
 func (w *forwarder) drop(reason string) { w.md.m.dropped[reason].Inc() }
@@ -193,17 +243,22 @@ func (w *forwarder) handle(pkt []byte, from netip.AddrPort) {
 		p.candidate.Store(nil)
 	}
 	w.md.m.packetsIn.Inc()
+	if p.mute.Load() {
+		w.drop(dropMuted)
+		return
+	}
 	w.forward(p, pkt[:h], plain)
 }
 
 // forward hands one packet to everyone else in the speaker's call.
 func (w *forwarder) forward(from *participant, header, plain []byte) {
 	for _, m := range from.call.snapshot() {
-		if m == from {
+		if m == from || m.deaf.Load() {
 			continue
 		}
 		w.out = m.deliver(w, from, header, plain, w.out)
 	}
+	w.flush()
 }
 
 // discover answers an IP discovery request and binds its source to the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pion/interceptor"
@@ -19,6 +20,10 @@ import (
 
 // rtcTransport is the WebRTC side, for browsers: an ice-lite pion API whose
 // peer connections share one UDP port through the ICE UDP mux.
+//
+// Video (VP8, camera or screen) goes only between browsers, on video slots
+// made the same way; a viewer's PLI is passed to the sender as a PLI on its
+// track, and a new viewer triggers one.
 //
 // Media model: a browser's microphone track is read as RTP and forwarded
 // into the call like a UDP speaker's packets (header rewritten to the
@@ -83,11 +88,18 @@ type rtcPeer struct {
 	mu   sync.Mutex
 	free []*rtcSlot
 	used map[*participant]*rtcSlot
+	// Video slots, the same for camera or screen tracks (VP8), fed only
+	// from other browsers: the bot protocol carries no video.
+	vfree []*rtcSlot
+	vused map[*participant]*rtcSlot
+	// video is this browser's incoming video track, for keyframe requests.
+	video atomic.Pointer[webrtc.TrackRemote]
 }
 
 type rtcSlot struct {
 	track *webrtc.TrackLocalStaticRTP
 	ssrc  uint32
+	from  atomic.Pointer[participant] // whose video the slot carries
 }
 
 // answer builds the peer connection for a "webrtc" select protocol and
@@ -98,7 +110,7 @@ func (t *rtcTransport) answer(se *session, offer string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("voice: webrtc peer: %w", err)
 	}
-	p := &rtcPeer{t: t, se: se, pc: pc, used: map[*participant]*rtcSlot{}}
+	p := &rtcPeer{t: t, se: se, pc: pc, used: map[*participant]*rtcSlot{}, vused: map[*participant]*rtcSlot{}}
 	fail := func(err error) (string, error) {
 		_ = pc.Close()
 		return "", err
@@ -107,13 +119,16 @@ func (t *rtcTransport) answer(se *session, offer string) (string, error) {
 		return fail(fmt.Errorf("voice: webrtc offer: %w", err))
 	}
 	// One slot per audio m-line the offer lets the server send on.
-	slots, err := sendableAudio(offer)
+	audio, video, err := sendable(offer)
 	if err != nil {
 		return fail(err)
 	}
-	for i := 0; i < slots; i++ {
-		track, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2},
-			fmt.Sprintf("slot-%d", i), "concord")
+	for i := 0; i < audio+video; i++ {
+		codec, id := webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, fmt.Sprintf("audio-%d", i)
+		if i >= audio {
+			codec, id = webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, fmt.Sprintf("video-%d", i-audio)
+		}
+		track, err := webrtc.NewTrackLocalStaticRTP(codec, id, "concord")
 		if err != nil {
 			return fail(err)
 		}
@@ -121,12 +136,23 @@ func (t *rtcTransport) answer(se *session, offer string) (string, error) {
 		if err != nil {
 			return fail(fmt.Errorf("voice: webrtc slot: %w", err))
 		}
-		go p.readRTCP(sender)
-		p.free = append(p.free, &rtcSlot{track: track, ssrc: uint32(sender.GetParameters().Encodings[0].SSRC)})
+		slot := &rtcSlot{track: track, ssrc: uint32(sender.GetParameters().Encodings[0].SSRC)}
+		go p.readRTCP(sender, slot)
+		if i < audio {
+			p.free = append(p.free, slot)
+		} else {
+			p.vfree = append(p.vfree, slot)
+		}
 	}
 	pc.OnTrack(func(remote *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
-		if remote.Kind() == webrtc.RTPCodecTypeAudio {
+		switch remote.Kind() {
+		case webrtc.RTPCodecTypeAudio:
 			p.ingest(remote)
+		case webrtc.RTPCodecTypeVideo:
+			if remote.Codec().MimeType == webrtc.MimeTypeVP8 {
+				p.video.Store(remote)
+				p.ingestVideo(remote)
+			}
 		}
 	})
 	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
@@ -151,29 +177,35 @@ func (t *rtcTransport) answer(se *session, offer string) (string, error) {
 	return pc.LocalDescription().SDP, nil
 }
 
-// sendableAudio counts the offer's audio m-lines that accept media from
-// the server: sendrecv (the default) or recvonly on the browser's side.
-func sendableAudio(offer string) (int, error) {
+// sendable counts the offer's audio and video m-lines that accept media
+// from the server: sendrecv (the default) or recvonly on the browser's side.
+func sendable(offer string) (audio, video int, err error) {
 	var d sdp.SessionDescription
 	if err := d.UnmarshalString(offer); err != nil {
-		return 0, fmt.Errorf("voice: webrtc offer: %w", err)
+		return 0, 0, fmt.Errorf("voice: webrtc offer: %w", err)
 	}
-	n := 0
 	for _, m := range d.MediaDescriptions {
-		if m.MediaName.Media != "audio" || m.MediaName.Port.Value == 0 {
+		if m.MediaName.Port.Value == 0 {
 			continue
 		}
 		_, sendonly := m.Attribute("sendonly")
 		_, inactive := m.Attribute("inactive")
-		if !sendonly && !inactive {
-			n++
+		if sendonly || inactive {
+			continue
+		}
+		switch m.MediaName.Media {
+		case "audio":
+			audio++
+		case "video":
+			video++
 		}
 	}
-	return n, nil
+	return audio, video, nil
 }
 
-// readRTCP counts what a browser reports about what it receives.
-func (p *rtcPeer) readRTCP(sender *webrtc.RTPSender) {
+// readRTCP counts what a browser reports about what it receives, and
+// passes its keyframe requests on a video slot to the slot's sender.
+func (p *rtcPeer) readRTCP(sender *webrtc.RTPSender, slot *rtcSlot) {
 	m := p.t.srv.m
 	for {
 		pkts, _, err := sender.ReadRTCP()
@@ -188,6 +220,7 @@ func (p *rtcPeer) readRTCP(sender *webrtc.RTPSender) {
 				}
 			case *rtcp.PictureLossIndication:
 				m.plis.Inc()
+				p.requestKeyframe(slot)
 			case *rtcp.ReceiverReport:
 				for _, rr := range r.Reports {
 					if rtt, ok := rttFromReport(rr, time.Now()); ok {
@@ -218,7 +251,7 @@ func rttFromReport(rr rtcp.ReceptionReport, now time.Time) (time.Duration, bool)
 func (p *rtcPeer) ingest(remote *webrtc.TrackRemote) {
 	s := p.t.srv
 	part := p.se.part
-	w := &forwarder{md: s.md, conn: s.md.conns[0], srv: s, plain: make([]byte, 0, 1500), out: make([]byte, 0, 1600)}
+	w := newForwarder(s, s.md.conns[0])
 	go func() {
 		hdr := make([]byte, 12)
 		for {
@@ -240,6 +273,10 @@ func (p *rtcPeer) ingest(remote *webrtc.TrackRemote) {
 				s.m.lost.Add(float64(gap))
 			}
 			s.m.packetsIn.Inc()
+			if part.mute.Load() {
+				w.drop(dropMuted)
+				continue
+			}
 			w.forward(part, hdr, pkt.Payload)
 		}
 	}()
@@ -284,13 +321,103 @@ func (p *rtcPeer) deliver(w *forwarder, from *participant, header, plain, buf []
 	return buf
 }
 
-// release frees a departed speaker's slot.
+// release frees a departed speaker's slots.
 func (p *rtcPeer) release(from *participant) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s := p.used[from]; s != nil {
 		delete(p.used, from)
 		p.free = append(p.free, s)
+	}
+	if s := p.vused[from]; s != nil {
+		delete(p.vused, from)
+		s.from.Store(nil)
+		p.vfree = append(p.vfree, s)
+	}
+}
+
+// ingestVideo forwards a browser's VP8 track to the other browsers in the
+// call, each on a video slot, unchanged but for SSRC and payload type
+// (pion's local track rewrites both per peer).
+func (p *rtcPeer) ingestVideo(remote *webrtc.TrackRemote) {
+	s := p.t.srv
+	part := p.se.part
+	go func() {
+		for {
+			pkt, _, err := remote.ReadRTP()
+			if err != nil {
+				return
+			}
+			s.m.packetsIn.Inc()
+			if part.mute.Load() {
+				continue
+			}
+			for _, m := range part.call.snapshot() {
+				if m == part || m.deaf.Load() {
+					continue
+				}
+				if b := m.sink.Load(); b != nil {
+					if peer, ok := b.l.(*rtcPeer); ok {
+						peer.deliverVideo(part, pkt)
+					}
+				}
+			}
+		}
+	}()
+}
+
+// deliverVideo sends one video packet on the sender's video slot, taking a
+// free slot (and announcing it with op 5 for the user) first.
+func (p *rtcPeer) deliverVideo(from *participant, pkt *rtp.Packet) {
+	p.mu.Lock()
+	slot := p.vused[from]
+	if slot == nil {
+		if len(p.vfree) == 0 {
+			p.mu.Unlock()
+			p.t.srv.m.dropped[dropUnsupported].Inc()
+			return
+		}
+		slot = p.vfree[0]
+		p.vfree = p.vfree[1:]
+		p.vused[from] = slot
+		slot.from.Store(from)
+		p.mu.Unlock()
+		uid := signaling.Snowflake(from.userID)
+		zero := 0
+		p.se.send(signaling.OpSpeaking, signaling.Speaking{Speaking: 0, Delay: &zero, SSRC: slot.ssrc, UserID: &uid})
+		// A new viewer needs a keyframe to start decoding.
+		p.requestKeyframe(slot)
+	} else {
+		p.mu.Unlock()
+	}
+	if err := slot.track.WriteRTP(pkt); err != nil {
+		p.t.srv.m.sendErrors.Inc()
+		return
+	}
+	p.t.srv.m.packetsForwarded.Inc()
+	p.t.srv.m.bytesForwarded.Add(float64(pkt.MarshalSize()))
+}
+
+// requestKeyframe asks the browser whose video a slot carries for a
+// keyframe (a PLI on its incoming track).
+func (p *rtcPeer) requestKeyframe(slot *rtcSlot) {
+	if slot == nil {
+		return
+	}
+	from := slot.from.Load()
+	if from == nil {
+		return
+	}
+	b := from.sink.Load()
+	if b == nil {
+		return
+	}
+	src, ok := b.l.(*rtcPeer)
+	if !ok {
+		return
+	}
+	if tr := src.video.Load(); tr != nil {
+		_ = src.pc.WriteRTCP([]rtcp.Packet{&rtcp.PictureLossIndication{MediaSSRC: uint32(tr.SSRC())}})
 	}
 }
 

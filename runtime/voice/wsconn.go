@@ -8,9 +8,13 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// sendQueue bounds the frames waiting for one connection's writer; a
-// client that lets it fill is cut off (and may resume).
-const sendQueue = 256
+// minSendQueue is the least number of frames that may wait for one
+// connection's writer; a client that lets its queue fill is cut off (and
+// may resume). The bound also has to hold a joiner's burst, one op 5 per
+// participant already in the call, so it grows with the participant limit;
+// the queue itself grows only as frames wait, so an idle connection costs
+// nothing for it.
+const minSendQueue = 256
 
 // outFrame is a queued text frame, or (code != 0) the close that ends the
 // connection after everything queued before it.
@@ -22,27 +26,38 @@ type outFrame struct {
 
 // wsConn is one voice gateway WebSocket with its writer goroutine.
 type wsConn struct {
-	ws     *websocket.Conn
-	m      *metrics
-	out    chan outFrame
+	ws    *websocket.Conn
+	m     *metrics
+	limit int
+
+	mu      sync.Mutex
+	queue   []outFrame
+	closing bool
+	wake    chan struct{}
+
 	done   chan struct{}
-	once   sync.Once
 	closed sync.Once
 }
 
-func newWSConn(ws *websocket.Conn, m *metrics) *wsConn {
-	c := &wsConn{ws: ws, m: m, out: make(chan outFrame, sendQueue+1), done: make(chan struct{})}
+func newWSConn(ws *websocket.Conn, m *metrics, limit int) *wsConn {
+	c := &wsConn{ws: ws, m: m, limit: max(limit, minSendQueue), wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go c.writeLoop()
 	return c
 }
 
 func (c *wsConn) writeLoop() {
 	defer c.kill()
+	var batch []outFrame
 	for {
 		select {
 		case <-c.done:
 			return
-		case f := <-c.out:
+		case <-c.wake:
+		}
+		c.mu.Lock()
+		batch, c.queue = c.queue, batch[:0]
+		c.mu.Unlock()
+		for _, f := range batch {
 			deadline := time.Now().Add(10 * time.Second)
 			if f.code != 0 {
 				_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(f.code, f.reason), deadline)
@@ -53,35 +68,54 @@ func (c *wsConn) writeLoop() {
 				return
 			}
 		}
+		clear(batch)
+	}
+}
+
+func (c *wsConn) push(f outFrame) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	if f.code == 0 && len(c.queue) >= c.limit {
+		c.mu.Unlock()
+		c.kill()
+		return
+	}
+	if f.code != 0 {
+		c.closing = true
+	}
+	c.queue = append(c.queue, f)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 
 // write queues a frame; a full queue kills the connection.
-func (c *wsConn) write(b []byte) {
-	select {
-	case <-c.done:
-	case c.out <- outFrame{b: b}:
-	default:
-		c.kill()
-	}
-}
+func (c *wsConn) write(b []byte) { c.push(outFrame{b: b}) }
 
 // closeWith queues a close frame with code after the frames already queued
 // (a session description before a kick, say); the writer then closes.
 func (c *wsConn) closeWith(code int, reason string) {
-	c.once.Do(func() {
-		c.m.closes.WithLabelValues(strconv.Itoa(code)).Inc()
-		select {
-		case c.out <- outFrame{code: code, reason: reason}:
-		default:
-			c.kill()
-		}
-	})
+	c.mu.Lock()
+	already := c.closing
+	c.mu.Unlock()
+	if already {
+		return
+	}
+	c.m.closes.WithLabelValues(strconv.Itoa(code)).Inc()
+	c.push(outFrame{code: code, reason: reason})
 }
 
 // kill closes the socket without a close frame (the peer is gone or slow).
 func (c *wsConn) kill() {
 	c.closed.Do(func() {
+		c.mu.Lock()
+		c.closing = true
+		c.mu.Unlock()
 		close(c.done)
 		_ = c.ws.Close()
 	})

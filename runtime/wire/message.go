@@ -50,6 +50,7 @@ type Message struct {
 	Attachments       []Attachment      `json:"attachments"`
 	Embeds            []json.RawMessage `json:"embeds"`
 	Components        []json.RawMessage `json:"components"`
+	Reactions         []Reaction        `json:"reactions,omitempty"`
 	Pinned            bool              `json:"pinned"`
 	Type              int               `json:"type"`
 	Flags             int               `json:"flags"`
@@ -88,8 +89,8 @@ func MessageFrom(m store.Message, author User, member *Member, mentions []User, 
 		Mentions:        mentions,
 		MentionRoles:    roles,
 		Attachments:     atts,
-		Embeds:          []json.RawMessage{},
-		Components:      []json.RawMessage{},
+		Embeds:          RawList(m.Embeds),
+		Components:      RawList(m.Components),
 		Pinned:          m.Pinned,
 		Type:            m.Type,
 		Flags:           m.Flags,
@@ -100,6 +101,31 @@ func MessageFrom(m store.Message, author User, member *Member, mentions []User, 
 		out.ReferencedMessage = ref
 	}
 	return out
+}
+
+// RawList splits a stored JSON array (embeds, components) into its
+// elements; empty or malformed input is an empty list, never null.
+func RawList(s string) []json.RawMessage {
+	if s == "" {
+		return []json.RawMessage{}
+	}
+	var out []json.RawMessage
+	if err := json.Unmarshal([]byte(s), &out); err != nil || out == nil {
+		return []json.RawMessage{}
+	}
+	return out
+}
+
+// JoinRaw is RawList's inverse: the JSON array of elements, "" for none.
+func JoinRaw(elems []json.RawMessage) string {
+	if len(elems) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(elems)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // NonceJSON returns the stored nonce as it was sent: stored nonces that

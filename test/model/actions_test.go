@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -23,6 +24,8 @@ func (w *world) expect(t *rapid.T, what string, r reply, allowed bool, code int)
 		t.Fatalf("VIOLATION at action %d %s: the model forbids it (code %d), the server answered %s", w.action, what, code, r)
 	case !allowed && code != 0 && r.code() != code:
 		t.Fatalf("action %d %s: the model expects code %d, the server answered %s", w.action, what, code, r)
+	case !r.ok() && (bytes.Contains(r.Body, []byte(`"content"`)) || bytes.Contains(r.Body, []byte(`"channel_id"`))):
+		t.Fatalf("VIOLATION at action %d %s: an error answer carries stored content: %s", w.action, what, r)
 	}
 }
 
@@ -624,4 +627,94 @@ func (w *world) typing(t *rapid.T) {
 	}
 	r := w.s.call(t, "POST", fmt.Sprintf("/channels/%d/typing", ch), w.acct[u].Token, nil)
 	w.expect(t, fmt.Sprintf("typing by %s in %d", w.acct[u].Name, ch), r, allowed, code)
+}
+
+// bulk deletes two messages named in a channel (MANAGE_MESSAGES there);
+// ids of other channels' messages are ignored, never deleted or named.
+func (w *world) bulk(t *rapid.T) {
+	if len(w.msgs) < 2 {
+		t.Skip("fewer than two messages")
+	}
+	u := w.user(t, "deleter", 0)
+	ch := w.channel(t)
+	picked := rapid.SliceOfNDistinct(rapid.SampledFrom(w.msgs), 2, 2, func(m *mmsg) snowflake.ID { return m.id }).Draw(t, "messages")
+	allowed, code := true, 0
+	switch {
+	case !w.can(u, ch, permView):
+		allowed, code = false, 50001
+	case !w.can(u, ch, permManMsg):
+		allowed, code = false, 50013
+	}
+	ids := []string{picked[0].id.String(), picked[1].id.String()}
+	r := w.s.call(t, "POST", fmt.Sprintf("/channels/%d/messages/bulk-delete", ch), w.acct[u].Token, map[string]any{"messages": ids})
+	w.expect(t, fmt.Sprintf("bulk-delete in %d by %s of %v", ch, w.acct[u].Name, ids), r, allowed, code)
+	if allowed {
+		for _, m := range picked {
+			if m.ch == ch && m.alive {
+				m.alive, m.deleted = false, w.action
+			}
+		}
+	}
+}
+
+// pin pins or unpins a message (PIN_MESSAGES or MANAGE_MESSAGES in a
+// guild channel, any recipient in a DM), then lists the channel's pins
+// as another user: VIEW_CHANNEL, and the pinned messages only with
+// READ_MESSAGE_HISTORY.
+func (w *world) pin(t *rapid.T) {
+	if len(w.msgs) == 0 {
+		t.Skip("no message yet")
+	}
+	u := w.user(t, "pinner", 0)
+	m := rapid.SampledFrom(w.msgs).Draw(t, "message")
+	on := rapid.Bool().Draw(t, "pin")
+	dm := w.dmByID[m.ch]
+	allowed, code := true, 0
+	switch {
+	case dm == nil && !w.can(u, m.ch, permView), dm != nil && !w.recipient(dm, u):
+		allowed, code = false, 50001
+	case dm == nil && w.perms(u, m.ch)&(permPin|permManMsg) == 0:
+		allowed, code = false, 50013
+	case !m.alive:
+		allowed, code = false, 10008
+	}
+	method := "PUT"
+	if !on {
+		method = "DELETE"
+	}
+	r := w.s.call(t, method, fmt.Sprintf("/channels/%d/pins/%d", m.ch, m.id), w.acct[u].Token, nil)
+	w.expect(t, fmt.Sprintf("pin %s of %d by %s", method, m.id, w.acct[u].Name), r, allowed, code)
+	if allowed {
+		w.pinned[m.id] = on
+	}
+	if dm != nil {
+		return
+	}
+	v := w.user(t, "lister", 0)
+	r = w.s.call(t, "GET", fmt.Sprintf("/channels/%d/pins", m.ch), w.acct[v].Token, nil)
+	what := fmt.Sprintf("pins of %d by %s", m.ch, w.acct[v].Name)
+	w.expect(t, what, r, w.can(v, m.ch, permView), 50001)
+	if !r.ok() {
+		return
+	}
+	var list []msgObj
+	if err := json.Unmarshal(r.Body, &list); err != nil {
+		t.Fatal(err)
+	}
+	want := map[snowflake.ID]bool{}
+	if w.can(v, m.ch, permHistory) {
+		for _, x := range w.msgs {
+			if x.ch == m.ch && x.alive && w.pinned[x.id] {
+				want[x.id] = true
+			}
+		}
+	}
+	if len(list) != len(want) {
+		t.Fatalf("VIOLATION at action %d %s: %d pins, the model %d: %s", w.action, what, len(list), len(want), r.Body)
+	}
+	for _, x := range list {
+		if !want[x.ID] || x.Content != w.byID[x.ID].content {
+			t.Fatalf("VIOLATION at action %d %s: pin %d not in the model's %v: %s", w.action, what, x.ID, want, r.Body)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,9 +49,24 @@ func (s *sinkRef) Deliver(ctx context.Context, node string, b event.Batch) {
 	}
 }
 
+// storeDir is where the test's Pebble store lives: in /dev/shm when the
+// machine has it, so the store's fsync per write (which this test does
+// not examine; test/e2e kills processes for that) costs memory, not disk.
+func storeDir(t testing.TB) string {
+	t.Helper()
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		dir, err := os.MkdirTemp("/dev/shm", "concord-model-")
+		if err == nil {
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return t.TempDir()
+}
+
 func startServer(t testing.TB) *server {
 	t.Helper()
-	st, err := pebble.New(pebble.Config{Dir: t.TempDir()})
+	st, err := pebble.New(pebble.Config{Dir: storeDir(t)})
 	if err != nil {
 		t.Fatalf("pebble: %v", err)
 	}
@@ -207,6 +223,7 @@ type gwConn struct {
 
 	mu       sync.Mutex
 	frames   []dispatch
+	acks     int // op 11 heartbeat ACKs
 	invalid  bool
 	closeErr error
 	changed  chan struct{}
@@ -264,6 +281,8 @@ func (c *gwConn) read() {
 			c.frames = append(c.frames, dispatch{T: f.T, S: f.S, D: f.D})
 		case f.Op == 9:
 			c.invalid = true
+		case f.Op == 11:
+			c.acks++
 		}
 		c.mu.Unlock()
 		select {
@@ -306,6 +325,40 @@ func (c *gwConn) waitFor(t tb, what string, cond func([]dispatch) bool) []dispat
 		case <-c.changed:
 		case <-deadline.C:
 			t.Fatalf("timed out waiting for %s (%d dispatches received)", what, len(fs))
+		}
+	}
+}
+
+// settled sends a heartbeat and waits for its ACK. The node handles one
+// op at a time per connection, and it sends READY before it subscribes
+// the session to its guilds (runtime/gateway identify.go), so the ACK is
+// the first moment a client knows the subscription is in place: a guild
+// joined between READY and then would attach the session late and it
+// would miss that guild's events in between.
+func (c *gwConn) settled(t tb) {
+	t.Helper()
+	c.mu.Lock()
+	want := c.acks + 1
+	c.mu.Unlock()
+	if err := c.ws.WriteJSON(map[string]any{"op": 1, "d": nil}); err != nil {
+		t.Fatalf("heartbeat: %v", err)
+	}
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		c.mu.Lock()
+		got, cerr := c.acks, c.closeErr
+		c.mu.Unlock()
+		if got >= want {
+			return
+		}
+		if cerr != nil {
+			t.Fatalf("waiting for heartbeat ACK: %v", cerr)
+		}
+		select {
+		case <-c.changed:
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for heartbeat ACK")
 		}
 	}
 }

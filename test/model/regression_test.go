@@ -16,6 +16,7 @@ const (
 	permManMsg  = 1 << 13
 	permHistory = 1 << 16
 	permRoles   = 1 << 28
+	permPin     = 1 << 51
 )
 
 type idObj struct {
@@ -215,4 +216,42 @@ func TestDMsNeedASharedGuild(t *testing.T) {
 	s.must(t, "POST", "/invites/"+code, bob.Token, map[string]any{}, nil)
 	s.must(t, "POST", "/invites/"+code, mallory.Token, map[string]any{}, nil)
 	s.must(t, "POST", "/users/@me/channels", mallory.Token, map[string]any{"recipient_id": bob.ID.String()}, nil)
+}
+
+// TestBulkDeleteNamesOnlyItsChannel: a bulk delete in one channel that
+// names a message of another channel neither deletes it nor shows its id
+// to the first channel's viewers (found by TestModel).
+func TestBulkDeleteNamesOnlyItsChannel(t *testing.T) {
+	s := startServer(t)
+	alice := s.register(t, "alice", false)
+	bob := s.register(t, "bob", false)
+	g, general, code := guildWith(t, s, alice)
+	var secret idObj
+	s.must(t, "POST", fmt.Sprintf("/guilds/%d/channels", g), alice.Token, map[string]any{
+		"name": "secret", "type": 0, "permission_overwrites": []map[string]any{{"id": g.String(), "type": 0, "deny": strconv.Itoa(permView)}}}, &secret)
+	s.must(t, "POST", "/invites/"+code, bob.Token, map[string]any{}, nil)
+	bobGW := s.dial(t, bob, nil)
+	defer bobGW.closeNormally()
+	bobGW.waitFor(t, "bob's GUILD_CREATE", hasType("GUILD_CREATE"))
+	var hidden, a, b msgObj
+	s.must(t, "POST", fmt.Sprintf("/channels/%d/messages", secret.ID), alice.Token, map[string]any{"content": "hidden"}, &hidden)
+	s.must(t, "POST", fmt.Sprintf("/channels/%d/messages", general), alice.Token, map[string]any{"content": "a"}, &a)
+	s.must(t, "POST", fmt.Sprintf("/channels/%d/messages", general), alice.Token, map[string]any{"content": "b"}, &b)
+	s.must(t, "POST", fmt.Sprintf("/channels/%d/messages/bulk-delete", general), alice.Token,
+		map[string]any{"messages": []string{a.ID.String(), b.ID.String(), hidden.ID.String()}}, nil)
+	s.must(t, "POST", fmt.Sprintf("/channels/%d/messages", general), alice.Token, map[string]any{"content": "barrier"}, nil)
+	fs := bobGW.waitFor(t, "barrier", func(fs []dispatch) bool { return containsContent(fs, "barrier") })
+	bulk := false
+	for _, f := range fs {
+		bulk = bulk || f.T == "MESSAGE_DELETE_BULK"
+	}
+	if !bulk {
+		t.Fatal("bob got no MESSAGE_DELETE_BULK")
+	}
+	noFrameContains(t, "bob", fs, hidden.ID.String())
+	var still msgObj
+	s.must(t, "GET", fmt.Sprintf("/channels/%d/messages/%d", secret.ID, hidden.ID), alice.Token, nil, &still)
+	if still.Content != "hidden" {
+		t.Fatalf("the other channel's message = %+v", still)
+	}
 }

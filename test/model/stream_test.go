@@ -61,6 +61,7 @@ func (w *world) identify(t *rapid.T, u int) *stream {
 		t.Fatalf("READY %s: %v", fs[0].D, err)
 	}
 	st.resume.sessionID = ready.SessionID
+	st.conn.settled(t)
 	if w.member[u] {
 		st.conn.waitFor(t, w.acct[u].Name+"'s GUILD_CREATE", hasType("GUILD_CREATE"))
 	}
@@ -219,6 +220,21 @@ func (st *stream) check(t *rapid.T, f dispatch) {
 			}
 		} else if !w.visibleAt(mm.deleted, u, m.ChannelID) {
 			st.fail(t, f, "LEAK: delete in channel %d hidden from the user at action %d", m.ChannelID, mm.deleted)
+		}
+	case "MESSAGE_DELETE_BULK":
+		var b struct {
+			IDs       []snowflake.ID `json:"ids"`
+			ChannelID snowflake.ID   `json:"channel_id"`
+		}
+		decode(t, f, &b)
+		for _, id := range b.IDs {
+			mm := w.byID[id]
+			if mm == nil || mm.alive || mm.ch != b.ChannelID {
+				st.fail(t, f, "bulk delete names message %d the model did not delete in channel %d", id, b.ChannelID)
+			}
+			if !w.visibleAt(mm.deleted, u, b.ChannelID) {
+				st.fail(t, f, "LEAK: bulk delete in channel %d hidden from the user at action %d", b.ChannelID, mm.deleted)
+			}
 		}
 	default:
 		var c struct {

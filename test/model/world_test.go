@@ -81,6 +81,7 @@ type world struct {
 	byID      map[snowflake.ID]*mmsg
 	tagAction map[string]int
 	nonces    map[nonceKey]snowflake.ID
+	pinned    map[snowflake.ID]bool
 	dms       []*mdm
 	dmByID    map[snowflake.ID]*mdm
 	dmPair    map[[2]int]*mdm
@@ -201,7 +202,7 @@ func (w *world) recipient(dm *mdm, u int) bool {
 func newWorld(t *rapid.T, s *server) *world {
 	w := &world{s: s, roleBits: map[snowflake.ID]uint64{}, rolePos: map[snowflake.ID]int{},
 		ows: map[snowflake.ID]map[target]allowDeny{}, byID: map[snowflake.ID]*mmsg{}, tagAction: map[string]int{},
-		nonces: map[nonceKey]snowflake.ID{}, dmByID: map[snowflake.ID]*mdm{}, dmPair: map[[2]int]*mdm{}}
+		nonces: map[nonceKey]snowflake.ID{}, pinned: map[snowflake.ID]bool{}, dmByID: map[snowflake.ID]*mdm{}, dmPair: map[[2]int]*mdm{}}
 	names := [nUsers]string{"owner", "ann", "ben", "cat", "bot"}
 	for i := range nUsers {
 		w.acct[i] = s.register(t, names[i], i == botIdx)

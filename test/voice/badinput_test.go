@@ -235,3 +235,18 @@ func TestStrangerCannotHijackDiscovery(t *testing.T) {
 		t.Fatalf("B's new address gets no audio after rebinding: %d bytes, %v", n, err)
 	}
 }
+
+// TestConnectionLimit: past MaxConnections the upgrade is refused (503).
+func TestConnectionLimit(t *testing.T) {
+	s := startSFU(t, func(c *voicecfg.Config) { c.MaxConnections = 2 })
+	ctx := ctxT(t)
+	s.connect(ctx, s.newUser(channelID), "")
+	s.connect(ctx, s.newUser(channelID), "")
+	u := s.newUser(channelID)
+	if _, err := voiceclient.Open(ctx, s.options(u, s.token(u, nil))); err == nil {
+		t.Fatal("a third connection was accepted with MaxConnections 2")
+	}
+	if got := s.counter("concord_voice_tokens_rejected_total", map[string]string{"reason": "connection_limit"}); got != 1 {
+		t.Fatalf("connection_limit rejections %v", got)
+	}
+}

@@ -234,3 +234,30 @@ func TestResumeReplaysMissedFrames(t *testing.T) {
 		t.Fatalf("resume of an unknown session: close %d, want 4006", code)
 	}
 }
+
+// TestServerMuteDeaf: the guild's server mute stops a speaker's packets at
+// the SFU; server deafen stops a listener receiving; both undo.
+func TestServerMuteDeaf(t *testing.T) {
+	s := startSFU(t, nil)
+	ctx := ctxT(t)
+	ua, ub, uc := s.newUser(channelID), s.newUser(channelID), s.newUser(channelID)
+	a, b, c := s.connect(ctx, ua, ""), s.connect(ctx, ub, ""), s.connect(ctx, uc, "")
+	if !s.srv.SetServerVoiceState(guildID, channelID, snowflake.ID(ua.id), true, false) {
+		t.Fatal("user not found")
+	}
+	_ = a.SendOpus(opus(20))
+	s.waitCounter("concord_voice_packets_dropped_total", map[string]string{"reason": "server_muted"}, 1)
+	s.srv.SetServerVoiceState(guildID, channelID, snowflake.ID(ua.id), false, false)
+	s.srv.SetServerVoiceState(guildID, channelID, snowflake.ID(uc.id), false, true)
+	p := opus(21)
+	_ = a.SendOpus(p)
+	if r, err := b.Recv(time.Now().Add(3 * time.Second)); err != nil || !bytes.Equal(r.Payload, p) {
+		t.Fatalf("unmuted speaker not heard: %v", err)
+	}
+	if r, err := c.Recv(time.Now().Add(300 * time.Millisecond)); err == nil {
+		t.Fatalf("deafened listener received %d bytes", len(r.Payload))
+	}
+	if got := s.counter("concord_voice_packets_forwarded_total", nil); got != 1 {
+		t.Fatalf("forwarded %v, want 1 (muted packet dropped, deafened listener skipped)", got)
+	}
+}

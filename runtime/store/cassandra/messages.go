@@ -20,7 +20,7 @@ import (
 // overwrite) clears whatever it no longer carries.
 
 const messageCols = `message_id, guild_id, author_id, content, type, flags, tts, pinned, edited_at,
-	reference_id, mention_everyone, mentions, mention_roles, attachments, nonce`
+	reference_id, mention_everyone, mentions, mention_roles, attachments, nonce, embeds, components`
 
 // attachmentUDT is the attachment user-defined type.
 type attachmentUDT struct {
@@ -56,6 +56,7 @@ func idsFrom64(v []int64) []snowflake.ID {
 type messageRow struct {
 	id, guild, author, ref int64
 	content, nonce         string
+	embeds, components     *string // null in rows written before migration 3
 	typ, flags             int
 	tts, pinned, everyone  bool
 	edited                 time.Time
@@ -65,7 +66,7 @@ type messageRow struct {
 
 func (r *messageRow) dest() []any {
 	return []any{&r.id, &r.guild, &r.author, &r.content, &r.typ, &r.flags, &r.tts, &r.pinned, &r.edited,
-		&r.ref, &r.everyone, &r.mentions, &r.roles, &r.attachments, &r.nonce}
+		&r.ref, &r.everyone, &r.mentions, &r.roles, &r.attachments, &r.nonce, &r.embeds, &r.components}
 }
 
 func (r *messageRow) message(ch snowflake.ID) store.Message {
@@ -74,6 +75,12 @@ func (r *messageRow) message(ch snowflake.ID) store.Message {
 		Content: r.content, Type: r.typ, Flags: r.flags, TTS: r.tts, Pinned: r.pinned,
 		ReferenceID: snowflake.ID(r.ref), MentionEveryone: r.everyone,
 		Mentions: idsFrom64(r.mentions), MentionRoles: idsFrom64(r.roles), Nonce: r.nonce,
+	}
+	if r.embeds != nil {
+		m.Embeds = *r.embeds
+	}
+	if r.components != nil {
+		m.Components = *r.components
 	}
 	if !r.edited.IsZero() && !r.edited.Equal(unedited) {
 		m.EditedAt = r.edited.UTC()
@@ -99,17 +106,17 @@ func (s *Store) PutMessage(ctx context.Context, m store.Message) error {
 		edited = m.EditedAt
 	}
 	atts := make([]attachmentUDT, len(m.Attachments))
-	size := len(m.Content) + len(m.Nonce) + 64
+	size := len(m.Content) + len(m.Nonce) + len(m.Embeds) + len(m.Components) + 64
 	for i, a := range m.Attachments {
 		atts[i] = attachmentUDT{ID: int64(a.ID), Filename: a.Filename, Size: a.Size, URL: a.URL, ContentType: a.ContentType}
 		size += len(a.Filename) + len(a.URL) + len(a.ContentType) + 16
 	}
 	size += 8 * (len(m.Mentions) + len(m.MentionRoles))
 	err = s.session.Query(`INSERT INTO messages (channel_id, bucket, `+messageCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		int64(m.ChannelID), b, int64(m.ID), int64(m.GuildID), int64(m.AuthorID), m.Content, m.Type, m.Flags,
 		m.TTS, m.Pinned, edited, int64(m.ReferenceID), m.MentionEveryone,
-		ids64(m.Mentions), ids64(m.MentionRoles), atts, m.Nonce).Idempotent(true).ExecContext(ctx)
+		ids64(m.Mentions), ids64(m.MentionRoles), atts, m.Nonce, m.Embeds, m.Components).Idempotent(true).ExecContext(ctx)
 	if err != nil {
 		return wrapErr("put message", err)
 	}
@@ -155,6 +162,9 @@ func (s *Store) DeleteMessage(ctx context.Context, ch, id snowflake.ID) error {
 		int64(ch), b, int64(id)).Idempotent(true).ExecContext(ctx)
 	if err != nil {
 		return wrapErr("delete message", err)
+	}
+	if err := s.dropMessageExtras(ctx, ch, []snowflake.ID{id}); err != nil {
+		return err
 	}
 	return s.pruneBucket(ctx, ch, b)
 }
@@ -205,6 +215,9 @@ func (s *Store) DeleteMessages(ctx context.Context, ch snowflake.ID, ids []snowf
 		if err := s.deleteInBucket(ctx, ch, b, set); err != nil {
 			return err
 		}
+	}
+	if err := s.dropMessageExtras(ctx, ch, ids); err != nil {
+		return err
 	}
 	return nil
 }

@@ -116,6 +116,25 @@ var migrations = []Migration{
 		`CREATE TABLE IF NOT EXISTS guild_invites (
 			guild_id bigint, code text, PRIMARY KEY ((guild_id), code))`,
 	}},
+	{3, "message embeds and components", []string{
+		`ALTER TABLE messages ADD IF NOT EXISTS (embeds text, components text)`,
+	}},
+	{4, "reactions, pins, bans and audit log", []string{
+		// Reactions are partitioned like messages (by a fixed-width
+		// bucket of the message id), so a page of history reads its
+		// counts from a few partitions.
+		`CREATE TABLE IF NOT EXISTS reactions (
+			channel_id bigint, bucket bigint, message_id bigint, emoji text, user_id bigint, reacted_at timestamp,
+			PRIMARY KEY ((channel_id, bucket), message_id, emoji, user_id)
+		) WITH gc_grace_seconds = 172800`,
+		`CREATE TABLE IF NOT EXISTS pins (
+			channel_id bigint, message_id bigint, pinned_at timestamp, PRIMARY KEY ((channel_id), message_id))`,
+		`CREATE TABLE IF NOT EXISTS bans (
+			guild_id bigint, user_id bigint, doc text, PRIMARY KEY ((guild_id), user_id))`,
+		`CREATE TABLE IF NOT EXISTS audit_log (
+			guild_id bigint, entry_id bigint, doc text, PRIMARY KEY ((guild_id), entry_id)
+		) WITH CLUSTERING ORDER BY (entry_id DESC) AND default_time_to_live = 3888000`,
+	}},
 }
 
 // SchemaVersion is the newest schema version this package knows.
@@ -177,7 +196,7 @@ func tableID(keyspace, table string) string {
 // withTableID adds "WITH ID = ..." to a CREATE TABLE statement.
 func withTableID(keyspace, stmt string) string {
 	fields := strings.Fields(stmt)
-	if len(fields) < 6 || !strings.EqualFold(fields[1], "TABLE") {
+	if len(fields) < 6 || !strings.EqualFold(fields[0], "CREATE") || !strings.EqualFold(fields[1], "TABLE") {
 		return stmt
 	}
 	table := strings.TrimSuffix(fields[5], "(")

@@ -19,10 +19,13 @@ import (
 //     binary record of uvarints, zigzag varints and length-prefixed
 //     strings, fields in the order of encodeMessage. About a third of the
 //     JSON size for a typical message.
+//   - formatMessageV2: V1 followed by the embeds and components JSON
+//     strings. New writes use it; V1 rows decode with neither.
 //   - formatJSON (guild state and users: small, rarely written): the
 //     tag followed by encoding/json of the store type.
 const (
 	formatMessageV1 byte = 1
+	formatMessageV2 byte = 2
 	formatJSON      byte = 'J'
 )
 
@@ -53,12 +56,12 @@ const (
 )
 
 func encodeMessage(m *store.Message) []byte {
-	n := 64 + len(m.Content) + len(m.Nonce) + 10*(len(m.Mentions)+len(m.MentionRoles))
+	n := 64 + len(m.Content) + len(m.Nonce) + len(m.Embeds) + len(m.Components) + 10*(len(m.Mentions)+len(m.MentionRoles))
 	for _, a := range m.Attachments {
 		n += 32 + len(a.Filename) + len(a.URL) + len(a.ContentType)
 	}
 	b := make([]byte, 0, n)
-	b = append(b, formatMessageV1)
+	b = append(b, formatMessageV2)
 	b = binary.AppendUvarint(b, uint64(m.ID))
 	b = binary.AppendUvarint(b, uint64(m.ChannelID))
 	b = binary.AppendUvarint(b, uint64(m.GuildID))
@@ -90,12 +93,14 @@ func encodeMessage(m *store.Message) []byte {
 		b = appendString(b, a.ContentType)
 	}
 	b = appendString(b, m.Nonce)
+	b = appendString(b, m.Embeds)
+	b = appendString(b, m.Components)
 	return b
 }
 
 func decodeMessage(b []byte) (store.Message, error) {
 	var m store.Message
-	if len(b) == 0 || b[0] != formatMessageV1 {
+	if len(b) == 0 || (b[0] != formatMessageV1 && b[0] != formatMessageV2) {
 		return m, fmt.Errorf("%w: message: unknown format", errCorrupt)
 	}
 	r := reader{b: b[1:]}
@@ -126,6 +131,10 @@ func decodeMessage(b []byte) (store.Message, error) {
 		}
 	}
 	m.Nonce = r.string()
+	if b[0] == formatMessageV2 {
+		m.Embeds = r.string()
+		m.Components = r.string()
+	}
 	if r.err != nil {
 		return store.Message{}, fmt.Errorf("%w: message: %v", errCorrupt, r.err)
 	}

@@ -43,6 +43,11 @@ const (
 	tagGuildInvite  = 'I'
 	tagUser         = 'U'
 	tagUsername     = 'n'
+	// moderation.go
+	tagReaction = 'x'
+	tagPin      = 'P'
+	tagBan      = 'B'
+	tagAudit    = 'A'
 )
 
 func appendU64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }

@@ -3,6 +3,7 @@ package pebble
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -116,6 +117,12 @@ func (s *Store) deleteMessages(channelID snowflake.ID, ids []snowflake.ID) error
 		bucket := s.bucketOf(channelID, id)
 		buckets[bucket] = struct{}{}
 		if err := b.Delete(messageKey(channelID, bucket, id), nil); err != nil {
+			b.Close()
+			return wrapErr("delete messages", err)
+		}
+		// A deleted message takes its reactions and pin with it.
+		rp := reactionPrefix(channelID, id, "")
+		if err := errors.Join(b.DeleteRange(rp, prefixEnd(rp), nil), b.Delete(key2(tagPin, channelID, id), nil)); err != nil {
 			b.Close()
 			return wrapErr("delete messages", err)
 		}

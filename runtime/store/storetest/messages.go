@@ -47,6 +47,7 @@ func testMessages(t *testing.T, s store.Store) {
 		m.EditedAt = ms(time.Now().Add(time.Minute))
 		m.Mentions = nil
 		m.Attachments = m.Attachments[:1]
+		m.Embeds, m.Components = "", `[]`
 		noErr(t, "PutMessage (edit)", s.PutMessage(ctx, m))
 		got, err := s.GetMessage(ctx, ch, m.ID)
 		noErr(t, "GetMessage", err)

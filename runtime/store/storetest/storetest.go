@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Messages", testMessages},
 		{"Guilds", testGuilds},
 		{"Users", testUsers},
+		{"Moderation", testModeration},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

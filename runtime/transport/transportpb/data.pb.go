@@ -41,8 +41,11 @@ type Message struct {
 	MentionRoles     []uint64      `protobuf:"fixed64,14,rep,packed,name=mention_roles,json=mentionRoles,proto3" json:"mention_roles,omitempty"`
 	Attachments      []*Attachment `protobuf:"bytes,15,rep,name=attachments,proto3" json:"attachments,omitempty"`
 	Nonce            string        `protobuf:"bytes,16,opt,name=nonce,proto3" json:"nonce,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// embeds and components are JSON arrays ("" when none).
+	Embeds        string `protobuf:"bytes,17,opt,name=embeds,proto3" json:"embeds,omitempty"`
+	Components    string `protobuf:"bytes,18,opt,name=components,proto3" json:"components,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -183,6 +186,20 @@ func (x *Message) GetAttachments() []*Attachment {
 func (x *Message) GetNonce() string {
 	if x != nil {
 		return x.Nonce
+	}
+	return ""
+}
+
+func (x *Message) GetEmbeds() string {
+	if x != nil {
+		return x.Embeds
+	}
+	return ""
+}
+
+func (x *Message) GetComponents() string {
+	if x != nil {
+		return x.Components
 	}
 	return ""
 }
@@ -840,7 +857,7 @@ var File_concord_transport_v1_data_proto protoreflect.FileDescriptor
 
 const file_concord_transport_v1_data_proto_rawDesc = "" +
 	"\n" +
-	"\x1fconcord/transport/v1/data.proto\x12\x14concord.transport.v1\"\xf6\x03\n" +
+	"\x1fconcord/transport/v1/data.proto\x12\x14concord.transport.v1\"\xae\x04\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x06R\x02id\x12\x1d\n" +
 	"\n" +
@@ -859,7 +876,11 @@ const file_concord_transport_v1_data_proto_rawDesc = "" +
 	"\bmentions\x18\r \x03(\x06R\bmentions\x12#\n" +
 	"\rmention_roles\x18\x0e \x03(\x06R\fmentionRoles\x12B\n" +
 	"\vattachments\x18\x0f \x03(\v2 .concord.transport.v1.AttachmentR\vattachments\x12\x14\n" +
-	"\x05nonce\x18\x10 \x01(\tR\x05nonce\"\x81\x01\n" +
+	"\x05nonce\x18\x10 \x01(\tR\x05nonce\x12\x16\n" +
+	"\x06embeds\x18\x11 \x01(\tR\x06embeds\x12\x1e\n" +
+	"\n" +
+	"components\x18\x12 \x01(\tR\n" +
+	"components\"\x81\x01\n" +
 	"\n" +
 	"Attachment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x06R\x02id\x12\x1a\n" +

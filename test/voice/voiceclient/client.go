@@ -203,8 +203,8 @@ func (c *Client) readLoop() {
 }
 
 func (c *Client) heartbeat(every time.Duration) {
-	if every <= 0 || every > time.Second {
-		every = time.Second // tests keep heartbeats brisk
+	if every <= 0 {
+		return
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()

@@ -69,7 +69,9 @@ func New(ctx context.Context, cfg Config) (*Cache, error) {
 func (c *Cache) Close() error { return c.c.Close() }
 
 // key is the stream's set; the braces keep a stream on one cluster slot.
-func (c *Cache) key(stream snowflake.ID) string { return c.prefix + "live:recent:{" + stream.String() + "}" }
+func (c *Cache) key(stream snowflake.ID) string {
+	return c.prefix + "live:recent:{" + stream.String() + "}"
+}
 
 func unavailable(op string, err error) error {
 	if err == nil {

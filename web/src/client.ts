@@ -1,0 +1,647 @@
+// The controller: logs in, runs the gateway, applies dispatches to state,
+// and performs the user's actions over REST (optimistic where Discord's
+// client is: sends, acks).
+
+import { api, ApiError, newNonce, setToken, setUnauthorizedHandler } from "./api";
+import { Gateway, OP } from "./gateway";
+import { dispatchListeners } from "./seams";
+import { state, type MemberList } from "./state";
+import type { Channel, Message } from "./types";
+import { ChannelType, compareIds } from "./types";
+
+const TOKEN_KEY = "concord.token";
+const PAGE = 50;
+
+let gw: Gateway | null = null;
+// viewing is the channel on screen and whether its newest message is in
+// view; only then do new messages count as read.
+let viewing: { channelId: string; atBottom: boolean } | null = null;
+const ackTimers = new Map<string, number>();
+const typingSent = new Map<string, number>();
+
+export function savedToken(): string | null {
+  try {
+    return localStorage.getItem(TOKEN_KEY);
+  } catch {
+    return null;
+  }
+}
+
+export function gateway(): Gateway | null {
+  return gw;
+}
+
+export function start(token: string) {
+  try {
+    localStorage.setItem(TOKEN_KEY, token);
+  } catch {
+    // Private mode: the session lasts as long as the tab.
+  }
+  setToken(token);
+  state.authed = true;
+  state.changed();
+  setUnauthorizedHandler(() => {
+    logout();
+    state.toast("Your session has ended: log in again.");
+  });
+  gw?.stop();
+  gw = new Gateway(token, {
+    dispatch: (t, d) => {
+      try {
+        onDispatch(t, d);
+      } catch (e) {
+        console.error("dispatch", t, e);
+      }
+      for (const fn of dispatchListeners) fn(t, d);
+      state.changed();
+    },
+    state: (s) => {
+      state.conn = s;
+      state.changed();
+    },
+    fatal: (code) => {
+      if (code === 4004) {
+        logout();
+        state.toast("Your session has ended: log in again.");
+      } else {
+        state.conn = "offline";
+        state.toast(`The gateway refused this session (close code ${code}).`);
+      }
+    },
+  });
+  gw.start();
+  // A channel URL's history does not depend on the gateway: fetch it while
+  // the socket connects, so the first paint waits for the slower of the two.
+  const m = /^\/channels\/(?:@me|\d+)\/(\d+)\/?$/.exec(location.pathname);
+  if (m) loadNewest(m[1]);
+}
+
+export function logout() {
+  gw?.stop();
+  gw = null;
+  try {
+    localStorage.removeItem(TOKEN_KEY);
+  } catch {
+    // nothing stored
+  }
+  setToken(null);
+  state.reset();
+}
+
+export async function login(username: string, password: string) {
+  const r = await api<{ token: string }>("POST", "/auth/login", { login: username, password });
+  start(r.token);
+}
+
+export async function register(username: string, password: string) {
+  const r = await api<{ token: string }>("POST", "/auth/register", { username, password });
+  start(r.token);
+}
+
+// ---- dispatches ----
+
+function onDispatch(t: string, d: any) {
+  switch (t) {
+    case "READY": {
+      performance.mark("concord:ready");
+      // A READY after a failed resume starts from scratch: events were
+      // missed, so every loaded history is stale (kept on screen until
+      // reloaded; the channel on screen reloads now, others when opened).
+      // The first READY keeps the history prefetched at start.
+      const again = state.ready;
+      if (again) for (const l of state.logs.values()) l.atEnd = false;
+      state.guilds.clear();
+      state.guildOrder = [];
+      state.channels.clear();
+      state.privateIds = [];
+      state.reads.clear();
+      state.memberLists.clear();
+      state.me = d.user;
+      state.putUser(d.user);
+      for (const c of d.private_channels || []) state.putChannel(c);
+      for (const e of d.read_state?.entries || []) {
+        state.reads.set(e.id, { last_message_id: e.last_message_id || "0", mention_count: e.mention_count || 0 });
+      }
+      for (const g of d.guilds || []) if (!g.unavailable) state.putGuild(g);
+      state.ready = true;
+      if (again && viewing) loadNewest(viewing.channelId);
+      refocus();
+      break;
+    }
+    case "RESUMED":
+      refocus();
+      break;
+    case "GUILD_CREATE":
+      performance.mark("concord:guild-create");
+      if (!d.unavailable) state.putGuild(d);
+      if (viewing && state.channels.get(viewing.channelId)?.guild_id === d.id) refocus();
+      break;
+    case "GUILD_UPDATE": {
+      const g = state.guilds.get(d.id);
+      if (g) Object.assign(g, { name: d.name, owner_id: d.owner_id, roles: d.roles || g.roles });
+      break;
+    }
+    case "GUILD_DELETE":
+      state.removeGuild(d.id);
+      break;
+    case "CHANNEL_CREATE":
+    case "CHANNEL_UPDATE":
+      state.putChannel(d);
+      break;
+    case "CHANNEL_DELETE":
+      state.removeChannel(d.id);
+      break;
+    case "GUILD_ROLE_CREATE":
+    case "GUILD_ROLE_UPDATE": {
+      const g = state.guilds.get(d.guild_id);
+      if (g) g.roles = [...g.roles.filter((r) => r.id !== d.role.id), d.role];
+      break;
+    }
+    case "GUILD_ROLE_DELETE": {
+      const g = state.guilds.get(d.guild_id);
+      if (g) g.roles = g.roles.filter((r) => r.id !== d.role_id);
+      break;
+    }
+    case "GUILD_MEMBER_ADD":
+    case "GUILD_MEMBER_UPDATE": {
+      const g = state.guilds.get(d.guild_id);
+      if (g && d.user) {
+        state.putUser(d.user);
+        g.members.set(d.user.id, { ...g.members.get(d.user.id), ...d });
+      }
+      break;
+    }
+    case "GUILD_MEMBER_REMOVE": {
+      if (d.user?.id === state.me?.id) state.removeGuild(d.guild_id);
+      else state.guilds.get(d.guild_id)?.members.delete(d.user?.id);
+      break;
+    }
+    case "MESSAGE_CREATE":
+      onMessage(d);
+      break;
+    case "MESSAGE_UPDATE": {
+      const l = state.logs.get(d.channel_id);
+      const i = l ? l.items.findIndex((m) => m.id === d.id) : -1;
+      if (l && i >= 0) l.items[i] = { ...l.items[i], ...d };
+      break;
+    }
+    case "MESSAGE_DELETE":
+      removeMessages(d.channel_id, [d.id]);
+      break;
+    case "MESSAGE_DELETE_BULK":
+      removeMessages(d.channel_id, d.ids || []);
+      break;
+    case "MESSAGE_ACK": {
+      const cur = state.reads.get(d.channel_id);
+      if (!cur || compareIds(d.message_id, cur.last_message_id) >= 0) {
+        state.reads.set(d.channel_id, { last_message_id: d.message_id, mention_count: d.mention_count || 0 });
+      }
+      break;
+    }
+    case "TYPING_START": {
+      if (d.member?.user) state.putUser(d.member.user);
+      let m = state.typing.get(d.channel_id);
+      if (!m) state.typing.set(d.channel_id, (m = new Map()));
+      m.set(d.user_id, Date.now() + 10000);
+      setTimeout(() => state.changed(), 10050);
+      break;
+    }
+    case "PRESENCE_UPDATE":
+      if (d.user?.id) state.presences.set(d.user.id, d.status);
+      break;
+    case "GUILD_MEMBER_LIST_UPDATE":
+      applyMemberList(d);
+      break;
+    case "USER_UPDATE":
+      state.putUser(d);
+      if (state.me?.id === d.id) state.me = { ...state.me, ...d };
+      break;
+  }
+}
+
+function onMessage(m: Message) {
+  state.putUser(m.author);
+  let c = state.channels.get(m.channel_id);
+  if (!c && !m.guild_id) {
+    // A DM opened by someone else: fetch the channel, then show it.
+    api<Channel>("GET", `/channels/${m.channel_id}`)
+      .then((ch) => {
+        state.putChannel({ ...ch, last_message_id: m.id });
+        state.changed();
+      })
+      .catch(() => {});
+  }
+  if (c && (!c.last_message_id || compareIds(m.id, c.last_message_id) > 0)) c.last_message_id = m.id;
+  state.addMessage(m);
+  state.typing.get(m.channel_id)?.delete(m.author.id);
+  const me = state.me?.id;
+  if (m.author.id === me) {
+    // Our own message is read everywhere we are.
+    const r = state.reads.get(m.channel_id);
+    state.reads.set(m.channel_id, { last_message_id: m.id, mention_count: r?.mention_count || 0 });
+    return;
+  }
+  if (reading(m.channel_id)) {
+    scheduleAck(m.channel_id);
+  } else if (mentionsMe(m)) {
+    const r = state.reads.get(m.channel_id) || { last_message_id: "0", mention_count: 0 };
+    state.reads.set(m.channel_id, { ...r, mention_count: r.mention_count + 1 });
+  }
+}
+
+function mentionsMe(m: Message): boolean {
+  const me = state.me?.id;
+  if (!me) return false;
+  if (m.mention_everyone) return true;
+  if (m.mentions?.some((u) => u.id === me)) return true;
+  const mine = state.member(m.guild_id, me)?.roles || [];
+  return (m.mention_roles || []).some((r) => mine.includes(r));
+}
+
+function removeMessages(channelId: string, ids: string[]) {
+  const l = state.logs.get(channelId);
+  if (l) l.items = l.items.filter((m) => !ids.includes(m.id));
+}
+
+export function applyMemberList(d: any) {
+  let list = state.memberLists.get(d.guild_id);
+  if (!list || list.id !== d.id) {
+    list = { id: d.id, groups: [], items: [], memberCount: 0, onlineCount: 0 } as MemberList;
+    state.memberLists.set(d.guild_id, list);
+  }
+  list.groups = d.groups || list.groups;
+  list.memberCount = d.member_count ?? list.memberCount;
+  list.onlineCount = d.online_count ?? list.onlineCount;
+  for (const op of d.ops || []) {
+    switch (op.op) {
+      case "SYNC":
+        for (let i = 0; i < (op.items || []).length; i++) list.items[op.range[0] + i] = op.items[i];
+        break;
+      case "INVALIDATE":
+        for (let i = op.range[0]; i <= op.range[1]; i++) list.items[i] = undefined;
+        break;
+      case "INSERT":
+        list.items.splice(op.index, 0, op.item);
+        break;
+      case "UPDATE":
+        list.items[op.index] = op.item;
+        break;
+      case "DELETE":
+        list.items.splice(op.index, 1);
+        break;
+    }
+  }
+  for (const it of list.items) {
+    const u = it?.member?.user;
+    if (u) {
+      state.putUser(u);
+      if (it!.member!.presence?.status) state.presences.set(u.id, it!.member!.presence!.status);
+    }
+  }
+}
+
+// ---- focus, acks, typing ----
+
+// memberRanges is the member-list rows the sidebar shows, per channel.
+const memberRanges = new Map<string, number[][]>();
+
+function refocus() {
+  if (!viewing) return;
+  const c = state.channels.get(viewing.channelId);
+  if (c?.guild_id) requestMembers(c.guild_id, c.id, memberRanges.get(c.id) || [[0, 99]]);
+}
+
+// requestMembers sends op 14 for the channel on screen: the member-list
+// rows to show and typing for this channel.
+export function requestMembers(guildId: string, channelId: string, ranges: number[][]) {
+  memberRanges.set(channelId, ranges);
+  gw?.send(OP.LAZY_REQUEST, {
+    guild_id: guildId,
+    channels: { [channelId]: ranges },
+    typing: true,
+    activities: true,
+    threads: false,
+  });
+}
+
+export function setViewing(channelId: string | null, atBottom: boolean) {
+  const prev = viewing?.channelId;
+  viewing = channelId ? { channelId, atBottom } : null;
+  if (channelId && channelId !== prev) refocus();
+  if (channelId && reading(channelId)) scheduleAck(channelId);
+}
+
+function reading(channelId: string): boolean {
+  return !!viewing && viewing.channelId === channelId && viewing.atBottom && document.visibilityState === "visible";
+}
+
+document.addEventListener("visibilitychange", () => {
+  if (viewing && reading(viewing.channelId)) scheduleAck(viewing.channelId);
+});
+
+function scheduleAck(channelId: string) {
+  if (ackTimers.has(channelId)) return;
+  ackTimers.set(
+    channelId,
+    window.setTimeout(() => {
+      ackTimers.delete(channelId);
+      ack(channelId);
+    }, 100),
+  );
+}
+
+// ack marks the channel read up to its newest message, at once on this
+// screen; MESSAGE_ACK carries it to the user's other sessions.
+export async function ack(channelId: string) {
+  const c = state.channels.get(channelId);
+  const log = state.logs.get(channelId);
+  let last = c?.last_message_id || "";
+  const newest = log?.atEnd ? log.items.filter((m) => !m.id.startsWith("pending-")).at(-1)?.id : undefined;
+  if (newest && (!last || compareIds(newest, last) > 0)) last = newest;
+  if (!last) return;
+  const r = state.reads.get(channelId);
+  if (r && compareIds(r.last_message_id, last) >= 0 && r.mention_count === 0) return;
+  state.reads.set(channelId, { last_message_id: last, mention_count: 0 });
+  state.changed();
+  try {
+    await api("POST", `/channels/${channelId}/messages/${last}/ack`, { token: null });
+  } catch (e) {
+    if (e instanceof ApiError && !e.transient) return;
+    state.toast("Could not mark the channel read: " + (e as Error).message);
+  }
+}
+
+export function typing(channelId: string) {
+  const now = Date.now();
+  if (now - (typingSent.get(channelId) || 0) < 8000) return;
+  typingSent.set(channelId, now);
+  api("POST", `/channels/${channelId}/typing`).catch(() => {});
+}
+
+// ---- messages ----
+
+export async function loadNewest(channelId: string) {
+  const l = state.log(channelId);
+  l.loading = true;
+  l.error = undefined;
+  state.changed();
+  try {
+    const page = await api<Message[]>("GET", `/channels/${channelId}/messages?limit=${PAGE}`);
+    performance.mark("concord:history");
+    const pending = l.items.filter((m) => m.id.startsWith("pending-"));
+    l.items = page.reverse().concat(pending);
+    l.reachedStart = page.length < PAGE;
+    l.atEnd = true;
+    for (const m of page) state.putUser(m.author);
+  } catch (e) {
+    l.error = (e as Error).message;
+  } finally {
+    l.loading = false;
+    state.changed();
+  }
+}
+
+// loadOlder fetches the page before the oldest loaded message.
+export async function loadOlder(channelId: string) {
+  const l = state.log(channelId);
+  if (l.loading || l.reachedStart) return;
+  const oldest = l.items.find((m) => !m.id.startsWith("pending-"));
+  if (!oldest) return loadNewest(channelId);
+  l.loading = true;
+  state.changed();
+  try {
+    const page = await api<Message[]>("GET", `/channels/${channelId}/messages?limit=${PAGE}&before=${oldest.id}`);
+    for (const m of page) state.putUser(m.author);
+    const have = new Set(l.items.map((m) => m.id));
+    l.items = page.filter((m) => !have.has(m.id)).reverse().concat(l.items);
+    l.reachedStart = page.length < PAGE;
+  } catch (e) {
+    state.toast("Could not load older messages: " + (e as Error).message);
+  } finally {
+    l.loading = false;
+    state.changed();
+  }
+}
+
+// loadNewer fetches the page after the newest loaded message (after a jump).
+export async function loadNewer(channelId: string) {
+  const l = state.log(channelId);
+  if (l.loading || l.atEnd) return;
+  const newest = l.items.filter((m) => !m.id.startsWith("pending-")).at(-1);
+  if (!newest) return loadNewest(channelId);
+  l.loading = true;
+  state.changed();
+  try {
+    const page = await api<Message[]>("GET", `/channels/${channelId}/messages?limit=${PAGE}&after=${newest.id}`);
+    page.sort((a, b) => compareIds(a.id, b.id));
+    const have = new Set(l.items.map((m) => m.id));
+    l.items = l.items.concat(page.filter((m) => !have.has(m.id)));
+    l.atEnd = page.length < PAGE;
+  } catch (e) {
+    state.toast("Could not load newer messages: " + (e as Error).message);
+  } finally {
+    l.loading = false;
+    state.changed();
+  }
+}
+
+// loadAround opens the channel at a message (a message link).
+export async function loadAround(channelId: string, messageId: string) {
+  const l = state.log(channelId);
+  l.loading = true;
+  l.error = undefined;
+  state.changed();
+  try {
+    const page = await api<Message[]>("GET", `/channels/${channelId}/messages?limit=${PAGE}&around=${messageId}`);
+    page.sort((a, b) => compareIds(a.id, b.id));
+    l.items = page;
+    l.reachedStart = false;
+    const c = state.channels.get(channelId);
+    const last = page.at(-1)?.id;
+    l.atEnd = !!last && !!c?.last_message_id && compareIds(last, c.last_message_id) >= 0;
+  } catch (e) {
+    l.error = (e as Error).message;
+  } finally {
+    l.loading = false;
+    state.changed();
+  }
+}
+
+// resolveMentions turns "@name" of a known member or role into Discord's
+// <@id> / <@&id>, as Discord's client does before sending.
+function resolveMentions(channelId: string, content: string): string {
+  const c = state.channels.get(channelId);
+  const names = new Map<string, string>();
+  if (c?.guild_id) {
+    const g = state.guilds.get(c.guild_id);
+    for (const r of g?.roles || []) if (r.id !== c.guild_id) names.set(r.name.toLowerCase(), `<@&${r.id}>`);
+    for (const [id, m] of g?.members || []) {
+      const u = state.users.get(id) || m.user;
+      if (u) names.set(u.username.toLowerCase(), `<@${id}>`);
+    }
+  } else {
+    for (const u of c?.recipients || []) names.set(u.username.toLowerCase(), `<@${u.id}>`);
+  }
+  return content.replace(/(^|\s)@([\w.\-]{2,32})/g, (all, pre, name) => {
+    const lower = name.toLowerCase();
+    if (lower === "everyone" || lower === "here") return all;
+    const id = names.get(lower);
+    return id ? pre + id : all;
+  });
+}
+
+const pendingSends = new Map<string, { channelId: string; body: any }>();
+
+// send renders the message at once and posts it with a nonce and
+// enforce_nonce, so a retry after a lost answer never posts it twice.
+export function send(channelId: string, text: string, replyTo?: string) {
+  const content = resolveMentions(channelId, text);
+  const nonce = newNonce();
+  const body: any = { content, nonce, enforce_nonce: true };
+  if (replyTo) body.message_reference = { message_id: replyTo, channel_id: channelId, fail_if_not_exists: false };
+  const me = state.me!;
+  const l = state.log(channelId);
+  const ref = replyTo ? l.items.find((m) => m.id === replyTo) : undefined;
+  l.items.push({
+    id: "pending-" + nonce,
+    channel_id: channelId,
+    author: me,
+    content,
+    timestamp: new Date().toISOString(),
+    edited_timestamp: null,
+    mention_everyone: false,
+    mentions: [],
+    mention_roles: [],
+    type: replyTo ? 19 : 0,
+    nonce,
+    referenced_message: ref || null,
+    pending: true,
+  });
+  pendingSends.set(nonce, { channelId, body });
+  state.changed();
+  post(nonce, 0);
+}
+
+async function post(nonce: string, attempt: number) {
+  const p = pendingSends.get(nonce);
+  if (!p) return;
+  try {
+    const m = await api<Message>("POST", `/channels/${p.channelId}/messages`, p.body);
+    pendingSends.delete(nonce);
+    onMessage({ ...m, nonce });
+    state.changed();
+  } catch (e) {
+    const err = e as ApiError;
+    if (err.transient && attempt < 4) {
+      const wait = err.retryAfter > 0 ? err.retryAfter * 1000 : 500 * 2 ** attempt;
+      setTimeout(() => post(nonce, attempt + 1), wait);
+      return;
+    }
+    const l = state.log(p.channelId);
+    const m = l.items.find((x) => x.id === "pending-" + nonce);
+    if (m) {
+      m.pending = false;
+      m.failed = err.message;
+    }
+    state.changed();
+  }
+}
+
+export function retrySend(nonce: string) {
+  const p = pendingSends.get(nonce);
+  if (!p) return;
+  const m = state.log(p.channelId).items.find((x) => x.id === "pending-" + nonce);
+  if (m) {
+    m.pending = true;
+    m.failed = undefined;
+  }
+  state.changed();
+  post(nonce, 0);
+}
+
+export function discardSend(nonce: string) {
+  const p = pendingSends.get(nonce);
+  if (!p) return;
+  pendingSends.delete(nonce);
+  removeMessages(p.channelId, ["pending-" + nonce]);
+  state.changed();
+}
+
+export async function editMessage(channelId: string, messageId: string, content: string) {
+  try {
+    const m = await api<Message>("PATCH", `/channels/${channelId}/messages/${messageId}`, {
+      content: resolveMentions(channelId, content),
+    });
+    onDispatch("MESSAGE_UPDATE", m);
+    state.changed();
+  } catch (e) {
+    state.toast("Could not edit the message: " + (e as Error).message);
+  }
+}
+
+export async function deleteMessage(channelId: string, messageId: string) {
+  try {
+    await api("DELETE", `/channels/${channelId}/messages/${messageId}`);
+    removeMessages(channelId, [messageId]);
+    state.changed();
+  } catch (e) {
+    state.toast("Could not delete the message: " + (e as Error).message);
+  }
+}
+
+// ---- guilds, channels, invites, DMs ----
+
+export async function createGuild(name: string): Promise<string> {
+  const g = await api<any>("POST", "/guilds", { name });
+  return g.id;
+}
+
+export async function createChannel(
+  guildId: string,
+  name: string,
+  type: number,
+  parentId: string | null,
+  hidden: boolean,
+): Promise<Channel> {
+  const body: any = { name, type };
+  if (parentId) body.parent_id = parentId;
+  if (hidden) body.permission_overwrites = [{ id: guildId, type: 0, allow: "0", deny: String(1 << 10) }];
+  const c = await api<Channel>("POST", `/guilds/${guildId}/channels`, body);
+  state.putChannel({ ...c, guild_id: guildId });
+  state.changed();
+  return c;
+}
+
+export async function createInvite(channelId: string): Promise<string> {
+  const inv = await api<{ code: string }>("POST", `/channels/${channelId}/invites`, { max_age: 86400 });
+  return inv.code;
+}
+
+export async function getInvite(code: string): Promise<any> {
+  return api("GET", `/invites/${encodeURIComponent(code)}`);
+}
+
+export async function acceptInvite(code: string): Promise<any> {
+  const inv = await api<any>("POST", `/invites/${encodeURIComponent(code)}`, {});
+  const gid = inv?.guild?.id || inv?.guild_id;
+  if (gid && !state.guilds.has(gid)) state.joining.add(gid);
+  return inv;
+}
+
+export async function openDM(userIds: string[]): Promise<Channel> {
+  const body = userIds.length === 1 ? { recipient_id: userIds[0] } : { recipients: userIds };
+  const c = await api<Channel>("POST", "/users/@me/channels", body);
+  state.putChannel(c);
+  state.changed();
+  return c;
+}
+
+export async function leaveGuild(guildId: string) {
+  await api("DELETE", `/users/@me/guilds/${guildId}`);
+  state.removeGuild(guildId);
+  state.changed();
+}
+
+export function firstTextChannel(guildId: string): Channel | undefined {
+  return state.guildChannels(guildId).find((c) => c.type === ChannelType.GuildText || c.type === ChannelType.GuildAnnouncement);
+}

@@ -1,0 +1,203 @@
+// Package web serves Concord's browser client: the TypeScript sources in
+// web/src, bundled by esbuild into web/dist (committed, and embedded in
+// the binary here), so running Concord needs no Node.
+//
+// Handler answers GET and HEAD. Files under /assets/ carry a content hash
+// in their names and are cached for a year; every other path is the
+// single-page app's index.html, never cached, so a new build reaches the
+// browser on the next load. Every answer carries a strict
+// Content-Security-Policy: scripts and styles from this origin only, no
+// inline code, no frames.
+//
+// Rebuild after changing web/src with `go generate ./web` (or `make
+// web`); a test fails when web/dist is stale.
+package web
+
+//go:generate go run ./internal/gen
+
+import (
+	"bytes"
+	"compress/gzip"
+	"embed"
+	"io/fs"
+	"mime"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+)
+
+//go:embed dist
+var dist embed.FS
+
+// Options configures Handler.
+type Options struct {
+	// GatewayURL is the gateway URL handed to clients when it is not on
+	// this origin (concord's --public-url); its origin joins connect-src.
+	GatewayURL string
+	// ConnectSrc lists origins besides this one that the client may open
+	// connections to (fetch, WebSocket, EventSource): a gateway or voice
+	// endpoint on another host, for example "wss://gateway.example.com".
+	// The page's own origin is always allowed ('self' covers ws: and wss:
+	// to the same host and port).
+	ConnectSrc []string
+	// MediaSrc lists origins besides this one that <video> and <audio>
+	// may load from (live streams).
+	MediaSrc []string
+}
+
+// asset is one embedded file, with its gzipped form when that is smaller.
+type asset struct {
+	body, gz    []byte
+	contentType string
+	etag        string
+}
+
+type handler struct {
+	assets map[string]*asset // by path below /, e.g. "assets/main-X.js"
+	index  *asset
+	csp    string
+}
+
+// Handler returns the web client's handler. It panics when the embedded
+// bundle is incomplete, which is a build error.
+func Handler(opts Options) http.Handler {
+	h := &handler{assets: make(map[string]*asset), csp: policy(opts)}
+	err := fs.WalkDir(dist, "dist", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := dist.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		name := strings.TrimPrefix(p, "dist/")
+		h.assets[name] = newAsset(name, b)
+		return nil
+	})
+	if err != nil {
+		panic("web: embedded bundle: " + err.Error())
+	}
+	if h.index = h.assets["index.html"]; h.index == nil {
+		panic("web: embedded bundle has no index.html; run go generate ./web")
+	}
+	delete(h.assets, "index.html")
+	return h
+}
+
+func newAsset(name string, b []byte) *asset {
+	ct := mime.TypeByExtension(path.Ext(name))
+	switch path.Ext(name) {
+	case ".map":
+		ct = "application/json"
+	case ".js":
+		ct = "text/javascript; charset=utf-8"
+	}
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	a := &asset{body: b, contentType: ct}
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	zw.Write(b)
+	zw.Close()
+	if buf.Len() < len(b) {
+		a.gz = buf.Bytes()
+	}
+	a.etag = `"` + strconv.FormatUint(fnv64(b), 36) + `"`
+	return a
+}
+
+// policy is the Content-Security-Policy of every answer.
+func policy(opts Options) string {
+	connect := append([]string{"'self'"}, opts.ConnectSrc...)
+	if u, err := url.Parse(opts.GatewayURL); err == nil && u.Host != "" && (u.Scheme == "ws" || u.Scheme == "wss") {
+		connect = append(connect, u.Scheme+"://"+u.Host)
+	}
+	media := append([]string{"'self'", "blob:"}, opts.MediaSrc...)
+	return strings.Join([]string{
+		"default-src 'none'",
+		"script-src 'self'",
+		"style-src 'self'",
+		"img-src 'self' data: blob:",
+		"font-src 'self'",
+		"connect-src " + strings.Join(connect, " "),
+		"media-src " + strings.Join(media, " "),
+		"manifest-src 'self'",
+		"base-uri 'none'",
+		"form-action 'none'",
+		"frame-ancestors 'none'",
+	}, "; ")
+}
+
+// ServeHTTP implements http.Handler.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hdr := w.Header()
+	hdr.Set("Content-Security-Policy", h.csp)
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("Referrer-Policy", "no-referrer")
+	hdr.Set("Cross-Origin-Opener-Policy", "same-origin")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		hdr.Set("Allow", "GET, HEAD")
+		http.Error(w, "405 method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	name := strings.TrimPrefix(path.Clean("/"+r.URL.Path), "/")
+	if strings.HasPrefix(name, "assets/") {
+		a := h.assets[name]
+		if a == nil {
+			http.Error(w, "404 page not found", http.StatusNotFound)
+			return
+		}
+		// The name changes whenever the content does.
+		hdr.Set("Cache-Control", "public, max-age=31536000, immutable")
+		serve(w, r, a)
+		return
+	}
+	// Every other path is a route of the app (/channels/..., /invite/...,
+	// /live/...): the same index.html, revalidated on every load.
+	hdr.Set("Cache-Control", "no-store")
+	serve(w, r, h.index)
+}
+
+func serve(w http.ResponseWriter, r *http.Request, a *asset) {
+	hdr := w.Header()
+	hdr.Set("Content-Type", a.contentType)
+	hdr.Set("ETag", a.etag)
+	hdr.Add("Vary", "Accept-Encoding")
+	if match := r.Header.Get("If-None-Match"); match != "" && match == a.etag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	body := a.body
+	if a.gz != nil && acceptsGzip(r) {
+		hdr.Set("Content-Encoding", "gzip")
+		body = a.gz
+	}
+	hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(body)
+	}
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		enc, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(enc), "gzip") {
+			return strings.TrimSpace(q) != "q=0"
+		}
+	}
+	return false
+}
+
+// fnv64 is FNV-1a, enough for an ETag of an embedded file.
+func fnv64(b []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}

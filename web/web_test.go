@@ -1,0 +1,147 @@
+package web
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/concord-chat/concord/web/internal/bundle"
+)
+
+// TestBundleFresh rebuilds web/dist in memory from web/src and fails when
+// the committed files differ: run `go generate ./web` after editing src.
+func TestBundleFresh(t *testing.T) {
+	files, err := bundle.Build(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]byte{}
+	for _, f := range files {
+		want[f.Name] = f.Contents
+	}
+	got := map[string][]byte{}
+	err = filepath.WalkDir("dist", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel("dist", p)
+		got[filepath.ToSlash(rel)] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range want {
+		if g, ok := got[name]; !ok {
+			t.Errorf("web/dist/%s is missing", name)
+		} else if !bytes.Equal(g, b) {
+			t.Errorf("web/dist/%s is stale", name)
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("web/dist/%s is not produced by the build any more", name)
+		}
+	}
+	if t.Failed() {
+		t.Log("the committed bundle does not match web/src: run `go generate ./web` (or `make web`) and commit web/dist")
+	}
+}
+
+func get(t *testing.T, h http.Handler, path string, hdr ...string) *http.Response {
+	t.Helper()
+	r := httptest.NewRequest("GET", path, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w.Result()
+}
+
+func TestHandler(t *testing.T) {
+	h := Handler(Options{GatewayURL: "wss://gw.example.com/gateway"})
+	res := get(t, h, "/")
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || !strings.Contains(res.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET /: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	if cc := res.Header.Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("index.html Cache-Control %q, want no-store", cc)
+	}
+	csp := res.Header.Get("Content-Security-Policy")
+	for _, want := range []string{"default-src 'none'", "script-src 'self'", "style-src 'self'", "frame-ancestors 'none'", "connect-src 'self' wss://gw.example.com"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("CSP %q lacks %q", csp, want)
+		}
+	}
+	if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+		t.Errorf("CSP allows inline code: %q", csp)
+	}
+	// index.html loads hashed bundles and has no inline script or style.
+	refs := regexp.MustCompile(`(?:src|href)="/(assets/main-[A-Z0-9]+\.(?:js|css))"`).FindAllStringSubmatch(string(body), -1)
+	if len(refs) != 2 {
+		t.Fatalf("index.html references %d hashed bundles, want 2:\n%s", len(refs), body)
+	}
+	if regexp.MustCompile(`<script(?: type="module")?>|<style|style="`).Match(body) {
+		t.Errorf("index.html has inline code:\n%s", body)
+	}
+	// SPA routes get the same page.
+	if res := get(t, h, "/channels/1/2"); res.StatusCode != 200 || res.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("GET /channels/1/2: %d %q", res.StatusCode, res.Header.Get("Cache-Control"))
+	}
+	for _, ref := range refs {
+		res := get(t, h, "/"+ref[1], "Accept-Encoding", "gzip, br")
+		if res.StatusCode != 200 || !strings.Contains(res.Header.Get("Cache-Control"), "immutable") {
+			t.Errorf("%s: %d %q", ref[1], res.StatusCode, res.Header.Get("Cache-Control"))
+		}
+		if res.Header.Get("Content-Encoding") != "gzip" {
+			t.Errorf("%s not gzipped", ref[1])
+			continue
+		}
+		zr, err := gzip.NewReader(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, _ := io.ReadAll(zr)
+		if strings.HasSuffix(ref[1], ".js") && !bytes.Contains(plain, []byte("sourceMappingURL=main-")) {
+			t.Errorf("%s has no source map link", ref[1])
+		}
+		if res := get(t, h, "/"+ref[1]+".map"); res.StatusCode != 200 {
+			t.Errorf("source map of %s: %d", ref[1], res.StatusCode)
+		}
+	}
+	if res := get(t, h, "/assets/nope.js"); res.StatusCode != 404 {
+		t.Errorf("missing asset: %d, want 404", res.StatusCode)
+	}
+	r := httptest.NewRequest("POST", "/", nil)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != 405 {
+		t.Errorf("POST /: %d, want 405", w.Code)
+	}
+}
+
+// TestBundleSize keeps the shipped JavaScript under the issue's budget.
+func TestBundleSize(t *testing.T) {
+	h := Handler(Options{}).(*handler)
+	total := 0
+	for name, a := range h.assets {
+		if strings.HasSuffix(name, ".js") {
+			total += len(a.gz)
+		}
+	}
+	if total == 0 || total > 150<<10 {
+		t.Fatalf("gzipped JavaScript is %d bytes; budget 150 KiB", total)
+	}
+	t.Logf("gzipped JavaScript: %d bytes", total)
+}

@@ -316,13 +316,27 @@ func (p *Platform) Close() error {
 	return errors.Join(errs...)
 }
 
-// WebOr sends GET and HEAD to the web client and every other method to next.
+// WebOr sends GET and HEAD to the web client and every other request to
+// next. Paths the server itself owns (the API, the gateway, admin, health,
+// metrics, live comments) never reach the app, so a listener that does not
+// serve one of them answers next's JSON 404 instead of the app's page.
 func WebOr(app, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && !serverPath(r.URL.Path) {
 			app.ServeHTTP(w, r)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// serverPath reports whether path belongs to the server rather than to the
+// web client's routes.
+func serverPath(path string) bool {
+	for _, p := range []string{"/api", "/admin", "/gateway", "/v1", "/metrics", "/healthz", "/readyz", "/livez"} {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -43,5 +43,13 @@ if [ -z "$db" ]; then
 	fi
 	db="file://$out"
 fi
-echo "govulncheck $GOVULNCHECK_VERSION, database $db"
+# The standard library is checked as the toolchain go.mod names builds it
+# (fetched from the module proxy when the local go is older), not as
+# whatever go is on PATH; a local GOTOOLCHAIN=local would otherwise pin the
+# scan to an older, vulnerable release.
+tc=$(sed -n 's/^toolchain \(go[0-9.]*\)$/\1/p' go.mod)
+if [ -n "$tc" ] && [ "$($GO env GOVERSION)" != "$tc" ]; then
+	export GOTOOLCHAIN=$tc
+fi
+echo "govulncheck $GOVULNCHECK_VERSION, database $db, toolchain ${GOTOOLCHAIN:-$($GO env GOVERSION)}"
 exec $GO run "golang.org/x/vuln/cmd/govulncheck@$GOVULNCHECK_VERSION" -db "$db" ./...

@@ -130,7 +130,7 @@ func checkUnique(ctx context.Context, reg registry.Registry, cfg Config) error {
 			return fmt.Errorf("cluster: node %s already mints ids as worker/process %s; give each process its own --worker/--process, or --snowflake-id=auto", n.Name, mine)
 		}
 		if !sharedStore(cfg.Store) {
-			return fmt.Errorf("cluster: node %s is live but this node's store %q is local to one process; use --store=cassandra://...", n.Name, cfg.Store)
+			return fmt.Errorf("cluster: node %s is live but this node's store %q is local to one process; use --store=cassandra://host:port/keyspace", n.Name, cfg.Store)
 		}
 		return nil
 	})

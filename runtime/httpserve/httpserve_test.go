@@ -114,7 +114,6 @@ func TestIdleKeepAliveClosed(t *testing.T) {
 // The total cap refuses connections beyond MaxConns from any address.
 func TestTotalConnectionCap(t *testing.T) {
 	addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), Config{MaxConns: 2, MaxConnsPerAddr: 10})
-	var held []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -125,7 +124,6 @@ func TestTotalConnectionCap(t *testing.T) {
 		if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
 			t.Fatal(err)
 		}
-		held = append(held, c)
 	}
 	c, err := net.Dial("tcp", addr)
 	if err != nil {

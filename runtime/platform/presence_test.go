@@ -465,7 +465,7 @@ func TestMemberListRangesOverSockets(t *testing.T) {
 	carol := f.dial("carol", "linux", nil)
 	carol.send(14, map[string]any{"guild_id": f.guild, "channels": map[string]any{secret.ID: [][]int{{0, 99}}}})
 	f.tick()
-	before, raw = alice.until("GUILD_MEMBER_LIST_UPDATE", nil)
+	_, raw = alice.until("GUILD_MEMBER_LIST_UPDATE", nil)
 	l = decodeList(t, raw)
 	if got, want := opsString(t, l), "DELETE 4; INSERT 3 "+c+":online; "; l.ID != general.ID || got != want {
 		t.Fatalf("carol online: list %s ops %s, want %s in %s", l.ID, got, want, general.ID)

@@ -503,7 +503,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.addLoops()
 	n.roleMux = http.NewServeMux()
-	if err := n.buildTableRoles(ctx, st, n.roleMux); err != nil {
+	parts := n.tableParts(st)
+	parts.Auth, parts.IDs, parts.Counters = issuer, ids, n.rlCounters
+	if err := n.buildTableRoles(ctx, parts, n.roleMux); err != nil {
 		return nil, err
 	}
 	n.handler = n.routes(proxy)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,9 @@ import (
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/httpserve"
+	"github.com/concord-chat/concord/runtime/lifecycle"
+	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/roles"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	cassandrastore "github.com/concord-chat/concord/runtime/store/cassandra"
@@ -49,6 +53,13 @@ type Platform struct {
 	counters counters.Counters
 	bots     *Bots
 	presence *presenceWiring
+	// The roles of package roles: built into group and roleMux by New,
+	// run until Close.
+	group   lifecycle.Group
+	roleMux *http.ServeMux
+
+	closeOnce sync.Once
+	closeErr  error
 
 	// DevToken is the dev user's token when Config.DevUser is set.
 	DevToken string
@@ -149,6 +160,13 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.roleMux = http.NewServeMux()
+	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids, Counters: p.counters}
+	if err := role.Build(ctx, roles.Table, func(string) bool { return true }, parts, p.roleMux, &p.group); err != nil {
+		return nil, fmt.Errorf("platform: %w", err)
+	}
+	// The roles' parts outlive New's context: they run until Close.
+	p.group.Start(ctx)
 	p.handler = p.routes(rest)
 	p.ready.Store(true)
 	ok = true
@@ -240,14 +258,21 @@ func (p *Platform) routes(restAPI http.Handler) http.Handler {
 	mux.Handle("/gateway", p.gateway)
 	mux.Handle("/gateway/", p.gateway)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
-	HandleHealth(mux, p.ready.Load)
+	HandleHealth(mux, func() bool { return p.ready.Load() && p.group.Ready() == nil })
 	mux.Handle("/admin/", adminauth.Guard(p.cfg.AdminToken, p.adminRoutes()))
 	// discord.py's default gateway URL is the root path, so a WebSocket
 	// upgrade anywhere outside /api goes to the gateway; the web client
 	// (package web) answers GET and HEAD; other methods reach the REST
 	// handler's JSON 404.
 	webApp := web.Handler(web.Options{GatewayURL: p.cfg.PublicURL})
-	mux.Handle("/", UpgradeOr(p.gateway, WebOr(webApp, restAPI)))
+	fallback := UpgradeOr(p.gateway, WebOr(webApp, restAPI))
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, pattern := p.roleMux.Handler(r); pattern != "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		fallback.ServeHTTP(w, r)
+	}))
 	return mux
 }
 
@@ -278,9 +303,12 @@ func (p *Platform) Serve(ctx context.Context, l net.Listener) error {
 // server fails, then shuts down gracefully within
 // Config.ShutdownTimeout.
 func (p *Platform) Run(ctx context.Context, srv *http.Server, errc <-chan error) error {
+	var failed error
 	select {
 	case err := <-errc:
 		return fmt.Errorf("platform: serve: %w", err)
+	case failed = <-p.group.Failed():
+		p.log.Error("a role failed; shutting down", "err", failed)
 	case <-ctx.Done():
 	}
 	p.ready.Store(false)
@@ -291,12 +319,24 @@ func (p *Platform) Run(ctx context.Context, srv *http.Server, errc <-chan error)
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("platform: shutdown: %w", err)
 	}
+	if failed != nil {
+		return fmt.Errorf("platform: %w", failed)
+	}
 	return nil
 }
 
-// Close stops every role and closes the backends.
+// Close stops every role and closes the backends. Calls after the first
+// return the first's result.
 func (p *Platform) Close() error {
+	p.closeOnce.Do(func() { p.closeErr = p.close() })
+	return p.closeErr
+}
+
+func (p *Platform) close() error {
 	var errs []error
+	sctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)
+	errs = append(errs, p.group.Stop(sctx))
+	cancel()
 	if p.gateway != nil {
 		p.gateway.Close()
 	}

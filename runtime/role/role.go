@@ -1,0 +1,137 @@
+// Package role is how a domain joins a Concord process once for both
+// modes: a Role is built from the process's configuration and shared
+// parts by `concord dev` (every role, in one process) and by `concord
+// serve --roles=...` (the roles a node names), through the same Build
+// function. The role contributes its HTTP routes, listeners and parts
+// (loops to run, readiness, resources to close) through the Builder; the
+// process starts the parts in order and stops them in reverse.
+//
+// A cross-role seam is decided by the Builder: Registry is nil when the
+// process is `concord dev`, where every role runs in the same process
+// and a role uses the in-process implementation of the roles it talks
+// to; in `concord serve` a role finds the others through the registry.
+package role
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/config"
+	"github.com/concord-chat/concord/runtime/counters"
+	"github.com/concord-chat/concord/runtime/lifecycle"
+	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+)
+
+// Role is one --roles name and how to build it.
+type Role struct {
+	// Name is the --roles name.
+	Name string
+	// Build constructs the role.
+	Build func(ctx context.Context, b *Builder) error
+}
+
+// Parts are the shared parts of the process a role builds from.
+type Parts struct {
+	// Config is the process's configuration, defaults applied.
+	Config config.Config
+	// Logger is the process's logger.
+	Logger *slog.Logger
+	// Metrics is the process's metrics registry.
+	Metrics prometheus.Registerer
+	// Registry is the cluster registry (etcd) in `concord serve`; nil in
+	// `concord dev`, where every role is in this process.
+	Registry registry.Registry
+	// Store is the chat store (message methods through the data
+	// service where the process uses one).
+	Store store.Store
+	// Auth verifies the chat platform's tokens.
+	Auth *auth.Issuer
+	// IDs mints snowflakes unique to this process.
+	IDs *snowflake.Generator
+	// Counters are the process's shared counters (rate limits).
+	Counters counters.Counters
+}
+
+// Mux is where a role's routes go: the process's HTTP listener.
+type Mux interface {
+	Handle(pattern string, h http.Handler)
+}
+
+// Builder is what a Role builds from and contributes to.
+type Builder struct {
+	Parts
+
+	mux   Mux
+	group *lifecycle.Group
+	role  string
+}
+
+// Dev reports whether the process is `concord dev` (every role in one
+// process, no registry).
+func (b *Builder) Dev() bool { return b.Registry == nil }
+
+// Handle serves pattern on the process's HTTP listener. The REST
+// (/api/), gateway and operational paths are taken: a role uses its own
+// prefix.
+func (b *Builder) Handle(pattern string, h http.Handler) { b.mux.Handle(pattern, h) }
+
+// Add contributes a part to the process's lifecycle group.
+func (b *Builder) Add(p lifecycle.Part) error {
+	p.Name = b.role + "/" + p.Name
+	return b.group.Add(p)
+}
+
+// Listen binds a listener the role declares (a media port, say), closed
+// with the process.
+func (b *Builder) Listen(network, addr string) (net.Listener, error) {
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("role %s: listen %s %s: %w", b.role, network, addr, err)
+	}
+	if err := b.group.Add(lifecycle.Part{Name: b.role + "/listener " + addr, Close: l.Close}); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// ListenPacket binds a packet listener (UDP media) the role declares,
+// closed with the process.
+func (b *Builder) ListenPacket(network, addr string) (net.PacketConn, error) {
+	c, err := net.ListenPacket(network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("role %s: listen %s %s: %w", b.role, network, addr, err)
+	}
+	if err := b.group.Add(lifecycle.Part{Name: b.role + "/listener " + network + " " + addr, Close: c.Close}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Build builds each role of table that want reports the process runs,
+// in table order, onto mux and group.
+func Build(ctx context.Context, table []Role, want func(name string) bool, parts Parts, mux Mux, group *lifecycle.Group) error {
+	for _, r := range table {
+		if !want(r.Name) {
+			continue
+		}
+		p := parts
+		if p.Logger != nil {
+			p.Logger = p.Logger.With("role", r.Name)
+		}
+		b := &Builder{Parts: p, mux: mux, group: group, role: r.Name}
+		if err := r.Build(ctx, b); err != nil {
+			return fmt.Errorf("role %s: %w", r.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,19 @@
+// Package roles is the table of roles built through package role: the
+// roles `concord dev` builds all of and `concord serve --roles=...` builds
+// by name. Adding a role is one package declaring its role.Role and one
+// line here.
+package roles
+
+import "github.com/concord-chat/concord/runtime/role"
+
+// Table is every role built through package role, in build order.
+var Table = []role.Role{}
+
+// Names are the names of Table's roles.
+func Names() []string {
+	out := make([]string, 0, len(Table))
+	for _, r := range Table {
+		out = append(out, r.Name)
+	}
+	return out
+}

@@ -28,8 +28,8 @@ func identifyCloseCode(err error) int {
 	}
 }
 
-// identify handles op 2: it asks the Backend, sends READY (seq 1) and
-// subscribes the new session. It returns true when the connection closes.
+// identify handles op 2: it asks the Backend, subscribes the new session
+// and then sends READY (seq 1) followed by what arrived meanwhile. It returns true when the connection closes.
 func (c *conn) identify(d json.RawMessage) bool {
 	n := c.node
 	if c.sess != nil {
@@ -89,10 +89,13 @@ func (c *conn) identify(d json.RawMessage) bool {
 		}
 		c.qmu.Unlock()
 	}
-	s := &session{node: n, info: info, tokenHash: hashToken(id.Token)}
-	// The session becomes visible to Deliver under its lock, so READY is
-	// stamped first (seq 1) and the client cannot act on READY before
-	// the node can deliver to the session.
+	// The session is visible to Deliver before it subscribes, but held
+	// (incoming): what the guild tier sends while the subscriptions run
+	// (each guild's GUILD_CREATE, its events after the attach) queues
+	// unstamped, and READY (seq 1) is stamped only once Subscribe
+	// returned, ahead of the queue. A client acting on READY thus finds
+	// every guild subscribed, and nothing sent in between is lost.
+	s := &session{node: n, info: info, tokenHash: hashToken(id.Token), incoming: true, imported: make(chan struct{})}
 	s.mu.Lock()
 	if !n.addSession(s) {
 		s.mu.Unlock()
@@ -100,18 +103,35 @@ func (c *conn) identify(d json.RawMessage) bool {
 		return true
 	}
 	s.attachLocked(c)
-	delta, _ := s.dispatchLocked(&body{t: "READY", d: payload}, n.cfg.Now().UnixNano())
 	s.mu.Unlock()
-	n.metrics.replayBufferBytes.Add(float64(delta))
 	c.sess = s
-	n.cfg.Logger.Debug("session identified", "session_id", info.ID, "user_id", info.UserID,
-		"shard", info.ShardID, "shards", info.ShardCount, "os", id.OS)
 	if err := n.backend.Subscribe(c.ctx, info); err != nil {
 		n.cfg.Logger.Error("subscribe failed", "session_id", info.ID, "err", err)
 		c.closeWith(CloseUnknownError, "subscribe failed")
 		s.end(context.Background())
 		return true
 	}
+	now := n.cfg.Now().UnixNano()
+	s.mu.Lock()
+	if s.ended {
+		// Ended while subscribing (the node closed, the user's sessions
+		// were closed): end has closed the connection.
+		s.mu.Unlock()
+		return true
+	}
+	s.incoming = false
+	delta, _ := s.dispatchLocked(&body{t: "READY", d: payload}, now)
+	held := s.pending
+	s.pending = nil
+	for _, b := range held {
+		d, _ := s.dispatchLocked(b, now)
+		delta += d
+	}
+	close(s.imported)
+	s.mu.Unlock()
+	n.metrics.replayBufferBytes.Add(float64(delta))
+	n.cfg.Logger.Debug("session identified", "session_id", info.ID, "user_id", info.UserID,
+		"shard", info.ShardID, "shards", info.ShardCount, "os", id.OS, "held", len(held))
 	// IDENTIFY's presence is the session's first presence update: it goes
 	// to the presence reporter if there is one, else to the op 3 handler.
 	// Clients

@@ -42,6 +42,10 @@ type Services struct {
 	Node string
 	// Gateway receives the batches of GatewayNode.Deliver.
 	Gateway event.Sink
+	// Sessions answers GatewayNode.UserSessions and SubscribeGuild, the
+	// gateway node's part of the session directory (with Gateway; nil
+	// answers Unimplemented).
+	Sessions SessionBackend
 	// Guild serves GuildNode.
 	Guild GuildBackend
 	// Data serves DataNode: the message port of a data node (its
@@ -97,7 +101,7 @@ func NewServer(cfg ServerConfig, svc Services) (*Server, error) {
 	)
 	s := &Server{grpc: g, health: health.NewServer(), names: []string{""}}
 	if svc.Gateway != nil {
-		transportpb.RegisterGatewayNodeServer(g, &gatewayServer{node: svc.Node, sink: svc.Gateway, errs: errs})
+		transportpb.RegisterGatewayNodeServer(g, &gatewayServer{node: svc.Node, sink: svc.Gateway, sessions: svc.Sessions, errs: errs})
 		s.names = append(s.names, transportpb.GatewayNode_ServiceDesc.ServiceName)
 	}
 	if svc.Guild != nil {

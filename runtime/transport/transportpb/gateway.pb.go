@@ -23,6 +23,195 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// UserSessionsRequest names the users whose sessions are asked for.
+type UserSessionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserIds       []uint64               `protobuf:"fixed64,1,rep,packed,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserSessionsRequest) Reset() {
+	*x = UserSessionsRequest{}
+	mi := &file_concord_transport_v1_gateway_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserSessionsRequest) ProtoMessage() {}
+
+func (x *UserSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_gateway_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserSessionsRequest.ProtoReflect.Descriptor instead.
+func (*UserSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_gateway_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *UserSessionsRequest) GetUserIds() []uint64 {
+	if x != nil {
+		return x.UserIds
+	}
+	return nil
+}
+
+// UserSessionsResponse lists the node's sessions of the requested users.
+type UserSessionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sessions      []*Session             `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserSessionsResponse) Reset() {
+	*x = UserSessionsResponse{}
+	mi := &file_concord_transport_v1_gateway_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserSessionsResponse) ProtoMessage() {}
+
+func (x *UserSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_gateway_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserSessionsResponse.ProtoReflect.Descriptor instead.
+func (*UserSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_gateway_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UserSessionsResponse) GetSessions() []*Session {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+// SubscribeGuildRequest attaches session_id to guild_id.
+type SubscribeGuildRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	GuildId       uint64                 `protobuf:"fixed64,2,opt,name=guild_id,json=guildId,proto3" json:"guild_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeGuildRequest) Reset() {
+	*x = SubscribeGuildRequest{}
+	mi := &file_concord_transport_v1_gateway_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeGuildRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeGuildRequest) ProtoMessage() {}
+
+func (x *SubscribeGuildRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_gateway_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeGuildRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeGuildRequest) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_gateway_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SubscribeGuildRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SubscribeGuildRequest) GetGuildId() uint64 {
+	if x != nil {
+		return x.GuildId
+	}
+	return 0
+}
+
+// SubscribeGuildResponse: found is false when the node holds no such
+// session (it ended meanwhile).
+type SubscribeGuildResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeGuildResponse) Reset() {
+	*x = SubscribeGuildResponse{}
+	mi := &file_concord_transport_v1_gateway_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeGuildResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeGuildResponse) ProtoMessage() {}
+
+func (x *SubscribeGuildResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_gateway_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeGuildResponse.ProtoReflect.Descriptor instead.
+func (*SubscribeGuildResponse) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_gateway_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SubscribeGuildResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
 // DeliverRequest is one event.Batch: one dispatch for many sessions of
 // the gateway node named by node. Targets are packed so that a batch of
 // many targets decodes with a handful of allocations: the session ids are
@@ -49,7 +238,7 @@ type DeliverRequest struct {
 
 func (x *DeliverRequest) Reset() {
 	*x = DeliverRequest{}
-	mi := &file_concord_transport_v1_gateway_proto_msgTypes[0]
+	mi := &file_concord_transport_v1_gateway_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -61,7 +250,7 @@ func (x *DeliverRequest) String() string {
 func (*DeliverRequest) ProtoMessage() {}
 
 func (x *DeliverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_gateway_proto_msgTypes[0]
+	mi := &file_concord_transport_v1_gateway_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -74,7 +263,7 @@ func (x *DeliverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverRequest.ProtoReflect.Descriptor instead.
 func (*DeliverRequest) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_gateway_proto_rawDescGZIP(), []int{0}
+	return file_concord_transport_v1_gateway_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeliverRequest) GetNode() string {
@@ -130,7 +319,7 @@ type DeliverResponse struct {
 
 func (x *DeliverResponse) Reset() {
 	*x = DeliverResponse{}
-	mi := &file_concord_transport_v1_gateway_proto_msgTypes[1]
+	mi := &file_concord_transport_v1_gateway_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -142,7 +331,7 @@ func (x *DeliverResponse) String() string {
 func (*DeliverResponse) ProtoMessage() {}
 
 func (x *DeliverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_gateway_proto_msgTypes[1]
+	mi := &file_concord_transport_v1_gateway_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -155,7 +344,7 @@ func (x *DeliverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverResponse.ProtoReflect.Descriptor instead.
 func (*DeliverResponse) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_gateway_proto_rawDescGZIP(), []int{1}
+	return file_concord_transport_v1_gateway_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeliverResponse) GetBatches() uint64 {
@@ -169,7 +358,17 @@ var File_concord_transport_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_concord_transport_v1_gateway_proto_rawDesc = "" +
 	"\n" +
-	"\"concord/transport/v1/gateway.proto\x12\x14concord.transport.v1\"\xbf\x01\n" +
+	"\"concord/transport/v1/gateway.proto\x12\x14concord.transport.v1\x1a concord/transport/v1/guild.proto\"0\n" +
+	"\x13UserSessionsRequest\x12\x19\n" +
+	"\buser_ids\x18\x01 \x03(\x06R\auserIds\"Q\n" +
+	"\x14UserSessionsResponse\x129\n" +
+	"\bsessions\x18\x01 \x03(\v2\x1d.concord.transport.v1.SessionR\bsessions\"Q\n" +
+	"\x15SubscribeGuildRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
+	"\bguild_id\x18\x02 \x01(\x06R\aguildId\".\n" +
+	"\x16SubscribeGuildResponse\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\"\xbf\x01\n" +
 	"\x0eDeliverRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
@@ -179,9 +378,11 @@ const file_concord_transport_v1_gateway_proto_rawDesc = "" +
 	"\x12session_id_lengths\x18\x05 \x03(\rR\x10sessionIdLengths\x12\x1a\n" +
 	"\bvariants\x18\x06 \x03(\rR\bvariants\"+\n" +
 	"\x0fDeliverResponse\x12\x18\n" +
-	"\abatches\x18\x01 \x01(\x04R\abatches2g\n" +
+	"\abatches\x18\x01 \x01(\x04R\abatches2\xbb\x02\n" +
 	"\vGatewayNode\x12X\n" +
-	"\aDeliver\x12$.concord.transport.v1.DeliverRequest\x1a%.concord.transport.v1.DeliverResponse(\x01BKZIgithub.com/concord-chat/concord/runtime/transport/transportpb;transportpbb\x06proto3"
+	"\aDeliver\x12$.concord.transport.v1.DeliverRequest\x1a%.concord.transport.v1.DeliverResponse(\x01\x12e\n" +
+	"\fUserSessions\x12).concord.transport.v1.UserSessionsRequest\x1a*.concord.transport.v1.UserSessionsResponse\x12k\n" +
+	"\x0eSubscribeGuild\x12+.concord.transport.v1.SubscribeGuildRequest\x1a,.concord.transport.v1.SubscribeGuildResponseBKZIgithub.com/concord-chat/concord/runtime/transport/transportpb;transportpbb\x06proto3"
 
 var (
 	file_concord_transport_v1_gateway_proto_rawDescOnce sync.Once
@@ -195,19 +396,29 @@ func file_concord_transport_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_concord_transport_v1_gateway_proto_rawDescData
 }
 
-var file_concord_transport_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_concord_transport_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_concord_transport_v1_gateway_proto_goTypes = []any{
-	(*DeliverRequest)(nil),  // 0: concord.transport.v1.DeliverRequest
-	(*DeliverResponse)(nil), // 1: concord.transport.v1.DeliverResponse
+	(*UserSessionsRequest)(nil),    // 0: concord.transport.v1.UserSessionsRequest
+	(*UserSessionsResponse)(nil),   // 1: concord.transport.v1.UserSessionsResponse
+	(*SubscribeGuildRequest)(nil),  // 2: concord.transport.v1.SubscribeGuildRequest
+	(*SubscribeGuildResponse)(nil), // 3: concord.transport.v1.SubscribeGuildResponse
+	(*DeliverRequest)(nil),         // 4: concord.transport.v1.DeliverRequest
+	(*DeliverResponse)(nil),        // 5: concord.transport.v1.DeliverResponse
+	(*Session)(nil),                // 6: concord.transport.v1.Session
 }
 var file_concord_transport_v1_gateway_proto_depIdxs = []int32{
-	0, // 0: concord.transport.v1.GatewayNode.Deliver:input_type -> concord.transport.v1.DeliverRequest
-	1, // 1: concord.transport.v1.GatewayNode.Deliver:output_type -> concord.transport.v1.DeliverResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	6, // 0: concord.transport.v1.UserSessionsResponse.sessions:type_name -> concord.transport.v1.Session
+	4, // 1: concord.transport.v1.GatewayNode.Deliver:input_type -> concord.transport.v1.DeliverRequest
+	0, // 2: concord.transport.v1.GatewayNode.UserSessions:input_type -> concord.transport.v1.UserSessionsRequest
+	2, // 3: concord.transport.v1.GatewayNode.SubscribeGuild:input_type -> concord.transport.v1.SubscribeGuildRequest
+	5, // 4: concord.transport.v1.GatewayNode.Deliver:output_type -> concord.transport.v1.DeliverResponse
+	1, // 5: concord.transport.v1.GatewayNode.UserSessions:output_type -> concord.transport.v1.UserSessionsResponse
+	3, // 6: concord.transport.v1.GatewayNode.SubscribeGuild:output_type -> concord.transport.v1.SubscribeGuildResponse
+	4, // [4:7] is the sub-list for method output_type
+	1, // [1:4] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_concord_transport_v1_gateway_proto_init() }
@@ -215,13 +426,14 @@ func file_concord_transport_v1_gateway_proto_init() {
 	if File_concord_transport_v1_gateway_proto != nil {
 		return
 	}
+	file_concord_transport_v1_guild_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_transport_v1_gateway_proto_rawDesc), len(file_concord_transport_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,7 +21,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	GatewayNode_Deliver_FullMethodName = "/concord.transport.v1.GatewayNode/Deliver"
+	GatewayNode_Deliver_FullMethodName        = "/concord.transport.v1.GatewayNode/Deliver"
+	GatewayNode_UserSessions_FullMethodName   = "/concord.transport.v1.GatewayNode/UserSessions"
+	GatewayNode_SubscribeGuild_FullMethodName = "/concord.transport.v1.GatewayNode/SubscribeGuild"
 )
 
 // GatewayNodeClient is the client API for GatewayNode service.
@@ -34,6 +36,16 @@ type GatewayNodeClient interface {
 	// gateway applies them in stream order; the stream stays open for the
 	// connection's life and the response only summarises it at the end.
 	Deliver(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[DeliverRequest, DeliverResponse], error)
+	// UserSessions is the session directory's lookup: the sessions of the
+	// given users this gateway node holds. Events aimed at a user rather
+	// than a guild (DMs, MESSAGE_ACK, a guild joined mid-session) ask every
+	// gateway node and deliver to what they answer.
+	UserSessions(ctx context.Context, in *UserSessionsRequest, opts ...grpc.CallOption) (*UserSessionsResponse, error)
+	// SubscribeGuild attaches one of this node's sessions to a guild its
+	// user joined mid-session: the node subscribes it on the guild's owner
+	// as it does its guilds at IDENTIFY (the owner sends GUILD_CREATE), and
+	// follows the guild when the ring moves it.
+	SubscribeGuild(ctx context.Context, in *SubscribeGuildRequest, opts ...grpc.CallOption) (*SubscribeGuildResponse, error)
 }
 
 type gatewayNodeClient struct {
@@ -57,6 +69,26 @@ func (c *gatewayNodeClient) Deliver(ctx context.Context, opts ...grpc.CallOption
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type GatewayNode_DeliverClient = grpc.ClientStreamingClient[DeliverRequest, DeliverResponse]
 
+func (c *gatewayNodeClient) UserSessions(ctx context.Context, in *UserSessionsRequest, opts ...grpc.CallOption) (*UserSessionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UserSessionsResponse)
+	err := c.cc.Invoke(ctx, GatewayNode_UserSessions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayNodeClient) SubscribeGuild(ctx context.Context, in *SubscribeGuildRequest, opts ...grpc.CallOption) (*SubscribeGuildResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubscribeGuildResponse)
+	err := c.cc.Invoke(ctx, GatewayNode_SubscribeGuild_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GatewayNodeServer is the server API for GatewayNode service.
 // All implementations must embed UnimplementedGatewayNodeServer
 // for forward compatibility.
@@ -67,6 +99,16 @@ type GatewayNodeServer interface {
 	// gateway applies them in stream order; the stream stays open for the
 	// connection's life and the response only summarises it at the end.
 	Deliver(grpc.ClientStreamingServer[DeliverRequest, DeliverResponse]) error
+	// UserSessions is the session directory's lookup: the sessions of the
+	// given users this gateway node holds. Events aimed at a user rather
+	// than a guild (DMs, MESSAGE_ACK, a guild joined mid-session) ask every
+	// gateway node and deliver to what they answer.
+	UserSessions(context.Context, *UserSessionsRequest) (*UserSessionsResponse, error)
+	// SubscribeGuild attaches one of this node's sessions to a guild its
+	// user joined mid-session: the node subscribes it on the guild's owner
+	// as it does its guilds at IDENTIFY (the owner sends GUILD_CREATE), and
+	// follows the guild when the ring moves it.
+	SubscribeGuild(context.Context, *SubscribeGuildRequest) (*SubscribeGuildResponse, error)
 	mustEmbedUnimplementedGatewayNodeServer()
 }
 
@@ -79,6 +121,12 @@ type UnimplementedGatewayNodeServer struct{}
 
 func (UnimplementedGatewayNodeServer) Deliver(grpc.ClientStreamingServer[DeliverRequest, DeliverResponse]) error {
 	return status.Error(codes.Unimplemented, "method Deliver not implemented")
+}
+func (UnimplementedGatewayNodeServer) UserSessions(context.Context, *UserSessionsRequest) (*UserSessionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UserSessions not implemented")
+}
+func (UnimplementedGatewayNodeServer) SubscribeGuild(context.Context, *SubscribeGuildRequest) (*SubscribeGuildResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SubscribeGuild not implemented")
 }
 func (UnimplementedGatewayNodeServer) mustEmbedUnimplementedGatewayNodeServer() {}
 func (UnimplementedGatewayNodeServer) testEmbeddedByValue()                     {}
@@ -108,13 +156,58 @@ func _GatewayNode_Deliver_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type GatewayNode_DeliverServer = grpc.ClientStreamingServer[DeliverRequest, DeliverResponse]
 
+func _GatewayNode_UserSessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UserSessionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayNodeServer).UserSessions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayNode_UserSessions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayNodeServer).UserSessions(ctx, req.(*UserSessionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayNode_SubscribeGuild_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubscribeGuildRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayNodeServer).SubscribeGuild(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayNode_SubscribeGuild_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayNodeServer).SubscribeGuild(ctx, req.(*SubscribeGuildRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GatewayNode_ServiceDesc is the grpc.ServiceDesc for GatewayNode service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var GatewayNode_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "concord.transport.v1.GatewayNode",
 	HandlerType: (*GatewayNodeServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "UserSessions",
+			Handler:    _GatewayNode_UserSessions_Handler,
+		},
+		{
+			MethodName: "SubscribeGuild",
+			Handler:    _GatewayNode_SubscribeGuild_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Deliver",

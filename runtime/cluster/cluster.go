@@ -215,7 +215,8 @@ type Node struct {
 	botStore  bots.Store     // api role without the guild role
 	guildRole *guildRole
 	sink      transport.GatewayClient
-	gateway   *gateway.Node // gateway role
+	sessDir   transport.SessionDirectory // guild role: the session directory (sessions.go)
+	gateway   *gateway.Node              // gateway role
 	gwBackend *gatewayBackend
 	drain     drainer // POST /admin/drain (drain.go)
 	// adminToken guards /admin/ and goes on admin calls to other nodes.
@@ -390,8 +391,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if n.relays, err = newRelayRouter(n.relayClient, n.metrics, log.With("component", "relays")); err != nil {
 			return nil, fmt.Errorf("cluster: relays: %w", err)
 		}
+		n.sessDir = transport.NewSessionDirectory(clientCfg, gatewayRoster{n.gwRing})
 		if n.guilds, err = guild.NewService(guild.Config{Logger: log.With("component", "guild"), Registerer: n.metrics, ShadowEvery: cfg.PermissionsShadowEvery},
-			guild.Deps{Store: st, Sink: n.sink, IDs: ids, Auth: issuer, Relays: n.relays}); err != nil {
+			guild.Deps{Store: st, Sink: n.sink, IDs: ids, Auth: issuer, Relays: n.relays, Sessions: n.sessDir}); err != nil {
 			return nil, fmt.Errorf("cluster: guild service: %w", err)
 		}
 		owns := transport.OwnedBy(n.guildRng, cfg.Node)
@@ -401,7 +403,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 				return nil, err
 			}
 			// MESSAGE_ACK goes through this node's DispatchToUser, which
-			// reaches the user's sessions subscribed to guilds it owns.
+			// reaches the user's sessions on every gateway node through
+			// the session directory.
 			deps.Events, deps.ReadStates, deps.Users = n.pub.outbox, n.rsClient, n.guilds
 		}
 		restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, Logger: log.With("component", "api")}, deps)
@@ -472,7 +475,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("cluster: gateway: %w", err)
 		}
 		n.gateway.SetHandoffBackend(n.gwBackend) // drain.go
-		svc.Gateway = n.gateway
+		svc.Gateway, svc.Sessions = n.gateway, n.gwBackend
 	}
 	if n.grpcL != nil {
 		if n.grpc, err = transport.NewServer(transport.ServerConfig{Errors: guildErrors, Logger: log.With("component", "transport")}, svc); err != nil {
@@ -748,6 +751,9 @@ func (n *Node) Close() error {
 	}
 	if n.sink != nil {
 		errs = append(errs, n.sink.Close())
+	}
+	if n.sessDir != nil {
+		errs = append(errs, n.sessDir.Close())
 	}
 	if n.gwRing != nil {
 		n.gwRing.Close()

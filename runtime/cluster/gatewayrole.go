@@ -54,6 +54,9 @@ type gatewayBackend struct {
 	// (ReleaseSession): a subscription of theirs that completes late is
 	// not undone.
 	released map[event.SessionID]bool
+	// users indexes the node's sessions by user: the node's part of the
+	// session directory (sessions.go).
+	users userIndex
 }
 
 // subscription is one session's attachment to one guild.
@@ -82,6 +85,7 @@ func newGatewayBackend(identify guild.GatewayBackend, st store.Guilds, guilds tr
 		busy:     make(map[snowflake.ID]bool),
 		again:    make(map[snowflake.ID]bool),
 		released: make(map[event.SessionID]bool),
+		users:    newUserIndex(),
 	}
 }
 
@@ -105,6 +109,7 @@ func (b *gatewayBackend) Subscribe(ctx context.Context, s event.Session) error {
 			mine = append(mine, g)
 		}
 	}
+	b.users.put(s)
 	b.mu.Lock()
 	b.bySess[s.ID] = mine
 	for _, g := range mine {
@@ -169,6 +174,7 @@ func (b *gatewayBackend) subscribe(ctx context.Context, g snowflake.ID, s event.
 
 // Disconnect implements gateway.Backend.
 func (b *gatewayBackend) Disconnect(ctx context.Context, s event.Session) {
+	b.users.remove(s.ID)
 	b.mu.Lock()
 	ids := b.bySess[s.ID]
 	delete(b.bySess, s.ID)
@@ -384,6 +390,7 @@ func (b *gatewayBackend) MoveSession(ctx context.Context, s event.Session, to, m
 // ReleaseSession implements gateway.HandoffBackend: the session lives on
 // the successor, so its subscriptions are forgotten here, not detached.
 func (b *gatewayBackend) ReleaseSession(ctx context.Context, s event.Session) {
+	b.users.remove(s.ID)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, g := range b.bySess[s.ID] {
@@ -403,6 +410,7 @@ func (b *gatewayBackend) AdoptSession(ctx context.Context, s event.Session, stat
 			return fmt.Errorf("cluster: adopt session %s: %w", s.ID, err)
 		}
 	}
+	b.users.put(s)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	guilds := make([]snowflake.ID, 0, len(st.Moved)+len(st.Failed))

@@ -197,7 +197,7 @@ func (s *Service) GuildChannel(ctx context.Context, channelID snowflake.ID) (wir
 func (s *Service) DispatchToUserShard(ctx context.Context, userID, guildID snowflake.ID, eventType string, payload json.RawMessage) int {
 	byNode := map[string][]event.Target{}
 	n := 0
-	for _, sess := range s.userSessions(userID) {
+	for _, sess := range s.userSessions(ctx, userID) {
 		if !onShard(sess, guildID) {
 			continue
 		}
@@ -213,7 +213,7 @@ func (s *Service) DispatchToUserShard(ctx context.Context, userID, guildID snowf
 // UserSessions returns the subscribed gateway sessions of userID (for
 // closing a bot's sessions after its token was reset).
 func (s *Service) UserSessions(userID snowflake.ID) []event.Session {
-	return s.userSessions(userID)
+	return s.localUserSessions(userID)
 }
 
 // DeleteOrphanManagedRoles deletes the managed roles of guildID that no

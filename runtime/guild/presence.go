@@ -179,7 +179,7 @@ func (s *Service) PresenceChanged(ctx context.Context, userID snowflake.ID, p pr
 	if len(friends) > 0 {
 		b := newBatcher("PRESENCE_UPDATE", p.Event(userID, 0))
 		for _, f := range friends {
-			for _, sess := range s.userSessions(f) {
+			for _, sess := range s.userSessions(ctx, f) {
 				b.add(sess, 0)
 			}
 		}

@@ -136,7 +136,7 @@ func (p *privateRouter) authorizeSend(ctx context.Context, req SendRequest) (Sen
 // payload (channel objects list the other recipients).
 func (p *privateRouter) deliver(ctx context.Context, c store.Channel, typ string, intent uint64, payloadFor func(viewer snowflake.ID) any) {
 	for _, uid := range c.Recipients {
-		sessions := p.svc.userSessions(uid)
+		sessions := p.svc.userSessions(ctx, uid)
 		if len(sessions) == 0 {
 			continue
 		}

@@ -35,7 +35,7 @@ func (s *Service) RoleMembers(ctx context.Context, guildID, roleID snowflake.ID)
 // for events addressed to a person rather than a guild (MESSAGE_ACK).
 func (s *Service) DispatchToUser(ctx context.Context, userID snowflake.ID, eventType string, payload json.RawMessage) {
 	byNode := map[string][]event.Target{}
-	for _, sess := range s.userSessions(userID) {
+	for _, sess := range s.userSessions(ctx, userID) {
 		byNode[sess.Node] = append(byNode[sess.Node], event.Target{Session: sess.ID})
 	}
 	for node, targets := range byNode {

@@ -78,6 +78,22 @@ type Deps struct {
 	// relay tier (RelayTier): one request per relay instead of one batch
 	// per gateway node. Nil delivers every batch through Sink.
 	Relays Relayer
+	// Sessions, when set, is the cluster's session directory: events
+	// aimed at one user (DMs, group DMs, MESSAGE_ACK, a bot's
+	// interactions) reach the user's sessions on every gateway node, not
+	// only those subscribed to a guild of this process, and a guild the
+	// user joins is subscribed through each session's gateway node, which
+	// then follows it like the guilds it subscribed at IDENTIFY. Nil
+	// (`concord dev`) uses this service's own index, which holds every
+	// session of the process.
+	Sessions SessionDirectory
+}
+
+// SessionDirectory finds users' sessions on every gateway node and
+// subscribes a session to a guild through its gateway node.
+type SessionDirectory interface {
+	UserSessions(ctx context.Context, users []snowflake.ID) ([]event.Session, error)
+	SubscribeGuild(ctx context.Context, s event.Session, guildID snowflake.ID) (found bool, err error)
 }
 
 // Relayer sends a big guild's dispatches through its relay tier.

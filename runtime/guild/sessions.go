@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/event"
@@ -131,6 +132,21 @@ func (s *Service) attach(ctx context.Context, sess event.Session, guildID snowfl
 // subscribeUser attaches every subscribed session of userID to a guild it
 // just joined.
 func (s *Service) subscribeUser(ctx context.Context, userID, guildID snowflake.ID) {
+	if s.deps.Sessions != nil {
+		// Through each session's gateway node, which records the guild
+		// and subscribes on its owner (perhaps this process), so that it
+		// resubscribes when the guild moves and detaches when the session
+		// ends.
+		for _, sess := range s.userSessions(ctx, userID) {
+			if !onShard(sess, guildID) {
+				continue
+			}
+			if _, err := s.deps.Sessions.SubscribeGuild(ctx, sess, guildID); err != nil {
+				s.log.Warn("session not subscribed to a joined guild", "session_id", sess.ID, "guild_id", guildID, "err", err)
+			}
+		}
+		return
+	}
 	s.mu.Lock()
 	var list []event.Session
 	for _, e := range s.users[userID] {
@@ -190,8 +206,28 @@ func (s *Service) Disconnect(ctx context.Context, sess event.Session) {
 	}
 }
 
-// userSessions returns the subscribed sessions of a user.
-func (s *Service) userSessions(userID snowflake.ID) []event.Session {
+// userSessions returns the sessions of a user: those subscribed here
+// and, with a session directory, those on every gateway node. A
+// directory that answers in part is logged; what it found still counts.
+func (s *Service) userSessions(ctx context.Context, userID snowflake.ID) []event.Session {
+	out := s.localUserSessions(userID)
+	if s.deps.Sessions == nil {
+		return out
+	}
+	found, err := s.deps.Sessions.UserSessions(ctx, []snowflake.ID{userID})
+	if err != nil {
+		s.log.Warn("session directory answered in part", "user_id", userID, "found", len(found), "err", err)
+	}
+	for _, f := range found {
+		if !slices.ContainsFunc(out, func(e event.Session) bool { return e.ID == f.ID }) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// localUserSessions returns the sessions of a user subscribed here.
+func (s *Service) localUserSessions(userID snowflake.ID) []event.Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]event.Session, 0, len(s.users[userID]))

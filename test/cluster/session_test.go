@@ -34,8 +34,15 @@ type wsSession struct {
 	done     chan struct{}
 }
 
-// dial connects a session to a gateway node and identifies with token.
+// dial connects a session to a gateway node and identifies with token
+// (intents GUILDS, GUILD_MESSAGES and MESSAGE_CONTENT).
 func dial(t *testing.T, name, gatewayAddr, token string) *wsSession {
+	t.Helper()
+	return dialIntents(t, name, gatewayAddr, token, 1<<0|1<<9|1<<15)
+}
+
+// dialIntents is dial with the given intents.
+func dialIntents(t *testing.T, name, gatewayAddr, token string, intents uint64) *wsSession {
 	t.Helper()
 	ws, _, err := websocket.DefaultDialer.Dial("ws://"+gatewayAddr+"/gateway?v=10&encoding=json", nil)
 	if err != nil {
@@ -56,7 +63,7 @@ func dial(t *testing.T, name, gatewayAddr, token string) *wsSession {
 	_ = ws.SetReadDeadline(time.Time{})
 	s.send(t, map[string]any{"op": 2, "d": map[string]any{
 		"token":      token,
-		"intents":    1<<0 | 1<<9 | 1<<15,
+		"intents":    intents,
 		"properties": map[string]string{"os": "linux", "browser": "concord-test", "device": "concord-test"},
 	}})
 	go s.read()

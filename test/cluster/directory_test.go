@@ -1,0 +1,193 @@
+//go:build integration
+
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSessionDirectory runs two gateway nodes, one api+guild node and a
+// read-state node (Kafka, Cassandra, the test's etcd) as real processes,
+// and gives each of two users a session on each gateway node. Events
+// aimed at a user rather than a guild must reach every session of that
+// user on both gateway nodes: GUILD_CREATE (and the guild's messages)
+// after joining mid-session, DMs and group DMs, MESSAGE_ACK, a role
+// change, and GUILD_DELETE after leaving. Every session's READY comes
+// first and its sequence has no gap.
+func TestSessionDirectory(t *testing.T) {
+	kafka := os.Getenv("CONCORD_KAFKA")
+	if kafka == "" {
+		t.Fatal("CONCORD_KAFKA is not set (host:port): run `make test-deps` and source ~/.cache/concord/test-env.sh")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	env := setupCluster(t, ctx, "dir")
+	common := env.nodeArgs("--eventlog=kafka://"+kafka, "--log-level=info")
+	node := func(name, roles string, worker int) *proc {
+		return startNode(t, name, freeAddr(t), append([]string{"--roles=" + roles, "--grpc=" + freeAddr(t),
+			fmt.Sprintf("--worker=%d", worker), "--data-dir=" + t.TempDir()}, common...)...)
+	}
+	app := node("app-1", "api,guild", 1)
+	gw1 := node("gw-1", "gateway", 2)
+	gw2 := node("gw-2", "gateway", 3)
+	rs := node("rs-1", "readstate", 4)
+	deadline := time.Now().Add(45 * time.Second)
+	for _, p := range []*proc{app, gw1, gw2, rs} {
+		p.waitReady(t, deadline)
+	}
+
+	api := rest{addr: app.http, client: &http.Client{Timeout: 20 * time.Second}}
+	type user struct{ token, id string }
+	newUser := func(prefix string) user {
+		var u struct {
+			Token string `json:"token"`
+		}
+		api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("%s_%x", prefix, rand.Uint32()), "password": "correct-horse-1"}, &u)
+		var me struct {
+			ID string `json:"id"`
+		}
+		api.must(t, u.Token, "GET", "/users/@me", nil, &me)
+		return user{u.Token, me.ID}
+	}
+	alice, bob, carol := newUser("alice"), newUser("bob"), newUser("carol")
+	var g, ch struct {
+		ID string `json:"id"`
+	}
+	api.must(t, alice.token, "POST", "/guilds", map[string]any{"name": "directory"}, &g)
+	api.must(t, alice.token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "general", "type": 0}, &ch)
+	var inv struct {
+		Code string `json:"code"`
+	}
+	api.must(t, alice.token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
+	api.must(t, carol.token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+
+	// GUILDS, GUILD_MEMBERS, GUILD_MESSAGES, DIRECT_MESSAGES, MESSAGE_CONTENT.
+	const intents = 1<<0 | 1<<1 | 1<<9 | 1<<12 | 1<<15
+	type sess struct {
+		*wsSession
+		who string
+	}
+	open := func(u user, who string) []sess {
+		var out []sess
+		for i, gw := range []*proc{gw1, gw2} {
+			s := dialIntents(t, fmt.Sprintf("%s@gw-%d", who, i+1), gw.http, u.token, intents)
+			s.await(t, "READY", 15*time.Second, func(f []dispatch) bool { return len(f) > 0 })
+			if f := s.snapshot()[0]; f.typ != "READY" || f.seq != 1 {
+				t.Fatalf("%s: first dispatch %s seq %d, want READY seq 1", s.name, f.typ, f.seq)
+			}
+			out = append(out, sess{s, who})
+		}
+		return out
+	}
+	aliceS, bobS := open(alice, "alice"), open(bob, "bob")
+	all := append(append([]sess{}, aliceS...), bobS...)
+
+	// awaitEvent waits on each session for a dispatch typ whose d
+	// satisfies match.
+	awaitEvent := func(ss []sess, typ, what string, match func(d json.RawMessage) bool) {
+		t.Helper()
+		for _, s := range ss {
+			s.await(t, what, 15*time.Second, func(frames []dispatch) bool {
+				for _, f := range frames {
+					if f.typ == typ && match(f.d) {
+						return true
+					}
+				}
+				return false
+			})
+		}
+	}
+	field := func(d json.RawMessage, key string) string {
+		var m map[string]any
+		_ = json.Unmarshal(d, &m)
+		v, _ := m[key].(string)
+		return v
+	}
+	byID := func(key, id string) func(json.RawMessage) bool {
+		return func(d json.RawMessage) bool { return field(d, key) == id }
+	}
+
+	// Joining mid-session: bob's sessions on both gateway nodes get the
+	// guild and then its messages.
+	api.must(t, bob.token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+	awaitEvent(bobS, "GUILD_CREATE", "GUILD_CREATE of the joined guild", byID("id", g.ID))
+	var m struct {
+		ID string `json:"id"`
+	}
+	api.must(t, alice.token, "POST", "/channels/"+ch.ID+"/messages", map[string]any{"content": "welcome bob"}, &m)
+	awaitEvent(all, "MESSAGE_CREATE", "the guild message", byID("id", m.ID))
+
+	// A DM reaches both users' sessions on both nodes.
+	var dm struct {
+		ID string `json:"id"`
+	}
+	api.must(t, alice.token, "POST", "/users/@me/channels", map[string]any{"recipient_id": bob.id}, &dm)
+	var dmMsg struct {
+		ID string `json:"id"`
+	}
+	api.must(t, alice.token, "POST", "/channels/"+dm.ID+"/messages", map[string]any{"content": "psst"}, &dmMsg)
+	awaitEvent(all, "MESSAGE_CREATE", "the DM", byID("id", dmMsg.ID))
+
+	// A group DM, created by carol (who has no session): its
+	// CHANNEL_CREATE and messages reach alice's and bob's sessions.
+	var gdm struct {
+		ID string `json:"id"`
+	}
+	api.must(t, carol.token, "POST", "/users/@me/channels", map[string]any{"recipients": []string{alice.id, bob.id}}, &gdm)
+	awaitEvent(all, "CHANNEL_CREATE", "the group DM's CHANNEL_CREATE", byID("id", gdm.ID))
+	var gdmMsg struct {
+		ID string `json:"id"`
+	}
+	api.must(t, carol.token, "POST", "/channels/"+gdm.ID+"/messages", map[string]any{"content": "hi both"}, &gdmMsg)
+	awaitEvent(all, "MESSAGE_CREATE", "the group DM message", byID("id", gdmMsg.ID))
+
+	// An ack by bob reaches both of his sessions.
+	api.must(t, bob.token, "POST", "/channels/"+ch.ID+"/messages/"+m.ID+"/ack", map[string]any{}, nil)
+	awaitEvent(bobS, "MESSAGE_ACK", "MESSAGE_ACK", byID("message_id", m.ID))
+
+	// A role given to bob: GUILD_MEMBER_UPDATE on both of his sessions.
+	var role struct {
+		ID string `json:"id"`
+	}
+	api.must(t, alice.token, "POST", "/guilds/"+g.ID+"/roles", map[string]any{"name": "friends"}, &role)
+	api.must(t, alice.token, "PUT", "/guilds/"+g.ID+"/members/"+bob.id+"/roles/"+role.ID, nil, nil)
+	awaitEvent(bobS, "GUILD_MEMBER_UPDATE", "GUILD_MEMBER_UPDATE with the role", func(d json.RawMessage) bool {
+		var u struct {
+			Roles []string `json:"roles"`
+			User  struct {
+				ID string `json:"id"`
+			} `json:"user"`
+		}
+		return json.Unmarshal(d, &u) == nil && u.User.ID == bob.id && strings.Contains(strings.Join(u.Roles, ","), role.ID)
+	})
+
+	// Leaving: GUILD_DELETE on both of bob's sessions, and the guild's
+	// messages stop reaching them.
+	api.must(t, bob.token, "DELETE", "/users/@me/guilds/"+g.ID, nil, nil)
+	awaitEvent(bobS, "GUILD_DELETE", "GUILD_DELETE", byID("id", g.ID))
+	var after struct {
+		ID string `json:"id"`
+	}
+	api.must(t, alice.token, "POST", "/channels/"+ch.ID+"/messages", map[string]any{"content": "bye bob"}, &after)
+	awaitEvent(aliceS, "MESSAGE_CREATE", "the message after bob left", byID("id", after.ID))
+	for _, s := range bobS {
+		for _, f := range s.snapshot() {
+			if f.typ == "MESSAGE_CREATE" && field(f.d, "id") == after.ID {
+				t.Fatalf("%s got a message of a guild it left", s.name)
+			}
+		}
+	}
+	for _, s := range all {
+		if err := checkSeq(s.snapshot()); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+	}
+}

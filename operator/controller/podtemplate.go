@@ -69,7 +69,7 @@ func runtimePodSpec(c *concordv1.ConcordCluster, image string, roles []string, e
 		{Name: "CONCORD_GRPC", Value: fmt.Sprintf("0.0.0.0:%d", PortGRPC)},
 		{Name: "CONCORD_REGISTRY", Value: registryURL(c)},
 		{Name: "CONCORD_STORE", Value: storeURL(c)},
-		{Name: "CONCORD_EVENTLOG", Value: "kafka://" + strings.Join(c.Spec.Kafka.Brokers, ",")},
+		{Name: "CONCORD_EVENTLOG", Value: eventLogURL(c)},
 		{Name: "CONCORD_LOG_FORMAT", Value: "json"},
 	}
 	// An extraEnv CONCORD_ADMIN (the SFU's own admin port) takes the admin
@@ -219,4 +219,15 @@ func adminAddress(p *corev1.Pod) string {
 		}
 	}
 	return fmt.Sprintf("%s:%d", p.Status.PodIP, port)
+}
+
+// eventLogURL is CONCORD_EVENTLOG: the brokers and, when set, the topic
+// prefix that keeps this cluster's topics and consumer groups apart from
+// other clusters on the same Kafka.
+func eventLogURL(c *concordv1.ConcordCluster) string {
+	u := "kafka://" + strings.Join(c.Spec.Kafka.Brokers, ",")
+	if p := c.Spec.Kafka.TopicPrefix; p != "" {
+		u += "?" + url.Values{"topic_prefix": {p}}.Encode()
+	}
+	return u
 }

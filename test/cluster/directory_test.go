@@ -30,7 +30,9 @@ func TestSessionDirectory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	env := setupCluster(t, ctx, "dir")
-	common := env.nodeArgs("--eventlog=kafka://"+kafka, "--log-level=info")
+	// The cluster's own topics and groups on the shared Kafka.
+	prefix := fmt.Sprintf("dir%06x.", rand.Uint32()&0xffffff)
+	common := env.nodeArgs("--eventlog=kafka://"+kafka+"?topic_prefix="+prefix, "--log-level=info")
 	node := func(name, roles string, worker int) *proc {
 		return startNode(t, name, freeAddr(t), append([]string{"--roles=" + roles, "--grpc=" + freeAddr(t),
 			fmt.Sprintf("--worker=%d", worker), "--data-dir=" + t.TempDir()}, common...)...)

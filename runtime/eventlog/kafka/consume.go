@@ -23,11 +23,15 @@ func (l *Log) Consume(ctx context.Context, group string, topics []string, h even
 		return err
 	}
 	defer l.running.Done()
-	for _, t := range topics {
-		if err := l.EnsureTopic(ctx, t, l.cfg.Partitions); err != nil {
+	group = l.groupName(group)
+	names := make([]string, len(topics))
+	for i, t := range topics {
+		names[i] = l.topicName(t)
+		if err := l.ensureTopic(ctx, names[i], l.cfg.Partitions); err != nil {
 			return err
 		}
 	}
+	topics = names
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(l.ctx, cancel)
@@ -44,7 +48,7 @@ func (l *Log) Consume(ctx context.Context, group string, topics []string, h even
 		}
 	}()
 
-	gh := &groupHandler{h: h, cancel: cancel}
+	gh := &groupHandler{l: l, h: h, cancel: cancel}
 	for backoff := 100 * time.Millisecond; ; {
 		err := cg.Consume(ctx, topics, gh)
 		if herr := gh.failure(); herr != nil {
@@ -78,6 +82,7 @@ func (l *Log) Consume(ctx context.Context, group string, topics []string, h even
 
 // groupHandler adapts an eventlog.Handler to sarama.
 type groupHandler struct {
+	l      *Log
 	h      eventlog.Handler
 	cancel context.CancelFunc
 
@@ -101,7 +106,7 @@ func (g *groupHandler) failure() error {
 }
 
 func (g *groupHandler) Setup(s sarama.ConsumerGroupSession) error {
-	if err := g.h.Setup(s.Context(), session{s}); err != nil {
+	if err := g.h.Setup(s.Context(), session{g.l, s}); err != nil {
 		g.fail(fmt.Errorf("setup: %w", err))
 		return err
 	}
@@ -109,7 +114,7 @@ func (g *groupHandler) Setup(s sarama.ConsumerGroupSession) error {
 }
 
 func (g *groupHandler) Cleanup(s sarama.ConsumerGroupSession) error {
-	if err := g.h.Cleanup(s.Context(), session{s}); err != nil {
+	if err := g.h.Cleanup(s.Context(), session{g.l, s}); err != nil {
 		g.fail(fmt.Errorf("cleanup: %w", err))
 		return err
 	}
@@ -118,7 +123,7 @@ func (g *groupHandler) Cleanup(s sarama.ConsumerGroupSession) error {
 
 func (g *groupHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
 	ctx := s.Context()
-	cl := &claim{c: c, records: make(chan eventlog.Record, 256)}
+	cl := &claim{l: g.l, c: c, records: make(chan eventlog.Record, 256)}
 	go func() {
 		defer close(cl.records)
 		for {
@@ -129,7 +134,7 @@ func (g *groupHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.Cons
 				if !ok {
 					return
 				}
-				r := eventlog.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Partition: m.Partition, Offset: m.Offset, Time: m.Timestamp}
+				r := eventlog.Record{Topic: g.l.callerTopic(m.Topic), Key: m.Key, Value: m.Value, Partition: m.Partition, Offset: m.Offset, Time: m.Timestamp}
 				select {
 				case <-ctx.Done():
 					return
@@ -138,7 +143,7 @@ func (g *groupHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.Cons
 			}
 		}
 	}()
-	err := g.h.ConsumeClaim(ctx, session{s}, cl)
+	err := g.h.ConsumeClaim(ctx, session{g.l, s}, cl)
 	if err != nil {
 		g.fail(fmt.Errorf("consume %s/%d: %w", c.Topic(), c.Partition(), err))
 	}
@@ -148,13 +153,24 @@ func (g *groupHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.Cons
 	return err
 }
 
-type session struct{ s sarama.ConsumerGroupSession }
+// session and claim show the callers' topic names (Config.TopicPrefix).
+type session struct {
+	l *Log
+	s sarama.ConsumerGroupSession
+}
 
-func (s session) MemberID() string           { return s.s.MemberID() }
-func (s session) Generation() int64          { return int64(s.s.GenerationID()) }
-func (s session) Claims() map[string][]int32 { return s.s.Claims() }
+func (s session) MemberID() string  { return s.s.MemberID() }
+func (s session) Generation() int64 { return int64(s.s.GenerationID()) }
+func (s session) Claims() map[string][]int32 {
+	out := make(map[string][]int32)
+	for t, ps := range s.s.Claims() {
+		out[s.l.callerTopic(t)] = ps
+	}
+	return out
+}
+
 func (s session) Mark(topic string, partition int32, next int64) {
-	s.s.MarkOffset(topic, partition, next, "")
+	s.s.MarkOffset(s.l.topicName(topic), partition, next, "")
 }
 
 func (s session) Commit(ctx context.Context) error {
@@ -163,11 +179,12 @@ func (s session) Commit(ctx context.Context) error {
 }
 
 type claim struct {
+	l       *Log
 	c       sarama.ConsumerGroupClaim
 	records chan eventlog.Record
 }
 
-func (c *claim) Topic() string                   { return c.c.Topic() }
+func (c *claim) Topic() string                   { return c.l.callerTopic(c.c.Topic()) }
 func (c *claim) Partition() int32                { return c.c.Partition() }
 func (c *claim) InitialOffset() int64            { return c.c.InitialOffset() }
 func (c *claim) Records() <-chan eventlog.Record { return c.records }

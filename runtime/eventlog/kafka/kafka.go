@@ -72,11 +72,46 @@ type Config struct {
 	// TLS dials the brokers over TLS 1.2+ with the system's roots (SASL/PLAIN
 	// sends the password in clear otherwise). Default false.
 	TLS bool
+	// TopicPrefix, when set, names this cluster's topics and consumer
+	// groups on a Kafka that other clusters share: it takes the place of
+	// the default "concord." that topic names begin with
+	// (eventlog.MessagesTopic "concord.messages" is "acme.messages" with
+	// prefix "acme."), is prepended to topics named otherwise, and is
+	// prepended to every consumer group. Callers keep using the names
+	// without it: records and claims handed to consumers carry them. Empty
+	// keeps today's names: topics as given, groups unprefixed.
+	TopicPrefix string
 	// Logger receives diagnostics. Default slog.Default().
 	Logger *slog.Logger
 }
 
-// ParseURL reads "kafka://[user:password@]host:port[,host:port...][?partitions=N&client_id=S&version=V&replication=R]"
+// defaultTopicPrefix begins the topic names Concord uses; TopicPrefix
+// replaces it.
+const defaultTopicPrefix = "concord."
+
+// topicName is the name on the brokers of topic.
+func (l *Log) topicName(topic string) string {
+	p := l.cfg.TopicPrefix
+	if p == "" {
+		return topic
+	}
+	name := p + strings.TrimPrefix(topic, defaultTopicPrefix)
+	l.names.Store(name, topic)
+	return name
+}
+
+// callerTopic is the caller's name of a topic named name on the brokers.
+func (l *Log) callerTopic(name string) string {
+	if v, ok := l.names.Load(name); ok {
+		return v.(string)
+	}
+	return name
+}
+
+// groupName is the name on the brokers of consumer group g.
+func (l *Log) groupName(g string) string { return l.cfg.TopicPrefix + g }
+
+// ParseURL reads "kafka://[user:password@]host:port[,host:port...][?partitions=N&client_id=S&version=V&replication=R&topic_prefix=P]"
 // into a Config. User and password (percent-encoded) set Username and
 // Password. Errors name the URL with its password redacted.
 func ParseURL(raw string) (Config, error) {
@@ -111,6 +146,12 @@ func ParseURL(raw string) (Config, error) {
 		cfg.ReplicationFactor = int16(n)
 	}
 	cfg.ClientID = q.Get("client_id")
+	cfg.TopicPrefix = q.Get("topic_prefix")
+	if strings.ContainsFunc(cfg.TopicPrefix, func(r rune) bool {
+		return !(r == '.' || r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) || len(cfg.TopicPrefix) > 100 {
+		return Config{}, fmt.Errorf("%w: event log url %q: topic_prefix %q: only letters, digits, '.', '_' and '-', at most 100", eventlog.ErrInvalid, raw, cfg.TopicPrefix)
+	}
 	cfg.Version = q.Get("version")
 	if u.User != nil {
 		cfg.Username = u.User.Username()
@@ -160,10 +201,13 @@ type Log struct {
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 
-	mu       sync.Mutex
-	closed   bool
-	running  sync.WaitGroup
-	topics   map[string]bool // topics known to exist
+	mu      sync.Mutex
+	closed  bool
+	running sync.WaitGroup
+	topics  map[string]bool // topics known to exist, by their names on the brokers
+	// names maps the brokers' topic names back to the callers' names
+	// (TopicPrefix).
+	names    sync.Map
 	creating sync.Mutex
 }
 
@@ -313,6 +357,11 @@ func (l *Log) EnsureTopic(ctx context.Context, topic string, partitions int) err
 	if topic == "" || partitions <= 0 {
 		return fmt.Errorf("%w: topic %q with %d partitions", eventlog.ErrInvalid, topic, partitions)
 	}
+	return l.ensureTopic(ctx, l.topicName(topic), partitions)
+}
+
+// ensureTopic is EnsureTopic for the topic's name on the brokers.
+func (l *Log) ensureTopic(ctx context.Context, topic string, partitions int) error {
 	if err := l.enter(); err != nil {
 		return err
 	}
@@ -368,15 +417,16 @@ func (l *Log) Append(ctx context.Context, records ...eventlog.Record) error {
 		if r.Topic == "" {
 			return fmt.Errorf("%w: record without topic", eventlog.ErrInvalid)
 		}
+		topic := l.topicName(r.Topic)
 		l.mu.Lock()
-		known := l.topics[r.Topic]
+		known := l.topics[topic]
 		l.mu.Unlock()
 		if !known {
-			if err := l.EnsureTopic(ctx, r.Topic, l.cfg.Partitions); err != nil {
+			if err := l.ensureTopic(ctx, topic, l.cfg.Partitions); err != nil {
 				return err
 			}
 		}
-		msgs[i] = &sarama.ProducerMessage{Topic: r.Topic, Key: sarama.ByteEncoder(r.Key), Value: sarama.ByteEncoder(r.Value)}
+		msgs[i] = &sarama.ProducerMessage{Topic: topic, Key: sarama.ByteEncoder(r.Key), Value: sarama.ByteEncoder(r.Value)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.AppendTimeout)
 	defer cancel()
@@ -425,6 +475,7 @@ func (l *Log) End(ctx context.Context, topic string) ([]int64, error) {
 		return nil, err
 	}
 	defer l.running.Done()
+	topic = l.topicName(topic)
 	if err := l.client.RefreshMetadata(topic); err != nil {
 		return nil, fmt.Errorf("%w: metadata of %q: %v", eventlog.ErrUnavailable, topic, err)
 	}
@@ -452,6 +503,7 @@ func (l *Log) Committed(ctx context.Context, group, topic string) (map[int32]int
 		return nil, err
 	}
 	defer l.running.Done()
+	group, topic = l.groupName(group), l.topicName(topic)
 	parts, err := l.client.Partitions(topic)
 	if err != nil {
 		return nil, fmt.Errorf("%w: partitions of %q: %v", eventlog.ErrUnavailable, topic, err)

@@ -51,11 +51,12 @@ func (l *Log) Partitions(ctx context.Context, topic string) (int, error) {
 		return 0, err
 	}
 	defer l.running.Done()
+	topic = l.topicName(topic)
 	l.mu.Lock()
 	known := l.topics[topic]
 	l.mu.Unlock()
 	if !known {
-		if err := l.EnsureTopic(ctx, topic, l.cfg.Partitions); err != nil {
+		if err := l.ensureTopic(ctx, topic, l.cfg.Partitions); err != nil {
 			return 0, err
 		}
 	}
@@ -83,11 +84,12 @@ func (l *Log) AppendTo(ctx context.Context, topic string, partition int32, recor
 		return nil, err
 	}
 	defer l.running.Done()
+	topic = l.topicName(topic)
 	l.mu.Lock()
 	known := l.topics[topic]
 	l.mu.Unlock()
 	if !known {
-		if err := l.EnsureTopic(ctx, topic, l.cfg.Partitions); err != nil {
+		if err := l.ensureTopic(ctx, topic, l.cfg.Partitions); err != nil {
 			return nil, err
 		}
 	}

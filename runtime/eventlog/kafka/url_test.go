@@ -32,3 +32,18 @@ func TestNewRejectsOldVersion(t *testing.T) {
 		t.Fatalf("New with version 2.0.0 = %v, want ErrInvalid", err)
 	}
 }
+
+func TestParseURLTopicPrefix(t *testing.T) {
+	cfg, err := kafka.ParseURL("kafka://127.0.0.1:9092?topic_prefix=acme-prod.")
+	if err != nil || cfg.TopicPrefix != "acme-prod." {
+		t.Fatalf("topic_prefix: %q, %v", cfg.TopicPrefix, err)
+	}
+	if cfg, _ := kafka.ParseURL("kafka://127.0.0.1:9092"); cfg.TopicPrefix != "" {
+		t.Fatalf("no topic_prefix gave %q", cfg.TopicPrefix)
+	}
+	for _, bad := range []string{"kafka://h:1?topic_prefix=a/b", "kafka://h:1?topic_prefix=a%20b"} {
+		if _, err := kafka.ParseURL(bad); !errors.Is(err, eventlog.ErrInvalid) {
+			t.Errorf("ParseURL(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}

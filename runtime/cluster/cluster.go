@@ -224,6 +224,8 @@ type Node struct {
 	admission  *identifyAdmission
 	identify   *guild.Service
 	client     transport.GuildClient
+	// leasePart runs the gateway role's entitlement lease manager.
+	leasePart lifecycle.Part
 
 	// snowflakeLost is closed if the node's snowflake claim is lost
 	// (snowflake.go); Serve then stops.
@@ -468,6 +470,18 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if n.rsClient != nil {
 			ac.States = n.rsClient
 		}
+		// Bots' entitlement leases (leases.go). On a node that also runs
+		// the guild role, the bot platform's manager already exports the
+		// lease metrics; this one's go unregistered.
+		var leaseMetrics prometheus.Registerer = n.metrics
+		if has(cfg, registry.RoleGuild) {
+			leaseMetrics = nil
+		}
+		enf := gatewayEnforcer{node: func() *gateway.Node { return n.gateway }, backend: n.gwBackend, members: st,
+			log: log.With("component", "entitlement")}
+		if ac.Leases, n.leasePart, err = openGatewayLeases(n, st, enf, leaseMetrics, log.With("component", "entitlement")); err != nil {
+			return nil, err
+		}
 		if n.admission, err = newIdentifyAdmission(ctx, cfg, n.gwBackend, ac, n.metrics, log.With("component", "identify")); err != nil {
 			return nil, err
 		}
@@ -585,6 +599,9 @@ func (n *Node) addLoops() {
 	}
 	if n.gwBackend != nil {
 		loop("gateway/follow-ring", func(ctx context.Context) { n.gwBackend.follow(ctx, n.cfg.RetryInterval) })
+	}
+	if n.leasePart.Run != nil {
+		_ = n.group.Add(n.leasePart)
 	}
 }
 

@@ -299,3 +299,11 @@ func (e devEnforcer) CloseBot(ctx context.Context, bot snowflake.ID, reason enti
 	}
 	return n.CloseUser(ctx, bot, code, text)
 }
+
+// NewInstallSource is the entitlement.Source both modes read bots' grants
+// from: the token generation in users, and the installations in apps
+// (see installSource). A `concord serve` gateway node builds its lease
+// manager on it.
+func NewInstallSource(apps bots.Store, users store.Store) entitlement.Source {
+	return &installSource{apps: apps, users: users}
+}

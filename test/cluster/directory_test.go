@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // TestSessionDirectory runs two gateway nodes, one api+guild node and a
@@ -21,7 +24,9 @@ import (
 // user on both gateway nodes: GUILD_CREATE (and the guild's messages)
 // after joining mid-session, DMs and group DMs, MESSAGE_ACK, a role
 // change, and GUILD_DELETE after leaving. Every session's READY comes
-// first and its sequence has no gap.
+// first and its sequence has no gap. Last, a bot's session on a gateway
+// node ends (4004) when its token is reset elsewhere: the node holds the
+// bot's entitlement lease and hears the revocation.
 func TestSessionDirectory(t *testing.T) {
 	kafka := os.Getenv("CONCORD_KAFKA")
 	if kafka == "" {
@@ -191,5 +196,29 @@ func TestSessionDirectory(t *testing.T) {
 		if err := checkSeq(s.snapshot()); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
+	}
+
+	// A bot's lease on a gateway node: resetting its token (on the
+	// api+guild node) closes its session on gw-2 with 4004, pushed
+	// through the registry to that node's lease manager.
+	var application struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+	}
+	api.must(t, alice.token, "POST", "/applications", map[string]any{"name": "leased"}, &application)
+	bot := dialIntents(t, "bot@gw-2", gw2.http, "Bot "+application.Token, 1<<0)
+	bot.await(t, "the bot's READY", 15*time.Second, func(f []dispatch) bool { return len(f) > 0 && f[0].typ == "READY" })
+	api.must(t, alice.token, "POST", "/applications/"+application.ID+"/bot/reset", nil, nil)
+	select {
+	case <-bot.done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the bot's session is still open 15 s after its token was reset")
+	}
+	bot.mu.Lock()
+	cerr := bot.closeErr
+	bot.mu.Unlock()
+	var ce *websocket.CloseError
+	if !errors.As(cerr, &ce) || ce.Code != 4004 {
+		t.Fatalf("bot session ended with %v, want close 4004", cerr)
 	}
 }

@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# Starts a whole Concord cluster on this machine, from the project's own
+# scripts, behind HAProxy, and stops it on Ctrl-C (make run-cluster):
+#
+#   etcd        3 members (built from the Go module proxy by hack/envtest/build.sh, cached)
+#   Cassandra, Kafka, Redis   the test servers (hack/cassandra, hack/kafka, hack/redis; left running)
+#   concord serve   2 api, 2 gateway, 2 guild, 2 data, 1 readstate, 1 presence, 1 relay
+#   HAProxy     one public address: /gateway and WebSocket upgrades to the gateway nodes,
+#               everything else to the api nodes; health checks on /readyz, so a draining
+#               or unready node gets no new connection while its open ones stay
+#
+# One read-state and one presence node: both roles keep per-user state in memory that
+# a second replica would not share yet (read states are written behind from each
+# node's cache, and mention counting follows the log's partitions, not the user's
+# owner; presence clients all call one node), so the issue's second replica of each
+# waits for that sharding.
+#
+# Environment (defaults in brackets):
+#   CLUSTER_HTTP   public address HAProxy listens on [127.0.0.1:8090]
+#   CLUSTER_PORTS  first of the ports the nodes, etcd and HAProxy's stats use, 52 in all [18100]
+#   CLUSTER_DIR    state: etcd data, node data, logs, server key, dev token [./.concord-cluster]
+#   CLUSTER_KEYSPACE  Cassandra keyspace [concord_cluster]
+#   CONCORD_BIN    the concord binary [built into bin/concord]
+#   CONCORD_CACHE  where the test servers and etcd are cached [~/.cache/concord]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+LB=${CLUSTER_HTTP:-127.0.0.1:8090}
+BASE=${CLUSTER_PORTS:-18100}
+RUN=${CLUSTER_DIR:-$ROOT/.concord-cluster}
+KEYSPACE=${CLUSTER_KEYSPACE:-concord_cluster}
+CACHE=${CONCORD_CACHE:-$HOME/.cache/concord}
+export CONCORD_CACHE=$CACHE
+mkdir -p "$RUN/logs" "$RUN/nodes" "$RUN/etcd"
+RUN=$(cd "$RUN" && pwd)
+
+log() { printf '[run-cluster %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# Every process this script starts, stopped in reverse on exit.
+PIDS=()
+NAMES=()
+cleanup() {
+	trap - INT TERM EXIT
+	log "stopping ${#PIDS[@]} processes"
+	local i
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+		kill -TERM "${PIDS[i]}" 2>/dev/null || true
+	done
+	local deadline=$((SECONDS + 20))
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+		while kill -0 "${PIDS[i]}" 2>/dev/null; do
+			if ((SECONDS >= deadline)); then
+				log "${NAMES[i]} did not stop within 20 s: kill -9"
+				kill -KILL "${PIDS[i]}" 2>/dev/null || true
+				break
+			fi
+			sleep 0.1
+		done
+	done
+	log "stopped (Cassandra, Kafka and Redis keep running: make test uses them too)"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# start NAME CMD...: runs CMD in the background, its output in logs/NAME.log.
+start() {
+	local name=$1
+	shift
+	"$@" >"$RUN/logs/$name.log" 2>&1 &
+	PIDS+=($!)
+	NAMES+=("$name")
+}
+
+# wait_http NAME URL [SECONDS]: waits until URL answers 200, failing with
+# the process's log when it exits or the time runs out.
+wait_http() {
+	local name=$1 url=$2 limit=${3:-60} deadline i
+	deadline=$((SECONDS + limit))
+	until curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; do
+		for i in "${!NAMES[@]}"; do
+			if [[ ${NAMES[i]} == "$name" ]] && ! kill -0 "${PIDS[i]}" 2>/dev/null; then
+				tail -n 30 "$RUN/logs/$name.log" >&2 || true
+				die "$name exited before it was ready"
+			fi
+		done
+		if ((SECONDS >= deadline)); then
+			tail -n 30 "$RUN/logs/$name.log" >&2 || true
+			die "$name not ready at $url within ${limit}s"
+		fi
+		sleep 0.2
+	done
+}
+
+command -v curl >/dev/null || die "curl is needed"
+if ! command -v haproxy >/dev/null; then
+	command -v apt-get >/dev/null || die "haproxy is missing and apt-get is not available: install haproxy"
+	log "installing haproxy from Debian"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null ||
+		die "apt-get install haproxy failed"
+fi
+
+BIN=${CONCORD_BIN:-}
+if [[ -z $BIN ]]; then
+	log "building bin/concord"
+	go build -o bin/concord ./runtime/cmd/concord
+	BIN=$ROOT/bin/concord
+fi
+
+log "Cassandra, Kafka and Redis (hack/ scripts; started if not running)"
+CASS=$(bash hack/cassandra/start.sh)
+bash hack/kafka/kafka.sh start >&2
+KAFKA=$(bash hack/kafka/kafka.sh addr)
+REDIS=$(bash hack/redis/start.sh | sed -n 's/^export CONCORD_TEST_REDIS=//p')
+[[ -n $CASS && -n $KAFKA && -n $REDIS ]] || die "a backend gave no address (cassandra '$CASS', kafka '$KAFKA', redis '$REDIS')"
+
+log "etcd: three members"
+ETCD="$(bash hack/envtest/build.sh | tail -n 1)/etcd"
+[[ -x $ETCD ]] || die "no etcd binary at $ETCD"
+peers=""
+for i in 1 2 3; do
+	peers+="${peers:+,}etcd-$i=http://127.0.0.1:$((BASE + 30 + i))"
+done
+ETCD_CLIENTS=""
+for i in 1 2 3; do
+	client=127.0.0.1:$((BASE + 20 + i))
+	ETCD_CLIENTS+="${ETCD_CLIENTS:+,}$client"
+	start "etcd-$i" "$ETCD" --name "etcd-$i" --data-dir "$RUN/etcd/etcd-$i" \
+		--listen-client-urls "http://$client" --advertise-client-urls "http://$client" \
+		--listen-peer-urls "http://127.0.0.1:$((BASE + 30 + i))" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$((BASE + 30 + i))" \
+		--initial-cluster "$peers" --initial-cluster-state new --initial-cluster-token concord-run-cluster \
+		--listen-metrics-urls "http://127.0.0.1:$((BASE + 35 + i))"
+done
+for i in 1 2 3; do
+	wait_http "etcd-$i" "http://127.0.0.1:$((BASE + 20 + i))/health" 60
+done
+
+# The cluster's secrets, kept across runs so tokens stay valid.
+[[ -s $RUN/server-key ]] || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$RUN/server-key"
+[[ -s $RUN/admin-token ]] || head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$RUN/admin-token"
+chmod 600 "$RUN/server-key" "$RUN/admin-token"
+
+COMMON=(
+	--registry="etcd://$ETCD_CLIENTS"
+	--store="cassandra://$CASS/$KEYSPACE?rf=1"
+	--eventlog="kafka://$KAFKA?topic_prefix=$KEYSPACE."
+	--server-key="$(cat "$RUN/server-key")"
+	--admin-token="$(cat "$RUN/admin-token")"
+	--data-nodes=ring
+	--public-url="ws://$LB/gateway"
+)
+
+# node NAME ROLES INDEX [FLAGS...]: one `concord serve` process; its HTTP
+# port is BASE+INDEX and its gRPC port BASE+40+INDEX (INDEX 1..11; etcd
+# takes BASE+21.. and HAProxy's stats BASE+19).
+worker=0
+node() {
+	local name=$1 roles=$2 idx=$3
+	shift 3
+	worker=$((worker + 1))
+	mkdir -p "$RUN/nodes/$name"
+	start "$name" "$BIN" serve --node="$name" --roles="$roles" \
+		--http="127.0.0.1:$((BASE + idx))" --grpc="127.0.0.1:$((BASE + 40 + idx))" \
+		--worker="$worker" --data-dir="$RUN/nodes/$name" "${COMMON[@]}" "$@"
+}
+
+log "concord serve: the first guild node creates or migrates the keyspace"
+node guild-1 guild 1 --presence
+wait_http guild-1 "http://127.0.0.1:$((BASE + 1))/readyz" 180
+node guild-2 guild 2 --presence
+node data-1 data 3
+node data-2 data 4
+node readstate-1 readstate 5
+node presence-1 presence 6
+node relay-1 relay 7
+node gateway-1 gateway 8 --presence --redis="redis://$REDIS"
+node gateway-2 gateway 9 --presence --redis="redis://$REDIS"
+node api-1 api 10 --redis="redis://$REDIS"
+node api-2 api 11 --redis="redis://$REDIS"
+for n in guild-2:2 data-1:3 data-2:4 readstate-1:5 presence-1:6 relay-1:7 gateway-1:8 gateway-2:9 api-1:10 api-2:11; do
+	wait_http "${n%%:*}" "http://127.0.0.1:$((BASE + ${n##*:}))/readyz" 120
+done
+
+log "HAProxy on $LB"
+cat >"$RUN/haproxy.cfg" <<CFG
+# Written by hack/run-cluster.sh.
+global
+	maxconn 20000
+
+defaults
+	mode http
+	timeout connect 2s
+	timeout client 60s
+	timeout server 60s
+	# A gateway WebSocket is a tunnel once upgraded: heartbeats every ~41 s.
+	timeout tunnel 1h
+	timeout client-fin 5s
+	option forwardfor
+
+frontend public
+	bind $LB
+	acl websocket hdr(Upgrade) -i websocket
+	acl gateway_path path /gateway
+	acl gateway_path path_beg /gateway/
+	use_backend gateways if websocket or gateway_path
+	default_backend apis
+
+# Readiness: /readyz answers 503 while a node starts, drains (POST
+# /admin/drain) or stops; after two failed checks it gets no new
+# connection, and its open WebSockets stay until the node closes them.
+backend apis
+	balance roundrobin
+	option httpchk GET /readyz
+	http-check expect status 200
+	default-server inter 1s fall 2 rise 2
+	server api-1 127.0.0.1:$((BASE + 10)) check
+	server api-2 127.0.0.1:$((BASE + 11)) check
+
+backend gateways
+	balance leastconn
+	option httpchk GET /readyz
+	http-check expect status 200
+	default-server inter 1s fall 2 rise 2
+	server gateway-1 127.0.0.1:$((BASE + 8)) check
+	server gateway-2 127.0.0.1:$((BASE + 9)) check
+
+listen stats
+	bind 127.0.0.1:$((BASE + 19))
+	stats enable
+	stats uri /
+CFG
+haproxy -c -q -f "$RUN/haproxy.cfg" || die "haproxy rejected $RUN/haproxy.cfg"
+start haproxy haproxy -W -db -f "$RUN/haproxy.cfg"
+wait_http haproxy "http://$LB/readyz" 30
+
+API="http://$LB/api/v10"
+# The dev user: registered on first start, logged in after.
+[[ -s $RUN/dev-password ]] || head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$RUN/dev-password"
+chmod 600 "$RUN/dev-password"
+creds="{\"username\":\"dev\",\"password\":\"$(cat "$RUN/dev-password")\"}"
+answer=$(curl -sS --max-time 10 -H 'Content-Type: application/json' -d "$creds" "$API/auth/register" || true)
+if [[ $answer != *'"token"'* ]]; then
+	answer=$(curl -sS --max-time 10 -H 'Content-Type: application/json' -d "$creds" "$API/auth/login" || true)
+fi
+TOKEN=$(sed -n 's/.*"token":"\([^"]*\)".*/\1/p' <<<"$answer")
+[[ -n $TOKEN ]] || die "no dev token: register and login answered $answer"
+printf '%s\n' "$TOKEN" >"$RUN/dev-token"
+
+cat <<EOF
+
+Concord cluster is running: 2 api, 2 gateway, 2 guild, 2 data, 1 readstate, 1 presence, 1 relay
+behind HAProxy; etcd x3, Cassandra, Kafka and Redis.
+  REST API:    http://$LB/api/v10
+  Gateway:     ws://$LB/gateway
+  Web client:  http://$LB/
+  Dev token:   $TOKEN
+  Admin token: $(cat "$RUN/admin-token")   (nodes' /admin/..., e.g. POST http://127.0.0.1:$((BASE + 8))/admin/drain)
+  HAProxy:     http://127.0.0.1:$((BASE + 19))/ (backend health)
+  Logs:        $RUN/logs/
+Press Ctrl-C to stop.
+EOF
+
+# Until Ctrl-C, or until a process of the cluster exits.
+while :; do
+	for i in "${!PIDS[@]}"; do
+		if ! kill -0 "${PIDS[i]}" 2>/dev/null; then
+			tail -n 30 "$RUN/logs/${NAMES[i]}.log" >&2 || true
+			die "${NAMES[i]} exited; stopping the cluster"
+		fi
+	done
+	sleep 1
+done

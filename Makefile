@@ -1,6 +1,8 @@
 # Concord — build, run and test.
 #
 #   make run       build and start `concord dev` (every role in one process)
+#   make run-cluster  start a local cluster: etcd x3, Cassandra, Kafka, Redis, 11 `concord serve`
+#                  processes behind HAProxy (hack/run-cluster.sh); Ctrl-C stops it
 #   make test      install and start what the tests need, then run them all
 #   make bench     run the benchmarks recorded in docs/benchmarks.md
 #   make lint      gofmt, go vet, staticcheck, govulncheck
@@ -19,7 +21,7 @@ STATICCHECK_VERSION ?= v0.8.2
 
 export CONCORD_CACHE := $(CACHE)
 
-.PHONY: all build run test test-unit test-deps bench lint lint-fast generate web clean
+.PHONY: all build run run-cluster test test-unit test-deps bench lint lint-fast generate web clean
 
 all: build
 
@@ -28,6 +30,9 @@ build:
 
 run: build
 	$(BIN)/concord dev --http=$(HTTP) --data-dir=$(DATA_DIR)
+
+run-cluster: build
+	CONCORD_BIN=$(CURDIR)/$(BIN)/concord bash hack/run-cluster.sh
 
 # test-deps installs and starts every real server and client the tests use;
 # it writes their addresses to $(CACHE)/test-env.sh, which `test` sources.

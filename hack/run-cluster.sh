@@ -188,7 +188,8 @@ log "HAProxy on $LB"
 cat >"$RUN/haproxy.cfg" <<CFG
 # Written by hack/run-cluster.sh.
 global
-	maxconn 20000
+	# Each connection takes two descriptors; stay within the usual 20000 limit.
+	maxconn 8000
 
 defaults
 	mode http

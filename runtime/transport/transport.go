@@ -7,6 +7,10 @@
 //     node holding the target sessions. NewGatewayClient returns an
 //     event.Sink that routes each batch by node name to a pooled
 //     connection found in the registry, over one ordered stream per node.
+//   - GatewayNode.UserSessions/SubscribeGuild: the session directory.
+//     NewSessionDirectory asks every live gateway node for a user's
+//     sessions (DMs, MESSAGE_ACK) and subscribes a session to a guild
+//     joined mid-session through its gateway node.
 //   - GuildNode.Subscribe/Disconnect/Call: gateway and API nodes reach the
 //     guild node owning a guild on the placement ring. NewGuildClient
 //     returns a GuildBackend that routes by guild id and retries once on

@@ -74,6 +74,13 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 echo "export CONCORD_CHROMIUM=$(command -v chromium)" >> "$ENV_FILE.tmp"
 
+step "HAProxy from Debian (the load balancer of make run-cluster and its test)"
+if ! command -v haproxy >/dev/null 2>&1; then
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy \
+		|| { echo "apt-get install haproxy failed: make run-cluster needs Debian's haproxy" >&2; exit 1; }
+fi
+
 step "Apache Kafka (KRaft, single node on loopback)"
 bash hack/kafka/kafka.sh start
 echo "export CONCORD_KAFKA=$(bash hack/kafka/kafka.sh addr)" >> "$ENV_FILE.tmp"

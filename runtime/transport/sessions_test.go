@@ -3,6 +3,8 @@ package transport_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -55,13 +57,19 @@ func (r *roster) Nodes() []registry.Node {
 	return out
 }
 
-func sessionNode(t *testing.T, name string, b transport.SessionBackend) registry.Node {
+func sessionNode(t testing.TB, name string, b transport.SessionBackend) registry.Node {
 	t.Helper()
 	srv, err := transport.NewServer(transport.ServerConfig{}, transport.Services{Node: name, Gateway: newRecordingSink(), Sessions: b})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return registry.Node{Name: name, Roles: []string{registry.RoleGateway}, Addr: serve(t, srv)}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	return registry.Node{Name: name, Roles: []string{registry.RoleGateway}, Addr: lis.Addr().String()}
 }
 
 func TestSessionDirectoryAsksEveryGatewayNode(t *testing.T) {
@@ -102,5 +110,35 @@ func TestSessionDirectoryAsksEveryGatewayNode(t *testing.T) {
 	got, err = d.UserSessions(ctx, []snowflake.ID{8})
 	if err == nil || len(got) != 1 || got[0].ID != "a2" {
 		t.Fatalf("with a dead node: %+v, %v; want a2 and an error", got, err)
+	}
+}
+
+// BenchmarkSessionDirectory measures one lookup of a user's sessions over
+// loopback gRPC against 1, 2 and 4 gateway nodes (each holding 1000
+// sessions of other users and one of the user): the cost of deriving the
+// directory from the registry grows with the gateway nodes asked.
+func BenchmarkSessionDirectory(b *testing.B) {
+	for _, nodes := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			r := &roster{}
+			for i := range nodes {
+				f := &fakeSessions{}
+				for j := range 1000 {
+					f.list = append(f.list, event.Session{ID: event.SessionID(fmt.Sprintf("s%d-%d", i, j)), UserID: snowflake.ID(1000 + j)})
+				}
+				f.list = append(f.list, event.Session{ID: event.SessionID(fmt.Sprintf("me-%d", i)), UserID: 7})
+				r.set(sessionNode(b, fmt.Sprintf("gw-%d", i), f))
+			}
+			d := transport.NewSessionDirectory(transport.ClientConfig{}, r)
+			defer d.Close()
+			ctx := context.Background()
+			b.ResetTimer()
+			for b.Loop() {
+				got, err := d.UserSessions(ctx, []snowflake.ID{7})
+				if err != nil || len(got) != nodes {
+					b.Fatalf("lookup: %d sessions, %v", len(got), err)
+				}
+			}
+		})
 	}
 }

@@ -178,8 +178,8 @@ func (s *Service) PresenceChanged(ctx context.Context, userID snowflake.ID, p pr
 	}
 	if len(friends) > 0 {
 		b := newBatcher("PRESENCE_UPDATE", p.Event(userID, 0))
-		for _, f := range friends {
-			for _, sess := range s.userSessions(ctx, f) {
+		for _, list := range s.usersSessions(ctx, friends) {
+			for _, sess := range list {
 				b.add(sess, 0)
 			}
 		}

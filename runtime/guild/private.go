@@ -135,8 +135,9 @@ func (p *privateRouter) authorizeSend(ctx context.Context, req SendRequest) (Sen
 // bots need intent and shard 0. payloadFor may give each recipient its own
 // payload (channel objects list the other recipients).
 func (p *privateRouter) deliver(ctx context.Context, c store.Channel, typ string, intent uint64, payloadFor func(viewer snowflake.ID) any) {
+	all := p.svc.usersSessions(ctx, c.Recipients)
 	for _, uid := range c.Recipients {
-		sessions := p.svc.userSessions(ctx, uid)
+		sessions := all[uid]
 		if len(sessions) == 0 {
 			continue
 		}

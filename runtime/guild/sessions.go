@@ -207,20 +207,38 @@ func (s *Service) Disconnect(ctx context.Context, sess event.Session) {
 }
 
 // userSessions returns the sessions of a user: those subscribed here
-// and, with a session directory, those on every gateway node. A
-// directory that answers in part is logged; what it found still counts.
+// and, with a session directory, those on every gateway node.
 func (s *Service) userSessions(ctx context.Context, userID snowflake.ID) []event.Session {
-	out := s.localUserSessions(userID)
+	return s.usersSessions(ctx, []snowflake.ID{userID})[userID]
+}
+
+// directoryChunk bounds the users of one directory lookup (the gateway
+// nodes accept 1024).
+const directoryChunk = 512
+
+// usersSessions is userSessions for several users with one directory
+// lookup per directoryChunk users. A directory that answers in part is logged; what it found
+// still counts.
+func (s *Service) usersSessions(ctx context.Context, users []snowflake.ID) map[snowflake.ID][]event.Session {
+	out := make(map[snowflake.ID][]event.Session, len(users))
+	for _, u := range users {
+		out[u] = s.localUserSessions(u)
+	}
 	if s.deps.Sessions == nil {
 		return out
 	}
-	found, err := s.deps.Sessions.UserSessions(ctx, []snowflake.ID{userID})
-	if err != nil {
-		s.log.Warn("session directory answered in part", "user_id", userID, "found", len(found), "err", err)
+	var found []event.Session
+	for chunk := range slices.Chunk(users, directoryChunk) {
+		f, err := s.deps.Sessions.UserSessions(ctx, chunk)
+		if err != nil {
+			s.log.Warn("session directory answered in part", "users", len(chunk), "found", len(f), "err", err)
+		}
+		found = append(found, f...)
 	}
 	for _, f := range found {
-		if !slices.ContainsFunc(out, func(e event.Session) bool { return e.ID == f.ID }) {
-			out = append(out, f)
+		list, asked := out[f.UserID]
+		if asked && !slices.ContainsFunc(list, func(e event.Session) bool { return e.ID == f.ID }) {
+			out[f.UserID] = append(list, f)
 		}
 	}
 	return out

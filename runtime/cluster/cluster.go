@@ -492,7 +492,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("cluster: gateway: %w", err)
 		}
 		n.gateway.SetHandoffBackend(n.gwBackend) // drain.go
-		svc.Gateway, svc.Sessions = n.gateway, n.gwBackend
+		svc.Gateway, svc.Sessions = leavingSink{next: n.gateway, backend: n.gwBackend}, n.gwBackend
 	}
 	if n.grpcL != nil {
 		if n.grpc, err = transport.NewServer(transport.ServerConfig{Errors: guildErrors, Logger: log.With("component", "transport")}, svc); err != nil {

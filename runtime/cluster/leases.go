@@ -118,17 +118,6 @@ func (e gatewayEnforcer) CloseBot(ctx context.Context, bot snowflake.ID, reason 
 
 // dropGuild forgets one guild of a session and detaches it there.
 func (b *gatewayBackend) dropGuild(ctx context.Context, s event.Session, g snowflake.ID) {
-	b.mu.Lock()
-	b.removeLocked(g, s.ID)
-	if ids, ok := b.bySess[s.ID]; ok {
-		out := ids[:0]
-		for _, id := range ids {
-			if id != g {
-				out = append(out, id)
-			}
-		}
-		b.bySess[s.ID] = out
-	}
-	b.mu.Unlock()
+	b.forgetGuild(s.ID, g)
 	b.detach(g, s)
 }

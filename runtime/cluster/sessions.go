@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"sync"
 
@@ -130,3 +131,45 @@ type gatewayRoster struct{ *registry.LocalRing }
 
 // Nodes implements transport.Roster.
 func (r gatewayRoster) Nodes() []registry.Node { return r.View().Nodes() }
+
+// leavingSink is the event.Sink a gateway node serves GatewayNode.Deliver
+// with: it hands every batch to the node, and first notes the guilds a
+// GUILD_DELETE takes from a session (the user left, was kicked or banned,
+// the guild was deleted; not an outage, which says unavailable), so the
+// node stops following them: no resubscription when the ring moves the
+// guild, no detach when the session ends. The owner has already dropped
+// the subscriber.
+type leavingSink struct {
+	next    event.Sink
+	backend *gatewayBackend
+}
+
+// Deliver implements event.Sink.
+func (s leavingSink) Deliver(ctx context.Context, node string, b event.Batch) {
+	if b.Type == "GUILD_DELETE" {
+		for _, t := range b.Targets {
+			if t.Variant < 0 || t.Variant >= len(b.Payloads) {
+				continue
+			}
+			var g struct {
+				ID          snowflake.ID `json:"id"`
+				Unavailable bool         `json:"unavailable"`
+			}
+			if json.Unmarshal(b.Payloads[t.Variant], &g) == nil && g.ID != 0 && !g.Unavailable {
+				s.backend.forgetGuild(t.Session, g.ID)
+			}
+		}
+	}
+	s.next.Deliver(ctx, node, b)
+}
+
+// forgetGuild drops one guild of a session without detaching it on the
+// owner.
+func (b *gatewayBackend) forgetGuild(id event.SessionID, g snowflake.ID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.removeLocked(g, id)
+	if ids, ok := b.bySess[id]; ok {
+		b.bySess[id] = slices.DeleteFunc(ids, func(e snowflake.ID) bool { return e == g })
+	}
+}

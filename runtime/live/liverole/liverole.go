@@ -36,6 +36,7 @@ import (
 	"github.com/concord-chat/concord/runtime/live/api"
 	"github.com/concord-chat/concord/runtime/live/archiver"
 	"github.com/concord-chat/concord/runtime/live/gateway"
+	"github.com/concord-chat/concord/runtime/live/recent"
 	"github.com/concord-chat/concord/runtime/live/router"
 	"github.com/concord-chat/concord/runtime/role"
 )
@@ -143,7 +144,12 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 		if err := addGateway(b, gw); err != nil {
 			return err
 		}
-		rt, err := router.New(routerConfig(b), router.Deps{Log: lg, Recent: cache, Relay: rel})
+		rcfg := routerConfig(b)
+		var consumer live.Consumer = lg
+		if _, inProcess := cache.(*recent.Mem); inProcess {
+			consumer = replayGroup{Consumer: lg, group: rcfg.Group}
+		}
+		rt, err := router.New(rcfg, router.Deps{Log: consumer, Recent: cache, Relay: rel})
 		if err != nil {
 			return fmt.Errorf("live router: %w", err)
 		}

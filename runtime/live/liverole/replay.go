@@ -45,5 +45,5 @@ func (n noCommit) Cleanup(ctx context.Context, s eventlog.Session) error {
 
 type uncommitted struct{ eventlog.Session }
 
-func (uncommitted) Mark(string, int32, int64)     {}
+func (uncommitted) Mark(string, int32, int64)    {}
 func (uncommitted) Commit(context.Context) error { return nil }

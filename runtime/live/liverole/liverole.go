@@ -146,14 +146,19 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 		}
 		rcfg := routerConfig(b)
 		var consumer live.Consumer = lg
+		var ready func() error
 		if _, inProcess := cache.(*recent.Mem); inProcess {
-			consumer = replayGroup{Consumer: lg, group: rcfg.Group}
+			rg, err := newReplayGroup(ctx, lg, rcfg.Group, rcfg.Topics.Comments)
+			if err != nil {
+				return err
+			}
+			consumer, ready = rg, rg.Ready
 		}
 		rt, err := router.New(rcfg, router.Deps{Log: consumer, Recent: cache, Relay: rel})
 		if err != nil {
 			return fmt.Errorf("live router: %w", err)
 		}
-		if err := b.Add(lifecycle.Part{Name: "router", Run: rt.Run}); err != nil {
+		if err := b.Add(lifecycle.Part{Name: "router", Run: rt.Run, Ready: ready}); err != nil {
 			return err
 		}
 		ar, err := archiver.New(archiverConfig(b), archiver.Deps{Log: lg, Store: st})

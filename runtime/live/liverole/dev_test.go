@@ -1,23 +1,16 @@
 package liverole_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/concord-chat/concord/runtime/live/livetest"
 	"github.com/concord-chat/concord/runtime/platform"
-	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
 // TestContractOnConcordDev runs the live-comments contract against the
@@ -120,65 +113,5 @@ func startDevStoppable(t *testing.T, o livetest.Options, dir string) (*livetest.
 	}
 	t.Cleanup(stop)
 	url := "http://" + l.Addr().String()
-	return livetest.Remote(t, url, livetest.RemoteRoles{NewUser: Register(url), Viewers: MetricViewers(url)}), stop
-}
-
-var registered atomic.Int64
-
-// Register creates accounts through the chat API's POST /auth/register.
-func Register(base string) func(t testing.TB) livetest.User {
-	return func(t testing.TB) livetest.User {
-		t.Helper()
-		name := fmt.Sprintf("viewer%d_%d", time.Now().UnixNano()%1e6, registered.Add(1))
-		body, _ := json.Marshal(map[string]any{"username": name, "password": "correct horse battery"})
-		resp, err := http.Post(base+"/api/v10/auth/register", "application/json", bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out struct {
-			Token  string `json:"token"`
-			UserID string `json:"user_id"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
-			t.Fatalf("register %s = %d %v", name, resp.StatusCode, err)
-		}
-		id, err := snowflake.Parse(out.UserID)
-		if err != nil {
-			t.Fatalf("register %s: user_id %q: %v", name, out.UserID, err)
-		}
-		return livetest.User{ID: id, Name: name, Token: out.Token}
-	}
-}
-
-// MetricViewers reads concord_live_gateway_viewers from each base's
-// /metrics and sums them.
-func MetricViewers(bases ...string) func(t testing.TB) int {
-	return func(t testing.TB) int {
-		t.Helper()
-		total := 0
-		for _, base := range bases {
-			resp, err := http.Get(base + "/metrics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			found := false
-			sc := bufio.NewScanner(resp.Body)
-			for sc.Scan() {
-				if v, ok := strings.CutPrefix(sc.Text(), "concord_live_gateway_viewers "); ok {
-					f, err := strconv.ParseFloat(v, 64)
-					if err != nil {
-						t.Fatalf("metric line %q: %v", sc.Text(), err)
-					}
-					total += int(f)
-					found = true
-				}
-			}
-			resp.Body.Close()
-			if !found {
-				t.Fatalf("%s/metrics has no concord_live_gateway_viewers", base)
-			}
-		}
-		return total
-	}
+	return livetest.Remote(t, url, livetest.RemoteRoles{NewUser: livetest.Register(url), Viewers: livetest.MetricViewers(url)}), stop
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -92,17 +93,21 @@ func waitLive(t *testing.T, base string, u livetest.User) {
 
 // deployment is what every process of the test shares.
 type deployment struct {
-	args []string
+	args  []string
+	redis string // --redis, for the roles that use it
 }
 
-// env reads a test server address; it fails, never skips, without one.
-func env(t *testing.T, name string) string {
+// env reads a test server address from the first of names set; it
+// fails, never skips, without one.
+func env(t *testing.T, names ...string) string {
 	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		t.Fatalf("%s not set: run `make test-deps` and source ~/.cache/concord/test-env.sh", name)
+	for _, n := range names {
+		if v := os.Getenv(n); v != "" {
+			return v
+		}
 	}
-	return v
+	t.Fatalf("%v not set: run `make test-deps` and source ~/.cache/concord/test-env.sh", names)
+	return ""
 }
 
 // setup starts an embedded etcd, creates a Cassandra keyspace with the
@@ -110,7 +115,7 @@ func env(t *testing.T, name string) string {
 func setup(t *testing.T) *deployment {
 	t.Helper()
 	ctx := context.Background()
-	kafka, redis, cass := env(t, "CONCORD_KAFKA"), env(t, "CONCORD_REDIS"), env(t, "CONCORD_CASSANDRA")
+	kafka, redis, cass := env(t, "CONCORD_KAFKA"), env(t, "CONCORD_REDIS", "CONCORD_TEST_REDIS"), env(t, "CONCORD_CASSANDRA")
 	bin := make(chan struct{})
 	go func() { defer close(bin); concordbin.Build() }()
 	stopEtcd, endpoint, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
@@ -135,7 +140,6 @@ func setup(t *testing.T) *deployment {
 		"--registry=etcd://" + strings.TrimPrefix(endpoint, "http://"),
 		"--store=cassandra://" + cass + "/" + ks + "?rf=1",
 		"--eventlog=kafka://" + kafka + "?partitions=4",
-		"--redis=redis://" + strings.TrimPrefix(redis, "redis://"),
 		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),
 		"--live-prefix=t" + run + ".",
 		"--rate-limits=false",
@@ -143,7 +147,7 @@ func setup(t *testing.T) *deployment {
 		// The suite's gateway settings (livetest.TestOptions).
 		"--live-ping-interval=300ms",
 		"--live-report-interval=200ms",
-	}}
+	}, redis: "--redis=redis://" + strings.TrimPrefix(redis, "redis://")}
 }
 
 func dropKeyspace(t *testing.T, addr, ks string) {
@@ -164,7 +168,11 @@ func dropKeyspace(t *testing.T, addr, ks string) {
 // extra, and waits until its /readyz answers 200.
 func (d *deployment) start(t testing.TB, name string, extra ...string) *proc {
 	t.Helper()
-	p := startProc(t, name, append(append([]string{}, d.args...), extra...)...)
+	args := append(append([]string{}, d.args...), extra...)
+	if !slices.Contains(extra, "--roles=live-archiver") { // the archiver refuses a --redis it does not use
+		args = append(args, d.redis)
+	}
+	p := startProc(t, name, args...)
 	p.waitReady(t)
 	return p
 }

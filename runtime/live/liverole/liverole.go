@@ -61,6 +61,13 @@ var (
 	Archiver = role.Role{Name: NameArchiver, Build: buildArchiver}
 )
 
+// UsesRedis reports whether the role named name runs on --redis (the
+// recent cache, the relay, the comment rate limits): every live role
+// but the archiver.
+func UsesRedis(name string) bool {
+	return name == NameAPI || name == NameGateway || name == NameRouter
+}
+
 // Roles are the live-comment roles, in build order.
 var Roles = []role.Role{API, Gateway, Router, Archiver}
 

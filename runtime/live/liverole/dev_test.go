@@ -29,8 +29,11 @@ func TestDevRestartKeepsComments(t *testing.T) {
 	dir := t.TempDir()
 	o := livetest.TestOptions()
 	e, stop := startDevStoppable(t, o, dir)
-	alice := e.NewUser()
+	alice, mallory := e.NewUser(), e.NewUser()
 	s := e.CreateStream(alice, "restart")
+	if r := e.Do("PUT", "/v1/streams/"+s.ID+"/bans/"+mallory.ID.String(), alice.Token, map[string]any{}); r.Status != 204 {
+		t.Fatalf("ban = %d %s", r.Status, r.Body)
+	}
 	var posted []livetest.Comment
 	for i := range 3 {
 		posted = append(posted, e.Post(alice, s.ID, fmt.Sprintf("before restart %d", i), int64(i)))
@@ -52,6 +55,10 @@ func TestDevRestartKeepsComments(t *testing.T) {
 		t.Fatalf("stream after restart = %d %s", r.Status, r.Body)
 	} else {
 		r.JSON(t, &st)
+	}
+	// The ban is kept too.
+	if r := e2.Do("POST", "/v1/streams/"+s.ID+"/comments", mallory.Token, map[string]any{"text": "back again"}); r.Status != 403 {
+		t.Fatalf("banned user's post after restart = %d %s", r.Status, r.Body)
 	}
 	v := livetest.Watch(t, e2.URL, s.ID, nil, "")
 	v.Next(livetest.Wait, "state")

@@ -43,7 +43,9 @@ func startProc(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
 	p := &proc{name: name, url: "http://" + addr, out: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(concordbin.Path(t), append([]string{"serve", "--node=" + name, "--http=" + addr}, args...)...)
+	// Each process keeps its own data (the guild role's outbox) in a
+	// directory of the test, never in the working directory.
+	p.cmd = exec.Command(concordbin.Path(t), append([]string{"serve", "--node=" + name, "--http=" + addr, "--data-dir=" + t.TempDir()}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)

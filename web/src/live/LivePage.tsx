@@ -64,7 +64,7 @@ function CommentRow(props: { it: Item; s: LiveSession; onError: (e: string) => v
       )}
       {!it.pending && (mod || mine) && (
         <span class="lc-actions">
-          <button class="small" disabled={busy} aria-label={`Retract comment by ${c.author.username}`} onClick={() => act(() => s.retract(c.id))}>
+          <button class="small" disabled={busy} aria-label={`Retract "${c.text}" by ${c.author.username}`} onClick={() => act(() => s.retract(c.id))}>
             Retract
           </button>
           {mod && !mine && (

@@ -520,6 +520,7 @@ export class LiveSession {
   // backwards, or far ahead, starts over from there.
   onPlayhead(ms: number) {
     if (this.transport !== "replay") return;
+    this.playhead = ms;
     const shownTs = this.items.length ? this.items[this.items.length - 1].c.video_ts_ms : -1;
     if (ms < shownTs || (this.held.length === 0 && this.replayDone === false && ms > this.replayNext + 60000)) {
       this.resetReplay(Math.max(-1, ms - 30000));
@@ -552,6 +553,7 @@ export class LiveSession {
   }
 
   private replayGen = 0;
+  private playhead = 0;
 
   private async fetchReplay() {
     if (this.replayLoading || this.replayDone) return;
@@ -568,6 +570,8 @@ export class LiveSession {
         if (!seen.has(c.id) && !this.keys.has(c.id)) this.held.push(c);
       }
       this.held.sort((a, b) => a.video_ts_ms - b.video_ts_ms || a.seq - b.seq);
+      // A paused player sends no time updates: reveal what is due now.
+      queueMicrotask(() => this.onPlayhead(this.playhead));
       if (page.length < 100) this.replayDone = true;
       else {
         // The next page starts a millisecond before this one's last

@@ -1,0 +1,334 @@
+//go:build integration
+
+package browser
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/live/livetest"
+	"github.com/concord-chat/concord/web"
+)
+
+// liveFront is the origin the browser loads: the web client and the
+// live-comments API (which serves /v1/streams/{id}/live too) on one
+// listener, restartable on the same address as a server restart is.
+type liveFront struct {
+	t    testing.TB
+	addr string
+	h    http.Handler
+	mu   sync.Mutex
+	srv  *http.Server
+}
+
+func newLiveFront(t testing.TB, e *livetest.Env, media string) *liveFront {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", e.API)
+	if media != "" {
+		mux.Handle("/media/", http.StripPrefix("/media/", http.FileServer(http.Dir(media))))
+	}
+	mux.Handle("/", web.Handler(web.Options{}))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &liveFront{t: t, addr: l.Addr().String(), h: mux}
+	f.serve(l)
+	t.Cleanup(f.stop)
+	return f
+}
+
+func (f *liveFront) base() string { return "http://" + f.addr }
+
+func (f *liveFront) serve(l net.Listener) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.srv = &http.Server{Handler: f.h}
+	go f.srv.Serve(l)
+}
+
+// stop closes the listener and every connection, SSE streams included.
+func (f *liveFront) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.srv != nil {
+		f.srv.Close()
+		f.srv = nil
+	}
+}
+
+// restart listens on the same address again.
+func (f *liveFront) restart() {
+	f.t.Helper()
+	var l net.Listener
+	var err error
+	for range 50 {
+		if l, err = net.Listen("tcp", f.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		f.t.Fatalf("listen again on %s: %v", f.addr, err)
+	}
+	f.serve(l)
+}
+
+// openLive loads /live/<stream> logged in with token ("" for anonymous).
+func openLive(p *page, base, token, stream, query string) {
+	p.t.Helper()
+	p.do(navigate(base + "/"))
+	tok, _ := json.Marshal(token)
+	if token != "" {
+		eval[bool](p, fmt.Sprintf(`(localStorage.setItem("concord.token", %s), true)`, tok))
+	}
+	p.do(navigate(base + "/live/" + stream + query))
+	p.waitFor("list", "Live comments", 10*time.Second)
+}
+
+var liveList = listJS("Live comments")
+
+// liveTexts is the comments on screen, in order.
+func liveTexts(p *page) []string {
+	return eval[[]string](p, `[...`+liveList+`.querySelectorAll("li .text")].map(e => e.textContent)`)
+}
+
+func liveHas(text string) string {
+	b, _ := json.Marshal(text)
+	return `[...` + liveList + `.querySelectorAll("li .text")].some(e => e.textContent === ` + string(b) + `)`
+}
+
+func countText(texts []string, s string) int {
+	n := 0
+	for _, x := range texts {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLivePage runs the live viewer against the live-comments roles
+// (API, router, gateway, archiver on their in-process backends) over real
+// HTTP, in two browser contexts: the stream's creator and a viewer.
+func TestLivePage(t *testing.T) {
+	e := livetest.Start(t, livetest.Backends{}, livetest.TestOptions())
+	creator, viewer := e.NewUser(), e.NewUser()
+	st := e.CreateStream(creator, "Launch day")
+	front := newLiveFront(t, e, "")
+	b := newBrowser(t)
+	pv := b.page("viewer")
+	pc := b.page("creator")
+	openLive(pv, front.base(), viewer.Token, st.ID, "")
+	openLive(pc, front.base(), creator.Token, st.ID, "")
+	pages := []*page{pv, pc}
+
+	in(t, "ReceivesComments", pages, func(t *testing.T) {
+		pv.waitJS(`document.querySelector(".live-status").textContent === "Live"`, 10*time.Second)
+		start := time.Now()
+		e.Post(creator, st.ID, "welcome to the launch", 0)
+		pv.waitJS(liveHas("welcome to the launch"), 5*time.Second)
+		t.Logf("creator's comment on the viewer's screen after %v", time.Since(start))
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("comment took %v to appear, want < 1 s", d)
+		}
+	})
+
+	in(t, "OwnCommentAtOnceMatchedById", pages, func(t *testing.T) {
+		pv.fill("Comment", "hello from the viewer")
+		// Click Send and look at the next frame: the row is there before
+		// any answer could come back, and stays the same element once the
+		// broadcast copy arrives.
+		shown := eval[bool](pv, `(async () => {
+			const btn = [...document.querySelectorAll("button")].find(b => b.textContent.trim() === "Send");
+			btn.click();
+			await new Promise(r => requestAnimationFrame(() => r()));
+			const row = [...`+liveList+`.querySelectorAll("li")].find(li => li.querySelector(".text")?.textContent === "hello from the viewer");
+			window.__own = row;
+			return !!row && row.classList.contains("pending");
+		})()`)
+		if !shown {
+			t.Fatal("own comment was not rendered (pending) in the frame after Send")
+		}
+		pv.waitJS(`window.__own.isConnected && window.__own.dataset.id && !window.__own.classList.contains("pending")`, 5*time.Second)
+		// The broadcast copy (same id) reached the creator; the viewer
+		// still has one row for it, the one typed.
+		pc.waitJS(liveHas("hello from the viewer"), 5*time.Second)
+		time.Sleep(300 * time.Millisecond) // two gateway flushes: a duplicate would have landed
+		if n := countText(liveTexts(pv), "hello from the viewer"); n != 1 {
+			t.Fatalf("own comment shown %d times, want 1", n)
+		}
+		if !eval[bool](pv, `window.__own.isConnected`) {
+			t.Fatal("own comment's row was replaced when the broadcast copy arrived")
+		}
+		pv.screenshot("live-viewer")
+	})
+
+	in(t, "RetractionWithinOneSecond", pages, func(t *testing.T) {
+		c := e.Post(creator, st.ID, "this will be taken down", 0)
+		pv.waitJS(liveHas(c.Text), 5*time.Second)
+		start := time.Now()
+		r := e.Do("DELETE", "/v1/streams/"+st.ID+"/comments/"+c.ID, creator.Token, map[string]any{"reason": "test"})
+		if r.Status != http.StatusNoContent {
+			t.Fatalf("retract = %d %s", r.Status, r.Body)
+		}
+		pv.waitJS("!"+liveHas(c.Text), 5*time.Second)
+		d := time.Since(start)
+		t.Logf("retraction gone from the viewer's screen after %v", d)
+		if d > time.Second {
+			t.Errorf("retraction took %v, want < 1 s", d)
+		}
+	})
+
+	in(t, "SurvivesServerRestartWithResume", pages, func(t *testing.T) {
+		eval[bool](pv, `(window.__sameDocument = true)`)
+		before := liveTexts(pv)
+		front.stop()
+		pv.waitJS(`document.querySelector(".live-status").textContent !== "Live"`, 10*time.Second)
+		missed := []string{"missed one", "missed two", "missed three"}
+		for _, m := range missed {
+			e.Post(creator, st.ID, m, 0)
+		}
+		front.restart()
+		for _, m := range missed {
+			pv.waitJS(liveHas(m), 15*time.Second)
+		}
+		pv.waitJS(`document.querySelector(".live-status").textContent === "Live"`, 5*time.Second)
+		if !eval[bool](pv, `window.__sameDocument === true`) {
+			t.Fatal("the page reloaded")
+		}
+		after := liveTexts(pv)
+		for _, s := range append(before, missed...) {
+			if n := countText(after, s); n != 1 {
+				t.Errorf("%q shown %d times after the resume, want 1 (screen: %q)", s, n, after)
+			}
+		}
+		if r := eval[bool](pv, `window.concordLive.lastId > 0`); !r {
+			t.Error("no resume point kept")
+		}
+	})
+
+	in(t, "Reactions", pages, func(t *testing.T) {
+		// Own taps show at once; the batch (every 2 s) reaches the other
+		// viewer as a reactions event, drawn as bursts there.
+		got := eval[int](pv, `(async () => {
+			const btn = [...document.querySelectorAll("button")].find(b => b.getAttribute("aria-label") === "Heart");
+			for (let i = 0; i < 5; i++) btn.click();
+			await new Promise(r => requestAnimationFrame(() => r()));
+			return document.querySelectorAll(".burst.own").length;
+		})()`)
+		if got < 5 {
+			t.Fatalf("%d own bursts after 5 taps, want 5", got)
+		}
+		pc.waitJS(`document.querySelectorAll(".burst:not(.own)").length > 0`, 6*time.Second)
+		pc.screenshot("live-reactions")
+	})
+
+	in(t, "ViewerCount", pages, func(t *testing.T) {
+		pv.waitJS(`/^[1-9]\d* watching$/.test(document.querySelector(".viewers").textContent)`, 10*time.Second)
+	})
+
+	in(t, "CreatorModeration", pages, func(t *testing.T) {
+		if len(pv.query("form", "Moderation")) != 0 {
+			t.Error("a viewer sees the moderation controls")
+		}
+		pc.waitFor("form", "Moderation", 5*time.Second)
+		pc.screenshot("live-creator")
+		// Ban the viewer with remove_recent: the viewer's comments are
+		// retracted on both screens and the next post is refused.
+		pc.click("button", "Ban "+viewer.Name)
+		pv.waitJS("!"+liveHas("hello from the viewer"), 5*time.Second)
+		pc.waitJS("!"+liveHas("hello from the viewer"), 5*time.Second)
+		pv.fill("Comment", "am I still here")
+		pv.click("button", "Send")
+		pv.waitJS(`[...document.querySelectorAll("[role=alert]")].some(e => /banned/i.test(e.textContent))`, 5*time.Second)
+		if countText(liveTexts(pv), "am I still here") != 0 {
+			t.Error("a refused comment stayed on screen")
+		}
+		// Slow mode and blocked terms from the form.
+		pc.fill("Blocked terms (one a line)", "forbiddenword")
+		pc.click("button", "Save Moderation")
+		pc.waitJS(`document.querySelector(".moderation [role=status]").textContent === "Saved."`, 5*time.Second)
+		r := e.Do("POST", "/v1/streams/"+st.ID+"/comments", creator.Token, map[string]any{"text": "a forbiddenword here", "video_ts_ms": 0})
+		if r.Status != http.StatusBadRequest {
+			t.Errorf("blocked term set from the page: post = %d %s, want 400", r.Status, r.Body)
+		}
+		// Retract from the page.
+		c := e.Post(creator, st.ID, "retract me from the page", 0)
+		pc.waitJS(liveHas(c.Text), 5*time.Second)
+		pc.click("button", `Retract "`+c.Text+`" by `+creator.Name)
+		pv.waitJS("!"+liveHas(c.Text), 5*time.Second)
+	})
+}
+
+// TestLiveReplay plays an ended stream's recording: each comment shows
+// only once the playhead passes its video_ts_ms.
+func TestLiveReplay(t *testing.T) {
+	dir := t.TempDir()
+	// A 12 s VP8 test pattern, the stream's "recording".
+	out, err := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc=size=320x180:rate=10",
+		"-t", "12", "-c:v", "libvpx", "-b:v", "100k", filepath.Join(dir, "rec.webm")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ffmpeg (hack/test-deps.sh installs it): %v\n%s", err, out)
+	}
+	e := livetest.Start(t, livetest.Backends{}, livetest.TestOptions())
+	creator := e.NewUser()
+	st := e.CreateStream(creator, "Recorded")
+	for _, ts := range []int64{500, 2500, 5000} {
+		e.Post(creator, st.ID, fmt.Sprintf("at %d ms", ts), ts)
+	}
+	if r := e.Do("POST", "/v1/streams/"+st.ID+"/end", creator.Token, nil); r.Status != http.StatusOK {
+		t.Fatalf("end = %d %s", r.Status, r.Body)
+	}
+	// The archiver stores asynchronously: wait until replay reads all three.
+	e.Eventually(10*time.Second, func() string {
+		r := e.Do("GET", "/v1/streams/"+st.ID+"/comments?after_video_ts=-1&limit=10", "", nil)
+		var cs []livetest.Comment
+		if r.Status == 200 {
+			r.JSON(t, &cs)
+		}
+		if len(cs) < 3 {
+			return fmt.Sprintf("%d comments in the store", len(cs))
+		}
+		return ""
+	})
+	front := newLiveFront(t, e, dir)
+	b := newBrowser(t)
+	p := b.page("replay")
+	openLive(p, front.base(), "", st.ID, "?src=/media/rec.webm")
+	p.waitJS(`document.querySelector(".live-status").textContent === "Replay"`, 10*time.Second)
+	v := `document.querySelector("video")`
+	p.waitJS(v+`.readyState >= 2`, 10*time.Second)
+	// Paused at 0: nothing yet. Seek to 3 s: the first two.
+	eval[bool](p, `(`+v+`.pause(), `+v+`.currentTime = 0, true)`)
+	time.Sleep(300 * time.Millisecond)
+	if got := liveTexts(p); len(got) != 0 {
+		t.Fatalf("at 0 s the replay shows %q, want nothing", got)
+	}
+	eval[bool](p, `(`+v+`.currentTime = 3, true)`)
+	p.waitJS(liveHas("at 2500 ms"), 5*time.Second)
+	if got := liveTexts(p); countText(got, "at 5000 ms") != 0 || countText(got, "at 500 ms") != 1 {
+		t.Fatalf("at 3 s the replay shows %q, want the 500 and 2500 ms comments only", got)
+	}
+	// Play on: the 5 s comment comes when the playhead passes it.
+	eval[bool](p, `(`+v+`.play(), true)`)
+	p.waitJS(liveHas("at 5000 ms"), 10*time.Second)
+	if at := eval[float64](p, v+`.currentTime`); at < 5 {
+		t.Fatalf("the 5000 ms comment showed at playhead %.2f s", at)
+	}
+	// Seek back: the list starts over from there.
+	eval[bool](p, `(`+v+`.pause(), `+v+`.currentTime = 1, true)`)
+	p.waitJS("!"+liveHas("at 2500 ms")+" && "+liveHas("at 500 ms"), 5*time.Second)
+	p.screenshot("live-replay")
+	if got := liveTexts(p); strings.Join(got, ",") != "at 500 ms" {
+		t.Fatalf("after seeking to 1 s the replay shows %q, want the 500 ms comment only", got)
+	}
+}

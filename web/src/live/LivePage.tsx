@@ -71,7 +71,7 @@ function CommentRow(props: { it: Item; s: LiveSession; onError: (e: string) => v
             <button
               class="small danger"
               disabled={busy}
-              aria-label={`Ban ${c.author.username}`}
+              aria-label={`Ban ${c.author.username} for "${c.text}"`}
               onClick={() => act(() => s.ban(c.author.id, true))}
             >
               Ban

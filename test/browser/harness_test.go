@@ -38,19 +38,15 @@ type server struct {
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	pw      *io.PipeWriter
+	args    []string // extra flags of `concord dev`
 }
 
 // startDev runs `concord dev` on a free loopback port with a fresh data
 // directory and waits until /readyz answers 200.
-func startDev(t testing.TB) *server {
+func startDev(t testing.TB, args ...string) *server {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	s := &server{base: "http://" + addr, addr: addr, dataDir: t.TempDir(), logs: &bytes.Buffer{}}
+	addr := freeAddr(t)
+	s := &server{base: "http://" + addr, addr: addr, dataDir: t.TempDir(), logs: &bytes.Buffer{}, args: args}
 	t.Cleanup(func() {
 		s.kill()
 		if t.Failed() {
@@ -67,7 +63,7 @@ func startDev(t testing.TB) *server {
 // /readyz.
 func (s *server) run(t testing.TB) {
 	t.Helper()
-	cmd := exec.Command(concordbin.Path(t), "dev", "--http="+s.addr, "--data-dir="+s.dataDir)
+	cmd := exec.Command(concordbin.Path(t), append([]string{"dev", "--http=" + s.addr, "--data-dir=" + s.dataDir}, s.args...)...)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	go func() {
@@ -98,6 +94,17 @@ func (s *server) run(t testing.TB) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // kill ends the process with SIGKILL, as a crash would.
@@ -173,7 +180,7 @@ type browser struct {
 	ctx context.Context
 }
 
-func newBrowser(t testing.TB) *browser {
+func newBrowser(t testing.TB, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
@@ -181,6 +188,7 @@ func newBrowser(t testing.TB) *browser {
 		chromedp.DisableGPU,
 		chromedp.WindowSize(1280, 800),
 	)
+	opts = append(opts, extra...)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, cancelB := chromedp.NewContext(actx)
 	// The first Run starts the browser; it lives as long as bctx.

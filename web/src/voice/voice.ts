@@ -38,6 +38,13 @@ const V_CLIENT_DISCONNECT = 13;
 const RECV_SLOTS = 8;
 // Close codes after which the voice session cannot be resumed.
 const NO_RESUME = new Set([4004, 4006, 4009, 4011, 4012, 4014, 4016]);
+// Close codes no retry can fix, with what the person is told.
+const FATAL: Record<number, string> = {
+  4004: "The voice server refused this session (authentication failed).",
+  4011: "The voice channel is full or its server is gone.",
+  4012: "The voice server does not offer a protocol this browser speaks (webrtc).",
+  4016: "The voice server does not offer a supported encryption mode.",
+};
 const SPEAKING_LEVEL = 0.01;
 
 export interface VoiceUser {
@@ -77,6 +84,10 @@ export class VoiceClient {
   private selfSpeaking = false;
   private lastHeard = new Map<string, number>();
   private connectedOnce = false;
+  // lastClose is the voice socket's last close code and reason.
+  lastClose = "";
+  // identified: Ready arrived on the current voice session (resumable).
+  private identified = false;
 
   constructor(private changed: () => void) {}
 
@@ -92,7 +103,10 @@ export class VoiceClient {
       case "GUILD_CREATE":
         if (!d.unavailable) {
           const m = new Map<string, VoiceUser>();
-          for (const vs of d.voice_states || []) if (vs.channel_id) m.set(vs.user_id, toUser(vs));
+          for (const vs of d.voice_states || []) {
+            if (vs.member?.user) state.putUser(vs.member.user);
+            if (vs.channel_id) m.set(vs.user_id, toUser(vs));
+          }
           this.states.set(d.id, m);
         }
         break;
@@ -103,6 +117,7 @@ export class VoiceClient {
       case "VOICE_STATE_UPDATE": {
         const g = d.guild_id;
         if (!g) break;
+        if (d.member?.user) state.putUser(d.member.user);
         let m = this.states.get(g);
         if (!m) this.states.set(g, (m = new Map()));
         if (d.channel_id) m.set(d.user_id, toUser(d));
@@ -259,26 +274,49 @@ export class VoiceClient {
     ws.onclose = (ev) => {
       if (ws !== this.ws) return;
       this.ws = null;
+      this.lastClose = `${ev.code} ${ev.reason}`.trim();
       clearInterval(this.hbTimer);
       if (this.phase === "idle") return;
-      if (ev.code === 4014 || ev.code === 4022) {
-        // Disconnected by the server (kicked, channel deleted): a
-        // VOICE_SERVER_UPDATE brings us back if it was a move.
-        this.phase = "reconnecting";
-        this.closeMedia();
+      const fatal = FATAL[ev.code];
+      if (fatal) {
+        this.leave();
+        this.error = fatal;
         this.changed();
         return;
       }
       this.phase = "reconnecting";
       this.changed();
-      const canResume = !NO_RESUME.has(ev.code) && !!this.pc && this.pc.connectionState !== "failed";
-      if (!canResume) this.closeMedia();
+      if (ev.code === 4014) {
+        // Disconnected by the server (moved, kicked, channel deleted):
+        // the chat gateway says what next (a new VOICE_SERVER_UPDATE, or
+        // a voice state without a channel).
+        this.closeMedia();
+        return;
+      }
+      const canResume = this.identified && !NO_RESUME.has(ev.code) && !!this.pc && this.pc.connectionState !== "failed";
       const delay = Math.min(10000, 500 * 2 ** this.retries++) * (0.5 + Math.random());
       clearTimeout(this.retryTimer);
-      this.retryTimer = window.setTimeout(() => {
-        if (this.phase !== "idle" && !this.ws) this.open(canResume);
-      }, delay);
+      if (canResume) {
+        this.retryTimer = window.setTimeout(() => {
+          if (this.phase !== "idle" && !this.ws) this.open(true);
+        }, delay);
+      } else {
+        this.rejoin(delay);
+      }
     };
+  }
+
+  // rejoin starts the call over with a fresh voice token: a token admits
+  // one identify, so the same op 4 is sent again and the gateway answers
+  // with a new VOICE_SERVER_UPDATE (the call's current server).
+  private rejoin(delay: number) {
+    this.closeMedia();
+    this.token = "";
+    clearTimeout(this.retryTimer);
+    this.retryTimer = window.setTimeout(() => {
+      if (this.phase === "idle") return;
+      if (!this.sendState()) this.rejoin(Math.min(10000, delay * 2));
+    }, delay);
   }
 
   private sendVoice(op: number, d: unknown) {
@@ -304,6 +342,7 @@ export class VoiceClient {
         break;
       }
       case V_READY:
+        this.identified = true;
         this.ssrc = d.ssrc;
         await this.offer();
         break;
@@ -360,13 +399,9 @@ export class VoiceClient {
         this.connectedOnce = true;
         this.watchStats();
       } else if (s === "failed") {
+        // Media cannot flow: start over with a new session and offer.
         this.phase = "reconnecting";
-        // Start over on the same endpoint: a new session and offer.
-        const ws = this.ws;
-        this.ws = null;
-        ws?.close(1000);
-        this.closeMedia();
-        this.retryTimer = window.setTimeout(() => this.maybeConnect(), 500);
+        this.rejoin(500);
       } else if (s === "disconnected" && this.phase === "connected") {
         this.phase = "reconnecting";
       }
@@ -432,6 +467,7 @@ export class VoiceClient {
     const ws = this.ws;
     this.ws = null;
     ws?.close(1000, "leaving");
+    this.identified = false;
     this.pc?.close();
     this.pc = null;
     for (const a of this.audios) a.srcObject = null;

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +30,9 @@ type liveFront struct {
 	h    http.Handler
 	mu   sync.Mutex
 	srv  *http.Server
+	// silent makes /live answer 200 with event-stream headers and then
+	// nothing, as a buffering proxy does.
+	silent atomic.Bool
 }
 
 func newLiveFront(t testing.TB, e *livetest.Env, media string) *liveFront {
@@ -42,7 +46,17 @@ func newLiveFront(t testing.TB, e *livetest.Env, media string) *liveFront {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &liveFront{t: t, addr: l.Addr().String(), h: mux}
+	f := &liveFront{t: t, addr: l.Addr().String()}
+	f.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f.silent.Load() && strings.HasSuffix(r.URL.Path, "/live") {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 	f.serve(l)
 	t.Cleanup(f.stop)
 	return f
@@ -396,5 +410,41 @@ func TestLiveReplay(t *testing.T) {
 	p.screenshot("live-replay")
 	if got := liveTexts(p); strings.Join(got, ",") != "at 500 ms" {
 		t.Fatalf("after seeking to 1 s the replay shows %q, want the 500 ms comment only", got)
+	}
+}
+
+// TestLivePollingFallback silences the event stream (headers, then
+// nothing, as a buffering proxy would): after 20 s without an event the
+// page polls the store, shows new comments and drops retracted ones, and
+// goes back to the stream once it speaks again.
+func TestLivePollingFallback(t *testing.T) {
+	e := livetest.Start(t, livetest.Backends{}, livetest.TestOptions())
+	creator := e.NewUser()
+	st := e.CreateStream(creator, "Behind a proxy")
+	old := e.Post(creator, st.ID, "before the silence", 0)
+	front := newLiveFront(t, e, "")
+	front.silent.Store(true)
+	b := newBrowser(t)
+	p := b.page("viewer")
+	openLive(p, front.base(), "", st.ID, "")
+	start := time.Now()
+	p.waitJS(`document.querySelector(".live-status").textContent.startsWith("Reconnecting (polling)")`, 30*time.Second)
+	if d := time.Since(start); d < 19*time.Second {
+		t.Errorf("polling began after %v of silence, want about 20 s", d)
+	}
+	t.Logf("polling after %v of silence", time.Since(start))
+	p.waitJS(liveHas(old.Text), 5*time.Second)
+	c := e.Post(creator, st.ID, "delivered by polling", 0)
+	p.waitJS(liveHas(c.Text), 10*time.Second)
+	if r := e.Do("DELETE", "/v1/streams/"+st.ID+"/comments/"+old.ID, creator.Token, map[string]any{}); r.Status != http.StatusNoContent {
+		t.Fatalf("retract = %d %s", r.Status, r.Body)
+	}
+	p.waitJS("!"+liveHas(old.Text), 10*time.Second)
+	front.silent.Store(false)
+	p.waitJS(`document.querySelector(".live-status").textContent === "Live"`, 20*time.Second)
+	c2 := e.Post(creator, st.ID, "back on the stream", 0)
+	p.waitJS(liveHas(c2.Text), 5*time.Second)
+	if n := countText(liveTexts(p), c.Text); n != 1 {
+		t.Errorf("%q shown %d times, want 1", c.Text, n)
 	}
 }

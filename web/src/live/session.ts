@@ -68,7 +68,7 @@ const MAX_ITEMS = 300;
 const MAX_BURSTS_PER_S = 20;
 
 // burstsFor maps a second's reaction count to the floating hearts shown:
-// log scale (1 → 1, 10 → 5, 100 → 9, 1,000 → 13) capped at 20 a second,
+// log scale (1 → 2, 10 → 5, 100 → 9, 1,000 → 13) capped at 20 a second,
 // so a busy stream looks busy without drowning the page.
 export function burstsFor(n: number): number {
   if (n <= 0) return 0;
@@ -307,12 +307,14 @@ export class LiveSession {
     }
     if (this.transport !== "polling") return;
     // Newest first. A comment on screen inside the page's seq range that
-    // the page lacks was retracted.
+    // the page lacks was retracted (a short page is the whole stream); one
+    // newer than the page's newest may not be stored yet, so it stays.
     if (page.length > 0) {
-      const min = page[page.length - 1].seq;
-      const have = new Set(page.map((c) => c.id));
-      for (const it of this.items) {
-        if (!it.pending && it.c.seq >= min && !have.has(it.c.id)) this.remove(it.c.id);
+      const max = page[0].seq;
+      const min = page.length < 50 ? -Infinity : page[page.length - 1].seq;
+      const have = new Set(page.map((c) => String(c.id)));
+      for (const it of [...this.items]) {
+        if (!it.pending && it.c.seq >= min && it.c.seq <= max && !have.has(it.c.id)) this.remove(it.c.id);
       }
     }
     for (const c of page.reverse()) this.addComment(c);

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -197,10 +198,20 @@ func (k *backends) store(ctx context.Context) (live.Store, error) {
 }
 
 // board is the registry in `concord serve` (etcd: rules, bans and viewer
-// counts reach every process), the in-process board in `concord dev`.
+// counts reach every process), the in-process board in `concord dev`,
+// its persistent keys kept in <data-dir>/live/board.json.
 func (k *backends) board() (live.Board, error) {
 	if k.b.Dev() {
-		return board.New(), nil
+		// Rules, bans and stream records outlive a restart of dev, as
+		// they outlive any process in etcd.
+		if err := os.MkdirAll(k.dataDir(), 0o700); err != nil {
+			return nil, fmt.Errorf("live board: %w", err)
+		}
+		brd, err := board.Open(filepath.Join(k.dataDir(), "board.json"))
+		if err != nil {
+			return nil, fmt.Errorf("live board: %w", err)
+		}
+		return brd, nil
 	}
 	brd, ok := k.b.Registry.(live.Board)
 	if !ok {

@@ -36,6 +36,7 @@ import (
 	"github.com/concord-chat/concord/runtime/live/api"
 	"github.com/concord-chat/concord/runtime/live/archiver"
 	"github.com/concord-chat/concord/runtime/live/gateway"
+	"github.com/concord-chat/concord/runtime/live/recent"
 	"github.com/concord-chat/concord/runtime/live/router"
 	"github.com/concord-chat/concord/runtime/role"
 )
@@ -59,6 +60,13 @@ var (
 	// Archiver writes every comment to the comments store.
 	Archiver = role.Role{Name: NameArchiver, Build: buildArchiver}
 )
+
+// UsesRedis reports whether the role named name runs on --redis (the
+// recent cache, the relay, the comment rate limits): every live role
+// but the archiver.
+func UsesRedis(name string) bool {
+	return name == NameAPI || name == NameGateway || name == NameRouter
+}
 
 // Roles are the live-comment roles, in build order.
 var Roles = []role.Role{API, Gateway, Router, Archiver}
@@ -143,11 +151,21 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 		if err := addGateway(b, gw); err != nil {
 			return err
 		}
-		rt, err := router.New(routerConfig(b), router.Deps{Log: lg, Recent: cache, Relay: rel})
+		rcfg := routerConfig(b)
+		var consumer live.Consumer = lg
+		var ready func() error
+		if _, inProcess := cache.(*recent.Mem); inProcess {
+			rg, err := newReplayGroup(ctx, lg, rcfg.Group, rcfg.Topics.Comments)
+			if err != nil {
+				return err
+			}
+			consumer, ready = rg, rg.Ready
+		}
+		rt, err := router.New(rcfg, router.Deps{Log: consumer, Recent: cache, Relay: rel})
 		if err != nil {
 			return fmt.Errorf("live router: %w", err)
 		}
-		if err := b.Add(lifecycle.Part{Name: "router", Run: rt.Run}); err != nil {
+		if err := b.Add(lifecycle.Part{Name: "router", Run: rt.Run, Ready: ready}); err != nil {
 			return err
 		}
 		ar, err := archiver.New(archiverConfig(b), archiver.Deps{Log: lg, Store: st})

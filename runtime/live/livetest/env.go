@@ -84,7 +84,41 @@ type Env struct {
 	ctx      context.Context
 	nextUser atomic.Int64
 	ids      *snowflake.Generator
+
+	// Remote is set for an env whose roles run in a Concord process (see
+	// Remote); nil for one Start runs here.
+	Remote *RemoteRoles
 }
+
+// RemoteRoles is how the suite reaches roles running in a Concord
+// process rather than in the test: accounts come from its chat API, the
+// gateway's open viewers from its metrics.
+type RemoteRoles struct {
+	// NewUser creates an account and returns it with its token.
+	NewUser func(t testing.TB) User
+	// Viewers counts the SSE viewers the gateways serving URL hold open.
+	Viewers func(t testing.TB) int
+	// StartGateway runs one more gateway of the deployment, with its own
+	// URL, that Kill stops as a crash would; nil when the deployment
+	// has one gateway (concord dev).
+	StartGateway func(t testing.TB, cfg gateway.Config) ExtraGateway
+}
+
+// Remote is the env of a Concord process serving the contract at url.
+func Remote(t testing.TB, url string, r RemoteRoles) *Env {
+	return &Env{T: t, URL: url, Remote: &r, ctx: context.Background()}
+}
+
+// Viewers is the number of SSE viewers the env's gateway holds open.
+func (e *Env) Viewers() int {
+	if e.Remote != nil {
+		return e.Remote.Viewers(e.T)
+	}
+	return e.Gateway.Viewers()
+}
+
+// CanStartGateway reports whether StartGateway can run another gateway.
+func (e *Env) CanStartGateway() bool { return e.Remote == nil || e.Remote.StartGateway != nil }
 
 // Start runs the API (serving the gateway's /live too), a router, an
 // archiver and a gateway on b.
@@ -205,6 +239,9 @@ type User struct {
 // NewUser creates an account (an hour old) and mints its token.
 func (e *Env) NewUser() User {
 	e.T.Helper()
+	if e.Remote != nil {
+		return e.Remote.NewUser(e.T)
+	}
 	id, _ := e.ids.Next()
 	name := fmt.Sprintf("user%d", e.nextUser.Add(1))
 	u := store.User{ID: id, Username: name, CreatedAt: time.Now().Add(-time.Hour)}
@@ -343,6 +380,9 @@ type ExtraGateway struct {
 // StartGateway runs another gateway on the run's backends; Kill drops its
 // connections and stops it, as a crash would for its viewers.
 func (e *Env) StartGateway(cfg gateway.Config) ExtraGateway {
+	if e.Remote != nil {
+		return e.Remote.StartGateway(e.T, cfg)
+	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	g := NewGateway(e.T, ctx, e.B, e.Issuer, cfg)

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,13 +19,25 @@ import (
 // oneServer is a unit-test allocator: one healthy server, and a record of
 // what the guild asked it to do.
 type oneServer struct {
+	mu           sync.Mutex
 	disconnected []snowflake.ID
+	// failed is set when sfu-1 died: sfu-2 takes over.
+	failed bool
 }
 
 func (o *oneServer) Pick(context.Context, string) (VoiceServer, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.failed {
+		return VoiceServer{ID: "sfu-2", Endpoint: "127.0.0.2:4443", Region: "local"}, nil
+	}
 	return VoiceServer{ID: "sfu-1", Endpoint: "127.0.0.1:4443", Region: "local"}, nil
 }
-func (o *oneServer) Healthy(id string) bool { return id == "sfu-1" }
+func (o *oneServer) Healthy(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return id == "sfu-2" || (id == "sfu-1" && !o.failed)
+}
 func (o *oneServer) Regions() []VoiceRegion { return []VoiceRegion{{ID: "local", Name: "local"}} }
 func (o *oneServer) Disconnect(_ context.Context, _ string, _, _, user snowflake.ID) {
 	o.disconnected = append(o.disconnected, user)
@@ -263,4 +276,35 @@ func TestVoiceModerationAndDisconnect(t *testing.T) {
 		as := f.states(f.aliceS)
 		return as[len(as)-1].ChannelID == nil
 	})
+}
+
+// TestVoiceFailover: when the call's server stops being healthy, every
+// session in the call is sent a VOICE_SERVER_UPDATE for the server the
+// call moved to, with a token naming it; a rejoin (the same op 4 again)
+// gets the current server too.
+func TestVoiceFailover(t *testing.T) {
+	f := newVoiceFixture(t)
+	for _, s := range []event.Session{f.aliceS, f.bobS} {
+		if err := f.join(s, f.open.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.alloc.mu.Lock()
+	f.alloc.failed = true
+	f.alloc.mu.Unlock()
+	v := token.Verifier{Keys: []ed25519.PublicKey{f.key.Public().(ed25519.PublicKey)}}
+	for _, s := range []event.Session{f.aliceS, f.bobS} {
+		f.sink.waitFor(t, s.ID, "a VOICE_SERVER_UPDATE for sfu-2", func([]delivered) bool { return len(f.serverUpdates(s)) == 2 })
+		su := f.serverUpdates(s)[1]
+		c, err := v.Verify(su.Token, time.Now())
+		if err != nil || c.Server != "sfu-2" || su.Endpoint != "127.0.0.2:4443" || c.ChannelID != f.open.ID {
+			t.Fatalf("session %s after failover: %+v claims %+v, %v", s.ID, su, c, err)
+		}
+	}
+	if err := f.join(f.aliceS, f.open.ID); err != nil {
+		t.Fatal(err)
+	}
+	if sus := f.serverUpdates(f.aliceS); len(sus) != 3 || sus[2].Endpoint != "127.0.0.2:4443" {
+		t.Fatalf("alice's rejoin: %+v", sus)
+	}
 }

@@ -156,6 +156,8 @@ type voiceState struct {
 	selfMute  bool
 	selfDeaf  bool
 	selfVideo bool
+	// sent is when the session was last sent VOICE_SERVER_UPDATE.
+	sent time.Time
 }
 
 // actorVoice is an actor's voice state, made on first use.
@@ -307,6 +309,14 @@ func (a *Actor) updateVoiceState(ctx context.Context, v *voiceEnabled, sess even
 			v.joins.WithLabelValues("no_server").Inc()
 			return fmt.Errorf("voice state: %w", err)
 		}
+		if srv.ID == cur.server && time.Since(cur.sent) < rejoinQuiet {
+			// A client retrying a server that just failed it: the
+			// allocator has not seen the server die yet; the failover
+			// check sends the new one when it does. Answering now would
+			// send the client straight back into the same failure.
+			v.joins.WithLabelValues("rejoin_deferred").Inc()
+			return nil
+		}
 		cur.server = srv.ID
 		a.dispatchVoiceState(ctx, cur, cur.channelID)
 		v.joins.WithLabelValues("rejoined").Inc()
@@ -339,6 +349,10 @@ func (a *Actor) updateVoiceState(ctx context.Context, v *voiceEnabled, sess even
 	return a.sendVoiceServer(ctx, v, sess, st, srv)
 }
 
+// rejoinQuiet is how soon after a VOICE_SERVER_UPDATE a rejoin to the same
+// server is left unanswered.
+const rejoinQuiet = 2 * time.Second
+
 // channelStage is a stage channel (type 13): a voice channel too.
 const channelStage = 13
 
@@ -368,6 +382,7 @@ func (a *Actor) sendVoiceServer(ctx context.Context, v *voiceEnabled, sess event
 		return fmt.Errorf("voice state: sign token: %w", err)
 	}
 	a.sendTo(ctx, sess, "VOICE_SERVER_UPDATE", voiceServerUpdate{Token: tok, GuildID: a.id, Endpoint: srv.Endpoint})
+	st.sent = time.Now()
 	return nil
 }
 

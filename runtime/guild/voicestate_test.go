@@ -281,7 +281,7 @@ func TestVoiceModerationAndDisconnect(t *testing.T) {
 // TestVoiceFailover: when the call's server stops being healthy, every
 // session in the call is sent a VOICE_SERVER_UPDATE for the server the
 // call moved to, with a token naming it; a rejoin (the same op 4 again)
-// gets the current server too.
+// right after it is not answered with the same server again.
 func TestVoiceFailover(t *testing.T) {
 	f := newVoiceFixture(t)
 	for _, s := range []event.Session{f.aliceS, f.bobS} {
@@ -304,7 +304,9 @@ func TestVoiceFailover(t *testing.T) {
 	if err := f.join(f.aliceS, f.open.ID); err != nil {
 		t.Fatal(err)
 	}
-	if sus := f.serverUpdates(f.aliceS); len(sus) != 3 || sus[2].Endpoint != "127.0.0.2:4443" {
-		t.Fatalf("alice's rejoin: %+v", sus)
+	// Right after the update a rejoin to the same server is a client
+	// retrying a failure: it is left to the failover check.
+	if sus := f.serverUpdates(f.aliceS); len(sus) != 2 {
+		t.Fatalf("alice's rejoin right after the failover was answered: %+v", sus)
 	}
 }

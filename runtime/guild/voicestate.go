@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -81,11 +82,19 @@ type VoiceConfig struct {
 	Allocator VoiceAllocator
 	// Key signs admission tokens; the voice fleet trusts its public half.
 	Key ed25519.PrivateKey
+	// FailoverInterval is how often the guilds with calls check that
+	// each call's server is still healthy (failover.go). Default 500 ms;
+	// negative disables the check.
+	FailoverInterval time.Duration
 }
 
 type voiceEnabled struct {
 	VoiceConfig
-	joins *prometheus.CounterVec
+	joins     *prometheus.CounterVec
+	failovers prometheus.Counter
+	// guilds are the guilds with at least one call, for the failover
+	// check; actors keep it current.
+	guilds sync.Map
 }
 
 // EnableVoice turns op 4 and the voice parts of the member routes on.
@@ -96,8 +105,11 @@ func (s *Service) EnableVoice(cfg VoiceConfig) error {
 	}
 	v := &voiceEnabled{VoiceConfig: cfg, joins: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "concord_guild_voice_joins_total",
-		Help: "Voice channel joins (op 4) by result: joined, moved, left, refused_permissions, refused_full, refused_channel, no_server.",
-	}, []string{"result"})}
+		Help: "Voice channel joins (op 4) by result: joined, rejoined, moved, left, refused_permissions, refused_full, refused_channel, no_server.",
+	}, []string{"result"}), failovers: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "concord_guild_voice_failovers_total",
+		Help: "Calls placed on another voice server because theirs stopped being healthy.",
+	})}
 	if s.cfg.Registerer != nil {
 		if err := s.cfg.Registerer.Register(v.joins); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -106,8 +118,24 @@ func (s *Service) EnableVoice(cfg VoiceConfig) error {
 			}
 			v.joins = are.ExistingCollector.(*prometheus.CounterVec)
 		}
+		if err := s.cfg.Registerer.Register(v.failovers); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return fmt.Errorf("guild: voice metrics: %w", err)
+			}
+			v.failovers = are.ExistingCollector.(prometheus.Counter)
+		}
 	}
-	s.voice.Store(v)
+	if v.FailoverInterval == 0 {
+		v.FailoverInterval = 500 * time.Millisecond
+	}
+	if !s.voice.CompareAndSwap(nil, v) {
+		return errors.New("guild: EnableVoice called twice")
+	}
+	if v.FailoverInterval > 0 {
+		s.wg.Add(1)
+		go s.runVoiceFailover(v)
+	}
 	return nil
 }
 
@@ -128,6 +156,8 @@ type voiceState struct {
 	selfMute  bool
 	selfDeaf  bool
 	selfVideo bool
+	// sent is when the session was last sent VOICE_SERVER_UPDATE.
+	sent time.Time
 }
 
 // actorVoice is an actor's voice state, made on first use.
@@ -264,11 +294,33 @@ func (a *Actor) updateVoiceState(ctx context.Context, v *voiceEnabled, sess even
 		v.joins.WithLabelValues("refused_full").Inc()
 		return fmt.Errorf("voice state: channel %d is full (%d): %w", req.ChannelID, c.UserLimit, ErrMissingPermissions)
 	}
-	if same {
+	if same && (cur.selfMute != req.SelfMute || cur.selfDeaf != req.SelfDeaf) {
 		// A self mute or deafen in the same call: only the state changes.
 		cur.selfMute, cur.selfDeaf = req.SelfMute, req.SelfDeaf
 		a.dispatchVoiceState(ctx, cur, cur.channelID)
 		return nil
+	}
+	if same {
+		// The same request again is a client rejoining after its voice
+		// connection failed (discord.js does this): it gets the call's
+		// server again, placed afresh if the old one died.
+		srv, err := a.voiceServer(ctx, v, req.ChannelID)
+		if err != nil {
+			v.joins.WithLabelValues("no_server").Inc()
+			return fmt.Errorf("voice state: %w", err)
+		}
+		if srv.ID == cur.server && time.Since(cur.sent) < rejoinQuiet {
+			// A client retrying a server that just failed it: the
+			// allocator has not seen the server die yet; the failover
+			// check sends the new one when it does. Answering now would
+			// send the client straight back into the same failure.
+			v.joins.WithLabelValues("rejoin_deferred").Inc()
+			return nil
+		}
+		cur.server = srv.ID
+		a.dispatchVoiceState(ctx, cur, cur.channelID)
+		v.joins.WithLabelValues("rejoined").Inc()
+		return a.sendVoiceServer(ctx, v, sess, cur, srv)
 	}
 	srv, err := a.voiceServer(ctx, v, req.ChannelID)
 	if err != nil {
@@ -297,6 +349,10 @@ func (a *Actor) updateVoiceState(ctx context.Context, v *voiceEnabled, sess even
 	return a.sendVoiceServer(ctx, v, sess, st, srv)
 }
 
+// rejoinQuiet is how soon after a VOICE_SERVER_UPDATE a rejoin to the same
+// server is left unanswered.
+const rejoinQuiet = 2 * time.Second
+
 // channelStage is a stage channel (type 13): a voice channel too.
 const channelStage = 13
 
@@ -313,6 +369,7 @@ func (a *Actor) voiceServer(ctx context.Context, v *voiceEnabled, channelID snow
 		return VoiceServer{}, fmt.Errorf("allocate a voice server for channel %d: %w: %w", channelID, ErrUnavailable, err)
 	}
 	vs.calls[channelID] = srv
+	v.guilds.Store(a.id, true)
 	return srv, nil
 }
 
@@ -325,6 +382,7 @@ func (a *Actor) sendVoiceServer(ctx context.Context, v *voiceEnabled, sess event
 		return fmt.Errorf("voice state: sign token: %w", err)
 	}
 	a.sendTo(ctx, sess, "VOICE_SERVER_UPDATE", voiceServerUpdate{Token: tok, GuildID: a.id, Endpoint: srv.Endpoint})
+	st.sent = time.Now()
 	return nil
 }
 
@@ -355,8 +413,12 @@ func (a *Actor) voiceLeave(ctx context.Context, v *voiceEnabled, st *voiceState)
 // dropIdleCall forgets the server of a call nobody is in any more, so the
 // next join is placed afresh.
 func (a *Actor) dropIdleCall(channelID snowflake.ID) {
+	vs := a.voiceState()
 	if a.voiceCount(channelID) == 0 {
-		delete(a.voiceState().calls, channelID)
+		delete(vs.calls, channelID)
+	}
+	if v := a.svc.voice.Load(); v != nil && len(vs.calls) == 0 {
+		v.guilds.Delete(a.id)
 	}
 }
 

@@ -186,17 +186,25 @@ func TestLivePage(t *testing.T) {
 	}
 	creator, viewer := reg("creator"), reg("viewer")
 	l := liveREST{t: t, base: srv.base}
-	code, body := l.do("POST", "/v1/streams", creator, map[string]any{"title": "Launch day"})
-	if code != http.StatusCreated {
-		t.Fatalf("create stream = %d %s", code, body)
-	}
-	var st livetest.Stream
-	json.Unmarshal(body, &st)
 	b := newBrowser(t)
 	pv := b.page("viewer")
 	pc := b.page("creator")
+	// The creator starts the stream from the page at /live.
+	pc.do(navigate(srv.base + "/"))
+	tok, _ := json.Marshal(creator)
+	eval[bool](pc, `(localStorage.setItem("concord.token", `+string(tok)+`), true)`)
+	pc.do(navigate(srv.base + "/live"))
+	pc.fill("Stream title", "Launch day")
+	pc.click("button", "Start Stream")
+	pc.waitFor("list", "Live comments", 10*time.Second)
+	id := eval[string](pc, `location.pathname.split("/")[2] || ""`)
+	code, body := l.do("GET", "/v1/streams/"+id, "", nil)
+	var st livetest.Stream
+	json.Unmarshal(body, &st)
+	if code != http.StatusOK || st.Title != "Launch day" || st.State != "live" {
+		t.Fatalf("the stream started from the page: GET %s = %d %s", id, code, body)
+	}
 	openLive(pv, srv.base, viewer, st.ID, "")
-	openLive(pc, srv.base, creator, st.ID, "")
 	pages := []*page{pv, pc}
 	status := func(p *page, want string) {
 		p.t.Helper()

@@ -1,8 +1,8 @@
-import { h } from "preact";
+import { Fragment, h } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { savedToken } from "../client";
-import { linkClick } from "../router";
-import { type Item, LiveSession } from "./session";
+import { linkClick, navigate } from "../router";
+import { createStream, type Item, LiveSession } from "./session";
 
 function useSession(id: string): LiveSession {
   const [, bump] = useState(0);
@@ -151,8 +151,72 @@ function Bursts(props: { s: LiveSession }) {
   );
 }
 
+// LiveHome (/live) starts a stream: its page is the stream's link to share.
+function LiveHome() {
+  const token = savedToken();
+  const [title, setTitle] = useState("");
+  const [error, setError] = useState("");
+  const [busy, setBusy] = useState(false);
+  const start = async (e: Event) => {
+    e.preventDefault();
+    setError("");
+    if (!title.trim()) {
+      setError("Give the stream a title.");
+      return;
+    }
+    setBusy(true);
+    try {
+      const st = await createStream(token, title.trim());
+      navigate(`/live/${st.id}`);
+    } catch (err) {
+      setError((err as Error).message);
+      setBusy(false);
+    }
+  };
+  return (
+    <main class="login">
+      <form class="card" aria-label="Go Live" onSubmit={start}>
+        <h1>Go Live</h1>
+        {!token ? (
+          <p>
+            <a href="/" onClick={linkClick}>
+              Log in
+            </a>{" "}
+            to start a stream.
+          </p>
+        ) : (
+          <Fragment>
+            <label>
+              <span>Stream title</span>
+              <input value={title} maxLength={100} onInput={(e) => setTitle((e.target as HTMLInputElement).value)} />
+            </label>
+            {error && (
+              <p class="error" role="alert">
+                {error}
+              </p>
+            )}
+            <button class="primary" type="submit" disabled={busy}>
+              Start Stream
+            </button>
+            <p class="hint">Viewers watch and comment at the stream's address; share it from your browser's address bar.</p>
+          </Fragment>
+        )}
+        <a href="/" onClick={linkClick}>
+          Back to Concord
+        </a>
+      </form>
+    </main>
+  );
+}
+
 export function LivePage(props: { parts: string[] }) {
   const id = props.parts[1] || "";
+  if (!id) return <LiveHome />;
+  return <LiveStream key={id} id={id} />;
+}
+
+function LiveStream(props: { id: string }) {
+  const id = props.id;
   const s = useSession(id);
   const video = useRef<HTMLVideoElement>(null);
   const list = useRef<HTMLOListElement>(null);
@@ -191,7 +255,6 @@ export function LivePage(props: { parts: string[] }) {
     };
   }, [s, s.transport]);
 
-  if (!id) return <main class="login"><p>No stream given.</p></main>;
   if (s.error && !s.stream) {
     return (
       <main class="login">

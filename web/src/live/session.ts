@@ -132,6 +132,11 @@ async function call<T>(method: string, path: string, token: string | null, body?
   return data as T;
 }
 
+// createStream starts a stream of the token's user (POST /v1/streams).
+export function createStream(token: string | null, title: string): Promise<Stream> {
+  return call<Stream>("POST", "/v1/streams", token, { title });
+}
+
 function randomId(): string {
   const b = new Uint8Array(12);
   crypto.getRandomValues(b);

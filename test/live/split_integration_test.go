@@ -4,6 +4,7 @@ package live
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -61,6 +62,95 @@ func TestContractOnSplitRoles(t *testing.T) {
 		p := d.start(t, fmt.Sprintf("colocated-%d", rand.Uint32()), "--roles=live-api,live-gateway",
 			fmt.Sprintf("--live-max-pending=%d", g.MaxPending), "--live-flush-interval="+g.FlushInterval.String())
 		return livetest.Remote(t, p.url, livetest.RemoteRoles{NewUser: register, Viewers: livetest.MetricViewers(p.url)})
+	})
+	t.Run("APIKill9KeepsAcknowledged", func(t *testing.T) {
+		testAPIKill9(t, d, chat.url, register)
+	})
+}
+
+// testAPIKill9: comments a live-api process answered 201 for are in the
+// event log (acks=all) when the process dies with SIGKILL right after:
+// the archiver stores them and another live-api serves them in
+// scroll-back.
+func testAPIKill9(t *testing.T, d *deployment, chatURL string, register func(testing.TB) livetest.User) {
+	api := d.start(t, fmt.Sprintf("api-victim-%d", rand.Uint32()), "--roles=live-api")
+	creator := register(t)
+	e := livetest.Remote(t, api.url, livetest.RemoteRoles{})
+	s := e.CreateStream(creator, "kill the api")
+	var (
+		mu    sync.Mutex
+		acked = map[string]livetest.Comment{}
+		wg    sync.WaitGroup
+	)
+	enough := make(chan struct{})
+	var once sync.Once
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				body := fmt.Sprintf(`{"text":"w%d-%d","video_ts_ms":%d}`, w, i, i)
+				req, _ := http.NewRequest("POST", api.url+"/v1/streams/"+s.ID+"/comments", strings.NewReader(body))
+				req.Header.Set("Authorization", creator.Token)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return // the process is gone
+				}
+				var c livetest.Comment
+				ok := resp.StatusCode == 201 && json.NewDecoder(resp.Body).Decode(&c) == nil
+				resp.Body.Close()
+				if !ok {
+					return
+				}
+				mu.Lock()
+				acked[c.ID] = c
+				if len(acked) >= 60 {
+					once.Do(func() { close(enough) })
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	select {
+	case <-enough:
+	case <-time.After(60 * time.Second):
+		t.Fatal("fewer than 60 comments acknowledged in 60 s")
+	}
+	api.kill()
+	wg.Wait()
+	// Another live-api (the chat node's) serves scroll-back from the store.
+	other := livetest.Remote(t, chatURL, livetest.RemoteRoles{})
+	other.Eventually(30*time.Second, func() string {
+		seen := map[string]bool{}
+		before := ""
+		for {
+			q := "/v1/streams/" + s.ID + "/comments?limit=100"
+			if before != "" {
+				q += "&before=" + before
+			}
+			var page []livetest.Comment
+			other.Do("GET", q, "", nil).JSON(t, &page)
+			for _, c := range page {
+				seen[c.ID] = true
+			}
+			if len(page) < 100 {
+				break
+			}
+			before = fmt.Sprint(page[len(page)-1].Seq)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		missing := 0
+		for id := range acked {
+			if !seen[id] {
+				missing++
+			}
+		}
+		if missing > 0 {
+			return fmt.Sprintf("%d of %d acknowledged comments missing from scroll-back", missing, len(acked))
+		}
+		return ""
 	})
 }
 

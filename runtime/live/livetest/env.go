@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,6 +89,19 @@ type Env struct {
 	// Remote is set for an env whose roles run in a Concord process (see
 	// Remote); nil for one Start runs here.
 	Remote *RemoteRoles
+
+	// running counts the roles' Run loops; the first cleanup of Start
+	// cancels them and waits, so no role touches a closed store.
+	running sync.WaitGroup
+}
+
+// spawn runs f(ctx) as one of the env's role loops.
+func (e *Env) spawn(ctx context.Context, f func(context.Context) error) {
+	e.running.Add(1)
+	go func() {
+		defer e.running.Done()
+		f(ctx)
+	}()
 }
 
 // RemoteRoles is how the suite reaches roles running in a Concord
@@ -178,7 +192,8 @@ func Start(t testing.TB, b Backends, o Options) *Env {
 	log := slog.New(slog.DiscardHandler)
 	gcfg := o.Gateway
 	gcfg.Logger = log
-	e.Gateway = NewGateway(t, ctx, b, iss, gcfg)
+	e.Gateway = newGateway(t, b, iss, gcfg)
+	e.spawn(ctx, e.Gateway.Run)
 	e.API, err = api.New(api.Config{Topics: b.Topics, Logger: log}, api.Deps{
 		Verifier: iss, Users: users, IDs: ids, Log: b.Log, Store: b.Store, Recent: b.Cache, Nonces: b.Cache,
 		Counters: b.Counters, Board: b.Board, Live: e.Gateway,
@@ -186,7 +201,7 @@ func Start(t testing.TB, b Backends, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go e.API.Run(ctx)
+	e.spawn(ctx, e.API.Run)
 	<-e.API.Synced()
 	if !o.NoRouter {
 		e.StartRouter(ctx)
@@ -195,9 +210,15 @@ func Start(t testing.TB, b Backends, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go arch.Run(ctx)
+	e.spawn(ctx, arch.Run)
 	srv := httptest.NewServer(e.API)
 	t.Cleanup(srv.Close)
+	// Registered last, so it runs first: the roles stop before the
+	// backends above close.
+	t.Cleanup(func() {
+		cancel()
+		e.running.Wait()
+	})
 	e.URL = srv.URL
 	return e
 }
@@ -209,7 +230,7 @@ func (e *Env) StartRouter(ctx context.Context) {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	go r.Run(ctx)
+	e.spawn(ctx, r.Run)
 }
 
 // RouterConfig is the router configuration of a run on topics: every
@@ -219,13 +240,12 @@ func RouterConfig(topics live.Topics) router.Config {
 		ReactionsGroup: topics.Reactions + ".router", Logger: slog.New(slog.DiscardHandler)}
 }
 
-// NewGateway runs a gateway on b until ctx ends.
-func NewGateway(t testing.TB, ctx context.Context, b Backends, v live.Verifier, cfg gateway.Config) *gateway.Gateway {
+// newGateway builds a gateway on b (spawn runs it).
+func newGateway(t testing.TB, b Backends, v live.Verifier, cfg gateway.Config) *gateway.Gateway {
 	g, err := gateway.New(cfg, gateway.Deps{Relay: b.Relay, Recent: b.Cache, Store: b.Store, Board: b.Board, Verifier: v})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go g.Run(ctx)
 	return g
 }
 
@@ -385,7 +405,8 @@ func (e *Env) StartGateway(cfg gateway.Config) ExtraGateway {
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	g := NewGateway(e.T, ctx, e.B, e.Issuer, cfg)
+	g := newGateway(e.T, e.B, e.Issuer, cfg)
+	e.spawn(ctx, g.Run)
 	srv := httptest.NewServer(g)
 	e.T.Cleanup(srv.Close)
 	return ExtraGateway{Gateway: g, URL: srv.URL, Kill: func() {

@@ -297,9 +297,11 @@ function LiveStream(props: { id: string }) {
         <header class="pane-head">
           <h2>{st?.title || "Live stream"}</h2>
           <span class={"live-state" + (ended ? " ended" : "")}>{ended ? "Ended" : "● Live"}</span>
-          <span class="viewers" role="status" aria-label="Viewers">
-            {s.viewers} watching
-          </span>
+          {!ended && (
+            <span class="viewers" role="status" aria-label="Viewers">
+              {s.viewers} watching
+            </span>
+          )}
         </header>
         <div class="video-wrap">
           <video ref={video} src={s.videoURL || undefined} controls autoplay muted playsInline aria-label="Stream video" />

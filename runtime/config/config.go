@@ -134,6 +134,9 @@ type Config struct {
 	Pod Pod
 	// Live configures the live-comment roles.
 	Live Live
+	// Voice configures the voice role (the SFU) and the guild's voice
+	// admission tokens.
+	Voice Voice
 
 	// Logger receives every component's logs. Default slog.Default().
 	Logger *slog.Logger
@@ -258,6 +261,42 @@ type Live struct {
 
 // DefaultLivePrefix is Live.Prefix's default.
 const DefaultLivePrefix = "concord.live."
+
+// Voice configures the voice role: one SFU (runtime/voice) speaking
+// Discord's voice gateway over TLS and RTP over UDP. Zero fields take the
+// defaults stated.
+type Voice struct {
+	// Listen is the voice gateway's listen address. Default 127.0.0.1:0.
+	Listen string
+	// UDP is the media socket's listen address. Default: Listen's host,
+	// port 0.
+	UDP string
+	// PublicHost is the host of the endpoint clients are sent to
+	// (VOICE_SERVER_UPDATE). Default: Listen's host, 127.0.0.1 when it is
+	// unspecified.
+	PublicHost string
+	// PublicIP is the IPv4 address clients send media to (voice Ready).
+	// Default: PublicHost when it is an IPv4 address, else the UDP
+	// socket's.
+	PublicIP string
+	// Region is the server's voice region. Default "local".
+	Region string
+	// ID names the server in tokens and load reports. Default: Node.
+	ID string
+	// TLS is how the voice gateway serves TLS (libraries dial wss://):
+	// "devca" with a certificate from the CA written to
+	// <DataDir>/voice-ca.pem, "off" behind a TLS-terminating proxy.
+	// Default devca in `concord dev`, off in `concord serve`.
+	TLS string
+	// TokenKey is the hex Ed25519 seed (32 bytes) the guild signs voice
+	// admission tokens with. Empty: in `concord dev`
+	// <DataDir>/voice-token.key, created on first start; in `concord
+	// serve` derived from ServerKey.
+	TokenKey string
+	// TrustedKeys are the hex Ed25519 public keys an SFU accepts tokens
+	// from (comma-separated on the command line). Empty: TokenKey's.
+	TrustedKeys []string
+}
 
 // ServingConfig is Serving with the process logger: the bounds of every
 // HTTP listener of the process.

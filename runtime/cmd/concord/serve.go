@@ -63,8 +63,10 @@ CONCORD_GATEWAY_POOL/_CLIENT_CLASS/_SESSIONS_TARGET on gateway pods and
 CONCORD_GUILD_DEDICATED on a GuildPlacement's guild node. Relay nodes
 (--roles=relay) are the fan-out tier of big guilds: the RelayTier controller
 publishes their gRPC addresses under relays/<guild id> in the registry and
-guild nodes send such a guild's events once per relay. The voice role is not
-built yet.`,
+guild nodes send such a guild's events once per relay. Voice nodes
+(--roles=voice) run one SFU each: a voice gateway on --voice-listen (plain,
+behind the platform's TLS, unless --voice-tls=devca) and RTP on --voice-udp,
+reporting their load to the registry every 2 s under voice/load/<id>.`,
 		Example: `  concord serve --roles=guild --node=guild-1 --http=10.0.0.5:8080 --grpc=10.0.0.5:9090 --admin=10.0.0.5:9091 \
     --registry=etcd://etcd:2379 --store=cassandra://cassandra:9042/concord --server-key=$KEY`,
 		Args: cobra.NoArgs,

@@ -172,6 +172,7 @@ func (h *handler) routes(mux *http.ServeMux, p string) {
 	authed("POST /channels/{channel}/messages/{message}/ack", h.ackMessage)
 
 	h.moderationRoutes(authed)
+	h.voiceRoutes(authed)
 
 	open("GET /invites/{code}", h.getInvite)
 	authed("POST /invites/{code}", h.acceptInvite)

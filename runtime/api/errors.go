@@ -45,6 +45,7 @@ var errorTable = rest.Table{
 	{guild.ErrNotText, http.StatusBadRequest, 50008, "Cannot send messages in a non-text channel"},
 	{errTooOld, http.StatusBadRequest, 50034, "You can only bulk delete messages that are under 14 days old."},
 	{guild.ErrInvalid, http.StatusBadRequest, 50035, "Invalid Form Body"},
+	{guild.ErrNotInVoice, http.StatusBadRequest, 40032, "Target user is not connected to voice."},
 	{guild.ErrUnavailable, http.StatusServiceUnavailable, 0, "503: Service Unavailable"},
 	{store.ErrUnavailable, http.StatusServiceUnavailable, 0, "503: Service Unavailable"},
 }

@@ -401,6 +401,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			guild.Deps{Store: st, Sink: n.sink, IDs: ids, Auth: issuer, Relays: n.relays, Sessions: n.sessDir}); err != nil {
 			return nil, fmt.Errorf("cluster: guild service: %w", err)
 		}
+		if err := n.enableVoice(cfg); err != nil {
+			return nil, err
+		}
 		owns := transport.OwnedBy(n.guildRng, cfg.Node)
 		deps := api.Deps{Store: st, Guilds: n.guilds, Auth: issuer, IDs: ids}
 		if readStates {
@@ -469,6 +472,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			p := newGatewayPresence(cfg.Node, n.psClient, n.client, log.With("component", "presence"))
 			gwCfg.Presence, gwCfg.OpHandlers = p, p.opHandlers()
 		}
+		gwCfg.OpHandlers = withVoiceOp(gwCfg.OpHandlers, n.client, log.With("component", "gateway"))
 		ac := admission.Config{Apps: n.botApps()}
 		if n.rsClient != nil {
 			ac.States = n.rsClient

@@ -133,6 +133,8 @@ type Service struct {
 
 	// presence is set by EnablePresence.
 	presence atomic.Pointer[PresenceConfig]
+	// voice is set by EnableVoice.
+	voice atomic.Pointer[voiceEnabled]
 }
 
 // sessionEntry is a subscribed session and the guilds it is attached to.

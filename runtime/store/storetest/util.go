@@ -71,6 +71,9 @@ func fullMessage(ch, guild, id snowflake.ID) store.Message {
 		Nonce:      "nonce-" + id.String(),
 		Embeds:     `[{"type":"rich","title":"t ☃","fields":[{"name":"n","value":"v","inline":true}]}]`,
 		Components: `[{"type":1,"components":[{"type":2,"style":1,"custom_id":"ok","label":"OK"}]}]`,
+		WebhookID:     rid(),
+		WebhookName:   "Captain Hook ☃",
+		WebhookAvatar: "0123abcd",
 	}
 }
 

@@ -219,6 +219,7 @@ func (a *Actor) syncVisibility(ctx context.Context, updated map[snowflake.ID]boo
 	}
 	groups := make(map[key]*group)
 	add := func(typ string, c store.Channel, s event.Session) {
+		typ = threadEvent(typ, c)
 		k := key{typ, c.ID}
 		g := groups[k]
 		if g == nil {

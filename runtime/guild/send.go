@@ -74,11 +74,16 @@ func (a *Actor) authorizeSend(ctx context.Context, req SendRequest) (SendGrant, 
 		return SendGrant{}, err
 	}
 	c := v.Channel
-	if c.Type != store.ChannelText && c.Type != store.ChannelVoice {
+	if c.Type != store.ChannelText && c.Type != store.ChannelVoice && c.Thread == nil {
 		return SendGrant{}, fmt.Errorf("channel %d type %d: %w", c.ID, c.Type, ErrNotText)
 	}
 	if !req.Edit && !v.Permissions.Has(permissions.SendMessages) {
 		return SendGrant{}, fmt.Errorf("send in %d: %w", c.ID, ErrMissingPermissions)
+	}
+	if !req.Edit && c.Thread != nil {
+		if err := a.threadSend(ctx, a.channels[c.ID], req.UserID, v.Permissions); err != nil {
+			return SendGrant{}, err
+		}
 	}
 	now := a.svc.cfg.Now()
 	if !req.Edit && c.RateLimitPerUser > 0 && v.Permissions&slowmodeBypass == 0 {
@@ -127,6 +132,9 @@ func (s *Service) PublishMessage(ctx context.Context, typ string, m wire.Message
 		ctx := actx
 		if c, ok := a.channels[m.ChannelID]; ok && typ == "MESSAGE_CREATE" && m.ID > c.LastMessageID {
 			c.LastMessageID = m.ID
+			if c.Thread != nil {
+				a.threadMessage(ctx, c)
+			}
 		}
 		if _, ok := a.channels[m.ChannelID]; !ok {
 			return

@@ -117,6 +117,8 @@ type Service struct {
 
 	// presence is set by EnablePresence.
 	presence atomic.Pointer[PresenceConfig]
+	// threadSweep starts the idle-thread archiver once (threads.go).
+	threadSweep sync.Once
 }
 
 // sessionEntry is a subscribed session and the guilds it is attached to.

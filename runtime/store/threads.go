@@ -36,6 +36,8 @@ type ThreadMeta struct {
 	// message excluded), as Discord's message_count and
 	// total_message_sent do (deletes are not subtracted).
 	MessageCount int
+	// MemberCount is the number of members, kept with the member rows.
+	MemberCount int
 }
 
 // ThreadMember is a user's membership of a thread.

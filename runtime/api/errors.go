@@ -45,6 +45,10 @@ var errorTable = rest.Table{
 	{guild.ErrNotText, http.StatusBadRequest, 50008, "Cannot send messages in a non-text channel"},
 	{errTooOld, http.StatusBadRequest, 50034, "You can only bulk delete messages that are under 14 days old."},
 	{guild.ErrInvalid, http.StatusBadRequest, 50035, "Invalid Form Body"},
+	{guild.ErrWrongChannelType, http.StatusBadRequest, 50024, "Cannot execute action on this channel type"},
+	{guild.ErrThreadArchived, http.StatusBadRequest, 50083, "Thread is archived"},
+	{guild.ErrUnknownThreadMember, http.StatusNotFound, 10007, "Unknown Member"},
+	{guild.ErrThreadExists, http.StatusBadRequest, 160004, "A thread has already been created for this message"},
 	{guild.ErrUnavailable, http.StatusServiceUnavailable, 0, "503: Service Unavailable"},
 	{store.ErrUnavailable, http.StatusServiceUnavailable, 0, "503: Service Unavailable"},
 }

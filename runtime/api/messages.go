@@ -44,7 +44,10 @@ type createMessageRequest struct {
 	AllowedMentions  *allowedMentions         `json:"allowed_mentions"`
 	MessageReference *messageReferenceRequest `json:"message_reference"`
 	Flags            int                      `json:"flags"`
+	Attachments      []attachmentRef          `json:"attachments"`
 
+	// files are the uploads of a multipart body (attachments.go).
+	files []upload
 	// nonce is the validated nonce as stored: a string, or '#' and the
 	// digits of an integer nonce.
 	nonce string
@@ -52,11 +55,12 @@ type createMessageRequest struct {
 
 // decodeCreateMessage decodes and validates a POST /channels/{id}/messages
 // body.
-func decodeCreateMessage(body []byte) (createMessageRequest, error) {
+func decodeCreateMessage(body []byte, files ...upload) (createMessageRequest, error) {
 	var req createMessageRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return req, err
 	}
+	req.files = files
 	if utf8.RuneCountInString(req.Content) > maxContent {
 		return req, formError("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.")
 	}
@@ -71,7 +75,7 @@ func decodeCreateMessage(body []byte) (createMessageRequest, error) {
 	if req.MessageReference != nil && req.MessageReference.MessageID == nil {
 		return req, formError("message_reference.message_id", "BASE_TYPE_REQUIRED", "This field is required")
 	}
-	if strings.TrimSpace(req.Content) == "" && len(req.Embeds) == 0 && len(req.Components) == 0 {
+	if strings.TrimSpace(req.Content) == "" && len(req.Embeds) == 0 && len(req.Components) == 0 && len(files) == 0 {
 		return req, errEmptyMessage
 	}
 	return req, nil
@@ -104,11 +108,11 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 	if err != nil {
 		return err
 	}
-	body, err := readMessageBody(w, r, h.cfg.MaxBodyBytes)
+	body, files, err := h.readMessagePayload(w, r)
 	if err != nil {
 		return err
 	}
-	req, err := decodeCreateMessage(body)
+	req, err := decodeCreateMessage(body, files...)
 	if err != nil {
 		return err
 	}
@@ -197,7 +201,7 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 	}
 	grant, err := h.guilds.AuthorizeSend(ctx, guild.SendRequest{
 		UserID: user, ChannelID: channelID, MentionsEveryone: mentions.Everyone,
-		Users: mentions.Users, Roles: mentions.Roles,
+		Users: mentions.Users, Roles: mentions.Roles, Attachments: len(req.files) > 0,
 	})
 	if err != nil {
 		return wire.Message{}, err
@@ -218,6 +222,9 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 	if ref != nil {
 		m.Type = wire.MessageReply
 		m.ReferenceID = ref.ID
+	}
+	if m.Attachments, err = h.saveAttachments(ctx, channelID, req.Attachments, req.files); err != nil {
+		return wire.Message{}, err
 	}
 	if err := h.store.PutMessage(ctx, m); err != nil {
 		return wire.Message{}, errors.Join(guild.ErrUnavailable, err)

@@ -26,6 +26,8 @@ type SendRequest struct {
 	// Edit resolves mentions for an edit: it checks VIEW_CHANNEL only and
 	// leaves the slowmode clock alone.
 	Edit bool
+	// Attachments is set when the message carries files (ATTACH_FILES).
+	Attachments bool
 }
 
 // SendGrant is a successful AuthorizeSend.
@@ -79,6 +81,9 @@ func (a *Actor) authorizeSend(ctx context.Context, req SendRequest) (SendGrant, 
 	}
 	if !req.Edit && !v.Permissions.Has(permissions.SendMessages) {
 		return SendGrant{}, fmt.Errorf("send in %d: %w", c.ID, ErrMissingPermissions)
+	}
+	if req.Attachments && !v.Permissions.Has(permissions.AttachFiles) {
+		return SendGrant{}, fmt.Errorf("attach files in %d: %w", c.ID, ErrMissingPermissions)
 	}
 	if !req.Edit && c.Thread != nil {
 		if err := a.threadSend(ctx, a.channels[c.ID], req.UserID, v.Permissions); err != nil {

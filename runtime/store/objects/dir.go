@@ -131,4 +131,3 @@ func (d *Dir) Delete(ctx context.Context, key string) error {
 	}
 	return nil
 }
-

@@ -557,13 +557,29 @@ func (p *Platform) restHandler(restAPI http.Handler, flags *BotFlags) (http.Hand
 // Routes mounts the bot platform's routes and the bot-removal hooks in
 // front of the core API on mux (their patterns are more specific than
 // "/", where core goes).
+//
+// /webhooks/{id}/{token} is both an interaction's followup webhook (the
+// bot platform's) and a channel webhook (the core API's): the token
+// tells them apart, so requests whose token is not an interaction's go
+// to core.
 func (b *Bots) Routes(mux *http.ServeMux, core http.Handler, guilds *guild.Service, flags *BotFlags, iss *auth.Issuer) {
-	b.handler.Register(mux, "")
+	inner := http.NewServeMux()
+	b.handler.Register(inner, "")
+	inner.Handle("/", core)
 	for _, v := range []string{"/api/v9", "/api/v10"} {
 		mux.Handle("DELETE "+v+"/guilds/{guild}/members/{user}", b.onBotRemoved(core, guilds, flags, iss, false))
 		mux.Handle("DELETE "+v+"/users/@me/guilds/{guild}", b.onBotRemoved(core, guilds, flags, iss, true))
+		channelWebhook := func(w http.ResponseWriter, r *http.Request) {
+			if _, ok := bots.InteractionOfToken(r.PathValue("token")); ok {
+				inner.ServeHTTP(w, r)
+				return
+			}
+			core.ServeHTTP(w, r)
+		}
+		mux.HandleFunc(v+"/webhooks/{id}/{token}", channelWebhook)
+		mux.HandleFunc(v+"/webhooks/{id}/{token}/messages/{msg}", channelWebhook)
 	}
-	mux.Handle("/", core)
+	mux.Handle("/", inner)
 }
 
 // Store is the bot store (applications, commands, installations,

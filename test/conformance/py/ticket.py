@@ -35,7 +35,6 @@ discord.utils.setup_logging()
 
 intents = discord.Intents.default()
 intents.message_content = True
-intents.members = True
 client = discord.Client(intents=intents)
 
 

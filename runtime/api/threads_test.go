@@ -257,3 +257,35 @@ func TestThreadPermissions(t *testing.T) {
 	e.ok("DELETE", fmt.Sprintf("%s/channels/%d", v10, w.general), w.alice.Token, nil, nil)
 	e.fail("GET", fmt.Sprintf("%s/channels/%d", v10, pub.ID), w.alice.Token, nil, 404, 10003)
 }
+
+// Gaining a channel brings its active threads in one THREAD_LIST_SYNC,
+// after the channel's CHANNEL_CREATE; losing it takes them away.
+func TestThreadListSync(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	bobS := e.subscribe("bob", w.bob.ID, guild.IntentGuilds)
+	th := e.thread(w.alice.Token, fmt.Sprintf("%s/channels/%d/threads", v10, w.staff), map[string]any{"name": "staff talk", "type": 11})
+	old := e.thread(w.alice.Token, fmt.Sprintf("%s/channels/%d/threads", v10, w.staff), map[string]any{"name": "old", "type": 11})
+	e.ok("PATCH", fmt.Sprintf("%s/channels/%d", v10, old.ID), w.alice.Token, map[string]any{"archived": true}, nil)
+	e.ok("PUT", fmt.Sprintf("%s/channels/%d/permissions/%d", v10, w.staff, w.bob.ID), w.alice.Token,
+		map[string]any{"type": 1, "allow": strconv.FormatUint(uint64(permissions.ViewChannel), 10)}, nil)
+	ev := e.waitEvent(bobS, "THREAD_LIST_SYNC", 1)
+	var sync wire.ThreadListSync
+	if json.Unmarshal(ev, &sync) != nil || len(sync.Threads) != 1 || sync.Threads[0].ID != th.ID ||
+		len(sync.ChannelIDs) != 1 || sync.ChannelIDs[0] != w.staff || sync.GuildID != w.guildID {
+		t.Fatalf("THREAD_LIST_SYNC = %s", ev)
+	}
+	ds := e.sink.of(bobS)
+	order := []string{}
+	for _, d := range ds {
+		if d.Type == "CHANNEL_CREATE" || d.Type == "THREAD_LIST_SYNC" || d.Type == "THREAD_CREATE" {
+			order = append(order, d.Type)
+		}
+	}
+	if len(order) != 2 || order[0] != "CHANNEL_CREATE" || order[1] != "THREAD_LIST_SYNC" {
+		t.Fatalf("events = %v", order)
+	}
+	e.ok("DELETE", fmt.Sprintf("%s/channels/%d/permissions/%d", v10, w.staff, w.bob.ID), w.alice.Token, nil, nil)
+	e.waitEvent(bobS, "THREAD_DELETE", 1)
+	e.fail("GET", fmt.Sprintf("%s/channels/%d", v10, th.ID), w.bob.Token, nil, 403, 50001)
+}

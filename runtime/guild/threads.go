@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
@@ -760,5 +761,40 @@ func (a *Actor) threadMessage(ctx context.Context, c *store.Channel) {
 	t.Thread.MessageCount++
 	if err := a.putChannel(ctx, t); err != nil {
 		a.svc.log.Warn("thread message count not saved", "thread_id", c.ID, "err", err)
+	}
+}
+
+// threadSync is the threads a session gained together with their parent.
+type threadSync struct {
+	s       event.Session
+	threads []snowflake.ID
+}
+
+// sendThreadSyncs sends each session THREAD_LIST_SYNC for the active
+// threads that appeared with their parent channel (Discord's event when a
+// user gains access to a channel), after that channel's CHANNEL_CREATE.
+func (a *Actor) sendThreadSyncs(ctx context.Context, syncs []threadSync) {
+	for _, sy := range syncs {
+		ev := wire.ThreadListSync{GuildID: a.id, Threads: []wire.Channel{}, Members: []wire.ThreadMember{}}
+		parents := map[snowflake.ID]bool{}
+		slices.Sort(sy.threads)
+		for _, id := range sy.threads {
+			c := a.channels[id]
+			if c == nil || c.Thread.Archived {
+				continue
+			}
+			ev.Threads = append(ev.Threads, wire.ChannelFrom(*c, nil))
+			if m, ok := a.threadMembers[id][sy.s.UserID]; ok {
+				ev.Members = append(ev.Members, wire.ThreadMemberFrom(m))
+			}
+			if !parents[c.ParentID] {
+				parents[c.ParentID] = true
+				ev.ChannelIDs = append(ev.ChannelIDs, c.ParentID)
+			}
+		}
+		if len(ev.Threads) > 0 {
+			slices.Sort(ev.ChannelIDs)
+			a.sendTo(ctx, sy.s, "THREAD_LIST_SYNC", ev)
+		}
 	}
 }

@@ -12,13 +12,13 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/api/uploads"
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -83,9 +83,8 @@ type handler struct {
 	events EventPublisher
 	reads  ReadStates
 	users  UserDispatcher
-	// objects and attachKey serve attachments (attachments.go).
-	objects   objects.Store
-	attachKey []byte
+	// uploads receives, stores and serves attachments.
+	uploads *uploads.Store
 	// webhookLimit limits executions per webhook (webhookexec.go).
 	webhookLimit webhookLimiter
 }
@@ -114,10 +113,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	if cfg.AttachmentURLTTL <= 0 {
 		cfg.AttachmentURLTTL = 24 * time.Hour
 	}
-	if len(deps.AttachmentKey) == 0 {
-		deps.AttachmentKey = make([]byte, 32)
-		_, _ = rand.Read(deps.AttachmentKey)
-	}
+
 	if deps.Logger == nil {
 		deps.Logger = cfg.Logger
 	}
@@ -128,7 +124,9 @@ func New(cfg Config, deps Deps) http.Handler {
 		cfg: cfg, store: deps.Store, guilds: deps.Guilds, auth: deps.Auth, ids: deps.IDs, log: deps.Logger,
 		nonces: newNonceCache(cfg.NonceWindow, cfg.Now),
 		events: deps.Events, reads: deps.ReadStates, users: deps.Users,
-		objects: deps.Objects, attachKey: deps.AttachmentKey,
+		uploads: uploads.New(uploads.Config{Objects: deps.Objects, Key: deps.AttachmentKey, IDs: deps.IDs,
+			MaxJSONBytes: cfg.MaxBodyBytes, MaxFileBytes: cfg.MaxFileBytes, URLTTL: cfg.AttachmentURLTTL,
+			MediaURL: cfg.MediaURL, Now: cfg.Now}),
 	}
 	mux := http.NewServeMux()
 	for _, v := range []string{"/api/v9", "/api/v10"} {
@@ -137,7 +135,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404: Not Found", "code": 0})
 	})
-	return withBase(h.auditTrail(mux))
+	return uploads.WithBase(h.auditTrail(mux))
 }
 
 func (h *handler) routes(mux *http.ServeMux, p string) {

@@ -245,43 +245,6 @@ func TestWebhookAttachments(t *testing.T) {
 	}
 }
 
-// FuzzMultipart feeds the multipart decoder arbitrary bodies: it must
-// never panic, never keep more than maxFiles files or a file above the
-// limit, and leave nothing on disk when it fails.
-func FuzzMultipart(f *testing.F) {
-	_, ok := multipartBody(f, map[string]any{"content": "x"}, filePart{"files[0]", "a.png", "image/png", pngBytes})
-	f.Add(ok, "")
-	f.Add([]byte("--b\r\nContent-Disposition: form-data; name=\"payload_json\"\r\n\r\n{}\r\n--b--\r\n"), "b")
-	f.Add([]byte("--b\r\nContent-Disposition: form-data; name=\"files[9999999999]\"; filename=\"x\"\r\n\r\nx\r\n--b--\r\n"), "b")
-	f.Add([]byte("garbage"), "b")
-	f.Fuzz(func(t *testing.T, body []byte, boundary string) {
-		if boundary == "" {
-			// Use the writer's boundary for the seeded well-formed body.
-			if i := bytes.Index(body, []byte("\r\n")); i > 2 {
-				boundary = string(body[2:i])
-			}
-		}
-		dir := t.TempDir()
-		payload, files, err := decodeMultipart(bytes.NewReader(body), boundary, 1<<10, 64, dir)
-		left, _ := os.ReadDir(dir)
-		if err != nil {
-			if len(left) != 0 || files != nil {
-				t.Fatalf("failed decode left %d files on disk, %d uploads", len(left), len(files))
-			}
-			return
-		}
-		if len(files) > maxFiles || len(left) != len(files) || len(payload) > 1<<10 {
-			t.Fatalf("%d files, %d on disk, payload %d", len(files), len(left), len(payload))
-		}
-		for _, u := range files {
-			if u.size > 64 || u.filename == "" || strings.ContainsAny(u.filename, "/\\") {
-				t.Fatalf("upload %+v", u)
-			}
-		}
-		removeUploads(files)
-	})
-}
-
 func (e *env) objectsDir() *objects.Dir {
 	e.t.Helper()
 	d, err := objects.NewDir(e.t.(*testing.T).TempDir())

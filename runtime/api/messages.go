@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/concord-chat/concord/runtime/api/uploads"
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/permissions"
@@ -47,7 +48,7 @@ type createMessageRequest struct {
 	Attachments      []attachmentRef          `json:"attachments"`
 
 	// files are the uploads of a multipart body (attachments.go).
-	files []upload
+	files uploads.Files
 	// nonce is the validated nonce as stored: a string, or '#' and the
 	// digits of an integer nonce.
 	nonce string
@@ -55,7 +56,7 @@ type createMessageRequest struct {
 
 // decodeCreateMessage decodes and validates a POST /channels/{id}/messages
 // body.
-func decodeCreateMessage(body []byte, files ...upload) (createMessageRequest, error) {
+func decodeCreateMessage(body []byte, files ...uploads.File) (createMessageRequest, error) {
 	var req createMessageRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return req, err

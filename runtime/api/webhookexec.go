@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/concord-chat/concord/runtime/api/uploads"
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -321,7 +322,7 @@ func (h *handler) editWebhookMessage(w http.ResponseWriter, r *http.Request) err
 		var refs []attachmentRef
 		if req.Attachments != nil {
 			for _, ref := range *req.Attachments {
-				if old, ok := findAttachment(m.Attachments, ref.ID); ok && !ref.isNew() {
+				if old, ok := uploads.Find(m.Attachments, ref.ID); ok && !ref.IsNew() {
 					keep = append(keep, old)
 				} else {
 					refs = append(refs, ref)

@@ -551,12 +551,18 @@ func (p *Pending) Len() int {
 }
 
 // Save stores the files in channelID; refs is the payload's attachments
-// array (JSON, possibly empty).
+// array (JSON, possibly empty). Refs naming existing attachments (by
+// snowflake, in edits) are not uploads and are left to the caller.
 func (p *Pending) Save(ctx context.Context, channelID snowflake.ID, refs json.RawMessage) ([]store.Attachment, error) {
-	var rs []Ref
+	var all, rs []Ref
 	if len(refs) > 0 && string(refs) != "null" {
-		if err := json.Unmarshal(refs, &rs); err != nil {
+		if err := json.Unmarshal(refs, &all); err != nil {
 			return nil, rest.FormError("attachments", "BASE_TYPE_LIST", "Must be an array.")
+		}
+	}
+	for _, r := range all {
+		if r.IsNew() {
+			rs = append(rs, r)
 		}
 	}
 	if p == nil {

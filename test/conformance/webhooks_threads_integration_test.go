@@ -59,7 +59,8 @@ const (
 	permPublicThreads  = 1 << 35
 	permPrivateThreads = 1 << 36
 	permSendInThreads  = 1 << 38
-	botPerms           = permViewChannel | permSendMessages | permReadHistory | permManageWebhooks | permViewAuditLog |
+
+	botPerms = permViewChannel | permSendMessages | permReadHistory | permManageWebhooks | permViewAuditLog |
 		permAttachFiles | permEmbedLinks | permManageThreads | permPublicThreads | permPrivateThreads | permSendInThreads
 )
 
@@ -237,4 +238,73 @@ func TestDiscordPyTicketBot(t *testing.T) {
 	events := startBot[libEvent](t, "discord.py", dir, []string{py, "ticket.py"},
 		[]string{"CONCORD_HOST=" + s.proxy.addr(), "CONCORD_TOKEN=" + w.botToken}, nil)
 	checkTicket(t, s, w, "dpyticket", events)
+}
+
+// imgEvent is one line printed by js/image.js.
+type imgEvent struct {
+	Ev      string `json:"ev"`
+	ID      string `json:"id"`
+	Cat     string `json:"cat"`
+	Cats    string `json:"cats"`
+	Count   int    `json:"count"`
+	URL     string `json:"url"`
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// TestDiscordJSImageBot runs js/image.js, an unmodified discord.js 14
+// application bot, whose slash commands answer with files: in the
+// response, in the edit of a deferred response and in a followup.
+func TestDiscordJSImageBot(t *testing.T) {
+	dir := jsDir(t)
+	s := startServer(t)
+	owner, _ := s.register("img-owner")
+	member, _ := s.register("img-member")
+	guildID, channelID := newGuild(t, owner, "Images")
+	var inv struct {
+		Code string `json:"code"`
+	}
+	owner.do("POST", "/channels/"+channelID+"/invites", map[string]any{}, &inv)
+	member.do("POST", "/invites/"+inv.Code, map[string]any{}, &map[string]any{})
+	a := createApp(t, s, owner, "Imager")
+	install(t, owner, a, guildID, permViewChannel|permSendMessages|permReadHistory|permAttachFiles)
+	events := startNodeBot[imgEvent](t, dir, "image.js", []string{"CONCORD_API=http://" + s.proxy.addr() + "/api",
+		"CONCORD_TOKEN=" + a.Token, "CONCORD_GUILD=" + guildID}, nil)
+	next := func(name string) imgEvent {
+		t.Helper()
+		return waitFor(t, events, name, func(e imgEvent) bool {
+			if e.Ev == "error" {
+				t.Fatalf("bot error before %s: %s", name, e.Message)
+			}
+			return e.Ev == name
+		})
+	}
+	next("ready")
+	reg := next("registered")
+	invoke := func(id, name string) {
+		if code := member.do("POST", "/interactions", map[string]any{
+			"type": 2, "application_id": a.ID, "guild_id": guildID, "channel_id": channelID,
+			"data": map[string]any{"id": id, "name": name, "type": 1},
+		}, nil); code != http.StatusNoContent {
+			t.Fatalf("invoke /%s: %d", name, code)
+		}
+	}
+	png := func(e imgEvent) {
+		t.Helper()
+		if e.Count != 1 || e.Type != "image/png" {
+			t.Fatalf("%s read back: %+v", e.Ev, e)
+		}
+		resp, err := http.Get(e.URL)
+		must(t, err, "fetch "+e.URL)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/png" || len(b) != 29 {
+			t.Fatalf("fetch %s: %d %s %d bytes", e.URL, resp.StatusCode, resp.Header.Get("Content-Type"), len(b))
+		}
+	}
+	invoke(reg.Cat, "cat")
+	png(next("replied"))
+	invoke(reg.Cats, "cats")
+	png(next("edited"))
+	png(next("followup"))
 }

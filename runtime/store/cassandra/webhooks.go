@@ -22,7 +22,7 @@ func (s *Store) PutWebhook(ctx context.Context, w store.Webhook) error {
 	b := s.logged(ctx)
 	b.Query(`INSERT INTO webhooks (webhook_id, guild_id, doc) VALUES (?, ?, ?)`, int64(w.ID), int64(w.GuildID), doc)
 	b.Query(`INSERT INTO guild_webhooks (guild_id, webhook_id) VALUES (?, ?)`, int64(w.GuildID), int64(w.ID))
-	return execBatch(b, "put webhook")
+	return execBatch(ctx, b, "put webhook")
 }
 
 // GetWebhook implements store.Webhooks.
@@ -41,7 +41,7 @@ func (s *Store) DeleteWebhook(ctx context.Context, id snowflake.ID) error {
 	b := s.logged(ctx)
 	b.Query(`DELETE FROM webhooks WHERE webhook_id = ?`, int64(id))
 	b.Query(`DELETE FROM guild_webhooks WHERE guild_id = ? AND webhook_id = ?`, int64(w.GuildID), int64(id))
-	return execBatch(b, "delete webhook")
+	return execBatch(ctx, b, "delete webhook")
 }
 
 // GuildWebhooks implements store.Webhooks.

@@ -39,3 +39,61 @@ func (h *handler) attachmentURLs(ctx context.Context, atts []wire.Attachment) {
 func (h *handler) getAttachment(w http.ResponseWriter, r *http.Request) error {
 	return h.uploads.Serve(w, r)
 }
+
+// forgetAttachments deletes the objects of deleted messages' attachments
+// (after the answer: a failure is only logged).
+func (h *handler) forgetAttachments(ctx context.Context, atts []store.Attachment) {
+	if len(atts) == 0 {
+		return
+	}
+	if err := h.uploads.Forget(ctx, atts); err != nil {
+		h.log.Warn("attachment objects left behind", "err", err)
+	}
+}
+
+// editAttachments applies an edit's attachments array and files to m:
+// the array lists the existing attachments to keep (by id) and names new
+// uploads by index; without an array every existing one is kept and the
+// files are added. Removed attachments are returned for forgetting.
+func (h *handler) editAttachments(ctx context.Context, m *store.Message, refs *[]attachmentRef, files uploads.Files) ([]store.Attachment, error) {
+	if refs == nil && len(files) == 0 {
+		return nil, nil
+	}
+	keep := []store.Attachment{}
+	var news []attachmentRef
+	if refs != nil {
+		for _, ref := range *refs {
+			if old, ok := uploads.Find(m.Attachments, ref.ID); ok && !ref.IsNew() {
+				keep = append(keep, old)
+			} else {
+				news = append(news, ref)
+			}
+		}
+	} else {
+		keep = append(keep, m.Attachments...)
+	}
+	if len(keep)+len(files) > maxFiles {
+		return nil, formError("attachments", "BASE_TYPE_MAX_LENGTH", "Must be 10 or fewer in length.")
+	}
+	added, err := h.saveAttachments(ctx, m.ChannelID, news, files)
+	if err != nil {
+		return nil, err
+	}
+	var removed []store.Attachment
+	for _, a := range m.Attachments {
+		if _, ok := findByID(keep, a.ID); !ok {
+			removed = append(removed, a)
+		}
+	}
+	m.Attachments = append(keep, added...)
+	return removed, nil
+}
+
+func findByID(list []store.Attachment, id snowflake.ID) (store.Attachment, bool) {
+	for _, a := range list {
+		if a.ID == id {
+			return a, true
+		}
+	}
+	return store.Attachment{}, false
+}

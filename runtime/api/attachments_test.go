@@ -253,3 +253,49 @@ func (e *env) objectsDir() *objects.Dir {
 	}
 	return d
 }
+
+func TestAttachmentEditAndDelete(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	path := fmt.Sprintf("%s/channels/%d/messages", v10, w.general)
+	status, raw := e.upload("POST", path, w.bob.Token, map[string]any{"content": "two"},
+		filePart{"files[0]", "a.png", "image/png", pngBytes}, filePart{"files[1]", "b.txt", "text/plain", []byte("bee")})
+	if status != 200 {
+		t.Fatalf("upload: %d %s", status, raw)
+	}
+	var m wire.Message
+	json.Unmarshal(raw, &m)
+	a, b := m.Attachments[0], m.Attachments[1]
+	// Keep a, drop b, add c.
+	status, raw = e.upload("PATCH", fmt.Sprintf("%s/%d", path, m.ID), w.bob.Token,
+		map[string]any{"attachments": []map[string]any{{"id": a.ID.String()}, {"id": 0}}},
+		filePart{"files[0]", "c.txt", "text/plain", []byte("sea")})
+	if status != 200 {
+		t.Fatalf("edit: %d %s", status, raw)
+	}
+	var ed wire.Message
+	json.Unmarshal(raw, &ed)
+	if len(ed.Attachments) != 2 || ed.Attachments[0].ID != a.ID || ed.Attachments[1].Filename != "c.txt" || ed.Content != "two" {
+		t.Fatalf("edited = %+v", ed.Attachments)
+	}
+	// The dropped file is gone from the object store.
+	if res, _ := fetch(t, b.URL); res.StatusCode != 404 {
+		t.Fatalf("dropped attachment still served: %d", res.StatusCode)
+	}
+	if res, _ := fetch(t, ed.Attachments[0].URL); res.StatusCode != 200 {
+		t.Fatalf("kept attachment: %d", res.StatusCode)
+	}
+	// Someone else's message: 50005 before anything is stored.
+	status, _ = e.upload("PATCH", fmt.Sprintf("%s/%d", path, m.ID), w.alice.Token, map[string]any{"content": "x"},
+		filePart{"files[0]", "d.txt", "text/plain", []byte("d")})
+	if status != 403 {
+		t.Fatalf("edit of another's message: %d", status)
+	}
+	// Deleting the message deletes its files.
+	e.ok("DELETE", fmt.Sprintf("%s/%d", path, m.ID), w.bob.Token, nil, nil)
+	for _, at := range ed.Attachments {
+		if res, _ := fetch(t, at.URL); res.StatusCode != 404 {
+			t.Fatalf("attachment of a deleted message still served: %d", res.StatusCode)
+		}
+	}
+}

@@ -1,13 +1,9 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"mime"
-	"mime/multipart"
 	"net/http"
 	"slices"
 	"strconv"
@@ -245,32 +241,4 @@ func messageErr(err error) error {
 		return errUnknownMessage
 	}
 	return errors.Join(guild.ErrUnavailable, err)
-}
-
-// readMessageBody reads a message body: JSON, or multipart/form-data whose
-// payload_json part holds the JSON (libraries switch to multipart when
-// they attach files; Concord does not store files yet and ignores them).
-func readMessageBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	body, err := readBody(w, r, limit)
-	if err != nil {
-		return nil, err
-	}
-	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mediaType != "multipart/form-data" {
-		return body, nil
-	}
-	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
-	for {
-		part, err := mr.NextPart()
-		if err != nil {
-			return nil, formError("payload_json", "BASE_TYPE_REQUIRED", "This field is required")
-		}
-		if part.FormName() == "payload_json" {
-			raw, err := io.ReadAll(part)
-			if err != nil {
-				return nil, formError("payload_json", "BASE_TYPE_REQUIRED", "This field is required")
-			}
-			return raw, nil
-		}
-	}
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/concord-chat/concord/runtime/api/uploads"
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -317,28 +316,9 @@ func (h *handler) editWebhookMessage(w http.ResponseWriter, r *http.Request) err
 		m.Flags = sendFlags(req.Flags.Value)
 	}
 	applyRichEdit(&m, req.Embeds, req.Components)
-	if req.Attachments != nil || len(files) > 0 {
-		keep := m.Attachments[:0:0]
-		var refs []attachmentRef
-		if req.Attachments != nil {
-			for _, ref := range *req.Attachments {
-				if old, ok := uploads.Find(m.Attachments, ref.ID); ok && !ref.IsNew() {
-					keep = append(keep, old)
-				} else {
-					refs = append(refs, ref)
-				}
-			}
-		} else {
-			keep = append(keep, m.Attachments...)
-		}
-		added, err := h.saveAttachments(ctx, m.ChannelID, refs, files)
-		if err != nil {
-			return err
-		}
-		m.Attachments = append(keep, added...)
-		if len(m.Attachments) > maxFiles {
-			return formError("attachments", "BASE_TYPE_MAX_LENGTH", "Must be 10 or fewer in length.")
-		}
+	removed, err := h.editAttachments(ctx, &m, req.Attachments, files)
+	if err != nil {
+		return err
 	}
 	if strings.TrimSpace(m.Content) == "" && m.Embeds == "" && m.Components == "" && len(m.Attachments) == 0 {
 		return errEmptyMessage
@@ -350,6 +330,7 @@ func (h *handler) editWebhookMessage(w http.ResponseWriter, r *http.Request) err
 	out := h.webhookMessageJSON(ctx, m)
 	bg, cancel := background(ctx)
 	defer cancel()
+	h.forgetAttachments(bg, removed)
 	h.logMessage(bg, eventlog.MessageUpdate, out)
 	if err := h.guilds.PublishMessage(bg, "MESSAGE_UPDATE", out); err != nil {
 		h.log.Warn("webhook message update not published", "message_id", m.ID, "err", err)
@@ -370,6 +351,7 @@ func (h *handler) deleteWebhookMessage(w http.ResponseWriter, r *http.Request) e
 	}
 	bg, cancel := background(ctx)
 	defer cancel()
+	h.forgetAttachments(bg, m.Attachments)
 	h.logDeletes(bg, wh.GuildID, m.ChannelID, []snowflake.ID{m.ID})
 	if err := h.guilds.PublishDelete(bg, wh.GuildID, m.ChannelID, []snowflake.ID{m.ID}); err != nil {
 		h.log.Warn("webhook message delete not published", "message_id", m.ID, "err", err)

@@ -573,3 +573,21 @@ func (p *Pending) Save(ctx context.Context, channelID snowflake.ID, refs json.Ra
 	}
 	return p.s.Save(ctx, channelID, rs, p.Files)
 }
+
+// Forget deletes the objects of attachments whose message is gone; it
+// is best effort (an object left behind costs space, nothing else: no
+// URL to it can be signed any more).
+func (s *Store) Forget(ctx context.Context, atts []store.Attachment) error {
+	if s.cfg.Objects == nil {
+		return nil
+	}
+	var errs []error
+	for _, a := range atts {
+		if strings.HasPrefix(a.URL, "attachments/") {
+			if err := s.cfg.Objects.Delete(ctx, a.URL); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

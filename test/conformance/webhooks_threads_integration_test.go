@@ -252,24 +252,26 @@ type imgEvent struct {
 	Message string `json:"message"`
 }
 
-// TestDiscordJSImageBot runs js/image.js, an unmodified discord.js 14
-// application bot, whose slash commands answer with files: in the
-// response, in the edit of a deferred response and in a followup.
-func TestDiscordJSImageBot(t *testing.T) {
-	dir := jsDir(t)
-	s := startServer(t)
-	owner, _ := s.register("img-owner")
-	member, _ := s.register("img-member")
-	guildID, channelID := newGuild(t, owner, "Images")
+// imageWorld is a guild with a member and an application installed with
+// ATTACH_FILES.
+func imageWorld(t *testing.T, s *server, tag string) (member *rest, a app, guildID, channelID string) {
+	owner, _ := s.register("img-owner-" + tag)
+	member, _ = s.register("img-member-" + tag)
+	guildID, channelID = newGuild(t, owner, "Images "+tag)
 	var inv struct {
 		Code string `json:"code"`
 	}
 	owner.do("POST", "/channels/"+channelID+"/invites", map[string]any{}, &inv)
 	member.do("POST", "/invites/"+inv.Code, map[string]any{}, &map[string]any{})
-	a := createApp(t, s, owner, "Imager")
+	a = createApp(t, s, owner, "Imager "+tag)
 	install(t, owner, a, guildID, permViewChannel|permSendMessages|permReadHistory|permAttachFiles)
-	events := startNodeBot[imgEvent](t, dir, "image.js", []string{"CONCORD_API=http://" + s.proxy.addr() + "/api",
-		"CONCORD_TOKEN=" + a.Token, "CONCORD_GUILD=" + guildID}, nil)
+	return member, a, guildID, channelID
+}
+
+// checkImage drives an image bot (either library): a member invokes its
+// slash commands; the answers carry files the library reads back and
+// that the signed URLs serve.
+func checkImage(t *testing.T, member *rest, a app, guildID, channelID string, events <-chan imgEvent) {
 	next := func(name string) imgEvent {
 		t.Helper()
 		return waitFor(t, events, name, func(e imgEvent) bool {
@@ -281,6 +283,9 @@ func TestDiscordJSImageBot(t *testing.T) {
 	}
 	next("ready")
 	reg := next("registered")
+	if reg.Cat == "" || reg.Cats == "" {
+		t.Fatalf("registered: %+v", reg)
+	}
 	invoke := func(id, name string) {
 		if code := member.do("POST", "/interactions", map[string]any{
 			"type": 2, "application_id": a.ID, "guild_id": guildID, "channel_id": channelID,
@@ -307,4 +312,29 @@ func TestDiscordJSImageBot(t *testing.T) {
 	invoke(reg.Cats, "cats")
 	png(next("edited"))
 	png(next("followup"))
+}
+
+// TestDiscordJSImageBot runs js/image.js, an unmodified discord.js 14
+// application bot, whose slash commands answer with files: in the
+// response, in the edit of a deferred response and in a followup.
+func TestDiscordJSImageBot(t *testing.T) {
+	dir := jsDir(t)
+	s := startServer(t)
+	member, a, guildID, channelID := imageWorld(t, s, "djs")
+	events := startNodeBot[imgEvent](t, dir, "image.js", []string{"CONCORD_API=http://" + s.proxy.addr() + "/api",
+		"CONCORD_TOKEN=" + a.Token, "CONCORD_GUILD=" + guildID}, nil)
+	checkImage(t, member, a, guildID, channelID, events)
+}
+
+// TestDiscordPyImageBot runs py/image.py, an unmodified discord.py 2 bot
+// with an app command tree, through the same steps.
+func TestDiscordPyImageBot(t *testing.T) {
+	py := pythonBin(t)
+	s := startServer(t)
+	member, a, guildID, channelID := imageWorld(t, s, "dpy")
+	dir, err := filepath.Abs("py")
+	must(t, err, "py dir")
+	events := startBot[imgEvent](t, "discord.py", dir, []string{py, "image.py"},
+		[]string{"CONCORD_HOST=" + s.proxy.addr(), "CONCORD_TOKEN=" + a.Token, "CONCORD_GUILD=" + guildID}, nil)
+	checkImage(t, member, a, guildID, channelID, events)
 }

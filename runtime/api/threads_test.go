@@ -40,7 +40,7 @@ func TestThreadFromMessage(t *testing.T) {
 	}
 	ev := e.waitEvent(bobS, "THREAD_CREATE", 1)
 	var tc wire.Channel
-	if json.Unmarshal(ev, &tc) != nil || tc.ID != th.ID || tc.ThreadMetadata == nil {
+	if json.Unmarshal(ev, &tc) != nil || tc.ID != th.ID || tc.ThreadMetadata == nil || !tc.NewlyCreated {
 		t.Fatalf("THREAD_CREATE = %s", ev)
 	}
 	up := e.waitEvent(bobS, "MESSAGE_UPDATE", 1)
@@ -190,7 +190,7 @@ func TestPrivateThreadVisibility(t *testing.T) {
 	e.ok("PUT", fmt.Sprintf("%s/thread-members/%d", tp, carol.ID), w.alice.Token, nil, nil)
 	ev := e.waitEvent(carolS, "THREAD_CREATE", 1)
 	var tc wire.Channel
-	if json.Unmarshal(ev, &tc) != nil || tc.ID != th.ID {
+	if json.Unmarshal(ev, &tc) != nil || tc.ID != th.ID || tc.NewlyCreated {
 		t.Fatalf("carol's THREAD_CREATE = %s", ev)
 	}
 	mu := e.waitEvent(carolS, "THREAD_MEMBERS_UPDATE", 1)

@@ -50,6 +50,9 @@ type Actor struct {
 	sampler permissions.Sampler
 	// threadMembers holds, per thread, its members (threads.go).
 	threadMembers map[snowflake.ID]map[snowflake.ID]store.ThreadMember
+	// newThread is the thread being created while its THREAD_CREATE goes
+	// out (newly_created), else 0.
+	newThread snowflake.ID
 }
 
 type slowKey struct{ channel, user snowflake.ID }

@@ -223,7 +223,9 @@ func (a *Actor) syncVisibility(ctx context.Context, updated map[snowflake.ID]boo
 		k := key{typ, c.ID}
 		g := groups[k]
 		if g == nil {
-			g = &group{key: k, ch: c, b: newBatcher(typ, mustJSON(wire.ChannelFrom(c, nil)))}
+			wc := wire.ChannelFrom(c, nil)
+			wc.NewlyCreated = typ == "THREAD_CREATE" && c.ID == a.newThread
+			g = &group{key: k, ch: c, b: newBatcher(typ, mustJSON(wc))}
 			groups[k] = g
 		}
 		g.b.add(s, 0)

@@ -275,7 +275,9 @@ func (s *Service) CreateThread(ctx context.Context, userID snowflake.ID, spec Th
 			return err
 		}
 		out = cloneThread(c)
+		a.newThread = id
 		a.syncVisibility(ctx, map[snowflake.ID]bool{id: true}, nil, 0)
+		a.newThread = 0
 		a.svc.startArchiver()
 		return nil
 	})

@@ -39,6 +39,8 @@ type Channel struct {
 	MessageCount     *int            `json:"message_count,omitempty"`
 	TotalMessageSent *int            `json:"total_message_sent,omitempty"`
 	MemberCount      *int            `json:"member_count,omitempty"`
+	// NewlyCreated marks the THREAD_CREATE of a thread just created.
+	NewlyCreated bool `json:"newly_created,omitempty"`
 }
 
 // optionalID returns nil for zero.

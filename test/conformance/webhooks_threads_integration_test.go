@@ -35,6 +35,7 @@ type libEvent struct {
 	User        string   `json:"user"`
 	Message     string   `json:"message"`
 	Archived    bool     `json:"archived"`
+	Created     bool     `json:"created"`
 }
 
 // step waits for the bot's event name and fails at once, with the
@@ -115,7 +116,7 @@ func checkLogging(t *testing.T, w world, events <-chan libEvent) {
 
 // checkTicket drives a ticket bot (either library): a customer asks for a
 // ticket; the bot opens a private thread only they (and moderators) see.
-func checkTicket(t *testing.T, s *server, w world, tag string, events <-chan libEvent) {
+func checkTicket(t *testing.T, s *server, w world, tag string, events <-chan libEvent, created <-chan libEvent) {
 	step(t, events, "ready")
 	customer, customerID := s.register("customer-" + tag)
 	bystander, _ := s.register("bystander-" + tag)
@@ -168,6 +169,23 @@ func checkTicket(t *testing.T, s *server, w world, tag string, events <-chan lib
 	if code := bystander.do("GET", "/channels/"+pub.ID, nil, nil); code != 200 {
 		t.Fatalf("bystander cannot see the public thread: %d", code)
 	}
+	// The library told the bot about the new thread (THREAD_CREATE with
+	// newly_created: discord.py's on_thread_create, discord.js's
+	// ThreadCreate with newlyCreated).
+	waitFor(t, created, "THREAD_CREATE of the ticket", func(e libEvent) bool { return e.ID == th.ID })
+}
+
+// createdTap collects the bot's threadCreateEvent lines.
+func createdTap() (func(libEvent), <-chan libEvent) {
+	ch := make(chan libEvent, 64)
+	return func(e libEvent) {
+		if e.Ev == "threadCreateEvent" && e.Created {
+			select {
+			case ch <- e:
+			default:
+			}
+		}
+	}, ch
 }
 
 // botWorld is a world whose bot account holds botPerms through a role.
@@ -222,9 +240,10 @@ func TestDiscordJSTicketBot(t *testing.T) {
 	dir := jsDir(t)
 	s := startServer(t)
 	w := botWorld(s, "djsticket")
+	tap, created := createdTap()
 	events := startNodeBot[libEvent](t, dir, "ticket.js",
-		[]string{"CONCORD_API=http://" + s.proxy.addr() + "/api", "CONCORD_TOKEN=" + w.botToken}, nil)
-	checkTicket(t, s, w, "djsticket", events)
+		[]string{"CONCORD_API=http://" + s.proxy.addr() + "/api", "CONCORD_TOKEN=" + w.botToken}, tap)
+	checkTicket(t, s, w, "djsticket", events, created)
 }
 
 // TestDiscordPyTicketBot runs py/ticket.py, an unmodified discord.py 2 bot
@@ -235,9 +254,10 @@ func TestDiscordPyTicketBot(t *testing.T) {
 	w := appWorld(t, s, "dpyticket")
 	dir, err := filepath.Abs("py")
 	must(t, err, "py dir")
+	tap, created := createdTap()
 	events := startBot[libEvent](t, "discord.py", dir, []string{py, "ticket.py"},
-		[]string{"CONCORD_HOST=" + s.proxy.addr(), "CONCORD_TOKEN=" + w.botToken}, nil)
-	checkTicket(t, s, w, "dpyticket", events)
+		[]string{"CONCORD_HOST=" + s.proxy.addr(), "CONCORD_TOKEN=" + w.botToken}, tap)
+	checkTicket(t, s, w, "dpyticket", events, created)
 }
 
 // imgEvent is one line printed by js/image.js.

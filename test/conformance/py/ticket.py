@@ -45,7 +45,8 @@ async def on_ready():
 
 @client.event
 async def on_thread_create(thread):
-    emit("threadCreateEvent", id=str(thread.id), type=thread.type.value)
+    # discord.py dispatches on_thread_create only for newly_created threads.
+    emit("threadCreateEvent", id=str(thread.id), type=thread.type.value, created=True)
 
 
 @client.event

@@ -215,6 +215,7 @@ func (h *handler) deleteChannel(w http.ResponseWriter, r *http.Request, user sno
 	if err != nil {
 		return err
 	}
+	h.dropWebhooks(r, c.GuildID, c.ID)
 	writeJSON(w, http.StatusOK, wire.ChannelFrom(c, nil))
 	return nil
 }

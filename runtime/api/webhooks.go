@@ -485,3 +485,25 @@ func change(key string, old, new any) auditChange {
 	}
 	return c
 }
+
+// dropWebhooks deletes the webhooks of a deleted channel (or, with
+// channelID 0, of a deleted guild), as Discord does; their tokens stop
+// working at once. Best effort: a failure is logged, and a webhook left
+// behind can post nowhere (its channel is gone).
+func (h *handler) dropWebhooks(r *http.Request, guildID, channelID snowflake.ID) {
+	ctx, cancel := background(r.Context())
+	defer cancel()
+	all, err := h.store.GuildWebhooks(ctx, guildID)
+	if err != nil {
+		h.log.Warn("webhooks of a deleted channel not listed", "guild_id", guildID, "channel_id", channelID, "err", err)
+		return
+	}
+	for _, wh := range all {
+		if channelID != 0 && wh.ChannelID != channelID {
+			continue
+		}
+		if err := h.store.DeleteWebhook(ctx, wh.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			h.log.Warn("webhook of a deleted channel left behind", "webhook_id", wh.ID, "err", err)
+		}
+	}
+}

@@ -252,3 +252,17 @@ func TestWebhookMentionsHiddenChannel(t *testing.T) {
 		t.Fatalf("mentions = %+v", m.Mentions)
 	}
 }
+
+// Deleting a channel deletes its webhooks: the token stops working.
+func TestWebhookChannelDeleted(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	wh := e.createWebhook(w.alice.Token, w.staff, "Doomed")
+	keep := e.createWebhook(w.alice.Token, w.general, "Survivor")
+	e.ok("DELETE", fmt.Sprintf("%s/channels/%d", v10, w.staff), w.alice.Token, nil, nil)
+	e.fail("POST", whPath(wh), "", map[string]any{"content": "x"}, 404, 10015)
+	e.fail("GET", fmt.Sprintf("%s/webhooks/%d", v10, wh.ID), w.alice.Token, nil, 404, 10015)
+	e.ok("POST", whPath(keep), "", map[string]any{"content": "still here"}, nil)
+	e.ok("DELETE", fmt.Sprintf("%s/guilds/%d", v10, w.guildID), w.alice.Token, nil, nil)
+	e.fail("POST", whPath(keep), "", map[string]any{"content": "x"}, 404, 10015)
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -265,4 +266,23 @@ func TestWebhookChannelDeleted(t *testing.T) {
 	e.ok("POST", whPath(keep), "", map[string]any{"content": "still here"}, nil)
 	e.ok("DELETE", fmt.Sprintf("%s/guilds/%d", v10, w.guildID), w.alice.Token, nil, nil)
 	e.fail("POST", whPath(keep), "", map[string]any{"content": "x"}, 404, 10015)
+}
+
+// FuzzDecodeExecuteWebhook: any body decodes or fails as a Discord 400.
+func FuzzDecodeExecuteWebhook(f *testing.F) {
+	for _, s := range []string{
+		`{"content":"hi","username":"Logger","avatar_url":"https://x/a.png"}`,
+		`{"embeds":[{"title":"t","fields":[{"name":"n","value":"v"}]}],"allowed_mentions":{"parse":[]}}`,
+		`{"content":"x","attachments":[{"id":0,"filename":"a.png"}]}`,
+		`{"username":"clyde"}`, `{"thread_name":"t","content":"x"}`, `{"content":7}`, `[]`, `null`, ``,
+	} {
+		f.Add([]byte(s), 0)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, files int) {
+		req, err := decodeExecuteWebhook(body, files&3)
+		checkDecodeError(t, err)
+		if err == nil && utf8.RuneCountInString(req.Content) > maxContent {
+			t.Fatalf("accepted %d characters", utf8.RuneCountInString(req.Content))
+		}
+	})
 }

@@ -205,6 +205,7 @@ func (h *handler) routes(mux *http.ServeMux, p string) {
 	h.webhookRoutes(open, authed)
 	h.threadRoutes(authed)
 	open("GET /attachments/{channel}/{attachment}/{name}", h.getAttachment)
+	h.voiceRoutes(authed)
 
 	open("GET /invites/{code}", h.getInvite)
 	authed("POST /invites/{code}", h.acceptInvite)

@@ -49,6 +49,7 @@ var errorTable = rest.Table{
 	{guild.ErrThreadArchived, http.StatusBadRequest, 50083, "Thread is archived"},
 	{guild.ErrUnknownThreadMember, http.StatusNotFound, 10007, "Unknown Member"},
 	{guild.ErrThreadExists, http.StatusBadRequest, 160004, "A thread has already been created for this message"},
+	{guild.ErrNotInVoice, http.StatusBadRequest, 40032, "Target user is not connected to voice."},
 	{guild.ErrUnavailable, http.StatusServiceUnavailable, 0, "503: Service Unavailable"},
 	{store.ErrUnavailable, http.StatusServiceUnavailable, 0, "503: Service Unavailable"},
 }

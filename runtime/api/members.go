@@ -127,6 +127,14 @@ func (h *handler) modifyMember(w http.ResponseWriter, r *http.Request, user snow
 	if p.CommunicationDisabledUntil != nil && !p.CommunicationDisabledUntil.IsZero() && !p.CommunicationDisabledUntil.After(h.cfg.Now()) {
 		return formError("communication_disabled_until", "COMMUNICATION_DISABLED_UNTIL_IN_PAST", "Timeout must be in the future.")
 	}
+	vp, err := decodeMemberVoice(body)
+	if err != nil {
+		return err
+	}
+	vm, err := h.guilds.ModifyMemberVoice(r.Context(), user, g, m, vp)
+	if err != nil {
+		return err
+	}
 	mem, err := h.guilds.ModifyMember(r.Context(), user, g, m, p)
 	if err != nil {
 		return err
@@ -135,6 +143,7 @@ func (h *handler) modifyMember(w http.ResponseWriter, r *http.Request, user snow
 	if err != nil {
 		return err
 	}
+	wm.Mute, wm.Deaf = vm.Mute, vm.Deaf
 	writeJSON(w, http.StatusOK, wm)
 	return nil
 }

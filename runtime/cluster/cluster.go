@@ -394,6 +394,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			guild.Deps{Store: st, Sink: n.sink, IDs: ids, Auth: issuer, Relays: n.relays}); err != nil {
 			return nil, fmt.Errorf("cluster: guild service: %w", err)
 		}
+		if err := n.enableVoice(cfg); err != nil {
+			return nil, err
+		}
 		owns := transport.OwnedBy(n.guildRng, cfg.Node)
 		objs, err := platform.OpenObjects(ctx, cfg)
 		if err != nil {
@@ -465,6 +468,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			p := newGatewayPresence(cfg.Node, n.psClient, n.client, log.With("component", "presence"))
 			gwCfg.Presence, gwCfg.OpHandlers = p, p.opHandlers()
 		}
+		gwCfg.OpHandlers = withVoiceOp(gwCfg.OpHandlers, n.client, log.With("component", "gateway"))
 		ac := admission.Config{Apps: n.botApps()}
 		if n.rsClient != nil {
 			ac.States = n.rsClient

@@ -159,6 +159,9 @@ func (b guildBackend) Call(ctx context.Context, guildID snowflake.ID, method str
 	if status, out, ok, err := servePresenceCall(ctx, b.svc, b.presences, method, body); ok {
 		return status, out, err
 	}
+	if status, out, ok, err := serveVoiceCall(ctx, b.svc, method, body); ok {
+		return status, out, err
+	}
 	return serveReadStateCall(ctx, b.svc, guildID, method, body)
 }
 

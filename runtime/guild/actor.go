@@ -46,6 +46,8 @@ type Actor struct {
 	// pres is the presence and member-list state, built on first use
 	// when presence is enabled (presence.go).
 	pres *actorPresence
+	// voice is the guild's voice states, built on first use (voicestate.go).
+	voice *actorVoice
 	// sampler picks the decisions the shadow check recomputes (grant.go).
 	sampler permissions.Sampler
 	// threadMembers holds, per thread, its members (threads.go).

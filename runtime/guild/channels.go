@@ -278,6 +278,7 @@ func (s *Service) DeleteChannel(ctx context.Context, userID, channelID snowflake
 		if err := a.svc.deps.Store.DeleteChannel(ctx, channelID); err != nil {
 			return storeErr("delete channel", err)
 		}
+		a.voiceChannelGone(ctx, channelID)
 		delete(a.channels, channelID)
 		a.engine.DeleteChannel(channelID)
 		a.svc.channelGuild.Delete(channelID)

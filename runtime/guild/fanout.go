@@ -163,6 +163,7 @@ func (a *Actor) removeSub(id event.SessionID) {
 	sub := a.subs[id]
 	delete(a.subs, id)
 	a.subsSorted = nil
+	a.voiceSessionGone(context.Background(), id)
 	a.subRemoved(context.Background(), sub)
 }
 

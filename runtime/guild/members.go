@@ -91,6 +91,7 @@ func (a *Actor) dropMember(ctx context.Context, m *store.Member, op string) erro
 		return storeErr(op, err)
 	}
 	gone := *m
+	a.voiceMemberGone(ctx, gone.UserID)
 	delete(a.members, gone.UserID)
 	a.engine.DeleteMember(gone.UserID)
 	for k := range a.slow {

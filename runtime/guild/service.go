@@ -119,6 +119,8 @@ type Service struct {
 	presence atomic.Pointer[PresenceConfig]
 	// threadSweep starts the idle-thread archiver once (threads.go).
 	threadSweep sync.Once
+	// voice is set by EnableVoice.
+	voice atomic.Pointer[voiceEnabled]
 }
 
 // sessionEntry is a subscribed session and the guilds it is attached to.

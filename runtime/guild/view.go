@@ -90,7 +90,7 @@ func (a *Actor) guildCreate(ctx context.Context, userID snowflake.ID) wire.Guild
 		Guild:                wire.GuildFrom(a.guild, roles),
 		MemberCount:          len(a.members),
 		Large:                len(a.members) > a.svc.cfg.LargeThreshold,
-		VoiceStates:          []any{},
+		VoiceStates:          a.voiceStatesFor(ctx, userID),
 		Threads:              []any{},
 		Presences:            []any{},
 		StageInstances:       []any{},

@@ -73,6 +73,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	}
 	p := &Platform{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry()}
 	p.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p.registry.MustRegister(httpserve.Collectors()...)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("platform: data dir: %w", err)
 	}
@@ -142,7 +143,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		Logger:     cfg.Logger.With("component", "gateway"),
 		Registerer: p.registry,
 		Presence:   p.presence,
-		OpHandlers: p.presence.opHandlers(),
+		OpHandlers: withVoice(p.presence.opHandlers(), p.guilds),
 	}, adm); err != nil {
 		return nil, fmt.Errorf("platform: gateway: %w", err)
 	}
@@ -166,7 +167,11 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		return nil, err
 	}
 	p.roleMux = http.NewServeMux()
-	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids, Counters: p.counters}
+	voiceFleet, err := enableVoice(cfg, p.guilds)
+	if err != nil {
+		return nil, err
+	}
+	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids, Counters: p.counters, VoiceFleet: voiceFleet}
 	if err := role.Build(ctx, roles.Table, func(string) bool { return true }, parts, p.roleMux, &p.group); err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
 	}

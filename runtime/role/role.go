@@ -28,6 +28,7 @@ import (
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/voice/fleet"
 )
 
 // Role is one --roles name and how to build it.
@@ -58,6 +59,10 @@ type Parts struct {
 	IDs *snowflake.Generator
 	// Counters are the process's shared counters (rate limits).
 	Counters counters.Counters
+	// VoiceFleet is the in-process voice fleet in `concord dev`: the
+	// voice role adds its SFU to it and the guild allocates calls from
+	// it. Nil in `concord serve`, where SFUs report to Registry.
+	VoiceFleet *fleet.Local
 }
 
 // Mux is where a role's routes go: the process's HTTP listener.

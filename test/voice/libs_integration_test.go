@@ -221,32 +221,6 @@ func TestDiscordJS(t *testing.T) {
 	requireRatio(t, "discord.js from Go client", matchInOrder(t, "discord.js", pkts, r.packets()), len(pkts))
 }
 
-// waitJoined waits until the observer was told (op 11) that every user
-// joined and (op 5) which SSRC each has: then both can hear each other.
-func waitJoined(t *testing.T, ctx context.Context, obs *voiceclient.Client, us ...user) {
-	t.Helper()
-	joined := map[string]bool{}
-	for _, u := range us {
-		joined[strconv.FormatUint(u.id, 10)] = false
-	}
-	for n := 0; n < len(us); {
-		f, err := obs.Next(ctx, 11)
-		if err != nil {
-			t.Fatalf("waiting for the libraries to join: %v", err)
-		}
-		var cc struct {
-			UserIDs []string `json:"user_ids"`
-		}
-		_ = json.Unmarshal(f.D, &cc)
-		for _, id := range cc.UserIDs {
-			if seen, ok := joined[id]; ok && !seen {
-				joined[id] = true
-				n++
-			}
-		}
-	}
-}
-
 type pyResult struct {
 	Ready    bool     `json:"ready"`
 	Played   bool     `json:"played"`
@@ -261,74 +235,4 @@ func (r pyResult) packets() [][]byte {
 		out = append(out, b)
 	}
 	return out
-}
-
-// runPy starts voicebot.py as user u against a stand-in chat gateway.
-func runPy(t *testing.T, ctx context.Context, s *sfu, u user, others []user, env ...string) (<-chan pyResult, func()) {
-	t.Helper()
-	py := os.Getenv("CONCORD_VOICE_PY")
-	if py == "" {
-		t.Fatal("CONCORD_VOICE_PY is not set: run `make test`, whose hack/test-deps.sh installs discord.py[voice] and discord-ext-voice-recv into a venv")
-	}
-	if _, err := os.Stat(py); err != nil {
-		t.Fatalf("CONCORD_VOICE_PY=%s is missing (run `make test`): %v", py, err)
-	}
-	gw := startChatGateway(t, s, u, others...)
-	outPath := filepath.Join(t.TempDir(), "py-"+strconv.FormatUint(u.id, 10)+".json")
-	wd, _ := os.Getwd()
-	cmd := exec.CommandContext(ctx, py, filepath.Join(wd, "py", "voicebot.py"))
-	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+s.caPath, "CHAT_HOST="+gw.addr, "BOT_TOKEN=test-bot-token",
-		"CHANNEL_ID="+strconv.FormatUint(u.channel, 10), "OUT="+outPath)
-	cmd.Env = append(cmd.Env, env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.Stdout = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start python: %v", err)
-	}
-	res := make(chan pyResult, 1)
-	go func() {
-		err := cmd.Wait()
-		var r pyResult
-		b, rerr := os.ReadFile(outPath)
-		if rerr == nil {
-			_ = json.Unmarshal(b, &r)
-		}
-		if err != nil || rerr != nil || r.Error != "" {
-			r.Error = "python: " + errString(err) + " " + r.Error + " output: " + stderr.String()
-		}
-		res <- r
-	}()
-	return res, func() { _, _ = stdin.Write([]byte("go\n")) }
-}
-
-// TestDiscordPyAndDiscordJS: discord.py 2.7.1 (PyNaCl, xchacha20 rtpsize,
-// discord-ext-voice-recv) and @discordjs/voice 0.19 in one call: each plays
-// the tone and hears the other's packets byte-identical.
-func TestDiscordPyAndDiscordJS(t *testing.T) {
-	path, pkts := tone(t)
-	s := startSFU(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	up, uj := s.newUser(channelID), s.newUser(channelID)
-	// A Go observer in the call tells when both libraries have joined.
-	obs := s.connect(ctx, s.newUser(channelID), "")
-	pyRes, pyGo := runPy(t, ctx, s, up, []user{uj}, "TONE="+path, "WAIT_STDIN=1", "DURATION=4")
-	jsRes, jsGo := runJS(t, ctx, s, uj, "TONE="+path, "LISTEN_TO="+strconv.FormatUint(up.id, 10), "WAIT_STDIN=1", "DURATION_MS=4000")
-	waitJoined(t, ctx, obs, up, uj)
-	pyGo()
-	jsGo()
-	p, j := <-pyRes, <-jsRes
-	if p.Error != "" || !p.Ready || !p.Played {
-		t.Fatalf("discord.py: ready=%v played=%v %s", p.Ready, p.Played, p.Error)
-	}
-	if j.Error != "" || !j.Ready || !j.Played {
-		t.Fatalf("discord.js: ready=%v played=%v %s\nstates=%v", j.Ready, j.Played, j.Error, j.States)
-	}
-	requireRatio(t, "discord.js from discord.py", matchInOrder(t, "discord.js", pkts, j.packets()), len(pkts))
-	requireRatio(t, "discord.py from discord.js", matchInOrder(t, "discord.py", pkts, p.packets()), len(pkts))
 }

@@ -108,6 +108,8 @@ func bindConfigFlags(fs *pflag.FlagSet, cfg *config.Config, logFormat, logLevel 
 	int64Flag(fs, &cfg.MaxFileBytes, "max-file-bytes", 25<<20, "largest uploaded file accepted, in bytes (Discord: 25 MiB)")
 	bindCredentialFlags(fs, &cfg.Credentials)
 	bindServingFlags(fs, &cfg.Serving)
+	bindLiveFlags(fs, &cfg.Live)
+	bindVoiceFlags(fs, &cfg.Voice)
 	intFlag(fs, &cfg.PermissionsShadowEvery, "permissions-shadow-every", permissions.DefaultShadowEvery,
 		"recompute 1 in N fan-out and read permission decisions from scratch and count disagreements in concord_permissions_shadow_disagreements_total (negative disables)")
 	intFlag(fs, &cfg.Worker, "worker", 0, "snowflake worker id (0..31); serve without --worker and --process claims a free pair (--snowflake-id)")

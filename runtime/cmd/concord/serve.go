@@ -42,6 +42,14 @@ events to Kafka through an outbox in --data-dir, and read-state nodes
 keep read markers in the store's keyspace and serve acks to guild nodes and
 READY's read_state to gateway nodes. Run one read-state node.
 
+Live comments: live-api serves the /v1/streams contract (comments,
+moderation, reactions, scroll-back) and forwards GET /v1/streams/{id}/live to
+a live-gateway node of the registry unless the node runs live-gateway too;
+live-gateway serves that SSE; live-router and live-archiver consume the event
+log. They run on --eventlog=kafka://, --store=cassandra:// and
+--redis=redis:// (every one but live-archiver); --live-prefix names their
+topics, consumer groups and Redis keys.
+
 A local Pebble store (--store=pebble:DIR) and --registry=embedded are
 accepted only when one process runs every role.
 
@@ -55,8 +63,10 @@ CONCORD_GATEWAY_POOL/_CLIENT_CLASS/_SESSIONS_TARGET on gateway pods and
 CONCORD_GUILD_DEDICATED on a GuildPlacement's guild node. Relay nodes
 (--roles=relay) are the fan-out tier of big guilds: the RelayTier controller
 publishes their gRPC addresses under relays/<guild id> in the registry and
-guild nodes send such a guild's events once per relay. The voice role is not
-built yet.`,
+guild nodes send such a guild's events once per relay. Voice nodes
+(--roles=voice) run one SFU each: a voice gateway on --voice-listen (plain,
+behind the platform's TLS, unless --voice-tls=devca) and RTP on --voice-udp,
+reporting their load to the registry every 2 s under voice/load/<id>.`,
 		Example: `  concord serve --roles=guild --node=guild-1 --http=10.0.0.5:8080 --grpc=10.0.0.5:9090 --admin=10.0.0.5:9091 \
     --registry=etcd://etcd:2379 --store=cassandra://cassandra:9042/concord --server-key=$KEY`,
 		Args: cobra.NoArgs,

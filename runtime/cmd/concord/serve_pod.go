@@ -64,9 +64,7 @@ func applyPodFlags(fs *pflag.FlagSet, cfg *config.Config, pf podFlags) error {
 
 // missingRoles explains the roles the operator knows that serve does not
 // run yet, instead of the generic unknown-role error.
-var missingRoles = map[string]string{
-	"voice": "the voice SFU (runtime/voice) is not part of concord serve yet; VoiceRegion pods and their CONCORD_VOICE_* settings have no role to run",
-}
+var missingRoles = map[string]string{}
 
 // checkRolesBuilt fails for a role serve does not run yet.
 func checkRolesBuilt(roles []string) error {

@@ -10,6 +10,12 @@
 // dispatch shapes Discord sends. Everything after that (voice gateway, UDP,
 // encryption, playing, receiving) is the library's own code.
 //
+// With CHAT_API set (Concord's REST base, e.g. http://127.0.0.1:8080/api)
+// nothing is faked: an unmodified discord.js 14 client logs in with
+// BOT_TOKEN over Concord's chat gateway and @discordjs/voice joins through
+// discord.js's own adapter (guild.voiceAdapterCreator), so op 4 and both
+// voice dispatches are Concord's.
+//
 // Environment: ENDPOINT, TOKEN, SESSION_ID, USER_ID, GUILD_ID, CHANNEL_ID,
 // TONE (an Ogg Opus file to play, optional), LISTEN_TO (a user id whose
 // Opus packets to record, optional), OUT (JSON results), DURATION_MS (how
@@ -48,9 +54,23 @@ const adapterCreator = (methods) => ({
 	destroy() {},
 });
 
+// chatAdapter logs discord.js in to Concord and returns the guild's own
+// voice adapter.
+async function chatAdapter() {
+	const { Client, GatewayIntentBits, Events } = require('discord.js');
+	const client = new Client({ intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildVoiceStates], rest: { api: env('CHAT_API') } });
+	const ready = new Promise((r) => client.once(Events.ClientReady, r));
+	await client.login(env('BOT_TOKEN'));
+	await ready;
+	const guild = client.guilds.cache.get(env('GUILD_ID')) || await client.guilds.fetch(env('GUILD_ID'));
+	out.chat = { user: client.user.id };
+	return guild.voiceAdapterCreator;
+}
+
 async function main() {
+	const creator = env('CHAT_API') ? await chatAdapter() : adapterCreator;
 	const connection = joinVoiceChannel({
-		channelId: env('CHANNEL_ID'), guildId: env('GUILD_ID'), adapterCreator, selfDeaf: false, selfMute: false, debug: true,
+		channelId: env('CHANNEL_ID'), guildId: env('GUILD_ID'), adapterCreator: creator, selfDeaf: false, selfMute: false, debug: true,
 	});
 	connection.on('debug', (m) => { if (out.debug.length < 400) out.debug.push(m); });
 	connection.on('stateChange', (o, n) => out.states.push(`${o.status}->${n.status}`));
@@ -71,6 +91,7 @@ async function main() {
 		}, Number(env('DROP_AFTER_MS')));
 	}
 	if (env('WAIT_STDIN')) {
+		process.stdout.write('joined\n');
 		// The test says "go" once everyone is in the call.
 		await new Promise((r) => process.stdin.once('data', r));
 	}

@@ -1,20 +1,17 @@
 """An unmodified discord.py 2.7.1 bot that joins a voice channel on
-Concord's SFU, driven by the Go tests (test/voice/libs_integration_test.go).
+Concord, driven by the Go tests (test/voice/concord_integration_test.go).
 
-What is faked, and why: discord.py learns the voice endpoint, token and
-session id only from its chat gateway (VOICE_STATE_UPDATE and
-VOICE_SERVER_UPDATE after it sends op 4). Concord's chat gateway does not
-answer op 4 yet, so the Go test serves a minimal stand-in chat gateway
-(READY, GUILD_CREATE with one voice channel, and the two voice dispatches
-with a token it signed). discord.py is pointed at it the documented way
-(Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY). Everything voice — the voice
-gateway over wss with Concord's dev CA (SSL_CERT_FILE), IP discovery,
-xchacha20 rtpsize, playing, and receiving through discord-ext-voice-recv's
-BasicSink(decode=False) — is the libraries' own code.
+Nothing is faked: discord.py logs in to `concord dev` (pointed at it the
+documented way, Route.BASE and DiscordWebSocket.DEFAULT_GATEWAY), sends op
+4 over Concord's chat gateway and gets VOICE_STATE_UPDATE and
+VOICE_SERVER_UPDATE from the guild. Everything voice (the voice gateway
+over wss with Concord's dev CA via SSL_CERT_FILE, IP discovery, xchacha20
+rtpsize, playing, and receiving through discord-ext-voice-recv's
+BasicSink(decode=False)) is the libraries' own code.
 
 Env: CHAT_HOST, BOT_TOKEN, CHANNEL_ID, TONE (Ogg Opus to play, optional),
 OUT (JSON results), DURATION (seconds to stay after playing), WAIT_STDIN
-(wait for a line on stdin before playing).
+(print "joined", then wait for a line on stdin before playing).
 """
 
 import asyncio
@@ -70,6 +67,7 @@ async def on_ready():
 
         vc.listen(voice_recv.BasicSink(heard, decode=False))
         if os.environ.get("WAIT_STDIN"):
+            print("joined", flush=True)
             # The test says "go" once everyone is in the call.
             await client.loop.run_in_executor(None, sys.stdin.readline)
         if os.environ.get("TONE"):

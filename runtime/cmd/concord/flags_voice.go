@@ -1,0 +1,28 @@
+package main
+
+import (
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/concord-chat/concord/runtime/config"
+)
+
+// bindVoiceFlags registers the voice role's flags (config.Voice).
+func bindVoiceFlags(fs *pflag.FlagSet, v *config.Voice) {
+	strFlag(fs, &v.Listen, "voice-listen", "", "voice gateway listen address (the SFU's wss:// endpoint; default 127.0.0.1:0)")
+	strFlag(fs, &v.UDP, "voice-udp", "", "voice media (RTP over UDP) listen address; default the voice-listen host, port 0")
+	strFlag(fs, &v.PublicHost, "voice-public-host", "", "host of the voice endpoint given to clients in VOICE_SERVER_UPDATE; default the voice-listen host")
+	strFlag(fs, &v.PublicIP, "voice-public-ip", "", "IPv4 address clients send voice media to; default the public host when it is an IPv4 address")
+	strFlag(fs, &v.Region, "voice-region", "", "voice region of this SFU (default local)")
+	strFlag(fs, &v.ID, "voice-id", "", "voice server id in tokens and load reports (default the node name)")
+	strFlag(fs, &v.TLS, "voice-tls", "", "voice gateway TLS: devca (a certificate from the CA written to <data-dir>/voice-ca.pem) or off (behind a TLS proxy); default devca in dev, off in serve")
+	strFlag(fs, &v.TokenKey, "voice-token-key", "", "hex Ed25519 seed the guild signs voice tokens with; empty: dev keeps <data-dir>/voice-token.key, serve derives it from the server key")
+	trusted := os.Getenv(envName("voice-trusted-keys"))
+	var def []string
+	if trusted != "" {
+		def = strings.Split(trusted, ",")
+	}
+	fs.StringSliceVar(&v.TrustedKeys, "voice-trusted-keys", def, usage("voice-trusted-keys", "hex Ed25519 public keys the SFU accepts voice tokens from; empty: the voice token key's"))
+}

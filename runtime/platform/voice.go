@@ -1,0 +1,43 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/gateway"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/voice/fleet"
+	"github.com/concord-chat/concord/runtime/voicerole"
+)
+
+// enableVoice turns voice channels on in the guild service, allocating
+// from the in-process fleet the voice role adds its SFU to.
+func enableVoice(cfg Config, guilds *guild.Service) (*fleet.Local, error) {
+	key, err := voicerole.SigningKey(cfg, true)
+	if err != nil {
+		return nil, fmt.Errorf("platform: %w", err)
+	}
+	f := fleet.NewLocal()
+	if err := guilds.EnableVoice(guild.VoiceConfig{Allocator: f, Key: key}); err != nil {
+		return nil, fmt.Errorf("platform: %w", err)
+	}
+	return f, nil
+}
+
+// voiceStateHandler serves op 4 from the guild service.
+func voiceStateHandler(guilds *guild.Service) gateway.OpHandler {
+	return gateway.VoiceStateHandler(func(ctx context.Context, s event.Session, u gateway.VoiceStateUpdate) error {
+		err := guilds.UpdateVoiceState(ctx, s, guild.VoiceStateRequest{GuildID: u.GuildID, ChannelID: u.ChannelID, SelfMute: u.SelfMute, SelfDeaf: u.SelfDeaf})
+		if err != nil {
+			return fmt.Errorf("platform: op 4: %w", err)
+		}
+		return nil
+	})
+}
+
+// withVoice adds the op 4 handler to ops.
+func withVoice(ops map[int]gateway.OpHandler, guilds *guild.Service) map[int]gateway.OpHandler {
+	ops[gateway.OpVoiceStateUpdate] = voiceStateHandler(guilds)
+	return ops
+}

@@ -1,0 +1,138 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/voice"
+)
+
+func TestPickLeastLoadedHealthyInRegion(t *testing.T) {
+	loads := []voice.Load{
+		{Server: "a", Region: "eu", Participants: 9},
+		{Server: "b", Region: "eu", Participants: 3},
+		{Server: "c", Region: "eu", Participants: 1, Draining: true},
+		{Server: "d", Region: "eu", Participants: 0, LossRatio: 0.5},
+		{Server: "e", Region: "us", Participants: 0},
+	}
+	for region, want := range map[string]string{"eu": "b", "us": "e", "": "e", "ap": "e"} {
+		got, err := pick(loads, region)
+		if err != nil || got.Server != want {
+			t.Errorf("pick(%q) = %s, %v; want %s", region, got.Server, err, want)
+		}
+	}
+	if _, err := pick([]voice.Load{{Server: "x", Draining: true}}, ""); !errors.Is(err, ErrNoServer) {
+		t.Fatalf("only a draining server: %v, want ErrNoServer", err)
+	}
+}
+
+// memRegistry is the kv part of a registry, in memory, for this unit test.
+type memRegistry struct {
+	registry.Registry
+	mu sync.Mutex
+	kv map[string][]byte
+}
+
+func (m *memRegistry) Put(_ context.Context, k string, v []byte, _ registry.Lifetime) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.kv[k] = v
+	return nil
+}
+
+func (m *memRegistry) List(_ context.Context, p string) (map[string][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string][]byte{}
+	for k, v := range m.kv {
+		if strings.HasPrefix(k, p) {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// TestRegistryFollowsReports: reports become servers; a server whose
+// reports stop counts as dead after the TTL, so calls go elsewhere.
+func TestRegistryFollowsReports(t *testing.T) {
+	ctx := context.Background()
+	reg := &memRegistry{kv: map[string][]byte{}}
+	now := time.Unix(1000, 0)
+	f := NewRegistry(reg, RegistryConfig{TTL: 6 * time.Second, Now: func() time.Time { return now }})
+	rep := Reporter{Registry: reg}
+	for _, l := range []voice.Load{
+		{Server: "sfu-1", Region: "local", Endpoint: "10.0.0.1:443", Participants: 2, At: now},
+		{Server: "sfu-2", Region: "local", Endpoint: "10.0.0.2:443", Participants: 5, At: now},
+	} {
+		if err := rep.ReportLoad(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := f.Pick(ctx, "local")
+	if err != nil || s.ID != "sfu-1" || s.Endpoint != "10.0.0.1:443" {
+		t.Fatalf("Pick = %+v, %v; want sfu-1", s, err)
+	}
+	// sfu-1 stops reporting; sfu-2 goes on.
+	now = now.Add(7 * time.Second)
+	if err := rep.ReportLoad(ctx, voice.Load{Server: "sfu-2", Region: "local", Endpoint: "10.0.0.2:443", Participants: 5, At: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f.Healthy("sfu-1") || !f.Healthy("sfu-2") {
+		t.Fatalf("Healthy: sfu-1 %v sfu-2 %v; want false, true", f.Healthy("sfu-1"), f.Healthy("sfu-2"))
+	}
+	if s, _ := f.Pick(ctx, "local"); s.ID != "sfu-2" {
+		t.Fatalf("after sfu-1 died Pick = %s, want sfu-2", s.ID)
+	}
+	if rs := f.Regions(); len(rs) != 1 || rs[0].ID != "local" {
+		t.Fatalf("Regions = %+v", rs)
+	}
+}
+
+// TestLocal: the in-process fleet places on its servers and drops a
+// draining one.
+func TestLocal(t *testing.T) {
+	l := NewLocal()
+	if _, err := l.Pick(context.Background(), ""); !errors.Is(err, ErrNoServer) {
+		t.Fatalf("empty fleet: %v", err)
+	}
+	s := newServer(t, "dev-1")
+	l.Add(s)
+	got, err := l.Pick(context.Background(), "")
+	if err != nil || got.ID != "dev-1" || !l.Healthy("dev-1") {
+		t.Fatalf("Pick = %+v, %v", got, err)
+	}
+	s.Drain()
+	if l.Healthy("dev-1") {
+		t.Fatal("a draining server is healthy")
+	}
+	l.Disconnect(context.Background(), "dev-1", 1, 2, snowflake.ID(3)) // no such user: no effect, no panic
+}
+
+func newServer(t *testing.T, id string) *voice.Server {
+	t.Helper()
+	k, err := tokenKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := voice.New(voice.Config{ID: id, Region: "local", Endpoint: "127.0.0.1:1", UDPAddr: "127.0.0.1:0", TrustedKeys: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s
+}

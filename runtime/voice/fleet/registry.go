@@ -1,0 +1,156 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/voice"
+)
+
+// Prefix is the registry key prefix of the voice servers' load reports:
+// Prefix + server id.
+const Prefix = "voice/load/"
+
+// Reporter publishes a server's load to the registry (voice.LoadReporter).
+// The key lives while the reporting process's lease does, and every
+// report carries its time, so a reader trusts only recent reports: a
+// server that dies drops out within a few periods even before its lease
+// expires.
+type Reporter struct {
+	Registry registry.Registry
+}
+
+// ReportLoad implements voice.LoadReporter.
+func (r Reporter) ReportLoad(ctx context.Context, l voice.Load) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return fmt.Errorf("fleet: encode load: %w", err)
+	}
+	if err := r.Registry.Put(ctx, Prefix+l.Server, b, registry.WhileAlive); err != nil {
+		return fmt.Errorf("fleet: report load of %s: %w", l.Server, err)
+	}
+	return nil
+}
+
+// RegistryConfig configures a Registry fleet. Zero fields take the
+// defaults stated.
+type RegistryConfig struct {
+	// Poll is how often the loads are read. Default 1 s.
+	Poll time.Duration
+	// TTL is how old a report may be before its server counts as dead.
+	// Default 6 s: three of the servers' 2 s periods.
+	TTL time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Registry is the voice fleet of a cluster, read from the load reports in
+// the registry. Run keeps it current; Pick and Healthy answer from memory.
+type Registry struct {
+	reg registry.Registry
+	cfg RegistryConfig
+
+	mu    sync.Mutex
+	loads map[string]voice.Load
+}
+
+var _ guild.VoiceAllocator = (*Registry)(nil)
+
+// NewRegistry returns a fleet following reg's load reports.
+func NewRegistry(reg registry.Registry, cfg RegistryConfig) *Registry {
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Second
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = 6 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Registry{reg: reg, cfg: cfg, loads: map[string]voice.Load{}}
+}
+
+// Refresh reads the reports once.
+func (r *Registry) Refresh(ctx context.Context) error {
+	kv, err := r.reg.List(ctx, Prefix)
+	if err != nil {
+		return fmt.Errorf("fleet: list loads: %w", err)
+	}
+	loads := make(map[string]voice.Load, len(kv))
+	for k, v := range kv {
+		var l voice.Load
+		if err := json.Unmarshal(v, &l); err != nil || l.Server != strings.TrimPrefix(k, Prefix) {
+			r.cfg.Logger.Warn("voice load report ignored", "key", k, "err", err)
+			continue
+		}
+		loads[l.Server] = l
+	}
+	r.mu.Lock()
+	r.loads = loads
+	r.mu.Unlock()
+	return nil
+}
+
+// Run refreshes every Poll until ctx ends.
+func (r *Registry) Run(ctx context.Context) error {
+	t := time.NewTicker(r.cfg.Poll)
+	defer t.Stop()
+	for {
+		if err := r.Refresh(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Warn("voice fleet refresh failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// live returns the recent reports.
+func (r *Registry) live() []voice.Load {
+	now := r.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]voice.Load, 0, len(r.loads))
+	for _, l := range r.loads {
+		if fresh(l, now, r.cfg.TTL) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Pick implements guild.VoiceAllocator.
+func (r *Registry) Pick(_ context.Context, region string) (guild.VoiceServer, error) {
+	l, err := pick(r.live(), region)
+	if err != nil {
+		return guild.VoiceServer{}, err
+	}
+	return server(l), nil
+}
+
+// Healthy implements guild.VoiceAllocator.
+func (r *Registry) Healthy(id string) bool {
+	for _, l := range r.live() {
+		if l.Server == id {
+			return !l.Draining
+		}
+	}
+	return false
+}
+
+// Regions implements guild.VoiceAllocator.
+func (r *Registry) Regions() []guild.VoiceRegion { return regions(r.live()) }

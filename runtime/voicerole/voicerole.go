@@ -1,0 +1,142 @@
+// Package voicerole is the voice role: one SFU (runtime/voice) built
+// through package role, in-process in `concord dev` (added to the
+// process's voice fleet, its voice gateway serving TLS from the dev CA at
+// <data-dir>/voice-ca.pem) and as its own process with `concord serve
+// --roles=voice` (reporting its load to the registry every 2 s, its
+// gateway behind the platform's TLS).
+package voicerole
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/config"
+	"github.com/concord-chat/concord/runtime/lifecycle"
+	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/voice"
+	"github.com/concord-chat/concord/runtime/voice/devca"
+	"github.com/concord-chat/concord/runtime/voice/fleet"
+)
+
+// Name is the role's --roles name.
+const Name = "voice"
+
+// Role is the voice role.
+var Role = role.Role{Name: Name, Build: build}
+
+
+// settings fills v's defaults for a process (dev or serve).
+func settings(c config.Config, dev bool) (config.Voice, error) {
+	v := c.Voice
+	if v.Listen == "" {
+		v.Listen = "127.0.0.1:0"
+	}
+	host, _, err := net.SplitHostPort(v.Listen)
+	if err != nil {
+		return v, fmt.Errorf("voice: --voice-listen %q: %w", v.Listen, err)
+	}
+	if v.UDP == "" {
+		v.UDP = net.JoinHostPort(host, "0")
+	}
+	if v.PublicHost == "" {
+		v.PublicHost = host
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			v.PublicHost = "127.0.0.1"
+		}
+	}
+	if v.PublicIP == "" {
+		if ip := net.ParseIP(v.PublicHost); ip != nil && ip.To4() != nil {
+			v.PublicIP = v.PublicHost
+		}
+	}
+	if v.Region == "" {
+		v.Region = "local"
+	}
+	if v.ID == "" {
+		v.ID = c.Node
+	}
+	switch v.TLS {
+	case "":
+		v.TLS = "off"
+		if dev {
+			v.TLS = "devca"
+		}
+	case "devca", "off":
+	default:
+		return v, fmt.Errorf("voice: --voice-tls %q: want devca or off", v.TLS)
+	}
+	return v, nil
+}
+
+func build(ctx context.Context, b *role.Builder) error {
+	v, err := settings(b.Config, b.Dev())
+	if err != nil {
+		return err
+	}
+	keys, err := TrustedKeys(b.Config, b.Dev())
+	if err != nil {
+		return err
+	}
+	l, err := b.Listen("tcp", v.Listen)
+	if err != nil {
+		return err
+	}
+	if v.TLS == "devca" {
+		ca, err := devca.Ensure(b.Config.DataDir)
+		if err != nil {
+			return fmt.Errorf("voice: dev CA: %w", err)
+		}
+		tc, err := ca.ServerConfig(v.PublicHost)
+		if err != nil {
+			return fmt.Errorf("voice: dev CA certificate: %w", err)
+		}
+		l = tls.NewListener(l, tc)
+		b.Logger.Info("voice gateway serves TLS from the dev CA; clients trust it with NODE_EXTRA_CA_CERTS or SSL_CERT_FILE", "ca", ca.CertPath)
+	}
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	cfg := voice.Config{
+		ID: v.ID, Region: v.Region, Endpoint: net.JoinHostPort(v.PublicHost, port),
+		UDPAddr: v.UDP, PublicIP: v.PublicIP, TrustedKeys: keys,
+		Logger: b.Logger, Registerer: b.Metrics,
+	}
+	if b.Registry != nil {
+		cfg.Load = fleet.Reporter{Registry: b.Registry}
+	}
+	srv, err := voice.New(cfg)
+	if err != nil {
+		return fmt.Errorf("voice: %w", err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	if err := b.Add(lifecycle.Part{Name: "sfu", Run: srv.Run}); err != nil {
+		return err
+	}
+	if err := b.Add(lifecycle.Part{Name: "voice gateway " + cfg.Endpoint, Run: func(ctx context.Context) error {
+		errc := make(chan error, 1)
+		go func() { errc <- hs.Serve(l) }()
+		select {
+		case err := <-errc:
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return fmt.Errorf("voice gateway: %w", err)
+		case <-ctx.Done():
+			_ = hs.Close()
+			return nil
+		}
+	}}); err != nil {
+		return err
+	}
+	if b.VoiceFleet != nil {
+		b.VoiceFleet.Add(srv)
+		if err := b.Add(lifecycle.Part{Name: "fleet", Close: func() error { b.VoiceFleet.Remove(srv.ID()); return nil }}); err != nil {
+			return err
+		}
+	}
+	b.Logger.Info("voice server", "id", cfg.ID, "region", cfg.Region, "endpoint", cfg.Endpoint, "udp", srv.UDPAddr().String())
+	return nil
+}

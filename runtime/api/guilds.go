@@ -99,6 +99,7 @@ func (h *handler) deleteGuild(w http.ResponseWriter, r *http.Request, user snowf
 	if err := h.guilds.DeleteGuild(r.Context(), user, id); err != nil {
 		return err
 	}
+	h.dropWebhooks(r, id, 0)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

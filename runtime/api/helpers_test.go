@@ -21,6 +21,7 @@ import (
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/store/cassandra"
+	"github.com/concord-chat/concord/runtime/store/objects"
 	"github.com/concord-chat/concord/runtime/store/pebble"
 )
 
@@ -101,7 +102,11 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc.Close() })
-	h := New(Config{}, Deps{Store: st, Guilds: svc, Auth: iss, IDs: ids})
+	objs, err := objects.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := New(Config{}, Deps{Store: st, Guilds: svc, Auth: iss, IDs: ids, Objects: objs})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{t: t, srv: srv, guilds: svc, store: st, sink: sk, ids: ids, auth: iss, tag: tag}

@@ -1,19 +1,16 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"mime"
-	"mime/multipart"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/concord-chat/concord/runtime/api/uploads"
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/permissions"
@@ -44,7 +41,10 @@ type createMessageRequest struct {
 	AllowedMentions  *allowedMentions         `json:"allowed_mentions"`
 	MessageReference *messageReferenceRequest `json:"message_reference"`
 	Flags            int                      `json:"flags"`
+	Attachments      []attachmentRef          `json:"attachments"`
 
+	// files are the uploads of a multipart body (attachments.go).
+	files uploads.Files
 	// nonce is the validated nonce as stored: a string, or '#' and the
 	// digits of an integer nonce.
 	nonce string
@@ -52,11 +52,12 @@ type createMessageRequest struct {
 
 // decodeCreateMessage decodes and validates a POST /channels/{id}/messages
 // body.
-func decodeCreateMessage(body []byte) (createMessageRequest, error) {
+func decodeCreateMessage(body []byte, files ...uploads.File) (createMessageRequest, error) {
 	var req createMessageRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return req, err
 	}
+	req.files = files
 	if utf8.RuneCountInString(req.Content) > maxContent {
 		return req, formError("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.")
 	}
@@ -71,7 +72,7 @@ func decodeCreateMessage(body []byte) (createMessageRequest, error) {
 	if req.MessageReference != nil && req.MessageReference.MessageID == nil {
 		return req, formError("message_reference.message_id", "BASE_TYPE_REQUIRED", "This field is required")
 	}
-	if strings.TrimSpace(req.Content) == "" && len(req.Embeds) == 0 && len(req.Components) == 0 {
+	if strings.TrimSpace(req.Content) == "" && len(req.Embeds) == 0 && len(req.Components) == 0 && len(files) == 0 {
 		return req, errEmptyMessage
 	}
 	return req, nil
@@ -104,11 +105,11 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 	if err != nil {
 		return err
 	}
-	body, err := readMessageBody(w, r, h.cfg.MaxBodyBytes)
+	body, files, err := h.readMessagePayload(w, r)
 	if err != nil {
 		return err
 	}
-	req, err := decodeCreateMessage(body)
+	req, err := decodeCreateMessage(body, files...)
 	if err != nil {
 		return err
 	}
@@ -197,7 +198,7 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 	}
 	grant, err := h.guilds.AuthorizeSend(ctx, guild.SendRequest{
 		UserID: user, ChannelID: channelID, MentionsEveryone: mentions.Everyone,
-		Users: mentions.Users, Roles: mentions.Roles,
+		Users: mentions.Users, Roles: mentions.Roles, Attachments: len(req.files) > 0,
 	})
 	if err != nil {
 		return wire.Message{}, err
@@ -219,6 +220,9 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 		m.Type = wire.MessageReply
 		m.ReferenceID = ref.ID
 	}
+	if m.Attachments, err = h.saveAttachments(ctx, channelID, req.Attachments, req.files); err != nil {
+		return wire.Message{}, err
+	}
 	if err := h.store.PutMessage(ctx, m); err != nil {
 		return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
 	}
@@ -237,32 +241,4 @@ func messageErr(err error) error {
 		return errUnknownMessage
 	}
 	return errors.Join(guild.ErrUnavailable, err)
-}
-
-// readMessageBody reads a message body: JSON, or multipart/form-data whose
-// payload_json part holds the JSON (libraries switch to multipart when
-// they attach files; Concord does not store files yet and ignores them).
-func readMessageBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	body, err := readBody(w, r, limit)
-	if err != nil {
-		return nil, err
-	}
-	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mediaType != "multipart/form-data" {
-		return body, nil
-	}
-	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
-	for {
-		part, err := mr.NextPart()
-		if err != nil {
-			return nil, formError("payload_json", "BASE_TYPE_REQUIRED", "This field is required")
-		}
-		if part.FormName() == "payload_json" {
-			raw, err := io.ReadAll(part)
-			if err != nil {
-				return nil, formError("payload_json", "BASE_TYPE_REQUIRED", "This field is required")
-			}
-			return raw, nil
-		}
-	}
 }

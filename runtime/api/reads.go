@@ -107,12 +107,20 @@ func (r *reader) render(ctx context.Context, m store.Message, member *wire.Membe
 // wireMessage converts a stored message with its author, mentions and an
 // already-decided referenced message; only reader calls it.
 func (h *handler) wireMessage(ctx context.Context, m store.Message, member *wire.Member, ref *wire.Message) wire.Message {
-	author := h.userOrGhost(ctx, m.AuthorID)
+	var author wire.User
+	if m.WebhookID != 0 {
+		author, member = webhookAuthor(m), nil
+	} else {
+		author = h.userOrGhost(ctx, m.AuthorID)
+	}
 	mentions := make([]wire.User, 0, len(m.Mentions))
 	for _, id := range m.Mentions {
 		if u, err := h.guilds.User(ctx, id); err == nil {
 			mentions = append(mentions, u)
 		}
 	}
-	return wire.MessageFrom(m, author, member, mentions, ref)
+	out := wire.MessageFrom(m, author, member, mentions, ref)
+	out.WebhookID = m.WebhookID
+	h.attachmentURLs(ctx, out.Attachments)
+	return out
 }

@@ -46,6 +46,11 @@ type messageData struct {
 	Choices    *[]json.RawMessage `json:"choices"`
 	CustomID   string             `json:"custom_id"`
 	Title      string             `json:"title"`
+	// Attachments is the attachments array of a body with files.
+	Attachments json.RawMessage `json:"attachments"`
+
+	// files are the body's uploads (followups and edits).
+	files PendingFiles
 }
 
 type callbackRequest struct {
@@ -79,7 +84,7 @@ func checkMessage(d *messageData, path string, needBody bool) error {
 		return FormError(join(path, "flags"), "MESSAGE_FLAGS_INVALID", "Only EPHEMERAL, SUPPRESS_EMBEDS and SUPPRESS_NOTIFICATIONS can be set.")
 	}
 	if needBody && (d.Content == nil || strings.TrimSpace(*d.Content) == "") &&
-		(d.Embeds == nil || len(*d.Embeds) == 0) && (d.Components == nil || len(*d.Components) == 0) {
+		(d.Embeds == nil || len(*d.Embeds) == 0) && (d.Components == nil || len(*d.Components) == 0) && !hasRefs(d.Attachments) {
 		return &APIError{Status: http.StatusBadRequest, Code: 50006, Message: "Cannot send an empty message"}
 	}
 	return nil
@@ -127,9 +132,19 @@ func decodeCallback(body []byte, ixType int) (callbackRequest, error) {
 	return req, nil
 }
 
-// readPayload reads a JSON body or the payload_json of a multipart one
-// (attachments themselves are not supported and ignored).
-func (h *Handler) readPayload(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// readPayload reads a JSON body or a multipart one: through Deps.Uploads
+// with its files when set, else only its payload_json.
+func (h *Handler) readPayload(w http.ResponseWriter, r *http.Request) ([]byte, PendingFiles, error) {
+	if h.deps.Uploads != nil {
+		return h.deps.Uploads.ReadPayload(w, r)
+	}
+	body, err := h.readPayloadJSON(w, r)
+	return body, nil, err
+}
+
+// readPayloadJSON reads a JSON body or the payload_json of a multipart one
+// (its files are ignored).
+func (h *Handler) readPayloadJSON(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt != "multipart/form-data" {
 		return readBody(w, r, h.cfg.MaxBodyBytes)
@@ -182,11 +197,11 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) error {
 	if !h.keys.checkToken(in, token) || h.cfg.Clock.Now().Sub(in.CreatedAt) >= h.cfg.TokenLifetime {
 		return ErrUnknownInteraction
 	}
-	body, err := h.readPayload(w, r)
+	body, files, err := h.readPayload(w, r)
 	if err != nil {
 		return err
 	}
-	res, err := h.respond(ctx, id, body)
+	res, err := h.respond(withFiles(ctx, files), id, body)
 	if err != nil {
 		return err
 	}
@@ -244,6 +259,9 @@ func (h *Handler) respond(ctx context.Context, id snowflake.ID, body []byte) (ca
 			nm.Flags, loading = nm.Flags&MessageFlagEphemeral|MessageFlagLoading, true
 		} else {
 			fillMessage(&nm, req.Data)
+			if nm.Attachments, err = saveFiles(ctx, nil, in.ChannelID, req.Data.Attachments); err != nil {
+				return callbackResponse{}, err
+			}
 		}
 		m, err := h.deps.Messages.CreateMessage(ctx, nm)
 		if err != nil {

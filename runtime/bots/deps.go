@@ -126,6 +126,8 @@ type NewMessage struct {
 	EphemeralTo snowflake.ID
 	// InteractionID is the interaction the message answers, if any.
 	InteractionID snowflake.ID
+	// Attachments are the message's stored files.
+	Attachments []store.Attachment
 }
 
 // MessageEdit changes a message; nil fields stay as they are.
@@ -136,6 +138,9 @@ type MessageEdit struct {
 	Embeds     *[]json.RawMessage
 	Components *[]json.RawMessage
 	Flags      *int
+	// Attachments, when set, replaces the message's files (new uploads
+	// appended to the kept ones).
+	Attachments *[]store.Attachment
 	// EphemeralTo is the recipient of an ephemeral message.
 	EphemeralTo snowflake.ID
 }

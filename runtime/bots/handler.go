@@ -70,6 +70,9 @@ type Deps struct {
 	// Revocations, when set, receives every uninstall, token reset and
 	// narrowing of a managed role (ADR-08). Optional.
 	Revocations Revocations
+	// Uploads, when set, stores the files of multipart responses and
+	// followups (uploads.go). Optional.
+	Uploads Uploads
 }
 
 // Handler serves the bot platform's REST routes and runs interaction

@@ -74,10 +74,14 @@ func (h *Handler) followup(w http.ResponseWriter, r *http.Request) error {
 	var m wire.Message
 	if in.Loading {
 		flags := MessageFlagEphemeral & boolFlag(in.Ephemeral)
-		m, err = h.deps.Messages.EditMessage(ctx, MessageEdit{
+		e := MessageEdit{
 			ChannelID: in.ChannelID, MessageID: in.ResponseMessageID, Content: d.Content, Embeds: d.Embeds,
 			Components: d.Components, Flags: &flags, EphemeralTo: ephemeralTo(in, in.ResponseMessageID),
-		})
+		}
+		if e.Attachments, err = editFiles(ctx, d, in.ChannelID); err != nil {
+			return err
+		}
+		m, err = h.deps.Messages.EditMessage(ctx, e)
 	} else {
 		nm := NewMessage{
 			ChannelID: in.ChannelID, GuildID: in.GuildID, AuthorID: in.BotUserID, Type: MessageTypeDefault,
@@ -90,6 +94,9 @@ func (h *Handler) followup(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		fillMessage(&nm, d)
+		if nm.Attachments, err = saveFiles(ctx, d.files, in.ChannelID, d.Attachments); err != nil {
+			return err
+		}
 		m, err = h.deps.Messages.CreateMessage(ctx, nm)
 	}
 	if err != nil {
@@ -118,13 +125,14 @@ func (h *Handler) followup(w http.ResponseWriter, r *http.Request) error {
 // unlock; on error nothing is locked.
 func (h *Handler) lockedWebhookMessage(w http.ResponseWriter, r *http.Request, needBody bool) (messageData, Interaction, func(), error) {
 	var d messageData
-	body, err := h.readPayload(w, r)
+	body, files, err := h.readPayload(w, r)
 	if err != nil {
 		return d, Interaction{}, nil, err
 	}
 	if err := decodeJSON(body, &d); err != nil {
 		return d, Interaction{}, nil, err
 	}
+	d.files = files
 	if err := checkMessage(&d, "", needBody); err != nil {
 		return d, Interaction{}, nil, err
 	}
@@ -185,6 +193,9 @@ func (h *Handler) editWebhookMessage(w http.ResponseWriter, r *http.Request) err
 	if filling {
 		flags := MessageFlagEphemeral & boolFlag(in.Ephemeral)
 		e.Flags = &flags
+	}
+	if e.Attachments, err = editFiles(ctx, d, in.ChannelID); err != nil {
+		return err
 	}
 	m, err := h.deps.Messages.EditMessage(ctx, e)
 	if err != nil {

@@ -405,7 +405,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, err
 		}
 		owns := transport.OwnedBy(n.guildRng, cfg.Node)
-		deps := api.Deps{Store: st, Guilds: n.guilds, Auth: issuer, IDs: ids}
+		objs, err := platform.OpenObjects(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		deps := api.Deps{Store: st, Guilds: n.guilds, Auth: issuer, IDs: ids, Objects: objs, AttachmentKey: platform.AttachmentKey(key)}
 		if readStates {
 			if n.pub, err = openPublisher(ctx, cfg, n); err != nil {
 				return nil, err
@@ -415,7 +419,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			// the session directory.
 			deps.Events, deps.ReadStates, deps.Users = n.pub.outbox, n.rsClient, n.guilds
 		}
-		restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, Logger: log.With("component", "api")}, deps)
+		restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, MaxFileBytes: cfg.MaxFileBytes, Logger: log.With("component", "api")}, deps)
 		// The bot platform runs on the guild role, beside the REST API:
 		// the resolver sends each bot request to the owner of the guild it
 		// acts on, so the actor it changes is local, as in `concord dev`.

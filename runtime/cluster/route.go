@@ -95,13 +95,15 @@ func (rs *resolver) route(ctx context.Context, r *http.Request, body []byte) (ro
 		rt.Guild = g
 	case len(seg) >= 3 && seg[0] == "interactions":
 		return rs.interactionRoute(ctx, rt, seg[2])
-	case len(seg) >= 3 && seg[0] == "webhooks":
+	case len(seg) >= 3 && seg[0] == "webhooks" && isInteractionToken(seg[2]):
 		return rs.interactionRoute(ctx, rt, seg[2])
+	case len(seg) >= 2 && seg[0] == "webhooks":
+		return rs.webhookRoute(ctx, rt, seg[1])
 	case len(seg) >= 2 && seg[0] == "guilds":
 		rt.Guild = parseID(seg[1])
 	case len(seg) >= 4 && seg[0] == "users" && seg[1] == "@me" && seg[2] == "guilds":
 		rt.Guild = parseID(seg[3])
-	case len(seg) >= 2 && seg[0] == "channels":
+	case len(seg) >= 2 && (seg[0] == "channels" || seg[0] == "attachments"):
 		id := parseID(seg[1])
 		if id == 0 {
 			break
@@ -141,6 +143,37 @@ func (rs *resolver) interactionRoute(ctx context.Context, rt route, token string
 		return rt, fmt.Errorf("cluster: interaction %d: %w", id, err)
 	}
 	rt.Guild = in.GuildID
+	return rt, nil
+}
+
+func isInteractionToken(token string) bool {
+	_, ok := bots.InteractionOfToken(token)
+	return ok
+}
+
+// webhookGuilds finds the guild of a webhook; the store implements it.
+type webhookGuilds interface {
+	GetWebhook(ctx context.Context, id snowflake.ID) (store.Webhook, error)
+}
+
+// webhookRoute routes a webhook's routes (by id, or by token) to the
+// owner of the webhook's guild, where its executions are limited and its
+// messages fanned out; an unknown webhook goes anywhere, which answers
+// 10015.
+func (rs *resolver) webhookRoute(ctx context.Context, rt route, rawID string) (route, error) {
+	wg, ok := rs.store.(webhookGuilds)
+	id := parseID(rawID)
+	if !ok || id == 0 {
+		return rt, nil
+	}
+	wh, err := wg.GetWebhook(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return rt, nil
+	}
+	if err != nil {
+		return rt, fmt.Errorf("cluster: webhook %d: %w", id, err)
+	}
+	rt.Guild = wh.GuildID
 	return rt, nil
 }
 

@@ -85,6 +85,12 @@ type Config struct {
 	// http://host:port) every call to a bot-chosen URL goes through.
 	// Empty: the in-process egress client checks and dials itself.
 	EgressProxy string
+	// Objects is where attachments are stored: dir:PATH (default
+	// dir:<DataDir>/objects) or an S3-compatible bucket,
+	// s3://KEY:SECRET@host:port/bucket[/prefix] (s3+http:// without TLS).
+	Objects string
+	// MaxFileBytes caps each uploaded file (0: 25 MiB).
+	MaxFileBytes int64
 	// DevUser creates a "dev" user on first start and prints its token.
 	DevUser bool
 	// AdminToken is the credential /admin/... requires (adminauth). In
@@ -354,6 +360,7 @@ func (c Config) Complete() (Config, error) {
 	str(&c.GRPC, d.GRPC)
 	str(&c.DataDir, d.DataDir)
 	str(&c.Store, "pebble:"+filepath.Join(c.DataDir, "store"))
+	str(&c.Objects, "dir:"+filepath.Join(c.DataDir, "objects"))
 	str(&c.EventLog, d.EventLog)
 	str(&c.Redis, d.Redis)
 	str(&c.Registry, d.Registry)

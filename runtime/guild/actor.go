@@ -50,6 +50,11 @@ type Actor struct {
 	voice *actorVoice
 	// sampler picks the decisions the shadow check recomputes (grant.go).
 	sampler permissions.Sampler
+	// threadMembers holds, per thread, its members (threads.go).
+	threadMembers map[snowflake.ID]map[snowflake.ID]store.ThreadMember
+	// newThread is the thread being created while its THREAD_CREATE goes
+	// out (newly_created), else 0.
+	newThread snowflake.ID
 }
 
 type slowKey struct{ channel, user snowflake.ID }
@@ -188,7 +193,7 @@ func (a *Actor) load(ctx context.Context) error {
 		c := gs.Channels[i]
 		// last_message_id is kept in memory on every message and
 		// recovered here from history, so a send costs one write.
-		if c.Type == store.ChannelText || c.Type == store.ChannelVoice {
+		if c.Type == store.ChannelText || c.Type == store.ChannelVoice || c.Thread != nil {
 			if ms, err := a.svc.deps.Store.ListMessages(ctx, c.ID, store.HistoryQuery{Limit: 1}); err == nil && len(ms) > 0 && ms[0].ID > c.LastMessageID {
 				c.LastMessageID = ms[0].ID
 			}
@@ -202,7 +207,7 @@ func (a *Actor) load(ctx context.Context) error {
 		a.members[m.UserID] = &m
 		a.engine.SetMember(engineMember(m))
 	}
-	return nil
+	return a.loadThreads(ctx)
 }
 
 func engineOverwrites(ows []store.Overwrite) []permissions.Overwrite {

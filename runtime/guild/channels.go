@@ -261,6 +261,10 @@ func (s *Service) DeleteChannel(ctx context.Context, userID, channelID snowflake
 			return err
 		}
 		updated := make(map[snowflake.ID]bool)
+		deleted := map[snowflake.ID]store.Channel{channelID: v.Channel}
+		if err := a.dropThreadsOf(ctx, channelID, deleted); err != nil {
+			return err
+		}
 		for _, child := range a.channels {
 			if child.ParentID == channelID {
 				c := cloneChannel(*child)
@@ -284,7 +288,7 @@ func (s *Service) DeleteChannel(ctx context.Context, userID, channelID snowflake
 			}
 		}
 		out = v.Channel
-		a.syncVisibility(ctx, updated, map[snowflake.ID]store.Channel{channelID: v.Channel}, 0)
+		a.syncVisibility(ctx, updated, deleted, 0)
 		return nil
 	})
 	return out, err

@@ -220,10 +220,13 @@ func (a *Actor) syncVisibility(ctx context.Context, updated map[snowflake.ID]boo
 	}
 	groups := make(map[key]*group)
 	add := func(typ string, c store.Channel, s event.Session) {
+		typ = threadEvent(typ, c)
 		k := key{typ, c.ID}
 		g := groups[k]
 		if g == nil {
-			g = &group{key: k, ch: c, b: newBatcher(typ, mustJSON(wire.ChannelFrom(c, nil)))}
+			wc := wire.ChannelFrom(c, nil)
+			wc.NewlyCreated = typ == "THREAD_CREATE" && c.ID == a.newThread
+			g = &group{key: k, ch: c, b: newBatcher(typ, mustJSON(wc))}
 			groups[k] = g
 		}
 		g.b.add(s, 0)
@@ -231,6 +234,9 @@ func (a *Actor) syncVisibility(ctx context.Context, updated map[snowflake.ID]boo
 	// Sessions of one user share the computed set; sets are replaced,
 	// never changed in place.
 	perUser := make(map[snowflake.ID]map[snowflake.ID]bool)
+	// syncs are the threads that appear with their parent, per session:
+	// one THREAD_LIST_SYNC each (threads.go), not a THREAD_CREATE apiece.
+	var syncs []threadSync
 	for _, sub := range a.sortedSubs() {
 		if onlyUser != 0 && sub.s.UserID != onlyUser {
 			continue
@@ -251,15 +257,23 @@ func (a *Actor) syncVisibility(ctx context.Context, updated map[snowflake.ID]boo
 				add("CHANNEL_DELETE", c, sub.s)
 			}
 		}
+		var synced []snowflake.ID
 		for id := range now {
 			if !send {
 				break
+			}
+			if c := a.channels[id]; !sub.visible[id] && c.Thread != nil && now[c.ParentID] && !sub.visible[c.ParentID] {
+				synced = append(synced, id)
+				continue
 			}
 			if !sub.visible[id] {
 				add("CHANNEL_CREATE", *a.channels[id], sub.s)
 			} else if updated[id] {
 				add("CHANNEL_UPDATE", *a.channels[id], sub.s)
 			}
+		}
+		if len(synced) > 0 {
+			syncs = append(syncs, threadSync{sub.s, synced})
 		}
 		sub.visible = now
 	}
@@ -278,6 +292,7 @@ func (a *Actor) syncVisibility(ctx context.Context, updated map[snowflake.ID]boo
 	for _, g := range ordered {
 		g.b.flushGuild(ctx, a)
 	}
+	a.sendThreadSyncs(ctx, syncs)
 	a.listsOnVisibility(ctx, updated, deleted, onlyUser)
 }
 

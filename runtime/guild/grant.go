@@ -65,6 +65,11 @@ func (a *Actor) setRole(r store.Role) {
 // scratch from the actor's own state (roles, overwrites, members, owner)
 // and a disagreement is counted and logged by the shadow check.
 func (a *Actor) decide(d permissions.Decision, userID, channelID snowflake.ID) permissions.Bits {
+	if c := a.channels[channelID]; c != nil && c.Thread != nil {
+		// A thread is decided from its parent (sampled there) with the
+		// thread rules applied.
+		return a.threadPerms(d, userID, c)
+	}
 	now := a.svc.cfg.Now()
 	p := a.engine.Channel(userID, channelID, now)
 	if a.sampler.Sample() {

@@ -26,6 +26,8 @@ type SendRequest struct {
 	// Edit resolves mentions for an edit: it checks VIEW_CHANNEL only and
 	// leaves the slowmode clock alone.
 	Edit bool
+	// Attachments is set when the message carries files (ATTACH_FILES).
+	Attachments bool
 }
 
 // SendGrant is a successful AuthorizeSend.
@@ -74,11 +76,19 @@ func (a *Actor) authorizeSend(ctx context.Context, req SendRequest) (SendGrant, 
 		return SendGrant{}, err
 	}
 	c := v.Channel
-	if c.Type != store.ChannelText && c.Type != store.ChannelVoice {
+	if c.Type != store.ChannelText && c.Type != store.ChannelVoice && c.Thread == nil {
 		return SendGrant{}, fmt.Errorf("channel %d type %d: %w", c.ID, c.Type, ErrNotText)
 	}
 	if !req.Edit && !v.Permissions.Has(permissions.SendMessages) {
 		return SendGrant{}, fmt.Errorf("send in %d: %w", c.ID, ErrMissingPermissions)
+	}
+	if req.Attachments && !v.Permissions.Has(permissions.AttachFiles) {
+		return SendGrant{}, fmt.Errorf("attach files in %d: %w", c.ID, ErrMissingPermissions)
+	}
+	if !req.Edit && c.Thread != nil {
+		if err := a.threadSend(ctx, a.channels[c.ID], req.UserID, v.Permissions); err != nil {
+			return SendGrant{}, err
+		}
 	}
 	now := a.svc.cfg.Now()
 	if !req.Edit && c.RateLimitPerUser > 0 && v.Permissions&slowmodeBypass == 0 {
@@ -127,6 +137,9 @@ func (s *Service) PublishMessage(ctx context.Context, typ string, m wire.Message
 		ctx := actx
 		if c, ok := a.channels[m.ChannelID]; ok && typ == "MESSAGE_CREATE" && m.ID > c.LastMessageID {
 			c.LastMessageID = m.ID
+			if c.Thread != nil {
+				a.threadMessage(ctx, c)
+			}
 		}
 		if _, ok := a.channels[m.ChannelID]; !ok {
 			return

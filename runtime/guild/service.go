@@ -133,6 +133,8 @@ type Service struct {
 
 	// presence is set by EnablePresence.
 	presence atomic.Pointer[PresenceConfig]
+	// threadSweep starts the idle-thread archiver once (threads.go).
+	threadSweep sync.Once
 	// voice is set by EnableVoice.
 	voice atomic.Pointer[voiceEnabled]
 }

@@ -54,7 +54,7 @@ func cmpID(x, y snowflake.ID) int {
 func (a *Actor) sortedChannels(userID snowflake.ID) []store.Channel {
 	out := make([]store.Channel, 0, len(a.channels))
 	for id, c := range a.channels {
-		if a.canView(userID, id) {
+		if c.Thread == nil && a.canView(userID, id) {
 			out = append(out, *c)
 		}
 	}
@@ -99,6 +99,9 @@ func (a *Actor) guildCreate(ctx context.Context, userID snowflake.ID) wire.Guild
 	}
 	if m, ok := a.members[userID]; ok {
 		gc.JoinedAt = wire.Timestamp(m.JoinedAt)
+	}
+	for _, t := range a.activeThreads(userID) {
+		gc.Threads = append(gc.Threads, wire.ChannelFrom(t, nil))
 	}
 	chans := a.sortedChannels(userID)
 	gc.Channels = make([]wire.Channel, 0, len(chans))

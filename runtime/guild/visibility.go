@@ -50,6 +50,12 @@ import (
 //   - Pins and reactions (runtime/api pins.go, reactions.go): Visibility
 //     and the REST reader; CHANNEL_PINS_UPDATE and MESSAGE_REACTION_* go
 //     out through broadcastChannel, so canView.
+//   - Threads (threads.go): decide computes a thread from its parent
+//     with the thread rules, so canView, channelFor and Visibility cover
+//     every thread route, list and event (THREAD_* through syncVisibility).
+//   - Webhooks (webhooks.go): AuthorizeWebhooks is channelFor and then
+//     MANAGE_WEBHOOKS through the grant check; WEBHOOKS_UPDATE through
+//     broadcastChannel; executed messages mention only users who canView.
 //
 // Routes Discord has and Concord does not yet (message snapshots, search,
 // interaction resolved data) must join this list, through Visibility or

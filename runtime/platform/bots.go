@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concord-chat/concord/runtime/api/uploads"
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/bots"
 	botscassandra "github.com/concord-chat/concord/runtime/bots/cassandra"
@@ -134,6 +135,13 @@ func OpenBots(ctx context.Context, cfg Config, key []byte, d BotDeps) (*Bots, er
 		_ = st.Close()
 		return nil, err
 	}
+	objs, err := OpenObjects(ctx, cfg)
+	if err != nil {
+		leases.close()
+		_ = st.Close()
+		return nil, err
+	}
+	ups := uploads.New(uploads.Config{Objects: objs, Key: AttachmentKey(key), IDs: d.ids, MaxFileBytes: cfg.MaxFileBytes})
 	bp := &Bots{store: st, leases: leases, log: log, done: make(chan struct{})}
 	users := guildBotFlags(d.guilds)
 	h, err := bots.NewHandler(bots.Config{Key: key, Registerer: d.registry, Logger: cfg.Logger}, bots.Deps{
@@ -143,7 +151,8 @@ func OpenBots(ctx context.Context, cfg Config, key []byte, d BotDeps) (*Bots, er
 		IDs:         d.ids,
 		Guilds:      botGuilds{g: d.guilds},
 		Dispatcher:  botDispatcher{g: d.guilds},
-		Messages:    &botMessages{store: d.store, guilds: d.guilds, ids: d.ids, events: d.events, log: log},
+		Messages:    &botMessages{store: d.store, guilds: d.guilds, ids: d.ids, events: d.events, log: log, uploads: ups},
+		Uploads:     botUploads{ups},
 		Egress:      eg,
 		Revocations: leases,
 		Authenticate: func(r *http.Request) (snowflake.ID, bool, error) {
@@ -379,9 +388,23 @@ type botMessages struct {
 	ids    bots.IDSource
 	events MessageEvents
 	log    *slog.Logger
+	// uploads signs the attachment URLs of answers.
+	uploads *uploads.Store
 }
 
 var _ bots.Messages = (*botMessages)(nil)
+
+// botUploads gives the bot platform the REST API's attachment store.
+type botUploads struct{ s *uploads.Store }
+
+// ReadPayload implements bots.Uploads.
+func (u botUploads) ReadPayload(w http.ResponseWriter, r *http.Request) ([]byte, bots.PendingFiles, error) {
+	body, files, err := u.s.ReadPayload(w, r)
+	if err != nil || len(files) == 0 {
+		return body, nil, err
+	}
+	return body, u.s.Pending(files), nil
+}
 
 // render converts a stored message with its author.
 func (b *botMessages) render(ctx context.Context, m store.Message) wire.Message {
@@ -389,7 +412,11 @@ func (b *botMessages) render(ctx context.Context, m store.Message) wire.Message 
 	if err != nil {
 		author = wire.User{ID: m.AuthorID, Username: "Deleted User", Discriminator: "0"}
 	}
-	return wire.MessageFrom(m, author, nil, nil, nil)
+	out := wire.MessageFrom(m, author, nil, nil, nil)
+	if b.uploads != nil {
+		b.uploads.Sign(ctx, out.Attachments)
+	}
+	return out
 }
 
 // logEvent appends a message event to the durable log.
@@ -412,7 +439,7 @@ func (b *botMessages) CreateMessage(ctx context.Context, nm bots.NewMessage) (wi
 	}
 	m := store.Message{ID: id, ChannelID: nm.ChannelID, GuildID: nm.GuildID, AuthorID: nm.AuthorID,
 		Content: nm.Content, Type: nm.Type, Flags: nm.Flags, TTS: nm.TTS,
-		Embeds: wire.JoinRaw(nm.Embeds), Components: wire.JoinRaw(nm.Components)}
+		Embeds: wire.JoinRaw(nm.Embeds), Components: wire.JoinRaw(nm.Components), Attachments: nm.Attachments}
 	if nm.EphemeralTo != 0 {
 		m.Flags |= bots.MessageFlagEphemeral
 		out := b.withExtras(b.render(ctx, m), nm.Embeds, nm.Components)
@@ -487,6 +514,9 @@ func applyEdit(m *store.Message, e bots.MessageEdit) {
 	if e.Components != nil {
 		m.Components = wire.JoinRaw(*e.Components)
 	}
+	if e.Attachments != nil {
+		m.Attachments = *e.Attachments
+	}
 }
 
 // editExtras sets the edit's embeds and components on an answer.
@@ -557,13 +587,31 @@ func (p *Platform) restHandler(restAPI http.Handler, flags *BotFlags) (http.Hand
 // Routes mounts the bot platform's routes and the bot-removal hooks in
 // front of the core API on mux (their patterns are more specific than
 // "/", where core goes).
+//
+// /webhooks/{id}/{token} is both an interaction's followup webhook (the
+// bot platform's) and a channel webhook (the core API's): the token
+// tells them apart, so requests whose token is not an interaction's go
+// to core.
 func (b *Bots) Routes(mux *http.ServeMux, core http.Handler, guilds *guild.Service, flags *BotFlags, iss *auth.Issuer) {
-	b.handler.Register(mux, "")
+	mx := http.NewServeMux()
+	b.handler.Register(mx, "")
+	mx.Handle("/", core)
+	// Answers render attachment URLs on the request's origin.
+	inner := uploads.WithBase(mx)
 	for _, v := range []string{"/api/v9", "/api/v10"} {
 		mux.Handle("DELETE "+v+"/guilds/{guild}/members/{user}", b.onBotRemoved(core, guilds, flags, iss, false))
 		mux.Handle("DELETE "+v+"/users/@me/guilds/{guild}", b.onBotRemoved(core, guilds, flags, iss, true))
+		channelWebhook := func(w http.ResponseWriter, r *http.Request) {
+			if _, ok := bots.InteractionOfToken(r.PathValue("token")); ok {
+				inner.ServeHTTP(w, r)
+				return
+			}
+			core.ServeHTTP(w, r)
+		}
+		mux.HandleFunc(v+"/webhooks/{id}/{token}", channelWebhook)
+		mux.HandleFunc(v+"/webhooks/{id}/{token}/messages/{msg}", channelWebhook)
 	}
-	mux.Handle("/", core)
+	mux.Handle("/", inner)
 }
 
 // Store is the bot store (applications, commands, installations,

@@ -149,9 +149,14 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	}
 	sink.node.Store(p.gateway)
 	p.presence.start(p.gateway)
-	restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, Logger: cfg.Logger.With("component", "api")},
+	objs, err := OpenObjects(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, MaxFileBytes: cfg.MaxFileBytes, Logger: cfg.Logger.With("component", "api")},
 		api.Deps{Store: p.store, Guilds: p.guilds, Auth: p.auth, IDs: ids,
-			Events: p.reads.outbox, ReadStates: p.reads.states, Users: p.guilds})
+			Events: p.reads.outbox, ReadStates: p.reads.states, Users: p.guilds,
+			Objects: objs, AttachmentKey: AttachmentKey(key)})
 	if cfg.DevUser {
 		if p.DevToken, err = p.devUser(ctx, ids); err != nil {
 			return nil, err

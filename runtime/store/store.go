@@ -103,5 +103,7 @@ type Store interface {
 	Guilds
 	Users
 	Moderation
+	Webhooks
+	ThreadMembers
 	Close() error
 }

@@ -69,8 +69,10 @@ type Channel struct {
 	UserLimit        int
 	Overwrites       []Overwrite
 	Recipients       []snowflake.ID
-	OwnerID          snowflake.ID // group DM owner
+	OwnerID          snowflake.ID // group DM owner; a thread's creator
 	LastMessageID    snowflake.ID
+	// Thread is set on thread channels (IsThread) only.
+	Thread *ThreadMeta `json:",omitempty"`
 }
 
 // Role is a guild role. The @everyone role's id equals the guild id.
@@ -148,13 +150,22 @@ type Message struct {
 	// stored; empty means none.
 	Embeds     string
 	Components string
+	// WebhookID is the webhook that posted the message (AuthorID is then
+	// the webhook's id too), with the name and avatar it posted under.
+	WebhookID     snowflake.ID
+	WebhookName   string
+	WebhookAvatar string
 }
 
 // Attachment references a file kept in object storage.
 type Attachment struct {
-	ID          snowflake.ID
-	Filename    string
-	Size        int
-	URL         string
+	ID       snowflake.ID
+	Filename string
+	Size     int
+	// URL is the object's key in the object store; responses carry a
+	// signed, expiring URL made from it.
+	URL string
+	// ContentType is sniffed from the bytes when uploaded, never taken
+	// from the client.
 	ContentType string
 }

@@ -34,6 +34,13 @@ type Channel struct {
 	Recipients           *[]User       `json:"recipients,omitempty"`
 	OwnerID              snowflake.ID  `json:"owner_id,omitempty"`
 	Icon                 *string       `json:"icon,omitempty"`
+	// Thread-only fields (threads.go).
+	ThreadMetadata   *ThreadMetadata `json:"thread_metadata,omitempty"`
+	MessageCount     *int            `json:"message_count,omitempty"`
+	TotalMessageSent *int            `json:"total_message_sent,omitempty"`
+	MemberCount      *int            `json:"member_count,omitempty"`
+	// NewlyCreated marks the THREAD_CREATE of a thread just created.
+	NewlyCreated bool `json:"newly_created,omitempty"`
 }
 
 // optionalID returns nil for zero.
@@ -87,8 +94,17 @@ func ChannelFrom(c store.Channel, recipients []User) Channel {
 			out.OwnerID = c.OwnerID
 		}
 	}
+	if c.Thread != nil {
+		threadFields(&out, c)
+	}
 	return out
 }
 
 // ChannelDelete is the payload of CHANNEL_DELETE: the channel itself.
 type ChannelDelete = Channel
+
+// WebhooksUpdate is the WEBHOOKS_UPDATE payload.
+type WebhooksUpdate struct {
+	GuildID   snowflake.ID `json:"guild_id"`
+	ChannelID snowflake.ID `json:"channel_id"`
+}

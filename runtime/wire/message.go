@@ -57,6 +57,8 @@ type Message struct {
 	Nonce             json.RawMessage   `json:"nonce,omitempty"`
 	MessageReference  *MessageReference `json:"message_reference,omitempty"`
 	ReferencedMessage *Message          `json:"referenced_message,omitempty"`
+	// WebhookID is set on messages a webhook posted.
+	WebhookID snowflake.ID `json:"webhook_id,omitempty"`
 }
 
 // MessageFrom converts a stored message. author is its author's user

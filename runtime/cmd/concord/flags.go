@@ -57,6 +57,17 @@ func intFlag(fs *pflag.FlagSet, p *int, name string, def int, text string) {
 	fs.IntVar(p, name, def, usage(name, text))
 }
 
+// int64Flag registers an int64 flag whose default comes from its
+// environment variable when set and valid.
+func int64Flag(fs *pflag.FlagSet, p *int64, name string, def int64, text string) {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			def = n
+		}
+	}
+	fs.Int64Var(p, name, def, usage(name, text))
+}
+
 // floatFlag registers a float flag whose default comes from its
 // environment variable when set and valid.
 func floatFlag(fs *pflag.FlagSet, p *float64, name string, def float64, text string) {
@@ -93,6 +104,8 @@ func bindConfigFlags(fs *pflag.FlagSet, cfg *config.Config, logFormat, logLevel 
 	strFlag(fs, &cfg.ServerKey, "server-key", "", "token signing key (>= 32 bytes); empty uses <data-dir>/server.key")
 	strFlag(fs, &cfg.AdminToken, "admin-token", "", "bearer token /admin/... requires (Authorization: Bearer or X-Concord-Admin-Token); dev: empty turns /admin off; serve: empty derives it from the server key")
 	strFlag(fs, &cfg.EgressProxy, "egress-proxy", "", "send every call to a bot-chosen URL (interaction endpoints, webhooks) through this egress proxy (concord egress, http://host:port); empty checks and dials in-process")
+	strFlag(fs, &cfg.Objects, "objects", "", "attachment store: dir:PATH (default dir:<data-dir>/objects) or s3://KEY:SECRET@host:port/bucket[/prefix] (s3+http:// without TLS)")
+	int64Flag(fs, &cfg.MaxFileBytes, "max-file-bytes", 25<<20, "largest uploaded file accepted, in bytes (Discord: 25 MiB)")
 	bindCredentialFlags(fs, &cfg.Credentials)
 	bindServingFlags(fs, &cfg.Serving)
 	bindLiveFlags(fs, &cfg.Live)

@@ -20,7 +20,8 @@ import (
 // overwrite) clears whatever it no longer carries.
 
 const messageCols = `message_id, guild_id, author_id, content, type, flags, tts, pinned, edited_at,
-	reference_id, mention_everyone, mentions, mention_roles, attachments, nonce, embeds, components`
+	reference_id, mention_everyone, mentions, mention_roles, attachments, nonce, embeds, components,
+	webhook_id, webhook_name, webhook_avatar`
 
 // attachmentUDT is the attachment user-defined type.
 type attachmentUDT struct {
@@ -57,6 +58,8 @@ type messageRow struct {
 	id, guild, author, ref int64
 	content, nonce         string
 	embeds, components     *string // null in rows written before migration 3
+	webhookID              *int64  // null in rows written before migration 5
+	webhookName, webhookAv *string
 	typ, flags             int
 	tts, pinned, everyone  bool
 	edited                 time.Time
@@ -66,7 +69,8 @@ type messageRow struct {
 
 func (r *messageRow) dest() []any {
 	return []any{&r.id, &r.guild, &r.author, &r.content, &r.typ, &r.flags, &r.tts, &r.pinned, &r.edited,
-		&r.ref, &r.everyone, &r.mentions, &r.roles, &r.attachments, &r.nonce, &r.embeds, &r.components}
+		&r.ref, &r.everyone, &r.mentions, &r.roles, &r.attachments, &r.nonce, &r.embeds, &r.components,
+		&r.webhookID, &r.webhookName, &r.webhookAv}
 }
 
 func (r *messageRow) message(ch snowflake.ID) store.Message {
@@ -81,6 +85,15 @@ func (r *messageRow) message(ch snowflake.ID) store.Message {
 	}
 	if r.components != nil {
 		m.Components = *r.components
+	}
+	if r.webhookID != nil {
+		m.WebhookID = snowflake.ID(*r.webhookID)
+	}
+	if r.webhookName != nil {
+		m.WebhookName = *r.webhookName
+	}
+	if r.webhookAv != nil {
+		m.WebhookAvatar = *r.webhookAv
 	}
 	if !r.edited.IsZero() && !r.edited.Equal(unedited) {
 		m.EditedAt = r.edited.UTC()
@@ -113,10 +126,11 @@ func (s *Store) PutMessage(ctx context.Context, m store.Message) error {
 	}
 	size += 8 * (len(m.Mentions) + len(m.MentionRoles))
 	err = s.session.Query(`INSERT INTO messages (channel_id, bucket, `+messageCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		int64(m.ChannelID), b, int64(m.ID), int64(m.GuildID), int64(m.AuthorID), m.Content, m.Type, m.Flags,
 		m.TTS, m.Pinned, edited, int64(m.ReferenceID), m.MentionEveryone,
-		ids64(m.Mentions), ids64(m.MentionRoles), atts, m.Nonce, m.Embeds, m.Components).Idempotent(true).ExecContext(ctx)
+		ids64(m.Mentions), ids64(m.MentionRoles), atts, m.Nonce, m.Embeds, m.Components,
+		int64(m.WebhookID), m.WebhookName, m.WebhookAvatar).Idempotent(true).ExecContext(ctx)
 	if err != nil {
 		return wrapErr("put message", err)
 	}

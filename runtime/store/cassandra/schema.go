@@ -135,6 +135,14 @@ var migrations = []Migration{
 			guild_id bigint, entry_id bigint, doc text, PRIMARY KEY ((guild_id), entry_id)
 		) WITH CLUSTERING ORDER BY (entry_id DESC) AND default_time_to_live = 3888000`,
 	}},
+	{5, "webhooks and thread members", []string{
+		`ALTER TABLE messages ADD IF NOT EXISTS (webhook_id bigint, webhook_name text, webhook_avatar text)`,
+		`CREATE TABLE IF NOT EXISTS webhooks (webhook_id bigint PRIMARY KEY, guild_id bigint, doc text)`,
+		`CREATE TABLE IF NOT EXISTS guild_webhooks (
+			guild_id bigint, webhook_id bigint, PRIMARY KEY ((guild_id), webhook_id))`,
+		`CREATE TABLE IF NOT EXISTS thread_members (
+			thread_id bigint, user_id bigint, doc text, PRIMARY KEY ((thread_id), user_id))`,
+	}},
 }
 
 // SchemaVersion is the newest schema version this package knows.

@@ -21,11 +21,13 @@ import (
 //     JSON size for a typical message.
 //   - formatMessageV2: V1 followed by the embeds and components JSON
 //     strings. New writes use it; V1 rows decode with neither.
+//   - formatMessageV3: V2 followed by the webhook id, name and avatar.
 //   - formatJSON (guild state and users: small, rarely written): the
 //     tag followed by encoding/json of the store type.
 const (
 	formatMessageV1 byte = 1
 	formatMessageV2 byte = 2
+	formatMessageV3 byte = 3
 	formatJSON      byte = 'J'
 )
 
@@ -61,7 +63,7 @@ func encodeMessage(m *store.Message) []byte {
 		n += 32 + len(a.Filename) + len(a.URL) + len(a.ContentType)
 	}
 	b := make([]byte, 0, n)
-	b = append(b, formatMessageV2)
+	b = append(b, formatMessageV3)
 	b = binary.AppendUvarint(b, uint64(m.ID))
 	b = binary.AppendUvarint(b, uint64(m.ChannelID))
 	b = binary.AppendUvarint(b, uint64(m.GuildID))
@@ -95,12 +97,15 @@ func encodeMessage(m *store.Message) []byte {
 	b = appendString(b, m.Nonce)
 	b = appendString(b, m.Embeds)
 	b = appendString(b, m.Components)
+	b = binary.AppendUvarint(b, uint64(m.WebhookID))
+	b = appendString(b, m.WebhookName)
+	b = appendString(b, m.WebhookAvatar)
 	return b
 }
 
 func decodeMessage(b []byte) (store.Message, error) {
 	var m store.Message
-	if len(b) == 0 || (b[0] != formatMessageV1 && b[0] != formatMessageV2) {
+	if len(b) == 0 || b[0] < formatMessageV1 || b[0] > formatMessageV3 {
 		return m, fmt.Errorf("%w: message: unknown format", errCorrupt)
 	}
 	r := reader{b: b[1:]}
@@ -131,9 +136,14 @@ func decodeMessage(b []byte) (store.Message, error) {
 		}
 	}
 	m.Nonce = r.string()
-	if b[0] == formatMessageV2 {
+	if b[0] >= formatMessageV2 {
 		m.Embeds = r.string()
 		m.Components = r.string()
+	}
+	if b[0] >= formatMessageV3 {
+		m.WebhookID = snowflake.ID(r.uvarint())
+		m.WebhookName = r.string()
+		m.WebhookAvatar = r.string()
 	}
 	if r.err != nil {
 		return store.Message{}, fmt.Errorf("%w: message: %v", errCorrupt, r.err)

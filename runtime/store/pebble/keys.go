@@ -48,6 +48,10 @@ const (
 	tagPin      = 'P'
 	tagBan      = 'B'
 	tagAudit    = 'A'
+	// webhooks.go
+	tagWebhook      = 'w'
+	tagGuildWebhook = 'W'
+	tagThreadMember = 'T'
 )
 
 func appendU64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }

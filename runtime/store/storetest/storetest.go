@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Guilds", testGuilds},
 		{"Users", testUsers},
 		{"Moderation", testModeration},
+		{"Webhooks", testWebhooks},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

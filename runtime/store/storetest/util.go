@@ -68,9 +68,12 @@ func fullMessage(ch, guild, id snowflake.ID) store.Message {
 			{ID: rid(), Filename: "a.png", Size: 1234, URL: "https://cdn.example/a.png", ContentType: "image/png"},
 			{ID: rid(), Filename: "b.txt", Size: 0, URL: "https://cdn.example/b.txt"},
 		},
-		Nonce:      "nonce-" + id.String(),
-		Embeds:     `[{"type":"rich","title":"t ☃","fields":[{"name":"n","value":"v","inline":true}]}]`,
-		Components: `[{"type":1,"components":[{"type":2,"style":1,"custom_id":"ok","label":"OK"}]}]`,
+		Nonce:         "nonce-" + id.String(),
+		Embeds:        `[{"type":"rich","title":"t ☃","fields":[{"name":"n","value":"v","inline":true}]}]`,
+		Components:    `[{"type":1,"components":[{"type":2,"style":1,"custom_id":"ok","label":"OK"}]}]`,
+		WebhookID:     rid(),
+		WebhookName:   "Captain Hook ☃",
+		WebhookAvatar: "0123abcd",
 	}
 }
 

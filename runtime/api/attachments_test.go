@@ -1,0 +1,301 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/permissions"
+	"github.com/concord-chat/concord/runtime/store/objects"
+	"github.com/concord-chat/concord/runtime/wire"
+)
+
+// pngBytes is a tiny PNG header (enough for the sniffer).
+var pngBytes = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00")
+
+type filePart struct {
+	field, name, ctype string
+	data               []byte
+}
+
+// multipartBody builds a payload_json + files body as the libraries send it.
+func multipartBody(t testing.TB, payload any, files ...filePart) (string, []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	if payload != nil {
+		raw, _ := json.Marshal(payload)
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", `form-data; name="payload_json"`)
+		h.Set("Content-Type", "application/json")
+		pw, _ := mw.CreatePart(h)
+		pw.Write(raw)
+	}
+	for _, f := range files {
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="%s"; filename="%s"`, f.field, f.name))
+		h.Set("Content-Type", f.ctype)
+		pw, _ := mw.CreatePart(h)
+		pw.Write(f.data)
+	}
+	mw.Close()
+	return mw.FormDataContentType(), buf.Bytes()
+}
+
+func (e *env) upload(method, path, token string, payload any, files ...filePart) (int, []byte) {
+	e.t.Helper()
+	ct, body := multipartBody(e.t, payload, files...)
+	req, _ := http.NewRequest(method, e.srv.URL+path, bytes.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", token)
+	}
+	req.Header.Set("Content-Type", ct)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return res.StatusCode, raw
+}
+
+func fetch(t testing.TB, url string) (*http.Response, []byte) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, b
+}
+
+func TestAttachments(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	path := fmt.Sprintf("%s/channels/%d/messages", v10, w.general)
+	status, raw := e.upload("POST", path, w.bob.Token,
+		map[string]any{"content": "two files", "attachments": []map[string]any{{"id": 0, "filename": "renamed.png"}, {"id": "1"}}},
+		filePart{"files[0]", "cat.png", "text/html", pngBytes},
+		filePart{"files[1]", "../../etc/notes.txt", "image/png", []byte("<html><script>alert(1)</script>")})
+	if status != 200 {
+		t.Fatalf("upload: %d %s", status, raw)
+	}
+	var m wire.Message
+	json.Unmarshal(raw, &m)
+	if len(m.Attachments) != 2 {
+		t.Fatalf("attachments = %+v", m.Attachments)
+	}
+	img, doc := m.Attachments[0], m.Attachments[1]
+	// Names are the client's (last path element, renamed by the
+	// payload); types are sniffed, whatever the client claimed.
+	if img.Filename != "renamed.png" || img.ContentType != "image/png" || img.Size != len(pngBytes) ||
+		doc.Filename != "notes.txt" || doc.ContentType != "text/html; charset=utf-8" {
+		t.Fatalf("attachments = %+v", m.Attachments)
+	}
+	if !strings.HasPrefix(img.URL, e.srv.URL+"/api/v10/attachments/"+w.general.String()+"/"+img.ID.String()+"/renamed.png?ex=") {
+		t.Fatalf("url = %s", img.URL)
+	}
+	res, body := fetch(t, img.URL)
+	if res.StatusCode != 200 || !bytes.Equal(body, pngBytes) || res.Header.Get("Content-Type") != "image/png" ||
+		res.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("fetch image: %d %q %v", res.StatusCode, body, res.Header)
+	}
+	// HTML is never served as a page of this origin.
+	res, body = fetch(t, doc.URL)
+	if res.StatusCode != 200 || string(body) != "<html><script>alert(1)</script>" ||
+		res.Header.Get("Content-Type") != "application/octet-stream" || !strings.HasPrefix(res.Header.Get("Content-Disposition"), "attachment") ||
+		!strings.Contains(res.Header.Get("Content-Security-Policy"), "sandbox") {
+		t.Fatalf("fetch html: %d %v", res.StatusCode, res.Header)
+	}
+	// A tampered or expired signature is refused.
+	res, _ = fetch(t, strings.Replace(img.URL, "hm=", "hm=0", 1))
+	if res.StatusCode != 401 {
+		t.Fatalf("tampered: %d", res.StatusCode)
+	}
+	res, _ = fetch(t, strings.Replace(img.URL, "/renamed.png?", "/other.png?", 1))
+	if res.StatusCode != 401 {
+		t.Fatalf("other path with the same signature: %d", res.StatusCode)
+	}
+	// Reads re-sign the stored key.
+	var read wire.Message
+	e.ok("GET", fmt.Sprintf("%s/%d", path, m.ID), w.alice.Token, nil, &read)
+	if len(read.Attachments) != 2 || !strings.Contains(read.Attachments[0].URL, "hm=") {
+		t.Fatalf("read attachments = %+v", read.Attachments)
+	}
+	// A file alone is a message; files need ATTACH_FILES.
+	status, raw = e.upload("POST", path, w.bob.Token, nil, filePart{"files[0]", "a.txt", "text/plain", []byte("just a file")})
+	if status != 200 {
+		t.Fatalf("file only: %d %s", status, raw)
+	}
+	e.ok("PUT", fmt.Sprintf("%s/channels/%d/permissions/%d", v10, w.general, w.guildID), w.alice.Token,
+		map[string]any{"type": 0, "deny": strconv.FormatUint(uint64(permissions.AttachFiles), 10)}, nil)
+	status, raw = e.upload("POST", path, w.bob.Token, map[string]any{"content": "x"}, filePart{"files[0]", "a.txt", "text/plain", []byte("x")})
+	if status != 403 || !strings.Contains(string(raw), "50013") {
+		t.Fatalf("without ATTACH_FILES: %d %s", status, raw)
+	}
+	// Errors: an attachment naming no file, eleven files, duplicates.
+	status, raw = e.upload("POST", path, w.alice.Token, map[string]any{"content": "x", "attachments": []map[string]any{{"id": 3}}},
+		filePart{"files[0]", "a.txt", "text/plain", []byte("x")})
+	if status != 400 || !strings.Contains(string(raw), "ATTACHMENT_NOT_FOUND") {
+		t.Fatalf("dangling attachment: %d %s", status, raw)
+	}
+	var many []filePart
+	for i := 0; i <= maxFiles; i++ {
+		many = append(many, filePart{fmt.Sprintf("files[%d]", i), "f.txt", "text/plain", []byte("x")})
+	}
+	status, raw = e.upload("POST", path, w.alice.Token, map[string]any{"content": "x"}, many...)
+	if status != 400 || !strings.Contains(string(raw), "50035") {
+		t.Fatalf("eleven files: %d %s", status, raw)
+	}
+	status, raw = e.upload("POST", path, w.alice.Token, map[string]any{"content": "x"},
+		filePart{"files[0]", "a", "text/plain", []byte("x")}, filePart{"files[0]", "b", "text/plain", []byte("y")})
+	if status != 400 {
+		t.Fatalf("duplicate index: %d %s", status, raw)
+	}
+}
+
+func TestAttachmentLimits(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	objs := e.objectsDir()
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	h := New(Config{MaxFileBytes: 1024, AttachmentURLTTL: time.Hour, Now: clock}, Deps{Store: e.store, Guilds: e.guilds, Auth: e.auth, IDs: e.ids, Objects: objs})
+	e.srv.Config.Handler = h
+	path := fmt.Sprintf("%s/channels/%d/messages", v10, w.general)
+	status, raw := e.upload("POST", path, w.alice.Token, map[string]any{"content": "x"}, filePart{"files[0]", "big.bin", "application/octet-stream", bytes.Repeat([]byte{1}, 1025)})
+	if status != 413 || !strings.Contains(string(raw), "40005") {
+		t.Fatalf("too large: %d %s", status, raw)
+	}
+	status, raw = e.upload("POST", path, w.alice.Token, map[string]any{"content": "x"}, filePart{"files[0]", "ok.bin", "application/octet-stream", bytes.Repeat([]byte{1}, 1024)})
+	if status != 200 {
+		t.Fatalf("at the limit: %d %s", status, raw)
+	}
+	var m wire.Message
+	json.Unmarshal(raw, &m)
+	// The URL works until it expires.
+	if res, _ := fetch(t, m.Attachments[0].URL); res.StatusCode != 200 {
+		t.Fatalf("fresh URL: %d", res.StatusCode)
+	}
+	mu.Lock()
+	now = now.Add(time.Hour + time.Second)
+	mu.Unlock()
+	if res, _ := fetch(t, m.Attachments[0].URL); res.StatusCode != 404 {
+		t.Fatalf("expired URL: %d", res.StatusCode)
+	}
+	// No temporary files are left behind.
+	left, _ := os.ReadDir(os.TempDir())
+	for _, f := range left {
+		if strings.HasPrefix(f.Name(), "concord-upload-") {
+			info, _ := f.Info()
+			if info != nil && time.Since(info.ModTime()) < time.Minute {
+				t.Errorf("temporary upload left: %s", f.Name())
+			}
+		}
+	}
+}
+
+func TestWebhookAttachments(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	wh := e.createWebhook(w.alice.Token, w.general, "Images")
+	status, raw := e.upload("POST", whPath(wh)+"?wait=true", "", map[string]any{"username": "Imager"},
+		filePart{"files[0]", "pic.png", "image/png", pngBytes})
+	if status != 200 {
+		t.Fatalf("webhook upload: %d %s", status, raw)
+	}
+	var m wire.Message
+	json.Unmarshal(raw, &m)
+	if len(m.Attachments) != 1 || m.Attachments[0].ContentType != "image/png" || m.WebhookID != wh.ID {
+		t.Fatalf("webhook attachment = %+v", m)
+	}
+	res, body := fetch(t, m.Attachments[0].URL)
+	if res.StatusCode != 200 || !bytes.Equal(body, pngBytes) {
+		t.Fatalf("fetch: %d", res.StatusCode)
+	}
+	// Editing keeps the listed attachments and adds new ones.
+	status, raw = e.upload("PATCH", fmt.Sprintf("%s/messages/%d", whPath(wh), m.ID), "",
+		map[string]any{"content": "now two", "attachments": []map[string]any{{"id": m.Attachments[0].ID.String()}, {"id": 0}}},
+		filePart{"files[0]", "b.txt", "text/plain", []byte("second")})
+	if status != 200 {
+		t.Fatalf("edit with file: %d %s", status, raw)
+	}
+	var ed wire.Message
+	json.Unmarshal(raw, &ed)
+	if len(ed.Attachments) != 2 || ed.Attachments[0].ID != m.Attachments[0].ID || ed.Attachments[1].Filename != "b.txt" {
+		t.Fatalf("edited attachments = %+v", ed.Attachments)
+	}
+	// An empty attachments list removes them.
+	var cleared wire.Message
+	e.ok("PATCH", fmt.Sprintf("%s/messages/%d", whPath(wh), m.ID), "", map[string]any{"attachments": []any{}}, &cleared)
+	if len(cleared.Attachments) != 0 || cleared.Content != "now two" {
+		t.Fatalf("cleared = %+v", cleared)
+	}
+}
+
+func (e *env) objectsDir() *objects.Dir {
+	e.t.Helper()
+	d, err := objects.NewDir(e.t.(*testing.T).TempDir())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
+func TestAttachmentEditAndDelete(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	path := fmt.Sprintf("%s/channels/%d/messages", v10, w.general)
+	status, raw := e.upload("POST", path, w.bob.Token, map[string]any{"content": "two"},
+		filePart{"files[0]", "a.png", "image/png", pngBytes}, filePart{"files[1]", "b.txt", "text/plain", []byte("bee")})
+	if status != 200 {
+		t.Fatalf("upload: %d %s", status, raw)
+	}
+	var m wire.Message
+	json.Unmarshal(raw, &m)
+	a, b := m.Attachments[0], m.Attachments[1]
+	// Keep a, drop b, add c.
+	status, raw = e.upload("PATCH", fmt.Sprintf("%s/%d", path, m.ID), w.bob.Token,
+		map[string]any{"attachments": []map[string]any{{"id": a.ID.String()}, {"id": 0}}},
+		filePart{"files[0]", "c.txt", "text/plain", []byte("sea")})
+	if status != 200 {
+		t.Fatalf("edit: %d %s", status, raw)
+	}
+	var ed wire.Message
+	json.Unmarshal(raw, &ed)
+	if len(ed.Attachments) != 2 || ed.Attachments[0].ID != a.ID || ed.Attachments[1].Filename != "c.txt" || ed.Content != "two" {
+		t.Fatalf("edited = %+v", ed.Attachments)
+	}
+	// The dropped file is gone from the object store.
+	if res, _ := fetch(t, b.URL); res.StatusCode != 404 {
+		t.Fatalf("dropped attachment still served: %d", res.StatusCode)
+	}
+	if res, _ := fetch(t, ed.Attachments[0].URL); res.StatusCode != 200 {
+		t.Fatalf("kept attachment: %d", res.StatusCode)
+	}
+	// Someone else's message: 50005 before anything is stored.
+	status, _ = e.upload("PATCH", fmt.Sprintf("%s/%d", path, m.ID), w.alice.Token, map[string]any{"content": "x"},
+		filePart{"files[0]", "d.txt", "text/plain", []byte("d")})
+	if status != 403 {
+		t.Fatalf("edit of another's message: %d", status)
+	}
+	// Deleting the message deletes its files.
+	e.ok("DELETE", fmt.Sprintf("%s/%d", path, m.ID), w.bob.Token, nil, nil)
+	for _, at := range ed.Attachments {
+		if res, _ := fetch(t, at.URL); res.StatusCode != 404 {
+			t.Fatalf("attachment of a deleted message still served: %d", res.StatusCode)
+		}
+	}
+}

@@ -1,0 +1,361 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/concord-chat/concord/runtime/eventlog"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/wire"
+)
+
+// Executing a webhook: POST /webhooks/{id}/{token}[?wait=true][&thread_id=]
+// posts as the webhook (author id = webhook id, bot, with the name and
+// avatar of the request's username/avatar_url overrides or the
+// webhook's), into its channel or a thread of it. Without wait the answer
+// is 204 and no message; with it, the message.
+//
+// Executions are limited per webhook — whoever calls, from wherever —
+// to webhookBurst messages per webhookWindow (Discord's bucket), in the
+// process that owns the guild (the split wiring routes every request of
+// a webhook's guild to that node).
+
+// Per-webhook execution limit.
+const (
+	webhookBurst  = 5
+	webhookWindow = 2 * time.Second
+	// maxLimitedWebhooks bounds the limiter's memory; it forgets every
+	// window when full (a burst above the limit is the worst outcome).
+	maxLimitedWebhooks = 1 << 16
+)
+
+// webhookLimiter is a fixed-window counter per webhook.
+type webhookLimiter struct {
+	mu   sync.Mutex
+	wins map[snowflake.ID]*limitWindow
+}
+
+type limitWindow struct {
+	start time.Time
+	n     int
+}
+
+// take counts one execution at now and returns how long to wait when the
+// webhook is over its limit (0: allowed).
+func (l *webhookLimiter) take(id snowflake.ID, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wins == nil || len(l.wins) >= maxLimitedWebhooks {
+		l.wins = make(map[snowflake.ID]*limitWindow)
+	}
+	w := l.wins[id]
+	if w == nil || now.Sub(w.start) >= webhookWindow {
+		w = &limitWindow{start: now}
+		l.wins[id] = w
+	}
+	if w.n >= webhookBurst {
+		return webhookWindow - now.Sub(w.start)
+	}
+	w.n++
+	return 0
+}
+
+type executeWebhookRequest struct {
+	Content         string            `json:"content"`
+	Username        string            `json:"username"`
+	AvatarURL       string            `json:"avatar_url"`
+	TTS             bool              `json:"tts"`
+	Embeds          []json.RawMessage `json:"embeds"`
+	Components      []json.RawMessage `json:"components"`
+	StickerIDs      []reqID           `json:"sticker_ids"`
+	AllowedMentions *allowedMentions  `json:"allowed_mentions"`
+	Flags           int               `json:"flags"`
+	ThreadName      string            `json:"thread_name"`
+	Attachments     []attachmentRef   `json:"attachments"`
+}
+
+func decodeExecuteWebhook(body []byte, files int) (executeWebhookRequest, error) {
+	var req executeWebhookRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return req, err
+	}
+	if utf8.RuneCountInString(req.Content) > maxContent {
+		return req, formError("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.")
+	}
+	if req.Username != "" {
+		if err := checkWebhookName("username", req.Username); err != nil {
+			return req, err
+		}
+	}
+	if req.ThreadName != "" {
+		return req, formError("thread_name", "WEBHOOK_THREAD_NAME", "Threads can be created by a webhook only in forum channels, which Concord does not have.")
+	}
+	if err := checkRich(&req.Embeds, &req.Components, req.StickerIDs, req.AllowedMentions); err != nil {
+		return req, err
+	}
+	if strings.TrimSpace(req.Content) == "" && len(req.Embeds) == 0 && len(req.Components) == 0 && files == 0 {
+		return req, errEmptyMessage
+	}
+	return req, nil
+}
+
+// webhookTarget resolves ?thread_id against the webhook: 0 is the
+// webhook's channel; a thread must be one of that channel.
+func (h *handler) webhookTarget(r *http.Request, wh store.Webhook) (snowflake.ID, error) {
+	s := r.URL.Query().Get("thread_id")
+	if s == "" {
+		return 0, nil
+	}
+	id, err := snowflake.Parse(s)
+	if err != nil {
+		return 0, formError("thread_id", "NUMBER_TYPE_COERCE", "Value \""+truncate(s, 30)+"\" is not snowflake.")
+	}
+	c, err := h.store.GetChannel(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) || err == nil && (c.Thread == nil || c.ParentID != wh.ChannelID) {
+		return 0, guild.ErrUnknownChannel
+	}
+	if err != nil {
+		return 0, errors.Join(guild.ErrUnavailable, err)
+	}
+	return id, nil
+}
+
+// avatarURLHash names an avatar_url override; the image is not fetched
+// (no egress for it), so the author's avatar is a stable hash of the URL.
+func avatarURLHash(u string) string {
+	sum := sha256.Sum256([]byte(u))
+	return hex.EncodeToString(sum[:16])
+}
+
+// executeWebhook is POST /webhooks/{id}/{token}.
+func (h *handler) executeWebhook(w http.ResponseWriter, r *http.Request) error {
+	wh, err := h.tokenWebhook(r)
+	if err != nil {
+		return err
+	}
+	wait := false
+	switch v := r.URL.Query().Get("wait"); strings.ToLower(v) {
+	case "", "false", "0":
+	case "true", "1":
+		wait = true
+	default:
+		return formError("wait", "BASE_TYPE_BOOLEAN", "Must be either true or false.")
+	}
+	threadID, err := h.webhookTarget(r, wh)
+	if err != nil {
+		return err
+	}
+	body, files, err := h.readMessagePayload(w, r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeExecuteWebhook(body, len(files))
+	if err != nil {
+		return err
+	}
+	if retry := h.webhookLimit.take(wh.ID, h.cfg.Now()); retry > 0 {
+		return &apiError{Status: http.StatusTooManyRequests, Message: "You are being rate limited.", RetryAfter: retry.Seconds()}
+	}
+	ctx := r.Context()
+	mentions := parseMentions(req.Content, req.AllowedMentions)
+	grant, err := h.guilds.AuthorizeWebhookSend(ctx, guild.WebhookSend{
+		GuildID: wh.GuildID, ChannelID: wh.ChannelID, ThreadID: threadID,
+		MentionsEveryone: mentions.Everyone, Users: mentions.Users, Roles: mentions.Roles,
+	})
+	if err != nil {
+		return err
+	}
+	id, err := h.ids.Next()
+	if err != nil {
+		return errors.Join(guild.ErrUnavailable, err)
+	}
+	atts, err := h.saveAttachments(ctx, grant.Channel.ID, req.Attachments, files)
+	if err != nil {
+		return err
+	}
+	m := store.Message{
+		ID: id, ChannelID: grant.Channel.ID, GuildID: wh.GuildID, AuthorID: wh.ID, Content: req.Content,
+		Type: wire.MessageDefault, TTS: req.TTS, MentionEveryone: grant.MentionEveryone,
+		Mentions: grant.Users, MentionRoles: grant.Roles, Flags: sendFlags(req.Flags),
+		Embeds: wire.JoinRaw(req.Embeds), Components: wire.JoinRaw(req.Components), Attachments: atts,
+		WebhookID: wh.ID, WebhookName: wh.Name, WebhookAvatar: wh.Avatar,
+	}
+	if req.Username != "" {
+		m.WebhookName = req.Username
+	}
+	if req.AvatarURL != "" {
+		m.WebhookAvatar = avatarURLHash(req.AvatarURL)
+	}
+	if err := h.store.PutMessage(ctx, m); err != nil {
+		return errors.Join(guild.ErrUnavailable, err)
+	}
+	out := h.webhookMessageJSON(ctx, m)
+	bg, cancel := background(ctx)
+	defer cancel()
+	h.logMessage(bg, eventlog.MessageCreate, out)
+	if err := h.guilds.PublishMessage(bg, "MESSAGE_CREATE", out); err != nil {
+		h.log.Warn("webhook message not published", "message_id", m.ID, "err", err)
+	}
+	if !wait {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// webhookMessageJSON renders a message for its webhook's token routes:
+// the webhook posted it into its own channel, which is all it reads, so
+// no viewer decision applies (webhook messages never reply).
+func (h *handler) webhookMessageJSON(ctx context.Context, m store.Message) wire.Message {
+	return h.wireMessage(ctx, m, nil, nil)
+}
+
+// webhookAuthor is the author object of a webhook's message.
+func webhookAuthor(m store.Message) wire.User {
+	u := wire.User{ID: m.WebhookID, Username: m.WebhookName, Discriminator: "0000", Bot: true}
+	if m.WebhookAvatar != "" {
+		av := m.WebhookAvatar
+		u.Avatar = &av
+	}
+	return u
+}
+
+// webhookOwnMessage loads a message the webhook posted, from its channel
+// or the thread ?thread_id names; any other message is 10008.
+func (h *handler) webhookOwnMessage(r *http.Request) (store.Webhook, store.Message, error) {
+	wh, err := h.tokenWebhook(r)
+	if err != nil {
+		return wh, store.Message{}, err
+	}
+	threadID, err := h.webhookTarget(r, wh)
+	if err != nil {
+		return wh, store.Message{}, err
+	}
+	channelID := wh.ChannelID
+	if threadID != 0 {
+		channelID = threadID
+	}
+	messageID, err := pathID(r, "message", errUnknownMessage)
+	if err != nil {
+		return wh, store.Message{}, err
+	}
+	m, err := h.store.GetMessage(r.Context(), channelID, messageID)
+	if err != nil {
+		return wh, store.Message{}, messageErr(err)
+	}
+	if m.WebhookID != wh.ID {
+		return wh, store.Message{}, errUnknownMessage
+	}
+	return wh, m, nil
+}
+
+// getWebhookMessage is GET /webhooks/{id}/{token}/messages/{m}.
+func (h *handler) getWebhookMessage(w http.ResponseWriter, r *http.Request) error {
+	_, m, err := h.webhookOwnMessage(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, h.webhookMessageJSON(r.Context(), m))
+	return nil
+}
+
+type editWebhookMessageRequest struct {
+	editMessageRequest
+	Attachments *[]attachmentRef `json:"attachments"`
+}
+
+// editWebhookMessage is PATCH /webhooks/{id}/{token}/messages/{m}.
+func (h *handler) editWebhookMessage(w http.ResponseWriter, r *http.Request) error {
+	wh, m, err := h.webhookOwnMessage(r)
+	if err != nil {
+		return err
+	}
+	body, files, err := h.readMessagePayload(w, r)
+	if err != nil {
+		return err
+	}
+	var req editWebhookMessageRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return err
+	}
+	if utf8.RuneCountInString(req.Content.Value) > maxContent {
+		return formError("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.")
+	}
+	if err := checkRich(&req.Embeds.Value, &req.Components.Value, nil, req.AllowedMentions); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if req.Content.Set {
+		mentions := parseMentions(req.Content.Value, req.AllowedMentions)
+		threadID := snowflake.ID(0)
+		if m.ChannelID != wh.ChannelID {
+			threadID = m.ChannelID
+		}
+		grant, err := h.guilds.AuthorizeWebhookSend(ctx, guild.WebhookSend{
+			GuildID: wh.GuildID, ChannelID: wh.ChannelID, ThreadID: threadID,
+			MentionsEveryone: mentions.Everyone, Users: mentions.Users, Roles: mentions.Roles,
+		})
+		if err != nil {
+			return err
+		}
+		m.Content = req.Content.Value
+		m.Mentions, m.MentionRoles, m.MentionEveryone = grant.Users, grant.Roles, grant.MentionEveryone
+	}
+	if req.Flags.Set {
+		m.Flags = sendFlags(req.Flags.Value)
+	}
+	applyRichEdit(&m, req.Embeds, req.Components)
+	removed, err := h.editAttachments(ctx, &m, req.Attachments, files)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(m.Content) == "" && m.Embeds == "" && m.Components == "" && len(m.Attachments) == 0 {
+		return errEmptyMessage
+	}
+	m.EditedAt = h.cfg.Now()
+	if err := h.store.PutMessage(ctx, m); err != nil {
+		return errors.Join(guild.ErrUnavailable, err)
+	}
+	out := h.webhookMessageJSON(ctx, m)
+	bg, cancel := background(ctx)
+	defer cancel()
+	h.forgetAttachments(bg, removed)
+	h.logMessage(bg, eventlog.MessageUpdate, out)
+	if err := h.guilds.PublishMessage(bg, "MESSAGE_UPDATE", out); err != nil {
+		h.log.Warn("webhook message update not published", "message_id", m.ID, "err", err)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// deleteWebhookMessage is DELETE /webhooks/{id}/{token}/messages/{m}.
+func (h *handler) deleteWebhookMessage(w http.ResponseWriter, r *http.Request) error {
+	wh, m, err := h.webhookOwnMessage(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if err := h.store.DeleteMessage(ctx, m.ChannelID, m.ID); err != nil {
+		return messageErr(err)
+	}
+	bg, cancel := background(ctx)
+	defer cancel()
+	h.forgetAttachments(bg, m.Attachments)
+	h.logDeletes(bg, wh.GuildID, m.ChannelID, []snowflake.ID{m.ID})
+	if err := h.guilds.PublishDelete(bg, wh.GuildID, m.ChannelID, []snowflake.ID{m.ID}); err != nil {
+		h.log.Warn("webhook message delete not published", "message_id", m.ID, "err", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,110 @@
+"""An unmodified discord.py logging bot driven by the Go conformance test.
+
+When the owner posts "log <text>" it creates a channel webhook, lists the
+channel's webhooks, posts the text through the webhook with a username
+override, an embed and a file, edits and deletes that message, renames and
+deletes the webhook and reads the webhook entries of the audit log back,
+printing one JSON line per step (like js/logging.js). Env: CONCORD_HOST,
+CONCORD_TOKEN. Closing stdin stops it.
+"""
+
+import asyncio
+import io
+import json
+import os
+import sys
+import threading
+import traceback
+
+import discord
+import discord.webhook.async_
+import yarl
+
+HOST = os.environ["CONCORD_HOST"]
+discord.http.Route.BASE = f"http://{HOST}/api/v10"
+discord.webhook.async_.Route.BASE = f"http://{HOST}/api/v10"
+discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(f"ws://{HOST}/")
+
+
+def emit(ev, **fields):
+    """Prints one event as a JSON line."""
+    print(json.dumps({"ev": ev, **fields}), flush=True)
+
+
+discord.utils.setup_logging()
+
+intents = discord.Intents.default()
+intents.message_content = True
+intents.webhooks = True
+client = discord.Client(intents=intents)
+
+
+@client.event
+async def on_ready():
+    emit("ready", user=str(client.user.id))
+
+
+@client.event
+async def on_webhooks_update(channel):
+    emit("webhooksUpdate", channel=str(channel.id))
+
+
+@client.event
+async def on_message(m):
+    if m.webhook_id:
+        emit("webhookMessageEvent", id=str(m.id), webhook=str(m.webhook_id), author=m.author.name, content=m.content)
+        return
+    if m.author.id == client.user.id or not m.content.startswith("log "):
+        return
+    text = m.content[4:]
+    try:
+        hook = await m.channel.create_webhook(name="Logger", reason="conformance logging")
+        emit("webhookCreated", id=str(hook.id), token=bool(hook.token), channel=str(hook.channel_id))
+        hooks = await m.channel.webhooks()
+        emit("webhooksListed", count=len(hooks), ids=[str(h.id) for h in hooks])
+        embed = discord.Embed(title="Log entry", description=text)
+        sent = await hook.send(
+            "logged: " + text, username="Audit Trail", embed=embed,
+            file=discord.File(io.BytesIO(b"log line\n"), filename="log.txt"), wait=True,
+        )
+        att = sent.attachments[0] if sent.attachments else None
+        emit("webhookSent", id=str(sent.id), webhook=str(sent.webhook_id), author=sent.author.name,
+             embeds=len(sent.embeds), attachments=len(sent.attachments),
+             url=att.url if att else "", name=att.filename if att else "")
+        edited = await hook.edit_message(sent.id, content="edited: " + text)
+        emit("webhookEdited", id=str(edited.id), content=edited.content)
+        await hook.delete_message(sent.id)
+        emit("webhookMessageDeleted", id=str(sent.id))
+        renamed = await hook.edit(name="Logger 2")
+        emit("webhookRenamed", name=renamed.name)
+        await hook.delete(reason="conformance cleanup")
+        emit("webhookDeleted", id=str(hook.id))
+        entries = [e async for e in m.guild.audit_logs(limit=5, action=discord.AuditLogAction.webhook_create)]
+        first = entries[0] if entries else None
+        emit("audit", count=len(entries), target=str(first.target.id) if first and first.target else "",
+             executor=str(first.user_id) if first else "")
+    except Exception:
+        emit("error", message=traceback.format_exc())
+
+
+@client.event
+async def on_error(event, *args, **kwargs):
+    emit("error", message=f"{event}: {traceback.format_exc()}")
+
+
+def watch_stdin(loop):
+    """Closes the client once stdin reaches EOF (the test is done)."""
+    sys.stdin.read()
+    asyncio.run_coroutine_threadsafe(client.close(), loop)
+
+
+async def main():
+    threading.Thread(target=watch_stdin, args=(asyncio.get_running_loop(),), daemon=True).start()
+    try:
+        await client.start(os.environ["CONCORD_TOKEN"])
+    except Exception:
+        emit("error", message="login: " + traceback.format_exc())
+        sys.exit(1)
+
+
+asyncio.run(main())

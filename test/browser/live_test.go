@@ -81,23 +81,6 @@ func (f *liveFront) stop() {
 	}
 }
 
-// restart listens on the same address again.
-func (f *liveFront) restart() {
-	f.t.Helper()
-	var l net.Listener
-	var err error
-	for range 50 {
-		if l, err = net.Listen("tcp", f.addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		f.t.Fatalf("listen again on %s: %v", f.addr, err)
-	}
-	f.serve(l)
-}
-
 // openLive loads /live/<stream> logged in with token ("" for anonymous).
 func openLive(p *page, base, token, stream, query string) {
 	p.t.Helper()

@@ -77,7 +77,7 @@ func TestRules(t *testing.T) {
 		}
 	}
 	await(t, f, s, store.User{ID: 51}, "big ＳＰＯＩＬＥＲ here", filter.ReasonBlockedTerm)
-	await(t, f, s, store.User{ID: 52}, "s​poiler", filter.ReasonBlockedTerm)
+	await(t, f, s, store.User{ID: 52}, "s\u200bpoiler", filter.ReasonBlockedTerm)
 
 	// Links are blocked for viewers, allowed for the creator and moderators.
 	await(t, f, s, store.User{ID: 53}, "see example.com now", filter.ReasonLink)

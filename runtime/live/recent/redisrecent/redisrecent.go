@@ -120,8 +120,9 @@ func (c *Cache) Range(ctx context.Context, stream snowflake.ID, after, before in
 	if before > 0 {
 		hi = "(" + strconv.FormatInt(before, 10)
 	}
-	members, err := c.c.ZRevRangeByScore(ctx, c.key(stream), &goredis.ZRangeBy{
-		Max: hi, Min: "(" + strconv.FormatInt(after, 10), Count: int64(n)}).Result()
+	// Newest first (BYSCORE REV: Start is the high bound), n at most.
+	members, err := c.c.ZRangeArgs(ctx, goredis.ZRangeArgs{Key: c.key(stream), ByScore: true, Rev: true,
+		Start: hi, Stop: "(" + strconv.FormatInt(after, 10), Count: int64(n)}).Result()
 	if err != nil {
 		return nil, unavailable("range", err)
 	}

@@ -336,5 +336,5 @@ type ConcordClusterList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ConcordCluster{}, &ConcordClusterList{})
+	register(&ConcordCluster{}, &ConcordClusterList{})
 }

@@ -111,5 +111,5 @@ type GuildPlacementList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&GuildPlacement{}, &GuildPlacementList{})
+	register(&GuildPlacement{}, &GuildPlacementList{})
 }

@@ -115,5 +115,5 @@ type RelayTierList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&RelayTier{}, &RelayTierList{})
+	register(&RelayTier{}, &RelayTierList{})
 }

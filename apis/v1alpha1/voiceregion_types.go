@@ -160,5 +160,5 @@ type VoiceRegionList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&VoiceRegion{}, &VoiceRegionList{})
+	register(&VoiceRegion{}, &VoiceRegionList{})
 }

@@ -84,7 +84,7 @@ func TestDryRunApply(t *testing.T) {
 	for _, f := range valuesFiles(t) {
 		objs := render(t, f)
 		for _, o := range objs {
-			err := k8s.Patch(ctx, o, client.Apply, client.FieldOwner("chart-test"), client.ForceOwnership, client.DryRunAll)
+			err := k8s.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("chart-test"), client.ForceOwnership, client.DryRunAll)
 			if err != nil {
 				y, _ := yaml.Marshal(o.Object)
 				t.Errorf("values %q: dry-run apply %s %s: %v\n%s", filepath.Base(f), o.GetKind(), o.GetName(), err, y)

@@ -22,9 +22,6 @@ const (
 	PortGRPC = 7070
 )
 
-// fieldOwner is the field manager of the operator's writes.
-const fieldOwner = client.FieldOwner("concord-operator")
-
 // setCondition sets one condition with the resource's generation.
 func setCondition(conds *[]metav1.Condition, gen int64, typ string, status bool, reason, msg string) {
 	s := metav1.ConditionFalse

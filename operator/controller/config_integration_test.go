@@ -92,7 +92,7 @@ func TestKustomizeDefault(t *testing.T) {
 	_ = k8s.Create(ctx, nsObj)
 	for _, o := range objs {
 		y, _ := yaml.Marshal(o.Object)
-		err := k8s.Patch(ctx, o, client.Apply, client.FieldOwner("config-test"), client.ForceOwnership, client.DryRunAll)
+		err := k8s.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("config-test"), client.ForceOwnership, client.DryRunAll)
 		g.Expect(err).NotTo(HaveOccurred(), "server-side dry-run apply of\n%s", y)
 	}
 }

@@ -87,13 +87,6 @@ func (g *flightGroup[K, V]) forget(key K, f *flight[V]) {
 	}
 }
 
-// inFlight returns the number of calls in flight or lingering.
-func (g *flightGroup[K, V]) inFlight() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.m)
-}
-
 // waiting returns the number of callers attached to calls still running.
 func (g *flightGroup[K, V]) waiting() int {
 	g.mu.Lock()

@@ -19,3 +19,9 @@ var metrics = struct {
 		Help: "HTTP connections refused at accept, by the cap they exceeded (per_address, total).",
 	}, []string{"reason"}),
 }
+
+// Collectors are the package's metrics, for a process that serves its own
+// registry rather than Prometheus's default one.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{metrics.open, metrics.rejected}
+}

@@ -2,7 +2,6 @@ package memberlist
 
 import (
 	"encoding/json"
-	"slices"
 	"strconv"
 
 	"github.com/concord-chat/concord/runtime/event"
@@ -203,17 +202,4 @@ func memberItem(m json.RawMessage) json.RawMessage {
 	b = append(b, `{"member":`...)
 	b = append(b, m...)
 	return append(b, '}')
-}
-
-// sortSessions orders sessions by id, for deterministic output.
-func sortSessions(ss []event.Session) {
-	slices.SortFunc(ss, func(a, b event.Session) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
 }

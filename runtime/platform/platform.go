@@ -73,6 +73,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	}
 	p := &Platform{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry()}
 	p.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p.registry.MustRegister(httpserve.Collectors()...)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("platform: data dir: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -72,5 +73,21 @@ func TestDevBuildsTableRoles(t *testing.T) {
 	}
 	if closed.Load() != 1 {
 		t.Fatalf("role closed %d times", closed.Load())
+	}
+}
+
+// The listener's connection metrics are on concord dev's /metrics.
+func TestDevMetricsHaveListenerBounds(t *testing.T) {
+	_, addr := startTestPlatform(t)
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, name := range []string{"concord_http_connections_open "} {
+		if !strings.Contains(string(b), name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
 	}
 }

@@ -115,15 +115,3 @@ func (c *lru[V]) dropClean() {
 		s.mu.Unlock()
 	}
 }
-
-// len returns the number of cached entries.
-func (c *lru[V]) len() int {
-	n := 0
-	for i := range c.shards {
-		s := &c.shards[i]
-		s.mu.Lock()
-		n += s.order.Len()
-		s.mu.Unlock()
-	}
-	return n
-}

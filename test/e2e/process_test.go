@@ -163,32 +163,3 @@ func call(t *testing.T, addr, token, method, path string, body, out any) int {
 	}
 	return resp.StatusCode
 }
-
-// tryCall is call without failing the test on transport errors.
-func tryCall(addr, token, method, path string, body, out any) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://"+addr+"/api/v10"+path, rd)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	if resp.StatusCode == 200 && out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return 0, err
-		}
-	}
-	return resp.StatusCode, nil
-}

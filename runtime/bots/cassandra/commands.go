@@ -102,7 +102,7 @@ func (s *Store) ReplaceCommands(ctx context.Context, appID, guildID snowflake.ID
 	}
 	return s.op(ctx, func() error {
 		ts := time.Now().UnixMicro()
-		b := s.session.Batch(gocql.LoggedBatch).WithContext(ctx)
+		b := s.session.Batch(gocql.LoggedBatch)
 		b.Query(`DELETE FROM bot_commands USING TIMESTAMP ? WHERE app_id = ? AND guild_id = ?`,
 			ts-1, id(appID), id(guildID))
 		for i, c := range cmds {

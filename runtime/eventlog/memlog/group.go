@@ -78,7 +78,7 @@ func (g *group) load() error {
 	}
 	for topic, parts := range m {
 		for p, off := range parts {
-			n, err := strconv.Atoi(p)
+			n, err := strconv.ParseInt(p, 10, 32)
 			if err != nil {
 				return fmt.Errorf("memlog: bad partition %q in offsets of group %q", p, g.name)
 			}

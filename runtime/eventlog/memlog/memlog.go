@@ -73,7 +73,7 @@ func New(cfg Config) (*Log, error) {
 		return l, nil
 	}
 	for _, d := range []string{"topics", "groups"} {
-		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("memlog: create dir: %w", err)
 		}
 	}
@@ -109,7 +109,7 @@ func (l *Log) openTopicLocked(topic string, n int) ([]*partition, error) {
 		path := ""
 		if l.cfg.Dir != "" {
 			dir := filepath.Join(l.cfg.Dir, "topics", topic)
-			if err := os.MkdirAll(dir, 0o755); err != nil {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return nil, fmt.Errorf("memlog: create topic dir: %w", err)
 			}
 			path = filepath.Join(dir, fmt.Sprintf("%05d.log", i))

@@ -47,7 +47,7 @@ func openPartition(path string, fsync bool) (*partition, error) {
 	if path == "" {
 		return p, nil
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("memlog: open partition: %w", err)
 	}

@@ -479,8 +479,8 @@ func unavailable(err error) bool {
 		return false
 	}
 	for _, e := range []error{gocql.ErrNoConnections, gocql.ErrSessionClosed, gocql.ErrTimeoutNoResponse,
-		gocql.ErrConnectionClosed, gocql.ErrNoStreams, gocql.ErrTooManyTimeouts,
-		gocql.ErrNoConnectionsStarted, gocql.ErrHostQueryFailed, gocql.ErrUnavailable} {
+		gocql.ErrConnectionClosed, gocql.ErrNoStreams,
+		gocql.ErrNoConnectionsStarted, gocql.ErrUnavailable} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -70,14 +70,14 @@ func (s *Store) scanIDs(ctx context.Context, what, stmt string, args ...any) ([]
 }
 
 func (s *Store) logged(ctx context.Context) *gocql.Batch {
-	return s.session.Batch(gocql.LoggedBatch).WithContext(ctx)
+	return s.session.Batch(gocql.LoggedBatch)
 }
 
-func execBatch(b *gocql.Batch, op string) error {
+func execBatch(ctx context.Context, b *gocql.Batch, op string) error {
 	if b.Size() == 0 {
 		return nil
 	}
-	return wrapErr(op, b.Exec())
+	return wrapErr(op, b.ExecContext(ctx))
 }
 
 // PutGuild upserts the guild record.
@@ -121,17 +121,17 @@ func (s *Store) DeleteGuild(ctx context.Context, guildID snowflake.ID) error {
 	if err != nil {
 		return err
 	}
-	b := s.session.Batch(gocql.UnloggedBatch).WithContext(ctx)
+	b := s.session.Batch(gocql.UnloggedBatch)
 	for _, u := range users {
 		b.Query(`DELETE FROM user_guilds WHERE user_id = ? AND guild_id = ?`, int64(u), int64(guildID))
 		if b.Size() == 100 {
-			if err := execBatch(b, "delete guild: user index"); err != nil {
+			if err := execBatch(ctx, b, "delete guild: user index"); err != nil {
 				return err
 			}
-			b = s.session.Batch(gocql.UnloggedBatch).WithContext(ctx)
+			b = s.session.Batch(gocql.UnloggedBatch)
 		}
 	}
-	if err := execBatch(b, "delete guild: user index"); err != nil {
+	if err := execBatch(ctx, b, "delete guild: user index"); err != nil {
 		return err
 	}
 	iter := s.session.Query(`SELECT code FROM guild_invites WHERE guild_id = ?`, int64(guildID)).IterContext(ctx)
@@ -152,7 +152,7 @@ func (s *Store) DeleteGuild(ctx context.Context, guildID snowflake.ID) error {
 	b.Query(`DELETE FROM roles WHERE guild_id = ?`, int64(guildID))
 	b.Query(`DELETE FROM guild_channels WHERE guild_id = ?`, int64(guildID))
 	b.Query(`DELETE FROM guilds WHERE guild_id = ?`, int64(guildID))
-	return execBatch(b, "delete guild")
+	return execBatch(ctx, b, "delete guild")
 }
 
 // LoadGuild returns the guild with its channels, roles and members, each
@@ -226,7 +226,7 @@ func (s *Store) PutChannel(ctx context.Context, c store.Channel) error {
 	for _, r := range c.Recipients {
 		b.Query(`INSERT INTO private_channels (user_id, channel_id) VALUES (?, ?)`, int64(r), int64(c.ID))
 	}
-	return execBatch(b, "put channel")
+	return execBatch(ctx, b, "put channel")
 }
 
 // GetChannel returns a channel by id, whatever its guild.
@@ -267,7 +267,7 @@ func (s *Store) deleteChannel(ctx context.Context, c store.Channel) error {
 		b.Query(`DELETE FROM private_channels WHERE user_id = ? AND channel_id = ?`, int64(r), int64(c.ID))
 	}
 	b.Query(`DELETE FROM channels WHERE channel_id = ?`, int64(c.ID))
-	err = execBatch(b, "delete channel")
+	err = execBatch(ctx, b, "delete channel")
 	s.widths.forget(c.ID)
 	return err
 }
@@ -325,7 +325,7 @@ func (s *Store) PutMember(ctx context.Context, m store.Member) error {
 	b := s.logged(ctx)
 	b.Query(`INSERT INTO members (guild_id, user_id, doc) VALUES (?, ?, ?)`, int64(m.GuildID), int64(m.UserID), doc)
 	b.Query(`INSERT INTO user_guilds (user_id, guild_id) VALUES (?, ?)`, int64(m.UserID), int64(m.GuildID))
-	return execBatch(b, "put member")
+	return execBatch(ctx, b, "put member")
 }
 
 // DeleteMember removes a membership; an unknown one is store.ErrNotFound.
@@ -338,7 +338,7 @@ func (s *Store) DeleteMember(ctx context.Context, guildID, userID snowflake.ID) 
 	b := s.logged(ctx)
 	b.Query(`DELETE FROM members WHERE guild_id = ? AND user_id = ?`, int64(guildID), int64(userID))
 	b.Query(`DELETE FROM user_guilds WHERE user_id = ? AND guild_id = ?`, int64(userID), int64(guildID))
-	return execBatch(b, "delete member")
+	return execBatch(ctx, b, "delete member")
 }
 
 // UserGuilds lists the guilds userID is a member of, ordered by id.
@@ -367,7 +367,7 @@ func (s *Store) PutInvite(ctx context.Context, inv store.Invite) error {
 	}
 	b.Query(`INSERT INTO invites (code, guild_id, doc) VALUES (?, ?, ?)`, inv.Code, int64(inv.GuildID), doc)
 	b.Query(`INSERT INTO guild_invites (guild_id, code) VALUES (?, ?)`, int64(inv.GuildID), inv.Code)
-	return execBatch(b, "put invite")
+	return execBatch(ctx, b, "put invite")
 }
 
 func (s *Store) getInvite(ctx context.Context, code string) (store.Invite, error) {
@@ -390,5 +390,5 @@ func (s *Store) DeleteInvite(ctx context.Context, code string) error {
 	b := s.logged(ctx)
 	b.Query(`DELETE FROM invites WHERE code = ?`, code)
 	b.Query(`DELETE FROM guild_invites WHERE guild_id = ? AND code = ?`, int64(inv.GuildID), code)
-	return execBatch(b, "delete invite")
+	return execBatch(ctx, b, "delete invite")
 }

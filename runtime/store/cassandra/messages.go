@@ -253,7 +253,7 @@ func (s *Store) deleteInBucket(ctx context.Context, ch snowflake.ID, b int64, se
 		}
 		return s.pruneBucket(ctx, ch, b)
 	}
-	batch := s.session.Batch(gocql.UnloggedBatch).WithContext(ctx)
+	batch := s.session.Batch(gocql.UnloggedBatch)
 	for _, id := range present {
 		if set[id] {
 			batch.Query(`DELETE FROM messages WHERE channel_id = ? AND bucket = ? AND message_id = ?`, int64(ch), b, id)

@@ -47,25 +47,18 @@ func fromUnixNano(v []byte) time.Time {
 
 // AddReaction implements store.Reactions.
 func (s *Store) AddReaction(ctx context.Context, ch, msg snowflake.ID, emoji string, user snowflake.ID) (bool, error) {
-	if err := s.begin(ctx); err != nil {
-		return false, err
-	}
-	defer s.end()
-	l := s.chLock(ch)
-	l.Lock()
-	defer l.Unlock()
-	k := reactionKey(ch, msg, emoji, user)
-	ok, err := s.exists(k)
-	if err != nil || ok {
-		return false, err
-	}
-	b := s.db.NewBatch()
-	_ = b.Set(k, unixNano(time.Now()), nil)
-	return true, s.commit(b, "add reaction")
+	return s.setReaction(ctx, ch, msg, emoji, user, true)
 }
 
 // RemoveReaction implements store.Reactions.
 func (s *Store) RemoveReaction(ctx context.Context, ch, msg snowflake.ID, emoji string, user snowflake.ID) (bool, error) {
+	return s.setReaction(ctx, ch, msg, emoji, user, false)
+}
+
+// setReaction makes user's reaction present or absent, reporting whether
+// that changed anything. The channel lock makes the check and the write
+// one step, so a double add reports false once.
+func (s *Store) setReaction(ctx context.Context, ch, msg snowflake.ID, emoji string, user snowflake.ID, present bool) (bool, error) {
 	if err := s.begin(ctx); err != nil {
 		return false, err
 	}
@@ -75,10 +68,14 @@ func (s *Store) RemoveReaction(ctx context.Context, ch, msg snowflake.ID, emoji 
 	defer l.Unlock()
 	k := reactionKey(ch, msg, emoji, user)
 	ok, err := s.exists(k)
-	if err != nil || !ok {
+	if err != nil || ok == present {
 		return false, err
 	}
 	b := s.db.NewBatch()
+	if present {
+		_ = b.Set(k, unixNano(time.Now()), nil)
+		return true, s.commit(b, "add reaction")
+	}
 	_ = b.Delete(k, nil)
 	return true, s.commit(b, "remove reaction")
 }

@@ -7,7 +7,8 @@
 // single-page app's index.html, never cached, so a new build reaches the
 // browser on the next load. Every answer carries a strict
 // Content-Security-Policy: scripts and styles from this origin only, no
-// inline code, no frames.
+// inline code, no frames; connections to this origin, the gateway, the
+// listed origins and secure WebSockets to this host's other ports (voice).
 //
 // Rebuild after changing web/src with `go generate ./web` (or `make
 // web`); a test fails when web/dist is stale.
@@ -21,6 +22,7 @@ import (
 	"embed"
 	"io/fs"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -45,6 +47,11 @@ type Options struct {
 	// MediaSrc lists origins besides this one that <video> and <audio>
 	// may load from (live streams).
 	MediaSrc []string
+	// NoSameHostVoice drops the default wss://<page host>:* source (voice
+	// servers on the page's own host at another port, as `concord dev`
+	// and single-host installs run them): set it when every voice
+	// endpoint is listed in ConnectSrc.
+	NoSameHostVoice bool
 }
 
 // asset is one embedded file, with its gzipped form when that is smaller.
@@ -55,15 +62,16 @@ type asset struct {
 }
 
 type handler struct {
-	assets map[string]*asset // by path below /, e.g. "assets/main-X.js"
-	index  *asset
-	csp    string
+	assets   map[string]*asset // by path below /, e.g. "assets/main-X.js"
+	index    *asset
+	csp      string // with connect-src last, open for the same-host source
+	sameHost bool
 }
 
 // Handler returns the web client's handler. It panics when the embedded
 // bundle is incomplete, which is a build error.
 func Handler(opts Options) http.Handler {
-	h := &handler{assets: make(map[string]*asset), csp: policy(opts)}
+	h := &handler{assets: make(map[string]*asset), csp: policy(opts), sameHost: !opts.NoSameHostVoice}
 	err := fs.WalkDir(dist, "dist", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -109,7 +117,9 @@ func newAsset(name string, b []byte) *asset {
 	return a
 }
 
-// policy is the Content-Security-Policy of every answer.
+// policy is the Content-Security-Policy of every answer, but for the
+// same-host voice source that ServeHTTP appends to its last directive,
+// connect-src.
 func policy(opts Options) string {
 	connect := append([]string{"'self'"}, opts.ConnectSrc...)
 	if u, err := url.Parse(opts.GatewayURL); err == nil && u.Host != "" && (u.Scheme == "ws" || u.Scheme == "wss") {
@@ -122,19 +132,41 @@ func policy(opts Options) string {
 		"style-src 'self'",
 		"img-src 'self' data: blob:",
 		"font-src 'self'",
-		"connect-src " + strings.Join(connect, " "),
 		"media-src " + strings.Join(media, " "),
 		"manifest-src 'self'",
 		"base-uri 'none'",
 		"form-action 'none'",
 		"frame-ancestors 'none'",
+		"connect-src " + strings.Join(connect, " "),
 	}, "; ")
+}
+
+// sameHostVoice is the connect-src source for voice servers on the page's
+// host: secure WebSockets to any port of the host the page was loaded
+// from (its name from the Host header, which only the browser that loads
+// the page sets), nothing else.
+func sameHostVoice(r *http.Request) string {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if host == "" || strings.ContainsAny(host, " ;,'\"\\") {
+		return ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]" // IPv6 literal
+	}
+	return " wss://" + host + ":*"
 }
 
 // ServeHTTP implements http.Handler.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
-	hdr.Set("Content-Security-Policy", h.csp)
+	csp := h.csp
+	if h.sameHost {
+		csp += sameHostVoice(r)
+	}
+	hdr.Set("Content-Security-Policy", csp)
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("Referrer-Policy", "no-referrer")
 	hdr.Set("Cross-Origin-Opener-Policy", "same-origin")

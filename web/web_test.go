@@ -87,6 +87,18 @@ func TestHandler(t *testing.T) {
 	if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
 		t.Errorf("CSP allows inline code: %q", csp)
 	}
+	// Voice servers on the page's host, any port, over wss only.
+	if !strings.HasSuffix(csp, "connect-src 'self' wss://gw.example.com wss://example.com:*") {
+		t.Errorf("CSP connect-src lacks the same-host voice source: %q", csp)
+	}
+	r6 := httptest.NewRequest("GET", "/", nil)
+	r6.Host = "[::1]:8080"
+	if got := sameHostVoice(r6); got != " wss://[::1]:*" {
+		t.Errorf("same-host source for [::1]:8080 = %q", got)
+	}
+	if got := Handler(Options{NoSameHostVoice: true}).(*handler).csp; strings.Contains(got, ":*") {
+		t.Errorf("NoSameHostVoice kept a wildcard port: %q", got)
+	}
 	// index.html loads hashed bundles and has no inline script or style.
 	refs := regexp.MustCompile(`(?:src|href)="/(assets/main-[A-Z0-9]+\.(?:js|css))"`).FindAllStringSubmatch(string(body), -1)
 	if len(refs) != 2 {

@@ -132,6 +132,8 @@ type Config struct {
 	Entitlements Entitlements
 	// Pod holds the operator's settings for the process.
 	Pod Pod
+	// Live configures the live-comment roles.
+	Live Live
 	// Voice configures the voice role (the SFU) and the guild's voice
 	// admission tokens.
 	Voice Voice
@@ -230,6 +232,36 @@ type Pod struct {
 	DedicatedGuild snowflake.ID
 }
 
+// Live configures the live-comment roles (live-api, live-gateway,
+// live-router, live-archiver). They run on --eventlog, --redis and
+// --store: in `concord dev` the embedded defaults under DataDir/live, in
+// `concord serve` Kafka, Redis and Cassandra.
+type Live struct {
+	// Prefix names the event log topics (<Prefix>comments and
+	// <Prefix>reactions) and consumer groups (<Prefix>router,
+	// <Prefix>reactions, <Prefix>archiver) and prefixes the Redis keys
+	// and channels, so deployments can share servers. Default
+	// "concord.live.".
+	Prefix string
+	// MaxViewers bounds one gateway's SSE connections; past it a viewer
+	// gets 503 with Retry-After. Default 100,000.
+	MaxViewers int
+	// MaxPending bounds the bytes queued for one viewer; a slower viewer
+	// is cut and reconnects with Last-Event-ID. Default 256 KiB.
+	MaxPending int
+	// FlushInterval is the shortest time between two writes to one
+	// viewer. Default 250 ms.
+	FlushInterval time.Duration
+	// PingInterval is the time between SSE ": ping" lines. Default 15 s.
+	PingInterval time.Duration
+	// ReportInterval is how often each gateway reports its viewer counts
+	// and sends viewers events. Default 5 s.
+	ReportInterval time.Duration
+}
+
+// DefaultLivePrefix is Live.Prefix's default.
+const DefaultLivePrefix = "concord.live."
+
 // Voice configures the voice role: one SFU (runtime/voice) speaking
 // Discord's voice gateway over TLS and RTP over UDP. Zero fields take the
 // defaults stated.
@@ -300,6 +332,7 @@ func Default() Config {
 		Presence:        Presence{Window: 5 * time.Second, ReportInterval: DefaultReportInterval},
 		Entitlements:    Entitlements{TTL: 10 * time.Second, RetryEvery: time.Second, Grace: 5 * time.Minute},
 		Credentials:     Credentials{KafkaSASLMechanism: "PLAIN"},
+		Live:            Live{Prefix: DefaultLivePrefix, MaxViewers: 100_000, MaxPending: 256 << 10, FlushInterval: 250 * time.Millisecond, PingInterval: 15 * time.Second, ReportInterval: 5 * time.Second},
 	}
 }
 
@@ -338,6 +371,16 @@ func (c Config) Complete() (Config, error) {
 	dur(&c.Entitlements.TTL, d.Entitlements.TTL)
 	dur(&c.Entitlements.RetryEvery, d.Entitlements.RetryEvery)
 	dur(&c.Entitlements.Grace, d.Entitlements.Grace)
+	str(&c.Live.Prefix, d.Live.Prefix)
+	dur(&c.Live.FlushInterval, d.Live.FlushInterval)
+	dur(&c.Live.PingInterval, d.Live.PingInterval)
+	dur(&c.Live.ReportInterval, d.Live.ReportInterval)
+	if c.Live.MaxViewers <= 0 {
+		c.Live.MaxViewers = d.Live.MaxViewers
+	}
+	if c.Live.MaxPending <= 0 {
+		c.Live.MaxPending = d.Live.MaxPending
+	}
 	if c.Identify.Concurrency <= 0 {
 		c.Identify.Concurrency = d.Identify.Concurrency
 	}

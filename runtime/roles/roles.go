@@ -5,12 +5,14 @@
 package roles
 
 import (
+	"github.com/concord-chat/concord/runtime/live/liverole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/voicerole"
 )
 
 // Table is every role built through package role, in build order.
 var Table = []role.Role{
+	liverole.API, liverole.Gateway, liverole.Router, liverole.Archiver, // live comments
 	voicerole.Role,
 }
 

@@ -31,23 +31,39 @@ import (
 
 // server is a running `concord dev` process.
 type server struct {
-	base string // http://127.0.0.1:port
-	logs *bytes.Buffer
-	mu   sync.Mutex
+	base    string // http://127.0.0.1:port
+	addr    string
+	dataDir string
+	logs    *bytes.Buffer
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	pw      *io.PipeWriter
+	args    []string // extra flags of `concord dev`
 }
 
 // startDev runs `concord dev` on a free loopback port with a fresh data
 // directory and waits until /readyz answers 200.
-func startDev(t testing.TB) *server {
+func startDev(t testing.TB, args ...string) *server {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(concordbin.Path(t), "dev", "--http="+addr, "--data-dir="+t.TempDir())
-	s := &server{base: "http://" + addr, logs: &bytes.Buffer{}}
+	addr := freeAddr(t)
+	s := &server{base: "http://" + addr, addr: addr, dataDir: t.TempDir(), logs: &bytes.Buffer{}, args: args}
+	t.Cleanup(func() {
+		s.kill()
+		if t.Failed() {
+			s.mu.Lock()
+			t.Logf("concord dev output:\n%s", s.logs.String())
+			s.mu.Unlock()
+		}
+	})
+	s.run(t)
+	return s
+}
+
+// run starts the process on s's address and data directory and waits for
+// /readyz.
+func (s *server) run(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command(concordbin.Path(t), append([]string{"dev", "--http=" + s.addr, "--data-dir=" + s.dataDir}, s.args...)...)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	go func() {
@@ -61,30 +77,56 @@ func startDev(t testing.TB) *server {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start concord dev: %v", err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		pw.Close()
-		if t.Failed() {
-			s.mu.Lock()
-			t.Logf("concord dev output:\n%s", s.logs.String())
-			s.mu.Unlock()
-		}
-	})
+	s.mu.Lock()
+	s.cmd, s.pw = cmd, pw
+	s.mu.Unlock()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		res, err := http.Get(s.base + "/readyz")
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == 200 {
-				return s
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("concord dev not ready on %s: %v", addr, err)
+			t.Fatalf("concord dev not ready on %s: %v", s.addr, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// kill ends the process with SIGKILL, as a crash would.
+func (s *server) kill() {
+	s.mu.Lock()
+	cmd, pw := s.cmd, s.pw
+	s.cmd, s.pw = nil, nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	pw.Close()
+}
+
+// restart kills the process and starts a new one on the same address and
+// data directory.
+func (s *server) restart(t testing.TB) {
+	t.Helper()
+	s.kill()
+	s.run(t)
 }
 
 // call makes a REST call and decodes the answer into out (when non-nil).
@@ -138,7 +180,7 @@ type browser struct {
 	ctx context.Context
 }
 
-func newBrowser(t testing.TB) *browser {
+func newBrowser(t testing.TB, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
@@ -146,6 +188,7 @@ func newBrowser(t testing.TB) *browser {
 		chromedp.DisableGPU,
 		chromedp.WindowSize(1280, 800),
 	)
+	opts = append(opts, extra...)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, cancelB := chromedp.NewContext(actx)
 	// The first Run starts the browser; it lives as long as bctx.

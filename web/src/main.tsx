@@ -3,6 +3,8 @@ import { h, render } from "preact";
 import "./app.css";
 import { gateway, savedToken, start } from "./client";
 import { App } from "./ui/App";
+import "./live";
+import "./voice";
 
 const token = savedToken();
 if (token) start(token);

@@ -8,6 +8,8 @@ import { State, state } from "../src/state";
 import type { Message } from "../src/types";
 import { compareIds } from "../src/types";
 import { channelLabel } from "../src/ui/Sidebar";
+import { burstsFor, LiveSession, userIdFromToken } from "../src/live/session";
+import { VoiceClient } from "../src/voice/voice";
 
 const tests: [string, () => void][] = [];
 const test = (name: string, fn: () => void) => tests.push([name, fn]);
@@ -107,6 +109,83 @@ test("member list ops: SYNC, INSERT, UPDATE, DELETE, INVALIDATE", () => {
   // A new list id (another visibility group) starts over.
   applyMemberList({ guild_id: "7", id: "other", ops: [{ op: "SYNC", range: [0, 99], items: [mem("9")] }] });
   eq(ids(), ["9"]);
+});
+
+test("live: reaction bursts on a log scale, capped at 20 a second", () => {
+  eq([0, 1, 10, 100, 1000, 1e6].map(burstsFor), [0, 2, 5, 9, 13, 20]);
+  for (let n = 1; n < 1e5; n *= 3) if (burstsFor(n * 3) < burstsFor(n)) throw new Error("not monotonic at " + n);
+});
+
+test("live: user id from a token's first part", () => {
+  eq(userIdFromToken(btoa("1577323102084268032").replace(/=+$/, "") + ".AAAA.sig"), "1577323102084268032");
+  eq(userIdFromToken("not a token"), null);
+  eq(userIdFromToken(null), null);
+});
+
+test("live: comments merge by id in seq order; retractions remove", () => {
+  const s = new LiveSession("5", null, () => {});
+  const c = (id: string, seq: number) => ({ id, stream_id: "5", seq, author: { id: "1", username: "a" }, text: "t" + id, video_ts_ms: 0, created_at: "" });
+  s.addComment(c("30", 3));
+  s.addComment(c("10", 1));
+  s.addComment(c("20", 2));
+  s.addComment(c("20", 2)); // a resume never repeats, but a poll may
+  eq(s.items.map((i) => i.c.id), ["10", "20", "30"]);
+  const key = s.items[1].key;
+  s.addComment({ ...c("20", 2), text: "edited copy" });
+  eq(s.items[1].key, key, "same row");
+  s.remove("20");
+  eq(s.items.map((i) => i.c.id), ["10", "30"]);
+});
+
+test("voice: a new VOICE_SERVER_UPDATE moves the call to the new endpoint", () => {
+  class FakeWS {
+    static OPEN = 1;
+    static all: FakeWS[] = [];
+    readyState = 1;
+    sent: any[] = [];
+    closed = false;
+    onmessage: ((ev: any) => void) | null = null;
+    onclose: ((ev: any) => void) | null = null;
+    constructor(public url: string) {
+      FakeWS.all.push(this);
+    }
+    send(s: string) {
+      this.sent.push(JSON.parse(s));
+    }
+    close() {
+      this.closed = true;
+    }
+    hello() {
+      this.onmessage!({ data: JSON.stringify({ op: 8, d: { heartbeat_interval: 41250 } }) });
+    }
+  }
+  const real = window.WebSocket;
+  (window as any).WebSocket = FakeWS;
+  try {
+    state.me = { id: "9", username: "me" };
+    const v = new VoiceClient(() => {});
+    Object.assign(v as any, { phase: "joining", guildId: "1", channelId: "2", mic: new MediaStream() });
+    v.onDispatch("VOICE_SERVER_UPDATE", { guild_id: "1", token: "t1", endpoint: "a.example:443" });
+    eq(FakeWS.all.length, 0, "no socket before our session id");
+    v.onDispatch("VOICE_STATE_UPDATE", { guild_id: "1", channel_id: "2", user_id: "9", session_id: "s1" });
+    eq(FakeWS.all.map((w) => w.url), ["wss://a.example:443/?v=8"]);
+    FakeWS.all[0].hello();
+    eq(FakeWS.all[0].sent[0], { op: 0, d: { server_id: "1", user_id: "9", session_id: "s1", token: "t1", max_dave_protocol_version: 0 } });
+    v.onDispatch("VOICE_SERVER_UPDATE", { guild_id: "1", token: "t2", endpoint: "b.example:443" });
+    eq(FakeWS.all[0].closed, true, "old socket closed");
+    eq(FakeWS.all.map((w) => w.url), ["wss://a.example:443/?v=8", "wss://b.example:443/?v=8"]);
+    FakeWS.all[1].hello();
+    eq(FakeWS.all[1].sent[0].d.token, "t2");
+    eq(v.phase, "reconnecting");
+    // Another guild's update is not ours.
+    v.onDispatch("VOICE_SERVER_UPDATE", { guild_id: "3", token: "x", endpoint: "c.example:443" });
+    eq(FakeWS.all.length, 2);
+    v.leave();
+    eq(v.phase, "idle");
+  } finally {
+    (window as any).WebSocket = real;
+    state.me = null;
+  }
 });
 
 const results: { name: string; error?: string }[] = [];

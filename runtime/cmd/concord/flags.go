@@ -95,6 +95,7 @@ func bindConfigFlags(fs *pflag.FlagSet, cfg *config.Config, logFormat, logLevel 
 	strFlag(fs, &cfg.EgressProxy, "egress-proxy", "", "send every call to a bot-chosen URL (interaction endpoints, webhooks) through this egress proxy (concord egress, http://host:port); empty checks and dials in-process")
 	bindCredentialFlags(fs, &cfg.Credentials)
 	bindServingFlags(fs, &cfg.Serving)
+	bindLiveFlags(fs, &cfg.Live)
 	bindVoiceFlags(fs, &cfg.Voice)
 	intFlag(fs, &cfg.PermissionsShadowEvery, "permissions-shadow-every", permissions.DefaultShadowEvery,
 		"recompute 1 in N fan-out and read permission decisions from scratch and count disagreements in concord_permissions_shadow_disagreements_total (negative disables)")

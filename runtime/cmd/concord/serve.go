@@ -42,6 +42,14 @@ events to Kafka through an outbox in --data-dir, and read-state nodes
 keep read markers in the store's keyspace and serve acks to guild nodes and
 READY's read_state to gateway nodes. Run one read-state node.
 
+Live comments: live-api serves the /v1/streams contract (comments,
+moderation, reactions, scroll-back) and forwards GET /v1/streams/{id}/live to
+a live-gateway node of the registry unless the node runs live-gateway too;
+live-gateway serves that SSE; live-router and live-archiver consume the event
+log. They run on --eventlog=kafka://, --store=cassandra:// and
+--redis=redis:// (every one but live-archiver); --live-prefix names their
+topics, consumer groups and Redis keys.
+
 A local Pebble store (--store=pebble:DIR) and --registry=embedded are
 accepted only when one process runs every role.
 

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/concord-chat/concord/runtime/config"
+	"github.com/concord-chat/concord/runtime/live/liverole"
 	"github.com/concord-chat/concord/runtime/registry"
 )
 
@@ -21,11 +22,13 @@ func bindIdentifyFlags(fs *pflag.FlagSet, cfg *config.Config) {
 // checkServeRedis accepts --redis=redis://... only on nodes running the
 // roles of `concord serve` that use the counters: gateway (bots' identify
 // admission shared across gateway nodes) and api (REST rate limits shared
-// across api nodes).
+// across api nodes), and the live-comment roles but the archiver (recent
+// cache, relay, comment rate limits).
 func checkServeRedis(cfg config.Config) error {
 	if cfg.Redis == "mem" || cfg.Redis == "" ||
-		slices.Contains(cfg.Roles, registry.RoleGateway) || slices.Contains(cfg.Roles, registry.RoleAPI) {
+		slices.Contains(cfg.Roles, registry.RoleGateway) || slices.Contains(cfg.Roles, registry.RoleAPI) ||
+		slices.ContainsFunc(cfg.Roles, liverole.UsesRedis) {
 		return nil
 	}
-	return fmt.Errorf("--redis=%s is used only by the gateway role (bots' identify counters) and the api role (REST rate limits) in concord serve; this node runs %v", config.RedactURL(cfg.Redis), cfg.Roles)
+	return fmt.Errorf("--redis=%s is used only by the gateway role (bots' identify counters), the api role (REST rate limits) and the live-api, live-gateway and live-router roles in concord serve; this node runs %v", config.RedactURL(cfg.Redis), cfg.Roles)
 }

@@ -43,3 +43,37 @@ func TestWatchSnapshotThenChanges(t *testing.T) {
 		t.Fatalf("List = %v", m)
 	}
 }
+
+// TestOpenKeepsPersistentKeys: a board opened on the file an earlier one
+// wrote has its Persistent keys, not its WhileAlive ones, and not the
+// keys it deleted.
+func TestOpenKeepsPersistentKeys(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/board.json"
+	b, err := board.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Put(ctx, "live/bans/user/1", []byte(`{"by":"2"}`), registry.Persistent)
+	b.Put(ctx, "live/bans/user/3", []byte(`{}`), registry.Persistent)
+	b.Put(ctx, "live/viewers/9/gw", []byte(`{"n":4}`), registry.WhileAlive)
+	b.Delete(ctx, "live/bans/user/3")
+	b.Put(ctx, "live/rules/global", []byte(`{"blocked_terms":["x"]}`), registry.Persistent)
+	b.Put(ctx, "live/rules/global", []byte(`{"blocked_terms":["y"]}`), registry.Persistent)
+
+	again, err := board.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := again.List(ctx, "live/")
+	if len(got) != 2 || string(got["live/bans/user/1"]) != `{"by":"2"}` || string(got["live/rules/global"]) != `{"blocked_terms":["y"]}` {
+		t.Fatalf("reopened board = %q", got)
+	}
+	ch, err := again.WatchKV(ctx, "live/bans/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := <-ch; !u.Snapshot || len(u.Changes) != 1 || u.Changes[0].Key != "live/bans/user/1" {
+		t.Fatalf("snapshot after reopen = %+v", u)
+	}
+}

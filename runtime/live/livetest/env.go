@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,7 +85,54 @@ type Env struct {
 	ctx      context.Context
 	nextUser atomic.Int64
 	ids      *snowflake.Generator
+
+	// Remote is set for an env whose roles run in a Concord process (see
+	// Remote); nil for one Start runs here.
+	Remote *RemoteRoles
+
+	// running counts the roles' Run loops; the first cleanup of Start
+	// cancels them and waits, so no role touches a closed store.
+	running sync.WaitGroup
 }
+
+// spawn runs f(ctx) as one of the env's role loops.
+func (e *Env) spawn(ctx context.Context, f func(context.Context) error) {
+	e.running.Add(1)
+	go func() {
+		defer e.running.Done()
+		f(ctx)
+	}()
+}
+
+// RemoteRoles is how the suite reaches roles running in a Concord
+// process rather than in the test: accounts come from its chat API, the
+// gateway's open viewers from its metrics.
+type RemoteRoles struct {
+	// NewUser creates an account and returns it with its token.
+	NewUser func(t testing.TB) User
+	// Viewers counts the SSE viewers the gateways serving URL hold open.
+	Viewers func(t testing.TB) int
+	// StartGateway runs one more gateway of the deployment, with its own
+	// URL, that Kill stops as a crash would; nil when the deployment
+	// has one gateway (concord dev).
+	StartGateway func(t testing.TB, cfg gateway.Config) ExtraGateway
+}
+
+// Remote is the env of a Concord process serving the contract at url.
+func Remote(t testing.TB, url string, r RemoteRoles) *Env {
+	return &Env{T: t, URL: url, Remote: &r, ctx: context.Background()}
+}
+
+// Viewers is the number of SSE viewers the env's gateway holds open.
+func (e *Env) Viewers() int {
+	if e.Remote != nil {
+		return e.Remote.Viewers(e.T)
+	}
+	return e.Gateway.Viewers()
+}
+
+// CanStartGateway reports whether StartGateway can run another gateway.
+func (e *Env) CanStartGateway() bool { return e.Remote == nil || e.Remote.StartGateway != nil }
 
 // Start runs the API (serving the gateway's /live too), a router, an
 // archiver and a gateway on b.
@@ -144,7 +192,8 @@ func Start(t testing.TB, b Backends, o Options) *Env {
 	log := slog.New(slog.DiscardHandler)
 	gcfg := o.Gateway
 	gcfg.Logger = log
-	e.Gateway = NewGateway(t, ctx, b, iss, gcfg)
+	e.Gateway = newGateway(t, b, iss, gcfg)
+	e.spawn(ctx, e.Gateway.Run)
 	e.API, err = api.New(api.Config{Topics: b.Topics, Logger: log}, api.Deps{
 		Verifier: iss, Users: users, IDs: ids, Log: b.Log, Store: b.Store, Recent: b.Cache, Nonces: b.Cache,
 		Counters: b.Counters, Board: b.Board, Live: e.Gateway,
@@ -152,7 +201,7 @@ func Start(t testing.TB, b Backends, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go e.API.Run(ctx)
+	e.spawn(ctx, e.API.Run)
 	<-e.API.Synced()
 	if !o.NoRouter {
 		e.StartRouter(ctx)
@@ -161,9 +210,15 @@ func Start(t testing.TB, b Backends, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go arch.Run(ctx)
+	e.spawn(ctx, arch.Run)
 	srv := httptest.NewServer(e.API)
 	t.Cleanup(srv.Close)
+	// Registered last, so it runs first: the roles stop before the
+	// backends above close.
+	t.Cleanup(func() {
+		cancel()
+		e.running.Wait()
+	})
 	e.URL = srv.URL
 	return e
 }
@@ -175,7 +230,7 @@ func (e *Env) StartRouter(ctx context.Context) {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	go r.Run(ctx)
+	e.spawn(ctx, r.Run)
 }
 
 // RouterConfig is the router configuration of a run on topics: every
@@ -185,13 +240,12 @@ func RouterConfig(topics live.Topics) router.Config {
 		ReactionsGroup: topics.Reactions + ".router", Logger: slog.New(slog.DiscardHandler)}
 }
 
-// NewGateway runs a gateway on b until ctx ends.
-func NewGateway(t testing.TB, ctx context.Context, b Backends, v live.Verifier, cfg gateway.Config) *gateway.Gateway {
+// newGateway builds a gateway on b (spawn runs it).
+func newGateway(t testing.TB, b Backends, v live.Verifier, cfg gateway.Config) *gateway.Gateway {
 	g, err := gateway.New(cfg, gateway.Deps{Relay: b.Relay, Recent: b.Cache, Store: b.Store, Board: b.Board, Verifier: v})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go g.Run(ctx)
 	return g
 }
 
@@ -205,6 +259,9 @@ type User struct {
 // NewUser creates an account (an hour old) and mints its token.
 func (e *Env) NewUser() User {
 	e.T.Helper()
+	if e.Remote != nil {
+		return e.Remote.NewUser(e.T)
+	}
 	id, _ := e.ids.Next()
 	name := fmt.Sprintf("user%d", e.nextUser.Add(1))
 	u := store.User{ID: id, Username: name, CreatedAt: time.Now().Add(-time.Hour)}
@@ -343,9 +400,13 @@ type ExtraGateway struct {
 // StartGateway runs another gateway on the run's backends; Kill drops its
 // connections and stops it, as a crash would for its viewers.
 func (e *Env) StartGateway(cfg gateway.Config) ExtraGateway {
+	if e.Remote != nil {
+		return e.Remote.StartGateway(e.T, cfg)
+	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	g := NewGateway(e.T, ctx, e.B, e.Issuer, cfg)
+	g := newGateway(e.T, e.B, e.Issuer, cfg)
+	e.spawn(ctx, g.Run)
 	srv := httptest.NewServer(g)
 	e.T.Cleanup(srv.Close)
 	return ExtraGateway{Gateway: g, URL: srv.URL, Kill: func() {

@@ -1,8 +1,9 @@
-//go:build integration && fault
+//go:build integration
 
 package livetest_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/eventlog/kafka"
 	"github.com/concord-chat/concord/runtime/live"
 	"github.com/concord-chat/concord/runtime/live/livetest"
@@ -56,30 +58,109 @@ func runRouterProcess(prefix string) {
 	if err != nil {
 		fail(err)
 	}
-	r, err := router.New(livetest.RouterConfig(live.TopicsFor(prefix)), router.Deps{Log: kl, Recent: cache, Relay: rl})
+	cfg := livetest.RouterConfig(live.TopicsFor(prefix))
+	r, err := router.New(cfg, router.Deps{Log: claimReporter{kl, cfg.Group}, Recent: cache, Relay: rl})
 	if err != nil {
 		fail(err)
 	}
-	fmt.Println("router ready")
 	if err := r.Run(ctx); err != nil {
 		fail(err)
 	}
 }
 
+// claimReporter prints each generation of the comments group a router
+// process takes part in, with how many partitions it owns, so the test
+// knows when the group is stable and which process owns the stream.
+type claimReporter struct {
+	live.Consumer
+	group string
+}
+
+func (c claimReporter) Consume(ctx context.Context, group string, topics []string, h eventlog.Handler) error {
+	if group == c.group {
+		h = reportingHandler{h}
+	}
+	return c.Consumer.Consume(ctx, group, topics, h)
+}
+
+type reportingHandler struct{ eventlog.Handler }
+
+func (r reportingHandler) Setup(ctx context.Context, s eventlog.Session) error {
+	n := 0
+	for _, ps := range s.Claims() {
+		n += len(ps)
+	}
+	fmt.Printf("generation %d claims %d\n", s.Generation(), n)
+	return r.Handler.Setup(ctx, s)
+}
+
+// routerProc is a router in its own process.
+type routerProc struct {
+	cmd *exec.Cmd
+	mu  sync.Mutex
+	gen int64 // latest generation reported
+	n   int   // partitions owned in it
+}
+
+func (p *routerProc) state() (gen int64, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gen, p.n
+}
+
 // startRouter runs a router in its own process.
-func startRouter(t *testing.T, topics live.Topics, redisPrefix string) *exec.Cmd {
+func startRouter(t *testing.T, topics live.Topics, redisPrefix string) *routerProc {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "LIVE_TEST_ROUTER="+topics.Comments[:len(topics.Comments)-len("comments")],
 		"LIVE_TEST_REDIS_PREFIX="+redisPrefix)
 	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	p := &routerProc{cmd: cmd, gen: -1}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var gen int64
+			var n int
+			if _, err := fmt.Sscanf(sc.Text(), "generation %d claims %d", &gen, &n); err == nil {
+				p.mu.Lock()
+				p.gen, p.n = gen, n
+				p.mu.Unlock()
+			}
+		}
+	}()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	return cmd
+	return p
+}
+
+// owner waits until both routers report the same generation, one owning
+// the partition and the other nothing (the group is stable with both
+// members), and returns the owner.
+func owner(t *testing.T, a, b *routerProc) *routerProc {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		ga, na := a.state()
+		gb, nb := b.state()
+		if ga == gb && ga >= 0 && na+nb == 1 {
+			if na == 1 {
+				return a
+			}
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("router group not stable with two members after 90 s: generations %d/%d, claims %d/%d", ga, gb, na, nb)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestRouterKill9 posts a steady flow while the router owning the
@@ -101,10 +182,14 @@ func TestRouterKill9(t *testing.T) {
 	if got := v.Comments(1, 60*time.Second); got[0].ID != warm.ID {
 		t.Fatalf("warm-up = %+v", got)
 	}
-	// The successor joins the group now, so it owns nothing until the
-	// first one dies.
+	// A second router joins the group. Which member the rebalance gives
+	// the partition is the broker's choice; the test waits until the
+	// group is stable with both (a kill during the join rebalance leaves
+	// the coordinator waiting out the rebalance timeout for the dead
+	// member, which is the failure this test once hit) and kills the
+	// owner.
 	second := startRouter(t, b.Topics, b.RedisPrefix)
-	_ = second
+	victim := owner(t, first, second)
 	const n = 120
 	var mu sync.Mutex
 	var posted []livetest.Comment
@@ -118,8 +203,8 @@ func TestRouterKill9(t *testing.T) {
 			mu.Unlock()
 			time.Sleep(40 * time.Millisecond)
 			if i == 30 {
-				first.Process.Signal(syscall.SIGKILL)
-				t.Logf("router %d killed after comment %d", first.Process.Pid, i)
+				victim.cmd.Process.Signal(syscall.SIGKILL)
+				t.Logf("router %d (the partition's owner) killed after comment %d", victim.cmd.Process.Pid, i)
 			}
 		}
 	}()

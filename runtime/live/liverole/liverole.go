@@ -1,0 +1,298 @@
+// Package liverole joins the live-comment domain (runtime/live) to a
+// Concord process through package role: four roles, built by `concord
+// dev` and by `concord serve --roles=...` from the same table.
+//
+//   - live-api serves the HTTP contract under /v1 (streams, comments,
+//     moderation, reactions) on the chat listener and appends to the
+//     event log;
+//   - live-gateway serves GET /v1/streams/{id}/live (SSE) and reports
+//     viewer counts;
+//   - live-router consumes the event log (one owner per partition) and
+//     feeds the recent cache and the relay;
+//   - live-archiver consumes the event log into the comments store.
+//
+// In `concord dev` (no registry) live-api builds the whole domain in the
+// process, on embedded backends under <data-dir>/live: the memlog event
+// log, the in-process recent cache, relay and board, and the Pebble
+// comments store. The other three roles add nothing there, since their
+// in-process backends exist once per process and are already running.
+//
+// In `concord serve` each role is its own part, in whichever processes
+// name it, on Kafka (--eventlog), Redis (--redis) and Cassandra
+// (--store), with the registry (etcd) as the board that pushes rules,
+// bans and viewer counts. A live-api without a live-gateway in its
+// process forwards GET .../live to a live-gateway node of the registry,
+// chosen by stream so one stream's viewers share a gateway.
+package liverole
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/concord-chat/concord/runtime/lifecycle"
+	"github.com/concord-chat/concord/runtime/live"
+	"github.com/concord-chat/concord/runtime/live/api"
+	"github.com/concord-chat/concord/runtime/live/archiver"
+	"github.com/concord-chat/concord/runtime/live/gateway"
+	"github.com/concord-chat/concord/runtime/live/recent"
+	"github.com/concord-chat/concord/runtime/live/router"
+	"github.com/concord-chat/concord/runtime/role"
+)
+
+// The --roles names of the live-comment roles.
+const (
+	NameAPI      = "live-api"
+	NameGateway  = "live-gateway"
+	NameRouter   = "live-router"
+	NameArchiver = "live-archiver"
+)
+
+// The live-comment roles, in build order.
+var (
+	// API is the Comment API: POST and GET under /v1.
+	API = role.Role{Name: NameAPI, Build: buildAPI}
+	// Gateway is the SSE gateway: GET /v1/streams/{id}/live.
+	Gateway = role.Role{Name: NameGateway, Build: buildGateway}
+	// Router is the stream router.
+	Router = role.Role{Name: NameRouter, Build: buildRouter}
+	// Archiver writes every comment to the comments store.
+	Archiver = role.Role{Name: NameArchiver, Build: buildArchiver}
+)
+
+// UsesRedis reports whether the role named name runs on --redis (the
+// recent cache, the relay, the comment rate limits): every live role
+// but the archiver.
+func UsesRedis(name string) bool {
+	return name == NameAPI || name == NameGateway || name == NameRouter
+}
+
+// Roles are the live-comment roles, in build order.
+var Roles = []role.Role{API, Gateway, Router, Archiver}
+
+// Patterns of the contract on the process's listener.
+const (
+	patternLive = "GET /v1/streams/{id}/live"
+)
+
+// apiPatterns are the paths the live-api serves. GET .../live is among
+// them (it answers in one-process mode, or forwards); a live-gateway in
+// the same process registers patternLive, which is more specific and so
+// wins.
+var apiPatterns = []string{"/v1/streams", "/v1/streams/", "/v1/users/@me/bans/"}
+
+func topics(b *role.Builder) live.Topics { return live.TopicsFor(b.Config.Live.Prefix) }
+
+func gatewayConfig(b *role.Builder) gateway.Config {
+	l := b.Config.Live
+	return gateway.Config{
+		Name:           b.Config.Node,
+		FlushInterval:  l.FlushInterval,
+		PingInterval:   l.PingInterval,
+		ReportInterval: l.ReportInterval,
+		MaxPending:     l.MaxPending,
+		MaxViewers:     l.MaxViewers,
+		Logger:         b.Logger,
+		Registerer:     b.Metrics,
+	}
+}
+
+func routerConfig(b *role.Builder) router.Config {
+	p := b.Config.Live.Prefix
+	return router.Config{Topics: topics(b), Group: p + "router", ReactionsGroup: p + "reactions",
+		Logger: b.Logger, Registerer: b.Metrics}
+}
+
+func archiverConfig(b *role.Builder) archiver.Config {
+	return archiver.Config{Topics: topics(b), Group: b.Config.Live.Prefix + "archiver", Logger: b.Logger, Registerer: b.Metrics}
+}
+
+// buildAPI builds the Comment API; in `concord dev` it builds the
+// gateway, router and archiver beside it on the shared in-process
+// backends.
+func buildAPI(ctx context.Context, b *role.Builder) error {
+	if b.Auth == nil || b.Store == nil || b.IDs == nil {
+		return errors.New("live-api needs the process's auth, store and ids")
+	}
+	bk := &backends{b: b}
+	lg, err := bk.eventLog(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := bk.store(ctx)
+	if err != nil {
+		return err
+	}
+	cache, err := bk.cache(ctx)
+	if err != nil {
+		return err
+	}
+	ctrs, err := bk.counters(ctx)
+	if err != nil {
+		return err
+	}
+	brd, err := bk.board()
+	if err != nil {
+		return err
+	}
+	deps := api.Deps{Verifier: b.Auth, Users: b.Store, IDs: b.IDs, Log: lg, Store: st,
+		Recent: cache, Nonces: cache, Counters: ctrs, Board: brd}
+	if b.Dev() {
+		rel, err := bk.relay(ctx)
+		if err != nil {
+			return err
+		}
+		gw, err := gateway.New(gatewayConfig(b), gateway.Deps{Relay: rel, Recent: cache, Store: st, Board: brd, Verifier: b.Auth})
+		if err != nil {
+			return fmt.Errorf("live gateway: %w", err)
+		}
+		deps.Live = gw
+		if err := addGateway(b, gw); err != nil {
+			return err
+		}
+		rcfg := routerConfig(b)
+		var consumer live.Consumer = lg
+		var ready func() error
+		if _, inProcess := cache.(*recent.Mem); inProcess {
+			rg, err := newReplayGroup(ctx, lg, rcfg.Group, rcfg.Topics.Comments)
+			if err != nil {
+				return err
+			}
+			consumer, ready = rg, rg.Ready
+		}
+		rt, err := router.New(rcfg, router.Deps{Log: consumer, Recent: cache, Relay: rel})
+		if err != nil {
+			return fmt.Errorf("live router: %w", err)
+		}
+		if err := b.Add(lifecycle.Part{Name: "router", Run: rt.Run, Ready: ready}); err != nil {
+			return err
+		}
+		ar, err := archiver.New(archiverConfig(b), archiver.Deps{Log: lg, Store: st})
+		if err != nil {
+			return fmt.Errorf("live archiver: %w", err)
+		}
+		if err := b.Add(lifecycle.Part{Name: "archiver", Run: ar.Run}); err != nil {
+			return err
+		}
+	} else if !slices.Contains(b.Config.Roles, NameGateway) {
+		fw, err := newForwarder(b)
+		if err != nil {
+			return err
+		}
+		deps.Live = fw
+		if err := b.Add(lifecycle.Part{Name: "gateway-watch", Run: fw.Run}); err != nil {
+			return err
+		}
+	}
+	a, err := api.New(api.Config{Topics: topics(b), Logger: b.Logger, Registerer: b.Metrics}, deps)
+	if err != nil {
+		return fmt.Errorf("live api: %w", err)
+	}
+	if err := b.Add(lifecycle.Part{Name: "api", Run: a.Run, Ready: synced(a.Synced(), "live-api: rules and bans not loaded from the board yet")}); err != nil {
+		return err
+	}
+	for _, p := range apiPatterns {
+		b.Handle(p, a)
+	}
+	return nil
+}
+
+// buildGateway builds the SSE gateway (`concord serve`; in `concord dev`
+// live-api runs it).
+func buildGateway(ctx context.Context, b *role.Builder) error {
+	if b.Dev() {
+		return nil
+	}
+	if b.Auth == nil {
+		return errors.New("live-gateway needs the process's auth")
+	}
+	bk := &backends{b: b}
+	rel, err := bk.relay(ctx)
+	if err != nil {
+		return err
+	}
+	cache, err := bk.cache(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := bk.store(ctx)
+	if err != nil {
+		return err
+	}
+	brd, err := bk.board()
+	if err != nil {
+		return err
+	}
+	gw, err := gateway.New(gatewayConfig(b), gateway.Deps{Relay: rel, Recent: cache, Store: st, Board: brd, Verifier: b.Auth})
+	if err != nil {
+		return fmt.Errorf("live gateway: %w", err)
+	}
+	if err := addGateway(b, gw); err != nil {
+		return err
+	}
+	b.Handle(patternLive, gw)
+	return nil
+}
+
+func addGateway(b *role.Builder, gw *gateway.Gateway) error {
+	return b.Add(lifecycle.Part{Name: "gateway", Run: gw.Run})
+}
+
+// buildRouter builds the stream router (`concord serve`).
+func buildRouter(ctx context.Context, b *role.Builder) error {
+	if b.Dev() {
+		return nil
+	}
+	bk := &backends{b: b}
+	lg, err := bk.eventLog(ctx)
+	if err != nil {
+		return err
+	}
+	cache, err := bk.cache(ctx)
+	if err != nil {
+		return err
+	}
+	rel, err := bk.relay(ctx)
+	if err != nil {
+		return err
+	}
+	rt, err := router.New(routerConfig(b), router.Deps{Log: lg, Recent: cache, Relay: rel})
+	if err != nil {
+		return fmt.Errorf("live router: %w", err)
+	}
+	return b.Add(lifecycle.Part{Name: "router", Run: rt.Run})
+}
+
+// buildArchiver builds the archiver (`concord serve`).
+func buildArchiver(ctx context.Context, b *role.Builder) error {
+	if b.Dev() {
+		return nil
+	}
+	bk := &backends{b: b}
+	lg, err := bk.eventLog(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := bk.store(ctx)
+	if err != nil {
+		return err
+	}
+	ar, err := archiver.New(archiverConfig(b), archiver.Deps{Log: lg, Store: st})
+	if err != nil {
+		return fmt.Errorf("live archiver: %w", err)
+	}
+	return b.Add(lifecycle.Part{Name: "archiver", Run: ar.Run})
+}
+
+// synced is a Ready function: not ready until done is closed.
+func synced(done <-chan struct{}, why string) func() error {
+	return func() error {
+		select {
+		case <-done:
+			return nil
+		default:
+			return errors.New(why)
+		}
+	}
+}

@@ -51,7 +51,7 @@ fi
 FFMPEG_ENCODERS=$(ffmpeg -hide_banner -encoders 2>/dev/null)
 grep -q libopus <<<"$FFMPEG_ENCODERS" || { echo "ffmpeg has no libopus encoder" >&2; exit 1; }
 
-step "@discordjs/voice 0.19 with Node 22 for the voice tests (npm ci in test/voice/js)"
+step "discord.js 14 and @discordjs/voice 0.19 with Node 22 for the voice tests (npm ci in test/voice/js)"
 ( cd test/voice/js && npm ci --no-audit --no-fund --loglevel=error )
 echo "export CONCORD_VOICE_JS_DIR=$PWD/test/voice/js" >> "$ENV_FILE.tmp"
 

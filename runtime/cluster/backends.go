@@ -129,7 +129,7 @@ func checkUnique(ctx context.Context, reg registry.Registry, cfg Config) error {
 		if n.Labels[labelSnowflake] == mine {
 			return fmt.Errorf("cluster: node %s already mints ids as worker/process %s; give each process its own --worker/--process, or --snowflake-id=auto", n.Name, mine)
 		}
-		if !sharedStore(cfg.Store) {
+		if !sharedStore(cfg.Store) && !storeless(cfg) && !storeless(Config{Roles: n.Roles}) {
 			return fmt.Errorf("cluster: node %s is live but this node's store %q is local to one process; use --store=cassandra://host:port/keyspace", n.Name, cfg.Store)
 		}
 		return nil

@@ -155,7 +155,7 @@ func withDefaults(c Config) (Config, error) {
 	if has(c, registry.RoleData) && !sharedStore(c.Store) {
 		return c, fmt.Errorf("cluster: the data role needs a shared store (--store=cassandra://host:port/keyspace), not %q", c.Store)
 	}
-	if !allRoles(c) && !sharedStore(c.Store) {
+	if !allRoles(c) && !sharedStore(c.Store) && !storeless(c) {
 		return c, fmt.Errorf("cluster: --store=%q is not shared between processes; a node running only %s needs "+
 			"--store=cassandra://host:port/keyspace (a Pebble store serves one process running every role)",
 			c.Store, strings.Join(c.Roles, ","))

@@ -87,3 +87,14 @@ func isVoiceRefusal(err error) bool {
 	}
 	return false
 }
+
+// storeless reports whether a node runs only roles that keep nothing in
+// the chat store (voice): it needs no shared store.
+func storeless(c Config) bool {
+	for _, r := range c.Roles {
+		if r != voicerole.Name {
+			return false
+		}
+	}
+	return len(c.Roles) > 0
+}

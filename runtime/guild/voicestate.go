@@ -76,6 +76,14 @@ type VoiceControl interface {
 	SetServerVoiceState(ctx context.Context, server string, guildID, channelID, userID snowflake.ID, mute, deaf bool)
 }
 
+// VoiceSuspector is the optional ability of an allocator to check a
+// server out of band when a client says it failed (it rejoined the call it
+// was in): a dead server then stops being Healthy without waiting for its
+// load reports to go stale. Suspect must not block.
+type VoiceSuspector interface {
+	Suspect(server string)
+}
+
 // VoiceConfig turns voice channels on (EnableVoice).
 type VoiceConfig struct {
 	// Allocator picks the server of each call. Required.
@@ -308,6 +316,9 @@ func (a *Actor) updateVoiceState(ctx context.Context, v *voiceEnabled, sess even
 		if err != nil {
 			v.joins.WithLabelValues("no_server").Inc()
 			return fmt.Errorf("voice state: %w", err)
+		}
+		if s, ok := v.Allocator.(VoiceSuspector); ok && srv.ID == cur.server {
+			s.Suspect(srv.ID)
 		}
 		if srv.ID == cur.server && time.Since(cur.sent) < rejoinQuiet {
 			// A client retrying a server that just failed it: the

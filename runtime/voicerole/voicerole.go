@@ -29,7 +29,6 @@ const Name = "voice"
 // Role is the voice role.
 var Role = role.Role{Name: Name, Build: build}
 
-
 // settings fills v's defaults for a process (dev or serve).
 func settings(c config.Config, dev bool) (config.Voice, error) {
 	v := c.Voice

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"encoding/json"
+
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 )
@@ -30,10 +32,14 @@ type Channel struct {
 	RateLimitPerUser     int           `json:"rate_limit_per_user"`
 	Bitrate              int           `json:"bitrate,omitempty"`
 	UserLimit            int           `json:"user_limit"`
-	Flags                int           `json:"flags"`
-	Recipients           *[]User       `json:"recipients,omitempty"`
-	OwnerID              snowflake.ID  `json:"owner_id,omitempty"`
-	Icon                 *string       `json:"icon,omitempty"`
+	// RTCRegion is a voice channel's region: null (automatic: the guild
+	// places the call on the least-loaded voice server). Absent for
+	// other channel types.
+	RTCRegion  json.RawMessage `json:"rtc_region,omitempty"`
+	Flags      int             `json:"flags"`
+	Recipients *[]User         `json:"recipients,omitempty"`
+	OwnerID    snowflake.ID    `json:"owner_id,omitempty"`
+	Icon       *string         `json:"icon,omitempty"`
 	// Thread-only fields (threads.go).
 	ThreadMetadata   *ThreadMetadata `json:"thread_metadata,omitempty"`
 	MessageCount     *int            `json:"message_count,omitempty"`
@@ -72,6 +78,7 @@ func ChannelFrom(c store.Channel, recipients []User) Channel {
 		UserLimit:            c.UserLimit,
 	}
 	if c.Type == store.ChannelVoice {
+		out.RTCRegion = json.RawMessage("null")
 		out.Bitrate = c.Bitrate
 		if out.Bitrate == 0 {
 			out.Bitrate = 64000

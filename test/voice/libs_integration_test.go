@@ -25,12 +25,18 @@ var silence = []byte{0xf8, 0xff, 0xfe}
 // one packet per page.
 func tone(t *testing.T) (string, [][]byte) {
 	t.Helper()
+	return toneOf(t, 3)
+}
+
+// toneOf makes a tone of the given length in seconds.
+func toneOf(t *testing.T, seconds int) (string, [][]byte) {
+	t.Helper()
 	ff, err := exec.LookPath("ffmpeg")
 	if err != nil {
 		t.Fatal("ffmpeg is not installed: run `make test` (hack/test-deps.sh installs Debian's ffmpeg)")
 	}
 	path := filepath.Join(t.TempDir(), "tone.ogg")
-	cmd := exec.Command(ff, "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=440:duration=3",
+	cmd := exec.Command(ff, "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=440:duration="+strconv.Itoa(seconds),
 		"-c:a", "libopus", "-frame_duration", "20", "-page_duration", "20000", path)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("ffmpeg: %v\n%s", err, out)
@@ -39,7 +45,7 @@ func tone(t *testing.T) (string, [][]byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pkts) < 140 {
+	if len(pkts) < seconds*45 {
 		t.Fatalf("tone has %d packets", len(pkts))
 	}
 	return path, pkts
@@ -81,6 +87,7 @@ type jsResult struct {
 	Played   bool     `json:"played"`
 	Resumed  bool     `json:"resumed"`
 	Received []string `json:"received"`
+	Times    []int64  `json:"times"`
 	Error    string   `json:"error"`
 	Debug    []string `json:"debug"`
 	States   []string `json:"states"`

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -135,4 +136,51 @@ func newServer(t *testing.T, id string) *voice.Server {
 	go func() { _ = s.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return s
+}
+
+// TestSuspect: a suspected server whose gateway refuses the probe stops
+// being healthy at once and is healthy again when it reports afterwards;
+// one that accepts stays healthy.
+func TestSuspect(t *testing.T) {
+	ctx := context.Background()
+	reg := &memRegistry{kv: map[string][]byte{}}
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	probed := make(chan string, 4)
+	f := NewRegistry(reg, RegistryConfig{Now: clock, Dial: func(_ context.Context, _, addr string) (net.Conn, error) {
+		defer func() { probed <- addr }()
+		if addr == "dead:1" {
+			return nil, errors.New("connection refused")
+		}
+		a, b := net.Pipe()
+		b.Close()
+		return a, nil
+	}})
+	rep := Reporter{Registry: reg}
+	for _, l := range []voice.Load{{Server: "a", Endpoint: "dead:1", At: now}, {Server: "b", Endpoint: "alive:1", At: now}} {
+		_ = rep.ReportLoad(ctx, l)
+	}
+	_ = f.Refresh(ctx)
+	f.Suspect("a")
+	f.Suspect("b")
+	<-probed
+	<-probed
+	// The probe's verdict is recorded under the lock the goroutine holds
+	// after dialing; Healthy takes it too, so poll it briefly.
+	deadline := time.Now().Add(2 * time.Second)
+	for f.Healthy("a") && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if f.Healthy("a") || !f.Healthy("b") {
+		t.Fatalf("after the probes: a healthy %v (refused), b healthy %v (accepted)", f.Healthy("a"), f.Healthy("b"))
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	_ = rep.ReportLoad(ctx, voice.Load{Server: "a", Endpoint: "dead:1", At: clock()})
+	_ = f.Refresh(ctx)
+	if !f.Healthy("a") {
+		t.Fatal("a server that reported after its failed probe is still unhealthy")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -51,6 +52,9 @@ type RegistryConfig struct {
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Dial opens the probe connection of Suspect; default a net.Dialer
+	// with a 1 s timeout.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Registry is the voice fleet of a cluster, read from the load reports in
@@ -61,9 +65,17 @@ type Registry struct {
 
 	mu    sync.Mutex
 	loads map[string]voice.Load
+	// dead holds when a probe of a suspected server failed; the server is
+	// unhealthy until it reports again after that.
+	dead map[string]time.Time
+	// probing are the servers being probed now.
+	probing map[string]bool
 }
 
-var _ guild.VoiceAllocator = (*Registry)(nil)
+var (
+	_ guild.VoiceAllocator = (*Registry)(nil)
+	_ guild.VoiceSuspector = (*Registry)(nil)
+)
 
 // NewRegistry returns a fleet following reg's load reports.
 func NewRegistry(reg registry.Registry, cfg RegistryConfig) *Registry {
@@ -79,7 +91,11 @@ func NewRegistry(reg registry.Registry, cfg RegistryConfig) *Registry {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Registry{reg: reg, cfg: cfg, loads: map[string]voice.Load{}}
+	if cfg.Dial == nil {
+		d := &net.Dialer{Timeout: time.Second}
+		cfg.Dial = d.DialContext
+	}
+	return &Registry{reg: reg, cfg: cfg, loads: map[string]voice.Load{}, dead: map[string]time.Time{}, probing: map[string]bool{}}
 }
 
 // Refresh reads the reports once.
@@ -126,11 +142,45 @@ func (r *Registry) live() []voice.Load {
 	defer r.mu.Unlock()
 	out := make([]voice.Load, 0, len(r.loads))
 	for _, l := range r.loads {
+		if d, ok := r.dead[l.Server]; ok && !l.At.After(d) {
+			continue
+		}
 		if fresh(l, now, r.cfg.TTL) {
 			out = append(out, l)
 		}
 	}
 	return out
+}
+
+// Suspect implements guild.VoiceSuspector: it opens a TCP connection to
+// the server's voice gateway in the background. A server whose process
+// died refuses it at once (its host answers with a reset), so the call
+// moves in well under the report TTL; a server that accepts stays
+// healthy. A server that fails the probe is healthy again once it
+// reports after the failure.
+func (r *Registry) Suspect(id string) {
+	r.mu.Lock()
+	l, ok := r.loads[id]
+	if !ok || r.probing[id] {
+		r.mu.Unlock()
+		return
+	}
+	r.probing[id] = true
+	r.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		c, err := r.cfg.Dial(ctx, "tcp", l.Endpoint)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.probing, id)
+		if err == nil {
+			c.Close()
+			return
+		}
+		r.dead[id] = r.cfg.Now()
+		r.cfg.Logger.Warn("voice server failed its probe; calls move off it", "server", id, "endpoint", l.Endpoint, "err", err)
+	}()
 }
 
 // Pick implements guild.VoiceAllocator.

@@ -21,7 +21,8 @@
 // Opus packets to record, optional), OUT (JSON results), DURATION_MS (how
 // long to stay after playing), DROP_AFTER_MS (destroy the voice WebSocket
 // once to force a resume, optional), WAIT_STDIN (wait for a line on stdin
-// before playing).
+// before playing). With CHAT_API, the result also has each received
+// packet's arrival time (times, Unix ms) for the failover measurement.
 'use strict';
 const fs = require('node:fs');
 const {
@@ -82,7 +83,11 @@ async function main() {
 
 	if (env('LISTEN_TO')) {
 		const stream = connection.receiver.subscribe(env('LISTEN_TO'), { end: { behavior: EndBehaviorType.Manual } });
-		stream.on('data', (chunk) => out.received.push(Buffer.from(chunk).toString('base64')));
+		out.times = [];
+		stream.on('data', (chunk) => {
+			out.received.push(Buffer.from(chunk).toString('base64'));
+			out.times.push(Date.now());
+		});
 	}
 	if (env('DROP_AFTER_MS')) {
 		setTimeout(() => {

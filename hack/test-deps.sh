@@ -12,6 +12,32 @@ ENV_FILE="$CACHE/test-env.sh"
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# apt_need CMD PACKAGE WHY installs Debian's PACKAGE when CMD is missing.
+apt_need() {
+	command -v "$1" >/dev/null 2>&1 && return 0
+	command -v apt-get >/dev/null || { echo "$1 is missing and apt-get is not available: install $2 ($3)" >&2; exit 1; }
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null \
+		|| { echo "apt-get install $2 failed: $3" >&2; exit 1; }
+}
+
+# pyvenv NAME REQUIREMENTS prints the python of a venv with REQUIREMENTS
+# installed, cached under $CACHE by the file's hash. It is built in place
+# (venvs do not survive a move); .installed marks it complete.
+pyvenv() {
+	local venv
+	venv="$CACHE/$1-$(sha256sum "$2" | cut -c1-16)"
+	if [[ -f "$venv/.installed" ]]; then
+		echo "reusing $venv" >&2
+	else
+		rm -rf "$venv"
+		python3 -m venv "$venv" >&2 || { echo "python3 -m venv failed: install python3 with the venv module" >&2; exit 1; }
+		"$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off -r "$2" >&2 \
+			|| { echo "pip install -r $2 failed" >&2; exit 1; }
+		touch "$venv/.installed"
+	fi
+	echo "$venv/bin/python"
+}
+
 step "Go modules"
 go mod download
 
@@ -26,26 +52,11 @@ step "discord.js conformance client (npm ci)"
 echo "export CONCORD_JS_DIR=$PWD/test/conformance/js" >> "$ENV_FILE.tmp"
 
 step "discord.py conformance client (venv from test/conformance/py/requirements.txt, cached)"
-PY_REQ=test/conformance/py/requirements.txt
-PY_VENV="$CACHE/pyvenv-$(sha256sum "$PY_REQ" | cut -c1-16)"
-if [[ -f "$PY_VENV/.installed" ]]; then
-	echo "reusing $PY_VENV"
-else
-	# Built in place (venvs do not survive a move); .installed marks it complete.
-	rm -rf "$PY_VENV"
-	python3 -m venv "$PY_VENV" || { echo "python3 -m venv failed: install python3 with the venv module" >&2; exit 1; }
-	"$PY_VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off -r "$PY_REQ" \
-		|| { echo "pip install -r $PY_REQ failed" >&2; exit 1; }
-	touch "$PY_VENV/.installed"
-fi
-echo "export CONCORD_PY=$PY_VENV/bin/python" >> "$ENV_FILE.tmp"
+PY=$(pyvenv pyvenv test/conformance/py/requirements.txt)
+echo "export CONCORD_PY=$PY" >> "$ENV_FILE.tmp"
 
 step "ffmpeg from Debian (voice tests make their Ogg Opus tone files with it)"
-if ! command -v ffmpeg >/dev/null; then
-	command -v apt-get >/dev/null || { echo "ffmpeg is missing and apt-get is not available: install ffmpeg" >&2; exit 1; }
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg >/dev/null \
-		|| { echo "apt-get install ffmpeg failed" >&2; exit 1; }
-fi
+apt_need ffmpeg ffmpeg "the voice tests make their Ogg Opus tone files with it"
 # Read the list whole first: grep -q would close the pipe early and pipefail
 # would report ffmpeg's SIGPIPE as a failure.
 FFMPEG_ENCODERS=$(ffmpeg -hide_banner -encoders 2>/dev/null)
@@ -56,33 +67,15 @@ step "discord.js 14 and @discordjs/voice 0.19 with Node 22 for the voice tests (
 echo "export CONCORD_VOICE_JS_DIR=$PWD/test/voice/js" >> "$ENV_FILE.tmp"
 
 step "discord.py[voice] and discord-ext-voice-recv for the voice tests (venv, cached)"
-VPY_REQ=test/voice/py/requirements.txt
-VPY_VENV="$CACHE/pyvenv-voice-$(sha256sum "$VPY_REQ" | cut -c1-16)"
-if [[ -f "$VPY_VENV/.installed" ]]; then
-	echo "reusing $VPY_VENV"
-else
-	rm -rf "$VPY_VENV"
-	python3 -m venv "$VPY_VENV" || { echo "python3 -m venv failed: install python3 with the venv module" >&2; exit 1; }
-	"$VPY_VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off -r "$VPY_REQ" \
-		|| { echo "pip install -r $VPY_REQ failed" >&2; exit 1; }
-	touch "$VPY_VENV/.installed"
-fi
-echo "export CONCORD_VOICE_PY=$VPY_VENV/bin/python" >> "$ENV_FILE.tmp"
+VPY=$(pyvenv pyvenv-voice test/voice/py/requirements.txt)
+echo "export CONCORD_VOICE_PY=$VPY" >> "$ENV_FILE.tmp"
 
 step "Chromium (headless, for the web client's browser tests in test/browser)"
-if ! command -v chromium >/dev/null 2>&1; then
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
-		|| { echo "apt-get install chromium failed: the browser tests need Debian's chromium" >&2; exit 1; }
-fi
+apt_need chromium chromium "the browser tests need Debian's chromium"
 echo "export CONCORD_CHROMIUM=$(command -v chromium)" >> "$ENV_FILE.tmp"
 
 step "HAProxy from Debian (the load balancer of make run-cluster and its test)"
-if ! command -v haproxy >/dev/null 2>&1; then
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy \
-		|| { echo "apt-get install haproxy failed: make run-cluster needs Debian's haproxy" >&2; exit 1; }
-fi
+apt_need haproxy haproxy "make run-cluster needs Debian's haproxy"
 
 step "Apache Kafka (KRaft, single node on loopback)"
 bash hack/kafka/kafka.sh start

@@ -277,6 +277,10 @@ type Voice struct {
 	// UDP is the media socket's listen address. Default: Listen's host,
 	// port 0.
 	UDP string
+	// WebRTCUDP is the listen address of the browsers' WebRTC media (one
+	// ICE UDP port shared by every peer connection). Default: Listen's
+	// host, port 0; "off" turns the WebRTC transport off.
+	WebRTCUDP string
 	// PublicHost is the host of the endpoint clients are sent to
 	// (VOICE_SERVER_UPDATE). Default: Listen's host, 127.0.0.1 when it is
 	// unspecified.

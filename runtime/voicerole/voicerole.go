@@ -13,9 +13,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/concord-chat/concord/runtime/config"
+	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/voice"
@@ -41,6 +41,9 @@ func settings(c config.Config, dev bool) (config.Voice, error) {
 	}
 	if v.UDP == "" {
 		v.UDP = net.JoinHostPort(host, "0")
+	}
+	if v.WebRTCUDP == "" {
+		v.WebRTCUDP = net.JoinHostPort(host, "0")
 	}
 	if v.PublicHost == "" {
 		v.PublicHost = host
@@ -103,6 +106,14 @@ func build(ctx context.Context, b *role.Builder) error {
 		UDPAddr: v.UDP, PublicIP: v.PublicIP, TrustedKeys: keys,
 		Logger: b.Logger, Registerer: b.Metrics,
 	}
+	if v.WebRTCUDP != "off" {
+		// Browsers reach the same calls over WebRTC, their candidates
+		// advertising the address bots send RTP to.
+		cfg.WebRTC = &voice.WebRTCConfig{UDPAddr: v.WebRTCUDP}
+		if v.PublicIP != "" {
+			cfg.WebRTC.PublicIPs = []string{v.PublicIP}
+		}
+	}
 	if b.Registry != nil {
 		cfg.Load = fleet.Reporter{Registry: b.Registry}
 	}
@@ -110,7 +121,11 @@ func build(ctx context.Context, b *role.Builder) error {
 	if err != nil {
 		return fmt.Errorf("voice: %w", err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// The voice gateway's listener has the bounds of every listener of
+	// the process (header and idle timeouts, connection caps).
+	serving := b.Config.ServingConfig()
+	hs := httpserve.NewServer(srv.Handler(), serving)
+	l = httpserve.Listener(l, serving)
 	if err := b.Add(lifecycle.Part{Name: "sfu", Run: srv.Run}); err != nil {
 		return err
 	}

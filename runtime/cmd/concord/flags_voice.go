@@ -13,6 +13,7 @@ import (
 func bindVoiceFlags(fs *pflag.FlagSet, v *config.Voice) {
 	strFlag(fs, &v.Listen, "voice-listen", "", "voice gateway listen address (the SFU's wss:// endpoint; default 127.0.0.1:0)")
 	strFlag(fs, &v.UDP, "voice-udp", "", "voice media (RTP over UDP) listen address; default the voice-listen host, port 0")
+	strFlag(fs, &v.WebRTCUDP, "voice-webrtc-udp", "", "browsers' WebRTC media (one ICE UDP port for every peer) listen address; default the voice-listen host, port 0; off: no WebRTC")
 	strFlag(fs, &v.PublicHost, "voice-public-host", "", "host of the voice endpoint given to clients in VOICE_SERVER_UPDATE; default the voice-listen host")
 	strFlag(fs, &v.PublicIP, "voice-public-ip", "", "IPv4 address clients send voice media to; default the public host when it is an IPv4 address")
 	strFlag(fs, &v.Region, "voice-region", "", "voice region of this SFU (default local)")

@@ -14,6 +14,7 @@ package role
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -101,7 +102,7 @@ func (b *Builder) Listen(network, addr string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("role %s: listen %s %s: %w", b.role, network, addr, err)
 	}
-	if err := b.group.Add(lifecycle.Part{Name: b.role + "/listener " + addr, Close: l.Close}); err != nil {
+	if err := b.group.Add(lifecycle.Part{Name: b.role + "/listener " + addr, Close: func() error { return ignoreClosed(l.Close()) }}); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -115,11 +116,20 @@ func (b *Builder) ListenPacket(network, addr string) (net.PacketConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("role %s: listen %s %s: %w", b.role, network, addr, err)
 	}
-	if err := b.group.Add(lifecycle.Part{Name: b.role + "/listener " + network + " " + addr, Close: c.Close}); err != nil {
+	if err := b.group.Add(lifecycle.Part{Name: b.role + "/listener " + network + " " + addr, Close: func() error { return ignoreClosed(c.Close()) }}); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// ignoreClosed drops the error of closing a listener its server closed
+// already (an http.Server closes the listener it serves).
+func ignoreClosed(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
 }
 
 // Build builds each role of table that want reports the process runs,

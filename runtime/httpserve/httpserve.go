@@ -97,14 +97,24 @@ func positive(d time.Duration) time.Duration { return max(d, 0) }
 // h behind Front. It sets no server-wide ReadTimeout or WriteTimeout:
 // those would cut WebSocket and streaming connections, so Front sets them
 // per request instead. Serve it on Listener(l, cfg).
+//
+// The server speaks HTTP/1.1 and unencrypted HTTP/2 with prior knowledge
+// (h2c, as a TLS-terminating proxy forwards it): an HTTP/2 client
+// multiplexes its event streams and requests over one connection, which
+// counts once against the connection caps. WebSocket upgrades stay on
+// HTTP/1.1.
 func NewServer(h http.Handler, cfg Config) *http.Server {
 	cfg = cfg.WithDefaults()
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Handler:           Front(h, cfg),
 		ReadHeaderTimeout: positive(cfg.ReadHeaderTimeout),
 		IdleTimeout:       positive(cfg.IdleTimeout),
 		MaxHeaderBytes:    max(cfg.MaxHeaderBytes, 0),
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		Protocols:         &protocols,
 	}
 }
 

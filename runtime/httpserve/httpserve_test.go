@@ -275,3 +275,32 @@ func TestNetError(t *testing.T) {
 		}
 	}
 }
+
+// A client speaking HTTP/2 with prior knowledge (a TLS-terminating proxy)
+// is served over HTTP/2, an event stream included: its events arrive as
+// they are flushed, before the handler returns.
+func TestUnencryptedHTTP2(t *testing.T) {
+	release := make(chan struct{})
+	addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: "+r.Proto+"\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+	}), Config{})
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	client := &http.Client{Transport: &http.Transport{Protocols: &protocols}}
+	resp, err := client.Get("http://" + addr + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	defer close(release)
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("served over %s, want HTTP/2", resp.Proto)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || line != "data: HTTP/2.0\n" {
+		t.Fatalf("first event = %q, %v", line, err)
+	}
+}

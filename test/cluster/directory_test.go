@@ -5,7 +5,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -13,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gorilla/websocket"
 )
 
 // TestSessionDirectory runs two gateway nodes, one api+guild node and a
@@ -87,8 +84,8 @@ func TestSessionDirectory(t *testing.T) {
 		for i, gw := range []*proc{gw1, gw2} {
 			s := dialIntents(t, fmt.Sprintf("%s@gw-%d", who, i+1), gw.http, u.token, intents)
 			s.await(t, "READY", 15*time.Second, func(f []dispatch) bool { return len(f) > 0 })
-			if f := s.snapshot()[0]; f.typ != "READY" || f.seq != 1 {
-				t.Fatalf("%s: first dispatch %s seq %d, want READY seq 1", s.name, f.typ, f.seq)
+			if f := s.snapshot()[0]; f.Type != "READY" || f.Seq != 1 {
+				t.Fatalf("%s: first dispatch %s seq %d, want READY seq 1", s.name, f.Type, f.Seq)
 			}
 			out = append(out, sess{s, who})
 		}
@@ -104,7 +101,7 @@ func TestSessionDirectory(t *testing.T) {
 		for _, s := range ss {
 			s.await(t, what, 15*time.Second, func(frames []dispatch) bool {
 				for _, f := range frames {
-					if f.typ == typ && match(f.d) {
+					if f.Type == typ && match(f.D) {
 						return true
 					}
 				}
@@ -187,7 +184,7 @@ func TestSessionDirectory(t *testing.T) {
 	awaitEvent(aliceS, "MESSAGE_CREATE", "the message after bob left", byID("id", after.ID))
 	for _, s := range bobS {
 		for _, f := range s.snapshot() {
-			if f.typ == "MESSAGE_CREATE" && field(f.d, "id") == after.ID {
+			if f.Type == "MESSAGE_CREATE" && field(f.D, "id") == after.ID {
 				t.Fatalf("%s got a message of a guild it left", s.name)
 			}
 		}
@@ -207,18 +204,14 @@ func TestSessionDirectory(t *testing.T) {
 	}
 	api.must(t, alice.token, "POST", "/applications", map[string]any{"name": "leased"}, &application)
 	bot := dialIntents(t, "bot@gw-2", gw2.http, "Bot "+application.Token, 1<<0)
-	bot.await(t, "the bot's READY", 15*time.Second, func(f []dispatch) bool { return len(f) > 0 && f[0].typ == "READY" })
+	bot.await(t, "the bot's READY", 15*time.Second, func(f []dispatch) bool { return len(f) > 0 && f[0].Type == "READY" })
 	api.must(t, alice.token, "POST", "/applications/"+application.ID+"/bot/reset", nil, nil)
 	select {
-	case <-bot.done:
+	case <-bot.Done():
 	case <-time.After(15 * time.Second):
 		t.Fatal("the bot's session is still open 15 s after its token was reset")
 	}
-	bot.mu.Lock()
-	cerr := bot.closeErr
-	bot.mu.Unlock()
-	var ce *websocket.CloseError
-	if !errors.As(cerr, &ce) || ce.Code != 4004 {
-		t.Fatalf("bot session ended with %v, want close 4004", cerr)
+	if code := bot.CloseCode(); code != 4004 {
+		t.Fatalf("bot session ended with close %d, want 4004", code)
 	}
 }

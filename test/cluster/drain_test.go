@@ -173,7 +173,7 @@ func (c *resumingClient) connect(url string) (again bool, err error) {
 		c.mu.Lock()
 		switch f.Op {
 		case 0:
-			c.frames = append(c.frames, dispatch{seq: f.S, typ: f.T, at: time.Now(), d: f.D})
+			c.frames = append(c.frames, dispatch{Seq: f.S, Type: f.T, At: time.Now(), D: f.D})
 			c.lastSeq = f.S
 			switch f.T {
 			case "READY":

@@ -167,7 +167,7 @@ func TestKillGuildNode(t *testing.T) {
 	}
 	for _, s := range sessions {
 		s.await(t, "READY and GUILD_CREATE", 20*time.Second, func(fs []dispatch) bool {
-			return len(fs) > 0 && fs[0].typ == "READY" && len(guildCreates(fs, mainGuild)) > 0
+			return len(fs) > 0 && fs[0].Type == "READY" && len(guildCreates(fs, mainGuild)) > 0
 		})
 	}
 	t.Logf("sessions: %d identified and subscribed after %v", len(sessions), time.Since(start).Round(time.Millisecond))

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
+	"github.com/concord-chat/concord/test/internal/gwtest"
 )
 
 // presenceUpdate is PRESENCE_UPDATE's `d`.
@@ -31,11 +31,11 @@ func awaitPresence(t *testing.T, s *wsSession, what, user string, skip int, time
 	t.Helper()
 	s.await(t, what, timeout, func(frames []dispatch) bool {
 		for _, f := range frames[min(skip, len(frames)):] {
-			if f.typ != "PRESENCE_UPDATE" {
+			if f.Type != "PRESENCE_UPDATE" {
 				continue
 			}
 			var p presenceUpdate
-			if err := json.Unmarshal(f.d, &p); err == nil && p.User.ID == user && cond(p) {
+			if err := json.Unmarshal(f.D, &p); err == nil && p.User.ID == user && cond(p) {
 				return true
 			}
 		}
@@ -43,35 +43,17 @@ func awaitPresence(t *testing.T, s *wsSession, what, user string, skip int, time
 	})
 }
 
-// dialClient is dial with IDENTIFY's os and presence chosen by the test.
+// dialClient is dial with IDENTIFY's os and presence chosen by the test
+// (intents GUILDS, GUILD_PRESENCES, GUILD_MESSAGES, MESSAGE_CONTENT).
 func dialClient(t *testing.T, name, gatewayAddr, token, os string, presence map[string]any) *wsSession {
 	t.Helper()
-	ws, _, err := websocket.DefaultDialer.Dial("ws://"+gatewayAddr+"/gateway?v=10&encoding=json", nil)
+	c, err := gwtest.Dial("ws://"+gatewayAddr+"/gateway?v=10&encoding=json", token,
+		gwtest.Options{Name: name, Intents: 1<<0 | 1<<8 | 1<<9 | 1<<15, OS: os, Presence: presence})
 	if err != nil {
-		t.Fatalf("%s: dial %s: %v", name, gatewayAddr, err)
+		t.Fatal(err)
 	}
-	s := &wsSession{name: name, gateway: gatewayAddr, ws: ws, changed: make(chan struct{}), done: make(chan struct{})}
-	t.Cleanup(func() { ws.Close(); <-s.done })
-	var hello struct {
-		Op int `json:"op"`
-		D  struct {
-			HeartbeatInterval int `json:"heartbeat_interval"`
-		} `json:"d"`
-	}
-	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if err := ws.ReadJSON(&hello); err != nil || hello.Op != 10 || hello.D.HeartbeatInterval <= 0 {
-		t.Fatalf("%s: HELLO: %+v, %v", name, hello, err)
-	}
-	_ = ws.SetReadDeadline(time.Time{})
-	s.send(t, map[string]any{"op": 2, "d": map[string]any{
-		"token":      token,
-		"intents":    1<<0 | 1<<8 | 1<<9 | 1<<15,
-		"properties": map[string]string{"os": os, "browser": "concord-test", "device": "concord-test"},
-		"presence":   presence,
-	}})
-	go s.read()
-	go s.heartbeat(time.Duration(hello.D.HeartbeatInterval) * time.Millisecond)
-	return s
+	t.Cleanup(c.Close)
+	return &wsSession{Conn: c, name: name, gateway: gatewayAddr}
 }
 
 // TestPresenceNode runs a presence node (--roles=presence) and one node
@@ -158,7 +140,7 @@ func TestPresenceNode(t *testing.T) {
 	for _, typ := range []string{"GUILD_MEMBER_LIST_UPDATE", "GUILD_MEMBERS_CHUNK"} {
 		bobS.await(t, typ, 10*time.Second, func(frames []dispatch) bool {
 			for _, f := range frames {
-				if f.typ == typ && strings.Contains(string(f.d), `"id":"`+alice.id+`"`) {
+				if f.Type == typ && strings.Contains(string(f.D), `"id":"`+alice.id+`"`) {
 					return true
 				}
 			}

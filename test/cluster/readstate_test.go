@@ -102,7 +102,7 @@ func TestReadStateNode(t *testing.T) {
 		t.Helper()
 		n++
 		s := dial(t, fmt.Sprintf("session-%d", n), app.http, u.token)
-		defer s.ws.Close()
+		defer s.Close()
 		var d struct {
 			ReadState struct {
 				Entries []readState `json:"entries"`
@@ -110,8 +110,8 @@ func TestReadStateNode(t *testing.T) {
 		}
 		s.await(t, "READY", 10*time.Second, func(frames []dispatch) bool {
 			for _, f := range frames {
-				if f.typ == "READY" {
-					if err := json.Unmarshal(f.d, &d); err != nil {
+				if f.Type == "READY" {
+					if err := json.Unmarshal(f.D, &d); err != nil {
 						t.Fatalf("READY: %v", err)
 					}
 					return true
@@ -176,7 +176,7 @@ func TestReadStateNode(t *testing.T) {
 	}
 	bobSession.await(t, "MESSAGE_ACK", 10*time.Second, func(frames []dispatch) bool {
 		for _, f := range frames {
-			if f.typ == "MESSAGE_ACK" && strings.Contains(string(f.d), `"message_id":"`+m1+`"`) {
+			if f.Type == "MESSAGE_ACK" && strings.Contains(string(f.D), `"message_id":"`+m1+`"`) {
 				return true
 			}
 		}

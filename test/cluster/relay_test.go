@@ -117,13 +117,13 @@ func TestRelayTier(t *testing.T) {
 	// Every message arrived once, in order.
 	var contents []string
 	for _, f := range s.snapshot() {
-		if f.typ != "MESSAGE_CREATE" {
+		if f.Type != "MESSAGE_CREATE" {
 			continue
 		}
 		var m struct {
 			Content string `json:"content"`
 		}
-		_ = json.Unmarshal(f.d, &m)
+		_ = json.Unmarshal(f.D, &m)
 		contents = append(contents, m.Content)
 	}
 	if len(contents) != sent {
@@ -139,7 +139,7 @@ func TestRelayTier(t *testing.T) {
 func countType(fs []dispatch, typ string) int {
 	n := 0
 	for _, f := range fs {
-		if f.typ == typ {
+		if f.Type == typ {
 			n++
 		}
 	}

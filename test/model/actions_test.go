@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 
@@ -715,6 +716,87 @@ func (w *world) pin(t *rapid.T) {
 	for _, x := range list {
 		if !want[x.ID] || x.Content != w.byID[x.ID].content {
 			t.Fatalf("VIOLATION at action %d %s: pin %d not in the model's %v: %s", w.action, what, x.ID, want, r.Body)
+		}
+	}
+}
+
+// thumbsUp is the one emoji the model reacts with, escaped for a path.
+var thumbsUp = url.PathEscape("\U0001F44D")
+
+// react adds or removes the actor's reaction on a guild message, then
+// lists who reacted as another user. Both need VIEW_CHANNEL and
+// READ_MESSAGE_HISTORY; the first reaction of an emoji on a message also
+// ADD_REACTIONS. Reaction events are checked by the streams like every
+// event naming a channel.
+func (w *world) react(t *rapid.T) {
+	var guildMsgs []*mmsg
+	for _, m := range w.msgs {
+		if w.dmByID[m.ch] == nil {
+			guildMsgs = append(guildMsgs, m)
+		}
+	}
+	if len(guildMsgs) == 0 {
+		t.Skip("no guild message yet")
+	}
+	u := w.user(t, "reactor", 0)
+	m := rapid.SampledFrom(guildMsgs).Draw(t, "message")
+	on := rapid.Bool().Draw(t, "react")
+	readable := func(u int) (bool, int) {
+		switch {
+		case !w.can(u, m.ch, permView):
+			return false, 50001
+		case !w.can(u, m.ch, permHistory):
+			return false, 50013
+		case !m.alive:
+			return false, 10008
+		}
+		return true, 0
+	}
+	allowed, code := readable(u)
+	if allowed && on && len(w.reacted[m.id]) == 0 && !w.can(u, m.ch, permReact) {
+		allowed, code = false, 50013
+	}
+	method := "PUT"
+	if !on {
+		method = "DELETE"
+	}
+	path := fmt.Sprintf("/channels/%d/messages/%d/reactions/%s", m.ch, m.id, thumbsUp)
+	r := w.s.call(t, method, path+"/@me", w.acct[u].Token, nil)
+	w.expect(t, fmt.Sprintf("reaction %s on %d by %s", method, m.id, w.acct[u].Name), r, allowed, code)
+	if allowed {
+		if w.reacted[m.id] == nil {
+			w.reacted[m.id] = map[int]bool{}
+		}
+		if on {
+			w.reacted[m.id][u] = true
+		} else {
+			delete(w.reacted[m.id], u)
+		}
+	}
+	v := w.user(t, "reaction lister", 0)
+	r = w.s.call(t, "GET", path, w.acct[v].Token, nil)
+	what := fmt.Sprintf("reactions on %d listed by %s", m.id, w.acct[v].Name)
+	ok, code := readable(v)
+	w.expect(t, what, r, ok, code)
+	if !r.ok() {
+		return
+	}
+	var users []struct {
+		ID snowflake.ID `json:"id"`
+	}
+	if err := json.Unmarshal(r.Body, &users); err != nil {
+		t.Fatal(err)
+	}
+	if len(users) != len(w.reacted[m.id]) {
+		t.Fatalf("action %d %s: %d users, the model %d: %s", w.action, what, len(users), len(w.reacted[m.id]), r.Body)
+	}
+	for _, x := range users {
+		found := false
+		for ru := range w.reacted[m.id] {
+			found = found || w.acct[ru].ID == x.ID
+		}
+		if !found {
+			t.Fatalf("action %d %s: user %d not in the model: %s", w.action, what, x.ID, r.Body)
 		}
 	}
 }

@@ -231,7 +231,7 @@ type gwConn struct {
 
 // Intents every model client asks for: GUILDS, GUILD_MESSAGES,
 // DIRECT_MESSAGES, MESSAGE_CONTENT.
-const clientIntents = 1<<0 | 1<<9 | 1<<12 | 1<<15
+const clientIntents = 1<<0 | 1<<9 | 1<<10 | 1<<12 | 1<<15
 
 // dial opens a connection and sends IDENTIFY (resume nil) or RESUME.
 func (s *server) dial(t tb, a account, resume *resumeState) *gwConn {

@@ -72,6 +72,7 @@ func runModel(t *testing.T, s *server, st *stats) {
 			"channels":  step(w.channels),
 			"typing":    step(w.typing),
 			"pin":       step(w.pin),
+			"react":     step(w.react),
 			"send":      step(w.send),
 			"send2":     step(w.send),
 			"edit":      step(w.edit),

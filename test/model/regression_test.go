@@ -11,6 +11,7 @@ import (
 )
 
 const (
+	permReact   = 1 << 6
 	permView    = 1 << 10
 	permSend    = 1 << 11
 	permManMsg  = 1 << 13

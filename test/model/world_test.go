@@ -82,9 +82,11 @@ type world struct {
 	tagAction map[string]int
 	nonces    map[nonceKey]snowflake.ID
 	pinned    map[snowflake.ID]bool
-	dms       []*mdm
-	dmByID    map[snowflake.ID]*mdm
-	dmPair    map[[2]int]*mdm
+	// reacted holds, per message, the users whose 👍 is on it.
+	reacted map[snowflake.ID]map[int]bool
+	dms     []*mdm
+	dmByID  map[snowflake.ID]*mdm
+	dmPair  map[[2]int]*mdm
 
 	action int        // index of the action running now (1-based)
 	hist   []snapshot // hist[k]: after action k; hist[0]: after setup
@@ -202,7 +204,7 @@ func (w *world) recipient(dm *mdm, u int) bool {
 func newWorld(t *rapid.T, s *server) *world {
 	w := &world{s: s, roleBits: map[snowflake.ID]uint64{}, rolePos: map[snowflake.ID]int{},
 		ows: map[snowflake.ID]map[target]allowDeny{}, byID: map[snowflake.ID]*mmsg{}, tagAction: map[string]int{},
-		nonces: map[nonceKey]snowflake.ID{}, pinned: map[snowflake.ID]bool{}, dmByID: map[snowflake.ID]*mdm{}, dmPair: map[[2]int]*mdm{}}
+		nonces: map[nonceKey]snowflake.ID{}, pinned: map[snowflake.ID]bool{}, reacted: map[snowflake.ID]map[int]bool{}, dmByID: map[snowflake.ID]*mdm{}, dmPair: map[[2]int]*mdm{}}
 	names := [nUsers]string{"owner", "ann", "ben", "cat", "bot"}
 	for i := range nUsers {
 		w.acct[i] = s.register(t, names[i], i == botIdx)

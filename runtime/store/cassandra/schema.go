@@ -319,6 +319,19 @@ func applyPending(ctx context.Context, s *gocql.Session, keyspace, table string,
 func execDDL(ctx context.Context, s *gocql.Session, keyspace, stmt string) error {
 	withID := withTableID(keyspace, stmt)
 	err := s.Query(withID).ExecContext(ctx)
+	// A schema change that timed out on the client may still be applied
+	// by the coordinator; the statements are IF NOT EXISTS with a table
+	// id derived from the name, so sending it again is safe and either
+	// applies it or finds it (a busy node can take longer than one
+	// request timeout to agree on a schema change).
+	for attempt := 1; attempt < 5 && errors.Is(err, gocql.ErrTimeoutNoResponse); attempt++ {
+		select {
+		case <-ctx.Done():
+			return wrapErr("schema: "+firstLine(stmt), ctx.Err())
+		case <-time.After(time.Duration(attempt) * time.Second):
+		}
+		err = s.Query(withID).ExecContext(ctx)
+	}
 	if err != nil && withID != stmt && strings.Contains(strings.ToLower(err.Error()), "id") {
 		err = s.Query(stmt).ExecContext(ctx) // ScyllaDB: no WITH ID
 	}

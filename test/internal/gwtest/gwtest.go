@@ -1,0 +1,257 @@
+// Package gwtest is the gateway client the test packages share: a real
+// WebSocket client of Concord's (Discord's) gateway that reads HELLO,
+// identifies or resumes, heartbeats at the interval HELLO gives with the
+// last sequence number, and records every dispatch in arrival order so a
+// test can await the one it expects instead of sleeping.
+package gwtest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Frame is one dispatch (op 0) a session received.
+type Frame struct {
+	// Seq is the frame's sequence number (s).
+	Seq int64
+	// Type is the event name (t).
+	Type string
+	// At is when the client read it.
+	At time.Time
+	// D is the event's payload.
+	D json.RawMessage
+}
+
+// Intents a session asks for when Options.Intents is zero: GUILDS,
+// GUILD_MESSAGES and MESSAGE_CONTENT.
+const DefaultIntents = 1<<0 | 1<<9 | 1<<15
+
+// Options configure a session.
+type Options struct {
+	// Name labels the session in errors.
+	Name string
+	// Intents of the IDENTIFY; DefaultIntents when zero.
+	Intents uint64
+	// OS is IDENTIFY's properties.os ("linux" when empty): the client
+	// class presence reports.
+	OS string
+	// Presence is IDENTIFY's initial presence, when set.
+	Presence map[string]any
+	// Resume, when set, sends RESUME for that session instead of
+	// IDENTIFY.
+	Resume *Resume
+	// Header is sent with the WebSocket handshake.
+	Header http.Header
+	// Timeout bounds the dial and HELLO; 10 s when zero.
+	Timeout time.Duration
+}
+
+// Resume names the session a RESUME continues.
+type Resume struct {
+	SessionID string
+	Seq       int64
+}
+
+// Conn is one gateway session.
+type Conn struct {
+	name    string
+	ws      *websocket.Conn
+	writeMu sync.Mutex
+
+	mu        sync.Mutex
+	frames    []Frame
+	lastSeq   int64
+	closeErr  error
+	closeCode int
+	changed   chan struct{} // closed and replaced at every frame
+	done      chan struct{}
+}
+
+// Dial connects to the gateway at url (ws://host/gateway?v=10&encoding=json)
+// and identifies with token, or resumes per o.Resume.
+func Dial(url, token string, o Options) (*Conn, error) {
+	if o.Intents == 0 {
+		o.Intents = DefaultIntents
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.Name == "" {
+		o.Name = "session"
+	}
+	d := websocket.Dialer{HandshakeTimeout: o.Timeout}
+	ws, _, err := d.Dial(url, o.Header)
+	if err != nil {
+		return nil, fmt.Errorf("%s: dial %s: %w", o.Name, url, err)
+	}
+	c := &Conn{name: o.Name, ws: ws, changed: make(chan struct{}), done: make(chan struct{})}
+	var hello struct {
+		Op int `json:"op"`
+		D  struct {
+			HeartbeatInterval int `json:"heartbeat_interval"`
+		} `json:"d"`
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(o.Timeout))
+	if err := ws.ReadJSON(&hello); err != nil || hello.Op != 10 || hello.D.HeartbeatInterval <= 0 {
+		ws.Close()
+		return nil, fmt.Errorf("%s: HELLO: %+v, %v", o.Name, hello, err)
+	}
+	_ = ws.SetReadDeadline(time.Time{})
+	if o.OS == "" {
+		o.OS = "linux"
+	}
+	identify := map[string]any{
+		"token":      token,
+		"intents":    o.Intents,
+		"properties": map[string]string{"os": o.OS, "browser": "concord-test", "device": "concord-test"},
+	}
+	if o.Presence != nil {
+		identify["presence"] = o.Presence
+	}
+	var first any = map[string]any{"op": 2, "d": identify}
+	if o.Resume != nil {
+		c.lastSeq = o.Resume.Seq
+		first = map[string]any{"op": 6, "d": map[string]any{"token": token, "session_id": o.Resume.SessionID, "seq": o.Resume.Seq}}
+	}
+	if err := c.Send(first); err != nil {
+		ws.Close()
+		return nil, err
+	}
+	go c.read()
+	go c.heartbeat(time.Duration(hello.D.HeartbeatInterval) * time.Millisecond)
+	return c, nil
+}
+
+// Send writes one frame.
+func (c *Conn) Send(v any) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	_ = c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if err := c.ws.WriteJSON(v); err != nil {
+		return fmt.Errorf("%s: send: %w", c.name, err)
+	}
+	return nil
+}
+
+func (c *Conn) read() {
+	defer close(c.done)
+	for {
+		var f struct {
+			Op int             `json:"op"`
+			T  string          `json:"t"`
+			S  int64           `json:"s"`
+			D  json.RawMessage `json:"d"`
+		}
+		err := c.ws.ReadJSON(&f)
+		c.mu.Lock()
+		if err != nil {
+			c.closeErr = err
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				c.closeCode = ce.Code
+			}
+			close(c.changed)
+			c.mu.Unlock()
+			return
+		}
+		if f.Op == 0 {
+			c.frames = append(c.frames, Frame{Seq: f.S, Type: f.T, At: time.Now(), D: f.D})
+			c.lastSeq = f.S
+		}
+		close(c.changed)
+		c.changed = make(chan struct{})
+		c.mu.Unlock()
+	}
+}
+
+// heartbeat sends op 1 with the last sequence number at every interval.
+func (c *Conn) heartbeat(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+			if err := c.Send(map[string]any{"op": 1, "d": c.Seq()}); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Await waits until cond, evaluated under the session's lock on its
+// frames, holds. It returns an error naming what when the connection
+// ends first or timeout passes.
+func (c *Conn) Await(what string, timeout time.Duration, cond func(frames []Frame) bool) error {
+	deadline := time.After(timeout)
+	for {
+		c.mu.Lock()
+		ok := cond(c.frames)
+		ch, cerr := c.changed, c.closeErr
+		c.mu.Unlock()
+		if ok {
+			return nil
+		}
+		if cerr != nil {
+			return fmt.Errorf("%s: connection ended while waiting for %s: %w", c.name, what, cerr)
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			return fmt.Errorf("%s: no %s within %v", c.name, what, timeout)
+		}
+	}
+}
+
+// Frames returns a copy of the dispatches received so far.
+func (c *Conn) Frames() []Frame {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Frame(nil), c.frames...)
+}
+
+// Seq is the last sequence number received.
+func (c *Conn) Seq() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastSeq
+}
+
+// SessionID is READY's session_id, or "" before READY.
+func (c *Conn) SessionID() string {
+	for _, f := range c.Frames() {
+		if f.Type == "READY" {
+			var r struct {
+				SessionID string `json:"session_id"`
+			}
+			_ = json.Unmarshal(f.D, &r)
+			return r.SessionID
+		}
+	}
+	return ""
+}
+
+// Done is closed when the connection has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// CloseCode is the close code the server sent, 0 while open or when the
+// connection ended without a close frame.
+func (c *Conn) CloseCode() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeCode
+}
+
+// Close ends the connection without a close frame (as a dropped network
+// would, so the session stays resumable) and waits for the reader.
+func (c *Conn) Close() {
+	c.ws.Close()
+	<-c.done
+}

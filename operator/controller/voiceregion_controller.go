@@ -77,10 +77,23 @@ func trimPercent(s string) string {
 
 // sfu is one SFU pod with its load.
 type sfu struct {
-	pod      *corev1.Pod
+	pod *corev1.Pod
+	// known is true when the load was read (a fresh report); a ready
+	// server of unknown load may have calls, so it is never deleted.
+	known    bool
 	load     fleet.VoiceLoad
 	draining bool
 	ready    bool
+}
+
+// idle reports whether a server can go without ending calls: it reported
+// no active calls, or it is not ready and reports nothing (it never
+// started, or died).
+func (s sfu) idle() bool {
+	if !s.known {
+		return !s.ready
+	}
+	return s.load.ActiveCalls == 0
 }
 
 // Reconcile converges one VoiceRegion.
@@ -138,7 +151,7 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		s := sfu{pod: p, ready: podReady(p)}
 		_, s.draining = drainStarted(p)
 		if l, err := r.Loads.VoiceLoad(ctx, p); err == nil {
-			s.load = l
+			s.load, s.known = l, true
 		} else if s.ready {
 			log.V(1).Info("voice load unavailable", "pod", p.Name, "err", err.Error())
 		}
@@ -163,7 +176,7 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	// Drained servers whose last call ended go.
 	kept := servers[:0]
 	for _, s := range servers {
-		if s.draining && s.load.ActiveCalls == 0 {
+		if s.draining && s.idle() {
 			if err := r.deleteServer(ctx, &vr, reg, s, "drained"); err != nil {
 				return ctrl.Result{}, err
 			}
@@ -237,7 +250,7 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return int(a.load.Participants - b.load.Participants)
 		})
 		for _, s := range candidates[:serving-want] {
-			if s.load.ActiveCalls == 0 {
+			if s.idle() {
 				if err := r.deleteServer(ctx, &vr, reg, *s, "idle surplus"); err != nil {
 					return ctrl.Result{}, err
 				}
@@ -266,7 +279,7 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	for _, s := range servers {
 		st.ServerLoads = append(st.ServerLoads, concordv1.VoiceServerStatus{
 			Name: s.pod.Name, Endpoint: s.load.Endpoint, Ready: s.ready, Draining: s.draining,
-			Reporting: !s.load.At.IsZero(), Calls: s.load.ActiveCalls, Participants: s.load.Participants,
+			Reporting: s.known, Calls: s.load.ActiveCalls, Participants: s.load.Participants,
 			PacketsForwarded: int64(s.load.PacketsForwarded),
 		})
 	}

@@ -207,3 +207,61 @@ func TestVoiceRegionLoadBalancer(t *testing.T) {
 		g.Expect(live).To(Equal(1))
 	}, timeout, poll).Should(Succeed())
 }
+
+// TestVoiceRegionUnknownLoadIsNeverKilled: a ready SFU whose load report is
+// missing or stale may have calls, so scale-down drains it instead of
+// deleting it, and deletes it only once it reports no calls.
+func TestVoiceRegionUnknownLoadIsNeverKilled(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	newCluster(t, ns, "prod")
+	vr := &concordv1.VoiceRegion{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ap"},
+		Spec: concordv1.VoiceRegionSpec{ClusterRef: concordv1.ClusterReference{Name: "prod"}, Region: "ap-south",
+			MinServers: 2, MaxServers: 2, CapacityPerServer: 100},
+	}
+	g.Expect(k8s.Create(ctx, vr)).To(Succeed())
+	labels := map[string]string{concordv1.LabelOwner: "ap", concordv1.LabelRole: concordv1.RoleVoice}
+	var names []string
+	g.Eventually(func(g Gomega) {
+		g.Expect(markPodsReady(g, ns, labels)).To(Equal(2))
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(vr), vr)).To(Succeed())
+		g.Expect(vr.Status.ReadyServers).To(Equal(int32(2)))
+		names = nil
+		for _, p := range listPods(g, ns, labels) {
+			names = append(names, p.Name)
+		}
+	}, timeout, poll).Should(Succeed())
+	stale := fmt.Errorf("load of voice server is 30s old")
+	for _, n := range names {
+		mem.SetVoiceLoadError(ns, n, stale)
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(vr), vr)).To(Succeed())
+		vr.Spec.MinServers, vr.Spec.MaxServers = 1, 1
+		g.Expect(k8s.Update(ctx, vr)).To(Succeed())
+	}, timeout, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(vr), vr)).To(Succeed())
+		g.Expect(vr.Status.DrainingServers).To(Equal(int32(1)))
+		for _, s := range vr.Status.ServerLoads {
+			g.Expect(s.Reporting).To(BeFalse())
+		}
+	}, timeout, poll).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(listPods(g, ns, labels)).To(HaveLen(2), "a server of unknown load is never deleted")
+	}, 600*time.Millisecond, poll).Should(Succeed())
+
+	// Reports resume with no calls: the drained server goes.
+	for _, n := range names {
+		mem.SetVoiceLoadError(ns, n, nil)
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(listPods(g, ns, labels)).To(HaveLen(1))
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(vr), vr)).To(Succeed())
+		g.Expect(vr.Status.DrainingServers).To(BeZero())
+		g.Expect(vr.Status.ServerLoads).To(HaveLen(1))
+		g.Expect(vr.Status.ServerLoads[0].Reporting).To(BeTrue())
+	}, timeout, poll).Should(Succeed())
+}

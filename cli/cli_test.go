@@ -91,7 +91,7 @@ func TestHelpDocumentsEveryCommand(t *testing.T) {
 			t.Errorf("--help lacks %q", want)
 		}
 	}
-	for _, sub := range [][]string{{"guild", "get"}, {"guild", "top"}, {"gateway", "list"}, {"gateway", "drain"}, {"voice", "regions"}, {"place"}} {
+	for _, sub := range [][]string{{"guild", "get"}, {"guild", "top"}, {"gateway", "list"}, {"gateway", "drain"}, {"voice", "regions"}, {"voice", "servers"}, {"place"}} {
 		out, err := h.run(append(sub, "--help")...)
 		if err != nil || !strings.Contains(out, "Example") && !strings.Contains(out, "Examples") {
 			t.Errorf("%v --help: %v\n%s", sub, err, out)
@@ -214,6 +214,42 @@ func TestVoiceRegions(t *testing.T) {
 	out, _ = h.run("voice", "regions")
 	if !strings.Contains(out, "eu-west") || !strings.Contains(out, "61%") {
 		t.Fatalf("voice regions:\n%s", out)
+	}
+}
+
+func TestVoiceServers(t *testing.T) {
+	h := newHarness(t,
+		&concordv1.VoiceRegion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu"},
+			Spec: concordv1.VoiceRegionSpec{Region: "eu-west", CapacityPerServer: 200},
+			Status: concordv1.VoiceRegionStatus{ServerLoads: []concordv1.VoiceServerStatus{
+				{Name: "eu-sfu-aaaaa", Endpoint: "203.0.113.7:8443", Ready: true, Reporting: true, Calls: 3, Participants: 50, PacketsForwarded: 2500},
+				{Name: "eu-sfu-bbbbb", Ready: true, Draining: true, Reporting: true, Calls: 1, Participants: 2},
+			}}},
+		&concordv1.VoiceRegion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "us"},
+			Spec:   concordv1.VoiceRegionSpec{Region: "us-east", CapacityPerServer: 100},
+			Status: concordv1.VoiceRegionStatus{ServerLoads: []concordv1.VoiceServerStatus{{Name: "us-sfu-ccccc"}}}})
+	out, err := h.run("voice", "servers", "-o", "wide")
+	if err != nil {
+		t.Fatalf("voice servers: %v\n%s", err, out)
+	}
+	for _, want := range []string{"eu-sfu-aaaaa", "eu-west", "Ready", "25%", "2500", "203.0.113.7:8443", "eu-sfu-bbbbb", "Draining", "us-sfu-ccccc", "NotReady"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("voice servers -o wide lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = h.run("voice", "servers", "eu-west", "-o", "json")
+	if err != nil {
+		t.Fatalf("voice servers eu-west: %v\n%s", err, out)
+	}
+	var rows []VoiceServerRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("json: %v\n%s", err, out)
+	}
+	if len(rows) != 2 || rows[0].Calls != 3 || rows[0].Load != "25%" || rows[1].State != "Draining" {
+		t.Fatalf("rows = %+v", rows)
+	}
+	if out, err := h.run("voice", "servers", "ap-south"); err == nil || !strings.Contains(err.Error()+out, "ap-south") {
+		t.Fatalf("unknown region: err %v, out %s", err, out)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 
 func newVoiceCommand(env *Env) *cobra.Command {
 	cmd := &cobra.Command{Use: "voice", Short: "Inspect voice regions"}
-	cmd.AddCommand(newVoiceRegionsCommand(env))
+	cmd.AddCommand(newVoiceRegionsCommand(env), newVoiceServersCommand(env))
 	return cmd
 }
 
@@ -64,6 +64,89 @@ func (o *VoiceRegionsOptions) Run(ctx context.Context) error {
 		t.rows = append(t.rows, []string{r.Name, r.Region, strconv.Itoa(int(r.Servers)), strconv.Itoa(int(r.Ready)),
 			strconv.Itoa(int(r.Draining)), strconv.FormatInt(r.ActiveCalls, 10), strconv.FormatInt(r.Participants, 10),
 			strconv.FormatInt(r.Capacity, 10), r.CapacityUsed, r.Buffer})
+	}
+	return print(o.Out, o.Output, rows, t)
+}
+
+// VoiceServerRow is one SFU in `voice servers`.
+type VoiceServerRow struct {
+	Name             string `json:"name"`
+	VoiceRegion      string `json:"voiceRegion"`
+	Region           string `json:"region"`
+	State            string `json:"state"`
+	Calls            int64  `json:"calls"`
+	Participants     int64  `json:"participants"`
+	Load             string `json:"load"`
+	PacketsForwarded int64  `json:"packetsForwarded"`
+	Endpoint         string `json:"endpoint"`
+}
+
+// VoiceServersOptions is `voice servers [region]`.
+type VoiceServersOptions struct {
+	*Env
+	// Region filters by VoiceRegion name or spec.region.
+	Region string
+}
+
+func newVoiceServersCommand(env *Env) *cobra.Command {
+	o := &VoiceServersOptions{Env: env}
+	return &cobra.Command{
+		Use:     "servers [region]",
+		Aliases: []string{"list"},
+		Short:   "List SFU servers with their state, calls, participants and load, as the VoiceRegions report them",
+		Example: "  kubectl concord voice servers\n  kubectl concord voice servers eu-west -o wide",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: runOptions(o, func(args []string) {
+			if len(args) == 1 {
+				o.Region = args[0]
+			}
+		}),
+	}
+}
+
+// serverState is one word for an SFU's state.
+func serverState(s concordv1.VoiceServerStatus) string {
+	switch {
+	case s.Draining:
+		return "Draining"
+	case !s.Ready:
+		return "NotReady"
+	case !s.Reporting:
+		return "NoReport"
+	}
+	return "Ready"
+}
+
+// Run prints the servers.
+func (o *VoiceServersOptions) Run(ctx context.Context) error {
+	var list concordv1.VoiceRegionList
+	if err := o.Client.List(ctx, &list, client.InNamespace(o.Namespace)); err != nil {
+		return fmt.Errorf("list VoiceRegions: %w", err)
+	}
+	rows := []VoiceServerRow{}
+	t := table{header: []string{"NAME", "REGION", "STATE", "CALLS", "PARTICIPANTS", "LOAD", "PACKETS/S", "ENDPOINT"},
+		wide: []bool{false, false, false, false, false, false, true, true}}
+	found := o.Region == ""
+	for _, v := range list.Items {
+		if o.Region != "" && v.Name != o.Region && v.Spec.Region != o.Region {
+			continue
+		}
+		found = true
+		for _, s := range v.Status.ServerLoads {
+			load := "-"
+			if c := v.Spec.CapacityPerServer; c > 0 {
+				load = strconv.FormatInt(s.Participants*100/int64(c), 10) + "%"
+			}
+			r := VoiceServerRow{Name: s.Name, VoiceRegion: v.Name, Region: v.Spec.Region, State: serverState(s),
+				Calls: s.Calls, Participants: s.Participants, Load: load, PacketsForwarded: s.PacketsForwarded,
+				Endpoint: orDash(s.Endpoint)}
+			rows = append(rows, r)
+			t.rows = append(t.rows, []string{r.Name, r.Region, r.State, strconv.FormatInt(r.Calls, 10),
+				strconv.FormatInt(r.Participants, 10), r.Load, strconv.FormatInt(r.PacketsForwarded, 10), r.Endpoint})
+		}
+	}
+	if !found {
+		return fmt.Errorf("no VoiceRegion named %q or with region %q in namespace %s", o.Region, o.Region, o.Namespace)
 	}
 	return print(o.Out, o.Output, rows, t)
 }

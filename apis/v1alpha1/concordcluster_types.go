@@ -15,6 +15,12 @@ const (
 	RoleRelay     = "relay"
 	RoleGateway   = "gateway"
 	RoleVoice     = "voice"
+
+	// Live-comment roles (spec.live).
+	RoleLiveAPI      = "live-api"
+	RoleLiveGateway  = "live-gateway"
+	RoleLiveRouter   = "live-router"
+	RoleLiveArchiver = "live-archiver"
 )
 
 // ConcordClusterSpec is the desired state of a Concord platform.
@@ -48,6 +54,11 @@ type ConcordClusterSpec struct {
 	Redis RedisSpec `json:"redis"`
 	// Etcd is the registry: guild ring, node leases, voice load, pins.
 	Etcd EtcdSpec `json:"etcd"`
+	// Live runs the live-comment roles (live-api, live-gateway, live-router,
+	// live-archiver) on the cluster's Kafka, Redis, Cassandra and etcd;
+	// absent, none of them runs.
+	// +optional
+	Live *LiveSpec `json:"live,omitempty"`
 	// AutoPlacement moves guilds with sustained high event age onto dedicated nodes.
 	// +optional
 	AutoPlacement *AutoPlacementPolicy `json:"autoPlacement,omitempty"`
@@ -97,6 +108,33 @@ type RoleSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MaxUnavailable *int32 `json:"maxUnavailable,omitempty"`
+}
+
+// LiveSpec sizes the live-comment roles. Each role is its own Deployment,
+// scaled independently; live-api and live-gateway get a ClusterIP Service.
+type LiveSpec struct {
+	// API serves the /v1/streams HTTP contract (posts, moderation,
+	// scroll-back) and forwards SSE requests to a live-gateway.
+	// +kubebuilder:default={replicas: 2}
+	// +optional
+	API RoleSpec `json:"api,omitempty"`
+	// Gateway serves GET /v1/streams/{id}/live (SSE) to viewers.
+	// +kubebuilder:default={replicas: 2}
+	// +optional
+	Gateway RoleSpec `json:"gateway,omitempty"`
+	// Router consumes the event log and fans comments out to the gateways.
+	// +kubebuilder:default={replicas: 2}
+	// +optional
+	Router RoleSpec `json:"router,omitempty"`
+	// Archiver consumes the event log into the comment store.
+	// +kubebuilder:default={replicas: 1}
+	// +optional
+	Archiver RoleSpec `json:"archiver,omitempty"`
+	// Prefix names the live topics, consumer groups and Redis keys
+	// (--live-prefix; the runtime's default is "concord.live.").
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._-]{0,64}$`
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
 }
 
 // StorageSpec connects to Cassandra or ScyllaDB.
@@ -303,7 +341,8 @@ type ConcordClusterStatus struct {
 }
 
 // ConcordCluster is a Concord platform: every runtime role except gateways
-// (GatewayPool) and voice (VoiceRegion), plus its connections to Cassandra,
+// (GatewayPool) and voice (VoiceRegion), the live-comment roles when
+// spec.live is set, plus its connections to Cassandra,
 // Kafka, Redis and etcd.
 //
 // +kubebuilder:object:root=true

@@ -25,8 +25,7 @@ const (
 
 // VoiceRegionSpec is the desired state of a regional SFU fleet.
 // +kubebuilder:validation:XValidation:rule="!has(self.minServers) || !has(self.maxServers) || self.minServers <= self.maxServers",message="minServers must not exceed maxServers"
-// +kubebuilder:validation:XValidation:rule="!has(self.udpPorts) || self.udpPorts.min <= self.udpPorts.max",message="udpPorts.min must not exceed udpPorts.max"
-// +kubebuilder:validation:XValidation:rule="!has(self.publicAddress) || self.publicAddress != 'LoadBalancer' || (has(self.udpPorts) && self.udpPorts.max - self.udpPorts.min < 100)",message="with publicAddress LoadBalancer, udpPorts must span fewer than 100 ports (one Service port each)"
+// +kubebuilder:validation:XValidation:rule="!has(self.mediaPort) || !has(self.webrtcPort) || self.mediaPort != self.webrtcPort",message="mediaPort and webrtcPort must differ"
 type VoiceRegionSpec struct {
 	// ClusterRef names the ConcordCluster.
 	ClusterRef ClusterReference `json:"clusterRef"`
@@ -56,11 +55,22 @@ type VoiceRegionSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	CapacityPerServer int32 `json:"capacityPerServer,omitempty"`
-	// UDPPorts is the media port range of each SFU pod.
-	// +kubebuilder:default={min: 50000, max: 50999}
+	// MediaPort is the UDP port of each SFU pod bots and Discord libraries
+	// send RTP to (--voice-udp); one port carries every call of the pod.
+	// +kubebuilder:default=50000
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
 	// +optional
-	UDPPorts *PortRange `json:"udpPorts,omitempty"`
-	// SignalPort is the WebSocket signalling port of each SFU pod.
+	MediaPort int32 `json:"mediaPort,omitempty"`
+	// WebRTCPort is the UDP port browsers' WebRTC media (ICE) uses
+	// (--voice-webrtc-udp); 0 turns WebRTC off.
+	// +kubebuilder:default=50001
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	WebRTCPort int32 `json:"webrtcPort,omitempty"`
+	// SignalPort is the voice gateway (WebSocket) port of each SFU pod
+	// (--voice-listen), the endpoint VOICE_SERVER_UPDATE gives clients.
 	// +kubebuilder:default=8443
 	// +optional
 	SignalPort int32 `json:"signalPort,omitempty"`
@@ -77,16 +87,28 @@ type VoiceRegionSpec struct {
 	PodPlacement `json:",inline"`
 }
 
-// PortRange is an inclusive range of ports.
-type PortRange struct {
-	// Min is the first port.
-	// +kubebuilder:validation:Minimum=1024
-	// +kubebuilder:validation:Maximum=65535
-	Min int32 `json:"min"`
-	// Max is the last port.
-	// +kubebuilder:validation:Minimum=1024
-	// +kubebuilder:validation:Maximum=65535
-	Max int32 `json:"max"`
+// VoiceServerStatus is one SFU pod and the load it last reported to the
+// registry (voice/load/<pod name>).
+type VoiceServerStatus struct {
+	// Name of the pod, also the voice server id.
+	Name string `json:"name"`
+	// Endpoint is the voice gateway address clients are given.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+	// Ready is the pod's readiness.
+	Ready bool `json:"ready"`
+	// Draining servers take no new calls and go when their calls end.
+	// +optional
+	Draining bool `json:"draining,omitempty"`
+	// Reporting is true while the server's load report is fresh.
+	Reporting bool `json:"reporting"`
+	// Calls hosted by the server.
+	Calls int64 `json:"calls"`
+	// Participants connected to the server.
+	Participants int64 `json:"participants"`
+	// PacketsForwarded per second over the server's last report period.
+	// +optional
+	PacketsForwarded int64 `json:"packetsForwarded,omitempty"`
 }
 
 // VoiceRegionStatus is the observed state of a regional SFU fleet.
@@ -123,6 +145,11 @@ type VoiceRegionStatus struct {
 	// CapacityUsed is participants / capacity, as a percentage ("42%").
 	// +optional
 	CapacityUsed string `json:"capacityUsed,omitempty"`
+	// ServerLoads lists every SFU pod with its load, by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	ServerLoads []VoiceServerStatus `json:"serverLoads,omitempty"`
 }
 
 // VoiceRegion is a regional fleet of SFU pods, scaled to keep a buffer of

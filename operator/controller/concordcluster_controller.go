@@ -71,7 +71,8 @@ func (r *ConcordClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	// Status from the workloads.
 	c.Status.Roles = c.Status.Roles[:0]
 	ready := 0
-	for _, role := range clusterRoles {
+	roles := activeRoles(&c)
+	for _, role := range roles {
 		rs := concordv1.RoleStatus{Name: role}
 		key := types.NamespacedName{Namespace: c.Namespace, Name: workloadName(&c, role)}
 		if role == concordv1.RoleGuild {
@@ -102,13 +103,13 @@ func (r *ConcordClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			c.Status.DedicatedGuilds++
 		}
 	}
-	c.Status.ReadyRoles = fmt.Sprintf("%d/%d", ready, len(clusterRoles))
-	allReady := ready == len(clusterRoles)
+	c.Status.ReadyRoles = fmt.Sprintf("%d/%d", ready, len(roles))
+	allReady := ready == len(roles)
 	if allReady {
 		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionReady, true, "RolesReady", "every role has its ready replicas")
 		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionProgressing, false, "Converged", "")
 	} else {
-		msg := fmt.Sprintf("%d of %d roles ready", ready, len(clusterRoles))
+		msg := fmt.Sprintf("%d of %d roles ready", ready, len(roles))
 		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionReady, false, "RolesNotReady", msg)
 		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionProgressing, true, "WaitingForReplicas", msg)
 	}
@@ -135,7 +136,12 @@ func (r *ConcordClusterReconciler) reconcileChildren(ctx context.Context, c *con
 	}); err != nil {
 		return fmt.Errorf("apply ConfigMap %s: %w", cm.Name, err)
 	}
-	for _, role := range clusterRoles {
+	if c.Spec.Live == nil {
+		if err := r.removeLive(ctx, c); err != nil {
+			return err
+		}
+	}
+	for _, role := range activeRoles(c) {
 		meta := metav1.ObjectMeta{Namespace: c.Namespace, Name: workloadName(c, role)}
 		if role == concordv1.RoleGuild {
 			s := &appsv1.StatefulSet{ObjectMeta: meta}
@@ -154,12 +160,14 @@ func (r *ConcordClusterReconciler) reconcileChildren(ctx context.Context, c *con
 				return fmt.Errorf("apply Deployment %s: %w", d.Name, err)
 			}
 		}
-		svc := &corev1.Service{ObjectMeta: meta}
-		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
-			mutateService(c, role, svc)
-			return controllerutil.SetControllerReference(c, svc, r.Scheme)
-		}); err != nil {
-			return fmt.Errorf("apply Service %s: %w", svc.Name, err)
+		if hasService(role) {
+			svc := &corev1.Service{ObjectMeta: meta}
+			if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+				mutateService(c, role, svc)
+				return controllerutil.SetControllerReference(c, svc, r.Scheme)
+			}); err != nil {
+				return fmt.Errorf("apply Service %s: %w", svc.Name, err)
+			}
 		}
 		pdb := &policyv1.PodDisruptionBudget{ObjectMeta: meta}
 		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, pdb, func() error {
@@ -167,6 +175,28 @@ func (r *ConcordClusterReconciler) reconcileChildren(ctx context.Context, c *con
 			return controllerutil.SetControllerReference(c, pdb, r.Scheme)
 		}); err != nil {
 			return fmt.Errorf("apply PodDisruptionBudget %s: %w", pdb.Name, err)
+		}
+	}
+	return nil
+}
+
+// removeLive deletes the live roles' objects of a cluster whose spec.live
+// was removed.
+func (r *ConcordClusterReconciler) removeLive(ctx context.Context, c *concordv1.ConcordCluster) error {
+	for _, role := range liveRoles {
+		meta := metav1.ObjectMeta{Namespace: c.Namespace, Name: workloadName(c, role)}
+		// The cached Deployment tells whether the role ever ran, so a
+		// cluster without spec.live costs no API calls here.
+		var d appsv1.Deployment
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: meta.Namespace, Name: meta.Name}, &d); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("get Deployment %s: %w", meta.Name, err)
+		}
+		for _, o := range []client.Object{&policyv1.PodDisruptionBudget{ObjectMeta: meta}, &corev1.Service{ObjectMeta: meta}, &appsv1.Deployment{ObjectMeta: meta}} {
+			if err := r.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("delete %T %s: %w", o, meta.Name, err)
+			}
 		}
 	}
 	return nil

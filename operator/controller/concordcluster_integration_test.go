@@ -184,13 +184,17 @@ func TestValidation(t *testing.T) {
 		g.Expect(err.Error()).To(ContainSubstring("guildID is immutable"))
 	}, timeout, poll).Should(Succeed())
 
-	// VoiceRegion: bounds and port range.
+	// VoiceRegion: bounds and ports.
 	vr := &concordv1.VoiceRegion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vr"}, Spec: concordv1.VoiceRegionSpec{
-		ClusterRef: ref, Region: "eu-west", MinServers: 3, MaxServers: 1,
-		UDPPorts: &concordv1.PortRange{Min: 50000, Max: 50100}}}
+		ClusterRef: ref, Region: "eu-west", MinServers: 3, MaxServers: 1}}
 	err = k8s.Create(ctx, vr)
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(err.Error()).To(ContainSubstring("minServers must not exceed maxServers"))
+	vr = &concordv1.VoiceRegion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vr"}, Spec: concordv1.VoiceRegionSpec{
+		ClusterRef: ref, Region: "eu-west", MediaPort: 50000, WebRTCPort: 50000}}
+	err = k8s.Create(ctx, vr)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("mediaPort and webrtcPort must differ"))
 
 	// GatewayPool defaults.
 	pool := &concordv1.GatewayPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"},

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"slices"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -17,10 +19,42 @@ var clusterRoles = []string{
 	concordv1.RoleReadState, concordv1.RolePresence, concordv1.RoleRelay,
 }
 
+// liveRoles are the live-comment roles spec.live runs, in order.
+var liveRoles = []string{
+	concordv1.RoleLiveAPI, concordv1.RoleLiveGateway, concordv1.RoleLiveRouter, concordv1.RoleLiveArchiver,
+}
+
+// activeRoles are the roles a cluster runs: every clusterRole, and the
+// live roles when spec.live is set.
+func activeRoles(c *concordv1.ConcordCluster) []string {
+	if c.Spec.Live == nil {
+		return clusterRoles
+	}
+	return append(slices.Clone(clusterRoles), liveRoles...)
+}
+
+// hasService reports whether a role gets a Service: the live consumers
+// (router, archiver) serve nothing but their admin endpoint.
+func hasService(role string) bool {
+	return role != concordv1.RoleLiveRouter && role != concordv1.RoleLiveArchiver
+}
+
 // roleSpec returns the spec of one role with its default replicas.
 func roleSpec(c *concordv1.ConcordCluster, role string) (concordv1.RoleSpec, int32) {
 	r := c.Spec.Roles
+	var l concordv1.LiveSpec
+	if c.Spec.Live != nil {
+		l = *c.Spec.Live
+	}
 	switch role {
+	case concordv1.RoleLiveAPI:
+		return l.API, int32Or(l.API.Replicas, 2)
+	case concordv1.RoleLiveGateway:
+		return l.Gateway, int32Or(l.Gateway.Replicas, 2)
+	case concordv1.RoleLiveRouter:
+		return l.Router, int32Or(l.Router.Replicas, 2)
+	case concordv1.RoleLiveArchiver:
+		return l.Archiver, int32Or(l.Archiver.Replicas, 1)
 	case concordv1.RoleAPI:
 		return r.API, int32Or(r.API.Replicas, 2)
 	case concordv1.RoleGuild:
@@ -83,7 +117,11 @@ func mutateDeployment(c *concordv1.ConcordCluster, role string, d *appsv1.Deploy
 	d.Spec.Replicas = &replicas
 	d.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(c, role)}
 	d.Spec.Template.Labels = labels
-	d.Spec.Template.Spec = runtimePodSpec(c, "", []string{role}, nil, spec.PodPlacement)
+	var extra []corev1.EnvVar
+	if l := c.Spec.Live; l != nil && l.Prefix != "" && slices.Contains(liveRoles, role) {
+		extra = append(extra, env("CONCORD_LIVE_PREFIX", l.Prefix))
+	}
+	d.Spec.Template.Spec = runtimePodSpec(c, "", []string{role}, extra, spec.PodPlacement)
 }
 
 // mutateStatefulSet fills the guild role's StatefulSet: stable names give
@@ -106,12 +144,13 @@ func selectorLabels(c *concordv1.ConcordCluster, role string) map[string]string 
 	return map[string]string{concordv1.LabelCluster: c.Name, concordv1.LabelRole: role, concordv1.LabelOwner: c.Name}
 }
 
-// mutateService fills a role's Service: ClusterIP for api, headless for the
-// roles addressed by pod (guild, data, readstate, presence, relay).
+// mutateService fills a role's Service: ClusterIP for the roles clients
+// reach (api, live-api, live-gateway), headless for the roles addressed by
+// pod (guild, data, readstate, presence, relay).
 func mutateService(c *concordv1.ConcordCluster, role string, s *corev1.Service) {
 	s.Labels = withLabels(s.Labels, roleLabels(c, role))
 	s.Spec.Selector = selectorLabels(c, role)
-	if role == concordv1.RoleAPI {
+	if role == concordv1.RoleAPI || role == concordv1.RoleLiveAPI || role == concordv1.RoleLiveGateway {
 		s.Spec.Ports = []corev1.ServicePort{
 			{Name: "http", Port: PortHTTP, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},
 			// The admin listener (/admin/guilds) for kubectl-concord's

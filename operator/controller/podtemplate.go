@@ -48,9 +48,10 @@ func withLabels(base map[string]string, extra map[string]string) map[string]stri
 // and --roles. Every pod serves its admin endpoint on PortAdmin (container
 // port "admin") unless extraEnv sets CONCORD_ADMIN itself. The snowflake
 // worker/process pair is left unset, so each process claims a free one in
-// the registry. CONCORD_REDIS goes only to gateway and api pods, the roles
-// of `concord serve` that use Redis (identify admission, REST rate limits;
-// it is refused elsewhere). Secrets stay
+// the registry. CONCORD_REDIS goes only to gateway, api, live-api,
+// live-gateway and live-router pods, the roles of `concord serve` that use
+// Redis (identify admission, REST rate limits, live bans, fan-out and
+// viewer counts; it is refused elsewhere). Secrets stay
 // in secretKeyRef env vars; the cluster's ConfigMap is mounted at
 // /etc/concord for reference. extraEnv is appended (role-specific
 // settings).
@@ -83,7 +84,13 @@ func runtimePodSpec(c *concordv1.ConcordCluster, image string, roles []string, e
 		env = append(env, corev1.EnvVar{Name: "CONCORD_ADMIN", Value: fmt.Sprintf("0.0.0.0:%d", PortAdmin)})
 		ports = append(ports, corev1.ContainerPort{Name: "admin", ContainerPort: PortAdmin, Protocol: corev1.ProtocolTCP})
 	}
-	counters := slices.Contains(roles, concordv1.RoleGateway) || slices.Contains(roles, concordv1.RoleAPI)
+	counters := slices.ContainsFunc(roles, func(r string) bool {
+		switch r {
+		case concordv1.RoleGateway, concordv1.RoleAPI, concordv1.RoleLiveAPI, concordv1.RoleLiveGateway, concordv1.RoleLiveRouter:
+			return true
+		}
+		return false
+	})
 	if counters {
 		env = append(env, corev1.EnvVar{Name: "CONCORD_REDIS", Value: "redis://" + c.Spec.Redis.Address})
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -77,10 +77,23 @@ func trimPercent(s string) string {
 
 // sfu is one SFU pod with its load.
 type sfu struct {
-	pod      *corev1.Pod
+	pod *corev1.Pod
+	// known is true when the load was read (a fresh report); a ready
+	// server of unknown load may have calls, so it is never deleted.
+	known    bool
 	load     fleet.VoiceLoad
 	draining bool
 	ready    bool
+}
+
+// idle reports whether a server can go without ending calls: it reported
+// no active calls, or it is not ready and reports nothing (it never
+// started, or died).
+func (s sfu) idle() bool {
+	if !s.known {
+		return !s.ready
+	}
+	return s.load.ActiveCalls == 0
 }
 
 // Reconcile converges one VoiceRegion.
@@ -128,25 +141,42 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, fmt.Errorf("list SFU pods: %w", err)
 	}
 	var servers []sfu
+	pods := map[string]bool{}
 	for i := range list.Items {
 		p := &list.Items[i]
+		pods[p.Name] = true
 		if !p.DeletionTimestamp.IsZero() {
 			continue
 		}
 		s := sfu{pod: p, ready: podReady(p)}
 		_, s.draining = drainStarted(p)
 		if l, err := r.Loads.VoiceLoad(ctx, p); err == nil {
-			s.load = l
+			s.load, s.known = l, true
 		} else if s.ready {
 			log.V(1).Info("voice load unavailable", "pod", p.Name, "err", err.Error())
 		}
 		servers = append(servers, s)
 	}
 
+	// With publicAddress LoadBalancer a server starts as a Service; its pod
+	// follows once the Service has an address to advertise.
+	var pendingLB []*corev1.Service
+	if vr.Spec.PublicAddress == concordv1.PublicAddressLoadBalancer {
+		created, pending, err := r.pendingServices(ctx, cluster, &vr, pods)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		for _, p := range created {
+			log.Info("SFU pod created", "pod", p.Name, "region", vr.Spec.Region)
+			servers = append(servers, sfu{pod: p})
+		}
+		pendingLB = pending
+	}
+
 	// Drained servers whose last call ended go.
 	kept := servers[:0]
 	for _, s := range servers {
-		if s.draining && s.load.ActiveCalls == 0 {
+		if s.draining && s.idle() {
 			if err := r.deleteServer(ctx, &vr, reg, s, "drained"); err != nil {
 				return ctrl.Result{}, err
 			}
@@ -157,7 +187,7 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	servers = kept
 
 	var participants int64
-	serving := 0
+	serving := len(pendingLB)
 	for _, s := range servers {
 		if !s.draining {
 			participants += s.load.Participants
@@ -182,20 +212,27 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			}
 		}
 		for ; serving < want; serving++ {
-			p := r.sfuPod(cluster, &vr)
-			if err := controllerutil.SetControllerReference(&vr, p, r.Scheme); err != nil {
+			p, err := r.addServer(ctx, cluster, &vr)
+			if err != nil {
 				return ctrl.Result{}, err
 			}
-			if err := r.Client.Create(ctx, p); err != nil {
-				return ctrl.Result{}, fmt.Errorf("create SFU pod: %w", err)
+			if p != nil {
+				log.Info("SFU pod created", "pod", p.Name, "region", vr.Spec.Region)
+				servers = append(servers, sfu{pod: p})
 			}
-			log.Info("SFU pod created", "pod", p.Name, "region", vr.Spec.Region)
-			if err := r.ensureLoadBalancer(ctx, &vr, p); err != nil {
-				return ctrl.Result{}, err
-			}
-			servers = append(servers, sfu{pod: p})
 		}
 	case serving > want:
+		// Servers still waiting for their LoadBalancer go first.
+		for len(pendingLB) > 0 && serving > want {
+			if err := r.Client.Delete(ctx, pendingLB[0]); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("delete pending SFU Service %s: %w", pendingLB[0].Name, err)
+			}
+			pendingLB = pendingLB[1:]
+			serving--
+		}
+		if serving <= want {
+			break
+		}
 		// Idle servers first (not ready, then fewest participants).
 		var candidates []*sfu
 		for i := range servers {
@@ -213,7 +250,7 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return int(a.load.Participants - b.load.Participants)
 		})
 		for _, s := range candidates[:serving-want] {
-			if s.load.ActiveCalls == 0 {
+			if s.idle() {
 				if err := r.deleteServer(ctx, &vr, reg, *s, "idle surplus"); err != nil {
 					return ctrl.Result{}, err
 				}
@@ -237,6 +274,16 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	st := &vr.Status
 	st.Servers, st.ReadyServers, st.DrainingServers = int32(len(servers)), 0, 0
 	st.ActiveCalls, st.Participants, st.Capacity = 0, 0, 0
+	st.Servers += int32(len(pendingLB))
+	st.ServerLoads = st.ServerLoads[:0]
+	for _, s := range servers {
+		st.ServerLoads = append(st.ServerLoads, concordv1.VoiceServerStatus{
+			Name: s.pod.Name, Endpoint: s.load.Endpoint, Ready: s.ready, Draining: s.draining,
+			Reporting: s.known, Calls: s.load.ActiveCalls, Participants: s.load.Participants,
+			PacketsForwarded: int64(s.load.PacketsForwarded),
+		})
+	}
+	slices.SortFunc(st.ServerLoads, func(a, b concordv1.VoiceServerStatus) int { return strings.Compare(a.Name, b.Name) })
 	for _, s := range servers {
 		st.ActiveCalls += s.load.ActiveCalls
 		st.Participants += s.load.Participants
@@ -317,6 +364,12 @@ func (r *VoiceRegionReconciler) deleteServer(ctx context.Context, vr *concordv1.
 	if err := r.Client.Delete(ctx, s.pod); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete SFU %s: %w", s.pod.Name, err)
 	}
+	if vr.Spec.PublicAddress == concordv1.PublicAddressLoadBalancer {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.pod.Namespace, Name: s.pod.Name}}
+		if err := r.Client.Delete(ctx, svc); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete Service of SFU %s: %w", s.pod.Name, err)
+		}
+	}
 	if err := reg.ClearDraining(ctx, concordv1.RoleVoice, s.pod.Name); err != nil {
 		return fmt.Errorf("clear draining mark of SFU %s: %w", s.pod.Name, err)
 	}
@@ -325,83 +378,12 @@ func (r *VoiceRegionReconciler) deleteServer(ctx context.Context, vr *concordv1.
 	return nil
 }
 
-// ensureLoadBalancer gives an SFU pod its own LoadBalancer Service when the
-// region's public address mode asks for it. The Service is owned by the pod,
-// so it goes with it; the SFU reads its ingress address from the Service
-// named in CONCORD_VOICE_SERVICE.
-func (r *VoiceRegionReconciler) ensureLoadBalancer(ctx context.Context, vr *concordv1.VoiceRegion, p *corev1.Pod) error {
-	if vr.Spec.PublicAddress != concordv1.PublicAddressLoadBalancer {
-		return nil
-	}
-	ports := []corev1.ServicePort{{Name: "signal", Port: vr.Spec.SignalPort, TargetPort: intstr.FromString("signal"), Protocol: corev1.ProtocolTCP}}
-	if pr := vr.Spec.UDPPorts; pr != nil {
-		for port := pr.Min; port <= pr.Max; port++ {
-			ports = append(ports, corev1.ServicePort{Name: fmt.Sprintf("udp-%d", port), Port: port,
-				TargetPort: intstr.FromInt32(port), Protocol: corev1.ProtocolUDP})
-		}
-	}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels},
-		Spec: corev1.ServiceSpec{
-			Type:                  corev1.ServiceTypeLoadBalancer,
-			Selector:              map[string]string{concordv1.LabelPod: p.Name, concordv1.LabelOwner: vr.Name},
-			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
-			Ports:                 ports,
-		},
-	}
-	if err := controllerutil.SetControllerReference(p, svc, r.Scheme); err != nil {
-		return err
-	}
-	if err := r.Client.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create LoadBalancer Service of SFU %s: %w", p.Name, err)
-	}
-	return nil
-}
-
-// sfuPod is one SFU of the region.
-func (r *VoiceRegionReconciler) sfuPod(c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion) *corev1.Pod {
-	labels := withLabels(roleLabels(c, concordv1.RoleVoice), map[string]string{
-		concordv1.LabelOwner: vr.Name, "concord.dev/region": vr.Spec.Region,
-	})
-	ports := concordv1.PortRange{Min: 50000, Max: 50999}
-	if vr.Spec.UDPPorts != nil {
-		ports = *vr.Spec.UDPPorts
-	}
-	extra := []corev1.EnvVar{
-		env("CONCORD_VOICE_REGION", vr.Spec.Region),
-		env("CONCORD_VOICE_UDP_PORTS", fmt.Sprintf("%d-%d", ports.Min, ports.Max)),
-		env("CONCORD_VOICE_CAPACITY", strconv.Itoa(int(vr.Spec.CapacityPerServer))),
-		env("CONCORD_VOICE_PUBLIC_ADDRESS", string(vr.Spec.PublicAddress)),
-		env("CONCORD_VOICE_SIGNAL", "0.0.0.0:"+strconv.Itoa(int(vr.Spec.SignalPort))),
-		env("CONCORD_ADMIN", "0.0.0.0:"+strconv.Itoa(int(vr.Spec.AdminPort))),
-		{Name: "CONCORD_HOST_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
-	}
-	spec := runtimePodSpec(c, "", []string{concordv1.RoleVoice}, extra, vr.Spec.PodPlacement)
-	ct := &spec.Containers[0]
-	ct.Ports = append(ct.Ports,
-		corev1.ContainerPort{Name: "signal", ContainerPort: vr.Spec.SignalPort, Protocol: corev1.ProtocolTCP},
-		corev1.ContainerPort{Name: "admin", ContainerPort: vr.Spec.AdminPort, Protocol: corev1.ProtocolTCP},
-	)
-	if vr.Spec.PublicAddress == concordv1.PublicAddressHostNetwork {
-		spec.HostNetwork = true
-		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
-	}
-	// Calls end on their own; SIGTERM only comes after a drain emptied the server.
-	spec.TerminationGracePeriodSeconds = ptrTo(int64(30))
-	name := vr.Name + "-sfu-" + rand.String(5)
-	// A per-pod label the LoadBalancer Service selects on.
-	labels[concordv1.LabelPod] = name
-	if vr.Spec.PublicAddress == concordv1.PublicAddressLoadBalancer {
-		ct.Env = append(ct.Env, env("CONCORD_VOICE_SERVICE", name))
-	}
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: vr.Namespace, Name: name, Labels: labels}, Spec: spec}
-}
-
 // SetupWithManager registers the reconciler.
 func (r *VoiceRegionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&concordv1.VoiceRegion{}).
 		Owns(&corev1.Pod{}).
+		Owns(&corev1.Service{}).
 		Named("voiceregion").
 		Complete(r)
 }

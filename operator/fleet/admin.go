@@ -73,6 +73,14 @@ type VoiceLoad struct {
 	ActiveCalls int64 `json:"activeCalls"`
 	// Participants is the number of connected participants.
 	Participants int64 `json:"participants"`
+	// Endpoint is the voice gateway address the server gives clients.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Draining is true once the server takes no new calls.
+	Draining bool `json:"draining,omitempty"`
+	// PacketsForwarded per second over the server's last report period.
+	PacketsForwarded float64 `json:"packetsForwarded,omitempty"`
+	// At is when the server reported the load.
+	At time.Time `json:"at"`
 }
 
 // VoiceLoads reports an SFU pod's load.

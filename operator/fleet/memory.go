@@ -22,8 +22,9 @@ type Memory struct {
 }
 
 type memoryPod struct {
-	state DrainState
-	load  VoiceLoad
+	state   DrainState
+	load    VoiceLoad
+	loadErr error
 }
 
 var (
@@ -140,11 +141,24 @@ func (m *Memory) SetVoiceLoad(namespace, pod string, l VoiceLoad) {
 	m.podAt(namespace, pod).load = l
 }
 
-// VoiceLoad returns the load set with SetVoiceLoad.
+// SetVoiceLoadError makes VoiceLoad of an SFU pod fail with err (a
+// missing or stale report); nil clears it.
+func (m *Memory) SetVoiceLoadError(namespace, pod string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.podAt(namespace, pod).loadErr = err
+}
+
+// VoiceLoad returns the load set with SetVoiceLoad, or the error set with
+// SetVoiceLoadError.
 func (m *Memory) VoiceLoad(_ context.Context, p *corev1.Pod) (VoiceLoad, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.pod(p).load, nil
+	mp := m.pod(p)
+	if mp.loadErr != nil {
+		return VoiceLoad{}, mp.loadErr
+	}
+	return mp.load, nil
 }
 
 // MemoryRegistry is one cluster's in-process registry.

@@ -95,7 +95,10 @@ func main() {
 		// Each ConcordCluster's registry is its etcd (spec.etcd).
 		regs := &etcdfleet.Provider{}
 		defer regs.Close()
-		deps.Registries, deps.Drainer, deps.GuildStats, deps.VoiceLoads = regs, pa, pa, pa
+		// SFUs report their load to the registry (voice/load/<pod>),
+		// not over their admin endpoint.
+		loads := &etcdfleet.VoiceLoads{Provider: regs, Reader: mgr.GetClient()}
+		deps.Registries, deps.Drainer, deps.GuildStats, deps.VoiceLoads = regs, pa, pa, loads
 		stats = pa
 	default:
 		fatal(fmt.Errorf("--fleet must be pods or memory, not %q", *fleetMode))

@@ -36,6 +36,13 @@ func newReplayGroup(ctx context.Context, c live.Consumer, group, topic string) (
 	if !ok {
 		return nil, fmt.Errorf("live: the event log %T cannot report partition ends", c)
 	}
+	// A first start on a fresh Kafka has no topic yet: create it with the
+	// partitions the API pins streams to, so its end is known (zero).
+	if pinned, ok := c.(eventlog.Pinned); ok {
+		if _, err := pinned.Partitions(ctx, topic); err != nil {
+			return nil, fmt.Errorf("live: partitions of %s: %w", topic, err)
+		}
+	}
 	ends, err := in.End(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("live: end of %s: %w", topic, err)

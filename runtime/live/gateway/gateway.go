@@ -179,7 +179,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.viewers++
 	h := g.acquireLocked(id)
 	g.mu.Unlock()
-	defer g.release(h)
+	detached := false
+	defer func() {
+		if !detached {
+			g.release(h)
+		}
+	}()
 
 	select {
 	case <-h.ready:
@@ -196,6 +201,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := newViewer(user)
+	if c, ok := g.detach(w, r); ok {
+		// HTTP/1.1: the connection left net/http; its watcher releases
+		// the hub when it closes.
+		detached = true
+		if c != nil {
+			g.serveDetached(c, h, v, lastEventID(r))
+		} else {
+			g.release(h)
+		}
+		return
+	}
 	h.join(v, lastEventID(r))
 	defer h.leave(v)
 	g.serve(w, r, v)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -27,6 +28,15 @@ type viewer struct {
 	wake    chan struct{}
 	cut     chan struct{}
 	cutOnce sync.Once
+
+	// Detached viewers only (HTTP/1.1 connections taken off net/http):
+	// conn is written by a writer goroutine that runs only while frames
+	// are queued (writing, under mu); ping re-arms itself under mu.
+	conn      net.Conn
+	g         *Gateway
+	writing   bool
+	lastFlush time.Time
+	ping      *time.Timer
 }
 
 func newViewer(user snowflake.ID) *viewer {
@@ -91,13 +101,24 @@ func (v *viewer) send(frame []byte, seq, acceptedAt int64, g *Gateway) {
 }
 
 func (v *viewer) signal() {
+	if v.conn != nil {
+		v.kick()
+		return
+	}
 	select {
 	case v.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (v *viewer) cutOff() { v.cutOnce.Do(func() { close(v.cut) }) }
+func (v *viewer) cutOff() {
+	v.cutOnce.Do(func() {
+		close(v.cut)
+		if v.conn != nil {
+			v.conn.Close()
+		}
+	})
+}
 
 // take returns the queued bytes and resets the queue.
 func (v *viewer) take(spare []byte) (buf []byte, oldest int64, queued time.Time) {

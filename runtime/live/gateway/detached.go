@@ -1,0 +1,183 @@
+package gateway
+
+import (
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/live/sse"
+)
+
+// Most viewers sit idle between comments, and a viewer served on net/http's
+// connection goroutine holds that goroutine's grown stack and the
+// connection's read and write buffers (about 28 KB) for as long as it
+// watches. An HTTP/1.1 viewer is therefore detached: the connection is
+// hijacked after the request, the response head written by hand
+// (Connection: close, the body runs until the connection closes), and the
+// viewer then costs one small goroutine blocked in Read (to see the client
+// leave) plus a writer goroutine that exists only while frames are queued.
+// HTTP/2 streams cannot be hijacked and keep the goroutine path (serve).
+
+// detach hijacks an HTTP/1.1 connection and writes the SSE response head.
+// ok false: the connection cannot be hijacked (HTTP/2), serve it in place.
+// ok true with a nil conn: hijacked but the head could not be written (the
+// connection is closed; nothing is left to do).
+func (g *Gateway) detach(w http.ResponseWriter, r *http.Request) (net.Conn, bool) {
+	if r.ProtoMajor != 1 {
+		return nil, false
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	c, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, false
+	}
+	// The server's read and write deadlines stay on a hijacked connection:
+	// clear them; each write sets its own.
+	if err := c.SetDeadline(time.Time{}); err != nil {
+		c.Close()
+		return nil, true
+	}
+	head := []byte("HTTP/1.1 200 OK\r\n")
+	h.Set("Connection", "close")
+	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	var hb headBuffer
+	if err := h.Write(&hb); err != nil {
+		c.Close()
+		return nil, true
+	}
+	head = append(append(head, hb...), "\r\n"...)
+	c.SetWriteDeadline(time.Now().Add(g.cfg.WriteTimeout))
+	if _, err := c.Write(head); err != nil {
+		c.Close()
+		return nil, true
+	}
+	return c, true
+}
+
+// headBuffer collects http.Header.Write's output.
+type headBuffer []byte
+
+func (b *headBuffer) Write(p []byte) (int, error) {
+	*b = append(*b, p...)
+	return len(p), nil
+}
+
+// serveDetached joins v to h on the hijacked c and returns; the watcher
+// goroutine leaves the hub and releases it when the connection closes.
+func (g *Gateway) serveDetached(c net.Conn, h *hub, v *viewer, lastID int64) {
+	v.conn, v.g = c, g
+	v.mu.Lock()
+	v.ping = time.AfterFunc(g.cfg.PingInterval, v.pingTick)
+	v.mu.Unlock()
+	h.join(v, lastID)
+	g.m.viewers.Inc()
+	go v.watch(h)
+}
+
+// watch reads the connection until it fails (the client left, or cutOff
+// closed it), then takes the viewer out. A client sends nothing after its
+// request; anything it does send is discarded.
+func (v *viewer) watch(h *hub) {
+	var b [64]byte
+	for {
+		if _, err := v.conn.Read(b[:]); err != nil {
+			break
+		}
+	}
+	v.cutOff()
+	v.mu.Lock()
+	v.ping.Stop()
+	v.isCut, v.buf = true, nil
+	v.mu.Unlock()
+	h.leave(v)
+	v.g.release(h)
+	v.g.m.viewers.Dec()
+}
+
+// pingTick queues the ": ping" line and re-arms the timer.
+func (v *viewer) pingTick() {
+	v.mu.Lock()
+	if v.isCut {
+		v.mu.Unlock()
+		return
+	}
+	if len(v.buf) == 0 {
+		v.queued = time.Now()
+	}
+	v.buf = sse.AppendComment(v.buf, "ping")
+	v.ping.Reset(v.g.cfg.PingInterval)
+	v.mu.Unlock()
+	v.kick()
+}
+
+// kick starts the writer goroutine unless it runs or nothing is queued.
+func (v *viewer) kick() {
+	v.mu.Lock()
+	start := !v.writing && !v.isCut && len(v.buf) > 0
+	if start {
+		v.writing = true
+	}
+	v.mu.Unlock()
+	if start {
+		go v.writeLoop()
+	}
+}
+
+// writeLoop writes the queue to the connection, at most one write per
+// FlushInterval, until the queue is empty; a failed write cuts the viewer.
+func (v *viewer) writeLoop() {
+	g := v.g
+	var (
+		spare []byte
+		hold  *time.Timer
+	)
+	defer func() {
+		if hold != nil {
+			hold.Stop()
+		}
+	}()
+	for {
+		if wait := g.cfg.FlushInterval - time.Since(v.lastFlush); wait > 0 {
+			if hold == nil {
+				hold = time.NewTimer(wait)
+			} else {
+				hold.Reset(wait)
+			}
+			select {
+			case <-hold.C:
+			case <-v.cut:
+				return
+			}
+		}
+		v.mu.Lock()
+		if len(v.buf) == 0 || v.isCut {
+			// Idle: hold no buffer while nothing is queued.
+			v.buf = nil
+			v.writing = false
+			v.mu.Unlock()
+			return
+		}
+		buf, oldest, queued := v.buf, v.oldest, v.queued
+		v.buf, v.oldest = spare[:0], 0
+		v.mu.Unlock()
+		v.conn.SetWriteDeadline(time.Now().Add(g.cfg.WriteTimeout))
+		if _, err := v.conn.Write(buf); err != nil {
+			v.cutOff()
+			return
+		}
+		now := time.Now()
+		v.lastFlush = now
+		g.m.flushAge.Observe(now.Sub(queued).Seconds())
+		if oldest > 0 {
+			g.m.postToFlush.Observe(float64(now.UnixNano()-oldest) / 1e9)
+		}
+		if cap(buf) <= 16<<10 {
+			spare = buf
+		} else {
+			spare = nil
+		}
+	}
+}

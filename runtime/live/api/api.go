@@ -186,6 +186,22 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // stream returns the stream of the {id} path value: the pushed record
 // when the board has it, else the store's.
+// userStream is the prologue of the handlers that act as a signed-in
+// user on a stream: the caller (401 without a token) and the stream named
+// by the path (404 when unknown). On failure it has answered and ok is
+// false.
+func (a *API) userStream(w http.ResponseWriter, r *http.Request) (me snowflake.ID, s live.Stream, ok bool) {
+	me, err := a.mustUser(r)
+	if err == nil {
+		s, err = a.stream(r.Context(), r)
+	}
+	if err != nil {
+		a.fail(w, r, err)
+		return 0, live.Stream{}, false
+	}
+	return me, s, true
+}
+
 func (a *API) stream(ctx context.Context, r *http.Request) (live.Stream, error) {
 	id, err := snowflake.Parse(r.PathValue("id"))
 	if err != nil {

@@ -332,14 +332,8 @@ func (a *API) retract(ctx context.Context, s *live.Stream, cs []live.Comment, re
 
 func (a *API) deleteComment(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	me, err := a.mustUser(r)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	s, err := a.stream(ctx, r)
-	if err != nil {
-		a.fail(w, r, err)
+	me, s, ok := a.userStream(w, r)
+	if !ok {
 		return
 	}
 	var body struct {
@@ -391,14 +385,8 @@ func truncate(s string, n int) string {
 
 func (a *API) reportComment(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	me, err := a.mustUser(r)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	s, err := a.stream(ctx, r)
-	if err != nil {
-		a.fail(w, r, err)
+	me, s, ok := a.userStream(w, r)
+	if !ok {
 		return
 	}
 	var body struct {

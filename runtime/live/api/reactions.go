@@ -17,14 +17,8 @@ const batchTTL = 10 * time.Minute
 
 func (a *API) postReactions(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	me, err := a.mustUser(r)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	s, err := a.stream(ctx, r)
-	if err != nil {
-		a.fail(w, r, err)
+	me, s, ok := a.userStream(w, r)
+	if !ok {
 		return
 	}
 	var body struct {

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -36,10 +35,7 @@ func startConcord(t *testing.T) *concord {
 	cfg := platform.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.DevUser = false
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	if os.Getenv("CONCORD_TEST_VERBOSE") != "" {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
+	cfg.Logger = testLogger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	p, err := platform.New(ctx, cfg)
 	if err != nil {

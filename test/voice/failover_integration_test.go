@@ -5,8 +5,6 @@ package voice
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,10 +83,7 @@ func TestFailoverKillSFU(t *testing.T) {
 	etcdAddr := strings.TrimPrefix(ep, "http://")
 
 	// The guild node, in the test process.
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if os.Getenv("CONCORD_TEST_VERBOSE") != "" {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
+	logger := testLogger(t)
 	nctx, ncancel := context.WithCancel(context.Background())
 	g, err := cluster.New(nctx, cluster.Config{Roles: cluster.DefaultRoles, Node: "guild-1", DataDir: t.TempDir(), HTTP: "127.0.0.1:0",
 		Registry: "etcd://" + etcdAddr, ServerKey: failoverServerKey, LeaseTTL: 2 * time.Second, Logger: logger})

@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -50,10 +47,7 @@ func startSFU(t *testing.T, mutate func(*voice.Config)) *sfu {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if os.Getenv("CONCORD_TEST_VERBOSE") != "" {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
+	logger := testLogger(t)
 	cfg := voice.Config{
 		ID: "sfu-test", Region: "local", UDPAddr: "127.0.0.1:0",
 		TrustedKeys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)},

@@ -85,6 +85,6 @@ async def on_ready():
         await client.close()
 
 
-if os.environ.get("CONCORD_TEST_VERBOSE"):
-    discord.utils.setup_logging(level=10)
+# Debug logs go to stderr, which the test keeps and prints on a failure.
+discord.utils.setup_logging(level=10)
 client.run(os.environ["BOT_TOKEN"], log_handler=None)

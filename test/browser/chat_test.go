@@ -192,31 +192,49 @@ func TestWebChat(t *testing.T) {
 		bob2.waitFor("link", "general", 10*time.Second)
 	})
 
-	in(t, "scroll-back loads older pages", pages, func(t *testing.T) {
+	in(t, "scroll-back loads older pages into a virtualised list that keeps the view", pages, func(t *testing.T) {
 		bob.click("link", "history (unread)")
 		bob.waitFor("list", "Messages in #history", 10*time.Second)
 		bob.waitJS(messagesContain("history", "poster", fmt.Sprintf("history %03d", historySize-1)), 5*time.Second)
-		first := eval[int](bob, `[...`+listJS("Messages in #history")+`.children].length`)
-		if first >= historySize {
-			t.Fatalf("the first page already holds %d messages; scroll-back not exercised", first)
+		// Hold the next older page, so the view is seen before and after
+		// the page lands above it.
+		held := hold(bob, "*/channels/"+w.history+"/messages?*before=*")
+		eval[bool](bob, `(document.querySelector('.scroller').scrollTop = 0, true)`)
+		req := held.next(20 * time.Second)
+		before := eval[rowPos](bob, firstInViewJS)
+		held.release(req)
+		held.stop()
+		bob.waitJS(`!document.querySelector('.scroller .loading') && document.querySelector('.scroller').scrollTop > 0`, 10*time.Second)
+		after := eval[rowPos](bob, fmt.Sprintf(rowPosJS, before.ID))
+		if after.ID == "" || after.Top < before.Top-2 || after.Top > before.Top+2 {
+			t.Fatalf("the view jumped when the older page arrived: %s was %.1f px from the top, now %+v", before.Text, before.Top, after)
 		}
-		deadline := time.Now().Add(15 * time.Second)
-		for eval[int](bob, `[...`+listJS("Messages in #history")+`.children].length`) < historySize {
-			if time.Now().After(deadline) {
-				t.Fatalf("scroll-back stuck at %d of %d messages", eval[int](bob, `[...`+listJS("Messages in #history")+`.children].length`), historySize)
-			}
-			eval[bool](bob, `(document.querySelector('.scroller').scrollTop = 0, true)`)
-			time.Sleep(50 * time.Millisecond)
+		t.Logf("%q stayed %.1f px from the top while 50 older messages landed above it", before.Text, after.Top)
+
+		// Scroll to the beginning of the channel.
+		bob.waitJS(`(document.querySelector('.scroller').scrollTop = 0, document.querySelector('.start') &&
+			`+listJS("Messages in #history")+`.firstElementChild.querySelector('.text').textContent === 'history 000')`, 30*time.Second)
+		// Walk down to the end: every message is rendered on the way, in
+		// order, with its author, while the DOM holds only the rows near the
+		// viewport.
+		walk := eval[walked](bob, walkJS(listJS("Messages in #history")))
+		if len(walk.Texts) != historySize {
+			t.Fatalf("walking the list saw %d messages, want %d: %q", len(walk.Texts), historySize, walk.Texts)
 		}
-		order := eval[[]string](bob, `[...`+listJS("Messages in #history")+`.children].map(li => li.querySelector('.text').textContent)`)
-		for i, s := range order {
-			if want := fmt.Sprintf("history %03d", i); s != want {
-				t.Fatalf("message %d is %q, want %q", i, s, want)
+		for i, s := range walk.Texts {
+			if want := fmt.Sprintf("history %03d", i); s != want || !strings.HasPrefix(walk.Authors[i], "poster") {
+				t.Fatalf("message %d is %q by %q, want %q by a poster", i+1, s, walk.Authors[i], want)
 			}
+		}
+		if walk.SetSize != historySize {
+			t.Errorf("aria-setsize %d, want %d", walk.SetSize, historySize)
+		}
+		if walk.MaxRows >= historySize/2 {
+			t.Errorf("the list rendered up to %d of %d rows at once: not virtualised", walk.MaxRows, historySize)
 		}
 		bob.waitJS(`document.querySelector('.start')`, 5*time.Second)
 		bob.screenshot("scrollback")
-		t.Logf("first page %d messages; all %d after scrolling back", first, historySize)
+		t.Logf("walked %d messages in %d steps, at most %d rows in the DOM", len(walk.Texts), walk.Steps, walk.MaxRows)
 	})
 
 	in(t, "a message link opens the channel around it", pages, func(t *testing.T) {
@@ -226,6 +244,9 @@ func TestWebChat(t *testing.T) {
 		bob.do(navigate(srv.base + "/channels/" + w.guild + "/" + w.history + "/" + target.ID))
 		bob.waitFor("list", "Messages in #history", 10*time.Second)
 		bob.waitJS(`document.querySelector('#msg-`+target.ID+`.highlight')`, 5*time.Second)
+		// It is on screen, not merely in the DOM.
+		bob.waitJS(`(() => { const r = document.querySelector('#msg-`+target.ID+`').getBoundingClientRect(), s = document.querySelector('.scroller').getBoundingClientRect();
+			return r.top >= s.top && r.bottom <= s.bottom; })()`, 5*time.Second)
 		if eval[bool](bob, messagesContain("history", "poster", fmt.Sprintf("history %03d", historySize-1))) {
 			t.Error("the jump loaded the newest page instead of the page around the link")
 		}

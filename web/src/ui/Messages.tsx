@@ -37,6 +37,11 @@ export function channelTitle(c: Channel): string {
 function MessageItem(props: {
   m: Message;
   channel: Channel;
+  // pos and size: the row's place among all the channel's messages, for
+  // assistive technology (the DOM holds only the rows near the view);
+  // pos 0 when older messages are not loaded yet, size -1 when unknown.
+  pos: number;
+  size: number;
   highlight: boolean;
   onReply: (m: Message) => void;
 }) {
@@ -55,6 +60,8 @@ function MessageItem(props: {
       class={"msg" + (m.pending ? " pending" : "") + (m.failed ? " failed" : "") + (props.highlight ? " highlight" : "")}
       id={real ? `msg-${m.id}` : undefined}
       data-id={m.id}
+      aria-posinset={props.pos || undefined}
+      aria-setsize={props.pos ? props.size : undefined}
     >
       {ref && (
         <div class="reply-ref">
@@ -152,19 +159,79 @@ function MessageItem(props: {
   );
 }
 
-// The message list renders a window of the loaded history, not all of
-// it, so a tab that scrolled back through 10,000 messages keeps a few
-// hundred in the DOM. Following the present it shows the last WINDOW;
-// scrolling moves the window by STEP, never wider than MAX.
-const WINDOW = 150;
-const MAX = 300;
-const STEP = 50;
+// The message list is virtualised: of the loaded history (a tab that
+// scrolled back through 10,000 messages holds them all in state) only
+// the rows within OVERSCAN pixels of the viewport are in the DOM. The
+// rest are two paddings of the list whose heights are the sum of their
+// rows' heights: measured once a row was rendered (cached by message id,
+// kept current by a ResizeObserver), estimated from the measured mean
+// before. Whatever changes above the view (an older page, a row growing,
+// the estimate giving way to measurements), the first message in view
+// stays where it was on screen: an anchor (its id and offset from the
+// top of the viewport) restored after each render.
+const OVERSCAN = 800;
+const FIRST_ESTIMATE = 48;
+
+// virtualised can be switched off for a tab (localStorage
+// "concord.virtualList" = "off", read at start): the benchmark's peer,
+// the same client rendering every loaded message.
+const virtualised = (() => {
+  try {
+    return localStorage.getItem("concord.virtualList") !== "off";
+  } catch {
+    return true;
+  }
+})();
+
+// rowHeights caches measured row heights by message id, with their mean
+// as the estimate of rows not measured yet.
+class RowHeights {
+  private h = new Map<string, number>();
+  private sum = 0;
+
+  get(id: string): number | undefined {
+    return this.h.get(id);
+  }
+
+  estimate(): number {
+    return this.h.size ? this.sum / this.h.size : FIRST_ESTIMATE;
+  }
+
+  // set records a measurement and reports whether it changed anything.
+  set(id: string, v: number): boolean {
+    const old = this.h.get(id);
+    if (old !== undefined && Math.abs(old - v) < 0.5) return false;
+    this.sum += v - (old ?? 0);
+    this.h.set(id, v);
+    return true;
+  }
+}
+
+// offsets returns the top of every row relative to the list's content
+// (n+1 entries; the last is the total height).
+function offsets(items: Message[], heights: RowHeights): Float64Array {
+  const est = heights.estimate();
+  const tops = new Float64Array(items.length + 1);
+  for (let i = 0; i < items.length; i++) tops[i + 1] = tops[i] + (heights.get(items[i].id) ?? est);
+  return tops;
+}
+
+// rowAt is the index of the row containing y (clamped to the rows).
+function rowAt(tops: Float64Array, y: number): number {
+  let lo = 0;
+  let hi = tops.length - 2;
+  if (hi < 0) return 0;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (tops[mid] <= y) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
 
 // MessagePane is a channel's history and composer. It opens on the newest
 // page (or around a linked message), loads older pages as the list
 // scrolls up, and keeps the view pinned to the bottom while it is there.
-// Whatever changes above or below, the first message in view stays where
-// it was on screen (an anchor, restored after each render).
 export function MessagePane(props: { channel: Channel; jumpTo: string | null }) {
   const { channel } = props;
   const log = state.log(channel.id);
@@ -172,11 +239,12 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
   const list = useRef<HTMLOListElement>(null);
   const pinned = useRef(true);
   const jumped = useRef(false);
-  // win holds the window's first and last message ids (null end: the
-  // window follows the newest message; null start: WINDOW before the end).
-  const win = useRef<{ start: string | null; end: string | null }>({ start: null, end: null });
-  const idx = useRef({ start: 0, end: 0 });
+  const heights = useRef(new RowHeights()).current;
   const anchor = useRef<{ id: string; offset: number } | null>(null);
+  // The rendered rows [start, end) and the offsets they were placed by.
+  const view = useRef({ start: 0, end: 0, tops: new Float64Array(1) });
+  const listTop = useRef(0); // the list's offsetTop in the scroller
+  const settle = useRef(0); // renders asked for by layout in a row
   const [, rerender] = useState(0);
   const [replyTo, setReplyTo] = useState<Message | null>(null);
   const [editPerms, setEditPerms] = useState(false);
@@ -184,7 +252,6 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
   useEffect(() => {
     pinned.current = !props.jumpTo;
     jumped.current = false;
-    win.current = { start: null, end: null };
     anchor.current = null;
     setReplyTo(null);
     if (props.jumpTo) loadAround(channel.id, props.jumpTo);
@@ -193,26 +260,49 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
   }, [channel.id, props.jumpTo]);
 
   const items = log.items;
-  let endIdx = items.length;
-  if (win.current.end !== null) {
-    const i = items.findIndex((m) => m.id === win.current.end);
-    if (i >= 0) endIdx = i + 1;
-    else win.current.end = null;
-  }
-  let startIdx = Math.max(0, endIdx - WINDOW);
-  if (win.current.start !== null) {
-    const i = items.findIndex((m) => m.id === win.current.start);
-    if (i >= 0 && i < endIdx) startIdx = i;
-    else win.current.start = null;
-  }
-  if (pinned.current && endIdx - startIdx > MAX) {
-    startIdx = endIdx - MAX;
-    win.current.start = null;
-  }
-  idx.current = { start: startIdx, end: endIdx };
-  const shown = items.slice(startIdx, endIdx);
-  const atPresent = endIdx === items.length && log.atEnd;
+  const n = items.length;
+  const tops = offsets(items, heights);
+  const indexOf = (id: string) => {
+    for (let i = n - 1; i >= 0; i--) if (items[i].id === id) return i;
+    return -1;
+  };
 
+  // Where the viewport will be once layout placed it, relative to the
+  // list's content: at the bottom when pinned, centred on a linked
+  // message, by the anchor, or wherever the user scrolled.
+  const el = scroller.current;
+  const vh = el ? el.clientHeight : 800;
+  let viewTop = el ? el.scrollTop - listTop.current : 0;
+  let must = -1; // a row that must be rendered whatever the estimate says
+  const target = props.jumpTo && !jumped.current ? indexOf(props.jumpTo) : -1;
+  if (pinned.current) {
+    viewTop = tops[n] - vh;
+  } else if (target >= 0) {
+    must = target;
+    viewTop = (tops[target] + tops[target + 1]) / 2 - vh / 2;
+  } else if (anchor.current) {
+    const a = indexOf(anchor.current.id);
+    if (a >= 0) {
+      must = a;
+      viewTop = tops[a] - anchor.current.offset;
+    }
+  }
+  let start = 0;
+  let end = n;
+  if (virtualised && n > 0) {
+    start = rowAt(tops, viewTop - OVERSCAN);
+    end = rowAt(tops, viewTop + vh + OVERSCAN) + 1;
+    if (must >= 0) {
+      start = Math.min(start, must);
+      end = Math.max(end, must + 1);
+    }
+  }
+  view.current = { start, end, tops };
+  const shown = items.slice(start, end);
+  const atPresent = end === n && log.atEnd;
+  const complete = log.reachedStart;
+
+  // saveAnchor remembers the first (confirmed) message in view.
   const saveAnchor = () => {
     const el = scroller.current;
     const ol = list.current;
@@ -223,58 +313,106 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
         return;
       }
     }
-    anchor.current = null;
   };
 
-  const extendUp = () => {
-    const { start, end } = idx.current;
-    if (start === 0) return false;
-    const ns = Math.max(0, start - STEP);
-    win.current.start = items[ns].id;
-    if (end - ns > MAX) win.current.end = items[ns + MAX - 1].id;
-    rerender((n) => n + 1);
-    return true;
+  // measure records the rendered rows' heights; true when one changed.
+  const measure = () => {
+    const ol = list.current;
+    if (!ol) return false;
+    let changed = false;
+    for (const li of Array.from(ol.children) as HTMLElement[]) {
+      const id = li.dataset.id;
+      if (id && heights.set(id, li.getBoundingClientRect().height)) changed = true;
+    }
+    return changed;
   };
 
-  const extendDown = () => {
-    const { start, end } = idx.current;
-    if (end >= items.length) return false;
-    const ne = Math.min(items.length, end + STEP);
-    win.current.end = ne === items.length ? null : items[ne - 1].id;
-    if (ne - start > MAX) win.current.start = items[ne - MAX].id;
-    rerender((n) => n + 1);
-    return true;
+  // covered: the rendered rows reach past both edges of the viewport by
+  // half the overscan (or to the ends of the loaded history).
+  const covered = () => {
+    const el = scroller.current;
+    if (!el || !virtualised) return true;
+    const { start, end, tops } = view.current;
+    const top = el.scrollTop - listTop.current;
+    const m = tops.length - 1;
+    return (start === 0 || tops[start] <= top - OVERSCAN / 2) && (end === m || tops[end] >= top + el.clientHeight + OVERSCAN / 2);
+  };
+
+  // place puts the viewport where it belongs after a render or a resize.
+  const place = () => {
+    const el = scroller.current;
+    const ol = list.current;
+    if (!el || !ol) return;
+    listTop.current = ol.offsetTop;
+    if (pinned.current) {
+      el.scrollTop = el.scrollHeight;
+    } else if (props.jumpTo && !jumped.current) {
+      const li = document.getElementById(`msg-${props.jumpTo}`);
+      if (li) {
+        jumped.current = true;
+        el.scrollTop = li.offsetTop + li.offsetHeight / 2 - el.clientHeight / 2;
+      }
+    } else if (anchor.current) {
+      const a = ol.querySelector(`[data-id="${anchor.current.id}"]`) as HTMLElement | null;
+      if (a) el.scrollTop = a.offsetTop - anchor.current.offset;
+    }
+    saveAnchor();
+  };
+
+  const nearEdges = () => {
+    const el = scroller.current;
+    if (!el) return;
+    const reach = Math.max(400, el.clientHeight);
+    const top = el.scrollTop - listTop.current;
+    const bottom = el.scrollHeight - el.scrollTop - el.clientHeight;
+    if (log.loading || n === 0) return;
+    if (top < reach && !log.reachedStart) loadOlder(channel.id);
+    else if (bottom < reach && view.current.end === n && !log.atEnd) loadNewer(channel.id);
   };
 
   useLayoutEffect(() => {
     const el = scroller.current;
     if (!el) return;
-    if (pinned.current) {
-      el.scrollTop = el.scrollHeight;
-    } else if (props.jumpTo && !jumped.current && items.some((m) => m.id === props.jumpTo)) {
-      jumped.current = true;
-      document.getElementById(`msg-${props.jumpTo}`)?.scrollIntoView({ block: "center" });
-    } else if (anchor.current) {
-      const a = list.current?.querySelector(`[data-id="${anchor.current.id}"]`) as HTMLElement | null;
-      if (a) el.scrollTop = a.offsetTop - anchor.current.offset;
-    }
-    saveAnchor();
+    const changed = measure();
+    place();
     setViewing(channel.id, pinned.current && atPresent);
-    // Near the top with more loaded above: show it. Nothing to scroll yet:
-    // fetch older pages until the pane fills.
-    if (el.scrollTop < 400 && !pinned.current && extendUp()) return;
-    if (el.scrollHeight <= el.clientHeight && !log.reachedStart && !log.loading && items.length > 0) loadOlder(channel.id);
+    // A measurement that moved rows, or rows short of the viewport: render
+    // again (bounded: each pass measures more rows, and estimates stop
+    // changing once everything near the view is measured).
+    if ((changed || !covered()) && settle.current < 8) {
+      settle.current++;
+      rerender((x) => x + 1);
+      return;
+    }
+    settle.current = 0;
+    nearEdges();
   });
+
+  // Rows change height without the pane rendering (an edit box opens, a
+  // confirmation shows) and the viewport changes with the window or the
+  // composer: measure again and keep the anchor.
+  useEffect(() => {
+    const ol = list.current;
+    const el = scroller.current;
+    if (!ol || !el || typeof ResizeObserver === "undefined") return;
+    const ro = new ResizeObserver(() => {
+      if (measure() || !covered()) rerender((x) => x + 1);
+      else if (pinned.current) el.scrollTop = el.scrollHeight;
+    });
+    ro.observe(ol);
+    ro.observe(el);
+    return () => ro.disconnect();
+  }, []);
 
   const onScroll = () => {
     const el = scroller.current;
     if (!el) return;
     const fromBottom = el.scrollHeight - el.scrollTop - el.clientHeight;
-    pinned.current = fromBottom < 40 && idx.current.end === log.items.length && log.atEnd;
+    pinned.current = fromBottom < 40 && view.current.end === log.items.length && log.atEnd;
     saveAnchor();
-    if (el.scrollTop < 400 && !extendUp() && !log.reachedStart && !log.loading) loadOlder(channel.id);
-    if (fromBottom < 400 && !extendDown() && !log.atEnd && !log.loading) loadNewer(channel.id);
-    setViewing(channel.id, pinned.current && log.atEnd && idx.current.end === log.items.length);
+    if (!covered()) rerender((x) => x + 1);
+    nearEdges();
+    setViewing(channel.id, pinned.current && log.atEnd && view.current.end === log.items.length);
   };
 
   const title = channelTitle(channel);
@@ -291,7 +429,7 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
       </header>
       {editPerms && <ChannelPermissions channel={channel} onClose={() => setEditPerms(false)} />}
       <div class="scroller" ref={scroller} onScroll={onScroll}>
-        {log.reachedStart && startIdx === 0 && items.length > 0 && (
+        {complete && items.length > 0 && (
           <p class="start">This is the beginning of {title}.</p>
         )}
         {log.loading && (
@@ -304,9 +442,22 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
             {log.error}
           </p>
         )}
-        <ol class="messages" aria-label={`Messages in ${title}`} ref={list}>
-          {shown.map((m) => (
-            <MessageItem key={m.id} m={m} channel={channel} highlight={m.id === props.jumpTo} onReply={setReplyTo} />
+        <ol
+          class="messages"
+          aria-label={`Messages in ${title}`}
+          ref={list}
+          style={{ paddingTop: `${tops[start]}px`, paddingBottom: `${tops[n] - tops[end]}px` }}
+        >
+          {shown.map((m, i) => (
+            <MessageItem
+              key={m.id}
+              m={m}
+              channel={channel}
+              pos={complete ? start + i + 1 : 0}
+              size={complete && log.atEnd ? n : -1}
+              highlight={m.id === props.jumpTo}
+              onReply={setReplyTo}
+            />
           ))}
         </ol>
         {!log.loading && log.items.length === 0 && !log.error && <p class="empty">No messages yet. Say hello!</p>}
@@ -316,8 +467,7 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
           class="jump"
           onClick={() => {
             pinned.current = true;
-            win.current = { start: null, end: null };
-            if (log.atEnd) rerender((n) => n + 1);
+            if (log.atEnd) rerender((x) => x + 1);
             else loadNewest(channel.id);
           }}
         >

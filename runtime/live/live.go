@@ -70,6 +70,10 @@ type Stream struct {
 	BlockedTerms []string `json:"blocked_terms,omitempty"`
 	// Moderators may delete comments and ban on this stream.
 	Moderators []snowflake.ID `json:"moderators,omitempty"`
+	// StreamURL is where viewers play the stream's video (an http or https
+	// URL the creator sets; the video pipeline is not Concord's). Empty:
+	// none.
+	StreamURL string `json:"stream_url,omitempty"`
 }
 
 // IsModerator reports whether user may moderate s: its creator or one of
@@ -99,12 +103,14 @@ type StreamView struct {
 	EndedAt   *time.Time   `json:"ended_at"`
 	Viewers   int64        `json:"viewers"`
 	Sampled   bool         `json:"sampled"`
+	// StreamURL is present only when the creator set one.
+	StreamURL string `json:"stream_url,omitempty"`
 }
 
 // View returns the contract's object for s with viewers.
 func (s *Stream) View(viewers int64) StreamView {
 	return StreamView{ID: s.ID, CreatorID: s.CreatorID, Title: s.Title, State: s.State,
-		StartedAt: s.StartedAt, EndedAt: s.EndedAt, Viewers: viewers, Sampled: s.Sampled}
+		StartedAt: s.StartedAt, EndedAt: s.EndedAt, Viewers: viewers, Sampled: s.Sampled, StreamURL: s.StreamURL}
 }
 
 // Author is a comment's author as the contract shows it.

@@ -93,78 +93,106 @@ const fpsJS = `new Promise(res => {
   requestAnimationFrame(step);
 })`
 
+// scrollBackJS scrolls the message pane to the top on every animation
+// frame for up to 10 s, and resolves true once the beginning of the
+// channel is shown (every synthetic page was loaded).
+const scrollBackJS = `new Promise(res => {
+  const t0 = performance.now();
+  const step = () => {
+    if (document.querySelector('.start')) return res(true);
+    if (performance.now() - t0 > 10000) return res(false);
+    document.querySelector('.scroller').scrollTop = 0;
+    requestAnimationFrame(step);
+  };
+  step();
+})`
+
 // BenchmarkScrollBack measures a tab that scrolled back through 10,000
 // messages (JS heap and DOM size, beside the same tab holding the first
-// page) and the frame rate while the pane scrolls, in a quiet channel and
-// while ~19 messages/s arrive in it.
+// page) and the frame rate while the pane scrolls, in a quiet channel,
+// while ~19 messages/s arrive in it, and holding 10,000 messages. The peer
+// in the same run is the same client with the list's virtualisation
+// switched off (localStorage concord.virtualList = off: every loaded
+// message rendered).
 //
 //	. ~/.cache/concord/test-env.sh && go test -tags integration ./test/browser -run '^$' -bench ScrollBack -benchtime 1x
 func BenchmarkScrollBack(b *testing.B) {
 	srv := startDev(b)
 	w := setup(b, srv)
 	br := newBrowser(b)
-	p := br.page("alice")
-	p.do(navigate(srv.base + "/"))
-	eval[bool](p, fmt.Sprintf(`(localStorage.setItem('concord.token', %q), true)`, w.aliceToken))
+	tokens := make([]string, 24)
+	for i := range tokens {
+		tokens[i] = tokenFor(b, srv, i)
+	}
 	const total = 10000
-	for b.Loop() {
-		served := synthetic(b, p, w.history, total)
-		p.do(navigate(srv.base + "/channels/" + w.guild + "/" + w.history))
-		p.waitFor("list", "Messages in #history", 10*time.Second)
-		p.waitJS(messagesContain("history", "poster", fmt.Sprintf("history %03d", historySize-1)), 10*time.Second)
-		heap0, dom0 := heap(b, p)
-		quiet := eval[float64](p, fpsJS)
+	for _, mode := range []string{"virtual", "all"} {
+		b.Run(mode, func(b *testing.B) {
+			p := br.page("alice-" + mode)
+			p.t = b
+			p.do(navigate(srv.base + "/"))
+			eval[bool](p, fmt.Sprintf(`(localStorage.setItem('concord.token', %q), true)`, w.aliceToken))
+			if mode == "all" {
+				eval[bool](p, `(localStorage.setItem('concord.virtualList', 'off'), true)`)
+			}
+			for b.Loop() {
+				served := synthetic(b, p, w.history, total)
+				p.do(navigate(srv.base + "/channels/" + w.guild + "/" + w.history))
+				p.waitFor("list", "Messages in #history", 10*time.Second)
+				p.waitJS(listJS("Messages in #history")+".children.length > 0", 10*time.Second)
+				heap0, dom0 := heap(b, p)
+				quiet := eval[float64](p, fpsJS)
 
-		// Busy: 24 posters, one message every 1.25 s each, while it scrolls.
-		tokens := make([]string, 24)
-		for i := range tokens {
-			tokens[i] = tokenFor(b, srv, i)
-		}
-		ctx, stop := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		var sent atomic.Int64
-		for _, tok := range tokens {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				t := time.NewTicker(1250 * time.Millisecond)
-				defer t.Stop()
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-t.C:
-						srv.call(b, "POST", "/channels/"+w.history+"/messages", tok, map[string]any{"content": "busy"}, nil)
-						sent.Add(1)
+				// Busy: 24 posters, one message every 1.25 s each, while it scrolls.
+				ctx, stop := context.WithCancel(context.Background())
+				var wg sync.WaitGroup
+				var sent atomic.Int64
+				for _, tok := range tokens {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						t := time.NewTicker(1250 * time.Millisecond)
+						defer t.Stop()
+						for {
+							select {
+							case <-ctx.Done():
+								return
+							case <-t.C:
+								srv.call(b, "POST", "/channels/"+w.history+"/messages", tok, map[string]any{"content": "busy"}, nil)
+								sent.Add(1)
+							}
+						}
+					}()
+				}
+				busyStart := time.Now()
+				busy := eval[float64](p, fpsJS)
+				rate := float64(sent.Load()) / time.Since(busyStart).Seconds()
+				stop()
+				wg.Wait()
+
+				// Scroll back through everything, a frame at a time.
+				start := time.Now()
+				for !eval[bool](p, scrollBackJS) {
+					if time.Since(start) > 10*time.Minute {
+						b.Fatalf("scroll-back stuck at %d of %d", served.Load(), total)
 					}
 				}
-			}()
-		}
-		busyStart := time.Now()
-		busy := eval[float64](p, fpsJS)
-		rate := float64(sent.Load()) / time.Since(busyStart).Seconds()
-		stop()
-		wg.Wait()
-
-		// Scroll back through everything.
-		start := time.Now()
-		for served.Load() < total || !eval[bool](p, `!!document.querySelector('.start')`) {
-			if time.Since(start) > 5*time.Minute {
-				b.Fatalf("scroll-back stuck at %d of %d", served.Load(), total)
+				took := time.Since(start)
+				if served.Load() < total {
+					b.Fatalf("the beginning showed after %d of %d synthetic messages", served.Load(), total)
+				}
+				heap1, dom1 := heap(b, p)
+				full := eval[float64](p, fpsJS)
+				b.ReportMetric(heap0/1e6, "MB-heap-first-page")
+				b.ReportMetric(heap1/1e6, "MB-heap-10k")
+				b.ReportMetric(float64(dom0), "DOM-first-page")
+				b.ReportMetric(float64(dom1), "DOM-10k")
+				b.ReportMetric(quiet, "fps-quiet")
+				b.ReportMetric(busy, "fps-busy")
+				b.ReportMetric(full, "fps-10k")
+				b.ReportMetric(rate, "msg/s-busy")
+				b.ReportMetric(took.Seconds(), "s-to-scroll-10k")
+				b.ReportMetric(0, "ns/op")
 			}
-			eval[bool](p, `(document.querySelector('.scroller').scrollTop = 0, true)`)
-			time.Sleep(20 * time.Millisecond)
-		}
-		took := time.Since(start)
-		heap1, dom1 := heap(b, p)
-		b.ReportMetric(heap0/1e6, "MB-heap-first-page")
-		b.ReportMetric(heap1/1e6, "MB-heap-10k")
-		b.ReportMetric(float64(dom0), "DOM-first-page")
-		b.ReportMetric(float64(dom1), "DOM-10k")
-		b.ReportMetric(quiet, "fps-quiet")
-		b.ReportMetric(busy, "fps-busy")
-		b.ReportMetric(rate, "msg/s-busy")
-		b.ReportMetric(took.Seconds(), "s-to-scroll-10k")
-		b.ReportMetric(0, "ns/op")
+		})
 	}
 }

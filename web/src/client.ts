@@ -70,10 +70,31 @@ export function start(token: string) {
     },
   });
   gw.start();
-  // A channel URL's history does not depend on the gateway: fetch it while
-  // the socket connects, so the first paint waits for the slower of the two.
+  // A channel URL's history and the channel itself do not depend on the
+  // gateway: fetch them while the socket connects, and show the channel's
+  // messages as soon as both are here (the rest of the app fills in with
+  // READY and GUILD_CREATE).
   const m = /^\/channels\/(?:@me|\d+)\/(\d+)\/?$/.exec(location.pathname);
-  if (m) loadNewest(m[1]);
+  if (m) {
+    loadNewest(m[1]);
+    prefetchChannel(m[1]);
+  }
+}
+
+// early is the channel of the URL the app opened on, fetched over REST
+// before the gateway's READY; it stands in until its guild arrives.
+let early: Channel | null = null;
+
+async function prefetchChannel(id: string) {
+  try {
+    const c = await api<Channel>("GET", `/channels/${id}`);
+    if (state.channels.has(id)) return; // the gateway was faster
+    early = c;
+    state.putChannel(c);
+    state.changed();
+  } catch {
+    // The gateway's view decides what is shown; nothing to say yet.
+  }
 }
 
 export function logout() {
@@ -122,7 +143,14 @@ function onDispatch(t: string, d: any) {
       for (const e of d.read_state?.entries || []) {
         state.reads.set(e.id, { last_message_id: e.last_message_id || "0", mention_count: e.mention_count || 0 });
       }
-      for (const g of d.guilds || []) if (!g.unavailable) state.putGuild(g);
+      state.pendingGuilds.clear();
+      for (const g of d.guilds || []) {
+        if (!g.unavailable) state.putGuild(g);
+        else state.pendingGuilds.add(g.id);
+      }
+      // The early channel stays on screen until its guild's GUILD_CREATE.
+      if (early?.guild_id && state.pendingGuilds.has(early.guild_id)) state.channels.set(early.id, early);
+      early = null;
       state.ready = true;
       if (again && viewing) loadNewest(viewing.channelId);
       refocus();

@@ -62,6 +62,9 @@ export class State {
   toasts: Toast[] = [];
   // joining holds guilds whose invite was accepted, until GUILD_CREATE.
   joining = new Set<string>();
+  // pendingGuilds are READY's guilds (unavailable stubs) until their
+  // GUILD_CREATE arrives.
+  pendingGuilds = new Set<string>();
   private listeners = new Set<() => void>();
   private scheduled = false;
   private toastSeq = 0;
@@ -105,6 +108,7 @@ export class State {
     this.presences.clear();
     this.typing.clear();
     this.memberLists.clear();
+    this.pendingGuilds.clear();
     this.changed();
   }
 
@@ -219,6 +223,7 @@ export class State {
       members: new Map(),
     };
     this.joining.delete(d.id);
+    this.pendingGuilds.delete(d.id);
     const old = this.guilds.get(d.id);
     if (old) for (const id of old.channelIds) this.channels.delete(id);
     this.guilds.set(d.id, g);

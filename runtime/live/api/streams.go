@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -17,7 +18,26 @@ const (
 	maxSlowMode     = 6 * 60 * 60
 	maxBlockedTerms = 200
 	maxTermRunes    = 100
+	maxStreamURL    = 2048
 )
+
+// streamURL checks a stream_url: an absolute http or https URL with a
+// host and no credentials, at most 2,048 bytes. "" clears it.
+func streamURL(raw string) (string, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return "", nil
+	}
+	bad := formErr("stream_url", "URL_TYPE_INVALID_URL", "Not a well formed URL.")
+	if len(raw) > maxStreamURL {
+		return "", bad
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" || u.User != nil {
+		return "", bad
+	}
+	return u.String(), nil
+}
 
 func (a *API) createStream(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
@@ -27,7 +47,8 @@ func (a *API) createStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body struct {
-		Title *string `json:"title"`
+		Title     *string `json:"title"`
+		StreamURL *string `json:"stream_url"`
 	}
 	if err := decode(w, r, &body, false); err != nil {
 		a.fail(w, r, err)
@@ -40,6 +61,13 @@ func (a *API) createStream(w http.ResponseWriter, r *http.Request) {
 	if utf8.RuneCountInString(*body.Title) > maxTitleRunes {
 		a.fail(w, r, formErr("title", "BASE_TYPE_BAD_LENGTH", "Must be between 1 and 200 in length."))
 		return
+	}
+	var su string
+	if body.StreamURL != nil {
+		if su, err = streamURL(*body.StreamURL); err != nil {
+			a.fail(w, r, err)
+			return
+		}
 	}
 	id, err := a.d.IDs.Next()
 	if err != nil {
@@ -57,6 +85,7 @@ func (a *API) createStream(w http.ResponseWriter, r *http.Request) {
 		// The partition is chosen once, from the count at creation, and
 		// kept with the stream: adding partitions never moves it.
 		Partition: eventlog.PartitionFor(live.StreamKey(id), n),
+		StreamURL: su,
 	}
 	if err := a.saveStream(ctx, s); err != nil {
 		a.fail(w, r, err)
@@ -132,6 +161,7 @@ func (a *API) patchStream(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		SlowModeSeconds *int      `json:"slow_mode_seconds"`
 		BlockedTerms    *[]string `json:"blocked_terms"`
+		StreamURL       *string   `json:"stream_url"`
 	}
 	if err := decode(w, r, &body, false); err != nil {
 		a.fail(w, r, err)
@@ -160,6 +190,14 @@ func (a *API) patchStream(w http.ResponseWriter, r *http.Request) {
 			clean = append(clean, t)
 		}
 		s.BlockedTerms = clean
+	}
+	if body.StreamURL != nil {
+		su, err := streamURL(*body.StreamURL)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		s.StreamURL = su
 	}
 	if err := a.saveStream(ctx, s); err != nil {
 		a.fail(w, r, err)

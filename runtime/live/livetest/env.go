@@ -333,6 +333,7 @@ type Stream struct {
 	EndedAt   *string `json:"ended_at"`
 	Viewers   int64   `json:"viewers"`
 	Sampled   bool    `json:"sampled"`
+	StreamURL string  `json:"stream_url,omitempty"`
 }
 
 // Comment is the Comment object.

@@ -34,6 +34,7 @@ func Contract(t *testing.T, newEnv NewEnv) {
 		fn   func(*testing.T, *Env)
 	}{
 		{"Streams", testStreams},
+		{"StreamURL", testStreamURL},
 		{"PostValidation", testPostValidation},
 		{"RateLimitAndSlowMode", testRateLimit},
 		{"Nonce", testNonce},

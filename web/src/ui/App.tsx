@@ -110,7 +110,11 @@ export function App() {
       </Fragment>
     );
   }
-  if (!state.ready) {
+  // Before READY only a channel URL whose channel was fetched early shows
+  // (its messages, with the rest of the app filling in as the gateway
+  // delivers it); everything else waits for the gateway.
+  const early = first === "channels" && !!third && state.channels.has(third);
+  if (!state.ready && !early) {
     return (
       <main class="login">
         <p role="status">Connecting to Concord…</p>
@@ -127,13 +131,16 @@ export function App() {
 
   const isDM = second === "@me";
   const guildId = isDM ? null : second;
-  if (guildId && !state.guilds.has(guildId)) {
+  const arriving = !!guildId && !state.guilds.has(guildId) && (!state.ready || state.pendingGuilds.has(guildId));
+  if (guildId && !state.guilds.has(guildId) && !(arriving && early)) {
     return (
       <div class="app">
         <Servers guildId={guildId} onDialog={setDialog} />
         <Placeholder
           text={
-            state.joining.has(guildId)
+            arriving
+              ? "Loading the server…"
+              : state.joining.has(guildId)
               ? "Joining the server…"
               : "This server is not available: you may have left it, or it was deleted."
           }
@@ -174,7 +181,7 @@ export function App() {
         <DMSidebar channelId={channelId} onDialog={setDialog} />
       )}
       {pane}
-      {channel && channel.type !== ChannelType.GuildCategory && <Members channel={channel} />}
+      {channel && channel.type !== ChannelType.GuildCategory && !arriving && <Members channel={channel} />}
       {state.conn !== "connected" && (
         <div class="banner" role="status">
           {state.conn === "reconnecting" ? "Connection lost: reconnecting…" : state.conn === "offline" ? "Offline." : "Connecting…"}

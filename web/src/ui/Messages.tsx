@@ -183,6 +183,8 @@ const virtualised = (() => {
   }
 })();
 
+let firstRows = false;
+
 // rowHeights caches measured row heights by message id, with their mean
 // as the estimate of rows not measured yet.
 class RowHeights {
@@ -255,7 +257,7 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
     anchor.current = null;
     setReplyTo(null);
     if (props.jumpTo) loadAround(channel.id, props.jumpTo);
-    else if (!log.atEnd || (log.items.length === 0 && !log.loading) || log.error) loadNewest(channel.id);
+    else if (!log.loading && (!log.atEnd || log.items.length === 0 || log.error)) loadNewest(channel.id);
     return () => setViewing(null, false);
   }, [channel.id, props.jumpTo]);
 
@@ -373,6 +375,10 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
   useLayoutEffect(() => {
     const el = scroller.current;
     if (!el) return;
+    if (n > 0 && !firstRows) {
+      firstRows = true;
+      performance.mark("concord:messages"); // the first rows are in the DOM
+    }
     const changed = measure();
     place();
     setViewing(channel.id, pinned.current && atPresent);

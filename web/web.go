@@ -52,6 +52,14 @@ type Options struct {
 	// and single-host installs run them): set it when every voice
 	// endpoint is listed in ConnectSrc.
 	NoSameHostVoice bool
+	// VoiceEndpoints, when set, is asked on every page load for the voice
+	// servers' endpoints as VOICE_SERVER_UPDATE hands them out (host:port);
+	// each becomes wss://host:port in connect-src, and the same-host
+	// wildcard is left out: the page may open the servers that exist, and
+	// nothing else. A page loaded before a server joined reaches it after
+	// a reload; when servers come and go under one domain, list
+	// wss://*.<domain> in ConnectSrc instead.
+	VoiceEndpoints func() []string
 }
 
 // asset is one embedded file, with its gzipped form when that is smaller.
@@ -66,12 +74,14 @@ type handler struct {
 	index    *asset
 	csp      string // with connect-src last, open for the same-host source
 	sameHost bool
+	voice    func() []string
 }
 
 // Handler returns the web client's handler. It panics when the embedded
 // bundle is incomplete, which is a build error.
 func Handler(opts Options) http.Handler {
-	h := &handler{assets: make(map[string]*asset), csp: policy(opts), sameHost: !opts.NoSameHostVoice}
+	h := &handler{assets: make(map[string]*asset), csp: policy(opts), sameHost: !opts.NoSameHostVoice && opts.VoiceEndpoints == nil,
+		voice: opts.VoiceEndpoints}
 	err := fs.WalkDir(dist, "dist", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -159,12 +169,38 @@ func sameHostVoice(r *http.Request) string {
 	return " wss://" + host + ":*"
 }
 
+// voiceSources is the connect-src sources of the voice endpoints:
+// " wss://host:port" each, skipping anything that is not a host and a
+// port (a source must not be able to widen or end the directive).
+func voiceSources(endpoints []string) string {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, e := range endpoints {
+		host, port, err := net.SplitHostPort(e)
+		if err != nil || host == "" || strings.ContainsAny(host, " ;,'\"\\*/") {
+			continue
+		}
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			continue
+		}
+		src := "wss://" + net.JoinHostPort(host, port)
+		if !seen[src] {
+			seen[src] = true
+			b.WriteString(" " + src)
+		}
+	}
+	return b.String()
+}
+
 // ServeHTTP implements http.Handler.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	csp := h.csp
 	if h.sameHost {
 		csp += sameHostVoice(r)
+	}
+	if h.voice != nil {
+		csp += voiceSources(h.voice())
 	}
 	hdr.Set("Content-Security-Policy", csp)
 	hdr.Set("X-Content-Type-Options", "nosniff")

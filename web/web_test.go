@@ -143,6 +143,31 @@ func TestHandler(t *testing.T) {
 	}
 }
 
+// TestVoiceEndpointsCSP: with the voice servers' endpoints known, the page
+// may connect to exactly those (and no other port of its host); endpoints
+// that are not host:port never reach the policy.
+func TestVoiceEndpointsCSP(t *testing.T) {
+	endpoints := []string{"sfu-1.voice.example.com:443"}
+	h := Handler(Options{VoiceEndpoints: func() []string { return endpoints }, MediaSrc: []string{"https://media.example.com"}})
+	csp := get(t, h, "/live/1").Header.Get("Content-Security-Policy")
+	if !strings.HasSuffix(csp, "connect-src 'self' wss://sfu-1.voice.example.com:443") {
+		t.Errorf("connect-src of one voice server: %q", csp)
+	}
+	if !strings.Contains(csp, "media-src 'self' blob: https://media.example.com;") {
+		t.Errorf("media-src lacks the configured media origin: %q", csp)
+	}
+	// A server joins: the next page load may reach it.
+	endpoints = append(endpoints, "10.0.0.7:40000", "[2001:db8::1]:443", "10.0.0.7:40000",
+		"evil.example.com:443; script-src *", "*.example.com:443", "no-port", "h:0", "h:99999", ":443")
+	csp = get(t, h, "/").Header.Get("Content-Security-Policy")
+	if !strings.HasSuffix(csp, "connect-src 'self' wss://sfu-1.voice.example.com:443 wss://10.0.0.7:40000 wss://[2001:db8::1]:443") {
+		t.Errorf("connect-src after a server joined: %q", csp)
+	}
+	if strings.Contains(csp, ":*") || strings.Count(csp, "script-src") != 1 {
+		t.Errorf("policy widened: %q", csp)
+	}
+}
+
 // TestBundleSize keeps the shipped JavaScript under the budget.
 func TestBundleSize(t *testing.T) {
 	h := Handler(Options{}).(*handler)

@@ -49,6 +49,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/concord-chat/concord/runtime/voice/fleet"
 	"github.com/concord-chat/concord/web"
 	"log/slog"
 	"net"
@@ -212,6 +213,9 @@ type Node struct {
 	handler              http.Handler
 	// roleMux holds the table roles' HTTP routes.
 	roleMux *http.ServeMux
+	// voiceFleet is the SFUs of the registry (guild role); the web
+	// client's policy admits their endpoints.
+	voiceFleet *fleet.Registry
 
 	guilds    *guild.Service // guild role
 	bots      *platform.Bots // guild role
@@ -565,7 +569,11 @@ func (n *Node) routes(proxy http.Handler) http.Handler {
 	}
 	// The web client answers GET and HEAD outside /api on every node, as in
 	// concord dev; other methods reach the REST handler's JSON 404.
-	var fallback http.Handler = platform.WebOr(web.Handler(web.Options{GatewayURL: n.cfg.PublicURL}), rest)
+	webOpts := web.Options{GatewayURL: n.cfg.PublicURL}
+	if n.voiceFleet != nil {
+		webOpts.VoiceEndpoints = n.voiceFleet.Endpoints
+	}
+	var fallback http.Handler = platform.WebOr(web.Handler(webOpts), rest)
 	if n.gateway != nil {
 		fallback = platform.UpgradeOr(n.gateway, fallback)
 	}

@@ -28,6 +28,7 @@ func (n *Node) enableVoice(cfg Config) error {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	f := fleet.NewRegistry(n.reg, fleet.RegistryConfig{Logger: n.log.With("component", "voice-fleet")})
+	n.voiceFleet = f
 	if err := n.guilds.EnableVoice(guild.VoiceConfig{Allocator: f, Key: key}); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/concord-chat/concord/runtime/store"
 	cassandrastore "github.com/concord-chat/concord/runtime/store/cassandra"
 	pebblestore "github.com/concord-chat/concord/runtime/store/pebble"
+	"github.com/concord-chat/concord/runtime/voice/fleet"
 	"github.com/concord-chat/concord/web"
 )
 
@@ -53,6 +54,11 @@ type Platform struct {
 	counters counters.Counters
 	bots     *Bots
 	presence *presenceWiring
+
+	// voiceFleet holds the in-process SFUs; the web client's policy admits
+	// their endpoints.
+	voiceFleet *fleet.Local
+
 	// The roles of package roles: built into group and roleMux by New,
 	// run until Close.
 	group   lifecycle.Group
@@ -171,6 +177,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.voiceFleet = voiceFleet
 	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids, Counters: p.counters, VoiceFleet: voiceFleet}
 	if err := role.Build(ctx, roles.Table, func(string) bool { return true }, parts, p.roleMux, &p.group); err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
@@ -274,7 +281,7 @@ func (p *Platform) routes(restAPI http.Handler) http.Handler {
 	// upgrade anywhere outside /api goes to the gateway; the web client
 	// (package web) answers GET and HEAD; other methods reach the REST
 	// handler's JSON 404.
-	webApp := web.Handler(web.Options{GatewayURL: p.cfg.PublicURL})
+	webApp := web.Handler(web.Options{GatewayURL: p.cfg.PublicURL, VoiceEndpoints: p.voiceFleet.Endpoints})
 	fallback := UpgradeOr(p.gateway, WebOr(webApp, restAPI))
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h, pattern := p.roleMux.Handler(r); pattern != "" {

@@ -372,9 +372,13 @@ func TestLiveReplay(t *testing.T) {
 		return ""
 	})
 	front := newLiveFront(t, e, dir)
+	// The creator sets the stream's video: the page plays stream_url.
+	if r := e.Do("PATCH", "/v1/streams/"+st.ID, creator.Token, map[string]any{"stream_url": front.base() + "/media/rec.webm"}); r.Status != http.StatusOK {
+		t.Fatalf("set stream_url = %d %s", r.Status, r.Body)
+	}
 	b := newBrowser(t)
 	p := b.page("replay")
-	openLive(p, front.base(), "", st.ID, "?src=/media/rec.webm")
+	openLive(p, front.base(), "", st.ID, "")
 	p.waitJS(`document.querySelector(".live-status").textContent === "Replay"`, 10*time.Second)
 	v := `document.querySelector("video")`
 	p.waitJS(v+`.readyState >= 2`, 10*time.Second)

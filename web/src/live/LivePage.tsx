@@ -87,6 +87,7 @@ function Moderation(props: { s: LiveSession; onError: (e: string) => void }) {
   const { s } = props;
   const [slow, setSlow] = useState(String(s.stream?.slow_mode_seconds || 0));
   const [terms, setTerms] = useState((s.stream?.blocked_terms || []).join("\n"));
+  const [src, setSrc] = useState(s.stream?.stream_url || "");
   const [saved, setSaved] = useState("");
   const save = async (e: Event) => {
     e.preventDefault();
@@ -100,6 +101,7 @@ function Moderation(props: { s: LiveSession; onError: (e: string) => void }) {
       await s.settings(
         n,
         terms.split("\n").map((t) => t.trim()).filter(Boolean),
+        src.trim(),
       );
       setSaved("Saved.");
     } catch (err) {
@@ -116,6 +118,10 @@ function Moderation(props: { s: LiveSession; onError: (e: string) => void }) {
       <label>
         <span>Blocked terms (one a line)</span>
         <textarea rows={3} value={terms} onInput={(e) => setTerms((e.target as HTMLTextAreaElement).value)} />
+      </label>
+      <label>
+        <span>Video URL</span>
+        <input type="url" value={src} placeholder="https://…" onInput={(e) => setSrc((e.target as HTMLInputElement).value)} />
       </label>
       <div class="row">
         <button class="primary" type="submit">
@@ -155,6 +161,7 @@ function Bursts(props: { s: LiveSession }) {
 function LiveHome() {
   const token = savedToken();
   const [title, setTitle] = useState("");
+  const [src, setSrc] = useState("");
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
   const start = async (e: Event) => {
@@ -166,7 +173,7 @@ function LiveHome() {
     }
     setBusy(true);
     try {
-      const st = await createStream(token, title.trim());
+      const st = await createStream(token, title.trim(), src.trim());
       navigate(`/live/${st.id}`);
     } catch (err) {
       setError((err as Error).message);
@@ -189,6 +196,10 @@ function LiveHome() {
             <label>
               <span>Stream title</span>
               <input value={title} maxLength={100} onInput={(e) => setTitle((e.target as HTMLInputElement).value)} />
+            </label>
+            <label>
+              <span>Video URL (optional)</span>
+              <input type="url" value={src} placeholder="https://…" onInput={(e) => setSrc((e.target as HTMLInputElement).value)} />
             </label>
             {error && (
               <p class="error" role="alert">
@@ -223,6 +234,7 @@ function LiveStream(props: { id: string }) {
   const stick = useRef(true);
   const [draft, setDraft] = useState("");
   const [notice, setNotice] = useState("");
+  const [videoError, setVideoError] = useState("");
 
   // Keep the newest comment in view unless the viewer scrolled up.
   useLayoutEffect(() => {
@@ -304,8 +316,23 @@ function LiveStream(props: { id: string }) {
           )}
         </header>
         <div class="video-wrap">
-          <video ref={video} src={s.videoURL || undefined} controls autoplay muted playsInline aria-label="Stream video" />
+          <video
+            ref={video}
+            src={s.videoURL || undefined}
+            controls
+            autoplay
+            muted
+            playsInline
+            aria-label="Stream video"
+            onError={() => setVideoError("The video could not be played (unreachable, an unsupported format, or an origin this server does not allow).")}
+            onLoadedData={() => setVideoError("")}
+          />
           {!s.videoURL && <p class="no-video">No video for this stream.</p>}
+          {videoError && (
+            <p class="no-video" role="alert">
+              {videoError}
+            </p>
+          )}
           <Bursts s={s} />
         </div>
         {s.isCreator && <Moderation s={s} onError={setNotice} />}

@@ -41,9 +41,8 @@ export interface Stream {
   ended_at: string | null;
   viewers: number;
   sampled: boolean;
-  // The stream's video, when the server sets one.
+  // The stream's video (http or https), when its creator set one.
   stream_url?: string;
-  url?: string;
   slow_mode_seconds?: number;
   blocked_terms?: string[];
 }
@@ -133,8 +132,8 @@ async function call<T>(method: string, path: string, token: string | null, body?
 }
 
 // createStream starts a stream of the token's user (POST /v1/streams).
-export function createStream(token: string | null, title: string): Promise<Stream> {
-  return call<Stream>("POST", "/v1/streams", token, { title });
+export function createStream(token: string | null, title: string, streamURL = ""): Promise<Stream> {
+  return call<Stream>("POST", "/v1/streams", token, streamURL ? { title, stream_url: streamURL } : { title });
 }
 
 function randomId(): string {
@@ -182,8 +181,7 @@ export class LiveSession {
   }
 
   get videoURL(): string {
-    const q = new URLSearchParams(location.search).get("src");
-    return this.stream?.stream_url || this.stream?.url || q || "";
+    return this.stream?.stream_url || "";
   }
 
   async start() {
@@ -459,11 +457,12 @@ export class LiveSession {
     await call("DELETE", `/v1/streams/${this.id}/bans/${userId}`, this.token);
   }
 
-  async settings(slowModeSeconds: number, blockedTerms: string[]) {
+  async settings(slowModeSeconds: number, blockedTerms: string[], streamURL: string) {
     const s = await call<Stream>("PATCH", `/v1/streams/${this.id}`, this.token, {
-      slow_mode_seconds: slowModeSeconds, blocked_terms: blockedTerms,
+      slow_mode_seconds: slowModeSeconds, blocked_terms: blockedTerms, stream_url: streamURL,
     });
-    if (this.stream && s) Object.assign(this.stream, s);
+    // stream_url is absent once cleared.
+    if (this.stream && s) Object.assign(this.stream, { stream_url: undefined }, s);
     this.changed();
   }
 

@@ -199,8 +199,7 @@ func TestWebChat(t *testing.T) {
 		// Hold the next older page, so the view is seen before and after
 		// the page lands above it.
 		held := hold(bob, "*/channels/"+w.history+"/messages?*before=*")
-		eval[bool](bob, `(document.querySelector('.scroller').scrollTop = 0, true)`)
-		req := held.next(20 * time.Second)
+		req := held.next(`(document.querySelector('.scroller').scrollTop = 0, true)`, 20*time.Second)
 		before := eval[rowPos](bob, firstInViewJS)
 		held.release(req)
 		held.stop()

@@ -42,17 +42,35 @@ func hold(p *page, pattern string) *held {
 	return h
 }
 
-// next waits for the next paused request.
-func (h *held) next(timeout time.Duration) fetch.EventRequestPaused {
+// next waits for the next paused request, evaluating poke (JavaScript
+// that makes the page send it; "" for none) every 100 ms until it comes.
+func (h *held) next(poke string, timeout time.Duration) fetch.EventRequestPaused {
 	h.p.t.Helper()
-	select {
-	case ev := <-h.reqs:
-		return ev
-	case <-time.After(timeout):
-		h.p.fatalf("no request paused within %v", timeout)
-		return fetch.EventRequestPaused{}
+	deadline := time.After(timeout)
+	for {
+		if poke != "" {
+			eval[any](h.p, poke)
+		}
+		select {
+		case ev := <-h.reqs:
+			return ev
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			h.p.fatalf("no request paused within %v; the page: %s", timeout, eval[string](h.p, paneStateJS))
+			return fetch.EventRequestPaused{}
+		}
 	}
 }
+
+// paneStateJS describes the message pane, for failure messages.
+const paneStateJS = `(() => {
+  const s = document.querySelector('.scroller');
+  if (!s) return 'no message pane';
+  const rows = s.querySelectorAll('li.msg');
+  return JSON.stringify({scrollTop: s.scrollTop, scrollHeight: s.scrollHeight, clientHeight: s.clientHeight,
+    rows: rows.length, first: rows[0]?.textContent.slice(0, 60), loading: !!s.querySelector('.loading'),
+    start: !!s.querySelector('.start'), error: s.querySelector('.error')?.textContent});
+})()`
 
 // release lets a paused request go on to the server.
 func (h *held) release(ev fetch.EventRequestPaused) {

@@ -218,6 +218,18 @@ func (c *Conn) Await(what string, timeout time.Duration, cond func(frames []Fram
 	}
 }
 
+// HasType is an Await condition: a dispatch of type typ has arrived.
+func HasType(typ string) func([]Frame) bool {
+	return func(fs []Frame) bool {
+		for _, f := range fs {
+			if f.Type == typ {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // Frames returns a copy of the dispatches received so far.
 func (c *Conn) Frames() []Frame {
 	c.mu.Lock()

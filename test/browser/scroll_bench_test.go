@@ -124,7 +124,8 @@ const scrollBackJS = `new Promise(res => {
 // BenchmarkScrollBack measures a tab that scrolled back through 10,000
 // messages (JS heap and DOM size, beside the same tab holding the first
 // page) and the frame rate while the pane scrolls, in a quiet channel,
-// while ~19 messages/s arrive in it, and holding 10,000 messages. The peer
+// while ~19 messages/s arrive in it, and holding 10,000 messages (the
+// "10k" metrics: at msgs-loaded when the peer ran out of its 5 minutes). The peer
 // in the same run is the same client with the list's virtualisation
 // switched off (localStorage concord.virtualList = off: every loaded
 // message rendered).
@@ -183,17 +184,23 @@ func BenchmarkScrollBack(b *testing.B) {
 				stop()
 				wg.Wait()
 
-				// Scroll back through everything, a frame at a time.
+				// Scroll back through everything, a frame at a time, for at most
+				// 5 minutes: the peer rendering every message slows with each
+				// page (every one re-renders them all) and may not get there;
+				// it is then measured with what it loaded.
 				start := time.Now()
-				for !evalSlow[bool](p, scrollBackJS) {
-					if time.Since(start) > 10*time.Minute {
-						b.Fatalf("scroll-back stuck at %d of %d", served.Load(), total)
-					}
+				done := false
+				for !done && time.Since(start) < 5*time.Minute {
+					done = evalSlow[bool](p, scrollBackJS)
 				}
 				took := time.Since(start)
-				if served.Load() < total {
+				if done && served.Load() < total {
 					b.Fatalf("the beginning showed after %d of %d synthetic messages", served.Load(), total)
 				}
+				if !done && mode == "virtual" {
+					b.Fatalf("scroll-back stuck at %d of %d", served.Load(), total)
+				}
+				loaded := float64(served.Load() + int64(historySize))
 				heap1, blink1, dom1 := heap(b, p)
 				full := evalSlow[float64](p, fpsJS)
 				b.ReportMetric(heap0/1e6, "MB-heap-first-page")
@@ -206,7 +213,8 @@ func BenchmarkScrollBack(b *testing.B) {
 				b.ReportMetric(busy, "fps-busy")
 				b.ReportMetric(full, "fps-10k")
 				b.ReportMetric(rate, "msg/s-busy")
-				b.ReportMetric(took.Seconds(), "s-to-scroll-10k")
+				b.ReportMetric(took.Seconds(), "s-scrolling-back")
+				b.ReportMetric(loaded, "msgs-loaded")
 				b.ReportMetric(0, "ns/op")
 			}
 		})

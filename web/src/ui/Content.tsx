@@ -39,11 +39,5 @@ export function Content(props: { m: Message }) {
     }
   }
   if (last < m.content.length) out.push(m.content.slice(last));
-  // elementtiming: the browser reports when the text was first painted
-  // (the first-paint benchmark reads it).
-  return (
-    <span class="text" elementtiming="message">
-      {out}
-    </span>
-  );
+  return <span class="text">{out}</span>;
 }

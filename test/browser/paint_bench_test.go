@@ -56,13 +56,28 @@ func BenchmarkFirstMessagesPaint(b *testing.B) {
 	p.do(navigate(srv.base + "/"))
 	eval[bool](p, fmt.Sprintf(`(localStorage.setItem('concord.token', %q), true)`, w.aliceToken))
 	url := srv.base + "/channels/" + w.guild + "/" + w.general
-	for _, cold := range []bool{false, true} {
+	for _, run := range []struct {
+		cold, wait bool
+	}{{false, false}, {false, true}, {true, false}, {true, true}} {
 		name := "cached"
-		if cold {
+		if run.cold {
 			name = "no-cache"
 		}
+		// The peer: the same client painting only after READY and
+		// GUILD_CREATE, as it did before the early paint.
+		if run.wait {
+			name += "/after-READY"
+		} else {
+			name += "/early"
+		}
+		cold := run.cold
 		b.Run(name, func(b *testing.B) {
 			p.t = b
+			flag := "localStorage.removeItem('concord.earlyPaint')"
+			if run.wait {
+				flag = "localStorage.setItem('concord.earlyPaint', 'off')"
+			}
+			eval[bool](p, "("+flag+", true)")
 			if _, err := chromedp.Call(p.ctx, network.SetCacheDisabled, network.SetCacheDisabledParams{CacheDisabled: cold}); err != nil {
 				b.Fatal(err)
 			}

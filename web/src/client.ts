@@ -77,7 +77,9 @@ export function start(token: string) {
   const m = /^\/channels\/(?:@me|\d+)\/(\d+)\/?$/.exec(location.pathname);
   if (m) {
     loadNewest(m[1]);
-    prefetchChannel(m[1]);
+    // localStorage "concord.earlyPaint" = "off" waits for READY instead:
+    // the first-paint benchmark's peer.
+    if (localStorage.getItem("concord.earlyPaint") !== "off") prefetchChannel(m[1]);
   }
 }
 

@@ -79,7 +79,13 @@ export function start(token: string) {
     loadNewest(m[1]);
     // localStorage "concord.earlyPaint" = "off" waits for READY instead:
     // the first-paint benchmark's peer.
-    if (localStorage.getItem("concord.earlyPaint") !== "off") prefetchChannel(m[1]);
+    let paintEarly = true;
+    try {
+      paintEarly = localStorage.getItem("concord.earlyPaint") !== "off";
+    } catch {
+      // no storage: the default
+    }
+    if (paintEarly) prefetchChannel(m[1]);
   }
 }
 

@@ -241,7 +241,7 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
   const list = useRef<HTMLOListElement>(null);
   const pinned = useRef(true);
   const jumped = useRef(false);
-  const heights = useRef(new RowHeights()).current;
+  const [heights] = useState(() => new RowHeights());
   const anchor = useRef<{ id: string; offset: number } | null>(null);
   // The rendered rows [start, end) and the offsets they were placed by.
   const view = useRef({ start: 0, end: 0, tops: new Float64Array(1) });

@@ -113,7 +113,14 @@ export function App() {
   // Before READY only a channel URL whose channel was fetched early shows
   // (its messages, with the rest of the app filling in as the gateway
   // delivers it); everything else waits for the gateway.
-  const early = first === "channels" && !!third && state.channels.has(third);
+  // Only a message pane: voice and other channel views act through the
+  // gateway session, which READY starts.
+  const earlyChannel = first === "channels" && third ? state.channels.get(third) : undefined;
+  const early =
+    !!earlyChannel &&
+    !channelViews.has(earlyChannel.type) &&
+    earlyChannel.type !== ChannelType.GuildVoice &&
+    earlyChannel.type !== ChannelType.GuildCategory;
   if (!state.ready && !early) {
     return (
       <main class="login">

@@ -11,11 +11,11 @@ import (
 
 // chaosHarness judges whether the cluster is back after a kill.
 type chaosHarness struct {
-	tr           *chaosTraffic
-	clients      []*chaosClient
-	observers    []*chaosClient // sessions that must see presenceUser's changes
-	presenceUser string
-	channels     []string
+	tr       *chaosTraffic
+	clients  []*chaosClient
+	tickers  []chaosTicker           // users changing their presence
+	users    map[*chaosClient]string // each client's user id
+	channels []string
 }
 
 // backSince reports when everything flowed again after since: every
@@ -55,10 +55,6 @@ func (h *chaosHarness) backSince(since time.Time) (at time.Time, missing []strin
 	for _, tk := range ticks {
 		tickSent[tk.name] = tk.sentAt
 	}
-	observer := map[*chaosClient]bool{}
-	for _, c := range h.observers {
-		observer[c] = true
-	}
 	for _, c := range h.clients {
 		c.mu.Lock()
 		live := c.live
@@ -79,9 +75,11 @@ func (h *chaosHarness) backSince(since time.Time) (at time.Time, missing []strin
 						}
 					}
 				case "PRESENCE_UPDATE":
-					if p, ok := presenceOf(f, h.presenceUser); ok && presence.IsZero() {
-						if sent, ok := tickSent[p.name]; ok && sent.After(since) {
-							presence = f.At
+					for _, tk := range h.tickers {
+						if p, ok := presenceOf(f, tk.user); ok && presence.IsZero() && tk.user != h.users[c] {
+							if sent, ok := tickSent[p.name]; ok && sent.After(since) {
+								presence = f.At
+							}
 						}
 					}
 				}
@@ -98,7 +96,7 @@ func (h *chaosHarness) backSince(since time.Time) (at time.Time, missing []strin
 				missing = append(missing, c.name+" receiving channel "+ch)
 			}
 		}
-		if observer[c] {
+		{
 			if presence.IsZero() {
 				missing = append(missing, c.name+" seeing a presence change")
 			} else {

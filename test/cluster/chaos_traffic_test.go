@@ -46,6 +46,7 @@ type chaosRead struct {
 
 // chaosTick is one presence update sent.
 type chaosTick struct {
+	user   string // whose presence
 	name   string // the activity's name
 	status string
 	sentAt time.Time
@@ -105,7 +106,7 @@ func truncate(s string, n int) string {
 
 // start runs writers, ackers and the presence ticker until stop; phase
 // makes nonces unique.
-func (tr *chaosTraffic) start(ctx context.Context, phase string, writers []chaosWriter, ackers []chaosAcker, ticker *chaosTicker) {
+func (tr *chaosTraffic) start(ctx context.Context, phase string, writers []chaosWriter, ackers []chaosAcker, tickers []chaosTicker) {
 	tr.quit = make(chan struct{})
 	for w, wr := range writers {
 		tr.wg.Add(1)
@@ -141,20 +142,29 @@ func (tr *chaosTraffic) start(ctx context.Context, phase string, writers []chaos
 			}
 		}()
 	}
-	if ticker != nil {
+	// Op 3 is limited to 5 per 20 s per session (more closes with 4008):
+	// each ticker changes its presence every 4.5 s, the tickers spread
+	// over the period.
+	for i, tk := range tickers {
 		tr.wg.Add(1)
 		go func() {
 			defer tr.wg.Done()
-			pace := time.NewTicker(500 * time.Millisecond)
+			const period = 4500 * time.Millisecond
+			select {
+			case <-tr.quit:
+				return
+			case <-time.After(period * time.Duration(i) / time.Duration(len(tickers))):
+			}
+			pace := time.NewTicker(period)
 			defer pace.Stop()
 			statuses := []string{"online", "idle", "dnd"}
 			for n := 0; ; n++ {
+				tr.presence(tk, fmt.Sprintf("%s-%s-tick-%d", tk.client.name, phase, n), statuses[n%len(statuses)])
 				select {
 				case <-tr.quit:
 					return
 				case <-pace.C:
 				}
-				tr.presence(ticker.client, fmt.Sprintf("%s-tick-%d", phase, n), statuses[n%len(statuses)])
 			}
 		}()
 	}
@@ -217,15 +227,17 @@ func (tr *chaosTraffic) read(ctx context.Context, i int, a chaosAcker, message s
 	return nil
 }
 
-// chaosTicker changes client's presence.
+// chaosTicker changes client's presence; user is the client's user id.
 type chaosTicker struct {
 	client *chaosClient
+	user   string
 }
 
 // presence sends op 3 with status and one activity called name; an
 // update that could not be sent (the client reconnecting) is not
 // recorded.
-func (tr *chaosTraffic) presence(c *chaosClient, name, status string) bool {
+func (tr *chaosTraffic) presence(tk chaosTicker, name, status string) bool {
+	c := tk.client
 	sent := time.Now()
 	err := c.send(map[string]any{"op": 3, "d": map[string]any{
 		"status": status, "since": nil, "afk": false,
@@ -234,7 +246,7 @@ func (tr *chaosTraffic) presence(c *chaosClient, name, status string) bool {
 		return false
 	}
 	tr.mu.Lock()
-	tr.ticks = append(tr.ticks, chaosTick{name: name, status: status, sentAt: sent})
+	tr.ticks = append(tr.ticks, chaosTick{user: tk.user, name: name, status: status, sentAt: sent})
 	tr.mu.Unlock()
 	return true
 }

@@ -24,11 +24,11 @@ type chaosHarness struct {
 // posted after since, an ack sent after since succeeded, and every
 // observer saw a presence change sent after since. The time is that of
 // the last of these events; missing names what has not happened yet.
-func (h *chaosHarness) backSince(since time.Time) (at time.Time, missing []string) {
+func (h *chaosHarness) backSince(since time.Time) (at chaosBack, missing []string) {
 	acks, reads, ticks := h.tr.snapshot()
-	later := func(t time.Time) {
-		if t.After(at) {
-			at = t
+	later := func(at *time.Time, t time.Time) {
+		if t.After(*at) {
+			*at = t
 		}
 	}
 	// Writers, and which messages count.
@@ -45,7 +45,7 @@ func (h *chaosHarness) backSince(since time.Time) (at time.Time, missing []strin
 	}
 	for w := range len(h.channels) {
 		if f, ok := firstAck[w]; ok {
-			later(f)
+			later(&at.writes, f)
 		} else {
 			missing = append(missing, fmt.Sprintf("writer %d's posts", w))
 		}
@@ -91,7 +91,7 @@ func (h *chaosHarness) backSince(since time.Time) (at time.Time, missing []strin
 		}
 		for _, ch := range h.channels {
 			if f, ok := first[ch]; ok {
-				later(f)
+				later(&at.sessions, f)
 			} else {
 				missing = append(missing, c.name+" receiving channel "+ch)
 			}
@@ -100,7 +100,7 @@ func (h *chaosHarness) backSince(since time.Time) (at time.Time, missing []strin
 			if presence.IsZero() {
 				missing = append(missing, c.name+" seeing a presence change")
 			} else {
-				later(presence)
+				later(&at.presence, presence)
 			}
 		}
 	}
@@ -114,21 +114,38 @@ func (h *chaosHarness) backSince(since time.Time) (at time.Time, missing []strin
 	if read.IsZero() {
 		missing = append(missing, "an ack")
 	} else {
-		later(read)
+		later(&at.acks, read)
 	}
 	return at, missing
 }
 
+// chaosBack is when each part of the traffic was back after a kill.
+type chaosBack struct {
+	writes, sessions, acks, presence time.Time
+}
+
+// chaosRecovery is how long after a kill each part was back.
+type chaosRecovery struct {
+	all, writes, sessions, acks, presence time.Duration
+}
+
+func (r chaosRecovery) String() string {
+	return fmt.Sprintf("%v (writes %v, sessions %v, acks %v, presence %v)", r.all.Round(time.Millisecond),
+		r.writes.Round(time.Millisecond), r.sessions.Round(time.Millisecond), r.acks.Round(time.Millisecond), r.presence.Round(time.Millisecond))
+}
+
 // awaitBack waits until backSince(since) reports everything back and
-// returns how long after since that was; the timeout passing fails the
-// test with what is still missing and the traffic's failures.
-func (h *chaosHarness) awaitBack(t *testing.T, what string, since time.Time, timeout time.Duration) time.Duration {
+// returns how long after since each part was; the timeout passing fails
+// the test with what is still missing and the traffic's failures.
+func (h *chaosHarness) awaitBack(t *testing.T, what string, since time.Time, timeout time.Duration) chaosRecovery {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		at, missing := h.backSince(since)
 		if len(missing) == 0 {
-			return at.Sub(since)
+			r := chaosRecovery{writes: at.writes.Sub(since), sessions: at.sessions.Sub(since), acks: at.acks.Sub(since), presence: at.presence.Sub(since)}
+			r.all = max(r.writes, r.sessions, r.acks, r.presence)
+			return r
 		}
 		if time.Now().After(deadline) {
 			var drops []string

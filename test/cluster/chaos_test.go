@@ -49,7 +49,6 @@ type chaosStep struct {
 	recovery chaosRecovery // kill → writes, sessions, acks and presence back
 	restart  bool          // restarted at once (one replica) rather than after recovery
 	rejoin   chaosRecovery // restart → everything flowing again, when restarted after recovery
-	note     string
 }
 
 // TestChaos runs a whole cluster as real processes — 2 api, 2 gateway, 2

@@ -39,9 +39,32 @@ type chaosNode struct {
 	name, role, http, grpc string
 	args                   []string
 	p                      *proc
+	past                   []*proc // every process the node ran, p last
 }
 
-func (n *chaosNode) start(t *testing.T) { n.p = startNode(t, n.name, n.http, n.args...) }
+func (n *chaosNode) start(t *testing.T) {
+	n.p = startNode(t, n.name, n.http, n.args...)
+	n.past = append(n.past, n.p)
+}
+
+// logged returns the values of key= in the log lines of every process
+// of nodes that contain msg.
+func logged(nodes []*chaosNode, msg, key string) map[string]string {
+	out := map[string]string{} // value → node
+	for _, n := range nodes {
+		for _, p := range n.past {
+			for _, line := range strings.Split(p.output(), "\n") {
+				if !strings.Contains(line, msg) {
+					continue
+				}
+				if _, v, ok := strings.Cut(line, " "+key+"="); ok {
+					out[strings.Fields(v + " ")[0]] = n.name
+				}
+			}
+		}
+	}
+	return out
+}
 
 // chaosStep is one kill of the chaos test and what it measured.
 type chaosStep struct {
@@ -413,7 +436,16 @@ func TestChaos(t *testing.T) {
 	for content, n := range nonces {
 		if n > 1 {
 			dups += n - 1
-			t.Errorf("message %q was written %d times", content, n)
+			var ids []string
+			for _, ch := range h.channels {
+				for _, m := range history[ch] {
+					if m.Content == content {
+						ids = append(ids, m.ID)
+					}
+				}
+			}
+			t.Errorf("message %q was written %d times: ids %v (sends whose data-node write was cancelled, by path: %v)",
+				content, n, ids, logged(nodes, "remote: context canceled", "path"))
 		}
 	}
 	t.Logf("history: %d acknowledged messages, %d in history, %d missing, %d written twice; %d acks, %d presence changes; failed attempts %v",
@@ -465,11 +497,23 @@ func TestChaos(t *testing.T) {
 			wantR++
 		}
 	}
+	// A mismatch names the messages whose event a guild node logged as
+	// lost (stored, but never on the event log the counts come from).
+	notLogged := logged(nodes, "message event not logged", "message_id")
+	unlogged := func(ms []message) []string {
+		var out []string
+		for _, m := range ms {
+			if n, ok := notLogged[m.ID]; ok {
+				out = append(out, m.ID+" on "+n)
+			}
+		}
+		return out
+	}
 	if err := h.awaitReadState(t, gateways[1], users["m"].token, mentionM, "", wantM); err != nil {
-		t.Errorf("m: %v", err)
+		t.Errorf("m: %v; messages of the channel whose event was not logged: %v", err, unlogged(history[mentionM]))
 	}
 	if err := h.awaitReadState(t, gateways[0], users["r"].token, readR, lastRead, wantR); err != nil {
-		t.Errorf("r: %v", err)
+		t.Errorf("r: %v; messages of the channel whose event was not logged: %v", err, unlogged(history[readR]))
 	}
 	t.Logf("read states: want m with %d mentions, r with %d after its read marker %s, as history says", wantM, wantR, lastRead)
 

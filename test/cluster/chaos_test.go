@@ -500,8 +500,11 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	// A mismatch names the messages whose event a guild node logged as
-	// lost (stored, but never on the event log the counts come from).
+	// lost (stored, but never on the event log the counts come from), and
+	// those a killed guild node wrote whose retry found them stored (the
+	// event may have died with the node).
 	notLogged := logged(nodes, "message event not logged", "message_id")
+	orphans := logged(nodes, "retried send already written by the node that died", "message_id")
 	// So do the copies of a duplicated send: the copy whose send failed
 	// had no event.
 	unlogged := func(ms []message) []string {
@@ -513,14 +516,17 @@ func TestChaos(t *testing.T) {
 			if duplicated[m.ID] {
 				out = append(out, m.ID+" (one of a duplicated send)")
 			}
+			if _, ok := orphans[m.ID]; ok {
+				out = append(out, m.ID+" (written by a guild node killed before its event was logged)")
+			}
 		}
 		return out
 	}
 	if err := h.awaitReadState(t, gateways[1], users["m"].token, mentionM, "", wantM); err != nil {
-		t.Errorf("m: %v; messages of the channel whose event was not logged or that were written twice: %v", err, unlogged(history[mentionM]))
+		t.Errorf("m: %v; messages of the channel whose event may be missing: %v", err, unlogged(history[mentionM]))
 	}
 	if err := h.awaitReadState(t, gateways[0], users["r"].token, readR, lastRead, wantR); err != nil {
-		t.Errorf("r: %v; messages of the channel whose event was not logged or that were written twice: %v", err, unlogged(history[readR]))
+		t.Errorf("r: %v; messages of the channel whose event may be missing: %v", err, unlogged(history[readR]))
 	}
 	t.Logf("read states: want m with %d mentions, r with %d after its read marker %s, as history says", wantM, wantR, lastRead)
 

@@ -192,6 +192,7 @@ type Node struct {
 	rsGuilds transport.GuildClient
 	rsRing   *registry.LocalRing
 	rsClient transport.ReadStateClient
+	rsShards *readStateShards // by user: in-process when owned here, else rsClient
 	// --roles=presence, and --presence on gateway and guild nodes.
 	// --roles=relay: the relay's gateway client; guild nodes: the relay
 	// router of guilds with a relay tier and its client.
@@ -338,11 +339,14 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 
 	readStates := kafkaLog(cfg.EventLog)
-	if readStates && (has(cfg, registry.RoleGuild) || has(cfg, registry.RoleGateway)) {
+	if readStates && (has(cfg, registry.RoleGuild) || has(cfg, registry.RoleGateway) || has(cfg, RoleReadState)) {
+		// Read states are sharded by user on this ring
+		// (readstaterole_ring.go).
 		if n.rsRing, err = registry.NewLocalRing(ctx, n.reg, RoleReadState, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: read-state ring: %w", err)
 		}
 		n.rsClient = transport.NewReadStateClient(clientCfg, n.rsRing)
+		n.rsShards = &readStateShards{self: cfg.Node, ring: n.rsRing, remote: n.rsClient}
 	}
 	if has(cfg, RoleReadState) {
 		// Visibility is asked of the guild owners; this service only
@@ -353,10 +357,12 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("cluster: read-state guild service: %w", err)
 		}
 		n.rsGuilds = transport.NewGuildClient(clientCfg, n.guildRng)
-		if n.rsRole, err = openReadStateRole(ctx, cfg, n, n.rsLocal, n.rsGuilds); err != nil {
+		mentions := &mentionRouter{shards: n.rsShards, retry: cfg.RetryInterval, log: log.With("component", "readstate")}
+		if n.rsRole, err = openReadStateRole(ctx, cfg, n, n.rsLocal, n.rsGuilds, mentions); err != nil {
 			return nil, err
 		}
-		svc.ReadStates = n.rsRole.svc
+		n.rsShards.local = n.rsRole.svc
+		svc.ReadStates = ownedReadStates{self: cfg.Node, ring: n.rsRing, svc: n.rsRole.svc}
 	}
 
 	if has(cfg, registry.RoleGuild) || has(cfg, RolePresence) || has(cfg, RoleRelay) {
@@ -417,7 +423,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			// MESSAGE_ACK goes through this node's DispatchToUser, which
 			// reaches the user's sessions on every gateway node through
 			// the session directory.
-			deps.Events, deps.ReadStates, deps.Users = n.pub.outbox, n.rsClient, n.guilds
+			deps.Events, deps.ReadStates, deps.Users = n.pub.outbox, n.rsShards, n.guilds
 		}
 		restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, MaxFileBytes: cfg.MaxFileBytes, Logger: log.With("component", "api")}, deps)
 		// The bot platform runs on the guild role, beside the REST API:
@@ -478,8 +484,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		gwCfg.OpHandlers = withVoiceOp(gwCfg.OpHandlers, n.client, log.With("component", "gateway"))
 		ac := admission.Config{Apps: n.botApps()}
-		if n.rsClient != nil {
-			ac.States = n.rsClient
+		if n.rsShards != nil {
+			ac.States = n.rsShards
 		}
 		// Bots' entitlement leases (leases.go). On a node that also runs
 		// the guild role, the bot platform's manager already exports the
@@ -598,6 +604,9 @@ func (n *Node) addLoops() {
 	}
 	if n.rsRole != nil {
 		loop("readstate/consume", n.rsRole.run)
+		loop("readstate/follow-ring", func(ctx context.Context) {
+			n.rsRole.followRing(ctx, n.rsRing, n.cfg.Node, n.cfg.RetryInterval)
+		})
 	}
 	if n.psRole != nil {
 		loop("presence/run", n.psRole.run)

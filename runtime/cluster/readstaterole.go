@@ -52,7 +52,9 @@ type readStateRole struct {
 
 // openReadStateRole opens the table, the event log and the service.
 // Visibility and role expansion are asked of the guild owners (guildPerms).
-func openReadStateRole(ctx context.Context, cfg Config, n *Node, local *guild.Service, guilds transport.GuildClient) (_ *readStateRole, err error) {
+// Mention counts go through mentions (mentionRouter: to the users'
+// owners on the read-state ring).
+func openReadStateRole(ctx context.Context, cfg Config, n *Node, local *guild.Service, guilds transport.GuildClient, mentions readstate.Mentions) (_ *readStateRole, err error) {
 	log := n.log.With("component", "readstate")
 	r := &readStateRole{guilds: guilds, local: local, logger: log}
 	defer func() {
@@ -83,7 +85,7 @@ func openReadStateRole(ctx context.Context, cfg Config, n *Node, local *guild.Se
 	}
 	perms := guildPerms{local: local, guilds: guilds, log: log}
 	if r.svc, err = readstate.New(readstate.Config{
-		FlushInterval: cfg.ReadStateFlush, Group: "readstate", Registerer: n.metrics, Logger: log,
+		FlushInterval: cfg.ReadStateFlush, Group: "readstate", Mentions: mentions, Registerer: n.metrics, Logger: log,
 	}, r.table, perms, perms); err != nil {
 		return nil, fmt.Errorf("cluster: read states: %w", err)
 	}

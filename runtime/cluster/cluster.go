@@ -204,8 +204,9 @@ type Node struct {
 	psRole      *presenceRole
 	psGuilds    transport.GuildClient
 	psSink      transport.GatewayClient
-	psRing      *registry.LocalRing
-	psClient    transport.PresenceClient
+	psRing      *registry.LocalRing // presence is sharded by user on it (presencerole_ring.go)
+	psClient    *shardedPresence
+	psDir       transport.SessionDirectory
 	psCache     *presenceCache
 
 	httpL, grpcL, adminL net.Listener
@@ -370,19 +371,22 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("cluster: gateway ring: %w", err)
 		}
 	}
-	if has(cfg, RolePresence) {
-		n.psSink = transport.NewGatewayClient(clientCfg, n.gwRing)
-		n.psGuilds = transport.NewGuildClient(clientCfg, n.guildRng)
-		if n.psRole, err = openPresenceRole(cfg, n, st, n.psGuilds, n.guildRng, n.psSink); err != nil {
-			return nil, err
-		}
-		svc.Presence = n.psRole.backend()
-	}
-	if has(cfg, registry.RoleGateway) && cfg.Presence.Enabled {
+	if has(cfg, RolePresence) || (has(cfg, registry.RoleGateway) && cfg.Presence.Enabled) {
 		if n.psRing, err = registry.NewLocalRing(ctx, n.reg, RolePresence, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: presence ring: %w", err)
 		}
-		n.psClient = transport.NewPresenceClient(clientCfg, n.psRing)
+	}
+	if has(cfg, RolePresence) {
+		n.psSink = transport.NewGatewayClient(clientCfg, n.gwRing)
+		n.psGuilds = transport.NewGuildClient(clientCfg, n.guildRng)
+		n.psDir = transport.NewSessionDirectory(clientCfg, gatewayRoster{n.gwRing})
+		if n.psRole, err = openPresenceRole(cfg, n, st, n.psGuilds, n.guildRng, n.psSink, n.psDir); err != nil {
+			return nil, err
+		}
+		svc.Presence = ownedPresence{self: cfg.Node, ring: n.psRing, svc: n.psRole.svc}
+	}
+	if has(cfg, registry.RoleGateway) && cfg.Presence.Enabled {
+		n.psClient = newShardedPresence(clientCfg, n.psRing, log.With("component", "presence"))
 	}
 
 	if has(cfg, RoleRelay) {
@@ -610,9 +614,13 @@ func (n *Node) addLoops() {
 	}
 	if n.psRole != nil {
 		loop("presence/run", n.psRole.run)
+		loop("presence/follow-ring", func(ctx context.Context) {
+			followPresenceRing(ctx, n.psRing, n.cfg.Node, n.psRole.svc, n.psRole.log)
+		})
 	}
 	if n.gateway != nil && n.psClient != nil {
 		loop("gateway/presence-reports", func(ctx context.Context) { n.gateway.RunReports(ctx, n.cfg.Presence.ReportInterval) })
+		loop("gateway/presence-ring", func(ctx context.Context) { followGatewayPresenceRing(ctx, n.psRing, n.gateway.ReportSessions) })
 	}
 	if n.relays != nil {
 		loop("guild/relays", func(ctx context.Context) { n.relays.follow(ctx, n.reg, n.cfg.RetryInterval) })
@@ -740,7 +748,10 @@ func (n *Node) Close() error {
 	if n.dataRng != nil {
 		n.dataRng.Close()
 	}
-	for _, c := range []interface{ Close() error }{n.psClient, n.psGuilds, n.psSink} {
+	if n.psClient != nil {
+		errs = append(errs, n.psClient.Close())
+	}
+	for _, c := range []interface{ Close() error }{n.psGuilds, n.psSink, n.psDir} {
 		if c != nil {
 			errs = append(errs, c.Close())
 		}

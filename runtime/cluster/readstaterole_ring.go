@@ -29,7 +29,7 @@ import (
 // user runs in-process when this node owns the user on its ring, over
 // ReadStateNode otherwise (the client routes by the same ring).
 type readStateShards struct {
-	self   string             // this node's name when it runs the readstate role
+	self   string              // this node's name when it runs the readstate role
 	ring   *registry.LocalRing // over RoleReadState
 	local  *readstate.Service  // nil without the readstate role
 	remote transport.ReadStateClient

@@ -30,16 +30,16 @@ func ringOwner(t *testing.T, names []string, id string) string {
 	return n
 }
 
-// usersOn registers users until it has one per name of names, each
-// hashing to that node on a ring over names; it returns them in the
-// order of names.
-func usersOn(t *testing.T, api rest, prefix string, names []string) []shardUser {
+// usersOn registers users until it has one per name of want, each
+// hashing to that node on a ring over ring; it returns them in the order
+// of want.
+func usersOn(t *testing.T, api rest, prefix string, ring, want []string) []shardUser {
 	t.Helper()
-	out := make([]shardUser, len(names))
+	out := make([]shardUser, len(want))
 	found := 0
-	for i := 0; found < len(names); i++ {
+	for i := 0; found < len(want); i++ {
 		if i == 64 {
-			t.Fatalf("64 users and not one per node of %v", names)
+			t.Fatalf("64 users and not one per node of %v on a ring over %v", want, ring)
 		}
 		var reg struct {
 			Token string `json:"token"`
@@ -49,11 +49,12 @@ func usersOn(t *testing.T, api rest, prefix string, names []string) []shardUser 
 			ID string `json:"id"`
 		}
 		api.must(t, reg.Token, "GET", "/users/@me", nil, &me)
-		owner := ringOwner(t, names, me.ID)
-		for k, n := range names {
+		owner := ringOwner(t, ring, me.ID)
+		for k, n := range want {
 			if n == owner && out[k].id == "" {
 				out[k] = shardUser{reg.Token, me.ID}
 				found++
+				break
 			}
 		}
 	}
@@ -101,8 +102,8 @@ func TestReadStateShards(t *testing.T) {
 	t.Logf("cluster: 3 nodes ready after %v", time.Since(start).Round(time.Millisecond))
 
 	api := rest{addr: app.http, client: &http.Client{Timeout: 20 * time.Second}}
-	alice := usersOn(t, api, "alice", names[:1])[0]
-	owned := usersOn(t, api, "member", names)
+	alice := usersOn(t, api, "alice", names, names[:1])[0]
+	owned := usersOn(t, api, "member", names, names)
 	bob, carol := owned[0], owned[1] // bob on readstate-1, carol on readstate-2
 	var g, ch struct {
 		ID string `json:"id"`

@@ -29,14 +29,16 @@
 //     gives this node, coalesced (--data-nodes=ring on the others).
 //   - readstate: read markers and mention counts fed from the Kafka
 //     event log, served over ReadStateNode to guild nodes (acks) and
-//     gateway nodes (READY read_state); readstaterole.go. With
+//     gateway nodes (READY read_state); readstaterole.go. Sharded by
+//     user on a ring over the replicas (readstaterole_ring.go). With
 //     --eventlog=kafka://, guild nodes publish message events through an
 //     outbox in their data directory.
 //   - presence: every live session folded into one status per user,
 //     served over PresenceNode to gateway nodes and broadcast to friends'
 //     gateways and the guild nodes owning the user's guilds
 //     (presencerole.go). Gateway and guild nodes take part with
-//     --presence; run one presence node (presence is not yet sharded).
+//     --presence. Sharded by user on a ring over the replicas
+//     (presencerole_ring.go).
 //   - relay: the fan-out tier of big guilds (relay.go).
 //
 // Every process of a cluster shares the store (Cassandra), the registry

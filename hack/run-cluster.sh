@@ -172,7 +172,6 @@ node guild-2 guild 2 --presence
 node data-1 data 3
 node data-2 data 4
 node readstate-1 readstate 5
-node readstate-2 readstate 12
 node presence-1 presence 6
 node presence-2 presence 13
 node relay-1 relay 7
@@ -180,7 +179,11 @@ node gateway-1 gateway 8 --presence --redis="redis://$REDIS"
 node gateway-2 gateway 9 --presence --redis="redis://$REDIS"
 node api-1 api 10 --redis="redis://$REDIS"
 node api-2 api 11 --redis="redis://$REDIS"
-for n in guild-2:2 data-1:3 data-2:4 readstate-1:5 readstate-2:12 presence-1:6 presence-2:13 relay-1:7 gateway-1:8 gateway-2:9 api-1:10 api-2:11; do
+# The first read-state replica creates the read-state tables; the second
+# starts once it is ready, so two replicas never create them at once.
+wait_http readstate-1 "http://127.0.0.1:$((BASE + 5))/readyz" 180
+node readstate-2 readstate 12
+for n in guild-2:2 data-1:3 data-2:4 readstate-2:12 presence-1:6 presence-2:13 relay-1:7 gateway-1:8 gateway-2:9 api-1:10 api-2:11; do
 	wait_http "${n%%:*}" "http://127.0.0.1:$((BASE + ${n##*:}))/readyz" 120
 done
 

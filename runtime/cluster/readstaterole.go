@@ -68,17 +68,23 @@ func openReadStateRole(ctx context.Context, cfg Config, n *Node, local *guild.Se
 			return nil, fmt.Errorf("cluster: --store: %w", err)
 		}
 		cfg.ApplyCassandraAuth(&cc)
-		if r.table, err = readstatecassandra.New(ctx, readstatecassandra.Config{
+		// Through a local: a failed New must not leave a typed nil in
+		// r.table for close to call.
+		table, err := readstatecassandra.New(ctx, readstatecassandra.Config{
 			Hosts: cc.Hosts, Keyspace: cc.Keyspace, Consistency: cc.Consistency, ReplicationFactor: cc.ReplicationFactor,
 			Username: cc.Username, Password: cc.Password,
 			Logger: log.With("component", "readstate-table"),
-		}); err != nil {
+		})
+		if err != nil {
 			return nil, fmt.Errorf("cluster: read-state table: %w", err)
 		}
+		r.table = table
 	} else {
-		if r.table, err = readstatepebble.New(readstatepebble.Config{Dir: filepath.Join(cfg.DataDir, "readstate")}); err != nil {
+		table, err := readstatepebble.New(readstatepebble.Config{Dir: filepath.Join(cfg.DataDir, "readstate")})
+		if err != nil {
 			return nil, fmt.Errorf("cluster: read-state table: %w", err)
 		}
+		r.table = table
 	}
 	if r.log, err = eventlogbackend.Open(ctx, cfg.EventLog, cfg.DataDir, log.With("component", "eventlog"), cfg.EventLogOptions()...); err != nil {
 		return nil, fmt.Errorf("cluster: event log: %w", err)

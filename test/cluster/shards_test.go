@@ -91,13 +91,15 @@ func TestReadStateShards(t *testing.T) {
 		return startNode(t, name, rsHTTP[name], append([]string{"--roles=readstate", "--grpc=" + rsGRPC[name],
 			fmt.Sprintf("--worker=%d", worker), "--data-dir=" + t.TempDir()}, common...)...)
 	}
-	rs := map[string]*proc{"readstate-1": startRS("readstate-1", 1), "readstate-2": startRS("readstate-2", 2)}
+	// The first replica creates the read-state tables, then the second
+	// starts (two replicas creating one Cassandra table at once can race).
+	rs := map[string]*proc{"readstate-1": startRS("readstate-1", 1)}
 	app := startNode(t, "app-1", freeAddr(t),
 		append([]string{"--roles=gateway,api,guild", "--grpc=" + freeAddr(t), "--worker=3", "--data-dir=" + t.TempDir()}, common...)...)
-	deadline := time.Now().Add(45 * time.Second)
-	for _, p := range rs {
-		p.waitReady(t, deadline)
-	}
+	rs["readstate-1"].waitReady(t, time.Now().Add(3*time.Minute))
+	rs["readstate-2"] = startRS("readstate-2", 2)
+	deadline := time.Now().Add(3 * time.Minute)
+	rs["readstate-2"].waitReady(t, deadline)
 	app.waitReady(t, deadline)
 	t.Logf("cluster: 3 nodes ready after %v", time.Since(start).Round(time.Millisecond))
 

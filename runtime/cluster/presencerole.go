@@ -288,11 +288,14 @@ type gatewayPresence struct {
 var _ gateway.SessionReporter = (*gatewayPresence)(nil)
 
 func newGatewayPresence(node string, client presence.Upstream, guilds transport.GuildClient, log *slog.Logger) *gatewayPresence {
-	// An update the presence node cannot take (it is down) still stands:
-	// it reaches the node with the next re-report.
+	// An update the user's presence node cannot take (it is down, or the
+	// ring is moving the user) still stands: it reaches the owner with
+	// the next re-report.
 	sessions := presence.NewLocalSessions(presence.LocalSessionsConfig{
 		Upstream: client,
-		Deferred: func(err error) bool { return errors.Is(err, transport.ErrUnavailable) },
+		Deferred: func(err error) bool {
+			return errors.Is(err, transport.ErrUnavailable) || errors.Is(err, transport.ErrNotOwner)
+		},
 	})
 	return &gatewayPresence{node: node, guilds: guilds, log: log, sessions: sessions}
 }

@@ -385,10 +385,13 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if n.psRole, err = openPresenceRole(cfg, n, st, n.psGuilds, n.guildRng, n.psSink, n.psDir); err != nil {
 			return nil, err
 		}
-		svc.Presence = ownedPresence{self: cfg.Node, ring: n.psRing, svc: n.psRole.svc}
+		svc.Presence = &ownedPresence{self: cfg.Node, ring: n.psRing, svc: n.psRole.svc}
 	}
 	if has(cfg, registry.RoleGateway) && cfg.Presence.Enabled {
 		n.psClient = newShardedPresence(clientCfg, n.psRing, log.With("component", "presence"))
+		if op, ok := svc.Presence.(*ownedPresence); ok {
+			n.psClient.self, n.psClient.local = cfg.Node, op
+		}
 	}
 
 	if has(cfg, RoleRelay) {

@@ -123,6 +123,10 @@ type shardedPresence struct {
 	ring *registry.LocalRing
 	cfg  transport.ClientConfig
 	log  *slog.Logger
+	// self and local: this node's own presence role, called in-process
+	// for the users it owns (local is nil without the role).
+	self  string
+	local *ownedPresence
 
 	mu      sync.Mutex
 	clients map[string]transport.PresenceClient
@@ -151,6 +155,9 @@ func (p *shardedPresence) client(name string) transport.PresenceClient {
 	defer p.mu.Unlock()
 	c, ok := p.clients[name]
 	if !ok {
+		if p.local != nil && name == p.self {
+			return localPresence{p.local}
+		}
 		c = transport.NewPresenceClient(p.cfg, nodePlacement{ring: p.ring, name: name})
 		p.clients[name] = c
 	}
@@ -266,6 +273,19 @@ func (p *shardedPresence) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// localPresence is this node's presence role as a transport.PresenceClient,
+// for the users it owns: the calls stay in-process.
+type localPresence struct{ *ownedPresence }
+
+// DisconnectUser implements transport.PresenceClient.
+func (l localPresence) DisconnectUser(ctx context.Context, id event.SessionID, user snowflake.ID) error {
+	return l.ownedPresence.DisconnectUser(ctx, id, user)
+}
+
+// Close implements transport.PresenceClient; the role is closed with the
+// node.
+func (localPresence) Close() error { return nil }
 
 // followGatewayPresenceRing re-reports the gateway's sessions at once
 // whenever the ring of presence nodes changes, so the users' new owners

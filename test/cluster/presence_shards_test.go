@@ -7,108 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/gorilla/websocket"
 )
-
-// closingClient is a minimal gateway client that can end its session for
-// good with a 1000 close frame (a client logging out), which the shared
-// test client does not send: it identifies with a presence, heartbeats
-// and discards what it reads.
-type closingClient struct {
-	ws   *websocket.Conn
-	wmu  sync.Mutex
-	stop chan struct{}
-	done chan struct{}
-}
-
-func dialClosing(t *testing.T, gatewayAddr, token string, presence map[string]any) *closingClient {
-	t.Helper()
-	ws, _, err := (&websocket.Dialer{HandshakeTimeout: 20 * time.Second}).Dial("ws://"+gatewayAddr+"/gateway?v=10&encoding=json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hello struct {
-		D struct {
-			HeartbeatInterval int `json:"heartbeat_interval"`
-		} `json:"d"`
-	}
-	_ = ws.SetReadDeadline(time.Now().Add(20 * time.Second))
-	if err := ws.ReadJSON(&hello); err != nil || hello.D.HeartbeatInterval <= 0 {
-		t.Fatalf("closing client HELLO: %+v, %v", hello, err)
-	}
-	c := &closingClient{ws: ws, stop: make(chan struct{}), done: make(chan struct{})}
-	c.send(t, map[string]any{"op": 2, "d": map[string]any{"token": token, "intents": 1 | 1<<8,
-		"properties": map[string]string{"os": "linux", "browser": "concord-test", "device": "concord-test"}, "presence": presence}})
-	for {
-		var f struct {
-			Op int    `json:"op"`
-			T  string `json:"t"`
-		}
-		if err := ws.ReadJSON(&f); err != nil {
-			t.Fatalf("closing client: no READY: %v", err)
-		}
-		if f.T == "READY" {
-			break
-		}
-	}
-	_ = ws.SetReadDeadline(time.Time{})
-	go func() {
-		defer close(c.done)
-		for {
-			if _, _, err := ws.ReadMessage(); err != nil {
-				return
-			}
-		}
-	}()
-	go func() {
-		tick := time.NewTicker(time.Duration(hello.D.HeartbeatInterval) * time.Millisecond / 2)
-		defer tick.Stop()
-		for {
-			select {
-			case <-c.stop:
-				return
-			case <-tick.C:
-				c.wmu.Lock()
-				_ = ws.WriteJSON(map[string]any{"op": 1, "d": nil})
-				c.wmu.Unlock()
-			}
-		}
-	}()
-	t.Cleanup(func() { c.logout() })
-	return c
-}
-
-func (c *closingClient) send(t *testing.T, v any) {
-	t.Helper()
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if err := c.ws.WriteJSON(v); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// logout sends close 1000 (the session ends, no resume) and waits until
-// the server closed the connection.
-func (c *closingClient) logout() {
-	select {
-	case <-c.stop:
-		return
-	default:
-	}
-	close(c.stop)
-	c.wmu.Lock()
-	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(1000, "logout"), time.Now().Add(5*time.Second))
-	c.wmu.Unlock()
-	select {
-	case <-c.done:
-	case <-time.After(20 * time.Second):
-	}
-	c.ws.Close()
-}
 
 // TestPresenceShards runs two presence replicas (presence-1 and
 // presence-2) and one gateway, api and guild node with --presence. Alice
@@ -175,7 +76,8 @@ func TestPresenceShards(t *testing.T) {
 	daveS := dialClient(t, "dave", app.http, dave.token, "linux", status("idle"))
 	aliceS.await(t, "alice GUILD_CREATE", 15*time.Second, guildCreate)
 	daveS.await(t, "dave GUILD_CREATE", 15*time.Second, guildCreate)
-	erinS := dialClosing(t, app.http, erin.token, status("online"))
+	erinS := dialClient(t, "erin", app.http, erin.token, "linux", status("online"))
+	erinS.await(t, "erin GUILD_CREATE", 15*time.Second, guildCreate)
 	awaitPresence(t, bobS, "alice online (presence-1)", alice.id, 0, 20*time.Second, inGuild("online"))
 	awaitPresence(t, bobS, "dave idle (presence-2)", dave.id, 0, 20*time.Second, inGuild("idle"))
 	awaitPresence(t, bobS, "erin online (presence-1)", erin.id, 0, 20*time.Second, inGuild("online"))
@@ -210,7 +112,7 @@ func TestPresenceShards(t *testing.T) {
 	killed := time.Now()
 	skip := len(bobS.snapshot())
 	aliceS.send(t, map[string]any{"op": 3, "d": status("dnd")})
-	erinS.logout()
+	erinS.CloseNormally() // close 1000: the session ends, no resume
 	awaitPresence(t, bobS, "alice dnd via presence-2", alice.id, skip, 60*time.Second, inGuild("dnd"))
 	took := time.Since(killed)
 	awaitPresence(t, bobS, "erin offline via presence-2", erin.id, skip, 60*time.Second, inGuild("offline"))

@@ -27,8 +27,9 @@ import (
 
 // RolePresence is the presence role (runtime/presence): every live
 // session of every user, as gateway nodes report them, folded into one
-// status per user and broadcast to friends and guilds. A cluster runs one
-// presence node; see transport.PresenceClient.
+// status per user and broadcast to friends and guilds. A cluster runs two
+// or more presence nodes, each owning the users a ring gives it
+// (presencerole_ring.go).
 const RolePresence = "presence"
 
 // Methods of GuildNode.Call the presence role and gateway nodes use.
@@ -270,7 +271,7 @@ func serveOp[R any](ctx context.Context, body []byte, parse func(json.RawMessage
 
 // gatewayPresence is a gateway node's gateway.SessionReporter in a
 // cluster, and its op 3, 8 and 14 handlers. Sessions and op 3 go to the
-// presence node (transport.PresenceClient); it keeps each local session's
+// user's presence node (shardedPresence); it keeps each local session's
 // state (client kind, last status and activities) so the node re-reports
 // it, which is how a restarted presence node rebuilds. Op 8 and op 14 go
 // to the guild's owner over GuildNode.Call. Like the single-process

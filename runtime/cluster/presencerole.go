@@ -27,8 +27,9 @@ import (
 
 // RolePresence is the presence role (runtime/presence): every live
 // session of every user, as gateway nodes report them, folded into one
-// status per user and broadcast to friends and guilds. A cluster runs one
-// presence node; see transport.PresenceClient.
+// status per user and broadcast to friends and guilds. A cluster runs two
+// or more presence nodes, each owning the users a ring gives it
+// (presencerole_ring.go).
 const RolePresence = "presence"
 
 // Methods of GuildNode.Call the presence role and gateway nodes use.
@@ -62,7 +63,6 @@ type opArgs struct {
 // nodes owning the user's guilds.
 type presenceRole struct {
 	svc     *presence.Service
-	index   *sessionIndex
 	tick    time.Duration
 	log     *slog.Logger
 	pending sync.WaitGroup
@@ -72,13 +72,13 @@ type presenceRole struct {
 // or restart after a crash) absorbs what gateways re-report for two report
 // intervals without broadcasting it: the guild nodes kept the statuses it
 // froze.
-func openPresenceRole(cfg Config, n *Node, st store.Guilds, guilds transport.GuildClient, ring *registry.LocalRing, sink event.Sink) (*presenceRole, error) {
+func openPresenceRole(cfg Config, n *Node, st store.Guilds, guilds transport.GuildClient, ring *registry.LocalRing, sink event.Sink, dir userSessions) (*presenceRole, error) {
 	log := n.log.With("component", "presence")
-	r := &presenceRole{index: newSessionIndex(), log: log, tick: cfg.Presence.Window / 4}
+	r := &presenceRole{log: log, tick: cfg.Presence.Window / 4}
 	if r.tick <= 0 || r.tick > time.Second {
 		r.tick = time.Second
 	}
-	router := &presenceRouter{store: st, guilds: guilds, ring: ring, sink: sink, index: r.index, log: log, wg: &r.pending, timeout: cfg.CallTimeout}
+	router := &presenceRouter{store: st, guilds: guilds, ring: ring, sink: sink, sessions: dir, log: log, wg: &r.pending, timeout: cfg.CallTimeout}
 	svc, err := presence.New(presence.Config{
 		Window: cfg.Presence.Window, NodeTTL: 3 * cfg.Presence.ReportInterval, Warmup: 2 * cfg.Presence.ReportInterval,
 		Registerer: n.metrics, Logger: log,
@@ -90,12 +90,6 @@ func openPresenceRole(cfg Config, n *Node, st store.Guilds, guilds transport.Gui
 	return r, nil
 }
 
-// backend is what PresenceNode serves: the service, with the session
-// index kept alongside.
-func (r *presenceRole) backend() transport.PresenceBackend {
-	return indexedPresence{svc: r.svc, index: r.index}
-}
-
 // run broadcasts due changes until ctx ends, then waits for the
 // broadcasts in flight.
 func (r *presenceRole) run(ctx context.Context) {
@@ -103,132 +97,25 @@ func (r *presenceRole) run(ctx context.Context) {
 	r.pending.Wait()
 }
 
-// sessionIndex maps users to their sessions' gateway nodes, for
-// PRESENCE_UPDATE to friends.
-type sessionIndex struct {
-	mu     sync.Mutex
-	byUser map[snowflake.ID]map[event.SessionID]string
-	users  map[event.SessionID]snowflake.ID
-}
-
-func newSessionIndex() *sessionIndex {
-	return &sessionIndex{byUser: make(map[snowflake.ID]map[event.SessionID]string), users: make(map[event.SessionID]snowflake.ID)}
-}
-
-func (x *sessionIndex) put(st presence.SessionState) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	m := x.byUser[st.UserID]
-	if m == nil {
-		m = make(map[event.SessionID]string)
-		x.byUser[st.UserID] = m
-	}
-	m[st.Session] = st.Node
-	x.users[st.Session] = st.UserID
-}
-
-func (x *sessionIndex) remove(id event.SessionID) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.removeLocked(id)
-}
-
-func (x *sessionIndex) removeLocked(id event.SessionID) {
-	uid, ok := x.users[id]
-	if !ok {
-		return
-	}
-	delete(x.users, id)
-	delete(x.byUser[uid], id)
-	if len(x.byUser[uid]) == 0 {
-		delete(x.byUser, uid)
-	}
-}
-
-// report replaces node's sessions with sessions.
-func (x *sessionIndex) report(node string, sessions []presence.SessionState) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	keep := make(map[event.SessionID]bool, len(sessions))
-	for _, st := range sessions {
-		keep[st.Session] = true
-	}
-	for _, m := range x.byUser {
-		for id, nd := range m {
-			if nd == node && !keep[id] {
-				x.removeLocked(id)
-			}
-		}
-	}
-	for _, st := range sessions {
-		m := x.byUser[st.UserID]
-		if m == nil {
-			m = make(map[event.SessionID]string)
-			x.byUser[st.UserID] = m
-		}
-		m[st.Session] = st.Node
-		x.users[st.Session] = st.UserID
-	}
-}
-
-// sessions groups the sessions of users by gateway node.
-func (x *sessionIndex) sessions(users []snowflake.ID) map[string][]event.SessionID {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	out := make(map[string][]event.SessionID)
-	for _, u := range users {
-		for id, nd := range x.byUser[u] {
-			out[nd] = append(out[nd], id)
-		}
-	}
-	return out
-}
-
-// indexedPresence is the presence service with the session index kept
-// alongside.
-type indexedPresence struct {
-	svc   *presence.Service
-	index *sessionIndex
-}
-
-// Connect implements transport.PresenceBackend.
-func (p indexedPresence) Connect(ctx context.Context, st presence.SessionState) error {
-	if err := p.svc.Connect(ctx, st); err != nil {
-		return err
-	}
-	p.index.put(st)
-	return nil
-}
-
-// Update implements transport.PresenceBackend.
-func (p indexedPresence) Update(ctx context.Context, id event.SessionID, u presence.Update) error {
-	return p.svc.Update(ctx, id, u)
-}
-
-// Disconnect implements transport.PresenceBackend.
-func (p indexedPresence) Disconnect(ctx context.Context, id event.SessionID) {
-	p.svc.Disconnect(ctx, id)
-	p.index.remove(id)
-}
-
-// Report implements transport.PresenceBackend.
-func (p indexedPresence) Report(ctx context.Context, node string, sessions []presence.SessionState) {
-	p.svc.Report(ctx, node, sessions)
-	p.index.report(node, sessions)
+// userSessions finds users' sessions on every gateway node (the session
+// directory, transport.SessionDirectory): friends of a user may be owned
+// by another presence node, so their sessions are looked up, not kept.
+type userSessions interface {
+	UserSessions(ctx context.Context, users []snowflake.ID) ([]event.Session, error)
 }
 
 // presenceRouter is the presence role's presence.Router in a cluster.
 // Each broadcast runs in its own goroutine, so a slow guild node does not
 // hold up the service's ticker.
 type presenceRouter struct {
-	store   store.Guilds
-	guilds  transport.GuildClient
-	ring    *registry.LocalRing
-	sink    event.Sink
-	index   *sessionIndex
-	log     *slog.Logger
-	wg      *sync.WaitGroup
-	timeout time.Duration
+	store    store.Guilds
+	guilds   transport.GuildClient
+	ring     *registry.LocalRing
+	sink     event.Sink
+	sessions userSessions
+	log      *slog.Logger
+	wg       *sync.WaitGroup
+	timeout  time.Duration
 }
 
 // Broadcast implements presence.Router.
@@ -248,12 +135,16 @@ func (r *presenceRouter) Broadcast(_ context.Context, userID snowflake.ID, p pre
 func (r *presenceRouter) broadcast(ctx context.Context, userID snowflake.ID, p presence.Presence, friends []snowflake.ID) {
 	if len(friends) > 0 {
 		payload := p.Event(userID, 0)
-		for node, ids := range r.index.sessions(friends) {
-			b := event.Batch{Type: "PRESENCE_UPDATE", Payloads: []json.RawMessage{payload}, Targets: make([]event.Target, len(ids))}
-			for i, id := range ids {
-				b.Targets[i] = event.Target{Session: id}
-			}
-			r.sink.Deliver(ctx, node, b)
+		found, err := r.sessions.UserSessions(ctx, friends)
+		if err != nil {
+			r.log.Warn("presence: friends' sessions", "user_id", userID, "err", err)
+		}
+		byNode := make(map[string][]event.Target)
+		for _, s := range found {
+			byNode[s.Node] = append(byNode[s.Node], event.Target{Session: s.ID})
+		}
+		for node, targets := range byNode {
+			r.sink.Deliver(ctx, node, event.Batch{Type: "PRESENCE_UPDATE", Payloads: []json.RawMessage{payload}, Targets: targets})
 		}
 	}
 	guilds, err := r.store.UserGuilds(ctx, userID)
@@ -380,7 +271,7 @@ func serveOp[R any](ctx context.Context, body []byte, parse func(json.RawMessage
 
 // gatewayPresence is a gateway node's gateway.SessionReporter in a
 // cluster, and its op 3, 8 and 14 handlers. Sessions and op 3 go to the
-// presence node (transport.PresenceClient); it keeps each local session's
+// user's presence node (shardedPresence); it keeps each local session's
 // state (client kind, last status and activities) so the node re-reports
 // it, which is how a restarted presence node rebuilds. Op 8 and op 14 go
 // to the guild's owner over GuildNode.Call. Like the single-process
@@ -397,12 +288,15 @@ type gatewayPresence struct {
 
 var _ gateway.SessionReporter = (*gatewayPresence)(nil)
 
-func newGatewayPresence(node string, client transport.PresenceClient, guilds transport.GuildClient, log *slog.Logger) *gatewayPresence {
-	// An update the presence node cannot take (it is down) still stands:
-	// it reaches the node with the next re-report.
+func newGatewayPresence(node string, client presence.Upstream, guilds transport.GuildClient, log *slog.Logger) *gatewayPresence {
+	// An update the user's presence node cannot take (it is down, or the
+	// ring is moving the user) still stands: it reaches the owner with
+	// the next re-report.
 	sessions := presence.NewLocalSessions(presence.LocalSessionsConfig{
 		Upstream: client,
-		Deferred: func(err error) bool { return errors.Is(err, transport.ErrUnavailable) },
+		Deferred: func(err error) bool {
+			return errors.Is(err, transport.ErrUnavailable) || errors.Is(err, transport.ErrNotOwner)
+		},
 	})
 	return &gatewayPresence{node: node, guilds: guilds, log: log, sessions: sessions}
 }

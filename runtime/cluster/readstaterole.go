@@ -52,7 +52,9 @@ type readStateRole struct {
 
 // openReadStateRole opens the table, the event log and the service.
 // Visibility and role expansion are asked of the guild owners (guildPerms).
-func openReadStateRole(ctx context.Context, cfg Config, n *Node, local *guild.Service, guilds transport.GuildClient) (_ *readStateRole, err error) {
+// Mention counts go through mentions (mentionRouter: to the users'
+// owners on the read-state ring).
+func openReadStateRole(ctx context.Context, cfg Config, n *Node, local *guild.Service, guilds transport.GuildClient, mentions readstate.Mentions) (_ *readStateRole, err error) {
 	log := n.log.With("component", "readstate")
 	r := &readStateRole{guilds: guilds, local: local, logger: log}
 	defer func() {
@@ -66,24 +68,30 @@ func openReadStateRole(ctx context.Context, cfg Config, n *Node, local *guild.Se
 			return nil, fmt.Errorf("cluster: --store: %w", err)
 		}
 		cfg.ApplyCassandraAuth(&cc)
-		if r.table, err = readstatecassandra.New(ctx, readstatecassandra.Config{
+		// Through a local: a failed New must not leave a typed nil in
+		// r.table for close to call.
+		table, err := readstatecassandra.New(ctx, readstatecassandra.Config{
 			Hosts: cc.Hosts, Keyspace: cc.Keyspace, Consistency: cc.Consistency, ReplicationFactor: cc.ReplicationFactor,
 			Username: cc.Username, Password: cc.Password,
 			Logger: log.With("component", "readstate-table"),
-		}); err != nil {
+		})
+		if err != nil {
 			return nil, fmt.Errorf("cluster: read-state table: %w", err)
 		}
+		r.table = table
 	} else {
-		if r.table, err = readstatepebble.New(readstatepebble.Config{Dir: filepath.Join(cfg.DataDir, "readstate")}); err != nil {
+		table, err := readstatepebble.New(readstatepebble.Config{Dir: filepath.Join(cfg.DataDir, "readstate")})
+		if err != nil {
 			return nil, fmt.Errorf("cluster: read-state table: %w", err)
 		}
+		r.table = table
 	}
 	if r.log, err = eventlogbackend.Open(ctx, cfg.EventLog, cfg.DataDir, log.With("component", "eventlog"), cfg.EventLogOptions()...); err != nil {
 		return nil, fmt.Errorf("cluster: event log: %w", err)
 	}
 	perms := guildPerms{local: local, guilds: guilds, log: log}
 	if r.svc, err = readstate.New(readstate.Config{
-		FlushInterval: cfg.ReadStateFlush, Group: "readstate", Registerer: n.metrics, Logger: log,
+		FlushInterval: cfg.ReadStateFlush, Group: "readstate", Mentions: mentions, Registerer: n.metrics, Logger: log,
 	}, r.table, perms, perms); err != nil {
 		return nil, fmt.Errorf("cluster: read states: %w", err)
 	}

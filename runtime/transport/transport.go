@@ -16,12 +16,14 @@
 //     returns a GuildBackend that routes by guild id and retries once on
 //     the ring's new owner when the old one is unavailable.
 //   - DataNode: the message port of data nodes (NewDataClient).
-//   - ReadStateNode.Ack/States: read-state nodes (--roles=readstate)
-//     serve read markers and mention counts; NewReadStateClient routes
-//     by user id over the ring of read-state nodes.
+//   - ReadStateNode.Ack/States/AddMentions: read-state nodes
+//     (--roles=readstate) serve read markers and mention counts of the
+//     users they own; NewReadStateClient routes by user id over the ring
+//     of read-state nodes, and mention consumers hand mentions to the
+//     users' owners with AddMentions.
 //   - PresenceNode: gateway nodes report their sessions and op 3 to the
-//     presence node, which folds them into one status per user
-//     (NewPresenceClient).
+//     presence node owning each user, which folds them into one status
+//     per user (NewPresenceClient calls one node; the cluster picks it).
 //   - RelayNode: guild nodes of a guild with a relay tier send its
 //     batches once per relay node, which fans them out to the gateway
 //     nodes (NewRelayClient).

@@ -321,7 +321,8 @@ func mediaSessionID() string {
 }
 
 // detach forgets a socket that ended. A clean close (1000) leaves the call
-// now; anything else keeps the session for the resume window.
+// now, and so does any close while the server drains (its calls are
+// moving away); anything else keeps the session for the resume window.
 func (se *session) detach(c *wsConn, clean bool) {
 	se.mu.Lock()
 	if se.ended || se.conn != c {
@@ -329,7 +330,7 @@ func (se *session) detach(c *wsConn, clean bool) {
 		return
 	}
 	se.conn = nil
-	if !clean {
+	if !clean && !se.srv.draining.Load() {
 		se.timer = time.AfterFunc(se.srv.cfg.ResumeWindow, func() { se.end(0, "") })
 		se.mu.Unlock()
 		return

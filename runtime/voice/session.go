@@ -94,8 +94,12 @@ func (s *Server) identify(c *wsConn, d json.RawMessage, version int) (*session, 
 	if s.cfg.PublicPort != 0 {
 		port = s.cfg.PublicPort
 	}
-	se.send(signaling.OpReady, signaling.Ready{SSRC: p.ssrc, IP: s.publicIP, Port: port, Modes: rtpsize.Modes,
-		HeartbeatInterval: int(s.cfg.HeartbeatInterval.Milliseconds())})
+	ready := signaling.Ready{SSRC: p.ssrc, IP: s.publicIP, Port: port, Modes: rtpsize.Modes,
+		HeartbeatInterval: int(s.cfg.HeartbeatInterval.Milliseconds())}
+	if s.rtc != nil {
+		ready.ICEServers = s.cfg.WebRTC.ICEServers
+	}
+	se.send(signaling.OpReady, ready)
 	// Tell the newcomer who is here and which SSRC is whose (receivers map
 	// SSRC to user only from op 5), and tell the others about it.
 	var others []signaling.Snowflake

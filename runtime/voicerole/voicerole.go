@@ -113,6 +113,9 @@ func build(ctx context.Context, b *role.Builder) error {
 		if v.PublicIP != "" {
 			cfg.WebRTC.PublicIPs = []string{v.PublicIP}
 		}
+		if len(v.ICEServers) > 0 {
+			cfg.WebRTC.ICEServers = []voice.ICEServer{{URLs: v.ICEServers, Username: v.ICEUsername, Credential: v.ICECredential}}
+		}
 	}
 	if b.Registry != nil {
 		cfg.Load = fleet.Reporter{Registry: b.Registry}

@@ -5,9 +5,9 @@ package voice
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"

@@ -45,13 +45,13 @@ func adminCall(t *testing.T, method, addr, path, token string) (int, drainState)
 }
 
 // TestDrainSFU: the SFU hosting a call of two discord.js bots (real
-// processes, as TestFailoverKillSFU) is drained through its admin
-// endpoint, as the operator's scale-down does: refused without the
-// cluster's admin token; with it the server reports draining, the guild
-// moves the call to the other SFU of the region (a new
-// VOICE_SERVER_UPDATE to both sessions), the listener hears the tone from
-// the new server, and the drained server ends with no call, reporting
-// done. The time from the drain to audio back is logged
+// processes, as TestFailoverKillSFU) is drained on its admin listener
+// (--admin, as VoiceRegion pods run it), as the operator's scale-down
+// does: refused without the cluster's admin token; with it the server
+// reports draining, the guild moves the call to the other SFU of the
+// region (a new VOICE_SERVER_UPDATE to both sessions), the listener hears
+// the tone from the new server, and the drained server ends with no
+// call, reporting done. The time from the drain to audio back is logged
 // (docs/benchmarks.md).
 func TestDrainSFU(t *testing.T) {
 	c := startTwoSFUCall(t, 20, 20000)
@@ -62,16 +62,16 @@ func TestDrainSFU(t *testing.T) {
 	}
 	token := adminauth.Derive(key)
 	for _, tok := range []string{"", "not-the-admin-token"} {
-		if code, _ := adminCall(t, "POST", host.http, "/admin/drain", tok); code != http.StatusUnauthorized {
+		if code, _ := adminCall(t, "POST", host.admin, "/admin/drain", tok); code != http.StatusUnauthorized {
 			t.Fatalf("POST /admin/drain with token %q: %d, want 401", tok, code)
 		}
 	}
 	time.Sleep(2 * time.Second) // let audio flow on the first SFU before the drain
-	if code, st := adminCall(t, "GET", host.http, "/admin/drain", token); code != http.StatusOK || st.Draining || st.Sessions != 1 {
+	if code, st := adminCall(t, "GET", host.admin, "/admin/drain", token); code != http.StatusOK || st.Draining || st.Sessions != 1 {
 		t.Fatalf("GET /admin/drain before the drain: %d %+v, want not draining, 1 call (the unauthenticated drains did nothing)", code, st)
 	}
 	drained := time.Now()
-	code, st := adminCall(t, "POST", host.http, "/admin/drain", token)
+	code, st := adminCall(t, "POST", host.admin, "/admin/drain", token)
 	if code != http.StatusOK || !st.Draining {
 		t.Fatalf("POST /admin/drain: %d %+v, want 200 draining", code, st)
 	}
@@ -83,7 +83,7 @@ func TestDrainSFU(t *testing.T) {
 	// its load report (polled: neither has an event to await).
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, st = adminCall(t, "GET", host.http, "/admin/drain", token)
+		_, st = adminCall(t, "GET", host.admin, "/admin/drain", token)
 		l := c.loads(t)[host.name]
 		if st.Done && st.Sessions == 0 && l.Draining && l.Calls == 0 {
 			break

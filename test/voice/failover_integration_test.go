@@ -42,15 +42,16 @@ func buildConcord(t *testing.T) string {
 
 // voiceNode is `concord serve --roles=voice` as its own process.
 type voiceNode struct {
-	name string
-	http string // host:port of its HTTP listener, where /admin/ is served
-	cmd  *exec.Cmd
-	logs *strings.Builder
+	name  string
+	admin string // host:port of its admin listener (/admin/, as VoiceRegion pods run it)
+	cmd   *exec.Cmd
+	logs  *strings.Builder
 }
 
 func startVoiceNode(t *testing.T, bin, name, etcd, dataDir string) *voiceNode {
 	t.Helper()
-	// A port the node can bind: the test must know it to reach /admin/.
+	// A port the node can bind for its admin listener: the test must
+	// know it to reach /admin/.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -58,13 +59,13 @@ func startVoiceNode(t *testing.T, bin, name, etcd, dataDir string) *voiceNode {
 	addr := l.Addr().String()
 	l.Close()
 	cmd := exec.Command(bin, "serve", "--roles=voice", "--node="+name, "--registry=etcd://"+etcd, "--server-key="+failoverServerKey,
-		"--data-dir="+dataDir, "--http="+addr, "--voice-tls=devca", "--log-level=debug")
+		"--data-dir="+dataDir, "--http=127.0.0.1:0", "--admin="+addr, "--voice-tls=devca", "--log-level=debug")
 	logs := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	n := &voiceNode{name: name, http: addr, cmd: cmd, logs: logs}
+	n := &voiceNode{name: name, admin: addr, cmd: cmd, logs: logs}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return n
 }

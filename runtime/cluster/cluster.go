@@ -214,8 +214,9 @@ type Node struct {
 	httpL, grpcL, adminL net.Listener
 	grpc                 *transport.Server
 	handler              http.Handler
-	// roleMux holds the table roles' HTTP routes.
-	roleMux *http.ServeMux
+	// roleMux holds the table roles' HTTP routes, roleAdmin their admin
+	// endpoints.
+	roleMux, roleAdmin *http.ServeMux
 
 	guilds    *guild.Service // guild role
 	bots      *platform.Bots // guild role
@@ -545,9 +546,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	n.addLoops()
-	n.roleMux = http.NewServeMux()
+	n.roleMux, n.roleAdmin = http.NewServeMux(), http.NewServeMux()
 	parts := n.tableParts(st)
-	parts.Auth, parts.IDs, parts.Counters = issuer, ids, n.rlCounters
+	parts.Auth, parts.IDs, parts.Counters, parts.Admin = issuer, ids, n.rlCounters, n.roleAdmin
 	if err := n.buildTableRoles(ctx, parts, n.roleMux); err != nil {
 		return nil, err
 	}

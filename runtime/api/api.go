@@ -138,7 +138,13 @@ func New(cfg Config, deps Deps) http.Handler {
 	return uploads.WithBase(h.auditTrail(mux))
 }
 
-func (h *handler) routes(mux *http.ServeMux, p string) {
+// registrar is where routes mount: *http.ServeMux, or a route.Recorder
+// building the exported table (Routes) from this same code.
+type registrar interface {
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+}
+
+func (h *handler) routes(mux registrar, p string) {
 	open := func(pattern string, fn func(http.ResponseWriter, *http.Request) error) {
 		method, path, _ := strings.Cut(pattern, " ")
 		mux.HandleFunc(method+" "+p+path, func(w http.ResponseWriter, r *http.Request) {

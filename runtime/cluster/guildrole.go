@@ -34,14 +34,12 @@ var guildErrors = []transport.ErrorCode{
 // the placement ring gives this node, the REST API for them, and the
 // GuildNode gRPC service gateways subscribe sessions through.
 type guildRole struct {
-	node string
-	svc  *guild.Service
-	ring *registry.LocalRing
-	owns func(snowflake.ID) bool
-	res  *resolver
-	api  http.Handler
-	// dedupe answers sends the API node retried after a node died.
-	dedupe  *sendDeduper
+	node    string
+	svc     *guild.Service
+	ring    *registry.LocalRing
+	owns    func(snowflake.ID) bool
+	res     *resolver
+	api     http.Handler
 	metrics *metrics
 	log     *slog.Logger
 }
@@ -66,13 +64,6 @@ func (g *guildRole) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(notOwnerHeader, g.node)
 		writeError(w, http.StatusServiceUnavailable, "Service unavailable: guild placed on another node")
 		return
-	}
-	if r.Method == http.MethodPost && r.Header.Get(retryHeader) != "" && g.dedupe != nil {
-		if seg := apiSegments(r.URL.Path); len(seg) == 3 && seg[0] == "channels" && seg[2] == "messages" {
-			if id := parseID(seg[1]); id != 0 && g.dedupe.serve(w, r, id) {
-				return
-			}
-		}
 	}
 	g.api.ServeHTTP(w, r)
 }

@@ -120,6 +120,15 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 		for {
 			e, mine := h.nonces.reserve(user, channelID, req.nonce)
 			if mine {
+				if id, ok := h.sentBefore(r, user, channelID, req.nonce); ok {
+					h.nonces.finish(user, channelID, req.nonce, id)
+					out, err := rd.load(ctx, channelID, id)
+					if err != nil {
+						return err
+					}
+					writeJSON(w, http.StatusOK, out)
+					return nil
+				}
 				msg, err = h.send(ctx, rd, user, channelID, req)
 				id := msg.ID
 				if err != nil {
@@ -166,6 +175,15 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 	}
 	writeJSON(w, http.StatusOK, msg)
 	return nil
+}
+
+// sentBefore asks Deps.PriorSend for a message an earlier attempt of
+// this send wrote on another process.
+func (h *handler) sentBefore(r *http.Request, user, channelID snowflake.ID, nonce string) (snowflake.ID, bool) {
+	if h.priorSend == nil {
+		return 0, false
+	}
+	return h.priorSend(r, channelID, user, nonce)
 }
 
 // send is the send path up to the durable write: authorise in the actor,

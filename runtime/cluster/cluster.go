@@ -425,7 +425,18 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if err != nil {
 			return nil, err
 		}
-		deps := api.Deps{Store: st, Guilds: n.guilds, Auth: issuer, IDs: ids, Objects: objs, AttachmentKey: platform.AttachmentKey(key)}
+		dedupe := &sendDeduper{store: st, log: log.With("component", "guild")}
+		deps := api.Deps{Store: st, Guilds: n.guilds, Auth: issuer, IDs: ids, Objects: objs, AttachmentKey: platform.AttachmentKey(key),
+			PriorSend: dedupe.priorSend}
+		// The bot platform opens after the API (it needs the guild
+		// service's events); a removal reaches it through this hook, set
+		// below before the node serves.
+		var memberRemoved func(ctx context.Context, guildID, userID snowflake.ID)
+		deps.MemberRemoved = func(ctx context.Context, guildID, userID snowflake.ID) {
+			if memberRemoved != nil {
+				memberRemoved(ctx, guildID, userID)
+			}
+		}
 		if readStates {
 			if n.pub, err = openPublisher(ctx, cfg, n); err != nil {
 				return nil, err
@@ -453,7 +464,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		res.interactions = n.bots.Store()
 		surface := http.NewServeMux()
-		n.bots.Routes(surface, restAPI, n.guilds, platform.GuildBotFlags(n.guilds), issuer)
+		n.bots.Routes(surface, restAPI)
+		memberRemoved = n.bots.MemberRemoved(n.guilds, platform.GuildBotFlags(n.guilds))
 		n.guildRole = &guildRole{
 			node:    cfg.Node,
 			svc:     n.guilds,
@@ -462,7 +474,6 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			res:     res,
 			api:     surface,
 			metrics: n.m,
-			dedupe:  &sendDeduper{store: st, auth: issuer, api: restAPI, log: log.With("component", "guild")},
 			log:     log.With("component", "guild"),
 		}
 		if cfg.Presence.Enabled {

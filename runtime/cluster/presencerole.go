@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -31,31 +30,6 @@ import (
 // or more presence nodes, each owning the users a ring gives it
 // (presencerole_ring.go).
 const RolePresence = "presence"
-
-// Methods of GuildNode.Call the presence role and gateway nodes use.
-const (
-	// callPresenceChanged hands a user's new presence to the guild node,
-	// which applies it to every guild of the user it has loaded
-	// (guild.Service.PresenceChanged).
-	callPresenceChanged = "presence.Changed"
-	// callLazyRequest and callRequestMembers carry op 14 and op 8 to the
-	// guild's owner.
-	callLazyRequest    = "presence.LazyRequest"
-	callRequestMembers = "presence.RequestMembers"
-)
-
-// presenceChangedArgs is callPresenceChanged's body.
-type presenceChangedArgs struct {
-	User     snowflake.ID      `json:"user"`
-	Presence presence.Presence `json:"presence"`
-}
-
-// opArgs is the body of callLazyRequest and callRequestMembers: the
-// session and the op's raw `d`, parsed again on the guild node.
-type opArgs struct {
-	Session event.Session   `json:"session"`
-	D       json.RawMessage `json:"d"`
-}
 
 // presenceRole is the presence role of a node: a presence.Service fed
 // over PresenceNode, whose router sends PRESENCE_UPDATE to friends'
@@ -130,7 +104,7 @@ func (r *presenceRouter) Broadcast(_ context.Context, userID snowflake.ID, p pre
 }
 
 // broadcast delivers PRESENCE_UPDATE (without guild_id) to the friends'
-// sessions and calls callPresenceChanged once per guild node owning one
+// sessions and calls GuildNode.PresenceChanged once per guild node owning one
 // of the user's guilds.
 func (r *presenceRouter) broadcast(ctx context.Context, userID snowflake.ID, p presence.Presence, friends []snowflake.ID) {
 	if len(friends) > 0 {
@@ -162,13 +136,8 @@ func (r *presenceRouter) broadcast(ctx context.Context, userID snowflake.ID, p p
 			}
 		}
 	}
-	body, err := json.Marshal(presenceChangedArgs{User: userID, Presence: p})
-	if err != nil {
-		r.log.Error("presence: encode", "err", err)
-		return
-	}
 	for owner, g := range byOwner {
-		if _, _, err := r.guilds.Call(ctx, g, callPresenceChanged, body); err != nil {
+		if err := r.guilds.PresenceChanged(ctx, g, userID, p); err != nil {
 			r.log.Warn("presence change not delivered to guild node", "user_id", userID, "node", owner, "err", err)
 		}
 	}
@@ -224,57 +193,12 @@ func enableGuildPresence(svc *guild.Service, reg prometheus.Registerer) (*presen
 	return cache, nil
 }
 
-// servePresenceCall answers the presence methods of GuildNode.Call on a
-// guild node: callPresenceChanged (from the presence node), and
-// callLazyRequest and callRequestMembers (op 14 and op 8 from gateways).
-// ok is false for other methods.
-func servePresenceCall(ctx context.Context, svc *guild.Service, cache *presenceCache, method string, body []byte) (status int, out []byte, ok bool, err error) {
-	switch method {
-	case callPresenceChanged:
-		var a presenceChangedArgs
-		if err := json.Unmarshal(body, &a); err != nil || a.User == 0 {
-			return http.StatusBadRequest, nil, true, nil
-		}
-		if cache == nil {
-			return http.StatusNotFound, nil, true, nil
-		}
-		cache.set(a.User, a.Presence)
-		svc.PresenceChanged(ctx, a.User, a.Presence, nil)
-		return http.StatusNoContent, nil, true, nil
-	case callLazyRequest:
-		status, err := serveOp(ctx, body, memberlist.ParseRequest, svc.LazyRequest)
-		return status, nil, true, err
-	case callRequestMembers:
-		status, err := serveOp(ctx, body, memberlist.ParseMembersRequest, svc.RequestMembers)
-		return status, nil, true, err
-	}
-	return 0, nil, false, nil
-}
-
-// serveOp serves a gateway op forwarded in opArgs: a body or `d` that
-// does not parse is a 400; an error of do means this node does not own
-// the guild (notOwner).
-func serveOp[R any](ctx context.Context, body []byte, parse func(json.RawMessage) (R, error), do func(context.Context, event.Session, R) error) (int, error) {
-	var a opArgs
-	if err := json.Unmarshal(body, &a); err != nil {
-		return http.StatusBadRequest, nil
-	}
-	req, err := parse(a.D)
-	if err != nil {
-		return http.StatusBadRequest, nil
-	}
-	if err := do(ctx, a.Session, req); err != nil {
-		return 0, notOwner(err)
-	}
-	return http.StatusNoContent, nil
-}
-
 // gatewayPresence is a gateway node's gateway.SessionReporter in a
 // cluster, and its op 3, 8 and 14 handlers. Sessions and op 3 go to the
 // user's presence node (shardedPresence); it keeps each local session's
 // state (client kind, last status and activities) so the node re-reports
 // it, which is how a restarted presence node rebuilds. Op 8 and op 14 go
-// to the guild's owner over GuildNode.Call. Like the single-process
+// to the guild's owner (GuildNode.LazyRequest and RequestMembers). Like the single-process
 // wiring (platform/presence.go), it keeps the states in a
 // presence.LocalSessions, which orders every state change with its call,
 // so a re-report never carries a state older than one the presence node
@@ -367,7 +291,7 @@ func (w *gatewayPresence) lazyRequest(ctx context.Context, s event.Session, _ in
 	if err != nil {
 		return &gateway.CloseError{Code: gateway.CloseDecodeError, Reason: "bad op 14"}
 	}
-	w.forward(ctx, s, req.GuildID, callLazyRequest, d)
+	w.forward(ctx, s, req.GuildID, "op 14", w.guilds.LazyRequest, d)
 	return nil
 }
 
@@ -378,21 +302,14 @@ func (w *gatewayPresence) requestMembers(ctx context.Context, s event.Session, _
 	if err != nil {
 		return &gateway.CloseError{Code: gateway.CloseDecodeError, Reason: "bad op 8"}
 	}
-	w.forward(ctx, s, req.GuildID, callRequestMembers, d)
+	w.forward(ctx, s, req.GuildID, "op 8", w.guilds.RequestMembers, d)
 	return nil
 }
 
-// forward calls method on guildID's owner with the session and d.
-func (w *gatewayPresence) forward(ctx context.Context, s event.Session, guildID snowflake.ID, method string, d json.RawMessage) {
-	body, err := json.Marshal(opArgs{Session: s, D: d})
-	if err == nil {
-		var status int
-		status, _, err = w.guilds.Call(ctx, guildID, method, body)
-		if err == nil && status >= 300 {
-			err = fmt.Errorf("status %d", status)
-		}
-	}
-	if err != nil {
-		w.log.Info("gateway op not served by the guild owner", "method", method, "guild_id", guildID, "session_id", s.ID, "err", err)
+// forward hands op (call) with the session and d to guildID's owner.
+func (w *gatewayPresence) forward(ctx context.Context, s event.Session, guildID snowflake.ID, op string,
+	call func(context.Context, snowflake.ID, event.Session, json.RawMessage) error, d json.RawMessage) {
+	if err := call(ctx, guildID, s, d); err != nil {
+		w.log.Info("gateway op not served by the guild owner", "op", op, "guild_id", guildID, "session_id", s.ID, "err", err)
 	}
 }

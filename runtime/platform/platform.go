@@ -156,7 +156,8 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, MaxFileBytes: cfg.MaxFileBytes, Logger: cfg.Logger.With("component", "api")},
 		api.Deps{Store: p.store, Guilds: p.guilds, Auth: p.auth, IDs: ids,
 			Events: p.reads.outbox, ReadStates: p.reads.states, Users: p.guilds,
-			Objects: objs, AttachmentKey: AttachmentKey(key)})
+			Objects: objs, AttachmentKey: AttachmentKey(key),
+			MemberRemoved: p.bots.MemberRemoved(p.guilds, guildBotFlags(p.guilds))})
 	if cfg.DevUser {
 		if p.DevToken, err = p.devUser(ctx, ids); err != nil {
 			return nil, err

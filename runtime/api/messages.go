@@ -126,6 +126,14 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 					if err != nil {
 						return err
 					}
+					// The process that wrote it may have died between the
+					// store write and its event: log the event again
+					// (consumers count a message id once), so its mentions
+					// are counted. It is not fanned out again: sessions
+					// may have had it.
+					bg, cancel := background(ctx)
+					h.logMessage(bg, eventlog.MessageCreate, out)
+					cancel()
 					writeJSON(w, http.StatusOK, out)
 					return nil
 				}

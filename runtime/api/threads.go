@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -121,6 +122,10 @@ func (h *handler) startThreadFromMessage(w http.ResponseWriter, r *http.Request,
 		}
 		cancel()
 	}
+	// The thread opens with a THREAD_STARTER_MESSAGE pointing at the
+	// message it was started from.
+	h.postSystemMessage(ctx, rd, store.Message{ChannelID: th.ID, GuildID: th.GuildID, AuthorID: user,
+		Type: wire.MessageThreadStarter, ReferenceID: m.ID})
 	h.threadCreated(w, r, user, th, member)
 	return nil
 }
@@ -144,8 +149,46 @@ func (h *handler) startThread(w http.ResponseWriter, r *http.Request, user snowf
 	if err != nil {
 		return err
 	}
+	// A public thread started without a message is announced in its
+	// parent by a THREAD_CREATED message; a private one is not (those
+	// who cannot join it are not told of it).
+	if th.Type == store.ChannelPublicThread || th.Type == store.ChannelAnnouncementThread {
+		h.postSystemMessage(r.Context(), h.reader(user), store.Message{ChannelID: th.ParentID, GuildID: th.GuildID,
+			AuthorID: user, Type: wire.MessageThreadCreated, Content: th.Name, ReferenceID: th.ID})
+	}
 	h.threadCreated(w, r, user, th, member)
 	return nil
+}
+
+// postSystemMessage stores and publishes a system message (no send
+// permission is asked: the action it records was authorised). It runs
+// after the action succeeded, so a failure is logged, not answered.
+func (h *handler) postSystemMessage(ctx context.Context, rd *reader, m store.Message) {
+	id, err := h.ids.Next()
+	if err != nil {
+		h.log.Warn("system message not posted", "type", m.Type, "channel_id", m.ChannelID, "err", err)
+		return
+	}
+	m.ID = id
+	bg, cancel := background(ctx)
+	defer cancel()
+	if err := h.store.PutMessage(bg, m); err != nil {
+		h.log.Warn("system message not stored", "type", m.Type, "channel_id", m.ChannelID, "err", err)
+		return
+	}
+	out, err := rd.render(bg, m, nil, nil)
+	if err != nil {
+		h.log.Warn("system message not rendered", "type", m.Type, "channel_id", m.ChannelID, "err", err)
+		return
+	}
+	if mem, err := h.guilds.Member(bg, m.AuthorID, m.GuildID, m.AuthorID); err == nil {
+		wm := wire.MemberFrom(mem, nil, h.cfg.Now()) // a message's member is partial
+		out.Member = &wm
+	}
+	h.logMessage(bg, eventlog.MessageCreate, out)
+	if err := h.guilds.PublishMessage(bg, "MESSAGE_CREATE", out); err != nil {
+		h.log.Warn("system message not published", "message_id", m.ID, "err", err)
+	}
 }
 
 func (h *handler) threadCreated(w http.ResponseWriter, r *http.Request, user snowflake.ID, th store.Channel, member store.ThreadMember) {

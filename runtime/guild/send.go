@@ -137,7 +137,8 @@ func (s *Service) PublishMessage(ctx context.Context, typ string, m wire.Message
 		ctx := actx
 		if c, ok := a.channels[m.ChannelID]; ok && typ == "MESSAGE_CREATE" && m.ID > c.LastMessageID {
 			c.LastMessageID = m.ID
-			if c.Thread != nil {
+			// A thread's message_count leaves out its starter message.
+			if c.Thread != nil && m.Type != wire.MessageThreadStarter {
 				a.threadMessage(ctx, c)
 			}
 		}

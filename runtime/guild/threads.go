@@ -747,7 +747,7 @@ func (a *Actor) threadSend(ctx context.Context, c *store.Channel, userID snowfla
 		if c.Thread.Archived {
 			return fmt.Errorf("thread %d: %w", c.ID, ErrThreadArchived)
 		}
-		return fmt.Errorf("locked thread %d: %w", c.ID, ErrMissingPermissions)
+		return fmt.Errorf("send in %d: %w", c.ID, ErrThreadLocked)
 	}
 	if c.Thread.Archived {
 		if err := a.setArchived(ctx, c.ID, false); err != nil {

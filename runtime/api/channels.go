@@ -211,11 +211,16 @@ func (h *handler) deleteChannel(w http.ResponseWriter, r *http.Request, user sno
 		writeJSON(w, http.StatusOK, h.guilds.WireChannel(r.Context(), v.Channel, user))
 		return nil
 	}
-	c, err := h.guilds.DeleteChannel(r.Context(), user, id)
+	c, threads, err := h.guilds.DeleteChannel(r.Context(), user, id)
 	if err != nil {
 		return err
 	}
 	h.dropWebhooks(r, c.GuildID, c.ID)
+	gone := []snowflake.ID{c.ID}
+	for _, th := range threads {
+		gone = append(gone, th.ID)
+	}
+	h.forgetChannels(r.Context(), gone...)
 	writeJSON(w, http.StatusOK, wire.ChannelFrom(c, nil))
 	return nil
 }

@@ -264,6 +264,7 @@ func (h *handler) deleteThread(w http.ResponseWriter, r *http.Request, user, thr
 	if err != nil {
 		return err
 	}
+	h.forgetChannels(r.Context(), th.ID)
 	h.recordAudit(r, th.GuildID, user, auditEntry{Action: auditThreadDelete, Target: th.ID, Changes: []auditChange{
 		change("name", th.Name, nil), change("type", th.Type, nil)}})
 	writeJSON(w, http.StatusOK, wire.ChannelFrom(th, nil))

@@ -247,14 +247,16 @@ func (s *Service) editOverwrites(ctx context.Context, userID, channelID snowflak
 	})
 }
 
-// DeleteChannel deletes a guild channel (MANAGE_CHANNELS in it). Children
-// of a deleted category lose their parent.
-func (s *Service) DeleteChannel(ctx context.Context, userID, channelID snowflake.ID) (store.Channel, error) {
+// DeleteChannel deletes a guild channel (MANAGE_CHANNELS in it) and its
+// threads, which it returns too. Children of a deleted category lose
+// their parent.
+func (s *Service) DeleteChannel(ctx context.Context, userID, channelID snowflake.ID) (store.Channel, []store.Channel, error) {
 	guildID, err := s.guildOf(ctx, channelID)
 	if err != nil {
-		return store.Channel{}, err
+		return store.Channel{}, nil, err
 	}
 	var out store.Channel
+	var threads []store.Channel
 	err = s.do(ctx, guildID, func(a *Actor) error {
 		v, err := a.channelFor(userID, channelID, permissions.ManageChannels)
 		if err != nil {
@@ -288,10 +290,15 @@ func (s *Service) DeleteChannel(ctx context.Context, userID, channelID snowflake
 			}
 		}
 		out = v.Channel
+		for id, c := range deleted {
+			if id != channelID {
+				threads = append(threads, c)
+			}
+		}
 		a.syncVisibility(ctx, updated, deleted, 0)
 		return nil
 	})
-	return out, err
+	return out, threads, err
 }
 
 // guildOf returns the guild of a guild channel; private channels are

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -47,6 +48,9 @@ type startThreadRequest struct {
 	Type                *int   `json:"type"`
 	Invitable           *bool  `json:"invitable"`
 	RateLimitPerUser    *int   `json:"rate_limit_per_user"`
+	// Message and AppliedTags are a forum post's.
+	Message     json.RawMessage `json:"message"`
+	AppliedTags []reqID         `json:"applied_tags"`
 }
 
 func (req startThreadRequest) spec(parent, message snowflake.ID) (guild.ThreadSpec, error) {
@@ -145,6 +149,15 @@ func (h *handler) startThread(w http.ResponseWriter, r *http.Request, user snowf
 	if err != nil {
 		return err
 	}
+	// The parent's type is told only to who sees it (the one decision).
+	v, err := h.reader(user).access(r.Context(), channelID)
+	if err != nil {
+		return err
+	}
+	if v.Channel.Type == store.ChannelForum {
+		spec.AppliedTags = appliedTags(req.AppliedTags)
+		return h.startForumPost(w, r, user, spec, req.Message)
+	}
 	th, member, err := h.guilds.CreateThread(r.Context(), user, spec)
 	if err != nil {
 		return err
@@ -200,12 +213,13 @@ func (h *handler) threadCreated(w http.ResponseWriter, r *http.Request, user sno
 }
 
 type threadPatchRequest struct {
-	Name                *string `json:"name"`
-	Archived            *bool   `json:"archived"`
-	Locked              *bool   `json:"locked"`
-	AutoArchiveDuration *int    `json:"auto_archive_duration"`
-	Invitable           *bool   `json:"invitable"`
-	RateLimitPerUser    *int    `json:"rate_limit_per_user"`
+	Name                *string  `json:"name"`
+	Archived            *bool    `json:"archived"`
+	Locked              *bool    `json:"locked"`
+	AutoArchiveDuration *int     `json:"auto_archive_duration"`
+	Invitable           *bool    `json:"invitable"`
+	RateLimitPerUser    *int     `json:"rate_limit_per_user"`
+	AppliedTags         *[]reqID `json:"applied_tags"`
 }
 
 // isThread reports whether a channel id names a thread (read from the
@@ -229,10 +243,15 @@ func (h *handler) modifyThread(w http.ResponseWriter, r *http.Request, user, thr
 		}
 	}
 	before, _ := h.store.GetChannel(r.Context(), threadID)
-	th, err := h.guilds.ModifyThread(r.Context(), user, threadID, guild.ThreadPatch{
+	patch := guild.ThreadPatch{
 		Name: req.Name, Archived: req.Archived, Locked: req.Locked, AutoArchiveDuration: req.AutoArchiveDuration,
 		Invitable: req.Invitable, RateLimitPerUser: req.RateLimitPerUser,
-	})
+	}
+	if req.AppliedTags != nil {
+		tags := appliedTags(*req.AppliedTags)
+		patch.AppliedTags = &tags
+	}
+	th, err := h.guilds.ModifyThread(r.Context(), user, threadID, patch)
 	if err != nil {
 		return err
 	}

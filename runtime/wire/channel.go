@@ -47,6 +47,10 @@ type Channel struct {
 	MemberCount      *int            `json:"member_count,omitempty"`
 	// NewlyCreated marks the THREAD_CREATE of a thread just created.
 	NewlyCreated bool `json:"newly_created,omitempty"`
+	// AvailableTags are a forum channel's tags (forum.go).
+	AvailableTags *[]ForumTag `json:"available_tags,omitempty"`
+	// AppliedTags are a forum post's tags.
+	AppliedTags *[]snowflake.ID `json:"applied_tags,omitempty"`
 }
 
 // optionalID returns nil for zero.
@@ -100,6 +104,9 @@ func ChannelFrom(c store.Channel, recipients []User) Channel {
 		if c.Type == store.ChannelGroupDM {
 			out.OwnerID = c.OwnerID
 		}
+	}
+	if c.Type == store.ChannelForum {
+		forumFields(&out, c)
 	}
 	if c.Thread != nil {
 		threadFields(&out, c)

@@ -51,6 +51,13 @@ type Channel struct {
 	AvailableTags *[]ForumTag `json:"available_tags,omitempty"`
 	// AppliedTags are a forum post's tags.
 	AppliedTags *[]snowflake.ID `json:"applied_tags,omitempty"`
+	// A forum's defaults, sent as Discord sends them for a forum that set
+	// none (forum.go); absent for other types.
+	DefaultReactionEmoji          json.RawMessage `json:"default_reaction_emoji,omitempty"`
+	DefaultSortOrder              json.RawMessage `json:"default_sort_order,omitempty"`
+	DefaultForumLayout            *int            `json:"default_forum_layout,omitempty"`
+	DefaultThreadRateLimitPerUser *int            `json:"default_thread_rate_limit_per_user,omitempty"`
+	DefaultAutoArchiveDuration    *int            `json:"default_auto_archive_duration,omitempty"`
 }
 
 // optionalID returns nil for zero.

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"encoding/json"
+
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 )
@@ -32,4 +34,7 @@ func forumFields(out *Channel, c store.Channel) {
 		tags = append(tags, ForumTagFrom(t))
 	}
 	out.AvailableTags = &tags
+	layout, slow, archive := 0, 0, 1440
+	out.DefaultReactionEmoji, out.DefaultSortOrder = json.RawMessage("null"), json.RawMessage("null")
+	out.DefaultForumLayout, out.DefaultThreadRateLimitPerUser, out.DefaultAutoArchiveDuration = &layout, &slow, &archive
 }

@@ -80,6 +80,10 @@ func TestForumChannels(t *testing.T) {
 	e.fail("POST", fmt.Sprintf("%s/channels/%d/messages", v10, forum.ID), w.bob.Token, map[string]any{"content": "x"}, 400, 50008)
 	e.fail("POST", fmt.Sprintf("%s/channels/%d/messages/%d/threads", v10, forum.ID, post.ID), w.bob.Token, map[string]any{"name": "x"}, 404, 10008)
 
+	// Forums have no webhooks (Discord's forum posts by webhook are not
+	// offered).
+	e.fail("POST", fmt.Sprintf("%s/channels/%d/webhooks", v10, forum.ID), w.alice.Token, map[string]any{"name": "hook"}, 400, 50024)
+
 	// Errors of posting.
 	e.fail("POST", posts, w.bob.Token, map[string]any{"name": "no message"}, 400, 50035)
 	e.fail("POST", posts, w.bob.Token, map[string]any{"name": "empty", "message": map[string]any{"content": " "}}, 400, 50006)

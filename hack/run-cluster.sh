@@ -4,20 +4,18 @@
 #
 #   etcd        3 members (built from the Go module proxy by hack/envtest/build.sh, cached)
 #   Cassandra, Kafka, Redis   the test servers (hack/cassandra, hack/kafka, hack/redis; left running)
-#   concord serve   2 api, 2 gateway, 2 guild, 2 data, 1 readstate, 1 presence, 1 relay
+#   concord serve   2 api, 2 gateway, 2 guild, 2 data, 2 readstate, 2 presence, 1 relay
 #   HAProxy     one public address: /gateway and WebSocket upgrades to the gateway nodes,
 #               everything else to the api nodes; health checks on /readyz, so a draining
 #               or unready node gets no new connection while its open ones stay
 #
-# One read-state and one presence node: both roles keep per-user state in memory that
-# a second replica would not share yet (read states are written behind from each
-# node's cache, and mention counting follows the log's partitions, not the user's
-# owner; presence clients all call one node), so the issue's second replica of each
-# waits for that sharding.
+# Read states and presence are sharded by user on a ring over their live replicas
+# (docs/architecture.md, "Read states and presence on rings"): killing one replica moves
+# its users to the other.
 #
 # Environment (defaults in brackets):
 #   CLUSTER_HTTP   public address HAProxy listens on [127.0.0.1:8090]
-#   CLUSTER_PORTS  first of the ports the nodes, etcd and HAProxy's stats use, 52 in all [18100]
+#   CLUSTER_PORTS  first of the ports the nodes, etcd and HAProxy's stats use, 54 in all [18100]
 #   CLUSTER_DIR    state: etcd data, node data, logs, server key, dev token [./.concord-cluster]
 #   CLUSTER_KEYSPACE  Cassandra keyspace [concord_cluster]
 #   CONCORD_BIN    the concord binary [built into bin/concord]
@@ -154,7 +152,7 @@ COMMON=(
 )
 
 # node NAME ROLES INDEX [FLAGS...]: one `concord serve` process; its HTTP
-# port is BASE+INDEX and its gRPC port BASE+40+INDEX (INDEX 1..11; etcd
+# port is BASE+INDEX and its gRPC port BASE+40+INDEX (INDEX 1..13; etcd
 # takes BASE+21.. and HAProxy's stats BASE+19).
 worker=0
 node() {
@@ -175,12 +173,17 @@ node data-1 data 3
 node data-2 data 4
 node readstate-1 readstate 5
 node presence-1 presence 6
+node presence-2 presence 13
 node relay-1 relay 7
 node gateway-1 gateway 8 --presence --redis="redis://$REDIS"
 node gateway-2 gateway 9 --presence --redis="redis://$REDIS"
 node api-1 api 10 --redis="redis://$REDIS"
 node api-2 api 11 --redis="redis://$REDIS"
-for n in guild-2:2 data-1:3 data-2:4 readstate-1:5 presence-1:6 relay-1:7 gateway-1:8 gateway-2:9 api-1:10 api-2:11; do
+# The first read-state replica creates the read-state tables; the second
+# starts once it is ready, so two replicas never create them at once.
+wait_http readstate-1 "http://127.0.0.1:$((BASE + 5))/readyz" 180
+node readstate-2 readstate 12
+for n in guild-2:2 data-1:3 data-2:4 readstate-2:12 presence-1:6 presence-2:13 relay-1:7 gateway-1:8 gateway-2:9 api-1:10 api-2:11; do
 	wait_http "${n%%:*}" "http://127.0.0.1:$((BASE + ${n##*:}))/readyz" 120
 done
 
@@ -252,7 +255,7 @@ printf '%s\n' "$TOKEN" >"$RUN/dev-token"
 
 cat <<EOF
 
-Concord cluster is running: 2 api, 2 gateway, 2 guild, 2 data, 1 readstate, 1 presence, 1 relay
+Concord cluster is running: 2 api, 2 gateway, 2 guild, 2 data, 2 readstate, 2 presence, 1 relay
 behind HAProxy; etcd x3, Cassandra, Kafka and Redis.
   REST API:    http://$LB/api/v10
   Gateway:     ws://$LB/gateway

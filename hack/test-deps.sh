@@ -77,6 +77,9 @@ echo "export CONCORD_CHROMIUM=$(command -v chromium)" >> "$ENV_FILE.tmp"
 step "HAProxy from Debian (the load balancer of make run-cluster and its test)"
 apt_need haproxy haproxy "make run-cluster needs Debian's haproxy"
 
+step "coturn from Debian (the voice relay-only test's TURN server) on 127.0.0.1:3479"
+bash hack/coturn/start.sh | tail -n 3 >> "$ENV_FILE.tmp"
+
 step "Apache Kafka (KRaft, single node on loopback)"
 bash hack/kafka/kafka.sh start
 echo "export CONCORD_KAFKA=$(bash hack/kafka/kafka.sh addr)" >> "$ENV_FILE.tmp"

@@ -168,6 +168,7 @@ func (h *handler) leaveGuild(w http.ResponseWriter, r *http.Request, user snowfl
 	if err := h.guilds.RemoveMember(r.Context(), user, id, user); err != nil {
 		return err
 	}
+	h.removed(r.Context(), id, user)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -70,7 +70,22 @@ type Deps struct {
 	// AttachmentKey signs attachment URLs; every process serving the same
 	// objects must share it. Empty: a random key of this process.
 	AttachmentKey []byte
+	// PriorSend, when set, is asked about a send with enforce_nonce whose
+	// nonce this process has not seen: the nonce cache lives in process
+	// memory, so a send retried on another process (the first died while
+	// serving it) finds the message the first attempt wrote through it,
+	// and is answered with that message instead of writing it again.
+	PriorSend PriorSend
+	// MemberRemoved, when set, runs after a member left or was removed
+	// from a guild, before the 204 (the bot platform drops a removed
+	// bot's installation and managed role).
+	MemberRemoved func(ctx context.Context, guildID, userID snowflake.ID)
 }
+
+// PriorSend finds the message author already sent to channelID with
+// nonce (the stored form: the string, or '#' and an integer's digits)
+// in an earlier attempt of the send r; false when there is none.
+type PriorSend func(r *http.Request, channelID, author snowflake.ID, nonce string) (snowflake.ID, bool)
 
 type handler struct {
 	cfg    Config
@@ -86,7 +101,9 @@ type handler struct {
 	// uploads receives, stores and serves attachments.
 	uploads *uploads.Store
 	// webhookLimit limits executions per webhook (webhookexec.go).
-	webhookLimit webhookLimiter
+	webhookLimit  webhookLimiter
+	priorSend     PriorSend
+	memberRemoved func(ctx context.Context, guildID, userID snowflake.ID)
 }
 
 // authedFunc is a handler for an authenticated user.
@@ -124,6 +141,7 @@ func New(cfg Config, deps Deps) http.Handler {
 		cfg: cfg, store: deps.Store, guilds: deps.Guilds, auth: deps.Auth, ids: deps.IDs, log: deps.Logger,
 		nonces: newNonceCache(cfg.NonceWindow, cfg.Now),
 		events: deps.Events, reads: deps.ReadStates, users: deps.Users,
+		priorSend: deps.PriorSend, memberRemoved: deps.MemberRemoved,
 		uploads: uploads.New(uploads.Config{Objects: deps.Objects, Key: deps.AttachmentKey, IDs: deps.IDs,
 			MaxJSONBytes: cfg.MaxBodyBytes, MaxFileBytes: cfg.MaxFileBytes, URLTTL: cfg.AttachmentURLTTL,
 			MediaURL: cfg.MediaURL, Now: cfg.Now}),
@@ -138,7 +156,13 @@ func New(cfg Config, deps Deps) http.Handler {
 	return uploads.WithBase(h.auditTrail(mux))
 }
 
-func (h *handler) routes(mux *http.ServeMux, p string) {
+// registrar is where routes mount: *http.ServeMux, or a route.Recorder
+// building the exported table (Routes) from this same code.
+type registrar interface {
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+}
+
+func (h *handler) routes(mux registrar, p string) {
 	open := func(pattern string, fn func(http.ResponseWriter, *http.Request) error) {
 		method, path, _ := strings.Cut(pattern, " ")
 		mux.HandleFunc(method+" "+p+path, func(w http.ResponseWriter, r *http.Request) {

@@ -51,6 +51,17 @@ func (h *handler) forgetAttachments(ctx context.Context, atts []store.Attachment
 	}
 }
 
+// forgetChannels deletes the attachment objects of deleted channels
+// (before the answer, so that a deleted channel's files are gone when it
+// is acknowledged; a failure is only logged).
+func (h *handler) forgetChannels(ctx context.Context, ids ...snowflake.ID) {
+	bg, cancel := background(ctx)
+	defer cancel()
+	if err := h.uploads.ForgetChannels(bg, ids); err != nil {
+		h.log.Warn("attachment objects of deleted channels left behind", "channels", ids, "err", err)
+	}
+}
+
 // editAttachments applies an edit's attachments array and files to m:
 // the array lists the existing attachments to keep (by id) and names new
 // uploads by index; without an array every existing one is kept and the

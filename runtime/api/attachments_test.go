@@ -3,11 +3,13 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/permissions"
+	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store/objects"
 	"github.com/concord-chat/concord/runtime/wire"
 )
@@ -297,5 +300,70 @@ func TestAttachmentEditAndDelete(t *testing.T) {
 		if res, _ := fetch(t, at.URL); res.StatusCode != 404 {
 			t.Fatalf("attachment of a deleted message still served: %d", res.StatusCode)
 		}
+	}
+}
+
+// TestAttachmentsOfDeletedChannels checks that deleting a channel deletes
+// the objects of its messages' attachments and of its threads' messages,
+// and that deleting a thread deletes its own, leaving other channels'.
+func TestAttachmentsOfDeletedChannels(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	var doomed, other wire.Channel
+	e.ok("POST", fmt.Sprintf("%s/guilds/%d/channels", v10, w.guildID), w.alice.Token, map[string]any{"name": "doomed"}, &doomed)
+	e.ok("POST", fmt.Sprintf("%s/guilds/%d/channels", v10, w.guildID), w.alice.Token, map[string]any{"name": "other"}, &other)
+	upload := func(channel snowflake.ID, name string) wire.Attachment {
+		t.Helper()
+		status, raw := e.upload("POST", fmt.Sprintf("%s/channels/%d/messages", v10, channel), w.alice.Token, map[string]any{"content": name},
+			filePart{"files[0]", name, "text/plain", []byte(name)})
+		var m wire.Message
+		if status != 200 || json.Unmarshal(raw, &m) != nil || len(m.Attachments) != 1 {
+			t.Fatalf("upload %s: %d %s", name, status, raw)
+		}
+		return m.Attachments[0]
+	}
+	exists := func(a wire.Attachment) bool {
+		t.Helper()
+		u, err := url.Parse(a.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := strings.TrimPrefix(u.Path, "/")
+		key = key[strings.Index(key, "attachments/"):]
+		rc, _, err := e.objs.Get(t.Context(), key)
+		switch {
+		case err == nil:
+			rc.Close()
+			return true
+		case errors.Is(err, objects.ErrNotFound):
+			return false
+		}
+		t.Fatalf("get %s: %v", key, err)
+		return false
+	}
+	inChannel := upload(doomed.ID, "channel.txt")
+	th := e.thread(w.alice.Token, fmt.Sprintf("%s/channels/%d/threads", v10, doomed.ID), map[string]any{"name": "t", "type": 11})
+	inThread := upload(th.ID, "thread.txt")
+	lone := e.thread(w.alice.Token, fmt.Sprintf("%s/channels/%d/threads", v10, other.ID), map[string]any{"name": "lone", "type": 11})
+	inLone := upload(lone.ID, "lone.txt")
+	kept := upload(other.ID, "kept.txt")
+	for _, a := range []wire.Attachment{inChannel, inThread, inLone, kept} {
+		if !exists(a) {
+			t.Fatalf("%s not stored", a.Filename)
+		}
+	}
+	e.ok("DELETE", fmt.Sprintf("%s/channels/%d", v10, doomed.ID), w.alice.Token, nil, nil)
+	if exists(inChannel) || exists(inThread) {
+		t.Fatal("attachments of a deleted channel or of its thread are still stored")
+	}
+	e.ok("DELETE", fmt.Sprintf("%s/channels/%d", v10, lone.ID), w.alice.Token, nil, nil)
+	if exists(inLone) {
+		t.Fatal("the attachment of a deleted thread is still stored")
+	}
+	if !exists(kept) {
+		t.Fatal("deleting other channels deleted this channel's attachment")
+	}
+	if res, _ := fetch(t, kept.URL); res.StatusCode != 200 {
+		t.Fatalf("kept attachment served: %d", res.StatusCode)
 	}
 }

@@ -27,6 +27,7 @@ type channelRequest struct {
 	Bitrate              nullable[int]                `json:"bitrate"`
 	UserLimit            nullable[int]                `json:"user_limit"`
 	PermissionOverwrites nullable[[]overwriteRequest] `json:"permission_overwrites"`
+	AvailableTags        nullable[[]forumTagRequest]  `json:"available_tags"`
 }
 
 func (req *channelRequest) validate(create bool) error {
@@ -40,9 +41,9 @@ func (req *channelRequest) validate(create bool) error {
 	}
 	if req.Type.Set && !req.Type.Null {
 		switch req.Type.Value {
-		case store.ChannelText, store.ChannelVoice, store.ChannelCategory:
+		case store.ChannelText, store.ChannelVoice, store.ChannelCategory, store.ChannelForum:
 		default:
-			return formError("type", "BASE_TYPE_CHOICES", "Value must be one of {0, 2, 4}.")
+			return formError("type", "BASE_TYPE_CHOICES", "Value must be one of {0, 2, 4, 15}.")
 		}
 	}
 	if req.Topic.Set && len([]rune(req.Topic.Value)) > 1024 {
@@ -50,6 +51,9 @@ func (req *channelRequest) validate(create bool) error {
 	}
 	if req.RateLimitPerUser.Set && (req.RateLimitPerUser.Value < 0 || req.RateLimitPerUser.Value > 21600) {
 		return formError("rate_limit_per_user", "NUMBER_TYPE_MAX", "int value should be between 0 and 21600.")
+	}
+	if err := validateForumTags(req.AvailableTags.Value); err != nil {
+		return err
 	}
 	for i, o := range req.PermissionOverwrites.Value {
 		if o.Type != store.OverwriteRole && o.Type != store.OverwriteMember {
@@ -109,6 +113,11 @@ func (h *handler) createChannel(w http.ResponseWriter, r *http.Request, user sno
 		Name: req.Name.Value, Type: req.Type.Value, Topic: req.Topic.Value, ParentID: snowflake.ID(req.ParentID.Value),
 		NSFW: req.NSFW.Value, RateLimitPerUser: req.RateLimitPerUser.Value, Bitrate: req.Bitrate.Value,
 		UserLimit: req.UserLimit.Value, Overwrites: req.overwrites(),
+	}
+	if req.AvailableTags.Set {
+		if spec.AvailableTags, err = h.forumTags(req.AvailableTags.Value); err != nil {
+			return err
+		}
 	}
 	if req.Position.Set && !req.Position.Null {
 		pos := req.Position.Value
@@ -181,6 +190,13 @@ func (h *handler) modifyChannel(w http.ResponseWriter, r *http.Request, user sno
 		ows := req.overwrites()
 		p.Overwrites = &ows
 	}
+	if req.AvailableTags.Set {
+		tags, err := h.forumTags(req.AvailableTags.Value)
+		if err != nil {
+			return err
+		}
+		p.AvailableTags = &tags
+	}
 	c, err := h.guilds.ModifyChannel(r.Context(), user, id, p)
 	if err != nil {
 		return err
@@ -211,11 +227,16 @@ func (h *handler) deleteChannel(w http.ResponseWriter, r *http.Request, user sno
 		writeJSON(w, http.StatusOK, h.guilds.WireChannel(r.Context(), v.Channel, user))
 		return nil
 	}
-	c, err := h.guilds.DeleteChannel(r.Context(), user, id)
+	c, threads, err := h.guilds.DeleteChannel(r.Context(), user, id)
 	if err != nil {
 		return err
 	}
 	h.dropWebhooks(r, c.GuildID, c.ID)
+	gone := []snowflake.ID{c.ID}
+	for _, th := range threads {
+		gone = append(gone, th.ID)
+	}
+	h.forgetChannels(r.Context(), gone...)
 	writeJSON(w, http.StatusOK, wire.ChannelFrom(c, nil))
 	return nil
 }

@@ -84,6 +84,10 @@ func FuzzDecodeChannel(f *testing.F) {
 		`{"name":"x","permission_overwrites":[{"id":"1","type":7}]}`,
 		`{"parent_id":null,"topic":null,"rate_limit_per_user":21601}`,
 		`{"type":"text"}`,
+		`{"name":"help","type":15,"available_tags":[{"name":"bug","emoji_name":"🐛"},{"id":"5","name":"staff","moderated":true}]}`,
+		`{"name":"f","type":15,"available_tags":[{"name":""}]}`,
+		`{"available_tags":[{"name":"x","emoji_id":"1","emoji_name":"y"}]}`,
+		`{"available_tags":null}`,
 	} {
 		f.Add([]byte(s), true)
 	}
@@ -95,6 +99,14 @@ func FuzzDecodeChannel(f *testing.F) {
 		}
 		if create && req.Name.Value == "" {
 			t.Fatal("created a channel without a name")
+		}
+		if len(req.AvailableTags.Value) > 20 {
+			t.Fatalf("accepted %d available tags", len(req.AvailableTags.Value))
+		}
+		for _, tag := range req.AvailableTags.Value {
+			if n := utf8.RuneCountInString(tag.Name); n < 1 || n > 20 {
+				t.Fatalf("accepted tag name %q", tag.Name)
+			}
 		}
 		if req.RateLimitPerUser.Value < 0 || req.RateLimitPerUser.Value > 21600 {
 			t.Fatalf("accepted rate_limit_per_user %d", req.RateLimitPerUser.Value)
@@ -173,6 +185,41 @@ func FuzzDecodeRolePositions(f *testing.F) {
 		checkDecodeError(t, err)
 		if err == nil && len(moves) > maxRoles {
 			t.Fatalf("accepted %d moves", len(moves))
+		}
+	})
+}
+
+// FuzzDecodeForumPost fuzzes a thread request body with a forum post's
+// message: the outer decode and the starter message's, as startThread and
+// startForumPost run them.
+func FuzzDecodeForumPost(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"it crashes","applied_tags":["1",2],"message":{"content":"when I click"}}`,
+		`{"name":"x","message":{"content":"","embeds":[{"title":"t"}]}}`,
+		`{"name":"x","message":null}`, `{"name":"x","message":"text"}`, `{"name":"x","applied_tags":"1"}`,
+		`{"name":"x","message":{"content":5}}`, `{"name":"x","applied_tags":[null]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req startThreadRequest
+		err := decodeJSON(body, &req)
+		checkDecodeError(t, err)
+		if err != nil {
+			return
+		}
+		if _, err := req.spec(1, 0); err != nil {
+			checkDecodeError(t, err)
+			return
+		}
+		_ = appliedTags(req.AppliedTags)
+		if len(req.Message) == 0 || string(req.Message) == "null" {
+			return
+		}
+		m, err := decodeCreateMessage(req.Message)
+		checkDecodeError(t, err)
+		if err == nil && utf8.RuneCountInString(m.Content) > maxContent {
+			t.Fatalf("accepted a starter message of %d characters", utf8.RuneCountInString(m.Content))
 		}
 	})
 }

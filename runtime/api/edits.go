@@ -37,6 +37,13 @@ func decodeEditMessage(body []byte) (editMessageRequest, error) {
 	return req, checkRich(&req.Embeds.Value, &req.Components.Value, nil, req.AllowedMentions)
 }
 
+// editableType reports whether messages of a type can be edited by their
+// author: ordinary messages and replies (and the interaction messages a
+// bot posts), not the system messages Concord posts for threads.
+func editableType(t int) bool {
+	return t != wire.MessageThreadCreated && t != wire.MessageThreadStarter
+}
+
 func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	channelID, messageID, err := h.messagePath(r)
 	if err != nil {
@@ -52,7 +59,8 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 	}
 	ctx := r.Context()
 	rd := h.reader(user)
-	if _, err := rd.access(ctx, channelID); err != nil {
+	v, err := rd.access(ctx, channelID)
+	if err != nil {
 		return err
 	}
 	m, err := h.store.GetMessage(ctx, channelID, messageID)
@@ -61,6 +69,13 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 	}
 	if m.AuthorID != user {
 		return errNotAuthor
+	}
+	if !editableType(m.Type) {
+		return errSystemMessage
+	}
+	// An archived thread's messages are frozen until it is unarchived.
+	if v.Channel.Thread != nil && v.Channel.Thread.Archived {
+		return guild.ErrThreadArchived
 	}
 	var member *wire.Member
 	if req.Content.Set {
@@ -80,7 +95,8 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 		member = grant.Member
 	}
 	if req.Flags.Set {
-		m.Flags = sendFlags(req.Flags.Value)
+		// Only the sendable flags change; HAS_THREAD and the like stay.
+		m.Flags = m.Flags&^sendableFlags | sendFlags(req.Flags.Value)
 	}
 	applyRichEdit(&m, req.Embeds, req.Components)
 	if len(files) > 0 {
@@ -126,6 +142,9 @@ func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user sno
 	m, err := h.store.GetMessage(ctx, channelID, messageID)
 	if err != nil {
 		return messageErr(err)
+	}
+	if m.Type == wire.MessageThreadStarter {
+		return errSystemMessage
 	}
 	if m.AuthorID != user {
 		if _, err := h.guilds.Authorize(ctx, user, channelID, permissions.ManageMessages); err != nil {

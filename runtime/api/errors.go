@@ -18,6 +18,7 @@ var (
 	errEmptyMessage   = errors.New("api: empty message")
 	errNotAuthor      = errors.New("api: message authored by another user")
 	errTooOld         = errors.New("api: message too old to bulk delete")
+	errSystemMessage  = errors.New("api: action on a system message")
 )
 
 // apiError is Discord's error body with its HTTP status.
@@ -49,6 +50,8 @@ var errorTable = rest.Table{
 	{guild.ErrThreadArchived, http.StatusBadRequest, 50083, "Thread is archived"},
 	{guild.ErrUnknownThreadMember, http.StatusNotFound, 10007, "Unknown Member"},
 	{guild.ErrThreadExists, http.StatusBadRequest, 160004, "A thread has already been created for this message"},
+	{guild.ErrThreadLocked, http.StatusBadRequest, 160005, "Thread is locked"},
+	{errSystemMessage, http.StatusBadRequest, 50021, "Cannot execute action on a system message"},
 	{guild.ErrNotInVoice, http.StatusBadRequest, 40032, "Target user is not connected to voice."},
 	{guild.ErrUnavailable, http.StatusServiceUnavailable, 0, "503: Service Unavailable"},
 	{store.ErrUnavailable, http.StatusServiceUnavailable, 0, "503: Service Unavailable"},

@@ -82,6 +82,8 @@ type env struct {
 	tag  string
 	ids  *snowflake.Generator
 	auth *auth.Issuer
+	// objs is the object store attachments go to.
+	objs objects.Store
 }
 
 func newEnv(t testing.TB) *env {
@@ -109,7 +111,7 @@ func newEnv(t testing.TB) *env {
 	h := New(Config{}, Deps{Store: st, Guilds: svc, Auth: iss, IDs: ids, Objects: objs})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv, guilds: svc, store: st, sink: sk, ids: ids, auth: iss, tag: tag}
+	return &env{t: t, srv: srv, guilds: svc, store: st, sink: sk, ids: ids, auth: iss, tag: tag, objs: objs}
 }
 
 // openTestStore opens the store the REST tests run on: a fresh Pebble

@@ -156,6 +156,7 @@ func (h *handler) removeMember(w http.ResponseWriter, r *http.Request, user snow
 	if err := h.guilds.RemoveMember(r.Context(), user, g, m); err != nil {
 		return err
 	}
+	h.removed(r.Context(), g, m)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -187,4 +188,15 @@ func (h *handler) addMemberRole(w http.ResponseWriter, r *http.Request, user sno
 
 func (h *handler) removeMemberRole(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	return h.memberRole(w, r, user, false)
+}
+
+// removed runs Deps.MemberRemoved for a member that left or was removed,
+// on a context that outlives the caller's disconnect.
+func (h *handler) removed(ctx context.Context, guildID, userID snowflake.ID) {
+	if h.memberRemoved == nil {
+		return
+	}
+	bg, cancel := background(ctx)
+	defer cancel()
+	h.memberRemoved(bg, guildID, userID)
 }

@@ -120,6 +120,23 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 		for {
 			e, mine := h.nonces.reserve(user, channelID, req.nonce)
 			if mine {
+				if id, ok := h.sentBefore(r, user, channelID, req.nonce); ok {
+					h.nonces.finish(user, channelID, req.nonce, id)
+					out, err := rd.load(ctx, channelID, id)
+					if err != nil {
+						return err
+					}
+					// The process that wrote it may have died between the
+					// store write and its event: log the event again
+					// (consumers count a message id once), so its mentions
+					// are counted. It is not fanned out again: sessions
+					// may have had it.
+					bg, cancel := background(ctx)
+					h.logMessage(bg, eventlog.MessageCreate, out)
+					cancel()
+					writeJSON(w, http.StatusOK, out)
+					return nil
+				}
 				msg, err = h.send(ctx, rd, user, channelID, req)
 				id := msg.ID
 				if err != nil {
@@ -166,6 +183,15 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 	}
 	writeJSON(w, http.StatusOK, msg)
 	return nil
+}
+
+// sentBefore asks Deps.PriorSend for a message an earlier attempt of
+// this send wrote on another process.
+func (h *handler) sentBefore(r *http.Request, user, channelID snowflake.ID, nonce string) (snowflake.ID, bool) {
+	if h.priorSend == nil {
+		return 0, false
+	}
+	return h.priorSend(r, channelID, user, nonce)
 }
 
 // send is the send path up to the durable write: authorise in the actor,
@@ -223,10 +249,26 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 	if m.Attachments, err = h.saveAttachments(ctx, channelID, req.Attachments, req.files); err != nil {
 		return wire.Message{}, err
 	}
-	if err := h.store.PutMessage(ctx, m); err != nil {
+	if err := h.putMessage(ctx, m); err != nil {
 		return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
 	}
 	return rd.render(ctx, m, grant.Member, ref)
+}
+
+// putMessage writes m durably, detached from the request: a caller that
+// hangs up (or an api node that dies while proxying the request) must not
+// cut the write in half, leaving the row stored while the send reports a
+// failure, frees its nonce and lets the client's retry write the message
+// twice. A failed attempt is tried once more: the write is idempotent for
+// one id, so a half-done first attempt is completed, not doubled.
+func (h *handler) putMessage(ctx context.Context, m store.Message) error {
+	wctx, cancel := background(ctx)
+	defer cancel()
+	err := h.store.PutMessage(wctx, m)
+	if err != nil && wctx.Err() == nil {
+		err = h.store.PutMessage(wctx, m)
+	}
+	return err
 }
 
 func (h *handler) userOrGhost(ctx context.Context, id snowflake.ID) wire.User {

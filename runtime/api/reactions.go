@@ -73,6 +73,9 @@ func (h *handler) addReaction(w http.ResponseWriter, r *http.Request, user snowf
 	if err != nil {
 		return err
 	}
+	if th := t.view.Channel.Thread; th != nil && th.Archived {
+		return guild.ErrThreadArchived
+	}
 	ctx := r.Context()
 	ch, msg := t.message.ChannelID, t.message.ID
 	counts, err := h.store.CountReactions(ctx, ch, []snowflake.ID{msg}, user)

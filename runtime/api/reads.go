@@ -76,13 +76,20 @@ func (r *reader) load(ctx context.Context, channelID, messageID snowflake.ID) (w
 // replied-to message already loaded; otherwise it is loaded from the
 // store. Either way it is included only if the viewer sees its channel now.
 func (r *reader) render(ctx context.Context, m store.Message, member *wire.Member, ref *store.Message) (wire.Message, error) {
-	if _, err := r.access(ctx, m.ChannelID); err != nil {
+	v, err := r.access(ctx, m.ChannelID)
+	if err != nil {
 		return wire.Message{}, err
 	}
-	if ref == nil && m.ReferenceID != 0 {
-		// A reference names a message of the same channel (replies
-		// cannot cross channels); load it from there.
-		got, err := r.h.store.GetMessage(ctx, m.ChannelID, m.ReferenceID)
+	// A reference names a message of the same channel (replies cannot
+	// cross channels), except a thread's starter message, which lives in
+	// the thread's parent; a THREAD_CREATED message names a thread, not a
+	// message.
+	refChannel := m.ChannelID
+	if m.Type == wire.MessageThreadStarter {
+		refChannel = v.Channel.ParentID
+	}
+	if ref == nil && m.ReferenceID != 0 && m.Type != wire.MessageThreadCreated {
+		got, err := r.h.store.GetMessage(ctx, refChannel, m.ReferenceID)
 		switch {
 		case err == nil:
 			ref = &got
@@ -96,12 +103,42 @@ func (r *reader) render(ctx context.Context, m store.Message, member *wire.Membe
 		switch {
 		case err == nil:
 			rm := r.h.wireMessage(ctx, *ref, nil, nil)
+			if err := r.withThread(ctx, ref, &rm); err != nil {
+				return wire.Message{}, err
+			}
 			refMsg = &rm
 		case errors.Is(err, guild.ErrUnavailable):
 			return wire.Message{}, err
 		}
 	}
-	return r.h.wireMessage(ctx, m, member, refMsg), nil
+	out := r.h.wireMessage(ctx, m, member, refMsg)
+	switch m.Type {
+	case wire.MessageThreadCreated:
+		out.MessageReference = &wire.MessageReference{ChannelID: m.ReferenceID, GuildID: m.GuildID}
+	case wire.MessageThreadStarter:
+		out.MessageReference = &wire.MessageReference{MessageID: m.ReferenceID, ChannelID: refChannel, GuildID: m.GuildID}
+	}
+	if err := r.withThread(ctx, &m, &out); err != nil {
+		return wire.Message{}, err
+	}
+	return out, nil
+}
+
+// withThread sets the thread a message started (flag HAS_THREAD; the
+// thread has the message's id) when the viewer sees that thread now.
+func (r *reader) withThread(ctx context.Context, m *store.Message, out *wire.Message) error {
+	if m.Flags&messageFlagHasThread == 0 {
+		return nil
+	}
+	v, err := r.access(ctx, m.ID)
+	switch {
+	case err == nil && v.Channel.Thread != nil:
+		th := wire.ChannelFrom(v.Channel, nil)
+		out.Thread = &th
+	case errors.Is(err, guild.ErrUnavailable):
+		return err
+	}
+	return nil
 }
 
 // wireMessage converts a stored message with its author, mentions and an

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -46,6 +48,9 @@ type startThreadRequest struct {
 	Type                *int   `json:"type"`
 	Invitable           *bool  `json:"invitable"`
 	RateLimitPerUser    *int   `json:"rate_limit_per_user"`
+	// Message and AppliedTags are a forum post's.
+	Message     json.RawMessage `json:"message"`
+	AppliedTags []reqID         `json:"applied_tags"`
 }
 
 func (req startThreadRequest) spec(parent, message snowflake.ID) (guild.ThreadSpec, error) {
@@ -121,6 +126,10 @@ func (h *handler) startThreadFromMessage(w http.ResponseWriter, r *http.Request,
 		}
 		cancel()
 	}
+	// The thread opens with a THREAD_STARTER_MESSAGE pointing at the
+	// message it was started from.
+	h.postSystemMessage(ctx, rd, store.Message{ChannelID: th.ID, GuildID: th.GuildID, AuthorID: user,
+		Type: wire.MessageThreadStarter, ReferenceID: m.ID})
 	h.threadCreated(w, r, user, th, member)
 	return nil
 }
@@ -140,12 +149,59 @@ func (h *handler) startThread(w http.ResponseWriter, r *http.Request, user snowf
 	if err != nil {
 		return err
 	}
+	// The parent's type is told only to who sees it (the one decision).
+	v, err := h.reader(user).access(r.Context(), channelID)
+	if err != nil {
+		return err
+	}
+	if v.Channel.Type == store.ChannelForum {
+		spec.AppliedTags = appliedTags(req.AppliedTags)
+		return h.startForumPost(w, r, user, spec, req.Message)
+	}
 	th, member, err := h.guilds.CreateThread(r.Context(), user, spec)
 	if err != nil {
 		return err
 	}
+	// A public thread started without a message is announced in its
+	// parent by a THREAD_CREATED message; a private one is not (those
+	// who cannot join it are not told of it).
+	if th.Type == store.ChannelPublicThread || th.Type == store.ChannelAnnouncementThread {
+		h.postSystemMessage(r.Context(), h.reader(user), store.Message{ChannelID: th.ParentID, GuildID: th.GuildID,
+			AuthorID: user, Type: wire.MessageThreadCreated, Content: th.Name, ReferenceID: th.ID})
+	}
 	h.threadCreated(w, r, user, th, member)
 	return nil
+}
+
+// postSystemMessage stores and publishes a system message (no send
+// permission is asked: the action it records was authorised). It runs
+// after the action succeeded, so a failure is logged, not answered.
+func (h *handler) postSystemMessage(ctx context.Context, rd *reader, m store.Message) {
+	id, err := h.ids.Next()
+	if err != nil {
+		h.log.Warn("system message not posted", "type", m.Type, "channel_id", m.ChannelID, "err", err)
+		return
+	}
+	m.ID = id
+	bg, cancel := background(ctx)
+	defer cancel()
+	if err := h.store.PutMessage(bg, m); err != nil {
+		h.log.Warn("system message not stored", "type", m.Type, "channel_id", m.ChannelID, "err", err)
+		return
+	}
+	out, err := rd.render(bg, m, nil, nil)
+	if err != nil {
+		h.log.Warn("system message not rendered", "type", m.Type, "channel_id", m.ChannelID, "err", err)
+		return
+	}
+	if mem, err := h.guilds.Member(bg, m.AuthorID, m.GuildID, m.AuthorID); err == nil {
+		wm := wire.MemberFrom(mem, nil, h.cfg.Now()) // a message's member is partial
+		out.Member = &wm
+	}
+	h.logMessage(bg, eventlog.MessageCreate, out)
+	if err := h.guilds.PublishMessage(bg, "MESSAGE_CREATE", out); err != nil {
+		h.log.Warn("system message not published", "message_id", m.ID, "err", err)
+	}
 }
 
 func (h *handler) threadCreated(w http.ResponseWriter, r *http.Request, user snowflake.ID, th store.Channel, member store.ThreadMember) {
@@ -157,12 +213,13 @@ func (h *handler) threadCreated(w http.ResponseWriter, r *http.Request, user sno
 }
 
 type threadPatchRequest struct {
-	Name                *string `json:"name"`
-	Archived            *bool   `json:"archived"`
-	Locked              *bool   `json:"locked"`
-	AutoArchiveDuration *int    `json:"auto_archive_duration"`
-	Invitable           *bool   `json:"invitable"`
-	RateLimitPerUser    *int    `json:"rate_limit_per_user"`
+	Name                *string  `json:"name"`
+	Archived            *bool    `json:"archived"`
+	Locked              *bool    `json:"locked"`
+	AutoArchiveDuration *int     `json:"auto_archive_duration"`
+	Invitable           *bool    `json:"invitable"`
+	RateLimitPerUser    *int     `json:"rate_limit_per_user"`
+	AppliedTags         *[]reqID `json:"applied_tags"`
 }
 
 // isThread reports whether a channel id names a thread (read from the
@@ -186,10 +243,15 @@ func (h *handler) modifyThread(w http.ResponseWriter, r *http.Request, user, thr
 		}
 	}
 	before, _ := h.store.GetChannel(r.Context(), threadID)
-	th, err := h.guilds.ModifyThread(r.Context(), user, threadID, guild.ThreadPatch{
+	patch := guild.ThreadPatch{
 		Name: req.Name, Archived: req.Archived, Locked: req.Locked, AutoArchiveDuration: req.AutoArchiveDuration,
 		Invitable: req.Invitable, RateLimitPerUser: req.RateLimitPerUser,
-	})
+	}
+	if req.AppliedTags != nil {
+		tags := appliedTags(*req.AppliedTags)
+		patch.AppliedTags = &tags
+	}
+	th, err := h.guilds.ModifyThread(r.Context(), user, threadID, patch)
 	if err != nil {
 		return err
 	}
@@ -221,6 +283,7 @@ func (h *handler) deleteThread(w http.ResponseWriter, r *http.Request, user, thr
 	if err != nil {
 		return err
 	}
+	h.forgetChannels(r.Context(), th.ID)
 	h.recordAudit(r, th.GuildID, user, auditEntry{Action: auditThreadDelete, Target: th.ID, Changes: []auditChange{
 		change("name", th.Name, nil), change("type", th.Type, nil)}})
 	writeJSON(w, http.StatusOK, wire.ChannelFrom(th, nil))

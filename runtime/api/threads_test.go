@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/concord-chat/concord/runtime/guild"
@@ -43,10 +44,33 @@ func TestThreadFromMessage(t *testing.T) {
 	if json.Unmarshal(ev, &tc) != nil || tc.ID != th.ID || tc.ThreadMetadata == nil || !tc.NewlyCreated {
 		t.Fatalf("THREAD_CREATE = %s", ev)
 	}
+	// The starter message is updated with HAS_THREAD and the thread.
 	up := e.waitEvent(bobS, "MESSAGE_UPDATE", 1)
 	var starter wire.Message
-	if json.Unmarshal(up, &starter) != nil || starter.Flags&messageFlagHasThread == 0 {
+	if json.Unmarshal(up, &starter) != nil || starter.ID != m.ID || starter.Flags&messageFlagHasThread == 0 ||
+		starter.Thread == nil || starter.Thread.ID != th.ID || starter.Thread.ThreadMetadata == nil {
 		t.Fatalf("starter MESSAGE_UPDATE = %s", up)
+	}
+	e.ok("GET", fmt.Sprintf("%s/channels/%d/messages/%d", v10, w.general, m.ID), w.bob.Token, nil, &starter)
+	if starter.Flags&messageFlagHasThread == 0 || starter.Thread == nil || starter.Thread.ID != th.ID || *starter.Thread.Name != "discussion" {
+		t.Fatalf("starter message read back = %+v", starter)
+	}
+	// The thread opens with a THREAD_STARTER_MESSAGE (21) referencing the
+	// starter message in the parent; it is not counted in message_count.
+	ev = e.waitEvent(bobS, "MESSAGE_CREATE", 2)
+	var first wire.Message
+	if json.Unmarshal(ev, &first) != nil || first.ChannelID != th.ID || first.Type != wire.MessageThreadStarter ||
+		first.MessageReference == nil || first.MessageReference.ChannelID != w.general || first.MessageReference.MessageID != m.ID ||
+		first.ReferencedMessage == nil || first.ReferencedMessage.ID != m.ID || first.ReferencedMessage.Content != "let's discuss" {
+		t.Fatalf("thread starter MESSAGE_CREATE = %s", ev)
+	}
+	e.fail("PATCH", fmt.Sprintf("%s/channels/%d/messages/%d", v10, th.ID, first.ID), w.alice.Token, map[string]any{"content": "x"}, 400, 50021)
+	e.fail("DELETE", fmt.Sprintf("%s/channels/%d/messages/%d", v10, th.ID, first.ID), w.alice.Token, nil, 400, 50021)
+	// Editing the starter message's flags keeps HAS_THREAD.
+	var edited wire.Message
+	e.ok("PATCH", fmt.Sprintf("%s/channels/%d/messages/%d", v10, w.general, m.ID), w.alice.Token, map[string]any{"flags": 4}, &edited)
+	if edited.Flags != 4|messageFlagHasThread || edited.Thread == nil {
+		t.Fatalf("starter after a flags edit = flags %d thread %v", edited.Flags, edited.Thread)
 	}
 	e.fail("POST", path, w.alice.Token, map[string]any{"name": "again"}, 400, 160004)
 	e.fail("POST", path, w.alice.Token, map[string]any{}, 400, 50035)
@@ -62,14 +86,15 @@ func TestThreadFromMessage(t *testing.T) {
 	if reply.ChannelID != th.ID {
 		t.Fatalf("thread message = %+v", reply)
 	}
-	ev = e.waitEvent(bobS, "MESSAGE_CREATE", 3)
+	ev = e.waitEvent(bobS, "MESSAGE_CREATE", 4)
 	var mc wire.Message
-	if json.Unmarshal(ev, &mc) != nil || mc.ChannelID != th.ID {
+	if json.Unmarshal(ev, &mc) != nil || mc.ChannelID != th.ID || mc.ID != reply.ID {
 		t.Fatalf("thread MESSAGE_CREATE = %s", ev)
 	}
 	var page []wire.Message
 	e.ok("GET", fmt.Sprintf("%s/channels/%d/messages", v10, th.ID), w.alice.Token, nil, &page)
-	if len(page) != 1 || page[0].ID != reply.ID {
+	if len(page) != 2 || page[0].ID != reply.ID || page[1].ID != first.ID || page[1].Type != wire.MessageThreadStarter ||
+		page[1].ReferencedMessage == nil || page[1].ReferencedMessage.ID != m.ID {
 		t.Fatalf("thread history = %+v", page)
 	}
 	var tm wire.ThreadMember
@@ -144,7 +169,7 @@ func TestThreadArchiveLock(t *testing.T) {
 	e.fail("POST", fmt.Sprintf("%s/channels/%d/messages", v10, th.ID), w.bob.Token, map[string]any{"content": "x"}, 400, 50083)
 	e.fail("PATCH", tp, w.bob.Token, map[string]any{"archived": false}, 403, 50013)
 	e.ok("PATCH", tp, w.alice.Token, map[string]any{"archived": false}, &ch)
-	e.fail("POST", fmt.Sprintf("%s/channels/%d/messages", v10, th.ID), w.bob.Token, map[string]any{"content": "x"}, 403, 50013)
+	e.fail("POST", fmt.Sprintf("%s/channels/%d/messages", v10, th.ID), w.bob.Token, map[string]any{"content": "x"}, 400, 160005)
 	e.post(w.alice.Token, th.ID, map[string]any{"content": "moderator"})
 	e.fail("PATCH", tp, w.alice.Token, map[string]any{"auto_archive_duration": 5}, 400, 50035)
 	// Somebody else's thread: only MANAGE_THREADS edits it.
@@ -288,4 +313,70 @@ func TestThreadListSync(t *testing.T) {
 	e.ok("DELETE", fmt.Sprintf("%s/channels/%d/permissions/%d", v10, w.staff, w.bob.ID), w.alice.Token, nil, nil)
 	e.waitEvent(bobS, "THREAD_DELETE", 1)
 	e.fail("GET", fmt.Sprintf("%s/channels/%d", v10, th.ID), w.bob.Token, nil, 403, 50001)
+}
+
+// TestThreadCreatedMessage checks the THREAD_CREATED (18) system message a
+// public thread started without a message leaves in its parent, that a
+// private thread leaves none, that a thread in a hidden channel tells
+// nothing to someone who cannot see it, and that an archived thread's
+// messages cannot be edited or reacted to.
+func TestThreadCreatedMessage(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	bobS := e.subscribe("bob", w.bob.ID, guild.IntentGuilds|guild.IntentGuildMessages|guild.IntentMessageContent)
+	// Alice (the owner) opens a thread in staff, which bob cannot see,
+	// then a private and a public one in general.
+	hidden := e.thread(w.alice.Token, fmt.Sprintf("%s/channels/%d/threads", v10, w.staff), map[string]any{"name": "secret plans", "type": 11})
+	priv := e.thread(w.alice.Token, fmt.Sprintf("%s/channels/%d/threads", v10, w.general), map[string]any{"name": "private"})
+	pub := e.thread(w.alice.Token, fmt.Sprintf("%s/channels/%d/threads", v10, w.general), map[string]any{"name": "public talk", "type": 11})
+	ev := e.waitEvent(bobS, "MESSAGE_CREATE", 1)
+	var sys wire.Message
+	if json.Unmarshal(ev, &sys) != nil || sys.Type != wire.MessageThreadCreated || sys.ChannelID != w.general ||
+		sys.Content != "public talk" || sys.Author.ID != w.alice.ID || sys.MessageReference == nil ||
+		sys.MessageReference.ChannelID != pub.ID || sys.MessageReference.GuildID != w.guildID {
+		t.Fatalf("THREAD_CREATED MESSAGE_CREATE = %s", ev)
+	}
+	var ref map[string]json.RawMessage
+	if json.Unmarshal(ev, &struct {
+		R *map[string]json.RawMessage `json:"message_reference"`
+	}{&ref}) != nil || ref["message_id"] != nil {
+		t.Fatalf("THREAD_CREATED names a message: %s", ev)
+	}
+	// Everything bob got so far: the public thread only, nothing of the
+	// hidden or private one (the MESSAGE_CREATE above was the public
+	// thread's, so the earlier threads' events were all fanned out).
+	for _, d := range e.sink.of(bobS) {
+		s := string(d.Payload)
+		if strings.Contains(s, hidden.ID.String()) || strings.Contains(s, "secret plans") || strings.Contains(s, priv.ID.String()) {
+			t.Fatalf("bob got %s about a thread he cannot see: %s", d.Type, s)
+		}
+	}
+	var history []wire.Message
+	e.ok("GET", fmt.Sprintf("%s/channels/%d/messages", v10, w.general), w.alice.Token, nil, &history)
+	if len(history) != 1 || history[0].ID != sys.ID || history[0].MessageReference == nil || history[0].MessageReference.ChannelID != pub.ID {
+		t.Fatalf("general history = %+v (one THREAD_CREATED message expected, none for the private thread)", history)
+	}
+	e.ok("GET", fmt.Sprintf("%s/channels/%d/messages", v10, w.staff), w.alice.Token, nil, &history)
+	if len(history) != 1 || history[0].Type != wire.MessageThreadCreated || history[0].Content != "secret plans" {
+		t.Fatalf("staff history = %+v", history)
+	}
+	e.fail("GET", fmt.Sprintf("%s/channels/%d/messages", v10, w.staff), w.bob.Token, nil, 403, 50001)
+	// The system message is not the author's to edit.
+	e.fail("PATCH", fmt.Sprintf("%s/channels/%d/messages/%d", v10, w.general, sys.ID), w.alice.Token, map[string]any{"content": "x"}, 400, 50021)
+
+	// An archived thread: its messages cannot be edited or reacted to.
+	msg := e.post(w.bob.Token, pub.ID, map[string]any{"content": "before archiving"})
+	var ch wire.Channel
+	e.ok("PATCH", fmt.Sprintf("%s/channels/%d", v10, pub.ID), w.alice.Token, map[string]any{"archived": true}, &ch)
+	e.fail("PATCH", fmt.Sprintf("%s/channels/%d/messages/%d", v10, pub.ID, msg.ID), w.bob.Token, map[string]any{"content": "after"}, 400, 50083)
+	e.fail("PUT", fmt.Sprintf("%s/channels/%d/messages/%d/reactions/%%F0%%9F%%91%%8D/@me", v10, pub.ID, msg.ID), w.bob.Token, nil, 400, 50083)
+	var got wire.Message
+	e.ok("GET", fmt.Sprintf("%s/channels/%d/messages/%d", v10, pub.ID, msg.ID), w.bob.Token, nil, &got)
+	if got.Content != "before archiving" || len(got.Reactions) != 0 {
+		t.Fatalf("archived message changed: %+v", got)
+	}
+	// Locked and active: only MANAGE_THREADS sends (160005 otherwise).
+	e.ok("PATCH", fmt.Sprintf("%s/channels/%d", v10, pub.ID), w.alice.Token, map[string]any{"archived": false, "locked": true}, &ch)
+	e.fail("POST", fmt.Sprintf("%s/channels/%d/messages", v10, pub.ID), w.bob.Token, map[string]any{"content": "x"}, 400, 160005)
+	e.post(w.alice.Token, pub.ID, map[string]any{"content": "moderator"})
 }

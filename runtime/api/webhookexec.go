@@ -98,7 +98,7 @@ func decodeExecuteWebhook(body []byte, files int) (executeWebhookRequest, error)
 		}
 	}
 	if req.ThreadName != "" {
-		return req, formError("thread_name", "WEBHOOK_THREAD_NAME", "Threads can be created by a webhook only in forum channels, which Concord does not have.")
+		return req, formError("thread_name", "WEBHOOK_THREAD_NAME", "Concord does not create forum posts through webhooks (forum channels have no webhooks): post with POST /channels/{forum}/threads.")
 	}
 	if err := checkRich(&req.Embeds, &req.Components, req.StickerIDs, req.AllowedMentions); err != nil {
 		return req, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concord-chat/concord/runtime/api/route"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 )
@@ -151,7 +152,24 @@ type caller struct {
 	bot bool
 }
 
-func (h *Handler) routes(mux *http.ServeMux, p string) {
+// registrar is where routes mount: *http.ServeMux, or a route.Recorder
+// building the exported table (Routes) from this same code.
+type registrar interface {
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+}
+
+// Routes returns the bot platform's routes as Register mounts them under
+// each API version, filled by the same registration code. Its
+// /webhooks/{app}/{token} routes are an interaction's followup webhooks:
+// the REST API serves the same paths for channel webhooks, and the token
+// tells them apart (InteractionOfToken).
+func Routes() []route.Route {
+	var rec route.Recorder
+	(&Handler{}).routes(&rec, "")
+	return rec.Routes
+}
+
+func (h *Handler) routes(mux registrar, p string) {
 	open := func(pattern string, fn func(http.ResponseWriter, *http.Request) error) {
 		method, path, _ := strings.Cut(pattern, " ")
 		mux.HandleFunc(method+" "+p+path, func(w http.ResponseWriter, r *http.Request) {

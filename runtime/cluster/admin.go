@@ -8,6 +8,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/role"
 )
 
 // operationalRoutes adds /metrics, /healthz and /readyz to mux.
@@ -23,7 +24,9 @@ func (n *Node) adminRoutes(mux *http.ServeMux) {
 	admin := http.NewServeMux()
 	n.drainRoutes(admin)
 	n.statsRoutes(admin)
-	mux.Handle("/admin/", adminauth.Guard(n.adminToken, admin))
+	// The table roles' admin endpoints (the voice role's drain) follow,
+	// behind the same token.
+	mux.Handle("/admin/", adminauth.Guard(n.adminToken, role.AdminHandler(admin, n.roleAdmin)))
 }
 
 // nodeAdminToken is the admin token of a node: the configured one, else

@@ -29,14 +29,16 @@
 //     gives this node, coalesced (--data-nodes=ring on the others).
 //   - readstate: read markers and mention counts fed from the Kafka
 //     event log, served over ReadStateNode to guild nodes (acks) and
-//     gateway nodes (READY read_state); readstaterole.go. With
+//     gateway nodes (READY read_state); readstaterole.go. Sharded by
+//     user on a ring over the replicas (readstaterole_ring.go). With
 //     --eventlog=kafka://, guild nodes publish message events through an
 //     outbox in their data directory.
 //   - presence: every live session folded into one status per user,
 //     served over PresenceNode to gateway nodes and broadcast to friends'
 //     gateways and the guild nodes owning the user's guilds
 //     (presencerole.go). Gateway and guild nodes take part with
-//     --presence; run one presence node (presence is not yet sharded).
+//     --presence. Sharded by user on a ring over the replicas
+//     (presencerole_ring.go).
 //   - relay: the fan-out tier of big guilds (relay.go).
 //
 // Every process of a cluster shares the store (Cassandra), the registry
@@ -193,6 +195,7 @@ type Node struct {
 	rsGuilds transport.GuildClient
 	rsRing   *registry.LocalRing
 	rsClient transport.ReadStateClient
+	rsShards *readStateShards // by user: in-process when owned here, else rsClient
 	// --roles=presence, and --presence on gateway and guild nodes.
 	// --roles=relay: the relay's gateway client; guild nodes: the relay
 	// router of guilds with a relay tier and its client.
@@ -204,15 +207,17 @@ type Node struct {
 	psRole      *presenceRole
 	psGuilds    transport.GuildClient
 	psSink      transport.GatewayClient
-	psRing      *registry.LocalRing
-	psClient    transport.PresenceClient
+	psRing      *registry.LocalRing // presence is sharded by user on it (presencerole_ring.go)
+	psClient    *shardedPresence
+	psDir       transport.SessionDirectory
 	psCache     *presenceCache
 
 	httpL, grpcL, adminL net.Listener
 	grpc                 *transport.Server
 	handler              http.Handler
-	// roleMux holds the table roles' HTTP routes.
-	roleMux *http.ServeMux
+	// roleMux holds the table roles' HTTP routes, roleAdmin their admin
+	// endpoints.
+	roleMux, roleAdmin *http.ServeMux
 	// voiceFleet is the SFUs of the registry (guild role); the web
 	// client's policy admits their endpoints.
 	voiceFleet *fleet.Registry
@@ -342,11 +347,14 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 
 	readStates := kafkaLog(cfg.EventLog)
-	if readStates && (has(cfg, registry.RoleGuild) || has(cfg, registry.RoleGateway)) {
+	if readStates && (has(cfg, registry.RoleGuild) || has(cfg, registry.RoleGateway) || has(cfg, RoleReadState)) {
+		// Read states are sharded by user on this ring
+		// (readstaterole_ring.go).
 		if n.rsRing, err = registry.NewLocalRing(ctx, n.reg, RoleReadState, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: read-state ring: %w", err)
 		}
 		n.rsClient = transport.NewReadStateClient(clientCfg, n.rsRing)
+		n.rsShards = &readStateShards{self: cfg.Node, ring: n.rsRing, remote: n.rsClient}
 	}
 	if has(cfg, RoleReadState) {
 		// Visibility is asked of the guild owners; this service only
@@ -357,10 +365,12 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("cluster: read-state guild service: %w", err)
 		}
 		n.rsGuilds = transport.NewGuildClient(clientCfg, n.guildRng)
-		if n.rsRole, err = openReadStateRole(ctx, cfg, n, n.rsLocal, n.rsGuilds); err != nil {
+		mentions := &mentionRouter{shards: n.rsShards, retry: cfg.RetryInterval, log: log.With("component", "readstate")}
+		if n.rsRole, err = openReadStateRole(ctx, cfg, n, n.rsLocal, n.rsGuilds, mentions); err != nil {
 			return nil, err
 		}
-		svc.ReadStates = n.rsRole.svc
+		n.rsShards.local = n.rsRole.svc
+		svc.ReadStates = ownedReadStates{self: cfg.Node, ring: n.rsRing, svc: n.rsRole.svc}
 	}
 
 	if has(cfg, registry.RoleGuild) || has(cfg, RolePresence) || has(cfg, RoleRelay) {
@@ -368,19 +378,25 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("cluster: gateway ring: %w", err)
 		}
 	}
-	if has(cfg, RolePresence) {
-		n.psSink = transport.NewGatewayClient(clientCfg, n.gwRing)
-		n.psGuilds = transport.NewGuildClient(clientCfg, n.guildRng)
-		if n.psRole, err = openPresenceRole(cfg, n, st, n.psGuilds, n.guildRng, n.psSink); err != nil {
-			return nil, err
-		}
-		svc.Presence = n.psRole.backend()
-	}
-	if has(cfg, registry.RoleGateway) && cfg.Presence.Enabled {
+	if has(cfg, RolePresence) || (has(cfg, registry.RoleGateway) && cfg.Presence.Enabled) {
 		if n.psRing, err = registry.NewLocalRing(ctx, n.reg, RolePresence, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: presence ring: %w", err)
 		}
-		n.psClient = transport.NewPresenceClient(clientCfg, n.psRing)
+	}
+	if has(cfg, RolePresence) {
+		n.psSink = transport.NewGatewayClient(clientCfg, n.gwRing)
+		n.psGuilds = transport.NewGuildClient(clientCfg, n.guildRng)
+		n.psDir = transport.NewSessionDirectory(clientCfg, gatewayRoster{n.gwRing})
+		if n.psRole, err = openPresenceRole(cfg, n, st, n.psGuilds, n.guildRng, n.psSink, n.psDir); err != nil {
+			return nil, err
+		}
+		svc.Presence = &ownedPresence{self: cfg.Node, ring: n.psRing, svc: n.psRole.svc}
+	}
+	if has(cfg, registry.RoleGateway) && cfg.Presence.Enabled {
+		n.psClient = newShardedPresence(clientCfg, n.psRing, log.With("component", "presence"))
+		if op, ok := svc.Presence.(*ownedPresence); ok {
+			n.psClient.self, n.psClient.local = cfg.Node, op
+		}
 	}
 
 	if has(cfg, RoleRelay) {
@@ -413,7 +429,18 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if err != nil {
 			return nil, err
 		}
-		deps := api.Deps{Store: st, Guilds: n.guilds, Auth: issuer, IDs: ids, Objects: objs, AttachmentKey: platform.AttachmentKey(key)}
+		dedupe := &sendDeduper{store: st, log: log.With("component", "guild")}
+		deps := api.Deps{Store: st, Guilds: n.guilds, Auth: issuer, IDs: ids, Objects: objs, AttachmentKey: platform.AttachmentKey(key),
+			PriorSend: dedupe.priorSend}
+		// The bot platform opens after the API (it needs the guild
+		// service's events); a removal reaches it through this hook, set
+		// below before the node serves.
+		var memberRemoved func(ctx context.Context, guildID, userID snowflake.ID)
+		deps.MemberRemoved = func(ctx context.Context, guildID, userID snowflake.ID) {
+			if memberRemoved != nil {
+				memberRemoved(ctx, guildID, userID)
+			}
+		}
 		if readStates {
 			if n.pub, err = openPublisher(ctx, cfg, n); err != nil {
 				return nil, err
@@ -421,7 +448,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			// MESSAGE_ACK goes through this node's DispatchToUser, which
 			// reaches the user's sessions on every gateway node through
 			// the session directory.
-			deps.Events, deps.ReadStates, deps.Users = n.pub.outbox, n.rsClient, n.guilds
+			deps.Events, deps.ReadStates, deps.Users = n.pub.outbox, n.rsShards, n.guilds
 		}
 		restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, MaxFileBytes: cfg.MaxFileBytes, Logger: log.With("component", "api")}, deps)
 		// The bot platform runs on the guild role, beside the REST API:
@@ -441,7 +468,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		res.interactions = n.bots.Store()
 		surface := http.NewServeMux()
-		n.bots.Routes(surface, restAPI, n.guilds, platform.GuildBotFlags(n.guilds), issuer)
+		n.bots.Routes(surface, restAPI)
+		memberRemoved = n.bots.MemberRemoved(n.guilds, platform.GuildBotFlags(n.guilds))
 		n.guildRole = &guildRole{
 			node:    cfg.Node,
 			svc:     n.guilds,
@@ -450,7 +478,6 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			res:     res,
 			api:     surface,
 			metrics: n.m,
-			dedupe:  &sendDeduper{store: st, auth: issuer, api: restAPI, log: log.With("component", "guild")},
 			log:     log.With("component", "guild"),
 		}
 		if cfg.Presence.Enabled {
@@ -482,8 +509,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		gwCfg.OpHandlers = withVoiceOp(gwCfg.OpHandlers, n.client, log.With("component", "gateway"))
 		ac := admission.Config{Apps: n.botApps()}
-		if n.rsClient != nil {
-			ac.States = n.rsClient
+		if n.rsShards != nil {
+			ac.States = n.rsShards
 		}
 		// Bots' entitlement leases (leases.go). On a node that also runs
 		// the guild role, the bot platform's manager already exports the
@@ -534,9 +561,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	n.addLoops()
-	n.roleMux = http.NewServeMux()
+	n.roleMux, n.roleAdmin = http.NewServeMux(), http.NewServeMux()
 	parts := n.tableParts(st)
-	parts.Auth, parts.IDs, parts.Counters = issuer, ids, n.rlCounters
+	parts.Auth, parts.IDs, parts.Counters, parts.Admin = issuer, ids, n.rlCounters, n.roleAdmin
 	if err := n.buildTableRoles(ctx, parts, n.roleMux); err != nil {
 		return nil, err
 	}
@@ -606,12 +633,19 @@ func (n *Node) addLoops() {
 	}
 	if n.rsRole != nil {
 		loop("readstate/consume", n.rsRole.run)
+		loop("readstate/follow-ring", func(ctx context.Context) {
+			n.rsRole.followRing(ctx, n.rsRing, n.cfg.Node, n.cfg.RetryInterval)
+		})
 	}
 	if n.psRole != nil {
 		loop("presence/run", n.psRole.run)
+		loop("presence/follow-ring", func(ctx context.Context) {
+			followPresenceRing(ctx, n.psRing, n.cfg.Node, n.psRole.svc, n.psRole.log)
+		})
 	}
 	if n.gateway != nil && n.psClient != nil {
 		loop("gateway/presence-reports", func(ctx context.Context) { n.gateway.RunReports(ctx, n.cfg.Presence.ReportInterval) })
+		loop("gateway/presence-ring", func(ctx context.Context) { followGatewayPresenceRing(ctx, n.psRing, n.gateway.ReportSessions) })
 	}
 	if n.relays != nil {
 		loop("guild/relays", func(ctx context.Context) { n.relays.follow(ctx, n.reg, n.cfg.RetryInterval) })
@@ -739,7 +773,10 @@ func (n *Node) Close() error {
 	if n.dataRng != nil {
 		n.dataRng.Close()
 	}
-	for _, c := range []interface{ Close() error }{n.psClient, n.psGuilds, n.psSink} {
+	if n.psClient != nil {
+		errs = append(errs, n.psClient.Close())
+	}
+	for _, c := range []interface{ Close() error }{n.psGuilds, n.psSink, n.psDir} {
 		if c != nil {
 			errs = append(errs, c.Close())
 		}

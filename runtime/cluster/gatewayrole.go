@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -325,7 +324,7 @@ type handoffState struct {
 
 // MoveSession implements gateway.HandoffBackend: it asks the owner of
 // each of the session's guilds to move the subscription to node to
-// (callMoveSession over GuildNode.Call); each owner's actor sends this
+// (GuildNode.MoveSession); each owner's actor sends this
 // node its markers through the Deliver stream. A guild whose move fails
 // is listed in the state for the successor to subscribe again.
 func (b *gatewayBackend) MoveSession(ctx context.Context, s event.Session, to, moveID string) (int, json.RawMessage, error) {
@@ -338,10 +337,7 @@ func (b *gatewayBackend) MoveSession(ctx context.Context, s event.Session, to, m
 		}
 	}
 	b.mu.Unlock()
-	body, err := json.Marshal(moveSessionArgs{Session: s.ID, To: to, MoveID: moveID})
-	if err != nil {
-		return 0, nil, fmt.Errorf("cluster: move session: %w", err)
-	}
+	mv := guild.Move{Session: s.ID, To: to, ID: moveID}
 	var (
 		mu      sync.Mutex
 		markers int
@@ -360,14 +356,8 @@ func (b *gatewayBackend) MoveSession(ctx context.Context, s event.Session, to, m
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			cctx, cancel := context.WithTimeout(ctx, b.timeout)
-			status, out, err := b.guilds.Call(cctx, g, callMoveSession, body)
+			n, err := b.guilds.MoveSession(cctx, g, mv)
 			cancel()
-			var res moveSessionResult
-			if err == nil && status == http.StatusOK {
-				err = json.Unmarshal(out, &res)
-			} else if err == nil {
-				err = fmt.Errorf("status %d", status)
-			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -375,7 +365,7 @@ func (b *gatewayBackend) MoveSession(ctx context.Context, s event.Session, to, m
 				errs = append(errs, fmt.Errorf("guild %d: %w", g, err))
 				return
 			}
-			markers += res.Markers
+			markers += n
 			st.Moved = append(st.Moved, g)
 		}()
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/memberlist"
+	"github.com/concord-chat/concord/runtime/presence"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/transport"
@@ -25,20 +27,19 @@ import (
 var guildErrors = []transport.ErrorCode{
 	{Err: guild.ErrMissingAccess, Code: codes.PermissionDenied},
 	{Err: guild.ErrUnknownGuild, Code: codes.NotFound},
+	{Err: guild.ErrNotSubscribed, Code: codes.NotFound},
 }
 
 // guildRole is the guild role of a node: the guild actors of the guilds
 // the placement ring gives this node, the REST API for them, and the
 // GuildNode gRPC service gateways subscribe sessions through.
 type guildRole struct {
-	node string
-	svc  *guild.Service
-	ring *registry.LocalRing
-	owns func(snowflake.ID) bool
-	res  *resolver
-	api  http.Handler
-	// dedupe answers sends the API node retried after a node died.
-	dedupe  *sendDeduper
+	node    string
+	svc     *guild.Service
+	ring    *registry.LocalRing
+	owns    func(snowflake.ID) bool
+	res     *resolver
+	api     http.Handler
 	metrics *metrics
 	log     *slog.Logger
 }
@@ -63,13 +64,6 @@ func (g *guildRole) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(notOwnerHeader, g.node)
 		writeError(w, http.StatusServiceUnavailable, "Service unavailable: guild placed on another node")
 		return
-	}
-	if r.Method == http.MethodPost && r.Header.Get(retryHeader) != "" && g.dedupe != nil {
-		if seg := apiSegments(r.URL.Path); len(seg) == 3 && seg[0] == "channels" && seg[2] == "messages" {
-			if id := parseID(seg[1]); id != 0 && g.dedupe.serve(w, r, id) {
-				return
-			}
-		}
 	}
 	g.api.ServeHTTP(w, r)
 }
@@ -147,22 +141,72 @@ func (b guildBackend) Disconnect(ctx context.Context, guildID snowflake.ID, s ev
 	return notOwner(err)
 }
 
-// Call implements transport.GuildBackend. REST requests reach guild nodes
-// over HTTP (proxy.go), not through Call; Call serves the presence
-// methods (servePresenceCall) and the read-state role's permission
-// questions (serveReadStateCall) and a draining gateway's session moves
-// (serveMoveSession).
-func (b guildBackend) Call(ctx context.Context, guildID snowflake.ID, method string, body []byte) (int, []byte, error) {
-	if method == callMoveSession {
-		return serveMoveSession(ctx, b.svc, guildID, body)
+// MoveSession implements transport.GuildBackend: a session the guild
+// does not deliver to is guild.ErrNotSubscribed (NotFound on the wire).
+func (b guildBackend) MoveSession(ctx context.Context, guildID snowflake.ID, mv guild.Move) (int, error) {
+	n, err := b.svc.MoveSession(ctx, guildID, mv)
+	if err != nil && !errors.Is(err, guild.ErrNotSubscribed) {
+		return 0, notOwner(err)
 	}
-	if status, out, ok, err := servePresenceCall(ctx, b.svc, b.presences, method, body); ok {
-		return status, out, err
+	return n, err
+}
+
+// CanView implements transport.GuildBackend for the read-state role's
+// mention counting.
+func (b guildBackend) CanView(ctx context.Context, _, user, channel snowflake.ID) (bool, error) {
+	return b.svc.CanView(ctx, user, channel), nil
+}
+
+// RoleMembers implements transport.GuildBackend: an unknown guild is
+// guild.ErrUnknownGuild (NotFound on the wire).
+func (b guildBackend) RoleMembers(ctx context.Context, guildID, role snowflake.ID) ([]snowflake.ID, error) {
+	ids, err := b.svc.RoleMembers(ctx, guildID, role)
+	if err != nil && !errors.Is(err, guild.ErrUnknownGuild) {
+		return nil, notOwner(err)
 	}
-	if status, out, ok, err := serveVoiceCall(ctx, b.svc, method, body); ok {
-		return status, out, err
+	return ids, err
+}
+
+// PresenceChanged implements transport.GuildBackend: the presence node's
+// broadcast is cached for the guilds loaded later and applied to every
+// guild of the user loaded here. A node without --presence does not
+// serve it.
+func (b guildBackend) PresenceChanged(ctx context.Context, _, user snowflake.ID, p presence.Presence) error {
+	if b.presences == nil {
+		return fmt.Errorf("%w: presence is off on this guild node", transport.ErrNotServed)
 	}
-	return serveReadStateCall(ctx, b.svc, guildID, method, body)
+	b.presences.set(user, p)
+	b.svc.PresenceChanged(ctx, user, p, nil)
+	return nil
+}
+
+// LazyRequest implements transport.GuildBackend: op 14, parsed here by
+// the gateway's own parser.
+func (b guildBackend) LazyRequest(ctx context.Context, guildID snowflake.ID, s event.Session, d json.RawMessage) error {
+	req, err := memberlist.ParseRequest(d)
+	if err != nil || req.GuildID != guildID {
+		return fmt.Errorf("%w: op 14 for guild %d: %v", transport.ErrInvalid, guildID, err)
+	}
+	return notOwner(b.svc.LazyRequest(ctx, s, req))
+}
+
+// RequestMembers implements transport.GuildBackend: op 8.
+func (b guildBackend) RequestMembers(ctx context.Context, guildID snowflake.ID, s event.Session, d json.RawMessage) error {
+	req, err := memberlist.ParseMembersRequest(d)
+	if err != nil || req.GuildID != guildID {
+		return fmt.Errorf("%w: op 8 for guild %d: %v", transport.ErrInvalid, guildID, err)
+	}
+	return notOwner(b.svc.RequestMembers(ctx, s, req))
+}
+
+// UpdateVoiceState implements transport.GuildBackend: op 4. A join the
+// guild refuses was answered through the guild's events and is no error
+// of the call.
+func (b guildBackend) UpdateVoiceState(ctx context.Context, s event.Session, req guild.VoiceStateRequest) error {
+	if err := b.svc.UpdateVoiceState(ctx, s, req); err != nil && !isVoiceRefusal(err) {
+		return notOwner(err)
+	}
+	return nil
 }
 
 // notOwner turns guild.ErrMoved (the actor was unloaded because the guild
@@ -172,49 +216,4 @@ func notOwner(err error) error {
 		return fmt.Errorf("%w: %w", transport.ErrNotOwner, err)
 	}
 	return err
-}
-
-// callMoveSession is the GuildNode.Call method a draining gateway moves a
-// session's subscription to a guild with (guild.Service.MoveSession).
-//
-// It rides on Call rather than a new GuildNode RPC: Call is the
-// transport's documented escape hatch for owner-routed operations, so the
-// move gets the same routing, retry on a new owner and error mapping
-// without widening transport.GuildBackend, which every guild-tier client
-// and test fake implements.
-const callMoveSession = "session.move"
-
-// moveSessionArgs is callMoveSession's body.
-type moveSessionArgs struct {
-	Session event.SessionID `json:"session_id"`
-	To      string          `json:"to"`
-	MoveID  string          `json:"move_id"`
-}
-
-// moveSessionResult is callMoveSession's answer (status 200).
-type moveSessionResult struct {
-	// Markers is how many gateway.MoveMarker batches the guild node sent
-	// the session's old gateway node.
-	Markers int `json:"markers"`
-}
-
-// serveMoveSession answers callMoveSession: 200 with the marker count,
-// 404 for a session the guild does not deliver to, 400 for a bad body.
-func serveMoveSession(ctx context.Context, svc *guild.Service, guildID snowflake.ID, body []byte) (int, []byte, error) {
-	var a moveSessionArgs
-	if err := json.Unmarshal(body, &a); err != nil || a.Session == "" || a.To == "" || a.MoveID == "" {
-		return http.StatusBadRequest, nil, nil
-	}
-	n, err := svc.MoveSession(ctx, guildID, guild.Move{Session: a.Session, To: a.To, ID: a.MoveID})
-	if errors.Is(err, guild.ErrNotSubscribed) {
-		return http.StatusNotFound, nil, nil
-	}
-	if err != nil {
-		return 0, nil, notOwner(err)
-	}
-	out, err := json.Marshal(moveSessionResult{Markers: n})
-	if err != nil {
-		return 0, nil, fmt.Errorf("cluster: move session: %w", err)
-	}
-	return http.StatusOK, out, nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -27,34 +26,10 @@ import (
 
 // RolePresence is the presence role (runtime/presence): every live
 // session of every user, as gateway nodes report them, folded into one
-// status per user and broadcast to friends and guilds. A cluster runs one
-// presence node; see transport.PresenceClient.
+// status per user and broadcast to friends and guilds. A cluster runs two
+// or more presence nodes, each owning the users a ring gives it
+// (presencerole_ring.go).
 const RolePresence = "presence"
-
-// Methods of GuildNode.Call the presence role and gateway nodes use.
-const (
-	// callPresenceChanged hands a user's new presence to the guild node,
-	// which applies it to every guild of the user it has loaded
-	// (guild.Service.PresenceChanged).
-	callPresenceChanged = "presence.Changed"
-	// callLazyRequest and callRequestMembers carry op 14 and op 8 to the
-	// guild's owner.
-	callLazyRequest    = "presence.LazyRequest"
-	callRequestMembers = "presence.RequestMembers"
-)
-
-// presenceChangedArgs is callPresenceChanged's body.
-type presenceChangedArgs struct {
-	User     snowflake.ID      `json:"user"`
-	Presence presence.Presence `json:"presence"`
-}
-
-// opArgs is the body of callLazyRequest and callRequestMembers: the
-// session and the op's raw `d`, parsed again on the guild node.
-type opArgs struct {
-	Session event.Session   `json:"session"`
-	D       json.RawMessage `json:"d"`
-}
 
 // presenceRole is the presence role of a node: a presence.Service fed
 // over PresenceNode, whose router sends PRESENCE_UPDATE to friends'
@@ -62,7 +37,6 @@ type opArgs struct {
 // nodes owning the user's guilds.
 type presenceRole struct {
 	svc     *presence.Service
-	index   *sessionIndex
 	tick    time.Duration
 	log     *slog.Logger
 	pending sync.WaitGroup
@@ -72,13 +46,13 @@ type presenceRole struct {
 // or restart after a crash) absorbs what gateways re-report for two report
 // intervals without broadcasting it: the guild nodes kept the statuses it
 // froze.
-func openPresenceRole(cfg Config, n *Node, st store.Guilds, guilds transport.GuildClient, ring *registry.LocalRing, sink event.Sink) (*presenceRole, error) {
+func openPresenceRole(cfg Config, n *Node, st store.Guilds, guilds transport.GuildClient, ring *registry.LocalRing, sink event.Sink, dir userSessions) (*presenceRole, error) {
 	log := n.log.With("component", "presence")
-	r := &presenceRole{index: newSessionIndex(), log: log, tick: cfg.Presence.Window / 4}
+	r := &presenceRole{log: log, tick: cfg.Presence.Window / 4}
 	if r.tick <= 0 || r.tick > time.Second {
 		r.tick = time.Second
 	}
-	router := &presenceRouter{store: st, guilds: guilds, ring: ring, sink: sink, index: r.index, log: log, wg: &r.pending, timeout: cfg.CallTimeout}
+	router := &presenceRouter{store: st, guilds: guilds, ring: ring, sink: sink, sessions: dir, log: log, wg: &r.pending, timeout: cfg.CallTimeout}
 	svc, err := presence.New(presence.Config{
 		Window: cfg.Presence.Window, NodeTTL: 3 * cfg.Presence.ReportInterval, Warmup: 2 * cfg.Presence.ReportInterval,
 		Registerer: n.metrics, Logger: log,
@@ -90,12 +64,6 @@ func openPresenceRole(cfg Config, n *Node, st store.Guilds, guilds transport.Gui
 	return r, nil
 }
 
-// backend is what PresenceNode serves: the service, with the session
-// index kept alongside.
-func (r *presenceRole) backend() transport.PresenceBackend {
-	return indexedPresence{svc: r.svc, index: r.index}
-}
-
 // run broadcasts due changes until ctx ends, then waits for the
 // broadcasts in flight.
 func (r *presenceRole) run(ctx context.Context) {
@@ -103,132 +71,25 @@ func (r *presenceRole) run(ctx context.Context) {
 	r.pending.Wait()
 }
 
-// sessionIndex maps users to their sessions' gateway nodes, for
-// PRESENCE_UPDATE to friends.
-type sessionIndex struct {
-	mu     sync.Mutex
-	byUser map[snowflake.ID]map[event.SessionID]string
-	users  map[event.SessionID]snowflake.ID
-}
-
-func newSessionIndex() *sessionIndex {
-	return &sessionIndex{byUser: make(map[snowflake.ID]map[event.SessionID]string), users: make(map[event.SessionID]snowflake.ID)}
-}
-
-func (x *sessionIndex) put(st presence.SessionState) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	m := x.byUser[st.UserID]
-	if m == nil {
-		m = make(map[event.SessionID]string)
-		x.byUser[st.UserID] = m
-	}
-	m[st.Session] = st.Node
-	x.users[st.Session] = st.UserID
-}
-
-func (x *sessionIndex) remove(id event.SessionID) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.removeLocked(id)
-}
-
-func (x *sessionIndex) removeLocked(id event.SessionID) {
-	uid, ok := x.users[id]
-	if !ok {
-		return
-	}
-	delete(x.users, id)
-	delete(x.byUser[uid], id)
-	if len(x.byUser[uid]) == 0 {
-		delete(x.byUser, uid)
-	}
-}
-
-// report replaces node's sessions with sessions.
-func (x *sessionIndex) report(node string, sessions []presence.SessionState) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	keep := make(map[event.SessionID]bool, len(sessions))
-	for _, st := range sessions {
-		keep[st.Session] = true
-	}
-	for _, m := range x.byUser {
-		for id, nd := range m {
-			if nd == node && !keep[id] {
-				x.removeLocked(id)
-			}
-		}
-	}
-	for _, st := range sessions {
-		m := x.byUser[st.UserID]
-		if m == nil {
-			m = make(map[event.SessionID]string)
-			x.byUser[st.UserID] = m
-		}
-		m[st.Session] = st.Node
-		x.users[st.Session] = st.UserID
-	}
-}
-
-// sessions groups the sessions of users by gateway node.
-func (x *sessionIndex) sessions(users []snowflake.ID) map[string][]event.SessionID {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	out := make(map[string][]event.SessionID)
-	for _, u := range users {
-		for id, nd := range x.byUser[u] {
-			out[nd] = append(out[nd], id)
-		}
-	}
-	return out
-}
-
-// indexedPresence is the presence service with the session index kept
-// alongside.
-type indexedPresence struct {
-	svc   *presence.Service
-	index *sessionIndex
-}
-
-// Connect implements transport.PresenceBackend.
-func (p indexedPresence) Connect(ctx context.Context, st presence.SessionState) error {
-	if err := p.svc.Connect(ctx, st); err != nil {
-		return err
-	}
-	p.index.put(st)
-	return nil
-}
-
-// Update implements transport.PresenceBackend.
-func (p indexedPresence) Update(ctx context.Context, id event.SessionID, u presence.Update) error {
-	return p.svc.Update(ctx, id, u)
-}
-
-// Disconnect implements transport.PresenceBackend.
-func (p indexedPresence) Disconnect(ctx context.Context, id event.SessionID) {
-	p.svc.Disconnect(ctx, id)
-	p.index.remove(id)
-}
-
-// Report implements transport.PresenceBackend.
-func (p indexedPresence) Report(ctx context.Context, node string, sessions []presence.SessionState) {
-	p.svc.Report(ctx, node, sessions)
-	p.index.report(node, sessions)
+// userSessions finds users' sessions on every gateway node (the session
+// directory, transport.SessionDirectory): friends of a user may be owned
+// by another presence node, so their sessions are looked up, not kept.
+type userSessions interface {
+	UserSessions(ctx context.Context, users []snowflake.ID) ([]event.Session, error)
 }
 
 // presenceRouter is the presence role's presence.Router in a cluster.
 // Each broadcast runs in its own goroutine, so a slow guild node does not
 // hold up the service's ticker.
 type presenceRouter struct {
-	store   store.Guilds
-	guilds  transport.GuildClient
-	ring    *registry.LocalRing
-	sink    event.Sink
-	index   *sessionIndex
-	log     *slog.Logger
-	wg      *sync.WaitGroup
-	timeout time.Duration
+	store    store.Guilds
+	guilds   transport.GuildClient
+	ring     *registry.LocalRing
+	sink     event.Sink
+	sessions userSessions
+	log      *slog.Logger
+	wg       *sync.WaitGroup
+	timeout  time.Duration
 }
 
 // Broadcast implements presence.Router.
@@ -243,17 +104,21 @@ func (r *presenceRouter) Broadcast(_ context.Context, userID snowflake.ID, p pre
 }
 
 // broadcast delivers PRESENCE_UPDATE (without guild_id) to the friends'
-// sessions and calls callPresenceChanged once per guild node owning one
+// sessions and calls GuildNode.PresenceChanged once per guild node owning one
 // of the user's guilds.
 func (r *presenceRouter) broadcast(ctx context.Context, userID snowflake.ID, p presence.Presence, friends []snowflake.ID) {
 	if len(friends) > 0 {
 		payload := p.Event(userID, 0)
-		for node, ids := range r.index.sessions(friends) {
-			b := event.Batch{Type: "PRESENCE_UPDATE", Payloads: []json.RawMessage{payload}, Targets: make([]event.Target, len(ids))}
-			for i, id := range ids {
-				b.Targets[i] = event.Target{Session: id}
-			}
-			r.sink.Deliver(ctx, node, b)
+		found, err := r.sessions.UserSessions(ctx, friends)
+		if err != nil {
+			r.log.Warn("presence: friends' sessions", "user_id", userID, "err", err)
+		}
+		byNode := make(map[string][]event.Target)
+		for _, s := range found {
+			byNode[s.Node] = append(byNode[s.Node], event.Target{Session: s.ID})
+		}
+		for node, targets := range byNode {
+			r.sink.Deliver(ctx, node, event.Batch{Type: "PRESENCE_UPDATE", Payloads: []json.RawMessage{payload}, Targets: targets})
 		}
 	}
 	guilds, err := r.store.UserGuilds(ctx, userID)
@@ -271,13 +136,8 @@ func (r *presenceRouter) broadcast(ctx context.Context, userID snowflake.ID, p p
 			}
 		}
 	}
-	body, err := json.Marshal(presenceChangedArgs{User: userID, Presence: p})
-	if err != nil {
-		r.log.Error("presence: encode", "err", err)
-		return
-	}
 	for owner, g := range byOwner {
-		if _, _, err := r.guilds.Call(ctx, g, callPresenceChanged, body); err != nil {
+		if err := r.guilds.PresenceChanged(ctx, g, userID, p); err != nil {
 			r.log.Warn("presence change not delivered to guild node", "user_id", userID, "node", owner, "err", err)
 		}
 	}
@@ -333,57 +193,12 @@ func enableGuildPresence(svc *guild.Service, reg prometheus.Registerer) (*presen
 	return cache, nil
 }
 
-// servePresenceCall answers the presence methods of GuildNode.Call on a
-// guild node: callPresenceChanged (from the presence node), and
-// callLazyRequest and callRequestMembers (op 14 and op 8 from gateways).
-// ok is false for other methods.
-func servePresenceCall(ctx context.Context, svc *guild.Service, cache *presenceCache, method string, body []byte) (status int, out []byte, ok bool, err error) {
-	switch method {
-	case callPresenceChanged:
-		var a presenceChangedArgs
-		if err := json.Unmarshal(body, &a); err != nil || a.User == 0 {
-			return http.StatusBadRequest, nil, true, nil
-		}
-		if cache == nil {
-			return http.StatusNotFound, nil, true, nil
-		}
-		cache.set(a.User, a.Presence)
-		svc.PresenceChanged(ctx, a.User, a.Presence, nil)
-		return http.StatusNoContent, nil, true, nil
-	case callLazyRequest:
-		status, err := serveOp(ctx, body, memberlist.ParseRequest, svc.LazyRequest)
-		return status, nil, true, err
-	case callRequestMembers:
-		status, err := serveOp(ctx, body, memberlist.ParseMembersRequest, svc.RequestMembers)
-		return status, nil, true, err
-	}
-	return 0, nil, false, nil
-}
-
-// serveOp serves a gateway op forwarded in opArgs: a body or `d` that
-// does not parse is a 400; an error of do means this node does not own
-// the guild (notOwner).
-func serveOp[R any](ctx context.Context, body []byte, parse func(json.RawMessage) (R, error), do func(context.Context, event.Session, R) error) (int, error) {
-	var a opArgs
-	if err := json.Unmarshal(body, &a); err != nil {
-		return http.StatusBadRequest, nil
-	}
-	req, err := parse(a.D)
-	if err != nil {
-		return http.StatusBadRequest, nil
-	}
-	if err := do(ctx, a.Session, req); err != nil {
-		return 0, notOwner(err)
-	}
-	return http.StatusNoContent, nil
-}
-
 // gatewayPresence is a gateway node's gateway.SessionReporter in a
 // cluster, and its op 3, 8 and 14 handlers. Sessions and op 3 go to the
-// presence node (transport.PresenceClient); it keeps each local session's
+// user's presence node (shardedPresence); it keeps each local session's
 // state (client kind, last status and activities) so the node re-reports
 // it, which is how a restarted presence node rebuilds. Op 8 and op 14 go
-// to the guild's owner over GuildNode.Call. Like the single-process
+// to the guild's owner (GuildNode.LazyRequest and RequestMembers). Like the single-process
 // wiring (platform/presence.go), it keeps the states in a
 // presence.LocalSessions, which orders every state change with its call,
 // so a re-report never carries a state older than one the presence node
@@ -397,12 +212,15 @@ type gatewayPresence struct {
 
 var _ gateway.SessionReporter = (*gatewayPresence)(nil)
 
-func newGatewayPresence(node string, client transport.PresenceClient, guilds transport.GuildClient, log *slog.Logger) *gatewayPresence {
-	// An update the presence node cannot take (it is down) still stands:
-	// it reaches the node with the next re-report.
+func newGatewayPresence(node string, client presence.Upstream, guilds transport.GuildClient, log *slog.Logger) *gatewayPresence {
+	// An update the user's presence node cannot take (it is down, or the
+	// ring is moving the user) still stands: it reaches the owner with
+	// the next re-report.
 	sessions := presence.NewLocalSessions(presence.LocalSessionsConfig{
 		Upstream: client,
-		Deferred: func(err error) bool { return errors.Is(err, transport.ErrUnavailable) },
+		Deferred: func(err error) bool {
+			return errors.Is(err, transport.ErrUnavailable) || errors.Is(err, transport.ErrNotOwner)
+		},
 	})
 	return &gatewayPresence{node: node, guilds: guilds, log: log, sessions: sessions}
 }
@@ -473,7 +291,7 @@ func (w *gatewayPresence) lazyRequest(ctx context.Context, s event.Session, _ in
 	if err != nil {
 		return &gateway.CloseError{Code: gateway.CloseDecodeError, Reason: "bad op 14"}
 	}
-	w.forward(ctx, s, req.GuildID, callLazyRequest, d)
+	w.forward(ctx, s, req.GuildID, "op 14", w.guilds.LazyRequest, d)
 	return nil
 }
 
@@ -484,21 +302,14 @@ func (w *gatewayPresence) requestMembers(ctx context.Context, s event.Session, _
 	if err != nil {
 		return &gateway.CloseError{Code: gateway.CloseDecodeError, Reason: "bad op 8"}
 	}
-	w.forward(ctx, s, req.GuildID, callRequestMembers, d)
+	w.forward(ctx, s, req.GuildID, "op 8", w.guilds.RequestMembers, d)
 	return nil
 }
 
-// forward calls method on guildID's owner with the session and d.
-func (w *gatewayPresence) forward(ctx context.Context, s event.Session, guildID snowflake.ID, method string, d json.RawMessage) {
-	body, err := json.Marshal(opArgs{Session: s, D: d})
-	if err == nil {
-		var status int
-		status, _, err = w.guilds.Call(ctx, guildID, method, body)
-		if err == nil && status >= 300 {
-			err = fmt.Errorf("status %d", status)
-		}
-	}
-	if err != nil {
-		w.log.Info("gateway op not served by the guild owner", "method", method, "guild_id", guildID, "session_id", s.ID, "err", err)
+// forward hands op (call) with the session and d to guildID's owner.
+func (w *gatewayPresence) forward(ctx context.Context, s event.Session, guildID snowflake.ID, op string,
+	call func(context.Context, snowflake.ID, event.Session, json.RawMessage) error, d json.RawMessage) {
+	if err := call(ctx, guildID, s, d); err != nil {
+		w.log.Info("gateway op not served by the guild owner", "op", op, "guild_id", guildID, "session_id", s.ID, "err", err)
 	}
 }

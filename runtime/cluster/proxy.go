@@ -60,8 +60,8 @@ type proxyCtxKey struct{}
 
 // proxyReq is what ServeHTTP hands the transport through the context.
 type proxyReq struct {
-	route route
-	body  []byte
+	target target
+	body   []byte
 }
 
 func newProxy(ring *registry.LocalRing, res *resolver, maxWait time.Duration, m *metrics, log *slog.Logger) *proxy {
@@ -109,7 +109,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, err)
 		return
 	}
-	ctx := context.WithValue(r.Context(), proxyCtxKey{}, &proxyReq{route: rt, body: body})
+	ctx := context.WithValue(r.Context(), proxyCtxKey{}, &proxyReq{target: rt, body: body})
 	p.rp.ServeHTTP(w, r.WithContext(ctx))
 }
 
@@ -126,7 +126,7 @@ func (p *proxy) roundTrip(req *http.Request) (*http.Response, error) {
 	backoff := 20 * time.Millisecond
 	for {
 		view := p.ring.View()
-		n, ok := view.Owner(pr.route.ringKey())
+		n, ok := view.Owner(pr.target.ringKey())
 		if !ok || n.HTTPAddr == "" {
 			if !p.awaitChange(ctx, view, deadline) {
 				return nil, errNoGuildNode
@@ -156,7 +156,7 @@ func (p *proxy) roundTrip(req *http.Request) (*http.Response, error) {
 			}
 			resp.Body.Close()
 			p.metrics.proxyRetries.WithLabelValues("not_owner").Inc()
-			p.log.Debug("guild node is not the owner, retrying", "node", n.Name, "guild_id", pr.route.Guild)
+			p.log.Debug("guild node is not the owner, retrying", "node", n.Name, "guild_id", pr.target.Guild)
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
@@ -178,7 +178,7 @@ func (p *proxy) roundTrip(req *http.Request) (*http.Response, error) {
 				"node", n.Name, "method", req.Method, "path", req.URL.Path, "err", err)
 			// Only a different owner may take the one retry.
 			for {
-				if next, ok := p.ring.Owner(pr.route.ringKey()); ok && (next.Name != n.Name || next.HTTPAddr != n.HTTPAddr) {
+				if next, ok := p.ring.Owner(pr.target.ringKey()); ok && (next.Name != n.Name || next.HTTPAddr != n.HTTPAddr) {
 					break
 				}
 				if !p.awaitChange(ctx, view, deadline) {

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -243,28 +242,6 @@ func TestProxyRetriesOnceAfterLostResponse(t *testing.T) {
 	rec := <-done
 	if rec.Code != http.StatusOK || served.Load() != 1 || !retried.Load() {
 		t.Fatalf("got %d after %d served (retry header %v), want 200 once with the retry header", rec.Code, served.Load(), retried.Load())
-	}
-}
-
-// TestRoutes maps REST paths to the guild deciding where they go.
-func TestRoutes(t *testing.T) {
-	for _, c := range []struct {
-		path  string
-		guild uint64
-	}{
-		{"/api/v10/guilds/42", 42},
-		{"/api/v9/guilds/42/members/7", 42},
-		{"/api/v10/users/@me/guilds/42", 42},
-		{"/api/v10/guilds", 0},
-		{"/api/v10/users/@me", 0},
-		{"/api/v10/auth/login", 0},
-		{"/gateway", 0},
-	} {
-		req := httptest.NewRequest(http.MethodGet, c.path, bytes.NewReader(nil))
-		rt, err := newResolver(nil).route(context.Background(), req, nil)
-		if err != nil || uint64(rt.Guild) != c.guild || rt.ringKey() == 0 {
-			t.Errorf("%s: route %+v, %v; want guild %d and a ring key", c.path, rt, err, c.guild)
-		}
 	}
 }
 

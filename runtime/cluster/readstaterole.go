@@ -2,11 +2,9 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"strings"
 
@@ -25,13 +23,6 @@ import (
 // RoleReadState is the read-state role (runtime/readstate): read markers
 // and mention counts, fed from the event log, served over ReadStateNode.
 const RoleReadState = "readstate"
-
-// Methods of GuildNode.Call the read-state role uses to ask the guild
-// owner about permissions.
-const (
-	callCanView     = "readstate.CanView"
-	callRoleMembers = "readstate.RoleMembers"
-)
 
 // kafkaLog reports whether an --eventlog URL names Kafka, the only event
 // log processes of a cluster can share.
@@ -52,7 +43,9 @@ type readStateRole struct {
 
 // openReadStateRole opens the table, the event log and the service.
 // Visibility and role expansion are asked of the guild owners (guildPerms).
-func openReadStateRole(ctx context.Context, cfg Config, n *Node, local *guild.Service, guilds transport.GuildClient) (_ *readStateRole, err error) {
+// Mention counts go through mentions (mentionRouter: to the users'
+// owners on the read-state ring).
+func openReadStateRole(ctx context.Context, cfg Config, n *Node, local *guild.Service, guilds transport.GuildClient, mentions readstate.Mentions) (_ *readStateRole, err error) {
 	log := n.log.With("component", "readstate")
 	r := &readStateRole{guilds: guilds, local: local, logger: log}
 	defer func() {
@@ -66,24 +59,30 @@ func openReadStateRole(ctx context.Context, cfg Config, n *Node, local *guild.Se
 			return nil, fmt.Errorf("cluster: --store: %w", err)
 		}
 		cfg.ApplyCassandraAuth(&cc)
-		if r.table, err = readstatecassandra.New(ctx, readstatecassandra.Config{
+		// Through a local: a failed New must not leave a typed nil in
+		// r.table for close to call.
+		table, err := readstatecassandra.New(ctx, readstatecassandra.Config{
 			Hosts: cc.Hosts, Keyspace: cc.Keyspace, Consistency: cc.Consistency, ReplicationFactor: cc.ReplicationFactor,
 			Username: cc.Username, Password: cc.Password,
 			Logger: log.With("component", "readstate-table"),
-		}); err != nil {
+		})
+		if err != nil {
 			return nil, fmt.Errorf("cluster: read-state table: %w", err)
 		}
+		r.table = table
 	} else {
-		if r.table, err = readstatepebble.New(readstatepebble.Config{Dir: filepath.Join(cfg.DataDir, "readstate")}); err != nil {
+		table, err := readstatepebble.New(readstatepebble.Config{Dir: filepath.Join(cfg.DataDir, "readstate")})
+		if err != nil {
 			return nil, fmt.Errorf("cluster: read-state table: %w", err)
 		}
+		r.table = table
 	}
 	if r.log, err = eventlogbackend.Open(ctx, cfg.EventLog, cfg.DataDir, log.With("component", "eventlog"), cfg.EventLogOptions()...); err != nil {
 		return nil, fmt.Errorf("cluster: event log: %w", err)
 	}
 	perms := guildPerms{local: local, guilds: guilds, log: log}
 	if r.svc, err = readstate.New(readstate.Config{
-		FlushInterval: cfg.ReadStateFlush, Group: "readstate", Registerer: n.metrics, Logger: log,
+		FlushInterval: cfg.ReadStateFlush, Group: "readstate", Mentions: mentions, Registerer: n.metrics, Logger: log,
 	}, r.table, perms, perms); err != nil {
 		return nil, fmt.Errorf("cluster: read states: %w", err)
 	}
@@ -114,8 +113,8 @@ func (r *readStateRole) close(ctx context.Context) error {
 
 // guildPerms is readstate.Visibility and readstate.Roles for a read-state
 // node, which holds no guild actor: it asks the guild node owning the
-// channel's guild over GuildNode.Call (methods callCanView and
-// callRoleMembers, answered by guildBackend.Call). The channel → guild
+// channel's guild (GuildNode.CanView and GuildNode.RoleMembers, answered
+// by guildBackend). The channel → guild
 // lookup and private channels (no guild) are answered from the store by a
 // guild.Service that loads no actor. A guild owner that cannot be reached
 // counts as "cannot see": a mention consumed meanwhile is not counted.
@@ -123,15 +122,6 @@ type guildPerms struct {
 	local  *guild.Service
 	guilds transport.GuildClient
 	log    *slog.Logger
-}
-
-type canViewArgs struct {
-	User    snowflake.ID `json:"user"`
-	Channel snowflake.ID `json:"channel"`
-}
-
-type roleMembersArgs struct {
-	Role snowflake.ID `json:"role"`
 }
 
 // CanView implements readstate.Visibility.
@@ -143,65 +133,21 @@ func (p guildPerms) CanView(ctx context.Context, user, channel snowflake.ID) boo
 	if gid == 0 {
 		return p.local.CanView(ctx, user, channel)
 	}
-	body, _ := json.Marshal(canViewArgs{User: user, Channel: channel})
-	status, _, err := p.guilds.Call(ctx, gid, callCanView, body)
+	ok, err := p.guilds.CanView(ctx, gid, user, channel)
 	if err != nil {
 		p.log.Warn("visibility check on the guild owner failed", "guild_id", gid, "channel_id", channel, "err", err)
 		return false
 	}
-	return status == http.StatusOK
+	return ok
 }
 
 // RoleMembers implements readstate.Roles.
 func (p guildPerms) RoleMembers(ctx context.Context, guildID, role snowflake.ID) ([]snowflake.ID, error) {
-	body, _ := json.Marshal(roleMembersArgs{Role: role})
-	status, resp, err := p.guilds.Call(ctx, guildID, callRoleMembers, body)
+	ids, err := p.guilds.RoleMembers(ctx, guildID, role)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: role members of %d in guild %d: %w", role, guildID, err)
 	}
-	if status != http.StatusOK {
-		return nil, fmt.Errorf("cluster: role members of %d in guild %d: status %d", role, guildID, status)
-	}
-	var ids []snowflake.ID
-	if err := json.Unmarshal(resp, &ids); err != nil {
-		return nil, fmt.Errorf("cluster: role members of %d in guild %d: %w", role, guildID, err)
-	}
 	return ids, nil
-}
-
-// serveReadStateCall answers the read-state role's GuildNode.Call methods
-// on the guild owner: callCanView (200 visible, 403 not) and
-// callRoleMembers (200 and a JSON array of user ids).
-func serveReadStateCall(ctx context.Context, svc *guild.Service, guildID snowflake.ID, method string, body []byte) (int, []byte, error) {
-	switch method {
-	case callCanView:
-		var a canViewArgs
-		if err := json.Unmarshal(body, &a); err != nil {
-			return http.StatusBadRequest, nil, nil
-		}
-		if svc.CanView(ctx, a.User, a.Channel) {
-			return http.StatusOK, nil, nil
-		}
-		return http.StatusForbidden, nil, nil
-	case callRoleMembers:
-		var a roleMembersArgs
-		if err := json.Unmarshal(body, &a); err != nil {
-			return http.StatusBadRequest, nil, nil
-		}
-		ids, err := svc.RoleMembers(ctx, guildID, a.Role)
-		if errors.Is(err, guild.ErrUnknownGuild) {
-			return http.StatusNotFound, nil, nil
-		}
-		if err != nil {
-			return 0, nil, notOwner(err)
-		}
-		out, err := json.Marshal(ids)
-		if err != nil {
-			return 0, nil, fmt.Errorf("cluster: encode role members: %w", err)
-		}
-		return http.StatusOK, out, nil
-	}
-	return 0, nil, fmt.Errorf("%w: GuildNode.Call %q", transport.ErrNotServed, method)
 }
 
 // publisher is the event log and outbox of a guild node: the REST API

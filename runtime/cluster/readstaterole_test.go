@@ -1,12 +1,8 @@
 package cluster
 
 import (
-	"context"
-	"errors"
 	"strings"
 	"testing"
-
-	"github.com/concord-chat/concord/runtime/transport"
 )
 
 func TestReadStateRoleNeedsKafka(t *testing.T) {
@@ -34,16 +30,5 @@ func TestReadStateRoleNeedsKafka(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("roles %v, eventlog %q: err %v, want one mentioning %q", tc.roles, tc.eventlog, err, tc.want)
 		}
-	}
-}
-
-func TestGuildCallServesOnlyReadStateMethods(t *testing.T) {
-	_, _, err := serveReadStateCall(context.Background(), nil, 1, "POST /channels/1/messages", nil)
-	if !errors.Is(err, transport.ErrNotServed) {
-		t.Fatalf("unknown Call method: %v, want transport.ErrNotServed", err)
-	}
-	status, _, err := serveReadStateCall(context.Background(), nil, 1, callCanView, []byte("{"))
-	if err != nil || status != 400 {
-		t.Fatalf("malformed CanView: %d, %v; want 400", status, err)
 	}
 }

@@ -7,51 +7,60 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/http"
-	"strings"
 	"sync"
 
+	"github.com/concord-chat/concord/runtime/api"
+	"github.com/concord-chat/concord/runtime/api/route"
 	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 )
 
-// route says which guild node should serve a REST request: the owner of
+// target says which guild node should serve a REST request: the owner of
 // Guild when it is set, else the ring owner of Key (any live guild node;
 // the key only spreads the load).
-type route struct {
+type target struct {
 	Guild snowflake.ID
 	Key   snowflake.ID
 }
 
 // ringKey is the id to look up on the placement ring.
-func (r route) ringKey() snowflake.ID {
-	if r.Guild != 0 {
-		return r.Guild
+func (t target) ringKey() snowflake.ID {
+	if t.Guild != 0 {
+		return t.Guild
 	}
-	return r.Key
+	return t.Key
 }
 
 // maxCachedChannels bounds the channel → guild cache; it is cleared when
 // full (a channel's guild never changes, so any entry stays correct).
 const maxCachedChannels = 1 << 17
 
-// resolver maps REST requests to routes: the guild comes from the path
-// (/guilds/{id}/..., /users/@me/guilds/{id}), from the channel's guild
-// (/channels/{id}/..., read from the store once and cached) or from the
-// invite's guild (/invites/{code}). Other requests, and private channels
-// (guild 0), go to any guild node.
+// resolver maps REST requests to targets by the route tables the REST API
+// and the bot platform export (api.Routes, bots.Routes), so that this
+// package keeps no copy of their paths. A route acting on a guild
+// ({guild}) goes to its owner; on a channel ({channel}) to the owner of
+// the channel's guild (read from the store once and cached); on an invite
+// ({code}) or a webhook ({webhook}) to the owner of its guild. Other
+// requests, requests that match no route (the handler's 404 or 405 is
+// the same everywhere) and private channels (guild 0) go to any guild
+// node.
 type resolver struct {
 	store store.Guilds
 	// interactions finds an interaction's guild for the bot platform's
 	// callback and webhook routes; nil routes them anywhere.
 	interactions interactionGuilds
+	api, bots    *route.Table
 
 	mu       sync.Mutex
 	channels map[snowflake.ID]snowflake.ID
 }
 
 func newResolver(s store.Guilds) *resolver {
-	return &resolver{store: s, channels: make(map[snowflake.ID]snowflake.ID)}
+	return &resolver{
+		store: s, channels: make(map[snowflake.ID]snowflake.ID),
+		api: route.NewTable(api.Routes()), bots: route.NewTable(bots.Routes()),
+	}
 }
 
 // interactionGuilds finds the guild of an interaction; the bot store
@@ -65,23 +74,52 @@ type interactionGuilds interface {
 // 404. An error means the store could not be read.
 //
 // The bot platform's routes go to the owner of the guild they act on, so
-// that its actor is the one that changes: /applications/{app}/guilds/
-// {guild}/... by path, POST /oauth2/authorize by the body's guild_id,
-// POST /interactions by the body's channel, and an interaction's callback
-// and webhooks by the guild of the interaction its token names.
-func (rs *resolver) route(ctx context.Context, r *http.Request, body []byte) (route, error) {
-	seg := apiSegments(r.URL.Path)
-	rt := route{Key: spreadKey(r)}
+// that its actor is the one that changes: by the {guild} of the path, and
+// for the routes whose guild is elsewhere, POST /oauth2/authorize by the
+// body's guild_id, POST /interactions by the body's channel, and an
+// interaction's callback and followup webhooks by the guild of the
+// interaction its token names. /webhooks/{id}/{token} is the bot
+// platform's when the token is an interaction's, else the API's.
+func (rs *resolver) route(ctx context.Context, r *http.Request, body []byte) (target, error) {
+	t := target{Key: spreadKey(r)}
+	if m, ok := rs.bots.Match(r.Method, r.URL); ok && (m.Value("token") == "" || isInteractionToken(m.Value("token"))) {
+		return rs.botRoute(ctx, t, m, body)
+	}
+	m, ok := rs.api.Match(r.Method, r.URL)
+	if !ok {
+		return t, nil
+	}
 	switch {
-	case len(seg) >= 4 && seg[0] == "applications" && seg[2] == "guilds":
-		rt.Guild = parseID(seg[3])
-	case len(seg) == 2 && seg[0] == "oauth2" && seg[1] == "authorize" && r.Method == http.MethodPost:
+	case m.Guild() != 0:
+		t.Guild = m.Guild()
+	case m.Channel() != 0:
+		return rs.channelRoute(ctx, t, m.Channel())
+	case m.Value("webhook") != "":
+		return rs.webhookRoute(ctx, t, m.ID("webhook"))
+	case m.Value("code") != "":
+		inv, err := rs.store.GetInvite(ctx, m.Value("code"))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return t, fmt.Errorf("cluster: invite %q: %w", m.Value("code"), err)
+		}
+		t.Guild = inv.GuildID
+	}
+	return t, nil
+}
+
+// botRoute routes a bot platform request (see route).
+func (rs *resolver) botRoute(ctx context.Context, t target, m route.Match, body []byte) (target, error) {
+	switch {
+	case m.Guild() != 0:
+		t.Guild = m.Guild()
+	case m.Value("token") != "":
+		return rs.interactionRoute(ctx, t, m.Value("token"))
+	case m.Route.Pattern == "POST /oauth2/authorize":
 		var b struct {
 			GuildID snowflake.ID `json:"guild_id"`
 		}
 		_ = json.Unmarshal(body, &b) // a bad body is the owner's 400 to answer
-		rt.Guild = b.GuildID
-	case len(seg) == 1 && seg[0] == "interactions" && r.Method == http.MethodPost:
+		t.Guild = b.GuildID
+	case m.Route.Pattern == "POST /interactions":
 		var b struct {
 			ChannelID snowflake.ID `json:"channel_id"`
 		}
@@ -90,60 +128,46 @@ func (rs *resolver) route(ctx context.Context, r *http.Request, body []byte) (ro
 		}
 		g, err := rs.channelGuild(ctx, b.ChannelID)
 		if err != nil {
-			return rt, err
+			return t, err
 		}
-		rt.Guild = g
-	case len(seg) >= 3 && seg[0] == "interactions":
-		return rs.interactionRoute(ctx, rt, seg[2])
-	case len(seg) >= 3 && seg[0] == "webhooks" && isInteractionToken(seg[2]):
-		return rs.interactionRoute(ctx, rt, seg[2])
-	case len(seg) >= 2 && seg[0] == "webhooks":
-		return rs.webhookRoute(ctx, rt, seg[1])
-	case len(seg) >= 2 && seg[0] == "guilds":
-		rt.Guild = parseID(seg[1])
-	case len(seg) >= 4 && seg[0] == "users" && seg[1] == "@me" && seg[2] == "guilds":
-		rt.Guild = parseID(seg[3])
-	case len(seg) >= 2 && (seg[0] == "channels" || seg[0] == "attachments"):
-		id := parseID(seg[1])
-		if id == 0 {
-			break
-		}
-		g, err := rs.channelGuild(ctx, id)
-		if err != nil {
-			return rt, err
-		}
-		rt.Guild = g
-		if g == 0 {
-			rt.Key = id // one node per private channel keeps its events in order
-		}
-	case len(seg) == 2 && seg[0] == "invites":
-		inv, err := rs.store.GetInvite(ctx, seg[1])
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return rt, fmt.Errorf("cluster: invite %q: %w", seg[1], err)
-		}
-		rt.Guild = inv.GuildID
+		t.Guild = g
 	}
-	return rt, nil
+	return t, nil
+}
+
+// channelRoute routes by the channel's guild; a private channel (or one
+// that does not exist) keys the ring by the channel, so that one node
+// serves it and its events stay in order.
+func (rs *resolver) channelRoute(ctx context.Context, t target, id snowflake.ID) (target, error) {
+	g, err := rs.channelGuild(ctx, id)
+	if err != nil {
+		return t, err
+	}
+	t.Guild = g
+	if g == 0 {
+		t.Key = id
+	}
+	return t, nil
 }
 
 // interactionRoute routes by the guild of the interaction token names;
 // one node per interaction otherwise (a DM interaction), which keeps its
 // acknowledgement timer and its followups together.
-func (rs *resolver) interactionRoute(ctx context.Context, rt route, token string) (route, error) {
+func (rs *resolver) interactionRoute(ctx context.Context, t target, token string) (target, error) {
 	id, ok := bots.InteractionOfToken(token)
 	if !ok || rs.interactions == nil {
-		return rt, nil
+		return t, nil
 	}
-	rt.Key = id
+	t.Key = id
 	in, err := rs.interactions.GetInteraction(ctx, id)
 	if errors.Is(err, bots.ErrNotFound) {
-		return rt, nil
+		return t, nil
 	}
 	if err != nil {
-		return rt, fmt.Errorf("cluster: interaction %d: %w", id, err)
+		return t, fmt.Errorf("cluster: interaction %d: %w", id, err)
 	}
-	rt.Guild = in.GuildID
-	return rt, nil
+	t.Guild = in.GuildID
+	return t, nil
 }
 
 func isInteractionToken(token string) bool {
@@ -160,21 +184,20 @@ type webhookGuilds interface {
 // owner of the webhook's guild, where its executions are limited and its
 // messages fanned out; an unknown webhook goes anywhere, which answers
 // 10015.
-func (rs *resolver) webhookRoute(ctx context.Context, rt route, rawID string) (route, error) {
+func (rs *resolver) webhookRoute(ctx context.Context, t target, id snowflake.ID) (target, error) {
 	wg, ok := rs.store.(webhookGuilds)
-	id := parseID(rawID)
 	if !ok || id == 0 {
-		return rt, nil
+		return t, nil
 	}
 	wh, err := wg.GetWebhook(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return rt, nil
+		return t, nil
 	}
 	if err != nil {
-		return rt, fmt.Errorf("cluster: webhook %d: %w", id, err)
+		return t, fmt.Errorf("cluster: webhook %d: %w", id, err)
 	}
-	rt.Guild = wh.GuildID
-	return rt, nil
+	t.Guild = wh.GuildID
+	return t, nil
 }
 
 func (rs *resolver) channelGuild(ctx context.Context, id snowflake.ID) (snowflake.ID, error) {
@@ -198,28 +221,6 @@ func (rs *resolver) channelGuild(ctx context.Context, id snowflake.ID) (snowflak
 	rs.channels[id] = c.GuildID
 	rs.mu.Unlock()
 	return c.GuildID, nil
-}
-
-// apiSegments returns the path segments after /api/v<N>, or nil for paths
-// outside the versioned API.
-func apiSegments(path string) []string {
-	rest, ok := strings.CutPrefix(path, "/api/v")
-	if !ok {
-		return nil
-	}
-	_, rest, ok = strings.Cut(rest, "/")
-	if !ok {
-		return nil
-	}
-	return strings.Split(strings.Trim(rest, "/"), "/")
-}
-
-func parseID(s string) snowflake.ID {
-	id, err := snowflake.Parse(s)
-	if err != nil {
-		return 0
-	}
-	return id
 }
 
 // spreadKey hashes the caller's credentials (or the path) so that

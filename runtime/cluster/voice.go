@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,9 +14,6 @@ import (
 	"github.com/concord-chat/concord/runtime/voice/fleet"
 	"github.com/concord-chat/concord/runtime/voicerole"
 )
-
-// callVoiceState carries op 4 from a gateway to the guild's owner.
-const callVoiceState = "voice.UpdateVoiceState"
 
 // enableVoice turns voice channels on in the node's guild service: calls
 // are placed on the SFUs (--roles=voice nodes) whose load reports the
@@ -42,40 +38,13 @@ func withVoiceOp(ops map[int]gateway.OpHandler, guilds transport.GuildClient, lo
 		ops = map[int]gateway.OpHandler{}
 	}
 	ops[gateway.OpVoiceStateUpdate] = gateway.VoiceStateHandler(func(ctx context.Context, s event.Session, u gateway.VoiceStateUpdate) error {
-		d, err := json.Marshal(map[string]any{"guild_id": u.GuildID, "channel_id": u.ChannelID, "self_mute": u.SelfMute, "self_deaf": u.SelfDeaf, "self_video": u.SelfVideo})
-		if err != nil {
-			return err
-		}
-		body, err := json.Marshal(opArgs{Session: s, D: d})
-		if err != nil {
-			return err
-		}
-		status, _, err := guilds.Call(ctx, u.GuildID, callVoiceState, body)
-		if err == nil && status >= 300 {
-			err = fmt.Errorf("status %d", status)
-		}
+		err := guilds.UpdateVoiceState(ctx, s, guild.VoiceStateRequest{GuildID: u.GuildID, ChannelID: u.ChannelID, SelfMute: u.SelfMute, SelfDeaf: u.SelfDeaf})
 		if err != nil {
 			log.Info("op 4 not served by the guild owner", "guild_id", u.GuildID, "session_id", s.ID, "err", err)
 		}
 		return nil
 	})
 	return ops
-}
-
-// serveVoiceCall answers callVoiceState on a guild node; ok is false for
-// other methods.
-func serveVoiceCall(ctx context.Context, svc *guild.Service, method string, body []byte) (status int, out []byte, ok bool, err error) {
-	if method != callVoiceState {
-		return 0, nil, false, nil
-	}
-	status, err = serveOp(ctx, body, gateway.ParseVoiceStateUpdate, func(ctx context.Context, s event.Session, u gateway.VoiceStateUpdate) error {
-		err := svc.UpdateVoiceState(ctx, s, guild.VoiceStateRequest{GuildID: u.GuildID, ChannelID: u.ChannelID, SelfMute: u.SelfMute, SelfDeaf: u.SelfDeaf})
-		if err != nil && !isVoiceRefusal(err) {
-			return err
-		}
-		return nil
-	})
-	return status, nil, true, err
 }
 
 // isVoiceRefusal reports a join the guild refused (permissions, a full or

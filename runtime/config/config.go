@@ -306,6 +306,11 @@ type Voice struct {
 	// TrustedKeys are the hex Ed25519 public keys an SFU accepts tokens
 	// from (comma-separated on the command line). Empty: TokenKey's.
 	TrustedKeys []string
+	// ICEServers are STUN/TURN server URLs handed to WebRTC clients
+	// (browsers behind NAT relay through TURN), with ICEUsername and
+	// ICECredential as the TURN credentials.
+	ICEServers                 []string
+	ICEUsername, ICECredential string
 }
 
 // ServingConfig is Serving with the process logger: the bounds of every

@@ -23,6 +23,8 @@ type ChannelSpec struct {
 	Bitrate          int
 	UserLimit        int
 	Overwrites       []store.Overwrite
+	// AvailableTags are a forum's tags, with their ids minted.
+	AvailableTags []store.ForumTag
 }
 
 // ChannelPatch changes a guild channel; nil fields stay. ParentID points
@@ -37,6 +39,8 @@ type ChannelPatch struct {
 	Bitrate          *int
 	UserLimit        *int
 	Overwrites       *[]store.Overwrite
+	// AvailableTags replaces a forum's tags.
+	AvailableTags *[]store.ForumTag
 }
 
 // maxSlowmode is Discord's limit for rate_limit_per_user: six hours.
@@ -47,9 +51,15 @@ func (a *Actor) validateChannel(c store.Channel) error {
 		return fmt.Errorf("channel name length %d: %w", n, ErrInvalid)
 	}
 	switch c.Type {
-	case store.ChannelText, store.ChannelVoice, store.ChannelCategory:
+	case store.ChannelText, store.ChannelVoice, store.ChannelCategory, store.ChannelForum:
 	default:
 		return fmt.Errorf("channel type %d: %w", c.Type, ErrInvalid)
+	}
+	if c.Type != store.ChannelForum && len(c.AvailableTags) > 0 {
+		return fmt.Errorf("available tags on channel type %d: %w", c.Type, ErrInvalid)
+	}
+	if err := validateForumTags(c.AvailableTags); err != nil {
+		return err
 	}
 	if c.RateLimitPerUser < 0 || c.RateLimitPerUser > maxSlowmode {
 		return fmt.Errorf("rate_limit_per_user %d: %w", c.RateLimitPerUser, ErrInvalid)
@@ -107,6 +117,7 @@ func (s *Service) CreateChannel(ctx context.Context, userID, guildID snowflake.I
 			ID: id, GuildID: a.id, Type: spec.Type, Name: spec.Name, Topic: spec.Topic,
 			ParentID: spec.ParentID, NSFW: spec.NSFW, RateLimitPerUser: spec.RateLimitPerUser,
 			Bitrate: spec.Bitrate, UserLimit: spec.UserLimit, Overwrites: slices.Clone(spec.Overwrites),
+			AvailableTags: slices.Clone(spec.AvailableTags),
 		}
 		if c.Overwrites == nil {
 			c.Overwrites = []store.Overwrite{}
@@ -186,6 +197,9 @@ func (s *Service) ModifyChannel(ctx context.Context, userID, channelID snowflake
 				c.Overwrites = []store.Overwrite{}
 			}
 		}
+		if p.AvailableTags != nil {
+			c.AvailableTags = slices.Clone(*p.AvailableTags)
+		}
 		if err := a.validateChannel(c); err != nil {
 			return err
 		}
@@ -247,14 +261,16 @@ func (s *Service) editOverwrites(ctx context.Context, userID, channelID snowflak
 	})
 }
 
-// DeleteChannel deletes a guild channel (MANAGE_CHANNELS in it). Children
-// of a deleted category lose their parent.
-func (s *Service) DeleteChannel(ctx context.Context, userID, channelID snowflake.ID) (store.Channel, error) {
+// DeleteChannel deletes a guild channel (MANAGE_CHANNELS in it) and its
+// threads, which it returns too. Children of a deleted category lose
+// their parent.
+func (s *Service) DeleteChannel(ctx context.Context, userID, channelID snowflake.ID) (store.Channel, []store.Channel, error) {
 	guildID, err := s.guildOf(ctx, channelID)
 	if err != nil {
-		return store.Channel{}, err
+		return store.Channel{}, nil, err
 	}
 	var out store.Channel
+	var threads []store.Channel
 	err = s.do(ctx, guildID, func(a *Actor) error {
 		v, err := a.channelFor(userID, channelID, permissions.ManageChannels)
 		if err != nil {
@@ -288,10 +304,15 @@ func (s *Service) DeleteChannel(ctx context.Context, userID, channelID snowflake
 			}
 		}
 		out = v.Channel
+		for id, c := range deleted {
+			if id != channelID {
+				threads = append(threads, c)
+			}
+		}
 		a.syncVisibility(ctx, updated, deleted, 0)
 		return nil
 	})
-	return out, err
+	return out, threads, err
 }
 
 // guildOf returns the guild of a guild channel; private channels are

@@ -53,6 +53,7 @@ func (a *Actor) guildPerms(userID snowflake.ID, perms permissions.Bits) error {
 func cloneChannel(c store.Channel) store.Channel {
 	c.Overwrites = slices.Clone(c.Overwrites)
 	c.Recipients = slices.Clone(c.Recipients)
+	c.AvailableTags = slices.Clone(c.AvailableTags)
 	return c
 }
 

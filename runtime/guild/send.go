@@ -137,7 +137,9 @@ func (s *Service) PublishMessage(ctx context.Context, typ string, m wire.Message
 		ctx := actx
 		if c, ok := a.channels[m.ChannelID]; ok && typ == "MESSAGE_CREATE" && m.ID > c.LastMessageID {
 			c.LastMessageID = m.ID
-			if c.Thread != nil {
+			// A thread's message_count leaves out its starter message
+			// (a forum post's has the thread's id).
+			if c.Thread != nil && m.Type != wire.MessageThreadStarter && m.ID != c.ID {
 				a.threadMessage(ctx, c)
 			}
 		}

@@ -17,3 +17,7 @@ var (
 
 // ErrThreadExists means the message already started a thread (160004).
 var ErrThreadExists = errors.New("guild: a thread was already created for this message")
+
+// ErrThreadLocked means the thread is locked and the caller lacks
+// MANAGE_THREADS (160005).
+var ErrThreadLocked = errors.New("guild: thread is locked")

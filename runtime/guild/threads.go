@@ -165,6 +165,7 @@ func cloneThread(c store.Channel) store.Channel {
 	c = cloneChannel(c)
 	if c.Thread != nil {
 		t := *c.Thread
+		t.AppliedTags = slices.Clone(t.AppliedTags)
 		c.Thread = &t
 	}
 	return c
@@ -182,6 +183,11 @@ type ThreadSpec struct {
 	// Invitable applies to private threads; nil is Discord's default, true.
 	Invitable        *bool
 	RateLimitPerUser int
+	// Forum marks a forum post: MessageID is the id minted for its
+	// starter message (and the thread), which the caller stores in the
+	// thread once it exists; AppliedTags are its tags.
+	Forum       bool
+	AppliedTags []snowflake.ID
 }
 
 func validAutoArchive(d int) error {
@@ -226,11 +232,26 @@ func (s *Service) CreateThread(ctx context.Context, userID snowflake.ID, spec Th
 			return err
 		}
 		parent := v.Channel
-		if parent.Type != store.ChannelText && parent.Type != channelAnnouncement {
+		if (parent.Type == store.ChannelForum) != spec.Forum {
+			return fmt.Errorf("forum post in channel type %d: %w", parent.Type, ErrWrongChannelType)
+		}
+		if parent.Type != store.ChannelText && parent.Type != channelAnnouncement && parent.Type != store.ChannelForum {
 			return fmt.Errorf("threads in channel type %d: %w", parent.Type, ErrWrongChannelType)
+		}
+		var applied []snowflake.ID
+		if spec.Forum {
+			if !v.Permissions.Has(forumPostNeeded) {
+				return fmt.Errorf("post in forum %d: %w", parent.ID, ErrMissingPermissions)
+			}
+			if err := checkAppliedTags(parent, spec.AppliedTags, v.Permissions); err != nil {
+				return err
+			}
+			applied = append([]snowflake.ID{}, spec.AppliedTags...)
 		}
 		typ := spec.Type
 		switch {
+		case spec.Forum:
+			typ = store.ChannelPublicThread
 		case spec.MessageID != 0 && parent.Type == channelAnnouncement:
 			typ = store.ChannelAnnouncementThread
 		case spec.MessageID != 0:
@@ -249,7 +270,7 @@ func (s *Service) CreateThread(ctx context.Context, userID snowflake.ID, spec Th
 		default:
 			return fmt.Errorf("thread type %d: %w", typ, ErrInvalid)
 		}
-		if !v.Permissions.Has(need) {
+		if !spec.Forum && !v.Permissions.Has(need) {
 			return fmt.Errorf("create thread in %d: %w", parent.ID, ErrMissingPermissions)
 		}
 		if _, ok := a.channels[id]; ok {
@@ -259,7 +280,7 @@ func (s *Service) CreateThread(ctx context.Context, userID snowflake.ID, spec Th
 		c := store.Channel{
 			ID: id, GuildID: a.id, Type: typ, Name: spec.Name, ParentID: parent.ID, OwnerID: userID,
 			RateLimitPerUser: spec.RateLimitPerUser, Overwrites: []store.Overwrite{}, NSFW: parent.NSFW,
-			Thread: &store.ThreadMeta{AutoArchiveDuration: spec.AutoArchiveDuration, ArchiveTimestamp: now, CreatedAt: now},
+			Thread: &store.ThreadMeta{AutoArchiveDuration: spec.AutoArchiveDuration, ArchiveTimestamp: now, CreatedAt: now, AppliedTags: applied},
 		}
 		if typ == store.ChannelPrivateThread {
 			c.Thread.Invitable = spec.Invitable == nil || *spec.Invitable
@@ -292,6 +313,9 @@ type ThreadPatch struct {
 	AutoArchiveDuration *int
 	Invitable           *bool
 	RateLimitPerUser    *int
+	// AppliedTags replaces a forum post's tags (its creator or
+	// MANAGE_THREADS).
+	AppliedTags *[]snowflake.ID
 }
 
 // ModifyThread changes a thread. Its creator may rename it, archive it and
@@ -347,6 +371,16 @@ func (s *Service) ModifyThread(ctx context.Context, userID, threadID snowflake.I
 		}
 		if p.Locked != nil {
 			t.Locked = *p.Locked
+		}
+		if p.AppliedTags != nil {
+			forum, ok := a.channels[c.ParentID]
+			if !ok || forum.Type != store.ChannelForum {
+				return fmt.Errorf("applied_tags outside a forum: %w", ErrInvalid)
+			}
+			if err := checkAppliedTags(*forum, *p.AppliedTags, v.Permissions); err != nil {
+				return err
+			}
+			t.AppliedTags = append([]snowflake.ID{}, *p.AppliedTags...)
 		}
 		if p.Invitable != nil {
 			if c.Type != store.ChannelPrivateThread {
@@ -747,7 +781,7 @@ func (a *Actor) threadSend(ctx context.Context, c *store.Channel, userID snowfla
 		if c.Thread.Archived {
 			return fmt.Errorf("thread %d: %w", c.ID, ErrThreadArchived)
 		}
-		return fmt.Errorf("locked thread %d: %w", c.ID, ErrMissingPermissions)
+		return fmt.Errorf("send in %d: %w", c.ID, ErrThreadLocked)
 	}
 	if c.Thread.Archived {
 		if err := a.setArchived(ctx, c.ID, false); err != nil {

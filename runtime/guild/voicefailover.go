@@ -8,10 +8,12 @@ import (
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
-// Voice failover: a call lives on one voice server; when the allocator
-// stops calling that server healthy (its load reports stopped: it died,
-// or it is draining), the guild places the call on another server of the
-// fleet and sends every session in the call a new VOICE_SERVER_UPDATE.
+// Voice failover and drain: a call lives on one voice server; when the
+// allocator stops calling that server healthy (its load reports stopped:
+// it died; or it reports draining: an operator is taking it away), the
+// guild places the call on another server of the same region (any region
+// when it has none left) and sends every session in the call a new
+// VOICE_SERVER_UPDATE.
 // The libraries follow it by opening a voice connection to the new
 // endpoint with the new token, as they do when Discord moves a call.
 
@@ -51,7 +53,9 @@ func (a *Actor) voiceFailover(ctx context.Context, v *voiceEnabled) {
 	for _, ch := range channels {
 		old := a.voice.calls[ch]
 		delete(a.voice.calls, ch)
-		srv, err := a.voiceServer(ctx, v, ch)
+		// The call stays in its server's region (a drained server's
+		// calls go to its peers there) while the region has a server.
+		srv, err := a.placeCall(ctx, v, ch, old.Region)
 		if err != nil {
 			// No healthy server: the call stays unplaced; the next check
 			// or a rejoin places it once one reports.

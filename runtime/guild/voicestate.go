@@ -375,7 +375,14 @@ func (a *Actor) voiceServer(ctx context.Context, v *voiceEnabled, channelID snow
 	if srv, ok := vs.calls[channelID]; ok && v.Allocator.Healthy(srv.ID) {
 		return srv, nil
 	}
-	srv, err := v.Allocator.Pick(ctx, "")
+	return a.placeCall(ctx, v, channelID, "")
+}
+
+// placeCall puts channelID's call on the least-loaded healthy server of
+// region (any region when empty or it has none).
+func (a *Actor) placeCall(ctx context.Context, v *voiceEnabled, channelID snowflake.ID, region string) (VoiceServer, error) {
+	vs := a.voiceState()
+	srv, err := v.Allocator.Pick(ctx, region)
 	if err != nil {
 		return VoiceServer{}, fmt.Errorf("allocate a voice server for channel %d: %w: %w", channelID, ErrUnavailable, err)
 	}

@@ -21,13 +21,16 @@ import (
 type oneServer struct {
 	mu           sync.Mutex
 	disconnected []snowflake.ID
-	// failed is set when sfu-1 died: sfu-2 takes over.
+	// failed is set when sfu-1 died (or drains): sfu-2 takes over.
 	failed bool
+	// regions are the regions Pick was asked for, in order.
+	regions []string
 }
 
-func (o *oneServer) Pick(context.Context, string) (VoiceServer, error) {
+func (o *oneServer) Pick(_ context.Context, region string) (VoiceServer, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.regions = append(o.regions, region)
 	if o.failed {
 		return VoiceServer{ID: "sfu-2", Endpoint: "127.0.0.2:4443", Region: "local"}, nil
 	}
@@ -300,6 +303,13 @@ func TestVoiceFailover(t *testing.T) {
 		if err != nil || c.Server != "sfu-2" || su.Endpoint != "127.0.0.2:4443" || c.ChannelID != f.open.ID {
 			t.Fatalf("session %s after failover: %+v claims %+v, %v", s.ID, su, c, err)
 		}
+	}
+	// The call was placed afresh once, in its old server's region.
+	f.alloc.mu.Lock()
+	regions := append([]string(nil), f.alloc.regions...)
+	f.alloc.mu.Unlock()
+	if len(regions) != 2 || regions[1] != "local" {
+		t.Fatalf("Pick asked for regions %q, want the first join's and then the failed server's region \"local\"", regions)
 	}
 	if err := f.join(f.aliceS, f.open.ID); err != nil {
 		t.Fatal(err)

@@ -580,27 +580,26 @@ func (p *Platform) restHandler(restAPI http.Handler, flags *BotFlags) (http.Hand
 	for _, v := range []string{"/api/v9", "/api/v10"} {
 		mux.Handle("GET "+v+"/gateway/bot", gb)
 	}
-	p.bots.Routes(mux, restAPI, p.guilds, flags, p.auth)
+	p.bots.Routes(mux, restAPI)
 	return rateLimited(p.cfg, p.counters, p.registry, p.auth, flags, mux)
 }
 
-// Routes mounts the bot platform's routes and the bot-removal hooks in
-// front of the core API on mux (their patterns are more specific than
-// "/", where core goes).
+// Routes mounts the bot platform's routes in front of the core API on mux
+// (their patterns are more specific than "/", where core goes). A bot's
+// removal from a guild reaches the platform through the core API's
+// api.Deps.MemberRemoved (MemberRemoved).
 //
 // /webhooks/{id}/{token} is both an interaction's followup webhook (the
 // bot platform's) and a channel webhook (the core API's): the token
 // tells them apart, so requests whose token is not an interaction's go
 // to core.
-func (b *Bots) Routes(mux *http.ServeMux, core http.Handler, guilds *guild.Service, flags *BotFlags, iss *auth.Issuer) {
+func (b *Bots) Routes(mux *http.ServeMux, core http.Handler) {
 	mx := http.NewServeMux()
 	b.handler.Register(mx, "")
 	mx.Handle("/", core)
 	// Answers render attachment URLs on the request's origin.
 	inner := uploads.WithBase(mx)
 	for _, v := range []string{"/api/v9", "/api/v10"} {
-		mux.Handle("DELETE "+v+"/guilds/{guild}/members/{user}", b.onBotRemoved(core, guilds, flags, iss, false))
-		mux.Handle("DELETE "+v+"/users/@me/guilds/{guild}", b.onBotRemoved(core, guilds, flags, iss, true))
 		channelWebhook := func(w http.ResponseWriter, r *http.Request) {
 			if _, ok := bots.InteractionOfToken(r.PathValue("token")); ok {
 				inner.ServeHTTP(w, r)
@@ -636,31 +635,13 @@ func OpenBotStore(ctx context.Context, cfg Config, st store.Store) (bots.Store, 
 // records.
 func GuildBotFlags(guilds *guild.Service) *BotFlags { return guildBotFlags(guilds) }
 
-// onBotRemoved serves a member removal (a kick, or self when the caller
-// leaves) through the core API and, when it removed a bot, drops the
-// bot's installation and guild commands (Handler.Uninstalled) and its
-// managed role.
-func (b *Bots) onBotRemoved(restAPI http.Handler, guilds *guild.Service, flags *BotFlags, iss *auth.Issuer, self bool) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusRecorder{ResponseWriter: w}
-		restAPI.ServeHTTP(sw, r)
-		if sw.status != http.StatusNoContent {
-			return
-		}
-		ctx := context.WithoutCancel(r.Context())
-		guildID, err := snowflake.Parse(r.PathValue("guild"))
-		if err != nil {
-			return
-		}
-		var memberID snowflake.ID
-		if self {
-			memberID, _, err = flags.authenticate(ctx, iss, r.Header.Get("Authorization"))
-		} else {
-			memberID, err = snowflake.Parse(r.PathValue("user"))
-		}
-		if err != nil {
-			return
-		}
+// MemberRemoved returns the REST API's api.Deps.MemberRemoved for a
+// process running the bot platform: when the member that left or was
+// removed is a bot, its installation and guild commands are dropped
+// (Handler.Uninstalled) and so is its managed role. flags tells bots from
+// users.
+func (b *Bots) MemberRemoved(guilds *guild.Service, flags *BotFlags) func(ctx context.Context, guildID, memberID snowflake.ID) {
+	return func(ctx context.Context, guildID, memberID snowflake.ID) {
 		if bot, err := flags.IsBot(ctx, memberID); err != nil || !bot {
 			return
 		}
@@ -670,30 +651,5 @@ func (b *Bots) onBotRemoved(restAPI http.Handler, guilds *guild.Service, flags *
 		if err := guilds.DeleteOrphanManagedRoles(ctx, guildID); err != nil {
 			b.log.Warn("bot role not deleted", "guild_id", guildID, "bot_id", memberID, "err", err)
 		}
-	})
-}
-
-// statusRecorder remembers the status a handler wrote.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-// WriteHeader implements http.ResponseWriter.
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
 	}
-	s.ResponseWriter.WriteHeader(code)
 }
-
-// Write implements http.ResponseWriter.
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -59,10 +59,10 @@ type Platform struct {
 	// their endpoints.
 	voiceFleet *fleet.Local
 
-	// The roles of package roles: built into group and roleMux by New,
-	// run until Close.
-	group   lifecycle.Group
-	roleMux *http.ServeMux
+	// The roles of package roles: built into group, roleMux and
+	// roleAdmin (their admin endpoints) by New, run until Close.
+	group              lifecycle.Group
+	roleMux, roleAdmin *http.ServeMux
 
 	closeOnce sync.Once
 	closeErr  error
@@ -162,7 +162,8 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, MaxFileBytes: cfg.MaxFileBytes, Logger: cfg.Logger.With("component", "api")},
 		api.Deps{Store: p.store, Guilds: p.guilds, Auth: p.auth, IDs: ids,
 			Events: p.reads.outbox, ReadStates: p.reads.states, Users: p.guilds,
-			Objects: objs, AttachmentKey: AttachmentKey(key)})
+			Objects: objs, AttachmentKey: AttachmentKey(key),
+			MemberRemoved: p.bots.MemberRemoved(p.guilds, guildBotFlags(p.guilds))})
 	if cfg.DevUser {
 		if p.DevToken, err = p.devUser(ctx, ids); err != nil {
 			return nil, err
@@ -172,13 +173,13 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.roleMux = http.NewServeMux()
+	p.roleMux, p.roleAdmin = http.NewServeMux(), http.NewServeMux()
 	voiceFleet, err := enableVoice(cfg, p.guilds)
 	if err != nil {
 		return nil, err
 	}
 	p.voiceFleet = voiceFleet
-	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids, Counters: p.counters, VoiceFleet: voiceFleet}
+	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids, Counters: p.counters, VoiceFleet: voiceFleet, Admin: p.roleAdmin}
 	if err := role.Build(ctx, roles.Table, func(string) bool { return true }, parts, p.roleMux, &p.group); err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
@@ -276,7 +277,7 @@ func (p *Platform) routes(restAPI http.Handler) http.Handler {
 	mux.Handle("/gateway/", p.gateway)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
 	HandleHealth(mux, func() bool { return p.ready.Load() && p.group.Ready() == nil })
-	mux.Handle("/admin/", adminauth.Guard(p.cfg.AdminToken, p.adminRoutes()))
+	mux.Handle("/admin/", adminauth.Guard(p.cfg.AdminToken, role.AdminHandler(p.adminRoutes(), p.roleAdmin)))
 	// discord.py's default gateway URL is the root path, so a WebSocket
 	// upgrade anywhere outside /api goes to the gateway; the web client
 	// (package web) answers GET and HEAD; other methods reach the REST
@@ -295,7 +296,7 @@ func (p *Platform) routes(restAPI http.Handler) http.Handler {
 
 // adminRoutes are the admin endpoints, served behind the admin token
 // (off without Config.AdminToken).
-func (p *Platform) adminRoutes() http.Handler {
+func (p *Platform) adminRoutes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /admin/drain", func(w http.ResponseWriter, r *http.Request) {
 		p.ready.Store(false)

@@ -156,7 +156,7 @@ func (s *Service) Apply(ctx context.Context, r eventlog.Record) error {
 	off := r.Offset
 
 	// Channel level: dedupe by message id, @everyone entries.
-	dup := false
+	dup, everyone := false, false
 	err = s.channels.do(ctx, ev.ChannelID, s.loadChannel(ev.ChannelID), func(c *channelEntry) {
 		if ev.Type == eventlog.MessageCreate {
 			if at, ok := c.seenAt(ev.MessageID); ok && at != off {
@@ -177,6 +177,7 @@ func (s *Service) Apply(ctx context.Context, r eventlog.Record) error {
 			}
 			if ev.MentionEveryone {
 				addEveryone(&c.rec, ChannelMention{MessageID: ev.MessageID, AuthorID: ev.AuthorID}, s.cfg.ChannelMentions)
+				everyone = true
 			}
 		case eventlog.MessageDelete:
 			c.rec.Everyone = slices.DeleteFunc(c.rec.Everyone, func(m ChannelMention) bool { return m.MessageID == ev.MessageID })
@@ -184,6 +185,14 @@ func (s *Service) Apply(ctx context.Context, r eventlog.Record) error {
 	})
 	if err != nil {
 		return err
+	}
+	if everyone {
+		// Other read-state nodes read the channel's record from the
+		// store: write it soon rather than at the next interval.
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
 	}
 	if dup {
 		s.m.duplicates.Inc()
@@ -199,23 +208,15 @@ func (s *Service) Apply(ctx context.Context, r eventlog.Record) error {
 	if err != nil {
 		return err
 	}
-	for _, u := range targets {
-		err := s.users.do(ctx, u, s.loadUser(u), func(e *userEntry) {
-			rec := e.record(ev.ChannelID)
-			if off < rec.NextOffset {
-				return // replay of an event this record already holds
-			}
-			rec.NextOffset = off + 1
-			if ev.MessageID > rec.LastReadID {
-				rec.MentionCount++
-				s.m.mentions.Inc()
-				s.m.nMentions.Add(1)
-			}
-			e.dirty[ev.ChannelID] = true
-		})
-		if err != nil {
-			return err
-		}
+	if len(targets) == 0 {
+		return nil
+	}
+	ms := make([]Mention, len(targets))
+	for i, u := range targets {
+		ms[i] = Mention{User: u, Channel: ev.ChannelID, Message: ev.MessageID, Offset: off}
+	}
+	if err := s.cfg.Mentions.AddMentions(ctx, ms); err != nil {
+		return fmt.Errorf("readstate: hand mentions of message %d to their owners: %w", ev.MessageID, err)
 	}
 	return nil
 }

@@ -115,3 +115,40 @@ func (c *lru[V]) dropClean() {
 		s.mu.Unlock()
 	}
 }
+
+// peek runs fn on id's entry if it is cached, without loading it or
+// changing the LRU order, and reports whether it was.
+func (c *lru[V]) peek(id snowflake.ID, fn func(V)) bool {
+	s := c.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.items[id]
+	if ok {
+		fn(e.Value.(*lruItem[V]).v)
+	}
+	return ok
+}
+
+// dropCleanIf forgets every clean entry whose id drop reports, and
+// returns how many dirty entries drop reported (they stay).
+func (c *lru[V]) dropCleanIf(drop func(snowflake.ID) bool) (dirty int) {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		for e := s.order.Front(); e != nil; {
+			next := e.Next()
+			it := e.Value.(*lruItem[V])
+			if drop(it.id) {
+				if c.dirty(it.v) {
+					dirty++
+				} else {
+					s.order.Remove(e)
+					delete(s.items, it.id)
+				}
+			}
+			e = next
+		}
+		s.mu.Unlock()
+	}
+	return dirty
+}

@@ -11,10 +11,13 @@
 // loses at most the acks of the last FlushInterval; mention counts are not
 // lost, because they are rebuilt from the event log (see below).
 //
-// One member of a consumer group applies a channel's mentions at a time;
-// the group is expected to have one member per user shard in steady state
-// (overlap during a rolling restart is safe for mention counts: on a
-// rebalance every member flushes and reloads from the table).
+// Read states can be sharded by user over several services (a cluster's
+// read-state replicas): a user's records then live on the user's owner
+// only. The mention consumer is partitioned by channel instead: one member
+// of the consumer group applies a channel's events at a time, keeps the
+// channel's record, and hands each user mention to the user's owner
+// (Config.Mentions; AddMentions on the owner writes it through before
+// answering). Release lets go of users whose owner changed.
 //
 // Unread is a comparison, never a count query against the messages table:
 // a channel is unread when the guild actor's last_message_id for it is
@@ -33,9 +36,11 @@
 // all sit in one partition, so offsets order them), and a channel keeps the
 // ids of its recently counted messages (an event the outbox published twice
 // carries one message id at two offsets). The consumer marks an offset only
-// after a flush made every change below it durable, so after a crash or a
-// rebalance the log redelivers exactly what was not yet written, and
-// redelivered events already in a stored record are skipped.
+// after every change below it is durable (user mentions written through on
+// their owners, channel records by a flush), so after a crash or a
+// rebalance the log redelivers exactly what was not yet marked, and
+// redelivered events already in a stored record are skipped wherever the
+// user's owner is by then.
 package readstate
 
 import (

@@ -37,6 +37,10 @@ type Config struct {
 	Group string
 	// Topic is the topic of message events. Default eventlog.MessagesTopic.
 	Topic string
+	// Mentions receives the user mentions the consumer counts, to hand
+	// them to the owner of each user when read states are sharded over
+	// several nodes. Default: this service counts them (AddMentions).
+	Mentions Mentions
 	// Registerer receives metrics. Nil registers nothing.
 	Registerer prometheus.Registerer
 	// Logger receives diagnostics. Default slog.Default().
@@ -134,6 +138,9 @@ func New(cfg Config, store Store, vis Visibility, roles Roles) (*Service, error)
 		cfg.Logger = slog.Default()
 	}
 	s := &Service{cfg: cfg, store: store, vis: vis, roles: roles}
+	if s.cfg.Mentions == nil {
+		s.cfg.Mentions = s
+	}
 	if err := s.m.init(cfg.Registerer); err != nil {
 		return nil, err
 	}
@@ -257,10 +264,21 @@ func (s *Service) ChannelState(ctx context.Context, user, channel snowflake.ID) 
 		return st, nil
 	}
 	st.MentionCount = int(r.MentionCount)
-	err = s.channels.do(ctx, channel, s.loadChannel(channel), func(c *channelEntry) {
+	// A channel's record is cached only by the member consuming its
+	// partition, which changes it; on any other node (read states are
+	// sharded by user) it is read from the store each time, so it is never
+	// older than the consumer's last flush.
+	if s.channels.peek(channel, func(c *channelEntry) {
 		st.MentionCount += everyoneAfter(c.rec.Everyone, r.LastReadID, user)
-	})
-	return st, err
+	}) {
+		return st, nil
+	}
+	c, err := s.loadChannel(channel)(ctx)
+	if err != nil {
+		return st, err
+	}
+	st.MentionCount += everyoneAfter(c.rec.Everyone, r.LastReadID, user)
+	return st, nil
 }
 
 // everyoneAfter counts the @everyone mentions above last not written by

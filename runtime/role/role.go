@@ -64,6 +64,10 @@ type Parts struct {
 	// voice role adds its SFU to it and the guild allocates calls from
 	// it. Nil in `concord serve`, where SFUs report to Registry.
 	VoiceFleet *fleet.Local
+	// Admin is where the roles' admin endpoints go (HandleAdmin): served
+	// under /admin/ behind the process's admin token, after the
+	// process's own admin endpoints. Nil: the process serves none.
+	Admin Mux
 }
 
 // Mux is where a role's routes go: the process's HTTP listener.
@@ -88,6 +92,16 @@ func (b *Builder) Dev() bool { return b.Registry == nil }
 // (/api/), gateway and operational paths are taken: a role uses its own
 // prefix.
 func (b *Builder) Handle(pattern string, h http.Handler) { b.mux.Handle(pattern, h) }
+
+// HandleAdmin serves pattern (under /admin/) among the process's admin
+// endpoints, behind its admin token: a request without the token never
+// reaches h. A pattern the process's own admin endpoints serve stays
+// theirs. Without an admin mux (Parts.Admin) the route is not served.
+func (b *Builder) HandleAdmin(pattern string, h http.Handler) {
+	if b.Admin != nil {
+		b.Admin.Handle(pattern, h)
+	}
+}
 
 // Add contributes a part to the process's lifecycle group.
 func (b *Builder) Add(p lifecycle.Part) error {
@@ -149,4 +163,21 @@ func Build(ctx context.Context, table []Role, want func(name string) bool, parts
 		}
 	}
 	return nil
+}
+
+// AdminHandler serves an admin request with the process's own admin
+// endpoints when one of own's patterns matches it, else with the roles'
+// (Parts.Admin); nil roles serves own alone. Put it behind the admin
+// token.
+func AdminHandler(own, roles *http.ServeMux) http.Handler {
+	if roles == nil {
+		return own
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, pattern := own.Handler(r); pattern != "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		roles.ServeHTTP(w, r)
+	})
 }

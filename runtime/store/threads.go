@@ -38,6 +38,8 @@ type ThreadMeta struct {
 	MessageCount int
 	// MemberCount is the number of members, kept with the member rows.
 	MemberCount int
+	// AppliedTags are the ids of the parent forum's tags on a post.
+	AppliedTags []snowflake.ID
 }
 
 // ThreadMember is a user's membership of a thread.

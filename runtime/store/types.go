@@ -73,6 +73,8 @@ type Channel struct {
 	LastMessageID    snowflake.ID
 	// Thread is set on thread channels (IsThread) only.
 	Thread *ThreadMeta `json:",omitempty"`
+	// AvailableTags are a forum channel's tags (ChannelForum only).
+	AvailableTags []ForumTag `json:",omitempty"`
 }
 
 // Role is a guild role. The @everyone role's id equals the guild id.

@@ -2,10 +2,13 @@ package transport
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/presence"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/transport/transportpb"
@@ -105,19 +108,93 @@ func (c *guildClient) Disconnect(ctx context.Context, guildID snowflake.ID, s ev
 	})
 }
 
-// Call implements GuildBackend.
-func (c *guildClient) Call(ctx context.Context, guildID snowflake.ID, method string, body []byte) (int, []byte, error) {
-	req := &transportpb.CallRequest{GuildId: uint64(guildID), Method: method, Body: body}
-	var resp *transportpb.CallResponse
-	err := c.invoke(ctx, "Call", guildID, func(ctx context.Context, g transportpb.GuildNodeClient) error {
-		var err error
-		resp, err = g.Call(ctx, req)
+// MoveSession implements GuildBackend.
+func (c *guildClient) MoveSession(ctx context.Context, guildID snowflake.ID, mv guild.Move) (int, error) {
+	req := &transportpb.MoveSessionRequest{GuildId: uint64(guildID), SessionId: string(mv.Session), To: mv.To, MoveId: mv.ID}
+	var resp *transportpb.MoveSessionResponse
+	err := c.invoke(ctx, "MoveSession", guildID, func(ctx context.Context, g transportpb.GuildNodeClient) (err error) {
+		resp, err = g.MoveSession(ctx, req)
 		return err
 	})
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
-	return int(resp.Status), resp.Body, nil
+	return int(resp.Markers), nil
+}
+
+// CanView implements GuildBackend.
+func (c *guildClient) CanView(ctx context.Context, guildID, user, channel snowflake.ID) (bool, error) {
+	req := &transportpb.CanViewRequest{GuildId: uint64(guildID), UserId: uint64(user), ChannelId: uint64(channel)}
+	var resp *transportpb.CanViewResponse
+	err := c.invoke(ctx, "CanView", guildID, func(ctx context.Context, g transportpb.GuildNodeClient) (err error) {
+		resp, err = g.CanView(ctx, req)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	return resp.Visible, nil
+}
+
+// RoleMembers implements GuildBackend.
+func (c *guildClient) RoleMembers(ctx context.Context, guildID, role snowflake.ID) ([]snowflake.ID, error) {
+	req := &transportpb.RoleMembersRequest{GuildId: uint64(guildID), RoleId: uint64(role)}
+	var resp *transportpb.RoleMembersResponse
+	err := c.invoke(ctx, "RoleMembers", guildID, func(ctx context.Context, g transportpb.GuildNodeClient) (err error) {
+		resp, err = g.RoleMembers(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]snowflake.ID, len(resp.UserIds))
+	for i, id := range resp.UserIds {
+		ids[i] = snowflake.ID(id)
+	}
+	return ids, nil
+}
+
+// PresenceChanged implements GuildBackend.
+func (c *guildClient) PresenceChanged(ctx context.Context, guildID, user snowflake.ID, p presence.Presence) error {
+	req := &transportpb.PresenceChangedRequest{
+		GuildId: uint64(guildID), UserId: uint64(user), Status: string(p.Status), Activities: activitiesToPB(p.Activities),
+		ClientStatus: &transportpb.ClientStatus{
+			Desktop: string(p.ClientStatus.Desktop), Mobile: string(p.ClientStatus.Mobile), Web: string(p.ClientStatus.Web),
+		},
+	}
+	return c.invoke(ctx, "PresenceChanged", guildID, func(ctx context.Context, g transportpb.GuildNodeClient) error {
+		_, err := g.PresenceChanged(ctx, req)
+		return err
+	})
+}
+
+// LazyRequest implements GuildBackend.
+func (c *guildClient) LazyRequest(ctx context.Context, guildID snowflake.ID, s event.Session, d json.RawMessage) error {
+	req := &transportpb.GatewayOpRequest{GuildId: uint64(guildID), Session: sessionToPB(s), D: d}
+	return c.invoke(ctx, "LazyRequest", guildID, func(ctx context.Context, g transportpb.GuildNodeClient) error {
+		_, err := g.LazyRequest(ctx, req)
+		return err
+	})
+}
+
+// RequestMembers implements GuildBackend.
+func (c *guildClient) RequestMembers(ctx context.Context, guildID snowflake.ID, s event.Session, d json.RawMessage) error {
+	req := &transportpb.GatewayOpRequest{GuildId: uint64(guildID), Session: sessionToPB(s), D: d}
+	return c.invoke(ctx, "RequestMembers", guildID, func(ctx context.Context, g transportpb.GuildNodeClient) error {
+		_, err := g.RequestMembers(ctx, req)
+		return err
+	})
+}
+
+// UpdateVoiceState implements GuildBackend.
+func (c *guildClient) UpdateVoiceState(ctx context.Context, s event.Session, v guild.VoiceStateRequest) error {
+	req := &transportpb.UpdateVoiceStateRequest{
+		GuildId: uint64(v.GuildID), Session: sessionToPB(s), ChannelId: uint64(v.ChannelID), SelfMute: v.SelfMute, SelfDeaf: v.SelfDeaf,
+	}
+	return c.invoke(ctx, "UpdateVoiceState", v.GuildID, func(ctx context.Context, g transportpb.GuildNodeClient) error {
+		_, err := g.UpdateVoiceState(ctx, req)
+		return err
+	})
 }
 
 // Close implements GuildClient.

@@ -2,7 +2,10 @@ package transport_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +15,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/presence"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/registry/etcd"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -41,12 +46,56 @@ func TestGuildCallsReachTheOwner(t *testing.T) {
 	if got := g1.next(t); got.op != "disconnect" || got.session != session {
 		t.Fatalf("Disconnect arrived as %+v", got)
 	}
-	status, body, err := c.Call(ctx, 7, "POST /channels/1/messages", []byte(`{"content":"hi"}`))
-	if err != nil || status != 201 || string(body) != `guild-1:{"content":"hi"}` {
-		t.Fatalf("Call = %d %q %v", status, body, err)
+	if n, err := c.MoveSession(ctx, 7, guild.Move{Session: "sess-1", To: "gw-b", ID: "mv-1"}); err != nil || n != 3 {
+		t.Fatalf("MoveSession = %d, %v", n, err)
 	}
-	if got := g1.next(t); got.method != "POST /channels/1/messages" || got.guildID != 7 {
-		t.Fatalf("Call arrived as %+v", got)
+	if got := g1.next(t); got.op != "move" || got.guildID != 7 || got.session.ID != "sess-1" || got.session.Node != "gw-b" || got.body != "mv-1" {
+		t.Fatalf("MoveSession arrived as %+v", got)
+	}
+	for _, ch := range []snowflake.ID{10, 11} {
+		ok, err := c.CanView(ctx, 7, 42, ch)
+		if err != nil || ok != (ch%2 == 0) {
+			t.Fatalf("CanView(channel %d) = %v, %v", ch, ok, err)
+		}
+		if got := g1.next(t); got.op != "canview" || got.session.UserID != 42 || got.body != ch.String() {
+			t.Fatalf("CanView arrived as %+v", got)
+		}
+	}
+	if ids, err := c.RoleMembers(ctx, 7, 100); err != nil || !slices.Equal(ids, []snowflake.ID{101, 102}) {
+		t.Fatalf("RoleMembers = %v, %v", ids, err)
+	}
+	if got := g1.next(t); got.op != "rolemembers" || got.body != "100" {
+		t.Fatalf("RoleMembers arrived as %+v", got)
+	}
+	p := presence.Presence{Status: presence.Idle, Activities: []presence.Activity{{Name: "chess", Type: 0}},
+		ClientStatus: presence.ClientStatus{Desktop: presence.Idle, Web: presence.Online}}
+	if err := c.PresenceChanged(ctx, 7, 42, p); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(p)
+	if got := g1.next(t); got.op != "presence" || got.session.UserID != 42 || got.body != string(want) {
+		t.Fatalf("PresenceChanged arrived as %+v, want %s", got, want)
+	}
+	d := json.RawMessage(`{"guild_id":"7","channels":{"8":[[0,99]]}}`)
+	if err := c.LazyRequest(ctx, 7, session, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := g1.next(t); got.op != "op14" || got.session != session || got.body != string(d) {
+		t.Fatalf("LazyRequest arrived as %+v", got)
+	}
+	if err := c.RequestMembers(ctx, 7, session, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := g1.next(t); got.op != "op8" || got.session != session || got.body != string(d) {
+		t.Fatalf("RequestMembers arrived as %+v", got)
+	}
+	v := guild.VoiceStateRequest{GuildID: 7, ChannelID: 9, SelfMute: true}
+	if err := c.UpdateVoiceState(ctx, session, v); err != nil {
+		t.Fatal(err)
+	}
+	want, _ = json.Marshal(v)
+	if got := g1.next(t); got.op != "op4" || got.guildID != 7 || got.session != session || got.body != string(want) {
+		t.Fatalf("UpdateVoiceState arrived as %+v, want %s", got, want)
 	}
 	// Requests the server must refuse before reaching the backend.
 	if err := c.Subscribe(ctx, 7, event.Session{}); !errors.Is(err, transport.ErrInvalid) {
@@ -80,9 +129,74 @@ func TestGuildErrorsCrossTheWire(t *testing.T) {
 	if err := c.Subscribe(context.Background(), 9, session); err == nil || errors.Is(err, errUnknownGuild) {
 		t.Fatalf("unmapped error came back as %v", err)
 	}
-	if _, _, err := c.Call(context.Background(), 9, "", nil); !errors.Is(err, transport.ErrInvalid) {
-		t.Fatalf("Call without method = %v, want ErrInvalid", err)
+}
+
+// TestTypedGuildCallErrors checks every typed GuildNode RPC: a domain
+// error of the backend comes back as the same sentinel (so callers decide
+// as they did in-process), a malformed request is refused before the
+// backend, and a guild the node does not own is ErrNotOwner.
+func TestTypedGuildCallErrors(t *testing.T) {
+	errNotSubscribed := errors.New("guild: session not subscribed")
+	errUnknownGuild := errors.New("guild: unknown guild")
+	table := []transport.ErrorCode{{Err: errNotSubscribed, Code: codes.NotFound}, {Err: errUnknownGuild, Code: codes.NotFound}}
+	g1 := newRecordingGuilds("guild-1")
+	owned := func(id snowflake.ID) bool { return id != 13 }
+	n1, _ := guildNode(t, g1, transport.ServerConfig{Errors: table}, owned)
+	dir := &staticDir{owners: []string{"guild-1"}}
+	dir.set(n1)
+	c := transport.NewGuildClient(transport.ClientConfig{Errors: table}, dir)
+	defer c.Close()
+	ctx := context.Background()
+	mv := guild.Move{Session: "sess-1", To: "gw-b", ID: "mv-1"}
+	d := json.RawMessage(`{}`)
+	calls := map[string]func(guildID snowflake.ID) error{
+		"MoveSession": func(g snowflake.ID) error { _, err := c.MoveSession(ctx, g, mv); return err },
+		"CanView":     func(g snowflake.ID) error { _, err := c.CanView(ctx, g, 42, 10); return err },
+		"RoleMembers": func(g snowflake.ID) error { _, err := c.RoleMembers(ctx, g, 100); return err },
+		"PresenceChanged": func(g snowflake.ID) error {
+			return c.PresenceChanged(ctx, g, 42, presence.OfflinePresence())
+		},
+		"LazyRequest":    func(g snowflake.ID) error { return c.LazyRequest(ctx, g, session, d) },
+		"RequestMembers": func(g snowflake.ID) error { return c.RequestMembers(ctx, g, session, d) },
+		"UpdateVoiceState": func(g snowflake.ID) error {
+			return c.UpdateVoiceState(ctx, session, guild.VoiceStateRequest{GuildID: g})
+		},
 	}
+	for name, call := range calls {
+		for _, domain := range []error{errNotSubscribed, errUnknownGuild, transport.ErrNotServed} {
+			g1.err = fmt.Errorf("serving: %w", domain)
+			err := call(9)
+			if !errors.Is(err, domain) {
+				t.Errorf("%s: backend error %v came back as %v", name, domain, err)
+			}
+			if errors.Is(err, transport.ErrUnavailable) {
+				t.Errorf("%s: a domain error looks like an unavailable node: %v", name, err)
+			}
+			g1.next(t)
+		}
+		g1.err = nil
+		if err := call(13); !errors.Is(err, transport.ErrNotOwner) {
+			t.Errorf("%s on a guild the node does not own = %v, want ErrNotOwner", name, err)
+		}
+		if err := call(0); !errors.Is(err, transport.ErrInvalid) {
+			t.Errorf("%s on guild 0 = %v, want ErrInvalid", name, err)
+		}
+		g1.none(t)
+	}
+	// Arguments the server refuses before the backend.
+	bad := map[string]error{}
+	_, bad["MoveSession without a move id"] = c.MoveSession(ctx, 9, guild.Move{Session: "s", To: "gw-b"})
+	_, bad["CanView without a channel"] = c.CanView(ctx, 9, 42, 0)
+	_, bad["RoleMembers without a role"] = c.RoleMembers(ctx, 9, 0)
+	bad["PresenceChanged without a user"] = c.PresenceChanged(ctx, 9, 0, presence.OfflinePresence())
+	bad["LazyRequest without a session"] = c.LazyRequest(ctx, 9, event.Session{}, d)
+	bad["UpdateVoiceState without a session"] = c.UpdateVoiceState(ctx, event.Session{}, guild.VoiceStateRequest{GuildID: 9})
+	for what, err := range bad {
+		if !errors.Is(err, transport.ErrInvalid) {
+			t.Errorf("%s = %v, want ErrInvalid", what, err)
+		}
+	}
+	g1.none(t)
 }
 
 func TestGuildClientRetriesOnceOnTheNewOwner(t *testing.T) {

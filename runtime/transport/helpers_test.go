@@ -2,12 +2,15 @@ package transport_test
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/presence"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/transport"
@@ -117,7 +120,6 @@ type guildCall struct {
 	op      string
 	guildID snowflake.ID
 	session event.Session
-	method  string
 	body    string
 }
 
@@ -143,12 +145,44 @@ func (g *recordingGuilds) Disconnect(_ context.Context, id snowflake.ID, s event
 	return g.err
 }
 
-func (g *recordingGuilds) Call(_ context.Context, id snowflake.ID, method string, body []byte) (int, []byte, error) {
-	g.calls <- guildCall{op: "call", guildID: id, method: method, body: string(body)}
+func (g *recordingGuilds) MoveSession(_ context.Context, id snowflake.ID, mv guild.Move) (int, error) {
+	g.calls <- guildCall{op: "move", guildID: id, session: event.Session{ID: mv.Session, Node: mv.To}, body: mv.ID}
+	return 3, g.err
+}
+
+func (g *recordingGuilds) CanView(_ context.Context, id, user, channel snowflake.ID) (bool, error) {
+	g.calls <- guildCall{op: "canview", guildID: id, session: event.Session{UserID: user}, body: channel.String()}
+	return channel%2 == 0, g.err
+}
+
+func (g *recordingGuilds) RoleMembers(_ context.Context, id, role snowflake.ID) ([]snowflake.ID, error) {
+	g.calls <- guildCall{op: "rolemembers", guildID: id, body: role.String()}
 	if g.err != nil {
-		return 0, nil, g.err
+		return nil, g.err
 	}
-	return 201, []byte(g.name + ":" + string(body)), nil
+	return []snowflake.ID{role + 1, role + 2}, nil
+}
+
+func (g *recordingGuilds) PresenceChanged(_ context.Context, id, user snowflake.ID, p presence.Presence) error {
+	b, _ := json.Marshal(p)
+	g.calls <- guildCall{op: "presence", guildID: id, session: event.Session{UserID: user}, body: string(b)}
+	return g.err
+}
+
+func (g *recordingGuilds) LazyRequest(_ context.Context, id snowflake.ID, s event.Session, d json.RawMessage) error {
+	g.calls <- guildCall{op: "op14", guildID: id, session: s, body: string(d)}
+	return g.err
+}
+
+func (g *recordingGuilds) RequestMembers(_ context.Context, id snowflake.ID, s event.Session, d json.RawMessage) error {
+	g.calls <- guildCall{op: "op8", guildID: id, session: s, body: string(d)}
+	return g.err
+}
+
+func (g *recordingGuilds) UpdateVoiceState(_ context.Context, s event.Session, v guild.VoiceStateRequest) error {
+	b, _ := json.Marshal(v)
+	g.calls <- guildCall{op: "op4", guildID: v.GuildID, session: s, body: string(b)}
+	return g.err
 }
 
 func (g *recordingGuilds) next(t *testing.T) guildCall {

@@ -7,17 +7,22 @@ import (
 
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/presence"
+	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/transport/transportpb"
 )
 
-// PresenceClient is a PresenceBackend that calls the presence node. A
-// cluster runs one presence node: every call goes to the ring's owner of
-// id 0 (a LocalRing over the presence role), so a second presence node
-// would take over the whole load rather than share it. Disconnect and
-// Report cannot fail to their callers: a presence node that is down
-// rebuilds from the next re-reports, so their errors are only logged.
+// PresenceClient is a PresenceBackend that calls one presence node: the
+// one ring.Owner(0) names. A cluster shards presence by user over several
+// presence nodes with one client per node (runtime/cluster picks the
+// user's owner). Disconnect and Report cannot fail to their callers: a
+// presence node that is down rebuilds from the next re-reports, so their
+// errors are only logged; DisconnectUser returns its error, for callers
+// that tell the user's next owner.
 type PresenceClient interface {
 	PresenceBackend
+	// DisconnectUser forgets session id of userID (SessionEnded with the
+	// user: presence.Service.DisconnectUser on the node).
+	DisconnectUser(ctx context.Context, id event.SessionID, userID snowflake.ID) error
 	// Close ends every connection.
 	Close() error
 }
@@ -78,6 +83,14 @@ func (c *presenceClient) Update(ctx context.Context, id event.SessionID, u prese
 	}
 	return c.invoke(ctx, "Update", func(ctx context.Context, p transportpb.PresenceNodeClient) error {
 		_, err := p.Update(ctx, req)
+		return err
+	})
+}
+
+// DisconnectUser implements PresenceClient.
+func (c *presenceClient) DisconnectUser(ctx context.Context, id event.SessionID, userID snowflake.ID) error {
+	return c.invoke(ctx, "SessionEnded", func(ctx context.Context, p transportpb.PresenceNodeClient) error {
+		_, err := p.SessionEnded(ctx, &transportpb.PresenceSessionEnded{SessionId: string(id), UserId: uint64(userID)})
 		return err
 	})
 }

@@ -25,6 +25,14 @@ type PresenceBackend interface {
 	Report(ctx context.Context, node string, sessions []presence.SessionState)
 }
 
+// UserDisconnecter is the optional ability of a PresenceBackend to be
+// told the user of a session that ended (presence.Service.DisconnectUser
+// on the user's owner; ErrNotOwner elsewhere). SessionEnded uses it when
+// the request names the user.
+type UserDisconnecter interface {
+	DisconnectUser(ctx context.Context, id event.SessionID, userID snowflake.ID) error
+}
+
 var _ PresenceBackend = (*presence.Service)(nil)
 
 // presenceServer serves PresenceNode on a presence node.
@@ -65,7 +73,13 @@ func (s *presenceServer) SessionEnded(ctx context.Context, req *transportpb.Pres
 	if req.SessionId == "" {
 		return nil, s.errs.toStatus(fmt.Errorf("%w: session end without a session", ErrInvalid))
 	}
-	s.backend.Disconnect(ctx, event.SessionID(req.SessionId))
+	if d, ok := s.backend.(UserDisconnecter); ok && req.UserId != 0 {
+		if err := d.DisconnectUser(ctx, event.SessionID(req.SessionId), snowflake.ID(req.UserId)); err != nil {
+			return nil, s.errs.toStatus(err)
+		}
+	} else {
+		s.backend.Disconnect(ctx, event.SessionID(req.SessionId))
+	}
 	return &transportpb.PresenceAck{}, nil
 }
 

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -105,6 +106,36 @@ func (c *readStateClient) States(ctx context.Context, user snowflake.ID, channel
 		return nil
 	})
 	return out, err
+}
+
+// AddMentions implements ReadStateBackend: the mentions are grouped by
+// their users' owners on the ring and sent to each owner in one call. An
+// error leaves some mentions possibly counted: the call is idempotent, so
+// the caller retries all of them.
+func (c *readStateClient) AddMentions(ctx context.Context, ms []readstate.Mention) error {
+	byOwner := make(map[string][]*transportpb.Mention)
+	first := make(map[string]snowflake.ID)
+	for _, m := range ms {
+		n, ok := c.ring.Owner(m.User)
+		if !ok {
+			clientCalls.WithLabelValues("ReadStateAddMentions", "error").Inc()
+			return fmt.Errorf("transport: read-state AddMentions user %d: no read-state node: %w", m.User, ErrUnavailable)
+		}
+		if _, seen := first[n.Name]; !seen {
+			first[n.Name] = m.User
+		}
+		byOwner[n.Name] = append(byOwner[n.Name], &transportpb.Mention{UserId: uint64(m.User), ChannelId: uint64(m.Channel),
+			MessageId: uint64(m.Message), Offset: m.Offset})
+	}
+	var errs []error
+	for name, list := range byOwner {
+		req := &transportpb.MentionsRequest{Mentions: list}
+		errs = append(errs, c.invoke(ctx, "AddMentions", first[name], func(ctx context.Context, r transportpb.ReadStateNodeClient) error {
+			_, err := r.AddMentions(ctx, req)
+			return err
+		}))
+	}
+	return errors.Join(errs...)
 }
 
 // Close implements ReadStateClient.

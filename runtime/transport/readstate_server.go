@@ -18,6 +18,9 @@ type ReadStateBackend interface {
 	// States lists user's read states; nil channels means every channel
 	// the user has a record in (readstate.Service.States).
 	States(ctx context.Context, user snowflake.ID, channels []snowflake.ID) ([]readstate.State, error)
+	// AddMentions counts user mentions handed over by a mention consumer
+	// (readstate.Service.AddMentions); it returns once they are durable.
+	AddMentions(ctx context.Context, ms []readstate.Mention) error
 }
 
 var _ ReadStateBackend = (*readstate.Service)(nil)
@@ -68,4 +71,20 @@ func (s *readStateServer) States(ctx context.Context, req *transportpb.StatesReq
 		}
 	}
 	return &transportpb.StatesResponse{States: out}, nil
+}
+
+// AddMentions implements ReadStateNode.AddMentions.
+func (s *readStateServer) AddMentions(ctx context.Context, req *transportpb.MentionsRequest) (*transportpb.MentionsResponse, error) {
+	ms := make([]readstate.Mention, len(req.Mentions))
+	for i, m := range req.Mentions {
+		if m.UserId == 0 || m.ChannelId == 0 || m.MessageId == 0 || m.Offset < 0 {
+			return nil, s.errs.toStatus(fmt.Errorf("%w: mention without user, channel, message or offset", ErrInvalid))
+		}
+		ms[i] = readstate.Mention{User: snowflake.ID(m.UserId), Channel: snowflake.ID(m.ChannelId),
+			Message: snowflake.ID(m.MessageId), Offset: m.Offset}
+	}
+	if err := s.backend.AddMentions(ctx, ms); err != nil {
+		return nil, s.errs.toStatus(err)
+	}
+	return &transportpb.MentionsResponse{}, nil
 }

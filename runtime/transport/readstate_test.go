@@ -15,7 +15,13 @@ import (
 
 // fakeReadStates is a ReadStateBackend recording the channels asked for.
 type fakeReadStates struct {
-	asked [][]snowflake.ID
+	asked    [][]snowflake.ID
+	mentions []readstate.Mention
+}
+
+func (f *fakeReadStates) AddMentions(_ context.Context, ms []readstate.Mention) error {
+	f.mentions = append(f.mentions, ms...)
+	return nil
 }
 
 func (f *fakeReadStates) Ack(_ context.Context, user, channel, message snowflake.ID) (readstate.MessageAck, error) {
@@ -62,6 +68,13 @@ func TestReadStateClientRoundTrip(t *testing.T) {
 	if len(backend.asked) != 3 || backend.asked[0] != nil || backend.asked[1] == nil || len(backend.asked[1]) != 0 ||
 		!slices.Equal(backend.asked[2], []snowflake.ID{5, 6}) {
 		t.Fatalf("channels asked = %#v, want nil, empty, [5 6]", backend.asked)
+	}
+	want := []readstate.Mention{{User: 1, Channel: 5, Message: 9, Offset: 0}, {User: 2, Channel: 5, Message: 9, Offset: 0}}
+	if err := c.AddMentions(ctx, want); err != nil || !slices.Equal(backend.mentions, want) {
+		t.Fatalf("AddMentions = %v; the node got %+v, want %+v", err, backend.mentions, want)
+	}
+	if err := c.AddMentions(ctx, []readstate.Mention{{User: 1, Channel: 5, Offset: 3}}); !errors.Is(err, transport.ErrInvalid) {
+		t.Fatalf("AddMentions without a message = %v, want ErrInvalid", err)
 	}
 }
 

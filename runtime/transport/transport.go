@@ -11,17 +11,25 @@
 //     NewSessionDirectory asks every live gateway node for a user's
 //     sessions (DMs, MESSAGE_ACK) and subscribes a session to a guild
 //     joined mid-session through its gateway node.
-//   - GuildNode.Subscribe/Disconnect/Call: gateway and API nodes reach the
-//     guild node owning a guild on the placement ring. NewGuildClient
-//     returns a GuildBackend that routes by guild id and retries once on
-//     the ring's new owner when the old one is unavailable.
+//   - GuildNode: gateway, presence and read-state nodes reach the guild
+//     node owning a guild on the placement ring, one typed RPC per
+//     operation: Subscribe and Disconnect (a session's guilds),
+//     MoveSession (a draining gateway's handoff), CanView and RoleMembers
+//     (mention counting), PresenceChanged, LazyRequest and RequestMembers
+//     (presence and member lists), UpdateVoiceState (op 4).
+//     NewGuildClient returns a GuildBackend that routes by guild id and
+//     retries once on the ring's new owner when the old one is
+//     unavailable. REST requests do not travel here: API nodes forward
+//     them to the owner over HTTP.
 //   - DataNode: the message port of data nodes (NewDataClient).
-//   - ReadStateNode.Ack/States: read-state nodes (--roles=readstate)
-//     serve read markers and mention counts; NewReadStateClient routes
-//     by user id over the ring of read-state nodes.
+//   - ReadStateNode.Ack/States/AddMentions: read-state nodes
+//     (--roles=readstate) serve read markers and mention counts of the
+//     users they own; NewReadStateClient routes by user id over the ring
+//     of read-state nodes, and mention consumers hand mentions to the
+//     users' owners with AddMentions.
 //   - PresenceNode: gateway nodes report their sessions and op 3 to the
-//     presence node, which folds them into one status per user
-//     (NewPresenceClient).
+//     presence node owning each user, which folds them into one status
+//     per user (NewPresenceClient calls one node; the cluster picks it).
 //   - RelayNode: guild nodes of a guild with a relay tier send its
 //     batches once per relay node, which fans them out to the gateway
 //     nodes (NewRelayClient).
@@ -33,8 +41,11 @@ package transport
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/presence"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
@@ -51,13 +62,29 @@ type GuildBackend interface {
 	Subscribe(ctx context.Context, guildID snowflake.ID, s event.Session) error
 	// Disconnect detaches session s, which ended for good, from guildID.
 	Disconnect(ctx context.Context, guildID snowflake.ID, s event.Session) error
-	// Call is an escape hatch for forwarding one operation on a guild
-	// (such as a REST request the API node received) to the guild's
-	// owner. method names the operation and body carries its arguments;
-	// the result is an HTTP status code and body. A non-nil error means
-	// the operation could not be carried out at all (no owner, node
-	// unavailable), not that it was refused.
-	Call(ctx context.Context, guildID snowflake.ID, method string, body []byte) (status int, resp []byte, err error)
+	// MoveSession moves session mv.Session's subscription to guildID to
+	// the gateway node mv.To (a draining gateway's handoff) and returns
+	// how many move markers the guild sent the old node. A session the
+	// guild does not deliver to is guild.ErrNotSubscribed.
+	MoveSession(ctx context.Context, guildID snowflake.ID, mv guild.Move) (markers int, err error)
+	// CanView reports whether user may see channel of guildID.
+	CanView(ctx context.Context, guildID, user, channel snowflake.ID) (bool, error)
+	// RoleMembers lists the members of guildID holding role; an unknown
+	// guild is guild.ErrUnknownGuild.
+	RoleMembers(ctx context.Context, guildID, role snowflake.ID) ([]snowflake.ID, error)
+	// PresenceChanged hands user's new presence to the node owning
+	// guildID, which applies it to every guild of the user it has loaded.
+	// A node without presence answers ErrNotServed.
+	PresenceChanged(ctx context.Context, guildID, user snowflake.ID, p presence.Presence) error
+	// LazyRequest carries session s's op 14 payload d to guildID's owner.
+	LazyRequest(ctx context.Context, guildID snowflake.ID, s event.Session, d json.RawMessage) error
+	// RequestMembers carries session s's op 8 payload d to guildID's
+	// owner.
+	RequestMembers(ctx context.Context, guildID snowflake.ID, s event.Session, d json.RawMessage) error
+	// UpdateVoiceState carries session s's op 4 to the guild's owner; a
+	// join the guild refuses is answered through the guild's events, not
+	// as an error.
+	UpdateVoiceState(ctx context.Context, s event.Session, req guild.VoiceStateRequest) error
 }
 
 // Directory finds live nodes by name; *registry.LocalRing implements it.

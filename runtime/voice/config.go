@@ -9,7 +9,10 @@ import (
 	"net"
 	"time"
 
+	"github.com/pion/stun/v4"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concord-chat/concord/runtime/voice/signaling"
 )
 
 // Config is a Server's configuration. Zero fields take the defaults stated.
@@ -71,6 +74,34 @@ type WebRTCConfig struct {
 	// PublicIPs are advertised as host candidates (NAT 1:1). Default: the
 	// socket's address, or 127.0.0.1 when it is unspecified.
 	PublicIPs []string
+	// ICEServers are handed to WebRTC clients in Ready (STUN and TURN
+	// servers for their peer connections): clients that cannot reach
+	// the SFU's UDP port directly relay through TURN. The SFU itself,
+	// ice-lite with a public address, uses none.
+	ICEServers []ICEServer
+}
+
+// ICEServer is one STUN or TURN server for WebRTC clients.
+type ICEServer = signaling.ICEServer
+
+// validICEServers checks each server's URLs (stun:, stuns:, turn:, turns:)
+// and that TURN servers carry credentials.
+func validICEServers(servers []ICEServer) error {
+	for i, s := range servers {
+		if len(s.URLs) == 0 {
+			return fmt.Errorf("voice: config: ICE server %d has no URL", i)
+		}
+		for _, u := range s.URLs {
+			uri, err := stun.ParseURI(u)
+			if err != nil {
+				return fmt.Errorf("voice: config: ICE server URL %q: %w", u, err)
+			}
+			if (uri.Scheme == stun.SchemeTypeTURN || uri.Scheme == stun.SchemeTypeTURNS) && (s.Username == "" || s.Credential == "") {
+				return fmt.Errorf("voice: config: TURN server %q needs a username and credential", u)
+			}
+		}
+	}
+	return nil
 }
 
 func (c *Config) fill() error {
@@ -114,6 +145,11 @@ func (c *Config) fill() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.WebRTC != nil {
+		if err := validICEServers(c.WebRTC.ICEServers); err != nil {
+			return err
+		}
 	}
 	if c.PublicIP != "" && net.ParseIP(c.PublicIP).To4() == nil {
 		return fmt.Errorf("voice: config: PublicIP %q is not IPv4 (clients accept only IPv4)", c.PublicIP)

@@ -13,3 +13,13 @@ func counterValue(c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// forwardRateValue is the forwarded packets per second of the last load
+// report period.
+func (m *metrics) forwardRateValue() float64 {
+	var d dto.Metric
+	if err := m.forwardRate.Write(&d); err != nil {
+		return 0
+	}
+	return d.GetGauge().GetValue()
+}

@@ -36,6 +36,12 @@ type Server struct {
 	conns    atomic.Int64 // open voice gateway connections
 	draining atomic.Bool
 	started  atomic.Bool
+	// drainMu guards drainDeadline, set by the first Drain.
+	drainMu       sync.Mutex
+	drainDeadline time.Time
+	// reportNow asks Run for a load report before the period ends (a
+	// drain: the guilds should see it at once).
+	reportNow chan struct{}
 }
 
 // New validates cfg, opens the UDP socket and returns the server. Nothing
@@ -64,6 +70,8 @@ func New(cfg Config) (*Server, error) {
 		sessions: map[string]*session{},
 		calls:    map[callKey]*call{},
 		used:     map[string]time.Time{},
+
+		reportNow: make(chan struct{}, 1),
 	}
 	s.publicIP = cfg.PublicIP
 	if s.publicIP == "" {
@@ -116,25 +124,22 @@ func (s *Server) Run(ctx context.Context) error {
 			wg.Wait()
 			return nil
 		case <-t.C:
-			now := s.cfg.Now()
-			cur := s.counters()
-			l := s.load(now, now.Sub(lastAt), last, cur)
-			last, lastAt = cur, now
-			s.sweepNonces(now)
-			if s.cfg.Load != nil {
-				rctx, cancel := context.WithTimeout(ctx, s.cfg.LoadInterval)
-				if err := s.cfg.Load.ReportLoad(rctx, l); err != nil && ctx.Err() == nil {
-					s.cfg.Logger.Warn("voice load report failed", "server", s.cfg.ID, "err", err)
-				}
-				cancel()
+		case <-s.reportNow:
+		}
+		now := s.cfg.Now()
+		cur := s.counters()
+		l := s.load(now, now.Sub(lastAt), last, cur)
+		last, lastAt = cur, now
+		s.sweepNonces(now)
+		if s.cfg.Load != nil {
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.LoadInterval)
+			if err := s.cfg.Load.ReportLoad(rctx, l); err != nil && ctx.Err() == nil {
+				s.cfg.Logger.Warn("voice load report failed", "server", s.cfg.ID, "err", err)
 			}
+			cancel()
 		}
 	}
 }
-
-// Drain marks the server as taking no new calls; the load report says so,
-// and the guild moves calls away. Existing participants stay until then.
-func (s *Server) Drain() { s.draining.Store(true) }
 
 // Disconnect removes a user from a call (kicked, moved or the channel
 // deleted): its voice gateway closes with 4014, which clients obey without

@@ -94,8 +94,12 @@ func (s *Server) identify(c *wsConn, d json.RawMessage, version int) (*session, 
 	if s.cfg.PublicPort != 0 {
 		port = s.cfg.PublicPort
 	}
-	se.send(signaling.OpReady, signaling.Ready{SSRC: p.ssrc, IP: s.publicIP, Port: port, Modes: rtpsize.Modes,
-		HeartbeatInterval: int(s.cfg.HeartbeatInterval.Milliseconds())})
+	ready := signaling.Ready{SSRC: p.ssrc, IP: s.publicIP, Port: port, Modes: rtpsize.Modes,
+		HeartbeatInterval: int(s.cfg.HeartbeatInterval.Milliseconds())}
+	if s.rtc != nil {
+		ready.ICEServers = s.cfg.WebRTC.ICEServers
+	}
+	se.send(signaling.OpReady, ready)
 	// Tell the newcomer who is here and which SSRC is whose (receivers map
 	// SSRC to user only from op 5), and tell the others about it.
 	var others []signaling.Snowflake
@@ -321,7 +325,8 @@ func mediaSessionID() string {
 }
 
 // detach forgets a socket that ended. A clean close (1000) leaves the call
-// now; anything else keeps the session for the resume window.
+// now, and so does any close while the server drains (its calls are
+// moving away); anything else keeps the session for the resume window.
 func (se *session) detach(c *wsConn, clean bool) {
 	se.mu.Lock()
 	if se.ended || se.conn != c {
@@ -329,7 +334,7 @@ func (se *session) detach(c *wsConn, clean bool) {
 		return
 	}
 	se.conn = nil
-	if !clean {
+	if !clean && !se.srv.draining.Load() {
 		se.timer = time.AfterFunc(se.srv.cfg.ResumeWindow, func() { se.end(0, "") })
 		se.mu.Unlock()
 		return

@@ -113,6 +113,9 @@ func build(ctx context.Context, b *role.Builder) error {
 		if v.PublicIP != "" {
 			cfg.WebRTC.PublicIPs = []string{v.PublicIP}
 		}
+		if len(v.ICEServers) > 0 {
+			cfg.WebRTC.ICEServers = []voice.ICEServer{{URLs: v.ICEServers, Username: v.ICEUsername, Credential: v.ICECredential}}
+		}
 	}
 	if b.Registry != nil {
 		cfg.Load = fleet.Reporter{Registry: b.Registry}
@@ -121,6 +124,10 @@ func build(ctx context.Context, b *role.Builder) error {
 	if err != nil {
 		return fmt.Errorf("voice: %w", err)
 	}
+	// Drain (the operator's scale-down) and load on the process's admin
+	// endpoints, behind its admin token; on a node whose only role is
+	// voice, /admin/drain is this server's drain.
+	srv.AdminRoutes(adminMux{b}, voiceOnly(b.Config.Roles))
 	// The voice gateway's listener has the bounds of every listener of
 	// the process (header and idle timeouts, connection caps).
 	serving := b.Config.ServingConfig()
@@ -153,4 +160,17 @@ func build(ctx context.Context, b *role.Builder) error {
 	}
 	b.Logger.Info("voice server", "id", cfg.ID, "region", cfg.Region, "endpoint", cfg.Endpoint, "udp", srv.UDPAddr().String())
 	return nil
+}
+
+// adminMux puts routes among the process's admin endpoints.
+type adminMux struct{ b *role.Builder }
+
+func (m adminMux) Handle(pattern string, h http.Handler) { m.b.HandleAdmin(pattern, h) }
+
+// voiceOnly reports whether roles name the voice role alone (a `concord
+// serve --roles=voice` node): its /admin/drain drains the SFU. Elsewhere
+// /admin/drain stays the gateway's and the SFU drains at
+// /admin/voice/drain.
+func voiceOnly(roles []string) bool {
+	return len(roles) == 1 && roles[0] == Name
 }

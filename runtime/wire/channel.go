@@ -47,6 +47,17 @@ type Channel struct {
 	MemberCount      *int            `json:"member_count,omitempty"`
 	// NewlyCreated marks the THREAD_CREATE of a thread just created.
 	NewlyCreated bool `json:"newly_created,omitempty"`
+	// AvailableTags are a forum channel's tags (forum.go).
+	AvailableTags *[]ForumTag `json:"available_tags,omitempty"`
+	// AppliedTags are a forum post's tags.
+	AppliedTags *[]snowflake.ID `json:"applied_tags,omitempty"`
+	// A forum's defaults, sent as Discord sends them for a forum that set
+	// none (forum.go); absent for other types.
+	DefaultReactionEmoji          json.RawMessage `json:"default_reaction_emoji,omitempty"`
+	DefaultSortOrder              json.RawMessage `json:"default_sort_order,omitempty"`
+	DefaultForumLayout            *int            `json:"default_forum_layout,omitempty"`
+	DefaultThreadRateLimitPerUser *int            `json:"default_thread_rate_limit_per_user,omitempty"`
+	DefaultAutoArchiveDuration    *int            `json:"default_auto_archive_duration,omitempty"`
 }
 
 // optionalID returns nil for zero.
@@ -100,6 +111,9 @@ func ChannelFrom(c store.Channel, recipients []User) Channel {
 		if c.Type == store.ChannelGroupDM {
 			out.OwnerID = c.OwnerID
 		}
+	}
+	if c.Type == store.ChannelForum {
+		forumFields(&out, c)
 	}
 	if c.Thread != nil {
 		threadFields(&out, c)

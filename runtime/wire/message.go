@@ -10,13 +10,21 @@ import (
 // Message types Concord produces.
 const (
 	MessageDefault = 0
-	MessageReply   = 19
+	// MessageThreadCreated is the system message a public thread started
+	// without a message leaves in its parent: content is the thread's
+	// name and message_reference names the thread (channel_id only).
+	MessageThreadCreated = 18
+	MessageReply         = 19
+	// MessageThreadStarter is the first message of a thread started from
+	// a message: message_reference and referenced_message are the
+	// starter message in the parent channel.
+	MessageThreadStarter = 21
 )
 
 // MessageReference points at the message a reply answers.
 type MessageReference struct {
 	Type            int          `json:"type"`
-	MessageID       snowflake.ID `json:"message_id"`
+	MessageID       snowflake.ID `json:"message_id,omitempty"`
 	ChannelID       snowflake.ID `json:"channel_id"`
 	GuildID         snowflake.ID `json:"guild_id,omitempty"`
 	FailIfNotExists *bool        `json:"fail_if_not_exists,omitempty"`
@@ -59,6 +67,9 @@ type Message struct {
 	ReferencedMessage *Message          `json:"referenced_message,omitempty"`
 	// WebhookID is set on messages a webhook posted.
 	WebhookID snowflake.ID `json:"webhook_id,omitempty"`
+	// Thread is the thread a message started (flag HAS_THREAD), as the
+	// viewer sees it.
+	Thread *Channel `json:"thread,omitempty"`
 }
 
 // MessageFrom converts a stored message. author is its author's user

@@ -33,6 +33,10 @@ func threadFields(out *Channel, c store.Channel) {
 	out.MessageCount, out.TotalMessageSent, out.MemberCount = &mc, &total, &members
 	// Threads carry no overwrites of their own: they use their parent's.
 	out.PermissionOverwrites = []Overwrite{}
+	if t.AppliedTags != nil {
+		tags := append([]snowflake.ID{}, t.AppliedTags...)
+		out.AppliedTags = &tags
+	}
 }
 
 // ThreadMember is Discord's thread member object.

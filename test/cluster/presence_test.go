@@ -133,7 +133,7 @@ func TestPresenceNode(t *testing.T) {
 	})
 	t.Logf("presence broadcast after %v", time.Since(start).Round(time.Millisecond))
 
-	// Op 14 and op 8 reach the guild's owner over GuildNode.Call: the
+	// Op 14 and op 8 reach the guild's owner (GuildNode.LazyRequest and RequestMembers): the
 	// member list and the member chunk come back, Alice in them.
 	bobS.send(t, map[string]any{"op": 14, "d": map[string]any{"guild_id": g.ID, "typing": true, "channels": map[string]any{ch.ID: [][]int{{0, 99}}}}})
 	bobS.send(t, map[string]any{"op": 8, "d": map[string]any{"guild_id": g.ID, "query": "", "limit": 0, "presences": true, "nonce": "n1"}})

@@ -93,10 +93,19 @@ func startNode(t *testing.T, name, httpAddr string, args ...string) *proc {
 	return p
 }
 
+// readyFloor is the least time a node gets to become ready, whatever
+// deadline its test passes: on a loaded CI machine a node's schema
+// migration alone has taken 27 s.
+const readyFloor = 2 * time.Minute
+
 // waitReady polls /readyz until it answers 200; the process exiting or
-// the deadline passing fails the test with its logs.
+// the deadline (at least readyFloor from now) passing fails the test with
+// its logs.
 func (p *proc) waitReady(t *testing.T, deadline time.Time) {
 	t.Helper()
+	if floor := time.Now().Add(readyFloor); deadline.Before(floor) {
+		deadline = floor
+	}
 	for {
 		resp, err := http.Get("http://" + p.http + "/readyz")
 		if err == nil {

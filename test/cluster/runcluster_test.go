@@ -36,7 +36,7 @@ func (rt lbTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestRunCluster runs `make run-cluster`'s script (hack/run-cluster.sh:
-// etcd x3, Cassandra, Kafka, Redis, 11 concord serve processes, HAProxy)
+// etcd x3, Cassandra, Kafka, Redis, 13 concord serve processes, HAProxy)
 // on its own ports and keyspace, points an unmodified discordgo bot at the
 // URLs it prints, drains the gateway node the bot is on (HAProxy's
 // readiness check takes it out; the bot resumes on the other node without

@@ -169,10 +169,16 @@ func checkTicket(t *testing.T, s *server, w world, tag string, events <-chan lib
 	if code := bystander.do("GET", "/channels/"+pub.ID, nil, nil); code != 200 {
 		t.Fatalf("bystander cannot see the public thread: %d", code)
 	}
-	// The library told the bot about the new thread (THREAD_CREATE with
-	// newly_created: discord.py's on_thread_create, discord.js's
-	// ThreadCreate with newlyCreated).
-	waitFor(t, created, "THREAD_CREATE of the ticket", func(e libEvent) bool { return e.ID == th.ID })
+	// The library tells the bot about a thread someone else opens
+	// (THREAD_CREATE with newly_created: discord.py's on_thread_create,
+	// discord.js's ThreadCreate with newlyCreated). Both libraries emit
+	// it only for a thread they have not cached yet, so the bot's own
+	// threads, which the REST answer may cache first, would race.
+	var other struct {
+		ID string `json:"id"`
+	}
+	customer.do("POST", "/channels/"+w.channel+"/threads", map[string]any{"name": "question", "type": 11}, &other)
+	waitFor(t, created, "THREAD_CREATE of the customer's thread", func(e libEvent) bool { return e.ID == other.ID })
 }
 
 // createdTap collects the bot's threadCreateEvent lines.

@@ -5,9 +5,11 @@ package voice
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/cluster"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
+	"github.com/concord-chat/concord/runtime/voice"
 	"github.com/concord-chat/concord/runtime/voice/devca"
 	"github.com/concord-chat/concord/runtime/voice/fleet"
 )
@@ -39,42 +42,59 @@ func buildConcord(t *testing.T) string {
 
 // voiceNode is `concord serve --roles=voice` as its own process.
 type voiceNode struct {
-	name string
-	cmd  *exec.Cmd
-	logs *strings.Builder
+	name  string
+	admin string // host:port of its admin listener (/admin/, as VoiceRegion pods run it)
+	cmd   *exec.Cmd
+	logs  *strings.Builder
 }
 
 func startVoiceNode(t *testing.T, bin, name, etcd, dataDir string) *voiceNode {
 	t.Helper()
+	// A port the node can bind for its admin listener: the test must
+	// know it to reach /admin/.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
 	cmd := exec.Command(bin, "serve", "--roles=voice", "--node="+name, "--registry=etcd://"+etcd, "--server-key="+failoverServerKey,
-		"--data-dir="+dataDir, "--http=127.0.0.1:0", "--voice-tls=devca", "--log-level=debug")
+		"--data-dir="+dataDir, "--http=127.0.0.1:0", "--admin="+addr, "--voice-tls=devca", "--log-level=debug")
 	logs := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	n := &voiceNode{name: name, cmd: cmd, logs: logs}
+	n := &voiceNode{name: name, admin: addr, cmd: cmd, logs: logs}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return n
 }
 
-// TestFailoverKillSFU: a guild node and two SFUs, each `concord serve
-// --roles=voice` in its own process, share an etcd. Two discord.js bots
-// join one call through the guild node's gateway; one plays a 20 s tone,
-// the other listens. The SFU hosting the call is killed with SIGKILL: its
-// load reports stop, the guild's fleet drops it, the call is placed on the
-// other SFU and both bots get a new VOICE_SERVER_UPDATE, reconnect, and
-// the listener hears the tone again. The time from the kill to the first
-// packet heard afterwards is logged (docs/benchmarks.md).
-func TestFailoverKillSFU(t *testing.T) {
+// twoSFUCall is a guild node in the test process and two SFUs, each
+// `concord serve --roles=voice` in its own process, on one etcd, with two
+// discord.js bots in one call: a speaker playing a tone and a listener
+// recording each packet's arrival.
+type twoSFUCall struct {
+	ctx      context.Context
+	reg      *etcdreg.Registry
+	sfus     map[string]*voiceNode
+	speaker  *bot
+	listener *bot
+	out      string // the listener's result file
+}
+
+// startTwoSFUCall starts the nodes and the bots; the speaker plays a
+// toneSeconds tone and the listener listens for listenMS.
+func startTwoSFUCall(t *testing.T, toneSeconds, listenMS int) *twoSFUCall {
+	t.Helper()
 	dir := os.Getenv("CONCORD_VOICE_JS_DIR")
 	if dir == "" {
 		t.Fatal("CONCORD_VOICE_JS_DIR is not set: run `make test`, whose hack/test-deps.sh installs discord.js, @discordjs/voice and Node 22 into test/voice/js")
 	}
-	path, _ := toneOf(t, 20)
+	path, _ := toneOf(t, toneSeconds)
 	bin := buildConcord(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	stopEtcd, ep, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
 	if err != nil {
 		t.Fatal(err)
@@ -156,72 +176,101 @@ func TestFailoverKillSFU(t *testing.T) {
 		cmd.Env = append(cmd.Env, env...)
 		return startBot(t, ctx, name, cmd, out)
 	}
-	bOut := filepath.Join(tmp, "listener.json")
-	speaker := js("speaker", aTok, filepath.Join(tmp, "speaker.json"), "TONE="+path, "DURATION_MS=500")
-	listener := js("listener", bTok, bOut, "LISTEN_TO="+aID, "DURATION_MS=24000")
-	speaker.waitJoined(t, ctx)
-	listener.waitJoined(t, ctx)
-	for _, b := range []*bot{speaker, listener} {
+	call := &twoSFUCall{ctx: ctx, reg: reg, sfus: map[string]*voiceNode{"sfu-a": v1, "sfu-b": v2}, out: filepath.Join(tmp, "listener.json")}
+	call.speaker = js("speaker", aTok, filepath.Join(tmp, "speaker.json"), "TONE="+path, "DURATION_MS=500")
+	call.listener = js("listener", bTok, call.out, "LISTEN_TO="+aID, "DURATION_MS="+strconv.Itoa(listenMS))
+	call.speaker.waitJoined(t, ctx)
+	call.listener.waitJoined(t, ctx)
+	for _, b := range []*bot{call.speaker, call.listener} {
 		_, _ = b.stdin.Write([]byte("go\n"))
 	}
-	// Find the SFU hosting the call from its load report, then kill it.
-	var host *voiceNode
-	deadline := time.Now().Add(20 * time.Second)
-	for host == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("no SFU reported the call")
-		}
-		time.Sleep(200 * time.Millisecond) // load reports are polled: nothing to await
-		kv, err := reg.List(ctx, fleet.Prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range kv {
-			var l struct{ Participants int }
-			_ = json.Unmarshal(v, &l)
-			if l.Participants == 2 {
-				host = map[string]*voiceNode{"sfu-a": v1, "sfu-b": v2}[strings.TrimPrefix(k, fleet.Prefix)]
-			}
+	return call
+}
+
+// loads reads the SFUs' load reports from the registry.
+func (c *twoSFUCall) loads(t *testing.T) map[string]voice.Load {
+	t.Helper()
+	kv, err := c.reg.List(c.ctx, fleet.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]voice.Load{}
+	for k, v := range kv {
+		var l voice.Load
+		if err := json.Unmarshal(v, &l); err == nil {
+			out[strings.TrimPrefix(k, fleet.Prefix)] = l
 		}
 	}
+	return out
+}
+
+// host waits for the SFU whose load report shows the call's two
+// participants.
+func (c *twoSFUCall) host(t *testing.T, except string) *voiceNode {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for id, l := range c.loads(t) {
+			if id != except && l.Participants == 2 {
+				return c.sfus[id]
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no SFU other than %q reported the call's two participants: %+v", except, c.loads(t))
+		}
+		time.Sleep(200 * time.Millisecond) // load reports are polled: nothing to await
+	}
+}
+
+// heard is the listener's result split at an event: packets before and
+// after it, and the end of the longest silence starting around it (audio
+// back; packets already on their way may still arrive just after it).
+func (c *twoSFUCall) heard(t *testing.T, at time.Time) (r jsResult, before, after int, silentFrom, back time.Time) {
+	t.Helper()
+	err := <-c.listener.done
+	raw, rerr := os.ReadFile(c.out)
+	if rerr != nil || json.Unmarshal(raw, &r) != nil {
+		t.Fatalf("listener wrote no result (%v, exit %v)\nlogs: %s", rerr, err, c.listener.logs)
+	}
+	var prev time.Time
+	for _, ms := range r.Times {
+		tm := time.UnixMilli(ms)
+		if tm.Before(at) {
+			before++
+		} else {
+			after++
+		}
+		if !prev.IsZero() && prev.After(at.Add(-100*time.Millisecond)) && tm.Sub(prev) > back.Sub(silentFrom) {
+			silentFrom, back = prev, tm
+		}
+		prev = tm
+	}
+	return r, before, after, silentFrom, back
+}
+
+// TestFailoverKillSFU: the SFU hosting a call of two discord.js bots is
+// killed with SIGKILL: its load reports stop (and a rejoin makes the
+// guild probe it), the guild's fleet drops it, the call is placed on the
+// other SFU and both bots get a new VOICE_SERVER_UPDATE, reconnect, and
+// the listener hears the tone again. The time from the kill to the first
+// packet heard afterwards is logged (docs/benchmarks.md).
+func TestFailoverKillSFU(t *testing.T) {
+	c := startTwoSFUCall(t, 20, 24000)
+	host := c.host(t, "")
 	time.Sleep(2 * time.Second) // let audio flow on the first SFU before the kill
 	killed := time.Now()
 	if err := host.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("killed %s (the call's SFU) with SIGKILL", host.name)
-
-	var r jsResult
-	err = <-listener.done
-	raw, rerr := os.ReadFile(bOut)
-	if rerr != nil || json.Unmarshal(raw, &r) != nil {
-		t.Fatalf("listener wrote no result (%v, exit %v)\nlogs: %s", rerr, err, listener.logs)
-	}
-	// Packets already on their way when the SFU died may still arrive
-	// just after the kill; audio is back at the end of the longest
-	// silence that starts around the kill.
-	before, after := 0, 0
-	var back, silentFrom time.Time
-	var prev time.Time
-	for _, ms := range r.Times {
-		at := time.UnixMilli(ms)
-		if at.Before(killed) {
-			before++
-		} else {
-			after++
-		}
-		if !prev.IsZero() && prev.After(killed.Add(-100*time.Millisecond)) && at.Sub(prev) > back.Sub(silentFrom) {
-			silentFrom, back = prev, at
-		}
-		prev = at
-	}
+	r, before, after, silentFrom, back := c.heard(t, killed)
 	t.Logf("listener heard %d packets before the kill and %d after; silent from %v to %v after the kill: audio back %v after the kill",
 		before, after, silentFrom.Sub(killed), back.Sub(killed), back.Sub(killed))
 	if before < 50 {
 		t.Fatalf("only %d packets before the kill: the call never carried audio (states %v)", before, r.States)
 	}
 	if after < 100 {
-		t.Fatalf("only %d packets after the kill: the call did not fail over (states %v, error %s)\nlistener logs: %s", after, r.States, r.Error, listener.logs)
+		t.Fatalf("only %d packets after the kill: the call did not fail over (states %v, error %s)\nlistener logs: %s", after, r.States, r.Error, c.listener.logs)
 	}
 	if gap := back.Sub(killed); gap > 15*time.Second {
 		t.Fatalf("audio back %v after the kill, want under 15 s", gap)

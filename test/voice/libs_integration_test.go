@@ -91,6 +91,8 @@ type jsResult struct {
 	Error    string   `json:"error"`
 	Debug    []string `json:"debug"`
 	States   []string `json:"states"`
+	// StateTimes are when each state change happened (Unix ms).
+	StateTimes []int64 `json:"stateTimes"`
 }
 
 func (r jsResult) packets() [][]byte {

@@ -35,6 +35,22 @@ type browser struct {
 
 func joinBrowser(t *testing.T, ctx context.Context, s *sfu, u user, listenSlots int, camera ...bool) *browser {
 	t.Helper()
+	return joinBrowserWith(t, ctx, s, u, browserOptions{listenSlots: listenSlots, camera: len(camera) > 0 && camera[0]})
+}
+
+// browserOptions shape a pion client as a browser's.
+type browserOptions struct {
+	listenSlots int
+	camera      bool
+	// relayOnly builds the peer connection with the ICE servers of the
+	// server's Ready and ICETransportPolicy relay, as a browser whose
+	// network lets only TURN through.
+	relayOnly bool
+}
+
+func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browserOptions) *browser {
+	t.Helper()
+	listenSlots := o.listenSlots
 	gw, err := voiceclient.Open(ctx, s.options(u, s.token(u, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -51,14 +67,24 @@ func joinBrowser(t *testing.T, ctx context.Context, s *sfu, u user, listenSlots 
 		t.Fatal(err)
 	}
 	api := webrtc.NewAPI(webrtc.WithSettingEngine(se), webrtc.WithMediaEngine(me))
-	pc, err := api.NewPeerConnection(webrtc.Configuration{})
+	var conf webrtc.Configuration
+	if o.relayOnly {
+		if len(gw.Ready.ICEServers) == 0 {
+			t.Fatalf("the voice server's Ready carries no ICE servers for a relay-only client: %+v", gw.Ready)
+		}
+		conf.ICETransportPolicy = webrtc.ICETransportPolicyRelay
+		for _, is := range gw.Ready.ICEServers {
+			conf.ICEServers = append(conf.ICEServers, webrtc.ICEServer{URLs: is.URLs, Username: is.Username, Credential: is.Credential})
+		}
+	}
+	pc, err := api.NewPeerConnection(conf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pc.Close() })
 	b := &browser{gw: gw, pc: pc, heard: map[uint32][][]byte{}, got: make(chan struct{}, 1024),
 		plis: make(chan struct{}, 64), video: make(chan []byte, 1024)}
-	if len(camera) > 0 && camera[0] {
+	if o.camera {
 		b.cam, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, "cam", "browser")
 		sender, err := pc.AddTrack(b.cam)
 		if err != nil {
@@ -165,7 +191,15 @@ func TestBrowserAndBotHearEachOther(t *testing.T) {
 	ubot, ubr := s.newUser(channelID), s.newUser(channelID)
 	bot := s.connect(ctx, ubot, "")
 	br := joinBrowser(t, ctx, s, ubr, 2)
+	browserAndBotExchange(t, ctx, bot, ubot, br, ubr)
+}
 
+// browserAndBotExchange: 30 Opus payloads each way between a connected
+// browser and a bot in one call arrive byte-identical, the bot seeing the
+// browser's server-assigned SSRC and the browser told which slot is the
+// bot's.
+func browserAndBotExchange(t *testing.T, ctx context.Context, bot *voiceclient.Client, ubot user, br *browser, ubr user) {
+	t.Helper()
 	// Browser → bot: the bot sees the browser's server-assigned SSRC.
 	br.gw.SendOp(signaling.OpSpeaking, map[string]any{"speaking": 1, "delay": 0, "ssrc": br.gw.Ready.SSRC})
 	brSSRC := speakingOf(t, ctx, bot, ubr.id)

@@ -574,6 +574,22 @@ func (p *Pending) Save(ctx context.Context, channelID snowflake.ID, refs json.Ra
 	return p.s.Save(ctx, channelID, rs, p.Files)
 }
 
+// ForgetChannels deletes the objects of every attachment posted in the
+// channels (deleted ones: their messages are gone). Like Forget it is
+// best effort.
+func (s *Store) ForgetChannels(ctx context.Context, ids []snowflake.ID) error {
+	if s.cfg.Objects == nil {
+		return nil
+	}
+	var errs []error
+	for _, id := range ids {
+		if err := s.cfg.Objects.DeletePrefix(ctx, fmt.Sprintf("attachments/%d", id)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Forget deletes the objects of attachments whose message is gone; it
 // is best effort (an object left behind costs space, nothing else: no
 // URL to it can be signed any more).

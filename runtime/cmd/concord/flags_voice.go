@@ -26,4 +26,11 @@ func bindVoiceFlags(fs *pflag.FlagSet, v *config.Voice) {
 		def = strings.Split(trusted, ",")
 	}
 	fs.StringSliceVar(&v.TrustedKeys, "voice-trusted-keys", def, usage("voice-trusted-keys", "hex Ed25519 public keys the SFU accepts voice tokens from; empty: the voice token key's"))
+	var ice []string
+	if e := os.Getenv(envName("voice-ice-servers")); e != "" {
+		ice = strings.Split(e, ",")
+	}
+	fs.StringSliceVar(&v.ICEServers, "voice-ice-servers", ice, usage("voice-ice-servers", "STUN/TURN server URLs handed to WebRTC clients (turn:host:3478?transport=udp, stun:host:3478), for browsers behind NAT or firewalls; TURN needs --voice-ice-username and --voice-ice-credential"))
+	strFlag(fs, &v.ICEUsername, "voice-ice-username", "", "TURN username handed to WebRTC clients with --voice-ice-servers")
+	strFlag(fs, &v.ICECredential, "voice-ice-credential", "", "TURN credential (password) handed to WebRTC clients with --voice-ice-servers; prefer the environment variable")
 }

@@ -118,8 +118,20 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		`CREATE TABLE IF NOT EXISTS ` + cfg.Keyspace + `.read_state_channels (
 			channel_id bigint PRIMARY KEY, everyone blob, seen blob, next_offset bigint)`,
 	}
+	// The statements are idempotent: a timeout (a loaded node, or
+	// another replica creating the same tables) is retried a few times.
 	for _, q := range stmts {
-		if err := boot.Query(q).ExecContext(ctx); err != nil {
+		var err error
+		for attempt := range 5 {
+			if err = boot.Query(q).ExecContext(ctx); err == nil || ctx.Err() != nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(attempt+1) * time.Second):
+			}
+		}
+		if err != nil {
 			return nil, wrap("create schema", err)
 		}
 	}

@@ -131,3 +131,16 @@ func (d *Dir) Delete(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+// DeletePrefix implements Store: the objects under prefix are the files
+// of one directory.
+func (d *Dir) DeletePrefix(ctx context.Context, prefix string) error {
+	p, err := d.path(prefix)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(p); err != nil {
+		return fmt.Errorf("objects: delete %s/: %w", prefix, err)
+	}
+	return nil
+}

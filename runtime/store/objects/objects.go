@@ -31,6 +31,9 @@ type Store interface {
 	Get(ctx context.Context, key string) (io.ReadCloser, Info, error)
 	// Delete removes an object; a missing key is not an error.
 	Delete(ctx context.Context, key string) error
+	// DeletePrefix removes every object under prefix, a key whose
+	// objects are prefix/...; none is not an error.
+	DeletePrefix(ctx context.Context, prefix string) error
 }
 
 // CheckKey accepts keys of slash-separated segments of letters, digits,

@@ -47,6 +47,33 @@ func testStore(t *testing.T, s Store) {
 	if err := s.Put(ctx, "attachments/short", strings.NewReader("ab"), 5, "text/plain"); err == nil {
 		t.Fatal("Put of a short body succeeded")
 	}
+	// DeletePrefix removes what is under the prefix, nothing beside it
+	// (attachments/7 is not under attachments/70's prefix, nor the
+	// reverse).
+	for _, k := range []string{"attachments/70/1/a.txt", "attachments/70/2/b.txt", "attachments/7/3/c.txt"} {
+		if err := s.Put(ctx, k, strings.NewReader("x"), 1, "text/plain"); err != nil {
+			t.Fatalf("Put %s: %v", k, err)
+		}
+	}
+	if err := s.DeletePrefix(ctx, "attachments/70"); err != nil {
+		t.Fatalf("DeletePrefix: %v", err)
+	}
+	for _, k := range []string{"attachments/70/1/a.txt", "attachments/70/2/b.txt"} {
+		if _, _, err := s.Get(ctx, k); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get %s after DeletePrefix: %v, want ErrNotFound", k, err)
+		}
+	}
+	rc, _, err = s.Get(ctx, "attachments/7/3/c.txt")
+	if err != nil {
+		t.Fatalf("DeletePrefix removed a neighbour: %v", err)
+	}
+	rc.Close()
+	if err := s.DeletePrefix(ctx, "attachments/70"); err != nil {
+		t.Fatalf("DeletePrefix of nothing: %v", err)
+	}
+	if err := s.DeletePrefix(ctx, "../x"); err == nil {
+		t.Fatal("DeletePrefix ../x succeeded")
+	}
 }
 
 func TestDir(t *testing.T) {

@@ -121,3 +121,40 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+// DeletePrefix implements Store: it lists the keys under prefix and
+// removes them in batches.
+func (s *S3) DeletePrefix(ctx context.Context, prefix string) error {
+	if err := CheckKey(prefix); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	keys := make(chan minio.ObjectInfo)
+	var listErr error
+	go func() {
+		defer close(keys)
+		for obj := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix + "/", Recursive: true}) {
+			if obj.Err != nil {
+				listErr = obj.Err
+				return
+			}
+			select {
+			case keys <- obj:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var errs []error
+	for e := range s.c.RemoveObjects(ctx, s.bucket, keys, minio.RemoveObjectsOptions{}) {
+		errs = append(errs, fmt.Errorf("%s: %w", e.ObjectName, e.Err))
+	}
+	if listErr != nil {
+		errs = append(errs, listErr)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("objects: S3 delete %s/: %w", prefix, err)
+	}
+	return nil
+}

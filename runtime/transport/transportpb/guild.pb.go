@@ -295,31 +295,32 @@ func (*DisconnectResponse) Descriptor() ([]byte, []int) {
 	return file_concord_transport_v1_guild_proto_rawDescGZIP(), []int{4}
 }
 
-// CallRequest is one forwarded operation on guild_id.
-type CallRequest struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	GuildId uint64                 `protobuf:"fixed64,1,opt,name=guild_id,json=guildId,proto3" json:"guild_id,omitempty"`
-	// method names the operation, e.g. "POST /channels/{id}/messages".
-	Method        string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
-	Body          []byte `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+// MoveSessionRequest moves session_id's subscription to guild_id to the
+// gateway node named to; move_id names the handoff in the markers.
+type MoveSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GuildId       uint64                 `protobuf:"fixed64,1,opt,name=guild_id,json=guildId,proto3" json:"guild_id,omitempty"`
+	SessionId     string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	To            string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	MoveId        string                 `protobuf:"bytes,4,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *CallRequest) Reset() {
-	*x = CallRequest{}
+func (x *MoveSessionRequest) Reset() {
+	*x = MoveSessionRequest{}
 	mi := &file_concord_transport_v1_guild_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CallRequest) String() string {
+func (x *MoveSessionRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CallRequest) ProtoMessage() {}
+func (*MoveSessionRequest) ProtoMessage() {}
 
-func (x *CallRequest) ProtoReflect() protoreflect.Message {
+func (x *MoveSessionRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_concord_transport_v1_guild_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -331,56 +332,62 @@ func (x *CallRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CallRequest.ProtoReflect.Descriptor instead.
-func (*CallRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use MoveSessionRequest.ProtoReflect.Descriptor instead.
+func (*MoveSessionRequest) Descriptor() ([]byte, []int) {
 	return file_concord_transport_v1_guild_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *CallRequest) GetGuildId() uint64 {
+func (x *MoveSessionRequest) GetGuildId() uint64 {
 	if x != nil {
 		return x.GuildId
 	}
 	return 0
 }
 
-func (x *CallRequest) GetMethod() string {
+func (x *MoveSessionRequest) GetSessionId() string {
 	if x != nil {
-		return x.Method
+		return x.SessionId
 	}
 	return ""
 }
 
-func (x *CallRequest) GetBody() []byte {
+func (x *MoveSessionRequest) GetTo() string {
 	if x != nil {
-		return x.Body
+		return x.To
 	}
-	return nil
+	return ""
 }
 
-// CallResponse is the operation's answer.
-type CallResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// status is an HTTP status code.
-	Status        int32  `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
-	Body          []byte `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+func (x *MoveSessionRequest) GetMoveId() string {
+	if x != nil {
+		return x.MoveId
+	}
+	return ""
+}
+
+// MoveSessionResponse counts the move markers the guild sent the
+// session's old gateway node.
+type MoveSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Markers       int32                  `protobuf:"varint,1,opt,name=markers,proto3" json:"markers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *CallResponse) Reset() {
-	*x = CallResponse{}
+func (x *MoveSessionResponse) Reset() {
+	*x = MoveSessionResponse{}
 	mi := &file_concord_transport_v1_guild_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CallResponse) String() string {
+func (x *MoveSessionResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CallResponse) ProtoMessage() {}
+func (*MoveSessionResponse) ProtoMessage() {}
 
-func (x *CallResponse) ProtoReflect() protoreflect.Message {
+func (x *MoveSessionResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_concord_transport_v1_guild_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -392,30 +399,618 @@ func (x *CallResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CallResponse.ProtoReflect.Descriptor instead.
-func (*CallResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use MoveSessionResponse.ProtoReflect.Descriptor instead.
+func (*MoveSessionResponse) Descriptor() ([]byte, []int) {
 	return file_concord_transport_v1_guild_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *CallResponse) GetStatus() int32 {
+func (x *MoveSessionResponse) GetMarkers() int32 {
 	if x != nil {
-		return x.Status
+		return x.Markers
 	}
 	return 0
 }
 
-func (x *CallResponse) GetBody() []byte {
+// CanViewRequest asks whether user_id may see channel_id of guild_id.
+type CanViewRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GuildId       uint64                 `protobuf:"fixed64,1,opt,name=guild_id,json=guildId,proto3" json:"guild_id,omitempty"`
+	UserId        uint64                 `protobuf:"fixed64,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ChannelId     uint64                 `protobuf:"fixed64,3,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CanViewRequest) Reset() {
+	*x = CanViewRequest{}
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CanViewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CanViewRequest) ProtoMessage() {}
+
+func (x *CanViewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[7]
 	if x != nil {
-		return x.Body
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CanViewRequest.ProtoReflect.Descriptor instead.
+func (*CanViewRequest) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_guild_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CanViewRequest) GetGuildId() uint64 {
+	if x != nil {
+		return x.GuildId
+	}
+	return 0
+}
+
+func (x *CanViewRequest) GetUserId() uint64 {
+	if x != nil {
+		return x.UserId
+	}
+	return 0
+}
+
+func (x *CanViewRequest) GetChannelId() uint64 {
+	if x != nil {
+		return x.ChannelId
+	}
+	return 0
+}
+
+// CanViewResponse is the answer.
+type CanViewResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Visible       bool                   `protobuf:"varint,1,opt,name=visible,proto3" json:"visible,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CanViewResponse) Reset() {
+	*x = CanViewResponse{}
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CanViewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CanViewResponse) ProtoMessage() {}
+
+func (x *CanViewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CanViewResponse.ProtoReflect.Descriptor instead.
+func (*CanViewResponse) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_guild_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CanViewResponse) GetVisible() bool {
+	if x != nil {
+		return x.Visible
+	}
+	return false
+}
+
+// RoleMembersRequest names a role of guild_id.
+type RoleMembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GuildId       uint64                 `protobuf:"fixed64,1,opt,name=guild_id,json=guildId,proto3" json:"guild_id,omitempty"`
+	RoleId        uint64                 `protobuf:"fixed64,2,opt,name=role_id,json=roleId,proto3" json:"role_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoleMembersRequest) Reset() {
+	*x = RoleMembersRequest{}
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoleMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoleMembersRequest) ProtoMessage() {}
+
+func (x *RoleMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoleMembersRequest.ProtoReflect.Descriptor instead.
+func (*RoleMembersRequest) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_guild_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RoleMembersRequest) GetGuildId() uint64 {
+	if x != nil {
+		return x.GuildId
+	}
+	return 0
+}
+
+func (x *RoleMembersRequest) GetRoleId() uint64 {
+	if x != nil {
+		return x.RoleId
+	}
+	return 0
+}
+
+// RoleMembersResponse lists the members holding the role.
+type RoleMembersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserIds       []uint64               `protobuf:"fixed64,1,rep,packed,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoleMembersResponse) Reset() {
+	*x = RoleMembersResponse{}
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoleMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoleMembersResponse) ProtoMessage() {}
+
+func (x *RoleMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoleMembersResponse.ProtoReflect.Descriptor instead.
+func (*RoleMembersResponse) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_guild_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RoleMembersResponse) GetUserIds() []uint64 {
+	if x != nil {
+		return x.UserIds
 	}
 	return nil
+}
+
+// ClientStatus is presence.ClientStatus: the status per client kind.
+type ClientStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Desktop       string                 `protobuf:"bytes,1,opt,name=desktop,proto3" json:"desktop,omitempty"`
+	Mobile        string                 `protobuf:"bytes,2,opt,name=mobile,proto3" json:"mobile,omitempty"`
+	Web           string                 `protobuf:"bytes,3,opt,name=web,proto3" json:"web,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientStatus) Reset() {
+	*x = ClientStatus{}
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientStatus) ProtoMessage() {}
+
+func (x *ClientStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientStatus.ProtoReflect.Descriptor instead.
+func (*ClientStatus) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_guild_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ClientStatus) GetDesktop() string {
+	if x != nil {
+		return x.Desktop
+	}
+	return ""
+}
+
+func (x *ClientStatus) GetMobile() string {
+	if x != nil {
+		return x.Mobile
+	}
+	return ""
+}
+
+func (x *ClientStatus) GetWeb() string {
+	if x != nil {
+		return x.Web
+	}
+	return ""
+}
+
+// PresenceChangedRequest is user_id's new presence; guild_id is one of
+// the user's guilds that the called node owns.
+type PresenceChangedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GuildId       uint64                 `protobuf:"fixed64,1,opt,name=guild_id,json=guildId,proto3" json:"guild_id,omitempty"`
+	UserId        uint64                 `protobuf:"fixed64,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Status        string                 `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	Activities    []*PresenceActivity    `protobuf:"bytes,4,rep,name=activities,proto3" json:"activities,omitempty"`
+	ClientStatus  *ClientStatus          `protobuf:"bytes,5,opt,name=client_status,json=clientStatus,proto3" json:"client_status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresenceChangedRequest) Reset() {
+	*x = PresenceChangedRequest{}
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresenceChangedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresenceChangedRequest) ProtoMessage() {}
+
+func (x *PresenceChangedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresenceChangedRequest.ProtoReflect.Descriptor instead.
+func (*PresenceChangedRequest) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_guild_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PresenceChangedRequest) GetGuildId() uint64 {
+	if x != nil {
+		return x.GuildId
+	}
+	return 0
+}
+
+func (x *PresenceChangedRequest) GetUserId() uint64 {
+	if x != nil {
+		return x.UserId
+	}
+	return 0
+}
+
+func (x *PresenceChangedRequest) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *PresenceChangedRequest) GetActivities() []*PresenceActivity {
+	if x != nil {
+		return x.Activities
+	}
+	return nil
+}
+
+func (x *PresenceChangedRequest) GetClientStatus() *ClientStatus {
+	if x != nil {
+		return x.ClientStatus
+	}
+	return nil
+}
+
+// PresenceChangedResponse is empty.
+type PresenceChangedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresenceChangedResponse) Reset() {
+	*x = PresenceChangedResponse{}
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresenceChangedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresenceChangedResponse) ProtoMessage() {}
+
+func (x *PresenceChangedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresenceChangedResponse.ProtoReflect.Descriptor instead.
+func (*PresenceChangedResponse) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_guild_proto_rawDescGZIP(), []int{13}
+}
+
+// GatewayOpRequest is a gateway op a session sent about guild_id.
+type GatewayOpRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	GuildId uint64                 `protobuf:"fixed64,1,opt,name=guild_id,json=guildId,proto3" json:"guild_id,omitempty"`
+	Session *Session               `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
+	// d is the op's payload as the client sent it (Discord's JSON), parsed
+	// on the guild node by the parser the single-process gateway uses.
+	D             []byte `protobuf:"bytes,3,opt,name=d,proto3" json:"d,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayOpRequest) Reset() {
+	*x = GatewayOpRequest{}
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayOpRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayOpRequest) ProtoMessage() {}
+
+func (x *GatewayOpRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayOpRequest.ProtoReflect.Descriptor instead.
+func (*GatewayOpRequest) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_guild_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GatewayOpRequest) GetGuildId() uint64 {
+	if x != nil {
+		return x.GuildId
+	}
+	return 0
+}
+
+func (x *GatewayOpRequest) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *GatewayOpRequest) GetD() []byte {
+	if x != nil {
+		return x.D
+	}
+	return nil
+}
+
+// GatewayOpResponse is empty.
+type GatewayOpResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayOpResponse) Reset() {
+	*x = GatewayOpResponse{}
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayOpResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayOpResponse) ProtoMessage() {}
+
+func (x *GatewayOpResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayOpResponse.ProtoReflect.Descriptor instead.
+func (*GatewayOpResponse) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_guild_proto_rawDescGZIP(), []int{15}
+}
+
+// UpdateVoiceStateRequest is a session's op 4 for guild_id; channel_id 0
+// leaves the voice channel.
+type UpdateVoiceStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GuildId       uint64                 `protobuf:"fixed64,1,opt,name=guild_id,json=guildId,proto3" json:"guild_id,omitempty"`
+	Session       *Session               `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
+	ChannelId     uint64                 `protobuf:"fixed64,3,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	SelfMute      bool                   `protobuf:"varint,4,opt,name=self_mute,json=selfMute,proto3" json:"self_mute,omitempty"`
+	SelfDeaf      bool                   `protobuf:"varint,5,opt,name=self_deaf,json=selfDeaf,proto3" json:"self_deaf,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateVoiceStateRequest) Reset() {
+	*x = UpdateVoiceStateRequest{}
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateVoiceStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateVoiceStateRequest) ProtoMessage() {}
+
+func (x *UpdateVoiceStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateVoiceStateRequest.ProtoReflect.Descriptor instead.
+func (*UpdateVoiceStateRequest) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_guild_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *UpdateVoiceStateRequest) GetGuildId() uint64 {
+	if x != nil {
+		return x.GuildId
+	}
+	return 0
+}
+
+func (x *UpdateVoiceStateRequest) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *UpdateVoiceStateRequest) GetChannelId() uint64 {
+	if x != nil {
+		return x.ChannelId
+	}
+	return 0
+}
+
+func (x *UpdateVoiceStateRequest) GetSelfMute() bool {
+	if x != nil {
+		return x.SelfMute
+	}
+	return false
+}
+
+func (x *UpdateVoiceStateRequest) GetSelfDeaf() bool {
+	if x != nil {
+		return x.SelfDeaf
+	}
+	return false
+}
+
+// UpdateVoiceStateResponse is empty.
+type UpdateVoiceStateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateVoiceStateResponse) Reset() {
+	*x = UpdateVoiceStateResponse{}
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateVoiceStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateVoiceStateResponse) ProtoMessage() {}
+
+func (x *UpdateVoiceStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_guild_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateVoiceStateResponse.ProtoReflect.Descriptor instead.
+func (*UpdateVoiceStateResponse) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_guild_proto_rawDescGZIP(), []int{17}
 }
 
 var File_concord_transport_v1_guild_proto protoreflect.FileDescriptor
 
 const file_concord_transport_v1_guild_proto_rawDesc = "" +
 	"\n" +
-	" concord/transport/v1/guild.proto\x12\x14concord.transport.v1\"\xae\x01\n" +
+	" concord/transport/v1/guild.proto\x12\x14concord.transport.v1\x1a#concord/transport/v1/presence.proto\"\xae\x01\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\x06R\x06userId\x12\x10\n" +
@@ -432,19 +1027,64 @@ const file_concord_transport_v1_guild_proto_rawDesc = "" +
 	"\x11DisconnectRequest\x12\x19\n" +
 	"\bguild_id\x18\x01 \x01(\x06R\aguildId\x127\n" +
 	"\asession\x18\x02 \x01(\v2\x1d.concord.transport.v1.SessionR\asession\"\x14\n" +
-	"\x12DisconnectResponse\"T\n" +
-	"\vCallRequest\x12\x19\n" +
-	"\bguild_id\x18\x01 \x01(\x06R\aguildId\x12\x16\n" +
-	"\x06method\x18\x02 \x01(\tR\x06method\x12\x12\n" +
-	"\x04body\x18\x03 \x01(\fR\x04body\":\n" +
-	"\fCallResponse\x12\x16\n" +
-	"\x06status\x18\x01 \x01(\x05R\x06status\x12\x12\n" +
-	"\x04body\x18\x02 \x01(\fR\x04body2\x99\x02\n" +
+	"\x12DisconnectResponse\"w\n" +
+	"\x12MoveSessionRequest\x12\x19\n" +
+	"\bguild_id\x18\x01 \x01(\x06R\aguildId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12\x17\n" +
+	"\amove_id\x18\x04 \x01(\tR\x06moveId\"/\n" +
+	"\x13MoveSessionResponse\x12\x18\n" +
+	"\amarkers\x18\x01 \x01(\x05R\amarkers\"c\n" +
+	"\x0eCanViewRequest\x12\x19\n" +
+	"\bguild_id\x18\x01 \x01(\x06R\aguildId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\x06R\x06userId\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x03 \x01(\x06R\tchannelId\"+\n" +
+	"\x0fCanViewResponse\x12\x18\n" +
+	"\avisible\x18\x01 \x01(\bR\avisible\"H\n" +
+	"\x12RoleMembersRequest\x12\x19\n" +
+	"\bguild_id\x18\x01 \x01(\x06R\aguildId\x12\x17\n" +
+	"\arole_id\x18\x02 \x01(\x06R\x06roleId\"0\n" +
+	"\x13RoleMembersResponse\x12\x19\n" +
+	"\buser_ids\x18\x01 \x03(\x06R\auserIds\"R\n" +
+	"\fClientStatus\x12\x18\n" +
+	"\adesktop\x18\x01 \x01(\tR\adesktop\x12\x16\n" +
+	"\x06mobile\x18\x02 \x01(\tR\x06mobile\x12\x10\n" +
+	"\x03web\x18\x03 \x01(\tR\x03web\"\xf5\x01\n" +
+	"\x16PresenceChangedRequest\x12\x19\n" +
+	"\bguild_id\x18\x01 \x01(\x06R\aguildId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\x06R\x06userId\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\x12F\n" +
+	"\n" +
+	"activities\x18\x04 \x03(\v2&.concord.transport.v1.PresenceActivityR\n" +
+	"activities\x12G\n" +
+	"\rclient_status\x18\x05 \x01(\v2\".concord.transport.v1.ClientStatusR\fclientStatus\"\x19\n" +
+	"\x17PresenceChangedResponse\"t\n" +
+	"\x10GatewayOpRequest\x12\x19\n" +
+	"\bguild_id\x18\x01 \x01(\x06R\aguildId\x127\n" +
+	"\asession\x18\x02 \x01(\v2\x1d.concord.transport.v1.SessionR\asession\x12\f\n" +
+	"\x01d\x18\x03 \x01(\fR\x01d\"\x13\n" +
+	"\x11GatewayOpResponse\"\xc6\x01\n" +
+	"\x17UpdateVoiceStateRequest\x12\x19\n" +
+	"\bguild_id\x18\x01 \x01(\x06R\aguildId\x127\n" +
+	"\asession\x18\x02 \x01(\v2\x1d.concord.transport.v1.SessionR\asession\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x03 \x01(\x06R\tchannelId\x12\x1b\n" +
+	"\tself_mute\x18\x04 \x01(\bR\bselfMute\x12\x1b\n" +
+	"\tself_deaf\x18\x05 \x01(\bR\bselfDeaf\"\x1a\n" +
+	"\x18UpdateVoiceStateResponse2\x90\a\n" +
 	"\tGuildNode\x12\\\n" +
 	"\tSubscribe\x12&.concord.transport.v1.SubscribeRequest\x1a'.concord.transport.v1.SubscribeResponse\x12_\n" +
 	"\n" +
-	"Disconnect\x12'.concord.transport.v1.DisconnectRequest\x1a(.concord.transport.v1.DisconnectResponse\x12M\n" +
-	"\x04Call\x12!.concord.transport.v1.CallRequest\x1a\".concord.transport.v1.CallResponseBKZIgithub.com/concord-chat/concord/runtime/transport/transportpb;transportpbb\x06proto3"
+	"Disconnect\x12'.concord.transport.v1.DisconnectRequest\x1a(.concord.transport.v1.DisconnectResponse\x12b\n" +
+	"\vMoveSession\x12(.concord.transport.v1.MoveSessionRequest\x1a).concord.transport.v1.MoveSessionResponse\x12V\n" +
+	"\aCanView\x12$.concord.transport.v1.CanViewRequest\x1a%.concord.transport.v1.CanViewResponse\x12b\n" +
+	"\vRoleMembers\x12(.concord.transport.v1.RoleMembersRequest\x1a).concord.transport.v1.RoleMembersResponse\x12n\n" +
+	"\x0fPresenceChanged\x12,.concord.transport.v1.PresenceChangedRequest\x1a-.concord.transport.v1.PresenceChangedResponse\x12^\n" +
+	"\vLazyRequest\x12&.concord.transport.v1.GatewayOpRequest\x1a'.concord.transport.v1.GatewayOpResponse\x12a\n" +
+	"\x0eRequestMembers\x12&.concord.transport.v1.GatewayOpRequest\x1a'.concord.transport.v1.GatewayOpResponse\x12q\n" +
+	"\x10UpdateVoiceState\x12-.concord.transport.v1.UpdateVoiceStateRequest\x1a..concord.transport.v1.UpdateVoiceStateResponseBKZIgithub.com/concord-chat/concord/runtime/transport/transportpb;transportpbb\x06proto3"
 
 var (
 	file_concord_transport_v1_guild_proto_rawDescOnce sync.Once
@@ -458,30 +1098,58 @@ func file_concord_transport_v1_guild_proto_rawDescGZIP() []byte {
 	return file_concord_transport_v1_guild_proto_rawDescData
 }
 
-var file_concord_transport_v1_guild_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_concord_transport_v1_guild_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_concord_transport_v1_guild_proto_goTypes = []any{
-	(*Session)(nil),            // 0: concord.transport.v1.Session
-	(*SubscribeRequest)(nil),   // 1: concord.transport.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),  // 2: concord.transport.v1.SubscribeResponse
-	(*DisconnectRequest)(nil),  // 3: concord.transport.v1.DisconnectRequest
-	(*DisconnectResponse)(nil), // 4: concord.transport.v1.DisconnectResponse
-	(*CallRequest)(nil),        // 5: concord.transport.v1.CallRequest
-	(*CallResponse)(nil),       // 6: concord.transport.v1.CallResponse
+	(*Session)(nil),                  // 0: concord.transport.v1.Session
+	(*SubscribeRequest)(nil),         // 1: concord.transport.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),        // 2: concord.transport.v1.SubscribeResponse
+	(*DisconnectRequest)(nil),        // 3: concord.transport.v1.DisconnectRequest
+	(*DisconnectResponse)(nil),       // 4: concord.transport.v1.DisconnectResponse
+	(*MoveSessionRequest)(nil),       // 5: concord.transport.v1.MoveSessionRequest
+	(*MoveSessionResponse)(nil),      // 6: concord.transport.v1.MoveSessionResponse
+	(*CanViewRequest)(nil),           // 7: concord.transport.v1.CanViewRequest
+	(*CanViewResponse)(nil),          // 8: concord.transport.v1.CanViewResponse
+	(*RoleMembersRequest)(nil),       // 9: concord.transport.v1.RoleMembersRequest
+	(*RoleMembersResponse)(nil),      // 10: concord.transport.v1.RoleMembersResponse
+	(*ClientStatus)(nil),             // 11: concord.transport.v1.ClientStatus
+	(*PresenceChangedRequest)(nil),   // 12: concord.transport.v1.PresenceChangedRequest
+	(*PresenceChangedResponse)(nil),  // 13: concord.transport.v1.PresenceChangedResponse
+	(*GatewayOpRequest)(nil),         // 14: concord.transport.v1.GatewayOpRequest
+	(*GatewayOpResponse)(nil),        // 15: concord.transport.v1.GatewayOpResponse
+	(*UpdateVoiceStateRequest)(nil),  // 16: concord.transport.v1.UpdateVoiceStateRequest
+	(*UpdateVoiceStateResponse)(nil), // 17: concord.transport.v1.UpdateVoiceStateResponse
+	(*PresenceActivity)(nil),         // 18: concord.transport.v1.PresenceActivity
 }
 var file_concord_transport_v1_guild_proto_depIdxs = []int32{
-	0, // 0: concord.transport.v1.SubscribeRequest.session:type_name -> concord.transport.v1.Session
-	0, // 1: concord.transport.v1.DisconnectRequest.session:type_name -> concord.transport.v1.Session
-	1, // 2: concord.transport.v1.GuildNode.Subscribe:input_type -> concord.transport.v1.SubscribeRequest
-	3, // 3: concord.transport.v1.GuildNode.Disconnect:input_type -> concord.transport.v1.DisconnectRequest
-	5, // 4: concord.transport.v1.GuildNode.Call:input_type -> concord.transport.v1.CallRequest
-	2, // 5: concord.transport.v1.GuildNode.Subscribe:output_type -> concord.transport.v1.SubscribeResponse
-	4, // 6: concord.transport.v1.GuildNode.Disconnect:output_type -> concord.transport.v1.DisconnectResponse
-	6, // 7: concord.transport.v1.GuildNode.Call:output_type -> concord.transport.v1.CallResponse
-	5, // [5:8] is the sub-list for method output_type
-	2, // [2:5] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	0,  // 0: concord.transport.v1.SubscribeRequest.session:type_name -> concord.transport.v1.Session
+	0,  // 1: concord.transport.v1.DisconnectRequest.session:type_name -> concord.transport.v1.Session
+	18, // 2: concord.transport.v1.PresenceChangedRequest.activities:type_name -> concord.transport.v1.PresenceActivity
+	11, // 3: concord.transport.v1.PresenceChangedRequest.client_status:type_name -> concord.transport.v1.ClientStatus
+	0,  // 4: concord.transport.v1.GatewayOpRequest.session:type_name -> concord.transport.v1.Session
+	0,  // 5: concord.transport.v1.UpdateVoiceStateRequest.session:type_name -> concord.transport.v1.Session
+	1,  // 6: concord.transport.v1.GuildNode.Subscribe:input_type -> concord.transport.v1.SubscribeRequest
+	3,  // 7: concord.transport.v1.GuildNode.Disconnect:input_type -> concord.transport.v1.DisconnectRequest
+	5,  // 8: concord.transport.v1.GuildNode.MoveSession:input_type -> concord.transport.v1.MoveSessionRequest
+	7,  // 9: concord.transport.v1.GuildNode.CanView:input_type -> concord.transport.v1.CanViewRequest
+	9,  // 10: concord.transport.v1.GuildNode.RoleMembers:input_type -> concord.transport.v1.RoleMembersRequest
+	12, // 11: concord.transport.v1.GuildNode.PresenceChanged:input_type -> concord.transport.v1.PresenceChangedRequest
+	14, // 12: concord.transport.v1.GuildNode.LazyRequest:input_type -> concord.transport.v1.GatewayOpRequest
+	14, // 13: concord.transport.v1.GuildNode.RequestMembers:input_type -> concord.transport.v1.GatewayOpRequest
+	16, // 14: concord.transport.v1.GuildNode.UpdateVoiceState:input_type -> concord.transport.v1.UpdateVoiceStateRequest
+	2,  // 15: concord.transport.v1.GuildNode.Subscribe:output_type -> concord.transport.v1.SubscribeResponse
+	4,  // 16: concord.transport.v1.GuildNode.Disconnect:output_type -> concord.transport.v1.DisconnectResponse
+	6,  // 17: concord.transport.v1.GuildNode.MoveSession:output_type -> concord.transport.v1.MoveSessionResponse
+	8,  // 18: concord.transport.v1.GuildNode.CanView:output_type -> concord.transport.v1.CanViewResponse
+	10, // 19: concord.transport.v1.GuildNode.RoleMembers:output_type -> concord.transport.v1.RoleMembersResponse
+	13, // 20: concord.transport.v1.GuildNode.PresenceChanged:output_type -> concord.transport.v1.PresenceChangedResponse
+	15, // 21: concord.transport.v1.GuildNode.LazyRequest:output_type -> concord.transport.v1.GatewayOpResponse
+	15, // 22: concord.transport.v1.GuildNode.RequestMembers:output_type -> concord.transport.v1.GatewayOpResponse
+	17, // 23: concord.transport.v1.GuildNode.UpdateVoiceState:output_type -> concord.transport.v1.UpdateVoiceStateResponse
+	15, // [15:24] is the sub-list for method output_type
+	6,  // [6:15] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_concord_transport_v1_guild_proto_init() }
@@ -489,13 +1157,14 @@ func file_concord_transport_v1_guild_proto_init() {
 	if File_concord_transport_v1_guild_proto != nil {
 		return
 	}
+	file_concord_transport_v1_presence_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_transport_v1_guild_proto_rawDesc), len(file_concord_transport_v1_guild_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

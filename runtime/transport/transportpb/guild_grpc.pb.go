@@ -19,9 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	GuildNode_Subscribe_FullMethodName  = "/concord.transport.v1.GuildNode/Subscribe"
-	GuildNode_Disconnect_FullMethodName = "/concord.transport.v1.GuildNode/Disconnect"
-	GuildNode_Call_FullMethodName       = "/concord.transport.v1.GuildNode/Call"
+	GuildNode_Subscribe_FullMethodName        = "/concord.transport.v1.GuildNode/Subscribe"
+	GuildNode_Disconnect_FullMethodName       = "/concord.transport.v1.GuildNode/Disconnect"
+	GuildNode_MoveSession_FullMethodName      = "/concord.transport.v1.GuildNode/MoveSession"
+	GuildNode_CanView_FullMethodName          = "/concord.transport.v1.GuildNode/CanView"
+	GuildNode_RoleMembers_FullMethodName      = "/concord.transport.v1.GuildNode/RoleMembers"
+	GuildNode_PresenceChanged_FullMethodName  = "/concord.transport.v1.GuildNode/PresenceChanged"
+	GuildNode_LazyRequest_FullMethodName      = "/concord.transport.v1.GuildNode/LazyRequest"
+	GuildNode_RequestMembers_FullMethodName   = "/concord.transport.v1.GuildNode/RequestMembers"
+	GuildNode_UpdateVoiceState_FullMethodName = "/concord.transport.v1.GuildNode/UpdateVoiceState"
 )
 
 // GuildNodeClient is the client API for GuildNode service.
@@ -36,12 +42,32 @@ type GuildNodeClient interface {
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (*SubscribeResponse, error)
 	// Disconnect detaches a session that ended for good from a guild.
 	Disconnect(ctx context.Context, in *DisconnectRequest, opts ...grpc.CallOption) (*DisconnectResponse, error)
-	// Call is an escape hatch that forwards one operation on a guild (for
-	// example a REST request) to the guild's owner: method names the
-	// operation, body carries its encoded arguments, and the answer is an
-	// HTTP-like status and body. Errors of the transport itself are gRPC
-	// statuses; errors of the operation belong in status and body.
-	Call(ctx context.Context, in *CallRequest, opts ...grpc.CallOption) (*CallResponse, error)
+	// MoveSession moves a session's subscription to a guild to another
+	// gateway node (a draining gateway hands its sessions off): the guild's
+	// actor sends the old node a move marker and then delivers to the new
+	// one. A session the guild does not deliver to is NotFound.
+	MoveSession(ctx context.Context, in *MoveSessionRequest, opts ...grpc.CallOption) (*MoveSessionResponse, error)
+	// CanView tells a read-state node whether a user may see a channel of
+	// the guild, so that a mention it cannot see is not counted.
+	CanView(ctx context.Context, in *CanViewRequest, opts ...grpc.CallOption) (*CanViewResponse, error)
+	// RoleMembers lists the members holding a role, for role mentions; an
+	// unknown guild is NotFound.
+	RoleMembers(ctx context.Context, in *RoleMembersRequest, opts ...grpc.CallOption) (*RoleMembersResponse, error)
+	// PresenceChanged hands a user's new presence from the presence node to
+	// a guild node, which applies it to every guild of the user it has
+	// loaded (guild_id only routes the call). A guild node without presence
+	// answers Unimplemented.
+	PresenceChanged(ctx context.Context, in *PresenceChangedRequest, opts ...grpc.CallOption) (*PresenceChangedResponse, error)
+	// LazyRequest carries a session's op 14 (member list subscription) to
+	// the guild's owner.
+	LazyRequest(ctx context.Context, in *GatewayOpRequest, opts ...grpc.CallOption) (*GatewayOpResponse, error)
+	// RequestMembers carries a session's op 8 (request guild members) to
+	// the guild's owner, which answers with GUILD_MEMBERS_CHUNK events.
+	RequestMembers(ctx context.Context, in *GatewayOpRequest, opts ...grpc.CallOption) (*GatewayOpResponse, error)
+	// UpdateVoiceState carries a session's op 4 to the guild's owner, which
+	// answers through the guild's events; a join the guild refuses
+	// (permissions, a full or unknown channel) is not an error.
+	UpdateVoiceState(ctx context.Context, in *UpdateVoiceStateRequest, opts ...grpc.CallOption) (*UpdateVoiceStateResponse, error)
 }
 
 type guildNodeClient struct {
@@ -72,10 +98,70 @@ func (c *guildNodeClient) Disconnect(ctx context.Context, in *DisconnectRequest,
 	return out, nil
 }
 
-func (c *guildNodeClient) Call(ctx context.Context, in *CallRequest, opts ...grpc.CallOption) (*CallResponse, error) {
+func (c *guildNodeClient) MoveSession(ctx context.Context, in *MoveSessionRequest, opts ...grpc.CallOption) (*MoveSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(CallResponse)
-	err := c.cc.Invoke(ctx, GuildNode_Call_FullMethodName, in, out, cOpts...)
+	out := new(MoveSessionResponse)
+	err := c.cc.Invoke(ctx, GuildNode_MoveSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *guildNodeClient) CanView(ctx context.Context, in *CanViewRequest, opts ...grpc.CallOption) (*CanViewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CanViewResponse)
+	err := c.cc.Invoke(ctx, GuildNode_CanView_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *guildNodeClient) RoleMembers(ctx context.Context, in *RoleMembersRequest, opts ...grpc.CallOption) (*RoleMembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RoleMembersResponse)
+	err := c.cc.Invoke(ctx, GuildNode_RoleMembers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *guildNodeClient) PresenceChanged(ctx context.Context, in *PresenceChangedRequest, opts ...grpc.CallOption) (*PresenceChangedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PresenceChangedResponse)
+	err := c.cc.Invoke(ctx, GuildNode_PresenceChanged_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *guildNodeClient) LazyRequest(ctx context.Context, in *GatewayOpRequest, opts ...grpc.CallOption) (*GatewayOpResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayOpResponse)
+	err := c.cc.Invoke(ctx, GuildNode_LazyRequest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *guildNodeClient) RequestMembers(ctx context.Context, in *GatewayOpRequest, opts ...grpc.CallOption) (*GatewayOpResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayOpResponse)
+	err := c.cc.Invoke(ctx, GuildNode_RequestMembers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *guildNodeClient) UpdateVoiceState(ctx context.Context, in *UpdateVoiceStateRequest, opts ...grpc.CallOption) (*UpdateVoiceStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateVoiceStateResponse)
+	err := c.cc.Invoke(ctx, GuildNode_UpdateVoiceState_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -94,12 +180,32 @@ type GuildNodeServer interface {
 	Subscribe(context.Context, *SubscribeRequest) (*SubscribeResponse, error)
 	// Disconnect detaches a session that ended for good from a guild.
 	Disconnect(context.Context, *DisconnectRequest) (*DisconnectResponse, error)
-	// Call is an escape hatch that forwards one operation on a guild (for
-	// example a REST request) to the guild's owner: method names the
-	// operation, body carries its encoded arguments, and the answer is an
-	// HTTP-like status and body. Errors of the transport itself are gRPC
-	// statuses; errors of the operation belong in status and body.
-	Call(context.Context, *CallRequest) (*CallResponse, error)
+	// MoveSession moves a session's subscription to a guild to another
+	// gateway node (a draining gateway hands its sessions off): the guild's
+	// actor sends the old node a move marker and then delivers to the new
+	// one. A session the guild does not deliver to is NotFound.
+	MoveSession(context.Context, *MoveSessionRequest) (*MoveSessionResponse, error)
+	// CanView tells a read-state node whether a user may see a channel of
+	// the guild, so that a mention it cannot see is not counted.
+	CanView(context.Context, *CanViewRequest) (*CanViewResponse, error)
+	// RoleMembers lists the members holding a role, for role mentions; an
+	// unknown guild is NotFound.
+	RoleMembers(context.Context, *RoleMembersRequest) (*RoleMembersResponse, error)
+	// PresenceChanged hands a user's new presence from the presence node to
+	// a guild node, which applies it to every guild of the user it has
+	// loaded (guild_id only routes the call). A guild node without presence
+	// answers Unimplemented.
+	PresenceChanged(context.Context, *PresenceChangedRequest) (*PresenceChangedResponse, error)
+	// LazyRequest carries a session's op 14 (member list subscription) to
+	// the guild's owner.
+	LazyRequest(context.Context, *GatewayOpRequest) (*GatewayOpResponse, error)
+	// RequestMembers carries a session's op 8 (request guild members) to
+	// the guild's owner, which answers with GUILD_MEMBERS_CHUNK events.
+	RequestMembers(context.Context, *GatewayOpRequest) (*GatewayOpResponse, error)
+	// UpdateVoiceState carries a session's op 4 to the guild's owner, which
+	// answers through the guild's events; a join the guild refuses
+	// (permissions, a full or unknown channel) is not an error.
+	UpdateVoiceState(context.Context, *UpdateVoiceStateRequest) (*UpdateVoiceStateResponse, error)
 	mustEmbedUnimplementedGuildNodeServer()
 }
 
@@ -116,8 +222,26 @@ func (UnimplementedGuildNodeServer) Subscribe(context.Context, *SubscribeRequest
 func (UnimplementedGuildNodeServer) Disconnect(context.Context, *DisconnectRequest) (*DisconnectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Disconnect not implemented")
 }
-func (UnimplementedGuildNodeServer) Call(context.Context, *CallRequest) (*CallResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Call not implemented")
+func (UnimplementedGuildNodeServer) MoveSession(context.Context, *MoveSessionRequest) (*MoveSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MoveSession not implemented")
+}
+func (UnimplementedGuildNodeServer) CanView(context.Context, *CanViewRequest) (*CanViewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CanView not implemented")
+}
+func (UnimplementedGuildNodeServer) RoleMembers(context.Context, *RoleMembersRequest) (*RoleMembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RoleMembers not implemented")
+}
+func (UnimplementedGuildNodeServer) PresenceChanged(context.Context, *PresenceChangedRequest) (*PresenceChangedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PresenceChanged not implemented")
+}
+func (UnimplementedGuildNodeServer) LazyRequest(context.Context, *GatewayOpRequest) (*GatewayOpResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LazyRequest not implemented")
+}
+func (UnimplementedGuildNodeServer) RequestMembers(context.Context, *GatewayOpRequest) (*GatewayOpResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RequestMembers not implemented")
+}
+func (UnimplementedGuildNodeServer) UpdateVoiceState(context.Context, *UpdateVoiceStateRequest) (*UpdateVoiceStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateVoiceState not implemented")
 }
 func (UnimplementedGuildNodeServer) mustEmbedUnimplementedGuildNodeServer() {}
 func (UnimplementedGuildNodeServer) testEmbeddedByValue()                   {}
@@ -176,20 +300,128 @@ func _GuildNode_Disconnect_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
-func _GuildNode_Call_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(CallRequest)
+func _GuildNode_MoveSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MoveSessionRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(GuildNodeServer).Call(ctx, in)
+		return srv.(GuildNodeServer).MoveSession(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: GuildNode_Call_FullMethodName,
+		FullMethod: GuildNode_MoveSession_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(GuildNodeServer).Call(ctx, req.(*CallRequest))
+		return srv.(GuildNodeServer).MoveSession(ctx, req.(*MoveSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GuildNode_CanView_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CanViewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GuildNodeServer).CanView(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GuildNode_CanView_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GuildNodeServer).CanView(ctx, req.(*CanViewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GuildNode_RoleMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RoleMembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GuildNodeServer).RoleMembers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GuildNode_RoleMembers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GuildNodeServer).RoleMembers(ctx, req.(*RoleMembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GuildNode_PresenceChanged_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PresenceChangedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GuildNodeServer).PresenceChanged(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GuildNode_PresenceChanged_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GuildNodeServer).PresenceChanged(ctx, req.(*PresenceChangedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GuildNode_LazyRequest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayOpRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GuildNodeServer).LazyRequest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GuildNode_LazyRequest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GuildNodeServer).LazyRequest(ctx, req.(*GatewayOpRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GuildNode_RequestMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayOpRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GuildNodeServer).RequestMembers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GuildNode_RequestMembers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GuildNodeServer).RequestMembers(ctx, req.(*GatewayOpRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GuildNode_UpdateVoiceState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateVoiceStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GuildNodeServer).UpdateVoiceState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GuildNode_UpdateVoiceState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GuildNodeServer).UpdateVoiceState(ctx, req.(*UpdateVoiceStateRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -210,8 +442,32 @@ var GuildNode_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _GuildNode_Disconnect_Handler,
 		},
 		{
-			MethodName: "Call",
-			Handler:    _GuildNode_Call_Handler,
+			MethodName: "MoveSession",
+			Handler:    _GuildNode_MoveSession_Handler,
+		},
+		{
+			MethodName: "CanView",
+			Handler:    _GuildNode_CanView_Handler,
+		},
+		{
+			MethodName: "RoleMembers",
+			Handler:    _GuildNode_RoleMembers_Handler,
+		},
+		{
+			MethodName: "PresenceChanged",
+			Handler:    _GuildNode_PresenceChanged_Handler,
+		},
+		{
+			MethodName: "LazyRequest",
+			Handler:    _GuildNode_LazyRequest_Handler,
+		},
+		{
+			MethodName: "RequestMembers",
+			Handler:    _GuildNode_RequestMembers_Handler,
+		},
+		{
+			MethodName: "UpdateVoiceState",
+			Handler:    _GuildNode_UpdateVoiceState_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -286,10 +286,14 @@ func (x *PresenceUpdateRequest) GetAt() int64 {
 	return 0
 }
 
-// PresenceSessionEnded names the session that ended.
+// PresenceSessionEnded names the session that ended and, when set, its
+// user: a node owning the user that never knew the session (its owner
+// died, or ownership was moving) then announces the user's presence
+// again (presence.Service.DisconnectUser).
 type PresenceSessionEnded struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	UserId        uint64                 `protobuf:"fixed64,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -329,6 +333,13 @@ func (x *PresenceSessionEnded) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *PresenceSessionEnded) GetUserId() uint64 {
+	if x != nil {
+		return x.UserId
+	}
+	return 0
 }
 
 // PresenceReport is every session node holds.
@@ -455,10 +466,11 @@ const file_concord_transport_v1_presence_proto_rawDesc = "" +
 	"\n" +
 	"activities\x18\x04 \x03(\v2&.concord.transport.v1.PresenceActivityR\n" +
 	"activities\x12\x0e\n" +
-	"\x02at\x18\x05 \x01(\x03R\x02at\"5\n" +
+	"\x02at\x18\x05 \x01(\x03R\x02at\"N\n" +
 	"\x14PresenceSessionEnded\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"g\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\x06R\x06userId\"g\n" +
 	"\x0ePresenceReport\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12A\n" +
 	"\bsessions\x18\x02 \x03(\v2%.concord.transport.v1.PresenceSessionR\bsessions\"\r\n" +

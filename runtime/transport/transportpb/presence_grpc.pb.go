@@ -29,9 +29,10 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// PresenceNode is served by the presence node (--roles=presence): it
-// knows every live session of every user, as gateway nodes report them,
-// and folds them into one status per user (presence.Service).
+// PresenceNode is served by presence nodes (--roles=presence): each
+// knows every live session of the users it owns on the ring of presence
+// nodes, as gateway nodes report them, and folds them into one status
+// per user (presence.Service).
 type PresenceNodeClient interface {
 	// SessionStarted counts a session that identified
 	// (presence.Service.Connect).
@@ -99,9 +100,10 @@ func (c *presenceNodeClient) Report(ctx context.Context, in *PresenceReport, opt
 // All implementations must embed UnimplementedPresenceNodeServer
 // for forward compatibility.
 //
-// PresenceNode is served by the presence node (--roles=presence): it
-// knows every live session of every user, as gateway nodes report them,
-// and folds them into one status per user (presence.Service).
+// PresenceNode is served by presence nodes (--roles=presence): each
+// knows every live session of the users it owns on the ring of presence
+// nodes, as gateway nodes report them, and folds them into one status
+// per user (presence.Service).
 type PresenceNodeServer interface {
 	// SessionStarted counts a session that identified
 	// (presence.Service.Connect).

@@ -327,6 +327,158 @@ func (x *StatesResponse) GetStates() []*ReadState {
 	return nil
 }
 
+// Mention is readstate.Mention: offset is the event's offset in its
+// channel's partition, the idempotence key with user_id and channel_id.
+type Mention struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        uint64                 `protobuf:"fixed64,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ChannelId     uint64                 `protobuf:"fixed64,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	MessageId     uint64                 `protobuf:"fixed64,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	Offset        int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Mention) Reset() {
+	*x = Mention{}
+	mi := &file_concord_transport_v1_readstate_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Mention) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Mention) ProtoMessage() {}
+
+func (x *Mention) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_readstate_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Mention.ProtoReflect.Descriptor instead.
+func (*Mention) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_readstate_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Mention) GetUserId() uint64 {
+	if x != nil {
+		return x.UserId
+	}
+	return 0
+}
+
+func (x *Mention) GetChannelId() uint64 {
+	if x != nil {
+		return x.ChannelId
+	}
+	return 0
+}
+
+func (x *Mention) GetMessageId() uint64 {
+	if x != nil {
+		return x.MessageId
+	}
+	return 0
+}
+
+func (x *Mention) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+// MentionsRequest carries mentions of users the called node owns.
+type MentionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mentions      []*Mention             `protobuf:"bytes,1,rep,name=mentions,proto3" json:"mentions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MentionsRequest) Reset() {
+	*x = MentionsRequest{}
+	mi := &file_concord_transport_v1_readstate_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MentionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MentionsRequest) ProtoMessage() {}
+
+func (x *MentionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_readstate_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MentionsRequest.ProtoReflect.Descriptor instead.
+func (*MentionsRequest) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_readstate_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *MentionsRequest) GetMentions() []*Mention {
+	if x != nil {
+		return x.Mentions
+	}
+	return nil
+}
+
+// MentionsResponse is the empty answer.
+type MentionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MentionsResponse) Reset() {
+	*x = MentionsResponse{}
+	mi := &file_concord_transport_v1_readstate_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MentionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MentionsResponse) ProtoMessage() {}
+
+func (x *MentionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_readstate_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MentionsResponse.ProtoReflect.Descriptor instead.
+func (*MentionsResponse) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_readstate_proto_rawDescGZIP(), []int{7}
+}
+
 var File_concord_transport_v1_readstate_proto protoreflect.FileDescriptor
 
 const file_concord_transport_v1_readstate_proto_rawDesc = "" +
@@ -359,10 +511,21 @@ const file_concord_transport_v1_readstate_proto_rawDesc = "" +
 	"\rmention_count\x18\x03 \x01(\x05R\fmentionCount\x12\x14\n" +
 	"\x05flags\x18\x04 \x01(\rR\x05flags\"I\n" +
 	"\x0eStatesResponse\x127\n" +
-	"\x06states\x18\x01 \x03(\v2\x1f.concord.transport.v1.ReadStateR\x06states2\xb0\x01\n" +
+	"\x06states\x18\x01 \x03(\v2\x1f.concord.transport.v1.ReadStateR\x06states\"x\n" +
+	"\aMention\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\x06R\x06userId\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x02 \x01(\x06R\tchannelId\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x03 \x01(\x06R\tmessageId\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset\"L\n" +
+	"\x0fMentionsRequest\x129\n" +
+	"\bmentions\x18\x01 \x03(\v2\x1d.concord.transport.v1.MentionR\bmentions\"\x12\n" +
+	"\x10MentionsResponse2\x8e\x02\n" +
 	"\rReadStateNode\x12J\n" +
 	"\x03Ack\x12 .concord.transport.v1.AckRequest\x1a!.concord.transport.v1.AckResponse\x12S\n" +
-	"\x06States\x12#.concord.transport.v1.StatesRequest\x1a$.concord.transport.v1.StatesResponseBKZIgithub.com/concord-chat/concord/runtime/transport/transportpb;transportpbb\x06proto3"
+	"\x06States\x12#.concord.transport.v1.StatesRequest\x1a$.concord.transport.v1.StatesResponse\x12\\\n" +
+	"\vAddMentions\x12%.concord.transport.v1.MentionsRequest\x1a&.concord.transport.v1.MentionsResponseBKZIgithub.com/concord-chat/concord/runtime/transport/transportpb;transportpbb\x06proto3"
 
 var (
 	file_concord_transport_v1_readstate_proto_rawDescOnce sync.Once
@@ -376,25 +539,31 @@ func file_concord_transport_v1_readstate_proto_rawDescGZIP() []byte {
 	return file_concord_transport_v1_readstate_proto_rawDescData
 }
 
-var file_concord_transport_v1_readstate_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_concord_transport_v1_readstate_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_concord_transport_v1_readstate_proto_goTypes = []any{
-	(*AckRequest)(nil),     // 0: concord.transport.v1.AckRequest
-	(*AckResponse)(nil),    // 1: concord.transport.v1.AckResponse
-	(*StatesRequest)(nil),  // 2: concord.transport.v1.StatesRequest
-	(*ReadState)(nil),      // 3: concord.transport.v1.ReadState
-	(*StatesResponse)(nil), // 4: concord.transport.v1.StatesResponse
+	(*AckRequest)(nil),       // 0: concord.transport.v1.AckRequest
+	(*AckResponse)(nil),      // 1: concord.transport.v1.AckResponse
+	(*StatesRequest)(nil),    // 2: concord.transport.v1.StatesRequest
+	(*ReadState)(nil),        // 3: concord.transport.v1.ReadState
+	(*StatesResponse)(nil),   // 4: concord.transport.v1.StatesResponse
+	(*Mention)(nil),          // 5: concord.transport.v1.Mention
+	(*MentionsRequest)(nil),  // 6: concord.transport.v1.MentionsRequest
+	(*MentionsResponse)(nil), // 7: concord.transport.v1.MentionsResponse
 }
 var file_concord_transport_v1_readstate_proto_depIdxs = []int32{
 	3, // 0: concord.transport.v1.StatesResponse.states:type_name -> concord.transport.v1.ReadState
-	0, // 1: concord.transport.v1.ReadStateNode.Ack:input_type -> concord.transport.v1.AckRequest
-	2, // 2: concord.transport.v1.ReadStateNode.States:input_type -> concord.transport.v1.StatesRequest
-	1, // 3: concord.transport.v1.ReadStateNode.Ack:output_type -> concord.transport.v1.AckResponse
-	4, // 4: concord.transport.v1.ReadStateNode.States:output_type -> concord.transport.v1.StatesResponse
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	5, // 1: concord.transport.v1.MentionsRequest.mentions:type_name -> concord.transport.v1.Mention
+	0, // 2: concord.transport.v1.ReadStateNode.Ack:input_type -> concord.transport.v1.AckRequest
+	2, // 3: concord.transport.v1.ReadStateNode.States:input_type -> concord.transport.v1.StatesRequest
+	6, // 4: concord.transport.v1.ReadStateNode.AddMentions:input_type -> concord.transport.v1.MentionsRequest
+	1, // 5: concord.transport.v1.ReadStateNode.Ack:output_type -> concord.transport.v1.AckResponse
+	4, // 6: concord.transport.v1.ReadStateNode.States:output_type -> concord.transport.v1.StatesResponse
+	7, // 7: concord.transport.v1.ReadStateNode.AddMentions:output_type -> concord.transport.v1.MentionsResponse
+	5, // [5:8] is the sub-list for method output_type
+	2, // [2:5] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_concord_transport_v1_readstate_proto_init() }
@@ -408,7 +577,7 @@ func file_concord_transport_v1_readstate_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_transport_v1_readstate_proto_rawDesc), len(file_concord_transport_v1_readstate_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

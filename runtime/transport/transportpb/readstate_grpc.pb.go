@@ -19,8 +19,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ReadStateNode_Ack_FullMethodName    = "/concord.transport.v1.ReadStateNode/Ack"
-	ReadStateNode_States_FullMethodName = "/concord.transport.v1.ReadStateNode/States"
+	ReadStateNode_Ack_FullMethodName         = "/concord.transport.v1.ReadStateNode/Ack"
+	ReadStateNode_States_FullMethodName      = "/concord.transport.v1.ReadStateNode/States"
+	ReadStateNode_AddMentions_FullMethodName = "/concord.transport.v1.ReadStateNode/AddMentions"
 )
 
 // ReadStateNodeClient is the client API for ReadStateNode service.
@@ -37,6 +38,11 @@ type ReadStateNodeClient interface {
 	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
 	// States lists a user's read states (readstate.Service.States).
 	States(ctx context.Context, in *StatesRequest, opts ...grpc.CallOption) (*StatesResponse, error)
+	// AddMentions counts user mentions on the node owning their users
+	// (readstate.Service.AddMentions): the mention consumer, partitioned
+	// by channel, hands each mention to its user's owner. It answers once
+	// every mention is durable; a mention already counted is skipped.
+	AddMentions(ctx context.Context, in *MentionsRequest, opts ...grpc.CallOption) (*MentionsResponse, error)
 }
 
 type readStateNodeClient struct {
@@ -67,6 +73,16 @@ func (c *readStateNodeClient) States(ctx context.Context, in *StatesRequest, opt
 	return out, nil
 }
 
+func (c *readStateNodeClient) AddMentions(ctx context.Context, in *MentionsRequest, opts ...grpc.CallOption) (*MentionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MentionsResponse)
+	err := c.cc.Invoke(ctx, ReadStateNode_AddMentions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReadStateNodeServer is the server API for ReadStateNode service.
 // All implementations must embed UnimplementedReadStateNodeServer
 // for forward compatibility.
@@ -81,6 +97,11 @@ type ReadStateNodeServer interface {
 	Ack(context.Context, *AckRequest) (*AckResponse, error)
 	// States lists a user's read states (readstate.Service.States).
 	States(context.Context, *StatesRequest) (*StatesResponse, error)
+	// AddMentions counts user mentions on the node owning their users
+	// (readstate.Service.AddMentions): the mention consumer, partitioned
+	// by channel, hands each mention to its user's owner. It answers once
+	// every mention is durable; a mention already counted is skipped.
+	AddMentions(context.Context, *MentionsRequest) (*MentionsResponse, error)
 	mustEmbedUnimplementedReadStateNodeServer()
 }
 
@@ -96,6 +117,9 @@ func (UnimplementedReadStateNodeServer) Ack(context.Context, *AckRequest) (*AckR
 }
 func (UnimplementedReadStateNodeServer) States(context.Context, *StatesRequest) (*StatesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method States not implemented")
+}
+func (UnimplementedReadStateNodeServer) AddMentions(context.Context, *MentionsRequest) (*MentionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddMentions not implemented")
 }
 func (UnimplementedReadStateNodeServer) mustEmbedUnimplementedReadStateNodeServer() {}
 func (UnimplementedReadStateNodeServer) testEmbeddedByValue()                       {}
@@ -154,6 +178,24 @@ func _ReadStateNode_States_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ReadStateNode_AddMentions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MentionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReadStateNodeServer).AddMentions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReadStateNode_AddMentions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReadStateNodeServer).AddMentions(ctx, req.(*MentionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ReadStateNode_ServiceDesc is the grpc.ServiceDesc for ReadStateNode service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -168,6 +210,10 @@ var ReadStateNode_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "States",
 			Handler:    _ReadStateNode_States_Handler,
+		},
+		{
+			MethodName: "AddMentions",
+			Handler:    _ReadStateNode_AddMentions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

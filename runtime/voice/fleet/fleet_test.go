@@ -114,7 +114,7 @@ func TestLocal(t *testing.T) {
 	if err != nil || got.ID != "dev-1" || !l.Healthy("dev-1") {
 		t.Fatalf("Pick = %+v, %v", got, err)
 	}
-	s.Drain()
+	s.Drain(time.Time{})
 	if l.Healthy("dev-1") {
 		t.Fatal("a draining server is healthy")
 	}

@@ -247,6 +247,19 @@ type Ready struct {
 	Port              int      `json:"port"`
 	Modes             []string `json:"modes"`
 	HeartbeatInterval int      `json:"heartbeat_interval"`
+	// ICEServers are the STUN and TURN servers a WebRTC client builds its
+	// peer connection with (Concord's addition: Discord's servers need
+	// none; the bot libraries ignore the field). A browser behind a NAT
+	// or firewall that blocks UDP to the SFU relays through TURN.
+	ICEServers []ICEServer `json:"ice_servers,omitempty"`
+}
+
+// ICEServer is a browser's RTCIceServer: URLs such as
+// "turn:turn.example:3478?transport=udp", with the TURN credentials.
+type ICEServer struct {
+	URLs       []string `json:"urls"`
+	Username   string   `json:"username,omitempty"`
+	Credential string   `json:"credential,omitempty"`
 }
 
 // SessionDescription is op 4 for "udp". DaveProtocolVersion is always sent

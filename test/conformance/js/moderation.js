@@ -2,8 +2,11 @@
 // test. When the owner posts "mod <user id>" it answers with an embed,
 // reacts to the command, lists who reacted, pins the command, bans the
 // user with a reason (deleting their last minute of messages), reads the
-// ban and the audit log back, and lifts the ban. It prints one JSON line
-// per step. Env: CONCORD_API, CONCORD_TOKEN.
+// ban and the audit log back, and lifts the ban. Given more ids ("mod
+// <user> <kick> <senior> <owner>") it then kicks <kick> with a reason and
+// reads that audit entry back, and tries to ban <senior> (ranked above the
+// bot) and to kick the owner, which the server must refuse. It prints one
+// JSON line per step. Env: CONCORD_API, CONCORD_TOKEN.
 'use strict';
 const { AuditLogEvent, Client, EmbedBuilder, Events, GatewayIntentBits } = require('discord.js');
 
@@ -21,7 +24,7 @@ client.on(Events.ChannelPinsUpdate, (ch) => emit('pinsUpdate', { channel: ch.id 
 client.on(Events.GuildBanAdd, (ban) => emit('banAdd', { user: ban.user.id }));
 client.on(Events.GuildBanRemove, (ban) => emit('banRemove', { user: ban.user.id }));
 client.on(Events.MessageCreate, async (m) => {
-  const match = /^mod (\d+)$/.exec(m.content);
+  const match = /^mod (\d+)(?: (\d+) (\d+) (\d+))?$/.exec(m.content);
   if (m.author.id === client.user.id || !match) return;
   const target = match[1];
   try {
@@ -43,6 +46,21 @@ client.on(Events.MessageCreate, async (m) => {
     emit('audit', { count: logs.entries.size, target: entry && entry.targetId, reason: entry && entry.reason, executor: entry && entry.executorId });
     await m.guild.members.unban(target);
     emit('unbanned', { user: target });
+    if (!match[2]) return;
+    const [kick, senior, owner] = match.slice(2);
+    await m.guild.members.kick(kick, 'conformance kick');
+    const kicks = await m.guild.fetchAuditLogs({ type: AuditLogEvent.MemberKick, limit: 5 });
+    const k = kicks.entries.first();
+    emit('kicked', { user: kick, target: k && k.targetId, reason: k && k.reason, executor: k && k.executorId });
+    for (const [action, who] of [['ban', senior], ['kick', owner]]) {
+      try {
+        if (action === 'ban') await m.guild.members.ban(who, { reason: 'above me' });
+        else await m.guild.members.kick(who, 'the owner');
+        emit('error', { message: action + ' of ' + who + ' was allowed' });
+      } catch (err) {
+        emit('refused', { action, user: who, code: err.code, status: err.status });
+      }
+    }
   } catch (err) {
     emit('error', { message: String(err && err.stack || err) });
   }

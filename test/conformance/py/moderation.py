@@ -3,7 +3,10 @@
 When the owner posts "mod <user id>" it answers with an embed, reacts to
 the command, lists who reacted, pins the command, bans the user with a
 reason (deleting their last minute of messages), reads the ban and the
-audit log back and lifts the ban, printing one JSON line per step (like
+audit log back and lifts the ban. Given more ids ("mod <user> <kick>
+<senior> <owner>") it then kicks <kick> with a reason, reads that audit
+entry back, and tries to ban <senior> (ranked above the bot) and to kick
+the owner, which the server must refuse. One JSON line per step (like
 js/moderation.js). Env: CONCORD_HOST, CONCORD_TOKEN. Closing stdin stops it.
 """
 
@@ -52,7 +55,7 @@ async def on_member_ban(guild, user):
 
 @client.event
 async def on_message(m):
-    match = re.fullmatch(r"mod (\d+)", m.content)
+    match = re.fullmatch(r"mod (\d+)(?: (\d+) (\d+) (\d+))?", m.content)
     if m.author.id == client.user.id or not match:
         return
     target = discord.Object(id=int(match.group(1)))
@@ -86,6 +89,28 @@ async def on_message(m):
         )
         await m.guild.unban(target)
         emit("unbanned", user=str(target.id))
+        if not match.group(2):
+            return
+        kick, senior, owner = (discord.Object(id=int(match.group(i))) for i in (2, 3, 4))
+        await m.guild.kick(kick, reason="conformance kick")
+        kicks = [e async for e in m.guild.audit_logs(limit=5, action=discord.AuditLogAction.kick)]
+        k = kicks[0] if kicks else None
+        emit(
+            "kicked",
+            user=str(kick.id),
+            target=str(k.target.id) if k and k.target else "",
+            reason=k.reason if k else "",
+            executor=str(k.user_id) if k else "",
+        )
+        for action, who in (("ban", senior), ("kick", owner)):
+            try:
+                if action == "ban":
+                    await m.guild.ban(who, reason="above me")
+                else:
+                    await m.guild.kick(who, reason="the owner")
+                emit("error", message=f"{action} of {who.id} was allowed")
+            except discord.HTTPException as err:
+                emit("refused", action=action, user=str(who.id), code=err.code, status=err.status)
     except Exception:
         emit("error", message=traceback.format_exc())
 

@@ -31,7 +31,7 @@ const {
 } = require('@discordjs/voice');
 
 const env = (k, d) => process.env[k] ?? d;
-const out = { ready: false, received: [], played: false, resumed: false, debug: [], states: [] };
+const out = { ready: false, received: [], played: false, resumed: false, debug: [], states: [], stateTimes: [] };
 const finish = (code) => {
 	fs.writeFileSync(env('OUT'), JSON.stringify(out));
 	process.exit(code);
@@ -74,7 +74,7 @@ async function main() {
 		channelId: env('CHANNEL_ID'), guildId: env('GUILD_ID'), adapterCreator: creator, selfDeaf: false, selfMute: false, debug: true,
 	});
 	connection.on('debug', (m) => { if (out.debug.length < 400) out.debug.push(m); });
-	connection.on('stateChange', (o, n) => out.states.push(`${o.status}->${n.status}`));
+	connection.on('stateChange', (o, n) => { out.states.push(`${o.status}->${n.status}`); out.stateTimes.push(Date.now()); });
 	connection.on('error', (e) => { out.error = String(e); });
 	await entersState(connection, VoiceConnectionStatus.Ready, 15000);
 	out.ready = true;

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# stop.sh — stop the turnserver hack/coturn/start.sh started on $TURN_PORT
+# (by its pid file).
+set -euo pipefail
+
+TURN_PORT="${TURN_PORT:-3479}"
+CONCORD_CACHE="${CONCORD_CACHE:-$HOME/.cache/concord}"
+pidfile="$CONCORD_CACHE/coturn-$TURN_PORT/turnserver.pid"
+
+if [[ ! -f "$pidfile" ]] || ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+	printf '[coturn] no turnserver of ours runs on port %s\n' "$TURN_PORT" >&2
+	exit 0
+fi
+printf '[coturn] stopping turnserver (pid %s)\n' "$(cat "$pidfile")" >&2
+kill "$(cat "$pidfile")"

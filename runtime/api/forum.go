@@ -1,0 +1,143 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/concord-chat/concord/runtime/eventlog"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/wire"
+)
+
+// Forum channels (type 15). A post is POST /channels/{forum}/threads with
+// a message object: a public thread whose starter message, stored in the
+// thread, has the thread's id (as on Discord), tagged with applied_tags
+// from the forum's available_tags. The answer is the thread with that
+// message; THREAD_CREATE then MESSAGE_CREATE reach who sees the forum.
+
+// forumTagRequest is one entry of available_tags: an existing tag keeps
+// its id, a new one (no id) gets one.
+type forumTagRequest struct {
+	ID        reqID  `json:"id"`
+	Name      string `json:"name"`
+	Moderated bool   `json:"moderated"`
+	EmojiID   reqID  `json:"emoji_id"`
+	EmojiName string `json:"emoji_name"`
+}
+
+// validateForumTags checks available_tags as Discord's form validation
+// does, naming the field.
+func validateForumTags(tags []forumTagRequest) error {
+	if len(tags) > 20 {
+		return formError("available_tags", "BASE_TYPE_MAX_LENGTH", "Must be 20 or fewer in length.")
+	}
+	for i, t := range tags {
+		if n := utf8.RuneCountInString(t.Name); n < 1 || n > 20 {
+			return formError("available_tags."+itoa(i)+".name", "BASE_TYPE_BAD_LENGTH", "Must be between 1 and 20 in length.")
+		}
+		if t.EmojiID != 0 && t.EmojiName != "" {
+			return formError("available_tags."+itoa(i)+".emoji_name", "FORUM_TAG_EMOJI_CONFLICT", "A tag has either a custom emoji or a unicode emoji.")
+		}
+	}
+	return nil
+}
+
+// forumTags mints ids for the new tags of an available_tags request.
+func (h *handler) forumTags(req []forumTagRequest) ([]store.ForumTag, error) {
+	out := make([]store.ForumTag, 0, len(req))
+	for _, t := range req {
+		id := snowflake.ID(t.ID)
+		if id == 0 {
+			var err error
+			if id, err = h.ids.Next(); err != nil {
+				return nil, errors.Join(guild.ErrUnavailable, err)
+			}
+		}
+		out = append(out, store.ForumTag{ID: id, Name: t.Name, Moderated: t.Moderated, EmojiID: snowflake.ID(t.EmojiID), EmojiName: t.EmojiName})
+	}
+	return out, nil
+}
+
+// forumPost is a forum thread's answer: the thread with its starter
+// message and the creator's thread member.
+type forumPost struct {
+	threadWithMember
+	Message *wire.Message `json:"message,omitempty"`
+}
+
+// appliedTags reads applied_tags (snowflakes as strings or numbers).
+func appliedTags(raw []reqID) []snowflake.ID {
+	out := make([]snowflake.ID, 0, len(raw))
+	for _, id := range raw {
+		out = append(out, snowflake.ID(id))
+	}
+	return out
+}
+
+// startForumPost creates a post in a forum: spec is the thread, msg the
+// starter message's body.
+func (h *handler) startForumPost(w http.ResponseWriter, r *http.Request, user snowflake.ID, spec guild.ThreadSpec, msg json.RawMessage) error {
+	if len(msg) == 0 || string(msg) == "null" {
+		return formError("message", "BASE_TYPE_REQUIRED", "This field is required")
+	}
+	req, err := decodeCreateMessage(msg)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Content) == "" && len(req.Embeds) == 0 && len(req.Components) == 0 {
+		return errEmptyMessage
+	}
+	ctx := r.Context()
+	id, err := h.ids.Next()
+	if err != nil {
+		return errors.Join(guild.ErrUnavailable, err)
+	}
+	spec.MessageID, spec.Forum = id, true
+	th, member, err := h.guilds.CreateThread(ctx, user, spec)
+	if err != nil {
+		return err
+	}
+	// Mentions resolve as in an edit: the post was just authorised, and
+	// only who sees the thread is pinged.
+	mentions := parseMentions(req.Content, req.AllowedMentions)
+	grant, err := h.guilds.AuthorizeSend(ctx, guild.SendRequest{UserID: user, ChannelID: th.ID, MentionsEveryone: mentions.Everyone,
+		Users: mentions.Users, Roles: mentions.Roles, Edit: true})
+	if err != nil {
+		return err
+	}
+	m := store.Message{
+		ID: th.ID, ChannelID: th.ID, GuildID: th.GuildID, AuthorID: user, Content: req.Content, Type: wire.MessageDefault,
+		MentionEveryone: grant.MentionEveryone, Mentions: grant.Users, MentionRoles: grant.Roles, Flags: sendFlags(req.Flags),
+		Embeds: wire.JoinRaw(req.Embeds), Components: wire.JoinRaw(req.Components),
+	}
+	if err := h.store.PutMessage(ctx, m); err != nil {
+		return errors.Join(guild.ErrUnavailable, err)
+	}
+	rd := h.reader(user)
+	out, err := rd.render(ctx, m, grant.Member, nil)
+	if err != nil {
+		return err
+	}
+	h.publishStarter(ctx, out)
+	h.recordAudit(r, th.GuildID, user, auditEntry{Action: auditThreadCreate, Target: th.ID, Changes: []auditChange{
+		change("name", nil, th.Name), change("type", nil, th.Type), change("applied_tags", nil, th.Thread.AppliedTags)}})
+	tm := wire.ThreadMemberFrom(member)
+	writeJSON(w, http.StatusCreated, forumPost{threadWithMember: threadWithMember{Channel: wire.ChannelFrom(th, nil), Member: &tm}, Message: &out})
+	return nil
+}
+
+// publishStarter logs and fans out a forum post's starter message.
+func (h *handler) publishStarter(ctx context.Context, out wire.Message) {
+	bg, cancel := background(ctx)
+	defer cancel()
+	h.logMessage(bg, eventlog.MessageCreate, out)
+	if err := h.guilds.PublishMessage(bg, "MESSAGE_CREATE", out); err != nil {
+		h.log.Warn("forum starter message not published", "message_id", out.ID, "err", err)
+	}
+}

@@ -1,0 +1,145 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/permissions"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/wire"
+)
+
+type forumPostT struct {
+	threadT
+	Message *wire.Message `json:"message"`
+}
+
+// TestForumChannels checks forum channels: available_tags, posts (a
+// public thread whose starter message has its id), applied_tags with the
+// moderated-tag rule, the errors of each, and that a hidden forum says
+// nothing, not even that it is a forum.
+func TestForumChannels(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	bobS := e.subscribe("bob", w.bob.ID, guild.IntentGuilds|guild.IntentGuildMessages|guild.IntentMessageContent)
+	chans := fmt.Sprintf("%s/guilds/%d/channels", v10, w.guildID)
+	var forum wire.Channel
+	e.ok("POST", chans, w.alice.Token, map[string]any{"name": "help", "type": 15, "available_tags": []map[string]any{
+		{"name": "bug", "emoji_name": "🐛"}, {"name": "staff", "moderated": true}}}, &forum)
+	if forum.Type != 15 || forum.AvailableTags == nil || len(*forum.AvailableTags) != 2 {
+		t.Fatalf("forum = %+v", forum)
+	}
+	bug, staff := (*forum.AvailableTags)[0], (*forum.AvailableTags)[1]
+	if bug.ID == 0 || bug.Name != "bug" || bug.EmojiName == nil || *bug.EmojiName != "🐛" || bug.Moderated || !staff.Moderated || staff.ID == bug.ID {
+		t.Fatalf("tags = %+v", *forum.AvailableTags)
+	}
+	// Bad tags are refused naming the field.
+	many := make([]map[string]any, 21)
+	for i := range many {
+		many[i] = map[string]any{"name": fmt.Sprint("t", i)}
+	}
+	e.fail("POST", chans, w.alice.Token, map[string]any{"name": "f", "type": 15, "available_tags": many}, 400, 50035)
+	e.fail("POST", chans, w.alice.Token, map[string]any{"name": "f", "type": 15, "available_tags": []map[string]any{{"name": strings.Repeat("x", 21)}}}, 400, 50035)
+	e.fail("POST", chans, w.alice.Token, map[string]any{"name": "f", "type": 0, "available_tags": []map[string]any{{"name": "x"}}}, 400, 50035)
+
+	posts := fmt.Sprintf("%s/channels/%d/threads", v10, forum.ID)
+	var post forumPostT
+	r := e.ok("POST", posts, w.bob.Token, map[string]any{"name": "it crashes", "applied_tags": []string{bug.ID.String()},
+		"message": map[string]any{"content": "when I click"}}, &post)
+	if r.Status != 201 || post.Type != 11 || post.ParentID == nil || *post.ParentID != forum.ID || post.AppliedTags == nil ||
+		!slices.Equal(*post.AppliedTags, []snowflake.ID{bug.ID}) || post.Message == nil || post.Message.ID != post.ID ||
+		post.Message.ChannelID != post.ID || post.Message.Content != "when I click" || post.Member == nil || post.Member.UserID != w.bob.ID {
+		t.Fatalf("post = %d %+v (message %+v)", r.Status, post, post.Message)
+	}
+	ev := e.waitEvent(bobS, "THREAD_CREATE", 1)
+	var tc wire.Channel
+	if json.Unmarshal(ev, &tc) != nil || tc.ID != post.ID || !tc.NewlyCreated || tc.AppliedTags == nil || len(*tc.AppliedTags) != 1 {
+		t.Fatalf("THREAD_CREATE = %s", ev)
+	}
+	ev = e.waitEvent(bobS, "MESSAGE_CREATE", 1)
+	var mc wire.Message
+	if json.Unmarshal(ev, &mc) != nil || mc.ID != post.ID || mc.ChannelID != post.ID || mc.Content != "when I click" {
+		t.Fatalf("starter MESSAGE_CREATE = %s", ev)
+	}
+	var got wire.Channel
+	e.ok("GET", fmt.Sprintf("%s/channels/%d", v10, post.ID), w.alice.Token, nil, &got)
+	if got.MessageCount == nil || *got.MessageCount != 0 || got.AppliedTags == nil || (*got.AppliedTags)[0] != bug.ID {
+		t.Fatalf("post read back = %+v", got)
+	}
+	var history []wire.Message
+	e.ok("GET", fmt.Sprintf("%s/channels/%d/messages", v10, post.ID), w.alice.Token, nil, &history)
+	if len(history) != 1 || history[0].ID != post.ID {
+		t.Fatalf("post history = %+v", history)
+	}
+	// A reply is counted; the forum itself takes no messages.
+	e.post(w.alice.Token, post.ID, map[string]any{"content": "which button?"})
+	e.fail("POST", fmt.Sprintf("%s/channels/%d/messages", v10, forum.ID), w.bob.Token, map[string]any{"content": "x"}, 400, 50008)
+	e.fail("POST", fmt.Sprintf("%s/channels/%d/messages/%d/threads", v10, forum.ID, post.ID), w.bob.Token, map[string]any{"name": "x"}, 404, 10008)
+
+	// Forums have no webhooks (Discord's forum posts by webhook are not
+	// offered).
+	e.fail("POST", fmt.Sprintf("%s/channels/%d/webhooks", v10, forum.ID), w.alice.Token, map[string]any{"name": "hook"}, 400, 50024)
+
+	// Errors of posting.
+	e.fail("POST", posts, w.bob.Token, map[string]any{"name": "no message"}, 400, 50035)
+	e.fail("POST", posts, w.bob.Token, map[string]any{"name": "empty", "message": map[string]any{"content": " "}}, 400, 50006)
+	e.fail("POST", posts, w.bob.Token, map[string]any{"name": "mod tag", "applied_tags": []string{staff.ID.String()}, "message": map[string]any{"content": "x"}}, 403, 50013)
+	e.fail("POST", posts, w.bob.Token, map[string]any{"name": "unknown tag", "applied_tags": []string{"42"}, "message": map[string]any{"content": "x"}}, 400, 50035)
+	e.fail("POST", posts, w.bob.Token, map[string]any{"name": "twice", "applied_tags": []string{bug.ID.String(), bug.ID.String()}, "message": map[string]any{"content": "x"}}, 400, 50035)
+	// A standalone thread body (no message) is not a forum post, and a
+	// post body is not a text channel's thread.
+	var text forumPostT
+	e.ok("POST", fmt.Sprintf("%s/channels/%d/threads", v10, w.general), w.bob.Token, map[string]any{"name": "plain", "type": 11}, &text)
+	if text.AppliedTags != nil {
+		t.Fatalf("a text channel's thread has applied_tags: %+v", text)
+	}
+
+	// Tags of a post: its creator changes them, moderated ones are for
+	// moderators, the owner (MANAGE_THREADS) applies them.
+	tp := fmt.Sprintf("%s/channels/%d", v10, post.ID)
+	e.ok("PATCH", tp, w.bob.Token, map[string]any{"applied_tags": []string{}}, &got)
+	if got.AppliedTags == nil || len(*got.AppliedTags) != 0 {
+		t.Fatalf("tags cleared = %+v", got.AppliedTags)
+	}
+	e.fail("PATCH", tp, w.bob.Token, map[string]any{"applied_tags": []string{staff.ID.String()}}, 403, 50013)
+	e.ok("PATCH", tp, w.alice.Token, map[string]any{"applied_tags": []string{staff.ID.String(), bug.ID.String()}}, &got)
+	if got.AppliedTags == nil || !slices.Equal(*got.AppliedTags, []snowflake.ID{staff.ID, bug.ID}) {
+		t.Fatalf("tags set by a moderator = %+v", got.AppliedTags)
+	}
+	e.fail("PATCH", fmt.Sprintf("%s/channels/%d", v10, text.ID), w.bob.Token, map[string]any{"applied_tags": []string{}}, 400, 50035)
+
+	// Editing the forum's tags keeps the ids of those it keeps.
+	e.ok("PATCH", fmt.Sprintf("%s/channels/%d", v10, forum.ID), w.alice.Token, map[string]any{"available_tags": []map[string]any{
+		{"id": bug.ID.String(), "name": "bug report"}, {"name": "question"}}}, &forum)
+	if len(*forum.AvailableTags) != 2 || (*forum.AvailableTags)[0].ID != bug.ID || (*forum.AvailableTags)[0].Name != "bug report" ||
+		(*forum.AvailableTags)[1].ID == 0 || (*forum.AvailableTags)[1].ID == staff.ID {
+		t.Fatalf("edited tags = %+v", *forum.AvailableTags)
+	}
+
+	// A forum hidden from bob: 50001 whatever the body, nothing of it in
+	// his events.
+	var hidden wire.Channel
+	e.ok("POST", chans, w.alice.Token, map[string]any{"name": "mods", "type": 15,
+		"permission_overwrites": []map[string]any{{"id": w.guildID.String(), "type": 0, "deny": fmt.Sprint(uint64(permissions.ViewChannel))}}}, &hidden)
+	e.fail("POST", fmt.Sprintf("%s/channels/%d/threads", v10, hidden.ID), w.bob.Token, map[string]any{"name": "x"}, 403, 50001)
+	var secret forumPostT
+	e.ok("POST", fmt.Sprintf("%s/channels/%d/threads", v10, hidden.ID), w.alice.Token, map[string]any{"name": "secret post", "message": map[string]any{"content": "secret"}}, &secret)
+	barrier := e.post(w.alice.Token, w.general, map[string]any{"content": "barrier"})
+	e.sink.waitFor(t, bobS, "barrier", func(ds []delivery) bool {
+		for _, d := range ds {
+			if d.Type == "MESSAGE_CREATE" && strings.Contains(string(d.Payload), barrier.ID.String()) {
+				return true
+			}
+		}
+		return false
+	})
+	for _, d := range e.sink.of(bobS) {
+		if s := string(d.Payload); strings.Contains(s, hidden.ID.String()) || strings.Contains(s, "secret") {
+			t.Fatalf("bob got %s about the hidden forum: %s", d.Type, s)
+		}
+	}
+}

@@ -1,0 +1,200 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/readstate"
+	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/transport"
+)
+
+// Read states are sharded by user on a consistent-hash ring over the live
+// read-state nodes (a registry.LocalRing over RoleReadState, the same ring
+// code guild placement uses). A user's owner holds the user's records:
+// every ack, every READY read_state and every mention count of the user
+// runs there. The mention consumer stays partitioned by channel (one
+// consumer group over the messages topic); it hands each user mention to
+// the user's owner (readstate.Mentions), which writes it through before
+// answering, so the consumer marks an offset only once every mention
+// below it is durable on its owner. Redeliveries after a rebalance or a
+// node's death carry the same (user, channel, offset) and are skipped by
+// the owner's record, wherever the user lives by then.
+
+// readStateShards is the read-state backend callers use: the call for a
+// user runs in-process when this node owns the user on its ring, over
+// ReadStateNode otherwise (the client routes by the same ring).
+type readStateShards struct {
+	self   string              // this node's name when it runs the readstate role
+	ring   *registry.LocalRing // over RoleReadState
+	local  *readstate.Service  // nil without the readstate role
+	remote transport.ReadStateClient
+}
+
+var _ transport.ReadStateBackend = (*readStateShards)(nil)
+
+// isLocal reports whether the user's owner is this node's own service.
+func (s *readStateShards) isLocal(user snowflake.ID) bool {
+	if s.local == nil {
+		return false
+	}
+	n, ok := s.ring.Owner(user)
+	return ok && n.Name == s.self
+}
+
+// Ack implements transport.ReadStateBackend.
+func (s *readStateShards) Ack(ctx context.Context, user, channel, message snowflake.ID) (readstate.MessageAck, error) {
+	if s.isLocal(user) {
+		return s.local.Ack(ctx, user, channel, message)
+	}
+	return s.remote.Ack(ctx, user, channel, message)
+}
+
+// States implements transport.ReadStateBackend.
+func (s *readStateShards) States(ctx context.Context, user snowflake.ID, channels []snowflake.ID) ([]readstate.State, error) {
+	if s.isLocal(user) {
+		return s.local.States(ctx, user, channels)
+	}
+	return s.remote.States(ctx, user, channels)
+}
+
+// AddMentions implements transport.ReadStateBackend: the mentions of
+// local users are counted here, the others go to their owners.
+func (s *readStateShards) AddMentions(ctx context.Context, ms []readstate.Mention) error {
+	var local, remote []readstate.Mention
+	for _, m := range ms {
+		if s.isLocal(m.User) {
+			local = append(local, m)
+		} else {
+			remote = append(remote, m)
+		}
+	}
+	var errs []error
+	if len(local) > 0 {
+		errs = append(errs, s.local.AddMentions(ctx, local))
+	}
+	if len(remote) > 0 {
+		errs = append(errs, s.remote.AddMentions(ctx, remote))
+	}
+	return errors.Join(errs...)
+}
+
+// ownedReadStates is what a read-state node serves over ReadStateNode:
+// its service, refusing users the node does not own on its ring with
+// transport.ErrNotOwner, so a caller whose ring is behind retries on the
+// owner and no two nodes change one user's records.
+type ownedReadStates struct {
+	self string
+	ring *registry.LocalRing
+	svc  *readstate.Service
+}
+
+var _ transport.ReadStateBackend = ownedReadStates{}
+
+func (o ownedReadStates) check(user snowflake.ID) error {
+	if n, ok := o.ring.Owner(user); !ok || n.Name != o.self {
+		return fmt.Errorf("%w: read states of user %d", transport.ErrNotOwner, user)
+	}
+	return nil
+}
+
+// Ack implements transport.ReadStateBackend.
+func (o ownedReadStates) Ack(ctx context.Context, user, channel, message snowflake.ID) (readstate.MessageAck, error) {
+	if err := o.check(user); err != nil {
+		return readstate.MessageAck{}, err
+	}
+	return o.svc.Ack(ctx, user, channel, message)
+}
+
+// States implements transport.ReadStateBackend.
+func (o ownedReadStates) States(ctx context.Context, user snowflake.ID, channels []snowflake.ID) ([]readstate.State, error) {
+	if err := o.check(user); err != nil {
+		return nil, err
+	}
+	return o.svc.States(ctx, user, channels)
+}
+
+// AddMentions implements transport.ReadStateBackend: all or nothing, so
+// the caller retries the whole hand-off on the owners of its ring.
+func (o ownedReadStates) AddMentions(ctx context.Context, ms []readstate.Mention) error {
+	for _, m := range ms {
+		if err := o.check(m.User); err != nil {
+			return err
+		}
+	}
+	return o.svc.AddMentions(ctx, ms)
+}
+
+// mentionRouter is the mention consumer's readstate.Mentions on a
+// read-state node: it hands mentions to their owners and retries until
+// every one is durable or the consumer's claim ends. An owner that died
+// stays on the ring until its registry lease lapses; the retries then
+// reach the new owner, which loads the user from the store and skips
+// what the dead owner had already written.
+type mentionRouter struct {
+	shards *readStateShards
+	retry  time.Duration
+	log    *slog.Logger
+}
+
+// AddMentions implements readstate.Mentions.
+func (r *mentionRouter) AddMentions(ctx context.Context, ms []readstate.Mention) error {
+	for attempt := 1; ; attempt++ {
+		err := r.shards.AddMentions(ctx, ms)
+		if err == nil {
+			return nil
+		}
+		// Everything else passes: an owner that is down, stopping or
+		// not yet the ring's owner, a store that is down.
+		if ctx.Err() != nil || errors.Is(err, transport.ErrInvalid) {
+			return err
+		}
+		if attempt == 1 || attempt%20 == 0 {
+			r.log.Warn("mention hand-off failed; retrying", "mentions", len(ms), "attempt", attempt, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(r.retry):
+		}
+	}
+}
+
+// followRing releases the users this node stops owning whenever the ring
+// of read-state nodes changes (readstate.Service.Release): their changes
+// are written and their cached records forgotten, so the next owner
+// loads them whole and this node reloads them if they come back.
+func (r *readStateRole) followRing(ctx context.Context, ring *registry.LocalRing, self string, retry time.Duration) {
+	owned := func(u snowflake.ID) bool {
+		n, ok := ring.Owner(u)
+		return ok && n.Name == self
+	}
+	changes := ring.Changes(ctx)
+	pending := false
+	for {
+		var tick <-chan time.Time
+		if pending {
+			tick = time.After(retry)
+		}
+		select {
+		case _, ok := <-changes:
+			if !ok {
+				return
+			}
+		case <-tick:
+		case <-ctx.Done():
+			return
+		}
+		if err := r.svc.Release(ctx, owned); err != nil {
+			pending = ctx.Err() == nil
+			r.logger.Warn("release read states of moved users", "err", err)
+			continue
+		}
+		pending = false
+		r.logger.Info("read-state ring changed", "nodes", ring.View().Ring().Len())
+	}
+}

@@ -22,12 +22,11 @@ import (
 	"github.com/concord-chat/concord/test/internal/gwtest"
 )
 
-// Replicas of the roles the chaos test runs one node of or more. Read
-// states and presence run one node each until they are sharded by user;
-// raise these when they are.
+// Replicas of the read-state and presence roles (sharded by user on
+// rings: killing one moves its users to the other).
 const (
-	chaosReadStateReplicas = 1
-	chaosPresenceReplicas  = 1
+	chaosReadStateReplicas = 2
+	chaosPresenceReplicas  = 2
 )
 
 // chaosIntents: GUILDS, GUILD_PRESENCES, GUILD_MESSAGES, MESSAGE_CONTENT.

@@ -186,12 +186,17 @@ func (r *Registry) keepAlive(id clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepA
 	}
 }
 
-// renew grants a new lease and re-creates the owned keys on it.
+// renew grants a new lease and re-creates the owned keys on it. The old
+// lease may still be alive: the keep-alive stream also ends when the
+// member it ran on dies and the client fails over to another one slower
+// than the TTL. A claim still held by the old lease is this process's and
+// moves to the new lease; only a key someone else holds is a lost claim.
 func (r *Registry) renew() (clientv3.LeaseID, <-chan *clientv3.LeaseKeepAliveResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.RequestTimeout)
 	defer cancel()
+	old := r.lease
 	ttl := int64((r.cfg.LeaseTTL + time.Second - 1) / time.Second)
 	g, err := r.cli.Grant(ctx, ttl)
 	if err != nil {
@@ -216,7 +221,22 @@ func (r *Registry) renew() (clientv3.LeaseID, <-chan *clientv3.LeaseKeepAliveRes
 			r.cli.Revoke(ctx, g.ID)
 			return 0, nil, fmt.Errorf("registry: etcd re-claim: %w", err)
 		}
-		if !resp.Succeeded {
+		if resp.Succeeded {
+			continue
+		}
+		kept := false
+		if old != 0 {
+			moved, err := r.cli.Txn(ctx).
+				If(clientv3.Compare(clientv3.LeaseValue(k), "=", old)).
+				Then(clientv3.OpPut(k, c.value, clientv3.WithLease(g.ID))).
+				Commit()
+			if err != nil {
+				r.cli.Revoke(ctx, g.ID)
+				return 0, nil, fmt.Errorf("registry: etcd re-claim: %w", err)
+			}
+			kept = moved.Succeeded
+		}
+		if !kept {
 			r.log.Error("registry claim lost to another process", "key", k)
 			close(c.lost)
 			delete(r.claims, k)
@@ -227,6 +247,11 @@ func (r *Registry) renew() (clientv3.LeaseID, <-chan *clientv3.LeaseKeepAliveRes
 		return 0, nil, fmt.Errorf("registry: etcd keep-alive: %w", err)
 	}
 	r.lease = g.ID
+	if old != 0 {
+		// Nothing is left on the old lease; end it rather than let it
+		// run out (it may already have).
+		_, _ = r.cli.Revoke(ctx, old)
+	}
 	return g.ID, ka, nil
 }
 

@@ -1,0 +1,67 @@
+package etcd
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// A renewal while the old lease is still alive (the keep-alive stream
+// ended because its member died, not because the lease expired) keeps the
+// process's claims: they move to the new lease instead of being reported
+// lost, which would stop a node whose registry merely failed over.
+func TestRenewKeepsClaimsOfALiveLease(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stop, endpoint, err := StartEmbedded(ctx, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	r, err := New(Config{Endpoints: []string{endpoint}, LeaseTTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	lost, err := r.Claim(ctx, "renew/"+t.Name(), []byte("mine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := r.lease
+	if _, _, err := r.renew(); err != nil {
+		t.Fatal(err)
+	}
+	// Revoking the old lease ends the keep-alive goroutine's stream too, so
+	// it renews once more: await the settled state, the claim on the lease
+	// the registry now holds.
+	full := r.kvKey("renew/" + t.Name())
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case <-lost:
+			t.Fatal("the claim was reported lost although this process's live lease held it")
+		default:
+		}
+		r.mu.Lock()
+		current := r.lease
+		r.mu.Unlock()
+		get, err := r.cli.Get(ctx, full)
+		if err != nil || len(get.Kvs) != 1 || string(get.Kvs[0].Value) != "mine" {
+			t.Fatalf("claimed key after renewal: %v %v", get, err)
+		}
+		if got := get.Kvs[0].Lease; got == int64(current) && got != int64(old) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("claimed key on lease %d, want the registry's lease %d (old %d)", get.Kvs[0].Lease, current, old)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the store's state, not waiting for time
+	}
+	ttl, err := r.cli.TimeToLive(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl.TTL > 0 {
+		t.Fatalf("the old lease still runs (TTL %d s) after renewal", ttl.TTL)
+	}
+}

@@ -71,6 +71,10 @@ export class VoiceClient {
   private token = "";
   private ws: WebSocket | null = null;
   private pc: RTCPeerConnection | null = null;
+  // iceServers are the STUN/TURN servers the voice server's Ready names
+  // (ice_servers): behind a NAT or a firewall blocking UDP to the SFU, the
+  // call relays through TURN.
+  private iceServers: RTCIceServer[] = [];
   private mic: MediaStream | null = null;
   private ssrc = 0;
   private ssrcUser = new Map<number, string>();
@@ -344,6 +348,7 @@ export class VoiceClient {
       case V_READY:
         this.identified = true;
         this.ssrc = d.ssrc;
+        this.iceServers = Array.isArray(d.ice_servers) ? d.ice_servers : [];
         await this.offer();
         break;
       case V_RESUMED:
@@ -375,7 +380,7 @@ export class VoiceClient {
   // audio line, and receive-only lines the server fills with speakers.
   private async offer() {
     this.pc?.close();
-    const pc = new RTCPeerConnection({ bundlePolicy: "max-bundle", rtcpMuxPolicy: "require" });
+    const pc = new RTCPeerConnection({ bundlePolicy: "max-bundle", rtcpMuxPolicy: "require", iceServers: this.iceServers });
     this.pc = pc;
     for (const t of this.mic!.getAudioTracks()) pc.addTransceiver(t, { direction: "sendrecv", streams: [this.mic!] });
     for (let i = 1; i < RECV_SLOTS; i++) pc.addTransceiver("audio", { direction: "recvonly" });

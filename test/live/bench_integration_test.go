@@ -227,7 +227,16 @@ func openViewers(t *testing.T, n, comments, takedowns int, target func(i int) (h
 		host, path := target(i)
 		dialer := net.Dialer{Timeout: 10 * time.Second,
 			LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(10+i%benchSources))}}
+		if i > 0 && i%500 == 0 {
+			// In waves: a loaded server's accept queue overflows (a reset)
+			// when thousands of connects arrive at once.
+			open.Wait()
+		}
 		c, err := dialer.Dial("tcp", host)
+		for attempt := 1; err != nil && attempt <= 5; attempt++ {
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+			c, err = dialer.Dial("tcp", host)
+		}
 		if err != nil {
 			r.close()
 			t.Fatalf("viewer %d: %v (opened %d)", i, err, i)

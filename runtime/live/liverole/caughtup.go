@@ -102,6 +102,15 @@ func (w watchedHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, cl
 			// Not knowing where the partition ends, the member cannot say
 			// it caught up: unready until the next generation.
 			c.pending[cl.Partition()] = math.MaxInt64
+		case cl.InitialOffset() < 0:
+			// A group without a commit starts at the log's oldest record
+			// (Kafka reports the sentinel, not the offset): behind if the
+			// partition holds any record. A partition whose every record
+			// expired would keep the member unready; that needs a group
+			// with no commit and a partition quiet for the retention.
+			if end > 0 {
+				c.pending[cl.Partition()] = end
+			}
 		case end > cl.InitialOffset():
 			c.pending[cl.Partition()] = end
 		}

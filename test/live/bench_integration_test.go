@@ -165,6 +165,13 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 		cpu1-cpu0, deliveries, gwCPU, gwBusy, idleRate, (self1-self0)*1e6/deliveries)
 	t.Logf("RESULT gateway RSS growth %d KB + %d KB: %.1f KB per idle viewer", (rss1[0]-rss0[0])>>10, (rss1[1]-rss0[1])>>10, perViewerRSS/1024)
 	run.close()
+	for _, p := range append([]*proc{chat, router}, gws...) {
+		select {
+		case <-p.done:
+			t.Errorf("%s exited during the run: %v", p.name, p.cmd.ProcessState)
+		default:
+		}
+	}
 
 	// The peer: the same viewers and comments through centrifuge.
 	peers := []*peerProc{startPeer(t, peerBin), startPeer(t, peerBin)}

@@ -139,7 +139,8 @@ func (v *viewer) kick() {
 }
 
 // writeLoop writes the queue to the connection, at most one write per
-// FlushInterval, until the queue is empty; a failed write cuts the viewer.
+// FlushInterval, and returns as soon as the queue is empty; a failed
+// write cuts the viewer.
 func (v *viewer) writeLoop() {
 	g := v.g
 	var (
@@ -193,5 +194,17 @@ func (v *viewer) writeLoop() {
 		} else {
 			spare = nil
 		}
+		// Nothing more queued: stop now rather than after another hold,
+		// so the stream's next flush writes to the connection directly
+		// instead of queueing behind a writer that is only waiting.
+		v.mu.Lock()
+		if len(v.buf) == 0 {
+			v.buf = nil
+			v.writing = false
+			v.conn.SetWriteDeadline(time.Time{})
+			v.mu.Unlock()
+			return
+		}
+		v.mu.Unlock()
 	}
 }

@@ -203,6 +203,13 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 		pcpu1-pcpu0, deliveries, peerCPU, peerBusy, pidleRate, (pself1-pself0)*1e6/deliveries)
 	t.Logf("RESULT ratio gateway/centrifuge: CPU per delivery %.2f (above idle %.2f), p50 %.2f, p99 %.2f",
 		gwCPU/peerCPU, gwBusy/peerBusy, float64(p50)/float64(pp50), float64(p99)/float64(pp99))
+	for _, p := range append([]*proc{chat, router}, gws...) {
+		select {
+		case <-p.done:
+			t.Errorf("%s exited: %v", p.name, p.cmd.ProcessState)
+		default:
+		}
+	}
 }
 
 // benchSources is the number of loopback source addresses the viewers

@@ -223,10 +223,26 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 	if m.Attachments, err = h.saveAttachments(ctx, channelID, req.Attachments, req.files); err != nil {
 		return wire.Message{}, err
 	}
-	if err := h.store.PutMessage(ctx, m); err != nil {
+	if err := h.putMessage(ctx, m); err != nil {
 		return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
 	}
 	return rd.render(ctx, m, grant.Member, ref)
+}
+
+// putMessage writes m durably, detached from the request: a caller that
+// hangs up (or an api node that dies while proxying the request) must not
+// cut the write in half, leaving the row stored while the send reports a
+// failure, frees its nonce and lets the client's retry write the message
+// twice. A failed attempt is tried once more: the write is idempotent for
+// one id, so a half-done first attempt is completed, not doubled.
+func (h *handler) putMessage(ctx context.Context, m store.Message) error {
+	wctx, cancel := background(ctx)
+	defer cancel()
+	err := h.store.PutMessage(wctx, m)
+	if err != nil && wctx.Err() == nil {
+		err = h.store.PutMessage(wctx, m)
+	}
+	return err
 }
 
 func (h *handler) userOrGhost(ctx context.Context, id snowflake.ID) wire.User {

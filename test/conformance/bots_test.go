@@ -5,7 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,9 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/test/internal/gwtest"
 )
 
 // startServerWith starts a server like startServer after mutate changed
@@ -156,29 +155,42 @@ const (
 	permReadHistory  = 1 << 16
 )
 
-// gatewayIdentify opens a raw gateway socket, identifies with intents and
-// returns the first frame after HELLO (READY) or the close error.
-func gatewayIdentify(t *testing.T, s *server, token string, intents uint64) (map[string]any, error) {
+// identifyResult is how a gateway session answered IDENTIFY.
+type identifyResult struct {
+	// Ready is READY's payload when it came.
+	Ready map[string]any
+	// Invalid is an op 9 INVALID_SESSION.
+	Invalid bool
+	// CloseCode is the close code when the session was closed instead.
+	CloseCode int
+}
+
+// gatewayIdentify opens a gateway session (the shared test client),
+// identifies with intents and reports the answer: READY, op 9, or a
+// close code; err is set when none of them came.
+func gatewayIdentify(t *testing.T, s *server, token string, intents uint64) (identifyResult, error) {
 	t.Helper()
-	c, _, err := websocket.DefaultDialer.Dial("ws://"+s.proxy.addr()+"/gateway?v=10&encoding=json", nil)
+	c, err := gwtest.Dial("ws://"+s.proxy.addr()+"/gateway?v=10&encoding=json", token, gwtest.Options{Name: "conformance", Intents: intents})
 	if err != nil {
-		t.Fatalf("dial gateway: %v", err)
+		t.Fatalf("gateway: %v", err)
 	}
 	defer c.Close()
-	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	var hello map[string]any
-	if err := c.ReadJSON(&hello); err != nil {
-		t.Fatalf("read HELLO: %v", err)
+	err = c.Await("READY", 20*time.Second, func(fs []gwtest.Frame) bool { return len(fs) > 0 || c.InvalidSession() })
+	var r identifyResult
+	switch fs := c.Frames(); {
+	case len(fs) > 0 && fs[0].Type == "READY":
+		if err := json.Unmarshal(fs[0].D, &r.Ready); err != nil {
+			t.Fatalf("READY: %v", err)
+		}
+		return r, nil
+	case c.InvalidSession():
+		r.Invalid = true
+		return r, nil
+	case c.CloseCode() != 0:
+		r.CloseCode = c.CloseCode()
+		return r, nil
 	}
-	must(t, c.WriteJSON(map[string]any{"op": 2, "d": map[string]any{
-		"token": token, "intents": intents,
-		"properties": map[string]string{"os": "linux", "browser": "conformance", "device": "conformance"},
-	}}), "send IDENTIFY")
-	var ready map[string]any
-	if err := c.ReadJSON(&ready); err != nil {
-		return nil, err
-	}
-	return ready, nil
+	return r, fmt.Errorf("no READY, op 9 or close code: %v", err)
 }
 
 // TestBotPrivilegedIntents checks that an application bot asking for a
@@ -190,20 +202,17 @@ func TestBotPrivilegedIntents(t *testing.T) {
 	a := createApp(t, s, owner, "Intents")
 
 	const guildMembers = 1 << 1
-	_, err := gatewayIdentify(t, s, a.Token, 1|guildMembers)
-	var ce *websocket.CloseError
-	if !errors.As(err, &ce) || ce.Code != 4014 {
-		t.Fatalf("IDENTIFY with GUILD_MEMBERS not enabled: %v, want close 4014", err)
+	if r, err := gatewayIdentify(t, s, a.Token, 1|guildMembers); err != nil || r.CloseCode != 4014 {
+		t.Fatalf("IDENTIFY with GUILD_MEMBERS not enabled: %+v %v, want close 4014", r, err)
 	}
 
-	ready, err := gatewayIdentify(t, s, a.Token, 1)
-	if err != nil {
-		t.Fatalf("IDENTIFY with GUILDS: %v", err)
+	r, err := gatewayIdentify(t, s, a.Token, 1)
+	if err != nil || r.Ready == nil {
+		t.Fatalf("IDENTIFY with GUILDS: %+v %v, want READY", r, err)
 	}
-	d, _ := ready["d"].(map[string]any)
-	application, _ := d["application"].(map[string]any)
-	if ready["t"] != "READY" || application["id"] != a.ID {
-		t.Fatalf("READY application = %v, want id %s (frame %v)", application, a.ID, ready)
+	application, _ := r.Ready["application"].(map[string]any)
+	if application["id"] != a.ID {
+		t.Fatalf("READY application = %v, want id %s (READY %v)", application, a.ID, r.Ready)
 	}
 }
 
@@ -341,16 +350,11 @@ func TestBotIdentifyAdmission(t *testing.T) {
 	s := startServerWith(t, nil)
 	owner, _ := s.register("admission-owner")
 	a := createApp(t, s, owner, "Admitted")
-	if _, err := gatewayIdentify(t, s, a.Token, 1); err != nil {
-		t.Fatalf("first IDENTIFY: %v", err)
+	if r, err := gatewayIdentify(t, s, a.Token, 1); err != nil || r.Ready == nil {
+		t.Fatalf("first IDENTIFY: %+v %v, want READY", r, err)
 	}
-	frame, err := gatewayIdentify(t, s, a.Token, 1)
-	var ce *websocket.CloseError
-	switch {
-	case err == nil && frame["op"] == float64(9):
-	case errors.As(err, &ce) && ce.Code == 4000:
-	default:
-		t.Fatalf("second IDENTIFY within 5 s: frame %v, err %v; want op 9 or close 4000", frame, err)
+	if r, err := gatewayIdentify(t, s, a.Token, 1); err != nil || !(r.Invalid || r.CloseCode == 4000) {
+		t.Fatalf("second IDENTIFY within 5 s: %+v %v; want op 9 or close 4000", r, err)
 	}
 	var gb struct {
 		SessionStartLimit struct {
@@ -362,8 +366,8 @@ func TestBotIdentifyAdmission(t *testing.T) {
 		t.Fatalf("session_start_limit.remaining = %d, want 999 (refused identifies do not count)", gb.SessionStartLimit.Remaining)
 	}
 	for range 3 {
-		if _, err := gatewayIdentify(t, s, strings.TrimPrefix(owner.token, "Bot "), 1); err != nil {
-			t.Fatalf("user IDENTIFY: %v", err)
+		if r, err := gatewayIdentify(t, s, strings.TrimPrefix(owner.token, "Bot "), 1); err != nil || r.Ready == nil {
+			t.Fatalf("user IDENTIFY: %+v %v, want READY", r, err)
 		}
 	}
 }

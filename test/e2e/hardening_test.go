@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
+	"github.com/concord-chat/concord/test/internal/gwtest"
 )
 
 // discordError is Discord's error body.
@@ -63,34 +63,21 @@ func readyz(t *testing.T, addr string) int {
 	return resp.StatusCode
 }
 
-// identify opens a gateway session with token and returns the first
-// dispatch after IDENTIFY (READY when it works).
-func identify(t *testing.T, addr, token string) (op int, typ string) {
+// identify opens a gateway session with token and reports whether READY
+// came, and the close code when the session ended instead.
+func identify(t *testing.T, addr, token string) (ready bool, closeCode int) {
 	t.Helper()
-	c, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/gateway?v=10&encoding=json", nil)
+	c, err := gwtest.Dial("ws://"+addr+"/gateway?v=10&encoding=json", token, gwtest.Options{Name: "e2e", Intents: 1})
 	if err != nil {
-		t.Fatalf("dial gateway: %v", err)
+		t.Fatalf("gateway: %v", err)
 	}
 	defer c.Close()
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var hello struct {
-		Op int `json:"op"`
+	err = c.Await("READY", 20*time.Second, func(fs []gwtest.Frame) bool { return len(fs) > 0 || c.InvalidSession() })
+	fs := c.Frames()
+	if err != nil || len(fs) == 0 {
+		return false, c.CloseCode()
 	}
-	if err := c.ReadJSON(&hello); err != nil || hello.Op != 10 {
-		t.Fatalf("gateway hello: op %d, %v", hello.Op, err)
-	}
-	if err := c.WriteJSON(map[string]any{"op": 2, "d": map[string]any{"token": token, "intents": 1,
-		"properties": map[string]string{"os": "linux", "browser": "e2e", "device": "e2e"}}}); err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		Op int    `json:"op"`
-		T  string `json:"t"`
-	}
-	if err := c.ReadJSON(&f); err != nil {
-		t.Fatalf("after IDENTIFY: %v", err)
-	}
-	return f.Op, f.T
+	return fs[0].Type == "READY", 0
 }
 
 // TestAdminDrainNeedsCredentials is issue 12's finding 3 against the real
@@ -107,8 +94,8 @@ func TestAdminDrainNeedsCredentials(t *testing.T) {
 		if code := readyz(t, addr); code != http.StatusOK {
 			t.Fatalf("/readyz after unauthenticated drains = %d, want 200", code)
 		}
-		if op, typ := identify(t, addr, p.token); op != 0 || typ != "READY" {
-			t.Fatalf("IDENTIFY after unauthenticated drains: op %d %s, want READY", op, typ)
+		if ready, code := identify(t, addr, p.token); !ready {
+			t.Fatalf("IDENTIFY after unauthenticated drains: no READY (close code %d)", code)
 		}
 	})
 	t.Run("with --admin-token", func(t *testing.T) {
@@ -121,8 +108,8 @@ func TestAdminDrainNeedsCredentials(t *testing.T) {
 		if code := readyz(t, addr); code != http.StatusOK {
 			t.Fatalf("/readyz after refused drains = %d, want 200", code)
 		}
-		if op, typ := identify(t, addr, p.token); op != 0 || typ != "READY" {
-			t.Fatalf("IDENTIFY after refused drains: op %d %s, want READY", op, typ)
+		if ready, code := identify(t, addr, p.token); !ready {
+			t.Fatalf("IDENTIFY after refused drains: no READY (close code %d)", code)
 		}
 		resp := adminDrain(t, addr, "Bearer "+token)
 		resp.Body.Close()

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/concord-chat/concord/test/internal/gwtest"
 )
 
 // TestSlowlorisLatency measures issue 12's hardening claim: a node under
@@ -58,25 +60,14 @@ func TestSlowlorisLatency(t *testing.T) {
 			channel = c.ID
 		}
 	}
-	ws := gatewaySession(t, addr, u.Token)
-	creates := make(chan string, 64)
-	go func() {
-		for {
-			var f struct {
-				T string `json:"t"`
-				D struct {
-					Content string `json:"content"`
-				} `json:"d"`
-			}
-			if err := ws.ReadJSON(&f); err != nil {
-				close(creates)
-				return
-			}
-			if f.T == "MESSAGE_CREATE" {
-				creates <- f.D.Content
-			}
-		}
-	}()
+	gw, err := gwtest.Dial("ws://"+addr+"/gateway?v=10&encoding=json", u.Token, gwtest.Options{Name: "reader", Intents: 1 | 1<<9 | 1<<15})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Close)
+	if err := gw.Await("READY", 20*time.Second, gwtest.HasType("READY")); err != nil {
+		t.Fatal(err)
+	}
 	// measure posts samples messages one after the other and returns the
 	// time from sending each POST to receiving its MESSAGE_CREATE.
 	measure := func(phase string) []time.Duration {
@@ -90,10 +81,8 @@ func TestSlowlorisLatency(t *testing.T) {
 			if code, err := tryCall(addr, u.Token, "POST", "/channels/"+channel+"/messages", map[string]any{"content": content}, &m); code != 200 {
 				t.Fatalf("%s: POST %d = %d %v", phase, i, code, err)
 			}
-			for got := range creates {
-				if got == content {
-					break
-				}
+			if err := gw.Await(content, time.Minute, hasContent(content)); err != nil {
+				t.Fatalf("%s: %v", phase, err)
 			}
 			out = append(out, time.Since(start))
 		}
@@ -179,49 +168,19 @@ func slowloris(addr, src string, open *atomic.Int64, stop <-chan struct{}) {
 	}
 }
 
-// gatewaySession identifies token on addr and returns the socket after
-// READY; a goroutine keeps heartbeating.
-func gatewaySession(t *testing.T, addr, token string) *websocket.Conn {
-	t.Helper()
-	c, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/gateway?v=10&encoding=json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	var hello struct {
-		D struct {
-			Interval int `json:"heartbeat_interval"`
-		} `json:"d"`
-	}
-	if err := c.ReadJSON(&hello); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	send := func(v any) error { mu.Lock(); defer mu.Unlock(); return c.WriteJSON(v) }
-	if err := send(map[string]any{"op": 2, "d": map[string]any{"token": token, "intents": 1 | 1<<9 | 1<<15,
-		"properties": map[string]string{"os": "linux", "browser": "e2e", "device": "e2e"}}}); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		var f struct {
-			T string `json:"t"`
-		}
-		if err := c.ReadJSON(&f); err != nil {
-			t.Fatalf("waiting for READY: %v", err)
-		}
-		if f.T == "READY" {
-			break
-		}
-	}
-	go func() {
-		for {
-			time.Sleep(time.Duration(hello.D.Interval) * time.Millisecond)
-			if send(map[string]any{"op": 1, "d": nil}) != nil {
-				return
+// hasContent is an Await condition: a MESSAGE_CREATE with content.
+func hasContent(content string) func([]gwtest.Frame) bool {
+	return func(fs []gwtest.Frame) bool {
+		for i := len(fs) - 1; i >= 0; i-- {
+			var m struct {
+				Content string `json:"content"`
+			}
+			if fs[i].Type == "MESSAGE_CREATE" && json.Unmarshal(fs[i].D, &m) == nil && m.Content == content {
+				return true
 			}
 		}
-	}()
-	return c
+		return false
+	}
 }
 
 // tryCall is call without failing the test on transport errors.

@@ -11,12 +11,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/gorilla/websocket"
 
 	"github.com/concord-chat/concord/runtime/api"
 	"github.com/concord-chat/concord/runtime/auth"
@@ -25,6 +22,7 @@ import (
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store/pebble"
+	"github.com/concord-chat/concord/test/internal/gwtest"
 )
 
 // server is a real Concord in one process: the Pebble store, the guild
@@ -215,167 +213,73 @@ type dispatch struct {
 	D json.RawMessage `json:"d"`
 }
 
-// gwConn is a real gateway WebSocket client: it records every dispatch in
-// arrival order.
-type gwConn struct {
-	ws     *websocket.Conn
-	closed chan struct{}
-
-	mu       sync.Mutex
-	frames   []dispatch
-	acks     int // op 11 heartbeat ACKs
-	invalid  bool
-	closeErr error
-	changed  chan struct{}
-}
+// gwConn is a real gateway session (the shared test client), its
+// dispatches read in arrival order.
+type gwConn struct{ c *gwtest.Conn }
 
 // Intents every model client asks for: GUILDS, GUILD_MESSAGES,
-// DIRECT_MESSAGES, MESSAGE_CONTENT.
+// DIRECT_MESSAGES, GUILD_MESSAGE_REACTIONS, MESSAGE_CONTENT.
 const clientIntents = 1<<0 | 1<<9 | 1<<10 | 1<<12 | 1<<15
 
 // dial opens a connection and sends IDENTIFY (resume nil) or RESUME.
 func (s *server) dial(t tb, a account, resume *resumeState) *gwConn {
 	t.Helper()
-	ws, _, err := websocket.DefaultDialer.Dial(s.wsURL, nil)
+	o := gwtest.Options{Name: a.Name, Intents: clientIntents}
+	if resume != nil {
+		o.Resume = &gwtest.Resume{SessionID: resume.sessionID, Seq: resume.seq}
+	}
+	c, err := gwtest.Dial(s.wsURL, a.Gateway, o)
 	if err != nil {
-		t.Fatalf("dial gateway: %v", err)
+		t.Fatalf("gateway: %v", err)
 	}
-	c := &gwConn{ws: ws, closed: make(chan struct{}), changed: make(chan struct{}, 1)}
-	var hello struct {
-		Op int `json:"op"`
-	}
-	if err := ws.ReadJSON(&hello); err != nil || hello.Op != 10 {
-		t.Fatalf("hello: op %d, %v", hello.Op, err)
-	}
-	var msg any
-	if resume == nil {
-		msg = map[string]any{"op": 2, "d": map[string]any{
-			"token": a.Gateway, "intents": clientIntents,
-			"properties": map[string]string{"os": "linux", "browser": "model", "device": "model"},
-		}}
-	} else {
-		msg = map[string]any{"op": 6, "d": map[string]any{"token": a.Gateway, "session_id": resume.sessionID, "seq": resume.seq}}
-	}
-	if err := ws.WriteJSON(msg); err != nil {
-		t.Fatalf("identify: %v", err)
-	}
-	go c.read()
-	return c
+	return &gwConn{c: c}
 }
 
-func (c *gwConn) read() {
-	defer close(c.closed)
-	for {
-		var f struct {
-			Op int             `json:"op"`
-			T  string          `json:"t"`
-			S  int64           `json:"s"`
-			D  json.RawMessage `json:"d"`
-		}
-		err := c.ws.ReadJSON(&f)
-		c.mu.Lock()
-		switch {
-		case err != nil:
-			c.closeErr = err
-		case f.Op == 0:
-			c.frames = append(c.frames, dispatch{T: f.T, S: f.S, D: f.D})
-		case f.Op == 9:
-			c.invalid = true
-		case f.Op == 11:
-			c.acks++
-		}
-		c.mu.Unlock()
-		select {
-		case c.changed <- struct{}{}:
-		default:
-		}
-		if err != nil {
-			return
-		}
+// dispatches converts the client's frames to the model's shape.
+func dispatches(fs []gwtest.Frame) []dispatch {
+	out := make([]dispatch, len(fs))
+	for i, f := range fs {
+		out[i] = dispatch{T: f.Type, S: f.Seq, D: f.D}
 	}
+	return out
 }
 
 // snapshot returns the dispatches received so far.
-func (c *gwConn) snapshot() []dispatch {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]dispatch(nil), c.frames...)
-}
+func (c *gwConn) snapshot() []dispatch { return dispatches(c.c.Frames()) }
 
 // waitFor waits until cond holds on the dispatches received, failing
-// after timeout with what.
+// after 10 s, on op 9 or when the connection ends, with what.
 func (c *gwConn) waitFor(t tb, what string, cond func([]dispatch) bool) []dispatch {
 	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	for {
-		c.mu.Lock()
-		fs, invalid, cerr := c.frames, c.invalid, c.closeErr
-		c.mu.Unlock()
-		if cond(fs) {
-			return append([]dispatch(nil), fs...)
-		}
-		if invalid {
-			t.Fatalf("waiting for %s: op 9 invalid session", what)
-		}
-		if cerr != nil {
-			t.Fatalf("waiting for %s: connection ended: %v", what, cerr)
-		}
-		select {
-		case <-c.changed:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s (%d dispatches received)", what, len(fs))
-		}
+	var got []dispatch
+	err := c.c.Await(what, 10*time.Second, func(fs []gwtest.Frame) bool {
+		got = dispatches(fs)
+		return cond(got) || c.c.InvalidSession()
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s (%d dispatches received): %v", what, len(got), err)
 	}
+	if !cond(got) {
+		t.Fatalf("waiting for %s: op 9 invalid session", what)
+	}
+	return got
 }
 
-// settled sends a heartbeat and waits for its ACK. The node handles one
-// op at a time per connection, and it sends READY before it subscribes
-// the session to its guilds (runtime/gateway identify.go), so the ACK is
-// the first moment a client knows the subscription is in place: a guild
-// joined between READY and then would attach the session late and it
-// would miss that guild's events in between.
+// settled sends a heartbeat and waits for its ACK: every op the client
+// sent before it has been handled.
 func (c *gwConn) settled(t tb) {
 	t.Helper()
-	c.mu.Lock()
-	want := c.acks + 1
-	c.mu.Unlock()
-	if err := c.ws.WriteJSON(map[string]any{"op": 1, "d": nil}); err != nil {
-		t.Fatalf("heartbeat: %v", err)
-	}
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	for {
-		c.mu.Lock()
-		got, cerr := c.acks, c.closeErr
-		c.mu.Unlock()
-		if got >= want {
-			return
-		}
-		if cerr != nil {
-			t.Fatalf("waiting for heartbeat ACK: %v", cerr)
-		}
-		select {
-		case <-c.changed:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for heartbeat ACK")
-		}
+	if err := c.c.Settle(10 * time.Second); err != nil {
+		t.Fatalf("settle: %v", err)
 	}
 }
 
 // closeNormally ends the session (close code 1000: no resume).
-func (c *gwConn) closeNormally() {
-	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"), time.Now().Add(time.Second))
-	_ = c.ws.Close()
-	<-c.closed
-}
+func (c *gwConn) closeNormally() { c.c.CloseNormally() }
 
 // drop cuts the TCP connection without a close frame, as a network
 // failure does: the session stays resumable.
-func (c *gwConn) drop() {
-	_ = c.ws.UnderlyingConn().Close()
-	<-c.closed
-}
+func (c *gwConn) drop() { c.c.Close() }
 
 // resumeState is what a client keeps to RESUME.
 type resumeState struct {

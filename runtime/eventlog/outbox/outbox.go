@@ -37,7 +37,10 @@ type Config struct {
 	// Dir holds the queue (a Pebble database). Empty keeps it in memory,
 	// which is only at-least-once while the process lives (tests).
 	Dir string
-	// EnqueueTimeout bounds Publish. Default 200ms.
+	// EnqueueTimeout bounds Publish. Default 2s: a send waits for its
+	// event to be durable, and a loaded disk's group commit can take a few
+	// hundred milliseconds; a shorter bound acknowledged messages whose
+	// event a crash then lost.
 	EnqueueTimeout time.Duration
 	// PublishTimeout bounds one relay append. Default 5s.
 	PublishTimeout time.Duration
@@ -82,7 +85,7 @@ func New(cfg Config, log eventlog.Log) (*Outbox, error) {
 		return nil, errors.New("outbox: nil event log")
 	}
 	if cfg.EnqueueTimeout <= 0 {
-		cfg.EnqueueTimeout = 200 * time.Millisecond
+		cfg.EnqueueTimeout = 2 * time.Second
 	}
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = 5 * time.Second
@@ -206,11 +209,23 @@ func (o *Outbox) Enqueue(ctx context.Context, records ...eventlog.Record) error 
 			return fmt.Errorf("outbox: enqueue: %w", err)
 		}
 	case <-ctx.Done():
+		// The commit goes on: when it lands, the relay is woken for it
+		// rather than waiting for the next record's signal.
+		go func() {
+			if err := <-done; err == nil {
+				o.queued(len(records))
+			}
+		}()
 		return fmt.Errorf("outbox: enqueue not synced in time: %w", ctx.Err())
 	}
-	o.pending.Add(float64(len(records)))
-	o.signal()
+	o.queued(len(records))
 	return nil
+}
+
+// queued counts n committed records and wakes the relay.
+func (o *Outbox) queued(n int) {
+	o.pending.Add(float64(n))
+	o.signal()
 }
 
 func (o *Outbox) signal() {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -69,6 +70,8 @@ type Conn struct {
 	lastSeq   int64
 	closeErr  error
 	closeCode int
+	acks      int           // op 11 heartbeat ACKs
+	invalid   atomic.Bool   // an op 9 INVALID_SESSION arrived (readable inside an Await condition)
 	changed   chan struct{} // closed and replaced at every frame
 	done      chan struct{}
 }
@@ -160,9 +163,14 @@ func (c *Conn) read() {
 			c.mu.Unlock()
 			return
 		}
-		if f.Op == 0 {
+		switch f.Op {
+		case 0:
 			c.frames = append(c.frames, Frame{Seq: f.S, Type: f.T, At: time.Now(), D: f.D})
 			c.lastSeq = f.S
+		case 9:
+			c.invalid.Store(true)
+		case 11:
+			c.acks++
 		}
 		close(c.changed)
 		c.changed = make(chan struct{})
@@ -210,6 +218,18 @@ func (c *Conn) Await(what string, timeout time.Duration, cond func(frames []Fram
 	}
 }
 
+// HasType is an Await condition: a dispatch of type typ has arrived.
+func HasType(typ string) func([]Frame) bool {
+	return func(fs []Frame) bool {
+		for _, f := range fs {
+			if f.Type == typ {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // Frames returns a copy of the dispatches received so far.
 func (c *Conn) Frames() []Frame {
 	c.mu.Lock()
@@ -247,6 +267,49 @@ func (c *Conn) CloseCode() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.closeCode
+}
+
+// InvalidSession reports whether the server sent op 9 INVALID_SESSION;
+// an Await condition may call it.
+func (c *Conn) InvalidSession() bool { return c.invalid.Load() }
+
+// Settle sends a heartbeat and waits for its ACK: the server handles one
+// op at a time per connection, so every op sent before has been handled
+// once it arrives.
+func (c *Conn) Settle(timeout time.Duration) error {
+	c.mu.Lock()
+	want := c.acks + 1
+	c.mu.Unlock()
+	if err := c.Send(map[string]any{"op": 1, "d": c.Seq()}); err != nil {
+		return err
+	}
+	deadline := time.After(timeout)
+	for {
+		c.mu.Lock()
+		got, ch, cerr := c.acks, c.changed, c.closeErr
+		c.mu.Unlock()
+		if got >= want {
+			return nil
+		}
+		if cerr != nil {
+			return fmt.Errorf("%s: connection ended while waiting for a heartbeat ACK: %w", c.name, cerr)
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			return fmt.Errorf("%s: no heartbeat ACK within %v", c.name, timeout)
+		}
+	}
+}
+
+// CloseNormally ends the session with close code 1000, which the server
+// takes as the end of the session (no resume), and waits for the reader.
+func (c *Conn) CloseNormally() {
+	c.writeMu.Lock()
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"), time.Now().Add(time.Second))
+	c.writeMu.Unlock()
+	c.ws.Close()
+	<-c.done
 }
 
 // Close ends the connection without a close frame (as a dropped network

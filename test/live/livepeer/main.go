@@ -122,8 +122,9 @@ func (t *sseTransport) Unidirectional() bool      { return true }
 func (t *sseTransport) Emulation() bool           { return false }
 func (t *sseTransport) DisabledPushFlags() uint64 { return centrifuge.PushFlagDisconnect }
 func (t *sseTransport) PingPongConfig() centrifuge.PingPongConfig {
-	// The benchmark's viewers read for well under the gateway's 15 s ping.
-	return centrifuge.PingPongConfig{PingInterval: -1}
+	// As the gateway: a ping every 15 s to each viewer; viewers of a
+	// unidirectional stream never answer, so no pong is awaited.
+	return centrifuge.PingPongConfig{PingInterval: 15 * time.Second, PongTimeout: -1}
 }
 
 func (t *sseTransport) Write(b []byte) error { return t.WriteMany(b) }

@@ -5,16 +5,19 @@ package live
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,25 +43,38 @@ func benchEnvInt(t *testing.T, name string, def int) int {
 // processes, with live-api, live-router and live-archiver in processes of
 // their own on Kafka, Redis and Cassandra. One comment every 200 ms
 // (LIVEBENCH_COMMENTS, default 50) is posted to the live-api; each
-// viewer is a raw TCP connection read by one goroutine of this process
-// that stamps the moment it parses the comment's line. It reports:
+// viewer is a raw TCP connection (from 64 loopback source addresses) read
+// by one goroutine of this process that stamps the moment it parses the
+// comment's line. It reports:
 //   - post-to-screen p50/p99, from sending the POST to a viewer reading it;
+//   - takedown p50/p99: the creator deletes LIVEBENCH_TAKEDOWNS of the
+//     comments (default 20), one every 200 ms, timed from sending the
+//     DELETE to each viewer reading the retract event;
 //   - backbone copies per relay batch: relay batches the gateways received
 //     over batches the router published (equal to the number of
 //     subscribed gateways when fan-out does not scale with viewers);
-//   - gateway CPU per delivered comment per viewer (/proc utime+stime);
+//   - gateway CPU per delivered comment per viewer (/proc utime+stime),
+//     and this process's own (the viewers') CPU over the same window;
 //   - idle resident memory per viewer of a gateway process (VmRSS growth
 //     from before the viewers connect to when all are subscribed).
 //
-// It fails only when a comment does not reach every viewer.
+// Then the same viewers and the same comments go through the peer: two
+// processes of ./livepeer (github.com/centrifugal/centrifuge's SSE
+// broadcast, as a library, on a unidirectional transport), each comment
+// published to both; its latency and CPU per delivery are reported the
+// same way and as ratios to the gateways'.
+//
+// It fails only when a comment or a retraction does not reach every viewer.
 func TestBenchPostToScreenSplit(t *testing.T) {
 	viewers := benchEnvInt(t, "LIVEBENCH_VIEWERS", 10000)
 	comments := benchEnvInt(t, "LIVEBENCH_COMMENTS", 50)
+	takedowns := min(benchEnvInt(t, "LIVEBENCH_TAKEDOWNS", 20), comments)
+	peerBin := buildPeer(t)
 	d := setup(t)
 	chat := d.start(t, "chat", "--roles=gateway,api,guild,live-api")
-	// The per-address cap stays on (the bench's viewers all come from
-	// 127.0.0.1, so it is raised above the viewer count per gateway).
-	capFlag := fmt.Sprintf("--http-max-conns-per-addr=%d", viewers)
+	// The per-address cap stays on, raised above the viewers each source
+	// address opens to one gateway.
+	capFlag := fmt.Sprintf("--http-max-conns-per-addr=%d", viewers/benchSources+1)
 	gws := []*proc{d.start(t, "gw-a", "--roles=live-gateway", capFlag), d.start(t, "gw-b", "--roles=live-gateway", capFlag)}
 	router := d.start(t, "router", "--roles=live-router")
 	d.start(t, "archiver", "--roles=live-archiver")
@@ -68,32 +84,11 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	s := e.CreateStream(alice, "bench")
 
 	rss0 := []int64{procRSS(t, gws[0]), procRSS(t, gws[1])}
-	got := make([]atomic.Int32, comments)
-	recv := make([][]time.Time, viewers) // per viewer, per comment index
-	var open sync.WaitGroup
-	conns := make([]net.Conn, viewers)
-	dialStart := time.Now()
-	for i := range viewers {
-		gw := gws[i%2]
-		u, _ := url.Parse(gw.url)
-		c, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
-		if err != nil {
-			t.Fatalf("viewer %d: %v (opened %d)", i, err, i)
-		}
-		conns[i] = c
-		recv[i] = make([]time.Time, comments)
-		fmt.Fprintf(c, "GET /v1/streams/%s/live HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", s.ID, u.Host)
-		open.Add(1)
-		go readViewer(c, recv[i], got, &open)
-	}
-	defer func() {
-		for _, c := range conns {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}()
-	open.Wait()
+	run := openViewers(t, viewers, comments, takedowns, func(i int) (string, string) {
+		u, _ := url.Parse(gws[i%2].url)
+		return u.Host, "/v1/streams/" + s.ID + "/live"
+	})
+	defer run.close()
 	total := func(metric string, ps ...*proc) float64 {
 		sum := 0.0
 		for _, p := range ps {
@@ -101,61 +96,243 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 		}
 		return sum
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for total("concord_live_gateway_viewers", gws...) < float64(viewers) {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %v of %d viewers subscribed after 2 min", total("concord_live_gateway_viewers", gws...), viewers)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Logf("%d viewers open in %v", viewers, time.Since(dialStart).Round(time.Millisecond))
+	awaitCount(t, viewers, func() float64 { return total("concord_live_gateway_viewers", gws...) })
+	t.Logf("%d viewers open in %v", viewers, time.Since(run.dialStart).Round(time.Millisecond))
 	time.Sleep(2 * time.Second) // let the opening snapshots settle before the idle reading
 	rss1 := []int64{procRSS(t, gws[0]), procRSS(t, gws[1])}
 	perViewerRSS := float64(rss1[0]-rss0[0]+rss1[1]-rss0[1]) / float64(viewers)
 
 	routerBatches0 := total("concord_live_router_batches_total", router)
 	gwBatches0 := total("concord_live_gateway_batches_total", gws...)
-	cpu0 := procCPU(t, gws[0]) + procCPU(t, gws[1])
-	posted := make([]time.Time, comments)
-	for i := range comments {
-		posted[i] = time.Now()
-		e.Post(alice, s.ID, fmt.Sprintf("bench-%d", i), int64(i))
+	flushSum0 := total("concord_live_gateway_post_to_flush_seconds_sum", gws...)
+	flushN0 := total("concord_live_gateway_post_to_flush_seconds_count", gws...)
+	// The gateways' CPU while idle, over as long as the comments will
+	// take, to tell the per-delivery cost from the processes' background.
+	idle0 := procCPU(t, gws[0]) + procCPU(t, gws[1])
+	idleFor := time.Duration(comments) * 200 * time.Millisecond
+	time.Sleep(idleFor)
+	idleRate := (procCPU(t, gws[0]) + procCPU(t, gws[1]) - idle0) / idleFor.Seconds()
+	cpu0, self0 := procCPU(t, gws[0])+procCPU(t, gws[1]), selfCPU()
+	posted := make([]livetest.Comment, comments)
+	postDur := make([]time.Duration, comments)
+	measureStart := time.Now()
+	run.measure(t, func(i int) {
+		t0 := time.Now()
+		posted[i] = e.Post(alice, s.ID, fmt.Sprintf("bench-%d", i), int64(i))
+		postDur[i] = time.Since(t0)
+	})
+	measured := time.Since(measureStart)
+	cpu1, self1 := procCPU(t, gws[0])+procCPU(t, gws[1]), selfCPU()
+	routerBatches := total("concord_live_router_batches_total", router) - routerBatches0
+	gwBatches := total("concord_live_gateway_batches_total", gws...) - gwBatches0
+	flushMean := (total("concord_live_gateway_post_to_flush_seconds_sum", gws...) - flushSum0) /
+		(total("concord_live_gateway_post_to_flush_seconds_count", gws...) - flushN0)
+	slices.Sort(postDur)
+
+	// Takedowns: the creator deletes the first comments; each viewer
+	// stamps the retract event (its data carries the comment's seq).
+	seqs := make([]int64, comments)
+	for i, c := range posted {
+		seqs[i] = c.Seq
+	}
+	run.seqs.Store(&seqs)
+	deleted := make([]time.Time, takedowns)
+	for i := range takedowns {
+		deleted[i] = time.Now()
+		r := e.Do("DELETE", "/v1/streams/"+s.ID+"/comments/"+posted[i].ID, alice.Token, map[string]string{"reason": "bench"})
+		if r.Status != http.StatusNoContent {
+			t.Fatalf("delete %d: status %d: %s", i, r.Status, r.Body)
+		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	deadline = time.Now().Add(time.Minute)
-	for i := range comments {
-		for got[i].Load() < int32(viewers) {
+	run.await(t, "retraction", run.gotRetract, takedowns)
+
+	p50, p99, worst := run.percentiles(run.recv, run.posted)
+	tp50, tp99, tworst := run.percentiles(run.retracted, deleted)
+	deliveries := float64(viewers * comments)
+	gwCPU := (cpu1 - cpu0) * 1e6 / deliveries
+	gwBusy := (cpu1 - cpu0 - idleRate*measured.Seconds()) * 1e6 / deliveries
+	t.Logf("RESULT viewers=%d gateways=2 comments=%d p50=%v p99=%v max=%v", viewers, comments,
+		p50.Round(time.Millisecond), p99.Round(time.Millisecond), worst.Round(time.Millisecond))
+	t.Logf("RESULT takedowns=%d (DELETE sent to retract read) p50=%v p99=%v max=%v", takedowns,
+		tp50.Round(time.Millisecond), tp99.Round(time.Millisecond), tworst.Round(time.Millisecond))
+	t.Logf("RESULT router batches=%v gateway batches received=%v copies/batch=%.2f (subscribed gateways 2, viewers %d)",
+		routerBatches, gwBatches, gwBatches/routerBatches, viewers)
+	t.Logf("RESULT hops: POST answered p50=%v max=%v; gateway post-to-flush mean %v (accept stamp to the write)",
+		postDur[len(postDur)/2].Round(time.Millisecond), postDur[len(postDur)-1].Round(time.Millisecond),
+		time.Duration(flushMean*1e9).Round(time.Millisecond))
+	t.Logf("RESULT gateway CPU %.2f s for %v deliveries: %.2f µs per comment per viewer, %.2f µs above the idle rate of %.3f cores (viewers' own CPU in this process %.2f µs)",
+		cpu1-cpu0, deliveries, gwCPU, gwBusy, idleRate, (self1-self0)*1e6/deliveries)
+	t.Logf("RESULT gateway RSS growth %d KB + %d KB: %.1f KB per idle viewer", (rss1[0]-rss0[0])>>10, (rss1[1]-rss0[1])>>10, perViewerRSS/1024)
+	run.close()
+	for _, p := range append([]*proc{chat, router}, gws...) {
+		select {
+		case <-p.done:
+			t.Errorf("%s exited during the run: %v", p.name, p.cmd.ProcessState)
+		default:
+		}
+	}
+
+	// The peer: the same viewers and comments through centrifuge.
+	peers := []*peerProc{startPeer(t, peerBin), startPeer(t, peerBin)}
+	prun := openViewers(t, viewers, comments, 0, func(i int) (string, string) {
+		return peers[i%2].host, "/sse"
+	})
+	defer prun.close()
+	awaitCount(t, viewers, func() float64 { return peers[0].subscribers(t) + peers[1].subscribers(t) })
+	time.Sleep(2 * time.Second)
+	pidle0 := peers[0].cpu(t) + peers[1].cpu(t)
+	time.Sleep(idleFor)
+	pidleRate := (peers[0].cpu(t) + peers[1].cpu(t) - pidle0) / idleFor.Seconds()
+	pcpu0, pself0 := peers[0].cpu(t)+peers[1].cpu(t), selfCPU()
+	pstart := time.Now()
+	prun.measure(t, func(i int) {
+		body, _ := json.Marshal(posted[i])
+		for _, p := range peers {
+			p.publish(t, body)
+		}
+	})
+	pcpu1, pself1 := peers[0].cpu(t)+peers[1].cpu(t), selfCPU()
+	pmeasured := time.Since(pstart)
+	pp50, pp99, pworst := prun.percentiles(prun.recv, prun.posted)
+	peerCPU := (pcpu1 - pcpu0) * 1e6 / deliveries
+	peerBusy := (pcpu1 - pcpu0 - pidleRate*pmeasured.Seconds()) * 1e6 / deliveries
+	t.Logf("RESULT centrifuge viewers=%d processes=2 comments=%d p50=%v p99=%v max=%v", viewers, comments,
+		pp50.Round(time.Millisecond), pp99.Round(time.Millisecond), pworst.Round(time.Millisecond))
+	t.Logf("RESULT centrifuge CPU %.2f s for %v deliveries: %.2f µs per comment per viewer, %.2f µs above the idle rate of %.3f cores (viewers' own CPU %.2f µs)",
+		pcpu1-pcpu0, deliveries, peerCPU, peerBusy, pidleRate, (pself1-pself0)*1e6/deliveries)
+	t.Logf("RESULT ratio gateway/centrifuge: CPU per delivery %.2f (above idle %.2f), p50 %.2f, p99 %.2f",
+		gwCPU/peerCPU, gwBusy/peerBusy, float64(p50)/float64(pp50), float64(p99)/float64(pp99))
+	for _, p := range append([]*proc{chat, router}, gws...) {
+		select {
+		case <-p.done:
+			t.Errorf("%s exited: %v", p.name, p.cmd.ProcessState)
+		default:
+		}
+	}
+}
+
+// benchSources is the number of loopback source addresses the viewers
+// are spread over (127.0.0.10 on), so no address holds more than
+// viewers/benchSources connections and ephemeral ports do not run out.
+const benchSources = 64
+
+// viewerRun is one set of raw SSE viewers and what they read.
+type viewerRun struct {
+	viewers, comments int
+	dialStart         time.Time
+	conns             []net.Conn
+	recv              [][]time.Time // per viewer, per comment index
+	retracted         [][]time.Time // per viewer, per deleted comment index
+	got, gotRetract   []atomic.Int32
+	posted            []time.Time
+	seqs              atomic.Pointer[[]int64] // comment seqs by index, set before deletes
+}
+
+// openViewers dials n viewers (target gives viewer i's host and path)
+// and waits until each has its response head.
+func openViewers(t *testing.T, n, comments, takedowns int, target func(i int) (host, path string)) *viewerRun {
+	t.Helper()
+	r := &viewerRun{viewers: n, comments: comments, dialStart: time.Now(), conns: make([]net.Conn, n),
+		recv: make([][]time.Time, n), retracted: make([][]time.Time, n),
+		got: make([]atomic.Int32, comments), gotRetract: make([]atomic.Int32, max(takedowns, 1))}
+	var open sync.WaitGroup
+	for i := range n {
+		host, path := target(i)
+		dialer := net.Dialer{Timeout: 10 * time.Second,
+			LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(10+i%benchSources))}}
+		if i > 0 && i%500 == 0 {
+			// In waves: a loaded server's accept queue overflows (a reset)
+			// when thousands of connects arrive at once.
+			open.Wait()
+		}
+		c, err := dialer.Dial("tcp", host)
+		for attempt := 1; err != nil && attempt <= 5; attempt++ {
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+			c, err = dialer.Dial("tcp", host)
+		}
+		if err != nil {
+			r.close()
+			t.Fatalf("viewer %d: %v (opened %d)", i, err, i)
+		}
+		r.conns[i] = c
+		r.recv[i] = make([]time.Time, comments)
+		r.retracted[i] = make([]time.Time, takedowns)
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", path, host)
+		open.Add(1)
+		go r.read(c, i, &open)
+	}
+	open.Wait()
+	return r
+}
+
+func (r *viewerRun) close() {
+	for _, c := range r.conns {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// awaitCount waits up to two minutes for count() to reach n.
+func awaitCount(t *testing.T, n int, count func() float64) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for count() < float64(n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %v of %d viewers subscribed after 2 min", count(), n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// measure calls post(i) for each comment, 200 ms apart, stamping the
+// moment before each, and waits until every viewer has read them all.
+func (r *viewerRun) measure(t *testing.T, post func(i int)) {
+	t.Helper()
+	r.posted = make([]time.Time, r.comments)
+	for i := range r.comments {
+		r.posted[i] = time.Now()
+		post(i)
+		time.Sleep(200 * time.Millisecond)
+	}
+	r.await(t, "comment", r.got, r.comments)
+}
+
+// await waits up to a minute until every viewer counted each of the
+// first k events of got.
+func (r *viewerRun) await(t *testing.T, what string, got []atomic.Int32, k int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for i := range k {
+		for got[i].Load() < int32(r.viewers) {
 			if time.Now().After(deadline) {
-				t.Fatalf("comment %d reached %d of %d viewers", i, got[i].Load(), viewers)
+				t.Fatalf("%s %d reached %d of %d viewers", what, i, got[i].Load(), r.viewers)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	cpu1 := procCPU(t, gws[0]) + procCPU(t, gws[1])
-	routerBatches := total("concord_live_router_batches_total", router) - routerBatches0
-	gwBatches := total("concord_live_gateway_batches_total", gws...) - gwBatches0
-
-	lat := make([]time.Duration, 0, viewers*comments)
-	for v := range viewers {
-		for i, at := range recv[v] {
-			lat = append(lat, at.Sub(posted[i]))
-		}
-	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	p50, p99, worst := lat[len(lat)*50/100], lat[len(lat)*99/100], lat[len(lat)-1]
-	deliveries := float64(viewers * comments)
-	t.Logf("RESULT viewers=%d gateways=2 comments=%d p50=%v p99=%v max=%v", viewers, comments,
-		p50.Round(time.Millisecond), p99.Round(time.Millisecond), worst.Round(time.Millisecond))
-	t.Logf("RESULT router batches=%v gateway batches received=%v copies/batch=%.2f (subscribed gateways 2, viewers %d)",
-		routerBatches, gwBatches, gwBatches/routerBatches, viewers)
-	t.Logf("RESULT gateway CPU %.2f s for %v deliveries: %.2f µs per comment per viewer",
-		cpu1-cpu0, deliveries, (cpu1-cpu0)*1e6/deliveries)
-	t.Logf("RESULT gateway RSS growth %d KB + %d KB: %.1f KB per idle viewer", (rss1[0]-rss0[0])>>10, (rss1[1]-rss0[1])>>10, perViewerRSS/1024)
 }
 
-// readViewer reads one SSE response, marking in at the first time it
-// reads the data line of comment "bench-<i>".
-func readViewer(c net.Conn, at []time.Time, got []atomic.Int32, open *sync.WaitGroup) {
+// percentiles of at[v][i] - from[i] over every viewer v and index i.
+func (r *viewerRun) percentiles(at [][]time.Time, from []time.Time) (p50, p99, worst time.Duration) {
+	var lat []time.Duration
+	for v := range at {
+		for i, a := range at[v] {
+			lat = append(lat, a.Sub(from[i]))
+		}
+	}
+	if len(lat) == 0 {
+		return 0, 0, 0
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return lat[len(lat)*50/100], lat[len(lat)*99/100], lat[len(lat)-1]
+}
+
+// read reads viewer v's SSE response, stamping the first time it reads
+// the data line of comment "bench-<i>" and of the retraction of a comment
+// whose seq is in r.seqs.
+func (r *viewerRun) read(c net.Conn, v int, open *sync.WaitGroup) {
 	br := bufio.NewReaderSize(c, 2048)
 	status, err := br.ReadSlice('\n')
 	open.Done()
@@ -163,10 +340,33 @@ func readViewer(c net.Conn, at []time.Time, got []atomic.Int32, open *sync.WaitG
 		return
 	}
 	marker := []byte(`"text":"bench-`)
+	retract := []byte(`"comment_id":"`)
+	seqKey := []byte(`"seq":`)
+	at := r.recv[v]
 	for {
 		line, err := br.ReadSlice('\n')
 		if err != nil && err != bufio.ErrBufferFull {
 			return
+		}
+		if bytes.Contains(line, retract) {
+			now := time.Now()
+			j := bytes.Index(line, seqKey)
+			seqs := r.seqs.Load()
+			if j < 0 || seqs == nil {
+				continue
+			}
+			rest := line[j+len(seqKey):]
+			k := bytes.IndexAny(rest, ",}")
+			seq, err := strconv.ParseInt(string(rest[:max(k, 0)]), 10, 64)
+			if err != nil {
+				continue
+			}
+			i := sort.Search(len(*seqs), func(n int) bool { return (*seqs)[n] >= seq })
+			if i < len(r.retracted[v]) && (*seqs)[i] == seq && r.retracted[v][i].IsZero() {
+				r.retracted[v][i] = now
+				r.gotRetract[i].Add(1)
+			}
+			continue
 		}
 		j := bytes.Index(line, marker)
 		if j < 0 {
@@ -183,8 +383,17 @@ func readViewer(c net.Conn, at []time.Time, got []atomic.Int32, open *sync.WaitG
 			continue
 		}
 		at[i] = now
-		got[i].Add(1)
+		r.got[i].Add(1)
 	}
+}
+
+// selfCPU is this process's user+system CPU seconds so far.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 // scrape reads one unlabelled metric from a process's /metrics.
@@ -212,7 +421,13 @@ func scrape(t *testing.T, p *proc, name string) float64 {
 // procCPU is a process's user+system CPU seconds so far.
 func procCPU(t *testing.T, p *proc) float64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	return pidCPU(t, p.cmd.Process.Pid)
+}
+
+// pidCPU is a process's user+system CPU seconds so far.
+func pidCPU(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		t.Fatal(err)
 	}

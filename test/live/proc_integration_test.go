@@ -61,10 +61,12 @@ func startProc(t testing.TB, name string, args ...string) *proc {
 }
 
 // waitReady waits until /readyz answers 200, failing if the process
-// exits or takes more than a minute.
+// exits or takes more than three minutes (a first start migrates the
+// Cassandra schema, which a loaded shared machine has taken over a
+// minute to do).
 func (p *proc) waitReady(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		select {
 		case <-p.done:
@@ -78,7 +80,7 @@ func (p *proc) waitReady(t testing.TB) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready after a minute:\n%s", p.name, p.out.String())
+			t.Fatalf("%s not ready after three minutes:\n%s", p.name, p.out.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/concord-chat/concord/runtime/live/sse"
@@ -54,6 +55,12 @@ func (g *Gateway) detach(w http.ResponseWriter, r *http.Request) (net.Conn, bool
 		c.Close()
 		return nil, true
 	}
+	// Flushes write without a deadline (non-blocking); only the writer
+	// goroutine sets one, and clears it when it goes idle.
+	if err := c.SetWriteDeadline(time.Time{}); err != nil {
+		c.Close()
+		return nil, true
+	}
 	return c, true
 }
 
@@ -69,6 +76,11 @@ func (b *headBuffer) Write(p []byte) (int, error) {
 // goroutine leaves the hub and releases it when the connection closes.
 func (g *Gateway) serveDetached(c net.Conn, h *hub, v *viewer, lastID int64) {
 	v.conn, v.g = c, g
+	if sc, ok := c.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			v.raw = raw
+		}
+	}
 	v.mu.Lock()
 	v.ping = time.AfterFunc(g.cfg.PingInterval, v.pingTick)
 	v.mu.Unlock()
@@ -127,7 +139,8 @@ func (v *viewer) kick() {
 }
 
 // writeLoop writes the queue to the connection, at most one write per
-// FlushInterval, until the queue is empty; a failed write cuts the viewer.
+// FlushInterval, and returns as soon as the queue is empty; a failed
+// write cuts the viewer.
 func (v *viewer) writeLoop() {
 	g := v.g
 	var (
@@ -154,9 +167,11 @@ func (v *viewer) writeLoop() {
 		}
 		v.mu.Lock()
 		if len(v.buf) == 0 || v.isCut {
-			// Idle: hold no buffer while nothing is queued.
+			// Idle: hold no buffer while nothing is queued, and leave no
+			// expired deadline behind for the flushes' direct writes.
 			v.buf = nil
 			v.writing = false
+			v.conn.SetWriteDeadline(time.Time{})
 			v.mu.Unlock()
 			return
 		}
@@ -179,5 +194,17 @@ func (v *viewer) writeLoop() {
 		} else {
 			spare = nil
 		}
+		// Nothing more queued: stop now rather than after another hold,
+		// so the stream's next flush writes to the connection directly
+		// instead of queueing behind a writer that is only waiting.
+		v.mu.Lock()
+		if len(v.buf) == 0 {
+			v.buf = nil
+			v.writing = false
+			v.conn.SetWriteDeadline(time.Time{})
+			v.mu.Unlock()
+			return
+		}
+		v.mu.Unlock()
 	}
 }

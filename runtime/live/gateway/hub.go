@@ -48,6 +48,16 @@ type hub struct {
 	rx       map[int64]map[string]int64 // reaction partials by second
 	rxDone   int64                      // last second emitted
 	unsub    func()
+
+	// The stream's next flush (flush.go): frames applied since the last
+	// one, encoded once for every viewer.
+	pending      []outFrame
+	pendingBytes int
+	gen          uint64 // generation of the last frame added to pending
+	lastFlush    time.Time
+	armed        bool // flushTimer is set, or a flush is about to run
+	flushing     bool // a flush is writing outside the lock
+	flushTimer   *time.Timer
 }
 
 func newHub(g *Gateway, id snowflake.ID) *hub {
@@ -127,6 +137,9 @@ func (h *hub) stop(ctx context.Context) {
 		}
 	}
 	h.mu.Lock()
+	if h.flushTimer != nil {
+		h.flushTimer.Stop()
+	}
 	for v := range h.viewers {
 		v.cutOff()
 	}
@@ -196,11 +209,12 @@ func (h *hub) applyLocked(evs []live.Event) {
 		case live.KindComment:
 			e := &entry{seq: ev.Seq, ev: ev, frame: commentFrame(ev.Comment)}
 			h.pushRing(e)
-			for v := range h.viewers {
-				if visible(ev.Comment, v.user) {
-					v.send(e.frame, ev.Seq, ev.AcceptedAt, h.g)
-				}
+			f := outFrame{frame: e.frame, seq: ev.Seq, acceptedAt: ev.AcceptedAt}
+			if ev.Comment.Shadow {
+				f.onlyAuthor = ev.Comment.Author.ID
+				f.restricted = true
 			}
+			h.addPendingLocked(f)
 		case live.KindRetract:
 			rt := ev.Retract
 			target := h.find(rt.Seq)
@@ -213,21 +227,14 @@ func (h *hub) applyLocked(evs []live.Event) {
 			if already {
 				continue
 			}
-			for v := range h.viewers {
-				if v.wasSent(rt.Seq, rt.AuthorID, rt.Shadow) {
-					v.send(e.frame, ev.Seq, ev.AcceptedAt, h.g)
-				}
-			}
+			h.addPendingLocked(outFrame{frame: e.frame, seq: ev.Seq, acceptedAt: ev.AcceptedAt, retract: rt})
 		case live.KindState:
 			if *ev.State == h.state {
 				// Already what viewers were told on open.
 				continue
 			}
 			h.state = *ev.State
-			f := stateFrame(h.state)
-			for v := range h.viewers {
-				v.send(f, ev.Seq, ev.AcceptedAt, h.g)
-			}
+			h.addPendingLocked(outFrame{frame: stateFrame(h.state), seq: -1, acceptedAt: ev.AcceptedAt})
 		}
 	}
 }
@@ -272,6 +279,9 @@ func visible(c *live.Comment, user snowflake.ID) bool {
 func (h *hub) join(v *viewer, lastID int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// Frames already pending for the next flush were applied before v
+	// joined: its opening below covers them.
+	v.joinGen = h.gen
 	v.queue(stateFrame(h.state), -1)
 	if lastID >= 0 {
 		v.resumeTo, v.coverFrom = lastID, lastID+1
@@ -389,10 +399,7 @@ func (h *hub) emitReactions(now time.Time) {
 			continue
 		}
 		data, _ := json.Marshal(live.Reactions{Second: sec, Counts: counts})
-		f := sse.AppendEvent(nil, "reactions", "", data)
-		for v := range h.viewers {
-			v.send(f, -1, 0, h.g)
-		}
+		h.addPendingLocked(outFrame{frame: sse.AppendEvent(nil, "reactions", "", data), seq: -1})
 		if sec > h.rxDone {
 			h.rxDone = sec
 		}
@@ -424,8 +431,8 @@ func (h *hub) report(ctx context.Context, now time.Time) {
 	}
 	f := sse.AppendEvent(nil, "viewers", "", []byte(`{"count":`+strconv.FormatInt(total, 10)+`}`))
 	h.mu.Lock()
-	for v := range h.viewers {
-		v.send(f, -1, 0, h.g)
+	if len(h.viewers) > 0 {
+		h.addPendingLocked(outFrame{frame: f, seq: -1})
 	}
 	h.mu.Unlock()
 }

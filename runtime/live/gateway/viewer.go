@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/concord-chat/concord/runtime/live/sse"
@@ -16,9 +17,10 @@ type viewer struct {
 	user snowflake.ID
 
 	// Set by join under the hub's lock; read by the hub under it.
-	lastSent  int64 // highest seq queued; nothing at or below goes again
-	resumeTo  int64 // the client had every comment up to this seq (-1: none)
-	coverFrom int64 // every visible comment from this seq on was sent
+	lastSent  int64  // highest seq queued; nothing at or below goes again
+	resumeTo  int64  // the client had every comment up to this seq (-1: none)
+	coverFrom int64  // every visible comment from this seq on was sent
+	joinGen   uint64 // the hub's frame generation when v joined
 
 	mu      sync.Mutex
 	buf     []byte
@@ -33,6 +35,7 @@ type viewer struct {
 	// conn is written by a writer goroutine that runs only while frames
 	// are queued (writing, under mu); ping re-arms itself under mu.
 	conn      net.Conn
+	raw       syscall.RawConn // conn's descriptor, for non-blocking writes (nil: none)
 	g         *Gateway
 	writing   bool
 	lastFlush time.Time
@@ -67,21 +70,41 @@ func (v *viewer) queue(frame []byte, seq int64) {
 	v.signal()
 }
 
-// send queues a live frame; seq < 0 marks frames without an id. A viewer
-// whose queue would pass MaxPending is cut.
-func (v *viewer) send(frame []byte, seq, acceptedAt int64, g *Gateway) {
-	if seq >= 0 {
-		if seq <= v.lastSent {
-			return
-		}
-		v.lastSent = seq
-	}
+// deliver hands v its part of a hub flush (b is shared with other
+// viewers: never kept). A detached viewer with nothing queued is written
+// at once without blocking; the rest, or everything for an HTTP/2 viewer
+// or one with a backlog, is queued behind what is already there. A
+// viewer whose queue would pass MaxPending is cut.
+func (v *viewer) deliver(b []byte, oldest int64, queued time.Time, g *Gateway) {
 	v.mu.Lock()
 	if v.isCut {
 		v.mu.Unlock()
 		return
 	}
-	if len(v.buf)+len(frame) > g.cfg.MaxPending {
+	if v.raw != nil && !v.writing && len(v.buf) == 0 {
+		n, err := v.tryWrite(b)
+		if err != nil {
+			v.mu.Unlock()
+			v.cutOff()
+			return
+		}
+		if n == len(b) {
+			now := time.Now()
+			v.lastFlush = now
+			v.mu.Unlock()
+			g.m.flushAge.Observe(now.Sub(queued).Seconds())
+			if oldest > 0 {
+				g.m.postToFlush.Observe(float64(now.UnixNano()-oldest) / 1e9)
+			}
+			return
+		}
+		// The socket is full: the rest waits for the writer goroutine,
+		// FlushInterval from now.
+		v.lastFlush = time.Now()
+		b = b[n:]
+		oldest = 0
+	}
+	if len(v.buf)+len(b) > g.cfg.MaxPending {
 		v.isCut = true
 		v.buf = nil
 		v.mu.Unlock()
@@ -90,14 +113,46 @@ func (v *viewer) send(frame []byte, seq, acceptedAt int64, g *Gateway) {
 		return
 	}
 	if len(v.buf) == 0 {
-		v.queued = time.Now()
+		v.queued = queued
 	}
-	if acceptedAt > 0 && (v.oldest == 0 || acceptedAt < v.oldest) {
-		v.oldest = acceptedAt
+	if oldest > 0 && (v.oldest == 0 || oldest < v.oldest) {
+		v.oldest = oldest
 	}
-	v.buf = append(v.buf, frame...)
+	v.buf = append(v.buf, b...)
 	v.mu.Unlock()
 	v.signal()
+}
+
+// tryWrite writes as much of b as the socket takes now, without waiting;
+// v.mu is held, so no other write to the connection runs.
+func (v *viewer) tryWrite(b []byte) (int, error) {
+	n := 0
+	var werr error
+	err := v.raw.Write(func(fd uintptr) bool {
+		for n < len(b) {
+			m, err := syscall.Write(int(fd), b[n:])
+			if m > 0 {
+				n += m
+			}
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				if err != syscall.EAGAIN {
+					werr = err
+				}
+				break
+			}
+			if m <= 0 {
+				break
+			}
+		}
+		return true // never wait for the socket here
+	})
+	if err == nil {
+		err = werr
+	}
+	return n, err
 }
 
 func (v *viewer) signal() {

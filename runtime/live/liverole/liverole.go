@@ -257,11 +257,16 @@ func buildRouter(ctx context.Context, b *role.Builder) error {
 	if err != nil {
 		return err
 	}
-	rt, err := router.New(routerConfig(b), router.Deps{Log: lg, Recent: cache, Relay: rel})
+	rcfg := routerConfig(b)
+	cu, err := newCaughtUp(ctx, lg, NameRouter, rcfg.Group, rcfg.Topics.Comments)
+	if err != nil {
+		return err
+	}
+	rt, err := router.New(rcfg, router.Deps{Log: cu, Recent: cache, Relay: rel})
 	if err != nil {
 		return fmt.Errorf("live router: %w", err)
 	}
-	return b.Add(lifecycle.Part{Name: "router", Run: rt.Run})
+	return b.Add(lifecycle.Part{Name: "router", Run: rt.Run, Ready: cu.Ready})
 }
 
 // buildArchiver builds the archiver (`concord serve`).
@@ -278,11 +283,16 @@ func buildArchiver(ctx context.Context, b *role.Builder) error {
 	if err != nil {
 		return err
 	}
-	ar, err := archiver.New(archiverConfig(b), archiver.Deps{Log: lg, Store: st})
+	acfg := archiverConfig(b)
+	cu, err := newCaughtUp(ctx, lg, NameArchiver, acfg.Group, acfg.Topics.Comments)
+	if err != nil {
+		return err
+	}
+	ar, err := archiver.New(acfg, archiver.Deps{Log: cu, Store: st})
 	if err != nil {
 		return fmt.Errorf("live archiver: %w", err)
 	}
-	return b.Add(lifecycle.Part{Name: "archiver", Run: ar.Run})
+	return b.Add(lifecycle.Part{Name: "archiver", Run: ar.Run, Ready: cu.Ready})
 }
 
 // synced is a Ready function: not ready until done is closed.

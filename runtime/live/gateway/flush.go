@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/live"
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// A stream's viewers are flushed together, by the hub, at most once per
+// FlushInterval: frames applied from relay batches (comments, retractions,
+// state, reactions, viewer counts) wait in the hub's pending list, and one
+// flush concatenates them once into a shared buffer and writes that same
+// buffer to every viewer entitled to all of it. Only a viewer that may
+// not see one of the frames (a shadow comment, a retraction of a comment
+// it was never sent, a frame older than its join) gets a buffer of its
+// own. A detached HTTP/1.1 viewer with nothing queued privately is written
+// straight from the flush with a non-blocking write; what the socket does
+// not take is queued for that viewer's writer goroutine, which then paces
+// it like any slow viewer. So a batch to ten thousand viewers costs one
+// encoding, one concatenation and ten thousand write calls spread over the
+// flush workers, with no goroutine, timer or buffer per viewer.
+
+// outFrame is one frame of a hub's next flush.
+type outFrame struct {
+	gen        uint64 // hub generation; a viewer joined at or after it skips it
+	frame      []byte
+	seq        int64 // the event's id, -1 for frames without one
+	acceptedAt int64 // Unix ns the API accepted the event, 0 unknown
+	restricted bool  // a shadow comment: only onlyAuthor sees it
+	onlyAuthor snowflake.ID
+	retract    *live.Retraction // to viewers that were sent rt.Seq
+}
+
+// addPendingLocked queues f for the stream's next flush and arms it. h.mu
+// is held. A stream whose pending bytes pass MaxPending between two
+// flushes would queue more than that for every viewer: they are cut, as a
+// viewer with that much queued privately would be.
+func (h *hub) addPendingLocked(f outFrame) {
+	h.gen++
+	f.gen = h.gen
+	h.pending = append(h.pending, f)
+	h.pendingBytes += len(f.frame)
+	if h.pendingBytes > h.g.cfg.MaxPending {
+		for v := range h.viewers {
+			select {
+			case <-v.cut:
+			default:
+				if f.gen > v.joinGen {
+					h.g.m.slowCut.Inc()
+					v.cutOff()
+				}
+			}
+		}
+	}
+	h.armLocked()
+}
+
+// armLocked schedules the next flush FlushInterval after the last one
+// (at once when the stream was idle longer than that).
+func (h *hub) armLocked() {
+	if h.armed || h.flushing {
+		return
+	}
+	h.armed = true
+	wait := h.g.cfg.FlushInterval - time.Since(h.lastFlush)
+	if wait < 0 {
+		wait = 0
+	}
+	if h.flushTimer == nil {
+		h.flushTimer = time.AfterFunc(wait, h.flush)
+	} else {
+		h.flushTimer.Reset(wait)
+	}
+}
+
+// flushJob is one viewer's part of a flush.
+type flushJob struct {
+	v   *viewer
+	buf []byte
+}
+
+// minParallelFlush is the number of viewers below which a flush writes
+// from one goroutine.
+const minParallelFlush = 256
+
+// flush writes the pending frames to the hub's viewers.
+func (h *hub) flush() {
+	h.mu.Lock()
+	h.armed = false
+	if len(h.pending) == 0 {
+		h.mu.Unlock()
+		return
+	}
+	h.flushing = true
+	h.lastFlush = time.Now()
+	pend := h.pending
+	h.pending, h.pendingBytes = nil, 0
+	var shared []byte
+	var oldest int64
+	for i := range pend {
+		shared = append(shared, pend[i].frame...)
+		if a := pend[i].acceptedAt; a > 0 && (oldest == 0 || a < oldest) {
+			oldest = a
+		}
+	}
+	jobs := make([]flushJob, 0, len(h.viewers))
+	for v := range h.viewers {
+		if b := v.framesFor(pend, shared); len(b) > 0 {
+			jobs = append(jobs, flushJob{v: v, buf: b})
+		}
+	}
+	h.mu.Unlock()
+
+	queued := h.lastFlush
+	workers := runtime.GOMAXPROCS(0)
+	if len(jobs) < minParallelFlush || workers < 2 {
+		for _, j := range jobs {
+			j.v.deliver(j.buf, oldest, queued, h.g)
+		}
+	} else {
+		var wg sync.WaitGroup
+		chunk := (len(jobs) + workers - 1) / workers
+		for lo := 0; lo < len(jobs); lo += chunk {
+			part := jobs[lo:min(lo+chunk, len(jobs))]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, j := range part {
+					j.v.deliver(j.buf, oldest, queued, h.g)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+
+	h.mu.Lock()
+	h.flushing = false
+	if len(h.pending) > 0 {
+		h.armLocked()
+	}
+	h.mu.Unlock()
+}
+
+// framesFor returns what of pend goes to v — shared itself when v gets
+// every frame — and advances v.lastSent. The hub's lock is held.
+func (v *viewer) framesFor(pend []outFrame, shared []byte) []byte {
+	all := true
+	for i := range pend {
+		if !v.wants(&pend[i]) {
+			all = false
+			break
+		}
+	}
+	var out []byte
+	if all {
+		out = shared
+	}
+	for i := range pend {
+		f := &pend[i]
+		if !all {
+			if !v.wants(f) {
+				continue
+			}
+			out = append(out, f.frame...)
+		}
+		if f.seq > v.lastSent {
+			v.lastSent = f.seq
+		}
+	}
+	return out
+}
+
+// wants reports whether frame f goes to v.
+func (v *viewer) wants(f *outFrame) bool {
+	if f.gen <= v.joinGen || (f.seq >= 0 && f.seq <= v.lastSent) {
+		return false
+	}
+	if f.restricted && (v.user == 0 || v.user != f.onlyAuthor) {
+		return false
+	}
+	if rt := f.retract; rt != nil && !v.wasSent(rt.Seq, rt.AuthorID, rt.Shadow) {
+		return false
+	}
+	return true
+}

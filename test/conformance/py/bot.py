@@ -9,30 +9,15 @@ Closing stdin stops it.
 """
 
 import asyncio
-import json
 import logging
-import os
-import sys
-import threading
 import traceback
 
 import discord
-import yarl
 
-HOST = os.environ["CONCORD_HOST"]
-
-# Documented way to point discord.py elsewhere (discord-api-v10.md §3, §7).
-discord.http.Route.BASE = f"http://{HOST}/api/v10"
-discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(f"ws://{HOST}/")
-
-
-def emit(ev, **fields):
-    """Prints one event as a JSON line."""
-    print(json.dumps({"ev": ev, **fields}), flush=True)
+from harness import emit, run
 
 
 discord.utils.setup_logging()  # to stderr, which the test logs on failure
-
 
 
 class RateLimitLog(logging.Handler):
@@ -116,24 +101,4 @@ async def on_raw_message_delete(payload):
     emit("message_delete", id=str(payload.message_id))
 
 
-@client.event
-async def on_error(event, *args, **kwargs):
-    emit("error", message=f"{event}: {traceback.format_exc()}")
-
-
-def watch_stdin(loop):
-    """Closes the client once stdin reaches EOF (the test is done)."""
-    sys.stdin.read()
-    asyncio.run_coroutine_threadsafe(client.close(), loop)
-
-
-async def main():
-    threading.Thread(target=watch_stdin, args=(asyncio.get_running_loop(),), daemon=True).start()
-    try:
-        await client.start(os.environ["CONCORD_TOKEN"])
-    except Exception:
-        emit("error", message="login: " + traceback.format_exc())
-        sys.exit(1)
-
-
-asyncio.run(main())
+run(client)

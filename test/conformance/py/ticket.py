@@ -8,27 +8,14 @@ the channel's archived private threads, printing one JSON line per step
 it.
 """
 
-import asyncio
-import io
-import json
-import os
-import sys
-import threading
 import traceback
 
 import discord
 import discord.webhook.async_
-import yarl
 
-HOST = os.environ["CONCORD_HOST"]
-discord.http.Route.BASE = f"http://{HOST}/api/v10"
+from harness import HOST, emit, run
+
 discord.webhook.async_.Route.BASE = f"http://{HOST}/api/v10"
-discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(f"ws://{HOST}/")
-
-
-def emit(ev, **fields):
-    """Prints one event as a JSON line."""
-    print(json.dumps({"ev": ev, **fields}), flush=True)
 
 
 discord.utils.setup_logging()
@@ -82,24 +69,4 @@ async def on_message(m):
         emit("error", message=traceback.format_exc())
 
 
-@client.event
-async def on_error(event, *args, **kwargs):
-    emit("error", message=f"{event}: {traceback.format_exc()}")
-
-
-def watch_stdin(loop):
-    """Closes the client once stdin reaches EOF (the test is done)."""
-    sys.stdin.read()
-    asyncio.run_coroutine_threadsafe(client.close(), loop)
-
-
-async def main():
-    threading.Thread(target=watch_stdin, args=(asyncio.get_running_loop(),), daemon=True).start()
-    try:
-        await client.start(os.environ["CONCORD_TOKEN"])
-    except Exception:
-        emit("error", message="login: " + traceback.format_exc())
-        sys.exit(1)
-
-
-asyncio.run(main())
+run(client)

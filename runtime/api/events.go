@@ -88,7 +88,9 @@ func (h *handler) ackMessage(w http.ResponseWriter, r *http.Request, user snowfl
 		return guild.ErrMissingAccess
 	}
 	if err != nil {
-		return err
+		// Anything else is the read-state service failing (closed, its
+		// store, or no replica reachable): a 503 the client may retry.
+		return errors.Join(guild.ErrUnavailable, err)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"token": nil})
 	if h.users != nil {

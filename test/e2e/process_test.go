@@ -77,7 +77,7 @@ func startConcord(t *testing.T, addr string, args ...string) *proc {
 		close(banner)
 	}()
 	t.Cleanup(func() { p.kill() })
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a bound on a loaded CI machine, not an expectation
 	for {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err == nil {

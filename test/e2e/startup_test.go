@@ -1,34 +1,16 @@
 package e2e
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/concord-chat/concord/test/internal/logbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for a process's output and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestNotReadyWhileStoreUnreachable starts `concord dev` on a Cassandra
 // store nobody listens for: the HTTP listener answers at once, /healthz
@@ -37,7 +19,7 @@ func (s *syncBuffer) String() string {
 func TestNotReadyWhileStoreUnreachable(t *testing.T) {
 	bin := concordBinary(t)
 	addr := freeAddr(t)
-	var out syncBuffer
+	var out logbuf.Buffer
 	cmd := exec.Command(bin, "dev", "--http="+addr, "--data-dir="+t.TempDir(), "--store=cassandra://127.0.0.1:1/concord_unreachable")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/test/internal/concordbin"
+
+	"github.com/concord-chat/concord/test/internal/logbuf"
 )
 
 // proc is a running `concord serve` process.
@@ -20,7 +22,7 @@ type proc struct {
 	name string
 	url  string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *logbuf.Buffer
 	done chan struct{}
 }
 
@@ -42,7 +44,7 @@ func freeAddr(t testing.TB) string {
 func startProc(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
-	p := &proc{name: name, url: "http://" + addr, out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, url: "http://" + addr, out: &logbuf.Buffer{}, done: make(chan struct{})}
 	// Each process keeps its own data (the guild role's outbox) in a
 	// directory of the test, never in the working directory.
 	p.cmd = exec.Command(concordbin.Path(t), append([]string{"serve", "--node=" + name, "--http=" + addr, "--data-dir=" + t.TempDir()}, args...)...)

@@ -174,8 +174,10 @@ func AdminHandler(own, roles *http.ServeMux) http.Handler {
 		return own
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h, pattern := own.Handler(r); pattern != "" {
-			h.ServeHTTP(w, r)
+		// own serves the request itself (not the handler Handler returns),
+		// so the pattern's path values ({id}) are set.
+		if _, pattern := own.Handler(r); pattern != "" {
+			own.ServeHTTP(w, r)
 			return
 		}
 		roles.ServeHTTP(w, r)

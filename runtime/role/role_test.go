@@ -12,12 +12,14 @@ import (
 func TestAdminHandler(t *testing.T) {
 	own, roles := http.NewServeMux(), http.NewServeMux()
 	own.HandleFunc("POST /admin/drain", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("own drain")) })
+	own.HandleFunc("GET /admin/guilds/{id}", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("guild " + r.PathValue("id"))) })
 	b := &Builder{Parts: Parts{Admin: roles}}
 	b.HandleAdmin("POST /admin/drain", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("role drain")) }))
 	b.HandleAdmin("GET /admin/voice/load", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("role load")) }))
 	h := AdminHandler(own, roles)
 	for _, tc := range []struct{ method, path, want string }{
 		{"POST", "/admin/drain", "own drain"},
+		{"GET", "/admin/guilds/42", "guild 42"}, // the pattern's path values reach the handler
 		{"GET", "/admin/voice/load", "role load"},
 	} {
 		rec := httptest.NewRecorder()

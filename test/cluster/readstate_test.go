@@ -45,7 +45,7 @@ func TestReadStateNode(t *testing.T) {
 		"--rate-limits=false", // the test sends faster than REST allows
 		"--registry=etcd://" + strings.TrimPrefix(endpoint, "http://"),
 		"--store=cassandra://" + cass + "/" + ks + "?rf=1",
-		"--eventlog=kafka://" + kafka,
+		"--eventlog=kafka://" + kafka + "?topic_prefix=" + ks + ".", // this cluster's own topics and groups
 		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),
 		"--lease-ttl=" + leaseTTL.String(),
 		"--retry-interval=500ms",

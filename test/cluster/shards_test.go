@@ -80,7 +80,10 @@ func TestReadStateShards(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	env := setupCluster(t, ctx, "rsh")
-	common := env.nodeArgs("--eventlog=kafka://"+kafka, "--readstate-flush-interval=1s", "--log-level=info")
+	// The cluster's own topics and consumer groups on the shared Kafka: a
+	// consumer of another test in the same group would take partitions,
+	// and the mentions in them, from this cluster.
+	common := env.nodeArgs("--eventlog=kafka://"+kafka+"?topic_prefix="+env.ks+".", "--readstate-flush-interval=1s", "--log-level=info")
 	names := []string{"readstate-1", "readstate-2"}
 	rsHTTP := map[string]string{}
 	rsGRPC := map[string]string{}

@@ -83,6 +83,10 @@ func newProxy(ring *registry.LocalRing, res *resolver, maxWait time.Duration, m 
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
 			pr.Out.Header.Set(forwardedHeader, "1")
+			// Only this proxy marks a retry (roundTrip, on a copy): a
+			// client's own header would make the guild node scan history
+			// for a send that was never cut off.
+			pr.Out.Header.Del(retryHeader)
 		},
 		Transport:    roundTripFunc(p.roundTrip),
 		ErrorHandler: p.fail,

@@ -181,6 +181,26 @@ func TestProxyNeverInventsSuccess(t *testing.T) {
 	}
 }
 
+// TestProxyDropsClientRetryHeader: a client's own X-Concord-Retry never
+// reaches the guild node; only the proxy marks a send it retried.
+func TestProxyDropsClientRetryHeader(t *testing.T) {
+	f := newRingFixture(t)
+	var served atomic.Int32
+	var retried atomic.Bool
+	f.join("guild-a", strings.TrimPrefix(echo(t, &served, &retried).URL, "http://"))
+	p := newProxy(f.ring, newResolver(nil), time.Second, testMetrics(t), slog.New(slog.DiscardHandler))
+	req := httptest.NewRequest(http.MethodPost, "/api/v10/guilds/42/channels", strings.NewReader(`{}`))
+	req.Header.Set(retryHeader, "1")
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || served.Load() != 1 {
+		t.Fatalf("got %d after %d requests, want 200 after 1", rec.Code, served.Load())
+	}
+	if retried.Load() {
+		t.Fatalf("the client's %s reached the guild node", retryHeader)
+	}
+}
+
 // TestProxyRetriesNotOwner: a node that answers 503 + notOwnerHeader
 // did not process the request; the proxy sends it again until the node
 // takes it (its ring caught up), without a ring change on our side.

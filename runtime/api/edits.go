@@ -73,9 +73,8 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 	if !editableType(m.Type) {
 		return errSystemMessage
 	}
-	// An archived thread's messages are frozen until it is unarchived.
-	if v.Channel.Thread != nil && v.Channel.Thread.Archived {
-		return guild.ErrThreadArchived
+	if err := frozenThread(v.Channel); err != nil {
+		return err
 	}
 	var member *wire.Member
 	if req.Content.Set {
@@ -151,6 +150,9 @@ func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user sno
 			return err
 		}
 	}
+	if err := frozenThread(v.Channel); err != nil {
+		return err
+	}
 	if err := h.store.DeleteMessage(ctx, channelID, messageID); err != nil {
 		return messageErr(err)
 	}
@@ -205,6 +207,9 @@ func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowfl
 	ctx := r.Context()
 	v, err := h.guilds.Authorize(ctx, user, channelID, permissions.ManageMessages)
 	if err != nil {
+		return err
+	}
+	if err := frozenThread(v.Channel); err != nil {
 		return err
 	}
 	cutoff := h.cfg.Now().Add(-bulkDeleteMaxAge)

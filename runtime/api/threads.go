@@ -80,6 +80,18 @@ func (req startThreadRequest) spec(parent, message snowflake.ID) (guild.ThreadSp
 	return s, nil
 }
 
+// frozenThread is ErrThreadArchived for an archived thread: Discord
+// refuses every change to an archived thread's messages (edits, deletions
+// by their authors and by moderators, bulk deletes, reactions added or
+// removed, pins) until the thread is unarchived. Only a new message
+// unarchives one, on the send path (guild.Actor.threadSend).
+func frozenThread(c store.Channel) error {
+	if c.Thread != nil && c.Thread.Archived {
+		return guild.ErrThreadArchived
+	}
+	return nil
+}
+
 // threadJSON renders a thread with the caller's own thread member when
 // they have joined it.
 type threadWithMember struct {

@@ -260,6 +260,22 @@ func (h *handler) webhookOwnMessage(r *http.Request) (store.Webhook, store.Messa
 	return wh, m, nil
 }
 
+// webhookMessageFrozen is ErrThreadArchived when the webhook's message m
+// is in an archived thread (edits and deletes wait for an unarchive).
+func (h *handler) webhookMessageFrozen(ctx context.Context, wh store.Webhook, m store.Message) error {
+	if m.ChannelID == wh.ChannelID {
+		return nil
+	}
+	c, err := h.store.GetChannel(ctx, m.ChannelID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return guild.ErrUnknownChannel
+	case err != nil:
+		return errors.Join(guild.ErrUnavailable, err)
+	}
+	return frozenThread(c)
+}
+
 // getWebhookMessage is GET /webhooks/{id}/{token}/messages/{m}.
 func (h *handler) getWebhookMessage(w http.ResponseWriter, r *http.Request) error {
 	_, m, err := h.webhookOwnMessage(r)
@@ -279,6 +295,9 @@ type editWebhookMessageRequest struct {
 func (h *handler) editWebhookMessage(w http.ResponseWriter, r *http.Request) error {
 	wh, m, err := h.webhookOwnMessage(r)
 	if err != nil {
+		return err
+	}
+	if err := h.webhookMessageFrozen(r.Context(), wh, m); err != nil {
 		return err
 	}
 	body, files, err := h.readMessagePayload(w, r)
@@ -346,6 +365,9 @@ func (h *handler) deleteWebhookMessage(w http.ResponseWriter, r *http.Request) e
 		return err
 	}
 	ctx := r.Context()
+	if err := h.webhookMessageFrozen(ctx, wh, m); err != nil {
+		return err
+	}
 	if err := h.store.DeleteMessage(ctx, m.ChannelID, m.ID); err != nil {
 		return messageErr(err)
 	}

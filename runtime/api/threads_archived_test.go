@@ -37,7 +37,7 @@ func TestArchivedThreadFrozen(t *testing.T) {
 		t.Fatalf("thread not archived: %+v", ch)
 	}
 	refused := []struct{ method, path, token string }{
-		{"DELETE", msgPath(mine.ID), w.bob.Token},   // the author
+		{"DELETE", msgPath(mine.ID), w.bob.Token},    // the author
 		{"DELETE", msgPath(other.ID), w.alice.Token}, // a moderator (owner)
 		{"DELETE", msgPath(mine.ID) + "/reactions/" + thumbs + "/@me", w.bob.Token},
 		{"DELETE", msgPath(mine.ID) + "/reactions/" + thumbs + "/" + w.bob.ID.String(), w.alice.Token},

@@ -64,11 +64,26 @@ func (h *handler) forumTags(req []forumTagRequest) ([]store.ForumTag, error) {
 	return out, nil
 }
 
-// forumPost is a forum thread's answer: the thread with its starter
-// message and the creator's thread member.
+// forumPost is a forum thread's answer: the thread (with the creator's
+// thread member) and, beside its fields, its starter message.
 type forumPost struct {
-	threadWithMember
-	Message *wire.Message `json:"message,omitempty"`
+	Thread  wire.Channel
+	Message wire.Message
+}
+
+// MarshalJSON writes the thread object with a "message" field added.
+func (p forumPost) MarshalJSON() ([]byte, error) {
+	thread, err := json.Marshal(p.Thread)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := json.Marshal(p.Message)
+	if err != nil {
+		return nil, err
+	}
+	out := append(thread[:len(thread)-1:len(thread)-1], `,"message":`...)
+	out = append(out, msg...)
+	return append(out, '}'), nil
 }
 
 // appliedTags reads applied_tags (snowflakes as strings or numbers).
@@ -127,8 +142,7 @@ func (h *handler) startForumPost(w http.ResponseWriter, r *http.Request, user sn
 	h.publishStarter(ctx, out)
 	h.recordAudit(r, th.GuildID, user, auditEntry{Action: auditThreadCreate, Target: th.ID, Changes: []auditChange{
 		change("name", nil, th.Name), change("type", nil, th.Type), change("applied_tags", nil, th.Thread.AppliedTags)}})
-	tm := wire.ThreadMemberFrom(member)
-	writeJSON(w, http.StatusCreated, forumPost{threadWithMember: threadWithMember{Channel: wire.ChannelFrom(th, nil), Member: &tm}, Message: &out})
+	writeJSON(w, http.StatusCreated, forumPost{Thread: threadJSON(th, member), Message: out})
 	return nil
 }
 

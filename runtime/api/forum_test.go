@@ -55,18 +55,42 @@ func TestForumChannels(t *testing.T) {
 		post.Message.ChannelID != post.ID || post.Message.Content != "when I click" || post.Member == nil || post.Member.UserID != w.bob.ID {
 		t.Fatalf("post = %d %+v (message %+v)", r.Status, post, post.Message)
 	}
+	// The post is a thread as Discord writes one: its last message is the
+	// starter message, and it has none of a guild channel's own fields.
+	checkPostShape := func(what string, raw []byte) {
+		t.Helper()
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if string(fields["last_message_id"]) != `"`+post.ID.String()+`"` {
+			t.Fatalf("%s last_message_id = %s, want the starter message %d", what, fields["last_message_id"], post.ID)
+		}
+		for _, k := range []string{"position", "topic", "permission_overwrites", "nsfw"} {
+			if _, ok := fields[k]; ok {
+				t.Fatalf("%s has the guild channel field %q: %s", what, k, raw)
+			}
+		}
+		for _, k := range []string{"thread_metadata", "owner_id", "parent_id", "flags", "rate_limit_per_user", "message_count", "member_count", "total_message_sent", "applied_tags"} {
+			if _, ok := fields[k]; !ok {
+				t.Fatalf("%s lacks %q: %s", what, k, raw)
+			}
+		}
+	}
+	checkPostShape("post answer", r.Body)
 	ev := e.waitEvent(bobS, "THREAD_CREATE", 1)
 	var tc wire.Channel
 	if json.Unmarshal(ev, &tc) != nil || tc.ID != post.ID || !tc.NewlyCreated || tc.AppliedTags == nil || len(*tc.AppliedTags) != 1 {
 		t.Fatalf("THREAD_CREATE = %s", ev)
 	}
+	checkPostShape("THREAD_CREATE", ev)
 	ev = e.waitEvent(bobS, "MESSAGE_CREATE", 1)
 	var mc wire.Message
 	if json.Unmarshal(ev, &mc) != nil || mc.ID != post.ID || mc.ChannelID != post.ID || mc.Content != "when I click" {
 		t.Fatalf("starter MESSAGE_CREATE = %s", ev)
 	}
 	var got wire.Channel
-	e.ok("GET", fmt.Sprintf("%s/channels/%d", v10, post.ID), w.alice.Token, nil, &got)
+	checkPostShape("GET post", e.ok("GET", fmt.Sprintf("%s/channels/%d", v10, post.ID), w.alice.Token, nil, &got).Body)
 	if got.MessageCount == nil || *got.MessageCount != 0 || got.AppliedTags == nil || (*got.AppliedTags)[0] != bug.ID {
 		t.Fatalf("post read back = %+v", got)
 	}

@@ -92,13 +92,6 @@ func frozenThread(c store.Channel) error {
 	return nil
 }
 
-// threadJSON renders a thread with the caller's own thread member when
-// they have joined it.
-type threadWithMember struct {
-	wire.Channel
-	Member *wire.ThreadMember `json:"member,omitempty"`
-}
-
 // startThreadFromMessage is POST /channels/{c}/messages/{m}/threads.
 func (h *handler) startThreadFromMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	channelID, messageID, err := h.messagePath(r)
@@ -216,12 +209,20 @@ func (h *handler) postSystemMessage(ctx context.Context, rd *reader, m store.Mes
 	}
 }
 
+// threadJSON renders a new thread with its creator's thread member, as
+// Discord answers a thread's creation.
+func threadJSON(th store.Channel, member store.ThreadMember) wire.Channel {
+	out := wire.ChannelFrom(th, nil)
+	tm := wire.ThreadMemberFrom(member)
+	out.Member = &tm
+	return out
+}
+
 func (h *handler) threadCreated(w http.ResponseWriter, r *http.Request, user snowflake.ID, th store.Channel, member store.ThreadMember) {
 	h.recordAudit(r, th.GuildID, user, auditEntry{Action: auditThreadCreate, Target: th.ID, Changes: []auditChange{
 		change("name", nil, th.Name), change("type", nil, th.Type), change("archived", nil, false),
 		change("locked", nil, false), change("auto_archive_duration", nil, th.Thread.AutoArchiveDuration)}})
-	tm := wire.ThreadMemberFrom(member)
-	writeJSON(w, http.StatusCreated, threadWithMember{Channel: wire.ChannelFrom(th, nil), Member: &tm})
+	writeJSON(w, http.StatusCreated, threadJSON(th, member))
 }
 
 type threadPatchRequest struct {

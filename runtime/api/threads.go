@@ -146,8 +146,15 @@ func (h *handler) startThread(w http.ResponseWriter, r *http.Request, user snowf
 	if err != nil {
 		return err
 	}
+	// A forum post may come as multipart/form-data: payload_json and the
+	// starter message's files[n] (other threads take no files: any sent
+	// are dropped with the request).
+	body, files, err := h.readMessagePayload(w, r)
+	if err != nil {
+		return err
+	}
 	var req startThreadRequest
-	if err := h.decodeRequest(w, r, &req); err != nil {
+	if err := decodeJSON(body, &req); err != nil {
 		return err
 	}
 	spec, err := req.spec(channelID, 0)
@@ -161,7 +168,7 @@ func (h *handler) startThread(w http.ResponseWriter, r *http.Request, user snowf
 	}
 	if v.Channel.Type == store.ChannelForum {
 		spec.AppliedTags = appliedTags(req.AppliedTags)
-		return h.startForumPost(w, r, user, spec, req.Message)
+		return h.startForumPost(w, r, user, spec, req.Message, files)
 	}
 	th, member, err := h.guilds.CreateThread(r.Context(), user, spec)
 	if err != nil {

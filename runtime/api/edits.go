@@ -180,13 +180,16 @@ func decodeBulkDelete(body []byte) ([]snowflake.ID, error) {
 		return nil, err
 	}
 	out := ids(req.Messages)
-	slices.Sort(out)
-	out = slices.Compact(out)
 	if len(out) < 2 {
 		return nil, formError("messages", "BASE_TYPE_MIN_LENGTH", "Must be 2 or more in length.")
 	}
-	if len(req.Messages) > 100 {
+	if len(out) > 100 {
 		return nil, formError("messages", "BASE_TYPE_MAX_LENGTH", "Must be 100 or fewer in length.")
+	}
+	// A duplicate id fails the whole request, as on Discord.
+	slices.Sort(out)
+	if len(slices.Compact(slices.Clone(out))) != len(out) {
+		return nil, formError("messages", "BULK_DELETE_DUPLICATE_IDS", "Message ids must be unique.")
 	}
 	return out, nil
 }

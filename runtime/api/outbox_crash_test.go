@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/eventlog/memlog"
 	"github.com/concord-chat/concord/runtime/eventlog/outbox"
-	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/readstate"
 	readstatepebble "github.com/concord-chat/concord/runtime/readstate/pebble"

@@ -148,11 +148,17 @@ var migrations = []Migration{
 		// they describe; relays drain a shard oldest first (outbox.go).
 		// A short gc_grace_seconds: a drained row that a missed delete
 		// brings back is only relayed again, which consumers dedupe, and
-		// the tombstones of drained rows are what a drain reads past.
+		// the tombstones of drained rows are what a drain reads past; the
+		// tombstone compaction options let a single sstable whose cells
+		// are mostly tombstones be compacted on its own, so they are
+		// purged soon after gc_grace_seconds rather than when size-tiered
+		// compaction happens to pick the sstable.
 		`CREATE TABLE IF NOT EXISTS outbox (
 			shard int, id timeuuid, topic text, key blob, value blob,
 			PRIMARY KEY ((shard), id)
-		) WITH CLUSTERING ORDER BY (id ASC) AND gc_grace_seconds = 3600`,
+		) WITH CLUSTERING ORDER BY (id ASC) AND gc_grace_seconds = 3600
+			AND compaction = {'class': 'SizeTieredCompactionStrategy', 'unchecked_tombstone_compaction': 'true',
+				'tombstone_threshold': '0.2', 'tombstone_compaction_interval': '3600'}`,
 	}},
 }
 

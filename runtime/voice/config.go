@@ -21,6 +21,10 @@ type Config struct {
 	ID string
 	// Region is reported with the load (for the allocator).
 	Region string
+	// Node is the registry name of the process hosting the server, where
+	// the guilds post its commands (ControlPath on the node's HTTP
+	// address); reported with the load. Empty: the node is named ID.
+	Node string
 	// Endpoint is the host:port clients reach the voice gateway at, as the
 	// guild puts it in VOICE_SERVER_UPDATE; reported with the load.
 	Endpoint string
@@ -162,6 +166,8 @@ type Load struct {
 	Server   string
 	Region   string
 	Endpoint string
+	// Node is Config.Node: the registry node serving ControlPath.
+	Node string `json:",omitempty"`
 	// Calls and Participants are the calls hosted and the users in them.
 	Calls        int
 	Participants int

@@ -42,6 +42,7 @@ type metrics struct {
 	sessions         prometheus.Gauge
 	closes           *prometheus.CounterVec
 	tokensRejected   *prometheus.CounterVec
+	commands         *prometheus.CounterVec
 	resumes          prometheus.Counter
 	nacks            prometheus.Counter
 	plis             prometheus.Counter
@@ -78,6 +79,8 @@ func newMetrics(reg prometheus.Registerer, server string) (*metrics, error) {
 			Help: "Voice gateway connections closed by the server, by close code.", ConstLabels: l}, []string{"code"}),
 		tokensRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_voice_tokens_rejected_total",
 			Help: "Identify and resume attempts refused, by reason.", ConstLabels: l}, []string{"reason"}),
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_voice_control_commands_total",
+			Help: "Guild commands (server mute and deafen, disconnect) received over HTTP, by result: applied, not_connected, stale, or why it was refused.", ConstLabels: l}, []string{"result"}),
 		resumes: c("concord_voice_gateway_resumes_total", "Successful voice gateway resumes."),
 		nacks:   c("concord_voice_rtcp_nacks_total", "Generic NACKs received from WebRTC listeners."),
 		plis:    c("concord_voice_rtcp_plis_total", "Picture loss indications received from WebRTC listeners."),
@@ -94,7 +97,7 @@ func newMetrics(reg prometheus.Registerer, server string) (*metrics, error) {
 	}
 	for _, col := range []prometheus.Collector{m.packetsIn, m.packetsForwarded, m.bytesForwarded, m.keepalives, m.discoveries,
 		m.droppedVec, m.sendErrors, m.lost, m.jitter, m.lossRatio, m.forwardRate, m.calls, m.participants, m.sessions,
-		m.closes, m.tokensRejected, m.resumes, m.nacks, m.plis, m.rtt} {
+		m.closes, m.tokensRejected, m.commands, m.resumes, m.nacks, m.plis, m.rtt} {
 		if err := reg.Register(col); err != nil {
 			return nil, fmt.Errorf("voice: register metrics: %w", err)
 		}

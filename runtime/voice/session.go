@@ -80,6 +80,9 @@ func (s *Server) identify(c *wsConn, d json.RawMessage, version int) (*session, 
 		o.end(signaling.CloseSessionInvalid, "session replaced")
 	}
 	p := &participant{userID: claims.UserID, ssrc: s.newSSRC(), sess: se}
+	mute, deaf := s.joinVoiceState(claims)
+	p.mute.Store(mute)
+	p.deaf.Store(deaf)
 	se.part = p
 	if !s.join(p, callKey{claims.GuildID, claims.ChannelID}) {
 		return nil, s.reject("call_full")

@@ -102,7 +102,7 @@ func build(ctx context.Context, b *role.Builder) error {
 	}
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	cfg := voice.Config{
-		ID: v.ID, Region: v.Region, Endpoint: net.JoinHostPort(v.PublicHost, port),
+		ID: v.ID, Node: b.Config.Node, Region: v.Region, Endpoint: net.JoinHostPort(v.PublicHost, port),
 		UDPAddr: v.UDP, PublicIP: v.PublicIP, TrustedKeys: keys,
 		Logger: b.Logger, Registerer: b.Metrics,
 	}
@@ -123,6 +123,14 @@ func build(ctx context.Context, b *role.Builder) error {
 	srv, err := voice.New(cfg)
 	if err != nil {
 		return fmt.Errorf("voice: %w", err)
+	}
+	if b.Registry != nil {
+		// Guilds in other processes post server mute, deafen and
+		// disconnect here (fleet.Registry), on the process's HTTP
+		// listener, each command signed with the admission key: the
+		// signature is the credential. In dev the guild calls the
+		// server in-process (fleet.Local).
+		b.Handle("POST "+voice.ControlPath, srv.ControlHandler())
 	}
 	// Drain (the operator's scale-down) and load on the process's admin
 	// endpoints, behind its admin token; on a node whose only role is

@@ -81,6 +81,13 @@ type twoSFUCall struct {
 	speaker  *bot
 	listener *bot
 	out      string // the listener's result file
+	// chat is the guild node's REST API; owner is the speaker's token
+	// (it created the guild), guild and speakerID name the call's guild
+	// and speaker.
+	chat      *concord
+	owner     string
+	guild     string
+	speakerID string
 }
 
 // startTwoSFUCall starts the nodes and the bots; the speaker plays a
@@ -176,7 +183,8 @@ func startTwoSFUCall(t *testing.T, toneSeconds, listenMS int) *twoSFUCall {
 		cmd.Env = append(cmd.Env, env...)
 		return startBot(t, ctx, name, cmd, out)
 	}
-	call := &twoSFUCall{ctx: ctx, reg: reg, sfus: map[string]*voiceNode{"sfu-a": v1, "sfu-b": v2}, out: filepath.Join(tmp, "listener.json")}
+	call := &twoSFUCall{ctx: ctx, reg: reg, sfus: map[string]*voiceNode{"sfu-a": v1, "sfu-b": v2}, out: filepath.Join(tmp, "listener.json"),
+		chat: c, owner: aTok, guild: gd.ID, speakerID: aID}
 	call.speaker = js("speaker", aTok, filepath.Join(tmp, "speaker.json"), "TONE="+path, "DURATION_MS=500")
 	call.listener = js("listener", bTok, call.out, "LISTEN_TO="+aID, "DURATION_MS="+strconv.Itoa(listenMS))
 	call.speaker.waitJoined(t, ctx)

@@ -83,6 +83,29 @@ type WebRTCConfig struct {
 	// the SFU's UDP port directly relay through TURN. The SFU itself,
 	// ice-lite with a public address, uses none.
 	ICEServers []ICEServer
+	// TURNSecret, when set, is the secret shared with the TURN servers
+	// (coturn's static-auth-secret, with use-auth-secret): every session
+	// gets its own time-limited credential for each TURN server of
+	// ICEServers (turncred), replacing a static username and credential.
+	TURNSecret string
+	// TURNCredentialTTL is how long a minted credential is valid: a TURN
+	// allocation cannot be refreshed past it, so it bounds a call through
+	// the relay. Default 12 h.
+	TURNCredentialTTL time.Duration
+}
+
+// DefaultTURNCredentialTTL is the default lifetime of a minted TURN
+// credential.
+const DefaultTURNCredentialTTL = 12 * time.Hour
+
+// isTURN reports whether any of s's URLs is a TURN server's.
+func isTURN(s ICEServer) bool {
+	for _, u := range s.URLs {
+		if uri, err := stun.ParseURI(u); err == nil && (uri.Scheme == stun.SchemeTypeTURN || uri.Scheme == stun.SchemeTypeTURNS) {
+			return true
+		}
+	}
+	return false
 }
 
 // ICEServer is one STUN or TURN server for WebRTC clients.
@@ -90,7 +113,7 @@ type ICEServer = signaling.ICEServer
 
 // validICEServers checks each server's URLs (stun:, stuns:, turn:, turns:)
 // and that TURN servers carry credentials.
-func validICEServers(servers []ICEServer) error {
+func validICEServers(servers []ICEServer, minted bool) error {
 	for i, s := range servers {
 		if len(s.URLs) == 0 {
 			return fmt.Errorf("voice: config: ICE server %d has no URL", i)
@@ -100,8 +123,8 @@ func validICEServers(servers []ICEServer) error {
 			if err != nil {
 				return fmt.Errorf("voice: config: ICE server URL %q: %w", u, err)
 			}
-			if (uri.Scheme == stun.SchemeTypeTURN || uri.Scheme == stun.SchemeTypeTURNS) && (s.Username == "" || s.Credential == "") {
-				return fmt.Errorf("voice: config: TURN server %q needs a username and credential", u)
+			if (uri.Scheme == stun.SchemeTypeTURN || uri.Scheme == stun.SchemeTypeTURNS) && !minted && (s.Username == "" || s.Credential == "") {
+				return fmt.Errorf("voice: config: TURN server %q needs a username and credential, or a TURN secret to mint them", u)
 			}
 		}
 	}
@@ -151,8 +174,11 @@ func (c *Config) fill() error {
 		c.Now = time.Now
 	}
 	if c.WebRTC != nil {
-		if err := validICEServers(c.WebRTC.ICEServers); err != nil {
+		if err := validICEServers(c.WebRTC.ICEServers, c.WebRTC.TURNSecret != ""); err != nil {
 			return err
+		}
+		if c.WebRTC.TURNCredentialTTL <= 0 {
+			c.WebRTC.TURNCredentialTTL = DefaultTURNCredentialTTL
 		}
 	}
 	if c.PublicIP != "" && net.ParseIP(c.PublicIP).To4() == nil {

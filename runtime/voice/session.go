@@ -100,7 +100,7 @@ func (s *Server) identify(c *wsConn, d json.RawMessage, version int) (*session, 
 	ready := signaling.Ready{SSRC: p.ssrc, IP: s.publicIP, Port: port, Modes: rtpsize.Modes,
 		HeartbeatInterval: int(s.cfg.HeartbeatInterval.Milliseconds())}
 	if s.rtc != nil {
-		ready.ICEServers = s.cfg.WebRTC.ICEServers
+		ready.ICEServers = s.iceServers(claims.UserID)
 	}
 	se.send(signaling.OpReady, ready)
 	// Tell the newcomer who is here and which SSRC is whose (receivers map

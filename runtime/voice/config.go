@@ -30,6 +30,11 @@ type Config struct {
 	Endpoint string
 	// UDPAddr is the media socket's listen address. Default ":0".
 	UDPAddr string
+	// UDPReadBuffer is the media sockets' receive buffer (SO_RCVBUF,
+	// capped by the kernel's net.core.rmem_max). It absorbs bursts, and
+	// bounds how stale a packet can get when the readers fall behind:
+	// what waits in it waits in line. Default 4 MiB.
+	UDPReadBuffer int
 	// PublicIP is the address sent in Ready for the media socket. Default:
 	// the UDP socket's own address, or 127.0.0.1 when it is unspecified.
 	PublicIP string
@@ -145,6 +150,9 @@ func (c *Config) fill() error {
 	}
 	if c.UDPAddr == "" {
 		c.UDPAddr = ":0"
+	}
+	if c.UDPReadBuffer <= 0 {
+		c.UDPReadBuffer = 4 << 20
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = 13750 * time.Millisecond

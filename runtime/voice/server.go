@@ -60,7 +60,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Readers <= 0 {
 		cfg.Readers = runtime.GOMAXPROCS(0)
 	}
-	conns, err := listenUDP(cfg.UDPAddr, cfg.Readers)
+	conns, err := listenUDP(cfg.UDPAddr, cfg.Readers, cfg.UDPReadBuffer)
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,13 @@ type voiceNode struct {
 
 func startVoiceNode(t *testing.T, bin, name, etcd, dataDir string) *voiceNode {
 	t.Helper()
+	return startVoiceNodeWith(t, bin, name, etcd, dataDir, nil)
+}
+
+// startVoiceNodeWith starts a voice node with env added to its
+// environment and extra flags.
+func startVoiceNodeWith(t *testing.T, bin, name, etcd, dataDir string, env []string, extra ...string) *voiceNode {
+	t.Helper()
 	// A port the node can bind for its admin listener: the test must
 	// know it to reach /admin/.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -58,8 +65,10 @@ func startVoiceNode(t *testing.T, bin, name, etcd, dataDir string) *voiceNode {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(bin, "serve", "--roles=voice", "--node="+name, "--registry=etcd://"+etcd, "--server-key="+failoverServerKey,
-		"--data-dir="+dataDir, "--http=127.0.0.1:0", "--admin="+addr, "--voice-tls=devca", "--log-level=debug")
+	args := []string{"serve", "--roles=voice", "--node=" + name, "--registry=etcd://" + etcd, "--server-key=" + failoverServerKey,
+		"--data-dir=" + dataDir, "--http=127.0.0.1:0", "--admin=" + addr, "--voice-tls=devca", "--log-level=debug"}
+	cmd := exec.Command(bin, append(args, extra...)...)
+	cmd.Env = append(os.Environ(), env...)
 	logs := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

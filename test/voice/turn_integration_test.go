@@ -3,6 +3,8 @@
 package voice
 
 import (
+	"context"
+	"crypto/tls"
 	"net"
 	"os"
 	"strconv"
@@ -13,8 +15,16 @@ import (
 
 	"github.com/pion/webrtc/v4"
 
+	"github.com/concord-chat/concord/runtime/config"
+	"github.com/concord-chat/concord/runtime/guild"
+	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 	"github.com/concord-chat/concord/runtime/voice"
+	"github.com/concord-chat/concord/runtime/voice/devca"
+	"github.com/concord-chat/concord/runtime/voice/fleet"
+	"github.com/concord-chat/concord/runtime/voice/token"
 	"github.com/concord-chat/concord/runtime/voice/turncred"
+	"github.com/concord-chat/concord/runtime/voicerole"
+	"github.com/concord-chat/concord/test/voice/voiceclient"
 )
 
 // turnServer is the coturn `make test-deps` runs (hack/coturn/start.sh):
@@ -182,5 +192,78 @@ func TestBrowserRelayMintedTURNCredential(t *testing.T) {
 	u, c = turncred.Mint(secret, "42", time.Now().Add(time.Minute))
 	if relayed := gatherRelayed(t, addr, u, c); len(relayed) == 0 {
 		t.Fatalf("coturn refused a fresh credential %q minted like the expired one", u)
+	}
+}
+
+// TestVoiceNodeMintsTURNCredentials: `concord serve --roles=voice` with
+// --voice-ice-servers and the TURN secret in CONCORD_VOICE_ICE_SECRET (as
+// VoiceRegion pods get it from their Secret) hands each session in Ready
+// a credential minted for it, which the real coturn accepts: a relay-only
+// peer connection with it gathers a relayed candidate.
+func TestVoiceNodeMintsTURNCredentials(t *testing.T) {
+	addr, _, _ := turnServer(t)
+	secret := turnSecret(t)
+	bin := buildConcord(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	t.Cleanup(cancel)
+	stopEtcd, ep, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stopEtcd)
+	dir := t.TempDir()
+	n := startVoiceNodeWith(t, bin, "sfu-turn", strings.TrimPrefix(ep, "http://"), dir,
+		[]string{"CONCORD_VOICE_ICE_SECRET=" + secret, "CONCORD_VOICE_ICE_CREDENTIAL_TTL=2h"},
+		"--voice-ice-servers=turn:"+addr+"?transport=udp")
+	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{ep}, LeaseTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	f := fleet.NewRegistry(reg, fleet.RegistryConfig{})
+	var srv guild.VoiceServer
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_ = f.Refresh(ctx)
+		if srv, err = f.Pick(ctx, ""); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the voice node never reported its load: %v\n%s", err, n.logs)
+		}
+		time.Sleep(100 * time.Millisecond) // load reports are polled: nothing to await
+	}
+	key, err := voicerole.SigningKey(config.Config{ServerKey: failoverServerKey, DataDir: t.TempDir()}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := devca.Ensure(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const uid = 4242
+	tok, err := token.Sign(key, token.Claims{UserID: uid, GuildID: 1, ChannelID: 2, Server: srv.ID, SessionID: "s-turn"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := voiceclient.Connect(ctx, voiceclient.Options{Endpoint: srv.Endpoint, GuildID: 1, UserID: uid, SessionID: "s-turn", Token: tok,
+		TLS: &tls.Config{RootCAs: ca.Pool()}})
+	if err != nil {
+		t.Fatalf("connect to the voice node: %v\n%s", err, n.logs)
+	}
+	defer c.Close()
+	if len(c.Ready.ICEServers) != 1 {
+		t.Fatalf("Ready's ice_servers: %+v, want the TURN server", c.Ready.ICEServers)
+	}
+	is := c.Ready.ICEServers[0]
+	exp, err := turncred.Expiry(is.Username)
+	if err != nil || !strings.HasSuffix(is.Username, ":4242") || exp.Before(time.Now().Add(2*time.Hour-time.Minute)) || exp.After(time.Now().Add(2*time.Hour+time.Minute)) {
+		t.Fatalf("minted username %q (%v), want <now+2h>:4242", is.Username, err)
+	}
+	if is.Credential != turncred.Credential(secret, is.Username) {
+		t.Fatalf("credential %q is not HMAC-SHA1(secret, %q)", is.Credential, is.Username)
+	}
+	if relayed := gatherRelayed(t, addr, is.Username, is.Credential); len(relayed) == 0 {
+		t.Fatalf("coturn refused the voice node's minted credential %q", is.Username)
 	}
 }

@@ -75,7 +75,14 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	// The per-address cap stays on, raised above the viewers each source
 	// address opens to one gateway.
 	capFlag := fmt.Sprintf("--http-max-conns-per-addr=%d", viewers/benchSources+1)
-	gws := []*proc{d.start(t, "gw-a", "--roles=live-gateway", capFlag), d.start(t, "gw-b", "--roles=live-gateway", capFlag)}
+	// The gateways run with the production ping and viewer-count
+	// intervals (15 s, 5 s), overriding the contract suite's 300 ms and
+	// 200 ms of setup, which exist so tests observe pings and counts
+	// quickly: at 10,000 viewers those would be 33,000 pings and 50,000
+	// count events a second, a load no deployment runs and the peer
+	// (pinging every 15 s) does not carry.
+	gwFlags := []string{"--roles=live-gateway", capFlag, "--live-ping-interval=15s", "--live-report-interval=5s"}
+	gws := []*proc{d.start(t, "gw-a", gwFlags...), d.start(t, "gw-b", gwFlags...)}
 	router := d.start(t, "router", "--roles=live-router")
 	d.start(t, "archiver", "--roles=live-archiver")
 	register := livetest.Register(chat.url)

@@ -305,6 +305,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		case now := <-tick.C:
 			for _, h := range g.snapshotHubs() {
 				h.emitReactions(now)
+				h.ping(now)
 			}
 			g.reap(ctx, now)
 		case now := <-report.C:

@@ -114,6 +114,8 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	gwBatches0 := total("concord_live_gateway_batches_total", gws...)
 	flushSum0 := total("concord_live_gateway_post_to_flush_seconds_sum", gws...)
 	flushN0 := total("concord_live_gateway_post_to_flush_seconds_count", gws...)
+	logSum0, logN0 := total("concord_live_router_log_age_seconds_sum", router), total("concord_live_router_log_age_seconds_count", router)
+	pubSum0, pubN0 := total("concord_live_router_accept_to_publish_seconds_sum", router), total("concord_live_router_accept_to_publish_seconds_count", router)
 	// The gateways' CPU while idle, over as long as the comments will
 	// take, to tell the per-delivery cost from the processes' background.
 	idle0 := procCPU(t, gws[0]) + procCPU(t, gws[1])
@@ -135,6 +137,8 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	gwBatches := total("concord_live_gateway_batches_total", gws...) - gwBatches0
 	flushMean := (total("concord_live_gateway_post_to_flush_seconds_sum", gws...) - flushSum0) /
 		(total("concord_live_gateway_post_to_flush_seconds_count", gws...) - flushN0)
+	logMean := (total("concord_live_router_log_age_seconds_sum", router) - logSum0) / (total("concord_live_router_log_age_seconds_count", router) - logN0)
+	pubMean := (total("concord_live_router_accept_to_publish_seconds_sum", router) - pubSum0) / (total("concord_live_router_accept_to_publish_seconds_count", router) - pubN0)
 	slices.Sort(postDur)
 
 	// Takedowns: the creator deletes the first comments; each viewer
@@ -172,6 +176,8 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	t.Logf("RESULT hops: POST answered p50=%v max=%v; gateway post-to-flush mean %v (accept stamp to the write)",
 		postDur[len(postDur)/2].Round(time.Millisecond), postDur[len(postDur)-1].Round(time.Millisecond),
 		time.Duration(flushMean*1e9).Round(time.Millisecond))
+	t.Logf("RESULT hops: router read from the log %v after accept, published %v after accept (means)",
+		time.Duration(logMean*1e9).Round(time.Millisecond), time.Duration(pubMean*1e9).Round(time.Millisecond))
 	t.Logf("RESULT hops: DELETE answered p50=%v max=%v", deleteDur[len(deleteDur)/2].Round(time.Millisecond),
 		deleteDur[len(deleteDur)-1].Round(time.Millisecond))
 	t.Logf("RESULT gateway CPU %.2f s for %v deliveries: %.2f µs per comment per viewer, %.2f µs above the idle rate of %.3f cores (viewers' own CPU in this process %.2f µs)",

@@ -126,12 +126,14 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	posted := make([]livetest.Comment, comments)
 	postDur := make([]time.Duration, comments)
 	measureStart := time.Now()
+	load0 := loadAvg()
 	run.measure(t, func(i int) {
 		t0 := time.Now()
 		posted[i] = e.Post(alice, s.ID, fmt.Sprintf("bench-%d", i), int64(i))
 		postDur[i] = time.Since(t0)
 	})
 	measured := time.Since(measureStart)
+	load1 := loadAvg()
 	cpu1, self1 := procCPU(t, gws[0])+procCPU(t, gws[1]), selfCPU()
 	routerBatches := total("concord_live_router_batches_total", router) - routerBatches0
 	gwBatches := total("concord_live_gateway_batches_total", gws...) - gwBatches0
@@ -167,8 +169,8 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	deliveries := float64(viewers * comments)
 	gwCPU := (cpu1 - cpu0) * 1e6 / deliveries
 	gwBusy := (cpu1 - cpu0 - idleRate*measured.Seconds()) * 1e6 / deliveries
-	t.Logf("RESULT viewers=%d gateways=2 comments=%d p50=%v p99=%v max=%v", viewers, comments,
-		p50.Round(time.Millisecond), p99.Round(time.Millisecond), worst.Round(time.Millisecond))
+	t.Logf("RESULT viewers=%d gateways=2 comments=%d p50=%v p99=%v max=%v (load average %s → %s)", viewers, comments,
+		p50.Round(time.Millisecond), p99.Round(time.Millisecond), worst.Round(time.Millisecond), load0, load1)
 	t.Logf("RESULT takedowns=%d (DELETE sent to retract read) p50=%v p99=%v max=%v", takedowns,
 		tp50.Round(time.Millisecond), tp99.Round(time.Millisecond), tworst.Round(time.Millisecond))
 	t.Logf("RESULT router batches=%v gateway batches received=%v copies/batch=%.2f (subscribed gateways 2, viewers %d)",
@@ -200,8 +202,8 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	}
 	for _, pb := range peerBins {
 		pr := runPeer(t, pb, viewers, comments, idleFor, bodies)
-		t.Logf("RESULT %s viewers=%d processes=2 comments=%d p50=%v p99=%v max=%v", pb.name, viewers, comments,
-			pr.p50.Round(time.Millisecond), pr.p99.Round(time.Millisecond), pr.worst.Round(time.Millisecond))
+		t.Logf("RESULT %s viewers=%d processes=2 comments=%d p50=%v p99=%v max=%v (load average %s → %s)", pb.name, viewers, comments,
+			pr.p50.Round(time.Millisecond), pr.p99.Round(time.Millisecond), pr.worst.Round(time.Millisecond), pr.load0, pr.load1)
 		t.Logf("RESULT %s CPU %.2f s for %v deliveries: %.2f µs per comment per viewer, %.2f µs above the idle rate of %.3f cores (viewers' own CPU %.2f µs)",
 			pb.name, pr.cpu, deliveries, pr.cpu*1e6/deliveries, pr.busy*1e6/deliveries, pr.idleRate, pr.self*1e6/deliveries)
 		t.Logf("RESULT ratio gateway/%s: CPU per delivery %.2f (above idle %.2f), p50 %.2f, p99 %.2f", pb.name,
@@ -222,6 +224,7 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 type peerResult struct {
 	p50, p99, worst           time.Duration
 	cpu, busy, self, idleRate float64
+	load0, load1              string // the machine's 1-minute load average before and after
 }
 
 // runPeer runs the bench's viewers and comments through two processes of
@@ -246,11 +249,13 @@ func runPeer(t *testing.T, pb peerBin, viewers, comments int, idleFor time.Durat
 	r.idleRate = (cpu() - idle0) / idleFor.Seconds()
 	cpu0, self0 := cpu(), selfCPU()
 	start := time.Now()
+	r.load0 = loadAvg()
 	prun.measure(t, func(i int) {
 		for _, p := range peers {
 			p.publish(t, bodies[i])
 		}
 	})
+	r.load1 = loadAvg()
 	r.cpu, r.self = cpu()-cpu0, selfCPU()-self0
 	r.busy = r.cpu - r.idleRate*time.Since(start).Seconds()
 	r.p50, r.p99, r.worst = prun.percentiles(prun.recv, prun.posted)
@@ -430,6 +435,15 @@ func (r *viewerRun) read(c net.Conn, v int, open *sync.WaitGroup) {
 		at[i] = now
 		r.got[i].Add(1)
 	}
+}
+
+// loadAvg is the machine's 1-minute load average, as /proc/loadavg has it.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
 }
 
 // selfCPU is this process's user+system CPU seconds so far.

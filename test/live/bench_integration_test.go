@@ -115,6 +115,7 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	flushSum0 := total("concord_live_gateway_post_to_flush_seconds_sum", gws...)
 	flushN0 := total("concord_live_gateway_post_to_flush_seconds_count", gws...)
 	logSum0, logN0 := total("concord_live_router_log_age_seconds_sum", router), total("concord_live_router_log_age_seconds_count", router)
+	relSum0, relN0 := total("concord_live_gateway_relay_age_seconds_sum", gws...), total("concord_live_gateway_relay_age_seconds_count", gws...)
 	pubSum0, pubN0 := total("concord_live_router_accept_to_publish_seconds_sum", router), total("concord_live_router_accept_to_publish_seconds_count", router)
 	// The gateways' CPU while idle, over as long as the comments will
 	// take, to tell the per-delivery cost from the processes' background.
@@ -141,6 +142,7 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 		(total("concord_live_gateway_post_to_flush_seconds_count", gws...) - flushN0)
 	logMean := (total("concord_live_router_log_age_seconds_sum", router) - logSum0) / (total("concord_live_router_log_age_seconds_count", router) - logN0)
 	pubMean := (total("concord_live_router_accept_to_publish_seconds_sum", router) - pubSum0) / (total("concord_live_router_accept_to_publish_seconds_count", router) - pubN0)
+	relMean := (total("concord_live_gateway_relay_age_seconds_sum", gws...) - relSum0) / (total("concord_live_gateway_relay_age_seconds_count", gws...) - relN0)
 	slices.Sort(postDur)
 
 	// Takedowns: the creator deletes the first comments; each viewer
@@ -178,8 +180,9 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	t.Logf("RESULT hops: POST answered p50=%v max=%v; gateway post-to-flush mean %v (accept stamp to the write)",
 		postDur[len(postDur)/2].Round(time.Millisecond), postDur[len(postDur)-1].Round(time.Millisecond),
 		time.Duration(flushMean*1e9).Round(time.Millisecond))
-	t.Logf("RESULT hops: router read from the log %v after accept, published %v after accept (means)",
-		time.Duration(logMean*1e9).Round(time.Millisecond), time.Duration(pubMean*1e9).Round(time.Millisecond))
+	t.Logf("RESULT hops: router read from the log %v after accept, published %v after accept, gateways received %v after accept (means)",
+		time.Duration(logMean*1e9).Round(time.Millisecond), time.Duration(pubMean*1e9).Round(time.Millisecond),
+		time.Duration(relMean*1e9).Round(time.Millisecond))
 	t.Logf("RESULT hops: DELETE answered p50=%v max=%v", deleteDur[len(deleteDur)/2].Round(time.Millisecond),
 		deleteDur[len(deleteDur)-1].Round(time.Millisecond))
 	t.Logf("RESULT gateway CPU %.2f s for %v deliveries: %.2f µs per comment per viewer, %.2f µs above the idle rate of %.3f cores (viewers' own CPU in this process %.2f µs)",

@@ -182,6 +182,9 @@ func (h *hub) process(msg []byte) {
 	if len(b.Events) == 0 {
 		return
 	}
+	if a := b.Events[0].AcceptedAt; a > 0 {
+		h.g.m.relayAge.Observe(float64(time.Now().UnixNano()-a) / 1e9)
+	}
 	evs := b.Events
 	if b.Prev >= 0 && b.Prev > last && last >= 0 {
 		// A batch was lost on the relay: refill what lies between from the

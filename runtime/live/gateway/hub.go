@@ -436,10 +436,11 @@ func (h *hub) pingLocked(now time.Time, within time.Duration) {
 	h.addPendingLocked(outFrame{frame: pingFrame, seq: -1})
 }
 
-// ping sends ": ping" to the stream's viewers when it is due.
+// ping sends ": ping" to the stream's viewers when it falls due before
+// Run's next tick, so no two pings are more than PingInterval apart.
 func (h *hub) ping(now time.Time) {
 	h.mu.Lock()
-	h.pingLocked(now, 0)
+	h.pingLocked(now, tickInterval)
 	h.mu.Unlock()
 }
 

@@ -244,7 +244,7 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
   const [heights] = useState(() => new RowHeights());
   const anchor = useRef<{ id: string; offset: number } | null>(null);
   // The rendered rows [start, end) and the offsets they were placed by.
-  const view = useRef({ start: 0, end: 0, tops: new Float64Array(1) });
+  const view = useRef<{ start: number; end: number; tops: Float64Array }>({ start: 0, end: 0, tops: new Float64Array(1) });
   const listTop = useRef(0); // the list's offsetTop in the scroller
   const settle = useRef(0); // renders asked for by layout in a row
   const [, rerender] = useState(0);

@@ -2,15 +2,14 @@
 // and performs the user's actions over REST (optimistic where Discord's
 // client is: sends, acks).
 
-import { api, ApiError, newNonce, setToken, setUnauthorizedHandler } from "./api";
+import { api, ApiError, dropBootReads, newNonce, setToken, setUnauthorizedHandler } from "./api";
+import { BOOT_OFF_KEY, channelOfPath, historyPath, PAGE, TOKEN_KEY } from "./bootreads";
 import { Gateway, OP } from "./gateway";
 import { dispatchListeners } from "./seams";
 import { state, type MemberList } from "./state";
 import type { Channel, Message } from "./types";
 import { ChannelType, compareIds } from "./types";
 
-const TOKEN_KEY = "concord.token";
-const PAGE = 50;
 
 let gw: Gateway | null = null;
 // viewing is the channel on screen and whether its newest message is in
@@ -71,35 +70,49 @@ export function start(token: string) {
   });
   gw.start();
   // A channel URL's history and the channel itself do not depend on the
-  // gateway: fetch them while the socket connects, and show the channel's
-  // messages as soon as both are here (the rest of the app fills in with
-  // READY and GUILD_CREATE).
-  const m = /^\/channels\/(?:@me|\d+)\/(\d+)\/?$/.exec(location.pathname);
-  if (m) {
-    loadNewest(m[1]);
-    // localStorage "concord.earlyPaint" = "off" waits for READY instead:
-    // the first-paint benchmark's peer.
+  // gateway: fetch them while the socket connects (the boot script in
+  // index.html has usually asked already), and show the channel's messages
+  // as soon as both are here, in one render (the rest of the app fills in
+  // with READY and GUILD_CREATE).
+  const id = channelOfPath(location.pathname);
+  if (id) {
+    // localStorage "concord.earlyPaint" = "off" waits for READY instead,
+    // and "concord.bootFetch" = "off" paints as before the boot script
+    // (the channel rendered as soon as it arrives, its history after):
+    // the first-paint benchmark's peers.
     let paintEarly = true;
+    let boot = true;
     try {
       paintEarly = localStorage.getItem("concord.earlyPaint") !== "off";
+      boot = localStorage.getItem(BOOT_OFF_KEY) !== "off";
     } catch {
-      // no storage: the default
+      // no storage: the defaults
     }
-    if (paintEarly) prefetchChannel(m[1]);
+    if (!paintEarly) loadNewest(id);
+    else if (boot) loadNewest(id, prefetchChannel(id, false));
+    else {
+      loadNewest(id);
+      prefetchChannel(id, true);
+    }
   }
+  // Every boot read was adopted above (synchronously, by the first call of
+  // each); the rest would only ever be stale.
+  dropBootReads();
 }
 
 // early is the channel of the URL the app opened on, fetched over REST
 // before the gateway's READY; it stands in until its guild arrives.
 let early: Channel | null = null;
 
-async function prefetchChannel(id: string) {
+// prefetchChannel fetches the URL's channel and puts it in state, to
+// render at once or (render false) with the history that waits for it.
+async function prefetchChannel(id: string, render: boolean) {
   try {
     const c = await api<Channel>("GET", `/channels/${id}`);
     if (state.channels.has(id)) return; // the gateway was faster
     early = c;
     state.putChannel(c);
-    state.changed();
+    if (render) state.changed();
   } catch {
     // The gateway's view decides what is shown; nothing to say yet.
   }
@@ -416,14 +429,17 @@ export function typing(channelId: string) {
 
 // ---- messages ----
 
-export async function loadNewest(channelId: string) {
+// loadNewest fetches a channel's newest page; with alongside, it shows
+// the page only once that has settled too (it never rejects).
+export async function loadNewest(channelId: string, alongside?: Promise<void>) {
   const l = state.log(channelId);
   l.loading = true;
   l.error = undefined;
   state.changed();
   try {
-    const page = await api<Message[]>("GET", `/channels/${channelId}/messages?limit=${PAGE}`);
+    const page = await api<Message[]>("GET", historyPath(channelId));
     performance.mark("concord:history");
+    if (alongside) await alongside;
     const pending = l.items.filter((m) => m.id.startsWith("pending-"));
     l.items = page.reverse().concat(pending);
     l.reachedStart = page.length < PAGE;

@@ -237,6 +237,21 @@ function onDispatch(t: string, d: any) {
     case "MESSAGE_DELETE":
       removeMessages(d.channel_id, [d.id]);
       break;
+    case "MESSAGE_REACTION_ADD":
+    case "MESSAGE_REACTION_REMOVE":
+      // This user's own taps were applied at once (react): skip their echo.
+      if (d.user_id === state.me?.id && ownReactions.delete(reactionKey(d.message_id, d.emoji, t === "MESSAGE_REACTION_ADD"))) break;
+      bumpReaction(d.channel_id, d.message_id, d.emoji, t === "MESSAGE_REACTION_ADD" ? 1 : -1, d.user_id === state.me?.id);
+      break;
+    case "MESSAGE_REACTION_REMOVE_ALL":
+      updateMessage(d.channel_id, d.message_id, (m) => ({ ...m, reactions: [] }));
+      break;
+    case "MESSAGE_REACTION_REMOVE_EMOJI":
+      updateMessage(d.channel_id, d.message_id, (m) => ({
+        ...m,
+        reactions: (m.reactions || []).filter((r) => !sameEmoji(r.emoji, d.emoji)),
+      }));
+      break;
     case "MESSAGE_DELETE_BULK":
       removeMessages(d.channel_id, d.ids || []);
       break;
@@ -638,6 +653,73 @@ export async function deleteMessage(channelId: string, messageId: string) {
     state.changed();
   } catch (e) {
     state.toast("Could not delete the message: " + (e as Error).message);
+  }
+}
+
+// ---- reactions ----
+
+type Emoji = { id?: string | null; name: string };
+
+function sameEmoji(a: Emoji, b: Emoji): boolean {
+  return a.id ? a.id === b.id : !b.id && a.name === b.name;
+}
+
+function reactionKey(messageId: string, e: Emoji, add: boolean): string {
+  return `${messageId}/${e.id || e.name}/${add ? "+" : "-"}`;
+}
+
+// ownReactions are this user's taps applied at once, whose gateway echo is
+// still to come.
+const ownReactions = new Set<string>();
+
+function updateMessage(channelId: string, messageId: string, fn: (m: Message) => Message) {
+  const l = state.logs.get(channelId);
+  const i = l ? l.items.findIndex((m) => m.id === messageId) : -1;
+  if (l && i >= 0) l.items[i] = fn(l.items[i]);
+}
+
+// bumpReaction adds n (1 or -1) to an emoji's count on a message.
+function bumpReaction(channelId: string, messageId: string, emoji: Emoji, n: number, me: boolean) {
+  updateMessage(channelId, messageId, (m) => {
+    const rs = (m.reactions || []).map((r) => ({ ...r }));
+    let r = rs.find((r) => sameEmoji(r.emoji, emoji));
+    if (!r) {
+      if (n < 0) return m;
+      r = { count: 0, me: false, emoji: { id: emoji.id || null, name: emoji.name } };
+      rs.push(r);
+    }
+    r.count += n;
+    if (me) r.me = n > 0;
+    return { ...m, reactions: rs.filter((r) => r.count > 0) };
+  });
+}
+
+// react adds (or, with remove, takes back) the user's reaction, shown at
+// once and undone with a message when the server refuses.
+export async function react(channelId: string, messageId: string, emoji: Emoji, remove: boolean) {
+  const key = reactionKey(messageId, emoji, !remove);
+  ownReactions.add(key);
+  bumpReaction(channelId, messageId, emoji, remove ? -1 : 1, true);
+  state.changed();
+  const e = encodeURIComponent(emoji.id ? `${emoji.name}:${emoji.id}` : emoji.name);
+  const path = `/channels/${channelId}/messages/${messageId}/reactions/${e}/@me`;
+  try {
+    // Reactions are rate limited per channel (Discord: one per 0.25 s):
+    // a quick second tap waits its turn, as Discord's client queues it.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await api(remove ? "DELETE" : "PUT", path);
+        break;
+      } catch (err) {
+        if (!(err instanceof ApiError) || !err.transient || attempt >= 4) throw err;
+        await new Promise((r) => setTimeout(r, Math.max(250, err.retryAfter * 1000)));
+      }
+    }
+  } catch (err) {
+    ownReactions.delete(key);
+    bumpReaction(channelId, messageId, emoji, remove ? 1 : -1, true);
+    state.changed();
+    state.toast("Could not react: " + (err as Error).message);
   }
 }
 

@@ -8,6 +8,7 @@ import {
   loadNewer,
   loadNewest,
   loadOlder,
+  react,
   retrySend,
   setViewing,
 } from "../client";
@@ -34,6 +35,9 @@ export function channelTitle(c: Channel): string {
   return (c.guild_id ? "#" : "@") + state.channelName(c);
 }
 
+// QUICK_REACTIONS are the emoji the reaction picker offers.
+const QUICK_REACTIONS = ["👍", "❤️", "😂", "🎉", "😮", "😢"];
+
 function MessageItem(props: {
   m: Message;
   channel: Channel;
@@ -49,6 +53,7 @@ function MessageItem(props: {
   const [editing, setEditing] = useState(false);
   const [draft, setDraft] = useState(m.content);
   const [confirming, setConfirming] = useState(false);
+  const [picking, setPicking] = useState(false);
   const mine = m.author.id === state.me?.id;
   const real = !m.id.startsWith("pending-");
   const canDelete = mine || can(channel.guild_id, Perm.ManageMessages);
@@ -100,6 +105,21 @@ function MessageItem(props: {
           {m.edited_timestamp && <span class="edited"> (edited)</span>}
         </div>
       )}
+      {real && m.reactions && m.reactions.length > 0 && (
+        <div class="reactions">
+          {m.reactions.map((r) => (
+            <button
+              key={r.emoji.id || r.emoji.name}
+              class={"reaction" + (r.me ? " me" : "")}
+              aria-pressed={r.me}
+              aria-label={`${r.emoji.name}, ${r.count} ${r.count === 1 ? "reaction" : "reactions"}`}
+              onClick={() => react(channel.id, m.id, r.emoji, r.me)}
+            >
+              {r.emoji.name} {r.count}
+            </button>
+          ))}
+        </div>
+      )}
       {m.failed && (
         <div class="send-error" role="alert">
           Not sent: {m.failed}{" "}
@@ -113,6 +133,24 @@ function MessageItem(props: {
       )}
       {real && !editing && (
         <div class="actions">
+          <button class="small" onClick={() => setPicking(!picking)} aria-expanded={picking}>
+            Add Reaction
+          </button>
+          {picking &&
+            QUICK_REACTIONS.map((e) => (
+              <button
+                key={e}
+                class="small"
+                aria-label={`React with ${e}`}
+                onClick={() => {
+                  setPicking(false);
+                  const mine = m.reactions?.find((r) => !r.emoji.id && r.emoji.name === e)?.me;
+                  if (!mine) react(channel.id, m.id, { id: null, name: e }, false);
+                }}
+              >
+                {e}
+              </button>
+            ))}
           <button class="small" onClick={() => props.onReply(m)} aria-label={`Reply to ${author}`}>
             Reply
           </button>

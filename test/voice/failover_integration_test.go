@@ -240,8 +240,10 @@ func (c *twoSFUCall) host(t *testing.T, except string) *voiceNode {
 }
 
 // heard is the listener's result split at an event: packets before and
-// after it, and the end of the longest silence starting around it (audio
-// back; packets already on their way may still arrive just after it).
+// after it, and the silence the event opened: from the last packet heard
+// by the event (or 50 ms after it: packets already on their way may still
+// arrive) to the next one (audio back). Later gaps — a loaded machine's
+// hiccup seconds after the failover — are not the event's.
 func (c *twoSFUCall) heard(t *testing.T, at time.Time) (r jsResult, before, after int, silentFrom, back time.Time) {
 	t.Helper()
 	err := <-c.listener.done
@@ -249,7 +251,7 @@ func (c *twoSFUCall) heard(t *testing.T, at time.Time) (r jsResult, before, afte
 	if rerr != nil || json.Unmarshal(raw, &r) != nil {
 		t.Fatalf("listener wrote no result (%v, exit %v)\nlogs: %s", rerr, err, c.listener.logs)
 	}
-	var prev time.Time
+	inFlight := at.Add(50 * time.Millisecond)
 	for _, ms := range r.Times {
 		tm := time.UnixMilli(ms)
 		if tm.Before(at) {
@@ -257,10 +259,12 @@ func (c *twoSFUCall) heard(t *testing.T, at time.Time) (r jsResult, before, afte
 		} else {
 			after++
 		}
-		if !prev.IsZero() && prev.After(at.Add(-100*time.Millisecond)) && tm.Sub(prev) > back.Sub(silentFrom) {
-			silentFrom, back = prev, tm
+		switch {
+		case !tm.After(inFlight):
+			silentFrom = tm
+		case back.IsZero():
+			back = tm
 		}
-		prev = tm
 	}
 	return r, before, after, silentFrom, back
 }

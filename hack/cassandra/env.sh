@@ -11,7 +11,9 @@ CASSANDRA_DATA="${CASSANDRA_DATA:-$CONCORD_CACHE/cassandra-data}"
 CASSANDRA_HOST="${CASSANDRA_HOST:-127.0.0.1}"
 CASSANDRA_PORT="${CASSANDRA_PORT:-9042}"
 CASSANDRA_STORAGE_PORT="${CASSANDRA_STORAGE_PORT:-7000}"
-CASSANDRA_HEAP="${CASSANDRA_HEAP:-768M}"
+# 1.5 GiB: a full make test keeps a few dozen keyspaces of ~40 tables
+# each alive at once, and every table costs heap (768M ran out).
+CASSANDRA_HEAP="${CASSANDRA_HEAP:-1536M}"
 # Seconds to wait for CQL to answer after starting the JVM.
 CASSANDRA_START_TIMEOUT="${CASSANDRA_START_TIMEOUT:-180}"
 

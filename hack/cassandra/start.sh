@@ -23,8 +23,23 @@ announce() {
 	printf '%s\n' "$addr"
 }
 
+# prune_stale drops the test keyspaces older than a run (killed tests leave
+# theirs, and each costs the node heap: hack/cassandra/prune). Only for the
+# node these scripts run, whose data directory dates the keyspaces.
+prune_stale() {
+	[[ -d "$CASSANDRA_DATA/data" ]] || return 0
+	if ! command -v go >/dev/null; then
+		log "go not on PATH: not pruning stale test keyspaces"
+		return 0
+	fi
+	(cd "$HACK_DIR/../.." && CASSANDRA_DATA="$CASSANDRA_DATA" go run ./hack/cassandra/prune \
+		-addr "$addr" -older "${CASSANDRA_PRUNE_OLDER:-2h}") >&2 ||
+		log "pruning stale test keyspaces failed (the node still serves)"
+}
+
 if cql_ping "$CASSANDRA_HOST" "$CASSANDRA_PORT"; then
 	log "CQL already answers on $addr; reusing it"
+	our_pid >/dev/null && prune_stale
 	announce
 	exit 0
 fi
@@ -119,4 +134,5 @@ until cql_ping "$CASSANDRA_HOST" "$CASSANDRA_PORT"; do
 	sleep 1
 done
 log "CQL answers on $addr after $((SECONDS - start))s"
+prune_stale
 announce

@@ -546,7 +546,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		for _, v := range []string{"/api/v9", "/api/v10"} {
 			mux.Handle("GET "+v+"/gateway/bot", gb)
 		}
-		mux.Handle("/", newProxy(n.guildRng, res, 2*cfg.LeaseTTL+time.Second, n.m, log.With("component", "proxy")))
+		px := newProxy(n.guildRng, res, 2*cfg.LeaseTTL+time.Second, n.m, log.With("component", "proxy"))
+		px.maxUpload = maxUploadBody(cfg)
+		mux.Handle("/", px)
 		proxy = mux
 		if !cfg.NoRateLimits {
 			if proxy, err = rateLimited(cfg, n.rlCounters, st, issuer, n.metrics, proxy); err != nil {

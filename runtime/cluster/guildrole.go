@@ -71,7 +71,9 @@ func (g *guildRole) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // routingBody reads a request's body for routing and puts it back for the
 // handler.
 func routingBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if r.Body == nil || r.Body == http.NoBody {
+	if r.Body == nil || r.Body == http.NoBody || isUpload(r) {
+		// An upload is streamed to the REST handler, which bounds it
+		// (spool.go); no route reads it.
 		return nil, nil
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxProxyBody))

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,6 +53,9 @@ type proxy struct {
 	base    http.RoundTripper
 	rp      *httputil.ReverseProxy
 	metrics *metrics
+	// maxUpload bounds an upload's body (spool.go); 0 is
+	// defaultMaxUpload.
+	maxUpload int64
 }
 
 type proxyCtxKey struct{}
@@ -61,7 +63,7 @@ type proxyCtxKey struct{}
 // proxyReq is what ServeHTTP hands the transport through the context.
 type proxyReq struct {
 	target target
-	body   []byte
+	body   *replayBody
 }
 
 func newProxy(ring *registry.LocalRing, res *resolver, maxWait time.Duration, m *metrics, log *slog.Logger) *proxy {
@@ -99,16 +101,23 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var body []byte
-	if r.Body != nil {
-		var err error
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxProxyBody))
-		if err != nil {
-			writeError(w, http.StatusRequestEntityTooLarge, "Request entity too large")
+	maxUpload := p.maxUpload
+	if maxUpload <= 0 {
+		maxUpload = defaultMaxUpload
+	}
+	body, err := replayableBody(w, r, maxUpload)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if !errors.As(err, &tooBig) {
+			p.log.Warn("read request body", "path", r.URL.Path, "err", err)
+			writeError(w, http.StatusBadRequest, "Could not read the request body")
 			return
 		}
+		writeError(w, http.StatusRequestEntityTooLarge, "Request entity too large")
+		return
 	}
-	rt, err := p.res.route(r.Context(), r, body)
+	defer body.Close()
+	rt, err := p.res.route(r.Context(), r, body.routing())
 	if err != nil {
 		p.fail(w, r, err)
 		return
@@ -143,10 +152,10 @@ func (p *proxy) roundTrip(req *http.Request) (*http.Response, error) {
 			out.Header.Set(retryHeader, "1")
 		}
 		out.Body, out.ContentLength, out.GetBody = http.NoBody, 0, nil
-		if len(pr.body) > 0 {
-			out.Body = io.NopCloser(bytes.NewReader(pr.body))
-			out.ContentLength = int64(len(pr.body))
-			out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(pr.body)), nil }
+		if pr.body.size > 0 {
+			out.Body = pr.body.reader()
+			out.ContentLength = pr.body.size
+			out.GetBody = func() (io.ReadCloser, error) { return pr.body.reader(), nil }
 		}
 		resp, err := p.base.RoundTrip(out)
 		switch {

@@ -28,8 +28,8 @@ import (
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/httpserve"
-	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/lifecycle"
+	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/roles"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -57,7 +57,7 @@ type Platform struct {
 	readStates *readstaterole.Backend
 	// seams are the cross-role seams the roles share: in `concord dev`
 	// every provider is in this process.
-	seams role.Seams
+	seams    role.Seams
 	counters counters.Counters
 	bots     *Bots
 	presence *presenceWiring

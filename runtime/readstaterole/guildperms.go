@@ -48,4 +48,3 @@ func (p guildPerms) RoleMembers(ctx context.Context, guildID, role snowflake.ID)
 	}
 	return ids, nil
 }
-

@@ -116,7 +116,9 @@ func (s *Seams) Close() error {
 
 // RingKey is the seam of the process's watched ring over the live nodes
 // running role.
-func RingKey(role string) Key[*registry.LocalRing] { return Key[*registry.LocalRing]{Name: "ring/" + role} }
+func RingKey(role string) Key[*registry.LocalRing] {
+	return Key[*registry.LocalRing]{Name: "ring/" + role}
+}
 
 // Ring returns the process's watched ring over the live nodes of role in
 // reg, opened once per process and closed with the seams.

@@ -70,6 +70,7 @@ import (
 	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/counters"
+	"github.com/concord-chat/concord/runtime/datarole"
 	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/gateway"
@@ -184,7 +185,6 @@ type Node struct {
 	store    store.Store
 	guildRng *registry.LocalRing
 	// data role and --data-nodes=ring
-	dataSvc    *dataservice.Service
 	dataRng    *registry.LocalRing
 	dataClient transport.DataClient
 	gwRing     *registry.LocalRing
@@ -204,7 +204,6 @@ type Node struct {
 	// router of guilds with a relay tier and its client.
 	// api role: the REST limiter's counters (--redis, or per node).
 	rlCounters  counters.Counters
-	relaySink   transport.GatewayClient
 	relays      *relayRouter
 	relayClient transport.RelayClient
 	psRole      *presenceRole
@@ -346,29 +345,24 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	parts := role.Parts{Config: cfg, Logger: log, Metrics: n.metrics, Registry: n.reg, Store: st, Auth: issuer, IDs: ids,
 		Admin: n.roleAdmin, Seams: &n.seams, GRPC: &svc, ClientConfig: clientCfg}
 
-	if has(cfg, registry.RoleData) {
-		// The data role coalesces over the store itself, not over the
-		// process's own coalescing wrapper (openStore).
-		n.dataSvc = dataservice.New(unwrapStore(n.store), dataservice.Config{Name: cfg.Node, Logger: log.With("component", "data")})
-		svc.Data = n.dataSvc
+	// The chat roles of the role table (data, readstate, relay) are
+	// built by the same Build as in `concord dev`, before the roles that
+	// call them, so that a service is in-process for the keys this node
+	// owns. The data role coalesces over the store itself, not over the
+	// process's own coalescing wrapper (openStore).
+	role.Provide(&n.seams, datarole.RawStore, unwrapStore(n.store))
+	if err := role.Build(ctx, chatRoles, func(name string) bool { return has(cfg, name) }, parts, n.roleMux, &n.group); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
-
 	readStates := kafkaLog(cfg.EventLog)
 	if readStates && (has(cfg, registry.RoleGuild) || has(cfg, registry.RoleGateway) || has(cfg, RoleReadState)) {
-		// The chat roles of the role table (the readstate role) are built
-		// by the same Build as in `concord dev`; before the roles that
-		// call them, so that a service is in-process for the keys this
-		// node owns.
-		if err := role.Build(ctx, chatRoles, func(name string) bool { return has(cfg, name) }, parts, n.roleMux, &n.group); err != nil {
-			return nil, fmt.Errorf("cluster: %w", err)
-		}
 		if n.readStates, err = readstaterole.Open(ctx, parts); err != nil {
 			return nil, fmt.Errorf("cluster: read states: %w", err)
 		}
 	}
 
 	if has(cfg, registry.RoleGuild) || has(cfg, RolePresence) || has(cfg, RoleRelay) {
-		if n.gwRing, err = registry.NewLocalRing(ctx, n.reg, registry.RoleGateway, ringCfg); err != nil {
+		if n.gwRing, err = role.Ring(ctx, &n.seams, n.reg, registry.RoleGateway, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: gateway ring: %w", err)
 		}
 	}
@@ -393,10 +387,6 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 
-	if has(cfg, RoleRelay) {
-		n.relaySink = transport.NewGatewayClient(clientCfg, n.gwRing)
-		svc.Relay = n.relaySink
-	}
 	if (has(cfg, registry.RoleGateway) || has(cfg, registry.RoleAPI)) && !has(cfg, registry.RoleGuild) {
 		// Gateway nodes read applications (privileged intents, READY's
 		// application); api nodes read interactions (routing).
@@ -789,19 +779,14 @@ func (n *Node) Close() error {
 	if n.rlCounters != nil {
 		errs = append(errs, n.rlCounters.Close())
 	}
-	for _, c := range []interface{ Close() error }{n.relaySink, n.relayClient} {
-		if c != nil {
-			errs = append(errs, c.Close())
-		}
+	if n.relayClient != nil {
+		errs = append(errs, n.relayClient.Close())
 	}
 	if n.sink != nil {
 		errs = append(errs, n.sink.Close())
 	}
 	if n.sessDir != nil {
 		errs = append(errs, n.sessDir.Close())
-	}
-	if n.gwRing != nil {
-		n.gwRing.Close()
 	}
 	// The rings and clients the roles shared.
 	errs = append(errs, n.seams.Close())
@@ -818,9 +803,6 @@ func (n *Node) Close() error {
 		errs = append(errs, n.reg.Close())
 	}
 	n.stopReg()
-	if n.dataSvc != nil {
-		errs = append(errs, n.dataSvc.Close())
-	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
 	}

@@ -5,8 +5,10 @@
 package roles
 
 import (
+	"github.com/concord-chat/concord/runtime/datarole"
 	"github.com/concord-chat/concord/runtime/live/liverole"
 	"github.com/concord-chat/concord/runtime/readstaterole"
+	"github.com/concord-chat/concord/runtime/relayrole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/voicerole"
 )
@@ -19,10 +21,10 @@ var Table = []role.Role{
 
 // Chat is the chat roles built through package role, in build order.
 // Both commands build them before the chat roles they still wire
-// themselves (gateway, api, guild, data, presence, relay), which call
-// them through their seams (readstaterole.Open).
+// themselves (gateway, api, guild, presence), which call them through
+// their seams (readstaterole.Open).
 var Chat = []role.Role{
-	readstaterole.Role,
+	datarole.Role, readstaterole.Role, relayrole.Role,
 }
 
 // Names are the names of Table's roles.

@@ -26,25 +26,33 @@
 //     its sessions (sessions.go): guild nodes find a user's sessions on
 //     every gateway node for DMs, acks and guilds joined mid-session.
 //   - data: the message reads and writes of the channels a second ring
-//     gives this node, coalesced (--data-nodes=ring on the others).
+//     gives this node, coalesced (--data-nodes=ring on the others);
+//     runtime/datarole.
 //   - readstate: read markers and mention counts fed from the Kafka
 //     event log, served over ReadStateNode to guild nodes (acks) and
-//     gateway nodes (READY read_state); readstaterole.go. Sharded by
-//     user on a ring over the replicas (readstaterole_ring.go). With
-//     --eventlog=kafka://, guild nodes publish message events through an
-//     outbox in their data directory.
+//     gateway nodes (READY read_state), sharded by user on a ring over
+//     the replicas; runtime/readstaterole. With --eventlog=kafka://,
+//     guild nodes publish message events through an outbox in their
+//     data directory (publisher.go).
 //   - presence: every live session folded into one status per user,
 //     served over PresenceNode to gateway nodes and broadcast to friends'
 //     gateways and the guild nodes owning the user's guilds
 //     (presencerole.go). Gateway and guild nodes take part with
 //     --presence. Sharded by user on a ring over the replicas
 //     (presencerole_ring.go).
-//   - relay: the fan-out tier of big guilds (relay.go).
+//   - relay: the fan-out tier of big guilds (runtime/relayrole; the
+//     guild side's relay router is relay.go).
+//
+// The data, readstate and relay roles, and the roles of package roles'
+// Table (voice, live comments), are role.Role values built by the same
+// Build in `concord dev`; the node builds them into its lifecycle group
+// with its registry, gRPC services and seams (role.Seams). The gateway,
+// api, guild and presence roles are still wired here, one block each,
+// and in runtime/platform for `concord dev`; see docs/architecture.md
+// ("One wiring") for what is shared and what is not yet.
 //
 // Every process of a cluster shares the store (Cassandra), the registry
-// (etcd) and the token-signing key. `concord dev` still builds its roles
-// in runtime/platform with in-process calls; see docs/architecture.md for
-// what is shared and what is not yet.
+// (etcd) and the token-signing key.
 package cluster
 
 import (

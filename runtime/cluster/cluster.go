@@ -496,8 +496,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			Registerer: n.metrics,
 		}
 		if n.psClient != nil {
-			p := newGatewayPresence(cfg.Node, n.psClient, n.client, log.With("component", "presence"))
-			gwCfg.Presence, gwCfg.OpHandlers = p, p.opHandlers()
+			p := newGatewayPresence(n.psClient, n.client, log.With("component", "presence"))
+			gwCfg.Presence, gwCfg.OpHandlers = p, p.OpHandlers()
 		}
 		gwCfg.OpHandlers = withVoiceOp(gwCfg.OpHandlers, n.client, log.With("component", "gateway"))
 		ac := admission.Config{Apps: n.botApps()}

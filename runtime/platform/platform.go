@@ -168,8 +168,8 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		PublicURL:  cfg.PublicURL,
 		Logger:     cfg.Logger.With("component", "gateway"),
 		Registerer: p.registry,
-		Presence:   p.presence,
-		OpHandlers: withVoice(p.presence.opHandlers(), p.guilds),
+		Presence:   p.presence.gateway,
+		OpHandlers: withVoice(p.presence.gateway.OpHandlers(), p.guilds),
 	}, adm); err != nil {
 		return nil, fmt.Errorf("platform: gateway: %w", err)
 	}

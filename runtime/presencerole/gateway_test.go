@@ -28,7 +28,7 @@ func (u *upstream) Update(_ context.Context, _ event.SessionID, up presence.Upda
 	u.updates = append(u.updates, up)
 	return nil
 }
-func (u *upstream) Disconnect(_ context.Context, id event.SessionID) { u.ended = append(u.ended, id) }
+func (u *upstream) Disconnect(_ context.Context, id event.SessionID)        { u.ended = append(u.ended, id) }
 func (u *upstream) Report(context.Context, string, []presence.SessionState) {}
 
 // owner records the requests a guild owner's client is sent.

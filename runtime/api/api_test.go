@@ -380,7 +380,16 @@ func TestBulkDelete(t *testing.T) {
 	e.fail("POST", path+"/bulk-delete", w.alice.Token, map[string]any{"messages": ids[:1]}, 400, 50035)
 	old := snowflake.FromTime(time.Now().Add(-15 * 24 * time.Hour))
 	e.fail("POST", path+"/bulk-delete", w.alice.Token, map[string]any{"messages": []snowflake.ID{ids[0], old}}, 400, 50034)
-	e.ok("POST", path+"/bulk-delete", w.alice.Token, map[string]any{"messages": []snowflake.ID{ids[1], ids[3], ids[1]}}, nil)
+	// Duplicates fail the whole request (Discord's rule), deleting nothing;
+	// so does a 101st id.
+	r := e.fail("POST", path+"/bulk-delete", w.alice.Token, map[string]any{"messages": []snowflake.ID{ids[1], ids[3], ids[1]}}, 400, 50035)
+	formPath(t, r, "messages")
+	many := make([]snowflake.ID, 101)
+	for i := range many {
+		many[i] = ids[0] + snowflake.ID(i)
+	}
+	e.fail("POST", path+"/bulk-delete", w.alice.Token, map[string]any{"messages": many}, 400, 50035)
+	e.ok("POST", path+"/bulk-delete", w.alice.Token, map[string]any{"messages": []snowflake.ID{ids[1], ids[3]}}, nil)
 	var page []wire.Message
 	e.ok("GET", path, w.bob.Token, nil, &page)
 	var left []snowflake.ID

@@ -22,6 +22,7 @@ const (
 	auditChannelUpdate     = 11
 	auditChannelDelete     = 12
 	auditOverwriteCreate   = 13
+	auditOverwriteUpdate   = 14
 	auditOverwriteDelete   = 15
 	auditMemberKick        = 20
 	auditMemberBanAdd      = 22
@@ -32,6 +33,7 @@ const (
 	auditRoleUpdate        = 31
 	auditRoleDelete        = 32
 	auditInviteCreate      = 40
+	auditInviteDelete      = 42
 	auditMessageDelete     = 72
 	auditMessageBulkDelete = 73
 )

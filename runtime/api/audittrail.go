@@ -2,20 +2,23 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
 )
 
 // auditRule says how a management route's success becomes an audit log
 // entry.
 type auditRule struct {
 	action int
-	// guildFrom names the path value holding the guild ("guild") or the
-	// channel whose guild it is ("channel").
+	// guildFrom names the path value holding the guild ("guild"), the
+	// channel whose guild it is ("channel") or the invite ("invite").
 	guildFrom string
 	// target names the path value of the target; "id" takes the id of
 	// the created object from the response body.
@@ -44,6 +47,7 @@ var auditRules = map[string]auditRule{
 	"DELETE /channels/{channel}/messages/{message}":      {auditMessageDelete, "channel", "author", false},
 	"POST /channels/{channel}/messages/bulk-delete":      {auditMessageBulkDelete, "channel", "channel", false},
 	"POST /channels/{channel}/invites":                   {auditInviteCreate, "channel", "", false},
+	"DELETE /invites/{code}":                             {auditInviteDelete, "invite", "", false},
 }
 
 // auditTrail serves mux and records an audit log entry for each
@@ -72,9 +76,20 @@ func (h *handler) auditTrail(mux *http.ServeMux) http.Handler {
 		}
 		seg := pathSegments(r.URL.Path)
 		var guildID, author snowflake.ID
-		if rule.guildFrom == "channel" {
+		// An overwrite's entry says whether it was created or changed,
+		// and of what type it is (a deleted one's type is gone after).
+		var prior *store.Overwrite
+		switch rule.guildFrom {
+		case "invite":
+			if inv, err := h.store.GetInvite(ctx, seg["invites"]); err == nil {
+				guildID = inv.GuildID
+			}
+		case "channel":
 			if ch, err := snowflake.Parse(seg["channels"]); err == nil {
 				guildID, _ = h.guilds.ChannelGuild(ctx, ch)
+				if rule.action == auditOverwriteCreate || rule.action == auditOverwriteDelete {
+					prior = priorOverwrite(ctx, h.store, ch, seg["permissions"])
+				}
 				if rule.target == "author" {
 					if mid, err := snowflake.Parse(seg["messages"]); err == nil {
 						if m, err := h.store.GetMessage(ctx, ch, mid); err == nil {
@@ -83,7 +98,7 @@ func (h *handler) auditTrail(mux *http.ServeMux) http.Handler {
 					}
 				}
 			}
-		} else {
+		default:
 			guildID, _ = snowflake.Parse(seg["guilds"])
 		}
 		var body []byte
@@ -131,7 +146,27 @@ func (h *handler) auditTrail(mux *http.ServeMux) http.Handler {
 			v, _ := json.Marshal([]map[string]string{{"id": r.PathValue("role")}})
 			e.Changes = []auditChange{{Key: key, NewValue: v}}
 		case auditOverwriteCreate, auditOverwriteDelete:
+			// options.type is the overwritten entity's, as a string:
+			// "0" a role, "1" a member.
+			typ := -1
+			if prior != nil {
+				typ = prior.Type
+			}
+			if rule.action == auditOverwriteCreate {
+				if prior != nil {
+					e.Action = auditOverwriteUpdate
+				}
+				var req struct {
+					Type *int `json:"type"`
+				}
+				if json.Unmarshal(body, &req) == nil && req.Type != nil {
+					typ = *req.Type
+				}
+			}
 			e.Options = map[string]any{"id": r.PathValue("target")}
+			if typ >= 0 {
+				e.Options["type"] = strconv.Itoa(typ)
+			}
 		case auditMessageBulkDelete:
 			var req bulkDeleteRequest
 			_ = json.Unmarshal(body, &req)
@@ -143,6 +178,9 @@ func (h *handler) auditTrail(mux *http.ServeMux) http.Handler {
 			_ = json.Unmarshal(rec.body.Bytes(), &inv)
 			v, _ := json.Marshal(inv.Code)
 			e.Changes = []auditChange{{Key: "code", NewValue: v}}
+		case auditInviteDelete:
+			v, _ := json.Marshal(r.PathValue("code"))
+			e.Changes = []auditChange{{Key: "code", OldValue: v}}
 		}
 		if rule.changes && len(e.Changes) == 0 {
 			e.Changes = bodyChanges(body)
@@ -162,6 +200,25 @@ func bodyChanges(body []byte) []auditChange {
 		out = append(out, auditChange{Key: k, NewValue: v})
 	}
 	return out
+}
+
+// priorOverwrite is channel ch's overwrite for target before a request
+// changes it (nil: none, or unknown).
+func priorOverwrite(ctx context.Context, st store.Store, ch snowflake.ID, target string) *store.Overwrite {
+	id, err := snowflake.Parse(target)
+	if err != nil {
+		return nil
+	}
+	c, err := st.GetChannel(ctx, ch)
+	if err != nil {
+		return nil
+	}
+	for _, o := range c.Overwrites {
+		if o.ID == id {
+			return &o
+		}
+	}
+	return nil
 }
 
 // unversioned drops the method's "/api/vN" path prefix from a pattern.

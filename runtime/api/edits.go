@@ -73,9 +73,8 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 	if !editableType(m.Type) {
 		return errSystemMessage
 	}
-	// An archived thread's messages are frozen until it is unarchived.
-	if v.Channel.Thread != nil && v.Channel.Thread.Archived {
-		return guild.ErrThreadArchived
+	if err := frozenThread(v.Channel); err != nil {
+		return err
 	}
 	var member *wire.Member
 	if req.Content.Set {
@@ -151,6 +150,9 @@ func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user sno
 			return err
 		}
 	}
+	if err := frozenThread(v.Channel); err != nil {
+		return err
+	}
 	if err := h.store.DeleteMessage(ctx, channelID, messageID); err != nil {
 		return messageErr(err)
 	}
@@ -178,13 +180,16 @@ func decodeBulkDelete(body []byte) ([]snowflake.ID, error) {
 		return nil, err
 	}
 	out := ids(req.Messages)
-	slices.Sort(out)
-	out = slices.Compact(out)
 	if len(out) < 2 {
 		return nil, formError("messages", "BASE_TYPE_MIN_LENGTH", "Must be 2 or more in length.")
 	}
-	if len(req.Messages) > 100 {
+	if len(out) > 100 {
 		return nil, formError("messages", "BASE_TYPE_MAX_LENGTH", "Must be 100 or fewer in length.")
+	}
+	// A duplicate id fails the whole request, as on Discord.
+	slices.Sort(out)
+	if len(slices.Compact(slices.Clone(out))) != len(out) {
+		return nil, formError("messages", "BULK_DELETE_DUPLICATE_IDS", "Message ids must be unique.")
 	}
 	return out, nil
 }
@@ -205,6 +210,9 @@ func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowfl
 	ctx := r.Context()
 	v, err := h.guilds.Authorize(ctx, user, channelID, permissions.ManageMessages)
 	if err != nil {
+		return err
+	}
+	if err := frozenThread(v.Channel); err != nil {
 		return err
 	}
 	cutoff := h.cfg.Now().Add(-bulkDeleteMaxAge)

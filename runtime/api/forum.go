@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 	"unicode/utf8"
 
+	"github.com/concord-chat/concord/runtime/api/uploads"
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/wire"
@@ -64,11 +65,26 @@ func (h *handler) forumTags(req []forumTagRequest) ([]store.ForumTag, error) {
 	return out, nil
 }
 
-// forumPost is a forum thread's answer: the thread with its starter
-// message and the creator's thread member.
+// forumPost is a forum thread's answer: the thread (with the creator's
+// thread member) and, beside its fields, its starter message.
 type forumPost struct {
-	threadWithMember
-	Message *wire.Message `json:"message,omitempty"`
+	Thread  wire.Channel
+	Message wire.Message
+}
+
+// MarshalJSON writes the thread object with a "message" field added.
+func (p forumPost) MarshalJSON() ([]byte, error) {
+	thread, err := json.Marshal(p.Thread)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := json.Marshal(p.Message)
+	if err != nil {
+		return nil, err
+	}
+	out := append(thread[:len(thread)-1:len(thread)-1], `,"message":`...)
+	out = append(out, msg...)
+	return append(out, '}'), nil
 }
 
 // appliedTags reads applied_tags (snowflakes as strings or numbers).
@@ -81,26 +97,39 @@ func appliedTags(raw []reqID) []snowflake.ID {
 }
 
 // startForumPost creates a post in a forum: spec is the thread, msg the
-// starter message's body.
-func (h *handler) startForumPost(w http.ResponseWriter, r *http.Request, user snowflake.ID, spec guild.ThreadSpec, msg json.RawMessage) error {
+// starter message's body and files its uploads (a multipart request's
+// files[n], named by msg's attachments array like a message's).
+func (h *handler) startForumPost(w http.ResponseWriter, r *http.Request, user snowflake.ID, spec guild.ThreadSpec, msg json.RawMessage, files uploads.Files) error {
 	if len(msg) == 0 || string(msg) == "null" {
 		return formError("message", "BASE_TYPE_REQUIRED", "This field is required")
 	}
-	req, err := decodeCreateMessage(msg)
+	req, err := decodeCreateMessage(msg, files...)
 	if err != nil {
 		return err
 	}
-	if strings.TrimSpace(req.Content) == "" && len(req.Embeds) == 0 && len(req.Components) == 0 {
-		return errEmptyMessage
-	}
 	ctx := r.Context()
+	if len(files) > 0 {
+		// Files need ATTACH_FILES in the forum, asked before the post
+		// exists (a post is never left without its starter message).
+		if _, err := h.guilds.Authorize(ctx, user, spec.ParentID, permissions.AttachFiles); err != nil {
+			return err
+		}
+	}
 	id, err := h.ids.Next()
 	if err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
 	}
+	// The files are stored first, under the post's id (its channel): a
+	// bad attachments array is refused before anything is created, and
+	// the objects are deleted again if the post is refused.
+	atts, err := h.saveAttachments(ctx, id, req.Attachments, req.files)
+	if err != nil {
+		return err
+	}
 	spec.MessageID, spec.Forum = id, true
 	th, member, err := h.guilds.CreateThread(ctx, user, spec)
 	if err != nil {
+		h.forgetAttachments(ctx, atts)
 		return err
 	}
 	// Mentions resolve as in an edit: the post was just authorised, and
@@ -114,7 +143,7 @@ func (h *handler) startForumPost(w http.ResponseWriter, r *http.Request, user sn
 	m := store.Message{
 		ID: th.ID, ChannelID: th.ID, GuildID: th.GuildID, AuthorID: user, Content: req.Content, Type: wire.MessageDefault,
 		MentionEveryone: grant.MentionEveryone, Mentions: grant.Users, MentionRoles: grant.Roles, Flags: sendFlags(req.Flags),
-		Embeds: wire.JoinRaw(req.Embeds), Components: wire.JoinRaw(req.Components),
+		Embeds: wire.JoinRaw(req.Embeds), Components: wire.JoinRaw(req.Components), Attachments: atts,
 	}
 	if err := h.store.PutMessage(ctx, m); err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
@@ -127,8 +156,7 @@ func (h *handler) startForumPost(w http.ResponseWriter, r *http.Request, user sn
 	h.publishStarter(ctx, out)
 	h.recordAudit(r, th.GuildID, user, auditEntry{Action: auditThreadCreate, Target: th.ID, Changes: []auditChange{
 		change("name", nil, th.Name), change("type", nil, th.Type), change("applied_tags", nil, th.Thread.AppliedTags)}})
-	tm := wire.ThreadMemberFrom(member)
-	writeJSON(w, http.StatusCreated, forumPost{threadWithMember: threadWithMember{Channel: wire.ChannelFrom(th, nil), Member: &tm}, Message: &out})
+	writeJSON(w, http.StatusCreated, forumPost{Thread: threadJSON(th, member), Message: out})
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -55,18 +56,42 @@ func TestForumChannels(t *testing.T) {
 		post.Message.ChannelID != post.ID || post.Message.Content != "when I click" || post.Member == nil || post.Member.UserID != w.bob.ID {
 		t.Fatalf("post = %d %+v (message %+v)", r.Status, post, post.Message)
 	}
+	// The post is a thread as Discord writes one: its last message is the
+	// starter message, and it has none of a guild channel's own fields.
+	checkPostShape := func(what string, raw []byte) {
+		t.Helper()
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if string(fields["last_message_id"]) != `"`+post.ID.String()+`"` {
+			t.Fatalf("%s last_message_id = %s, want the starter message %d", what, fields["last_message_id"], post.ID)
+		}
+		for _, k := range []string{"position", "topic", "permission_overwrites", "nsfw"} {
+			if _, ok := fields[k]; ok {
+				t.Fatalf("%s has the guild channel field %q: %s", what, k, raw)
+			}
+		}
+		for _, k := range []string{"thread_metadata", "owner_id", "parent_id", "flags", "rate_limit_per_user", "message_count", "member_count", "total_message_sent", "applied_tags"} {
+			if _, ok := fields[k]; !ok {
+				t.Fatalf("%s lacks %q: %s", what, k, raw)
+			}
+		}
+	}
+	checkPostShape("post answer", r.Body)
 	ev := e.waitEvent(bobS, "THREAD_CREATE", 1)
 	var tc wire.Channel
 	if json.Unmarshal(ev, &tc) != nil || tc.ID != post.ID || !tc.NewlyCreated || tc.AppliedTags == nil || len(*tc.AppliedTags) != 1 {
 		t.Fatalf("THREAD_CREATE = %s", ev)
 	}
+	checkPostShape("THREAD_CREATE", ev)
 	ev = e.waitEvent(bobS, "MESSAGE_CREATE", 1)
 	var mc wire.Message
 	if json.Unmarshal(ev, &mc) != nil || mc.ID != post.ID || mc.ChannelID != post.ID || mc.Content != "when I click" {
 		t.Fatalf("starter MESSAGE_CREATE = %s", ev)
 	}
 	var got wire.Channel
-	e.ok("GET", fmt.Sprintf("%s/channels/%d", v10, post.ID), w.alice.Token, nil, &got)
+	checkPostShape("GET post", e.ok("GET", fmt.Sprintf("%s/channels/%d", v10, post.ID), w.alice.Token, nil, &got).Body)
 	if got.MessageCount == nil || *got.MessageCount != 0 || got.AppliedTags == nil || (*got.AppliedTags)[0] != bug.ID {
 		t.Fatalf("post read back = %+v", got)
 	}
@@ -142,4 +167,84 @@ func TestForumChannels(t *testing.T) {
 			t.Fatalf("bob got %s about the hidden forum: %s", d.Type, s)
 		}
 	}
+}
+
+// TestForumPostFiles checks a forum post sent as multipart/form-data
+// (payload_json with the thread and its message, files[n] beside it, as
+// discord.js and discord.py send one): the starter message carries the
+// files, stored under the post and served signed; a file alone is a
+// post; a bad attachments array or a poster without ATTACH_FILES is
+// refused before any post exists.
+func TestForumPostFiles(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	bobS := e.subscribe("bob", w.bob.ID, guild.IntentGuilds|guild.IntentGuildMessages|guild.IntentMessageContent)
+	var forum wire.Channel
+	e.ok("POST", fmt.Sprintf("%s/guilds/%d/channels", v10, w.guildID), w.alice.Token, map[string]any{"name": "gallery", "type": 15}, &forum)
+	posts := fmt.Sprintf("%s/channels/%d/threads", v10, forum.ID)
+	status, raw := e.upload("POST", posts+"?use_nested_fields=1", w.bob.Token, map[string]any{"name": "screenshot", "auto_archive_duration": 1440,
+		"message": map[string]any{"content": "see attached", "attachments": []map[string]any{{"id": 0, "filename": "shot.png"}}}},
+		filePart{"files[0]", "upload.bin", "application/octet-stream", pngBytes})
+	if status != 201 {
+		t.Fatalf("multipart post: %d %s", status, raw)
+	}
+	var post forumPostT
+	if err := json.Unmarshal(raw, &post); err != nil {
+		t.Fatal(err)
+	}
+	if post.Message == nil || post.Message.ID != post.ID || post.Message.Content != "see attached" || len(post.Message.Attachments) != 1 {
+		t.Fatalf("post = %s", raw)
+	}
+	att := post.Message.Attachments[0]
+	if att.Filename != "shot.png" || att.ContentType != "image/png" || att.Size != len(pngBytes) ||
+		!strings.Contains(att.URL, "/attachments/"+post.ID.String()+"/"+att.ID.String()+"/shot.png?ex=") {
+		t.Fatalf("starter attachment = %+v", att)
+	}
+	if res, body := fetch(t, att.URL); res.StatusCode != 200 || string(body) != string(pngBytes) {
+		t.Fatalf("fetch the starter's file: %d %q", res.StatusCode, body)
+	}
+	e.waitEvent(bobS, "THREAD_CREATE", 1)
+	var mc wire.Message
+	if ev := e.waitEvent(bobS, "MESSAGE_CREATE", 1); json.Unmarshal(ev, &mc) != nil || mc.ID != post.ID || len(mc.Attachments) != 1 || mc.Attachments[0].ID != att.ID {
+		t.Fatalf("starter MESSAGE_CREATE = %s", ev)
+	}
+	var read wire.Message
+	e.ok("GET", fmt.Sprintf("%s/channels/%d/messages/%d", v10, post.ID, post.ID), w.alice.Token, nil, &read)
+	if len(read.Attachments) != 1 || read.Attachments[0].Filename != "shot.png" {
+		t.Fatalf("starter read back = %+v", read.Attachments)
+	}
+	// A file is a message by itself (discord.py sends no attachments
+	// array when asked to: the files are taken by their order).
+	status, raw = e.upload("POST", posts, w.bob.Token, map[string]any{"name": "just a file", "message": map[string]any{}},
+		filePart{"files[0]", "notes.txt", "text/plain", []byte("plain notes")})
+	if status != 201 || !strings.Contains(string(raw), `"filename":"notes.txt"`) {
+		t.Fatalf("file-only post: %d %s", status, raw)
+	}
+
+	active := func() int {
+		var l struct {
+			Threads []wire.Channel `json:"threads"`
+		}
+		e.ok("GET", fmt.Sprintf("%s/guilds/%d/threads/active", v10, w.guildID), w.alice.Token, nil, &l)
+		return len(l.Threads)
+	}
+	before := active()
+	status, raw = e.upload("POST", posts, w.bob.Token, map[string]any{"name": "dangling",
+		"message": map[string]any{"content": "x", "attachments": []map[string]any{{"id": 3}}}},
+		filePart{"files[0]", "a.png", "image/png", pngBytes})
+	if status != 400 || !strings.Contains(string(raw), "ATTACHMENT_NOT_FOUND") {
+		t.Fatalf("dangling attachment: %d %s", status, raw)
+	}
+	e.ok("PUT", fmt.Sprintf("%s/channels/%d/permissions/%d", v10, forum.ID, w.guildID), w.alice.Token,
+		map[string]any{"type": 0, "deny": strconv.FormatUint(uint64(permissions.AttachFiles), 10)}, nil)
+	status, raw = e.upload("POST", posts, w.bob.Token, map[string]any{"name": "no files for bob", "message": map[string]any{"content": "x"}},
+		filePart{"files[0]", "a.png", "image/png", pngBytes})
+	if status != 403 || !strings.Contains(string(raw), "50013") {
+		t.Fatalf("without ATTACH_FILES: %d %s", status, raw)
+	}
+	if n := active(); n != before {
+		t.Fatalf("refused posts left %d threads behind", n-before)
+	}
+	// Without files the post needs no ATTACH_FILES.
+	e.ok("POST", posts, w.bob.Token, map[string]any{"name": "words only", "message": map[string]any{"content": "x"}}, nil)
 }

@@ -88,6 +88,12 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	return newEnvConfig(t, Config{})
+}
+
+// newEnvConfig is newEnv with the REST handler's Config (its Now, say).
+func newEnvConfig(t testing.TB, cfg Config) *env {
+	t.Helper()
 	st, tag := openTestStore(t)
 	t.Cleanup(func() { st.Close() })
 	ids, err := snowflake.New(snowflake.Config{})
@@ -108,7 +114,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := New(Config{}, Deps{Store: st, Guilds: svc, Auth: iss, IDs: ids, Objects: objs})
+	h := New(cfg, Deps{Store: st, Guilds: svc, Auth: iss, IDs: ids, Objects: objs})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{t: t, srv: srv, guilds: svc, store: st, sink: sk, ids: ids, auth: iss, tag: tag, objs: objs}

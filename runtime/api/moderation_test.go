@@ -411,6 +411,64 @@ func TestAuditTrail(t *testing.T) {
 
 const guildIntentModeration = 1 << 2
 
+// TestAuditOverwritesAndInvites checks the audit entries of permission
+// overwrites (13 created, 14 changed, 15 deleted, with options.id and
+// options.type as strings: "0" a role, "1" a member) and of an invite's
+// deletion (42, the code as old_value).
+func TestAuditOverwritesAndInvites(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	g := fmt.Sprintf("%s/guilds/%d", v10, w.guildID)
+	ow := fmt.Sprintf("%s/channels/%d/permissions/", v10, w.general)
+	deny := fmt.Sprint(uint64(permissions.SendMessages))
+	e.ok("PUT", ow+w.bob.ID.String(), w.alice.Token, map[string]any{"type": 1, "deny": deny}, nil)
+	e.ok("PUT", ow+w.bob.ID.String(), w.alice.Token, map[string]any{"type": 1, "deny": "0", "allow": deny}, nil)
+	e.ok("DELETE", ow+w.bob.ID.String(), w.alice.Token, nil, nil)
+	e.ok("PUT", ow+w.guildID.String(), w.alice.Token, map[string]any{"type": 0, "deny": deny}, nil)
+	e.ok("DELETE", v10+"/invites/"+w.inviteCode, w.alice.Token, nil, nil)
+	var log struct {
+		Entries []struct {
+			TargetID   string            `json:"target_id"`
+			ActionType int               `json:"action_type"`
+			Options    map[string]string `json:"options"`
+			Changes    []struct {
+				Key      string          `json:"key"`
+				NewValue json.RawMessage `json:"new_value"`
+				OldValue json.RawMessage `json:"old_value"`
+			} `json:"changes"`
+		} `json:"audit_log_entries"`
+	}
+	e.ok("GET", g+"/audit-logs?limit=5", w.alice.Token, nil, &log)
+	if len(log.Entries) != 5 {
+		t.Fatalf("entries = %+v", log.Entries)
+	}
+	inv, role, del, upd, add := log.Entries[0], log.Entries[1], log.Entries[2], log.Entries[3], log.Entries[4]
+	if inv.ActionType != auditInviteDelete || len(inv.Changes) != 1 || inv.Changes[0].Key != "code" || string(inv.Changes[0].OldValue) != `"`+w.inviteCode+`"` {
+		t.Fatalf("invite delete entry = %+v", inv)
+	}
+	for _, c := range []struct {
+		name   string
+		action int
+		typ    string
+		id     snowflake.ID
+		got    int
+	}{{"create", auditOverwriteCreate, "1", w.bob.ID, add.ActionType}, {"update", auditOverwriteUpdate, "1", w.bob.ID, upd.ActionType},
+		{"delete", auditOverwriteDelete, "1", w.bob.ID, del.ActionType}, {"role", auditOverwriteCreate, "0", w.guildID, role.ActionType}} {
+		if c.got != c.action {
+			t.Fatalf("overwrite %s: action %d, want %d", c.name, c.got, c.action)
+		}
+	}
+	for i, en := range []struct {
+		typ string
+		id  snowflake.ID
+	}{{"0", w.guildID}, {"1", w.bob.ID}, {"1", w.bob.ID}, {"1", w.bob.ID}} {
+		got := log.Entries[i+1]
+		if got.TargetID != w.general.String() || got.Options["id"] != en.id.String() || got.Options["type"] != en.typ {
+			t.Fatalf("overwrite entry %d = %+v", i+1, got)
+		}
+	}
+}
+
 func TestSmallerGaps(t *testing.T) {
 	e := newEnv(t)
 	w := e.world()

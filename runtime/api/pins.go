@@ -25,7 +25,8 @@ const (
 )
 
 // pinTarget decides visibility and PIN_MESSAGES (or MANAGE_MESSAGES, which
-// Discord still honours) and loads the message.
+// Discord still honours) and loads the message; an archived thread's
+// pins do not change.
 func (h *handler) pinTarget(r *http.Request, user snowflake.ID) (guild.ReadView, store.Message, error) {
 	channelID, messageID, err := h.messagePath(r)
 	if err != nil {
@@ -42,6 +43,9 @@ func (h *handler) pinTarget(r *http.Request, user snowflake.ID) (guild.ReadView,
 	m, err := h.store.GetMessage(ctx, channelID, messageID)
 	if err != nil {
 		return v, store.Message{}, messageErr(err)
+	}
+	if err := frozenThread(v.Channel); err != nil {
+		return v, store.Message{}, err
 	}
 	return v, m, nil
 }

@@ -73,8 +73,8 @@ func (h *handler) addReaction(w http.ResponseWriter, r *http.Request, user snowf
 	if err != nil {
 		return err
 	}
-	if th := t.view.Channel.Thread; th != nil && th.Archived {
-		return guild.ErrThreadArchived
+	if err := frozenThread(t.view.Channel); err != nil {
+		return err
 	}
 	ctx := r.Context()
 	ch, msg := t.message.ChannelID, t.message.ID
@@ -125,6 +125,9 @@ func (h *handler) removeReaction(w http.ResponseWriter, r *http.Request, user sn
 	if target != user && !t.view.Permissions.Has(permissions.ManageMessages) {
 		return guild.ErrMissingPermissions
 	}
+	if err := frozenThread(t.view.Channel); err != nil {
+		return err
+	}
 	ctx := r.Context()
 	removed, err := h.store.RemoveReaction(ctx, t.message.ChannelID, t.message.ID, t.key, target)
 	if err != nil {
@@ -148,6 +151,9 @@ func (h *handler) removeEmojiReactions(w http.ResponseWriter, r *http.Request, u
 	if !t.view.Permissions.Has(permissions.ManageMessages) {
 		return guild.ErrMissingPermissions
 	}
+	if err := frozenThread(t.view.Channel); err != nil {
+		return err
+	}
 	ctx := r.Context()
 	if err := h.store.RemoveReactions(ctx, t.message.ChannelID, t.message.ID, t.key); err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
@@ -167,6 +173,9 @@ func (h *handler) removeAllReactions(w http.ResponseWriter, r *http.Request, use
 	}
 	if !t.view.Permissions.Has(permissions.ManageMessages) {
 		return guild.ErrMissingPermissions
+	}
+	if err := frozenThread(t.view.Channel); err != nil {
+		return err
 	}
 	ctx := r.Context()
 	if err := h.store.RemoveReactions(ctx, t.message.ChannelID, t.message.ID, ""); err != nil {

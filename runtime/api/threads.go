@@ -80,11 +80,16 @@ func (req startThreadRequest) spec(parent, message snowflake.ID) (guild.ThreadSp
 	return s, nil
 }
 
-// threadJSON renders a thread with the caller's own thread member when
-// they have joined it.
-type threadWithMember struct {
-	wire.Channel
-	Member *wire.ThreadMember `json:"member,omitempty"`
+// frozenThread is ErrThreadArchived for an archived thread: Discord
+// refuses every change to an archived thread's messages (edits, deletions
+// by their authors and by moderators, bulk deletes, reactions added or
+// removed, pins) until the thread is unarchived. Only a new message
+// unarchives one, on the send path (guild.Actor.threadSend).
+func frozenThread(c store.Channel) error {
+	if c.Thread != nil && c.Thread.Archived {
+		return guild.ErrThreadArchived
+	}
+	return nil
 }
 
 // startThreadFromMessage is POST /channels/{c}/messages/{m}/threads.
@@ -141,8 +146,15 @@ func (h *handler) startThread(w http.ResponseWriter, r *http.Request, user snowf
 	if err != nil {
 		return err
 	}
+	// A forum post may come as multipart/form-data: payload_json and the
+	// starter message's files[n] (other threads take no files: any sent
+	// are dropped with the request).
+	body, files, err := h.readMessagePayload(w, r)
+	if err != nil {
+		return err
+	}
 	var req startThreadRequest
-	if err := h.decodeRequest(w, r, &req); err != nil {
+	if err := decodeJSON(body, &req); err != nil {
 		return err
 	}
 	spec, err := req.spec(channelID, 0)
@@ -156,7 +168,7 @@ func (h *handler) startThread(w http.ResponseWriter, r *http.Request, user snowf
 	}
 	if v.Channel.Type == store.ChannelForum {
 		spec.AppliedTags = appliedTags(req.AppliedTags)
-		return h.startForumPost(w, r, user, spec, req.Message)
+		return h.startForumPost(w, r, user, spec, req.Message, files)
 	}
 	th, member, err := h.guilds.CreateThread(r.Context(), user, spec)
 	if err != nil {
@@ -204,12 +216,20 @@ func (h *handler) postSystemMessage(ctx context.Context, rd *reader, m store.Mes
 	}
 }
 
+// threadJSON renders a new thread with its creator's thread member, as
+// Discord answers a thread's creation.
+func threadJSON(th store.Channel, member store.ThreadMember) wire.Channel {
+	out := wire.ChannelFrom(th, nil)
+	tm := wire.ThreadMemberFrom(member)
+	out.Member = &tm
+	return out
+}
+
 func (h *handler) threadCreated(w http.ResponseWriter, r *http.Request, user snowflake.ID, th store.Channel, member store.ThreadMember) {
 	h.recordAudit(r, th.GuildID, user, auditEntry{Action: auditThreadCreate, Target: th.ID, Changes: []auditChange{
 		change("name", nil, th.Name), change("type", nil, th.Type), change("archived", nil, false),
 		change("locked", nil, false), change("auto_archive_duration", nil, th.Thread.AutoArchiveDuration)}})
-	tm := wire.ThreadMemberFrom(member)
-	writeJSON(w, http.StatusCreated, threadWithMember{Channel: wire.ChannelFrom(th, nil), Member: &tm})
+	writeJSON(w, http.StatusCreated, threadJSON(th, member))
 }
 
 type threadPatchRequest struct {

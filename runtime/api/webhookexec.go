@@ -8,8 +8,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/concord-chat/concord/runtime/eventlog"
@@ -25,50 +23,7 @@ import (
 // webhook's), into its channel or a thread of it. Without wait the answer
 // is 204 and no message; with it, the message.
 //
-// Executions are limited per webhook — whoever calls, from wherever —
-// to webhookBurst messages per webhookWindow (Discord's bucket), in the
-// process that owns the guild (the split wiring routes every request of
-// a webhook's guild to that node).
-
-// Per-webhook execution limit.
-const (
-	webhookBurst  = 5
-	webhookWindow = 2 * time.Second
-	// maxLimitedWebhooks bounds the limiter's memory; it forgets every
-	// window when full (a burst above the limit is the worst outcome).
-	maxLimitedWebhooks = 1 << 16
-)
-
-// webhookLimiter is a fixed-window counter per webhook.
-type webhookLimiter struct {
-	mu   sync.Mutex
-	wins map[snowflake.ID]*limitWindow
-}
-
-type limitWindow struct {
-	start time.Time
-	n     int
-}
-
-// take counts one execution at now and returns how long to wait when the
-// webhook is over its limit (0: allowed).
-func (l *webhookLimiter) take(id snowflake.ID, now time.Time) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.wins == nil || len(l.wins) >= maxLimitedWebhooks {
-		l.wins = make(map[snowflake.ID]*limitWindow)
-	}
-	w := l.wins[id]
-	if w == nil || now.Sub(w.start) >= webhookWindow {
-		w = &limitWindow{start: now}
-		l.wins[id] = w
-	}
-	if w.n >= webhookBurst {
-		return webhookWindow - now.Sub(w.start)
-	}
-	w.n++
-	return 0
-}
+// Executions are rate-limited per webhook and per channel (webhooklimit.go).
 
 type executeWebhookRequest struct {
 	Content         string            `json:"content"`
@@ -163,8 +118,12 @@ func (h *handler) executeWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if retry := h.webhookLimit.take(wh.ID, h.cfg.Now()); retry > 0 {
-		return &apiError{Status: http.StatusTooManyRequests, Message: "You are being rate limited.", RetryAfter: retry.Seconds()}
+	target := wh.ChannelID
+	if threadID != 0 {
+		target = threadID
+	}
+	if q := h.webhookLimit.take(wh.ID, target, h.cfg.Now()); !q.write(w, h.cfg.Now()) {
+		return nil
 	}
 	ctx := r.Context()
 	mentions := parseMentions(req.Content, req.AllowedMentions)
@@ -260,6 +219,22 @@ func (h *handler) webhookOwnMessage(r *http.Request) (store.Webhook, store.Messa
 	return wh, m, nil
 }
 
+// webhookMessageFrozen is ErrThreadArchived when the webhook's message m
+// is in an archived thread (edits and deletes wait for an unarchive).
+func (h *handler) webhookMessageFrozen(ctx context.Context, wh store.Webhook, m store.Message) error {
+	if m.ChannelID == wh.ChannelID {
+		return nil
+	}
+	c, err := h.store.GetChannel(ctx, m.ChannelID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return guild.ErrUnknownChannel
+	case err != nil:
+		return errors.Join(guild.ErrUnavailable, err)
+	}
+	return frozenThread(c)
+}
+
 // getWebhookMessage is GET /webhooks/{id}/{token}/messages/{m}.
 func (h *handler) getWebhookMessage(w http.ResponseWriter, r *http.Request) error {
 	_, m, err := h.webhookOwnMessage(r)
@@ -279,6 +254,9 @@ type editWebhookMessageRequest struct {
 func (h *handler) editWebhookMessage(w http.ResponseWriter, r *http.Request) error {
 	wh, m, err := h.webhookOwnMessage(r)
 	if err != nil {
+		return err
+	}
+	if err := h.webhookMessageFrozen(r.Context(), wh, m); err != nil {
 		return err
 	}
 	body, files, err := h.readMessagePayload(w, r)
@@ -346,6 +324,9 @@ func (h *handler) deleteWebhookMessage(w http.ResponseWriter, r *http.Request) e
 		return err
 	}
 	ctx := r.Context()
+	if err := h.webhookMessageFrozen(ctx, wh, m); err != nil {
+		return err
+	}
 	if err := h.store.DeleteMessage(ctx, m.ChannelID, m.ID); err != nil {
 		return messageErr(err)
 	}

@@ -3,8 +3,11 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/concord-chat/concord/runtime/guild"
@@ -217,28 +220,79 @@ func TestWebhookExecute(t *testing.T) {
 	e.fail("GET", msgPath, "", nil, 404, 10008)
 }
 
+// TestWebhookRateLimit checks Discord's webhook execution limits on a
+// clock the test moves: 5 per 2 s per webhook (429 scope "user"), 30 per
+// minute per channel for all its webhooks together (429 scope "shared"),
+// with the bucket's X-RateLimit-* headers on every answer and Discord's
+// 429 body and headers on a refusal.
 func TestWebhookRateLimit(t *testing.T) {
-	e := newEnv(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	e := newEnvConfig(t, Config{Now: clock})
 	w := e.world()
-	wh := e.createWebhook(w.alice.Token, w.general, "Spammer")
-	other := e.createWebhook(w.alice.Token, w.general, "Other")
+	hooks := make([]webhookJSONT, 7)
+	for i := range hooks {
+		hooks[i] = e.createWebhook(w.alice.Token, w.general, fmt.Sprint("Hook ", i))
+	}
+	elsewhere := e.createWebhook(w.alice.Token, w.staff, "Elsewhere")
+	exec := func(wh webhookJSONT) resp {
+		t.Helper()
+		return e.call("POST", whPath(wh), "", map[string]any{"content": "tick"})
+	}
+	refused := func(r resp, scope string, limit int, retry float64) {
+		t.Helper()
+		h := r.Header
+		if r.Status != 429 || h.Get("X-RateLimit-Scope") != scope || h.Get("Via") == "" || h.Get("Content-Type") != "application/json" ||
+			h.Get("Retry-After") != strconv.Itoa(int(retry)) || h.Get("X-RateLimit-Limit") != strconv.Itoa(limit) || h.Get("X-RateLimit-Remaining") != "0" {
+			t.Fatalf("refusal = %d %v %s", r.Status, h, r.Body)
+		}
+		var body struct {
+			Message    string  `json:"message"`
+			RetryAfter float64 `json:"retry_after"`
+			Global     *bool   `json:"global"`
+		}
+		r.json(t, &body)
+		if body.Message != "You are being rate limited." || body.RetryAfter != retry || body.Global == nil || *body.Global {
+			t.Fatalf("429 body = %s", r.Body)
+		}
+	}
+	// One webhook: five, each telling what is left, then a refusal.
+	bucket := ""
 	for i := 0; i < webhookBurst; i++ {
-		e.ok("POST", whPath(wh), "", map[string]any{"content": fmt.Sprint(i)}, nil)
+		r := exec(hooks[0])
+		h := r.Header
+		if r.Status != 204 || h.Get("X-RateLimit-Limit") != "5" || h.Get("X-RateLimit-Remaining") != strconv.Itoa(webhookBurst-1-i) ||
+			h.Get("X-RateLimit-Reset-After") != "2.000" || h.Get("X-RateLimit-Bucket") == "" || bucket != "" && h.Get("X-RateLimit-Bucket") != bucket {
+			t.Fatalf("execution %d = %d %v %s", i, r.Status, h, r.Body)
+		}
+		bucket = h.Get("X-RateLimit-Bucket")
 	}
-	r := e.call("POST", whPath(wh), "", map[string]any{"content": "over"})
-	if r.Status != 429 || r.Header.Get("Retry-After") == "" {
-		t.Fatalf("over the limit = %d %s", r.Status, r.Body)
+	refused(exec(hooks[0]), "user", webhookBurst, 2)
+	// The channel's other webhooks have their own buckets, up to the
+	// channel's thirty a minute.
+	for _, wh := range hooks[1:6] {
+		for i := 0; i < webhookBurst; i++ {
+			if r := exec(wh); r.Status != 204 {
+				t.Fatalf("%s execution %d = %d %s", wh.Name, i, r.Status, r.Body)
+			}
+		}
 	}
-	var body struct {
-		RetryAfter float64 `json:"retry_after"`
-		Global     bool    `json:"global"`
+	refused(exec(hooks[6]), "shared", webhookChannelBurst, 60)
+	// Another channel is not affected.
+	if r := exec(elsewhere); r.Status != 204 {
+		t.Fatalf("another channel's webhook = %d %s", r.Status, r.Body)
 	}
-	r.json(t, &body)
-	if body.RetryAfter <= 0 || body.RetryAfter > webhookWindow.Seconds() || body.Global {
-		t.Fatalf("429 body = %s", r.Body)
+	// The webhook's window runs out before the channel's.
+	advance(webhookWindow)
+	refused(exec(hooks[0]), "shared", webhookChannelBurst, 58)
+	advance(webhookChannelWindow)
+	var m wire.Message
+	e.ok("POST", whPath(hooks[6])+"?wait=true", "", map[string]any{"content": "again"}, &m)
+	if m.Content != "again" {
+		t.Fatalf("after the windows = %+v", m)
 	}
-	// The limit is per webhook.
-	e.ok("POST", whPath(other), "", map[string]any{"content": "fine"}, nil)
 }
 
 // A webhook in a channel someone cannot see never mentions them: the

@@ -51,7 +51,7 @@ type guildRole struct {
 func (g *guildRole) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := routingBody(w, r)
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, "Request entity too large")
+		writeTooLarge(w)
 		return
 	}
 	rt, err := g.res.route(r.Context(), r, body)

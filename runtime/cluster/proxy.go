@@ -113,7 +113,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "Could not read the request body")
 			return
 		}
-		writeError(w, http.StatusRequestEntityTooLarge, "Request entity too large")
+		writeTooLarge(w)
 		return
 	}
 	defer body.Close()
@@ -242,6 +242,13 @@ func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 	p.metrics.proxyFailures.Inc()
 	p.log.Warn("request not forwarded", "method", r.Method, "path", r.URL.Path, "err", err)
 	writeError(w, http.StatusServiceUnavailable, "Service unavailable: guild node unreachable")
+}
+
+// writeTooLarge answers Discord's 413 for a body over the limits.
+func writeTooLarge(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusRequestEntityTooLarge)
+	_ = json.NewEncoder(w).Encode(map[string]any{"message": "Request entity too large", "code": 40005})
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

@@ -7,6 +7,8 @@ import (
 	"mime"
 	"net/http"
 	"os"
+
+	"github.com/concord-chat/concord/runtime/api/uploads"
 )
 
 // An upload (multipart/form-data: a message, webhook or interaction reply
@@ -24,8 +26,8 @@ func isUpload(r *http.Request) bool {
 }
 
 // defaultMaxUpload bounds a spooled upload when the proxy is given no
-// limit: ten files of Discord's 25 MiB and their JSON.
-const defaultMaxUpload = 10*(25<<20) + 1<<20
+// limit: the REST API's default.
+var defaultMaxUpload = uploads.RequestLimit(0, 0)
 
 // replayBody is a request body the proxy can send more than once: in
 // memory, or spooled to a temporary file.
@@ -83,13 +85,9 @@ func (b *replayBody) Close() error {
 	return nil
 }
 
-// maxUploadBody is the largest upload the api role spools: the REST API's
-// file count times its per-file cap (25 MiB when unset), plus room for the
-// JSON part.
+// maxUploadBody is the largest upload the api role spools: exactly what
+// the REST API's upload parser takes, so a request is refused in the same
+// place, with the same answer, in dev and in the split roles.
 func maxUploadBody(cfg Config) int64 {
-	per := cfg.MaxFileBytes
-	if per <= 0 {
-		per = 25 << 20
-	}
-	return 10*per + 1<<20
+	return uploads.RequestLimit(0, cfg.MaxFileBytes)
 }

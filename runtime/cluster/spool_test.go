@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/concord-chat/concord/runtime/api/uploads"
 )
 
 // upload builds a multipart message with one file of n bytes.
@@ -99,8 +101,8 @@ func TestProxyUploadLargerThanJSONCap(t *testing.T) {
 	}
 
 	big := `{"content":"` + strings.Repeat("x", maxProxyBody) + `"}`
-	if rec := post(t, p, "/api/v10/guilds/42/channels", big); rec.Code != http.StatusRequestEntityTooLarge {
-		t.Fatalf("JSON body over %d bytes: got %d, want 413", maxProxyBody, rec.Code)
+	if rec := post(t, p, "/api/v10/guilds/42/channels", big); rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), `"code":40005`) {
+		t.Fatalf("JSON body over %d bytes: got %d %s, want 413 with code 40005", maxProxyBody, rec.Code, rec.Body)
 	}
 }
 
@@ -117,7 +119,10 @@ func TestProxyUploadCap(t *testing.T) {
 	req.Header.Set("Content-Type", ct)
 	rec := httptest.NewRecorder()
 	p.ServeHTTP(rec, req)
-	if rec.Code != http.StatusRequestEntityTooLarge || served.Load() != 0 {
-		t.Fatalf("got %d after %d served, want 413 before any", rec.Code, served.Load())
+	if rec.Code != http.StatusRequestEntityTooLarge || served.Load() != 0 || !strings.Contains(rec.Body.String(), `"code":40005`) {
+		t.Fatalf("got %d %s after %d served, want 413 (40005) before any", rec.Code, rec.Body, served.Load())
+	}
+	if got, want := maxUploadBody(Config{}), uploads.RequestLimit(0, 0); got != want {
+		t.Fatalf("the api role spools up to %d bytes, the REST API takes %d", got, want)
 	}
 }

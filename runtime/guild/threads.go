@@ -285,6 +285,11 @@ func (s *Service) CreateThread(ctx context.Context, userID snowflake.ID, spec Th
 		if typ == store.ChannelPrivateThread {
 			c.Thread.Invitable = spec.Invitable == nil || *spec.Invitable
 		}
+		if spec.Forum {
+			// A post opens with its starter message, which has the
+			// post's id: THREAD_CREATE and the answer already name it.
+			c.LastMessageID = id
+		}
 		member = store.ThreadMember{ThreadID: id, UserID: userID, JoinedAt: now}
 		if _, err := a.svc.deps.Store.PutThreadMember(ctx, member); err != nil {
 			return storeErr("put thread member", err)

@@ -18,6 +18,7 @@ type Overwrite struct {
 // Channel is Discord's channel object for guild channels, DMs and group
 // DMs. Guild-only fields are present for every type (libraries read them
 // without checking the type); DM-only fields are omitted for guild channels.
+// Threads are written in their own shape (threadChannel, thread.go).
 type Channel struct {
 	ID                   snowflake.ID  `json:"id"`
 	Type                 int           `json:"type"`
@@ -45,6 +46,9 @@ type Channel struct {
 	MessageCount     *int            `json:"message_count,omitempty"`
 	TotalMessageSent *int            `json:"total_message_sent,omitempty"`
 	MemberCount      *int            `json:"member_count,omitempty"`
+	// Member is the viewer's own thread member, where Discord includes it
+	// (the answer to a thread's creation).
+	Member *ThreadMember `json:"member,omitempty"`
 	// NewlyCreated marks the THREAD_CREATE of a thread just created.
 	NewlyCreated bool `json:"newly_created,omitempty"`
 	// AvailableTags are a forum channel's tags (forum.go).

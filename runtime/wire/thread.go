@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"encoding/json"
+
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 )
@@ -31,12 +33,51 @@ func threadFields(out *Channel, c store.Channel) {
 	out.OwnerID = c.OwnerID
 	mc, total, members := t.MessageCount, t.MessageCount, t.MemberCount
 	out.MessageCount, out.TotalMessageSent, out.MemberCount = &mc, &total, &members
-	// Threads carry no overwrites of their own: they use their parent's.
+	// Threads carry no overwrites of their own: they use their parent's
+	// (and the JSON leaves the field out, see threadChannel).
 	out.PermissionOverwrites = []Overwrite{}
 	if t.AppliedTags != nil {
 		tags := append([]snowflake.ID{}, t.AppliedTags...)
 		out.AppliedTags = &tags
 	}
+}
+
+// threadChannel is a thread channel as Discord sends it: the thread's own
+// fields, and none of those a guild channel has for itself (position,
+// topic, permission_overwrites, nsfw, user_limit, bitrate) — a thread has
+// its parent's. Channel.MarshalJSON writes threads in this shape.
+type threadChannel struct {
+	ID               snowflake.ID    `json:"id"`
+	Type             int             `json:"type"`
+	GuildID          snowflake.ID    `json:"guild_id"`
+	Name             *string         `json:"name"`
+	ParentID         *snowflake.ID   `json:"parent_id"`
+	OwnerID          snowflake.ID    `json:"owner_id"`
+	LastMessageID    *snowflake.ID   `json:"last_message_id"`
+	RateLimitPerUser int             `json:"rate_limit_per_user"`
+	Flags            int             `json:"flags"`
+	ThreadMetadata   *ThreadMetadata `json:"thread_metadata"`
+	MessageCount     *int            `json:"message_count"`
+	TotalMessageSent *int            `json:"total_message_sent"`
+	MemberCount      *int            `json:"member_count"`
+	AppliedTags      *[]snowflake.ID `json:"applied_tags,omitempty"`
+	Member           *ThreadMember   `json:"member,omitempty"`
+	NewlyCreated     bool            `json:"newly_created,omitempty"`
+}
+
+// MarshalJSON writes a thread in Discord's thread shape (threadChannel)
+// and any other channel with all of Channel's fields.
+func (c Channel) MarshalJSON() ([]byte, error) {
+	if c.ThreadMetadata == nil {
+		type plain Channel // the same fields without this method
+		return json.Marshal(plain(c))
+	}
+	return json.Marshal(threadChannel{
+		ID: c.ID, Type: c.Type, GuildID: c.GuildID, Name: c.Name, ParentID: c.ParentID, OwnerID: c.OwnerID,
+		LastMessageID: c.LastMessageID, RateLimitPerUser: c.RateLimitPerUser, Flags: c.Flags,
+		ThreadMetadata: c.ThreadMetadata, MessageCount: c.MessageCount, TotalMessageSent: c.TotalMessageSent,
+		MemberCount: c.MemberCount, AppliedTags: c.AppliedTags, Member: c.Member, NewlyCreated: c.NewlyCreated,
+	})
 }
 
 // ThreadMember is Discord's thread member object.

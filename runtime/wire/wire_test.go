@@ -124,3 +124,61 @@ func TestTimestampRoundTrip(t *testing.T) {
 		t.Fatalf("round trip: %v %v", back, err)
 	}
 }
+
+// TestThreadShape checks that a thread is written as Discord writes one:
+// the thread fields, none of a guild channel's own, and that discordgo
+// decodes it as a thread; a text channel keeps every guild field.
+func TestThreadShape(t *testing.T) {
+	_, _, _, parent, _ := fixtures()
+	parent.Topic = "the parent's topic"
+	created := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	th := store.Channel{ID: 41771983423143940, GuildID: parent.GuildID, Type: store.ChannelPublicThread, Name: "a post",
+		ParentID: parent.ID, OwnerID: 175928847299117063, LastMessageID: 41771983423143940, RateLimitPerUser: 3, NSFW: true,
+		Position: 4, Overwrites: []store.Overwrite{},
+		Thread: &store.ThreadMeta{AutoArchiveDuration: 1440, ArchiveTimestamp: created, CreatedAt: created, MessageCount: 2, MemberCount: 1,
+			AppliedTags: []snowflake.ID{7}}}
+	c := ChannelFrom(th, nil)
+	tm := ThreadMember{ID: th.ID, UserID: th.OwnerID, JoinTimestamp: Timestamp(created)}
+	c.Member = &tm
+	raw, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"position", "topic", "permission_overwrites", "nsfw", "user_limit", "bitrate", "rtc_region", "available_tags"} {
+		if _, ok := got[k]; ok {
+			t.Errorf("thread JSON has the guild channel field %q: %s", k, raw)
+		}
+	}
+	want := map[string]string{
+		"id": `"41771983423143940"`, "type": "11", "guild_id": `"41771983423143937"`, "name": `"a post"`,
+		"parent_id": `"41771983423143939"`, "owner_id": `"175928847299117063"`, "last_message_id": `"41771983423143940"`,
+		"rate_limit_per_user": "3", "flags": "0", "message_count": "2", "total_message_sent": "2", "member_count": "1",
+		"applied_tags": `["7"]`,
+	}
+	for k, v := range want {
+		if string(got[k]) != v {
+			t.Errorf("thread %s = %s, want %s", k, got[k], v)
+		}
+	}
+	if !strings.Contains(string(got["thread_metadata"]), `"archived":false`) || !strings.Contains(string(got["member"]), `"user_id":"175928847299117063"`) {
+		t.Errorf("thread_metadata / member: %s", raw)
+	}
+	var dc discordgo.Channel
+	if err := json.Unmarshal(raw, &dc); err != nil || !dc.IsThread() || dc.ParentID != parent.ID.String() || dc.ThreadMetadata == nil || dc.MemberCount != 1 {
+		t.Fatalf("discordgo thread: %+v %v", dc, err)
+	}
+	// A text channel is unchanged: every guild field is there.
+	raw, _ = json.Marshal(ChannelFrom(parent, nil))
+	for _, k := range []string{`"position":0`, `"topic":"the parent's topic"`, `"permission_overwrites":[{`, `"nsfw":false`} {
+		if !strings.Contains(string(raw), k) {
+			t.Errorf("text channel JSON lacks %s: %s", k, raw)
+		}
+	}
+	if strings.Contains(string(raw), "thread_metadata") {
+		t.Errorf("text channel JSON has thread fields: %s", raw)
+	}
+}

@@ -3,6 +3,8 @@
 package conformance
 
 import (
+	"io"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -18,6 +20,13 @@ type forumEvent struct {
 	Parent  string   `json:"parent"`
 	Channel string   `json:"channel"`
 	Content string   `json:"content"`
+	// LastMessage is the post's last_message_id as the library read it.
+	LastMessage string `json:"lastMessage"`
+	// The starter message's files (postedFile).
+	Count int    `json:"count"`
+	Name  string `json:"name"`
+	CType string `json:"ctype"`
+	URL   string `json:"url"`
 }
 
 // forumWorld is a guild with a forum of two tags and an application bot
@@ -28,7 +37,7 @@ func forumWorld(t *testing.T, s *server, tag string) (owner *rest, token, forumI
 	guildID, _ := newGuild(t, owner, "forum "+tag)
 	a := createApp(t, s, owner, tag)
 	const sendInThreads = 1 << 38
-	install(t, owner, a, guildID, permViewChannel|permSendMessages|permReadHistory|sendInThreads)
+	install(t, owner, a, guildID, permViewChannel|permSendMessages|permReadHistory|sendInThreads|permAttachFiles)
 	var forum struct {
 		ID            string `json:"id"`
 		AvailableTags []struct {
@@ -57,7 +66,7 @@ func checkForum(t *testing.T, owner *rest, forumID, bugID string, events <-chan 
 		t.Fatalf("forum as the library cached it: %+v", e)
 	}
 	post := step("posted")
-	if post.Parent != forumID || !slices.Equal(post.Tags, []string{bugID}) {
+	if post.Parent != forumID || !slices.Equal(post.Tags, []string{bugID}) || post.LastMessage != post.ID {
 		t.Fatalf("post as the library read it: %+v", post)
 	}
 	if e := step("starter"); e.ID != post.ID || e.Channel != post.ID || e.Content != "when I click" {
@@ -68,6 +77,20 @@ func checkForum(t *testing.T, owner *rest, forumID, bugID string, events <-chan 
 	}
 	if e := step("retagged"); e.ID != post.ID || len(e.Tags) != 0 {
 		t.Fatalf("retag: %+v", e)
+	}
+	// A post with a file: the starter message (the post's id) carries it,
+	// and the URL the library got serves the PNG.
+	shot := step("postedFile")
+	if shot.ID == "" || shot.ID == post.ID || shot.Channel != shot.ID || shot.Content != "see attached" || shot.LastMessage != shot.ID ||
+		shot.Count != 1 || shot.Name != "shot.png" || shot.CType != "image/png" {
+		t.Fatalf("post with a file as the library read it: %+v", shot)
+	}
+	resp, err := http.Get(shot.URL)
+	must(t, err, "fetch the post's file")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/png" || len(b) != 29 {
+		t.Fatalf("fetch %s: %d %s %d bytes", shot.URL, resp.StatusCode, resp.Header.Get("Content-Type"), len(b))
 	}
 	var th struct {
 		Type         int      `json:"type"`

@@ -93,6 +93,11 @@ func checkLogging(t *testing.T, w world, events <-chan libEvent) {
 		t.Fatalf("edited: %+v", e)
 	}
 	step(t, events, "webhookMessageDeleted")
+	// Seven executions at once through the library, past the webhook's
+	// 5 per 2 s: every one delivered, as seven messages.
+	if e := step(t, events, "webhookBurst"); e.Count != 7 || len(e.IDs) != 7 {
+		t.Fatalf("webhook burst: %+v", e)
+	}
 	if e := step(t, events, "webhookRenamed"); e.Name != "Logger 2" {
 		t.Fatalf("renamed: %+v", e)
 	}

@@ -119,6 +119,19 @@ type Files []File
 // Len is the number of files.
 func (fs Files) Len() int { return len(fs) }
 
+// RequestLimit is the largest multipart request a message may be: its
+// payload_json, and MaxFiles files with room for each part's headers.
+// Zero limits take the defaults (1 MiB of JSON, 25 MiB a file).
+func RequestLimit(maxJSON, maxFile int64) int64 {
+	if maxJSON <= 0 {
+		maxJSON = 1 << 20
+	}
+	if maxFile <= 0 {
+		maxFile = 25 << 20
+	}
+	return maxJSON + int64(MaxFiles)*(maxFile+4096)
+}
+
 // ReadPayload reads a message body: JSON (no files), or multipart with
 // payload_json and files, which are removed from disk when the request
 // ends.
@@ -128,7 +141,7 @@ func (s *Store) ReadPayload(w http.ResponseWriter, r *http.Request) ([]byte, Fil
 		body, err := rest.ReadBody(w, r, s.cfg.MaxJSONBytes)
 		return body, nil, err
 	}
-	limit := s.cfg.MaxJSONBytes + int64(MaxFiles)*(s.cfg.MaxFileBytes+4096)
+	limit := RequestLimit(s.cfg.MaxJSONBytes, s.cfg.MaxFileBytes)
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	body, files, err := Decode(r.Body, params["boundary"], s.cfg.MaxJSONBytes, s.cfg.MaxFileBytes, s.cfg.TempDir)
 	if err != nil {

@@ -42,6 +42,10 @@ client.on(Events.MessageCreate, async (m) => {
     emit('webhookEdited', { id: edited.id, content: edited.content });
     await hook.deleteMessage(sent.id);
     emit('webhookMessageDeleted', { id: sent.id });
+    // Seven at once: past the webhook's 5 per 2 s, so the library has to
+    // follow the bucket headers (or the 429) to deliver them all.
+    const burst = await Promise.all(Array.from({ length: 7 }, (_, i) => hook.send({ content: 'burst ' + i })));
+    emit('webhookBurst', { count: burst.length, ids: [...new Set(burst.map((b) => b.id))] });
     const renamed = await hook.edit({ name: 'Logger 2' });
     emit('webhookRenamed', { name: renamed.name });
     await hook.delete('conformance cleanup');

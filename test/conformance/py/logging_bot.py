@@ -8,6 +8,7 @@ printing one JSON line per step (like js/logging.js). Env: CONCORD_HOST,
 CONCORD_TOKEN. Closing stdin stops it.
 """
 
+import asyncio
 import io
 import traceback
 
@@ -63,6 +64,10 @@ async def on_message(m):
         emit("webhookEdited", id=str(edited.id), content=edited.content)
         await hook.delete_message(sent.id)
         emit("webhookMessageDeleted", id=str(sent.id))
+        # Seven at once: past the webhook's 5 per 2 s, so the library has
+        # to follow the bucket headers (or the 429) to deliver them all.
+        burst = await asyncio.gather(*(hook.send(f"burst {i}", wait=True) for i in range(7)))
+        emit("webhookBurst", count=len(burst), ids=sorted({str(b.id) for b in burst}))
         renamed = await hook.edit(name="Logger 2")
         emit("webhookRenamed", name=renamed.name)
         await hook.delete(reason="conformance cleanup")

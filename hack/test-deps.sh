@@ -55,6 +55,9 @@ step "discord.py conformance client (venv from test/conformance/py/requirements.
 PY=$(pyvenv pyvenv test/conformance/py/requirements.txt)
 echo "export CONCORD_PY=$PY" >> "$ENV_FILE.tmp"
 
+step "TypeScript compiler and Preact's declarations for the web client's type check (npm ci in web)"
+( cd web && npm ci --no-audit --no-fund --loglevel=error )
+
 step "ffmpeg from Debian (voice tests make their Ogg Opus tone files with it)"
 apt_need ffmpeg ffmpeg "the voice tests make their Ogg Opus tone files with it"
 # Read the list whole first: grep -q would close the pipe early and pipefail

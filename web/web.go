@@ -7,7 +7,8 @@
 // single-page app's index.html, never cached, so a new build reaches the
 // browser on the next load. Every answer carries a strict
 // Content-Security-Policy: scripts and styles from this origin only, no
-// inline code, no frames; connections to this origin, the gateway, the
+// inline code but index.html's boot script (allowed by its hash), no
+// frames; connections to this origin, the gateway, the
 // listed origins and secure WebSockets to this host's other ports (voice).
 //
 // Rebuild after changing web/src with `go generate ./web` (or `make
@@ -19,13 +20,18 @@ package web
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	"embed"
+	"encoding/base64"
+	"fmt"
 	"io/fs"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
 	"path"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -45,7 +51,11 @@ type Options struct {
 	// to the same host and port).
 	ConnectSrc []string
 	// MediaSrc lists origins besides this one that <video> and <audio>
-	// may load from (live streams).
+	// may load from: where streams' stream_url points (a CDN, a media
+	// server), as "https://media.example.com", "https://*.cdn.example.com"
+	// or "https://media.example.com:8443". Default none: a stream_url on
+	// another origin does not play. Entries that are not such an origin
+	// are left out (ParseOrigins reports them, for flags).
 	MediaSrc []string
 	// NoSameHostVoice drops the default wss://<page host>:* source (voice
 	// servers on the page's own host at another port, as `concord dev`
@@ -80,7 +90,7 @@ type handler struct {
 // Handler returns the web client's handler. It panics when the embedded
 // bundle is incomplete, which is a build error.
 func Handler(opts Options) http.Handler {
-	h := &handler{assets: make(map[string]*asset), csp: policy(opts), sameHost: !opts.NoSameHostVoice && opts.VoiceEndpoints == nil,
+	h := &handler{assets: make(map[string]*asset), sameHost: !opts.NoSameHostVoice && opts.VoiceEndpoints == nil,
 		voice: opts.VoiceEndpoints}
 	err := fs.WalkDir(dist, "dist", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -101,7 +111,23 @@ func Handler(opts Options) http.Handler {
 		panic("web: embedded bundle has no index.html; run go generate ./web")
 	}
 	delete(h.assets, "index.html")
+	h.csp = policy(opts, inlineScriptHashes(h.index.body))
 	return h
+}
+
+// inlineScript matches index.html's inline scripts (the boot script that
+// starts the first REST reads before the bundle runs).
+var inlineScript = regexp.MustCompile(`(?s)<script>(.*?)</script>`)
+
+// inlineScriptHashes returns the CSP sources allowing exactly the inline
+// scripts of page: 'sha256-<base64>' of each one's text.
+func inlineScriptHashes(page []byte) []string {
+	var srcs []string
+	for _, m := range inlineScript.FindAllSubmatch(page, -1) {
+		sum := sha256.Sum256(m[1])
+		srcs = append(srcs, "'sha256-"+base64.StdEncoding.EncodeToString(sum[:])+"'")
+	}
+	return srcs
 }
 
 func newAsset(name string, b []byte) *asset {
@@ -130,15 +156,15 @@ func newAsset(name string, b []byte) *asset {
 // policy is the Content-Security-Policy of every answer, but for the
 // same-host voice source that ServeHTTP appends to its last directive,
 // connect-src.
-func policy(opts Options) string {
-	connect := append([]string{"'self'"}, opts.ConnectSrc...)
+func policy(opts Options, scriptHashes []string) string {
+	connect := append([]string{"'self'"}, origins(opts.ConnectSrc, "http", "https", "ws", "wss")...)
 	if u, err := url.Parse(opts.GatewayURL); err == nil && u.Host != "" && (u.Scheme == "ws" || u.Scheme == "wss") {
 		connect = append(connect, u.Scheme+"://"+u.Host)
 	}
-	media := append([]string{"'self'", "blob:"}, opts.MediaSrc...)
+	media := append([]string{"'self'", "blob:"}, origins(opts.MediaSrc, "http", "https")...)
 	return strings.Join([]string{
 		"default-src 'none'",
-		"script-src 'self'",
+		"script-src " + strings.Join(append([]string{"'self'"}, scriptHashes...), " "),
 		"style-src 'self'",
 		"img-src 'self' data: blob:",
 		"font-src 'self'",
@@ -149,6 +175,64 @@ func policy(opts Options) string {
 		"frame-ancestors 'none'",
 		"connect-src " + strings.Join(connect, " "),
 	}, "; ")
+}
+
+// ParseOrigins splits a comma-separated list of origins (a flag's value)
+// and checks that each is scheme://host[:port] with one of the schemes,
+// a leading "*." allowed in the host: what Options.MediaSrc and
+// Options.ConnectSrc take. Blanks are skipped; anything else is an error
+// naming the entry.
+func ParseOrigins(list string, schemes ...string) ([]string, error) {
+	var out []string
+	for _, e := range strings.Split(list, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		o, ok := origin(e, schemes)
+		if !ok {
+			return nil, fmt.Errorf("web: %q is not an origin (%s://host[:port], no path): a Content-Security-Policy source must be exactly that", e, strings.Join(schemes, "|"))
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// origins keeps the entries of list that are origins with one of the
+// schemes, so that no entry can widen or end a CSP directive.
+func origins(list []string, schemes ...string) []string {
+	var out []string
+	for _, e := range list {
+		if o, ok := origin(e, schemes); ok {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// hostLabels is a host name (optionally "*." first), an IPv4 address or a
+// bracketed IPv6 address.
+var hostLabels = regexp.MustCompile(`^(?:\*\.)?[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?$|^\[[0-9A-Fa-f:.]+\]$`)
+
+// origin checks one entry and returns it lower-cased, without a trailing
+// slash.
+func origin(e string, schemes []string) (string, bool) {
+	e = strings.TrimSuffix(strings.TrimSpace(e), "/")
+	scheme, rest, ok := strings.Cut(e, "://")
+	if !ok || !slices.Contains(schemes, strings.ToLower(scheme)) || rest == "" {
+		return "", false
+	}
+	host, port := rest, ""
+	if i := strings.LastIndex(rest, ":"); i >= 0 && !strings.HasSuffix(rest, "]") {
+		host, port = rest[:i], rest[i+1:]
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 || strconv.Itoa(n) != port {
+			return "", false
+		}
+	}
+	if !hostLabels.MatchString(host) {
+		return "", false
+	}
+	return strings.ToLower(e), true
 }
 
 // sameHostVoice is the connect-src source for voice servers on the page's

@@ -3,6 +3,8 @@ package web
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/base64"
 	"io"
 	"io/fs"
 	"net/http"
@@ -104,8 +106,19 @@ func TestHandler(t *testing.T) {
 	if len(refs) != 2 {
 		t.Fatalf("index.html references %d hashed bundles, want 2:\n%s", len(refs), body)
 	}
-	if regexp.MustCompile(`<script(?: type="module")?>|<style|style="`).Match(body) {
+	if regexp.MustCompile(`<script type="module">|<style|style="|<[^>]* on[a-z]+=`).Match(body) {
 		t.Errorf("index.html has inline code:\n%s", body)
+	}
+	// Its one inline script, the boot script, is allowed by its hash, and
+	// nothing else inline is: a changed byte would be refused.
+	inline := regexp.MustCompile(`(?s)<script>(.*?)</script>`).FindAllSubmatch(body, -1)
+	if len(inline) != 1 || !bytes.Contains(inline[0][1], []byte("concordBoot")) {
+		t.Fatalf("index.html has %d inline scripts, want the boot script alone:\n%s", len(inline), body)
+	}
+	sum := sha256.Sum256(inline[0][1])
+	script := regexp.MustCompile(`script-src ([^;]*)`).FindStringSubmatch(csp)
+	if want := "'self' 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"; script == nil || script[1] != want {
+		t.Errorf("CSP script-src = %q, want %q", script, want)
 	}
 	// SPA routes get the same page.
 	if res := get(t, h, "/channels/1/2"); res.StatusCode != 200 || res.Header.Get("Cache-Control") != "no-store" {
@@ -165,6 +178,41 @@ func TestVoiceEndpointsCSP(t *testing.T) {
 	}
 	if strings.Contains(csp, ":*") || strings.Count(csp, "script-src") != 1 {
 		t.Errorf("policy widened: %q", csp)
+	}
+}
+
+// TestMediaOrigins: by default <video> plays from this origin (and blob:)
+// only; the configured media origins join media-src, and nothing that is
+// not an origin reaches the policy.
+func TestMediaOrigins(t *testing.T) {
+	media := func(opts Options) string {
+		csp := get(t, Handler(opts), "/live/1").Header.Get("Content-Security-Policy")
+		for _, d := range strings.Split(csp, "; ") {
+			if strings.HasPrefix(d, "media-src ") {
+				return d
+			}
+		}
+		t.Fatalf("no media-src in %q", csp)
+		return ""
+	}
+	if got := media(Options{}); got != "media-src 'self' blob:" {
+		t.Errorf("default %q, want this origin and blob: only", got)
+	}
+	got := media(Options{MediaSrc: []string{"https://cdn.example.com", "https://*.media.example.com:8443/", "HTTP://10.0.0.9:8080",
+		"https://evil.example.com; script-src *", "cdn.example.com", "https://x.example.com/path", "javascript://x", "*", "'unsafe-inline'",
+		"https://[2001:db8::2]", "https://h:0", "https://h:08"}})
+	if want := "media-src 'self' blob: https://cdn.example.com https://*.media.example.com:8443 http://10.0.0.9:8080 https://[2001:db8::2]"; got != want {
+		t.Errorf("media-src = %q, want %q", got, want)
+	}
+
+	list, err := ParseOrigins(" https://cdn.example.com, ,https://*.cdn.example.com:8443 ", "http", "https")
+	if err != nil || strings.Join(list, " ") != "https://cdn.example.com https://*.cdn.example.com:8443" {
+		t.Errorf("ParseOrigins = %q, %v", list, err)
+	}
+	for _, bad := range []string{"cdn.example.com", "https://cdn.example.com/videos", "wss://cdn.example.com", "https://a b", "https://x;y", "https://*"} {
+		if _, err := ParseOrigins("https://ok.example.com,"+bad, "http", "https"); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("ParseOrigins accepted %q (err %v)", bad, err)
+		}
 	}
 }
 

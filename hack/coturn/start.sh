@@ -1,25 +1,37 @@
 #!/usr/bin/env bash
 # start.sh — run a throwaway coturn TURN server on loopback for the voice
-# relay-only test (test/voice: a WebRTC client that may only use relayed
+# relay-only tests (test/voice: a WebRTC client that may only use relayed
 # candidates joins a call through it).
 #
 # Installs coturn from Debian's packages when turnserver is missing (the
 # test scripts run as root), then starts it on $TURN_HOST:$TURN_PORT (UDP
-# and TCP) with a static long-term user, relaying on $TURN_HOST (ports
-# $TURN_MIN_PORT-$TURN_MAX_PORT) to loopback peers — the SFU under test is
-# on 127.0.0.1, which coturn refuses to relay to unless told. No TLS, no
-# CLI, no database. If a server already answers on the port (this
-# script's, by its pid file) it is reused. The last lines on stdout are
+# and TCP), relaying on $TURN_HOST (ports $TURN_MIN_PORT-$TURN_MAX_PORT) to
+# loopback peers — the SFU under test is on 127.0.0.1, which coturn
+# refuses to relay to unless told. No TLS, no CLI, no database.
+#
+# Credentials are coturn's time-limited ones (use-auth-secret,
+# static-auth-secret=$TURN_SECRET): username "<expiry unix>:<user>",
+# credential base64(HMAC-SHA1(secret, username)), what the SFU mints for
+# each session when CONCORD_VOICE_ICE_SECRET is set. coturn cannot mix
+# them with static users, so the fixed user the static-credential test
+# configures is one such pair for $TURN_USER, minted here, expiring at the
+# start of 2038 (coturn reads the expiry as a signed 32-bit number).
+#
+# If this script's server (by its pid file) already answers on the port
+# with the same configuration it is reused; with another, restarted. The
+# last three lines on stdout are
 #
 #   export CONCORD_TURN=127.0.0.1:3479
-#   export CONCORD_TURN_USER=concord
-#   export CONCORD_TURN_PASSWORD=...
+#   export CONCORD_TURN_USER=2145916800:concord
+#   export CONCORD_TURN_PASSWORD=... CONCORD_TURN_SECRET=...
 #
+# (the secret shares the last line: callers keep the last three lines);
 # progress goes to stderr.
 #
 # Environment (defaults in brackets):
 #   TURN_HOST [127.0.0.1]  TURN_PORT [3479]  TURN_MIN_PORT [49400]  TURN_MAX_PORT [49499]
-#   TURN_USER [concord]  TURN_PASSWORD [concord-test-turn]  TURN_START_TIMEOUT [20] (seconds)
+#   TURN_USER [concord]  TURN_SECRET [concord-test-turn-secret]
+#   TURN_START_TIMEOUT [20] (seconds)
 #   CONCORD_CACHE [~/.cache/concord]  (log, pid and config under coturn-$TURN_PORT/)
 set -euo pipefail
 
@@ -28,7 +40,7 @@ TURN_PORT="${TURN_PORT:-3479}"
 TURN_MIN_PORT="${TURN_MIN_PORT:-49400}"
 TURN_MAX_PORT="${TURN_MAX_PORT:-49499}"
 TURN_USER="${TURN_USER:-concord}"
-TURN_PASSWORD="${TURN_PASSWORD:-concord-test-turn}"
+TURN_SECRET="${TURN_SECRET:-concord-test-turn-secret}"
 TURN_START_TIMEOUT="${TURN_START_TIMEOUT:-20}"
 CONCORD_CACHE="${CONCORD_CACHE:-$HOME/.cache/concord}"
 run="$CONCORD_CACHE/coturn-$TURN_PORT"
@@ -54,23 +66,24 @@ install() {
 }
 
 install
+command -v openssl >/dev/null || die "openssl is needed to mint the static TURN credential: apt-get install -y openssl"
 
-if running && answers; then
-	log "reusing turnserver already running on $TURN_HOST:$TURN_PORT (pid $(cat "$run/turnserver.pid"))"
-else
-	answers && die "something other than this script's turnserver answers on $TURN_HOST:$TURN_PORT"
-	mkdir -p "$run"
-	# Options in a file so the password is not on the command line.
-	cat > "$run/turnserver.conf" <<CONF
-listening-ip=$TURN_HOST
+# The fixed credential: a time-limited one lasting until 2038, about the
+# latest expiry coturn reads.
+TURN_USERNAME="2145916800:$TURN_USER"
+TURN_PASSWORD="$(printf '%s' "$TURN_USERNAME" | openssl dgst -sha1 -hmac "$TURN_SECRET" -binary | base64)"
+
+# Options in a file so the secret is not on the command line.
+conf="listening-ip=$TURN_HOST
 listening-port=$TURN_PORT
 relay-ip=$TURN_HOST
 min-port=$TURN_MIN_PORT
 max-port=$TURN_MAX_PORT
 realm=concord.test
 lt-cred-mech
+use-auth-secret
+static-auth-secret=$TURN_SECRET
 fingerprint
-user=$TURN_USER:$TURN_PASSWORD
 allow-loopback-peers
 no-tls
 no-dtls
@@ -78,8 +91,24 @@ no-cli
 no-multicast-peers
 simple-log
 log-file=$run/turnserver.log
-pidfile=$run/turnserver.pid
-CONF
+pidfile=$run/turnserver.pid"
+
+if running && answers && [[ "$(cat "$run/turnserver.conf" 2>/dev/null)" == "$conf" ]]; then
+	log "reusing turnserver already running on $TURN_HOST:$TURN_PORT (pid $(cat "$run/turnserver.pid"))"
+else
+	if running; then
+		pid="$(cat "$run/turnserver.pid")"
+		log "restarting this script's turnserver (pid $pid): its configuration changed"
+		kill "$pid"
+		deadline=$((SECONDS + TURN_START_TIMEOUT))
+		while kill -0 "$pid" 2>/dev/null || answers; do
+			((SECONDS >= deadline)) && die "turnserver (pid $pid) did not stop within ${TURN_START_TIMEOUT}s"
+			sleep 0.2
+		done
+	fi
+	answers && die "something other than this script's turnserver answers on $TURN_HOST:$TURN_PORT"
+	mkdir -p "$run"
+	printf '%s\n' "$conf" > "$run/turnserver.conf"
 	chmod 600 "$run/turnserver.conf"
 	log "starting $(turnserver --version 2>/dev/null | head -n 1) on $TURN_HOST:$TURN_PORT (log $run/turnserver.log)"
 	turnserver -c "$run/turnserver.conf" --daemon --no-stdout-log >&2
@@ -95,5 +124,5 @@ CONF
 fi
 
 echo "export CONCORD_TURN=$TURN_HOST:$TURN_PORT"
-echo "export CONCORD_TURN_USER=$TURN_USER"
-echo "export CONCORD_TURN_PASSWORD=$TURN_PASSWORD"
+echo "export CONCORD_TURN_USER=$TURN_USERNAME"
+echo "export CONCORD_TURN_PASSWORD=$TURN_PASSWORD CONCORD_TURN_SECRET=$TURN_SECRET"

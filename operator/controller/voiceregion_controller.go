@@ -125,6 +125,12 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 		return ctrl.Result{}, err
 	}
+	if _, err := iceOf(&vr); err != nil {
+		// New SFU pods would fail at start; the ones running keep theirs.
+		setCondition(&vr.Status.Conditions, vr.Generation, concordv1.ConditionDegraded, true, "InvalidICESettings", err.Error())
+		vr.Status.ObservedGeneration = vr.Generation
+		return ctrl.Result{RequeueAfter: resync}, updateStatus(ctx, r.Client, &vr, "VoiceRegion")
+	}
 	reg, err := r.Registries.Registry(ctx, clusterKey(cluster))
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("open registry: %w", err)

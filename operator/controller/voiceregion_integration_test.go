@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -264,4 +265,59 @@ func TestVoiceRegionUnknownLoadIsNeverKilled(t *testing.T) {
 		g.Expect(vr.Status.ServerLoads).To(HaveLen(1))
 		g.Expect(vr.Status.ServerLoads[0].Reporting).To(BeTrue())
 	}, timeout, poll).Should(Succeed())
+}
+
+// TestVoiceRegionICESettings: a region's ICE/TURN annotations reach its
+// SFU pods as the CONCORD_VOICE_ICE_* environment the voice role reads —
+// the servers and TTL as values, the credentials only as references to
+// the named Secret's keys — and a region with a malformed setting makes
+// no pod and says why in its Degraded condition.
+func TestVoiceRegionICESettings(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	newCluster(t, ns, "prod")
+	vr := &concordv1.VoiceRegion{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "turn", Annotations: map[string]string{
+			AnnotationICEServers:       "turn:turn.example:3478?transport=udp, stun:turn.example:3478",
+			AnnotationICESecret:        "coturn",
+			AnnotationICECredentialTTL: "90m",
+		}},
+		Spec: concordv1.VoiceRegionSpec{ClusterRef: concordv1.ClusterReference{Name: "prod"}, Region: "eu-west", MinServers: 1, MaxServers: 2},
+	}
+	g.Expect(k8s.Create(ctx, vr)).To(Succeed())
+	labels := map[string]string{concordv1.LabelOwner: "turn", concordv1.LabelRole: concordv1.RoleVoice}
+	g.Eventually(func(g Gomega) {
+		pods := listPods(g, ns, labels)
+		g.Expect(pods).NotTo(BeEmpty())
+		spec := pods[0].Spec
+		g.Expect(envValue(spec, "CONCORD_VOICE_ICE_SERVERS")).To(Equal("turn:turn.example:3478?transport=udp,stun:turn.example:3478"))
+		g.Expect(envValue(spec, "CONCORD_VOICE_ICE_CREDENTIAL_TTL")).To(Equal("90m"))
+		for name, key := range map[string]string{"CONCORD_VOICE_ICE_USERNAME": "username", "CONCORD_VOICE_ICE_CREDENTIAL": "credential", "CONCORD_VOICE_ICE_SECRET": "secret"} {
+			i := slices.IndexFunc(spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == name })
+			g.Expect(i).To(BeNumerically(">=", 0), name)
+			e := spec.Containers[0].Env[i]
+			g.Expect(e.Value).To(BeEmpty(), "%s carries a credential in the pod spec", name)
+			g.Expect(e.ValueFrom).NotTo(BeNil(), name)
+			g.Expect(e.ValueFrom.SecretKeyRef).NotTo(BeNil(), name)
+			g.Expect(e.ValueFrom.SecretKeyRef.Name).To(Equal("coturn"))
+			g.Expect(e.ValueFrom.SecretKeyRef.Key).To(Equal(key))
+			g.Expect(*e.ValueFrom.SecretKeyRef.Optional).To(BeTrue())
+		}
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	bad := &concordv1.VoiceRegion{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad", Annotations: map[string]string{AnnotationICEServers: "http://turn.example"}},
+		Spec:       concordv1.VoiceRegionSpec{ClusterRef: concordv1.ClusterReference{Name: "prod"}, Region: "us-east", MinServers: 1, MaxServers: 2},
+	}
+	g.Expect(k8s.Create(ctx, bad)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(bad), bad)).To(Succeed())
+		c := meta.FindStatusCondition(bad.Status.Conditions, concordv1.ConditionDegraded)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(c.Reason).To(Equal("InvalidICESettings"))
+		g.Expect(c.Message).To(ContainSubstring(AnnotationICEServers))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Expect(listPods(g, ns, map[string]string{concordv1.LabelOwner: "bad", concordv1.LabelRole: concordv1.RoleVoice})).To(BeEmpty())
 }

@@ -80,6 +80,10 @@ func sfuPod(c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, name, public
 		env("CONCORD_VOICE_PUBLIC_IP", public),
 		env("CONCORD_ADMIN", "0.0.0.0:"+strconv.Itoa(int(ports.admin))),
 	}
+	// Reconcile refuses a region whose ICE settings are wrong before any
+	// pod is made, so they are valid here.
+	ice, _ := iceOf(vr)
+	extra = append(extra, ice.env()...)
 	spec := runtimePodSpec(c, "", []string{concordv1.RoleVoice}, extra, vr.Spec.PodPlacement)
 	ct := &spec.Containers[0]
 	hostPort := func(p int32) int32 {

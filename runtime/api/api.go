@@ -146,6 +146,7 @@ func New(cfg Config, deps Deps) http.Handler {
 			MaxJSONBytes: cfg.MaxBodyBytes, MaxFileBytes: cfg.MaxFileBytes, URLTTL: cfg.AttachmentURLTTL,
 			MediaURL: cfg.MediaURL, Now: cfg.Now}),
 	}
+	bindOutbox(deps.Events, deps.Store)
 	mux := http.NewServeMux()
 	for _, v := range []string{"/api/v9", "/api/v10"} {
 		h.routes(mux, v)

@@ -139,11 +139,14 @@ func (h *handler) purgeMessages(ctx context.Context, user, g, target snowflake.I
 			continue
 		}
 		slices.Sort(mine)
-		if err := h.store.DeleteMessages(bg, ch, mine); err != nil {
+		logged, err := h.deleteMessagesLogged(bg, g, ch, mine)
+		if err != nil {
 			h.log.Warn("ban purge: delete", "channel_id", ch, "err", err)
 			continue
 		}
-		h.logDeletes(bg, g, ch, mine)
+		if !logged {
+			h.logDeletes(bg, g, ch, mine)
+		}
 		for len(mine) > 0 {
 			n := min(len(mine), 100)
 			if err := h.guilds.PublishDelete(bg, g, ch, mine[:n]); err != nil {

@@ -108,7 +108,8 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 		return err
 	}
 	m.EditedAt = h.cfg.Now()
-	if err := h.store.PutMessage(ctx, m); err != nil {
+	logged, err := h.putMessageLogged(ctx, eventlog.MessageUpdate, m)
+	if err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
 	}
 	// The response and MESSAGE_UPDATE are rendered by the reader; fan-out
@@ -120,7 +121,9 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 	bg, cancel := background(ctx)
 	defer cancel()
 	h.forgetAttachments(bg, removed)
-	h.logMessage(bg, eventlog.MessageUpdate, out)
+	if !logged {
+		h.logMessage(bg, eventlog.MessageUpdate, out)
+	}
 	if err := h.guilds.PublishMessage(bg, "MESSAGE_UPDATE", out); err != nil {
 		h.log.Warn("message update not published", "message_id", m.ID, "err", err)
 	}
@@ -153,13 +156,25 @@ func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user sno
 	if err := frozenThread(v.Channel); err != nil {
 		return err
 	}
-	if err := h.store.DeleteMessage(ctx, channelID, messageID); err != nil {
+	// With the store's outbox the delete and its MESSAGE_DELETE are one
+	// write; the message was just read, so a concurrent delete is the
+	// only way it is already gone, and that is a 204 with a duplicate
+	// event (consumers dedupe) rather than a 404.
+	var logged bool
+	if _, _, atomic := h.atomicEvents(); atomic {
+		logged, err = h.deleteMessagesLogged(ctx, v.Channel.GuildID, channelID, []snowflake.ID{messageID})
+	} else {
+		err = h.store.DeleteMessage(ctx, channelID, messageID)
+	}
+	if err != nil {
 		return messageErr(err)
 	}
 	bg, cancel := background(ctx)
 	defer cancel()
 	h.forgetAttachments(bg, m.Attachments)
-	h.logDeletes(bg, v.Channel.GuildID, channelID, []snowflake.ID{messageID})
+	if !logged {
+		h.logDeletes(bg, v.Channel.GuildID, channelID, []snowflake.ID{messageID})
+	}
 	if err := h.guilds.PublishDelete(bg, v.Channel.GuildID, channelID, []snowflake.ID{messageID}); err != nil {
 		h.log.Warn("message delete not published", "message_id", messageID, "err", err)
 	}
@@ -242,13 +257,16 @@ func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowfl
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	if err := h.store.DeleteMessages(ctx, channelID, list); err != nil {
+	logged, err := h.deleteMessagesLogged(ctx, v.Channel.GuildID, channelID, list)
+	if err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
 	}
 	bg, cancel := background(ctx)
 	defer cancel()
 	h.forgetAttachments(bg, atts)
-	h.logDeletes(bg, v.Channel.GuildID, channelID, list)
+	if !logged {
+		h.logDeletes(bg, v.Channel.GuildID, channelID, list)
+	}
 	if err := h.guilds.PublishDelete(bg, v.Channel.GuildID, channelID, list); err != nil {
 		h.log.Warn("bulk delete not published", "channel_id", channelID, "err", err)
 	}

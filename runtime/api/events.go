@@ -10,6 +10,7 @@ import (
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/readstate"
 	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
@@ -17,8 +18,107 @@ import (
 // store write and the response. Publish must return within a bounded time
 // (the outbox writes locally and relays later); an error is logged, never
 // turned into a failed request, because the message is already stored.
+//
+// A publisher that is also a StoreRelay, given a store that is a
+// store.TransactionalOutbox, makes the send, edit and delete paths commit
+// the event in the same atomic write as the message change instead: a
+// crash between the store write and Publish can no longer lose the event
+// that mention counting needs.
 type EventPublisher interface {
 	Publish(ctx context.Context, ev eventlog.MessageEvent) error
+}
+
+// StoreRelay is the optional side of an EventPublisher that relays a
+// store's transactional outbox to the log; outbox.Outbox implements it.
+type StoreRelay interface {
+	// RelayStore starts relaying src's outbox; false when it cannot.
+	RelayStore(src store.Outbox) bool
+	// RelaysStore reports whether src's outbox is relayed.
+	RelaysStore(src any) bool
+	// Committed tells the relay a shard holds events just committed.
+	Committed(shard int)
+}
+
+// bindOutbox starts the relay of the store's outbox when both sides
+// support it. New calls it, so rows a crash left in the store's outbox
+// are relayed as soon as the process is up, before any new write.
+func bindOutbox(events EventPublisher, st store.Store) {
+	r, ok := events.(StoreRelay)
+	if !ok {
+		return
+	}
+	if tx, ok := st.(store.TransactionalOutbox); ok {
+		r.RelayStore(tx)
+	}
+}
+
+// atomicEvents returns the store's event writer and the relay when
+// events committed with message writes reach the log; ok is false when
+// the message must be written alone and its event published after.
+func (h *handler) atomicEvents() (w store.MessageEvents, r StoreRelay, ok bool) {
+	if h.events == nil {
+		return nil, nil, false
+	}
+	r, ok = h.events.(StoreRelay)
+	if !ok {
+		return nil, nil, false
+	}
+	tx, ok := h.store.(store.TransactionalOutbox)
+	if !ok || !r.RelaysStore(tx) {
+		return nil, nil, false
+	}
+	return tx, r, true
+}
+
+// storedEvent is the event of a create or update of m, as the store holds
+// it (mentions are the ones the send was authorised with).
+func storedEvent(typ string, m store.Message) eventlog.MessageEvent {
+	return eventlog.MessageEvent{
+		Type: typ, GuildID: m.GuildID, ChannelID: m.ChannelID, MessageID: m.ID, AuthorID: m.AuthorID,
+		Mentions: m.Mentions, MentionRoles: m.MentionRoles, MentionEveryone: m.MentionEveryone, Content: m.Content,
+	}
+}
+
+// putMessageLogged writes m and, when the store commits events with
+// message writes, its typ event in the same write; logged reports that
+// the event was committed (the caller then does not publish it).
+func (h *handler) putMessageLogged(ctx context.Context, typ string, m store.Message) (logged bool, err error) {
+	w, r, ok := h.atomicEvents()
+	if !ok {
+		return false, h.store.PutMessage(ctx, m)
+	}
+	rec, err := storedEvent(typ, m).Record()
+	if err != nil {
+		return false, err
+	}
+	if err := w.PutMessageEvents(ctx, m, store.Event{Topic: rec.Topic, Key: rec.Key, Value: rec.Value}); err != nil {
+		return false, err
+	}
+	r.Committed(store.OutboxShard(m.ChannelID))
+	return true, nil
+}
+
+// deleteMessagesLogged deletes ids of a channel and, when the store
+// commits events with message writes, one MESSAGE_DELETE per id in the
+// same write; logged reports that.
+func (h *handler) deleteMessagesLogged(ctx context.Context, guildID, channelID snowflake.ID, ids []snowflake.ID) (logged bool, err error) {
+	w, r, ok := h.atomicEvents()
+	if !ok {
+		return false, h.store.DeleteMessages(ctx, channelID, ids)
+	}
+	evs := make([]store.Event, 0, len(ids))
+	for _, id := range ids {
+		rec, err := eventlog.MessageEvent{Type: eventlog.MessageDelete, GuildID: guildID, ChannelID: channelID, MessageID: id}.Record()
+		if err != nil {
+			return false, err
+		}
+		evs = append(evs, store.Event{Topic: rec.Topic, Key: rec.Key, Value: rec.Value})
+	}
+	if err := w.DeleteMessagesEvents(ctx, channelID, ids, evs...); err != nil {
+		return false, err
+	}
+	r.Committed(store.OutboxShard(channelID))
+	return true, nil
 }
 
 // ReadStates moves read markers; the read-state role implements it.

@@ -145,7 +145,8 @@ func (h *handler) startForumPost(w http.ResponseWriter, r *http.Request, user sn
 		MentionEveryone: grant.MentionEveryone, Mentions: grant.Users, MentionRoles: grant.Roles, Flags: sendFlags(req.Flags),
 		Embeds: wire.JoinRaw(req.Embeds), Components: wire.JoinRaw(req.Components), Attachments: atts,
 	}
-	if err := h.store.PutMessage(ctx, m); err != nil {
+	logged, err := h.putMessageLogged(ctx, eventlog.MessageCreate, m)
+	if err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
 	}
 	rd := h.reader(user)
@@ -153,18 +154,21 @@ func (h *handler) startForumPost(w http.ResponseWriter, r *http.Request, user sn
 	if err != nil {
 		return err
 	}
-	h.publishStarter(ctx, out)
+	h.publishStarter(ctx, out, logged)
 	h.recordAudit(r, th.GuildID, user, auditEntry{Action: auditThreadCreate, Target: th.ID, Changes: []auditChange{
 		change("name", nil, th.Name), change("type", nil, th.Type), change("applied_tags", nil, th.Thread.AppliedTags)}})
 	writeJSON(w, http.StatusCreated, forumPost{Thread: threadJSON(th, member), Message: out})
 	return nil
 }
 
-// publishStarter logs and fans out a forum post's starter message.
-func (h *handler) publishStarter(ctx context.Context, out wire.Message) {
+// publishStarter logs (unless its write did: logged) and fans out a
+// forum post's starter message.
+func (h *handler) publishStarter(ctx context.Context, out wire.Message, logged bool) {
 	bg, cancel := background(ctx)
 	defer cancel()
-	h.logMessage(bg, eventlog.MessageCreate, out)
+	if !logged {
+		h.logMessage(bg, eventlog.MessageCreate, out)
+	}
 	if err := h.guilds.PublishMessage(bg, "MESSAGE_CREATE", out); err != nil {
 		h.log.Warn("forum starter message not published", "message_id", out.ID, "err", err)
 	}

@@ -115,7 +115,10 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 	}
 	ctx := r.Context()
 	rd := h.reader(user)
-	var msg wire.Message
+	var (
+		msg    wire.Message
+		logged bool // the event was committed with the message
+	)
 	if req.EnforceNonce && req.nonce != "" {
 		for {
 			e, mine := h.nonces.reserve(user, channelID, req.nonce)
@@ -137,7 +140,7 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 					writeJSON(w, http.StatusOK, out)
 					return nil
 				}
-				msg, err = h.send(ctx, rd, user, channelID, req)
+				msg, logged, err = h.send(ctx, rd, user, channelID, req)
 				id := msg.ID
 				if err != nil {
 					id = 0
@@ -165,16 +168,20 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 			return nil
 		}
 	} else {
-		msg, err = h.send(ctx, rd, user, channelID, req)
+		msg, logged, err = h.send(ctx, rd, user, channelID, req)
 	}
 	if err != nil {
 		return err
 	}
 	bg, cancel := background(ctx)
 	defer cancel()
-	// The outbox write is local and bounded (EnqueueTimeout): doing it
-	// before the 200 makes every acknowledged message reach the log.
-	h.logMessage(bg, eventlog.MessageCreate, msg)
+	// Without the store's outbox the event is queued here: the queue
+	// write is local and bounded (EnqueueTimeout), and doing it before
+	// the 200 makes every acknowledged message reach the log unless the
+	// process dies between the store write and this line.
+	if !logged {
+		h.logMessage(bg, eventlog.MessageCreate, msg)
+	}
 	// Enqueue the live event before answering: the enqueue is cheap, and
 	// it means a sender's next message can never reach the actor before
 	// this one, so sessions see each sender's messages in send order.
@@ -195,17 +202,19 @@ func (h *handler) sentBefore(r *http.Request, user, channelID snowflake.ID, nonc
 }
 
 // send is the send path up to the durable write: authorise in the actor,
-// mint the id, write the message. The caller answers and then publishes.
-func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflake.ID, req createMessageRequest) (wire.Message, error) {
+// mint the id, write the message (with its MESSAGE_CREATE event when the
+// store commits events with message writes: logged). The caller answers
+// and then publishes.
+func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflake.ID, req createMessageRequest) (_ wire.Message, logged bool, err error) {
 	mentions := parseMentions(req.Content, req.AllowedMentions)
 	var ref *store.Message
 	if mr := req.MessageReference; mr != nil {
 		if mr.ChannelID != nil && snowflake.ID(*mr.ChannelID) != channelID {
-			return wire.Message{}, formError("message_reference", "REPLIES_CANNOT_REFERENCE_OTHER_CHANNEL", "Cannot reply to a message in a different channel.")
+			return wire.Message{}, false, formError("message_reference", "REPLIES_CANNOT_REFERENCE_OTHER_CHANNEL", "Cannot reply to a message in a different channel.")
 		}
 		// Check access before revealing whether the message exists.
 		if _, err := rd.access(ctx, channelID); err != nil {
-			return wire.Message{}, err
+			return wire.Message{}, false, err
 		}
 		m, err := h.store.GetMessage(ctx, channelID, snowflake.ID(*mr.MessageID))
 		switch {
@@ -216,10 +225,10 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 			}
 		case errors.Is(err, store.ErrNotFound):
 			if mr.FailIfNotExists == nil || *mr.FailIfNotExists {
-				return wire.Message{}, formError("message_reference", "REPLIES_UNKNOWN_MESSAGE", "Unknown message")
+				return wire.Message{}, false, formError("message_reference", "REPLIES_UNKNOWN_MESSAGE", "Unknown message")
 			}
 		default:
-			return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
+			return wire.Message{}, false, errors.Join(guild.ErrUnavailable, err)
 		}
 	}
 	grant, err := h.guilds.AuthorizeSend(ctx, guild.SendRequest{
@@ -227,14 +236,14 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 		Users: mentions.Users, Roles: mentions.Roles, Attachments: len(req.files) > 0,
 	})
 	if err != nil {
-		return wire.Message{}, err
+		return wire.Message{}, false, err
 	}
 	// The send was just authorised in the actor (VIEW_CHANNEL included):
 	// that decision, from this request, is what renders the answer.
 	rd.decided[channelID] = readDecision{view: guild.ReadView{Channel: grant.Channel, Access: permissions.Visible}}
 	id, err := h.ids.Next()
 	if err != nil {
-		return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
+		return wire.Message{}, false, errors.Join(guild.ErrUnavailable, err)
 	}
 	m := store.Message{
 		ID: id, ChannelID: channelID, GuildID: grant.GuildID, AuthorID: user, Content: req.Content,
@@ -247,12 +256,13 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 		m.ReferenceID = ref.ID
 	}
 	if m.Attachments, err = h.saveAttachments(ctx, channelID, req.Attachments, req.files); err != nil {
-		return wire.Message{}, err
+		return wire.Message{}, false, err
 	}
-	if err := h.putMessage(ctx, m); err != nil {
-		return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
+	if logged, err = h.putMessage(ctx, m); err != nil {
+		return wire.Message{}, false, errors.Join(guild.ErrUnavailable, err)
 	}
-	return rd.render(ctx, m, grant.Member, ref)
+	out, err := rd.render(ctx, m, grant.Member, ref)
+	return out, logged, err
 }
 
 // putMessage writes m durably, detached from the request: a caller that
@@ -260,15 +270,17 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 // cut the write in half, leaving the row stored while the send reports a
 // failure, frees its nonce and lets the client's retry write the message
 // twice. A failed attempt is tried once more: the write is idempotent for
-// one id, so a half-done first attempt is completed, not doubled.
-func (h *handler) putMessage(ctx context.Context, m store.Message) error {
+// one id, so a half-done first attempt is completed, not doubled (its
+// event may then be committed twice, which consumers dedupe by id).
+// logged reports that the MESSAGE_CREATE event was committed with it.
+func (h *handler) putMessage(ctx context.Context, m store.Message) (logged bool, err error) {
 	wctx, cancel := background(ctx)
 	defer cancel()
-	err := h.store.PutMessage(wctx, m)
+	logged, err = h.putMessageLogged(wctx, eventlog.MessageCreate, m)
 	if err != nil && wctx.Err() == nil {
-		err = h.store.PutMessage(wctx, m)
+		logged, err = h.putMessageLogged(wctx, eventlog.MessageCreate, m)
 	}
-	return err
+	return logged, err
 }
 
 func (h *handler) userOrGhost(ctx context.Context, id snowflake.ID) wire.User {

@@ -120,12 +120,15 @@ func (h *handler) startThreadFromMessage(w http.ResponseWriter, r *http.Request,
 		return err
 	}
 	m.Flags |= messageFlagHasThread
-	if err := h.store.PutMessage(ctx, m); err != nil {
+	logged, err := h.putMessageLogged(ctx, eventlog.MessageUpdate, m)
+	if err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
 	}
 	if out, err := rd.render(ctx, m, nil, nil); err == nil {
 		bg, cancel := background(ctx)
-		h.logMessage(bg, eventlog.MessageUpdate, out)
+		if !logged {
+			h.logMessage(bg, eventlog.MessageUpdate, out)
+		}
 		if err := h.guilds.PublishMessage(bg, "MESSAGE_UPDATE", out); err != nil {
 			h.log.Warn("starter message update not published", "message_id", m.ID, "err", err)
 		}
@@ -197,7 +200,8 @@ func (h *handler) postSystemMessage(ctx context.Context, rd *reader, m store.Mes
 	m.ID = id
 	bg, cancel := background(ctx)
 	defer cancel()
-	if err := h.store.PutMessage(bg, m); err != nil {
+	logged, err := h.putMessageLogged(bg, eventlog.MessageCreate, m)
+	if err != nil {
 		h.log.Warn("system message not stored", "type", m.Type, "channel_id", m.ChannelID, "err", err)
 		return
 	}
@@ -210,7 +214,9 @@ func (h *handler) postSystemMessage(ctx context.Context, rd *reader, m store.Mes
 		wm := wire.MemberFrom(mem, nil, h.cfg.Now()) // a message's member is partial
 		out.Member = &wm
 	}
-	h.logMessage(bg, eventlog.MessageCreate, out)
+	if !logged {
+		h.logMessage(bg, eventlog.MessageCreate, out)
+	}
 	if err := h.guilds.PublishMessage(bg, "MESSAGE_CREATE", out); err != nil {
 		h.log.Warn("system message not published", "message_id", m.ID, "err", err)
 	}

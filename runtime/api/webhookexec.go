@@ -155,13 +155,16 @@ func (h *handler) executeWebhook(w http.ResponseWriter, r *http.Request) error {
 	if req.AvatarURL != "" {
 		m.WebhookAvatar = avatarURLHash(req.AvatarURL)
 	}
-	if err := h.store.PutMessage(ctx, m); err != nil {
+	logged, err := h.putMessageLogged(ctx, eventlog.MessageCreate, m)
+	if err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
 	}
 	out := h.webhookMessageJSON(ctx, m)
 	bg, cancel := background(ctx)
 	defer cancel()
-	h.logMessage(bg, eventlog.MessageCreate, out)
+	if !logged {
+		h.logMessage(bg, eventlog.MessageCreate, out)
+	}
 	if err := h.guilds.PublishMessage(bg, "MESSAGE_CREATE", out); err != nil {
 		h.log.Warn("webhook message not published", "message_id", m.ID, "err", err)
 	}
@@ -302,14 +305,17 @@ func (h *handler) editWebhookMessage(w http.ResponseWriter, r *http.Request) err
 		return errEmptyMessage
 	}
 	m.EditedAt = h.cfg.Now()
-	if err := h.store.PutMessage(ctx, m); err != nil {
+	logged, err := h.putMessageLogged(ctx, eventlog.MessageUpdate, m)
+	if err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
 	}
 	out := h.webhookMessageJSON(ctx, m)
 	bg, cancel := background(ctx)
 	defer cancel()
 	h.forgetAttachments(bg, removed)
-	h.logMessage(bg, eventlog.MessageUpdate, out)
+	if !logged {
+		h.logMessage(bg, eventlog.MessageUpdate, out)
+	}
 	if err := h.guilds.PublishMessage(bg, "MESSAGE_UPDATE", out); err != nil {
 		h.log.Warn("webhook message update not published", "message_id", m.ID, "err", err)
 	}
@@ -327,13 +333,21 @@ func (h *handler) deleteWebhookMessage(w http.ResponseWriter, r *http.Request) e
 	if err := h.webhookMessageFrozen(ctx, wh, m); err != nil {
 		return err
 	}
-	if err := h.store.DeleteMessage(ctx, m.ChannelID, m.ID); err != nil {
+	var logged bool
+	if _, _, atomic := h.atomicEvents(); atomic {
+		logged, err = h.deleteMessagesLogged(ctx, wh.GuildID, m.ChannelID, []snowflake.ID{m.ID})
+	} else {
+		err = h.store.DeleteMessage(ctx, m.ChannelID, m.ID)
+	}
+	if err != nil {
 		return messageErr(err)
 	}
 	bg, cancel := background(ctx)
 	defer cancel()
 	h.forgetAttachments(bg, m.Attachments)
-	h.logDeletes(bg, wh.GuildID, m.ChannelID, []snowflake.ID{m.ID})
+	if !logged {
+		h.logDeletes(bg, wh.GuildID, m.ChannelID, []snowflake.ID{m.ID})
+	}
 	if err := h.guilds.PublishDelete(bg, wh.GuildID, m.ChannelID, []snowflake.ID{m.ID}); err != nil {
 		h.log.Warn("webhook message delete not published", "message_id", m.ID, "err", err)
 	}

@@ -184,12 +184,16 @@ func BenchmarkOpenChannelStorm(b *testing.B) {
 func TestCassandraThroughDataService(t *testing.T) {
 	st := cassandraStore(t)
 	storetest.Run(t, func(t *testing.T) store.Store {
-		return dataservice.Wrap(nopClose{st}, dataservice.New(st, dataservice.Config{}))
+		return dataservice.Wrap(nopClose{st, st}, dataservice.New(st, dataservice.Config{}))
 	})
 }
 
-// nopClose keeps the suite from closing the shared store between groups.
-type nopClose struct{ store.Store }
+// nopClose keeps the suite from closing the shared store between groups;
+// the store's outbox stays visible to Wrap.
+type nopClose struct {
+	store.Store
+	store.Outbox
+}
 
 func (nopClose) Close() error { return nil }
 

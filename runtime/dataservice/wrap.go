@@ -11,8 +11,21 @@ import (
 // in one process, a Router on API nodes) and everything else — guild
 // state, accounts, Close — to st. It is how a process puts the data
 // service in front of its store without its callers knowing.
+//
+// When msgs commits events with message writes (EventWriter) and st has
+// the outbox, the result is a store.TransactionalOutbox: event writes go
+// through msgs like every message write, the outbox is read from st.
 func Wrap(st store.Store, msgs store.Messages) store.Store {
-	return &wrapped{Store: st, msgs: msgs}
+	w := &wrapped{Store: st, msgs: msgs}
+	ew, ok := msgs.(EventWriter)
+	if !ok || !ew.CommitsEvents() {
+		return w
+	}
+	ob, ok := st.(store.Outbox)
+	if !ok {
+		return w
+	}
+	return &wrappedTx{wrapped: w, events: ew, outbox: ob}
 }
 
 type wrapped struct {

@@ -189,7 +189,8 @@ func (f eachHandler) ConsumeClaim(ctx context.Context, s Session, c Claim) error
 
 // Publisher hands message events to the log for the API: Publish returns
 // quickly (bounded, without waiting for the log) and the event reaches the
-// log at least once. outbox.Outbox implements it.
+// log at least once. outbox.Outbox implements it, and also relays a
+// store's transactional outbox (events committed with message writes).
 type Publisher interface {
 	Publish(ctx context.Context, ev MessageEvent) error
 }

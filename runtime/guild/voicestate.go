@@ -76,6 +76,14 @@ type VoiceControl interface {
 	SetServerVoiceState(ctx context.Context, server string, guildID, channelID, userID snowflake.ID, mute, deaf bool)
 }
 
+// VoiceCommandSigner is the optional need of an allocator for the key
+// admission tokens are signed with: a fleet whose servers run in other
+// processes signs the commands of VoiceControl with it, the one credential
+// its servers trust from the guild tier. EnableVoice hands it over.
+type VoiceCommandSigner interface {
+	UseSigningKey(key ed25519.PrivateKey)
+}
+
 // VoiceSuspector is the optional ability of an allocator to check a
 // server out of band when a client says it failed (it rejoined the call it
 // was in): a dead server then stops being Healthy without waiting for its
@@ -136,6 +144,9 @@ func (s *Service) EnableVoice(cfg VoiceConfig) error {
 	}
 	if v.FailoverInterval == 0 {
 		v.FailoverInterval = 500 * time.Millisecond
+	}
+	if ks, ok := cfg.Allocator.(VoiceCommandSigner); ok {
+		ks.UseSigningKey(cfg.Key)
 	}
 	if !s.voice.CompareAndSwap(nil, v) {
 		return errors.New("guild: EnableVoice called twice")
@@ -394,8 +405,9 @@ func (a *Actor) placeCall(ctx context.Context, v *voiceEnabled, channelID snowfl
 // sendVoiceServer signs st's admission token and sends the session
 // VOICE_SERVER_UPDATE.
 func (a *Actor) sendVoiceServer(ctx context.Context, v *voiceEnabled, sess event.Session, st *voiceState, srv VoiceServer) error {
+	vs := a.voiceState()
 	tok, err := token.Sign(v.Key, token.Claims{UserID: st.userID, GuildID: a.id, ChannelID: st.channelID,
-		Server: srv.ID, SessionID: string(st.session)}, time.Now())
+		Server: srv.ID, SessionID: string(st.session), Mute: vs.mute[st.userID], Deaf: vs.deaf[st.userID]}, time.Now())
 	if err != nil {
 		return fmt.Errorf("voice state: sign token: %w", err)
 	}

@@ -2,6 +2,11 @@
 // state and accounts — with their value types. Adapters live in
 // subpackages (store/pebble embedded, store/cassandra in production) and
 // all pass the suite in store/storetest.
+//
+// Both adapters also implement TransactionalOutbox (outbox.go): a message
+// write can commit records for the event log in the same atomic write,
+// and a relay drains them, so no crash can keep a stored message's event
+// from the log.
 package store
 
 import (

@@ -163,3 +163,24 @@ func (c *dataNodeClient) Buckets(ctx context.Context, ch snowflake.ID) ([]int64,
 	})
 	return out, err
 }
+
+// PutMessageEvents implements store.MessageEvents: the message and its
+// events travel in one PutMessage, and the data node commits them in its
+// store's one atomic write.
+func (c *dataNodeClient) PutMessageEvents(ctx context.Context, m store.Message, events ...store.Event) error {
+	req := &transportpb.PutMessageRequest{Message: messageToPB(m), Events: eventsToPB(events)}
+	return c.call(ctx, "PutMessage", m.ChannelID, func(ctx context.Context, d transportpb.DataNodeClient) error {
+		_, err := d.PutMessage(ctx, req)
+		return err
+	})
+}
+
+// DeleteMessagesEvents implements store.MessageEvents in one
+// DeleteMessages.
+func (c *dataNodeClient) DeleteMessagesEvents(ctx context.Context, ch snowflake.ID, ids []snowflake.ID, events ...store.Event) error {
+	req := &transportpb.DeleteMessagesRequest{ChannelId: uint64(ch), MessageIds: idsToPB(ids), Events: eventsToPB(events)}
+	return c.call(ctx, "DeleteMessages", ch, func(ctx context.Context, d transportpb.DataNodeClient) error {
+		_, err := d.DeleteMessages(ctx, req)
+		return err
+	})
+}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -90,4 +91,29 @@ func idsFromPB(ids []uint64) []snowflake.ID {
 		out[i] = snowflake.ID(id)
 	}
 	return out
+}
+
+func eventsToPB(evs []store.Event) []*transportpb.Event {
+	if len(evs) == 0 {
+		return nil
+	}
+	out := make([]*transportpb.Event, len(evs))
+	for i, e := range evs {
+		out[i] = &transportpb.Event{Topic: e.Topic, Key: e.Key, Value: e.Value}
+	}
+	return out
+}
+
+func eventsFromPB(evs []*transportpb.Event) ([]store.Event, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	out := make([]store.Event, len(evs))
+	for i, e := range evs {
+		if e.GetTopic() == "" {
+			return nil, fmt.Errorf("%w: event %d without topic", ErrInvalid, i)
+		}
+		out[i] = store.Event{Topic: e.Topic, Key: e.Key, Value: e.Value}
+	}
+	return out, nil
 }

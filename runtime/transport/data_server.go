@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/transport/transportpb"
@@ -18,6 +19,29 @@ type dataServer struct {
 	errs    errorTable
 }
 
+// eventBackend is the backend's event writer: a write that carries
+// events is never committed without them. A backend that cannot commit
+// events answers every such write with an error (503 to the sender).
+func (s *dataServer) eventBackend() store.MessageEvents {
+	if ew, ok := s.backend.(store.MessageEvents); ok {
+		if c, ok := s.backend.(interface{ CommitsEvents() bool }); !ok || c.CommitsEvents() {
+			return ew
+		}
+	}
+	return noEvents{}
+}
+
+// noEvents refuses event writes.
+type noEvents struct{}
+
+func (noEvents) PutMessageEvents(context.Context, store.Message, ...store.Event) error {
+	return dataservice.ErrNoEvents
+}
+
+func (noEvents) DeleteMessagesEvents(context.Context, snowflake.ID, []snowflake.ID, ...store.Event) error {
+	return dataservice.ErrNoEvents
+}
+
 func checkChannel(ch uint64) (snowflake.ID, error) {
 	if ch == 0 {
 		return 0, fmt.Errorf("%w: zero channel id", ErrInvalid)
@@ -30,7 +54,17 @@ func (s *dataServer) PutMessage(ctx context.Context, req *transportpb.PutMessage
 	if req.Message == nil || req.Message.ChannelId == 0 || req.Message.Id == 0 {
 		return nil, s.errs.toStatus(fmt.Errorf("%w: message without id or channel", ErrInvalid))
 	}
-	if err := s.backend.PutMessage(ctx, messageFromPB(req.Message)); err != nil {
+	evs, err := eventsFromPB(req.Events)
+	if err != nil {
+		return nil, s.errs.toStatus(err)
+	}
+	m := messageFromPB(req.Message)
+	if len(evs) > 0 {
+		err = s.eventBackend().PutMessageEvents(ctx, m, evs...)
+	} else {
+		err = s.backend.PutMessage(ctx, m)
+	}
+	if err != nil {
 		return nil, s.errs.toStatus(err)
 	}
 	return &transportpb.PutMessageResponse{}, nil
@@ -67,7 +101,16 @@ func (s *dataServer) DeleteMessages(ctx context.Context, req *transportpb.Delete
 	if err != nil {
 		return nil, s.errs.toStatus(err)
 	}
-	if err := s.backend.DeleteMessages(ctx, ch, idsFromPB(req.MessageIds)); err != nil {
+	evs, err := eventsFromPB(req.Events)
+	if err != nil {
+		return nil, s.errs.toStatus(err)
+	}
+	if len(evs) > 0 {
+		err = s.eventBackend().DeleteMessagesEvents(ctx, ch, idsFromPB(req.MessageIds), evs...)
+	} else {
+		err = s.backend.DeleteMessages(ctx, ch, idsFromPB(req.MessageIds))
+	}
+	if err != nil {
 		return nil, s.errs.toStatus(err)
 	}
 	return &transportpb.DeleteMessagesResponse{}, nil

@@ -21,11 +21,20 @@ type Config struct {
 	ID string
 	// Region is reported with the load (for the allocator).
 	Region string
+	// Node is the registry name of the process hosting the server, where
+	// the guilds post its commands (ControlPath on the node's HTTP
+	// address); reported with the load. Empty: the node is named ID.
+	Node string
 	// Endpoint is the host:port clients reach the voice gateway at, as the
 	// guild puts it in VOICE_SERVER_UPDATE; reported with the load.
 	Endpoint string
 	// UDPAddr is the media socket's listen address. Default ":0".
 	UDPAddr string
+	// UDPReadBuffer is the media sockets' receive buffer (SO_RCVBUF,
+	// capped by the kernel's net.core.rmem_max). It absorbs bursts, and
+	// bounds how stale a packet can get when the readers fall behind:
+	// what waits in it waits in line. Default 4 MiB.
+	UDPReadBuffer int
 	// PublicIP is the address sent in Ready for the media socket. Default:
 	// the UDP socket's own address, or 127.0.0.1 when it is unspecified.
 	PublicIP string
@@ -79,6 +88,29 @@ type WebRTCConfig struct {
 	// the SFU's UDP port directly relay through TURN. The SFU itself,
 	// ice-lite with a public address, uses none.
 	ICEServers []ICEServer
+	// TURNSecret, when set, is the secret shared with the TURN servers
+	// (coturn's static-auth-secret, with use-auth-secret): every session
+	// gets its own time-limited credential for each TURN server of
+	// ICEServers (turncred), replacing a static username and credential.
+	TURNSecret string
+	// TURNCredentialTTL is how long a minted credential is valid: a TURN
+	// allocation cannot be refreshed past it, so it bounds a call through
+	// the relay. Default 12 h.
+	TURNCredentialTTL time.Duration
+}
+
+// DefaultTURNCredentialTTL is the default lifetime of a minted TURN
+// credential.
+const DefaultTURNCredentialTTL = 12 * time.Hour
+
+// isTURN reports whether any of s's URLs is a TURN server's.
+func isTURN(s ICEServer) bool {
+	for _, u := range s.URLs {
+		if uri, err := stun.ParseURI(u); err == nil && (uri.Scheme == stun.SchemeTypeTURN || uri.Scheme == stun.SchemeTypeTURNS) {
+			return true
+		}
+	}
+	return false
 }
 
 // ICEServer is one STUN or TURN server for WebRTC clients.
@@ -86,7 +118,7 @@ type ICEServer = signaling.ICEServer
 
 // validICEServers checks each server's URLs (stun:, stuns:, turn:, turns:)
 // and that TURN servers carry credentials.
-func validICEServers(servers []ICEServer) error {
+func validICEServers(servers []ICEServer, minted bool) error {
 	for i, s := range servers {
 		if len(s.URLs) == 0 {
 			return fmt.Errorf("voice: config: ICE server %d has no URL", i)
@@ -96,8 +128,8 @@ func validICEServers(servers []ICEServer) error {
 			if err != nil {
 				return fmt.Errorf("voice: config: ICE server URL %q: %w", u, err)
 			}
-			if (uri.Scheme == stun.SchemeTypeTURN || uri.Scheme == stun.SchemeTypeTURNS) && (s.Username == "" || s.Credential == "") {
-				return fmt.Errorf("voice: config: TURN server %q needs a username and credential", u)
+			if (uri.Scheme == stun.SchemeTypeTURN || uri.Scheme == stun.SchemeTypeTURNS) && !minted && (s.Username == "" || s.Credential == "") {
+				return fmt.Errorf("voice: config: TURN server %q needs a username and credential, or a TURN secret to mint them", u)
 			}
 		}
 	}
@@ -118,6 +150,9 @@ func (c *Config) fill() error {
 	}
 	if c.UDPAddr == "" {
 		c.UDPAddr = ":0"
+	}
+	if c.UDPReadBuffer <= 0 {
+		c.UDPReadBuffer = 4 << 20
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = 13750 * time.Millisecond
@@ -147,8 +182,11 @@ func (c *Config) fill() error {
 		c.Now = time.Now
 	}
 	if c.WebRTC != nil {
-		if err := validICEServers(c.WebRTC.ICEServers); err != nil {
+		if err := validICEServers(c.WebRTC.ICEServers, c.WebRTC.TURNSecret != ""); err != nil {
 			return err
+		}
+		if c.WebRTC.TURNCredentialTTL <= 0 {
+			c.WebRTC.TURNCredentialTTL = DefaultTURNCredentialTTL
 		}
 	}
 	if c.PublicIP != "" && net.ParseIP(c.PublicIP).To4() == nil {
@@ -162,6 +200,8 @@ type Load struct {
 	Server   string
 	Region   string
 	Endpoint string
+	// Node is Config.Node: the registry node serving ControlPath.
+	Node string `json:",omitempty"`
 	// Calls and Participants are the calls hosted and the users in them.
 	Calls        int
 	Participants int

@@ -42,6 +42,8 @@ type metrics struct {
 	sessions         prometheus.Gauge
 	closes           *prometheus.CounterVec
 	tokensRejected   *prometheus.CounterVec
+	commands         *prometheus.CounterVec
+	turnMinted       prometheus.Counter
 	resumes          prometheus.Counter
 	nacks            prometheus.Counter
 	plis             prometheus.Counter
@@ -78,9 +80,12 @@ func newMetrics(reg prometheus.Registerer, server string) (*metrics, error) {
 			Help: "Voice gateway connections closed by the server, by close code.", ConstLabels: l}, []string{"code"}),
 		tokensRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_voice_tokens_rejected_total",
 			Help: "Identify and resume attempts refused, by reason.", ConstLabels: l}, []string{"reason"}),
-		resumes: c("concord_voice_gateway_resumes_total", "Successful voice gateway resumes."),
-		nacks:   c("concord_voice_rtcp_nacks_total", "Generic NACKs received from WebRTC listeners."),
-		plis:    c("concord_voice_rtcp_plis_total", "Picture loss indications received from WebRTC listeners."),
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_voice_control_commands_total",
+			Help: "Guild commands (server mute and deafen, disconnect) received over HTTP, by result: applied, not_connected, stale, or why it was refused.", ConstLabels: l}, []string{"result"}),
+		turnMinted: c("concord_voice_turn_credentials_minted_total", "Sessions handed TURN credentials minted for them from the TURN secret."),
+		resumes:    c("concord_voice_gateway_resumes_total", "Successful voice gateway resumes."),
+		nacks:      c("concord_voice_rtcp_nacks_total", "Generic NACKs received from WebRTC listeners."),
+		plis:       c("concord_voice_rtcp_plis_total", "Picture loss indications received from WebRTC listeners."),
 		rtt: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_voice_rtcp_rtt_seconds",
 			Help: "Round-trip times from RTCP receiver reports of WebRTC peers.", ConstLabels: l,
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .2, .4}}),
@@ -94,7 +99,7 @@ func newMetrics(reg prometheus.Registerer, server string) (*metrics, error) {
 	}
 	for _, col := range []prometheus.Collector{m.packetsIn, m.packetsForwarded, m.bytesForwarded, m.keepalives, m.discoveries,
 		m.droppedVec, m.sendErrors, m.lost, m.jitter, m.lossRatio, m.forwardRate, m.calls, m.participants, m.sessions,
-		m.closes, m.tokensRejected, m.resumes, m.nacks, m.plis, m.rtt} {
+		m.closes, m.tokensRejected, m.commands, m.turnMinted, m.resumes, m.nacks, m.plis, m.rtt} {
 		if err := reg.Register(col); err != nil {
 			return nil, fmt.Errorf("voice: register metrics: %w", err)
 		}

@@ -32,6 +32,9 @@ type Server struct {
 	sessions map[string]*session // by gateway session id
 	calls    map[callKey]*call
 	used     map[string]time.Time // token nonces seen, until their expiry
+	// mods are the latest server mute and deafen the guild set per user
+	// (control.go), applied to a join whose token predates them.
+	mods map[modKey]voiceMod
 
 	conns    atomic.Int64 // open voice gateway connections
 	draining atomic.Bool
@@ -57,7 +60,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Readers <= 0 {
 		cfg.Readers = runtime.GOMAXPROCS(0)
 	}
-	conns, err := listenUDP(cfg.UDPAddr, cfg.Readers)
+	conns, err := listenUDP(cfg.UDPAddr, cfg.Readers, cfg.UDPReadBuffer)
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +73,7 @@ func New(cfg Config) (*Server, error) {
 		sessions: map[string]*session{},
 		calls:    map[callKey]*call{},
 		used:     map[string]time.Time{},
+		mods:     map[modKey]voiceMod{},
 
 		reportNow: make(chan struct{}, 1),
 	}
@@ -166,11 +170,24 @@ func (s *Server) Disconnect(guild, channel, user snowflake.ID) bool {
 // user's packets are not forwarded, a deafened user is sent none. It
 // reports whether the user was connected.
 func (s *Server) SetServerVoiceState(guild, channel, user snowflake.ID, mute, deaf bool) bool {
+	applied, _ := s.setVoiceState(guild, channel, user, mute, deaf, s.cfg.Now())
+	return applied
+}
+
+// setVoiceState records the state decided at issued and applies it to the
+// user in the call, unless a later decision was recorded already (stale).
+func (s *Server) setVoiceState(guild, channel, user snowflake.ID, mute, deaf bool, issued time.Time) (applied, stale bool) {
 	s.mu.Lock()
+	k := modKey{guild, user}
+	if m, ok := s.mods[k]; ok && m.at.After(issued) {
+		s.mu.Unlock()
+		return false, true
+	}
+	s.mods[k] = voiceMod{mute: mute, deaf: deaf, at: issued}
 	c := s.calls[callKey{guild, channel}]
 	s.mu.Unlock()
 	if c == nil {
-		return false
+		return false, false
 	}
 	found := false
 	for _, p := range c.snapshot() {
@@ -180,7 +197,7 @@ func (s *Server) SetServerVoiceState(guild, channel, user snowflake.ID, mute, de
 			found = true
 		}
 	}
-	return found
+	return found, false
 }
 
 // Load returns the current load (rates are zero: they need a period).
@@ -195,7 +212,7 @@ func (s *Server) counters() counterSnap {
 }
 
 func (s *Server) load(now time.Time, period time.Duration, prev, cur counterSnap) Load {
-	l := Load{Server: s.cfg.ID, Region: s.cfg.Region, Endpoint: s.cfg.Endpoint, Draining: s.draining.Load(), At: now}
+	l := Load{Server: s.cfg.ID, Region: s.cfg.Region, Endpoint: s.cfg.Endpoint, Node: s.cfg.Node, Draining: s.draining.Load(), At: now}
 	s.mu.Lock()
 	calls := make([]*call, 0, len(s.calls))
 	for _, c := range s.calls {
@@ -275,6 +292,12 @@ func (s *Server) sweepNonces(now time.Time) {
 	for n, exp := range s.used {
 		if now.After(exp) {
 			delete(s.used, n)
+		}
+	}
+	for k, m := range s.mods {
+		// Past a token's lifetime every join carries a newer state.
+		if now.Sub(m.at) > token.TTL {
+			delete(s.mods, k)
 		}
 	}
 }

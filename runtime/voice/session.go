@@ -80,6 +80,9 @@ func (s *Server) identify(c *wsConn, d json.RawMessage, version int) (*session, 
 		o.end(signaling.CloseSessionInvalid, "session replaced")
 	}
 	p := &participant{userID: claims.UserID, ssrc: s.newSSRC(), sess: se}
+	mute, deaf := s.joinVoiceState(claims)
+	p.mute.Store(mute)
+	p.deaf.Store(deaf)
 	se.part = p
 	if !s.join(p, callKey{claims.GuildID, claims.ChannelID}) {
 		return nil, s.reject("call_full")
@@ -97,7 +100,7 @@ func (s *Server) identify(c *wsConn, d json.RawMessage, version int) (*session, 
 	ready := signaling.Ready{SSRC: p.ssrc, IP: s.publicIP, Port: port, Modes: rtpsize.Modes,
 		HeartbeatInterval: int(s.cfg.HeartbeatInterval.Milliseconds())}
 	if s.rtc != nil {
-		ready.ICEServers = s.cfg.WebRTC.ICEServers
+		ready.ICEServers = s.iceServers(claims.UserID)
 	}
 	se.send(signaling.OpReady, ready)
 	// Tell the newcomer who is here and which SSRC is whose (receivers map

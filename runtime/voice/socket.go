@@ -14,7 +14,7 @@ import (
 // hashes each client's flow to one of them, and each has one reader, so a
 // speaker's packets are handled in order while the readers run in
 // parallel (several readers on one socket would reorder a stream).
-func listenUDP(addr string, n int) ([]*net.UDPConn, error) {
+func listenUDP(addr string, n, readBuffer int) ([]*net.UDPConn, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		if err := c.Control(func(fd uintptr) {
@@ -39,7 +39,7 @@ func listenUDP(addr string, n int) ([]*net.UDPConn, error) {
 		c := pc.(*net.UDPConn)
 		// Bigger buffers absorb bursts of many speakers; the kernel caps
 		// them at its limits, and failing to raise them is not fatal.
-		_ = c.SetReadBuffer(4 << 20)
+		_ = c.SetReadBuffer(readBuffer)
 		_ = c.SetWriteBuffer(4 << 20)
 		conns = append(conns, c)
 		if i == 0 {

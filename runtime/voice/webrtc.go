@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,7 +17,9 @@ import (
 	"github.com/pion/sdp/v3"
 	"github.com/pion/webrtc/v4"
 
+	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/voice/signaling"
+	"github.com/concord-chat/concord/runtime/voice/turncred"
 )
 
 // rtcTransport is the WebRTC side, for browsers: an ice-lite pion API whose
@@ -424,3 +428,24 @@ func (p *rtcPeer) requestKeyframe(slot *rtcSlot) {
 }
 
 func (p *rtcPeer) close() { _ = p.pc.Close() }
+
+// iceServers are the ICE servers handed to user's session in Ready: the
+// configured ones, each TURN server with a credential minted for this
+// session when a TURN secret is set.
+func (s *Server) iceServers(user snowflake.ID) []ICEServer {
+	cfg := s.cfg.WebRTC
+	if cfg.TURNSecret == "" || len(cfg.ICEServers) == 0 {
+		return cfg.ICEServers
+	}
+	exp := s.cfg.Now().Add(cfg.TURNCredentialTTL)
+	out := make([]ICEServer, len(cfg.ICEServers))
+	for i, srv := range cfg.ICEServers {
+		out[i] = srv
+		if isTURN(srv) {
+			out[i].URLs = slices.Clone(srv.URLs)
+			out[i].Username, out[i].Credential = turncred.Mint(cfg.TURNSecret, strconv.FormatUint(uint64(user), 10), exp)
+		}
+	}
+	s.m.turnMinted.Inc()
+	return out
+}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/httpserve"
@@ -80,6 +81,10 @@ func build(ctx context.Context, b *role.Builder) error {
 	if err != nil {
 		return err
 	}
+	opts, err := OptionsFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
 	keys, err := TrustedKeys(b.Config, b.Dev())
 	if err != nil {
 		return err
@@ -102,7 +107,7 @@ func build(ctx context.Context, b *role.Builder) error {
 	}
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	cfg := voice.Config{
-		ID: v.ID, Region: v.Region, Endpoint: net.JoinHostPort(v.PublicHost, port),
+		ID: v.ID, Node: b.Config.Node, Region: v.Region, Endpoint: net.JoinHostPort(v.PublicHost, port),
 		UDPAddr: v.UDP, PublicIP: v.PublicIP, TrustedKeys: keys,
 		Logger: b.Logger, Registerer: b.Metrics,
 	}
@@ -116,6 +121,11 @@ func build(ctx context.Context, b *role.Builder) error {
 		if len(v.ICEServers) > 0 {
 			cfg.WebRTC.ICEServers = []voice.ICEServer{{URLs: v.ICEServers, Username: v.ICEUsername, Credential: v.ICECredential}}
 		}
+		if opts.ICESecret != "" {
+			// Each session gets its own TURN credential, minted from
+			// the secret coturn shares (use-auth-secret).
+			cfg.WebRTC.TURNSecret, cfg.WebRTC.TURNCredentialTTL = opts.ICESecret, opts.ICECredentialTTL
+		}
 	}
 	if b.Registry != nil {
 		cfg.Load = fleet.Reporter{Registry: b.Registry}
@@ -123,6 +133,14 @@ func build(ctx context.Context, b *role.Builder) error {
 	srv, err := voice.New(cfg)
 	if err != nil {
 		return fmt.Errorf("voice: %w", err)
+	}
+	if b.Registry != nil {
+		// Guilds in other processes post server mute, deafen and
+		// disconnect here (fleet.Registry), on the process's HTTP
+		// listener, each command signed with the admission key: the
+		// signature is the credential. In dev the guild calls the
+		// server in-process (fleet.Local).
+		b.Handle("POST "+voice.ControlPath, srv.ControlHandler())
 	}
 	// Drain (the operator's scale-down) and load on the process's admin
 	// endpoints, behind its admin token; on a node whose only role is

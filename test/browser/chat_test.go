@@ -152,6 +152,40 @@ func TestWebChat(t *testing.T) {
 		alice.screenshot("chat")
 	})
 
+	in(t, "reactions show at once and on the other screen", pages, func(t *testing.T) {
+		// Alice reacts to bob's message through its actions (shown on hover).
+		clickInMessage := func(p *page, text, button string) {
+			t.Helper()
+			ok := eval[bool](p, fmt.Sprintf(`(() => {
+  const li = [...%s.children].find(li => li.textContent.includes(%q));
+  const b = li && [...li.querySelectorAll('button')].find(b => b.textContent === %q || b.getAttribute('aria-label') === %q);
+  if (b) b.click();
+  return !!b;
+})()`, listJS("Messages in #general"), text, button, button))
+			if !ok {
+				p.fatalf("no button %q in the message %q", button, text)
+			}
+		}
+		clickInMessage(alice, "hi alice", "Add Reaction")
+		clickInMessage(alice, "hi alice", "React with 👍")
+		alice.waitFor("button", "👍, 1 reaction", time.Second)
+		bob.waitFor("button", "👍, 1 reaction", 5*time.Second)
+		if pressed := eval[string](alice, `document.querySelector('.reaction').getAttribute('aria-pressed')`); pressed != "true" {
+			t.Errorf("alice's own reaction is not pressed: %q", pressed)
+		}
+		// Bob adds his: two on both screens; he takes it back: one again.
+		bob.click("button", "👍, 1 reaction")
+		bob.waitFor("button", "👍, 2 reactions", time.Second)
+		alice.waitFor("button", "👍, 2 reactions", 5*time.Second)
+		bob.click("button", "👍, 2 reactions")
+		alice.waitFor("button", "👍, 1 reaction", 5*time.Second)
+		bob.waitFor("button", "👍, 1 reaction", 5*time.Second)
+		if pressed := eval[string](bob, `document.querySelector('.reaction').getAttribute('aria-pressed')`); pressed != "false" {
+			t.Errorf("bob's reaction still pressed after he took it back: %q", pressed)
+		}
+		alice.screenshot("reactions")
+	})
+
 	in(t, "channels grouped and hidden channel never appears", pages, func(t *testing.T) {
 		alice.waitFor("link", "secret", 5*time.Second)
 		w.send(t, w.secret, "top secret words")

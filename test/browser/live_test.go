@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -35,13 +36,11 @@ type liveFront struct {
 	silent atomic.Bool
 }
 
-func newLiveFront(t testing.TB, e *livetest.Env, media string) *liveFront {
+// Streams' videos come from mediaOrigins (the page's CSP media-src).
+func newLiveFront(t testing.TB, e *livetest.Env, mediaOrigins ...string) *liveFront {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", e.API)
-	if media != "" {
-		mux.Handle("/media/", http.StripPrefix("/media/", http.FileServer(http.Dir(media))))
-	}
-	mux.Handle("/", web.Handler(web.Options{}))
+	mux.Handle("/", web.Handler(web.Options{MediaSrc: mediaOrigins}))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -371,9 +370,14 @@ func TestLiveReplay(t *testing.T) {
 		}
 		return ""
 	})
-	front := newLiveFront(t, e, dir)
+	// The recording is on a media server of its own origin, which the web
+	// client's media-src lists (web.Options.MediaSrc): without it the
+	// video would never load.
+	media := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	t.Cleanup(media.Close)
+	front := newLiveFront(t, e, media.URL)
 	// The creator sets the stream's video: the page plays stream_url.
-	if r := e.Do("PATCH", "/v1/streams/"+st.ID, creator.Token, map[string]any{"stream_url": front.base() + "/media/rec.webm"}); r.Status != http.StatusOK {
+	if r := e.Do("PATCH", "/v1/streams/"+st.ID, creator.Token, map[string]any{"stream_url": media.URL + "/rec.webm"}); r.Status != http.StatusOK {
 		t.Fatalf("set stream_url = %d %s", r.Status, r.Body)
 	}
 	b := newBrowser(t)
@@ -384,7 +388,9 @@ func TestLiveReplay(t *testing.T) {
 	p.waitJS(v+`.readyState >= 2`, 10*time.Second)
 	// Paused at 0: nothing yet. Seek to 3 s: the first two.
 	eval[bool](p, `(`+v+`.pause(), `+v+`.currentTime = 0, true)`)
-	time.Sleep(300 * time.Millisecond)
+	// Await the page acting on that playhead: the seek done, playhead 0
+	// applied, and all three comments fetched and held back.
+	p.waitJS(`!`+v+`.seeking && (r => r.playheadMs === 0 && r.settled && r.held === 3)(window.concordLive.replayProgress)`, 20*time.Second)
 	if got := liveTexts(p); len(got) != 0 {
 		t.Fatalf("at 0 s the replay shows %q, want nothing", got)
 	}
@@ -417,7 +423,7 @@ func TestLivePollingFallback(t *testing.T) {
 	creator := e.NewUser()
 	st := e.CreateStream(creator, "Behind a proxy")
 	old := e.Post(creator, st.ID, "before the silence", 0)
-	front := newLiveFront(t, e, "")
+	front := newLiveFront(t, e)
 	front.silent.Store(true)
 	b := newBrowser(t)
 	p := b.page("viewer")

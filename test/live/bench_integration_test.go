@@ -58,24 +58,32 @@ func benchEnvInt(t *testing.T, name string, def int) int {
 //   - idle resident memory per viewer of a gateway process (VmRSS growth
 //     from before the viewers connect to when all are subscribed).
 //
-// Then the same viewers and the same comments go through the peer: two
-// processes of ./livepeer (github.com/centrifugal/centrifuge's SSE
-// broadcast, as a library, on a unidirectional transport), each comment
-// published to both; its latency and CPU per delivery are reported the
-// same way and as ratios to the gateways'.
+// Then the same viewers and the same comments go through each peer in
+// turn: two processes of ./livepeer (github.com/centrifugal/centrifuge's
+// SSE broadcast, as a library, on a unidirectional transport), then two
+// of ./mercurepeer (github.com/dunglas/mercure's hub as a library), each
+// comment published to both processes; latency and CPU per delivery are
+// reported the same way and as ratios to the gateways'.
 //
 // It fails only when a comment or a retraction does not reach every viewer.
 func TestBenchPostToScreenSplit(t *testing.T) {
 	viewers := benchEnvInt(t, "LIVEBENCH_VIEWERS", 10000)
 	comments := benchEnvInt(t, "LIVEBENCH_COMMENTS", 50)
 	takedowns := min(benchEnvInt(t, "LIVEBENCH_TAKEDOWNS", 20), comments)
-	peerBin := buildPeer(t)
+	peerBins := buildPeers(t)
 	d := setup(t)
 	chat := d.start(t, "chat", "--roles=gateway,api,guild,live-api")
 	// The per-address cap stays on, raised above the viewers each source
 	// address opens to one gateway.
 	capFlag := fmt.Sprintf("--http-max-conns-per-addr=%d", viewers/benchSources+1)
-	gws := []*proc{d.start(t, "gw-a", "--roles=live-gateway", capFlag), d.start(t, "gw-b", "--roles=live-gateway", capFlag)}
+	// The gateways run with the production ping and viewer-count
+	// intervals (15 s, 5 s), overriding the contract suite's 300 ms and
+	// 200 ms of setup, which exist so tests observe pings and counts
+	// quickly: at 10,000 viewers those would be 33,000 pings and 50,000
+	// count events a second, a load no deployment runs and the peer
+	// (pinging every 15 s) does not carry.
+	gwFlags := []string{"--roles=live-gateway", capFlag, "--live-ping-interval=15s", "--live-report-interval=5s"}
+	gws := []*proc{d.start(t, "gw-a", gwFlags...), d.start(t, "gw-b", gwFlags...)}
 	router := d.start(t, "router", "--roles=live-router")
 	d.start(t, "archiver", "--roles=live-archiver")
 	register := livetest.Register(chat.url)
@@ -106,6 +114,9 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	gwBatches0 := total("concord_live_gateway_batches_total", gws...)
 	flushSum0 := total("concord_live_gateway_post_to_flush_seconds_sum", gws...)
 	flushN0 := total("concord_live_gateway_post_to_flush_seconds_count", gws...)
+	logSum0, logN0 := total("concord_live_router_log_age_seconds_sum", router), total("concord_live_router_log_age_seconds_count", router)
+	relSum0, relN0 := total("concord_live_gateway_relay_age_seconds_sum", gws...), total("concord_live_gateway_relay_age_seconds_count", gws...)
+	pubSum0, pubN0 := total("concord_live_router_accept_to_publish_seconds_sum", router), total("concord_live_router_accept_to_publish_seconds_count", router)
 	// The gateways' CPU while idle, over as long as the comments will
 	// take, to tell the per-delivery cost from the processes' background.
 	idle0 := procCPU(t, gws[0]) + procCPU(t, gws[1])
@@ -116,17 +127,22 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	posted := make([]livetest.Comment, comments)
 	postDur := make([]time.Duration, comments)
 	measureStart := time.Now()
+	load0 := loadAvg()
 	run.measure(t, func(i int) {
 		t0 := time.Now()
 		posted[i] = e.Post(alice, s.ID, fmt.Sprintf("bench-%d", i), int64(i))
 		postDur[i] = time.Since(t0)
 	})
 	measured := time.Since(measureStart)
+	load1 := loadAvg()
 	cpu1, self1 := procCPU(t, gws[0])+procCPU(t, gws[1]), selfCPU()
 	routerBatches := total("concord_live_router_batches_total", router) - routerBatches0
 	gwBatches := total("concord_live_gateway_batches_total", gws...) - gwBatches0
 	flushMean := (total("concord_live_gateway_post_to_flush_seconds_sum", gws...) - flushSum0) /
 		(total("concord_live_gateway_post_to_flush_seconds_count", gws...) - flushN0)
+	logMean := (total("concord_live_router_log_age_seconds_sum", router) - logSum0) / (total("concord_live_router_log_age_seconds_count", router) - logN0)
+	pubMean := (total("concord_live_router_accept_to_publish_seconds_sum", router) - pubSum0) / (total("concord_live_router_accept_to_publish_seconds_count", router) - pubN0)
+	relMean := (total("concord_live_gateway_relay_age_seconds_sum", gws...) - relSum0) / (total("concord_live_gateway_relay_age_seconds_count", gws...) - relN0)
 	slices.Sort(postDur)
 
 	// Takedowns: the creator deletes the first comments; each viewer
@@ -137,14 +153,17 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	}
 	run.seqs.Store(&seqs)
 	deleted := make([]time.Time, takedowns)
+	deleteDur := make([]time.Duration, takedowns)
 	for i := range takedowns {
 		deleted[i] = time.Now()
 		r := e.Do("DELETE", "/v1/streams/"+s.ID+"/comments/"+posted[i].ID, alice.Token, map[string]string{"reason": "bench"})
+		deleteDur[i] = time.Since(deleted[i])
 		if r.Status != http.StatusNoContent {
 			t.Fatalf("delete %d: status %d: %s", i, r.Status, r.Body)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	slices.Sort(deleteDur)
 	run.await(t, "retraction", run.gotRetract, takedowns)
 
 	p50, p99, worst := run.percentiles(run.recv, run.posted)
@@ -152,8 +171,8 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	deliveries := float64(viewers * comments)
 	gwCPU := (cpu1 - cpu0) * 1e6 / deliveries
 	gwBusy := (cpu1 - cpu0 - idleRate*measured.Seconds()) * 1e6 / deliveries
-	t.Logf("RESULT viewers=%d gateways=2 comments=%d p50=%v p99=%v max=%v", viewers, comments,
-		p50.Round(time.Millisecond), p99.Round(time.Millisecond), worst.Round(time.Millisecond))
+	t.Logf("RESULT viewers=%d gateways=2 comments=%d p50=%v p99=%v max=%v (load average %s → %s)", viewers, comments,
+		p50.Round(time.Millisecond), p99.Round(time.Millisecond), worst.Round(time.Millisecond), load0, load1)
 	t.Logf("RESULT takedowns=%d (DELETE sent to retract read) p50=%v p99=%v max=%v", takedowns,
 		tp50.Round(time.Millisecond), tp99.Round(time.Millisecond), tworst.Round(time.Millisecond))
 	t.Logf("RESULT router batches=%v gateway batches received=%v copies/batch=%.2f (subscribed gateways 2, viewers %d)",
@@ -161,6 +180,11 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	t.Logf("RESULT hops: POST answered p50=%v max=%v; gateway post-to-flush mean %v (accept stamp to the write)",
 		postDur[len(postDur)/2].Round(time.Millisecond), postDur[len(postDur)-1].Round(time.Millisecond),
 		time.Duration(flushMean*1e9).Round(time.Millisecond))
+	t.Logf("RESULT hops: router read from the log %v after accept, published %v after accept, gateways received %v after accept (means)",
+		time.Duration(logMean*1e9).Round(time.Millisecond), time.Duration(pubMean*1e9).Round(time.Millisecond),
+		time.Duration(relMean*1e9).Round(time.Millisecond))
+	t.Logf("RESULT hops: DELETE answered p50=%v max=%v", deleteDur[len(deleteDur)/2].Round(time.Millisecond),
+		deleteDur[len(deleteDur)-1].Round(time.Millisecond))
 	t.Logf("RESULT gateway CPU %.2f s for %v deliveries: %.2f µs per comment per viewer, %.2f µs above the idle rate of %.3f cores (viewers' own CPU in this process %.2f µs)",
 		cpu1-cpu0, deliveries, gwCPU, gwBusy, idleRate, (self1-self0)*1e6/deliveries)
 	t.Logf("RESULT gateway RSS growth %d KB + %d KB: %.1f KB per idle viewer", (rss1[0]-rss0[0])>>10, (rss1[1]-rss0[1])>>10, perViewerRSS/1024)
@@ -173,36 +197,21 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 		}
 	}
 
-	// The peer: the same viewers and comments through centrifuge.
-	peers := []*peerProc{startPeer(t, peerBin), startPeer(t, peerBin)}
-	prun := openViewers(t, viewers, comments, 0, func(i int) (string, string) {
-		return peers[i%2].host, "/sse"
-	})
-	defer prun.close()
-	awaitCount(t, viewers, func() float64 { return peers[0].subscribers(t) + peers[1].subscribers(t) })
-	time.Sleep(2 * time.Second)
-	pidle0 := peers[0].cpu(t) + peers[1].cpu(t)
-	time.Sleep(idleFor)
-	pidleRate := (peers[0].cpu(t) + peers[1].cpu(t) - pidle0) / idleFor.Seconds()
-	pcpu0, pself0 := peers[0].cpu(t)+peers[1].cpu(t), selfCPU()
-	pstart := time.Now()
-	prun.measure(t, func(i int) {
-		body, _ := json.Marshal(posted[i])
-		for _, p := range peers {
-			p.publish(t, body)
-		}
-	})
-	pcpu1, pself1 := peers[0].cpu(t)+peers[1].cpu(t), selfCPU()
-	pmeasured := time.Since(pstart)
-	pp50, pp99, pworst := prun.percentiles(prun.recv, prun.posted)
-	peerCPU := (pcpu1 - pcpu0) * 1e6 / deliveries
-	peerBusy := (pcpu1 - pcpu0 - pidleRate*pmeasured.Seconds()) * 1e6 / deliveries
-	t.Logf("RESULT centrifuge viewers=%d processes=2 comments=%d p50=%v p99=%v max=%v", viewers, comments,
-		pp50.Round(time.Millisecond), pp99.Round(time.Millisecond), pworst.Round(time.Millisecond))
-	t.Logf("RESULT centrifuge CPU %.2f s for %v deliveries: %.2f µs per comment per viewer, %.2f µs above the idle rate of %.3f cores (viewers' own CPU %.2f µs)",
-		pcpu1-pcpu0, deliveries, peerCPU, peerBusy, pidleRate, (pself1-pself0)*1e6/deliveries)
-	t.Logf("RESULT ratio gateway/centrifuge: CPU per delivery %.2f (above idle %.2f), p50 %.2f, p99 %.2f",
-		gwCPU/peerCPU, gwBusy/peerBusy, float64(p50)/float64(pp50), float64(p99)/float64(pp99))
+	// The peers: the same viewers and comments through centrifuge, then
+	// through mercure, one after the other.
+	bodies := make([][]byte, comments)
+	for i := range posted {
+		bodies[i], _ = json.Marshal(posted[i])
+	}
+	for _, pb := range peerBins {
+		pr := runPeer(t, pb, viewers, comments, idleFor, bodies)
+		t.Logf("RESULT %s viewers=%d processes=2 comments=%d p50=%v p99=%v max=%v (load average %s → %s)", pb.name, viewers, comments,
+			pr.p50.Round(time.Millisecond), pr.p99.Round(time.Millisecond), pr.worst.Round(time.Millisecond), pr.load0, pr.load1)
+		t.Logf("RESULT %s CPU %.2f s for %v deliveries: %.2f µs per comment per viewer, %.2f µs above the idle rate of %.3f cores (viewers' own CPU %.2f µs)",
+			pb.name, pr.cpu, deliveries, pr.cpu*1e6/deliveries, pr.busy*1e6/deliveries, pr.idleRate, pr.self*1e6/deliveries)
+		t.Logf("RESULT ratio gateway/%s: CPU per delivery %.2f (above idle %.2f), p50 %.2f, p99 %.2f", pb.name,
+			gwCPU/(pr.cpu*1e6/deliveries), gwBusy/(pr.busy*1e6/deliveries), float64(p50)/float64(pr.p50), float64(p99)/float64(pr.p99))
+	}
 	for _, p := range append([]*proc{chat, router}, gws...) {
 		select {
 		case <-p.done:
@@ -210,6 +219,50 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 		default:
 		}
 	}
+}
+
+// peerResult is one peer's run: latency, and CPU seconds of its two
+// processes over the comments (cpu), above their idle rate (busy), and
+// of this process (the viewers).
+type peerResult struct {
+	p50, p99, worst           time.Duration
+	cpu, busy, self, idleRate float64
+	load0, load1              string // the machine's 1-minute load average before and after
+}
+
+// runPeer runs the bench's viewers and comments through two processes of
+// one peer binary: viewers dial them, an idle window of idleFor gives
+// their background rate, then each body is published to both, 200 ms
+// apart, until every viewer read every comment.
+func runPeer(t *testing.T, pb peerBin, viewers, comments int, idleFor time.Duration, bodies [][]byte) peerResult {
+	t.Helper()
+	peers := []*peerProc{startPeer(t, pb.path), startPeer(t, pb.path)}
+	defer peers[0].stop()
+	defer peers[1].stop()
+	prun := openViewers(t, viewers, comments, 0, func(i int) (string, string) {
+		return peers[i%2].host, "/sse"
+	})
+	defer prun.close()
+	awaitCount(t, viewers, func() float64 { return peers[0].subscribers(t) + peers[1].subscribers(t) })
+	time.Sleep(2 * time.Second)
+	cpu := func() float64 { return peers[0].cpu(t) + peers[1].cpu(t) }
+	idle0 := cpu()
+	time.Sleep(idleFor)
+	var r peerResult
+	r.idleRate = (cpu() - idle0) / idleFor.Seconds()
+	cpu0, self0 := cpu(), selfCPU()
+	start := time.Now()
+	r.load0 = loadAvg()
+	prun.measure(t, func(i int) {
+		for _, p := range peers {
+			p.publish(t, bodies[i])
+		}
+	})
+	r.load1 = loadAvg()
+	r.cpu, r.self = cpu()-cpu0, selfCPU()-self0
+	r.busy = r.cpu - r.idleRate*time.Since(start).Seconds()
+	r.p50, r.p99, r.worst = prun.percentiles(prun.recv, prun.posted)
+	return r
 }
 
 // benchSources is the number of loopback source addresses the viewers
@@ -385,6 +438,15 @@ func (r *viewerRun) read(c net.Conn, v int, open *sync.WaitGroup) {
 		at[i] = now
 		r.got[i].Add(1)
 	}
+}
+
+// loadAvg is the machine's 1-minute load average, as /proc/loadavg has it.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
 }
 
 // selfCPU is this process's user+system CPU seconds so far.

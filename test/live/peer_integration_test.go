@@ -16,16 +16,25 @@ import (
 	"time"
 )
 
-// buildPeer builds ./livepeer (the centrifuge peer of the benchmark)
-// into the test's temporary directory.
-func buildPeer(t *testing.T) string {
+// peerBin is a built peer of the benchmark.
+type peerBin struct{ name, path string }
+
+// buildPeers builds the benchmark's peers into the test's temporary
+// directory: ./livepeer (centrifuge, livebench tag) and ./mercurepeer
+// (mercure, a module of its own, built from its committed go.sum).
+func buildPeers(t *testing.T) []peerBin {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "livepeer")
-	cmd := exec.Command("go", "build", "-tags", "livebench", "-o", bin, "./livepeer")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build livepeer: %v\n%s", err, out)
+	dir := t.TempDir()
+	build := func(name, pkgDir string, args ...string) peerBin {
+		bin := filepath.Join(dir, name)
+		cmd := exec.Command("go", append(append([]string{"build"}, args...), "-o", bin, ".")...)
+		cmd.Dir = pkgDir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", pkgDir, err, out)
+		}
+		return peerBin{name: name, path: bin}
 	}
-	return bin
+	return []peerBin{build("centrifuge", "livepeer", "-tags", "livebench"), build("mercure", "mercurepeer")}
 }
 
 // peerProc is one running livepeer process.
@@ -62,6 +71,12 @@ func startPeer(t *testing.T, bin string) *peerProc {
 	go io.Copy(io.Discard, stdout)
 	p.host = strings.TrimPrefix(strings.TrimSpace(line), "http://")
 	return p
+}
+
+// stop kills the process and waits until it is gone.
+func (p *peerProc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
 }
 
 // subscribers is the peer's subscriber count of the bench channel.

@@ -50,6 +50,13 @@ type voiceNode struct {
 
 func startVoiceNode(t *testing.T, bin, name, etcd, dataDir string) *voiceNode {
 	t.Helper()
+	return startVoiceNodeWith(t, bin, name, etcd, dataDir, nil)
+}
+
+// startVoiceNodeWith starts a voice node with env added to its
+// environment and extra flags.
+func startVoiceNodeWith(t *testing.T, bin, name, etcd, dataDir string, env []string, extra ...string) *voiceNode {
+	t.Helper()
 	// A port the node can bind for its admin listener: the test must
 	// know it to reach /admin/.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -58,8 +65,10 @@ func startVoiceNode(t *testing.T, bin, name, etcd, dataDir string) *voiceNode {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(bin, "serve", "--roles=voice", "--node="+name, "--registry=etcd://"+etcd, "--server-key="+failoverServerKey,
-		"--data-dir="+dataDir, "--http=127.0.0.1:0", "--admin="+addr, "--voice-tls=devca", "--log-level=debug")
+	args := []string{"serve", "--roles=voice", "--node=" + name, "--registry=etcd://" + etcd, "--server-key=" + failoverServerKey,
+		"--data-dir=" + dataDir, "--http=127.0.0.1:0", "--admin=" + addr, "--voice-tls=devca", "--log-level=debug"}
+	cmd := exec.Command(bin, append(args, extra...)...)
+	cmd.Env = append(os.Environ(), env...)
 	logs := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -81,6 +90,13 @@ type twoSFUCall struct {
 	speaker  *bot
 	listener *bot
 	out      string // the listener's result file
+	// chat is the guild node's REST API; owner is the speaker's token
+	// (it created the guild), guild and speakerID name the call's guild
+	// and speaker.
+	chat      *concord
+	owner     string
+	guild     string
+	speakerID string
 }
 
 // startTwoSFUCall starts the nodes and the bots; the speaker plays a
@@ -176,7 +192,8 @@ func startTwoSFUCall(t *testing.T, toneSeconds, listenMS int) *twoSFUCall {
 		cmd.Env = append(cmd.Env, env...)
 		return startBot(t, ctx, name, cmd, out)
 	}
-	call := &twoSFUCall{ctx: ctx, reg: reg, sfus: map[string]*voiceNode{"sfu-a": v1, "sfu-b": v2}, out: filepath.Join(tmp, "listener.json")}
+	call := &twoSFUCall{ctx: ctx, reg: reg, sfus: map[string]*voiceNode{"sfu-a": v1, "sfu-b": v2}, out: filepath.Join(tmp, "listener.json"),
+		chat: c, owner: aTok, guild: gd.ID, speakerID: aID}
 	call.speaker = js("speaker", aTok, filepath.Join(tmp, "speaker.json"), "TONE="+path, "DURATION_MS=500")
 	call.listener = js("listener", bTok, call.out, "LISTEN_TO="+aID, "DURATION_MS="+strconv.Itoa(listenMS))
 	call.speaker.waitJoined(t, ctx)

@@ -3,7 +3,9 @@
 // on; the raw Discord error (code, field errors) stays available for code
 // that needs it.
 
-export const API_BASE = "/api/v10";
+import { API_BASE } from "./bootreads";
+
+export { API_BASE };
 
 export class ApiError extends Error {
   status: number;
@@ -80,17 +82,34 @@ export function describeError(status: number, body: any): ApiError {
   return new ApiError(msg, status, code);
 }
 
+// adoptBootRead returns the boot script's response to this GET, once, if
+// it was made with the current token.
+function adoptBootRead(method: string, path: string): Promise<Response> | undefined {
+  const boot = window.concordBoot;
+  if (method !== "GET" || !boot || !token || boot.token !== token) return undefined;
+  const res = boot.reads[path];
+  delete boot.reads[path];
+  return res;
+}
+
+// dropBootReads forgets the boot script's reads nobody adopted: after the
+// boot they would be stale answers.
+export function dropBootReads() {
+  delete window.concordBoot;
+}
+
 export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = {};
   if (token) headers["Authorization"] = token;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let res: Response;
   try {
-    res = await fetch(API_BASE + path, {
-      method,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    res = await (adoptBootRead(method, path) ??
+      fetch(API_BASE + path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      }));
   } catch {
     throw new ApiError("Cannot reach the server: check your connection and try again.", 0);
   }

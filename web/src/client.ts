@@ -2,15 +2,14 @@
 // and performs the user's actions over REST (optimistic where Discord's
 // client is: sends, acks).
 
-import { api, ApiError, newNonce, setToken, setUnauthorizedHandler } from "./api";
+import { api, ApiError, dropBootReads, newNonce, setToken, setUnauthorizedHandler } from "./api";
+import { BOOT_OFF_KEY, channelOfPath, historyPath, PAGE, TOKEN_KEY } from "./bootreads";
 import { Gateway, OP } from "./gateway";
 import { dispatchListeners } from "./seams";
 import { state, type MemberList } from "./state";
 import type { Channel, Message } from "./types";
 import { ChannelType, compareIds } from "./types";
 
-const TOKEN_KEY = "concord.token";
-const PAGE = 50;
 
 let gw: Gateway | null = null;
 // viewing is the channel on screen and whether its newest message is in
@@ -71,35 +70,49 @@ export function start(token: string) {
   });
   gw.start();
   // A channel URL's history and the channel itself do not depend on the
-  // gateway: fetch them while the socket connects, and show the channel's
-  // messages as soon as both are here (the rest of the app fills in with
-  // READY and GUILD_CREATE).
-  const m = /^\/channels\/(?:@me|\d+)\/(\d+)\/?$/.exec(location.pathname);
-  if (m) {
-    loadNewest(m[1]);
-    // localStorage "concord.earlyPaint" = "off" waits for READY instead:
-    // the first-paint benchmark's peer.
+  // gateway: fetch them while the socket connects (the boot script in
+  // index.html has usually asked already), and show the channel's messages
+  // as soon as both are here, in one render (the rest of the app fills in
+  // with READY and GUILD_CREATE).
+  const id = channelOfPath(location.pathname);
+  if (id) {
+    // localStorage "concord.earlyPaint" = "off" waits for READY instead,
+    // and "concord.bootFetch" = "off" paints as before the boot script
+    // (the channel rendered as soon as it arrives, its history after):
+    // the first-paint benchmark's peers.
     let paintEarly = true;
+    let boot = true;
     try {
       paintEarly = localStorage.getItem("concord.earlyPaint") !== "off";
+      boot = localStorage.getItem(BOOT_OFF_KEY) !== "off";
     } catch {
-      // no storage: the default
+      // no storage: the defaults
     }
-    if (paintEarly) prefetchChannel(m[1]);
+    if (!paintEarly) loadNewest(id);
+    else if (boot) loadNewest(id, prefetchChannel(id, false));
+    else {
+      loadNewest(id);
+      prefetchChannel(id, true);
+    }
   }
+  // Every boot read was adopted above (synchronously, by the first call of
+  // each); the rest would only ever be stale.
+  dropBootReads();
 }
 
 // early is the channel of the URL the app opened on, fetched over REST
 // before the gateway's READY; it stands in until its guild arrives.
 let early: Channel | null = null;
 
-async function prefetchChannel(id: string) {
+// prefetchChannel fetches the URL's channel and puts it in state, to
+// render at once or (render false) with the history that waits for it.
+async function prefetchChannel(id: string, render: boolean) {
   try {
     const c = await api<Channel>("GET", `/channels/${id}`);
     if (state.channels.has(id)) return; // the gateway was faster
     early = c;
     state.putChannel(c);
-    state.changed();
+    if (render) state.changed();
   } catch {
     // The gateway's view decides what is shown; nothing to say yet.
   }
@@ -223,6 +236,21 @@ function onDispatch(t: string, d: any) {
     }
     case "MESSAGE_DELETE":
       removeMessages(d.channel_id, [d.id]);
+      break;
+    case "MESSAGE_REACTION_ADD":
+    case "MESSAGE_REACTION_REMOVE":
+      // This user's own taps were applied at once (react): skip their echo.
+      if (d.user_id === state.me?.id && ownReactions.delete(reactionKey(d.message_id, d.emoji, t === "MESSAGE_REACTION_ADD"))) break;
+      bumpReaction(d.channel_id, d.message_id, d.emoji, t === "MESSAGE_REACTION_ADD" ? 1 : -1, d.user_id === state.me?.id);
+      break;
+    case "MESSAGE_REACTION_REMOVE_ALL":
+      updateMessage(d.channel_id, d.message_id, (m) => ({ ...m, reactions: [] }));
+      break;
+    case "MESSAGE_REACTION_REMOVE_EMOJI":
+      updateMessage(d.channel_id, d.message_id, (m) => ({
+        ...m,
+        reactions: (m.reactions || []).filter((r) => !sameEmoji(r.emoji, d.emoji)),
+      }));
       break;
     case "MESSAGE_DELETE_BULK":
       removeMessages(d.channel_id, d.ids || []);
@@ -416,14 +444,17 @@ export function typing(channelId: string) {
 
 // ---- messages ----
 
-export async function loadNewest(channelId: string) {
+// loadNewest fetches a channel's newest page; with alongside, it shows
+// the page only once that has settled too (it never rejects).
+export async function loadNewest(channelId: string, alongside?: Promise<void>) {
   const l = state.log(channelId);
   l.loading = true;
   l.error = undefined;
   state.changed();
   try {
-    const page = await api<Message[]>("GET", `/channels/${channelId}/messages?limit=${PAGE}`);
+    const page = await api<Message[]>("GET", historyPath(channelId));
     performance.mark("concord:history");
+    if (alongside) await alongside;
     const pending = l.items.filter((m) => m.id.startsWith("pending-"));
     l.items = page.reverse().concat(pending);
     l.reachedStart = page.length < PAGE;
@@ -622,6 +653,73 @@ export async function deleteMessage(channelId: string, messageId: string) {
     state.changed();
   } catch (e) {
     state.toast("Could not delete the message: " + (e as Error).message);
+  }
+}
+
+// ---- reactions ----
+
+type Emoji = { id?: string | null; name: string };
+
+function sameEmoji(a: Emoji, b: Emoji): boolean {
+  return a.id ? a.id === b.id : !b.id && a.name === b.name;
+}
+
+function reactionKey(messageId: string, e: Emoji, add: boolean): string {
+  return `${messageId}/${e.id || e.name}/${add ? "+" : "-"}`;
+}
+
+// ownReactions are this user's taps applied at once, whose gateway echo is
+// still to come.
+const ownReactions = new Set<string>();
+
+function updateMessage(channelId: string, messageId: string, fn: (m: Message) => Message) {
+  const l = state.logs.get(channelId);
+  const i = l ? l.items.findIndex((m) => m.id === messageId) : -1;
+  if (l && i >= 0) l.items[i] = fn(l.items[i]);
+}
+
+// bumpReaction adds n (1 or -1) to an emoji's count on a message.
+function bumpReaction(channelId: string, messageId: string, emoji: Emoji, n: number, me: boolean) {
+  updateMessage(channelId, messageId, (m) => {
+    const rs = (m.reactions || []).map((r) => ({ ...r }));
+    let r = rs.find((r) => sameEmoji(r.emoji, emoji));
+    if (!r) {
+      if (n < 0) return m;
+      r = { count: 0, me: false, emoji: { id: emoji.id || null, name: emoji.name } };
+      rs.push(r);
+    }
+    r.count += n;
+    if (me) r.me = n > 0;
+    return { ...m, reactions: rs.filter((r) => r.count > 0) };
+  });
+}
+
+// react adds (or, with remove, takes back) the user's reaction, shown at
+// once and undone with a message when the server refuses.
+export async function react(channelId: string, messageId: string, emoji: Emoji, remove: boolean) {
+  const key = reactionKey(messageId, emoji, !remove);
+  ownReactions.add(key);
+  bumpReaction(channelId, messageId, emoji, remove ? -1 : 1, true);
+  state.changed();
+  const e = encodeURIComponent(emoji.id ? `${emoji.name}:${emoji.id}` : emoji.name);
+  const path = `/channels/${channelId}/messages/${messageId}/reactions/${e}/@me`;
+  try {
+    // Reactions are rate limited per channel (Discord: one per 0.25 s):
+    // a quick second tap waits its turn, as Discord's client queues it.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await api(remove ? "DELETE" : "PUT", path);
+        break;
+      } catch (err) {
+        if (!(err instanceof ApiError) || !err.transient || attempt >= 4) throw err;
+        await new Promise((r) => setTimeout(r, Math.max(250, err.retryAfter * 1000)));
+      }
+    }
+  } catch (err) {
+    ownReactions.delete(key);
+    bumpReaction(channelId, messageId, emoji, remove ? 1 : -1, true);
+    state.changed();
+    state.toast("Could not react: " + (err as Error).message);
   }
 }
 

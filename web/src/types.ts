@@ -72,10 +72,18 @@ export interface Message {
   nonce?: string | number;
   message_reference?: { message_id?: string; channel_id?: string; guild_id?: string };
   referenced_message?: Message | null;
+  reactions?: Reaction[];
   // Client-side only: an optimistic copy waiting for the server, or one
   // that failed with this error.
   pending?: boolean;
   failed?: string;
+}
+
+// Reaction is one emoji's reactions on a message; me: the user is among them.
+export interface Reaction {
+  count: number;
+  me: boolean;
+  emoji: { id: string | null; name: string };
 }
 
 export const ChannelType = {

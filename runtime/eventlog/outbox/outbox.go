@@ -1,16 +1,42 @@
-// Package outbox publishes to the event log at least once without making
-// the caller wait for the log.
+// Package outbox gets message events to the event log at least once
+// without making the caller wait for the log.
 //
-// The API writes a message to the store, enqueues its event here and
-// answers the client: Publish costs one synced local write (group-committed
-// with concurrent publishers) and is bounded by Config.EnqueueTimeout. A
-// background relay appends queued records to the log in batches, each
-// attempt bounded by Config.PublishTimeout, retries failures with backoff
-// and deletes records only after the log acknowledged them. A crash between
-// the append and the delete publishes a record twice; consumers dedupe by
-// message id. A crash after the store write and before Publish returns
-// loses the event (the message itself is safe in history): closing that gap
-// needs the queue entry in the store's own write batch.
+// # Transactional outbox (the store's)
+//
+// When the store can commit event records in the same atomic write as
+// the message write they describe (store.MessageEvents: one synced Pebble
+// batch, one logged Cassandra batch adding a row to the outbox table),
+// the API writes the message and its event together and calls Committed;
+// RelayStore's relay then appends the store's outbox rows to the log in
+// batches and deletes them only after the log acknowledged them. A crash
+// at any point loses nothing: before the write returns neither the
+// message nor the event exists; after it both do, and whichever relay
+// runs next appends the event. A crash between the append and the delete
+// appends a record twice; consumers dedupe by message id.
+//
+// The store's outbox is split into store.OutboxShards shards by channel,
+// so one channel's events are relayed in write order. In a cluster every
+// writing process relays the shards it wrote to, right after each write;
+// at start a process drains every shard (its previous life may have died
+// before relaying); and every SweepEvery each process drains the rows of
+// every shard older than SweepAge, so a dead process's rows are relayed
+// by the survivors. Duplicates come only from a starting or sweeping
+// process reading a row its writer was relaying at the same moment: the
+// age bound keeps that to rows whose writer is stuck, and the consumers'
+// dedupe makes it harmless. A lease per shard would avoid even those, at
+// the cost of a coordination service in the write path's recovery.
+//
+// # Local queue
+//
+// Without such a store (and for events that are not part of a message
+// write) Publish queues the record in a local Pebble queue: one synced
+// write (group-committed with concurrent publishers), bounded by
+// Config.EnqueueTimeout. A background relay appends queued records to the
+// log in batches, each attempt bounded by Config.PublishTimeout, retries
+// failures with backoff and deletes records only after the log
+// acknowledged them. On this path a crash after the store write and
+// before Publish returns loses the event (the message itself is safe in
+// history); the transactional outbox above is what closes that gap.
 package outbox
 
 import (
@@ -49,6 +75,13 @@ type Config struct {
 	// MaxBackoff caps the retry backoff after a failed append (it starts at
 	// 50ms and doubles). Default 5s.
 	MaxBackoff time.Duration
+	// SweepAge is how old a row of the store's outbox must be before a
+	// process that did not write it relays it (RelayStore). Default 30s:
+	// far beyond a live writer's own relay, which runs right after the
+	// write, so sweeps duplicate only rows whose writer is stuck or dead.
+	SweepAge time.Duration
+	// SweepEvery is how often the store's outbox is swept. Default 10s.
+	SweepEvery time.Duration
 	// Registerer receives the outbox metrics. Nil registers nothing.
 	Registerer prometheus.Registerer
 	// Logger receives diagnostics. Default slog.Default().
@@ -70,10 +103,16 @@ type Outbox struct {
 	drained chan struct{} // closed and replaced when the queue empties
 	stop    context.CancelFunc
 	done    chan struct{}
+	// ctx lives until Close; store is the store relay (store.go), wg
+	// counts its goroutine.
+	ctx   context.Context
+	store *storeRelay
+	wg    sync.WaitGroup
 
-	pending   prometheus.Gauge
-	published prometheus.Counter
-	failures  prometheus.Counter
+	pending      prometheus.Gauge
+	published    prometheus.Counter
+	failures     prometheus.Counter
+	storeRelayed prometheus.Counter
 }
 
 var _ eventlog.Publisher = (*Outbox)(nil)
@@ -95,6 +134,12 @@ func New(cfg Config, log eventlog.Log) (*Outbox, error) {
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 5 * time.Second
+	}
+	if cfg.SweepAge <= 0 {
+		cfg.SweepAge = 30 * time.Second
+	}
+	if cfg.SweepEvery <= 0 {
+		cfg.SweepEvery = 10 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -122,7 +167,7 @@ func New(cfg Config, log eventlog.Log) (*Outbox, error) {
 	o.seq = last + 1
 	o.pending.Set(float64(n))
 	ctx, cancel := context.WithCancel(context.Background())
-	o.stop = cancel
+	o.ctx, o.stop = ctx, cancel
 	go o.relay(ctx)
 	o.signal()
 	return o, nil
@@ -135,10 +180,12 @@ func (o *Outbox) initMetrics() error {
 		Name: "concord_eventlog_outbox_published_total", Help: "Records the relay appended to the event log."})
 	o.failures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "concord_eventlog_outbox_append_failures_total", Help: "Relay appends that failed and will be retried."})
+	o.storeRelayed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "concord_eventlog_outbox_store_relayed_total", Help: "Records committed with message writes in the store's outbox that the relay appended to the event log."})
 	if o.cfg.Registerer == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{o.pending, o.published, o.failures} {
+	for _, c := range []prometheus.Collector{o.pending, o.published, o.failures, o.storeRelayed} {
 		if err := o.cfg.Registerer.Register(c); err != nil {
 			return fmt.Errorf("outbox: register metrics: %w", err)
 		}
@@ -313,9 +360,13 @@ func (o *Outbox) relayOnce(ctx context.Context) (int, error) {
 	return len(recs), nil
 }
 
-// Flush waits until every record queued before the call has been
+// Flush waits until every record queued before the call, and every
+// store outbox shard this process committed to before the call, has been
 // appended to the log, or ctx ends.
 func (o *Outbox) Flush(ctx context.Context) error {
+	if err := o.flushStore(ctx); err != nil {
+		return err
+	}
 	for {
 		o.mu.Lock()
 		ch := o.drained
@@ -338,8 +389,9 @@ func (o *Outbox) Flush(ctx context.Context) error {
 	}
 }
 
-// Close stops the relay and closes the queue. Queued records stay queued
-// for the next New on the same Dir.
+// Close stops the relays and closes the queue. Queued records stay queued
+// for the next New on the same Dir, and the store's outbox rows for the
+// next relay of that store. It does not close the store.
 func (o *Outbox) Close() error {
 	o.mu.Lock()
 	if o.closed {
@@ -350,6 +402,7 @@ func (o *Outbox) Close() error {
 	o.mu.Unlock()
 	o.stop()
 	<-o.done
+	o.wg.Wait()
 	if err := o.db.Close(); err != nil {
 		return fmt.Errorf("outbox: close: %w", err)
 	}

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"syscall"
 	"time"
-
-	"github.com/concord-chat/concord/runtime/live/sse"
 )
 
 // Most viewers sit idle between comments, and a viewer served on net/http's
@@ -16,7 +14,8 @@ import (
 // hijacked after the request, the response head written by hand
 // (Connection: close, the body runs until the connection closes), and the
 // viewer then costs one small goroutine blocked in Read (to see the client
-// leave) plus a writer goroutine that exists only while frames are queued.
+// leave) plus a writer goroutine that exists only while frames are queued;
+// its pings come with the stream's flush (hub.pingLocked), not a timer.
 // HTTP/2 streams cannot be hijacked and keep the goroutine path (serve).
 
 // detach hijacks an HTTP/1.1 connection and writes the SSE response head.
@@ -81,9 +80,6 @@ func (g *Gateway) serveDetached(c net.Conn, h *hub, v *viewer, lastID int64) {
 			v.raw = raw
 		}
 	}
-	v.mu.Lock()
-	v.ping = time.AfterFunc(g.cfg.PingInterval, v.pingTick)
-	v.mu.Unlock()
 	h.join(v, lastID)
 	g.m.viewers.Inc()
 	go v.watch(h)
@@ -101,28 +97,11 @@ func (v *viewer) watch(h *hub) {
 	}
 	v.cutOff()
 	v.mu.Lock()
-	v.ping.Stop()
 	v.isCut, v.buf = true, nil
 	v.mu.Unlock()
 	h.leave(v)
 	v.g.release(h)
 	v.g.m.viewers.Dec()
-}
-
-// pingTick queues the ": ping" line and re-arms the timer.
-func (v *viewer) pingTick() {
-	v.mu.Lock()
-	if v.isCut {
-		v.mu.Unlock()
-		return
-	}
-	if len(v.buf) == 0 {
-		v.queued = time.Now()
-	}
-	v.buf = sse.AppendComment(v.buf, "ping")
-	v.ping.Reset(v.g.cfg.PingInterval)
-	v.mu.Unlock()
-	v.kick()
 }
 
 // kick starts the writer goroutine unless it runs or nothing is queued.

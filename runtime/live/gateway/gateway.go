@@ -284,12 +284,16 @@ func (g *Gateway) Subscribed() int {
 	return len(g.hubs)
 }
 
+// tickInterval is how often Run emits reactions, sends pings that fall
+// due and reaps idle streams.
+const tickInterval = 250 * time.Millisecond
+
 // Run reports viewer counts, sends viewers and reactions events and
 // unsubscribes idle streams until ctx ends; it then unsubscribes all.
 func (g *Gateway) Run(ctx context.Context) error {
 	report := time.NewTicker(g.cfg.ReportInterval)
 	defer report.Stop()
-	tick := time.NewTicker(250 * time.Millisecond)
+	tick := time.NewTicker(tickInterval)
 	defer tick.Stop()
 	for {
 		select {
@@ -305,6 +309,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		case now := <-tick.C:
 			for _, h := range g.snapshotHubs() {
 				h.emitReactions(now)
+				h.ping(now)
 			}
 			g.reap(ctx, now)
 		case now := <-report.C:

@@ -48,6 +48,10 @@ type hub struct {
 	rx       map[int64]map[string]int64 // reaction partials by second
 	rxDone   int64                      // last second emitted
 	unsub    func()
+	// nextPing is when the stream's viewers are next sent ": ping"
+	// (through the flush, so one shared write per viewer, no timer per
+	// viewer).
+	nextPing time.Time
 
 	// The stream's next flush (flush.go): frames applied since the last
 	// one, encoded once for every viewer.
@@ -177,6 +181,9 @@ func (h *hub) process(msg []byte) {
 	h.g.m.batches.Inc()
 	if len(b.Events) == 0 {
 		return
+	}
+	if a := b.Events[0].AcceptedAt; a > 0 {
+		h.g.m.relayAge.Observe(float64(time.Now().UnixNano()-a) / 1e9)
 	}
 	evs := b.Events
 	if b.Prev >= 0 && b.Prev > last && last >= 0 {
@@ -406,6 +413,37 @@ func (h *hub) emitReactions(now time.Time) {
 	}
 }
 
+// pingFrame is the ": ping" comment line that keeps an idle connection
+// alive through proxies.
+var pingFrame = sse.AppendComment(nil, "ping")
+
+// pingLocked queues ": ping" for every viewer when it is due, or when
+// it would fall due before within (so a ping rides the same write as a
+// viewers event instead of a write of its own). Every viewer gets a
+// ping at least every PingInterval: one joining between two pings is
+// covered by the next, less than PingInterval away. h.mu is held.
+func (h *hub) pingLocked(now time.Time, within time.Duration) {
+	if h.loading || len(h.viewers) == 0 {
+		return
+	}
+	if h.nextPing.IsZero() {
+		h.nextPing = now.Add(h.g.cfg.PingInterval)
+	}
+	if now.Add(within).Before(h.nextPing) {
+		return
+	}
+	h.nextPing = now.Add(h.g.cfg.PingInterval)
+	h.addPendingLocked(outFrame{frame: pingFrame, seq: -1})
+}
+
+// ping sends ": ping" to the stream's viewers when it falls due before
+// Run's next tick, so no two pings are more than PingInterval apart.
+func (h *hub) ping(now time.Time) {
+	h.mu.Lock()
+	h.pingLocked(now, tickInterval)
+	h.mu.Unlock()
+}
+
 // report writes this gateway's viewer count of the stream and sends the
 // stream's total to its viewers.
 func (h *hub) report(ctx context.Context, now time.Time) {
@@ -433,6 +471,7 @@ func (h *hub) report(ctx context.Context, now time.Time) {
 	h.mu.Lock()
 	if len(h.viewers) > 0 {
 		h.addPendingLocked(outFrame{frame: f, seq: -1})
+		h.pingLocked(now, h.g.cfg.ReportInterval)
 	}
 	h.mu.Unlock()
 }

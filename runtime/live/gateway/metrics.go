@@ -6,7 +6,7 @@ type metrics struct {
 	viewers                                                    prometheus.Gauge
 	subscribes, unsubscribes, batches, invalid, gaps, gapsSent prometheus.Counter
 	resumes, slowCut                                           prometheus.Counter
-	flushAge, postToFlush                                      prometheus.Histogram
+	flushAge, postToFlush, relayAge                            prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -27,9 +27,11 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Help: "Time frames waited in a viewer's queue before the flush.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 12)}),
 		postToFlush: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_gateway_post_to_flush_seconds",
 			Help: "Time from the API accepting an event to its flush to a viewer.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
+		relayAge: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_gateway_relay_age_seconds",
+			Help: "Time from the API accepting a batch's first event to the gateway receiving the batch from the relay.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.viewers, m.subscribes, m.unsubscribes, m.batches, m.invalid, m.gaps, m.gapsSent, m.resumes, m.slowCut, m.flushAge, m.postToFlush)
+		reg.MustRegister(m.viewers, m.subscribes, m.unsubscribes, m.batches, m.invalid, m.gaps, m.gapsSent, m.resumes, m.slowCut, m.flushAge, m.postToFlush, m.relayAge)
 	}
 	return m
 }

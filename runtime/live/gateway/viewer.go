@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/live/sse"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
@@ -33,13 +32,12 @@ type viewer struct {
 
 	// Detached viewers only (HTTP/1.1 connections taken off net/http):
 	// conn is written by a writer goroutine that runs only while frames
-	// are queued (writing, under mu); ping re-arms itself under mu.
+	// are queued (writing, under mu). Pings come from the hub's flush.
 	conn      net.Conn
 	raw       syscall.RawConn // conn's descriptor, for non-blocking writes (nil: none)
 	g         *Gateway
 	writing   bool
 	lastFlush time.Time
-	ping      *time.Timer
 }
 
 func newViewer(user snowflake.ID) *viewer {
@@ -198,8 +196,6 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, v *viewer) {
 	}
 	g.m.viewers.Inc()
 	defer g.m.viewers.Dec()
-	ping := time.NewTicker(g.cfg.PingInterval)
-	defer ping.Stop()
 	var (
 		lastFlush time.Time
 		spare     []byte
@@ -226,10 +222,6 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, v *viewer) {
 			return
 		case <-v.cut:
 			return
-		case <-ping.C:
-			if !write(sse.AppendComment(nil, "ping")) {
-				return
-			}
 		case <-v.wake:
 			// At most one flush per FlushInterval: hold the frames until
 			// the interval since the last flush has passed.

@@ -4,7 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
 	batches, events, invalid, cacheErrors, publishErrors prometheus.Counter
-	batchAge                                             prometheus.Histogram
+	batchAge, logAge, acceptToPublish                    prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -20,9 +20,15 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		batchAge: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_router_batch_age_seconds",
 			Help:    "Time from a batch's first event reaching the router to its publish.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12)}),
+		logAge: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_router_log_age_seconds",
+			Help:    "Time from the API accepting an event to the router reading it from the event log.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		acceptToPublish: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_router_accept_to_publish_seconds",
+			Help:    "Time from the API accepting an event to the router publishing its batch to the relay.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.batches, m.events, m.invalid, m.cacheErrors, m.publishErrors, m.batchAge)
+		reg.MustRegister(m.batches, m.events, m.invalid, m.cacheErrors, m.publishErrors, m.batchAge, m.logAge, m.acceptToPublish)
 	}
 	return m
 }

@@ -182,6 +182,9 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 				streams[lr.StreamID] = st
 			}
 			now := time.Now()
+			if lr.AcceptedAt > 0 {
+				r.m.logAge.Observe(float64(now.UnixNano()-lr.AcceptedAt) / 1e9)
+			}
 			if len(st.pending) == 0 {
 				st.firstOffset, st.since = rec.Offset, now
 			}
@@ -244,6 +247,10 @@ func (r *Router) flush(ctx context.Context, st *stream, now time.Time) {
 		// refill from the recent cache.
 		r.m.publishErrors.Inc()
 		r.log.Warn("relay publish failed", "stream", st.id, "err", err)
+	}
+	if a := evs[0].AcceptedAt; a > 0 {
+		// The batch's oldest event: what its viewers waited longest for.
+		r.m.acceptToPublish.Observe(float64(time.Now().UnixNano()-a) / 1e9)
 	}
 	st.last = evs[len(evs)-1].Seq
 	st.published = now

@@ -114,6 +114,25 @@ func (s *Store) PutMessage(ctx context.Context, m store.Message) error {
 	if err != nil {
 		return err
 	}
+	stmt, args, size := messageInsert(m, b)
+	err = s.session.Query(stmt, args...).Idempotent(true).ExecContext(ctx)
+	if err != nil {
+		return wrapErr("put message", err)
+	}
+	err = s.session.Query(bucketInsert, int64(m.ChannelID), b).Idempotent(true).ExecContext(ctx)
+	if err != nil {
+		return wrapErr("put message: record bucket", err)
+	}
+	s.observeWrite(ctx, m.ChannelID, m.ID, size)
+	return nil
+}
+
+// bucketInsert records a bucket in a channel's bucket list.
+const bucketInsert = `INSERT INTO channel_buckets (channel_id, bucket) VALUES (?, ?)`
+
+// messageInsert is the INSERT of m into bucket b, with the row's
+// approximate size for the write metrics.
+func messageInsert(m store.Message, b int64) (string, []any, int) {
 	edited := unedited
 	if !m.EditedAt.IsZero() {
 		edited = m.EditedAt
@@ -125,22 +144,12 @@ func (s *Store) PutMessage(ctx context.Context, m store.Message) error {
 		size += len(a.Filename) + len(a.URL) + len(a.ContentType) + 16
 	}
 	size += 8 * (len(m.Mentions) + len(m.MentionRoles))
-	err = s.session.Query(`INSERT INTO messages (channel_id, bucket, `+messageCols+`)
+	return `INSERT INTO messages (channel_id, bucket, ` + messageCols + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		int64(m.ChannelID), b, int64(m.ID), int64(m.GuildID), int64(m.AuthorID), m.Content, m.Type, m.Flags,
-		m.TTS, m.Pinned, edited, int64(m.ReferenceID), m.MentionEveryone,
-		ids64(m.Mentions), ids64(m.MentionRoles), atts, m.Nonce, m.Embeds, m.Components,
-		int64(m.WebhookID), m.WebhookName, m.WebhookAvatar).Idempotent(true).ExecContext(ctx)
-	if err != nil {
-		return wrapErr("put message", err)
-	}
-	err = s.session.Query(`INSERT INTO channel_buckets (channel_id, bucket) VALUES (?, ?)`,
-		int64(m.ChannelID), b).Idempotent(true).ExecContext(ctx)
-	if err != nil {
-		return wrapErr("put message: record bucket", err)
-	}
-	s.observeWrite(ctx, m.ChannelID, m.ID, size)
-	return nil
+		[]any{int64(m.ChannelID), b, int64(m.ID), int64(m.GuildID), int64(m.AuthorID), m.Content, m.Type, m.Flags,
+			m.TTS, m.Pinned, edited, int64(m.ReferenceID), m.MentionEveryone,
+			ids64(m.Mentions), ids64(m.MentionRoles), atts, m.Nonce, m.Embeds, m.Components,
+			int64(m.WebhookID), m.WebhookName, m.WebhookAvatar}, size
 }
 
 // GetMessage reads one message.

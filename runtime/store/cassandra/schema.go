@@ -143,6 +143,23 @@ var migrations = []Migration{
 		`CREATE TABLE IF NOT EXISTS thread_members (
 			thread_id bigint, user_id bigint, doc text, PRIMARY KEY ((thread_id), user_id))`,
 	}},
+	{6, "transactional outbox", []string{
+		// Events committed in one logged batch with the message write
+		// they describe; relays drain a shard oldest first (outbox.go).
+		// A short gc_grace_seconds: a drained row that a missed delete
+		// brings back is only relayed again, which consumers dedupe, and
+		// the tombstones of drained rows are what a drain reads past; the
+		// tombstone compaction options let a single sstable whose cells
+		// are mostly tombstones be compacted on its own, so they are
+		// purged soon after gc_grace_seconds rather than when size-tiered
+		// compaction happens to pick the sstable.
+		`CREATE TABLE IF NOT EXISTS outbox (
+			shard int, id timeuuid, topic text, key blob, value blob,
+			PRIMARY KEY ((shard), id)
+		) WITH CLUSTERING ORDER BY (id ASC) AND gc_grace_seconds = 3600
+			AND compaction = {'class': 'SizeTieredCompactionStrategy', 'unchecked_tombstone_compaction': 'true',
+				'tombstone_threshold': '0.2', 'tombstone_compaction_interval': '3600'}`,
+	}},
 }
 
 // SchemaVersion is the newest schema version this package knows.

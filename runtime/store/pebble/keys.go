@@ -24,6 +24,7 @@ import (
 //	'I' guild code                    -> (empty) guild -> invites index
 //	'U' user                          -> user
 //	'n' lower(username)               -> user id (8 bytes), unique names
+//	'o' shard(1) id(8)                -> outbox entry (outbox.go)
 //
 // A message's partition is (channel, bucket) and rows cluster by id
 // descending inside it, the same layout the Cassandra adapter uses. The
@@ -52,6 +53,8 @@ const (
 	tagWebhook      = 'w'
 	tagGuildWebhook = 'W'
 	tagThreadMember = 'T'
+	// outbox.go
+	tagOutbox = 'o'
 )
 
 func appendU64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }

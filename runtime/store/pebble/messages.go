@@ -36,6 +36,16 @@ func clampLimit(n int) int {
 // edit) and records its bucket in the channel's bucket index, atomically
 // and durably.
 func (s *Store) PutMessage(ctx context.Context, m store.Message) error {
+	return s.putMessage(ctx, m, nil)
+}
+
+// PutMessageEvents implements store.MessageEvents: the message, its bucket
+// entry and the outbox entries are one synced batch.
+func (s *Store) PutMessageEvents(ctx context.Context, m store.Message, events ...store.Event) error {
+	return s.putMessage(ctx, m, events)
+}
+
+func (s *Store) putMessage(ctx context.Context, m store.Message, events []store.Event) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
@@ -50,6 +60,10 @@ func (s *Store) PutMessage(ctx context.Context, m store.Message) error {
 		return wrapErr("put message", err)
 	}
 	if err := b.Set(bucketIndexKey(m.ChannelID, bucket), nil, nil); err != nil {
+		b.Close()
+		return wrapErr("put message", err)
+	}
+	if err := s.addOutbox(b, m.ChannelID, events); err != nil {
 		b.Close()
 		return wrapErr("put message", err)
 	}
@@ -88,7 +102,7 @@ func (s *Store) DeleteMessage(ctx context.Context, channelID, messageID snowflak
 	if !ok {
 		return fmt.Errorf("message %v in channel %v: %w", messageID, channelID, store.ErrNotFound)
 	}
-	return s.deleteMessages(channelID, []snowflake.ID{messageID})
+	return s.deleteMessages(channelID, []snowflake.ID{messageID}, nil)
 }
 
 // DeleteMessages removes many messages of one channel in one durable
@@ -105,13 +119,33 @@ func (s *Store) DeleteMessages(ctx context.Context, channelID snowflake.ID, ids 
 	l := s.chLock(channelID)
 	l.Lock()
 	defer l.Unlock()
-	return s.deleteMessages(channelID, ids)
+	return s.deleteMessages(channelID, ids, nil)
+}
+
+// DeleteMessagesEvents implements store.MessageEvents: the deletions and
+// the outbox entries are one synced batch.
+func (s *Store) DeleteMessagesEvents(ctx context.Context, channelID snowflake.ID, ids []snowflake.ID, events ...store.Event) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	defer s.end()
+	if len(ids) == 0 && len(events) == 0 {
+		return nil
+	}
+	l := s.chLock(channelID)
+	l.Lock()
+	defer l.Unlock()
+	return s.deleteMessages(channelID, ids, events)
 }
 
 // deleteMessages runs with the channel lock held exclusively, so no put
 // can land in a bucket between the emptiness check and the commit.
-func (s *Store) deleteMessages(channelID snowflake.ID, ids []snowflake.ID) error {
+func (s *Store) deleteMessages(channelID snowflake.ID, ids []snowflake.ID, events []store.Event) error {
 	b := s.db.NewIndexedBatch()
+	if err := s.addOutbox(b, channelID, events); err != nil {
+		b.Close()
+		return wrapErr("delete messages", err)
+	}
 	buckets := make(map[int64]struct{})
 	for _, id := range ids {
 		bucket := s.bucketOf(channelID, id)

@@ -63,6 +63,9 @@ type Store struct {
 	closed bool
 	// userMu makes the username check-and-write of CreateUser/PutUser atomic.
 	userMu sync.Mutex
+	// outboxMu guards outboxLast, the last outbox id handed out (outbox.go).
+	outboxMu   sync.Mutex
+	outboxLast uint64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -98,13 +101,19 @@ func New(cfg Config) (*Store, error) {
 		cache.Unref()
 		return nil, fmt.Errorf("pebble store: open %s: %w", cfg.Dir, err)
 	}
-	return &Store{
+	s := &Store{
 		db:          db,
 		cache:       cache,
 		log:         log,
 		bucketWidth: cfg.BucketWidth,
 		seed:        maphash.MakeSeed(),
-	}, nil
+	}
+	if err := s.initOutbox(); err != nil {
+		db.Close()
+		cache.Unref()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Close waits for operations in flight and closes the database; there is

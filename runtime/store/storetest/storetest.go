@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Users", testUsers},
 		{"Moderation", testModeration},
 		{"Webhooks", testWebhooks},
+		{"Outbox", testOutbox},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -281,17 +281,81 @@ func (x *Attachment) GetContentType() string {
 	return ""
 }
 
-// PutMessageRequest writes message.
+// Event is store.Event: a record for the event log committed in the
+// same atomic write as the message change it describes.
+type Event struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_concord_transport_v1_data_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_data_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Event) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *Event) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *Event) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// PutMessageRequest writes message, and with it events (the
+// transactional outbox) when there are any.
 type PutMessageRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Message       *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	Events        []*Event               `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PutMessageRequest) Reset() {
 	*x = PutMessageRequest{}
-	mi := &file_concord_transport_v1_data_proto_msgTypes[2]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +367,7 @@ func (x *PutMessageRequest) String() string {
 func (*PutMessageRequest) ProtoMessage() {}
 
 func (x *PutMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_data_proto_msgTypes[2]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,12 +380,19 @@ func (x *PutMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutMessageRequest.ProtoReflect.Descriptor instead.
 func (*PutMessageRequest) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{2}
+	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PutMessageRequest) GetMessage() *Message {
 	if x != nil {
 		return x.Message
+	}
+	return nil
+}
+
+func (x *PutMessageRequest) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
 	}
 	return nil
 }
@@ -335,7 +406,7 @@ type PutMessageResponse struct {
 
 func (x *PutMessageResponse) Reset() {
 	*x = PutMessageResponse{}
-	mi := &file_concord_transport_v1_data_proto_msgTypes[3]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -347,7 +418,7 @@ func (x *PutMessageResponse) String() string {
 func (*PutMessageResponse) ProtoMessage() {}
 
 func (x *PutMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_data_proto_msgTypes[3]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -360,7 +431,7 @@ func (x *PutMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutMessageResponse.ProtoReflect.Descriptor instead.
 func (*PutMessageResponse) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{3}
+	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{4}
 }
 
 // GetMessageRequest reads message_id of channel_id.
@@ -374,7 +445,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_concord_transport_v1_data_proto_msgTypes[4]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -386,7 +457,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_data_proto_msgTypes[4]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -399,7 +470,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{4}
+	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetMessageRequest) GetChannelId() uint64 {
@@ -426,7 +497,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_concord_transport_v1_data_proto_msgTypes[5]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -438,7 +509,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_data_proto_msgTypes[5]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -451,7 +522,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{5}
+	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetMessageResponse) GetMessage() *Message {
@@ -472,7 +543,7 @@ type DeleteMessageRequest struct {
 
 func (x *DeleteMessageRequest) Reset() {
 	*x = DeleteMessageRequest{}
-	mi := &file_concord_transport_v1_data_proto_msgTypes[6]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +555,7 @@ func (x *DeleteMessageRequest) String() string {
 func (*DeleteMessageRequest) ProtoMessage() {}
 
 func (x *DeleteMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_data_proto_msgTypes[6]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +568,7 @@ func (x *DeleteMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessageRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMessageRequest) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{6}
+	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteMessageRequest) GetChannelId() uint64 {
@@ -523,7 +594,7 @@ type DeleteMessageResponse struct {
 
 func (x *DeleteMessageResponse) Reset() {
 	*x = DeleteMessageResponse{}
-	mi := &file_concord_transport_v1_data_proto_msgTypes[7]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +606,7 @@ func (x *DeleteMessageResponse) String() string {
 func (*DeleteMessageResponse) ProtoMessage() {}
 
 func (x *DeleteMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_data_proto_msgTypes[7]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,21 +619,23 @@ func (x *DeleteMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessageResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMessageResponse) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{7}
+	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{8}
 }
 
-// DeleteMessagesRequest deletes message_ids of channel_id.
+// DeleteMessagesRequest deletes message_ids of channel_id, and with
+// them commits events when there are any.
 type DeleteMessagesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ChannelId     uint64                 `protobuf:"fixed64,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
 	MessageIds    []uint64               `protobuf:"fixed64,2,rep,packed,name=message_ids,json=messageIds,proto3" json:"message_ids,omitempty"`
+	Events        []*Event               `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeleteMessagesRequest) Reset() {
 	*x = DeleteMessagesRequest{}
-	mi := &file_concord_transport_v1_data_proto_msgTypes[8]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +647,7 @@ func (x *DeleteMessagesRequest) String() string {
 func (*DeleteMessagesRequest) ProtoMessage() {}
 
 func (x *DeleteMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_data_proto_msgTypes[8]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +660,7 @@ func (x *DeleteMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagesRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{8}
+	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteMessagesRequest) GetChannelId() uint64 {
@@ -604,6 +677,13 @@ func (x *DeleteMessagesRequest) GetMessageIds() []uint64 {
 	return nil
 }
 
+func (x *DeleteMessagesRequest) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 // DeleteMessagesResponse is empty.
 type DeleteMessagesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -613,7 +693,7 @@ type DeleteMessagesResponse struct {
 
 func (x *DeleteMessagesResponse) Reset() {
 	*x = DeleteMessagesResponse{}
-	mi := &file_concord_transport_v1_data_proto_msgTypes[9]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +705,7 @@ func (x *DeleteMessagesResponse) String() string {
 func (*DeleteMessagesResponse) ProtoMessage() {}
 
 func (x *DeleteMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_data_proto_msgTypes[9]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +718,7 @@ func (x *DeleteMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagesResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{9}
+	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{10}
 }
 
 // ListMessagesRequest is store.HistoryQuery on channel_id.
@@ -655,7 +735,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_concord_transport_v1_data_proto_msgTypes[10]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +747,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_data_proto_msgTypes[10]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +760,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{10}
+	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListMessagesRequest) GetChannelId() uint64 {
@@ -728,7 +808,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_concord_transport_v1_data_proto_msgTypes[11]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +820,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_data_proto_msgTypes[11]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +833,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{11}
+	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -773,7 +853,7 @@ type BucketsRequest struct {
 
 func (x *BucketsRequest) Reset() {
 	*x = BucketsRequest{}
-	mi := &file_concord_transport_v1_data_proto_msgTypes[12]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +865,7 @@ func (x *BucketsRequest) String() string {
 func (*BucketsRequest) ProtoMessage() {}
 
 func (x *BucketsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_data_proto_msgTypes[12]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +878,7 @@ func (x *BucketsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BucketsRequest.ProtoReflect.Descriptor instead.
 func (*BucketsRequest) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{12}
+	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BucketsRequest) GetChannelId() uint64 {
@@ -818,7 +898,7 @@ type BucketsResponse struct {
 
 func (x *BucketsResponse) Reset() {
 	*x = BucketsResponse{}
-	mi := &file_concord_transport_v1_data_proto_msgTypes[13]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +910,7 @@ func (x *BucketsResponse) String() string {
 func (*BucketsResponse) ProtoMessage() {}
 
 func (x *BucketsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_data_proto_msgTypes[13]
+	mi := &file_concord_transport_v1_data_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +923,7 @@ func (x *BucketsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BucketsResponse.ProtoReflect.Descriptor instead.
 func (*BucketsResponse) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{13}
+	return file_concord_transport_v1_data_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BucketsResponse) GetBuckets() []int64 {
@@ -887,9 +967,14 @@ const file_concord_transport_v1_data_proto_rawDesc = "" +
 	"\bfilename\x18\x02 \x01(\tR\bfilename\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x10\n" +
 	"\x03url\x18\x04 \x01(\tR\x03url\x12!\n" +
-	"\fcontent_type\x18\x05 \x01(\tR\vcontentType\"L\n" +
+	"\fcontent_type\x18\x05 \x01(\tR\vcontentType\"E\n" +
+	"\x05Event\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\"\x81\x01\n" +
 	"\x11PutMessageRequest\x127\n" +
-	"\amessage\x18\x01 \x01(\v2\x1d.concord.transport.v1.MessageR\amessage\"\x14\n" +
+	"\amessage\x18\x01 \x01(\v2\x1d.concord.transport.v1.MessageR\amessage\x123\n" +
+	"\x06events\x18\x02 \x03(\v2\x1b.concord.transport.v1.EventR\x06events\"\x14\n" +
 	"\x12PutMessageResponse\"Q\n" +
 	"\x11GetMessageRequest\x12\x1d\n" +
 	"\n" +
@@ -903,12 +988,13 @@ const file_concord_transport_v1_data_proto_rawDesc = "" +
 	"channel_id\x18\x01 \x01(\x06R\tchannelId\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x02 \x01(\x06R\tmessageId\"\x17\n" +
-	"\x15DeleteMessageResponse\"W\n" +
+	"\x15DeleteMessageResponse\"\x8c\x01\n" +
 	"\x15DeleteMessagesRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\x06R\tchannelId\x12\x1f\n" +
 	"\vmessage_ids\x18\x02 \x03(\x06R\n" +
-	"messageIds\"\x18\n" +
+	"messageIds\x123\n" +
+	"\x06events\x18\x03 \x03(\v2\x1b.concord.transport.v1.EventR\x06events\"\x18\n" +
 	"\x16DeleteMessagesResponse\"\x90\x01\n" +
 	"\x13ListMessagesRequest\x12\x1d\n" +
 	"\n" +
@@ -946,45 +1032,48 @@ func file_concord_transport_v1_data_proto_rawDescGZIP() []byte {
 	return file_concord_transport_v1_data_proto_rawDescData
 }
 
-var file_concord_transport_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_concord_transport_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_concord_transport_v1_data_proto_goTypes = []any{
 	(*Message)(nil),                // 0: concord.transport.v1.Message
 	(*Attachment)(nil),             // 1: concord.transport.v1.Attachment
-	(*PutMessageRequest)(nil),      // 2: concord.transport.v1.PutMessageRequest
-	(*PutMessageResponse)(nil),     // 3: concord.transport.v1.PutMessageResponse
-	(*GetMessageRequest)(nil),      // 4: concord.transport.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),     // 5: concord.transport.v1.GetMessageResponse
-	(*DeleteMessageRequest)(nil),   // 6: concord.transport.v1.DeleteMessageRequest
-	(*DeleteMessageResponse)(nil),  // 7: concord.transport.v1.DeleteMessageResponse
-	(*DeleteMessagesRequest)(nil),  // 8: concord.transport.v1.DeleteMessagesRequest
-	(*DeleteMessagesResponse)(nil), // 9: concord.transport.v1.DeleteMessagesResponse
-	(*ListMessagesRequest)(nil),    // 10: concord.transport.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),   // 11: concord.transport.v1.ListMessagesResponse
-	(*BucketsRequest)(nil),         // 12: concord.transport.v1.BucketsRequest
-	(*BucketsResponse)(nil),        // 13: concord.transport.v1.BucketsResponse
+	(*Event)(nil),                  // 2: concord.transport.v1.Event
+	(*PutMessageRequest)(nil),      // 3: concord.transport.v1.PutMessageRequest
+	(*PutMessageResponse)(nil),     // 4: concord.transport.v1.PutMessageResponse
+	(*GetMessageRequest)(nil),      // 5: concord.transport.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),     // 6: concord.transport.v1.GetMessageResponse
+	(*DeleteMessageRequest)(nil),   // 7: concord.transport.v1.DeleteMessageRequest
+	(*DeleteMessageResponse)(nil),  // 8: concord.transport.v1.DeleteMessageResponse
+	(*DeleteMessagesRequest)(nil),  // 9: concord.transport.v1.DeleteMessagesRequest
+	(*DeleteMessagesResponse)(nil), // 10: concord.transport.v1.DeleteMessagesResponse
+	(*ListMessagesRequest)(nil),    // 11: concord.transport.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),   // 12: concord.transport.v1.ListMessagesResponse
+	(*BucketsRequest)(nil),         // 13: concord.transport.v1.BucketsRequest
+	(*BucketsResponse)(nil),        // 14: concord.transport.v1.BucketsResponse
 }
 var file_concord_transport_v1_data_proto_depIdxs = []int32{
 	1,  // 0: concord.transport.v1.Message.attachments:type_name -> concord.transport.v1.Attachment
 	0,  // 1: concord.transport.v1.PutMessageRequest.message:type_name -> concord.transport.v1.Message
-	0,  // 2: concord.transport.v1.GetMessageResponse.message:type_name -> concord.transport.v1.Message
-	0,  // 3: concord.transport.v1.ListMessagesResponse.messages:type_name -> concord.transport.v1.Message
-	2,  // 4: concord.transport.v1.DataNode.PutMessage:input_type -> concord.transport.v1.PutMessageRequest
-	4,  // 5: concord.transport.v1.DataNode.GetMessage:input_type -> concord.transport.v1.GetMessageRequest
-	6,  // 6: concord.transport.v1.DataNode.DeleteMessage:input_type -> concord.transport.v1.DeleteMessageRequest
-	8,  // 7: concord.transport.v1.DataNode.DeleteMessages:input_type -> concord.transport.v1.DeleteMessagesRequest
-	10, // 8: concord.transport.v1.DataNode.ListMessages:input_type -> concord.transport.v1.ListMessagesRequest
-	12, // 9: concord.transport.v1.DataNode.Buckets:input_type -> concord.transport.v1.BucketsRequest
-	3,  // 10: concord.transport.v1.DataNode.PutMessage:output_type -> concord.transport.v1.PutMessageResponse
-	5,  // 11: concord.transport.v1.DataNode.GetMessage:output_type -> concord.transport.v1.GetMessageResponse
-	7,  // 12: concord.transport.v1.DataNode.DeleteMessage:output_type -> concord.transport.v1.DeleteMessageResponse
-	9,  // 13: concord.transport.v1.DataNode.DeleteMessages:output_type -> concord.transport.v1.DeleteMessagesResponse
-	11, // 14: concord.transport.v1.DataNode.ListMessages:output_type -> concord.transport.v1.ListMessagesResponse
-	13, // 15: concord.transport.v1.DataNode.Buckets:output_type -> concord.transport.v1.BucketsResponse
-	10, // [10:16] is the sub-list for method output_type
-	4,  // [4:10] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	2,  // 2: concord.transport.v1.PutMessageRequest.events:type_name -> concord.transport.v1.Event
+	0,  // 3: concord.transport.v1.GetMessageResponse.message:type_name -> concord.transport.v1.Message
+	2,  // 4: concord.transport.v1.DeleteMessagesRequest.events:type_name -> concord.transport.v1.Event
+	0,  // 5: concord.transport.v1.ListMessagesResponse.messages:type_name -> concord.transport.v1.Message
+	3,  // 6: concord.transport.v1.DataNode.PutMessage:input_type -> concord.transport.v1.PutMessageRequest
+	5,  // 7: concord.transport.v1.DataNode.GetMessage:input_type -> concord.transport.v1.GetMessageRequest
+	7,  // 8: concord.transport.v1.DataNode.DeleteMessage:input_type -> concord.transport.v1.DeleteMessageRequest
+	9,  // 9: concord.transport.v1.DataNode.DeleteMessages:input_type -> concord.transport.v1.DeleteMessagesRequest
+	11, // 10: concord.transport.v1.DataNode.ListMessages:input_type -> concord.transport.v1.ListMessagesRequest
+	13, // 11: concord.transport.v1.DataNode.Buckets:input_type -> concord.transport.v1.BucketsRequest
+	4,  // 12: concord.transport.v1.DataNode.PutMessage:output_type -> concord.transport.v1.PutMessageResponse
+	6,  // 13: concord.transport.v1.DataNode.GetMessage:output_type -> concord.transport.v1.GetMessageResponse
+	8,  // 14: concord.transport.v1.DataNode.DeleteMessage:output_type -> concord.transport.v1.DeleteMessageResponse
+	10, // 15: concord.transport.v1.DataNode.DeleteMessages:output_type -> concord.transport.v1.DeleteMessagesResponse
+	12, // 16: concord.transport.v1.DataNode.ListMessages:output_type -> concord.transport.v1.ListMessagesResponse
+	14, // 17: concord.transport.v1.DataNode.Buckets:output_type -> concord.transport.v1.BucketsResponse
+	12, // [12:18] is the sub-list for method output_type
+	6,  // [6:12] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_concord_transport_v1_data_proto_init() }
@@ -998,7 +1087,7 @@ func file_concord_transport_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_transport_v1_data_proto_rawDesc), len(file_concord_transport_v1_data_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -2,10 +2,12 @@ package fleet
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -55,6 +57,9 @@ type RegistryConfig struct {
 	// Dial opens the probe connection of Suspect; default a net.Dialer
 	// with a 1 s timeout.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Client posts the servers' commands (control.go); default one
+	// whose requests time out after 2 s.
+	Client *http.Client
 }
 
 // Registry is the voice fleet of a cluster, read from the load reports in
@@ -70,6 +75,11 @@ type Registry struct {
 	dead map[string]time.Time
 	// probing are the servers being probed now.
 	probing map[string]bool
+	// nodes are the voice nodes' HTTP addresses by node name.
+	nodes map[string]string
+	// key signs commands; queues hold them per server (control.go).
+	key    ed25519.PrivateKey
+	queues map[string]*commandQueue
 }
 
 var (
@@ -95,7 +105,11 @@ func NewRegistry(reg registry.Registry, cfg RegistryConfig) *Registry {
 		d := &net.Dialer{Timeout: time.Second}
 		cfg.Dial = d.DialContext
 	}
-	return &Registry{reg: reg, cfg: cfg, loads: map[string]voice.Load{}, dead: map[string]time.Time{}, probing: map[string]bool{}}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: 2 * time.Second}
+	}
+	return &Registry{reg: reg, cfg: cfg, loads: map[string]voice.Load{}, dead: map[string]time.Time{}, probing: map[string]bool{},
+		nodes: map[string]string{}, queues: map[string]*commandQueue{}}
 }
 
 // Refresh reads the reports once.
@@ -119,8 +133,14 @@ func (r *Registry) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// Run refreshes every Poll until ctx ends.
+// Run refreshes every Poll, and follows the voice nodes' addresses, until
+// ctx ends.
 func (r *Registry) Run(ctx context.Context) error {
+	watched := make(chan struct{})
+	defer func() { <-watched }()
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { defer close(watched); r.watchNodes(wctx) }()
 	t := time.NewTicker(r.cfg.Poll)
 	defer t.Stop()
 	for {

@@ -57,6 +57,11 @@ type Claims struct {
 	Expires int64 `json:"exp"`
 	// Nonce makes every token unique, so an SFU can refuse a replay.
 	Nonce string `json:"n"`
+	// Mute and Deaf are the user's server mute and deafen when the token
+	// was signed: the SFU applies them from the first packet, so a muted
+	// user who joins (or follows a failover) is never heard.
+	Mute bool `json:"m,omitempty"`
+	Deaf bool `json:"d,omitempty"`
 }
 
 // ExpiresAt returns Expires as a time.
@@ -147,14 +152,7 @@ func (v Verifier) VerifySignature(tok string) (Claims, error) {
 	if err != nil || len(sig) != ed25519.SignatureSize {
 		return Claims{}, ErrMalformed
 	}
-	ok := false
-	for _, k := range v.Keys {
-		if len(k) == ed25519.PublicKeySize && ed25519.Verify(k, []byte(tok[:dot]), sig) {
-			ok = true
-			break
-		}
-	}
-	if !ok {
+	if !v.verify([]byte(tok[:dot]), sig) {
 		return Claims{}, ErrSignature
 	}
 	body, err := base64.RawURLEncoding.DecodeString(tok[len(prefix):dot])

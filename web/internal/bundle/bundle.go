@@ -89,7 +89,11 @@ func Build(webDir string) ([]File, error) {
 	if js == "" || css == "" {
 		return nil, fmt.Errorf("bundle: esbuild produced no JavaScript or no CSS bundle")
 	}
-	index, err := indexHTML(js, css)
+	boot, err := buildBoot(webDir)
+	if err != nil {
+		return nil, err
+	}
+	index, err := indexHTML(js, css, boot)
 	if err != nil {
 		return nil, err
 	}
@@ -119,12 +123,51 @@ func vendored(webDir string) api.Plugin {
 	}
 }
 
+// buildBoot bundles src/boot.ts, the script inlined into index.html, into
+// one minified function expression with no source map (it is a few
+// hundred bytes).
+func buildBoot(webDir string) (string, error) {
+	res := api.Build(api.BuildOptions{
+		AbsWorkingDir:     webDir,
+		EntryPoints:       []string{"src/boot.ts"},
+		Bundle:            true,
+		Write:             false,
+		Format:            api.FormatIIFE,
+		Platform:          api.PlatformBrowser,
+		Target:            api.ES2020,
+		MinifyWhitespace:  true,
+		MinifyIdentifiers: true,
+		MinifySyntax:      true,
+		Charset:           api.CharsetUTF8,
+		LegalComments:     api.LegalCommentsNone,
+		LogLevel:          api.LogLevelSilent,
+	})
+	if len(res.Errors) > 0 {
+		msgs := api.FormatMessages(res.Errors, api.FormatMessagesOptions{Kind: api.ErrorMessage})
+		return "", fmt.Errorf("bundle: esbuild failed on src/boot.ts:\n%s", strings.Join(msgs, ""))
+	}
+	if len(res.OutputFiles) != 1 {
+		return "", fmt.Errorf("bundle: src/boot.ts built into %d files, want 1", len(res.OutputFiles))
+	}
+	code := strings.TrimSpace(string(res.OutputFiles[0].Contents))
+	// Inline, the script ends at the first "</script" whatever the
+	// JavaScript means; "<!--" changes how the parser reads it.
+	if l := strings.ToLower(code); strings.Contains(l, "</script") || strings.Contains(l, "<!--") {
+		return "", fmt.Errorf("bundle: src/boot.ts contains </script or <!--, which cannot be inlined")
+	}
+	return code, nil
+}
+
+// The boot script comes first: an inline script after a stylesheet would
+// wait for the stylesheet. Its hash is in the Content-Security-Policy
+// (web.Handler computes it from this file); it is the only inline code.
 var indexTemplate = template.Must(template.New("index").Parse(`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Concord</title>
+<script>{{.Boot}}</script>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="/{{.CSS}}">
 <script type="module" src="/{{.JS}}"></script>
@@ -136,11 +179,16 @@ var indexTemplate = template.Must(template.New("index").Parse(`<!doctype html>
 </html>
 `))
 
-// indexHTML is the page that loads the bundles. It has no inline script
-// or style, so the Content-Security-Policy can forbid both.
-func indexHTML(js, css string) ([]byte, error) {
+// indexHTML is the page that loads the bundles. Its one inline script is
+// the boot script; there is no inline style, so the
+// Content-Security-Policy forbids both but for that script's hash.
+func indexHTML(js, css, boot string) ([]byte, error) {
 	var b bytes.Buffer
-	if err := indexTemplate.Execute(&b, struct{ JS, CSS string }{js, css}); err != nil {
+	data := struct {
+		JS, CSS string
+		Boot    template.JS
+	}{js, css, template.JS(boot)}
+	if err := indexTemplate.Execute(&b, data); err != nil {
 		return nil, fmt.Errorf("bundle: index.html: %w", err)
 	}
 	return b.Bytes(), nil

@@ -180,6 +180,14 @@ export class LiveSession {
     return !!this.me && this.stream?.creator_id === this.me;
   }
 
+  // replayProgress is where the replay stands: the playhead last applied
+  // (ms), how many fetched comments wait for it, and whether every page
+  // has been fetched and none is in flight. The console and the browser
+  // tests read it to know that a playhead has been acted on.
+  get replayProgress(): { playheadMs: number; held: number; settled: boolean } {
+    return { playheadMs: this.playhead, held: this.held.length, settled: this.replayDone && !this.replayLoading };
+  }
+
   get videoURL(): string {
     return this.stream?.stream_url || "";
   }

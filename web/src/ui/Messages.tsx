@@ -8,6 +8,7 @@ import {
   loadNewer,
   loadNewest,
   loadOlder,
+  react,
   retrySend,
   setViewing,
 } from "../client";
@@ -34,6 +35,9 @@ export function channelTitle(c: Channel): string {
   return (c.guild_id ? "#" : "@") + state.channelName(c);
 }
 
+// QUICK_REACTIONS are the emoji the reaction picker offers.
+const QUICK_REACTIONS = ["👍", "❤️", "😂", "🎉", "😮", "😢"];
+
 function MessageItem(props: {
   m: Message;
   channel: Channel;
@@ -49,6 +53,7 @@ function MessageItem(props: {
   const [editing, setEditing] = useState(false);
   const [draft, setDraft] = useState(m.content);
   const [confirming, setConfirming] = useState(false);
+  const [picking, setPicking] = useState(false);
   const mine = m.author.id === state.me?.id;
   const real = !m.id.startsWith("pending-");
   const canDelete = mine || can(channel.guild_id, Perm.ManageMessages);
@@ -93,9 +98,26 @@ function MessageItem(props: {
           }}
         />
       ) : (
-        <div class="content">
+        // elementtiming: the browser reports when a message's text was
+        // first painted (the first-paint benchmark reads it).
+        <div class="content" elementtiming="message">
           <Content m={m} />
           {m.edited_timestamp && <span class="edited"> (edited)</span>}
+        </div>
+      )}
+      {real && m.reactions && m.reactions.length > 0 && (
+        <div class="reactions">
+          {m.reactions.map((r) => (
+            <button
+              key={r.emoji.id || r.emoji.name}
+              class={"reaction" + (r.me ? " me" : "")}
+              aria-pressed={r.me}
+              aria-label={`${r.emoji.name}, ${r.count} ${r.count === 1 ? "reaction" : "reactions"}`}
+              onClick={() => react(channel.id, m.id, r.emoji, r.me)}
+            >
+              {r.emoji.name} {r.count}
+            </button>
+          ))}
         </div>
       )}
       {m.failed && (
@@ -111,6 +133,24 @@ function MessageItem(props: {
       )}
       {real && !editing && (
         <div class="actions">
+          <button class="small" onClick={() => setPicking(!picking)} aria-expanded={picking}>
+            Add Reaction
+          </button>
+          {picking &&
+            QUICK_REACTIONS.map((e) => (
+              <button
+                key={e}
+                class="small"
+                aria-label={`React with ${e}`}
+                onClick={() => {
+                  setPicking(false);
+                  const mine = m.reactions?.find((r) => !r.emoji.id && r.emoji.name === e)?.me;
+                  if (!mine) react(channel.id, m.id, { id: null, name: e }, false);
+                }}
+              >
+                {e}
+              </button>
+            ))}
           <button class="small" onClick={() => props.onReply(m)} aria-label={`Reply to ${author}`}>
             Reply
           </button>
@@ -244,7 +284,7 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
   const [heights] = useState(() => new RowHeights());
   const anchor = useRef<{ id: string; offset: number } | null>(null);
   // The rendered rows [start, end) and the offsets they were placed by.
-  const view = useRef({ start: 0, end: 0, tops: new Float64Array(1) });
+  const view = useRef<{ start: number; end: number; tops: Float64Array }>({ start: 0, end: 0, tops: new Float64Array(1) });
   const listTop = useRef(0); // the list's offsetTop in the scroller
   const settle = useRef(0); // renders asked for by layout in a row
   const [, rerender] = useState(0);

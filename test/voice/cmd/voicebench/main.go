@@ -24,7 +24,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -46,6 +48,9 @@ type served struct {
 	Endpoint string `json:"endpoint"`
 	CA       string `json:"ca"`
 	Key      string `json:"key"`
+	// Relay is the bare UDP relay of the SFU process (relay): the probe's
+	// peer path.
+	Relay string `json:"relay"`
 }
 
 type usage struct {
@@ -70,8 +75,9 @@ func main() {
 	payload := flag.Int("payload", 120, "Opus payload bytes")
 	dur := flag.Duration("duration", 10*time.Second, "measured interval")
 	procs := flag.Int("sfu-procs", 1, "GOMAXPROCS of the SFU process")
+	rcvbuf := flag.Int("sfu-rcvbuf", 0, "SFU media socket receive buffer in bytes (0: the SFU's default)")
 	flag.Parse()
-	if err := drive(*rooms, *speakers, *listeners, *rate, *payload, *dur, *procs); err != nil {
+	if err := drive(*rooms, *speakers, *listeners, *rate, *payload, *dur, *procs, *rcvbuf); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -84,7 +90,11 @@ func serve() error {
 		return err
 	}
 	reg := &voiceRegistry{}
-	srv, err := voice.New(voice.Config{ID: "bench", UDPAddr: "127.0.0.1:0", TrustedKeys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)},
+	rcvbuf := 0
+	if len(os.Args) > 2 {
+		rcvbuf, _ = strconv.Atoi(os.Args[2])
+	}
+	srv, err := voice.New(voice.Config{ID: "bench", UDPAddr: "127.0.0.1:0", UDPReadBuffer: rcvbuf, TrustedKeys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registerer: reg.r(), MaxParticipants: 1000})
 	if err != nil {
 		return err
@@ -110,8 +120,14 @@ func serve() error {
 	defer cancel()
 	go func() { _ = (&http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}).Serve(l) }()
 	go func() { _ = srv.Run(ctx) }()
+	rl, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return err
+	}
+	defer rl.Close()
+	go relay(rl)
 	enc := json.NewEncoder(os.Stdout)
-	_ = enc.Encode(served{Endpoint: l.Addr().String(), CA: ca.CertPath, Key: token.FormatPrivateKey(key)})
+	_ = enc.Encode(served{Endpoint: l.Addr().String(), CA: ca.CertPath, Key: token.FormatPrivateKey(key), Relay: rl.LocalAddr().String()})
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
 		var ru syscall.Rusage
@@ -129,12 +145,35 @@ func serve() error {
 	return nil
 }
 
-func drive(rooms, speakers, listeners, rate, payload int, dur time.Duration, procs int) error {
+// relay is the latency probe's peer: the least an SFU can do, in the SFU's
+// process under the same load and scheduler — read a datagram, write it
+// to the listener (the address that sent "listen"), no lookup, no
+// cryptography. The SFU's probe latency beside it is what the SFU adds
+// over a bare hop through a busy process.
+func relay(c *net.UDPConn) {
+	buf := make([]byte, 1600)
+	var to netip.AddrPort
+	for {
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return
+		}
+		if string(buf[:n]) == "listen" {
+			to = from
+			continue
+		}
+		if to.IsValid() {
+			_, _ = c.WriteToUDPAddrPort(buf[:n], to)
+		}
+	}
+}
+
+func drive(rooms, speakers, listeners, rate, payload int, dur time.Duration, procs, rcvbuf int) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(self, "serve")
+	cmd := exec.Command(self, "serve", strconv.Itoa(rcvbuf))
 	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(procs))
 	cmd.Stderr = os.Stderr
 	in, _ := cmd.StdinPipe()
@@ -256,6 +295,45 @@ func drive(rooms, speakers, listeners, rate, payload int, dur time.Duration, pro
 			lmu.Unlock()
 		}
 	}()
+	// The peer path: the same probe packets, timestamped at the same
+	// tick, through the bare relay of the SFU's process.
+	raddr, err := net.ResolveUDPAddr("udp4", sv.Relay)
+	if err != nil {
+		return err
+	}
+	relayTx, err := net.DialUDP("udp4", nil, raddr)
+	if err != nil {
+		return err
+	}
+	defer relayTx.Close()
+	relayRx, err := net.DialUDP("udp4", nil, raddr)
+	if err != nil {
+		return err
+	}
+	defer relayRx.Close()
+	if _, err := relayRx.Write([]byte("listen")); err != nil {
+		return err
+	}
+	var relayLat []time.Duration
+	go func() {
+		buf := make([]byte, 1600)
+		for {
+			_ = relayRx.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			n, err := relayRx.Read(buf)
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err != nil || n < 8 {
+				continue
+			}
+			d := time.Duration(time.Now().UnixNano() - int64(binary.BigEndian.Uint64(buf)))
+			lmu.Lock()
+			relayLat = append(relayLat, d)
+			lmu.Unlock()
+		}
+	}()
 	go func() {
 		t := time.NewTicker(20 * time.Millisecond)
 		defer t.Stop()
@@ -267,6 +345,8 @@ func drive(rooms, speakers, listeners, rate, payload int, dur time.Duration, pro
 			case <-t.C:
 				binary.BigEndian.PutUint64(p, uint64(time.Now().UnixNano()))
 				_ = probeTx.SendOpus(p)
+				binary.BigEndian.PutUint64(p, uint64(time.Now().UnixNano()))
+				_, _ = relayTx.Write(p)
 			}
 		}
 	}()
@@ -288,7 +368,7 @@ func drive(rooms, speakers, listeners, rate, payload int, dur time.Duration, pro
 	go send()
 	time.Sleep(2 * time.Second) // warm-up: the measured window starts with traffic flowing
 	lmu.Lock()
-	lat = lat[:0]
+	lat, relayLat = lat[:0], relayLat[:0]
 	lmu.Unlock()
 	u0, err := sample("u")
 	if err != nil {
@@ -308,17 +388,28 @@ func drive(rooms, speakers, listeners, rate, payload int, dur time.Duration, pro
 	cpu := u1.CPUSeconds - u0.CPUSeconds
 	fwd := u1.Forwarded - u0.Forwarded
 	res := map[string]any{
-		"rooms": rooms, "speakers": speakers, "listeners": listeners, "rate": rate, "sfu_gomaxprocs": procs,
+		"rooms": rooms, "speakers": speakers, "sfu_rcvbuf": rcvbuf, "listeners": listeners, "rate": rate, "sfu_gomaxprocs": procs,
 		"forwarded_per_s": fwd / el, "received_per_s": float64(r1-r0) / el, "sfu_cpu_cores": cpu / el,
 		"forwarded_per_core_s": fwd / cpu, "delivery_ratio": float64(r1-r0) / fwd,
 		"bytes_per_participant": (int64(m1.LiveBytes) - int64(m0.LiveBytes)) / int64(participants),
 	}
 	lmu.Lock()
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	sort.Slice(relayLat, func(i, j int) bool { return relayLat[i] < relayLat[j] })
 	if n := len(lat); n > 0 {
 		res["probe_packets"] = n
-		res["latency_p50_ms"] = float64(lat[n/2].Microseconds()) / 1000
-		res["latency_p99_ms"] = float64(lat[n*99/100].Microseconds()) / 1000
+		res["latency_p50_ms"] = ms(lat[n/2])
+		res["latency_p99_ms"] = ms(lat[n*99/100])
+	}
+	if n := len(relayLat); n > 0 {
+		res["relay_probe_packets"] = n
+		res["relay_latency_p50_ms"] = ms(relayLat[n/2])
+		res["relay_latency_p99_ms"] = ms(relayLat[n*99/100])
+		if len(lat) > 0 {
+			res["added_latency_p50_ms"] = ms(lat[len(lat)/2] - relayLat[n/2])
+			res["added_latency_p99_ms"] = ms(lat[len(lat)*99/100] - relayLat[n*99/100])
+		}
 	}
 	lmu.Unlock()
 	b, _ := json.MarshalIndent(res, "", "  ")

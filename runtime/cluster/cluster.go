@@ -26,25 +26,33 @@
 //     its sessions (sessions.go): guild nodes find a user's sessions on
 //     every gateway node for DMs, acks and guilds joined mid-session.
 //   - data: the message reads and writes of the channels a second ring
-//     gives this node, coalesced (--data-nodes=ring on the others).
+//     gives this node, coalesced (--data-nodes=ring on the others);
+//     runtime/datarole.
 //   - readstate: read markers and mention counts fed from the Kafka
 //     event log, served over ReadStateNode to guild nodes (acks) and
-//     gateway nodes (READY read_state); readstaterole.go. Sharded by
-//     user on a ring over the replicas (readstaterole_ring.go). With
-//     --eventlog=kafka://, guild nodes publish message events through an
-//     outbox in their data directory.
+//     gateway nodes (READY read_state), sharded by user on a ring over
+//     the replicas; runtime/readstaterole. With --eventlog=kafka://,
+//     guild nodes publish message events through an outbox in their
+//     data directory (publisher.go).
 //   - presence: every live session folded into one status per user,
 //     served over PresenceNode to gateway nodes and broadcast to friends'
 //     gateways and the guild nodes owning the user's guilds
 //     (presencerole.go). Gateway and guild nodes take part with
 //     --presence. Sharded by user on a ring over the replicas
 //     (presencerole_ring.go).
-//   - relay: the fan-out tier of big guilds (relay.go).
+//   - relay: the fan-out tier of big guilds (runtime/relayrole; the
+//     guild side's relay router is relay.go).
+//
+// The data, readstate and relay roles, and the roles of package roles'
+// Table (voice, live comments), are role.Role values built by the same
+// Build in `concord dev`; the node builds them into its lifecycle group
+// with its registry, gRPC services and seams (role.Seams). The gateway,
+// api, guild and presence roles are still wired here, one block each,
+// and in runtime/platform for `concord dev`; see docs/architecture.md
+// ("One wiring") for what is shared and what is not yet.
 //
 // Every process of a cluster shares the store (Cassandra), the registry
-// (etcd) and the token-signing key. `concord dev` still builds its roles
-// in runtime/platform with in-process calls; see docs/architecture.md for
-// what is shared and what is not yet.
+// (etcd) and the token-signing key.
 package cluster
 
 import (
@@ -70,6 +78,7 @@ import (
 	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/counters"
+	"github.com/concord-chat/concord/runtime/datarole"
 	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/gateway"
@@ -77,7 +86,9 @@ import (
 	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/transport"
@@ -182,26 +193,25 @@ type Node struct {
 	store    store.Store
 	guildRng *registry.LocalRing
 	// data role and --data-nodes=ring
-	dataSvc    *dataservice.Service
 	dataRng    *registry.LocalRing
 	dataClient transport.DataClient
 	gwRing     *registry.LocalRing
 	// --eventlog=kafka://: the guild role's event log and outbox, the
 	// readstate role, and the client guild and gateway roles reach the
 	// readstate nodes with.
-	pub      *publisher
-	rsRole   *readStateRole
-	rsLocal  *guild.Service
-	rsGuilds transport.GuildClient
-	rsRing   *registry.LocalRing
-	rsClient transport.ReadStateClient
-	rsShards *readStateShards // by user: in-process when owned here, else rsClient
+	pub *publisher
+	// readStates is the process's read-state seam (readstaterole): the
+	// readstate role's service for the users this node owns, else
+	// ReadStateNode on their owner.
+	readStates *readstaterole.Backend
+	// seams are the cross-role seams the roles built through package
+	// role share (rings, clients, in-process providers).
+	seams role.Seams
 	// --roles=presence, and --presence on gateway and guild nodes.
 	// --roles=relay: the relay's gateway client; guild nodes: the relay
 	// router of guilds with a relay tier and its client.
 	// api role: the REST limiter's counters (--redis, or per node).
 	rlCounters  counters.Counters
-	relaySink   transport.GatewayClient
 	relays      *relayRouter
 	relayClient transport.RelayClient
 	psRole      *presenceRole
@@ -319,7 +329,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snowflake: %w", err)
 	}
-	if n.guildRng, err = registry.NewLocalRing(ctx, n.reg, registry.RoleGuild, ringCfg); err != nil {
+	if n.guildRng, err = role.Ring(ctx, &n.seams, n.reg, registry.RoleGuild, ringCfg); err != nil {
 		return nil, fmt.Errorf("cluster: guild ring: %w", err)
 	}
 	if n.httpL, err = net.Listen("tcp", cfg.HTTP); err != nil {
@@ -338,43 +348,29 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	res := newResolver(st)
 	clientCfg := transport.ClientConfig{CallTimeout: cfg.CallTimeout, Errors: guildErrors, Logger: log.With("component", "transport")}
 	svc := transport.Services{Node: cfg.Node}
+	n.roleMux, n.roleAdmin = http.NewServeMux(), http.NewServeMux()
+	// parts are what the roles built through package role build from.
+	parts := role.Parts{Config: cfg, Logger: log, Metrics: n.metrics, Registry: n.reg, Store: st, Auth: issuer, IDs: ids,
+		Admin: n.roleAdmin, Seams: &n.seams, GRPC: &svc, ClientConfig: clientCfg}
 
-	if has(cfg, registry.RoleData) {
-		// The data role coalesces over the store itself, not over the
-		// process's own coalescing wrapper (openStore).
-		n.dataSvc = dataservice.New(unwrapStore(n.store), dataservice.Config{Name: cfg.Node, Logger: log.With("component", "data")})
-		svc.Data = n.dataSvc
+	// The chat roles of the role table (data, readstate, relay) are
+	// built by the same Build as in `concord dev`, before the roles that
+	// call them, so that a service is in-process for the keys this node
+	// owns. The data role coalesces over the store itself, not over the
+	// process's own coalescing wrapper (openStore).
+	role.Provide(&n.seams, datarole.RawStore, unwrapStore(n.store))
+	if err := role.Build(ctx, chatRoles, func(name string) bool { return has(cfg, name) }, parts, n.roleMux, &n.group); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
-
 	readStates := kafkaLog(cfg.EventLog)
 	if readStates && (has(cfg, registry.RoleGuild) || has(cfg, registry.RoleGateway) || has(cfg, RoleReadState)) {
-		// Read states are sharded by user on this ring
-		// (readstaterole_ring.go).
-		if n.rsRing, err = registry.NewLocalRing(ctx, n.reg, RoleReadState, ringCfg); err != nil {
-			return nil, fmt.Errorf("cluster: read-state ring: %w", err)
+		if n.readStates, err = readstaterole.Open(ctx, parts); err != nil {
+			return nil, fmt.Errorf("cluster: read states: %w", err)
 		}
-		n.rsClient = transport.NewReadStateClient(clientCfg, n.rsRing)
-		n.rsShards = &readStateShards{self: cfg.Node, ring: n.rsRing, remote: n.rsClient}
-	}
-	if has(cfg, RoleReadState) {
-		// Visibility is asked of the guild owners; this service only
-		// maps channels to guilds and answers private channels from the
-		// store, and never loads an actor.
-		if n.rsLocal, err = guild.NewService(guild.Config{Logger: log.With("component", "readstate-guilds")},
-			guild.Deps{Store: st, Sink: discardSink{}, IDs: ids, Auth: issuer}); err != nil {
-			return nil, fmt.Errorf("cluster: read-state guild service: %w", err)
-		}
-		n.rsGuilds = transport.NewGuildClient(clientCfg, n.guildRng)
-		mentions := &mentionRouter{shards: n.rsShards, retry: cfg.RetryInterval, log: log.With("component", "readstate")}
-		if n.rsRole, err = openReadStateRole(ctx, cfg, n, n.rsLocal, n.rsGuilds, mentions); err != nil {
-			return nil, err
-		}
-		n.rsShards.local = n.rsRole.svc
-		svc.ReadStates = ownedReadStates{self: cfg.Node, ring: n.rsRing, svc: n.rsRole.svc}
 	}
 
 	if has(cfg, registry.RoleGuild) || has(cfg, RolePresence) || has(cfg, RoleRelay) {
-		if n.gwRing, err = registry.NewLocalRing(ctx, n.reg, registry.RoleGateway, ringCfg); err != nil {
+		if n.gwRing, err = role.Ring(ctx, &n.seams, n.reg, registry.RoleGateway, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: gateway ring: %w", err)
 		}
 	}
@@ -399,10 +395,6 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 
-	if has(cfg, RoleRelay) {
-		n.relaySink = transport.NewGatewayClient(clientCfg, n.gwRing)
-		svc.Relay = n.relaySink
-	}
 	if (has(cfg, registry.RoleGateway) || has(cfg, registry.RoleAPI)) && !has(cfg, registry.RoleGuild) {
 		// Gateway nodes read applications (privileged intents, READY's
 		// application); api nodes read interactions (routing).
@@ -448,7 +440,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			// MESSAGE_ACK goes through this node's DispatchToUser, which
 			// reaches the user's sessions on every gateway node through
 			// the session directory.
-			deps.Events, deps.ReadStates, deps.Users = n.pub.outbox, n.rsShards, n.guilds
+			deps.Events, deps.ReadStates, deps.Users = n.pub.outbox, n.readStates, n.guilds
 		}
 		restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, MaxFileBytes: cfg.MaxFileBytes, Logger: log.With("component", "api")}, deps)
 		// The bot platform runs on the guild role, beside the REST API:
@@ -504,13 +496,13 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			Registerer: n.metrics,
 		}
 		if n.psClient != nil {
-			p := newGatewayPresence(cfg.Node, n.psClient, n.client, log.With("component", "presence"))
-			gwCfg.Presence, gwCfg.OpHandlers = p, p.opHandlers()
+			p := newGatewayPresence(n.psClient, n.client, log.With("component", "presence"))
+			gwCfg.Presence, gwCfg.OpHandlers = p, p.OpHandlers()
 		}
 		gwCfg.OpHandlers = withVoiceOp(gwCfg.OpHandlers, n.client, log.With("component", "gateway"))
 		ac := admission.Config{Apps: n.botApps()}
-		if n.rsShards != nil {
-			ac.States = n.rsShards
+		if n.readStates != nil {
+			ac.States = n.readStates
 		}
 		// Bots' entitlement leases (leases.go). On a node that also runs
 		// the guild role, the bot platform's manager already exports the
@@ -563,9 +555,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	n.addLoops()
-	n.roleMux, n.roleAdmin = http.NewServeMux(), http.NewServeMux()
-	parts := n.tableParts(st)
-	parts.Auth, parts.IDs, parts.Counters, parts.Admin = issuer, ids, n.rlCounters, n.roleAdmin
+	parts.Counters = n.rlCounters
 	if err := n.buildTableRoles(ctx, parts, n.roleMux); err != nil {
 		return nil, err
 	}
@@ -632,12 +622,6 @@ func (n *Node) addLoops() {
 	}
 	if n.guildRole != nil {
 		loop("guild/sweep", func(ctx context.Context) { n.guildRole.sweep(ctx, n.cfg.RetryInterval) })
-	}
-	if n.rsRole != nil {
-		loop("readstate/consume", n.rsRole.run)
-		loop("readstate/follow-ring", func(ctx context.Context) {
-			n.rsRole.followRing(ctx, n.rsRing, n.cfg.Node, n.cfg.RetryInterval)
-		})
 	}
 	if n.psRole != nil {
 		loop("presence/run", n.psRole.run)
@@ -757,13 +741,14 @@ func (n *Node) Close() error {
 	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
 	var errs []error
-	// The loops and the table roles' parts first, in reverse order.
+	// No call from another node reaches a part being closed.
+	if n.grpc != nil {
+		n.grpc.Stop()
+	}
+	// The loops and the roles' parts first, in reverse order.
 	errs = append(errs, n.group.Stop(sctx))
 	if n.gateway != nil {
 		n.gateway.Close()
-	}
-	if n.grpc != nil {
-		n.grpc.Stop()
 	}
 	if n.client != nil {
 		errs = append(errs, n.client.Close())
@@ -786,23 +771,6 @@ func (n *Node) Close() error {
 	if n.psRing != nil {
 		n.psRing.Close()
 	}
-	if n.rsClient != nil {
-		errs = append(errs, n.rsClient.Close())
-	}
-	if n.rsRing != nil {
-		n.rsRing.Close()
-	}
-	if n.rsRole != nil {
-		cctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
-		errs = append(errs, n.rsRole.close(cctx))
-		cancel()
-	}
-	if n.rsGuilds != nil {
-		errs = append(errs, n.rsGuilds.Close())
-	}
-	if n.rsLocal != nil {
-		errs = append(errs, n.rsLocal.Close())
-	}
 	if n.bots != nil {
 		errs = append(errs, n.bots.Close())
 	}
@@ -819,10 +787,8 @@ func (n *Node) Close() error {
 	if n.rlCounters != nil {
 		errs = append(errs, n.rlCounters.Close())
 	}
-	for _, c := range []interface{ Close() error }{n.relaySink, n.relayClient} {
-		if c != nil {
-			errs = append(errs, c.Close())
-		}
+	if n.relayClient != nil {
+		errs = append(errs, n.relayClient.Close())
 	}
 	if n.sink != nil {
 		errs = append(errs, n.sink.Close())
@@ -830,12 +796,8 @@ func (n *Node) Close() error {
 	if n.sessDir != nil {
 		errs = append(errs, n.sessDir.Close())
 	}
-	if n.gwRing != nil {
-		n.gwRing.Close()
-	}
-	if n.guildRng != nil {
-		n.guildRng.Close()
-	}
+	// The rings and clients the roles shared.
+	errs = append(errs, n.seams.Close())
 	if n.httpL != nil {
 		n.httpL.Close()
 	}
@@ -849,9 +811,6 @@ func (n *Node) Close() error {
 		errs = append(errs, n.reg.Close())
 	}
 	n.stopReg()
-	if n.dataSvc != nil {
-		errs = append(errs, n.dataSvc.Close())
-	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
 	}

@@ -12,10 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concord-chat/concord/runtime/event"
-	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
-	"github.com/concord-chat/concord/runtime/memberlist"
 	"github.com/concord-chat/concord/runtime/presence"
+	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/shed"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -193,26 +192,11 @@ func enableGuildPresence(svc *guild.Service, reg prometheus.Registerer) (*presen
 	return cache, nil
 }
 
-// gatewayPresence is a gateway node's gateway.SessionReporter in a
-// cluster, and its op 3, 8 and 14 handlers. Sessions and op 3 go to the
-// user's presence node (shardedPresence); it keeps each local session's
-// state (client kind, last status and activities) so the node re-reports
-// it, which is how a restarted presence node rebuilds. Op 8 and op 14 go
-// to the guild's owner (GuildNode.LazyRequest and RequestMembers). Like the single-process
-// wiring (platform/presence.go), it keeps the states in a
-// presence.LocalSessions, which orders every state change with its call,
-// so a re-report never carries a state older than one the presence node
-// applied; calls are bounded by the client's call timeout.
-type gatewayPresence struct {
-	node     string
-	guilds   transport.GuildClient
-	log      *slog.Logger
-	sessions *presence.LocalSessions
-}
-
-var _ gateway.SessionReporter = (*gatewayPresence)(nil)
-
-func newGatewayPresence(node string, client presence.Upstream, guilds transport.GuildClient, log *slog.Logger) *gatewayPresence {
+// newGatewayPresence is a gateway node's presence side in a cluster
+// (presencerole.Gateway, as in `concord dev`): sessions and op 3 go to
+// the user's presence node (shardedPresence), op 8 and op 14 to the
+// guild's owner (GuildNode.LazyRequest and RequestMembers).
+func newGatewayPresence(client presence.Upstream, guilds transport.GuildClient, log *slog.Logger) *presencerole.Gateway {
 	// An update the user's presence node cannot take (it is down, or the
 	// ring is moving the user) still stands: it reaches the owner with
 	// the next re-report.
@@ -222,94 +206,5 @@ func newGatewayPresence(node string, client presence.Upstream, guilds transport.
 			return errors.Is(err, transport.ErrUnavailable) || errors.Is(err, transport.ErrNotOwner)
 		},
 	})
-	return &gatewayPresence{node: node, guilds: guilds, log: log, sessions: sessions}
-}
-
-// SessionStarted implements gateway.SessionReporter: the session counts
-// with IDENTIFY's presence (an invalid one is ignored: online).
-func (w *gatewayPresence) SessionStarted(ctx context.Context, s event.Session, c gateway.ClientInfo) {
-	st := presence.SessionState{
-		Session: s.ID, UserID: s.UserID, Node: s.Node,
-		Client: presence.ClientKind(c.OS, c.Browser), Status: presence.Online,
-		Activities: []presence.Activity{}, UpdatedAt: time.Now(),
-	}
-	if c.Presence != nil {
-		if u, err := presence.ParseUpdate(c.Presence); err == nil {
-			st.Status, st.AFK, st.Activities = u.Status, u.AFK, u.Activities
-		} else {
-			w.log.Debug("identify presence ignored", "session_id", s.ID, "err", err)
-		}
-	}
-	if err := w.sessions.Start(ctx, st); err != nil {
-		// The next re-report carries the session.
-		w.log.Warn("presence connect", "session_id", s.ID, "err", err)
-	}
-}
-
-// SessionEnded implements gateway.SessionReporter.
-func (w *gatewayPresence) SessionEnded(ctx context.Context, s event.Session) {
-	w.sessions.End(ctx, s.ID)
-}
-
-// Report implements gateway.SessionReporter: the states of the node's
-// sessions go to the presence node; states of sessions the node no
-// longer holds are forgotten.
-func (w *gatewayPresence) Report(ctx context.Context, node string, sessions []event.Session) {
-	w.sessions.Report(ctx, node, sessions)
-}
-
-// opHandlers returns the gateway's op 3, 8 and 14 handlers.
-func (w *gatewayPresence) opHandlers() map[int]gateway.OpHandler {
-	return map[int]gateway.OpHandler{
-		gateway.OpPresenceUpdate:      gateway.OpHandlerFunc(w.presenceUpdate),
-		gateway.OpRequestGuildMembers: gateway.OpHandlerFunc(w.requestMembers),
-		gateway.OpLazyRequest:         gateway.OpHandlerFunc(w.lazyRequest),
-	}
-}
-
-// presenceUpdate handles op 3: invalid updates close with 4002, floods
-// with 4008. An update the presence node cannot take (it is down) is
-// kept as the session's state and reaches it with the next re-report.
-func (w *gatewayPresence) presenceUpdate(ctx context.Context, s event.Session, _ int, d json.RawMessage) error {
-	u, err := presence.ParseUpdate(d)
-	if err == nil {
-		err = w.sessions.Apply(ctx, s.ID, u)
-	}
-	if c := presence.CloseCode(err); c != 0 {
-		return &gateway.CloseError{Code: c, Reason: "presence"}
-	}
-	if err != nil {
-		w.log.Warn("presence update", "session_id", s.ID, "err", err)
-	}
-	return nil
-}
-
-// lazyRequest handles op 14 on the guild's owner. A payload that does not
-// decode closes with 4002; refusals are only logged.
-func (w *gatewayPresence) lazyRequest(ctx context.Context, s event.Session, _ int, d json.RawMessage) error {
-	req, err := memberlist.ParseRequest(d)
-	if err != nil {
-		return &gateway.CloseError{Code: gateway.CloseDecodeError, Reason: "bad op 14"}
-	}
-	w.forward(ctx, s, req.GuildID, "op 14", w.guilds.LazyRequest, d)
-	return nil
-}
-
-// requestMembers handles op 8 on the guild's owner. A payload that does
-// not decode closes with 4002.
-func (w *gatewayPresence) requestMembers(ctx context.Context, s event.Session, _ int, d json.RawMessage) error {
-	req, err := memberlist.ParseMembersRequest(d)
-	if err != nil {
-		return &gateway.CloseError{Code: gateway.CloseDecodeError, Reason: "bad op 8"}
-	}
-	w.forward(ctx, s, req.GuildID, "op 8", w.guilds.RequestMembers, d)
-	return nil
-}
-
-// forward hands op (call) with the session and d to guildID's owner.
-func (w *gatewayPresence) forward(ctx context.Context, s event.Session, guildID snowflake.ID, op string,
-	call func(context.Context, snowflake.ID, event.Session, json.RawMessage) error, d json.RawMessage) {
-	if err := call(ctx, guildID, s, d); err != nil {
-		w.log.Info("gateway op not served by the guild owner", "op", op, "guild_id", guildID, "session_id", s.ID, "err", err)
-	}
+	return &presencerole.Gateway{Sessions: sessions, Guilds: presencerole.OwnerGuilds{Client: guilds}, Logger: log}
 }

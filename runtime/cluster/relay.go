@@ -16,6 +16,7 @@ import (
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/relayrole"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/transport"
 )
@@ -25,7 +26,7 @@ import (
 // gateway nodes over its own GatewayNode streams. The operator's
 // RelayTier controller runs relay pods and writes their gRPC addresses
 // under relays/<guild id>; guild nodes follow those keys.
-const RoleRelay = "relay"
+const RoleRelay = relayrole.Name
 
 // relaysPrefix is the registry kv prefix of the relay lists (JSON arrays
 // of host:port), one key per guild (operator/fleet/etcdfleet.RelaysKey).

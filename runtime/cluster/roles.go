@@ -7,7 +7,6 @@ import (
 
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/roles"
-	"github.com/concord-chat/concord/runtime/store"
 )
 
 // Role is a role built from the table of package roles rather than by New
@@ -22,13 +21,12 @@ type Builder = role.Builder
 // test can add one).
 var tableRoles = roles.Table
 
+// chatRoles are the chat roles built through package role (a variable
+// so a test can wrap them).
+var chatRoles = roles.Chat
+
 // buildTableRoles builds the table roles this node runs onto mux and the
 // node's group.
 func (n *Node) buildTableRoles(ctx context.Context, parts role.Parts, mux *http.ServeMux) error {
 	return role.Build(ctx, tableRoles, func(name string) bool { return slices.Contains(n.cfg.Roles, name) }, parts, mux, &n.group)
-}
-
-// tableParts are the node's parts table roles build from.
-func (n *Node) tableParts(st store.Store) role.Parts {
-	return role.Parts{Config: n.cfg, Logger: n.log, Metrics: n.metrics, Registry: n.reg, Store: st}
 }

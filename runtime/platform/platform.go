@@ -29,6 +29,7 @@ import (
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/lifecycle"
+	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/roles"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -51,6 +52,12 @@ type Platform struct {
 	registry *prometheus.Registry
 	ready    atomic.Bool
 	reads    *readPath
+	// readStates is the read-state seam: the readstate role's service,
+	// built by the same Build as `concord serve --roles=readstate`.
+	readStates *readstaterole.Backend
+	// seams are the cross-role seams the roles share: in `concord dev`
+	// every provider is in this process.
+	seams    role.Seams
 	counters counters.Counters
 	bots     *Bots
 	presence *presenceWiring
@@ -111,8 +118,21 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		guild.Deps{Store: p.store, Sink: sink, IDs: ids, Auth: p.auth}); err != nil {
 		return nil, fmt.Errorf("platform: guild service: %w", err)
 	}
-	if p.reads, err = openReadPath(ctx, cfg, p.guilds, p.registry); err != nil {
+	if p.reads, err = openReadPath(ctx, cfg, p.registry); err != nil {
 		return nil, err
+	}
+	// The chat roles built through package role, before the parts that
+	// call them: the same Build functions as `concord serve`, every seam
+	// in process.
+	p.roleMux, p.roleAdmin = http.NewServeMux(), http.NewServeMux()
+	role.Provide(&p.seams, readstaterole.LogKey, p.reads.log)
+	role.Provide[readstaterole.Guilds](&p.seams, readstaterole.LocalGuilds, p.guilds)
+	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids, Admin: p.roleAdmin, Seams: &p.seams}
+	if err := role.Build(ctx, roles.Chat, func(string) bool { return true }, parts, p.roleMux, &p.group); err != nil {
+		return nil, fmt.Errorf("platform: %w", err)
+	}
+	if p.readStates, err = readstaterole.Open(ctx, parts); err != nil {
+		return nil, fmt.Errorf("platform: read states: %w", err)
 	}
 	if p.counters, err = openCounters(ctx, cfg); err != nil {
 		return nil, err
@@ -136,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		Bots:       &gateway.BotAdmission{Counters: p.counters, Concurrency: cfg.Identify.Concurrency, Logger: cfg.Logger.With("component", "identify")},
 		Apps:       p.bots.store,
 		Leases:     p.bots.leases.mgr,
-		States:     p.reads.states,
+		States:     p.readStates,
 		Registerer: p.registry,
 		Logger:     cfg.Logger.With("component", "identify"),
 	})
@@ -148,8 +168,8 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		PublicURL:  cfg.PublicURL,
 		Logger:     cfg.Logger.With("component", "gateway"),
 		Registerer: p.registry,
-		Presence:   p.presence,
-		OpHandlers: withVoice(p.presence.opHandlers(), p.guilds),
+		Presence:   p.presence.gateway,
+		OpHandlers: withVoice(p.presence.gateway.OpHandlers(), p.guilds),
 	}, adm); err != nil {
 		return nil, fmt.Errorf("platform: gateway: %w", err)
 	}
@@ -161,7 +181,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	}
 	restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, MaxFileBytes: cfg.MaxFileBytes, Logger: cfg.Logger.With("component", "api")},
 		api.Deps{Store: p.store, Guilds: p.guilds, Auth: p.auth, IDs: ids,
-			Events: p.reads.outbox, ReadStates: p.reads.states, Users: p.guilds,
+			Events: p.reads.outbox, ReadStates: p.readStates, Users: p.guilds,
 			Objects: objs, AttachmentKey: AttachmentKey(key),
 			MemberRemoved: p.bots.MemberRemoved(p.guilds, guildBotFlags(p.guilds))})
 	if cfg.DevUser {
@@ -173,13 +193,12 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.roleMux, p.roleAdmin = http.NewServeMux(), http.NewServeMux()
 	voiceFleet, err := enableVoice(cfg, p.guilds)
 	if err != nil {
 		return nil, err
 	}
 	p.voiceFleet = voiceFleet
-	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids, Counters: p.counters, VoiceFleet: voiceFleet, Admin: p.roleAdmin}
+	parts.Counters, parts.VoiceFleet = p.counters, voiceFleet
 	if err := role.Build(ctx, roles.Table, func(string) bool { return true }, parts, p.roleMux, &p.group); err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
@@ -361,7 +380,7 @@ func (p *Platform) close() error {
 	if p.presence != nil {
 		p.presence.stop()
 	}
-	errs = append(errs, p.reads.close(context.Background()), p.bots.close())
+	errs = append(errs, p.reads.close(), p.bots.close(), p.seams.Close())
 	if p.counters != nil {
 		errs = append(errs, p.counters.Close())
 	}

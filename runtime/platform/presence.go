@@ -2,7 +2,6 @@ package platform
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -14,18 +13,19 @@ import (
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
-	"github.com/concord-chat/concord/runtime/memberlist"
 	"github.com/concord-chat/concord/runtime/presence"
+	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/shed"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/typing"
 )
 
 // presenceWiring connects the gateway node, the presence role and the
-// guild service in one process. It is the gateway's SessionReporter: it
-// keeps each local session's state (client kind, last status and
-// activities) so the node can re-report it, which is how a restarted
-// presence role rebuilds. It also serves op 3, 8 and 14.
+// guild service in one process. Its gateway side (the SessionReporter
+// and op 3, 8 and 14) is presencerole.Gateway, as on a gateway node of
+// `concord serve`: it keeps each local session's state (client kind,
+// last status and activities) so the node can re-report it, which is how
+// a restarted presence role rebuilds.
 type presenceWiring struct {
 	cfg     PresenceConfig
 	node    string
@@ -36,12 +36,13 @@ type presenceWiring struct {
 	// sessions keeps the local sessions' states for re-reports and orders
 	// each change with its call to the presence role.
 	sessions *presence.LocalSessions
+	// gateway is the gateway's SessionReporter and op 3, 8 and 14
+	// handlers, the same as a gateway node's in `concord serve`.
+	gateway *presencerole.Gateway
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
-
-var _ gateway.SessionReporter = (*presenceWiring)(nil)
 
 // newPresenceWiring builds the presence role, the typing tracker and the
 // shedder and enables them in the guild service.
@@ -54,6 +55,8 @@ func newPresenceWiring(cfg Config, guilds *guild.Service, reg prometheus.Registe
 		friends: presence.NewFriends(nil),
 	}
 	w.sessions = presence.NewLocalSessions(presence.LocalSessionsConfig{Upstream: liveService{&w.svc}, Now: w.cfg.Now})
+	w.gateway = &presencerole.Gateway{Sessions: w.sessions, Guilds: presencerole.LocalGuilds{Service: guilds},
+		Ended: guilds.SessionEnded, Now: w.cfg.Now, Logger: w.log}
 	svc, err := w.newService(0, reg)
 	if err != nil {
 		return nil, err
@@ -126,94 +129,6 @@ func (w *presenceWiring) stop() {
 // Get implements guild.PresenceSource.
 func (w *presenceWiring) Get(userID snowflake.ID) presence.Presence {
 	return w.svc.Load().Get(userID)
-}
-
-// SessionStarted implements gateway.SessionReporter: the session counts
-// with IDENTIFY's presence (an invalid one is ignored: online).
-func (w *presenceWiring) SessionStarted(ctx context.Context, s event.Session, c gateway.ClientInfo) {
-	st := presence.SessionState{
-		Session: s.ID, UserID: s.UserID, Node: s.Node,
-		Client: presence.ClientKind(c.OS, c.Browser), Status: presence.Online,
-		UpdatedAt: w.now(),
-	}
-	if c.Presence != nil {
-		if u, err := presence.ParseUpdate(c.Presence); err == nil {
-			st.Status, st.AFK, st.Activities = u.Status, u.AFK, u.Activities
-		} else {
-			w.log.Debug("identify presence ignored", "session_id", s.ID, "err", err)
-		}
-	}
-	if err := w.sessions.Start(ctx, st); err != nil {
-		w.log.Debug("presence connect", "session_id", s.ID, "err", err)
-	}
-}
-
-// SessionEnded implements gateway.SessionReporter.
-func (w *presenceWiring) SessionEnded(ctx context.Context, s event.Session) {
-	w.sessions.End(ctx, s.ID)
-	w.guilds.SessionEnded(s.ID)
-}
-
-// Report implements gateway.SessionReporter: the states of the node's
-// sessions go to the presence role; states of sessions the node no
-// longer holds are forgotten.
-func (w *presenceWiring) Report(ctx context.Context, node string, sessions []event.Session) {
-	w.sessions.Report(ctx, node, sessions)
-}
-
-func (w *presenceWiring) now() time.Time {
-	if w.cfg.Now != nil {
-		return w.cfg.Now()
-	}
-	return time.Now()
-}
-
-// opHandlers returns the gateway's op 3, 8 and 14 handlers.
-func (w *presenceWiring) opHandlers() map[int]gateway.OpHandler {
-	return map[int]gateway.OpHandler{
-		gateway.OpPresenceUpdate:      gateway.OpHandlerFunc(w.presenceUpdate),
-		gateway.OpRequestGuildMembers: gateway.OpHandlerFunc(w.requestMembers),
-		gateway.OpLazyRequest:         gateway.OpHandlerFunc(w.lazyRequest),
-	}
-}
-
-// presenceUpdate handles op 3: invalid updates close with 4002, floods
-// with 4008.
-func (w *presenceWiring) presenceUpdate(ctx context.Context, s event.Session, _ int, d json.RawMessage) error {
-	u, err := presence.ParseUpdate(d)
-	if err == nil {
-		err = w.sessions.Apply(ctx, s.ID, u)
-	}
-	if c := presence.CloseCode(err); c != 0 {
-		return &gateway.CloseError{Code: c, Reason: "presence"}
-	}
-	return err
-}
-
-// lazyRequest handles op 14. A payload that does not decode closes with
-// 4002; refused channels or clamped ranges are only logged.
-func (w *presenceWiring) lazyRequest(ctx context.Context, s event.Session, _ int, d json.RawMessage) error {
-	req, err := memberlist.ParseRequest(d)
-	if err != nil {
-		return &gateway.CloseError{Code: gateway.CloseDecodeError, Reason: "bad op 14"}
-	}
-	if err := w.guilds.LazyRequest(ctx, s, req); err != nil {
-		return fmt.Errorf("platform: op 14: %w", err)
-	}
-	return nil
-}
-
-// requestMembers handles op 8. A payload that does not decode closes with
-// 4002; a request missing its intent is logged and ignored.
-func (w *presenceWiring) requestMembers(ctx context.Context, s event.Session, _ int, d json.RawMessage) error {
-	req, err := memberlist.ParseMembersRequest(d)
-	if err != nil {
-		return &gateway.CloseError{Code: gateway.CloseDecodeError, Reason: "bad op 8"}
-	}
-	if err := w.guilds.RequestMembers(ctx, s, req); err != nil {
-		return fmt.Errorf("platform: op 8: %w", err)
-	}
-	return nil
 }
 
 // restart replaces the presence role with a fresh one, as after a crash

@@ -167,7 +167,7 @@ func testAckClearsBadge(t *testing.T, opts ...func(*Config)) {
 	// tens of seconds on a loaded machine).
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		st, err := p.reads.states.ChannelState(context.Background(), bobID, chID)
+		st, err := p.readStates.Local().ChannelState(context.Background(), bobID, chID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/transport"
 	"github.com/concord-chat/concord/runtime/voice/fleet"
 )
 
@@ -68,6 +69,17 @@ type Parts struct {
 	// under /admin/ behind the process's admin token, after the
 	// process's own admin endpoints. Nil: the process serves none.
 	Admin Mux
+	// Seams are the process's cross-role seams (seams.go): what a role
+	// built here provides to the others, and the clients of roles that
+	// run elsewhere. One per process, shared by every role it builds.
+	Seams *Seams
+	// GRPC is the process's gRPC services between nodes in `concord
+	// serve`: a role serves its node-to-node interface by setting its
+	// field. Nil in `concord dev`, where no role is reached over gRPC.
+	GRPC *transport.Services
+	// ClientConfig configures the gRPC clients a role opens to reach
+	// roles on other nodes (`concord serve`).
+	ClientConfig transport.ClientConfig
 }
 
 // Mux is where a role's routes go: the process's HTTP listener.

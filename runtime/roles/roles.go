@@ -1,11 +1,14 @@
-// Package roles is the table of roles built through package role: the
+// Package roles is the tables of roles built through package role: the
 // roles `concord dev` builds all of and `concord serve --roles=...` builds
-// by name. Adding a role is one package declaring its role.Role and one
-// line here.
+// by name, with the same Build functions. Adding a role is one package
+// declaring its role.Role and one line here.
 package roles
 
 import (
+	"github.com/concord-chat/concord/runtime/datarole"
 	"github.com/concord-chat/concord/runtime/live/liverole"
+	"github.com/concord-chat/concord/runtime/readstaterole"
+	"github.com/concord-chat/concord/runtime/relayrole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/voicerole"
 )
@@ -14,6 +17,14 @@ import (
 var Table = []role.Role{
 	liverole.API, liverole.Gateway, liverole.Router, liverole.Archiver, // live comments
 	voicerole.Role,
+}
+
+// Chat is the chat roles built through package role, in build order.
+// Both commands build them before the chat roles they still wire
+// themselves (gateway, api, guild, presence), which call them through
+// their seams (readstaterole.Open).
+var Chat = []role.Role{
+	datarole.Role, readstaterole.Role, relayrole.Role,
 }
 
 // Names are the names of Table's roles.

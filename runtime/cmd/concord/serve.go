@@ -40,7 +40,8 @@ With --eventlog=kafka://host:port on every node, guild nodes publish message
 events to Kafka through an outbox in --data-dir, and read-state nodes
 (--roles=readstate) count mentions from it (consumer group "readstate"),
 keep read markers in the store's keyspace and serve acks to guild nodes and
-READY's read_state to gateway nodes. Run one read-state node.
+READY's read_state to gateway nodes. Run two or more read-state nodes: users
+are sharded on a ring over them, and a dead node's users move to the others.
 
 Live comments: live-api serves the /v1/streams contract (comments,
 moderation, reactions, scroll-back) and forwards GET /v1/streams/{id}/live to
@@ -121,7 +122,7 @@ reporting their load to the registry every 2 s under voice/load/<id>.`,
 	strFlag(fs, &cfg.AdvertiseHost, "advertise-host", "", "host other nodes reach this one at; empty uses the listeners' host")
 	durFlag(fs, &cfg.LeaseTTL, "lease-ttl", d.LeaseTTL, "registry lease TTL: how long a dead node keeps its guilds")
 	durFlag(fs, &cfg.ReadStateFlush, "readstate-flush-interval", d.ReadStateFlush, "readstate role: how long a read-state change may stay only in memory before it is written")
-	boolFlag(fs, &cfg.Presence.Enabled, "presence", false, "gateway and guild nodes: presence, member lists and typing focus through the presence node (run one --roles=presence node)")
+	boolFlag(fs, &cfg.Presence.Enabled, "presence", false, "gateway and guild nodes: presence, member lists and typing focus through the presence nodes (--roles=presence, users sharded on a ring over them)")
 	durFlag(fs, &cfg.Presence.Window, "presence-window", d.Presence.Window, "presence role: coalescing window of status changes")
 	durFlag(fs, &cfg.Presence.ReportInterval, "presence-report-interval", d.Presence.ReportInterval, "gateway nodes: how often sessions are re-reported to the presence node; the presence role uses it too (sessions expire after 3 intervals, a fresh node absorbs re-reports for 2)")
 	durFlag(fs, &cfg.RetryInterval, "retry-interval", d.RetryInterval, "how often failed subscriptions are retried and guilds placed elsewhere unloaded")

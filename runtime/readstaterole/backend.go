@@ -1,4 +1,4 @@
-package cluster
+package readstaterole
 
 import (
 	"context"
@@ -9,12 +9,13 @@ import (
 
 	"github.com/concord-chat/concord/runtime/readstate"
 	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/transport"
 )
 
 // Read states are sharded by user on a consistent-hash ring over the live
-// read-state nodes (a registry.LocalRing over RoleReadState, the same ring
+// read-state nodes (a registry.LocalRing over the role, the same ring
 // code guild placement uses). A user's owner holds the user's records:
 // every ack, every READY read_state and every mention count of the user
 // runs there. The mention consumer stays partitioned by channel (one
@@ -25,46 +26,83 @@ import (
 // node's death carry the same (user, channel, offset) and are skipped by
 // the owner's record, wherever the user lives by then.
 
-// readStateShards is the read-state backend callers use: the call for a
-// user runs in-process when this node owns the user on its ring, over
-// ReadStateNode otherwise (the client routes by the same ring).
-type readStateShards struct {
-	self   string              // this node's name when it runs the readstate role
-	ring   *registry.LocalRing // over RoleReadState
-	local  *readstate.Service  // nil without the readstate role
+// Backend is the read-state seam of a process, what every other role
+// (the API's acks, identify's READY read_state, the mention hand-off)
+// calls: the call for a user runs in-process when this process's role
+// owns the user — always in `concord dev`, which has no ring — and over
+// ReadStateNode on the owner otherwise (the client routes by the same
+// ring).
+type Backend struct {
+	self   string              // this process's node name
+	ring   *registry.LocalRing // over the role; nil in `concord dev`
+	local  *readstate.Service  // nil until the role is built here
 	remote transport.ReadStateClient
 }
 
-var _ transport.ReadStateBackend = (*readStateShards)(nil)
+var _ transport.ReadStateBackend = (*Backend)(nil)
 
-// isLocal reports whether the user's owner is this node's own service.
-func (s *readStateShards) isLocal(user snowflake.ID) bool {
+// Open returns the process's Backend, opening it on first use: in
+// `concord serve` the read-state ring and its client. Build the role
+// first in a process that runs it, so that its service is local.
+func Open(ctx context.Context, p role.Parts) (*Backend, error) {
+	return role.Shared(p.Seams, backendKey, func() (*Backend, func() error, error) {
+		if p.Registry == nil {
+			return &Backend{self: p.Config.Node}, nil, nil
+		}
+		ring, err := role.Ring(ctx, p.Seams, p.Registry, Name, registry.LocalRingConfig{Logger: p.Logger.With("component", "ring")})
+		if err != nil {
+			return nil, nil, err
+		}
+		c := transport.NewReadStateClient(p.ClientConfig, ring)
+		return &Backend{self: p.Config.Node, ring: ring, remote: c}, c.Close, nil
+	})
+}
+
+// Local is the process's read-state service (nil when the role runs
+// elsewhere).
+func (s *Backend) Local() *readstate.Service { return s.local }
+
+// isLocal reports whether the user's owner is this process's service.
+func (s *Backend) isLocal(user snowflake.ID) bool {
 	if s.local == nil {
 		return false
+	}
+	if s.ring == nil {
+		return true
 	}
 	n, ok := s.ring.Owner(user)
 	return ok && n.Name == s.self
 }
 
+// errNoReadStates answers in a process that neither runs the role nor
+// reaches one (`concord dev` before the role is built).
+var errNoReadStates = errors.New("readstate: no read-state role in this process")
+
 // Ack implements transport.ReadStateBackend.
-func (s *readStateShards) Ack(ctx context.Context, user, channel, message snowflake.ID) (readstate.MessageAck, error) {
-	if s.isLocal(user) {
+func (s *Backend) Ack(ctx context.Context, user, channel, message snowflake.ID) (readstate.MessageAck, error) {
+	switch {
+	case s.isLocal(user):
 		return s.local.Ack(ctx, user, channel, message)
+	case s.remote == nil:
+		return readstate.MessageAck{}, errNoReadStates
 	}
 	return s.remote.Ack(ctx, user, channel, message)
 }
 
 // States implements transport.ReadStateBackend.
-func (s *readStateShards) States(ctx context.Context, user snowflake.ID, channels []snowflake.ID) ([]readstate.State, error) {
-	if s.isLocal(user) {
+func (s *Backend) States(ctx context.Context, user snowflake.ID, channels []snowflake.ID) ([]readstate.State, error) {
+	switch {
+	case s.isLocal(user):
 		return s.local.States(ctx, user, channels)
+	case s.remote == nil:
+		return nil, errNoReadStates
 	}
 	return s.remote.States(ctx, user, channels)
 }
 
 // AddMentions implements transport.ReadStateBackend: the mentions of
 // local users are counted here, the others go to their owners.
-func (s *readStateShards) AddMentions(ctx context.Context, ms []readstate.Mention) error {
+func (s *Backend) AddMentions(ctx context.Context, ms []readstate.Mention) error {
 	var local, remote []readstate.Mention
 	for _, m := range ms {
 		if s.isLocal(m.User) {
@@ -78,6 +116,9 @@ func (s *readStateShards) AddMentions(ctx context.Context, ms []readstate.Mentio
 		errs = append(errs, s.local.AddMentions(ctx, local))
 	}
 	if len(remote) > 0 {
+		if s.remote == nil {
+			return errNoReadStates
+		}
 		errs = append(errs, s.remote.AddMentions(ctx, remote))
 	}
 	return errors.Join(errs...)
@@ -130,13 +171,13 @@ func (o ownedReadStates) AddMentions(ctx context.Context, ms []readstate.Mention
 }
 
 // mentionRouter is the mention consumer's readstate.Mentions on a
-// read-state node: it hands mentions to their owners and retries until
-// every one is durable or the consumer's claim ends. An owner that died
-// stays on the ring until its registry lease lapses; the retries then
-// reach the new owner, which loads the user from the store and skips
-// what the dead owner had already written.
+// read-state node of a cluster: it hands mentions to their owners and
+// retries until every one is durable or the consumer's claim ends. An
+// owner that died stays on the ring until its registry lease lapses; the
+// retries then reach the new owner, which loads the user from the store
+// and skips what the dead owner had already written.
 type mentionRouter struct {
-	shards *readStateShards
+	shards *Backend
 	retry  time.Duration
 	log    *slog.Logger
 }
@@ -161,40 +202,5 @@ func (r *mentionRouter) AddMentions(ctx context.Context, ms []readstate.Mention)
 			return err
 		case <-time.After(r.retry):
 		}
-	}
-}
-
-// followRing releases the users this node stops owning whenever the ring
-// of read-state nodes changes (readstate.Service.Release): their changes
-// are written and their cached records forgotten, so the next owner
-// loads them whole and this node reloads them if they come back.
-func (r *readStateRole) followRing(ctx context.Context, ring *registry.LocalRing, self string, retry time.Duration) {
-	owned := func(u snowflake.ID) bool {
-		n, ok := ring.Owner(u)
-		return ok && n.Name == self
-	}
-	changes := ring.Changes(ctx)
-	pending := false
-	for {
-		var tick <-chan time.Time
-		if pending {
-			tick = time.After(retry)
-		}
-		select {
-		case _, ok := <-changes:
-			if !ok {
-				return
-			}
-		case <-tick:
-		case <-ctx.Done():
-			return
-		}
-		if err := r.svc.Release(ctx, owned); err != nil {
-			pending = ctx.Err() == nil
-			r.logger.Warn("release read states of moved users", "err", err)
-			continue
-		}
-		pending = false
-		r.logger.Info("read-state ring changed", "nodes", ring.View().Ring().Len())
 	}
 }

@@ -1,0 +1,92 @@
+//go:build integration
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// concord serve builds the chat roles of roles.Chat with the Build
+// functions concord dev builds them with (TestDevBuildsChatRoles in
+// runtime/platform): with the registry and the node's gRPC services, the
+// read-state seam in process for the users the node owns and the role's
+// service on ReadStateNode for the others.
+func TestServeBuildsChatRoles(t *testing.T) {
+	addr := os.Getenv("CONCORD_KAFKA")
+	if addr == "" {
+		t.Fatal("CONCORD_KAFKA is not set: run `make test` (or hack/kafka/kafka.sh start)")
+	}
+	saved := chatRoles
+	var built, want []string
+	wrapped := make([]role.Role, 0, len(saved))
+	for _, r := range saved {
+		// The data role needs a shared store (Cassandra); its serve Build
+		// runs in test/cluster's TestKillDataNode.
+		if r.Name != registry.RoleData {
+			want = append(want, r.Name)
+		}
+		wrapped = append(wrapped, role.Role{Name: r.Name, Build: func(ctx context.Context, b *role.Builder) error {
+			if b.Dev() || b.Registry == nil || b.GRPC == nil || b.Seams == nil || b.Store == nil {
+				t.Errorf("role %s: serve builder with the wrong parts: %+v", r.Name, b.Parts)
+			}
+			built = append(built, r.Name)
+			if err := r.Build(ctx, b); err != nil {
+				return err
+			}
+			// Each contributes its node-to-node service.
+			switch {
+			case r.Name == RoleReadState && b.GRPC.ReadStates == nil:
+				t.Error("the readstate role serves no ReadStateNode")
+			case r.Name == RoleRelay && b.GRPC.Relay == nil:
+				t.Error("the relay role serves no RelayNode")
+			}
+			return nil
+		}})
+	}
+	chatRoles = wrapped
+	t.Cleanup(func() { chatRoles = saved })
+
+	prefix := fmt.Sprintf("chatroles-%x", rand.Uint64())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n, err := New(ctx, Config{Roles: append(append([]string{}, DefaultRoles...), want...), Node: "solo", DataDir: t.TempDir(),
+		HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler),
+		EventLog: "kafka://" + addr + "?topic_prefix=" + prefix + "."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- n.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; n.Close() })
+	if !slices.Equal(built, want) || !slices.Contains(built, RoleReadState) || !slices.Contains(built, RoleRelay) {
+		t.Fatalf("serve built chat roles %v, want %v (readstate and relay among them)", built, want)
+	}
+
+	if n.readStates == nil || n.readStates.Local() == nil {
+		t.Fatal("the read-state seam of a node running the role has no in-process service")
+	}
+	// Once the node is on its own read-state ring it owns every user:
+	// the seam answers in process.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		states, err := n.readStates.States(ctx, snowflake.ID(42), []snowflake.ID{7})
+		if err == nil && len(states) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read states through the serve seam: %v %v", states, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,47 @@
+package platform
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/roles"
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// concord dev builds the chat roles of roles.Chat with the Build
+// functions concord serve builds them with (TestServeBuildsChatRoles in
+// runtime/cluster): in process, without a registry or gRPC services, and
+// each seam it provides is the in-process implementation the other roles
+// then call.
+func TestDevBuildsChatRoles(t *testing.T) {
+	saved := roles.Chat
+	var built, want []string
+	wrapped := make([]role.Role, 0, len(saved))
+	for _, r := range saved {
+		want = append(want, r.Name)
+		wrapped = append(wrapped, role.Role{Name: r.Name, Build: func(ctx context.Context, b *role.Builder) error {
+			if !b.Dev() || b.GRPC != nil || b.Seams == nil || b.Store == nil || b.Auth == nil || b.IDs == nil {
+				t.Errorf("role %s: dev builder with the wrong parts: %+v", r.Name, b.Parts)
+			}
+			built = append(built, r.Name)
+			return r.Build(ctx, b)
+		}})
+	}
+	roles.Chat = wrapped
+	t.Cleanup(func() { roles.Chat = saved })
+
+	p, _ := startTestPlatform(t)
+	if !slices.Equal(built, want) || !slices.Contains(built, "readstate") {
+		t.Fatalf("dev built chat roles %v, want %v (readstate among them)", built, want)
+	}
+	if p.readStates.Local() == nil {
+		t.Fatal("the read-state seam of concord dev is not the readstate role's in-process service")
+	}
+	// The seam answers in process: a user without records has none.
+	states, err := p.readStates.States(context.Background(), snowflake.ID(42), []snowflake.ID{7})
+	if err != nil || len(states) != 0 {
+		t.Fatalf("read states through the dev seam: %v %v", states, err)
+	}
+}

@@ -588,7 +588,7 @@ func (n *Node) routes(proxy http.Handler) http.Handler {
 	}
 	// The web client answers GET and HEAD outside /api on every node, as in
 	// concord dev; other methods reach the REST handler's JSON 404.
-	webOpts := web.Options{GatewayURL: n.cfg.PublicURL}
+	webOpts := web.Options{GatewayURL: n.cfg.PublicURL, MediaSrc: n.cfg.WebMediaOrigins}
 	if n.voiceFleet != nil {
 		webOpts.VoiceEndpoints = n.voiceFleet.Endpoints
 	}

@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/web"
 )
 
 // Where message reads and writes go (Config.DataNodes).
@@ -50,6 +52,10 @@ type Config struct {
 	// PublicURL is the gateway URL handed to clients (resume_gateway_url,
 	// /gateway, /gateway/bot). Empty: derived from each request's Host.
 	PublicURL string
+	// WebMediaOrigins are origins besides the page's own that the web
+	// client's <video> may play live streams' stream_url from (its CSP
+	// media-src).
+	WebMediaOrigins []string
 
 	// DataDir holds embedded data (the Pebble store, the server key, the
 	// outbox). Default ./.concord-data.
@@ -311,6 +317,14 @@ type Voice struct {
 	// ICECredential as the TURN credentials.
 	ICEServers                 []string
 	ICEUsername, ICECredential string
+	// ICESecret is the TURN servers' shared secret (coturn's
+	// static-auth-secret with use-auth-secret): with it each voice session
+	// is handed its own time-limited credential instead of ICEUsername and
+	// ICECredential.
+	ICESecret string
+	// ICECredentialTTL is how long a minted TURN credential is valid (0:
+	// 12 h).
+	ICECredentialTTL time.Duration
 }
 
 // ServingConfig is Serving with the process logger: the bounds of every
@@ -421,6 +435,13 @@ func (c Config) Complete() (Config, error) {
 		if u, err := url.Parse(c.EgressProxy); err != nil || u.Scheme != "http" || u.Host == "" {
 			return c, fmt.Errorf("config: egress proxy %q must be http://host:port", c.EgressProxy)
 		}
+	}
+	if len(c.WebMediaOrigins) > 0 {
+		o, err := web.ParseOrigins(strings.Join(c.WebMediaOrigins, ","), "http", "https")
+		if err != nil {
+			return c, fmt.Errorf("config: --web-media-origins: %w", err)
+		}
+		c.WebMediaOrigins = o
 	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)

@@ -301,7 +301,7 @@ func (p *Platform) routes(restAPI http.Handler) http.Handler {
 	// upgrade anywhere outside /api goes to the gateway; the web client
 	// (package web) answers GET and HEAD; other methods reach the REST
 	// handler's JSON 404.
-	webApp := web.Handler(web.Options{GatewayURL: p.cfg.PublicURL, VoiceEndpoints: p.voiceFleet.Endpoints})
+	webApp := web.Handler(web.Options{GatewayURL: p.cfg.PublicURL, VoiceEndpoints: p.voiceFleet.Endpoints, MediaSrc: p.cfg.WebMediaOrigins})
 	fallback := UpgradeOr(p.gateway, WebOr(webApp, restAPI))
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h, pattern := p.roleMux.Handler(r); pattern != "" {

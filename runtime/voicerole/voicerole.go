@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/httpserve"
@@ -81,10 +80,6 @@ func build(ctx context.Context, b *role.Builder) error {
 	if err != nil {
 		return err
 	}
-	opts, err := OptionsFromEnv(os.Getenv)
-	if err != nil {
-		return err
-	}
 	keys, err := TrustedKeys(b.Config, b.Dev())
 	if err != nil {
 		return err
@@ -121,10 +116,10 @@ func build(ctx context.Context, b *role.Builder) error {
 		if len(v.ICEServers) > 0 {
 			cfg.WebRTC.ICEServers = []voice.ICEServer{{URLs: v.ICEServers, Username: v.ICEUsername, Credential: v.ICECredential}}
 		}
-		if opts.ICESecret != "" {
+		if v.ICESecret != "" {
 			// Each session gets its own TURN credential, minted from
 			// the secret coturn shares (use-auth-secret).
-			cfg.WebRTC.TURNSecret, cfg.WebRTC.TURNCredentialTTL = opts.ICESecret, opts.ICECredentialTTL
+			cfg.WebRTC.TURNSecret, cfg.WebRTC.TURNCredentialTTL = v.ICESecret, v.ICECredentialTTL
 		}
 	}
 	if b.Registry != nil {

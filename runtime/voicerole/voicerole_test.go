@@ -3,7 +3,6 @@ package voicerole
 import (
 	"crypto/ed25519"
 	"testing"
-	"time"
 
 	"github.com/concord-chat/concord/runtime/config"
 )
@@ -51,20 +50,5 @@ func TestSettings(t *testing.T) {
 	}
 	if _, err := settings(config.Config{Voice: config.Voice{TLS: "maybe"}}, false); err == nil {
 		t.Fatal("--voice-tls=maybe accepted")
-	}
-}
-
-func TestOptionsFromEnv(t *testing.T) {
-	env := map[string]string{EnvICESecret: "s3cret", EnvICECredentialTTL: "90m"}
-	o, err := OptionsFromEnv(func(k string) string { return env[k] })
-	if err != nil || o.ICESecret != "s3cret" || o.ICECredentialTTL != 90*time.Minute {
-		t.Fatalf("options %+v, %v", o, err)
-	}
-	env[EnvICECredentialTTL] = "soon"
-	if _, err := OptionsFromEnv(func(k string) string { return env[k] }); err == nil {
-		t.Fatal("a TTL of \"soon\" accepted")
-	}
-	if o, err := OptionsFromEnv(func(string) string { return "" }); err != nil || o != (Options{}) {
-		t.Fatalf("empty environment: %+v, %v", o, err)
 	}
 }

@@ -101,6 +101,12 @@ func bindConfigFlags(fs *pflag.FlagSet, cfg *config.Config, logFormat, logLevel 
 	strFlag(fs, &cfg.Registry, "registry", d.Registry, "registry: embedded or etcd://host:port[,host:port...] (serve: a /prefix path sets the key prefix, default /concord/)")
 	strFlag(fs, &cfg.Node, "node", d.Node, "node name in the registry and in gateway sessions")
 	strFlag(fs, &cfg.PublicURL, "public-url", "", "gateway URL given to clients (ws://host:port/gateway); empty derives it from the request")
+	var media []string
+	if e := os.Getenv(envName("web-media-origins")); e != "" {
+		media = strings.Split(e, ",")
+	}
+	fs.StringSliceVar(&cfg.WebMediaOrigins, "web-media-origins", media, usage("web-media-origins",
+		"origins besides this one that the web client may play live streams' stream_url from (https://media.example.com, https://*.cdn.example.com); empty: this origin only"))
 	strFlag(fs, &cfg.ServerKey, "server-key", "", "token signing key (>= 32 bytes); empty uses <data-dir>/server.key")
 	strFlag(fs, &cfg.AdminToken, "admin-token", "", "bearer token /admin/... requires (Authorization: Bearer or X-Concord-Admin-Token); dev: empty turns /admin off; serve: empty derives it from the server key")
 	strFlag(fs, &cfg.EgressProxy, "egress-proxy", "", "send every call to a bot-chosen URL (interaction endpoints, webhooks) through this egress proxy (concord egress, http://host:port); empty checks and dials in-process")

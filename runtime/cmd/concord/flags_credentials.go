@@ -16,13 +16,7 @@ import (
 // these. Defaults are shown as empty in --help, so a password taken from
 // the environment is never printed.
 func bindCredentialFlags(fs *pflag.FlagSet, cfg *config.Credentials) {
-	secret := func(p *string, name, usage string) {
-		fs.StringVar(p, name, "", fmt.Sprintf("%s (env %s)", usage, envName(name)))
-		// Set after StringVar (which writes the default): the
-		// environment's value is used without becoming the default
-		// --help prints.
-		*p = os.Getenv(envName(name))
-	}
+	secret := func(p *string, name, usage string) { secretFlag(fs, p, name, usage) }
 	secret(&cfg.CassandraUsername, "cassandra-username", "user name for a cassandra:// --store (PasswordAuthenticator); a user in the URL wins")
 	secret(&cfg.CassandraPassword, "cassandra-password", "password for --cassandra-username; a password in the --store URL wins")
 	secret(&cfg.RedisPassword, "redis-password", "password for a redis:// --redis (requirepass, or the URL's ACL user); a password in the URL wins")
@@ -31,4 +25,13 @@ func bindCredentialFlags(fs *pflag.FlagSet, cfg *config.Credentials) {
 	strFlag(fs, &cfg.KafkaSASLMechanism, "kafka-sasl-mechanism", config.Default().KafkaSASLMechanism,
 		"SASL mechanism for --kafka-username: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	boolFlag(fs, &cfg.KafkaTLS, "kafka-tls", false, "dial the Kafka brokers over TLS (system roots); use it with SASL PLAIN, which sends the password in clear")
+}
+
+// secretFlag registers a string flag holding a secret, with its
+// environment fallback: the environment's value is used without becoming
+// the default --help prints.
+func secretFlag(fs *pflag.FlagSet, p *string, name, usage string) {
+	fs.StringVar(p, name, "", fmt.Sprintf("%s (env %s)", usage, envName(name)))
+	// Set after StringVar, which writes the default.
+	*p = os.Getenv(envName(name))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -63,5 +64,35 @@ func TestCredentialFlagsOverrideEnv(t *testing.T) {
 	if cfg.RedisPassword != "from-flag" || cfg.KafkaUsername != "u" || cfg.CassandraUsername != "c" || cfg.KafkaTLS ||
 		cfg.KafkaSASLMechanism != "PLAIN" {
 		t.Fatalf("flags: %+v", cfg)
+	}
+}
+
+// The TURN secret and credential lifetime the VoiceRegion controller sets
+// as CONCORD_VOICE_ICE_* reach config.Voice, and the web client's media
+// origins reach config.Config, validated by Complete.
+func TestVoiceICEAndMediaFlagsFromEnv(t *testing.T) {
+	t.Setenv("CONCORD_VOICE_ICE_SECRET", "turn-s3cret")
+	t.Setenv("CONCORD_VOICE_ICE_CREDENTIAL", "turn-passw0rd")
+	t.Setenv("CONCORD_VOICE_ICE_CREDENTIAL_TTL", "90m")
+	t.Setenv("CONCORD_WEB_MEDIA_ORIGINS", "https://media.example.com,https://*.cdn.example.com")
+	var cfg config.Config
+	fs := bindAll(&cfg)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Voice.ICESecret != "turn-s3cret" || cfg.Voice.ICECredential != "turn-passw0rd" || cfg.Voice.ICECredentialTTL != 90*time.Minute {
+		t.Fatalf("voice ICE from env: secret %q ttl %v", cfg.Voice.ICESecret, cfg.Voice.ICECredentialTTL)
+	}
+	if len(cfg.WebMediaOrigins) != 2 || cfg.WebMediaOrigins[1] != "https://*.cdn.example.com" {
+		t.Fatalf("media origins from env: %q", cfg.WebMediaOrigins)
+	}
+	var help bytes.Buffer
+	fs.SetOutput(&help)
+	fs.PrintDefaults()
+	if strings.Contains(help.String(), "turn-s3cret") || strings.Contains(help.String(), "turn-passw0rd") {
+		t.Fatal("--help prints a TURN secret")
+	}
+	if _, err := (config.Config{WebMediaOrigins: []string{"https://ok.example.com", "https://bad.example.com/path; script-src *"}}).Complete(); err == nil {
+		t.Fatal("a media origin that would widen the CSP was accepted")
 	}
 }

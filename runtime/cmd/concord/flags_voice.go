@@ -30,7 +30,9 @@ func bindVoiceFlags(fs *pflag.FlagSet, v *config.Voice) {
 	if e := os.Getenv(envName("voice-ice-servers")); e != "" {
 		ice = strings.Split(e, ",")
 	}
-	fs.StringSliceVar(&v.ICEServers, "voice-ice-servers", ice, usage("voice-ice-servers", "STUN/TURN server URLs handed to WebRTC clients (turn:host:3478?transport=udp, stun:host:3478), for browsers behind NAT or firewalls; TURN needs --voice-ice-username and --voice-ice-credential"))
+	fs.StringSliceVar(&v.ICEServers, "voice-ice-servers", ice, usage("voice-ice-servers", "STUN/TURN server URLs handed to WebRTC clients (turn:host:3478?transport=udp, stun:host:3478), for browsers behind NAT or firewalls; TURN needs --voice-ice-secret, or --voice-ice-username and --voice-ice-credential"))
 	strFlag(fs, &v.ICEUsername, "voice-ice-username", "", "TURN username handed to WebRTC clients with --voice-ice-servers")
-	strFlag(fs, &v.ICECredential, "voice-ice-credential", "", "TURN credential (password) handed to WebRTC clients with --voice-ice-servers; prefer the environment variable")
+	secretFlag(fs, &v.ICECredential, "voice-ice-credential", "TURN credential (password) handed to WebRTC clients with --voice-ice-servers; prefer the environment variable")
+	secretFlag(fs, &v.ICESecret, "voice-ice-secret", "TURN shared secret (coturn static-auth-secret with use-auth-secret): each voice session gets its own time-limited credential for --voice-ice-servers; prefer the environment variable")
+	durFlag(fs, &v.ICECredentialTTL, "voice-ice-credential-ttl", 0, "lifetime of a TURN credential minted with --voice-ice-secret (0: 12h)")
 }

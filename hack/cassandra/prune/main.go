@@ -55,7 +55,7 @@ func prune(ctx context.Context, log *slog.Logger, addr, dir, prefix string, olde
 	}
 	defer s.Close()
 	var names []string
-	it := s.Query("SELECT keyspace_name FROM system_schema.keyspaces").WithContext(ctx).Iter()
+	it := s.Query("SELECT keyspace_name FROM system_schema.keyspaces").IterContext(ctx)
 	var name string
 	for it.Scan(&name) {
 		names = append(names, name)
@@ -85,7 +85,7 @@ func prune(ctx context.Context, log *slog.Logger, addr, dir, prefix string, olde
 	for i, ks := range stale {
 		// Names come from the node's own schema; quoting keeps any case.
 		q := `DROP KEYSPACE IF EXISTS "` + strings.ReplaceAll(ks, `"`, `""`) + `"`
-		if err := s.Query(q).WithContext(ctx).Exec(); err != nil {
+		if err := s.Query(q).ExecContext(ctx); err != nil {
 			return dropped, fmt.Errorf("drop %s: %w", ks, err)
 		}
 		dropped++

@@ -287,8 +287,11 @@ func TestRelayStoreFirstStoreWins(t *testing.T) {
 	if ob.RelaysStore(a) {
 		t.Fatal("RelaysStore before RelayStore")
 	}
-	if !ob.RelayStore(a) || !ob.RelayStore(a) {
-		t.Fatal("RelayStore of the same store refused")
+	if !ob.RelayStore(a) {
+		t.Fatal("RelayStore refused the first store")
+	}
+	if !ob.RelayStore(a) {
+		t.Fatal("RelayStore of the same store again refused")
 	}
 	if ob.RelayStore(b) || ob.RelaysStore(b) || !ob.RelaysStore(a) {
 		t.Fatal("a second store was accepted")

@@ -131,12 +131,6 @@ func (r *Registry) deliver(server, cmd string) {
 	}
 }
 
-// errRefused is a command the server answered but refused: retrying it
-// cannot help.
-type errRefused struct{ msg string }
-
-func (e errRefused) Error() string { return e.msg }
-
 // post sends cmd to the server's node; a refusal (4xx) is not retried.
 func (r *Registry) post(server, cmd string) error {
 	addr, err := r.controlAddr(server)

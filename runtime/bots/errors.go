@@ -35,6 +35,9 @@ var (
 	ErrUnknownMember = errors.New("bots: unknown member")
 	// ErrUnknownMessage means the message does not exist (Messages).
 	ErrUnknownMessage = errors.New("bots: unknown message")
+	// ErrThreadArchived means the message is in an archived thread, whose
+	// messages nobody may change (Messages): Discord's 50083.
+	ErrThreadArchived = errors.New("bots: thread is archived")
 	// ErrMissingAccess means the caller cannot see the resource (Guilds),
 	// or the application is not installed in the guild.
 	ErrMissingAccess = errors.New("bots: missing access")
@@ -79,6 +82,7 @@ var errorTable = rest.Table{
 	{ErrUnknownChannel, http.StatusNotFound, 10003, "Unknown Channel"},
 	{ErrUnknownMember, http.StatusNotFound, 10007, "Unknown Member"},
 	{ErrUnknownMessage, http.StatusNotFound, 10008, "Unknown Message"},
+	{ErrThreadArchived, http.StatusBadRequest, 50083, "Thread is archived"},
 	{ErrMissingAccess, http.StatusForbidden, 50001, "Missing Access"},
 	{ErrMissingPermissions, http.StatusForbidden, 50013, "Missing Permissions"},
 	{ErrBotsForbidden, http.StatusForbidden, 20001, "Bots cannot use this endpoint"},

@@ -292,6 +292,7 @@ func botErr(err error) error {
 		{guild.ErrMissingAccess, bots.ErrMissingAccess},
 		{guild.ErrMissingPermissions, bots.ErrMissingPermissions},
 		{store.ErrNotFound, bots.ErrUnknownMessage},
+		{guild.ErrThreadArchived, bots.ErrThreadArchived},
 	} {
 		if errors.Is(err, m.from) {
 			return fmt.Errorf("%w: %w", m.to, err)
@@ -487,6 +488,9 @@ func (b *botMessages) EditMessage(ctx context.Context, e bots.MessageEdit) (wire
 	if err != nil {
 		return wire.Message{}, botErr(err)
 	}
+	if err := b.frozen(ctx, e.ChannelID); err != nil {
+		return wire.Message{}, err
+	}
 	applyEdit(&m, e)
 	m.EditedAt = time.Now()
 	if err := b.store.PutMessage(ctx, m); err != nil {
@@ -498,6 +502,23 @@ func (b *botMessages) EditMessage(ctx context.Context, e bots.MessageEdit) (wire
 		b.log.Warn("bot message edit not published", "message_id", m.ID, "err", err)
 	}
 	return out, nil
+}
+
+// frozen refuses a change to a message of an archived thread, as the
+// REST API does: nobody, moderators included, edits or deletes the
+// messages of an archived thread. A channel the store does not hold as a
+// thread (a DM, a guild channel) is never frozen.
+func (b *botMessages) frozen(ctx context.Context, channelID snowflake.ID) error {
+	c, err := b.store.GetChannel(ctx, channelID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: channel %d: %w", bots.ErrUnavailable, channelID, err)
+	case c.Thread != nil && c.Thread.Archived:
+		return fmt.Errorf("%w: channel %d", bots.ErrThreadArchived, channelID)
+	}
+	return nil
 }
 
 // applyEdit applies the stored fields of an edit.
@@ -553,8 +574,17 @@ func (b *botMessages) DeleteMessage(ctx context.Context, channelID, messageID, e
 	if _, err := b.store.GetMessage(ctx, channelID, messageID); err != nil {
 		return botErr(err)
 	}
+	if err := b.frozen(ctx, channelID); err != nil {
+		return err
+	}
 	if err := b.store.DeleteMessage(ctx, channelID, messageID); err != nil {
 		return fmt.Errorf("%w: delete message: %w", bots.ErrUnavailable, err)
+	}
+	if b.events != nil {
+		ev := eventlog.MessageEvent{Type: eventlog.MessageDelete, GuildID: guildID, ChannelID: channelID, MessageID: messageID}
+		if err := b.events.Publish(ctx, ev); err != nil {
+			b.log.Warn("bot message delete not logged", "message_id", messageID, "err", err)
+		}
 	}
 	if err := b.guilds.PublishDelete(ctx, guildID, channelID, []snowflake.ID{messageID}); err != nil {
 		b.log.Warn("bot message delete not published", "message_id", messageID, "err", err)

@@ -1,13 +1,11 @@
 package token
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -88,29 +86,9 @@ func SignCommand(key ed25519.PrivateKey, c Command, now time.Time) (string, erro
 
 // VerifyCommand checks cmd's signature and expiry at now and returns it.
 func (v Verifier) VerifyCommand(cmd string, now time.Time) (Command, error) {
-	if len(cmd) > MaxLen || !strings.HasPrefix(cmd, commandPrefix) {
-		return Command{}, ErrMalformed
-	}
-	dot := strings.LastIndexByte(cmd, '.')
-	if dot < len(commandPrefix) {
-		return Command{}, ErrMalformed
-	}
-	sig, err := base64.RawURLEncoding.DecodeString(cmd[dot+1:])
-	if err != nil || len(sig) != ed25519.SignatureSize {
-		return Command{}, ErrMalformed
-	}
-	if !v.verify([]byte(cmd[:dot]), sig) {
-		return Command{}, ErrSignature
-	}
-	body, err := base64.RawURLEncoding.DecodeString(cmd[len(commandPrefix):dot])
-	if err != nil {
-		return Command{}, fmt.Errorf("%w: command: %v", ErrMalformed, err)
-	}
 	var c Command
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return Command{}, fmt.Errorf("%w: command: %v", ErrMalformed, err)
+	if err := v.open(cmd, commandPrefix, "command", &c); err != nil {
+		return Command{}, err
 	}
 	if c.Server == "" || c.GuildID == 0 || c.ChannelID == 0 || c.UserID == 0 || c.Nonce == "" || (c.Op != OpDisconnect && c.Op != OpState) {
 		return Command{}, fmt.Errorf("%w: command incomplete", ErrMalformed)

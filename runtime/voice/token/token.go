@@ -141,34 +141,46 @@ func (v Verifier) Verify(tok string, now time.Time) (Claims, error) {
 // VerifySignature checks tok's signature only. An SFU uses it to re-check the
 // token a resuming client presents again after the admission window passed.
 func (v Verifier) VerifySignature(tok string) (Claims, error) {
-	if len(tok) > MaxLen || !strings.HasPrefix(tok, prefix) {
-		return Claims{}, ErrMalformed
-	}
-	dot := strings.LastIndexByte(tok, '.')
-	if dot < len(prefix) {
-		return Claims{}, ErrMalformed
-	}
-	sig, err := base64.RawURLEncoding.DecodeString(tok[dot+1:])
-	if err != nil || len(sig) != ed25519.SignatureSize {
-		return Claims{}, ErrMalformed
-	}
-	if !v.verify([]byte(tok[:dot]), sig) {
-		return Claims{}, ErrSignature
-	}
-	body, err := base64.RawURLEncoding.DecodeString(tok[len(prefix):dot])
-	if err != nil {
-		return Claims{}, fmt.Errorf("%w: claims: %v", ErrMalformed, err)
-	}
 	var c Claims
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return Claims{}, fmt.Errorf("%w: claims: %v", ErrMalformed, err)
+	if err := v.open(tok, prefix, "claims", &c); err != nil {
+		return Claims{}, err
 	}
 	if c.UserID == 0 || c.GuildID == 0 || c.ChannelID == 0 || c.Server == "" || c.SessionID == "" || c.Nonce == "" {
 		return Claims{}, fmt.Errorf("%w: claims incomplete", ErrMalformed)
 	}
 	return c, nil
+}
+
+// open checks a signed string's form (prefix, base64 body, one Ed25519
+// signature by a trusted key) and decodes its body into out, refusing
+// unknown fields: the one reader of tokens and commands, which differ in
+// prefix so neither can pass for the other. what names the body in
+// errors.
+func (v Verifier) open(s, pfx, what string, out any) error {
+	if len(s) > MaxLen || !strings.HasPrefix(s, pfx) {
+		return ErrMalformed
+	}
+	dot := strings.LastIndexByte(s, '.')
+	if dot < len(pfx) {
+		return ErrMalformed
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(s[dot+1:])
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return ErrMalformed
+	}
+	if !v.verify([]byte(s[:dot]), sig) {
+		return ErrSignature
+	}
+	body, err := base64.RawURLEncoding.DecodeString(s[len(pfx):dot])
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrMalformed, what, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrMalformed, what, err)
+	}
+	return nil
 }
 
 // FormatPrivateKey is the hex form of key's seed that ParsePrivateKey reads.

@@ -230,24 +230,7 @@ func TestProxyRetriesNotOwner(t *testing.T) {
 // marking the request with retryHeader (it may have been applied).
 func TestProxyRetriesOnceAfterLostResponse(t *testing.T) {
 	f := newRingFixture(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			// Read the request, then vanish without a response.
-			buf := make([]byte, 4096)
-			c.Read(buf)
-			c.Close()
-		}
-	}()
-	dying := f.join("guild-a", l.Addr().String())
+	dying := f.join("guild-a", vanishingOwner(t))
 	var served atomic.Int32
 	var retried atomic.Bool
 	next := echo(t, &served, &retried)
@@ -271,4 +254,27 @@ func testMetrics(t *testing.T) *metrics {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// vanishingOwner is a guild node that takes each request, reads the
+// first chunk of it and vanishes without a response (it died
+// mid-request); it returns its address.
+func vanishingOwner(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Read(make([]byte, 4096))
+			c.Close()
+		}
+	}()
+	return l.Addr().String()
 }

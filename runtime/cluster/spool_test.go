@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -45,24 +44,7 @@ func upload(t *testing.T, n int) (body []byte, contentType string) {
 // a JSON body over the cap is still refused with 413.
 func TestProxyUploadLargerThanJSONCap(t *testing.T) {
 	f := newRingFixture(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			// Read part of the request, then vanish without a response.
-			buf := make([]byte, 1<<20)
-			io.ReadFull(c, buf)
-			c.Close()
-		}
-	}()
-	dying := f.join("guild-a", l.Addr().String())
+	dying := f.join("guild-a", vanishingOwner(t))
 	var sums atomic.Value
 	var served atomic.Int32
 	next := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -2,9 +2,6 @@ package token
 
 import (
 	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -69,19 +66,13 @@ func SignCommand(key ed25519.PrivateKey, c Command, now time.Time) (string, erro
 		c.Expires = now.Add(CommandTTL).UnixMilli()
 	}
 	if c.Nonce == "" {
-		var b [12]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return "", fmt.Errorf("token: nonce: %w", err)
+		n, err := newNonce()
+		if err != nil {
+			return "", err
 		}
-		c.Nonce = base64.RawURLEncoding.EncodeToString(b[:])
+		c.Nonce = n
 	}
-	body, err := json.Marshal(c)
-	if err != nil {
-		return "", fmt.Errorf("token: encode command: %w", err)
-	}
-	signed := commandPrefix + base64.RawURLEncoding.EncodeToString(body)
-	sig := ed25519.Sign(key, []byte(signed))
-	return signed + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+	return seal(key, commandPrefix, "command", c)
 }
 
 // VerifyCommand checks cmd's signature and expiry at now and returns it.

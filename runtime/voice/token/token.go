@@ -105,19 +105,13 @@ func Sign(key ed25519.PrivateKey, c Claims, now time.Time) (string, error) {
 		c.Expires = now.Add(TTL).UnixMilli()
 	}
 	if c.Nonce == "" {
-		var b [12]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return "", fmt.Errorf("token: nonce: %w", err)
+		n, err := newNonce()
+		if err != nil {
+			return "", err
 		}
-		c.Nonce = base64.RawURLEncoding.EncodeToString(b[:])
+		c.Nonce = n
 	}
-	body, err := json.Marshal(c)
-	if err != nil {
-		return "", fmt.Errorf("token: encode claims: %w", err)
-	}
-	signed := prefix + base64.RawURLEncoding.EncodeToString(body)
-	sig := ed25519.Sign(key, []byte(signed))
-	return signed + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+	return seal(key, prefix, "claims", c)
 }
 
 // Verifier checks tokens against the keys the fleet trusts. More than one
@@ -149,6 +143,27 @@ func (v Verifier) VerifySignature(tok string) (Claims, error) {
 		return Claims{}, fmt.Errorf("%w: claims incomplete", ErrMalformed)
 	}
 	return c, nil
+}
+
+// newNonce is a random 96-bit nonce, URL-safe base64.
+func newNonce() (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("token: nonce: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// seal encodes v as pfx + base64(JSON) and appends its Ed25519
+// signature: the form open reads. what names v in errors.
+func seal(key ed25519.PrivateKey, pfx, what string, v any) (string, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("token: encode %s: %w", what, err)
+	}
+	signed := pfx + base64.RawURLEncoding.EncodeToString(body)
+	sig := ed25519.Sign(key, []byte(signed))
+	return signed + "." + base64.RawURLEncoding.EncodeToString(sig), nil
 }
 
 // open checks a signed string's form (prefix, base64 body, one Ed25519

@@ -279,12 +279,17 @@ func (s *Service) UpdateVoiceState(ctx context.Context, sess event.Session, req 
 	if v == nil {
 		return nil
 	}
-	return s.do(ctx, req.GuildID, func(a *Actor) error {
+	err := s.do(ctx, req.GuildID, func(a *Actor) error {
 		if _, ok := a.subs[sess.ID]; !ok {
 			return fmt.Errorf("voice state: session %s is not in guild %d: %w", sess.ID, a.id, ErrMissingAccess)
 		}
 		return a.updateVoiceState(ctx, v, sess, req)
 	})
+	// Every op 4 leaves a line: a client stuck waiting for its voice
+	// updates is told apart from one whose request never arrived.
+	s.log.Debug("voice state request", "guild_id", req.GuildID, "channel_id", req.ChannelID, "user_id", sess.UserID,
+		"session_id", sess.ID, "err", err)
+	return err
 }
 
 func (a *Actor) updateVoiceState(ctx context.Context, v *voiceEnabled, sess event.Session, req VoiceStateRequest) error {

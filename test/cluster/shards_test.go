@@ -203,6 +203,11 @@ func TestReadStateShards(t *testing.T) {
 
 	// Bob's ack goes to his owner only; MESSAGE_ACK reaches his session.
 	bobLive := dial(t, "bob-live", app.http, bob.token)
+	// Dial returns before IDENTIFY is answered; the session is routable
+	// for user events once it is subscribed, which its GUILD_CREATE shows.
+	bobLive.await(t, "GUILD_CREATE", 30*time.Second, func(frames []dispatch) bool {
+		return len(guildCreates(frames, g.ID)) > 0
+	})
 	last := both("m3")
 	awaitCount("bob, 4 mentions", bob, 4, 30*time.Second)
 	w0 := metricOn("readstate-1", "concord_readstate_records_written_total")

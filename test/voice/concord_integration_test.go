@@ -168,10 +168,32 @@ func (b *bot) waitJoined(t *testing.T, ctx context.Context) {
 	case <-b.joined:
 	case err := <-b.done:
 		raw, _ := os.ReadFile(b.out)
-		t.Fatalf("%s exited before joining the call: %v\nresult: %s\nlogs: %s", b.name, err, raw, b.logs)
+		t.Fatalf("%s exited before joining the call: %v\nvoice trail:\n%s\nresult: %s\nlogs: %s", b.name, err, voiceTrail(b.logs.String()), raw, b.logs)
 	case <-ctx.Done():
-		t.Fatalf("%s never joined the call\nlogs: %s", b.name, b.logs)
+		t.Fatalf("%s never joined the call\nvoice trail:\n%s\nlogs: %s", b.name, voiceTrail(b.logs.String()), b.logs)
 	}
+}
+
+// voiceTrail picks a library's log lines about the voice handshake (op 4
+// sent, VOICE_STATE_UPDATE and VOICE_SERVER_UPDATE received, handshake
+// steps) so a failure shows them first, ahead of the whole log.
+func voiceTrail(logs string) string {
+	var out []string
+	for line := range strings.Lines(logs) {
+		for _, k := range []string{"VOICE_STATE_UPDATE", "VOICE_SERVER_UPDATE", "voice state", "handshake", "Voice", "'op': 4"} {
+			if strings.Contains(line, k) {
+				if len(line) > 400 {
+					line = line[:400] + "…\n"
+				}
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	if len(out) > 30 {
+		out = out[len(out)-30:]
+	}
+	return strings.Join(out, "")
 }
 
 // TestBotsThroughConcordGateway: unmodified discord.js 14 with

@@ -212,8 +212,25 @@ func TestVoiceRegions(t *testing.T) {
 		t.Fatalf("voice regions yaml: %v\n%s", err, out)
 	}
 	out, _ = h.run("voice", "regions")
-	if !strings.Contains(out, "eu-west") || !strings.Contains(out, "61%") {
+	if !strings.Contains(out, "eu-west") || !strings.Contains(out, "61%") || !strings.Contains(out, "OK") {
 		t.Fatalf("voice regions:\n%s", out)
+	}
+
+	h = newHarness(t, &concordv1.VoiceRegion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "turn"},
+		Spec: concordv1.VoiceRegionSpec{Region: "eu-west", PublicAddress: concordv1.PublicAddressLoadBalancer,
+			PublicHost: "$(CONCORD_VOICE_ID).voice.example.com",
+			ICE: &concordv1.VoiceICE{Servers: []string{"turn:t:3478", "stun:t:3478"},
+				SharedSecret: &concordv1.SecretKeyReference{Name: "coturn", Key: "auth"}}},
+		Status: concordv1.VoiceRegionStatus{Conditions: []metav1.Condition{{Type: concordv1.ConditionDegraded,
+			Status: metav1.ConditionTrue, Reason: "ICESecretNotFound", LastTransitionTime: metav1.Now()}}}})
+	out, err = h.run("voice", "regions", "-o", "wide")
+	if err != nil {
+		t.Fatalf("voice regions -o wide: %v\n%s", err, out)
+	}
+	for _, want := range []string{"Degraded: ICESecretNotFound", "LoadBalancer ($(CONCORD_VOICE_ID).voice.example.com)", "2 servers, shared secret coturn"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("voice regions -o wide lacks %q:\n%s", want, out)
+		}
 	}
 }
 
@@ -223,7 +240,7 @@ func TestVoiceServers(t *testing.T) {
 			Spec: concordv1.VoiceRegionSpec{Region: "eu-west", CapacityPerServer: 200},
 			Status: concordv1.VoiceRegionStatus{ServerLoads: []concordv1.VoiceServerStatus{
 				{Name: "eu-sfu-aaaaa", Endpoint: "203.0.113.7:8443", Ready: true, Reporting: true, Calls: 3, Participants: 50, PacketsForwarded: 2500},
-				{Name: "eu-sfu-bbbbb", Ready: true, Draining: true, Reporting: true, Calls: 1, Participants: 2},
+				{Name: "eu-sfu-bbbbb", Ready: true, Draining: true, Reporting: true, Calls: 1, Participants: 2, Load: "9%"},
 			}}},
 		&concordv1.VoiceRegion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "us"},
 			Spec:   concordv1.VoiceRegionSpec{Region: "us-east", CapacityPerServer: 100},
@@ -245,7 +262,7 @@ func TestVoiceServers(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("json: %v\n%s", err, out)
 	}
-	if len(rows) != 2 || rows[0].Calls != 3 || rows[0].Load != "25%" || rows[1].State != "Draining" {
+	if len(rows) != 2 || rows[0].Calls != 3 || rows[0].Load != "25%" || rows[1].State != "Draining" || rows[1].Load != "9%" {
 		t.Fatalf("rows = %+v", rows)
 	}
 	if out, err := h.run("voice", "servers", "ap-south"); err == nil || !strings.Contains(err.Error()+out, "ap-south") {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
@@ -30,6 +32,55 @@ type VoiceRegionRow struct {
 	Capacity     int64  `json:"capacity"`
 	CapacityUsed string `json:"capacityUsed"`
 	Buffer       string `json:"buffer"`
+	// Status is "Degraded: <reason>" when the region is degraded (invalid
+	// ICE settings, a missing Secret, no cluster), else "OK".
+	Status string `json:"status"`
+	// Address is the public address mode, with the endpoint host name
+	// when spec.publicHost sets one.
+	Address string `json:"address"`
+	// ICE summarises spec.ice: the server count and how TURN clients
+	// authenticate (shared secret, static user, none).
+	ICE string `json:"ice"`
+}
+
+// regionStatus is "OK" or "Degraded: <reason>".
+func regionStatus(v concordv1.VoiceRegion) string {
+	if c := meta.FindStatusCondition(v.Status.Conditions, concordv1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue {
+		return "Degraded: " + c.Reason
+	}
+	return "OK"
+}
+
+// regionAddress is the public address mode and host name.
+func regionAddress(v concordv1.VoiceRegion) string {
+	mode := string(v.Spec.PublicAddress)
+	if mode == "" {
+		mode = string(concordv1.PublicAddressNodeExternalIP)
+	}
+	if v.Spec.PublicHost != "" {
+		return mode + " (" + v.Spec.PublicHost + ")"
+	}
+	return mode
+}
+
+// regionICE summarises a region's STUN/TURN settings; the deprecated
+// annotations show as such.
+func regionICE(v concordv1.VoiceRegion) string {
+	ice := v.Spec.ICE
+	if ice == nil {
+		if v.Annotations["voice.concord.dev/ice-servers"] != "" {
+			return "annotations (deprecated)"
+		}
+		return "-"
+	}
+	auth := "no TURN auth"
+	switch {
+	case ice.SharedSecret != nil:
+		auth = "shared secret " + ice.SharedSecret.Name
+	case ice.Username != nil:
+		auth = "static user " + ice.Username.Name
+	}
+	return fmt.Sprintf("%d servers, %s", len(ice.Servers), auth)
 }
 
 // VoiceRegionsOptions is `voice regions`.
@@ -53,17 +104,17 @@ func (o *VoiceRegionsOptions) Run(ctx context.Context) error {
 		return fmt.Errorf("list VoiceRegions: %w", err)
 	}
 	var rows []VoiceRegionRow
-	t := table{header: []string{"NAME", "REGION", "SERVERS", "READY", "DRAINING", "CALLS", "PARTICIPANTS", "CAPACITY", "USED", "BUFFER"},
-		wide: []bool{false, false, false, false, false, false, true, true, false, true}}
+	t := table{header: []string{"NAME", "REGION", "SERVERS", "READY", "DRAINING", "CALLS", "PARTICIPANTS", "CAPACITY", "USED", "BUFFER", "STATUS", "ADDRESS", "ICE"},
+		wide: []bool{false, false, false, false, false, false, true, true, false, true, false, true, true}}
 	for _, v := range list.Items {
 		r := VoiceRegionRow{Name: v.Name, Region: v.Spec.Region, Servers: v.Status.Servers, Ready: v.Status.ReadyServers,
 			Draining: v.Status.DrainingServers, Desired: v.Status.DesiredServers, ActiveCalls: v.Status.ActiveCalls,
 			Participants: v.Status.Participants, Capacity: v.Status.Capacity, CapacityUsed: orDash(v.Status.CapacityUsed),
-			Buffer: v.Spec.Buffer.String()}
+			Buffer: v.Spec.Buffer.String(), Status: regionStatus(v), Address: regionAddress(v), ICE: regionICE(v)}
 		rows = append(rows, r)
 		t.rows = append(t.rows, []string{r.Name, r.Region, strconv.Itoa(int(r.Servers)), strconv.Itoa(int(r.Ready)),
 			strconv.Itoa(int(r.Draining)), strconv.FormatInt(r.ActiveCalls, 10), strconv.FormatInt(r.Participants, 10),
-			strconv.FormatInt(r.Capacity, 10), r.CapacityUsed, r.Buffer})
+			strconv.FormatInt(r.Capacity, 10), r.CapacityUsed, r.Buffer, r.Status, r.Address, r.ICE})
 	}
 	return print(o.Out, o.Output, rows, t)
 }
@@ -133,8 +184,8 @@ func (o *VoiceServersOptions) Run(ctx context.Context) error {
 		}
 		found = true
 		for _, s := range v.Status.ServerLoads {
-			load := "-"
-			if c := v.Spec.CapacityPerServer; c > 0 {
+			load := orDash(s.Load)
+			if c := v.Spec.CapacityPerServer; s.Load == "" && c > 0 {
 				load = strconv.FormatInt(s.Participants*100/int64(c), 10) + "%"
 			}
 			r := VoiceServerRow{Name: s.Name, VoiceRegion: v.Name, Region: v.Spec.Region, State: serverState(s),

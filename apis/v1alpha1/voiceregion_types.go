@@ -82,9 +82,58 @@ type VoiceRegionSpec struct {
 	// +kubebuilder:default=NodeExternalIP
 	// +optional
 	PublicAddress PublicAddressMode `json:"publicAddress,omitempty"`
+	// PublicHost is the host name an SFU puts in its endpoint (the one
+	// VOICE_SERVER_UPDATE gives clients) instead of its address, so the TLS
+	// certificate in front of signalPort can name it. $(CONCORD_VOICE_ID)
+	// expands to the pod's name, one name per server:
+	// "$(CONCORD_VOICE_ID).eu-west.voice.example.com". Media candidates
+	// keep the IPv4 address publicAddress gives. Empty: that address.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?|\$\(CONCORD_VOICE_ID\))(\.([a-z0-9]([-a-z0-9]*[a-z0-9])?|\$\(CONCORD_VOICE_ID\)))*$`
+	// +optional
+	PublicHost string `json:"publicHost,omitempty"`
+	// ICE lists the STUN and TURN servers browsers are handed in voice
+	// Ready (ice_servers), for clients that cannot reach the SFU's UDP
+	// port directly. Credentials are references to Secrets, never values.
+	// +optional
+	ICE *VoiceICE `json:"ice,omitempty"`
 	// PodPlacement sets resources, node selector and tolerations.
 	// +optional
 	PodPlacement `json:",inline"`
+}
+
+// VoiceICE is a region's STUN/TURN settings. A TURN server needs either a
+// shared secret (coturn's static-auth-secret with use-auth-secret: every
+// voice session is handed its own time-limited credential) or one static
+// username and credential.
+// +kubebuilder:validation:XValidation:rule="has(self.username) == has(self.credential)",message="ice.username and ice.credential go together"
+// +kubebuilder:validation:XValidation:rule="!self.servers.exists(u, u.startsWith('turn')) || has(self.sharedSecret) || has(self.username)",message="a turn: or turns: server needs ice.sharedSecret, or ice.username and ice.credential"
+// +kubebuilder:validation:XValidation:rule="!has(self.credentialTTL) || has(self.sharedSecret)",message="ice.credentialTTL applies to credentials minted from ice.sharedSecret"
+type VoiceICE struct {
+	// Servers are STUN/TURN URLs: stun:host[:port], stuns:, turn:host[:port][?transport=udp|tcp], turns:.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:items:Pattern=`^(stun|stuns|turn|turns):[^\s,]+$`
+	// +listType=atomic
+	Servers []string `json:"servers"`
+	// SharedSecret is the Secret key holding the secret the TURN servers
+	// share with the SFUs; each session gets its own credential minted
+	// from it.
+	// +optional
+	SharedSecret *SecretKeyReference `json:"sharedSecret,omitempty"`
+	// CredentialTTL is how long a minted credential lasts (a Go duration
+	// such as 12h); a call through the relay cannot outlive it. Default 12h.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +optional
+	CredentialTTL *metav1.Duration `json:"credentialTTL,omitempty"`
+	// Username is the Secret key holding one static TURN user name.
+	// +optional
+	Username *SecretKeyReference `json:"username,omitempty"`
+	// Credential is the Secret key holding that user's password.
+	// +optional
+	Credential *SecretKeyReference `json:"credential,omitempty"`
 }
 
 // VoiceServerStatus is one SFU pod and the load it last reported to the
@@ -109,6 +158,9 @@ type VoiceServerStatus struct {
 	// PacketsForwarded per second over the server's last report period.
 	// +optional
 	PacketsForwarded int64 `json:"packetsForwarded,omitempty"`
+	// Load is participants against capacityPerServer, as a percentage ("42%").
+	// +optional
+	Load string `json:"load,omitempty"`
 }
 
 // VoiceRegionStatus is the observed state of a regional SFU fleet.

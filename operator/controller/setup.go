@@ -43,7 +43,8 @@ func SetupAll(mgr ctrl.Manager, d Deps) error {
 		&RelayTierReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Clock: d.Clock, Recorder: rec,
 			Registries: d.Registries, Stats: d.GuildStats, Resync: d.Resync},
 		&VoiceRegionReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Clock: d.Clock, Recorder: rec,
-			Registries: d.Registries, Loads: d.VoiceLoads, Drainer: d.Drainer, Resync: d.Resync},
+			Registries: d.Registries, Loads: d.VoiceLoads, Drainer: d.Drainer, Resync: d.Resync,
+			Secrets: mgr.GetAPIReader()},
 	}
 	for _, s := range setups {
 		if err := s.SetupWithManager(mgr); err != nil {

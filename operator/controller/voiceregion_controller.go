@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -39,6 +40,10 @@ type VoiceRegionReconciler struct {
 	Registries fleet.RegistryProvider
 	Loads      fleet.VoiceLoads
 	Drainer    fleet.Drainer
+	// Secrets reads the Secrets spec.ice references, to refuse a region
+	// whose pods could never start (an uncached reader: the operator
+	// only gets Secrets, it does not watch them). Nil skips the check.
+	Secrets client.Reader
 	// Resync is how often loads are re-read (default 10s).
 	Resync time.Duration
 }
@@ -47,6 +52,7 @@ type VoiceRegionReconciler struct {
 // +kubebuilder:rbac:groups=concord.dev,resources=voiceregions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=concord.dev,resources=voiceregions/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
 // desiredServers applies the buffer policy: the smallest server count whose
 // free capacity covers the buffer, within [lo, hi].
@@ -66,6 +72,14 @@ func desiredServers(participants int64, perServer int32, buffer intstr.IntOrStri
 		n = (participants+cap-1)/cap + int64(buffer.IntValue())
 	}
 	return int32(min(max(n, int64(lo)), int64(hi)))
+}
+
+// loadPercent is participants against a server's capacity ("42%").
+func loadPercent(participants int64, perServer int32) string {
+	if perServer <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(participants*100/int64(perServer), 10) + "%"
 }
 
 func trimPercent(s string) string {
@@ -125,9 +139,18 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 		return ctrl.Result{}, err
 	}
-	if _, err := iceOf(&vr); err != nil {
+	ice, err := iceOf(&vr)
+	reason := "InvalidICESettings"
+	if err == nil {
+		reason = "ICESecretNotFound"
+		if err = ice.checkSecrets(ctx, r.Secrets, vr.Namespace); err != nil && !errors.Is(err, errICESecretMissing) {
+			return ctrl.Result{}, err
+		}
+	}
+	if err != nil {
 		// New SFU pods would fail at start; the ones running keep theirs.
-		setCondition(&vr.Status.Conditions, vr.Generation, concordv1.ConditionDegraded, true, "InvalidICESettings", err.Error())
+		// The resync retries: a Secret created later is picked up.
+		setCondition(&vr.Status.Conditions, vr.Generation, concordv1.ConditionDegraded, true, reason, err.Error())
 		vr.Status.ObservedGeneration = vr.Generation
 		return ctrl.Result{RequeueAfter: resync}, updateStatus(ctx, r.Client, &vr, "VoiceRegion")
 	}
@@ -286,7 +309,7 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		st.ServerLoads = append(st.ServerLoads, concordv1.VoiceServerStatus{
 			Name: s.pod.Name, Endpoint: s.load.Endpoint, Ready: s.ready, Draining: s.draining,
 			Reporting: s.known, Calls: s.load.ActiveCalls, Participants: s.load.Participants,
-			PacketsForwarded: int64(s.load.PacketsForwarded),
+			PacketsForwarded: int64(s.load.PacketsForwarded), Load: loadPercent(s.load.Participants, vr.Spec.CapacityPerServer),
 		})
 	}
 	slices.SortFunc(st.ServerLoads, func(a, b concordv1.VoiceServerStatus) int { return strings.Compare(a.Name, b.Name) })

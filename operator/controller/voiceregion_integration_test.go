@@ -85,7 +85,7 @@ func TestVoiceRegionBufferAndDrain(t *testing.T) {
 		// Per-server load, as the SFU reported it.
 		g.Expect(vr.Status.ServerLoads).To(HaveLen(3))
 		g.Expect(vr.Status.ServerLoads).To(ContainElement(concordv1.VoiceServerStatus{
-			Name: first, Endpoint: "203.0.113.9:8443", Ready: true, Reporting: true, Calls: 3, Participants: 150,
+			Name: first, Endpoint: "203.0.113.9:8443", Ready: true, Reporting: true, Calls: 3, Participants: 150, Load: "150%",
 		}))
 	}, timeout, poll).Should(Succeed())
 

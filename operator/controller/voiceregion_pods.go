@@ -65,6 +65,12 @@ func sfuPod(c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, name, public
 		// Dependent expansion: CONCORD_HOST_IP is defined before it.
 		public = "$(CONCORD_HOST_IP)"
 	}
+	// The endpoint's host: the spec's name (its $(CONCORD_VOICE_ID)
+	// expanded the same way), else the address.
+	host := public
+	if vr.Spec.PublicHost != "" {
+		host = vr.Spec.PublicHost
+	}
 	webrtc := "off"
 	if ports.webrtc > 0 {
 		webrtc = "0.0.0.0:" + strconv.Itoa(int(ports.webrtc))
@@ -76,7 +82,7 @@ func sfuPod(c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, name, public
 		env("CONCORD_VOICE_LISTEN", "0.0.0.0:"+strconv.Itoa(int(ports.signal))),
 		env("CONCORD_VOICE_UDP", "0.0.0.0:"+strconv.Itoa(int(ports.media))),
 		env("CONCORD_VOICE_WEBRTC_UDP", webrtc),
-		env("CONCORD_VOICE_PUBLIC_HOST", public),
+		env("CONCORD_VOICE_PUBLIC_HOST", host),
 		env("CONCORD_VOICE_PUBLIC_IP", public),
 		env("CONCORD_ADMIN", "0.0.0.0:"+strconv.Itoa(int(ports.admin))),
 	}

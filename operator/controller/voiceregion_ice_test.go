@@ -35,7 +35,9 @@ func TestICEOf(t *testing.T) {
 }
 
 func TestICEOfSpec(t *testing.T) {
-	ref := func(k string) *concordv1.SecretKeyReference { return &concordv1.SecretKeyReference{Name: "coturn", Key: k} }
+	ref := func(k string) *concordv1.SecretKeyReference {
+		return &concordv1.SecretKeyReference{Name: "coturn", Key: k}
+	}
 	vr := &concordv1.VoiceRegion{
 		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationICEServers: "stun:ignored:3478"}},
 		Spec: concordv1.VoiceRegionSpec{ICE: &concordv1.VoiceICE{

@@ -107,7 +107,9 @@ func TestVoiceRegionICESpecRejected(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	ref := func(k string) *concordv1.SecretKeyReference { return &concordv1.SecretKeyReference{Name: "coturn", Key: k} }
+	ref := func(k string) *concordv1.SecretKeyReference {
+		return &concordv1.SecretKeyReference{Name: "coturn", Key: k}
+	}
 	for name, c := range map[string]struct {
 		ice  concordv1.VoiceICE
 		host string

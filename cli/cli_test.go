@@ -239,7 +239,8 @@ func TestVoiceServers(t *testing.T) {
 		&concordv1.VoiceRegion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu"},
 			Spec: concordv1.VoiceRegionSpec{Region: "eu-west", CapacityPerServer: 200},
 			Status: concordv1.VoiceRegionStatus{ServerLoads: []concordv1.VoiceServerStatus{
-				{Name: "eu-sfu-aaaaa", Endpoint: "203.0.113.7:8443", Ready: true, Reporting: true, Calls: 3, Participants: 50, PacketsForwarded: 2500},
+				{Name: "eu-sfu-aaaaa", Endpoint: "203.0.113.7:8443", Ready: true, Reporting: true, Calls: 3, Participants: 50, PacketsForwarded: 2500,
+					PacketLoss: "0.7%", Jitter: "2.1ms"},
 				{Name: "eu-sfu-bbbbb", Ready: true, Draining: true, Reporting: true, Calls: 1, Participants: 2, Load: "9%"},
 			}}},
 		&concordv1.VoiceRegion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "us"},
@@ -249,7 +250,7 @@ func TestVoiceServers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("voice servers: %v\n%s", err, out)
 	}
-	for _, want := range []string{"eu-sfu-aaaaa", "eu-west", "Ready", "25%", "2500", "203.0.113.7:8443", "eu-sfu-bbbbb", "Draining", "us-sfu-ccccc", "NotReady"} {
+	for _, want := range []string{"eu-sfu-aaaaa", "eu-west", "Ready", "25%", "2500", "203.0.113.7:8443", "0.7%", "2.1ms", "eu-sfu-bbbbb", "Draining", "us-sfu-ccccc", "NotReady"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("voice servers -o wide lacks %q:\n%s", want, out)
 		}

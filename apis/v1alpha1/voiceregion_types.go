@@ -161,6 +161,15 @@ type VoiceServerStatus struct {
 	// Load is participants against capacityPerServer, as a percentage ("42%").
 	// +optional
 	Load string `json:"load,omitempty"`
+	// PacketLoss is the share of speakers' packets that never reached the
+	// server over its last report period ("0.4%"); past 20% guilds place no
+	// new calls on it.
+	// +optional
+	PacketLoss string `json:"packetLoss,omitempty"`
+	// Jitter is the mean interarrival jitter of the server's incoming
+	// streams ("3.2ms").
+	// +optional
+	Jitter string `json:"jitter,omitempty"`
 }
 
 // VoiceRegionStatus is the observed state of a regional SFU fleet.

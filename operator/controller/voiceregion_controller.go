@@ -311,6 +311,11 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			Reporting: s.known, Calls: s.load.ActiveCalls, Participants: s.load.Participants,
 			PacketsForwarded: int64(s.load.PacketsForwarded), Load: loadPercent(s.load.Participants, vr.Spec.CapacityPerServer),
 		})
+		if s.known {
+			e := &st.ServerLoads[len(st.ServerLoads)-1]
+			e.PacketLoss = strconv.FormatFloat(s.load.LossRatio*100, 'f', 1, 64) + "%"
+			e.Jitter = s.load.Jitter.Round(100 * time.Microsecond).String()
+		}
 	}
 	slices.SortFunc(st.ServerLoads, func(a, b concordv1.VoiceServerStatus) int { return strings.Compare(a.Name, b.Name) })
 	for _, s := range servers {

@@ -79,6 +79,11 @@ type VoiceLoad struct {
 	Draining bool `json:"draining,omitempty"`
 	// PacketsForwarded per second over the server's last report period.
 	PacketsForwarded float64 `json:"packetsForwarded,omitempty"`
+	// LossRatio is the share of speakers' packets that never reached the
+	// server over its last report period (guilds place no new calls on a
+	// server past 20 %); Jitter their mean interarrival jitter.
+	LossRatio float64       `json:"lossRatio,omitempty"`
+	Jitter    time.Duration `json:"jitter,omitempty"`
 	// At is when the server reported the load.
 	At time.Time `json:"at"`
 }

@@ -93,12 +93,14 @@ type drainRequest struct {
 
 // adminLoad is the operator's fleet.VoiceLoad.
 type adminLoad struct {
-	ActiveCalls      int64     `json:"activeCalls"`
-	Participants     int64     `json:"participants"`
-	Endpoint         string    `json:"endpoint,omitempty"`
-	Draining         bool      `json:"draining,omitempty"`
-	PacketsForwarded float64   `json:"packetsForwarded,omitempty"`
-	At               time.Time `json:"at"`
+	ActiveCalls      int64         `json:"activeCalls"`
+	Participants     int64         `json:"participants"`
+	Endpoint         string        `json:"endpoint,omitempty"`
+	Draining         bool          `json:"draining,omitempty"`
+	PacketsForwarded float64       `json:"packetsForwarded,omitempty"`
+	LossRatio        float64       `json:"lossRatio,omitempty"`
+	Jitter           time.Duration `json:"jitter,omitempty"`
+	At               time.Time     `json:"at"`
 }
 
 // AdminRoutes adds the server's admin endpoints to mux, which the process
@@ -125,7 +127,7 @@ func (s *Server) AdminRoutes(mux interface {
 	mux.Handle("GET /admin/voice/load", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l := s.Load()
 		writeJSON(w, adminLoad{ActiveCalls: int64(l.Calls), Participants: int64(l.Participants), Endpoint: l.Endpoint,
-			Draining: l.Draining, PacketsForwarded: s.m.forwardRateValue(), At: l.At})
+			Draining: l.Draining, PacketsForwarded: s.m.forwardRateValue(), LossRatio: l.LossRatio, Jitter: l.Jitter, At: l.At})
 	}))
 }
 

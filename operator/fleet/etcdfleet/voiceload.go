@@ -45,6 +45,8 @@ type voiceLoad struct {
 	Calls            int64
 	Participants     int64
 	PacketsForwarded float64
+	LossRatio        float64
+	Jitter           time.Duration
 	Draining         bool
 	At               time.Time
 }
@@ -85,7 +87,7 @@ func ReadVoiceLoad(ctx context.Context, r *Registry, server string, ttl time.Dur
 	}
 	return fleet.VoiceLoad{
 		ActiveCalls: l.Calls, Participants: l.Participants, Endpoint: l.Endpoint,
-		Draining: l.Draining, PacketsForwarded: l.PacketsForwarded, At: l.At,
+		Draining: l.Draining, PacketsForwarded: l.PacketsForwarded, LossRatio: l.LossRatio, Jitter: l.Jitter, At: l.At,
 	}, nil
 }
 

@@ -26,6 +26,8 @@ const (
 // VoiceRegionSpec is the desired state of a regional SFU fleet.
 // +kubebuilder:validation:XValidation:rule="!has(self.minServers) || !has(self.maxServers) || self.minServers <= self.maxServers",message="minServers must not exceed maxServers"
 // +kubebuilder:validation:XValidation:rule="!has(self.mediaPort) || !has(self.webrtcPort) || self.mediaPort != self.webrtcPort",message="mediaPort and webrtcPort must differ"
+// +kubebuilder:validation:XValidation:rule="!has(self.portRange) || !has(self.publicAddress) || self.publicAddress == 'NodeExternalIP'",message="portRange needs publicAddress NodeExternalIP (host networking binds the admin ports too; a LoadBalancer has its own address per server)"
+// +kubebuilder:validation:XValidation:rule="!has(self.portRange) || (self.portRange.max - self.portRange.min + 1) / 3 >= (has(self.maxServers) ? self.maxServers : 10)",message="portRange must hold three ports for each of maxServers servers"
 type VoiceRegionSpec struct {
 	// ClusterRef names the ConcordCluster.
 	ClusterRef ClusterReference `json:"clusterRef"`
@@ -78,6 +80,13 @@ type VoiceRegionSpec struct {
 	// +kubebuilder:default=9090
 	// +optional
 	AdminPort int32 `json:"adminPort,omitempty"`
+	// PortRange gives each SFU pod its own three ports (signal, media,
+	// WebRTC: min+3k, min+3k+1, min+3k+2 for the pod's slot k) as
+	// hostPorts, instead of signalPort, mediaPort and webrtcPort for
+	// every pod, so several SFUs of the region can share a node. Only
+	// with publicAddress NodeExternalIP.
+	// +optional
+	PortRange *VoicePortRange `json:"portRange,omitempty"`
 	// PublicAddress is how clients reach the UDP ports.
 	// +kubebuilder:default=NodeExternalIP
 	// +optional
@@ -100,6 +109,19 @@ type VoiceRegionSpec struct {
 	// PodPlacement sets resources, node selector and tolerations.
 	// +optional
 	PodPlacement `json:",inline"`
+}
+
+// VoicePortRange is an inclusive range of host ports.
+// +kubebuilder:validation:XValidation:rule="self.max >= self.min + 2",message="portRange needs at least three ports"
+type VoicePortRange struct {
+	// Min is the first port.
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	Min int32 `json:"min"`
+	// Max is the last port.
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	Max int32 `json:"max"`
 }
 
 // VoiceICE is a region's STUN/TURN settings. A TURN server needs either a

@@ -240,8 +240,9 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 				serving++
 			}
 		}
+		used := usedSlots(list.Items)
 		for ; serving < want; serving++ {
-			p, err := r.addServer(ctx, cluster, &vr)
+			p, err := r.addServer(ctx, cluster, &vr, used)
 			if err != nil {
 				return ctrl.Result{}, err
 			}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
 )
@@ -43,6 +44,46 @@ func portsOf(vr *concordv1.VoiceRegion) voicePorts {
 	return p
 }
 
+// annotationPortSlot is an SFU pod's slot k of spec.portRange: its ports
+// are min+3k (signal), min+3k+1 (media) and min+3k+2 (WebRTC).
+const annotationPortSlot = "voice.concord.dev/port-slot"
+
+// slotPorts are the ports of slot k of vr's port range.
+func slotPorts(vr *concordv1.VoiceRegion, k int) voicePorts {
+	p := portsOf(vr)
+	base := vr.Spec.PortRange.Min + int32(3*k)
+	p.signal, p.media = base, base+1
+	if p.webrtc > 0 {
+		p.webrtc = base + 2
+	}
+	return p
+}
+
+// usedSlots are the port slots held by pods (deleting ones too: their
+// ports are bound until they are gone).
+func usedSlots(pods []corev1.Pod) map[int]bool {
+	used := map[int]bool{}
+	for _, p := range pods {
+		if k, err := strconv.Atoi(p.Annotations[annotationPortSlot]); err == nil {
+			used[k] = true
+		}
+	}
+	return used
+}
+
+// freeSlot takes the lowest slot of vr's range not in used, or -1 when
+// every slot is held.
+func freeSlot(vr *concordv1.VoiceRegion, used map[int]bool) int {
+	n := int(vr.Spec.PortRange.Max-vr.Spec.PortRange.Min+1) / 3
+	for k := 0; k < n; k++ {
+		if !used[k] {
+			used[k] = true
+			return k
+		}
+	}
+	return -1
+}
+
 // newSFUName is a fresh SFU pod name; it is also the pod's voice server id
 // and, with publicAddress LoadBalancer, its Service's name.
 func newSFUName(vr *concordv1.VoiceRegion) string { return vr.Name + "-sfu-" + rand.String(5) }
@@ -52,13 +93,20 @@ func newSFUName(vr *concordv1.VoiceRegion) string { return vr.Name + "-sfu-" + r
 // WebRTC port. publicIP is the address clients are told to use; empty, the
 // node's IP (status.hostIP) is advertised, which is the pod's own address
 // on the host network and the hostPorts' address otherwise.
-func sfuPod(c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, name, publicIP string) *corev1.Pod {
+//
+// slot is the pod's slot of spec.portRange, or -1 without a range.
+func sfuPod(c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, name, publicIP string, slot int) *corev1.Pod {
 	labels := withLabels(roleLabels(c, concordv1.RoleVoice), map[string]string{
 		concordv1.LabelOwner: vr.Name, labelRegion: vr.Spec.Region,
 		// A per-pod label the LoadBalancer Service selects on.
 		concordv1.LabelPod: name,
 	})
 	ports := portsOf(vr)
+	var annotations map[string]string
+	if slot >= 0 {
+		ports = slotPorts(vr, slot)
+		annotations = map[string]string{annotationPortSlot: strconv.Itoa(slot)}
+	}
 	hostIP := corev1.EnvVar{Name: "CONCORD_HOST_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}}
 	public := publicIP
 	if public == "" {
@@ -116,7 +164,7 @@ func sfuPod(c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, name, public
 	}
 	// Calls end on their own; SIGTERM only comes after a drain emptied the server.
 	spec.TerminationGracePeriodSeconds = ptrTo(int64(30))
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: vr.Namespace, Name: name, Labels: labels}, Spec: spec}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: vr.Namespace, Name: name, Labels: labels, Annotations: annotations}, Spec: spec}
 }
 
 // sfuService is the LoadBalancer Service of one SFU (publicAddress
@@ -159,7 +207,11 @@ func ingressIP(s *corev1.Service) string {
 // addServer starts one more SFU: the pod at once, or with publicAddress
 // LoadBalancer its Service, the pod following when the Service has an
 // address (startPending). It reports whether a pod was created.
-func (r *VoiceRegionReconciler) addServer(ctx context.Context, c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion) (*corev1.Pod, error) {
+//
+// used are the port slots taken (spec.portRange); the new pod's is added.
+// With every slot taken no pod is made (the CRD keeps maxServers within
+// the range, so only pods still terminating can hold them all).
+func (r *VoiceRegionReconciler) addServer(ctx context.Context, c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, used map[int]bool) (*corev1.Pod, error) {
 	name := newSFUName(vr)
 	if vr.Spec.PublicAddress == concordv1.PublicAddressLoadBalancer {
 		svc := sfuService(c, vr, name)
@@ -171,11 +223,18 @@ func (r *VoiceRegionReconciler) addServer(ctx context.Context, c *concordv1.Conc
 		}
 		return nil, nil
 	}
-	return r.createPod(ctx, c, vr, name, "")
+	slot := -1
+	if vr.Spec.PortRange != nil {
+		if slot = freeSlot(vr, used); slot < 0 {
+			logf.FromContext(ctx).Info("every port slot of the region is held; the next server waits for one", "region", vr.Spec.Region)
+			return nil, nil
+		}
+	}
+	return r.createPod(ctx, c, vr, name, "", slot)
 }
 
-func (r *VoiceRegionReconciler) createPod(ctx context.Context, c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, name, publicIP string) (*corev1.Pod, error) {
-	p := sfuPod(c, vr, name, publicIP)
+func (r *VoiceRegionReconciler) createPod(ctx context.Context, c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, name, publicIP string, slot int) (*corev1.Pod, error) {
+	p := sfuPod(c, vr, name, publicIP, slot)
 	if err := controllerutil.SetControllerReference(vr, p, r.Scheme); err != nil {
 		return nil, err
 	}
@@ -203,7 +262,7 @@ func (r *VoiceRegionReconciler) pendingServices(ctx context.Context, c *concordv
 			pending = append(pending, s)
 			continue
 		}
-		p, err := r.createPod(ctx, c, vr, s.Name, ip)
+		p, err := r.createPod(ctx, c, vr, s.Name, ip, -1)
 		if apierrors.IsAlreadyExists(err) {
 			continue
 		}

@@ -5,6 +5,7 @@ package controller
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -133,5 +134,83 @@ func TestVoiceRegionICESpecRejected(t *testing.T) {
 		err := k8s.Create(ctx, vr)
 		g.Expect(err).To(HaveOccurred(), name)
 		g.Expect(err.Error()).To(ContainSubstring(c.want), name)
+	}
+}
+
+// TestVoiceRegionPortRange: with spec.portRange every SFU pod gets its own
+// slot of three host ports (signal, media, WebRTC), listens on them and
+// advertises them, so several SFUs can share a node; a freed slot is
+// reused. The schema refuses a range too small for maxServers and a
+// range with a LoadBalancer.
+func TestVoiceRegionPortRange(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	newCluster(t, ns, "prod")
+	vr := &concordv1.VoiceRegion{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dense"},
+		Spec: concordv1.VoiceRegionSpec{ClusterRef: concordv1.ClusterReference{Name: "prod"}, Region: "eu-west",
+			MinServers: 3, MaxServers: 3, WebRTCPort: 50001,
+			PortRange: &concordv1.VoicePortRange{Min: 40000, Max: 40008}},
+	}
+	g.Expect(k8s.Create(ctx, vr)).To(Succeed())
+	labels := map[string]string{concordv1.LabelOwner: "dense", concordv1.LabelRole: concordv1.RoleVoice}
+	want := func(k int) []corev1.ContainerPort {
+		b := int32(40000 + 3*k)
+		return []corev1.ContainerPort{
+			{Name: "signal", ContainerPort: b, HostPort: b, Protocol: corev1.ProtocolTCP},
+			{Name: "media", ContainerPort: b + 1, HostPort: b + 1, Protocol: corev1.ProtocolUDP},
+			{Name: "webrtc", ContainerPort: b + 2, HostPort: b + 2, Protocol: corev1.ProtocolUDP},
+		}
+	}
+	check := func(g Gomega, p corev1.Pod) int {
+		k, err := strconv.Atoi(p.Annotations[annotationPortSlot])
+		g.Expect(err).NotTo(HaveOccurred(), "pod %s has no port slot", p.Name)
+		b := 40000 + 3*k
+		g.Expect(p.Spec.Containers[0].Ports).To(ContainElements(want(k)))
+		g.Expect(envValue(p.Spec, "CONCORD_VOICE_LISTEN")).To(Equal("0.0.0.0:" + strconv.Itoa(b)))
+		g.Expect(envValue(p.Spec, "CONCORD_VOICE_UDP")).To(Equal("0.0.0.0:" + strconv.Itoa(b+1)))
+		g.Expect(envValue(p.Spec, "CONCORD_VOICE_WEBRTC_UDP")).To(Equal("0.0.0.0:" + strconv.Itoa(b+2)))
+		return k
+	}
+	var victim string
+	g.Eventually(func(g Gomega) {
+		pods := listPods(g, ns, labels)
+		g.Expect(pods).To(HaveLen(3))
+		slots := map[int]bool{}
+		for _, p := range pods {
+			k := check(g, p)
+			slots[k] = true
+			if k == 1 {
+				victim = p.Name
+			}
+		}
+		g.Expect(slots).To(Equal(map[int]bool{0: true, 1: true, 2: true}))
+	}, specWait, poll).Should(Succeed())
+
+	// The pod of slot 1 dies (never ready, no calls): its replacement takes slot 1.
+	g.Expect(k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: victim}},
+		client.GracePeriodSeconds(0))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		pods := listPods(g, ns, labels)
+		g.Expect(pods).To(HaveLen(3))
+		slots := map[int]bool{}
+		for _, p := range pods {
+			g.Expect(p.Name).NotTo(Equal(victim))
+			slots[check(g, p)] = true
+		}
+		g.Expect(slots).To(Equal(map[int]bool{0: true, 1: true, 2: true}))
+	}, specWait, poll).Should(Succeed())
+
+	for want, spec := range map[string]concordv1.VoiceRegionSpec{
+		"three ports for each of maxServers": {MaxServers: 4, PortRange: &concordv1.VoicePortRange{Min: 40000, Max: 40008}},
+		"portRange needs publicAddress NodeExternalIP": {MaxServers: 1, PublicAddress: concordv1.PublicAddressLoadBalancer,
+			PortRange: &concordv1.VoicePortRange{Min: 40000, Max: 40008}},
+		"portRange needs at least three ports": {MaxServers: 1, PortRange: &concordv1.VoicePortRange{Min: 40000, Max: 40001}},
+	} {
+		spec.ClusterRef, spec.Region = concordv1.ClusterReference{Name: "prod"}, "eu-west"
+		err := k8s.Create(ctx, &concordv1.VoiceRegion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "bad-"}, Spec: spec})
+		g.Expect(err).To(HaveOccurred(), want)
+		g.Expect(err.Error()).To(ContainSubstring(want))
 	}
 }

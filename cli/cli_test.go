@@ -216,6 +216,12 @@ func TestVoiceRegions(t *testing.T) {
 		t.Fatalf("voice regions:\n%s", out)
 	}
 
+	h = newHarness(t, &concordv1.VoiceRegion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dense"},
+		Spec: concordv1.VoiceRegionSpec{Region: "eu-central", PortRange: &concordv1.VoicePortRange{Min: 40000, Max: 40299}}})
+	if out, err := h.run("voice", "regions", "-o", "wide"); err != nil || !strings.Contains(out, "NodeExternalIP ports 40000-40299") {
+		t.Fatalf("voice regions -o wide with a port range: %v\n%s", err, out)
+	}
+
 	h = newHarness(t, &concordv1.VoiceRegion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "turn"},
 		Spec: concordv1.VoiceRegionSpec{Region: "eu-west", PublicAddress: concordv1.PublicAddressLoadBalancer,
 			PublicHost: "$(CONCORD_VOICE_ID).voice.example.com",

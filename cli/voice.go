@@ -35,8 +35,8 @@ type VoiceRegionRow struct {
 	// Status is "Degraded: <reason>" when the region is degraded (invalid
 	// ICE settings, a missing Secret, no cluster), else "OK".
 	Status string `json:"status"`
-	// Address is the public address mode, with the endpoint host name
-	// when spec.publicHost sets one.
+	// Address is the public address mode, with the port range and the
+	// endpoint host name when the spec sets them.
 	Address string `json:"address"`
 	// ICE summarises spec.ice: the server count and how TURN clients
 	// authenticate (shared secret, static user, none).
@@ -56,6 +56,9 @@ func regionAddress(v concordv1.VoiceRegion) string {
 	mode := string(v.Spec.PublicAddress)
 	if mode == "" {
 		mode = string(concordv1.PublicAddressNodeExternalIP)
+	}
+	if r := v.Spec.PortRange; r != nil {
+		mode += fmt.Sprintf(" ports %d-%d", r.Min, r.Max)
 	}
 	if v.Spec.PublicHost != "" {
 		return mode + " (" + v.Spec.PublicHost + ")"

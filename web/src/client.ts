@@ -5,10 +5,11 @@
 import { api, ApiError, dropBootReads, newNonce, setToken, setUnauthorizedHandler } from "./api";
 import { BOOT_OFF_KEY, channelOfPath, historyPath, PAGE, TOKEN_KEY } from "./bootreads";
 import { Gateway, OP } from "./gateway";
+import { navigate, route } from "./router";
 import { dispatchListeners } from "./seams";
 import { state, type MemberList } from "./state";
 import type { Channel, Message } from "./types";
-import { ChannelType, compareIds } from "./types";
+import { ChannelType, compareIds, isThread } from "./types";
 
 
 let gw: Gateway | null = null;
@@ -68,36 +69,58 @@ export function start(token: string) {
       }
     },
   });
-  gw.start();
   // A channel URL's history and the channel itself do not depend on the
   // gateway: fetch them while the socket connects (the boot script in
   // index.html has usually asked already), and show the channel's messages
   // as soon as both are here, in one render (the rest of the app fills in
   // with READY and GUILD_CREATE).
   const id = channelOfPath(location.pathname);
+  let painted: Promise<void> | undefined;
   if (id) {
     // localStorage "concord.earlyPaint" = "off" waits for READY instead,
-    // and "concord.bootFetch" = "off" paints as before the boot script
-    // (the channel rendered as soon as it arrives, its history after):
-    // the first-paint benchmark's peers.
+    // "concord.bootFetch" = "off" paints as before the boot script (the
+    // channel rendered as soon as it arrives, its history after), and
+    // "concord.firstPass" = "full" connects the gateway at once, as before
+    // the socket waited for the first paint: the first-paint benchmark's
+    // peers.
     let paintEarly = true;
     let boot = true;
+    let gatewayFirst = false;
     try {
       paintEarly = localStorage.getItem("concord.earlyPaint") !== "off";
       boot = localStorage.getItem(BOOT_OFF_KEY) !== "off";
+      gatewayFirst = localStorage.getItem("concord.firstPass") === "full";
     } catch {
       // no storage: the defaults
     }
-    if (!paintEarly) loadNewest(id);
-    else if (boot) loadNewest(id, prefetchChannel(id, false));
+    let shown: Promise<void>;
+    if (!paintEarly) shown = loadNewest(id);
+    else if (boot) shown = loadNewest(id, prefetchChannel(id, false));
     else {
-      loadNewest(id);
+      shown = loadNewest(id);
       prefetchChannel(id, true);
     }
+    // The socket opens after the frame that shows the messages: READY and
+    // GUILD_CREATE (built by the server, parsed and rendered here) would
+    // otherwise compete with the history read and its render for both
+    // ends' CPU, and nothing in that frame needs them.
+    if (paintEarly && !gatewayFirst) painted = shown.then(afterNextFrame);
   }
+  gw.start(painted);
   // Every boot read was adopted above (synchronously, by the first call of
   // each); the rest would only ever be stale.
   dropBootReads();
+}
+
+// afterNextFrame resolves after the next frame was presented (an animation
+// frame runs just before it, a task just after); at once in a tab in the
+// background, which draws no frames, and within a second whatever happens.
+function afterNextFrame(): Promise<void> {
+  return new Promise((resolve) => {
+    if (document.visibilityState !== "visible") return resolve();
+    requestAnimationFrame(() => setTimeout(resolve, 0));
+    setTimeout(resolve, 1000);
+  });
 }
 
 // early is the channel of the URL the app opened on, fetched over REST
@@ -182,7 +205,10 @@ function onDispatch(t: string, d: any) {
       break;
     case "GUILD_CREATE":
       performance.mark("concord:guild-create");
-      if (!d.unavailable) state.putGuild(d);
+      if (!d.unavailable) {
+        state.putGuild(d);
+        loadActiveThreads(d.id);
+      }
       if (viewing && state.channels.get(viewing.channelId)?.guild_id === d.id) refocus();
       break;
     case "GUILD_UPDATE": {
@@ -200,6 +226,32 @@ function onDispatch(t: string, d: any) {
     case "CHANNEL_DELETE":
       state.removeChannel(d.id);
       break;
+    case "THREAD_CREATE":
+    case "THREAD_UPDATE":
+      putThread(d);
+      break;
+    case "THREAD_DELETE":
+      removeThread(d);
+      break;
+    case "THREAD_LIST_SYNC":
+      for (const th of d.threads || []) putThread({ ...th, guild_id: d.guild_id });
+      for (const m of d.members || []) setThreadMember(m.id, m);
+      break;
+    case "THREAD_MEMBER_UPDATE":
+      setThreadMember(d.id, d);
+      break;
+    case "THREAD_MEMBERS_UPDATE": {
+      const c = state.channels.get(d.id);
+      if (c) {
+        c.member_count = d.member_count;
+        const me = state.me?.id;
+        if ((d.added_members || []).some((m: any) => m.user_id === me)) {
+          setThreadMember(d.id, d.added_members.find((m: any) => m.user_id === me));
+        }
+        if ((d.removed_member_ids || []).includes(me)) setThreadMember(d.id, null);
+      }
+      break;
+    }
     case "GUILD_ROLE_CREATE":
     case "GUILD_ROLE_UPDATE": {
       const g = state.guilds.get(d.guild_id);
@@ -229,6 +281,7 @@ function onDispatch(t: string, d: any) {
       onMessage(d);
       break;
     case "MESSAGE_UPDATE": {
+      if (d.thread) putThread({ ...d.thread, guild_id: d.thread.guild_id || d.guild_id });
       const l = state.logs.get(d.channel_id);
       const i = l ? l.items.findIndex((m) => m.id === d.id) : -1;
       if (l && i >= 0) l.items[i] = { ...l.items[i], ...d };
@@ -285,7 +338,9 @@ function onDispatch(t: string, d: any) {
 
 function onMessage(m: Message) {
   state.putUser(m.author);
+  if (m.thread) putThread({ ...m.thread, guild_id: m.thread.guild_id || m.guild_id });
   let c = state.channels.get(m.channel_id);
+  if (c && isThread(c) && !m.id.startsWith("pending-")) c.message_count = (c.message_count || 0) + 1;
   if (!c && !m.guild_id) {
     // A DM opened by someone else: fetch the channel, then show it.
     api<Channel>("GET", `/channels/${m.channel_id}`)
@@ -371,7 +426,9 @@ const memberRanges = new Map<string, number[][]>();
 
 function refocus() {
   if (!viewing) return;
-  const c = state.channels.get(viewing.channelId);
+  let c = state.channels.get(viewing.channelId);
+  // A thread shows its parent's member list.
+  if (isThread(c) && c?.parent_id) c = state.channels.get(c.parent_id) || c;
   if (c?.guild_id) requestMembers(c.guild_id, c.id, memberRanges.get(c.id) || [[0, 99]]);
 }
 
@@ -778,4 +835,84 @@ export async function leaveGuild(guildId: string) {
 
 export function firstTextChannel(guildId: string): Channel | undefined {
   return state.guildChannels(guildId).find((c) => c.type === ChannelType.GuildText || c.type === ChannelType.GuildAnnouncement);
+}
+
+// ---- threads ----
+
+// putThread records a thread from THREAD_CREATE / THREAD_UPDATE, a thread
+// list or a REST answer, keeping the user's membership when the event
+// carries none.
+function putThread(d: any) {
+  if (!d?.id || !d.guild_id) return;
+  const prev = state.channels.get(d.id);
+  const c: Channel = { position: 0, ...d };
+  if (d.member === undefined && prev?.member) c.member = prev.member;
+  state.putChannel(c);
+}
+
+// removeThread forgets a deleted thread: its entry, its link on the
+// message it started from, and (when it is on screen) its pane, which
+// gives way to its channel.
+function removeThread(d: any) {
+  const parent = d.parent_id || state.channels.get(d.id)?.parent_id;
+  state.removeChannel(d.id);
+  if (parent) updateMessage(parent, d.id, (m) => ({ ...m, thread: undefined }));
+  const r = route();
+  if (parent && r.parts[0] === "channels" && r.parts[2] === d.id) {
+    navigate(`/channels/${r.parts[1]}/${parent}`, true);
+    state.toast("The thread was deleted.");
+  }
+}
+
+function setThreadMember(threadId: string, m: any) {
+  const c = state.channels.get(threadId);
+  if (c) c.member = m ? { id: threadId, user_id: m.user_id, join_timestamp: m.join_timestamp } : null;
+}
+
+// loadActiveThreads fetches a guild's active threads (GET
+// /guilds/{id}/threads/active: those the user may see), for the sidebar
+// and the thread list: the gateway tells of threads created from now on,
+// not of those that exist.
+export async function loadActiveThreads(guildId: string) {
+  try {
+    const r = await api<{ threads: Channel[]; members: any[] }>("GET", `/guilds/${guildId}/threads/active`);
+    if (!state.guilds.has(guildId)) return;
+    for (const th of r.threads || []) putThread({ ...th, guild_id: th.guild_id || guildId });
+    for (const m of r.members || []) setThreadMember(m.id, m);
+    state.changed();
+  } catch {
+    // Not fatal: the sidebar shows the threads the gateway tells of.
+  }
+}
+
+// createThread starts a public thread from a message (the thread's id is
+// the message's) and returns it.
+export async function createThread(channelId: string, messageId: string, name: string): Promise<Channel> {
+  const c = await api<Channel>("POST", `/channels/${channelId}/messages/${messageId}/threads`, { name });
+  const parent = state.channels.get(channelId);
+  putThread({ ...c, guild_id: c.guild_id || parent?.guild_id });
+  updateMessage(channelId, messageId, (m) => ({ ...m, thread: c }));
+  state.changed();
+  return c;
+}
+
+// setThreadArchived archives or reopens a thread (PATCH, MANAGE_THREADS
+// or the thread's owner).
+export async function setThreadArchived(threadId: string, archived: boolean) {
+  try {
+    const c = await api<Channel>("PATCH", `/channels/${threadId}`, { archived });
+    putThread({ ...c, guild_id: c.guild_id || state.channels.get(threadId)?.guild_id });
+    state.changed();
+  } catch (e) {
+    state.toast(`Could not ${archived ? "close" : "reopen"} the thread: ` + (e as Error).message);
+  }
+}
+
+// joinThread adds the user to a thread (PUT thread-members/@me).
+export async function joinThread(threadId: string) {
+  try {
+    await api("PUT", `/channels/${threadId}/thread-members/@me`);
+  } catch (e) {
+    state.toast("Could not join the thread: " + (e as Error).message);
+  }
 }

@@ -50,7 +50,10 @@ export class Gateway {
     window.addEventListener("online", () => this.reconnectNow());
   }
 
-  async start() {
+  // start asks for the gateway's URL and connects; with after, it
+  // connects once that has settled (the first paint, which needs no
+  // gateway, goes first).
+  async start(after?: Promise<unknown>) {
     this.on.state("connecting");
     try {
       const g = await api<{ url: string }>("GET", "/gateway");
@@ -59,7 +62,8 @@ export class Gateway {
       // Same origin as the page, which is where `concord dev` serves it.
       this.url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/gateway";
     }
-    this.open(this.url);
+    if (after) await after.catch(() => {});
+    if (!this.stopped) this.open(this.url);
   }
 
   stop() {

@@ -78,7 +78,7 @@ func TestWebThreads(t *testing.T) {
 	bob.waitJS(messagesContain("general", "alice", starter), wait)
 	// Bob's gateway session is subscribed to the guild once its member
 	// list is on screen (GUILD_CREATE, then op 14 answered).
-	bob.waitJS(listJS("Members")+`.textContent.includes('alice')`, wait)
+	bob.waitJS(listJS("Members")+`?.textContent.includes('alice')`, wait)
 
 	var thread string
 	in(t, "alice starts a thread from the message and writes in it", pages, func(t *testing.T) {
@@ -148,6 +148,8 @@ func TestWebThreads(t *testing.T) {
 		// /guilds/{id}/threads/active), not from an event.
 		bob.do(navigate(srv.base + general))
 		bob.waitJS(messagesContain("general", "alice", starter), wait)
+		// Its new gateway session is subscribed once the member list is back.
+		bob.waitJS(listJS("Members")+`?.textContent.includes('alice')`, wait)
 		bob.click("button", "Threads")
 		bob.waitJS(listJS("Active threads in #general")+`?.textContent.includes('Launch plan')`, wait)
 		bob.waitFor("list", "Threads in #general", wait)

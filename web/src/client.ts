@@ -516,12 +516,22 @@ export async function loadNewest(channelId: string, alongside?: Promise<void>) {
     l.items = page.reverse().concat(pending);
     l.reachedStart = page.length < PAGE;
     l.atEnd = true;
-    for (const m of page) state.putUser(m.author);
+    absorb(page);
   } catch (e) {
     l.error = (e as Error).message;
   } finally {
     l.loading = false;
     state.changed();
+  }
+}
+
+// absorb records what a page of history tells besides its messages: their
+// authors, and the threads they started (archived ones included, which no
+// thread list names).
+function absorb(page: Message[]) {
+  for (const m of page) {
+    state.putUser(m.author);
+    if (m.thread) putThread({ ...m.thread, guild_id: m.thread.guild_id || m.guild_id });
   }
 }
 
@@ -535,7 +545,7 @@ export async function loadOlder(channelId: string) {
   state.changed();
   try {
     const page = await api<Message[]>("GET", `/channels/${channelId}/messages?limit=${PAGE}&before=${oldest.id}`);
-    for (const m of page) state.putUser(m.author);
+    absorb(page);
     const have = new Set(l.items.map((m) => m.id));
     l.items = page.filter((m) => !have.has(m.id)).reverse().concat(l.items);
     l.reachedStart = page.length < PAGE;
@@ -557,6 +567,7 @@ export async function loadNewer(channelId: string) {
   state.changed();
   try {
     const page = await api<Message[]>("GET", `/channels/${channelId}/messages?limit=${PAGE}&after=${newest.id}`);
+    absorb(page);
     page.sort((a, b) => compareIds(a.id, b.id));
     const have = new Set(l.items.map((m) => m.id));
     l.items = l.items.concat(page.filter((m) => !have.has(m.id)));
@@ -577,6 +588,7 @@ export async function loadAround(channelId: string, messageId: string) {
   state.changed();
   try {
     const page = await api<Message[]>("GET", `/channels/${channelId}/messages?limit=${PAGE}&around=${messageId}`);
+    absorb(page);
     page.sort((a, b) => compareIds(a.id, b.id));
     l.items = page;
     l.reachedStart = false;

@@ -240,7 +240,14 @@ export class State {
     this.joining.delete(d.id);
     this.pendingGuilds.delete(d.id);
     const old = this.guilds.get(d.id);
-    if (old) for (const id of old.channelIds) this.channels.delete(id);
+    // A new GUILD_CREATE replaces the channels; the threads it does not
+    // list stay (Concord's lists none: the client asks for them).
+    if (old) {
+      for (const id of old.channelIds) {
+        if (isThread(this.channels.get(id))) g.channelIds.add(id);
+        else this.channels.delete(id);
+      }
+    }
     this.guilds.set(d.id, g);
     if (!this.guildOrder.includes(d.id)) this.guildOrder = [...this.guildOrder, d.id];
     for (const c of d.channels || []) this.putChannel({ ...c, guild_id: d.id });

@@ -76,8 +76,9 @@ func TestWebThreads(t *testing.T) {
 	const wait = 20 * time.Second // a bound on a loaded machine, not an expectation
 	alice.waitJS(messagesContain("general", "alice", starter), wait)
 	bob.waitJS(messagesContain("general", "alice", starter), wait)
-	// Bob's gateway session is subscribed to the guild once its member
-	// list is on screen (GUILD_CREATE, then op 14 answered).
+	// Each gateway session is subscribed to the guild once its member
+	// list is on screen (READY, GUILD_CREATE, then op 14 answered).
+	alice.waitJS(listJS("Members")+`?.textContent.includes('bob')`, wait)
 	bob.waitJS(listJS("Members")+`?.textContent.includes('alice')`, wait)
 
 	var thread string

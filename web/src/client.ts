@@ -630,7 +630,13 @@ const pendingSends = new Map<string, { channelId: string; body: any }>();
 
 // send renders the message at once and posts it with a nonce and
 // enforce_nonce, so a retry after a lost answer never posts it twice.
-export function send(channelId: string, text: string, replyTo?: string) {
+export function send(channelId: string, text: string, replyTo?: string): boolean {
+  // Until READY the client does not know who it is (a channel URL paints
+  // before the gateway has answered): the text stays in the composer.
+  if (!state.me) {
+    state.toast("Still connecting to Concord: send again in a moment.");
+    return false;
+  }
   const content = resolveMentions(channelId, text);
   const nonce = newNonce();
   const body: any = { content, nonce, enforce_nonce: true };
@@ -656,6 +662,7 @@ export function send(channelId: string, text: string, replyTo?: string) {
   pendingSends.set(nonce, { channelId, body });
   state.changed();
   post(nonce, 0);
+  return true;
 }
 
 async function post(nonce: string, attempt: number) {

@@ -123,6 +123,7 @@ func TestWebThreads(t *testing.T) {
 		bob.fill("Message #Launch plan", "looks good to me")
 		bob.enter()
 		alice.waitJS(messagesContain("Launch plan", "bob", "looks good to me"), wait)
+		alice.screenshot("thread")
 		// The messages went to the thread, not to #general.
 		var msgs []struct {
 			Content string

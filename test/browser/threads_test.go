@@ -57,7 +57,8 @@ func openAs(p *page, base, token, path string) {
 // and writes in it; a second person's browser learns of the thread from
 // the gateway (THREAD_CREATE: the sidebar and the message's thread link),
 // reads the message and answers in the thread, and the first sees the
-// answer; a bot over REST reads both from the thread. Closing the thread
+// answer; a bot over REST reads both from the thread. Bob joins it
+// (THREAD_MEMBERS_UPDATE). Closing the thread
 // (THREAD_UPDATE, archived) and deleting it (THREAD_DELETE) take it off
 // the other screen.
 func TestWebThreads(t *testing.T) {
@@ -120,6 +121,13 @@ func TestWebThreads(t *testing.T) {
 		bob.click("link", "Open thread Launch plan")
 		bob.waitFor("list", "Messages in #Launch plan", wait)
 		bob.waitJS(messagesContain("Launch plan", "alice", "first draft in the thread"), wait)
+		// Bob joins it: THREAD_MEMBERS_UPDATE brings his membership back
+		// and the button goes.
+		bob.click("button", "Join Thread")
+		bob.waitGone("button", "Join Thread", wait)
+		if got := eval[int](bob, fmt.Sprintf(`(async () => (await (await fetch('/api/v10/channels/%s/thread-members', {headers: {Authorization: localStorage.getItem('concord.token')}})).json()).length)()`, thread)); got != 2 {
+			t.Errorf("the thread has %d members over REST after bob joined, want 2", got)
+		}
 		bob.fill("Message #Launch plan", "looks good to me")
 		bob.enter()
 		alice.waitJS(messagesContain("Launch plan", "bob", "looks good to me"), wait)

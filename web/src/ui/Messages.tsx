@@ -3,6 +3,7 @@ import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import {
   createThread,
   deleteMessage,
+  joinThread,
   discardSend,
   editMessage,
   loadAround,
@@ -600,6 +601,13 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
         <h2>{title}</h2>
         {archived && <span class="topic">This thread is closed; sending a message reopens it.</span>}
         {channel.topic && <span class="topic">{channel.topic}</span>}
+        {thread && !channel.member && (
+          // Joined, the thread's membership comes back in
+          // THREAD_MEMBERS_UPDATE, which hides the button.
+          <button class="small push" onClick={() => joinThread(channel.id)}>
+            Join Thread
+          </button>
+        )}
         {manageThread && (
           <button class="small push" onClick={() => setThreadArchived(channel.id, !archived)}>
             {archived ? "Reopen Thread" : "Close Thread"}

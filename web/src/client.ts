@@ -74,53 +74,31 @@ export function start(token: string) {
   // index.html has usually asked already), and show the channel's messages
   // as soon as both are here, in one render (the rest of the app fills in
   // with READY and GUILD_CREATE).
+  gw.start();
   const id = channelOfPath(location.pathname);
-  let painted: Promise<void> | undefined;
   if (id) {
     // localStorage "concord.earlyPaint" = "off" waits for READY instead,
-    // "concord.bootFetch" = "off" paints as before the boot script (the
-    // channel rendered as soon as it arrives, its history after), and
-    // "concord.firstPass" = "full" connects the gateway at once, as before
-    // the socket waited for the first paint: the first-paint benchmark's
-    // peers.
+    // and "concord.bootFetch" = "off" paints as before the boot script
+    // (the channel rendered as soon as it arrives, its history after):
+    // the first-paint benchmark's peers.
     let paintEarly = true;
     let boot = true;
-    let gatewayFirst = false;
     try {
       paintEarly = localStorage.getItem("concord.earlyPaint") !== "off";
       boot = localStorage.getItem(BOOT_OFF_KEY) !== "off";
-      gatewayFirst = localStorage.getItem("concord.firstPass") === "full";
     } catch {
       // no storage: the defaults
     }
-    let shown: Promise<void>;
-    if (!paintEarly) shown = loadNewest(id);
-    else if (boot) shown = loadNewest(id, prefetchChannel(id, false));
+    if (!paintEarly) loadNewest(id);
+    else if (boot) loadNewest(id, prefetchChannel(id, false));
     else {
-      shown = loadNewest(id);
+      loadNewest(id);
       prefetchChannel(id, true);
     }
-    // The socket opens after the frame that shows the messages: READY and
-    // GUILD_CREATE (built by the server, parsed and rendered here) would
-    // otherwise compete with the history read and its render for both
-    // ends' CPU, and nothing in that frame needs them.
-    if (paintEarly && !gatewayFirst) painted = shown.then(afterNextFrame);
   }
-  gw.start(painted);
   // Every boot read was adopted above (synchronously, by the first call of
   // each); the rest would only ever be stale.
   dropBootReads();
-}
-
-// afterNextFrame resolves after the next frame was presented (an animation
-// frame runs just before it, a task just after); at once in a tab in the
-// background, which draws no frames, and within a second whatever happens.
-function afterNextFrame(): Promise<void> {
-  return new Promise((resolve) => {
-    if (document.visibilityState !== "visible") return resolve();
-    requestAnimationFrame(() => setTimeout(resolve, 0));
-    setTimeout(resolve, 1000);
-  });
 }
 
 // early is the channel of the URL the app opened on, fetched over REST

@@ -50,10 +50,7 @@ export class Gateway {
     window.addEventListener("online", () => this.reconnectNow());
   }
 
-  // start asks for the gateway's URL and connects; with after, it
-  // connects once that has settled (the first paint, which needs no
-  // gateway, goes first).
-  async start(after?: Promise<unknown>) {
+  async start() {
     this.on.state("connecting");
     try {
       const g = await api<{ url: string }>("GET", "/gateway");
@@ -62,8 +59,7 @@ export class Gateway {
       // Same origin as the page, which is where `concord dev` serves it.
       this.url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/gateway";
     }
-    if (after) await after.catch(() => {});
-    if (!this.stopped) this.open(this.url);
+    this.open(this.url);
   }
 
   stop() {

@@ -9,12 +9,12 @@
 // WebSocket upgrade) and runtime/admission (identify).
 //
 //   - guild: the guild actors of the guilds the placement ring (a
-//     consistent-hash ring over the live guild nodes) gives this node,
-//     the REST API and the bot platform for them on the node's HTTP
-//     listener, and the GuildNode gRPC service gateways subscribe
-//     sessions through. Events go to gateway nodes over
-//     GatewayNode.Deliver. Actors of guilds the ring moves away are
-//     unloaded.
+//     consistent-hash ring over the live guild nodes) gives this node
+//     and the GuildNode gRPC service gateways subscribe sessions
+//     through (runtime/guildrole: events go to gateway nodes over
+//     GatewayNode.Deliver; actors of guilds the ring moves away are
+//     unloaded), and here the REST API and the bot platform for those
+//     guilds on the node's HTTP listener (guildrest.go).
 //   - api: the public REST endpoint. Each request is reverse-proxied to
 //     the HTTP address of the guild node owning its guild (proxy.go,
 //     route.go, bot routes included); GET /gateway/bot is answered here.
@@ -43,13 +43,14 @@
 //   - relay: the fan-out tier of big guilds (runtime/relayrole; the
 //     guild side's relay router is relay.go).
 //
-// The data, readstate and relay roles, and the roles of package roles'
-// Table (voice, live comments), are role.Role values built by the same
-// Build in `concord dev`; the node builds them into its lifecycle group
-// with its registry, gRPC services and seams (role.Seams). The gateway,
-// api, guild and presence roles are still wired here, one block each,
-// and in runtime/platform for `concord dev`; see docs/architecture.md
-// ("One wiring") for what is shared and what is not yet.
+// The data, guild, readstate and relay roles, and the roles of package
+// roles' Table (voice, live comments), are role.Role values built by the
+// same Build in `concord dev`; the node builds them into its lifecycle
+// group with its registry, gRPC services and seams (role.Seams). The
+// gateway, api and presence roles, and the guild role's REST surface,
+// are still wired here, one block each, and in runtime/platform for
+// `concord dev`; see docs/architecture.md ("One wiring") for what is
+// shared and what is not yet.
 //
 // Every process of a cluster shares the store (Cassandra), the registry
 // (etcd) and the token-signing key.
@@ -246,7 +247,7 @@ type Node struct {
 	adminToken string
 	admission  *identifyAdmission
 	identify   *guild.Service
-	client     transport.GuildClient
+	client     transport.GuildClient // gateway role: guildrole.Client, closed with the seams
 	// leasePart runs the gateway role's entitlement lease manager.
 	leasePart lifecycle.Part
 
@@ -469,7 +470,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			guild.Deps{Store: st, Sink: discardSink{}, IDs: ids, Auth: issuer}); err != nil {
 			return nil, fmt.Errorf("cluster: identify service: %w", err)
 		}
-		n.client = transport.NewGuildClient(clientCfg, n.guildRng)
+		// The guilds this node subscribes sessions on run on the guild
+		// nodes: the process's GuildNode client (guildrole.Client).
+		if n.client, err = guildrole.Client(ctx, parts); err != nil {
+			return nil, fmt.Errorf("cluster: guild client: %w", err)
+		}
 		n.gwBackend = newGatewayBackend(guild.NewGatewayBackend(n.identify), st, n.client, n.guildRng,
 			cfg.CallTimeout, n.m, log.With("component", "gateway"))
 		gwCfg := gateway.Config{
@@ -726,9 +731,6 @@ func (n *Node) Close() error {
 	errs = append(errs, n.group.Stop(sctx))
 	if n.gateway != nil {
 		n.gateway.Close()
-	}
-	if n.client != nil {
-		errs = append(errs, n.client.Close())
 	}
 	errs = append(errs, n.admission.close())
 	if n.dataClient != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -50,6 +51,8 @@ func TestServeBuildsChatRoles(t *testing.T) {
 				t.Error("the readstate role serves no ReadStateNode")
 			case r.Name == RoleRelay && b.GRPC.Relay == nil:
 				t.Error("the relay role serves no RelayNode")
+			case r.Name == registry.RoleGuild && (b.GRPC.Guild == nil || b.GRPC.Owns == nil):
+				t.Error("the guild role serves no GuildNode")
 			}
 			return nil
 		}})
@@ -60,7 +63,13 @@ func TestServeBuildsChatRoles(t *testing.T) {
 	prefix := fmt.Sprintf("chatroles-%x", rand.Uint64())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	n, err := New(ctx, Config{Roles: append(append([]string{}, DefaultRoles...), want...), Node: "solo", DataDir: t.TempDir(),
+	nodeRoles := append([]string{}, DefaultRoles...)
+	for _, r := range want {
+		if !slices.Contains(nodeRoles, r) {
+			nodeRoles = append(nodeRoles, r)
+		}
+	}
+	n, err := New(ctx, Config{Roles: nodeRoles, Node: "solo", DataDir: t.TempDir(),
 		HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler),
 		EventLog: "kafka://" + addr + "?topic_prefix=" + prefix + "."})
 	if err != nil {
@@ -69,8 +78,13 @@ func TestServeBuildsChatRoles(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- n.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; n.Close() })
-	if !slices.Equal(built, want) || !slices.Contains(built, RoleReadState) || !slices.Contains(built, RoleRelay) {
-		t.Fatalf("serve built chat roles %v, want %v (readstate and relay among them)", built, want)
+	if !slices.Equal(built, want) || !slices.Contains(built, registry.RoleGuild) || !slices.Contains(built, RoleReadState) || !slices.Contains(built, RoleRelay) {
+		t.Fatalf("serve built chat roles %v, want %v (guild, readstate and relay among them)", built, want)
+	}
+	// The node's REST surface and admin endpoints call the guild role's
+	// service, the one the seam holds.
+	if svc, ok := role.Lookup(&n.seams, guildrole.Service); !ok || svc == nil || svc != n.guilds {
+		t.Fatalf("the guild seam of a node running the guild role = %p, %v; the node calls %p", svc, ok, n.guilds)
 	}
 
 	if n.readStates == nil || n.readStates.Local() == nil {

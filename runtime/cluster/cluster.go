@@ -9,12 +9,12 @@
 // WebSocket upgrade) and runtime/admission (identify).
 //
 //   - guild: the guild actors of the guilds the placement ring (a
-//     consistent-hash ring over the live guild nodes) gives this node,
-//     the REST API and the bot platform for them on the node's HTTP
-//     listener, and the GuildNode gRPC service gateways subscribe
-//     sessions through. Events go to gateway nodes over
-//     GatewayNode.Deliver. Actors of guilds the ring moves away are
-//     unloaded.
+//     consistent-hash ring over the live guild nodes) gives this node
+//     and the GuildNode gRPC service gateways subscribe sessions
+//     through (runtime/guildrole: events go to gateway nodes over
+//     GatewayNode.Deliver; actors of guilds the ring moves away are
+//     unloaded), and here the REST API and the bot platform for those
+//     guilds on the node's HTTP listener (guildrest.go).
 //   - api: the public REST endpoint. Each request is reverse-proxied to
 //     the HTTP address of the guild node owning its guild (proxy.go,
 //     route.go, bot routes included); GET /gateway/bot is answered here.
@@ -43,13 +43,14 @@
 //   - relay: the fan-out tier of big guilds (runtime/relayrole; the
 //     guild side's relay router is relay.go).
 //
-// The data, readstate and relay roles, and the roles of package roles'
-// Table (voice, live comments), are role.Role values built by the same
-// Build in `concord dev`; the node builds them into its lifecycle group
-// with its registry, gRPC services and seams (role.Seams). The gateway,
-// api, guild and presence roles are still wired here, one block each,
-// and in runtime/platform for `concord dev`; see docs/architecture.md
-// ("One wiring") for what is shared and what is not yet.
+// The data, guild, readstate and relay roles, and the roles of package
+// roles' Table (voice, live comments), are role.Role values built by the
+// same Build in `concord dev`; the node builds them into its lifecycle
+// group with its registry, gRPC services and seams (role.Seams). The
+// gateway, api and presence roles, and the guild role's REST surface,
+// are still wired here, one block each, and in runtime/platform for
+// `concord dev`; see docs/architecture.md ("One wiring") for what is
+// shared and what is not yet.
 //
 // Every process of a cluster shares the store (Cassandra), the registry
 // (etcd) and the token-signing key.
@@ -59,7 +60,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/concord-chat/concord/runtime/voice/fleet"
 	"github.com/concord-chat/concord/web"
 	"log/slog"
 	"net"
@@ -83,16 +83,23 @@ import (
 	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/platform"
 	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/relayrole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/transport"
 )
+
+// RoleRelay is the relay role: the fan-out tier of big guilds. A relay
+// node serves RelayNode over gRPC and delivers what it receives to the
+// gateway nodes over its own GatewayNode streams (runtime/relayrole).
+const RoleRelay = relayrole.Name
 
 // Roles a node can run.
 var Roles = append([]string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild, registry.RoleData, RoleReadState, RolePresence, RoleRelay}, tableRoleNames()...)
@@ -211,16 +218,13 @@ type Node struct {
 	// --roles=relay: the relay's gateway client; guild nodes: the relay
 	// router of guilds with a relay tier and its client.
 	// api role: the REST limiter's counters (--redis, or per node).
-	rlCounters  counters.Counters
-	relays      *relayRouter
-	relayClient transport.RelayClient
-	psRole      *presenceRole
-	psGuilds    transport.GuildClient
-	psSink      transport.GatewayClient
-	psRing      *registry.LocalRing // presence is sharded by user on it (presencerole_ring.go)
-	psClient    *shardedPresence
-	psDir       transport.SessionDirectory
-	psCache     *presenceCache
+	rlCounters counters.Counters
+	psRole     *presenceRole
+	psGuilds   transport.GuildClient
+	psSink     transport.GatewayClient
+	psRing     *registry.LocalRing // presence is sharded by user on it (presencerole_ring.go)
+	psClient   *shardedPresence
+	psDir      transport.SessionDirectory
 
 	httpL, grpcL, adminL net.Listener
 	grpc                 *transport.Server
@@ -228,24 +232,22 @@ type Node struct {
 	// roleMux holds the table roles' HTTP routes, roleAdmin their admin
 	// endpoints.
 	roleMux, roleAdmin *http.ServeMux
-	// voiceFleet is the SFUs of the registry (guild role); the web
-	// client's policy admits their endpoints.
-	voiceFleet *fleet.Registry
+	// voiceEndpoints lists the endpoints of the SFUs the guild role
+	// allocates from; the web client's policy admits them.
+	voiceEndpoints func() []string
 
-	guilds    *guild.Service // guild role
+	guilds    *guild.Service // guild role (guildrole.Service)
 	bots      *platform.Bots // guild role
 	botStore  bots.Store     // api role without the guild role
-	guildRole *guildRole
-	sink      transport.GatewayClient
-	sessDir   transport.SessionDirectory // guild role: the session directory (sessions.go)
-	gateway   *gateway.Node              // gateway role
+	guildREST *guildREST     // guild role: its REST surface
+	gateway   *gateway.Node  // gateway role
 	gwBackend *gatewayBackend
 	drain     drainer // POST /admin/drain (drain.go)
 	// adminToken guards /admin/ and goes on admin calls to other nodes.
 	adminToken string
 	admission  *identifyAdmission
 	identify   *guild.Service
-	client     transport.GuildClient
+	client     transport.GuildClient // gateway role: guildrole.Client, closed with the seams
 	// leasePart runs the gateway role's entitlement lease manager.
 	leasePart lifecycle.Part
 
@@ -346,7 +348,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	res := newResolver(st)
-	clientCfg := transport.ClientConfig{CallTimeout: cfg.CallTimeout, Errors: guildErrors, Logger: log.With("component", "transport")}
+	clientCfg := transport.ClientConfig{CallTimeout: cfg.CallTimeout, Errors: guildrole.Errors, Logger: log.With("component", "transport")}
 	svc := transport.Services{Node: cfg.Node}
 	n.roleMux, n.roleAdmin = http.NewServeMux(), http.NewServeMux()
 	// parts are what the roles built through package role build from.
@@ -382,7 +384,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if has(cfg, RolePresence) {
 		n.psSink = transport.NewGatewayClient(clientCfg, n.gwRing)
 		n.psGuilds = transport.NewGuildClient(clientCfg, n.guildRng)
-		n.psDir = transport.NewSessionDirectory(clientCfg, gatewayRoster{n.gwRing})
+		n.psDir = transport.NewSessionDirectory(clientCfg, role.RingRoster{LocalRing: n.gwRing})
 		if n.psRole, err = openPresenceRole(cfg, n, st, n.psGuilds, n.guildRng, n.psSink, n.psDir); err != nil {
 			return nil, err
 		}
@@ -403,18 +405,15 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	if has(cfg, registry.RoleGuild) {
-		n.sink = transport.NewGatewayClient(clientCfg, n.gwRing)
-		n.relayClient = transport.NewRelayClient(clientCfg)
-		if n.relays, err = newRelayRouter(n.relayClient, n.metrics, log.With("component", "relays")); err != nil {
-			return nil, fmt.Errorf("cluster: relays: %w", err)
+		// The guild role (runtime/guildrole, built with the chat roles)
+		// provides the guild service; the REST API and the bot platform
+		// for its guilds are served here.
+		var ok bool
+		if n.guilds, ok = role.Lookup(&n.seams, guildrole.Service); !ok {
+			return nil, errors.New("cluster: the guild role provided no guild service")
 		}
-		n.sessDir = transport.NewSessionDirectory(clientCfg, gatewayRoster{n.gwRing})
-		if n.guilds, err = guild.NewService(guild.Config{Logger: log.With("component", "guild"), Registerer: n.metrics, ShadowEvery: cfg.PermissionsShadowEvery},
-			guild.Deps{Store: st, Sink: n.sink, IDs: ids, Auth: issuer, Relays: n.relays, Sessions: n.sessDir}); err != nil {
-			return nil, fmt.Errorf("cluster: guild service: %w", err)
-		}
-		if err := n.enableVoice(cfg); err != nil {
-			return nil, err
+		if endpoints, ok := role.Lookup(&n.seams, guildrole.VoiceEndpoints); ok {
+			n.voiceEndpoints = endpoints
 		}
 		owns := transport.OwnedBy(n.guildRng, cfg.Node)
 		objs, err := platform.OpenObjects(ctx, cfg)
@@ -462,22 +461,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		surface := http.NewServeMux()
 		n.bots.Routes(surface, restAPI)
 		memberRemoved = n.bots.MemberRemoved(n.guilds, platform.GuildBotFlags(n.guilds))
-		n.guildRole = &guildRole{
-			node:    cfg.Node,
-			svc:     n.guilds,
-			ring:    n.guildRng,
-			owns:    owns,
-			res:     res,
-			api:     surface,
-			metrics: n.m,
-			log:     log.With("component", "guild"),
-		}
-		if cfg.Presence.Enabled {
-			if n.psCache, err = enableGuildPresence(n.guilds, n.metrics); err != nil {
-				return nil, err
-			}
-		}
-		svc.Guild, svc.Owns = guildBackend{svc: n.guilds, presences: n.psCache}, owns
+		n.guildREST = &guildREST{node: cfg.Node, owns: owns, res: res, api: surface, log: log.With("component", "guild")}
 	}
 	if has(cfg, registry.RoleGateway) {
 		// Identify only reads the store; this service never loads an
@@ -486,7 +470,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			guild.Deps{Store: st, Sink: discardSink{}, IDs: ids, Auth: issuer}); err != nil {
 			return nil, fmt.Errorf("cluster: identify service: %w", err)
 		}
-		n.client = transport.NewGuildClient(clientCfg, n.guildRng)
+		// The guilds this node subscribes sessions on run on the guild
+		// nodes: the process's GuildNode client (guildrole.Client).
+		if n.client, err = guildrole.Client(ctx, parts); err != nil {
+			return nil, fmt.Errorf("cluster: guild client: %w", err)
+		}
 		n.gwBackend = newGatewayBackend(guild.NewGatewayBackend(n.identify), st, n.client, n.guildRng,
 			cfg.CallTimeout, n.m, log.With("component", "gateway"))
 		gwCfg := gateway.Config{
@@ -526,7 +514,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		svc.Gateway, svc.Sessions = leavingSink{next: n.gateway, backend: n.gwBackend}, n.gwBackend
 	}
 	if n.grpcL != nil {
-		if n.grpc, err = transport.NewServer(transport.ServerConfig{Errors: guildErrors, Logger: log.With("component", "transport")}, svc); err != nil {
+		if n.grpc, err = transport.NewServer(transport.ServerConfig{Errors: guildrole.Errors, Logger: log.With("component", "transport")}, svc); err != nil {
 			return nil, fmt.Errorf("cluster: grpc server: %w", err)
 		}
 	}
@@ -569,8 +557,8 @@ func (n *Node) routes(proxy http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	rest := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
-		case n.guildRole != nil && (proxy == nil || r.Header.Get(forwardedHeader) != ""):
-			n.guildRole.ServeHTTP(w, r)
+		case n.guildREST != nil && (proxy == nil || r.Header.Get(forwardedHeader) != ""):
+			n.guildREST.ServeHTTP(w, r)
 		case proxy != nil:
 			proxy.ServeHTTP(w, r)
 		default:
@@ -589,8 +577,8 @@ func (n *Node) routes(proxy http.Handler) http.Handler {
 	// The web client answers GET and HEAD outside /api on every node, as in
 	// concord dev; other methods reach the REST handler's JSON 404.
 	webOpts := web.Options{GatewayURL: n.cfg.PublicURL, MediaSrc: n.cfg.WebMediaOrigins}
-	if n.voiceFleet != nil {
-		webOpts.VoiceEndpoints = n.voiceFleet.Endpoints
+	if n.voiceEndpoints != nil {
+		webOpts.VoiceEndpoints = n.voiceEndpoints
 	}
 	var fallback http.Handler = platform.WebOr(web.Handler(webOpts), rest)
 	if n.gateway != nil {
@@ -620,9 +608,6 @@ func (n *Node) addLoops() {
 	loop := func(name string, run func(ctx context.Context)) {
 		_ = n.group.Add(lifecycle.Part{Name: name, Run: func(ctx context.Context) error { run(ctx); return nil }})
 	}
-	if n.guildRole != nil {
-		loop("guild/sweep", func(ctx context.Context) { n.guildRole.sweep(ctx, n.cfg.RetryInterval) })
-	}
 	if n.psRole != nil {
 		loop("presence/run", n.psRole.run)
 		loop("presence/follow-ring", func(ctx context.Context) {
@@ -632,9 +617,6 @@ func (n *Node) addLoops() {
 	if n.gateway != nil && n.psClient != nil {
 		loop("gateway/presence-reports", func(ctx context.Context) { n.gateway.RunReports(ctx, n.cfg.Presence.ReportInterval) })
 		loop("gateway/presence-ring", func(ctx context.Context) { followGatewayPresenceRing(ctx, n.psRing, n.gateway.ReportSessions) })
-	}
-	if n.relays != nil {
-		loop("guild/relays", func(ctx context.Context) { n.relays.follow(ctx, n.reg, n.cfg.RetryInterval) })
 	}
 	if n.gwBackend != nil {
 		loop("gateway/follow-ring", func(ctx context.Context) { n.gwBackend.follow(ctx, n.cfg.RetryInterval) })
@@ -750,9 +732,6 @@ func (n *Node) Close() error {
 	if n.gateway != nil {
 		n.gateway.Close()
 	}
-	if n.client != nil {
-		errs = append(errs, n.client.Close())
-	}
 	errs = append(errs, n.admission.close())
 	if n.dataClient != nil {
 		errs = append(errs, n.dataClient.Close())
@@ -777,9 +756,6 @@ func (n *Node) Close() error {
 	if n.botStore != nil {
 		errs = append(errs, n.botStore.Close())
 	}
-	if n.guilds != nil {
-		errs = append(errs, n.guilds.Close())
-	}
 	errs = append(errs, n.pub.close())
 	if n.identify != nil {
 		errs = append(errs, n.identify.Close())
@@ -787,16 +763,8 @@ func (n *Node) Close() error {
 	if n.rlCounters != nil {
 		errs = append(errs, n.rlCounters.Close())
 	}
-	if n.relayClient != nil {
-		errs = append(errs, n.relayClient.Close())
-	}
-	if n.sink != nil {
-		errs = append(errs, n.sink.Close())
-	}
-	if n.sessDir != nil {
-		errs = append(errs, n.sessDir.Close())
-	}
-	// The rings and clients the roles shared.
+	// The rings and clients the roles shared, and the chat roles'
+	// services (the guild service among them).
 	errs = append(errs, n.seams.Close())
 	if n.httpL != nil {
 		n.httpL.Close()

@@ -14,9 +14,6 @@ type metrics struct {
 	// resubscribed counts session subscriptions a gateway sent again
 	// because their guild moved or the last attempt failed.
 	resubscribed prometheus.Counter
-	// unloaded counts guild actors a guild node stopped because the ring
-	// placed their guild elsewhere.
-	unloaded prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -33,13 +30,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "concord_cluster_resubscriptions_total",
 			Help: "Session subscriptions a gateway node sent again after a guild moved or a failed attempt.",
 		}),
-		unloaded: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "concord_cluster_guilds_unloaded_total",
-			Help: "Guild actors a guild node stopped because the ring placed the guild on another node.",
-		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.proxyRetries, m.proxyFailures, m.resubscribed, m.unloaded} {
+		for _, c := range []prometheus.Collector{m.proxyRetries, m.proxyFailures, m.resubscribed} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

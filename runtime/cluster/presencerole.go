@@ -9,18 +9,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/concord-chat/concord/runtime/event"
-	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/presence"
 	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/registry"
-	"github.com/concord-chat/concord/runtime/shed"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/transport"
-	"github.com/concord-chat/concord/runtime/typing"
 )
 
 // RolePresence is the presence role (runtime/presence): every live
@@ -140,56 +135,6 @@ func (r *presenceRouter) broadcast(ctx context.Context, userID snowflake.ID, p p
 			r.log.Warn("presence change not delivered to guild node", "user_id", userID, "node", owner, "err", err)
 		}
 	}
-}
-
-// presenceCache is a guild node's guild.PresenceSource: the presences the
-// presence node broadcast to it. A guild node that starts (or takes a
-// guild over) sees members offline until their next change; the presence
-// node does not re-announce unchanged statuses.
-type presenceCache struct {
-	mu sync.Mutex
-	m  map[snowflake.ID]presence.Presence
-}
-
-func newPresenceCache() *presenceCache {
-	return &presenceCache{m: make(map[snowflake.ID]presence.Presence)}
-}
-
-// Get implements guild.PresenceSource.
-func (c *presenceCache) Get(userID snowflake.ID) presence.Presence {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p, ok := c.m[userID]; ok {
-		return p
-	}
-	return presence.OfflinePresence()
-}
-
-func (c *presenceCache) set(userID snowflake.ID, p presence.Presence) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p.Status == presence.Offline {
-		delete(c.m, userID)
-		return
-	}
-	c.m[userID] = p
-}
-
-// enableGuildPresence turns on presence, member lists and focused typing
-// in a guild node's service, as the single-process platform does, with
-// the presences the presence node broadcasts as their source.
-func enableGuildPresence(svc *guild.Service, reg prometheus.Registerer) (*presenceCache, error) {
-	tracker, err := typing.New(typing.Config{Registerer: reg})
-	if err != nil {
-		return nil, fmt.Errorf("cluster: typing: %w", err)
-	}
-	shedder, err := shed.New(shed.Config{Registerer: reg})
-	if err != nil {
-		return nil, fmt.Errorf("cluster: shed: %w", err)
-	}
-	cache := newPresenceCache()
-	svc.EnablePresence(guild.PresenceConfig{Source: cache, Tracker: tracker, Shedder: shedder})
-	return cache, nil
 }
 
 // newGatewayPresence is a gateway node's presence side in a cluster

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/concord-chat/concord/runtime/event"
-	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/transport"
 )
@@ -124,13 +123,6 @@ func (b *gatewayBackend) SubscribeGuild(ctx context.Context, id event.SessionID,
 	b.subscribe(ctx, g, s)
 	return true, nil
 }
-
-// gatewayRoster is the transport.Roster of the gateway nodes: the live
-// nodes of a LocalRing over the gateway role.
-type gatewayRoster struct{ *registry.LocalRing }
-
-// Nodes implements transport.Roster.
-func (r gatewayRoster) Nodes() []registry.Node { return r.View().Nodes() }
 
 // leavingSink is the event.Sink a gateway node serves GatewayNode.Deliver
 // with: it hands every batch to the node, and first notes the guilds a

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/concord-chat/concord/runtime/guildrole"
+	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/roles"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -33,8 +35,16 @@ func TestDevBuildsChatRoles(t *testing.T) {
 	t.Cleanup(func() { roles.Chat = saved })
 
 	p, _ := startTestPlatform(t)
-	if !slices.Equal(built, want) || !slices.Contains(built, "readstate") {
-		t.Fatalf("dev built chat roles %v, want %v (readstate among them)", built, want)
+	if !slices.Equal(built, want) || !slices.Contains(built, "guild") || !slices.Contains(built, "readstate") {
+		t.Fatalf("dev built chat roles %v, want %v (guild and readstate among them)", built, want)
+	}
+	// The REST API, the gateway and read states call the guild role's
+	// service, the one the seam holds.
+	if svc, ok := role.Lookup(&p.seams, guildrole.Service); !ok || svc == nil || svc != p.guilds {
+		t.Fatalf("the guild seam of concord dev = %p, %v; the platform calls %p", svc, ok, p.guilds)
+	}
+	if g, ok := role.Lookup(&p.seams, readstaterole.LocalGuilds); !ok || g != readstaterole.Guilds(p.guilds) {
+		t.Fatal("read states of concord dev do not check visibility with the guild role's service")
 	}
 	if p.readStates.Local() == nil {
 		t.Fatal("the read-state seam of concord dev is not the readstate role's in-process service")

@@ -1,7 +1,9 @@
 // Package platform builds the roles of `concord dev` in one process:
-// storage, id minting, auth, guild actors, the gateway, bots and the REST
-// API on one HTTP listener, with /metrics, /healthz and /readyz beside
-// them. Its configuration is runtime/config's; its defaults are there.
+// storage, id minting, auth, the gateway, bots and the REST API on one
+// HTTP listener, with /metrics, /healthz and /readyz beside them, and the
+// roles of runtime/roles (the guild actors among them, runtime/guildrole)
+// through the same role.Build as `concord serve`. Its configuration is
+// runtime/config's; its defaults are there.
 package platform
 
 import (

@@ -25,8 +25,10 @@ import (
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/dataservice"
+	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/readstaterole"
@@ -113,23 +115,27 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if err != nil {
 		return nil, fmt.Errorf("platform: snowflake: %w", err)
 	}
-	sink := &sinkRef{}
-	if p.guilds, err = guild.NewService(guild.Config{Logger: cfg.Logger.With("component", "guild"), Registerer: p.registry, ShadowEvery: cfg.PermissionsShadowEvery},
-		guild.Deps{Store: p.store, Sink: sink, IDs: ids, Auth: p.auth}); err != nil {
-		return nil, fmt.Errorf("platform: guild service: %w", err)
-	}
 	if p.reads, err = openReadPath(ctx, cfg, p.registry); err != nil {
 		return nil, err
 	}
 	// The chat roles built through package role, before the parts that
 	// call them: the same Build functions as `concord serve`, every seam
-	// in process.
+	// in process. The guild role delivers to this process's gateway
+	// (sink, set once the gateway exists) and allocates calls from the
+	// in-process voice fleet the voice role adds its SFU to.
 	p.roleMux, p.roleAdmin = http.NewServeMux(), http.NewServeMux()
+	sink := &sinkRef{}
+	p.voiceFleet = fleet.NewLocal()
 	role.Provide(&p.seams, readstaterole.LogKey, p.reads.log)
-	role.Provide[readstaterole.Guilds](&p.seams, readstaterole.LocalGuilds, p.guilds)
-	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids, Admin: p.roleAdmin, Seams: &p.seams}
+	role.Provide[event.Sink](&p.seams, guildrole.LocalSink, sink)
+	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids,
+		VoiceFleet: p.voiceFleet, Admin: p.roleAdmin, Seams: &p.seams}
 	if err := role.Build(ctx, roles.Chat, func(string) bool { return true }, parts, p.roleMux, &p.group); err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
+	}
+	var built bool
+	if p.guilds, built = role.Lookup(&p.seams, guildrole.Service); !built {
+		return nil, errors.New("platform: the guild role provided no guild service")
 	}
 	if p.readStates, err = readstaterole.Open(ctx, parts); err != nil {
 		return nil, fmt.Errorf("platform: read states: %w", err)
@@ -193,12 +199,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if err != nil {
 		return nil, err
 	}
-	voiceFleet, err := enableVoice(cfg, p.guilds)
-	if err != nil {
-		return nil, err
-	}
-	p.voiceFleet = voiceFleet
-	parts.Counters, parts.VoiceFleet = p.counters, voiceFleet
+	parts.Counters = p.counters
 	if err := role.Build(ctx, roles.Table, func(string) bool { return true }, parts, p.roleMux, &p.group); err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
@@ -380,12 +381,11 @@ func (p *Platform) close() error {
 	if p.presence != nil {
 		p.presence.stop()
 	}
+	// The seams close the chat roles' services (the guild service among
+	// them) after the parts that call them.
 	errs = append(errs, p.reads.close(), p.bots.close(), p.seams.Close())
 	if p.counters != nil {
 		errs = append(errs, p.counters.Close())
-	}
-	if p.guilds != nil {
-		errs = append(errs, p.guilds.Close())
 	}
 	if p.store != nil {
 		errs = append(errs, p.store.Close())

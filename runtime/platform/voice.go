@@ -7,23 +7,7 @@ import (
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
-	"github.com/concord-chat/concord/runtime/voice/fleet"
-	"github.com/concord-chat/concord/runtime/voicerole"
 )
-
-// enableVoice turns voice channels on in the guild service, allocating
-// from the in-process fleet the voice role adds its SFU to.
-func enableVoice(cfg Config, guilds *guild.Service) (*fleet.Local, error) {
-	key, err := voicerole.SigningKey(cfg, true)
-	if err != nil {
-		return nil, fmt.Errorf("platform: %w", err)
-	}
-	f := fleet.NewLocal()
-	if err := guilds.EnableVoice(guild.VoiceConfig{Allocator: f, Key: key}); err != nil {
-		return nil, fmt.Errorf("platform: %w", err)
-	}
-	return f, nil
-}
 
 // voiceStateHandler serves op 4 from the guild service.
 func voiceStateHandler(guilds *guild.Service) gateway.OpHandler {

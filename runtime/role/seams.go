@@ -134,3 +134,10 @@ func Ring(ctx context.Context, s *Seams, reg registry.Registry, role string, cfg
 		return r, func() error { r.Close(); return nil }, nil
 	})
 }
+
+// RingRoster is the transport.Roster of the live nodes of a watched
+// ring (the session directory's gateway nodes).
+type RingRoster struct{ *registry.LocalRing }
+
+// Nodes implements transport.Roster.
+func (r RingRoster) Nodes() []registry.Node { return r.View().Nodes() }

@@ -6,6 +6,7 @@ package roles
 
 import (
 	"github.com/concord-chat/concord/runtime/datarole"
+	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/live/liverole"
 	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/relayrole"
@@ -21,10 +22,12 @@ var Table = []role.Role{
 
 // Chat is the chat roles built through package role, in build order.
 // Both commands build them before the chat roles they still wire
-// themselves (gateway, api, guild, presence), which call them through
-// their seams (readstaterole.Open).
+// themselves (gateway, api, presence), which call them through their
+// seams (guildrole.Service, readstaterole.Open). The guild role comes
+// before the read-state role, which in `concord dev` checks visibility
+// with the guild service it provides.
 var Chat = []role.Role{
-	datarole.Role, readstaterole.Role, relayrole.Role,
+	datarole.Role, guildrole.Role, readstaterole.Role, relayrole.Role,
 }
 
 // Names are the names of Table's roles.

@@ -1,121 +1,18 @@
-package cluster
+package guildrole
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
-	"time"
-
-	"google.golang.org/grpc/codes"
 
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/memberlist"
 	"github.com/concord-chat/concord/runtime/presence"
-	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/transport"
 )
-
-// guildErrors is the domain part of the transport's error table, shared
-// by guild servers and gateway clients.
-var guildErrors = []transport.ErrorCode{
-	{Err: guild.ErrMissingAccess, Code: codes.PermissionDenied},
-	{Err: guild.ErrUnknownGuild, Code: codes.NotFound},
-	{Err: guild.ErrNotSubscribed, Code: codes.NotFound},
-}
-
-// guildRole is the guild role of a node: the guild actors of the guilds
-// the placement ring gives this node, the REST API for them, and the
-// GuildNode gRPC service gateways subscribe sessions through.
-type guildRole struct {
-	node    string
-	svc     *guild.Service
-	ring    *registry.LocalRing
-	owns    func(snowflake.ID) bool
-	res     *resolver
-	api     http.Handler
-	metrics *metrics
-	log     *slog.Logger
-}
-
-// ServeHTTP serves the REST API for the guilds this node owns. A request
-// for another node's guild (the API node's ring is ahead of or behind
-// ours) is answered 503 with notOwnerHeader, unprocessed, so that the API
-// node retries it on the owner; this keeps a guild's writes in one actor.
-func (g *guildRole) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := routingBody(w, r)
-	if err != nil {
-		writeTooLarge(w)
-		return
-	}
-	rt, err := g.res.route(r.Context(), r, body)
-	if err != nil {
-		g.log.Warn("route request", "path", r.URL.Path, "err", err)
-		writeError(w, http.StatusServiceUnavailable, "Service unavailable")
-		return
-	}
-	if rt.Guild != 0 && !g.owns(rt.Guild) {
-		w.Header().Set(notOwnerHeader, g.node)
-		writeError(w, http.StatusServiceUnavailable, "Service unavailable: guild placed on another node")
-		return
-	}
-	g.api.ServeHTTP(w, r)
-}
-
-// routingBody reads a request's body for routing and puts it back for the
-// handler.
-func routingBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if r.Body == nil || r.Body == http.NoBody || isUpload(r) {
-		// An upload is streamed to the REST handler, which bounds it
-		// (spool.go); no route reads it.
-		return nil, nil
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxProxyBody))
-	if err != nil {
-		return nil, err
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	return body, nil
-}
-
-// sweep unloads every loaded guild the ring no longer gives this node, at
-// each ring change and every interval (guilds created or touched here for
-// a moment, such as by POST /guilds, are placed elsewhere), until ctx
-// ends.
-func (g *guildRole) sweep(ctx context.Context, interval time.Duration) {
-	changes := g.ring.Changes(ctx)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case _, ok := <-changes:
-			if !ok {
-				return
-			}
-		case <-t.C:
-		case <-ctx.Done():
-			return
-		}
-		for _, id := range g.svc.LoadedGuilds() {
-			if g.owns(id) {
-				continue
-			}
-			if err := g.svc.Unload(ctx, id); err != nil {
-				if ctx.Err() == nil {
-					g.log.Warn("unload guild placed elsewhere", "guild_id", id, "err", err)
-				}
-				continue
-			}
-			g.metrics.unloaded.Inc()
-		}
-	}
-}
 
 // guildBackend serves GuildNode with the local guild service.
 type guildBackend struct {
@@ -218,4 +115,15 @@ func notOwner(err error) error {
 		return fmt.Errorf("%w: %w", transport.ErrNotOwner, err)
 	}
 	return err
+}
+
+// isVoiceRefusal reports a join the guild refused (permissions, a full or
+// unknown channel): answered, not a failure of the owner.
+func isVoiceRefusal(err error) bool {
+	for _, e := range []error{guild.ErrMissingPermissions, guild.ErrMissingAccess, guild.ErrUnknownChannel} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

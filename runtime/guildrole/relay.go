@@ -1,4 +1,4 @@
-package cluster
+package guildrole
 
 import (
 	"context"
@@ -16,17 +16,13 @@ import (
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/registry"
-	"github.com/concord-chat/concord/runtime/relayrole"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/transport"
 )
 
-// RoleRelay is the relay role: the fan-out tier of big guilds. A relay
-// node serves RelayNode over gRPC and delivers what it receives to the
-// gateway nodes over its own GatewayNode streams. The operator's
-// RelayTier controller runs relay pods and writes their gRPC addresses
-// under relays/<guild id>; guild nodes follow those keys.
-const RoleRelay = relayrole.Name
+// The relay tier of big guilds: the operator's RelayTier controller runs
+// relay pods (runtime/relayrole) and writes their gRPC addresses under
+// relays/<guild id>; guild nodes follow those keys.
 
 // relaysPrefix is the registry kv prefix of the relay lists (JSON arrays
 // of host:port), one key per guild (operator/fleet/etcdfleet.RelaysKey).

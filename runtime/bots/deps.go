@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/mention"
+	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/wire"

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/concord-chat/concord/runtime/eventlog/outbox"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
@@ -21,6 +22,10 @@ func TestInteractionReplyMentionCounts(t *testing.T) { testInteractionReplyMenti
 
 func testInteractionReplyMentionCounts(t *testing.T, opts ...func(*Config)) {
 	p, addr := startTestPlatform(t, opts...)
+	// The bot platform's writes go through the store's outbox here.
+	if _, _, ok := outbox.Atomic(p.Store(), p.reads.outbox); !ok {
+		t.Fatalf("the store %T is not a transactional outbox the platform's outbox relays", p.Store())
+	}
 	var alice, bob struct {
 		Token  string `json:"token"`
 		UserID string `json:"user_id"`

@@ -175,8 +175,24 @@ func (d *Directory) applyLocked(c registry.KVChange) {
 			delete(d.streams, id)
 			return
 		}
-		d.streams[id] = s
+		d.rememberLocked(s)
 	}
+}
+
+// Remember records a stream this instance just saved, ahead of the watch
+// delivering it; a copy older than the one held (a lower Version) is
+// ignored, here and from the watch.
+func (d *Directory) Remember(s live.Stream) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.rememberLocked(s)
+}
+
+func (d *Directory) rememberLocked(s live.Stream) {
+	if cur, ok := d.streams[s.ID]; ok && cur.Version > s.Version {
+		return
+	}
+	d.streams[s.ID] = s
 }
 
 func compile(terms []string) []string {

@@ -3,8 +3,6 @@ package api
 import (
 	"encoding/json"
 	"net/http"
-	"slices"
-	"strconv"
 
 	"github.com/concord-chat/concord/runtime/rich"
 	"github.com/concord-chat/concord/runtime/store"
@@ -19,9 +17,6 @@ const (
 	flagSuppressNotifications = 1 << 12
 	sendableFlags             = flagSuppressEmbeds | flagSuppressNotifications
 )
-
-// maxAllowedMentionIDs is Discord's limit on allowed_mentions.users/roles.
-const maxAllowedMentionIDs = 100
 
 // errInvalidSticker refuses sticker_ids: Concord has no stickers, so no
 // sticker id can name one (Discord's 50081 Invalid Sticker Sent).
@@ -53,27 +48,8 @@ func checkRich(embeds, components *[]json.RawMessage, stickers []reqID, am *allo
 }
 
 func checkAllowedMentions(am *allowedMentions) error {
-	if am == nil {
-		return nil
-	}
-	if am.Parse != nil {
-		for i, p := range *am.Parse {
-			if !slices.Contains([]string{"users", "roles", "everyone"}, p) {
-				return formError("allowed_mentions.parse."+strconv.Itoa(i), "BASE_TYPE_CHOICES", "Value must be one of ('everyone', 'roles', 'users').")
-			}
-		}
-		if slices.Contains(*am.Parse, "users") && len(am.Users) > 0 {
-			return formError("allowed_mentions", "MESSAGE_ALLOWED_MENTIONS_PARSE_EXCLUSIVE", `parse:["users"] and users: [ids...] are mutually exclusive.`)
-		}
-		if slices.Contains(*am.Parse, "roles") && len(am.Roles) > 0 {
-			return formError("allowed_mentions", "MESSAGE_ALLOWED_MENTIONS_PARSE_EXCLUSIVE", `parse:["roles"] and roles: [ids...] are mutually exclusive.`)
-		}
-	}
-	if len(am.Users) > maxAllowedMentionIDs {
-		return formError("allowed_mentions.users", "BASE_TYPE_MAX_LENGTH", "Must be 100 or fewer in length.")
-	}
-	if len(am.Roles) > maxAllowedMentionIDs {
-		return formError("allowed_mentions.roles", "BASE_TYPE_MAX_LENGTH", "Must be 100 or fewer in length.")
+	if p := am.allowed().Check(); p != nil {
+		return formError(p.Field, p.Code, p.Message)
 	}
 	return nil
 }

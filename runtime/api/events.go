@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/concord-chat/concord/runtime/eventlog"
+	"github.com/concord-chat/concord/runtime/eventlog/outbox"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/readstate"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -52,73 +53,37 @@ func bindOutbox(events EventPublisher, st store.Store) {
 	}
 }
 
-// atomicEvents returns the store's event writer and the relay when
-// events committed with message writes reach the log; ok is false when
-// the message must be written alone and its event published after.
-func (h *handler) atomicEvents() (w store.MessageEvents, r StoreRelay, ok bool) {
-	if h.events == nil {
-		return nil, nil, false
-	}
-	r, ok = h.events.(StoreRelay)
-	if !ok {
-		return nil, nil, false
-	}
-	tx, ok := h.store.(store.TransactionalOutbox)
-	if !ok || !r.RelaysStore(tx) {
-		return nil, nil, false
-	}
-	return tx, r, true
-}
-
-// storedEvent is the event of a create or update of m, as the store holds
-// it (mentions are the ones the send was authorised with).
-func storedEvent(typ string, m store.Message) eventlog.MessageEvent {
-	return eventlog.MessageEvent{
-		Type: typ, GuildID: m.GuildID, ChannelID: m.ChannelID, MessageID: m.ID, AuthorID: m.AuthorID,
-		Mentions: m.Mentions, MentionRoles: m.MentionRoles, MentionEveryone: m.MentionEveryone, Content: m.Content,
-	}
-}
-
 // putMessageLogged writes m and, when the store commits events with
 // message writes, its typ event in the same write; logged reports that
-// the event was committed (the caller then does not publish it).
+// the event was committed (the caller then does not publish it). The
+// write and the event are the shared ones (outbox.PutMessage), which the
+// bot platform's interaction responses use too.
 func (h *handler) putMessageLogged(ctx context.Context, typ string, m store.Message) (logged bool, err error) {
-	w, r, ok := h.atomicEvents()
-	if !ok {
-		return false, h.store.PutMessage(ctx, m)
-	}
-	rec, err := storedEvent(typ, m).Record()
-	if err != nil {
-		return false, err
-	}
-	if err := w.PutMessageEvents(ctx, m, store.Event{Topic: rec.Topic, Key: rec.Key, Value: rec.Value}); err != nil {
-		return false, err
-	}
-	r.Committed(store.OutboxShard(m.ChannelID))
-	return true, nil
+	return outbox.PutMessage(ctx, h.store, h.eventsOrNil(), typ, m)
 }
 
 // deleteMessagesLogged deletes ids of a channel and, when the store
 // commits events with message writes, one MESSAGE_DELETE per id in the
 // same write; logged reports that.
 func (h *handler) deleteMessagesLogged(ctx context.Context, guildID, channelID snowflake.ID, ids []snowflake.ID) (logged bool, err error) {
-	w, r, ok := h.atomicEvents()
-	if !ok {
-		return false, h.store.DeleteMessages(ctx, channelID, ids)
+	return outbox.DeleteMessages(ctx, h.store, h.eventsOrNil(), guildID, channelID, ids)
+}
+
+// atomicEvents returns the store's event writer and the relay when
+// events committed with message writes reach the log (outbox.Atomic); ok
+// is false when the message must be written alone and its event
+// published after.
+func (h *handler) atomicEvents() (w store.MessageEvents, c outbox.Committer, ok bool) {
+	return outbox.Atomic(h.store, h.eventsOrNil())
+}
+
+// eventsOrNil is the publisher as an untyped value: nil when there is
+// none, so a nil EventPublisher never looks like a relay.
+func (h *handler) eventsOrNil() any {
+	if h.events == nil {
+		return nil
 	}
-	evs := make([]store.Event, 0, len(ids))
-	for _, id := range ids {
-		rec, err := eventlog.MessageEvent{Type: eventlog.MessageDelete, GuildID: guildID, ChannelID: channelID, MessageID: id}.Record()
-		if err != nil {
-			return false, err
-		}
-		evs = append(evs, store.Event{Topic: rec.Topic, Key: rec.Key, Value: rec.Value})
-	}
-	if err := w.DeleteMessagesEvents(ctx, channelID, ids, evs...); err != nil {
-		return false, err
-	}
-	r.Committed(store.OutboxShard(channelID))
-	return true, nil
+	return h.events
 }
 
 // ReadStates moves read markers; the read-state role implements it.

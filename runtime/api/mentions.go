@@ -1,19 +1,12 @@
 package api
 
 import (
-	"regexp"
-	"slices"
-
+	"github.com/concord-chat/concord/runtime/mention"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
-var (
-	userMention = regexp.MustCompile(`<@!?([0-9]{1,20})>`)
-	roleMention = regexp.MustCompile(`<@&([0-9]{1,20})>`)
-	everyone    = regexp.MustCompile(`@(everyone|here)`)
-)
-
-// allowedMentions is Discord's allowed_mentions object.
+// allowedMentions is Discord's allowed_mentions object as a request body
+// holds it (reqID for the API's decode errors).
 type allowedMentions struct {
 	Parse       *[]string `json:"parse"`
 	Users       []reqID   `json:"users"`
@@ -21,43 +14,26 @@ type allowedMentions struct {
 	RepliedUser bool      `json:"replied_user"`
 }
 
-// parsedMentions are the mentions in a message that may ping.
-type parsedMentions struct {
-	Everyone bool
-	Users    []snowflake.ID
-	Roles    []snowflake.ID
+// allowed converts am to the shared parser's form (nil stays nil).
+func (am *allowedMentions) allowed() *mention.Allowed {
+	if am == nil {
+		return nil
+	}
+	out := &mention.Allowed{Parse: am.Parse, RepliedUser: am.RepliedUser}
+	for _, id := range am.Users {
+		out.Users = append(out.Users, snowflake.ID(id))
+	}
+	for _, id := range am.Roles {
+		out.Roles = append(out.Roles, snowflake.ID(id))
+	}
+	return out
 }
 
-// parseMentions finds <@id>, <@!id>, <@&id>, @everyone and @here in
-// content and applies allowed_mentions: without it everything parses; with
-// it (even {}), only the kinds in parse ("users", "roles", "everyone") and
-// the ids in its users and roles lists.
+// parsedMentions are the mentions in a message that may ping.
+type parsedMentions = mention.Parsed
+
+// parseMentions is mention.Parse over a request's allowed_mentions: the
+// parser every message-writing path shares.
 func parseMentions(content string, am *allowedMentions) parsedMentions {
-	var out parsedMentions
-	allowKind := func(kind string) bool {
-		return am == nil || am.Parse != nil && slices.Contains(*am.Parse, kind)
-	}
-	listed := func(list []reqID, id snowflake.ID) bool {
-		return slices.Contains(list, reqID(id))
-	}
-	for _, m := range userMention.FindAllStringSubmatch(content, 100) {
-		id, err := snowflake.Parse(m[1])
-		if err != nil || slices.Contains(out.Users, id) {
-			continue
-		}
-		if allowKind("users") || am != nil && listed(am.Users, id) {
-			out.Users = append(out.Users, id)
-		}
-	}
-	for _, m := range roleMention.FindAllStringSubmatch(content, 100) {
-		id, err := snowflake.Parse(m[1])
-		if err != nil || slices.Contains(out.Roles, id) {
-			continue
-		}
-		if allowKind("roles") || am != nil && listed(am.Roles, id) {
-			out.Roles = append(out.Roles, id)
-		}
-	}
-	out.Everyone = everyone.MatchString(content) && allowKind("everyone")
-	return out
+	return mention.Parse(content, am.allowed())
 }

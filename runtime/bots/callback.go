@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/concord-chat/concord/runtime/mention"
 	"github.com/concord-chat/concord/runtime/rich"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/wire"
@@ -48,6 +49,9 @@ type messageData struct {
 	Title      string             `json:"title"`
 	// Attachments is the attachments array of a body with files.
 	Attachments json.RawMessage `json:"attachments"`
+	// AllowedMentions limits which of the content's mentions ping, as on
+	// a channel message.
+	AllowedMentions *mention.Allowed `json:"allowed_mentions"`
 
 	// files are the body's uploads (followups and edits).
 	files PendingFiles
@@ -79,6 +83,9 @@ func checkMessage(d *messageData, path string, needBody bool) error {
 			return err
 		}
 		*d.Components = out
+	}
+	if p := d.AllowedMentions.Check(); p != nil {
+		return FormError(join(path, p.Field), p.Code, p.Message)
 	}
 	if d.Flags != nil && *d.Flags&^messageFlagsAllowed != 0 {
 		return FormError(join(path, "flags"), "MESSAGE_FLAGS_INVALID", "Only EPHEMERAL, SUPPRESS_EMBEDS and SUPPRESS_NOTIFICATIONS can be set.")
@@ -274,7 +281,7 @@ func (h *Handler) respond(ctx context.Context, id snowflake.ID, body []byte) (ca
 		}
 		m, err := h.deps.Messages.EditMessage(ctx, MessageEdit{
 			ChannelID: in.ChannelID, MessageID: in.MessageID, Content: req.Data.Content,
-			Embeds: req.Data.Embeds, Components: req.Data.Components,
+			Embeds: req.Data.Embeds, Components: req.Data.Components, AllowedMentions: req.Data.AllowedMentions,
 		})
 		if err != nil {
 			return callbackResponse{}, fmt.Errorf("interaction message update: %w", err)
@@ -321,6 +328,7 @@ func (h *Handler) respond(ctx context.Context, id snowflake.ID, body []byte) (ca
 
 // fillMessage copies a body's content into a new message.
 func fillMessage(nm *NewMessage, d messageData) {
+	nm.AllowedMentions = d.AllowedMentions
 	if d.Content != nil {
 		nm.Content = *d.Content
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/mention"
 	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
@@ -128,6 +129,9 @@ type NewMessage struct {
 	InteractionID snowflake.ID
 	// Attachments are the message's stored files.
 	Attachments []store.Attachment
+	// AllowedMentions is the body's allowed_mentions (nil: every mention
+	// in Content may ping, as Discord parses them).
+	AllowedMentions *mention.Allowed
 }
 
 // MessageEdit changes a message; nil fields stay as they are.
@@ -143,6 +147,9 @@ type MessageEdit struct {
 	Attachments *[]store.Attachment
 	// EphemeralTo is the recipient of an ephemeral message.
 	EphemeralTo snowflake.ID
+	// AllowedMentions is the body's allowed_mentions; with Content set
+	// the message's mentions are resolved again from the new content.
+	AllowedMentions *mention.Allowed
 }
 
 // Messages posts, edits and deletes messages on behalf of interactions,

@@ -77,6 +77,7 @@ func (h *Handler) followup(w http.ResponseWriter, r *http.Request) error {
 		e := MessageEdit{
 			ChannelID: in.ChannelID, MessageID: in.ResponseMessageID, Content: d.Content, Embeds: d.Embeds,
 			Components: d.Components, Flags: &flags, EphemeralTo: ephemeralTo(in, in.ResponseMessageID),
+			AllowedMentions: d.AllowedMentions,
 		}
 		if e.Attachments, err = editFiles(ctx, d, in.ChannelID); err != nil {
 			return err
@@ -187,7 +188,7 @@ func (h *Handler) editWebhookMessage(w http.ResponseWriter, r *http.Request) err
 	}
 	e := MessageEdit{
 		ChannelID: in.ChannelID, MessageID: id, Content: d.Content, Embeds: d.Embeds,
-		Components: d.Components, EphemeralTo: ephemeralTo(in, id),
+		Components: d.Components, EphemeralTo: ephemeralTo(in, id), AllowedMentions: d.AllowedMentions,
 	}
 	filling := in.Loading && id == in.ResponseMessageID
 	if filling {

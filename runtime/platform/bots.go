@@ -22,8 +22,10 @@ import (
 	"github.com/concord-chat/concord/runtime/egress"
 	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/eventlog"
+	"github.com/concord-chat/concord/runtime/eventlog/outbox"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/mention"
 	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
@@ -66,7 +68,10 @@ type BotDeps struct {
 }
 
 // MessageEvents receives message events for the durable log; the outbox
-// implements it.
+// implements it. When it also relays the store's transactional outbox
+// (outbox.Committer, as *outbox.Outbox does once the REST API bound it),
+// the bot platform's message writes commit their events in the same
+// atomic store write as the message, as the REST API's do.
 type MessageEvents interface {
 	Publish(ctx context.Context, ev eventlog.MessageEvent) error
 }
@@ -379,8 +384,11 @@ func (b botDispatcher) DeliverToUser(ctx context.Context, userID, guildID snowfl
 }
 
 // botMessages posts interaction responses through the REST API's path:
-// the store write, the event log, then guild fan-out. Ephemeral messages
-// are not stored and go to their recipient's sessions only. Embeds and
+// mentions resolved as for a send, the store write with its event in the
+// same atomic write (outbox.PutMessage: a crash between the write and a
+// separate publish cannot lose the event mention counting needs), then
+// guild fan-out. Ephemeral messages are not stored, have no event and go
+// to their recipient's sessions only. Embeds and
 // components are stored with the message (the bot platform validated
 // them), so a later component interaction can be checked against them.
 type botMessages struct {
@@ -407,29 +415,61 @@ func (u botUploads) ReadPayload(w http.ResponseWriter, r *http.Request) ([]byte,
 	return body, u.s.Pending(files), nil
 }
 
-// render converts a stored message with its author.
+// render converts a stored message with its author and mentioned users.
 func (b *botMessages) render(ctx context.Context, m store.Message) wire.Message {
 	author, err := b.guilds.User(ctx, m.AuthorID)
 	if err != nil {
 		author = wire.User{ID: m.AuthorID, Username: "Deleted User", Discriminator: "0"}
 	}
-	out := wire.MessageFrom(m, author, nil, nil, nil)
+	mentions := make([]wire.User, 0, len(m.Mentions))
+	for _, id := range m.Mentions {
+		if u, err := b.guilds.User(ctx, id); err == nil {
+			mentions = append(mentions, u)
+		}
+	}
+	out := wire.MessageFrom(m, author, nil, mentions, nil)
 	if b.uploads != nil {
 		b.uploads.Sign(ctx, out.Attachments)
 	}
 	return out
 }
 
-// logEvent appends a message event to the durable log.
-func (b *botMessages) logEvent(ctx context.Context, typ string, m wire.Message) {
-	if b.events == nil || m.GuildID == 0 {
-		return
+// eventsOrNil is the publisher as an untyped value, nil when there is
+// none (a nil MessageEvents must not look like a relay).
+func (b *botMessages) eventsOrNil() any {
+	if b.events == nil {
+		return nil
 	}
-	ev := eventlog.MessageEvent{Type: typ, GuildID: m.GuildID, ChannelID: m.ChannelID, MessageID: m.ID,
-		AuthorID: m.Author.ID, MentionRoles: m.MentionRoles, MentionEveryone: m.MentionEveryone, Content: m.Content}
-	if err := b.events.Publish(ctx, ev); err != nil {
-		b.log.Warn("bot message event not logged", "message_id", m.ID, "err", err)
+	return b.events
+}
+
+// mentions resolves the mentions of content, written by authorID in
+// channelID, into m: parsed under allowed_mentions, then kept only as the
+// guild allows them (guild.ResolveAppMentions), so the event carries the
+// users, roles and @everyone the read-state consumer counts.
+func (b *botMessages) mentions(ctx context.Context, m *store.Message, authorID snowflake.ID, content string, am *mention.Allowed) error {
+	p := mention.Parse(content, am)
+	got, err := b.guilds.ResolveAppMentions(ctx, authorID, m.ChannelID, p.Everyone, p.Users, p.Roles)
+	if err != nil {
+		return botErr(err)
 	}
+	m.Mentions, m.MentionRoles, m.MentionEveryone = got.Users, got.Roles, got.Everyone
+	return nil
+}
+
+// put writes m with its typ event in one atomic write when the store's
+// outbox is relayed, else alone followed by a separate publish.
+func (b *botMessages) put(ctx context.Context, typ string, m store.Message) error {
+	logged, err := outbox.PutMessage(ctx, b.store, b.eventsOrNil(), typ, m)
+	if err != nil {
+		return fmt.Errorf("%w: store message: %w", bots.ErrUnavailable, err)
+	}
+	if !logged && b.events != nil {
+		if err := b.events.Publish(ctx, outbox.StoredEvent(typ, m)); err != nil {
+			b.log.Warn("bot message event not logged", "message_id", m.ID, "err", err)
+		}
+	}
+	return nil
 }
 
 // CreateMessage implements bots.Messages.
@@ -447,11 +487,13 @@ func (b *botMessages) CreateMessage(ctx context.Context, nm bots.NewMessage) (wi
 		b.guilds.DispatchToUserShard(ctx, nm.EphemeralTo, 0, "MESSAGE_CREATE", mustJSON(out))
 		return out, nil
 	}
-	if err := b.store.PutMessage(ctx, m); err != nil {
-		return wire.Message{}, fmt.Errorf("%w: store message: %w", bots.ErrUnavailable, err)
+	if err := b.mentions(ctx, &m, nm.AuthorID, nm.Content, nm.AllowedMentions); err != nil {
+		return wire.Message{}, err
+	}
+	if err := b.put(ctx, eventlog.MessageCreate, m); err != nil {
+		return wire.Message{}, err
 	}
 	out := b.withExtras(b.render(ctx, m), nm.Embeds, nm.Components)
-	b.logEvent(ctx, eventlog.MessageCreate, out)
 	if err := b.guilds.PublishMessage(ctx, "MESSAGE_CREATE", out); err != nil {
 		b.log.Warn("bot message not published", "message_id", id, "err", err)
 	}
@@ -492,12 +534,17 @@ func (b *botMessages) EditMessage(ctx context.Context, e bots.MessageEdit) (wire
 		return wire.Message{}, err
 	}
 	applyEdit(&m, e)
+	if e.Content != nil {
+		// New content, new mentions, as a REST edit resolves them.
+		if err := b.mentions(ctx, &m, m.AuthorID, m.Content, e.AllowedMentions); err != nil {
+			return wire.Message{}, err
+		}
+	}
 	m.EditedAt = time.Now()
-	if err := b.store.PutMessage(ctx, m); err != nil {
-		return wire.Message{}, fmt.Errorf("%w: store message: %w", bots.ErrUnavailable, err)
+	if err := b.put(ctx, eventlog.MessageUpdate, m); err != nil {
+		return wire.Message{}, err
 	}
 	out := b.editExtras(b.render(ctx, m), e)
-	b.logEvent(ctx, eventlog.MessageUpdate, out)
 	if err := b.guilds.PublishMessage(ctx, "MESSAGE_UPDATE", out); err != nil {
 		b.log.Warn("bot message edit not published", "message_id", m.ID, "err", err)
 	}
@@ -577,10 +624,14 @@ func (b *botMessages) DeleteMessage(ctx context.Context, channelID, messageID, e
 	if err := b.frozen(ctx, channelID); err != nil {
 		return err
 	}
-	if err := b.store.DeleteMessage(ctx, channelID, messageID); err != nil {
+	// With the store's outbox the delete and its MESSAGE_DELETE are one
+	// write (a concurrent delete that got there first makes a duplicate
+	// event, which consumers dedupe).
+	logged, err := outbox.DeleteMessage(ctx, b.store, b.eventsOrNil(), guildID, channelID, messageID)
+	if err != nil {
 		return fmt.Errorf("%w: delete message: %w", bots.ErrUnavailable, err)
 	}
-	if b.events != nil {
+	if !logged && b.events != nil {
 		ev := eventlog.MessageEvent{Type: eventlog.MessageDelete, GuildID: guildID, ChannelID: channelID, MessageID: messageID}
 		if err := b.events.Publish(ctx, ev); err != nil {
 			b.log.Warn("bot message delete not logged", "message_id", messageID, "err", err)

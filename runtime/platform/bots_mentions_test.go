@@ -1,0 +1,167 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/concord-chat/concord/runtime/eventlog/outbox"
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// TestInteractionReplyMentionCounts: on `concord dev` a bot's answer to a
+// slash command — the callback's channel message and a followup — that
+// mentions a member raises that member's mention count, as a REST send
+// does: the reply's event carries its mentions to the read-state
+// consumer. READY's read_state then shows the count.
+func TestInteractionReplyMentionCounts(t *testing.T) { testInteractionReplyMentionCounts(t) }
+
+func testInteractionReplyMentionCounts(t *testing.T, opts ...func(*Config)) {
+	p, addr := startTestPlatform(t, opts...)
+	// The bot platform's writes go through the store's outbox here.
+	if _, _, ok := outbox.Atomic(p.Store(), p.reads.outbox); !ok {
+		t.Fatalf("the store %T is not a transactional outbox the platform's outbox relays", p.Store())
+	}
+	var alice, bob struct {
+		Token  string `json:"token"`
+		UserID string `json:"user_id"`
+	}
+	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "alice", "password": "alice password"}, &alice)
+	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "bob", "password": "bob password!"}, &bob)
+	var g, ch struct {
+		ID string `json:"id"`
+	}
+	restCall(t, addr, alice.Token, "POST", "/guilds", map[string]string{"name": "bot mentions"}, &g)
+	restCall(t, addr, alice.Token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "news"}, &ch)
+	var inv struct {
+		Code string `json:"code"`
+	}
+	restCall(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
+	restCall(t, addr, bob.Token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+
+	// alice's application, installed in her guild, with one slash command.
+	var app struct {
+		ID string `json:"id"`
+	}
+	restCall(t, addr, alice.Token, "POST", "/applications", map[string]any{"name": "Pinger"}, &app)
+	var reset struct {
+		Token string `json:"token"`
+	}
+	restCall(t, addr, alice.Token, "POST", "/applications/"+app.ID+"/bot/reset", nil, &reset)
+	perms := fmt.Sprint(1<<10 | 1<<11 | 1<<16) // VIEW_CHANNEL, SEND_MESSAGES, READ_MESSAGE_HISTORY
+	restCall(t, addr, alice.Token, "POST", "/oauth2/authorize?client_id="+app.ID+"&scope=bot&permissions="+perms,
+		map[string]any{"guild_id": g.ID, "permissions": perms, "authorize": true}, nil)
+	var cmd struct {
+		ID string `json:"id"`
+	}
+	restCall(t, addr, "Bot "+reset.Token, "POST", "/applications/"+app.ID+"/guilds/"+g.ID+"/commands",
+		map[string]any{"name": "ping", "description": "pings bob", "type": 1}, &cmd)
+
+	// The bot's gateway session receives the interaction once it is
+	// subscribed to the guild (its GUILD_CREATE).
+	bot := identifyBot(t, addr, reset.Token)
+	bot.next("READY")
+	bot.next("GUILD_CREATE")
+	restCall(t, addr, alice.Token, "POST", "/interactions", map[string]any{
+		"type": 2, "application_id": app.ID, "guild_id": g.ID, "channel_id": ch.ID,
+		"data": map[string]any{"id": cmd.ID, "name": "ping", "type": 1},
+	}, nil)
+	var ix struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal(bot.next("INTERACTION_CREATE"), &ix); err != nil {
+		t.Fatal(err)
+	}
+	restCall(t, addr, "", "POST", "/interactions/"+ix.ID+"/"+ix.Token+"/callback",
+		map[string]any{"type": 4, "data": map[string]any{"content": "pong <@" + bob.UserID + ">"}}, nil)
+
+	bobID, _ := snowflake.Parse(bob.UserID)
+	chID, _ := snowflake.Parse(ch.ID)
+	awaitMentions(t, p, bobID, chID, 1)
+
+	var follow struct {
+		ID string `json:"id"`
+	}
+	restCall(t, addr, "", "POST", "/webhooks/"+app.ID+"/"+ix.Token,
+		map[string]any{"content": "and again <@" + bob.UserID + ">"}, &follow)
+	awaitMentions(t, p, bobID, chID, 2)
+
+	// A new session of bob's sees the count in READY.
+	s := identify(t, addr, bob.Token)
+	var ready struct {
+		ReadState struct {
+			Entries []struct {
+				ID           string `json:"id"`
+				MentionCount int    `json:"mention_count"`
+			} `json:"entries"`
+		} `json:"read_state"`
+	}
+	if err := json.Unmarshal(s.next("READY"), &ready); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ready.ReadState.Entries {
+		if e.ID == ch.ID {
+			if e.MentionCount != 2 {
+				t.Fatalf("READY read_state of %s has mention_count %d, want 2", ch.ID, e.MentionCount)
+			}
+			return
+		}
+	}
+	t.Fatalf("READY read_state lacks channel %s: %+v", ch.ID, ready.ReadState)
+}
+
+// awaitMentions waits for user's mention count in channel to reach want
+// (the mention travels the event log to the read-state role; on a Kafka
+// that just started the consumer group's first join can take tens of
+// seconds on a loaded machine) and fails if it passes it.
+func awaitMentions(t *testing.T, p *Platform, user, channel snowflake.ID, want int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := p.readStates.Local().ChannelState(context.Background(), user, channel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.MentionCount == want {
+			return
+		}
+		if st.MentionCount > want || time.Now().After(deadline) {
+			t.Fatalf("mention count of %d in %d = %d, want %d", user, channel, st.MentionCount, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// identifyBot is identify for a bot: GUILDS and GUILD_MESSAGES only (a
+// bot asking for the privileged MESSAGE_CONTENT without it is refused).
+func identifyBot(t *testing.T, addr, token string) *wsSession {
+	t.Helper()
+	c, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/gateway?v=10&encoding=json", nil)
+	if err != nil {
+		t.Fatalf("dial gateway: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	s := &wsSession{t: t, c: c, events: make(chan map[string]json.RawMessage, 256)}
+	if err := c.WriteJSON(map[string]any{"op": 2, "d": map[string]any{
+		"token": token, "intents": 1<<0 | 1<<9,
+		"properties": map[string]string{"os": "linux", "browser": "test", "device": "test"},
+	}}); err != nil {
+		t.Fatalf("identify: %v", err)
+	}
+	go func() {
+		defer close(s.events)
+		for {
+			var f map[string]json.RawMessage
+			if err := c.ReadJSON(&f); err != nil {
+				return
+			}
+			s.events <- f
+		}
+	}()
+	return s
+}

@@ -232,8 +232,19 @@ func (a *API) saveStream(ctx context.Context, s live.Stream) error {
 	if err := a.d.Board.Put(ctx, filter.StreamKey(s.ID), b, registry.Persistent); err != nil {
 		return fmt.Errorf("push stream %d: %w", s.ID, err)
 	}
+	// Answer once this instance's directory has the record (the board's
+	// watch brings it back, etcd: milliseconds), so the caller's next
+	// request here sees what it wrote; bounded, as another instance may
+	// write the stream again meanwhile.
+	wctx, cancel := context.WithTimeout(ctx, streamEchoWait)
+	a.dir.AwaitStream(wctx, s.ID, b)
+	cancel()
 	return nil
 }
+
+// streamEchoWait bounds how long a stream write waits for its record to
+// come back through the board's watch.
+const streamEchoWait = 5 * time.Second
 
 // decode reads a JSON body into v: invalid JSON is 50109, a wrong type
 // is 50035 naming the field. An empty body is allowed when optional.

@@ -74,6 +74,10 @@ type Stream struct {
 	// URL the creator sets; the video pipeline is not Concord's). Empty:
 	// none.
 	StreamURL string `json:"stream_url,omitempty"`
+	// Version counts the record's saves. The board's watch may hand an
+	// API instance an older copy after its own newer write; the higher
+	// version wins, so a creator reads back what they just changed.
+	Version int64 `json:"version,omitempty"`
 }
 
 // IsModerator reports whether user may moderate s: its creator or one of

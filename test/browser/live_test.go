@@ -207,19 +207,26 @@ func TestLivePage(t *testing.T) {
 
 	in(t, "OwnCommentAtOnceMatchedById", pages, func(t *testing.T) {
 		pv.fill("Comment", "hello from the viewer")
-		// Click Send and look at the next frame: the row is there before
-		// any answer could come back, and stays the same element once the
-		// broadcast copy arrives.
+		// Click Send and watch the list: the row is inserted before any
+		// answer came back (still pending when it appears: a
+		// MutationObserver sees it in the microtasks after the render,
+		// before the POST's answer, a later task, can be handled), and
+		// stays the same element once the broadcast copy arrives. Looking
+		// at the next animation frame instead was racy on a loaded
+		// machine, where the answer can come before the frame.
 		shown := eval[bool](pv, `(async () => {
+			const list = `+liveList+`;
+			const own = () => [...list.querySelectorAll("li")].find(li => li.querySelector(".text")?.textContent === "hello from the viewer");
+			const seen = new Promise(res => {
+				const mo = new MutationObserver(() => { const row = own(); if (row) { mo.disconnect(); res(row.classList.contains("pending")); window.__own = row; } });
+				mo.observe(list, {childList: true, subtree: true, characterData: true});
+			});
 			const btn = [...document.querySelectorAll("button")].find(b => b.textContent.trim() === "Send");
 			btn.click();
-			await new Promise(r => requestAnimationFrame(() => r()));
-			const row = [...`+liveList+`.querySelectorAll("li")].find(li => li.querySelector(".text")?.textContent === "hello from the viewer");
-			window.__own = row;
-			return !!row && row.classList.contains("pending");
+			return await seen;
 		})()`)
 		if !shown {
-			t.Fatal("own comment was not rendered (pending) in the frame after Send")
+			t.Fatal("own comment was not rendered (pending) before the server answered")
 		}
 		pv.waitJS(`window.__own.isConnected && window.__own.dataset.id && !window.__own.classList.contains("pending")`, 5*time.Second)
 		// The broadcast copy (same id) reached the creator; the viewer

@@ -180,7 +180,7 @@ func (b *bot) waitJoined(t *testing.T, ctx context.Context) {
 func voiceTrail(logs string) string {
 	var out []string
 	for line := range strings.Lines(logs) {
-		for _, k := range []string{"VOICE_STATE_UPDATE", "VOICE_SERVER_UPDATE", "voice state", "handshake", "Voice", "'op': 4"} {
+		for _, k := range []string{"VOICE_STATE_UPDATE", "VOICE_SERVER_UPDATE", "voice state", "state changed", "handshake", "Voice", "'op': 4"} {
 			if strings.Contains(line, k) {
 				if len(line) > 400 {
 					line = line[:400] + "…\n"
@@ -217,7 +217,7 @@ func TestBotsThroughConcordGateway(t *testing.T) {
 	}
 	path, pkts := tone(t)
 	c := startConcord(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 
 	jsTok, _ := c.account("voice-js")

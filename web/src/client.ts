@@ -5,10 +5,11 @@
 import { api, ApiError, dropBootReads, newNonce, setToken, setUnauthorizedHandler } from "./api";
 import { BOOT_OFF_KEY, channelOfPath, historyPath, PAGE, TOKEN_KEY } from "./bootreads";
 import { Gateway, OP } from "./gateway";
+import { navigate, route } from "./router";
 import { dispatchListeners } from "./seams";
 import { state, type MemberList } from "./state";
 import type { Channel, Message } from "./types";
-import { ChannelType, compareIds } from "./types";
+import { ChannelType, compareIds, isThread } from "./types";
 
 
 let gw: Gateway | null = null;
@@ -68,12 +69,12 @@ export function start(token: string) {
       }
     },
   });
-  gw.start();
   // A channel URL's history and the channel itself do not depend on the
   // gateway: fetch them while the socket connects (the boot script in
   // index.html has usually asked already), and show the channel's messages
   // as soon as both are here, in one render (the rest of the app fills in
   // with READY and GUILD_CREATE).
+  gw.start();
   const id = channelOfPath(location.pathname);
   if (id) {
     // localStorage "concord.earlyPaint" = "off" waits for READY instead,
@@ -182,7 +183,10 @@ function onDispatch(t: string, d: any) {
       break;
     case "GUILD_CREATE":
       performance.mark("concord:guild-create");
-      if (!d.unavailable) state.putGuild(d);
+      if (!d.unavailable) {
+        state.putGuild(d);
+        loadActiveThreads(d.id);
+      }
       if (viewing && state.channels.get(viewing.channelId)?.guild_id === d.id) refocus();
       break;
     case "GUILD_UPDATE": {
@@ -200,6 +204,32 @@ function onDispatch(t: string, d: any) {
     case "CHANNEL_DELETE":
       state.removeChannel(d.id);
       break;
+    case "THREAD_CREATE":
+    case "THREAD_UPDATE":
+      putThread(d);
+      break;
+    case "THREAD_DELETE":
+      removeThread(d);
+      break;
+    case "THREAD_LIST_SYNC":
+      for (const th of d.threads || []) putThread({ ...th, guild_id: d.guild_id });
+      for (const m of d.members || []) setThreadMember(m.id, m);
+      break;
+    case "THREAD_MEMBER_UPDATE":
+      setThreadMember(d.id, d);
+      break;
+    case "THREAD_MEMBERS_UPDATE": {
+      const c = state.channels.get(d.id);
+      if (c) {
+        c.member_count = d.member_count;
+        const me = state.me?.id;
+        if ((d.added_members || []).some((m: any) => m.user_id === me)) {
+          setThreadMember(d.id, d.added_members.find((m: any) => m.user_id === me));
+        }
+        if ((d.removed_member_ids || []).includes(me)) setThreadMember(d.id, null);
+      }
+      break;
+    }
     case "GUILD_ROLE_CREATE":
     case "GUILD_ROLE_UPDATE": {
       const g = state.guilds.get(d.guild_id);
@@ -229,6 +259,7 @@ function onDispatch(t: string, d: any) {
       onMessage(d);
       break;
     case "MESSAGE_UPDATE": {
+      if (d.thread) putThread({ ...d.thread, guild_id: d.thread.guild_id || d.guild_id });
       const l = state.logs.get(d.channel_id);
       const i = l ? l.items.findIndex((m) => m.id === d.id) : -1;
       if (l && i >= 0) l.items[i] = { ...l.items[i], ...d };
@@ -285,7 +316,9 @@ function onDispatch(t: string, d: any) {
 
 function onMessage(m: Message) {
   state.putUser(m.author);
+  if (m.thread) putThread({ ...m.thread, guild_id: m.thread.guild_id || m.guild_id });
   let c = state.channels.get(m.channel_id);
+  if (c && isThread(c) && !m.id.startsWith("pending-")) c.message_count = (c.message_count || 0) + 1;
   if (!c && !m.guild_id) {
     // A DM opened by someone else: fetch the channel, then show it.
     api<Channel>("GET", `/channels/${m.channel_id}`)
@@ -371,7 +404,9 @@ const memberRanges = new Map<string, number[][]>();
 
 function refocus() {
   if (!viewing) return;
-  const c = state.channels.get(viewing.channelId);
+  let c = state.channels.get(viewing.channelId);
+  // A thread shows its parent's member list.
+  if (isThread(c) && c?.parent_id) c = state.channels.get(c.parent_id) || c;
   if (c?.guild_id) requestMembers(c.guild_id, c.id, memberRanges.get(c.id) || [[0, 99]]);
 }
 
@@ -459,12 +494,22 @@ export async function loadNewest(channelId: string, alongside?: Promise<void>) {
     l.items = page.reverse().concat(pending);
     l.reachedStart = page.length < PAGE;
     l.atEnd = true;
-    for (const m of page) state.putUser(m.author);
+    absorb(page);
   } catch (e) {
     l.error = (e as Error).message;
   } finally {
     l.loading = false;
     state.changed();
+  }
+}
+
+// absorb records what a page of history tells besides its messages: their
+// authors, and the threads they started (archived ones included, which no
+// thread list names).
+function absorb(page: Message[]) {
+  for (const m of page) {
+    state.putUser(m.author);
+    if (m.thread) putThread({ ...m.thread, guild_id: m.thread.guild_id || m.guild_id });
   }
 }
 
@@ -478,7 +523,7 @@ export async function loadOlder(channelId: string) {
   state.changed();
   try {
     const page = await api<Message[]>("GET", `/channels/${channelId}/messages?limit=${PAGE}&before=${oldest.id}`);
-    for (const m of page) state.putUser(m.author);
+    absorb(page);
     const have = new Set(l.items.map((m) => m.id));
     l.items = page.filter((m) => !have.has(m.id)).reverse().concat(l.items);
     l.reachedStart = page.length < PAGE;
@@ -500,6 +545,7 @@ export async function loadNewer(channelId: string) {
   state.changed();
   try {
     const page = await api<Message[]>("GET", `/channels/${channelId}/messages?limit=${PAGE}&after=${newest.id}`);
+    absorb(page);
     page.sort((a, b) => compareIds(a.id, b.id));
     const have = new Set(l.items.map((m) => m.id));
     l.items = l.items.concat(page.filter((m) => !have.has(m.id)));
@@ -520,6 +566,7 @@ export async function loadAround(channelId: string, messageId: string) {
   state.changed();
   try {
     const page = await api<Message[]>("GET", `/channels/${channelId}/messages?limit=${PAGE}&around=${messageId}`);
+    absorb(page);
     page.sort((a, b) => compareIds(a.id, b.id));
     l.items = page;
     l.reachedStart = false;
@@ -561,7 +608,13 @@ const pendingSends = new Map<string, { channelId: string; body: any }>();
 
 // send renders the message at once and posts it with a nonce and
 // enforce_nonce, so a retry after a lost answer never posts it twice.
-export function send(channelId: string, text: string, replyTo?: string) {
+export function send(channelId: string, text: string, replyTo?: string): boolean {
+  // Until READY the client does not know who it is (a channel URL paints
+  // before the gateway has answered): the text stays in the composer.
+  if (!state.me) {
+    state.toast("Still connecting to Concord: send again in a moment.");
+    return false;
+  }
   const content = resolveMentions(channelId, text);
   const nonce = newNonce();
   const body: any = { content, nonce, enforce_nonce: true };
@@ -587,6 +640,7 @@ export function send(channelId: string, text: string, replyTo?: string) {
   pendingSends.set(nonce, { channelId, body });
   state.changed();
   post(nonce, 0);
+  return true;
 }
 
 async function post(nonce: string, attempt: number) {
@@ -778,4 +832,84 @@ export async function leaveGuild(guildId: string) {
 
 export function firstTextChannel(guildId: string): Channel | undefined {
   return state.guildChannels(guildId).find((c) => c.type === ChannelType.GuildText || c.type === ChannelType.GuildAnnouncement);
+}
+
+// ---- threads ----
+
+// putThread records a thread from THREAD_CREATE / THREAD_UPDATE, a thread
+// list or a REST answer, keeping the user's membership when the event
+// carries none.
+function putThread(d: any) {
+  if (!d?.id || !d.guild_id) return;
+  const prev = state.channels.get(d.id);
+  const c: Channel = { position: 0, ...d };
+  if (d.member === undefined && prev?.member) c.member = prev.member;
+  state.putChannel(c);
+}
+
+// removeThread forgets a deleted thread: its entry, its link on the
+// message it started from, and (when it is on screen) its pane, which
+// gives way to its channel.
+function removeThread(d: any) {
+  const parent = d.parent_id || state.channels.get(d.id)?.parent_id;
+  state.removeChannel(d.id);
+  if (parent) updateMessage(parent, d.id, (m) => ({ ...m, thread: undefined }));
+  const r = route();
+  if (parent && r.parts[0] === "channels" && r.parts[2] === d.id) {
+    navigate(`/channels/${r.parts[1]}/${parent}`, true);
+    state.toast("The thread was deleted.");
+  }
+}
+
+function setThreadMember(threadId: string, m: any) {
+  const c = state.channels.get(threadId);
+  if (c) c.member = m ? { id: threadId, user_id: m.user_id, join_timestamp: m.join_timestamp } : null;
+}
+
+// loadActiveThreads fetches a guild's active threads (GET
+// /guilds/{id}/threads/active: those the user may see), for the sidebar
+// and the thread list: the gateway tells of threads created from now on,
+// not of those that exist.
+export async function loadActiveThreads(guildId: string) {
+  try {
+    const r = await api<{ threads: Channel[]; members: any[] }>("GET", `/guilds/${guildId}/threads/active`);
+    if (!state.guilds.has(guildId)) return;
+    for (const th of r.threads || []) putThread({ ...th, guild_id: th.guild_id || guildId });
+    for (const m of r.members || []) setThreadMember(m.id, m);
+    state.changed();
+  } catch {
+    // Not fatal: the sidebar shows the threads the gateway tells of.
+  }
+}
+
+// createThread starts a public thread from a message (the thread's id is
+// the message's) and returns it.
+export async function createThread(channelId: string, messageId: string, name: string): Promise<Channel> {
+  const c = await api<Channel>("POST", `/channels/${channelId}/messages/${messageId}/threads`, { name });
+  const parent = state.channels.get(channelId);
+  putThread({ ...c, guild_id: c.guild_id || parent?.guild_id });
+  updateMessage(channelId, messageId, (m) => ({ ...m, thread: c }));
+  state.changed();
+  return c;
+}
+
+// setThreadArchived archives or reopens a thread (PATCH, MANAGE_THREADS
+// or the thread's owner).
+export async function setThreadArchived(threadId: string, archived: boolean) {
+  try {
+    const c = await api<Channel>("PATCH", `/channels/${threadId}`, { archived });
+    putThread({ ...c, guild_id: c.guild_id || state.channels.get(threadId)?.guild_id });
+    state.changed();
+  } catch (e) {
+    state.toast(`Could not ${archived ? "close" : "reopen"} the thread: ` + (e as Error).message);
+  }
+}
+
+// joinThread adds the user to a thread (PUT thread-members/@me).
+export async function joinThread(threadId: string) {
+  try {
+    await api("PUT", `/channels/${threadId}/thread-members/@me`);
+  } catch (e) {
+    state.toast("Could not join the thread: " + (e as Error).message);
+  }
 }

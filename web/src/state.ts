@@ -3,7 +3,7 @@
 // once per microtask however many events arrived.
 
 import type { Channel, Guild, Member, Message, Role, User } from "./types";
-import { ChannelType, compareIds } from "./types";
+import { ChannelType, compareIds, isThread } from "./types";
 
 export interface GuildState extends Guild {
   channelIds: Set<string>;
@@ -114,15 +114,30 @@ export class State {
 
   // ---- derived views ----
 
+  // guildChannels is a guild's channels (not its threads) in sidebar order.
   guildChannels(guildId: string): Channel[] {
     const g = this.guilds.get(guildId);
     if (!g) return [];
     const out: Channel[] = [];
     for (const id of g.channelIds) {
       const c = this.channels.get(id);
-      if (c) out.push(c);
+      if (c && !isThread(c)) out.push(c);
     }
     return out.sort((a, b) => a.position - b.position || compareIds(a.id, b.id));
+  }
+
+  // threadsOf is a channel's active (not archived) threads that this
+  // client knows of, the most recently active first.
+  threadsOf(parentId: string): Channel[] {
+    const p = this.channels.get(parentId);
+    const g = p?.guild_id ? this.guilds.get(p.guild_id) : undefined;
+    if (!g) return [];
+    const out: Channel[] = [];
+    for (const id of g.channelIds) {
+      const c = this.channels.get(id);
+      if (c && isThread(c) && c.parent_id === parentId && !c.thread_metadata?.archived) out.push(c);
+    }
+    return out.sort((a, b) => compareIds(b.last_message_id || b.id, a.last_message_id || a.id));
   }
 
   privateChannels(): Channel[] {
@@ -225,10 +240,18 @@ export class State {
     this.joining.delete(d.id);
     this.pendingGuilds.delete(d.id);
     const old = this.guilds.get(d.id);
-    if (old) for (const id of old.channelIds) this.channels.delete(id);
+    // A new GUILD_CREATE replaces the channels; the threads it does not
+    // list stay (Concord's lists none: the client asks for them).
+    if (old) {
+      for (const id of old.channelIds) {
+        if (isThread(this.channels.get(id))) g.channelIds.add(id);
+        else this.channels.delete(id);
+      }
+    }
     this.guilds.set(d.id, g);
     if (!this.guildOrder.includes(d.id)) this.guildOrder = [...this.guildOrder, d.id];
     for (const c of d.channels || []) this.putChannel({ ...c, guild_id: d.id });
+    for (const c of d.threads || []) this.putChannel({ ...c, guild_id: d.id });
     for (const m of d.members || []) {
       if (m.user) {
         this.putUser(m.user);

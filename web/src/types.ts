@@ -39,6 +39,19 @@ export interface Channel {
   recipients?: User[];
   owner_id?: string;
   rate_limit_per_user?: number;
+  // Threads (types 10, 11, 12): parent_id is the channel they are in.
+  thread_metadata?: ThreadMetadata;
+  message_count?: number;
+  member_count?: number;
+  // member: the user's own membership of the thread, when they joined it.
+  member?: { id?: string; user_id?: string; join_timestamp?: string } | null;
+}
+
+export interface ThreadMetadata {
+  archived: boolean;
+  locked?: boolean;
+  auto_archive_duration?: number;
+  archive_timestamp?: string;
 }
 
 export interface Member {
@@ -73,6 +86,9 @@ export interface Message {
   message_reference?: { message_id?: string; channel_id?: string; guild_id?: string };
   referenced_message?: Message | null;
   reactions?: Reaction[];
+  flags?: number;
+  // thread: the thread this message started (flag HAS_THREAD).
+  thread?: Channel;
   // Client-side only: an optimistic copy waiting for the server, or one
   // that failed with this error.
   pending?: boolean;
@@ -93,7 +109,28 @@ export const ChannelType = {
   GroupDM: 3,
   GuildCategory: 4,
   GuildAnnouncement: 5,
+  AnnouncementThread: 10,
+  PublicThread: 11,
+  PrivateThread: 12,
 } as const;
+
+// MessageType values the client renders differently from a plain message.
+export const MessageType = {
+  Reply: 19,
+  ThreadCreated: 18,
+  ThreadStarter: 21,
+} as const;
+
+// isThread reports whether a channel is a thread.
+export function isThread(c: Channel | undefined): boolean {
+  return !!c && (c.type === ChannelType.AnnouncementThread || c.type === ChannelType.PublicThread || c.type === ChannelType.PrivateThread);
+}
+
+// hasThreads reports whether threads can be started in a channel (text
+// and announcement channels).
+export function hasThreads(c: Channel | undefined): boolean {
+  return !!c && !!c.guild_id && (c.type === ChannelType.GuildText || c.type === ChannelType.GuildAnnouncement);
+}
 
 export const Perm = {
   CreateInvite: 1n << 0n,
@@ -106,6 +143,9 @@ export const Perm = {
   ReadHistory: 1n << 16n,
   MentionEveryone: 1n << 17n,
   ManageRoles: 1n << 28n,
+  ManageThreads: 1n << 34n,
+  CreatePublicThreads: 1n << 35n,
+  SendMessagesInThreads: 1n << 38n,
 } as const;
 
 // compareIds orders snowflakes (decimal strings) numerically.

@@ -93,6 +93,23 @@ test("unread and mention labels", () => {
   s.removeChannel("50");
 });
 
+test("threads: listed under their parent, archived ones left out, kept across GUILD_CREATE", () => {
+  const st = new State();
+  st.putGuild({ id: "1", name: "g", owner_id: "2", roles: [], channels: [{ id: "5", type: 0, name: "general", position: 0 }] });
+  const thread = (id: string, last: string, archived = false) =>
+    st.putChannel({ id, type: 11, guild_id: "1", parent_id: "5", name: "t" + id, position: 0, last_message_id: last,
+      thread_metadata: { archived } });
+  thread("7", "70");
+  thread("8", "90");
+  thread("9", "95", true);
+  eq(st.threadsOf("5").map((c) => c.id), ["8", "7"], "active threads, most recent first");
+  eq(st.guildChannels("1").map((c) => c.id), ["5"], "threads are not channels of the sidebar's list");
+  st.putGuild({ id: "1", name: "g", owner_id: "2", roles: [], channels: [{ id: "5", type: 0, name: "general", position: 0 }] });
+  eq(st.threadsOf("5").map((c) => c.id), ["8", "7"], "threads after a second GUILD_CREATE");
+  st.removeChannel("8");
+  eq(st.threadsOf("5").map((c) => c.id), ["7"], "after THREAD_DELETE");
+});
+
 test("member list ops: SYNC, INSERT, UPDATE, DELETE, INVALIDATE", () => {
   const mem = (id: string) => ({ member: { user: { id, username: "u" + id }, roles: [] } });
   applyMemberList({ guild_id: "7", id: "everyone", groups: [{ id: "online", count: 2 }], ops: [

@@ -210,6 +210,13 @@ func (a *API) stream(ctx context.Context, r *http.Request) (live.Stream, error) 
 	if s, ok := a.dir.Stream(id); ok {
 		return s, nil
 	}
+	return a.storedStream(ctx, id)
+}
+
+// storedStream reads a stream's record from the store, the authority a
+// change starts from (the directory's copy may lag another instance's
+// write, and a change made on it would undo that write).
+func (a *API) storedStream(ctx context.Context, id snowflake.ID) (live.Stream, error) {
 	s, err := a.d.Store.GetStream(ctx, id)
 	if errors.Is(err, live.ErrNotFound) {
 		return live.Stream{}, errUnknownStream
@@ -222,6 +229,7 @@ func (a *API) stream(ctx context.Context, r *http.Request) (live.Stream, error) 
 
 // saveStream writes s to the store, then pushes it to every API instance.
 func (a *API) saveStream(ctx context.Context, s live.Stream) error {
+	s.Version++
 	if err := a.d.Store.PutStream(ctx, s); err != nil {
 		return fmt.Errorf("put stream %d: %w", s.ID, err)
 	}
@@ -232,19 +240,11 @@ func (a *API) saveStream(ctx context.Context, s live.Stream) error {
 	if err := a.d.Board.Put(ctx, filter.StreamKey(s.ID), b, registry.Persistent); err != nil {
 		return fmt.Errorf("push stream %d: %w", s.ID, err)
 	}
-	// Answer once this instance's directory has the record (the board's
-	// watch brings it back, etcd: milliseconds), so the caller's next
-	// request here sees what it wrote; bounded, as another instance may
-	// write the stream again meanwhile.
-	wctx, cancel := context.WithTimeout(ctx, streamEchoWait)
-	a.dir.AwaitStream(wctx, s.ID, b)
-	cancel()
+	// This instance reads its own write at once; the others get it from
+	// the watch.
+	a.dir.Remember(s)
 	return nil
 }
-
-// streamEchoWait bounds how long a stream write waits for its record to
-// come back through the board's watch.
-const streamEchoWait = 5 * time.Second
 
 // decode reads a JSON body into v: invalid JSON is 50109, a wrong type
 // is 50035 naming the field. An empty body is allowed when optional.

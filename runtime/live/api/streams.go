@@ -118,7 +118,11 @@ func (a *API) creatorStream(r *http.Request) (live.Stream, error) {
 	if err != nil {
 		return live.Stream{}, err
 	}
-	s, err := a.stream(r.Context(), r)
+	id, err := snowflake.Parse(r.PathValue("id"))
+	if err != nil {
+		return live.Stream{}, errUnknownStream
+	}
+	s, err := a.storedStream(r.Context(), id)
 	if err != nil {
 		return live.Stream{}, err
 	}

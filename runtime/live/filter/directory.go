@@ -76,8 +76,6 @@ type Directory struct {
 	creators map[snowflake.ID][]string // normalized terms
 	bans     map[string]bool
 	streams  map[snowflake.ID]live.Stream
-	raw      map[snowflake.ID]string // each stream record as the board holds it
-	changed  chan struct{}           // closed and replaced by every applied update
 	synced   chan struct{}
 	once     sync.Once
 }
@@ -94,8 +92,7 @@ func NewDirectory(log *slog.Logger) *Directory {
 		log = slog.Default()
 	}
 	return &Directory{log: log, creators: map[snowflake.ID][]string{}, bans: map[string]bool{},
-		streams: map[snowflake.ID]live.Stream{}, raw: map[snowflake.ID]string{},
-		changed: make(chan struct{}), synced: make(chan struct{})}
+		streams: map[snowflake.ID]live.Stream{}, synced: make(chan struct{})}
 }
 
 // Synced is closed once the first snapshot is applied.
@@ -130,13 +127,10 @@ func (d *Directory) apply(u registry.KVUpdate) {
 		d.creators = map[snowflake.ID][]string{}
 		d.bans = map[string]bool{}
 		d.streams = map[snowflake.ID]live.Stream{}
-		d.raw = map[snowflake.ID]string{}
 	}
 	for _, c := range u.Changes {
 		d.applyLocked(c)
 	}
-	close(d.changed)
-	d.changed = make(chan struct{})
 	d.mu.Unlock()
 	if u.Snapshot {
 		d.once.Do(func() { close(d.synced) })
@@ -179,12 +173,26 @@ func (d *Directory) applyLocked(c registry.KVChange) {
 		var s live.Stream
 		if c.Deleted || json.Unmarshal(c.Value, &s) != nil || s.ID != id {
 			delete(d.streams, id)
-			delete(d.raw, id)
 			return
 		}
-		d.streams[id] = s
-		d.raw[id] = string(c.Value)
+		d.rememberLocked(s)
 	}
+}
+
+// Remember records a stream this instance just saved, ahead of the watch
+// delivering it; a copy older than the one held (a lower Version) is
+// ignored, here and from the watch.
+func (d *Directory) Remember(s live.Stream) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.rememberLocked(s)
+}
+
+func (d *Directory) rememberLocked(s live.Stream) {
+	if cur, ok := d.streams[s.ID]; ok && cur.Version > s.Version {
+		return
+	}
+	d.streams[s.ID] = s
 }
 
 func compile(terms []string) []string {
@@ -203,34 +211,6 @@ func (d *Directory) Stream(id snowflake.ID) (live.Stream, bool) {
 	defer d.mu.RUnlock()
 	s, ok := d.streams[id]
 	return s, ok
-}
-
-// AwaitStream waits until the directory holds exactly record for stream
-// id (the bytes just written to the board), so the instance that wrote a
-// stream reads its own write: without it a GET right after a PATCH could
-// answer from the watch's previous value. It returns early when ctx ends
-// or before the directory's first snapshot (nothing follows the board
-// yet); a later write by another instance is waited out by ctx alone.
-func (d *Directory) AwaitStream(ctx context.Context, id snowflake.ID, record []byte) {
-	select {
-	case <-d.synced:
-	default:
-		return
-	}
-	for {
-		d.mu.RLock()
-		done := d.raw[id] == string(record)
-		ch := d.changed
-		d.mu.RUnlock()
-		if done {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // Banned reports whether user is banned from stream s (user, creator or

@@ -59,7 +59,7 @@ client = discord.Client(intents=discord.Intents.default())
 async def on_ready():
     try:
         channel = client.get_channel(int(os.environ["CHANNEL_ID"]))
-        vc = await channel.connect(cls=voice_recv.VoiceRecvClient, timeout=30)
+        vc = await channel.connect(cls=voice_recv.VoiceRecvClient, timeout=60)
         out["ready"] = True
 
         def heard(user, data):

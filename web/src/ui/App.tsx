@@ -4,7 +4,7 @@ import { acceptInvite, firstTextChannel, getInvite } from "../client";
 import { navigate, onRoute, route } from "../router";
 import { channelViews, routeViews } from "../seams";
 import { state } from "../state";
-import { ChannelType } from "../types";
+import { ChannelType, isThread } from "../types";
 import { Dialog } from "./Dialogs";
 import { Login } from "./Login";
 import { Members } from "./Members";
@@ -188,7 +188,10 @@ export function App() {
         <DMSidebar channelId={channelId} onDialog={setDialog} />
       )}
       {pane}
-      {channel && channel.type !== ChannelType.GuildCategory && !arriving && <Members channel={channel} />}
+      {channel && channel.type !== ChannelType.GuildCategory && !arriving && (
+        // A thread shows its parent's members, as Discord's client does.
+        <Members channel={(isThread(channel) && channel.parent_id && state.channels.get(channel.parent_id)) || channel} />
+      )}
       {state.conn !== "connected" && (
         <div class="banner" role="status">
           {state.conn === "reconnecting" ? "Connection lost: reconnecting…" : state.conn === "offline" ? "Offline." : "Connecting…"}

@@ -80,7 +80,7 @@ export function Composer(props: { channel: Channel; title: string; replyTo: Mess
       state.toast(`A message can be at most 2000 characters; this one has ${content.length}.`);
       return;
     }
-    send(channel.id, content, props.replyTo?.id);
+    if (!send(channel.id, content, props.replyTo?.id)) return;
     setText("");
     setQuery(null);
     props.clearReply();

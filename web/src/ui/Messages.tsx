@@ -1,7 +1,9 @@
 import { h } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import {
+  createThread,
   deleteMessage,
+  joinThread,
   discardSend,
   editMessage,
   loadAround,
@@ -10,11 +12,13 @@ import {
   loadOlder,
   react,
   retrySend,
+  setThreadArchived,
   setViewing,
 } from "../client";
+import { linkClick, navigate } from "../router";
 import { state } from "../state";
 import type { Channel, Message } from "../types";
-import { displayName, Perm } from "../types";
+import { displayName, hasThreads, isThread, MessageType, Perm } from "../types";
 import { Composer } from "./Composer";
 import { Content } from "./Content";
 import { can } from "./perms";
@@ -38,6 +42,31 @@ export function channelTitle(c: Channel): string {
 // QUICK_REACTIONS are the emoji the reaction picker offers.
 const QUICK_REACTIONS = ["👍", "❤️", "😂", "🎉", "😮", "😢"];
 
+// Body is a message's text, or a system message's sentence: a thread
+// started in the channel, or the message a thread was started from.
+function Body(props: { m: Message; author: string }) {
+  const { m } = props;
+  if (m.type === MessageType.ThreadCreated) {
+    const id = m.message_reference?.channel_id;
+    const t = id ? state.channels.get(id) : undefined;
+    return (
+      <span class="system">
+        {props.author} started a thread: {t?.guild_id ? <a href={`/channels/${t.guild_id}/${t.id}`} onClick={linkClick}>{m.content}</a> : m.content}
+      </span>
+    );
+  }
+  if (m.type === MessageType.ThreadStarter) {
+    const ref = m.referenced_message;
+    if (!ref) return <span class="system">The message this thread was started from was deleted.</span>;
+    return (
+      <span class="starter">
+        <span class="author">{displayName(ref.author)}</span>: <Content m={ref} />
+      </span>
+    );
+  }
+  return <Content m={m} />;
+}
+
 function MessageItem(props: {
   m: Message;
   channel: Channel;
@@ -54,12 +83,30 @@ function MessageItem(props: {
   const [draft, setDraft] = useState(m.content);
   const [confirming, setConfirming] = useState(false);
   const [picking, setPicking] = useState(false);
+  const [naming, setNaming] = useState(false);
+  const [threadName, setThreadName] = useState("");
+  const [threadError, setThreadError] = useState("");
   const mine = m.author.id === state.me?.id;
   const real = !m.id.startsWith("pending-");
   const canDelete = mine || can(channel.guild_id, Perm.ManageMessages);
   const author = displayName(m.author, m.member || state.member(channel.guild_id, m.author.id));
   const ref = m.referenced_message;
   const nonce = m.nonce !== undefined ? String(m.nonce) : "";
+  // The thread this message started: its id is the message's.
+  const known = state.channels.get(m.id);
+  const thread = isThread(known) ? known : m.thread;
+  const canThread = real && hasThreads(channel) && !thread && m.type !== MessageType.ThreadCreated;
+  const startThread = async () => {
+    const name = threadName.trim();
+    if (!name) return;
+    try {
+      const t = await createThread(channel.id, m.id, name);
+      setNaming(false);
+      navigate(`/channels/${channel.guild_id}/${t.id}`);
+    } catch (e) {
+      setThreadError((e as Error).message);
+    }
+  };
   return (
     <li
       class={"msg" + (m.pending ? " pending" : "") + (m.failed ? " failed" : "") + (props.highlight ? " highlight" : "")}
@@ -68,7 +115,7 @@ function MessageItem(props: {
       aria-posinset={props.pos || undefined}
       aria-setsize={props.pos ? props.size : undefined}
     >
-      {ref && (
+      {ref && m.type !== MessageType.ThreadStarter && (
         <div class="reply-ref">
           ↪ <span class="author">{displayName(ref.author)}</span> <span class="snippet">{ref.content.slice(0, 80)}</span>
         </div>
@@ -101,9 +148,49 @@ function MessageItem(props: {
         // elementtiming: the browser reports when a message's text was
         // first painted (the first-paint benchmark reads it).
         <div class="content" elementtiming="message">
-          <Content m={m} />
+          <Body m={m} author={author} />
           {m.edited_timestamp && <span class="edited"> (edited)</span>}
         </div>
+      )}
+      {thread && (
+        <a
+          class="thread-chip"
+          href={`/channels/${channel.guild_id}/${thread.id}`}
+          onClick={linkClick}
+          aria-label={`Open thread ${thread.name}`}
+        >
+          🧵 <span>{thread.name}</span>
+          {thread.message_count ? <span class="count">{thread.message_count} messages</span> : null}
+        </a>
+      )}
+      {naming && (
+        <form
+          class="thread-form"
+          onSubmit={(e) => {
+            e.preventDefault();
+            startThread();
+          }}
+        >
+          <input
+            aria-label="Thread Name"
+            value={threadName}
+            maxLength={100}
+            ref={(el) => el?.focus()}
+            onInput={(e) => setThreadName((e.target as HTMLInputElement).value)}
+            onKeyDown={(e) => e.key === "Escape" && setNaming(false)}
+          />
+          <button class="small primary" type="submit" disabled={!threadName.trim()}>
+            Start Thread
+          </button>
+          <button class="small" type="button" onClick={() => setNaming(false)}>
+            Cancel
+          </button>
+          {threadError && (
+            <span class="error" role="alert">
+              {threadError}
+            </span>
+          )}
+        </form>
       )}
       {real && m.reactions && m.reactions.length > 0 && (
         <div class="reactions">
@@ -154,6 +241,19 @@ function MessageItem(props: {
           <button class="small" onClick={() => props.onReply(m)} aria-label={`Reply to ${author}`}>
             Reply
           </button>
+          {canThread && (
+            <button
+              class="small"
+              aria-expanded={naming}
+              onClick={() => {
+                setThreadError("");
+                setThreadName(m.content.replace(/\s+/g, " ").trim().slice(0, 40) || "New thread");
+                setNaming(!naming);
+              }}
+            >
+              Create Thread
+            </button>
+          )}
           <button
             class="small"
             onClick={() => {
@@ -225,6 +325,19 @@ const virtualised = (() => {
 
 let firstRows = false;
 
+// overscan is OVERSCAN once the app's first rows were painted; until then
+// only the rows in the viewport are rendered (and measured), so the first
+// frame waits for as few rows as can fill it. localStorage
+// "concord.firstPass" = "full" renders the overscan from the start: the
+// first-paint benchmark's peer.
+let overscan = (() => {
+  try {
+    return localStorage.getItem("concord.firstPass") === "full" ? OVERSCAN : 0;
+  } catch {
+    return 0;
+  }
+})();
+
 // rowHeights caches measured row heights by message id, with their mean
 // as the estimate of rows not measured yet.
 class RowHeights {
@@ -290,6 +403,7 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
   const [, rerender] = useState(0);
   const [replyTo, setReplyTo] = useState<Message | null>(null);
   const [editPerms, setEditPerms] = useState(false);
+  const [showThreads, setShowThreads] = useState(false);
 
   useEffect(() => {
     pinned.current = !props.jumpTo;
@@ -332,8 +446,8 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
   let start = 0;
   let end = n;
   if (virtualised && n > 0) {
-    start = rowAt(tops, viewTop - OVERSCAN);
-    end = rowAt(tops, viewTop + vh + OVERSCAN) + 1;
+    start = rowAt(tops, viewTop - overscan);
+    end = rowAt(tops, viewTop + vh + overscan) + 1;
     if (must >= 0) {
       start = Math.min(start, must);
       end = Math.max(end, must + 1);
@@ -377,7 +491,7 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
     const { start, end, tops } = view.current;
     const top = el.scrollTop - listTop.current;
     const m = tops.length - 1;
-    return (start === 0 || tops[start] <= top - OVERSCAN / 2) && (end === m || tops[end] >= top + el.clientHeight + OVERSCAN / 2);
+    return (start === 0 || tops[start] <= top - overscan / 2) && (end === m || tops[end] >= top + el.clientHeight + overscan / 2);
   };
 
   // place puts the viewport where it belongs after a render or a resize.
@@ -418,6 +532,16 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
     if (n > 0 && !firstRows) {
       firstRows = true;
       performance.mark("concord:messages"); // the first rows are in the DOM
+      if (overscan === 0) {
+        // After the frame that shows them (an animation frame runs just
+        // before it, a task just after), render the overscan too.
+        requestAnimationFrame(() =>
+          setTimeout(() => {
+            overscan = OVERSCAN;
+            rerender((x) => x + 1);
+          }, 0),
+        );
+      }
     }
     const changed = measure();
     place();
@@ -462,11 +586,38 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
   };
 
   const title = channelTitle(channel);
+  const thread = isThread(channel);
+  const parent = thread && channel.parent_id ? state.channels.get(channel.parent_id) : undefined;
+  const archived = !!channel.thread_metadata?.archived;
+  const manageThread = thread && (channel.owner_id === state.me?.id || can(channel.guild_id, Perm.ManageThreads));
   return (
     <section class="pane" aria-label={title}>
       <header class="pane-head">
+        {parent && (
+          <a class="crumb" href={`/channels/${channel.guild_id}/${parent.id}`} onClick={linkClick}>
+            {channelTitle(parent)} ›
+          </a>
+        )}
         <h2>{title}</h2>
+        {archived && <span class="topic">This thread is closed; sending a message reopens it.</span>}
         {channel.topic && <span class="topic">{channel.topic}</span>}
+        {thread && !channel.member && (
+          // Joined, the thread's membership comes back in
+          // THREAD_MEMBERS_UPDATE, which hides the button.
+          <button class="small push" onClick={() => joinThread(channel.id)}>
+            Join Thread
+          </button>
+        )}
+        {manageThread && (
+          <button class="small push" onClick={() => setThreadArchived(channel.id, !archived)}>
+            {archived ? "Reopen Thread" : "Close Thread"}
+          </button>
+        )}
+        {hasThreads(channel) && (
+          <button class="small push" aria-expanded={showThreads} onClick={() => setShowThreads(!showThreads)}>
+            Threads
+          </button>
+        )}
         {channel.guild_id && can(channel.guild_id, Perm.ManageRoles) && (
           <button class="small push" onClick={() => setEditPerms(true)}>
             Channel Permissions
@@ -474,6 +625,7 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
         )}
       </header>
       {editPerms && <ChannelPermissions channel={channel} onClose={() => setEditPerms(false)} />}
+      {showThreads && <ThreadList channel={channel} />}
       <div class="scroller" ref={scroller} onScroll={onScroll}>
         {complete && items.length > 0 && (
           <p class="start">This is the beginning of {title}.</p>
@@ -522,5 +674,32 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
       )}
       <Composer channel={channel} title={title} replyTo={replyTo} clearReply={() => setReplyTo(null)} />
     </section>
+  );
+}
+
+// ThreadList is a channel's active threads, opened from the pane's
+// "Threads" button.
+function ThreadList(props: { channel: Channel }) {
+  const threads = state.threadsOf(props.channel.id);
+  const title = channelTitle(props.channel);
+  return (
+    <div class="thread-list">
+      {threads.length === 0 ? (
+        <p class="empty">No active threads in {title}. Start one from a message.</p>
+      ) : (
+        <ul aria-label={`Active threads in ${title}`}>
+          {threads.map((t) => (
+            <li key={t.id}>
+              <a href={`/channels/${t.guild_id}/${t.id}`} onClick={linkClick}>
+                🧵 {t.name}
+              </a>{" "}
+              <span class="topic">
+                {t.message_count || 0} messages · {t.member_count || 0} members
+              </span>
+            </li>
+          ))}
+        </ul>
+      )}
+    </div>
   );
 }

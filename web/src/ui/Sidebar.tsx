@@ -4,7 +4,7 @@ import { linkClick } from "../router";
 import { panels } from "../seams";
 import { state } from "../state";
 import type { Channel } from "../types";
-import { ChannelType, Perm } from "../types";
+import { ChannelType, isThread, Perm } from "../types";
 import { basePermissions } from "./perms";
 
 // channelLabel is a channel entry's accessible name: its name, then
@@ -17,13 +17,16 @@ export function channelLabel(c: Channel): string {
   return s;
 }
 
-function ChannelEntry(props: { c: Channel; href: string; active: boolean }) {
+function ChannelEntry(props: { c: Channel; href: string; active: boolean; activeId?: string | null }) {
   const { c } = props;
   const unread = state.isUnread(c);
   const n = state.mentions(c.id);
-  const icon = c.type === ChannelType.GuildVoice ? "🔊" : c.guild_id ? "#" : "@";
+  const icon = isThread(c) ? "🧵" : c.type === ChannelType.GuildVoice ? "🔊" : c.guild_id ? "#" : "@";
+  // A channel's active threads are listed under it, as Discord's sidebar
+  // does.
+  const threads = c.guild_id && !isThread(c) ? state.threadsOf(c.id) : [];
   return (
-    <li class={"chan" + (props.active ? " active" : "") + (unread ? " unread" : "")}>
+    <li class={"chan" + (isThread(c) ? " thread" : "") + (props.active ? " active" : "") + (unread ? " unread" : "")}>
       <a href={props.href} onClick={linkClick} aria-label={channelLabel(c)} aria-current={props.active ? "page" : undefined}>
         <span class="icon" aria-hidden="true">
           {icon}
@@ -37,6 +40,13 @@ function ChannelEntry(props: { c: Channel; href: string; active: boolean }) {
           </span>
         )}
       </a>
+      {threads.length > 0 && (
+        <ul class="threads" aria-label={`Threads in #${state.channelName(c)}`}>
+          {threads.map((t) => (
+            <ChannelEntry key={t.id} c={t} href={`/channels/${c.guild_id}/${t.id}`} active={t.id === props.activeId} />
+          ))}
+        </ul>
+      )}
     </li>
   );
 }
@@ -52,7 +62,13 @@ export function GuildSidebar(props: { guildId: string; channelId: string | null;
   const canManage = admin || (perms & Perm.ManageChannels) !== 0n;
   const canInvite = admin || (perms & Perm.CreateInvite) !== 0n;
   const entry = (c: Channel) => (
-    <ChannelEntry key={c.id} c={c} href={`/channels/${g.id}/${c.id}`} active={c.id === props.channelId} />
+    <ChannelEntry
+      key={c.id}
+      c={c}
+      href={`/channels/${g.id}/${c.id}`}
+      active={c.id === props.channelId}
+      activeId={props.channelId}
+    />
   );
   return (
     <aside class="sidebar">

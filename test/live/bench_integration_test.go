@@ -114,6 +114,7 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	gwBatches0 := total("concord_live_gateway_batches_total", gws...)
 	flushSum0 := total("concord_live_gateway_post_to_flush_seconds_sum", gws...)
 	flushN0 := total("concord_live_gateway_post_to_flush_seconds_count", gws...)
+	ageSum0, ageN0 := total("concord_live_gateway_flush_age_seconds_sum", gws...), total("concord_live_gateway_flush_age_seconds_count", gws...)
 	logSum0, logN0 := total("concord_live_router_log_age_seconds_sum", router), total("concord_live_router_log_age_seconds_count", router)
 	relSum0, relN0 := total("concord_live_gateway_relay_age_seconds_sum", gws...), total("concord_live_gateway_relay_age_seconds_count", gws...)
 	pubSum0, pubN0 := total("concord_live_router_accept_to_publish_seconds_sum", router), total("concord_live_router_accept_to_publish_seconds_count", router)
@@ -140,9 +141,11 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	gwBatches := total("concord_live_gateway_batches_total", gws...) - gwBatches0
 	flushMean := (total("concord_live_gateway_post_to_flush_seconds_sum", gws...) - flushSum0) /
 		(total("concord_live_gateway_post_to_flush_seconds_count", gws...) - flushN0)
+	ageMean := (total("concord_live_gateway_flush_age_seconds_sum", gws...) - ageSum0) / (total("concord_live_gateway_flush_age_seconds_count", gws...) - ageN0)
 	logMean := (total("concord_live_router_log_age_seconds_sum", router) - logSum0) / (total("concord_live_router_log_age_seconds_count", router) - logN0)
 	pubMean := (total("concord_live_router_accept_to_publish_seconds_sum", router) - pubSum0) / (total("concord_live_router_accept_to_publish_seconds_count", router) - pubN0)
 	relMean := (total("concord_live_gateway_relay_age_seconds_sum", gws...) - relSum0) / (total("concord_live_gateway_relay_age_seconds_count", gws...) - relN0)
+	postOrder := slices.Clone(postDur) // by comment, for the slowest comments below
 	slices.Sort(postDur)
 
 	// Takedowns: the creator deletes the first comments; each viewer
@@ -183,6 +186,9 @@ func TestBenchPostToScreenSplit(t *testing.T) {
 	t.Logf("RESULT hops: router read from the log %v after accept, published %v after accept, gateways received %v after accept (means)",
 		time.Duration(logMean*1e9).Round(time.Millisecond), time.Duration(pubMean*1e9).Round(time.Millisecond),
 		time.Duration(relMean*1e9).Round(time.Millisecond))
+	t.Logf("RESULT hops: a flush's start to its write to a viewer %v (mean over viewers and flushes: the write loop's share)",
+		time.Duration(ageMean*1e9).Round(time.Millisecond))
+	t.Logf("RESULT slowest comments (99th percentile over the viewers; POST answered in): %s", run.slowest(3, postOrder))
 	t.Logf("RESULT hops: DELETE answered p50=%v max=%v", deleteDur[len(deleteDur)/2].Round(time.Millisecond),
 		deleteDur[len(deleteDur)-1].Round(time.Millisecond))
 	t.Logf("RESULT gateway CPU %.2f s for %v deliveries: %.2f µs per comment per viewer, %.2f µs above the idle rate of %.3f cores (viewers' own CPU in this process %.2f µs)",
@@ -380,6 +386,32 @@ func (r *viewerRun) percentiles(at [][]time.Time, from []time.Time) (p50, p99, w
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	return lat[len(lat)*50/100], lat[len(lat)*99/100], lat[len(lat)-1]
+}
+
+// slowest describes the k comments whose 99th-percentile latency over
+// the viewers is highest, with how long their POST took to answer: a tail
+// made by one slow POST (the API and the log) reads differently from one
+// spread over every comment (the fan-out).
+func (r *viewerRun) slowest(k int, postDur []time.Duration) string {
+	type one struct {
+		i   int
+		p99 time.Duration
+	}
+	var all []one
+	for i := range r.comments {
+		lat := make([]time.Duration, 0, len(r.recv))
+		for v := range r.recv {
+			lat = append(lat, r.recv[v][i].Sub(r.posted[i]))
+		}
+		slices.Sort(lat)
+		all = append(all, one{i, lat[len(lat)*99/100]})
+	}
+	sort.Slice(all, func(a, b int) bool { return all[a].p99 > all[b].p99 })
+	var parts []string
+	for _, o := range all[:min(k, len(all))] {
+		parts = append(parts, fmt.Sprintf("#%d %v (POST %v)", o.i, o.p99.Round(time.Millisecond), postDur[o.i].Round(time.Millisecond)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // read reads viewer v's SSE response, stamping the first time it reads

@@ -62,6 +62,7 @@ type hub struct {
 	armed        bool // flushTimer is set, or a flush is about to run
 	flushing     bool // a flush is writing outside the lock
 	flushTimer   *time.Timer
+	jobs         []flushJob // the last flush's list, reused by the next
 }
 
 func newHub(g *Gateway, id snowflake.ID) *hub {

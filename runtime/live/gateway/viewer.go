@@ -73,14 +73,14 @@ func (v *viewer) queue(frame []byte, seq int64) {
 // at once without blocking; the rest, or everything for an HTTP/2 viewer
 // or one with a backlog, is queued behind what is already there. A
 // viewer whose queue would pass MaxPending is cut.
-func (v *viewer) deliver(b []byte, oldest int64, queued time.Time, g *Gateway) {
+func (v *viewer) deliver(b []byte, oldest int64, queued time.Time, g *Gateway, sw *sockWriter) {
 	v.mu.Lock()
 	if v.isCut {
 		v.mu.Unlock()
 		return
 	}
 	if v.raw != nil && !v.writing && len(v.buf) == 0 {
-		n, err := v.tryWrite(b)
+		n, err := sw.write(v.raw, b)
 		if err != nil {
 			v.mu.Unlock()
 			v.cutOff()
@@ -121,36 +121,56 @@ func (v *viewer) deliver(b []byte, oldest int64, queued time.Time, g *Gateway) {
 	v.signal()
 }
 
-// tryWrite writes as much of b as the socket takes now, without waiting;
-// v.mu is held, so no other write to the connection runs.
-func (v *viewer) tryWrite(b []byte) (int, error) {
-	n := 0
-	var werr error
-	err := v.raw.Write(func(fd uintptr) bool {
-		for n < len(b) {
-			m, err := syscall.Write(int(fd), b[n:])
-			if m > 0 {
-				n += m
-			}
-			if err == syscall.EINTR {
-				continue
-			}
-			if err != nil {
-				if err != syscall.EAGAIN {
-					werr = err
-				}
-				break
-			}
-			if m <= 0 {
-				break
-			}
-		}
-		return true // never wait for the socket here
-	})
+// sockWriter writes to detached viewers' sockets without waiting. One
+// belongs to each flush worker and is reused for every viewer it writes,
+// so a write allocates nothing (a closure built per call would escape to
+// the heap through syscall.RawConn, three objects per viewer per flush).
+type sockWriter struct {
+	b   []byte
+	n   int
+	err error
+	fn  func(fd uintptr) bool
+}
+
+func newSockWriter() *sockWriter {
+	w := &sockWriter{}
+	w.fn = w.writeFD
+	return w
+}
+
+// write writes as much of b to raw as the socket takes now; the viewer's
+// mu is held, so no other write to the connection runs.
+func (w *sockWriter) write(raw syscall.RawConn, b []byte) (int, error) {
+	w.b, w.n, w.err = b, 0, nil
+	err := raw.Write(w.fn)
+	n := w.n
 	if err == nil {
-		err = werr
+		err = w.err
 	}
+	w.b, w.err = nil, nil
 	return n, err
+}
+
+func (w *sockWriter) writeFD(fd uintptr) bool {
+	for w.n < len(w.b) {
+		m, err := syscall.Write(int(fd), w.b[w.n:])
+		if m > 0 {
+			w.n += m
+		}
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			if err != syscall.EAGAIN {
+				w.err = err
+			}
+			break
+		}
+		if m <= 0 {
+			break
+		}
+	}
+	return true // never wait for the socket here
 }
 
 func (v *viewer) signal() {

@@ -156,13 +156,18 @@ func (s *Service) Apply(ctx context.Context, r eventlog.Record) error {
 	off := r.Offset
 
 	// Channel level: dedupe by message id, @everyone entries.
-	dup, everyone := false, false
+	dup, everyone, unmention := false, false, false
 	err = s.channels.do(ctx, ev.ChannelID, s.loadChannel(ev.ChannelID), func(c *channelEntry) {
 		if ev.Type == eventlog.MessageCreate {
 			if at, ok := c.seenAt(ev.MessageID); ok && at != off {
 				dup = true // the same message published again
 				return
 			}
+		}
+		if ev.Type == eventlog.MessageDelete {
+			// Also on a replay: the owners' offsets drop what they
+			// already applied.
+			unmention = c.markDeleted(ev.MessageID, off)
 		}
 		if off < c.rec.NextOffset {
 			return // replay: channel-level effects are already in
@@ -199,11 +204,13 @@ func (s *Service) Apply(ctx context.Context, r eventlog.Record) error {
 		s.m.nDuplicates.Add(1)
 		return nil
 	}
-	if ev.Type != eventlog.MessageCreate {
+	if ev.Type != eventlog.MessageCreate && !(ev.Type == eventlog.MessageDelete && unmention) {
 		return nil
 	}
 
-	// User level: one increment per mentioned user (directly or by role).
+	// User level: one increment per mentioned user (directly or by role),
+	// or one decrement when a counted message is deleted (its delete
+	// event carries the mentions it was stored with).
 	targets, err := s.targets(ctx, ev)
 	if err != nil {
 		return err
@@ -213,7 +220,7 @@ func (s *Service) Apply(ctx context.Context, r eventlog.Record) error {
 	}
 	ms := make([]Mention, len(targets))
 	for i, u := range targets {
-		ms[i] = Mention{User: u, Channel: ev.ChannelID, Message: ev.MessageID, Offset: off}
+		ms[i] = Mention{User: u, Channel: ev.ChannelID, Message: ev.MessageID, Offset: off, Removed: ev.Type == eventlog.MessageDelete}
 	}
 	if err := s.cfg.Mentions.AddMentions(ctx, ms); err != nil {
 		return fmt.Errorf("readstate: hand mentions of message %d to their owners: %w", ev.MessageID, err)

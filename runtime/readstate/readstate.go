@@ -100,6 +100,9 @@ type ChannelRecord struct {
 }
 
 // SeenMessage is a counted message and the offset it was counted at.
+// Once a MESSAGE_DELETE of it is applied, Offset holds -(the delete's
+// offset + 1) instead: a second delete of it (published twice) lowers no
+// count again, and a replayed create of it counts nothing.
 type SeenMessage struct {
 	MessageID snowflake.ID
 	Offset    int64

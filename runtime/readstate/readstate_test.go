@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/readstate"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
@@ -166,5 +167,63 @@ func TestDeleteRemovesEveryone(t *testing.T) {
 	}
 	if n := mentionCount(t, s, bob, channel); n != 0 {
 		t.Fatalf("bob has %d mentions after the @everyone was deleted", n)
+	}
+}
+
+// TestDeleteLowersMentionCount: deleting a message that mentioned a user
+// lowers the count it raised, once — a second copy of the delete (another
+// offset) and a replay of the same offset change nothing — and a delete
+// of a message the user already read past lowers nothing.
+func TestDeleteLowersMentionCount(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, readstate.Config{}, newStore(t, ""), &visibility{}, nil)
+	for i, id := range []snowflake.ID{1000, 1001} {
+		if err := s.Apply(ctx, msg(t, id, int64(i), channel, []snowflake.ID{alice}, nil, false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del := func(id snowflake.ID, off int64) {
+		t.Helper()
+		r := msg(t, id, off, channel, []snowflake.ID{alice}, nil, false)
+		ev := eventlog.MessageEvent{Type: eventlog.MessageDelete, GuildID: guild, ChannelID: channel, MessageID: id,
+			AuthorID: author, Mentions: []snowflake.ID{alice}}
+		rec, err := ev.Record()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Value = rec.Value
+		if err := s.Apply(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del(1001, 2)
+	if n := mentionCount(t, s, alice, channel); n != 1 {
+		t.Fatalf("after deleting one of two mentioning messages alice has %d mentions, want 1", n)
+	}
+	del(1001, 3) // published twice
+	del(1001, 2) // redelivered
+	if n := mentionCount(t, s, alice, channel); n != 1 {
+		t.Fatalf("a repeated delete lowered the count again: %d, want 1", n)
+	}
+	// A replayed create of the deleted message counts nothing.
+	if err := s.Apply(ctx, msg(t, 1001, 1, channel, []snowflake.ID{alice}, nil, false)); err != nil {
+		t.Fatal(err)
+	}
+	if n := mentionCount(t, s, alice, channel); n != 1 {
+		t.Fatalf("a replayed create of a deleted message counted: %d, want 1", n)
+	}
+	if _, err := s.Ack(ctx, alice, channel, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(ctx, msg(t, 1002, 4, channel, []snowflake.ID{alice}, nil, false)); err != nil {
+		t.Fatal(err)
+	}
+	del(1000, 5) // read already: its mention is not in the count
+	if n := mentionCount(t, s, alice, channel); n != 1 {
+		t.Fatalf("deleting a read message lowered the count: %d, want 1", n)
+	}
+	del(1002, 6)
+	if n := mentionCount(t, s, alice, channel); n != 0 {
+		t.Fatalf("after deleting the unread mention alice has %d, want 0", n)
 	}
 }

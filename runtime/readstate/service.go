@@ -95,6 +95,27 @@ type channelEntry struct {
 }
 
 // seenAt returns the offset message id was first counted at.
+// markDeleted records that the delete at offset off removed message id,
+// and reports whether that delete is the one to lower its mentions: the
+// message was counted here and not deleted before, or this is a replay of
+// the very delete that marked it. A message outside the remembered window
+// lowers nothing (its counting cannot be told from a duplicate's).
+func (c *channelEntry) markDeleted(id snowflake.ID, off int64) bool {
+	for i := range c.rec.Seen {
+		s := &c.rec.Seen[i]
+		if s.MessageID != id {
+			continue
+		}
+		if s.Offset >= 0 {
+			s.Offset = -(off + 1)
+			c.dirty = true
+			return true
+		}
+		return s.Offset == -(off + 1)
+	}
+	return false
+}
+
 func (c *channelEntry) seenAt(id snowflake.ID) (int64, bool) {
 	for _, s := range c.rec.Seen {
 		if s.MessageID == id {

@@ -16,6 +16,10 @@ type Mention struct {
 	Channel snowflake.ID
 	Message snowflake.ID
 	Offset  int64
+	// Removed is the deletion of a message that mentioned User: the
+	// count goes down (never below zero) instead of up, once per offset
+	// like an increment.
+	Removed bool
 }
 
 // Mentions takes the user mentions the consumer counted and hands each to
@@ -54,7 +58,11 @@ func (s *Service) AddMentions(ctx context.Context, ms []Mention) error {
 				return
 			}
 			rec.NextOffset = m.Offset + 1
-			if m.Message > rec.LastReadID {
+			if m.Removed {
+				if m.Message > rec.LastReadID && rec.MentionCount > 0 {
+					rec.MentionCount--
+				}
+			} else if m.Message > rec.LastReadID {
 				rec.MentionCount++
 				s.m.mentions.Inc()
 				s.m.nMentions.Add(1)

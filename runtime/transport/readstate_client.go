@@ -125,7 +125,7 @@ func (c *readStateClient) AddMentions(ctx context.Context, ms []readstate.Mentio
 			first[n.Name] = m.User
 		}
 		byOwner[n.Name] = append(byOwner[n.Name], &transportpb.Mention{UserId: uint64(m.User), ChannelId: uint64(m.Channel),
-			MessageId: uint64(m.Message), Offset: m.Offset})
+			MessageId: uint64(m.Message), Offset: m.Offset, Removed: m.Removed})
 	}
 	var errs []error
 	for name, list := range byOwner {

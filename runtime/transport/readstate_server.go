@@ -81,7 +81,7 @@ func (s *readStateServer) AddMentions(ctx context.Context, req *transportpb.Ment
 			return nil, s.errs.toStatus(fmt.Errorf("%w: mention without user, channel, message or offset", ErrInvalid))
 		}
 		ms[i] = readstate.Mention{User: snowflake.ID(m.UserId), Channel: snowflake.ID(m.ChannelId),
-			Message: snowflake.ID(m.MessageId), Offset: m.Offset}
+			Message: snowflake.ID(m.MessageId), Offset: m.Offset, Removed: m.Removed}
 	}
 	if err := s.backend.AddMentions(ctx, ms); err != nil {
 		return nil, s.errs.toStatus(err)

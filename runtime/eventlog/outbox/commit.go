@@ -2,6 +2,8 @@ package outbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -87,7 +89,16 @@ func DeleteMessages(ctx context.Context, st store.Messages, events any, guildID,
 	}
 	evs := make([]store.Event, 0, len(ids))
 	for _, id := range ids {
-		ev, err := storeEvent(eventlog.MessageEvent{Type: eventlog.MessageDelete, GuildID: guildID, ChannelID: channelID, MessageID: id})
+		del := eventlog.MessageEvent{Type: eventlog.MessageDelete, GuildID: guildID, ChannelID: channelID, MessageID: id}
+		// The delete carries the mentions the message was stored with,
+		// so the read-state consumer lowers the counts it raised. A
+		// message already gone deletes nothing and lowers nothing.
+		if m, err := st.GetMessage(ctx, channelID, id); err == nil {
+			del.AuthorID, del.Mentions, del.MentionRoles = m.AuthorID, m.Mentions, m.MentionRoles
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return false, fmt.Errorf("read message %d before deleting it: %w", id, err)
+		}
+		ev, err := storeEvent(del)
 		if err != nil {
 			return false, err
 		}

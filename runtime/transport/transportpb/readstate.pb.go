@@ -330,11 +330,13 @@ func (x *StatesResponse) GetStates() []*ReadState {
 // Mention is readstate.Mention: offset is the event's offset in its
 // channel's partition, the idempotence key with user_id and channel_id.
 type Mention struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        uint64                 `protobuf:"fixed64,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	ChannelId     uint64                 `protobuf:"fixed64,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
-	MessageId     uint64                 `protobuf:"fixed64,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	Offset        int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	UserId    uint64                 `protobuf:"fixed64,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ChannelId uint64                 `protobuf:"fixed64,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	MessageId uint64                 `protobuf:"fixed64,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	Offset    int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	// removed: the message was deleted; the count goes down instead of up.
+	Removed       bool `protobuf:"varint,5,opt,name=removed,proto3" json:"removed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -395,6 +397,13 @@ func (x *Mention) GetOffset() int64 {
 		return x.Offset
 	}
 	return 0
+}
+
+func (x *Mention) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
 }
 
 // MentionsRequest carries mentions of users the called node owns.
@@ -511,14 +520,15 @@ const file_concord_transport_v1_readstate_proto_rawDesc = "" +
 	"\rmention_count\x18\x03 \x01(\x05R\fmentionCount\x12\x14\n" +
 	"\x05flags\x18\x04 \x01(\rR\x05flags\"I\n" +
 	"\x0eStatesResponse\x127\n" +
-	"\x06states\x18\x01 \x03(\v2\x1f.concord.transport.v1.ReadStateR\x06states\"x\n" +
+	"\x06states\x18\x01 \x03(\v2\x1f.concord.transport.v1.ReadStateR\x06states\"\x92\x01\n" +
 	"\aMention\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\x06R\x06userId\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x02 \x01(\x06R\tchannelId\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x03 \x01(\x06R\tmessageId\x12\x16\n" +
-	"\x06offset\x18\x04 \x01(\x03R\x06offset\"L\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12\x18\n" +
+	"\aremoved\x18\x05 \x01(\bR\aremoved\"L\n" +
 	"\x0fMentionsRequest\x129\n" +
 	"\bmentions\x18\x01 \x03(\v2\x1d.concord.transport.v1.MentionR\bmentions\"\x12\n" +
 	"\x10MentionsResponse2\x8e\x02\n" +

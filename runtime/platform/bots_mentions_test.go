@@ -26,22 +26,7 @@ func testInteractionReplyMentionCounts(t *testing.T, opts ...func(*Config)) {
 	if _, _, ok := outbox.Atomic(p.Store(), p.reads.outbox); !ok {
 		t.Fatalf("the store %T is not a transactional outbox the platform's outbox relays", p.Store())
 	}
-	var alice, bob struct {
-		Token  string `json:"token"`
-		UserID string `json:"user_id"`
-	}
-	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "alice", "password": "alice password"}, &alice)
-	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "bob", "password": "bob password!"}, &bob)
-	var g, ch struct {
-		ID string `json:"id"`
-	}
-	restCall(t, addr, alice.Token, "POST", "/guilds", map[string]string{"name": "bot mentions"}, &g)
-	restCall(t, addr, alice.Token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "news"}, &ch)
-	var inv struct {
-		Code string `json:"code"`
-	}
-	restCall(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
-	restCall(t, addr, bob.Token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+	alice, bob, g, ch := guildOfTwo(t, addr, "bot mentions")
 
 	// alice's application, installed in her guild, with one slash command.
 	var app struct {

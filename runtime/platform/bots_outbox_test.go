@@ -81,22 +81,7 @@ func (r *refusesPublish) Publish(_ context.Context, ev eventlog.MessageEvent) er
 // a crash can cut off; ephemeral messages are not stored and have none.
 func TestBotMessageWritesCommitTheirEvents(t *testing.T) {
 	p, addr := startTestPlatform(t)
-	var alice, bob struct {
-		Token  string `json:"token"`
-		UserID string `json:"user_id"`
-	}
-	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "alice", "password": "alice password"}, &alice)
-	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "bob", "password": "bob password!"}, &bob)
-	var g, ch struct {
-		ID string `json:"id"`
-	}
-	restCall(t, addr, alice.Token, "POST", "/guilds", map[string]string{"name": "bot events"}, &g)
-	restCall(t, addr, alice.Token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "news"}, &ch)
-	var inv struct {
-		Code string `json:"code"`
-	}
-	restCall(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
-	restCall(t, addr, bob.Token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+	alice, bob, g, ch := guildOfTwo(t, addr, "bot events")
 	aliceID, _ := snowflake.Parse(alice.UserID)
 	bobID, _ := snowflake.Parse(bob.UserID)
 	guildID, _ := snowflake.Parse(g.ID)

@@ -1,10 +1,8 @@
 package platform
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
@@ -16,22 +14,7 @@ import (
 // stored with.
 func TestDeletingAMentionLowersTheCount(t *testing.T) {
 	p, addr := startTestPlatform(t)
-	var alice, bob struct {
-		Token  string `json:"token"`
-		UserID string `json:"user_id"`
-	}
-	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "alice", "password": "alice password"}, &alice)
-	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "bob", "password": "bob password!"}, &bob)
-	var g, ch struct {
-		ID string `json:"id"`
-	}
-	restCall(t, addr, alice.Token, "POST", "/guilds", map[string]string{"name": "deletes"}, &g)
-	restCall(t, addr, alice.Token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "news"}, &ch)
-	var inv struct {
-		Code string `json:"code"`
-	}
-	restCall(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
-	restCall(t, addr, bob.Token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+	alice, bob, _, ch := guildOfTwo(t, addr, "deletes")
 
 	ids := make([]string, 3)
 	for i := range ids {
@@ -44,25 +27,7 @@ func TestDeletingAMentionLowersTheCount(t *testing.T) {
 	}
 	bobID, _ := snowflake.Parse(bob.UserID)
 	chID, _ := snowflake.Parse(ch.ID)
-	// The count is the read-state role's state, reached through the event
-	// log: poll it (there is no event to await).
-	await := func(what string, want int) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			st, err := p.readStates.Local().ChannelState(context.Background(), bobID, chID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.MentionCount == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: mention_count %d, want %d", what, st.MentionCount, want)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	await := func(what string, want int) { awaitMentionCount(t, p, what, bobID, chID, want) }
 	await("three mentions", 3)
 	restCall(t, addr, alice.Token, "DELETE", "/channels/"+ch.ID+"/messages/"+ids[0], nil, nil)
 	await("one mentioning message deleted", 2)

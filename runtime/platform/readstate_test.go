@@ -69,6 +69,48 @@ func restCall(t *testing.T, addr, token, method, path string, body, out any) {
 	}
 }
 
+// idOnly is the id of a created object.
+type idOnly struct {
+	ID string `json:"id"`
+}
+
+// awaitMentionCount polls the read-state role until user's mention count
+// in ch is want (the count is the role's state, reached through the event
+// log: there is no event to await), failing after a minute.
+func awaitMentionCount(t *testing.T, p *Platform, what string, user, ch snowflake.ID, want int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := p.readStates.Local().ChannelState(context.Background(), user, ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.MentionCount == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: mention_count %d, want %d (%+v)", what, st.MentionCount, want, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// guildOfTwo registers alice and bob; alice creates a guild named name
+// with a #news channel and bob joins it through an invite.
+func guildOfTwo(t *testing.T, addr, name string) (alice, bob testUser, g, ch idOnly) {
+	t.Helper()
+	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "alice", "password": "alice password"}, &alice)
+	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "bob", "password": "bob password!"}, &bob)
+	restCall(t, addr, alice.Token, "POST", "/guilds", map[string]string{"name": name}, &g)
+	restCall(t, addr, alice.Token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "news"}, &ch)
+	var inv struct {
+		Code string `json:"code"`
+	}
+	restCall(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
+	restCall(t, addr, bob.Token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+	return alice, bob, g, ch
+}
+
 // wsSession is a raw gateway client: HELLO, IDENTIFY, then dispatches.
 type wsSession struct {
 	t      *testing.T
@@ -131,22 +173,7 @@ func TestAckClearsBadgeOnOtherDevice(t *testing.T) { testAckClearsBadge(t) }
 
 func testAckClearsBadge(t *testing.T, opts ...func(*Config)) {
 	p, addr := startTestPlatform(t, opts...)
-	var alice, bob struct {
-		Token  string `json:"token"`
-		UserID string `json:"user_id"`
-	}
-	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "alice", "password": "alice password"}, &alice)
-	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "bob", "password": "bob password!"}, &bob)
-	var g, ch struct {
-		ID string `json:"id"`
-	}
-	restCall(t, addr, alice.Token, "POST", "/guilds", map[string]string{"name": "badges"}, &g)
-	restCall(t, addr, alice.Token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "news"}, &ch)
-	var inv struct {
-		Code string `json:"code"`
-	}
-	restCall(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
-	restCall(t, addr, bob.Token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+	alice, bob, _, ch := guildOfTwo(t, addr, "badges")
 
 	phone := identify(t, addr, bob.Token)
 	desktop := identify(t, addr, bob.Token)
@@ -165,20 +192,7 @@ func testAckClearsBadge(t *testing.T, opts ...func(*Config)) {
 	// The mention reaches the read-state role through the event log (on a
 	// Kafka that just started, the consumer group's first join can take
 	// tens of seconds on a loaded machine).
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		st, err := p.readStates.Local().ChannelState(context.Background(), bobID, chID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.MentionCount == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mention never counted: %+v", st)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	awaitMentionCount(t, p, "bob mentioned once", bobID, chID, 1)
 
 	// Bob reads on his phone (REST ack); his desktop's badge clears.
 	restCall(t, addr, bob.Token, "POST", "/channels/"+ch.ID+"/messages/"+m.ID+"/ack", map[string]any{}, nil)

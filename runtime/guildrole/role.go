@@ -95,18 +95,10 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 	log := b.Logger.With("component", "guild")
 	// The service and its clients close with the process's seams, after
 	// the parts and roles that call them.
-	var closers []func() error
-	closeAll := func() error {
-		var errs []error
-		for i := len(closers) - 1; i >= 0; i-- {
-			errs = append(errs, closers[i]())
-		}
-		closers = nil
-		return errors.Join(errs...)
-	}
+	var closers role.Closers
 	defer func() {
 		if err != nil {
-			_ = closeAll()
+			_ = closers.Close()
 		}
 	}()
 	deps := guild.Deps{Store: b.Store, IDs: b.IDs, Auth: b.Auth}
@@ -127,21 +119,21 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 			return err
 		}
 		sink := transport.NewGatewayClient(b.ClientConfig, gwRing)
-		closers = append(closers, sink.Close)
+		closers.Add(sink.Close)
 		relayClient := transport.NewRelayClient(b.ClientConfig)
-		closers = append(closers, relayClient.Close)
+		closers.Add(relayClient.Close)
 		if relays, err = newRelayRouter(relayClient, b.Metrics, log.With("component", "relays")); err != nil {
 			return fmt.Errorf("relays: %w", err)
 		}
 		sessions := transport.NewSessionDirectory(b.ClientConfig, role.RingRoster{LocalRing: gwRing})
-		closers = append(closers, sessions.Close)
+		closers.Add(sessions.Close)
 		deps.Sink, deps.Relays, deps.Sessions = sink, relays, sessions
 	}
 	svc, err := guild.NewService(guild.Config{Logger: log, Registerer: b.Metrics, ShadowEvery: cfg.PermissionsShadowEvery}, deps)
 	if err != nil {
 		return fmt.Errorf("guild service: %w", err)
 	}
-	closers = append(closers, svc.Close)
+	closers.Add(svc.Close)
 	if err := enableVoice(b, svc); err != nil {
 		return err
 	}
@@ -177,7 +169,7 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 	if _, ok := role.Lookup(b.Seams, Service); ok {
 		return errors.New("the process has a guild service already")
 	}
-	_, err = role.Shared(b.Seams, Service, func() (*guild.Service, func() error, error) { return svc, closeAll, nil })
+	_, err = role.Shared(b.Seams, Service, func() (*guild.Service, func() error, error) { return svc, closers.Close, nil })
 	return err
 }
 

@@ -71,31 +71,23 @@ var (
 func build(ctx context.Context, b *role.Builder) (err error) {
 	cfg := b.Config
 	log := b.Logger.With("component", "readstate")
-	var closers []func() error
-	closeAll := func() error {
-		var errs []error
-		for i := len(closers) - 1; i >= 0; i-- {
-			errs = append(errs, closers[i]())
-		}
-		closers = nil
-		return errors.Join(errs...)
-	}
+	var closers role.Closers
 	defer func() {
 		if err != nil {
-			_ = closeAll()
+			_ = closers.Close()
 		}
 	}()
 	table, err := openTable(ctx, b)
 	if err != nil {
 		return err
 	}
-	closers = append(closers, table.Close)
+	closers.Add(table.Close)
 	evlog, ok := role.Lookup(b.Seams, LogKey)
 	if !ok {
 		if evlog, err = eventlogbackend.Open(ctx, LogSpec(cfg.EventLog), cfg.DataDir, log.With("component", "eventlog"), cfg.EventLogOptions()...); err != nil {
 			return fmt.Errorf("event log: %w", err)
 		}
-		closers = append(closers, evlog.Close)
+		closers.Add(evlog.Close)
 	}
 	backend, err := Open(ctx, b.Parts)
 	if err != nil {
@@ -120,9 +112,9 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		if err != nil {
 			return fmt.Errorf("read-state guild service: %w", err)
 		}
-		closers = append(closers, local.Close)
+		closers.Add(local.Close)
 		client := transport.NewGuildClient(b.ClientConfig, ring)
-		closers = append(closers, client.Close)
+		closers.Add(client.Close)
 		guilds = guildPerms{local: local, guilds: client, log: log}
 		mentions = &mentionRouter{shards: backend, retry: cfg.RetryInterval, log: log}
 	}
@@ -132,7 +124,7 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 	if err != nil {
 		return fmt.Errorf("read states: %w", err)
 	}
-	closers = append(closers, func() error {
+	closers.Add(func() error {
 		// Flush what is only in memory before the table closes.
 		cctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
@@ -147,7 +139,7 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 			}
 			return nil
 		},
-		Close: closeAll,
+		Close: closers.Close,
 	}); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package role
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -22,7 +21,7 @@ import (
 type Seams struct {
 	mu      sync.Mutex
 	values  map[any]any
-	closers []func() error
+	closers Closers
 }
 
 // Key names one seam and the type of its value. Keys compare by name and
@@ -93,7 +92,7 @@ func Shared[T any](s *Seams, k Key[T], open func() (v T, close func() error, err
 	}
 	s.values[k] = v
 	if closer != nil {
-		s.closers = append(s.closers, closer)
+		s.closers.Add(closer)
 	}
 	return v, nil
 }
@@ -105,13 +104,9 @@ func (s *Seams) Close() error {
 	}
 	s.mu.Lock()
 	closers := s.closers
-	s.closers = nil
+	s.closers = Closers{}
 	s.mu.Unlock()
-	var errs []error
-	for i := len(closers) - 1; i >= 0; i-- {
-		errs = append(errs, closers[i]())
-	}
-	return errors.Join(errs...)
+	return closers.Close()
 }
 
 // RingKey is the seam of the process's watched ring over the live nodes

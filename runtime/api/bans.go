@@ -118,6 +118,7 @@ func (h *handler) purgeMessages(ctx context.Context, user, g, target snowflake.I
 	cursor := snowflake.FromTime(h.cfg.Now().Add(-timeSeconds(secs)))
 	for _, ch := range chans {
 		var mine []snowflake.ID
+		var mineMsgs []store.Message
 		after := cursor
 		for {
 			ms, err := h.store.ListMessages(bg, ch, store.HistoryQuery{After: after, Limit: 100})
@@ -128,6 +129,7 @@ func (h *handler) purgeMessages(ctx context.Context, user, g, target snowflake.I
 			for _, m := range ms {
 				if m.AuthorID == target {
 					mine = append(mine, m.ID)
+					mineMsgs = append(mineMsgs, m)
 				}
 				after = max(after, m.ID)
 			}
@@ -139,7 +141,7 @@ func (h *handler) purgeMessages(ctx context.Context, user, g, target snowflake.I
 			continue
 		}
 		slices.Sort(mine)
-		logged, err := h.deleteMessagesLogged(bg, g, ch, mine)
+		logged, err := h.deleteMessagesLogged(bg, g, ch, mineMsgs)
 		if err != nil {
 			h.log.Warn("ban purge: delete", "channel_id", ch, "err", err)
 			continue

@@ -162,7 +162,7 @@ func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user sno
 	// event (consumers dedupe) rather than a 404.
 	var logged bool
 	if _, _, atomic := h.atomicEvents(); atomic {
-		logged, err = h.deleteMessagesLogged(ctx, v.Channel.GuildID, channelID, []snowflake.ID{messageID})
+		logged, err = h.deleteMessagesLogged(ctx, v.Channel.GuildID, channelID, []store.Message{m})
 	} else {
 		err = h.store.DeleteMessage(ctx, channelID, messageID)
 	}
@@ -241,12 +241,14 @@ func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowfl
 	// MESSAGE_DELETE_BULK never shows this channel's viewers an id from
 	// a channel they may not see.
 	found := list[:0]
+	var msgs []store.Message
 	var atts []store.Attachment
 	for _, id := range list {
 		m, err := h.store.GetMessage(ctx, channelID, id)
 		switch {
 		case err == nil:
 			found = append(found, id)
+			msgs = append(msgs, m)
 			atts = append(atts, m.Attachments...)
 		case !errors.Is(err, store.ErrNotFound):
 			return errors.Join(guild.ErrUnavailable, err)
@@ -257,7 +259,7 @@ func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowfl
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	logged, err := h.deleteMessagesLogged(ctx, v.Channel.GuildID, channelID, list)
+	logged, err := h.deleteMessagesLogged(ctx, v.Channel.GuildID, channelID, msgs)
 	if err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
 	}

@@ -62,11 +62,11 @@ func (h *handler) putMessageLogged(ctx context.Context, typ string, m store.Mess
 	return outbox.PutMessage(ctx, h.store, h.eventsOrNil(), typ, m)
 }
 
-// deleteMessagesLogged deletes ids of a channel and, when the store
-// commits events with message writes, one MESSAGE_DELETE per id in the
-// same write; logged reports that.
-func (h *handler) deleteMessagesLogged(ctx context.Context, guildID, channelID snowflake.ID, ids []snowflake.ID) (logged bool, err error) {
-	return outbox.DeleteMessages(ctx, h.store, h.eventsOrNil(), guildID, channelID, ids)
+// deleteMessagesLogged deletes msgs (just read) of a channel and, when
+// the store commits events with message writes, one MESSAGE_DELETE per
+// message in the same write; logged reports that.
+func (h *handler) deleteMessagesLogged(ctx context.Context, guildID, channelID snowflake.ID, msgs []store.Message) (logged bool, err error) {
+	return outbox.DeleteMessages(ctx, h.store, h.eventsOrNil(), guildID, channelID, msgs)
 }
 
 // atomicEvents returns the store's event writer and the relay when

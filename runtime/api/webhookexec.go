@@ -335,7 +335,7 @@ func (h *handler) deleteWebhookMessage(w http.ResponseWriter, r *http.Request) e
 	}
 	var logged bool
 	if _, _, atomic := h.atomicEvents(); atomic {
-		logged, err = h.deleteMessagesLogged(ctx, wh.GuildID, m.ChannelID, []snowflake.ID{m.ID})
+		logged, err = h.deleteMessagesLogged(ctx, wh.GuildID, m.ChannelID, []store.Message{m})
 	} else {
 		err = h.store.DeleteMessage(ctx, m.ChannelID, m.ID)
 	}

@@ -618,7 +618,8 @@ func (b *botMessages) DeleteMessage(ctx context.Context, channelID, messageID, e
 			mustJSON(wire.MessageDelete{ID: messageID, ChannelID: channelID, GuildID: guildID}))
 		return nil
 	}
-	if _, err := b.store.GetMessage(ctx, channelID, messageID); err != nil {
+	m, err := b.store.GetMessage(ctx, channelID, messageID)
+	if err != nil {
 		return botErr(err)
 	}
 	if err := b.frozen(ctx, channelID); err != nil {
@@ -627,7 +628,7 @@ func (b *botMessages) DeleteMessage(ctx context.Context, channelID, messageID, e
 	// With the store's outbox the delete and its MESSAGE_DELETE are one
 	// write (a concurrent delete that got there first makes a duplicate
 	// event, which consumers dedupe).
-	logged, err := outbox.DeleteMessage(ctx, b.store, b.eventsOrNil(), guildID, channelID, messageID)
+	logged, err := outbox.DeleteMessage(ctx, b.store, b.eventsOrNil(), guildID, m)
 	if err != nil {
 		return fmt.Errorf("%w: delete message: %w", bots.ErrUnavailable, err)
 	}

@@ -2,8 +2,6 @@ package outbox
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -79,26 +77,24 @@ func PutMessage(ctx context.Context, st store.Messages, events any, typ string, 
 	return true, nil
 }
 
-// DeleteMessages deletes ids of a channel and, when Atomic allows, one
-// MESSAGE_DELETE per id in the same atomic store write; logged as for
-// PutMessage.
-func DeleteMessages(ctx context.Context, st store.Messages, events any, guildID, channelID snowflake.ID, ids []snowflake.ID) (logged bool, err error) {
+// DeleteMessages deletes msgs, stored messages of one channel the caller
+// has just read, and, when Atomic allows, one MESSAGE_DELETE per message
+// in the same atomic store write; logged as for PutMessage. Each delete
+// carries the mentions its message was stored with, so the read-state
+// consumer lowers the counts the message raised.
+func DeleteMessages(ctx context.Context, st store.Messages, events any, guildID, channelID snowflake.ID, msgs []store.Message) (logged bool, err error) {
+	ids := make([]snowflake.ID, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
 	w, c, ok := Atomic(st, events)
 	if !ok {
 		return false, st.DeleteMessages(ctx, channelID, ids)
 	}
-	evs := make([]store.Event, 0, len(ids))
-	for _, id := range ids {
-		del := eventlog.MessageEvent{Type: eventlog.MessageDelete, GuildID: guildID, ChannelID: channelID, MessageID: id}
-		// The delete carries the mentions the message was stored with,
-		// so the read-state consumer lowers the counts it raised. A
-		// message already gone deletes nothing and lowers nothing.
-		if m, err := st.GetMessage(ctx, channelID, id); err == nil {
-			del.AuthorID, del.Mentions, del.MentionRoles = m.AuthorID, m.Mentions, m.MentionRoles
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return false, fmt.Errorf("read message %d before deleting it: %w", id, err)
-		}
-		ev, err := storeEvent(del)
+	evs := make([]store.Event, 0, len(msgs))
+	for _, m := range msgs {
+		ev, err := storeEvent(eventlog.MessageEvent{Type: eventlog.MessageDelete, GuildID: guildID, ChannelID: channelID,
+			MessageID: m.ID, AuthorID: m.AuthorID, Mentions: m.Mentions, MentionRoles: m.MentionRoles})
 		if err != nil {
 			return false, err
 		}
@@ -111,13 +107,13 @@ func DeleteMessages(ctx context.Context, st store.Messages, events any, guildID,
 	return true, nil
 }
 
-// DeleteMessage deletes one message and, when Atomic allows, its
+// DeleteMessage deletes one stored message m and, when Atomic allows, its
 // MESSAGE_DELETE in the same atomic store write; without the outbox it is
 // st.DeleteMessage (which reports a message that is not there). logged as
 // for PutMessage.
-func DeleteMessage(ctx context.Context, st store.Messages, events any, guildID, channelID, id snowflake.ID) (logged bool, err error) {
+func DeleteMessage(ctx context.Context, st store.Messages, events any, guildID snowflake.ID, m store.Message) (logged bool, err error) {
 	if _, _, ok := Atomic(st, events); !ok {
-		return false, st.DeleteMessage(ctx, channelID, id)
+		return false, st.DeleteMessage(ctx, m.ChannelID, m.ID)
 	}
-	return DeleteMessages(ctx, st, events, guildID, channelID, []snowflake.ID{id})
+	return DeleteMessages(ctx, st, events, guildID, m.ChannelID, []store.Message{m})
 }

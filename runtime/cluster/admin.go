@@ -18,14 +18,13 @@ func (n *Node) operationalRoutes(mux *http.ServeMux) {
 }
 
 // adminRoutes adds the admin endpoints the operator and kubectl-concord
-// call (see operator/podadmin): the gateway role's drain, the guild role's
-// per-guild statistics; all of /admin/ behind the node's admin token.
+// call (see operator/podadmin): the guild role's per-guild statistics;
+// all of /admin/ behind the node's admin token.
 func (n *Node) adminRoutes(mux *http.ServeMux) {
 	admin := http.NewServeMux()
-	n.drainRoutes(admin)
 	n.statsRoutes(admin)
-	// The table roles' admin endpoints (the voice role's drain) follow,
-	// behind the same token.
+	// The roles' admin endpoints (the gateway role's drain and hand-off,
+	// the voice role's drain) follow, behind the same token.
 	mux.Handle("/admin/", adminauth.Guard(n.adminToken, role.AdminHandler(admin, n.roleAdmin)))
 }
 

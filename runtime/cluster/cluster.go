@@ -72,7 +72,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/concord-chat/concord/runtime/admission"
 	"github.com/concord-chat/concord/runtime/api"
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/bots"
@@ -82,6 +81,7 @@ import (
 	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/gateway"
+	"github.com/concord-chat/concord/runtime/gatewayrole"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/httpserve"
@@ -240,16 +240,14 @@ type Node struct {
 	bots      *platform.Bots // guild role
 	botStore  bots.Store     // api role without the guild role
 	guildREST *guildREST     // guild role: its REST surface
-	gateway   *gateway.Node  // gateway role
-	gwBackend *gatewayBackend
-	drain     drainer // POST /admin/drain (drain.go)
+	// gateway is the gateway role's node (gatewayrole.NodeKey): the root
+	// path upgrades to it and Serve drains it.
+	gateway *gateway.Node
+	// gwCounters are the bots' identify counters the gateway role counts
+	// on (--redis).
+	gwCounters counters.Counters
 	// adminToken guards /admin/ and goes on admin calls to other nodes.
 	adminToken string
-	admission  *identifyAdmission
-	identify   *guild.Service
-	client     transport.GuildClient // gateway role: guildrole.Client, closed with the seams
-	// leasePart runs the gateway role's entitlement lease manager.
-	leasePart lifecycle.Part
 
 	// snowflakeLost is closed if the node's snowflake claim is lost
 	// (snowflake.go); Serve then stops.
@@ -361,7 +359,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// owns. The data role coalesces over the store itself, not over the
 	// process's own coalescing wrapper (openStore).
 	role.Provide(&n.seams, datarole.RawStore, unwrapStore(n.store))
-	if err := role.Build(ctx, chatRoles, func(name string) bool { return has(cfg, name) }, parts, n.roleMux, &n.group); err != nil {
+	// The gateway role is built below, once what it consumes that is not
+	// a role yet (bots, presence) is open.
+	if err := role.Build(ctx, chatRoles, func(name string) bool { return has(cfg, name) && name != gatewayrole.Name }, parts, n.roleMux, &n.group); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	readStates := kafkaLog(cfg.EventLog)
@@ -464,54 +464,19 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.guildREST = &guildREST{node: cfg.Node, owns: owns, res: res, api: surface, log: log.With("component", "guild")}
 	}
 	if has(cfg, registry.RoleGateway) {
-		// Identify only reads the store; this service never loads an
-		// actor, so it needs no working sink.
-		if n.identify, err = guild.NewService(guild.Config{Logger: log.With("component", "identify")},
-			guild.Deps{Store: st, Sink: discardSink{}, IDs: ids, Auth: issuer}); err != nil {
-			return nil, fmt.Errorf("cluster: identify service: %w", err)
-		}
-		// The guilds this node subscribes sessions on run on the guild
-		// nodes: the process's GuildNode client (guildrole.Client).
-		if n.client, err = guildrole.Client(ctx, parts); err != nil {
-			return nil, fmt.Errorf("cluster: guild client: %w", err)
-		}
-		n.gwBackend = newGatewayBackend(guild.NewGatewayBackend(n.identify), st, n.client, n.guildRng,
-			cfg.CallTimeout, n.m, log.With("component", "gateway"))
-		gwCfg := gateway.Config{
-			Node:       cfg.Node,
-			PublicURL:  cfg.PublicURL,
-			Logger:     log.With("component", "gateway"),
-			Registerer: n.metrics,
-		}
-		if n.psClient != nil {
-			p := newGatewayPresence(n.psClient, n.client, log.With("component", "presence"))
-			gwCfg.Presence, gwCfg.OpHandlers = p, p.OpHandlers()
-		}
-		gwCfg.OpHandlers = withVoiceOp(gwCfg.OpHandlers, n.client, log.With("component", "gateway"))
-		ac := admission.Config{Apps: n.botApps()}
-		if n.readStates != nil {
-			ac.States = n.readStates
-		}
-		// Bots' entitlement leases (leases.go). On a node that also runs
-		// the guild role, the bot platform's manager already exports the
-		// lease metrics; this one's go unregistered.
-		var leaseMetrics prometheus.Registerer = n.metrics
-		if has(cfg, registry.RoleGuild) {
-			leaseMetrics = nil
-		}
-		enf := gatewayEnforcer{node: func() *gateway.Node { return n.gateway }, backend: n.gwBackend, members: st,
-			log: log.With("component", "entitlement")}
-		if ac.Leases, n.leasePart, err = openGatewayLeases(n, st, enf, leaseMetrics, log.With("component", "entitlement")); err != nil {
+		// The gateway role (runtime/gatewayrole, the same Build as in
+		// `concord dev`), given what it consumes from the parts that are
+		// not roles yet.
+		if err := n.provideGatewaySeams(ctx, st, parts); err != nil {
 			return nil, err
 		}
-		if n.admission, err = newIdentifyAdmission(ctx, cfg, n.gwBackend, ac, n.metrics, log.With("component", "identify")); err != nil {
-			return nil, err
+		if err := role.Build(ctx, chatRoles, func(name string) bool { return name == gatewayrole.Name }, parts, n.roleMux, &n.group); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
 		}
-		if n.gateway, err = gateway.NewNode(gwCfg, n.admission); err != nil {
-			return nil, fmt.Errorf("cluster: gateway: %w", err)
+		var ok bool
+		if n.gateway, ok = role.Lookup(&n.seams, gatewayrole.NodeKey); !ok {
+			return nil, errors.New("cluster: the gateway role provided no gateway node")
 		}
-		n.gateway.SetHandoffBackend(n.gwBackend) // drain.go
-		svc.Gateway, svc.Sessions = leavingSink{next: n.gateway, backend: n.gwBackend}, n.gwBackend
 	}
 	if n.grpcL != nil {
 		if n.grpc, err = transport.NewServer(transport.ServerConfig{Errors: guildrole.Errors, Logger: log.With("component", "transport")}, svc); err != nil {
@@ -566,10 +531,6 @@ func (n *Node) routes(proxy http.Handler) http.Handler {
 		}
 	})
 	mux.Handle("/api/", rest)
-	if n.gateway != nil {
-		mux.Handle("/gateway", n.gateway)
-		mux.Handle("/gateway/", n.gateway)
-	}
 	n.operationalRoutes(mux)
 	if n.cfg.Admin == "" {
 		n.adminRoutes(mux)
@@ -613,16 +574,6 @@ func (n *Node) addLoops() {
 		loop("presence/follow-ring", func(ctx context.Context) {
 			followPresenceRing(ctx, n.psRing, n.cfg.Node, n.psRole.svc, n.psRole.log)
 		})
-	}
-	if n.gateway != nil && n.psClient != nil {
-		loop("gateway/presence-reports", func(ctx context.Context) { n.gateway.RunReports(ctx, n.cfg.Presence.ReportInterval) })
-		loop("gateway/presence-ring", func(ctx context.Context) { followGatewayPresenceRing(ctx, n.psRing, n.gateway.ReportSessions) })
-	}
-	if n.gwBackend != nil {
-		loop("gateway/follow-ring", func(ctx context.Context) { n.gwBackend.follow(ctx, n.cfg.RetryInterval) })
-	}
-	if n.leasePart.Run != nil {
-		_ = n.group.Add(n.leasePart)
 	}
 }
 
@@ -728,11 +679,11 @@ func (n *Node) Close() error {
 		n.grpc.Stop()
 	}
 	// The loops and the roles' parts first, in reverse order.
+	// The group closes the gateway role's node among its parts.
 	errs = append(errs, n.group.Stop(sctx))
-	if n.gateway != nil {
-		n.gateway.Close()
+	if n.gwCounters != nil {
+		errs = append(errs, n.gwCounters.Close())
 	}
-	errs = append(errs, n.admission.close())
 	if n.dataClient != nil {
 		errs = append(errs, n.dataClient.Close())
 	}
@@ -757,9 +708,6 @@ func (n *Node) Close() error {
 		errs = append(errs, n.botStore.Close())
 	}
 	errs = append(errs, n.pub.close())
-	if n.identify != nil {
-		errs = append(errs, n.identify.Close())
-	}
 	if n.rlCounters != nil {
 		errs = append(errs, n.rlCounters.Close())
 	}

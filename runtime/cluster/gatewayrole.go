@@ -2,417 +2,58 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
-	"slices"
-	"sync"
-	"time"
 
-	"github.com/concord-chat/concord/runtime/event"
-	"github.com/concord-chat/concord/runtime/gateway"
-	"github.com/concord-chat/concord/runtime/guild"
-	"github.com/concord-chat/concord/runtime/registry"
-	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/admission"
+	"github.com/concord-chat/concord/runtime/entitlement"
+	"github.com/concord-chat/concord/runtime/gatewayrole"
+	"github.com/concord-chat/concord/runtime/guildrole"
+	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/presencerole"
+	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/store"
-	"github.com/concord-chat/concord/runtime/transport"
 )
 
-// gatewayBackend is the gateway.Backend of a gateway node in a cluster.
-//
-// Identify runs locally: the token is verified with the cluster's shared
-// key and READY is read from the store (guild.Service.Identify, which
-// loads no actor); the admission in front (runtime/admission) adds the
-// read states and the bot checks. Subscribe attaches the session to each of its guilds
-// on the guild node owning it (GuildClient.Subscribe); that node's actor
-// sends GUILD_CREATE and then the guild's events back through
-// GatewayNode.Deliver. The backend keeps guild → sessions; when the ring
-// moves a guild (its node died, or a node joined), it subscribes the
-// guild's sessions again on the new owner, whose actor loads the guild
-// from the store and sends each session a fresh GUILD_CREATE.
-// Subscriptions that fail because the owner is unreachable are retried
-// at every ring change and every retry interval.
-type gatewayBackend struct {
-	identify guild.GatewayBackend
-	store    store.Guilds
-	guilds   transport.GuildClient
-	ring     *registry.LocalRing
-	log      *slog.Logger
-	timeout  time.Duration
-	metrics  *metrics
-
-	mu      sync.Mutex
-	byGuild map[snowflake.ID]map[event.SessionID]*subscription
-	bySess  map[event.SessionID][]snowflake.ID
-	// busy holds the guilds being resubscribed; again marks those whose
-	// resubscription must run once more when the current one ends.
-	busy  map[snowflake.ID]bool
-	again map[snowflake.ID]bool
-	// released are the sessions handed to a successor node
-	// (ReleaseSession): a subscription of theirs that completes late is
-	// not undone.
-	released map[event.SessionID]bool
-	// users indexes the node's sessions by user: the node's part of the
-	// session directory (sessions.go).
-	users userIndex
-}
-
-// subscription is one session's attachment to one guild.
-type subscription struct {
-	s event.Session
-	// ok is false until a Subscribe on the current owner succeeded.
-	ok bool
-	// gen counts the ring moves of the guild; a Subscribe started before
-	// the last one does not count.
-	gen uint64
-}
-
-var _ gateway.Backend = (*gatewayBackend)(nil)
-
-func newGatewayBackend(identify guild.GatewayBackend, st store.Guilds, guilds transport.GuildClient, ring *registry.LocalRing, timeout time.Duration, m *metrics, log *slog.Logger) *gatewayBackend {
-	return &gatewayBackend{
-		metrics:  m,
-		identify: identify,
-		store:    st,
-		guilds:   guilds,
-		ring:     ring,
-		log:      log,
-		timeout:  timeout,
-		byGuild:  make(map[snowflake.ID]map[event.SessionID]*subscription),
-		bySess:   make(map[event.SessionID][]snowflake.ID),
-		busy:     make(map[snowflake.ID]bool),
-		again:    make(map[snowflake.ID]bool),
-		released: make(map[event.SessionID]bool),
-		users:    newUserIndex(),
-	}
-}
-
-// Identify implements gateway.Backend.
-func (b *gatewayBackend) Identify(ctx context.Context, token string, s event.Session) (event.Ready, error) {
-	return b.identify.Identify(ctx, token, s)
-}
-
-// Subscribe implements gateway.Backend: it records the session's guilds
-// (those on its shard) and subscribes it on each owner. Guilds whose
-// owner is unreachable are retried in the background.
-func (b *gatewayBackend) Subscribe(ctx context.Context, s event.Session) error {
-	b.Disconnect(ctx, s)
-	ids, err := b.store.UserGuilds(ctx, s.UserID)
+// provideGatewaySeams provides what the gateway role (runtime/gatewayrole)
+// consumes from the parts of the node that are not roles yet: the bot
+// store (applications, and the grants of bots' entitlement leases), the
+// registry's revocation bus, read states, the bots' identify counters
+// (--redis), the admin token a hand-off calls the successor with, and the
+// gateway side of presence (--presence).
+func (n *Node) provideGatewaySeams(ctx context.Context, st store.Store, parts role.Parts) error {
+	cfg := n.cfg
+	apps := n.botApps()
+	role.Provide[admission.Applications](&n.seams, gatewayrole.Apps, apps)
+	role.Provide(&n.seams, gatewayrole.Grants, platform.NewInstallSource(apps, st))
+	bus, err := entitlement.NewRegistryBus(n.reg, entitlement.DefaultPrefix)
 	if err != nil {
-		return err
+		return fmt.Errorf("cluster: revocation bus: %w", err)
 	}
-	var mine []snowflake.ID
-	for _, g := range ids {
-		if onShard(s, g) {
-			mine = append(mine, g)
+	role.Provide[entitlement.Bus](&n.seams, gatewayrole.Revocations, bus)
+	if n.readStates != nil {
+		role.Provide[admission.ReadStates](&n.seams, gatewayrole.ReadStates, n.readStates)
+	}
+	if r := cfg.Redis; r != "" && r != "mem" {
+		if n.gwCounters, err = platform.OpenCounters(ctx, cfg); err != nil {
+			return fmt.Errorf("cluster: identify counters: %w", err)
 		}
+		role.Provide(&n.seams, gatewayrole.Counters, n.gwCounters)
 	}
-	b.users.put(s)
-	b.mu.Lock()
-	b.bySess[s.ID] = mine
-	for _, g := range mine {
-		if b.byGuild[g] == nil {
-			b.byGuild[g] = make(map[event.SessionID]*subscription)
+	role.Provide(&n.seams, gatewayrole.AdminToken, n.adminToken)
+	if n.psClient != nil {
+		client, err := guildrole.Client(ctx, parts)
+		if err != nil {
+			return fmt.Errorf("cluster: guild client: %w", err)
 		}
-		b.byGuild[g][s.ID] = &subscription{s: s}
+		ring := n.psRing
+		role.Provide(&n.seams, presencerole.GatewayKey, presencerole.GatewaySide{
+			Presence:       newGatewayPresence(n.psClient, client, n.log.With("component", "presence")),
+			ReportInterval: cfg.Presence.ReportInterval,
+			Resync: func(ctx context.Context, report func(context.Context)) {
+				followGatewayPresenceRing(ctx, ring, report)
+			},
+		})
 	}
-	b.mu.Unlock()
-	// Guilds live on different nodes: subscribe on a few at once.
-	sem := make(chan struct{}, subscribeParallel)
-	var wg sync.WaitGroup
-	for _, g := range mine {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			b.subscribe(ctx, g, s)
-		}()
-	}
-	wg.Wait()
 	return nil
 }
 
-// subscribeParallel bounds the guild subscriptions one identify runs at
-// once.
-const subscribeParallel = 8
-
-// subscribe attaches s to g on g's owner and records the outcome.
-func (b *gatewayBackend) subscribe(ctx context.Context, g snowflake.ID, s event.Session) {
-	b.mu.Lock()
-	var gen uint64
-	if sub := b.byGuild[g][s.ID]; sub != nil {
-		gen = sub.gen
-	}
-	b.mu.Unlock()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
-	err := b.guilds.Subscribe(cctx, g, s)
-	cancel()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	sub := b.byGuild[g][s.ID]
-	switch {
-	case sub == nil:
-		// Disconnected meanwhile: undo on the guild node, unless the
-		// session was handed to another node, which now owns it there.
-		if err == nil && !b.released[s.ID] {
-			go b.detach(g, s)
-		}
-	case sub.gen != gen:
-		// The guild moved during the call: follow subscribes again.
-	case err == nil:
-		sub.ok = true
-	case errors.Is(err, guild.ErrMissingAccess) || errors.Is(err, guild.ErrUnknownGuild):
-		b.log.Debug("session not subscribed", "session_id", s.ID, "guild_id", g, "err", err)
-		b.removeLocked(g, s.ID)
-	default:
-		sub.ok = false
-		b.log.Info("subscribe failed, will retry", "session_id", s.ID, "guild_id", g, "err", err)
-	}
-}
-
-// Disconnect implements gateway.Backend.
-func (b *gatewayBackend) Disconnect(ctx context.Context, s event.Session) {
-	b.users.remove(s.ID)
-	b.mu.Lock()
-	ids := b.bySess[s.ID]
-	delete(b.bySess, s.ID)
-	for _, g := range ids {
-		b.removeLocked(g, s.ID)
-	}
-	b.mu.Unlock()
-	for _, g := range ids {
-		b.detach(g, s)
-	}
-}
-
-func (b *gatewayBackend) detach(g snowflake.ID, s event.Session) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-	defer cancel()
-	if err := b.guilds.Disconnect(ctx, g, s); err != nil {
-		b.log.Debug("disconnect from guild", "session_id", s.ID, "guild_id", g, "err", err)
-	}
-}
-
-func (b *gatewayBackend) removeLocked(g snowflake.ID, id event.SessionID) {
-	if m := b.byGuild[g]; m != nil {
-		delete(m, id)
-		if len(m) == 0 {
-			delete(b.byGuild, g)
-		}
-	}
-}
-
-// follow resubscribes the sessions of every guild the ring moves, and
-// retries failed subscriptions at every change and every interval, until
-// ctx ends.
-func (b *gatewayBackend) follow(ctx context.Context, interval time.Duration) {
-	changes := b.ring.Changes(ctx)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		var moved []snowflake.ID
-		select {
-		case c, ok := <-changes:
-			if !ok {
-				return
-			}
-			b.mu.Lock()
-			for g := range b.byGuild {
-				if c.Moved(g) {
-					moved = append(moved, g)
-				}
-			}
-			b.mu.Unlock()
-			if len(moved) > 0 {
-				b.log.Info("guilds moved, resubscribing their sessions", "guilds", len(moved), "revision", c.New.Revision)
-			}
-		case <-t.C:
-		case <-ctx.Done():
-			return
-		}
-		b.mu.Lock()
-		for _, g := range moved {
-			for _, sub := range b.byGuild[g] {
-				sub.ok = false
-				sub.gen++
-			}
-		}
-		var todo []snowflake.ID
-		for g, subs := range b.byGuild {
-			for _, sub := range subs {
-				if !sub.ok {
-					todo = append(todo, g)
-					break
-				}
-			}
-		}
-		b.mu.Unlock()
-		for _, g := range todo {
-			b.resubscribe(ctx, g)
-		}
-	}
-}
-
-// resubscribe subscribes the guild's sessions that are not subscribed on
-// the current owner, one guild at a time per guild (a second request
-// while one runs makes it run again afterwards).
-func (b *gatewayBackend) resubscribe(ctx context.Context, g snowflake.ID) {
-	b.mu.Lock()
-	if b.busy[g] {
-		b.again[g] = true
-		b.mu.Unlock()
-		return
-	}
-	b.busy[g] = true
-	b.mu.Unlock()
-	go func() {
-		for {
-			b.mu.Lock()
-			var list []event.Session
-			for _, sub := range b.byGuild[g] {
-				if !sub.ok {
-					list = append(list, sub.s)
-				}
-			}
-			b.mu.Unlock()
-			for _, s := range list {
-				if ctx.Err() != nil {
-					break
-				}
-				b.metrics.resubscribed.Inc()
-				b.subscribe(ctx, g, s)
-			}
-			b.mu.Lock()
-			if !b.again[g] || ctx.Err() != nil {
-				delete(b.busy, g)
-				delete(b.again, g)
-				b.mu.Unlock()
-				return
-			}
-			delete(b.again, g)
-			b.mu.Unlock()
-		}
-	}()
-}
-
-// onShard reports whether a session's shard carries a guild, by Discord's
-// rule shard_id = (guild_id >> 22) % num_shards.
-func onShard(s event.Session, g snowflake.ID) bool {
-	if s.ShardCount <= 1 {
-		return true
-	}
-	return int((uint64(g)>>22)%uint64(s.ShardCount)) == s.ShardID
-}
-
-// discardSink is the Sink of the gateway role's identify-only guild
-// service, which has no actor and so never delivers.
-type discardSink struct{}
-
-func (discardSink) Deliver(context.Context, string, event.Batch) {}
-
-var _ gateway.HandoffBackend = (*gatewayBackend)(nil)
-
-// handoffState is what a draining gateway's backend hands the successor's
-// (gateway.HandoffBackend's state): the guilds whose subscription moved,
-// and those that did not (their owner was unreachable or the move was
-// refused), which the successor subscribes again.
-type handoffState struct {
-	Moved  []snowflake.ID `json:"moved"`
-	Failed []snowflake.ID `json:"failed"`
-}
-
-// MoveSession implements gateway.HandoffBackend: it asks the owner of
-// each of the session's guilds to move the subscription to node to
-// (GuildNode.MoveSession); each owner's actor sends this
-// node its markers through the Deliver stream. A guild whose move fails
-// is listed in the state for the successor to subscribe again.
-func (b *gatewayBackend) MoveSession(ctx context.Context, s event.Session, to, moveID string) (int, json.RawMessage, error) {
-	b.mu.Lock()
-	guilds := slices.Clone(b.bySess[s.ID])
-	ok := make(map[snowflake.ID]bool, len(guilds))
-	for _, g := range guilds {
-		if sub := b.byGuild[g][s.ID]; sub != nil {
-			ok[g] = sub.ok
-		}
-	}
-	b.mu.Unlock()
-	mv := guild.Move{Session: s.ID, To: to, ID: moveID}
-	var (
-		mu      sync.Mutex
-		markers int
-		st      = handoffState{Moved: []snowflake.ID{}, Failed: []snowflake.ID{}}
-		errs    []error
-		wg      sync.WaitGroup
-	)
-	sem := make(chan struct{}, subscribeParallel)
-	for _, g := range guilds {
-		if !ok[g] {
-			st.Failed = append(st.Failed, g)
-			continue
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			cctx, cancel := context.WithTimeout(ctx, b.timeout)
-			n, err := b.guilds.MoveSession(cctx, g, mv)
-			cancel()
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				st.Failed = append(st.Failed, g)
-				errs = append(errs, fmt.Errorf("guild %d: %w", g, err))
-				return
-			}
-			markers += n
-			st.Moved = append(st.Moved, g)
-		}()
-	}
-	wg.Wait()
-	out, err := json.Marshal(st)
-	if err != nil {
-		return markers, nil, fmt.Errorf("cluster: move session: %w", err)
-	}
-	return markers, out, errors.Join(errs...)
-}
-
-// ReleaseSession implements gateway.HandoffBackend: the session lives on
-// the successor, so its subscriptions are forgotten here, not detached.
-func (b *gatewayBackend) ReleaseSession(ctx context.Context, s event.Session) {
-	b.users.remove(s.ID)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, g := range b.bySess[s.ID] {
-		b.removeLocked(g, s.ID)
-	}
-	delete(b.bySess, s.ID)
-	b.released[s.ID] = true
-}
-
-// AdoptSession implements gateway.HandoffBackend: it records the moved
-// guilds as subscribed and the failed ones as to be subscribed, which the
-// retry loop (follow) does within RetryInterval.
-func (b *gatewayBackend) AdoptSession(ctx context.Context, s event.Session, state json.RawMessage) error {
-	var st handoffState
-	if len(state) > 0 {
-		if err := json.Unmarshal(state, &st); err != nil {
-			return fmt.Errorf("cluster: adopt session %s: %w", s.ID, err)
-		}
-	}
-	b.users.put(s)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	guilds := make([]snowflake.ID, 0, len(st.Moved)+len(st.Failed))
-	for i, list := range [][]snowflake.ID{st.Moved, st.Failed} {
-		for _, g := range list {
-			if b.byGuild[g] == nil {
-				b.byGuild[g] = make(map[event.SessionID]*subscription)
-			}
-			b.byGuild[g][s.ID] = &subscription{s: s, ok: i == 0}
-			guilds = append(guilds, g)
-		}
-	}
-	b.bySess[s.ID] = guilds
-	return nil
-}

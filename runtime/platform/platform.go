@@ -25,12 +25,13 @@ import (
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/dataservice"
-	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
+	"github.com/concord-chat/concord/runtime/gatewayrole"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/lifecycle"
+	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/roles"
@@ -49,6 +50,8 @@ type Platform struct {
 	store    store.Store
 	auth     *auth.Issuer
 	guilds   *guild.Service
+	// gateway is the gateway role's node (gatewayrole.NodeKey): the root
+	// path upgrades to it and Run drains it.
 	gateway  *gateway.Node
 	handler  http.Handler
 	registry *prometheus.Registry
@@ -121,16 +124,18 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	// The chat roles built through package role, before the parts that
 	// call them: the same Build functions as `concord serve`, every seam
 	// in process. The guild role delivers to this process's gateway
-	// (sink, set once the gateway exists) and allocates calls from the
-	// in-process voice fleet the voice role adds its SFU to.
+	// (gatewayrole.LocalSink: the gateway role, built after it, sets its
+	// node there) and allocates calls from the in-process voice fleet the
+	// voice role adds its SFU to.
 	p.roleMux, p.roleAdmin = http.NewServeMux(), http.NewServeMux()
-	sink := &sinkRef{}
 	p.voiceFleet = fleet.NewLocal()
 	role.Provide(&p.seams, readstaterole.LogKey, p.reads.log)
-	role.Provide[event.Sink](&p.seams, guildrole.LocalSink, sink)
+	role.Provide(&p.seams, guildrole.LocalSink, gatewayrole.LocalSink(&p.seams))
 	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids,
 		VoiceFleet: p.voiceFleet, Admin: p.roleAdmin, Seams: &p.seams}
-	if err := role.Build(ctx, roles.Chat, func(string) bool { return true }, parts, p.roleMux, &p.group); err != nil {
+	// The gateway role is built below, once what it consumes that is not
+	// a role yet (bots, presence) is open.
+	if err := role.Build(ctx, roles.Chat, func(name string) bool { return name != gatewayrole.Name }, parts, p.roleMux, &p.group); err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
 	var built bool
@@ -143,43 +148,35 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if p.counters, err = openCounters(ctx, cfg); err != nil {
 		return nil, err
 	}
+	// The bot platform reaches the gateway role's node, built after it.
+	gatewayNode := role.LateOf(&p.seams, gatewayrole.NodeKey)
 	if p.bots, err = OpenBots(ctx, cfg, key, BotDeps{store: p.store, guilds: p.guilds, auth: p.auth, ids: ids,
 		events: p.reads.outbox, registry: p.registry,
 		closeUser: func(ctx context.Context, userID snowflake.ID) int {
-			if n := sink.node.Load(); n != nil {
+			if n, ok := gatewayNode.Get(); ok {
 				return n.CloseUser(ctx, userID, gateway.CloseAuthenticationFailed, "token reset")
 			}
 			return 0
 		},
-		node: sink.node.Load}); err != nil {
+		node: func() *gateway.Node { n, _ := gatewayNode.Get(); return n }}); err != nil {
 		return nil, err
 	}
 	if p.presence, err = newPresenceWiring(cfg, p.guilds, p.registry); err != nil {
 		return nil, err
 	}
-	adm, err := admission.New(guild.NewGatewayBackend(p.guilds), admission.Config{
-		Throttle:   gateway.NewNodeThrottle(cfg.Identify.Rate, cfg.Identify.Burst, nil),
-		Bots:       &gateway.BotAdmission{Counters: p.counters, Concurrency: cfg.Identify.Concurrency, Logger: cfg.Logger.With("component", "identify")},
-		Apps:       p.bots.store,
-		Leases:     p.bots.leases.mgr,
-		States:     p.readStates,
-		Registerer: p.registry,
-		Logger:     cfg.Logger.With("component", "identify"),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("platform: identify admission: %w", err)
+	// The gateway role: what it consumes from the parts that are not
+	// roles yet, then its build (the same Build as `concord serve`).
+	role.Provide[admission.Applications](&p.seams, gatewayrole.Apps, p.bots.store)
+	role.Provide(&p.seams, gatewayrole.Leases, p.bots.leases.mgr)
+	role.Provide[admission.ReadStates](&p.seams, gatewayrole.ReadStates, p.readStates)
+	role.Provide(&p.seams, gatewayrole.Counters, p.counters)
+	role.Provide(&p.seams, presencerole.GatewayKey, presencerole.GatewaySide{Presence: p.presence.gateway, ReportInterval: cfg.Presence.ReportInterval})
+	if err := role.Build(ctx, roles.Chat, func(name string) bool { return name == gatewayrole.Name }, parts, p.roleMux, &p.group); err != nil {
+		return nil, fmt.Errorf("platform: %w", err)
 	}
-	if p.gateway, err = gateway.NewNode(gateway.Config{
-		Node:       cfg.Node,
-		PublicURL:  cfg.PublicURL,
-		Logger:     cfg.Logger.With("component", "gateway"),
-		Registerer: p.registry,
-		Presence:   p.presence.gateway,
-		OpHandlers: withVoice(p.presence.gateway.OpHandlers(), p.guilds),
-	}, adm); err != nil {
-		return nil, fmt.Errorf("platform: gateway: %w", err)
+	if p.gateway, built = role.Lookup(&p.seams, gatewayrole.NodeKey); !built {
+		return nil, errors.New("platform: the gateway role provided no gateway node")
 	}
-	sink.node.Store(p.gateway)
 	p.presence.start(p.gateway)
 	objs, err := OpenObjects(ctx, cfg)
 	if err != nil {
@@ -293,8 +290,6 @@ func (p *Platform) Store() store.Store { return p.store }
 func (p *Platform) routes(restAPI http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/api/", restAPI)
-	mux.Handle("/gateway", p.gateway)
-	mux.Handle("/gateway/", p.gateway)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
 	HandleHealth(mux, func() bool { return p.ready.Load() && p.group.Ready() == nil })
 	mux.Handle("/admin/", adminauth.Guard(p.cfg.AdminToken, role.AdminHandler(p.adminRoutes(), p.roleAdmin)))
@@ -317,12 +312,8 @@ func (p *Platform) routes(restAPI http.Handler) http.Handler {
 // adminRoutes are the admin endpoints, served behind the admin token
 // (off without Config.AdminToken).
 func (p *Platform) adminRoutes() *http.ServeMux {
+	// The gateway role's drain is among the roles' (p.roleAdmin).
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /admin/drain", func(w http.ResponseWriter, r *http.Request) {
-		p.ready.Store(false)
-		p.gateway.Drain(r.Context())
-		w.WriteHeader(http.StatusNoContent)
-	})
 	return mux
 }
 
@@ -353,7 +344,9 @@ func (p *Platform) Run(ctx context.Context, srv *http.Server, errc <-chan error)
 	p.log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)
 	defer cancel()
-	p.gateway.Drain(sctx)
+	if p.gateway != nil {
+		p.gateway.Drain(sctx)
+	}
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("platform: shutdown: %w", err)
 	}
@@ -373,11 +366,9 @@ func (p *Platform) Close() error {
 func (p *Platform) close() error {
 	var errs []error
 	sctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)
+	// The group closes the gateway role's node among its parts.
 	errs = append(errs, p.group.Stop(sctx))
 	cancel()
-	if p.gateway != nil {
-		p.gateway.Close()
-	}
 	if p.presence != nil {
 		p.presence.stop()
 	}

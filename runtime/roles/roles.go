@@ -6,6 +6,7 @@ package roles
 
 import (
 	"github.com/concord-chat/concord/runtime/datarole"
+	"github.com/concord-chat/concord/runtime/gatewayrole"
 	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/live/liverole"
 	"github.com/concord-chat/concord/runtime/readstaterole"
@@ -25,9 +26,13 @@ var Table = []role.Role{
 // themselves (gateway, api, presence), which call them through their
 // seams (guildrole.Service, readstaterole.Open). The guild role comes
 // before the read-state role, which in `concord dev` checks visibility
-// with the guild service it provides.
+// with the guild service it provides. The gateway role comes after the
+// guild role, whose events in `concord dev` reach it through
+// gatewayrole.LocalSink, and after what it subscribes sessions and reads
+// READY's read states on.
 var Chat = []role.Role{
 	datarole.Role, guildrole.Role, readstaterole.Role, relayrole.Role,
+	gatewayrole.Role,
 }
 
 // Names are the names of Table's roles.

@@ -1,4 +1,4 @@
-package cluster
+package gatewayrole
 
 import (
 	"context"
@@ -81,10 +81,10 @@ func (x *userIndex) of(users []snowflake.ID) []event.Session {
 	return out
 }
 
-var _ transport.SessionBackend = (*gatewayBackend)(nil)
+var _ transport.SessionBackend = (*ringBackend)(nil)
 
 // UserSessions implements transport.SessionBackend.
-func (b *gatewayBackend) UserSessions(_ context.Context, users []snowflake.ID) []event.Session {
+func (b *ringBackend) UserSessions(_ context.Context, users []snowflake.ID) []event.Session {
 	return b.users.of(users)
 }
 
@@ -92,7 +92,7 @@ func (b *gatewayBackend) UserSessions(_ context.Context, users []snowflake.ID) [
 // recorded for the session, as at IDENTIFY, and subscribed on its owner,
 // which sends GUILD_CREATE; a failed subscription is retried by follow.
 // A session that is not on the guild's shard is left alone.
-func (b *gatewayBackend) SubscribeGuild(ctx context.Context, id event.SessionID, g snowflake.ID) (bool, error) {
+func (b *ringBackend) SubscribeGuild(ctx context.Context, id event.SessionID, g snowflake.ID) (bool, error) {
 	s, ok := b.users.get(id)
 	if !ok {
 		return false, nil
@@ -133,7 +133,7 @@ func (b *gatewayBackend) SubscribeGuild(ctx context.Context, id event.SessionID,
 // the subscriber.
 type leavingSink struct {
 	next    event.Sink
-	backend *gatewayBackend
+	backend *ringBackend
 }
 
 // Deliver implements event.Sink.
@@ -157,7 +157,7 @@ func (s leavingSink) Deliver(ctx context.Context, node string, b event.Batch) {
 
 // forgetGuild drops one guild of a session without detaching it on the
 // owner.
-func (b *gatewayBackend) forgetGuild(id event.SessionID, g snowflake.ID) {
+func (b *ringBackend) forgetGuild(id event.SessionID, g snowflake.ID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.removeLocked(g, id)

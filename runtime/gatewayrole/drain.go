@@ -1,4 +1,4 @@
-package cluster
+package gatewayrole
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
+	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/role"
 )
 
 // The gateway role's drain, as the operator drives it (operator/podadmin):
@@ -52,48 +55,71 @@ type drainState struct {
 // defaultDrainTimeout bounds a drain whose request has no deadline.
 const defaultDrainTimeout = 2 * time.Minute
 
-// drainer is the gateway role's drain state.
+// drainer is the gateway role's drain: the same endpoints in both modes;
+// only a `concord serve` node (handoff) hands its sessions to a
+// successor.
 type drainer struct {
+	node *gateway.Node
+	// reg, in `concord serve`, is where the node is marked draining.
+	reg  registry.Registry
+	self string
+	// handoff is whether the node hands sessions to a successor; token
+	// is the admin token it calls the successor with.
+	handoff bool
+	token   string
+	log     *slog.Logger
+
 	mu       sync.Mutex
 	started  bool
 	deadline time.Time
-	// finished is set when the hand-off returned (or at once without a
-	// successor).
+	// finished is set when the hand-off returned (or the drain without a
+	// successor did).
 	finished bool
 	err      error
 }
 
-// drainRoutes adds the gateway role's drain and hand-off endpoints.
-func (n *Node) drainRoutes(mux *http.ServeMux) {
-	if n.gateway == nil {
+// routes adds the drain and, with hand-off, the successor's endpoints.
+func (d *drainer) routes(mux role.Mux) {
+	mux.Handle("POST /admin/drain", http.HandlerFunc(d.handleDrain))
+	mux.Handle("GET /admin/drain", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeDrainState(w, d.state())
+	}))
+	if !d.handoff {
 		return
 	}
-	mux.HandleFunc("POST /admin/drain", n.handleDrain)
-	mux.HandleFunc("GET /admin/drain", func(w http.ResponseWriter, r *http.Request) {
-		writeDrainState(w, n.drainState())
-	})
-	mux.HandleFunc("POST /admin/sessions/prepare", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST /admin/sessions/prepare", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Sessions []event.Session `json:"sessions"`
 		}
 		if !readBody(w, r, &body) {
 			return
 		}
-		handoffAnswer(w, n.gateway.PrepareSessions(r.Context(), body.Sessions))
-	})
-	mux.HandleFunc("POST /admin/sessions", func(w http.ResponseWriter, r *http.Request) {
+		handoffAnswer(w, d.node.PrepareSessions(r.Context(), body.Sessions))
+	}))
+	mux.Handle("POST /admin/sessions", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Sessions []gateway.SessionExport `json:"sessions"`
 		}
 		if !readBody(w, r, &body) {
 			return
 		}
-		handoffAnswer(w, n.gateway.ImportSessions(context.WithoutCancel(r.Context()), body.Sessions))
-	})
+		handoffAnswer(w, d.node.ImportSessions(context.WithoutCancel(r.Context()), body.Sessions))
+	}))
+}
+
+// ready is the drain's readiness: an error from the start of a drain, so
+// the load balancer sends the node no new connection.
+func (d *drainer) ready() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.started {
+		return errors.New("draining")
+	}
+	return nil
 }
 
 // handleDrain starts the drain once; every call answers the state.
-func (n *Node) handleDrain(w http.ResponseWriter, r *http.Request) {
+func (d *drainer) handleDrain(w http.ResponseWriter, r *http.Request) {
 	var req drainRequest
 	// An empty body (the operator's older client, curl -X POST) drains
 	// without a successor.
@@ -101,20 +127,23 @@ func (n *Node) handleDrain(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad request body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if (req.Successor == "") != (req.SuccessorAddress == "") || req.Successor == n.cfg.Node {
+	if (req.Successor == "") != (req.SuccessorAddress == "") || (req.Successor != "" && req.Successor == d.self) {
 		http.Error(w, "successor and successorAddress go together and name another node", http.StatusBadRequest)
 		return
 	}
-	n.startDrain(req)
-	writeDrainState(w, n.drainState())
+	if req.Successor != "" && !d.handoff {
+		http.Error(w, "this process hands no session to a successor (concord dev): drain without one", http.StatusBadRequest)
+		return
+	}
+	d.start(req)
+	writeDrainState(w, d.state())
 }
 
-// startDrain takes the node out of rotation (readiness off, draining in
-// the registry), refuses identifies, and hands the sessions to the
-// successor in the background, or without one sends op 7 and keeps them
-// resumable here. Later calls do nothing.
-func (n *Node) startDrain(req drainRequest) {
-	d := &n.drain
+// start takes the node out of rotation (readiness off, draining in the
+// registry), refuses identifies, and hands the sessions to the successor
+// in the background, or without one sends op 7 and keeps them resumable
+// here. Later calls do nothing.
+func (d *drainer) start(req drainRequest) {
 	d.mu.Lock()
 	if d.started {
 		d.mu.Unlock()
@@ -128,26 +157,27 @@ func (n *Node) startDrain(req drainRequest) {
 	deadline := d.deadline
 	d.mu.Unlock()
 
-	n.ready.Store(false)
-	n.gateway.StopIdentify()
-	n.log.Info("draining", "successor", req.Successor, "deadline", deadline, "sessions", n.gateway.Sessions())
+	d.node.StopIdentify()
+	d.log.Info("draining", "successor", req.Successor, "deadline", deadline, "sessions", d.node.Sessions())
 	go func() {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		defer cancel()
-		if err := n.reg.SetDraining(ctx, n.cfg.Node, true); err != nil {
-			n.log.Warn("mark node draining in the registry", "err", err)
+		if d.reg != nil {
+			if err := d.reg.SetDraining(ctx, d.self, true); err != nil {
+				d.log.Warn("mark node draining in the registry", "err", err)
+			}
 		}
 		var err error
 		if req.Successor == "" {
-			err = n.gateway.Drain(ctx)
+			err = d.node.Drain(ctx)
 		} else {
-			succ := &httpSuccessor{name: req.Successor, addr: req.SuccessorAddress, token: n.adminToken, client: &http.Client{Timeout: 30 * time.Second}}
-			err = n.gateway.HandOff(ctx, succ, gateway.HandOffOptions{ReconnectJitter: req.ReconnectJitter})
+			succ := &httpSuccessor{name: req.Successor, addr: req.SuccessorAddress, token: d.token, client: &http.Client{Timeout: 30 * time.Second}}
+			err = d.node.HandOff(ctx, succ, gateway.HandOffOptions{ReconnectJitter: req.ReconnectJitter})
 		}
 		if err != nil {
-			n.log.Warn("drain incomplete", "successor", req.Successor, "err", err)
+			d.log.Warn("drain incomplete", "successor", req.Successor, "err", err)
 		} else {
-			n.log.Info("drain finished", "successor", req.Successor, "sessions", n.gateway.Sessions())
+			d.log.Info("drain finished", "successor", req.Successor, "sessions", d.node.Sessions())
 		}
 		d.mu.Lock()
 		d.finished, d.err = true, err
@@ -155,15 +185,14 @@ func (n *Node) startDrain(req drainRequest) {
 	}()
 }
 
-// drainState reports the drain: done once the hand-off finished and no
+// state reports the drain: done once the hand-off finished and no
 // session is left (without a successor: once no session is left), or the
 // deadline passed.
-func (n *Node) drainState() drainState {
-	d := &n.drain
+func (d *drainer) state() drainState {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	held := int64(n.gateway.Sessions())
-	st := drainState{Draining: n.gateway.Draining(), Sessions: held}
+	held := int64(d.node.Sessions())
+	st := drainState{Draining: d.node.Draining(), Sessions: held}
 	if d.started {
 		st.Done = (d.finished && held == 0) || !time.Now().Before(d.deadline)
 	}
@@ -195,22 +224,22 @@ func (s *httpSuccessor) Import(ctx context.Context, sessions []gateway.SessionEx
 func (s *httpSuccessor) post(ctx context.Context, path string, body any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
-		return fmt.Errorf("cluster: successor %s: %w", path, err)
+		return fmt.Errorf("gateway: successor %s: %w", path, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+s.addr+path, bytes.NewReader(b))
 	if err != nil {
-		return fmt.Errorf("cluster: successor %s: %w", path, err)
+		return fmt.Errorf("gateway: successor %s: %w", path, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	adminauth.Set(req, s.token)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("cluster: successor %s %s: %w", s.name, path, err)
+		return fmt.Errorf("gateway: successor %s %s: %w", s.name, path, err)
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("cluster: successor %s %s: status %d: %s", s.name, path, resp.StatusCode, bytes.TrimSpace(msg))
+		return fmt.Errorf("gateway: successor %s %s: status %d: %s", s.name, path, resp.StatusCode, bytes.TrimSpace(msg))
 	}
 	return nil
 }

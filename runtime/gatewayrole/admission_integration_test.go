@@ -1,6 +1,6 @@
 //go:build integration
 
-package cluster
+package gatewayrole
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concord-chat/concord/runtime/admission"
+	"github.com/concord-chat/concord/runtime/config"
+	rediscounters "github.com/concord-chat/concord/runtime/counters/redis"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -30,26 +32,28 @@ func (f *fakeIdentify) Identify(context.Context, string, event.Session) (event.R
 	return event.Ready{UserID: f.user, Bot: f.bot}, nil
 }
 
-// TestIdentifyBotCountersRedis: two gateway nodes given the same --redis
-// count a bot's identifies in one bucket: max_concurrency 1 admits the
-// first and refuses the second on the other node with op 9.
+// TestIdentifyBotCountersRedis: two gateway nodes counting on the same
+// Redis count a bot's identifies in one bucket: max_concurrency 1 admits
+// the first and refuses the second on the other node with op 9.
 func TestIdentifyBotCountersRedis(t *testing.T) {
 	addr := os.Getenv("CONCORD_TEST_REDIS")
 	if addr == "" {
 		t.Fatal("CONCORD_TEST_REDIS is not set: run `make test`, or start a server with `hack/redis/start.sh` and set CONCORD_TEST_REDIS=127.0.0.1:6390")
 	}
-	cfg := Config{
-		Redis:    fmt.Sprintf("redis://%s?prefix=identify-test-%x:", addr, rand.Uint64()),
-		Identify: IdentifyConfig{Concurrency: 1},
+	cfg, err := config.Config{Identify: config.Identify{Concurrency: 1}}.Complete()
+	if err != nil {
+		t.Fatal(err)
 	}
-	node := func(bot *fakeIdentify) *identifyAdmission {
-		a, err := newIdentifyAdmission(context.Background(), cfg, bot, admission.Config{}, prometheus.NewRegistry(), slog.Default())
+	prefix := fmt.Sprintf("identify-test-%x:", rand.Uint64())
+	node := func(bot *fakeIdentify) *admission.Admission {
+		c, err := rediscounters.New(context.Background(), rediscounters.Config{Addr: addr, Prefix: prefix})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { a.close() })
-		if !a.bots {
-			t.Fatal("--redis did not turn on the bots' identify counters")
+		t.Cleanup(func() { c.Close() })
+		a, err := newAdmission(cfg, bot, c, admission.Config{}, prometheus.NewRegistry(), slog.Default())
+		if err != nil {
+			t.Fatal(err)
 		}
 		return a
 	}

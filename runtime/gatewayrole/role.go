@@ -1,0 +1,235 @@
+// Package gatewayrole is the gateway role, built by the same Build in
+// `concord dev` and in `concord serve --roles=gateway`: the WebSocket
+// gateway (runtime/gateway) behind one identify admission
+// (runtime/admission: throttle, 4014, 4011, bots' counters and
+// entitlement leases, READY's application and read_state), op 4 sent to
+// the guild, the drain and session hand-off on the admin endpoints, and
+// the /gateway routes (the process's root path upgrades to it too,
+// through Node).
+//
+// The seams, by mode:
+//   - the guilds sessions subscribe to: in `concord dev` the process's
+//     guild service (guildrole.Service); in `concord serve` the guild
+//     nodes owning them, over guildrole.Client, resubscribed when the
+//     ring moves a guild (backend.go).
+//   - where guild events reach the sessions: in `concord dev` the guild
+//     role, built before this one, delivers to LocalSink, which reaches
+//     the node this role builds; in `concord serve` the role serves
+//     GatewayNode (Deliver, and the session directory: sessions.go).
+//   - presence: presencerole.GatewayKey when the process has a presence
+//     side; without it the gateway runs without presence.
+//   - what other parts of the process give the admission: the bot store
+//     (Apps), the lease manager or what to build one from (Leases,
+//     Grants, Revocations), read states (ReadStates), the bots' shared
+//     identify counters (Counters), and the admin token a hand-off calls
+//     the successor with (AdminToken).
+package gatewayrole
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/concord-chat/concord/runtime/admission"
+	"github.com/concord-chat/concord/runtime/counters"
+	"github.com/concord-chat/concord/runtime/entitlement"
+	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/gateway"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/guildrole"
+	"github.com/concord-chat/concord/runtime/lifecycle"
+	"github.com/concord-chat/concord/runtime/presencerole"
+	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/snowflake"
+)
+
+// Name is the role's --roles name.
+const Name = registry.RoleGateway
+
+// Role is the gateway role.
+var Role = role.Role{Name: Name, Build: build}
+
+// Seams this role provides and consumes.
+var (
+	// NodeKey is the process's gateway node, provided when the role runs
+	// in the process: the process's root path upgrades to it, drains it
+	// at shutdown, and the bot platform closes a user's sessions with it
+	// (CloseUser on a token reset). Parts built before the role reach it
+	// through role.LateOf(seams, NodeKey), set when it is built.
+	NodeKey = role.Key[*gateway.Node]{Name: "gateway/node"}
+	// Apps is the bot store the admission reads applications from
+	// (privileged intents, READY's application). Absent: no application
+	// checks.
+	Apps = role.Key[admission.Applications]{Name: "gateway/apps"}
+	// Leases is a bots' lease manager the process already runs, used
+	// instead of one of the role's own (`concord dev`, whose bot
+	// platform runs it). Absent: the role builds one from Grants and
+	// Revocations, runs it and provides it here.
+	Leases = role.Key[*entitlement.Manager]{Name: "gateway/leases"}
+	// Grants is where the role's lease manager reads bots' grants (the
+	// bot store's installations and the user's token generation).
+	Grants = role.Key[entitlement.Source]{Name: "gateway/grants"}
+	// Revocations is the bus revocations reach the role's lease manager
+	// on (the registry's).
+	Revocations = role.Key[entitlement.Bus]{Name: "gateway/revocations"}
+	// ReadStates gives READY its read_state (readstaterole.Open).
+	// Absent: READY without read states.
+	ReadStates = role.Key[admission.ReadStates]{Name: "gateway/readstates"}
+	// Counters are the bots' identify counters (max_concurrency buckets,
+	// daily budget), shared by every gateway counting against them.
+	// Absent: no bot counters.
+	Counters = role.Key[counters.Counters]{Name: "gateway/counters"}
+	// AdminToken is the admin token a draining node calls its
+	// successor's admin endpoints with (`concord serve`).
+	AdminToken = role.Key[string]{Name: "gateway/admin-token"}
+)
+
+// guildSessions is what the role asks of the guilds behind the gateway:
+// the gateway.Backend, and detaching one guild of a session (a revoked
+// entitlement), after which no event of the guild reaches it.
+type guildSessions interface {
+	gateway.Backend
+	dropGuild(ctx context.Context, s event.Session, guildID snowflake.ID)
+}
+
+// build builds the backend on the guilds, the admission with its leases,
+// the node with its presence side and op 4, the drain, the routes and,
+// in `concord serve`, the GatewayNode services.
+func build(ctx context.Context, b *role.Builder) (err error) {
+	cfg := b.Config
+	log := b.Logger.With("component", "gateway")
+	var closers role.Closers
+	defer func() {
+		if err != nil {
+			_ = closers.Close()
+		}
+	}()
+	var (
+		backend guildSessions
+		rb      *ringBackend
+		voice   voiceGuilds
+	)
+	if b.Dev() {
+		svc, ok := role.Lookup(b.Seams, guildrole.Service)
+		if !ok {
+			return errors.New("no guild service in the process to subscribe sessions on")
+		}
+		backend, voice = localBackend{GatewayBackend: guild.NewGatewayBackend(svc), log: log}, svc
+	} else {
+		// Identify only reads the store; this service never loads an
+		// actor, so it needs no working sink.
+		identify, err := guild.NewService(guild.Config{Logger: b.Logger.With("component", "identify")},
+			guild.Deps{Store: b.Store, Sink: discardSink{}, IDs: b.IDs, Auth: b.Auth})
+		if err != nil {
+			return fmt.Errorf("identify service: %w", err)
+		}
+		closers.Add(identify.Close)
+		client, err := guildrole.Client(ctx, b.Parts)
+		if err != nil {
+			return fmt.Errorf("guild client: %w", err)
+		}
+		ring, err := role.Ring(ctx, b.Seams, b.Registry, registry.RoleGuild, registry.LocalRingConfig{Logger: b.Logger.With("component", "ring")})
+		if err != nil {
+			return err
+		}
+		resub, err := resubscriptions(b.Metrics)
+		if err != nil {
+			return err
+		}
+		rb = newRingBackend(guild.NewGatewayBackend(identify), b.Store, client, ring, cfg.CallTimeout, resub, log)
+		backend, voice = rb, client
+	}
+	node := role.LateOf(b.Seams, NodeKey)
+	leases, leasePart, err := openLeases(b, enforcer{node: node, backend: backend, members: b.Store, log: b.Logger.With("component", "entitlement")})
+	if err != nil {
+		return err
+	}
+	ac := admission.Config{Leases: leases}
+	if apps, ok := role.Lookup(b.Seams, Apps); ok {
+		ac.Apps = apps
+	}
+	if st, ok := role.Lookup(b.Seams, ReadStates); ok {
+		ac.States = st
+	}
+	c, _ := role.Lookup(b.Seams, Counters)
+	adm, err := newAdmission(cfg, backend, c, ac, b.Metrics, b.Logger.With("component", "identify"))
+	if err != nil {
+		return err
+	}
+	gwCfg := gateway.Config{Node: cfg.Node, PublicURL: cfg.PublicURL, Logger: log, Registerer: b.Metrics,
+		OpHandlers: map[int]gateway.OpHandler{}}
+	side, presence := role.Lookup(b.Seams, presencerole.GatewayKey)
+	presence = presence && side.Presence != nil
+	if presence {
+		gwCfg.Presence, gwCfg.OpHandlers = side.Presence, side.Presence.OpHandlers()
+	}
+	gwCfg.OpHandlers[gateway.OpVoiceStateUpdate] = voiceStateHandler(voice, log)
+	gw, err := gateway.NewNode(gwCfg, adm)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	// The node closes after the loops that use it (parts stop in
+	// reverse), then what it used.
+	closers.Add(func() error { gw.Close(); return nil })
+	if err := b.Add(lifecycle.Part{Name: "node", Close: closers.Close}); err != nil {
+		return err
+	}
+	node.Set(gw)
+	role.Provide(b.Seams, NodeKey, gw)
+	if leases != nil {
+		role.Provide(b.Seams, Leases, leases)
+	}
+	if leasePart.Run != nil {
+		if err := b.Add(leasePart); err != nil {
+			return err
+		}
+	}
+	if presence {
+		if err := b.Add(lifecycle.Part{Name: "presence-reports", Run: func(ctx context.Context) error {
+			gw.RunReports(ctx, side.ReportInterval)
+			return nil
+		}}); err != nil {
+			return err
+		}
+		if side.Resync != nil {
+			if err := b.Add(lifecycle.Part{Name: "presence-resync", Run: func(ctx context.Context) error {
+				side.Resync(ctx, gw.ReportSessions)
+				return nil
+			}}); err != nil {
+				return err
+			}
+		}
+	}
+	d := &drainer{node: gw, reg: b.Registry, self: cfg.Node, log: log}
+	if !b.Dev() {
+		gw.SetHandoffBackend(rb)
+		d.handoff = true
+		d.token, _ = role.Lookup(b.Seams, AdminToken)
+		if b.GRPC != nil {
+			b.GRPC.Gateway, b.GRPC.Sessions = leavingSink{next: gw, backend: rb}, rb
+		}
+		if err := b.Add(lifecycle.Part{Name: "follow-ring", Run: func(ctx context.Context) error {
+			rb.follow(ctx, cfg.RetryInterval)
+			return nil
+		}}); err != nil {
+			return err
+		}
+	}
+	// Readiness is off from the start of a drain: the load balancer
+	// stops sending new connections.
+	if err := b.Add(lifecycle.Part{Name: "drain", Ready: d.ready}); err != nil {
+		return err
+	}
+	d.routes(adminMux{b})
+	b.Handle("/gateway", gw)
+	b.Handle("/gateway/", gw)
+	return nil
+}
+
+// adminMux puts routes among the process's admin endpoints.
+type adminMux struct{ b *role.Builder }
+
+// Handle implements role.Mux.
+func (m adminMux) Handle(pattern string, h http.Handler) { m.b.HandleAdmin(pattern, h) }

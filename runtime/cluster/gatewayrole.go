@@ -56,4 +56,3 @@ func (n *Node) provideGatewaySeams(ctx context.Context, st store.Store, parts ro
 	}
 	return nil
 }
-

@@ -81,18 +81,18 @@ func newRingBackend(identify guild.GatewayBackend, st store.Guilds, guilds trans
 	}
 	return &ringBackend{
 		resubscribed: resubscribed,
-		identify: identify,
-		store:    st,
-		guilds:   guilds,
-		ring:     ring,
-		log:      log,
-		timeout:  timeout,
-		byGuild:  make(map[snowflake.ID]map[event.SessionID]*subscription),
-		bySess:   make(map[event.SessionID][]snowflake.ID),
-		busy:     make(map[snowflake.ID]bool),
-		again:    make(map[snowflake.ID]bool),
-		released: make(map[event.SessionID]bool),
-		users:    newUserIndex(),
+		identify:     identify,
+		store:        st,
+		guilds:       guilds,
+		ring:         ring,
+		log:          log,
+		timeout:      timeout,
+		byGuild:      make(map[snowflake.ID]map[event.SessionID]*subscription),
+		bySess:       make(map[event.SessionID][]snowflake.ID),
+		busy:         make(map[snowflake.ID]bool),
+		again:        make(map[snowflake.ID]bool),
+		released:     make(map[event.SessionID]bool),
+		users:        newUserIndex(),
 	}
 }
 

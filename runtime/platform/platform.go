@@ -50,8 +50,6 @@ type Platform struct {
 	store    store.Store
 	auth     *auth.Issuer
 	guilds   *guild.Service
-	// gateway is the gateway role's node (gatewayrole.NodeKey): the root
-	// path upgrades to it and Run drains it.
 	gateway  *gateway.Node
 	handler  http.Handler
 	registry *prometheus.Registry

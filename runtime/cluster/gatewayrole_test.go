@@ -1,9 +1,25 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
 
+	"github.com/gorilla/websocket"
+
+	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/gatewayrole"
+	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/transport"
 )
 
 // discardSink is the sink of a test's guild service that delivers
@@ -11,3 +27,172 @@ import (
 type discardSink struct{}
 
 func (discardSink) Deliver(context.Context, string, event.Batch) {}
+
+// concord serve builds the gateway role of roles.Chat with the Build
+// concord dev builds it with (TestDevBuildsGatewayRole in
+// runtime/platform): with the registry, subscribing sessions on the
+// guilds' owners over GuildNode, serving GatewayNode (Deliver and the
+// session directory) and the drain among the node's admin endpoints.
+func TestServeBuildsGatewayRole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node with an embedded etcd")
+	}
+	saved := chatRoles
+	built := 0
+	wrapped := make([]role.Role, 0, len(saved))
+	for _, r := range saved {
+		if r.Name != gatewayrole.Name {
+			wrapped = append(wrapped, r)
+			continue
+		}
+		wrapped = append(wrapped, role.Role{Name: r.Name, Build: func(ctx context.Context, b *role.Builder) error {
+			if b.Dev() || b.Registry == nil || b.GRPC == nil {
+				t.Errorf("gateway role: serve builder with the wrong parts: %+v", b.Parts)
+			}
+			built++
+			if err := r.Build(ctx, b); err != nil {
+				return err
+			}
+			if b.GRPC.Gateway == nil || b.GRPC.Sessions == nil {
+				t.Error("the gateway role serves no GatewayNode (Deliver, session directory)")
+			}
+			return nil
+		}})
+	}
+	chatRoles = wrapped
+	t.Cleanup(func() { chatRoles = saved })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n, err := New(ctx, Config{Roles: DefaultRoles, Node: "solo", DataDir: t.TempDir(), AdminToken: "serve-admin-token",
+		HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- n.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; n.Close() })
+	if built != 1 {
+		t.Fatalf("the gateway role was built %d times, want 1", built)
+	}
+	if gw, ok := role.Lookup(&n.seams, gatewayrole.NodeKey); !ok || gw != n.gateway {
+		t.Fatal("the node serves another gateway than the role's")
+	}
+	addr := n.HTTPAddr()
+	waitReady(t, addr)
+
+	var user struct {
+		ID    snowflake.ID `json:"user_id,string"`
+		Token string       `json:"token"`
+	}
+	rest(t, addr, "", "POST", "/auth/register", map[string]string{"username": "alice", "password": "alice password"}, &user)
+	var g struct {
+		ID string `json:"id"`
+	}
+	rest(t, addr, user.Token, "POST", "/guilds", map[string]string{"name": "served"}, &g)
+
+	c, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/gateway?v=10&encoding=json", nil)
+	if err != nil {
+		t.Fatalf("dial gateway: %v", err)
+	}
+	defer c.Close()
+	if err := c.WriteJSON(map[string]any{"op": 2, "d": map[string]any{"token": user.Token, "intents": 1,
+		"properties": map[string]string{"os": "linux", "browser": "test", "device": "test"}}}); err != nil {
+		t.Fatal(err)
+	}
+	// READY, then GUILD_CREATE from the guild's owner over GuildNode and
+	// GatewayNode.Deliver.
+	for seen := map[string]bool{}; !seen["GUILD_CREATE"]; {
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		var f struct {
+			T string          `json:"t"`
+			D json.RawMessage `json:"d"`
+		}
+		if err := c.ReadJSON(&f); err != nil {
+			t.Fatalf("read the gateway (seen %v): %v", seen, err)
+		}
+		if f.T == "GUILD_CREATE" && !strings.Contains(string(f.D), g.ID) {
+			t.Fatalf("GUILD_CREATE of another guild: %s", f.D)
+		}
+		seen[f.T] = true
+	}
+
+	// The session directory finds the session on this node.
+	ring, err := role.Ring(ctx, &n.seams, n.reg, registry.RoleGateway, registry.LocalRingConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := transport.NewSessionDirectory(transport.ClientConfig{}, role.RingRoster{LocalRing: ring})
+	defer dir.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ss, err := dir.UserSessions(ctx, []snowflake.ID{user.ID})
+		if err == nil && len(ss) == 1 && ss[0].Node == "solo" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session directory: %v %v, want alice's one session on solo", ss, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	req, _ := http.NewRequest("GET", "http://"+addr+"/admin/drain", nil)
+	adminauth.Set(req, "serve-admin-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Draining bool  `json:"draining"`
+		Sessions int64 `json:"sessions"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || st.Draining || st.Sessions != 1 {
+		t.Fatalf("GET /admin/drain: %d %+v, want 200, not draining, 1 session", resp.StatusCode, st)
+	}
+}
+
+// waitReady waits until the node at addr answers /readyz 200.
+func waitReady(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz not 200 within 30 s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// rest calls the node's REST API.
+func rest(t *testing.T, addr, token, method, path string, body, out any) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, "http://"+addr+"/api/v10"+path, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("decode %s: %v", raw, err)
+		}
+	}
+}

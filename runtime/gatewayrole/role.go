@@ -172,7 +172,7 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 	}
 	// The node closes after the loops that use it (parts stop in
 	// reverse), then what it used.
-	closers.Add(func() error { gw.Close(); return nil })
+	closers.Add(gw.Close)
 	if err := b.Add(lifecycle.Part{Name: "node", Close: closers.Close}); err != nil {
 		return err
 	}

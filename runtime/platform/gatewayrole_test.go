@@ -1,0 +1,132 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/concord-chat/concord/runtime/adminauth"
+	"github.com/concord-chat/concord/runtime/gatewayrole"
+	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/roles"
+)
+
+// concord dev builds the gateway role of roles.Chat with the Build
+// concord serve builds it with (TestServeBuildsGatewayRole in
+// runtime/cluster): in process, after the guild role, whose events reach
+// the role's node through gatewayrole.LocalSink; the node serves /gateway
+// and the root path's upgrade, and its drain is among the admin
+// endpoints, behind the admin token.
+func TestDevBuildsGatewayRole(t *testing.T) {
+	saved := roles.Chat
+	var built int
+	wrapped := make([]role.Role, 0, len(saved))
+	for _, r := range saved {
+		if r.Name != gatewayrole.Name {
+			wrapped = append(wrapped, r)
+			continue
+		}
+		wrapped = append(wrapped, role.Role{Name: r.Name, Build: func(ctx context.Context, b *role.Builder) error {
+			if !b.Dev() || b.GRPC != nil {
+				t.Errorf("gateway role: dev builder with the wrong parts: %+v", b.Parts)
+			}
+			if _, ok := role.Lookup(b.Seams, gatewayrole.NodeKey); ok {
+				t.Error("a gateway node before the gateway role was built")
+			}
+			built++
+			return r.Build(ctx, b)
+		}})
+	}
+	roles.Chat = wrapped
+	t.Cleanup(func() { roles.Chat = saved })
+
+	const token = "gateway-role-admin-token"
+	p, addr := startTestPlatform(t, func(c *Config) { c.AdminToken = token })
+	if built != 1 {
+		t.Fatalf("the gateway role was built %d times, want 1", built)
+	}
+	if n, ok := role.Lookup(&p.seams, gatewayrole.NodeKey); !ok || n != p.gateway {
+		t.Fatalf("the gateway seam of concord dev = %p, %v; the platform serves %p", n, ok, p.gateway)
+	}
+
+	alice, bob, g, ch := guildOfTwo(t, addr, "gateway role")
+	a := dialAs(t, addr, "alice", alice.Token, "linux", nil)
+	a.until("GUILD_CREATE", func(d json.RawMessage) bool { return strings.Contains(string(d), `"id":"`+g.ID+`"`) })
+	// discord.py's default URL: the root path upgrades to the same node.
+	c, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/?v=10&encoding=json", nil)
+	if err != nil {
+		t.Fatalf("dial the root path: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	rootHello := readOp(t, c)
+	if rootHello != 10 {
+		t.Fatalf("root path: first op %d, want HELLO (10)", rootHello)
+	}
+	if got := p.gateway.Sessions(); got != 1 {
+		t.Fatalf("sessions on the role's node: %d, want 1 (alice)", got)
+	}
+	// A message fans out from the guild role's actor to the role's node.
+	restCall(t, addr, bob.Token, "POST", "/channels/"+ch.ID+"/messages", map[string]any{"content": "through the role"}, nil)
+	a.until("MESSAGE_CREATE", func(d json.RawMessage) bool { return strings.Contains(string(d), "through the role") })
+
+	admin := func(method, tok string) (int, map[string]any) {
+		req, _ := http.NewRequest(method, "http://"+addr+"/admin/drain", nil)
+		if tok != "" {
+			adminauth.Set(req, tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&st)
+		return resp.StatusCode, st
+	}
+	if code, _ := admin("POST", ""); code != http.StatusUnauthorized {
+		t.Fatalf("POST /admin/drain without the token: %d, want 401", code)
+	}
+	if code, st := admin("GET", token); code != http.StatusOK || st["draining"] != false {
+		t.Fatalf("GET /admin/drain before a drain: %d %v", code, st)
+	}
+	if code, st := admin("POST", token); code != http.StatusOK || st["draining"] != true {
+		t.Fatalf("POST /admin/drain: %d %v, want 200 draining", code, st)
+	}
+	// The drain sends alice op 7 and takes the process out of rotation.
+	deadline := time.After(30 * time.Second)
+	for reconnect := false; !reconnect; {
+		select {
+		case f, ok := <-a.frames:
+			if !ok {
+				t.Fatal("alice's connection closed before op 7")
+			}
+			reconnect = f.Op == 7
+		case <-deadline:
+			t.Fatal("no op 7 within 30 s of the drain")
+		}
+	}
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz while draining: %d, want 503", resp.StatusCode)
+	}
+}
+
+// readOp reads one frame from c and returns its op.
+func readOp(t *testing.T, c *websocket.Conn) int {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var f gwFrame
+	if err := c.ReadJSON(&f); err != nil {
+		t.Fatalf("read a frame: %v", err)
+	}
+	return f.Op
+}

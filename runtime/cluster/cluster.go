@@ -18,13 +18,15 @@
 //   - api: the public REST endpoint. Each request is reverse-proxied to
 //     the HTTP address of the guild node owning its guild (proxy.go,
 //     route.go, bot routes included); GET /gateway/bot is answered here.
-//   - gateway: the WebSocket gateway (also on the root path). Identify is
-//     answered locally from the store through runtime/admission, with
-//     bots' entitlement leases (leases.go); sessions are subscribed to
-//     their guilds on the owners, and resubscribed when the ring moves a
-//     guild (gatewayrole.go). The node answers the session directory for
-//     its sessions (sessions.go): guild nodes find a user's sessions on
-//     every gateway node for DMs, acks and guilds joined mid-session.
+//   - gateway: the WebSocket gateway (also on the root path);
+//     runtime/gatewayrole. Identify is answered locally from the store
+//     through runtime/admission, with bots' entitlement leases; sessions
+//     are subscribed to their guilds on the owners, and resubscribed when
+//     the ring moves a guild. The node answers the session directory for
+//     its sessions: guild nodes find a user's sessions on every gateway
+//     node for DMs, acks and guilds joined mid-session. What the role
+//     consumes from the parts below that are not roles yet is provided in
+//     gatewayrole.go.
 //   - data: the message reads and writes of the channels a second ring
 //     gives this node, coalesced (--data-nodes=ring on the others);
 //     runtime/datarole.

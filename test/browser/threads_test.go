@@ -154,8 +154,8 @@ func TestWebThreads(t *testing.T) {
 	})
 
 	in(t, "a channel's thread list and a reload find the thread", pages, func(t *testing.T) {
-		// A fresh load learns of existing threads over REST (GET
-		// /guilds/{id}/threads/active), not from an event.
+		// A fresh load learns of existing threads from GUILD_CREATE's
+		// threads, not from a THREAD_CREATE.
 		bob.do(navigate(srv.base + general))
 		bob.waitJS(messagesContain("general", "alice", starter), wait)
 		// Its new gateway session is subscribed once the member list is back.

@@ -185,7 +185,6 @@ function onDispatch(t: string, d: any) {
       performance.mark("concord:guild-create");
       if (!d.unavailable) {
         state.putGuild(d);
-        loadActiveThreads(d.id);
       }
       if (viewing && state.channels.get(viewing.channelId)?.guild_id === d.id) refocus();
       break;
@@ -864,22 +863,6 @@ function removeThread(d: any) {
 function setThreadMember(threadId: string, m: any) {
   const c = state.channels.get(threadId);
   if (c) c.member = m ? { id: threadId, user_id: m.user_id, join_timestamp: m.join_timestamp } : null;
-}
-
-// loadActiveThreads fetches a guild's active threads (GET
-// /guilds/{id}/threads/active: those the user may see), for the sidebar
-// and the thread list: the gateway tells of threads created from now on,
-// not of those that exist.
-export async function loadActiveThreads(guildId: string) {
-  try {
-    const r = await api<{ threads: Channel[]; members: any[] }>("GET", `/guilds/${guildId}/threads/active`);
-    if (!state.guilds.has(guildId)) return;
-    for (const th of r.threads || []) putThread({ ...th, guild_id: th.guild_id || guildId });
-    for (const m of r.members || []) setThreadMember(m.id, m);
-    state.changed();
-  } catch {
-    // Not fatal: the sidebar shows the threads the gateway tells of.
-  }
 }
 
 // createThread starts a public thread from a message (the thread's id is

@@ -210,6 +210,10 @@ func TestWebPrivateAndArchivedThreads(t *testing.T) {
 	const wait = 20 * time.Second // a bound on a loaded machine, not an expectation
 	alice.waitJS(listJS("Members")+`?.textContent.includes('bob')`, wait)
 	bob.waitJS(listJS("Members")+`?.textContent.includes('alice')`, wait)
+	// The online header counts both once both are online (its count
+	// comes from the update's groups, not from the header item sent when
+	// the list was first synced).
+	alice.waitJS(listJS("Members")+`?.textContent.includes('Online — 2')`, wait)
 
 	var secret string
 	in(t, "alice starts a private thread and adds bob", pages, func(t *testing.T) {

@@ -38,19 +38,18 @@
 //     data directory (publisher.go).
 //   - presence: every live session folded into one status per user,
 //     served over PresenceNode to gateway nodes and broadcast to friends'
-//     gateways and the guild nodes owning the user's guilds
-//     (presencerole.go). Gateway and guild nodes take part with
-//     --presence. Sharded by user on a ring over the replicas
-//     (presencerole_ring.go).
+//     gateways and the guild nodes owning the user's guilds. Gateway and
+//     guild nodes take part with --presence. Sharded by user on a ring
+//     over the replicas; runtime/presencerole.
 //   - relay: the fan-out tier of big guilds (runtime/relayrole; the
 //     guild side's relay router is relay.go).
 //
-// The data, guild, readstate and relay roles, and the roles of package
-// roles' Table (voice, live comments), are role.Role values built by the
-// same Build in `concord dev`; the node builds them into its lifecycle
-// group with its registry, gRPC services and seams (role.Seams). The
-// gateway, api and presence roles, and the guild role's REST surface,
-// are still wired here, one block each, and in runtime/platform for
+// The data, guild, readstate, presence and relay roles, and the roles of
+// package roles' Table (voice, live comments), are role.Role values built
+// by the same Build in `concord dev`; the node builds them into its
+// lifecycle group with its registry, gRPC services and seams (role.Seams).
+// The gateway and api roles, and the guild role's REST surface, are still
+// wired here, one block each, and in runtime/platform for
 // `concord dev`; see docs/architecture.md ("One wiring") for what is
 // shared and what is not yet.
 //
@@ -89,6 +88,7 @@ import (
 	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/relayrole"
@@ -216,17 +216,13 @@ type Node struct {
 	// seams are the cross-role seams the roles built through package
 	// role share (rings, clients, in-process providers).
 	seams role.Seams
-	// --roles=presence, and --presence on gateway and guild nodes.
 	// --roles=relay: the relay's gateway client; guild nodes: the relay
 	// router of guilds with a relay tier and its client.
 	// api role: the REST limiter's counters (--redis, or per node).
 	rlCounters counters.Counters
-	psRole     *presenceRole
-	psGuilds   transport.GuildClient
-	psSink     transport.GatewayClient
-	psRing     *registry.LocalRing // presence is sharded by user on it (presencerole_ring.go)
-	psClient   *shardedPresence
-	psDir      transport.SessionDirectory
+	// psSide is the presence side (presencerole.GatewayKey) the gateway
+	// role was built with on gateway nodes with --presence; nil without.
+	psSide *presencerole.GatewaySide
 
 	httpL, grpcL, adminL net.Listener
 	grpc                 *transport.Server
@@ -361,9 +357,13 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// owns. The data role coalesces over the store itself, not over the
 	// process's own coalescing wrapper (openStore).
 	role.Provide(&n.seams, datarole.RawStore, unwrapStore(n.store))
-	// The gateway role is built below, once what it consumes that is not
-	// a role yet (bots, presence) is open.
-	if err := role.Build(ctx, chatRoles, func(name string) bool { return has(cfg, name) && name != gatewayrole.Name }, parts, n.roleMux, &n.group); err != nil {
+	// The presence role is built on every node taking part in presence
+	// (presencerole.Joins), not only on --roles=presence nodes. The
+	// gateway role is built below, once what it consumes that is not a
+	// role yet (the bot platform) is open.
+	if err := role.Build(ctx, chatRoles, func(name string) bool {
+		return (has(cfg, name) || name == presencerole.Name && presencerole.Joins(cfg)) && name != gatewayrole.Name
+	}, parts, n.roleMux, &n.group); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	readStates := kafkaLog(cfg.EventLog)
@@ -373,29 +373,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 
-	if has(cfg, registry.RoleGuild) || has(cfg, RolePresence) || has(cfg, RoleRelay) {
+	if has(cfg, registry.RoleGuild) || has(cfg, RoleRelay) {
 		if n.gwRing, err = role.Ring(ctx, &n.seams, n.reg, registry.RoleGateway, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: gateway ring: %w", err)
-		}
-	}
-	if has(cfg, RolePresence) || (has(cfg, registry.RoleGateway) && cfg.Presence.Enabled) {
-		if n.psRing, err = registry.NewLocalRing(ctx, n.reg, RolePresence, ringCfg); err != nil {
-			return nil, fmt.Errorf("cluster: presence ring: %w", err)
-		}
-	}
-	if has(cfg, RolePresence) {
-		n.psSink = transport.NewGatewayClient(clientCfg, n.gwRing)
-		n.psGuilds = transport.NewGuildClient(clientCfg, n.guildRng)
-		n.psDir = transport.NewSessionDirectory(clientCfg, role.RingRoster{LocalRing: n.gwRing})
-		if n.psRole, err = openPresenceRole(cfg, n, st, n.psGuilds, n.guildRng, n.psSink, n.psDir); err != nil {
-			return nil, err
-		}
-		svc.Presence = &ownedPresence{self: cfg.Node, ring: n.psRing, svc: n.psRole.svc}
-	}
-	if has(cfg, registry.RoleGateway) && cfg.Presence.Enabled {
-		n.psClient = newShardedPresence(clientCfg, n.psRing, log.With("component", "presence"))
-		if op, ok := svc.Presence.(*ownedPresence); ok {
-			n.psClient.self, n.psClient.local = cfg.Node, op
 		}
 	}
 
@@ -469,7 +449,7 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		// The gateway role (runtime/gatewayrole, the same Build as in
 		// `concord dev`), given what it consumes from the parts that are
 		// not roles yet.
-		if err := n.provideGatewaySeams(ctx, st, parts); err != nil {
+		if err := n.provideGatewaySeams(ctx, st); err != nil {
 			return nil, err
 		}
 		if err := role.Build(ctx, chatRoles, func(name string) bool { return name == gatewayrole.Name }, parts, n.roleMux, &n.group); err != nil {
@@ -478,6 +458,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		var ok bool
 		if n.gateway, ok = role.Lookup(&n.seams, gatewayrole.NodeKey); !ok {
 			return nil, errors.New("cluster: the gateway role provided no gateway node")
+		}
+		if side, ok := role.Lookup(&n.seams, presencerole.GatewayKey); ok && side.Presence != nil {
+			n.psSide = &side
 		}
 	}
 	if n.grpcL != nil {
@@ -509,7 +492,6 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			}
 		}
 	}
-	n.addLoops()
 	parts.Counters = n.rlCounters
 	if err := n.buildTableRoles(ctx, parts, n.roleMux); err != nil {
 		return nil, err
@@ -564,19 +546,6 @@ func (n *Node) botApps() bots.Store {
 		return n.bots.Store()
 	}
 	return n.botStore
-}
-
-// addLoops adds the built-in roles' loops to the group, in build order.
-func (n *Node) addLoops() {
-	loop := func(name string, run func(ctx context.Context)) {
-		_ = n.group.Add(lifecycle.Part{Name: name, Run: func(ctx context.Context) error { run(ctx); return nil }})
-	}
-	if n.psRole != nil {
-		loop("presence/run", n.psRole.run)
-		loop("presence/follow-ring", func(ctx context.Context) {
-			followPresenceRing(ctx, n.psRing, n.cfg.Node, n.psRole.svc, n.psRole.log)
-		})
-	}
 }
 
 // HTTPAddr is the address the HTTP listener is bound to.
@@ -691,17 +660,6 @@ func (n *Node) Close() error {
 	}
 	if n.dataRng != nil {
 		n.dataRng.Close()
-	}
-	if n.psClient != nil {
-		errs = append(errs, n.psClient.Close())
-	}
-	for _, c := range []interface{ Close() error }{n.psGuilds, n.psSink, n.psDir} {
-		if c != nil {
-			errs = append(errs, c.Close())
-		}
-	}
-	if n.psRing != nil {
-		n.psRing.Close()
 	}
 	if n.bots != nil {
 		errs = append(errs, n.bots.Close())

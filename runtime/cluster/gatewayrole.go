@@ -7,9 +7,7 @@ import (
 	"github.com/concord-chat/concord/runtime/admission"
 	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/gatewayrole"
-	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/platform"
-	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/store"
 )
@@ -18,9 +16,8 @@ import (
 // consumes from the parts of the node that are not roles yet: the bot
 // store (applications, and the grants of bots' entitlement leases), the
 // registry's revocation bus, read states, the bots' identify counters
-// (--redis), the admin token a hand-off calls the successor with, and the
-// gateway side of presence (--presence).
-func (n *Node) provideGatewaySeams(ctx context.Context, st store.Store, parts role.Parts) error {
+// (--redis) and the admin token a hand-off calls the successor with.
+func (n *Node) provideGatewaySeams(ctx context.Context, st store.Store) error {
 	cfg := n.cfg
 	apps := n.botApps()
 	role.Provide[admission.Applications](&n.seams, gatewayrole.Apps, apps)
@@ -40,19 +37,5 @@ func (n *Node) provideGatewaySeams(ctx context.Context, st store.Store, parts ro
 		role.Provide(&n.seams, gatewayrole.Counters, n.gwCounters)
 	}
 	role.Provide(&n.seams, gatewayrole.AdminToken, n.adminToken)
-	if n.psClient != nil {
-		client, err := guildrole.Client(ctx, parts)
-		if err != nil {
-			return fmt.Errorf("cluster: guild client: %w", err)
-		}
-		ring := n.psRing
-		role.Provide(&n.seams, presencerole.GatewayKey, presencerole.GatewaySide{
-			Presence:       newGatewayPresence(n.psClient, client, n.log.With("component", "presence")),
-			ReportInterval: cfg.Presence.ReportInterval,
-			Resync: func(ctx context.Context, report func(context.Context)) {
-				followGatewayPresenceRing(ctx, ring, report)
-			},
-		})
-	}
 	return nil
 }

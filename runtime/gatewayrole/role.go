@@ -187,17 +187,8 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		}
 	}
 	if presence {
-		if err := b.Add(lifecycle.Part{Name: "presence-reports", Run: func(ctx context.Context) error {
-			gw.RunReports(ctx, side.ReportInterval)
-			return nil
-		}}); err != nil {
-			return err
-		}
-		if side.Resync != nil {
-			if err := b.Add(lifecycle.Part{Name: "presence-resync", Run: func(ctx context.Context) error {
-				side.Resync(ctx, gw.ReportSessions)
-				return nil
-			}}); err != nil {
+		for _, p := range side.Parts(gw) {
+			if err := b.Add(p); err != nil {
 				return err
 			}
 		}

@@ -31,7 +31,6 @@ import (
 	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/lifecycle"
-	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/roles"
@@ -63,7 +62,6 @@ type Platform struct {
 	seams    role.Seams
 	counters counters.Counters
 	bots     *Bots
-	presence *presenceWiring
 
 	// voiceFleet holds the in-process SFUs; the web client's policy admits
 	// their endpoints.
@@ -132,7 +130,7 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids,
 		VoiceFleet: p.voiceFleet, Admin: p.roleAdmin, Seams: &p.seams}
 	// The gateway role is built below, once what it consumes that is not
-	// a role yet (bots, presence) is open.
+	// a role yet (the bot platform) is open.
 	if err := role.Build(ctx, roles.Chat, func(name string) bool { return name != gatewayrole.Name }, parts, p.roleMux, &p.group); err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
@@ -159,23 +157,19 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		node: func() *gateway.Node { n, _ := gatewayNode.Get(); return n }}); err != nil {
 		return nil, err
 	}
-	if p.presence, err = newPresenceWiring(cfg, p.guilds, p.registry); err != nil {
-		return nil, err
-	}
 	// The gateway role: what it consumes from the parts that are not
-	// roles yet, then its build (the same Build as `concord serve`).
+	// roles yet (the bot platform), then its build (the same Build as
+	// `concord serve`).
 	role.Provide[admission.Applications](&p.seams, gatewayrole.Apps, p.bots.store)
 	role.Provide(&p.seams, gatewayrole.Leases, p.bots.leases.mgr)
 	role.Provide[admission.ReadStates](&p.seams, gatewayrole.ReadStates, p.readStates)
 	role.Provide(&p.seams, gatewayrole.Counters, p.counters)
-	role.Provide(&p.seams, presencerole.GatewayKey, presencerole.GatewaySide{Presence: p.presence.gateway, ReportInterval: cfg.Presence.ReportInterval})
 	if err := role.Build(ctx, roles.Chat, func(name string) bool { return name == gatewayrole.Name }, parts, p.roleMux, &p.group); err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
 	if p.gateway, built = role.Lookup(&p.seams, gatewayrole.NodeKey); !built {
 		return nil, errors.New("platform: the gateway role provided no gateway node")
 	}
-	p.presence.start(p.gateway)
 	objs, err := OpenObjects(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -367,9 +361,6 @@ func (p *Platform) close() error {
 	// The group closes the gateway role's node among its parts.
 	errs = append(errs, p.group.Stop(sctx))
 	cancel()
-	if p.presence != nil {
-		p.presence.stop()
-	}
 	// The seams close the chat roles' services (the guild service among
 	// them) after the parts that call them.
 	errs = append(errs, p.reads.close(), p.bots.close(), p.seams.Close())

@@ -5,19 +5,19 @@
 // and talking to the others over gRPC (runtime/transport) and HTTP. Its
 // configuration is runtime/config's, shared with `concord dev`; the parts
 // both modes build the same way come from runtime/platform (store and
-// coalescing data service, bot platform, GET /gateway/bot, the root-path
-// WebSocket upgrade) and runtime/admission (identify).
+// coalescing data service, the root-path WebSocket upgrade) and
+// runtime/admission (identify).
 //
 //   - guild: the guild actors of the guilds the placement ring (a
 //     consistent-hash ring over the live guild nodes) gives this node
 //     and the GuildNode gRPC service gateways subscribe sessions
 //     through (runtime/guildrole: events go to gateway nodes over
 //     GatewayNode.Deliver; actors of guilds the ring moves away are
-//     unloaded), and here the REST API and the bot platform for those
-//     guilds on the node's HTTP listener (guildrest.go).
-//   - api: the public REST endpoint. Each request is reverse-proxied to
-//     the HTTP address of the guild node owning its guild (proxy.go,
-//     route.go, bot routes included); GET /gateway/bot is answered here.
+//     unloaded), with the REST API and the bot platform for those
+//     guilds on the node's HTTP listener (runtime/apirole's GuildREST).
+//   - api: the public REST endpoint (runtime/apirole). Each request is
+//     reverse-proxied to the HTTP address of the guild node owning its
+//     guild, bot routes included; GET /gateway/bot is answered there.
 //   - gateway: the WebSocket gateway (also on the root path). Identify is
 //     answered locally from the store through runtime/admission, with
 //     bots' entitlement leases (leases.go); sessions are subscribed to
@@ -43,13 +43,12 @@
 //   - relay: the fan-out tier of big guilds (runtime/relayrole; the
 //     guild side's relay router is relay.go).
 //
-// The data, guild, readstate and relay roles, and the roles of package
+// The data, guild, readstate, relay and api roles, and the roles of package
 // roles' Table (voice, live comments), are role.Role values built by the
 // same Build in `concord dev`; the node builds them into its lifecycle
 // group with its registry, gRPC services and seams (role.Seams). The
-// gateway, api and presence roles, and the guild role's REST surface,
-// are still wired here, one block each, and in runtime/platform for
-// `concord dev`; see docs/architecture.md ("One wiring") for what is
+// gateway and presence roles are still wired here, one block each, and
+// in runtime/platform for `concord dev`; see docs/architecture.md ("One wiring") for what is
 // shared and what is not yet.
 //
 // Every process of a cluster shares the store (Cassandra), the registry

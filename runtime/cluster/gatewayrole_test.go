@@ -85,11 +85,11 @@ func TestServeBuildsGatewayRole(t *testing.T) {
 		ID    snowflake.ID `json:"user_id,string"`
 		Token string       `json:"token"`
 	}
-	rest(t, addr, "", "POST", "/auth/register", map[string]string{"username": "alice", "password": "alice password"}, &user)
+	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "alice", "password": "alice password"}, &user)
 	var g struct {
 		ID string `json:"id"`
 	}
-	rest(t, addr, user.Token, "POST", "/guilds", map[string]string{"name": "served"}, &g)
+	restCall(t, addr, user.Token, "POST", "/guilds", map[string]string{"name": "served"}, &g)
 
 	c, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/gateway?v=10&encoding=json", nil)
 	if err != nil {
@@ -172,8 +172,8 @@ func waitReady(t *testing.T, addr string) {
 	}
 }
 
-// rest calls the node's REST API.
-func rest(t *testing.T, addr, token, method, path string, body, out any) {
+// restCall calls the node's REST API.
+func restCall(t *testing.T, addr, token, method, path string, body, out any) {
 	t.Helper()
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequest(method, "http://"+addr+"/api/v10"+path, bytes.NewReader(b))

@@ -21,7 +21,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/admission"
-	"github.com/concord-chat/concord/runtime/api"
+	"github.com/concord-chat/concord/runtime/apirole"
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/dataservice"
@@ -61,7 +61,8 @@ type Platform struct {
 	// every provider is in this process.
 	seams    role.Seams
 	counters counters.Counters
-	bots     *Bots
+	// bots is the api role's bot platform (apirole.BotsKey).
+	bots *apirole.Bots
 
 	// voiceFleet holds the in-process SFUs; the web client's policy admits
 	// their endpoints.
@@ -127,10 +128,20 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	p.voiceFleet = fleet.NewLocal()
 	role.Provide(&p.seams, readstaterole.LogKey, p.reads.log)
 	role.Provide(&p.seams, guildrole.LocalSink, gatewayrole.LocalSink(&p.seams))
+	gatewayNode := role.LateOf(&p.seams, gatewayrole.NodeKey)
+	// The api role publishes through the read path's outbox, closes the
+	// gateway's sessions of a bot whose token is reset, and limits REST
+	// on the counters the gateway counts bots' identifies in.
+	role.Provide(&p.seams, apirole.ServerKey, key)
+	role.Provide(&p.seams, apirole.Outbox, p.reads.outbox)
+	role.Provide(&p.seams, apirole.LocalGateway, func() *gateway.Node { n, _ := gatewayNode.Get(); return n })
+	if p.counters, err = apirole.OpenCounters(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("platform: %w", err)
+	}
 	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids,
-		VoiceFleet: p.voiceFleet, Admin: p.roleAdmin, Seams: &p.seams}
-	// The gateway role is built below, once what it consumes that is not
-	// a role yet (the bot platform) is open.
+		Counters: p.counters, VoiceFleet: p.voiceFleet, Admin: p.roleAdmin, Seams: &p.seams}
+	// The gateway role is built below, once what it consumes from the
+	// api role's bot platform is looked up.
 	if err := role.Build(ctx, roles.Chat, func(name string) bool { return name != gatewayrole.Name }, parts, p.roleMux, &p.group); err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
@@ -141,27 +152,13 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if p.readStates, err = readstaterole.Open(ctx, parts); err != nil {
 		return nil, fmt.Errorf("platform: read states: %w", err)
 	}
-	if p.counters, err = openCounters(ctx, cfg); err != nil {
-		return nil, err
+	if p.bots, built = role.Lookup(&p.seams, apirole.BotsKey); !built {
+		return nil, errors.New("platform: the api role provided no bot platform")
 	}
-	// The bot platform reaches the gateway role's node, built after it.
-	gatewayNode := role.LateOf(&p.seams, gatewayrole.NodeKey)
-	if p.bots, err = OpenBots(ctx, cfg, key, BotDeps{store: p.store, guilds: p.guilds, auth: p.auth, ids: ids,
-		events: p.reads.outbox, registry: p.registry,
-		closeUser: func(ctx context.Context, userID snowflake.ID) int {
-			if n, ok := gatewayNode.Get(); ok {
-				return n.CloseUser(ctx, userID, gateway.CloseAuthenticationFailed, "token reset")
-			}
-			return 0
-		},
-		node: func() *gateway.Node { n, _ := gatewayNode.Get(); return n }}); err != nil {
-		return nil, err
-	}
-	// The gateway role: what it consumes from the parts that are not
-	// roles yet (the bot platform), then its build (the same Build as
-	// `concord serve`).
-	role.Provide[admission.Applications](&p.seams, gatewayrole.Apps, p.bots.store)
-	role.Provide(&p.seams, gatewayrole.Leases, p.bots.leases.mgr)
+	// The gateway role: what it consumes from the bot platform, then its
+	// build (the same Build as `concord serve`).
+	role.Provide[admission.Applications](&p.seams, gatewayrole.Apps, p.bots.Store())
+	role.Provide(&p.seams, gatewayrole.Leases, p.bots.Leases())
 	role.Provide[admission.ReadStates](&p.seams, gatewayrole.ReadStates, p.readStates)
 	role.Provide(&p.seams, gatewayrole.Counters, p.counters)
 	if err := role.Build(ctx, roles.Chat, func(name string) bool { return name == gatewayrole.Name }, parts, p.roleMux, &p.group); err != nil {
@@ -170,25 +167,15 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if p.gateway, built = role.Lookup(&p.seams, gatewayrole.NodeKey); !built {
 		return nil, errors.New("platform: the gateway role provided no gateway node")
 	}
-	objs, err := OpenObjects(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, MaxFileBytes: cfg.MaxFileBytes, Logger: cfg.Logger.With("component", "api")},
-		api.Deps{Store: p.store, Guilds: p.guilds, Auth: p.auth, IDs: ids,
-			Events: p.reads.outbox, ReadStates: p.readStates, Users: p.guilds,
-			Objects: objs, AttachmentKey: AttachmentKey(key),
-			MemberRemoved: p.bots.MemberRemoved(p.guilds, guildBotFlags(p.guilds))})
 	if cfg.DevUser {
 		if p.DevToken, err = p.devUser(ctx, ids); err != nil {
 			return nil, err
 		}
 	}
-	rest, err := p.restHandler(restAPI, guildBotFlags(p.guilds))
-	if err != nil {
-		return nil, err
+	rest, built := role.Lookup(&p.seams, apirole.REST)
+	if !built {
+		return nil, errors.New("platform: the api role mounted no REST handler")
 	}
-	parts.Counters = p.counters
 	if err := role.Build(ctx, roles.Table, func(string) bool { return true }, parts, p.roleMux, &p.group); err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
@@ -281,7 +268,6 @@ func (p *Platform) Store() store.Store { return p.store }
 
 func (p *Platform) routes(restAPI http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/api/", restAPI)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
 	HandleHealth(mux, func() bool { return p.ready.Load() && p.group.Ready() == nil })
 	mux.Handle("/admin/", adminauth.Guard(p.cfg.AdminToken, role.AdminHandler(p.adminRoutes(), p.roleAdmin)))
@@ -363,7 +349,7 @@ func (p *Platform) close() error {
 	cancel()
 	// The seams close the chat roles' services (the guild service among
 	// them) after the parts that call them.
-	errs = append(errs, p.reads.close(), p.bots.close(), p.seams.Close())
+	errs = append(errs, p.reads.close(), p.seams.Close())
 	if p.counters != nil {
 		errs = append(errs, p.counters.Close())
 	}

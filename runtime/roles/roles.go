@@ -5,6 +5,7 @@
 package roles
 
 import (
+	"github.com/concord-chat/concord/runtime/apirole"
 	"github.com/concord-chat/concord/runtime/datarole"
 	"github.com/concord-chat/concord/runtime/gatewayrole"
 	"github.com/concord-chat/concord/runtime/guildrole"
@@ -23,16 +24,20 @@ var Table = []role.Role{
 }
 
 // Chat is the chat roles built through package role, in build order.
-// Both commands build them before the chat roles they still wire
-// themselves (api), which call them through their seams
+// Both commands build them before the parts they still wire themselves,
+// which call them through their seams
 // (guildrole.Service, readstaterole.Open, presencerole.GatewayKey). The
 // guild role comes before the read-state and presence roles, which in
 // `concord dev` check visibility with and broadcast through the guild
 // service it provides. The gateway role comes after the guild role, whose
-// events in `concord dev` reach it through gatewayrole.LocalSink, and
-// after the presence role, whose gateway side it takes.
+// events in `concord dev` reach it through gatewayrole.LocalSink, after
+// the presence role, whose gateway side it takes, and after the api role,
+// whose bot platform its admission reads.
 var Chat = []role.Role{
 	datarole.Role, guildrole.Role, readstaterole.Role, presencerole.Role, relayrole.Role,
+	// api: the guild's REST surface (named guild: built wherever the
+	// guild role is, after it) and the public endpoint in front of it.
+	apirole.GuildREST, apirole.Role,
 	gatewayrole.Role,
 }
 

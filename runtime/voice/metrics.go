@@ -81,7 +81,7 @@ func newMetrics(reg prometheus.Registerer, server string) (*metrics, error) {
 		tokensRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_voice_tokens_rejected_total",
 			Help: "Identify and resume attempts refused, by reason.", ConstLabels: l}, []string{"reason"}),
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_voice_control_commands_total",
-			Help: "Guild commands (server mute and deafen, disconnect) received over HTTP, by result: applied, not_connected, stale, or why it was refused.", ConstLabels: l}, []string{"result"}),
+			Help: "Guild commands (server mute and deafen, disconnect) received over HTTP, by result: applied, not_connected, stale, roster, or why it was refused.", ConstLabels: l}, []string{"result"}),
 		turnMinted: c("concord_voice_turn_credentials_minted_total", "Sessions handed TURN credentials minted for them from the TURN secret."),
 		resumes:    c("concord_voice_gateway_resumes_total", "Successful voice gateway resumes."),
 		nacks:      c("concord_voice_rtcp_nacks_total", "Generic NACKs received from WebRTC listeners."),

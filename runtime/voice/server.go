@@ -35,6 +35,8 @@ type Server struct {
 	// mods are the latest server mute and deafen the guild set per user
 	// (control.go), applied to a join whose token predates them.
 	mods map[modKey]voiceMod
+	// selfs are the latest self mute and deafen per user (roster.go).
+	selfs map[modKey]voiceMod
 
 	conns    atomic.Int64 // open voice gateway connections
 	draining atomic.Bool
@@ -74,6 +76,7 @@ func New(cfg Config) (*Server, error) {
 		calls:    map[callKey]*call{},
 		used:     map[string]time.Time{},
 		mods:     map[modKey]voiceMod{},
+		selfs:    map[modKey]voiceMod{},
 
 		reportNow: make(chan struct{}, 1),
 	}
@@ -129,6 +132,15 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		case <-s.reportNow:
+			// Early reports (a drain, a guild's first call) come at most
+			// every minEarlyReport: a burst of new calls is one write.
+			if wait := minEarlyReport - s.cfg.Now().Sub(lastAt); wait > 0 {
+				select {
+				case <-ctx.Done():
+					continue
+				case <-time.After(wait):
+				}
+			}
 		}
 		now := s.cfg.Now()
 		cur := s.counters()
@@ -219,6 +231,9 @@ func (s *Server) load(now time.Time, period time.Duration, prev, cur counterSnap
 		calls = append(calls, c)
 	}
 	s.mu.Unlock()
+	if l.Guilds = s.hostedGuilds(); len(l.Guilds) > MaxReportedGuilds {
+		l.Guilds, l.GuildsOmitted = nil, true
+	}
 	var expected, lost uint64
 	var jitterSum time.Duration
 	var streams int
@@ -227,7 +242,7 @@ func (s *Server) load(now time.Time, period time.Duration, prev, cur counterSnap
 		l.Participants += len(ms)
 		for _, p := range ms {
 			p.mu.Lock()
-			e, lo, j := p.quality.period()
+			e, lo, j := p.quality.period(period > 0)
 			p.mu.Unlock()
 			if e == 0 {
 				continue
@@ -257,6 +272,23 @@ func (s *Server) load(now time.Time, period time.Duration, prev, cur counterSnap
 	s.m.calls.Set(float64(l.Calls))
 	s.m.participants.Set(float64(l.Participants))
 	return l
+}
+
+// MaxReportedGuilds bounds Load.Guilds, so a report stays a small
+// registry value; a server hosting more sets Load.GuildsOmitted instead.
+const MaxReportedGuilds = 2000
+
+// minEarlyReport is the least time between a report and an early one.
+const minEarlyReport = 250 * time.Millisecond
+
+// hostsGuildLocked reports whether a call of guild is here; s.mu is held.
+func (s *Server) hostsGuildLocked(guild snowflake.ID) bool {
+	for k := range s.calls {
+		if k.guild == guild {
+			return true
+		}
+	}
+	return false
 }
 
 // Handler serves the voice gateway WebSocket (any path; the libraries use
@@ -294,10 +326,12 @@ func (s *Server) sweepNonces(now time.Time) {
 			delete(s.used, n)
 		}
 	}
-	for k, m := range s.mods {
-		// Past a token's lifetime every join carries a newer state.
-		if now.Sub(m.at) > token.TTL {
-			delete(s.mods, k)
+	for _, mods := range []map[modKey]voiceMod{s.mods, s.selfs} {
+		for k, m := range mods {
+			// Past a token's lifetime every join carries a newer state.
+			if now.Sub(m.at) > token.TTL {
+				delete(mods, k)
+			}
 		}
 	}
 }
@@ -306,11 +340,22 @@ func (s *Server) sweepNonces(now time.Time) {
 func (s *Server) join(p *participant, k callKey) bool {
 	s.mu.Lock()
 	c := s.calls[k]
+	newGuild := false
 	if c == nil {
+		newGuild = !s.hostsGuildLocked(k.guild)
 		c = newCall(k)
 		s.calls[k] = c
 	}
 	s.mu.Unlock()
+	if newGuild {
+		// The fleet finds a guild's calls through the guilds each load
+		// report lists (Load.Guilds): list a new one at once, so that a
+		// guild rebuilding its voice states right after finds this call.
+		select {
+		case s.reportNow <- struct{}{}:
+		default:
+		}
+	}
 	p.call = c
 	if !c.add(p, s.cfg.MaxParticipants) {
 		return false

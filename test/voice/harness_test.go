@@ -48,19 +48,6 @@ func startSFU(t *testing.T, mutate func(*voice.Config)) *sfu {
 	}
 	reg := prometheus.NewRegistry()
 	logger := testLogger(t)
-	cfg := voice.Config{
-		ID: "sfu-test", Region: "local", UDPAddr: "127.0.0.1:0",
-		TrustedKeys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)},
-		Logger:      logger, Registerer: reg, LoadInterval: 200 * time.Millisecond,
-		ResumeWindow: 5 * time.Second,
-	}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	srv, err := voice.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	ca, err := devca.Ensure(dir)
 	if err != nil {
@@ -72,6 +59,20 @@ func startSFU(t *testing.T, mutate func(*voice.Config)) *sfu {
 	}
 	l, err := tls.Listen("tcp", "127.0.0.1:0", stls)
 	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := voice.Config{
+		ID: "sfu-test", Region: "local", UDPAddr: "127.0.0.1:0", Endpoint: l.Addr().String(),
+		TrustedKeys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)},
+		Logger:      logger, Registerer: reg, LoadInterval: 200 * time.Millisecond,
+		ResumeWindow: 5 * time.Second,
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	srv, err := voice.New(cfg)
+	if err != nil {
+		l.Close()
 		t.Fatal(err)
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}

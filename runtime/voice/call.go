@@ -95,6 +95,10 @@ type participant struct {
 	// sink, when set, replaces UDP delivery (a WebRTC peer).
 	sink atomic.Pointer[listenerBox]
 
+	// rtt collects the round trips this participant's WebRTC peer
+	// reports, for the period's call quality.
+	rtt rttSample
+
 	mu      sync.Mutex // guards replay and quality, touched by UDP readers
 	replay  rtpsize.ReplayWindow
 	quality streamQuality

@@ -213,6 +213,9 @@ type Load struct {
 	// the last period; Jitter their mean interarrival jitter.
 	LossRatio float64
 	Jitter    time.Duration
+	// RTT is the mean round trip WebRTC listeners reported over the last
+	// period (RTCP receiver reports); zero without reports.
+	RTT time.Duration `json:",omitempty"`
 	// Guilds are the guilds with a call here, ascending: a guild node
 	// loading a guild asks only these servers for its roster (roster.go).
 	Guilds []snowflake.ID `json:",omitempty"`

@@ -69,7 +69,7 @@ func newMetrics(reg prometheus.Registerer, server string) (*metrics, error) {
 		sendErrors: c("concord_voice_send_errors_total", "UDP writes to listeners that failed."),
 		lost:       c("concord_voice_rtp_packets_lost_total", "Speakers' RTP packets never received (sequence gaps)."),
 		jitter: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_voice_rtp_jitter_seconds",
-			Help: "Interarrival jitter of speakers' streams (RFC 3550), sampled per stream every load period.", ConstLabels: l,
+			Help: "Interarrival jitter of speakers' streams (RFC 3550), the mean of each call's streams sampled every load period.", ConstLabels: l,
 			Buckets: []float64{.001, .002, .005, .01, .02, .04, .08, .16}}),
 		lossRatio:    g("concord_voice_rtp_loss_ratio", "Share of speakers' packets lost over the last load period."),
 		forwardRate:  g("concord_voice_packets_forwarded_per_second", "Packets forwarded per second over the last load period."),

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -44,6 +45,10 @@ type Server struct {
 	// drainMu guards drainDeadline, set by the first Drain.
 	drainMu       sync.Mutex
 	drainDeadline time.Time
+	// lastReport is the last period's load, as reported.
+	lastReport atomic.Pointer[Load]
+	// cq is the last period's per-call quality (callquality.go).
+	cq *callQualities
 	// reportNow asks Run for a load report before the period ends (a
 	// drain: the guilds should see it at once).
 	reportNow chan struct{}
@@ -79,6 +84,13 @@ func New(cfg Config) (*Server, error) {
 		selfs:    map[modKey]voiceMod{},
 
 		reportNow: make(chan struct{}, 1),
+		cq:        &callQualities{},
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(newCallCollector(s.cq, cfg.ID)); err != nil {
+			s.md.close()
+			return nil, fmt.Errorf("voice: register call metrics: %w", err)
+		}
 	}
 	s.publicIP = cfg.PublicIP
 	if s.publicIP == "" {
@@ -146,6 +158,7 @@ func (s *Server) Run(ctx context.Context) error {
 		cur := s.counters()
 		l := s.load(now, now.Sub(lastAt), last, cur)
 		last, lastAt = cur, now
+		s.lastReport.Store(&l)
 		s.sweepNonces(now)
 		if s.cfg.Load != nil {
 			rctx, cancel := context.WithTimeout(ctx, s.cfg.LoadInterval)
@@ -212,6 +225,15 @@ func (s *Server) setVoiceState(guild, channel, user snowflake.ID, mute, deaf boo
 	return found, false
 }
 
+// LastReport returns the load of the last report period (its rates and
+// quality), or false before the first.
+func (s *Server) LastReport() (Load, bool) {
+	if l := s.lastReport.Load(); l != nil {
+		return *l, true
+	}
+	return Load{}, false
+}
+
 // Load returns the current load (rates are zero: they need a period).
 func (s *Server) Load() Load {
 	return s.load(s.cfg.Now(), 0, s.counters(), s.counters())
@@ -235,26 +257,27 @@ func (s *Server) load(now time.Time, period time.Duration, prev, cur counterSnap
 		l.Guilds, l.GuildsOmitted = nil, true
 	}
 	var expected, lost uint64
-	var jitterSum time.Duration
+	var jitterSum, rttSum time.Duration
 	var streams int
+	var rttN int64
+	commit := period > 0
+	var perCall []CallQuality
 	for _, c := range calls {
-		ms := c.snapshot()
-		l.Participants += len(ms)
-		for _, p := range ms {
-			p.mu.Lock()
-			e, lo, j := p.quality.period(period > 0)
-			p.mu.Unlock()
-			if e == 0 {
-				continue
+		q, e, lo, js, n, rs, rn := callPeriod(c, commit)
+		l.Participants += q.Participants
+		expected, lost, jitterSum, streams, rttSum, rttN = expected+e, lost+lo, jitterSum+js, streams+n, rttSum+rs, rttN+rn
+		if commit {
+			if n > 0 {
+				s.m.jitter.Observe(q.Jitter.Seconds())
 			}
-			expected += e
-			lost += lo
-			jitterSum += j
-			streams++
-			if period > 0 {
-				s.m.jitter.Observe(j.Seconds())
-			}
+			perCall = append(perCall, q)
 		}
+	}
+	if commit {
+		s.cq.set(perCall)
+	}
+	if rttN > 0 {
+		l.RTT = rttSum / time.Duration(rttN)
 	}
 	l.Calls = len(calls)
 	if expected > 0 {

@@ -68,7 +68,7 @@ func (d *dispatchSink) count(sess event.SessionID, typ string) int {
 }
 
 // await waits for the n-th (from 1) dispatch of typ to sess and returns it.
-func (d *dispatchSink) await(t *testing.T, sess event.SessionID, typ string, n int) json.RawMessage {
+func (d *dispatchSink) await(t testing.TB, sess event.SessionID, typ string, n int) json.RawMessage {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
@@ -96,7 +96,7 @@ func (d *dispatchSink) await(t *testing.T, sess event.SessionID, typ string, n i
 // embedded etcd and serving their control route on their own HTTP
 // listener: `concord serve`'s split, in one process.
 type moveCluster struct {
-	t        *testing.T
+	t        testing.TB
 	reg      registry.Registry
 	st       store.Store
 	ids      *snowflake.Generator
@@ -106,7 +106,7 @@ type moveCluster struct {
 	keyOwner *sfu
 }
 
-func startMoveCluster(t *testing.T) *moveCluster {
+func startMoveCluster(t testing.TB) *moveCluster {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -199,7 +199,7 @@ func (m *moveCluster) user(name string) store.User {
 }
 
 // awaitFleet waits until f has seen cond hold (its loads are polled).
-func awaitFleet(t *testing.T, what string, f *fleet.Registry, cond func() bool) {
+func awaitFleet(t testing.TB, what string, f *fleet.Registry, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
@@ -385,7 +385,7 @@ func TestVoiceStatesSurviveGuildMove(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func mustRoster(t *testing.T, f *fleet.Registry, gid snowflake.ID) []guild.VoiceParticipant {
+func mustRoster(t testing.TB, f *fleet.Registry, gid snowflake.ID) []guild.VoiceParticipant {
 	t.Helper()
 	ps, err := f.Roster(context.Background(), gid)
 	if err != nil && !strings.Contains(err.Error(), "no HTTP address") {
@@ -404,4 +404,89 @@ func (m *moveCluster) sfuAt(endpoint string) *sfu {
 	}
 	m.t.Fatalf("no SFU at %s", endpoint)
 	return nil
+}
+
+// BenchmarkGuildLoadRoster is what rebuilding voice states costs a guild
+// that moved: a guild node loads the guild from the store and sends a
+// session its GUILD_CREATE, for a guild with a call of two (the node asks
+// the call's SFU for its roster over HTTP, a signed command) and, side by
+// side, the same guild without a call (no request: no report lists it).
+func BenchmarkGuildLoadRoster(b *testing.B) {
+	m := startMoveCluster(b)
+	ctx := context.Background()
+	g1, f1 := m.guildNode(0)
+	awaitFleet(b, "both SFUs' reports", f1, func() bool { return f1.Healthy("sfu-a") && f1.Healthy("sfu-b") })
+	owner, alice := m.user("owner"), m.user("alice")
+	guilds := map[string]snowflake.ID{}
+	sessions := map[string]event.Session{}
+	var call snowflake.ID
+	for _, name := range []string{"with-call", "no-call"} {
+		gi, err := g1.CreateGuild(ctx, owner.ID, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := g1.AddMember(ctx, gi.Guild.ID, alice.ID); err != nil {
+			b.Fatal(err)
+		}
+		ch, err := g1.CreateChannel(ctx, owner.ID, gi.Guild.ID, guild.ChannelSpec{Name: "Call", Type: store.ChannelVoice})
+		if err != nil {
+			b.Fatal(err)
+		}
+		guilds[name] = gi.Guild.ID
+		sessions[name] = event.Session{ID: event.SessionID("watch-" + name), UserID: owner.ID, Intents: guild.IntentGuildVoiceStates | 1, Node: "gw-1"}
+		if name == "with-call" {
+			call = ch.ID
+		}
+	}
+	gid := guilds["with-call"]
+	for i, u := range []store.User{owner, alice} {
+		s := event.Session{ID: event.SessionID("s-" + u.Username), UserID: u.ID, Intents: guild.IntentGuildVoiceStates | 1, Node: "gw-1"}
+		if err := g1.AttachSession(ctx, gid, s); err != nil {
+			b.Fatal(err)
+		}
+		if err := g1.UpdateVoiceState(ctx, s, guild.VoiceStateRequest{GuildID: gid, ChannelID: call}); err != nil {
+			b.Fatal(err)
+		}
+		var u2 wireVSU
+		if err := json.Unmarshal(m.sink.await(b, s.ID, "VOICE_SERVER_UPDATE", 1), &u2); err != nil {
+			b.Fatal(err)
+		}
+		srv := m.sfuAt(u2.Endpoint)
+		c, err := voiceclient.Connect(ctx, voiceclient.Options{Endpoint: u2.Endpoint, GuildID: uint64(gid), UserID: uint64(u.ID),
+			SessionID: string(s.ID), Token: u2.Token, TLS: srv.tls})
+		if err != nil {
+			b.Fatalf("connect %d: %v", i, err)
+		}
+		b.Cleanup(c.Close)
+	}
+	g2, f2 := m.guildNode(time.Hour)
+	awaitFleet(b, "the call's roster", f2, func() bool { return len(mustRoster(b, f2, gid)) == 2 })
+	for _, name := range []string{"with-call", "no-call"} {
+		b.Run(name, func(b *testing.B) {
+			gid, sess := guilds[name], sessions[name]
+			want := 0
+			if name == "with-call" {
+				want = 2
+			}
+			for b.Loop() {
+				if err := g2.Unload(ctx, gid); err != nil {
+					b.Fatal(err)
+				}
+				n := m.sink.count(sess.ID, "GUILD_CREATE")
+				// The actor sends GUILD_CREATE before AttachSession returns.
+				if err := g2.AttachSession(ctx, gid, sess); err != nil {
+					b.Fatal(err)
+				}
+				var gc struct {
+					VoiceStates []wireVS `json:"voice_states"`
+				}
+				if err := json.Unmarshal(m.sink.await(b, sess.ID, "GUILD_CREATE", n+1), &gc); err != nil {
+					b.Fatal(err)
+				}
+				if len(gc.VoiceStates) != want {
+					b.Fatalf("%s: %d voice states, want %d", name, len(gc.VoiceStates), want)
+				}
+			}
+		})
+	}
 }

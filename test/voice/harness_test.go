@@ -28,7 +28,7 @@ const (
 
 // sfu is a voice server on loopback behind TLS from a dev CA.
 type sfu struct {
-	t        *testing.T
+	t        testing.TB
 	srv      *voice.Server
 	key      ed25519.PrivateKey
 	reg      *prometheus.Registry
@@ -40,7 +40,7 @@ type sfu struct {
 
 var nextUser atomic.Uint64
 
-func startSFU(t *testing.T, mutate func(*voice.Config)) *sfu {
+func startSFU(t testing.TB, mutate func(*voice.Config)) *sfu {
 	t.Helper()
 	key, err := token.GenerateKey()
 	if err != nil {

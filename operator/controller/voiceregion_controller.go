@@ -411,6 +411,9 @@ func serverStatus(vr *concordv1.VoiceRegion, servers []sfu, pending int) {
 			e := &st.ServerLoads[len(st.ServerLoads)-1]
 			e.PacketLoss = strconv.FormatFloat(s.load.LossRatio*100, 'f', 1, 64) + "%"
 			e.Jitter = s.load.Jitter.Round(100 * time.Microsecond).String()
+			if s.load.RTT > 0 {
+				e.RTT = s.load.RTT.Round(100 * time.Microsecond).String()
+			}
 		}
 	}
 	slices.SortFunc(st.ServerLoads, func(a, b concordv1.VoiceServerStatus) int { return strings.Compare(a.Name, b.Name) })

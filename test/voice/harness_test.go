@@ -176,7 +176,7 @@ func matches(m *dto.Metric, labels map[string]string) bool {
 // no event to await; the poll is bounded and fails with the last value.
 func (s *sfu) waitCounter(name string, labels map[string]string, want float64) {
 	s.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got := s.counter(name, labels)
 		if got >= want {

@@ -85,6 +85,7 @@ func TestLoadAndQuality(t *testing.T) {
 	if got := s.counter("concord_voice_rtp_packets_lost_total", nil); got != 3 {
 		t.Fatalf("lost packets metric %v, want 3", got)
 	}
+	s.waitCounter("concord_voice_packets_forwarded_total", nil, 32) // counted after the send
 	if got := s.counter("concord_voice_packets_forwarded_total", nil); got != 32 {
 		t.Fatalf("forwarded %v, want 16 packets × 2 listeners", got)
 	}

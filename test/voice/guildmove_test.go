@@ -387,7 +387,9 @@ func ptr[T any](v T) *T { return &v }
 
 func mustRoster(t testing.TB, f *fleet.Registry, gid snowflake.ID) []guild.VoiceParticipant {
 	t.Helper()
-	ps, err := f.Roster(context.Background(), gid)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ps, err := f.Roster(ctx, gid)
 	if err != nil && !strings.Contains(err.Error(), "no HTTP address") {
 		t.Fatal(err)
 	}

@@ -82,6 +82,10 @@ type Registry struct {
 	queues map[string]*commandQueue
 	// quality is the servers' recent quality (quality.go).
 	quality *qualities
+	// loaded closes after the first Refresh, seen after the first
+	// snapshot of the voice nodes: a roster asked for before waits.
+	loaded, seen         chan struct{}
+	loadedOnce, seenOnce sync.Once
 }
 
 var (
@@ -111,7 +115,8 @@ func NewRegistry(reg registry.Registry, cfg RegistryConfig) *Registry {
 		cfg.Client = &http.Client{Timeout: 2 * time.Second}
 	}
 	return &Registry{reg: reg, cfg: cfg, loads: map[string]voice.Load{}, dead: map[string]time.Time{}, probing: map[string]bool{},
-		nodes: map[string]string{}, queues: map[string]*commandQueue{}, quality: newQualities()}
+		nodes: map[string]string{}, queues: map[string]*commandQueue{}, quality: newQualities(),
+		loaded: make(chan struct{}), seen: make(chan struct{})}
 }
 
 // Refresh reads the reports once.
@@ -134,6 +139,7 @@ func (r *Registry) Refresh(ctx context.Context) error {
 	r.mu.Lock()
 	r.loads = loads
 	r.mu.Unlock()
+	r.loadedOnce.Do(func() { close(r.loaded) })
 	return nil
 }
 

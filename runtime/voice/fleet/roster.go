@@ -61,6 +61,13 @@ func participants(l voice.Load, guildID snowflake.ID, es []voice.RosterEntry) []
 // only the guild tier may ask). A server that does not answer is left out
 // and named in the error; the others' participants are returned.
 func (r *Registry) Roster(ctx context.Context, guildID snowflake.ID) ([]guild.VoiceParticipant, error) {
+	// A guild node that just started (it took over a dead node's guilds)
+	// may be asked before its first read of the reports: wait for it.
+	select {
+	case <-r.loaded:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("fleet: roster of guild %d: no load reports read yet: %w", guildID, ctx.Err())
+	}
 	hs := hosting(r.live(), guildID)
 	if len(hs) == 0 {
 		return nil, nil
@@ -102,6 +109,11 @@ func (r *Registry) roster(ctx context.Context, server string, guildID snowflake.
 	cmd, err := token.SignCommand(key, token.Command{Server: server, Op: token.OpRoster, GuildID: guildID}, r.cfg.Now())
 	if err != nil {
 		return nil, fmt.Errorf("fleet: roster of %s: %w", server, err)
+	}
+	select {
+	case <-r.seen:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("fleet: roster of %s: the voice nodes' addresses not read yet: %w", server, ctx.Err())
 	}
 	addr, err := r.controlAddr(server)
 	if err != nil {

@@ -5,19 +5,19 @@
 // and talking to the others over gRPC (runtime/transport) and HTTP. Its
 // configuration is runtime/config's, shared with `concord dev`; the parts
 // both modes build the same way come from runtime/platform (store and
-// coalescing data service, bot platform, GET /gateway/bot, the root-path
-// WebSocket upgrade) and runtime/admission (identify).
+// coalescing data service, the root-path WebSocket upgrade) and
+// runtime/admission (identify).
 //
 //   - guild: the guild actors of the guilds the placement ring (a
 //     consistent-hash ring over the live guild nodes) gives this node
 //     and the GuildNode gRPC service gateways subscribe sessions
 //     through (runtime/guildrole: events go to gateway nodes over
 //     GatewayNode.Deliver; actors of guilds the ring moves away are
-//     unloaded), and here the REST API and the bot platform for those
-//     guilds on the node's HTTP listener (guildrest.go).
-//   - api: the public REST endpoint. Each request is reverse-proxied to
-//     the HTTP address of the guild node owning its guild (proxy.go,
-//     route.go, bot routes included); GET /gateway/bot is answered here.
+//     unloaded), with the REST API and the bot platform for those
+//     guilds on the node's HTTP listener (runtime/apirole's GuildREST).
+//   - api: the public REST endpoint (runtime/apirole). Each request is
+//     reverse-proxied to the HTTP address of the guild node owning its
+//     guild, bot routes included; GET /gateway/bot is answered there.
 //   - gateway: the WebSocket gateway (also on the root path). Identify is
 //     answered locally from the store through runtime/admission, with
 //     bots' entitlement leases (leases.go); sessions are subscribed to
@@ -42,13 +42,12 @@
 //   - relay: the fan-out tier of big guilds (runtime/relayrole; the
 //     guild side's relay router is relay.go).
 //
-// The data, guild, readstate, presence and relay roles, and the roles of
-// package roles' Table (voice, live comments), are role.Role values built
-// by the same Build in `concord dev`; the node builds them into its
-// lifecycle group with its registry, gRPC services and seams (role.Seams).
-// The gateway and api roles, and the guild role's REST surface, are still
-// wired here, one block each, and in runtime/platform for
-// `concord dev`; see docs/architecture.md ("One wiring") for what is
+// The data, guild, readstate, presence, relay and api roles, and the
+// roles of package roles' Table (voice, live comments), are role.Role
+// values built by the same Build in `concord dev`; the node builds them
+// into its lifecycle group with its registry, gRPC services and seams
+// (role.Seams). The gateway role is still wired here, in one block, and
+// in runtime/platform for `concord dev`; see docs/architecture.md ("One wiring") for what is
 // shared and what is not yet.
 //
 // Every process of a cluster shares the store (Cassandra), the registry
@@ -72,14 +71,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concord-chat/concord/runtime/admission"
-	"github.com/concord-chat/concord/runtime/api"
+	"github.com/concord-chat/concord/runtime/apirole"
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/datarole"
 	"github.com/concord-chat/concord/runtime/dataservice"
-	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/guildrole"
@@ -216,8 +213,6 @@ type Node struct {
 	seams role.Seams
 	// --roles=relay: the relay's gateway client; guild nodes: the relay
 	// router of guilds with a relay tier and its client.
-	// api role: the REST limiter's counters (--redis, or per node).
-	rlCounters counters.Counters
 	// psSide is the gateway's presence side (presencerole.GatewayKey) on
 	// gateway nodes with --presence; nil without.
 	psSide *presencerole.GatewaySide
@@ -233,9 +228,7 @@ type Node struct {
 	voiceEndpoints func() []string
 
 	guilds    *guild.Service // guild role (guildrole.Service)
-	bots      *platform.Bots // guild role
-	botStore  bots.Store     // api role without the guild role
-	guildREST *guildREST     // guild role: its REST surface
+	botStore  bots.Store     // the process's bot store (apirole.BotStore)
 	gateway   *gateway.Node  // gateway role
 	gwBackend *gatewayBackend
 	drain     drainer // POST /admin/drain (drain.go)
@@ -343,7 +336,6 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("cluster: listen %s: %w", cfg.GRPC, err)
 		}
 	}
-	res := newResolver(st)
 	clientCfg := transport.ClientConfig{CallTimeout: cfg.CallTimeout, Errors: guildrole.Errors, Logger: log.With("component", "transport")}
 	svc := transport.Services{Node: cfg.Node}
 	n.roleMux, n.roleAdmin = http.NewServeMux(), http.NewServeMux()
@@ -357,6 +349,16 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// owns. The data role coalesces over the store itself, not over the
 	// process's own coalescing wrapper (openStore).
 	role.Provide(&n.seams, datarole.RawStore, unwrapStore(n.store))
+	// The api role (runtime/apirole) signs with the cluster's key and, on
+	// a guild node with --eventlog=kafka://, publishes message events
+	// through the node's outbox.
+	role.Provide(&n.seams, apirole.ServerKey, key)
+	if kafkaLog(cfg.EventLog) && has(cfg, registry.RoleGuild) {
+		if n.pub, err = openPublisher(ctx, cfg, n); err != nil {
+			return nil, err
+		}
+		role.Provide(&n.seams, apirole.Outbox, n.pub.outbox)
+	}
 	// The presence role is built on every node taking part in presence
 	// (presencerole.Joins), not only on --roles=presence nodes.
 	if err := role.Build(ctx, chatRoles, func(name string) bool {
@@ -377,17 +379,17 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 
-	if (has(cfg, registry.RoleGateway) || has(cfg, registry.RoleAPI)) && !has(cfg, registry.RoleGuild) {
+	if has(cfg, registry.RoleGateway) {
 		// Gateway nodes read applications (privileged intents, READY's
-		// application); api nodes read interactions (routing).
-		if n.botStore, err = platform.OpenBotStore(ctx, cfg, st); err != nil {
+		// application, entitlement grants) from the process's bot store.
+		if n.botStore, err = apirole.BotStore(ctx, parts); err != nil {
 			return nil, fmt.Errorf("cluster: bot store: %w", err)
 		}
 	}
 	if has(cfg, registry.RoleGuild) {
 		// The guild role (runtime/guildrole, built with the chat roles)
-		// provides the guild service; the REST API and the bot platform
-		// for its guilds are served here.
+		// provides the guild service; its REST surface is the api
+		// package's (apirole.GuildREST), built with it.
 		var ok bool
 		if n.guilds, ok = role.Lookup(&n.seams, guildrole.Service); !ok {
 			return nil, errors.New("cluster: the guild role provided no guild service")
@@ -395,53 +397,6 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if endpoints, ok := role.Lookup(&n.seams, guildrole.VoiceEndpoints); ok {
 			n.voiceEndpoints = endpoints
 		}
-		owns := transport.OwnedBy(n.guildRng, cfg.Node)
-		objs, err := platform.OpenObjects(ctx, cfg)
-		if err != nil {
-			return nil, err
-		}
-		dedupe := &sendDeduper{store: st, log: log.With("component", "guild")}
-		deps := api.Deps{Store: st, Guilds: n.guilds, Auth: issuer, IDs: ids, Objects: objs, AttachmentKey: platform.AttachmentKey(key),
-			PriorSend: dedupe.priorSend}
-		// The bot platform opens after the API (it needs the guild
-		// service's events); a removal reaches it through this hook, set
-		// below before the node serves.
-		var memberRemoved func(ctx context.Context, guildID, userID snowflake.ID)
-		deps.MemberRemoved = func(ctx context.Context, guildID, userID snowflake.ID) {
-			if memberRemoved != nil {
-				memberRemoved(ctx, guildID, userID)
-			}
-		}
-		if readStates {
-			if n.pub, err = openPublisher(ctx, cfg, n); err != nil {
-				return nil, err
-			}
-			// MESSAGE_ACK goes through this node's DispatchToUser, which
-			// reaches the user's sessions on every gateway node through
-			// the session directory.
-			deps.Events, deps.ReadStates, deps.Users = n.pub.outbox, n.readStates, n.guilds
-		}
-		restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, MaxFileBytes: cfg.MaxFileBytes, Logger: log.With("component", "api")}, deps)
-		// The bot platform runs on the guild role, beside the REST API:
-		// the resolver sends each bot request to the owner of the guild it
-		// acts on, so the actor it changes is local, as in `concord dev`.
-		// Revocations reach the gateways through the registry.
-		bus, err := entitlement.NewRegistryBus(n.reg, entitlement.DefaultPrefix)
-		if err != nil {
-			return nil, fmt.Errorf("cluster: revocation bus: %w", err)
-		}
-		var events platform.MessageEvents
-		if n.pub != nil {
-			events = n.pub.outbox
-		}
-		if n.bots, err = platform.OpenBots(ctx, cfg, key, platform.NewBotDeps(st, n.guilds, issuer, ids, events, n.metrics, bus)); err != nil {
-			return nil, err
-		}
-		res.interactions = n.bots.Store()
-		surface := http.NewServeMux()
-		n.bots.Routes(surface, restAPI)
-		memberRemoved = n.bots.MemberRemoved(n.guilds, platform.GuildBotFlags(n.guilds))
-		n.guildREST = &guildREST{node: cfg.Node, owns: owns, res: res, api: surface, log: log.With("component", "guild")}
 	}
 	if has(cfg, registry.RoleGateway) {
 		// Identify only reads the store; this service never loads an
@@ -500,54 +455,30 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("cluster: grpc server: %w", err)
 		}
 	}
-	var proxy http.Handler
-	if has(cfg, registry.RoleAPI) {
-		res.interactions = n.botApps()
-		// The api role answers GET /gateway/bot itself, from the identify
-		// counters the gateway nodes count in, and forwards the rest.
-		if n.rlCounters, err = platform.OpenCounters(ctx, cfg); err != nil {
-			return nil, fmt.Errorf("cluster: api counters: %w", err)
-		}
-		mux := http.NewServeMux()
-		gb := platform.GatewayBot{Auth: issuer, Store: st, Counters: n.rlCounters, Concurrency: cfg.Identify.Concurrency,
-			PublicURL: cfg.PublicURL, Logger: log.With("component", "gateway-bot")}
-		for _, v := range []string{"/api/v9", "/api/v10"} {
-			mux.Handle("GET "+v+"/gateway/bot", gb)
-		}
-		px := newProxy(n.guildRng, res, 2*cfg.LeaseTTL+time.Second, n.m, log.With("component", "proxy"))
-		px.maxUpload = maxUploadBody(cfg)
-		mux.Handle("/", px)
-		proxy = mux
-		if !cfg.NoRateLimits {
-			if proxy, err = rateLimited(cfg, n.rlCounters, st, issuer, n.metrics, proxy); err != nil {
-				return nil, err
-			}
-		}
-	}
 	n.addLoops()
-	parts.Counters = n.rlCounters
+	// The table roles count on the api role's counters (--redis).
+	if c, ok := role.Lookup(&n.seams, apirole.Counters); ok {
+		parts.Counters = c
+	}
 	if err := n.buildTableRoles(ctx, parts, n.roleMux); err != nil {
 		return nil, err
 	}
-	n.handler = n.routes(proxy)
+	rest, _ := role.Lookup(&n.seams, apirole.REST)
+	n.handler = n.routes(rest)
 	return n, nil
 }
 
-// routes builds the HTTP handler: REST (forwarded by the api role, served
-// by the guild role), the gateway, and the operational endpoints.
-func (n *Node) routes(proxy http.Handler) http.Handler {
+// routes builds the HTTP handler: the gateway, the operational endpoints
+// and the roles' routes (REST on /api/: the api role's, or the guild
+// role's REST surface on a node without it; rest is that handler, nil on
+// a node with neither).
+func (n *Node) routes(rest http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	rest := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case n.guildREST != nil && (proxy == nil || r.Header.Get(forwardedHeader) != ""):
-			n.guildREST.ServeHTTP(w, r)
-		case proxy != nil:
-			proxy.ServeHTTP(w, r)
-		default:
+	if rest == nil {
+		rest = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusNotFound, "404: Not Found")
-		}
-	})
-	mux.Handle("/api/", rest)
+		})
+	}
 	if n.gateway != nil {
 		mux.Handle("/gateway", n.gateway)
 		mux.Handle("/gateway/", n.gateway)
@@ -576,14 +507,9 @@ func (n *Node) routes(proxy http.Handler) http.Handler {
 	return mux
 }
 
-// botApps is the process's bot store: the guild role's, or the one opened
-// for the gateway and api roles without it.
-func (n *Node) botApps() bots.Store {
-	if n.bots != nil {
-		return n.bots.Store()
-	}
-	return n.botStore
-}
+// botApps is the process's bot store (apirole.BotStore), opened for the
+// gateway role.
+func (n *Node) botApps() bots.Store { return n.botStore }
 
 // addLoops adds the built-in roles' loops to the group, in build order.
 func (n *Node) addLoops() {
@@ -717,18 +643,9 @@ func (n *Node) Close() error {
 	if n.dataRng != nil {
 		n.dataRng.Close()
 	}
-	if n.bots != nil {
-		errs = append(errs, n.bots.Close())
-	}
-	if n.botStore != nil {
-		errs = append(errs, n.botStore.Close())
-	}
 	errs = append(errs, n.pub.close())
 	if n.identify != nil {
 		errs = append(errs, n.identify.Close())
-	}
-	if n.rlCounters != nil {
-		errs = append(errs, n.rlCounters.Close())
 	}
 	// The rings and clients the roles shared, and the chat roles'
 	// services (the guild service among them).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/concord-chat/concord/runtime/apirole"
 	"io"
 	"log/slog"
 	"testing"
@@ -42,7 +43,7 @@ func TestBotMessagesInArchivedThreads(t *testing.T) {
 	restCall(t, addr, tok, "POST", fmt.Sprintf("/channels/%d/messages", text), map[string]any{"content": "plain"}, &plain)
 	restCall(t, addr, tok, "PATCH", fmt.Sprintf("/channels/%d", th.ID), map[string]any{"archived": true}, nil)
 
-	bm := &botMessages{store: p.Store(), guilds: p.Guilds(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	bm := apirole.NewMessages(p.Store(), p.Guilds(), nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx := context.Background()
 	edited := "edited"
 	if _, err := bm.EditMessage(ctx, bots.MessageEdit{ChannelID: th.ID, MessageID: inThread.ID, Content: &edited}); !errors.Is(err, bots.ErrThreadArchived) {

@@ -3,6 +3,7 @@ package platform
 import (
 	"context"
 	"errors"
+	"github.com/concord-chat/concord/runtime/apirole"
 	"io"
 	"log/slog"
 	"slices"
@@ -97,7 +98,7 @@ func TestBotMessageWritesCommitTheirEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bm := &botMessages{store: csStore{cs, t}, guilds: p.Guilds(), ids: ids, events: rel, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	bm := apirole.NewMessages(csStore{cs, t}, p.Guilds(), ids, rel, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx := context.Background()
 
 	// The owner (MENTION_EVERYONE) answers, mentioning bob and everyone.

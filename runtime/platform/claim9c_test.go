@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/concord-chat/concord/runtime/apirole"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -55,7 +56,7 @@ func TestClaim9cRevocationBrownout(t *testing.T) {
 		t.Skip("claim 9c measurement: not in -short")
 	}
 	w := newRevWorld(t)
-	ent := w.p.bots.leases
+	ent := leasesOf(w.p)
 	cfg := ent.mgr.Config()
 	b := w.dialBot(w.botToken)
 	b.waitReady()
@@ -77,7 +78,7 @@ func TestClaim9cRevocationBrownout(t *testing.T) {
 				ent.source.Set(*c9Latency, *c9Fail, false)
 			}
 			r := w.measureRevocation(b, guild, cfg.Grace, time.Second, func() {
-				if err := w.p.bots.store.DeleteInstallation(ctx, guild, w.appID); err != nil {
+				if err := w.p.bots.Store().DeleteInstallation(ctx, guild, w.appID); err != nil {
 					t.Fatal(err)
 				}
 				_ = ent.Revoked(ctx, bots.Revocation{Kind: bots.RevokedInstall, ApplicationID: w.appID, BotUserID: w.botID, GuildID: guild})
@@ -179,18 +180,18 @@ func measureRenewalLoad(t *testing.T, w *revWorld, n int, window time.Duration) 
 		if err := w.p.store.PutUser(ctx, store.User{ID: bot, Username: fmt.Sprintf("load-%d", i), Bot: true}); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.p.bots.store.CreateApplication(ctx, bots.Application{ID: app, BotUserID: bot, OwnerID: w.ownerID, Name: "load"}); err != nil {
+		if err := w.p.bots.Store().CreateApplication(ctx, bots.Application{ID: app, BotUserID: bot, OwnerID: w.ownerID, Name: "load"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.p.store.PutMember(ctx, store.Member{GuildID: w.guild, UserID: bot, JoinedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.p.bots.store.PutInstallation(ctx, bots.Installation{GuildID: w.guild, ApplicationID: app, BotUserID: bot}); err != nil {
+		if err := w.p.bots.Store().PutInstallation(ctx, bots.Installation{GuildID: w.guild, ApplicationID: app, BotUserID: bot}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var reads atomic.Int64
-	src := entitlement.NewFaultySource(&installSource{apps: countingApps{w.p.bots.store, &reads}, users: countingUsers{w.p.store, &reads}}, 1)
+	src := entitlement.NewFaultySource(apirole.NewInstallSource(countingApps{w.p.bots.Store(), &reads}, countingUsers{w.p.store, &reads}), 1)
 	m, err := entitlement.New(entitlement.Config{}, src, nopEnforcer{}, entitlement.NewMemBus())
 	if err != nil {
 		t.Fatal(err)

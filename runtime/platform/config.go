@@ -1,8 +1,9 @@
-// Package platform builds the roles of `concord dev` in one process:
-// storage, id minting, auth, the gateway, bots and the REST API on one
-// HTTP listener, with /metrics, /healthz and /readyz beside them, and the
-// roles of runtime/roles (the guild actors among them, runtime/guildrole)
-// through the same role.Build as `concord serve`. Its configuration is
+// Package platform runs `concord dev`: every role in one process. It
+// opens the embedded backends (store, id minting, auth, the event log's
+// outbox), builds the roles of runtime/roles (guild actors, read states,
+// presence, the REST API and bot platform, voice, live comments) through
+// the same role.Build as `concord serve`, and serves them on one HTTP
+// listener with /metrics, /healthz and /readyz beside them. Its configuration is
 // runtime/config's; its defaults are there.
 package platform
 

@@ -21,7 +21,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/admission"
-	"github.com/concord-chat/concord/runtime/api"
+	"github.com/concord-chat/concord/runtime/apirole"
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/dataservice"
@@ -62,7 +62,8 @@ type Platform struct {
 	// every provider is in this process.
 	seams    role.Seams
 	counters counters.Counters
-	bots     *Bots
+	// bots is the api role's bot platform (apirole.BotsKey).
+	bots *apirole.Bots
 
 	// voiceFleet holds the in-process SFUs; the web client's policy admits
 	// their endpoints.
@@ -128,8 +129,17 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	p.voiceFleet = fleet.NewLocal()
 	role.Provide(&p.seams, readstaterole.LogKey, p.reads.log)
 	role.Provide[event.Sink](&p.seams, guildrole.LocalSink, sink)
+	// The api role publishes through the read path's outbox, closes the
+	// gateway's sessions of a bot whose token is reset, and limits REST
+	// on the counters the gateway counts bots' identifies in.
+	role.Provide(&p.seams, apirole.ServerKey, key)
+	role.Provide(&p.seams, apirole.Outbox, p.reads.outbox)
+	role.Provide(&p.seams, apirole.LocalGateway, sink.node.Load)
+	if p.counters, err = apirole.OpenCounters(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("platform: %w", err)
+	}
 	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids,
-		VoiceFleet: p.voiceFleet, Admin: p.roleAdmin, Seams: &p.seams}
+		Counters: p.counters, VoiceFleet: p.voiceFleet, Admin: p.roleAdmin, Seams: &p.seams}
 	if err := role.Build(ctx, roles.Chat, func(string) bool { return true }, parts, p.roleMux, &p.group); err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
@@ -140,25 +150,14 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if p.readStates, err = readstaterole.Open(ctx, parts); err != nil {
 		return nil, fmt.Errorf("platform: read states: %w", err)
 	}
-	if p.counters, err = openCounters(ctx, cfg); err != nil {
-		return nil, err
-	}
-	if p.bots, err = OpenBots(ctx, cfg, key, BotDeps{store: p.store, guilds: p.guilds, auth: p.auth, ids: ids,
-		events: p.reads.outbox, registry: p.registry,
-		closeUser: func(ctx context.Context, userID snowflake.ID) int {
-			if n := sink.node.Load(); n != nil {
-				return n.CloseUser(ctx, userID, gateway.CloseAuthenticationFailed, "token reset")
-			}
-			return 0
-		},
-		node: sink.node.Load}); err != nil {
-		return nil, err
+	if p.bots, built = role.Lookup(&p.seams, apirole.BotsKey); !built {
+		return nil, errors.New("platform: the api role provided no bot platform")
 	}
 	adm, err := admission.New(guild.NewGatewayBackend(p.guilds), admission.Config{
 		Throttle:   gateway.NewNodeThrottle(cfg.Identify.Rate, cfg.Identify.Burst, nil),
 		Bots:       &gateway.BotAdmission{Counters: p.counters, Concurrency: cfg.Identify.Concurrency, Logger: cfg.Logger.With("component", "identify")},
-		Apps:       p.bots.store,
-		Leases:     p.bots.leases.mgr,
+		Apps:       p.bots.Store(),
+		Leases:     p.bots.Leases(),
 		States:     p.readStates,
 		Registerer: p.registry,
 		Logger:     cfg.Logger.With("component", "identify"),
@@ -191,25 +190,15 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 			}
 		}
 	}
-	objs, err := OpenObjects(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, MaxFileBytes: cfg.MaxFileBytes, Logger: cfg.Logger.With("component", "api")},
-		api.Deps{Store: p.store, Guilds: p.guilds, Auth: p.auth, IDs: ids,
-			Events: p.reads.outbox, ReadStates: p.readStates, Users: p.guilds,
-			Objects: objs, AttachmentKey: AttachmentKey(key),
-			MemberRemoved: p.bots.MemberRemoved(p.guilds, guildBotFlags(p.guilds))})
 	if cfg.DevUser {
 		if p.DevToken, err = p.devUser(ctx, ids); err != nil {
 			return nil, err
 		}
 	}
-	rest, err := p.restHandler(restAPI, guildBotFlags(p.guilds))
-	if err != nil {
-		return nil, err
+	rest, built := role.Lookup(&p.seams, apirole.REST)
+	if !built {
+		return nil, errors.New("platform: the api role mounted no REST handler")
 	}
-	parts.Counters = p.counters
 	if err := role.Build(ctx, roles.Table, func(string) bool { return true }, parts, p.roleMux, &p.group); err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
@@ -302,7 +291,6 @@ func (p *Platform) Store() store.Store { return p.store }
 
 func (p *Platform) routes(restAPI http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/api/", restAPI)
 	mux.Handle("/gateway", p.gateway)
 	mux.Handle("/gateway/", p.gateway)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
@@ -390,7 +378,7 @@ func (p *Platform) close() error {
 	}
 	// The seams close the chat roles' services (the guild service among
 	// them) after the parts that call them.
-	errs = append(errs, p.reads.close(), p.bots.close(), p.seams.Close())
+	errs = append(errs, p.reads.close(), p.seams.Close())
 	if p.counters != nil {
 		errs = append(errs, p.counters.Close())
 	}

@@ -14,6 +14,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/concord-chat/concord/runtime/apirole"
+	"github.com/concord-chat/concord/runtime/bots"
+	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/wire"
 )
@@ -403,4 +406,32 @@ func counterValue(t *testing.T, p *Platform, name, label, value string) float64 
 		}
 	}
 	return sum
+}
+
+// testLeases is the bot platform's revocation path as the tests drive it:
+// its lease manager and fault injectors.
+type testLeases struct {
+	mgr    *entitlement.Manager
+	source *entitlement.FaultySource
+	bus    *entitlement.FaultyBus
+	etcd   testRegistry
+	bots   *apirole.Bots
+}
+
+// testRegistry stops and starts the embedded etcd the pushes travel
+// through.
+type testRegistry struct{ r *apirole.EmbeddedRegistry }
+
+func (r testRegistry) halt()        { r.r.Stop() }
+func (r testRegistry) start() error { return r.r.Start() }
+
+// Revoked pushes a revocation as the bot platform does.
+func (l *testLeases) Revoked(ctx context.Context, r bots.Revocation) error {
+	return l.bots.Revoked(ctx, r)
+}
+
+// leasesOf is the revocation path of p's bot platform.
+func leasesOf(p *Platform) *testLeases {
+	f := p.bots.Faults()
+	return &testLeases{mgr: p.bots.Leases(), source: f.Source, bus: f.Bus, etcd: testRegistry{f.Registry}, bots: p.bots}
 }

@@ -97,10 +97,10 @@ func TestRevocationLostPushBoundedByLease(t *testing.T) {
 	revoke := func(guild, channel interface{ String() string }) func() {
 		return func() {
 			gid := parseID(t, guild.String())
-			if err := w.p.bots.store.DeleteInstallation(ctx, gid, w.appID); err != nil {
+			if err := w.p.bots.Store().DeleteInstallation(ctx, gid, w.appID); err != nil {
 				t.Fatal(err)
 			}
-			_ = w.p.bots.leases.Revoked(ctx, bots.Revocation{Kind: bots.RevokedInstall, ApplicationID: w.appID, BotUserID: w.botID, GuildID: gid})
+			_ = leasesOf(w.p).Revoked(ctx, bots.Revocation{Kind: bots.RevokedInstall, ApplicationID: w.appID, BotUserID: w.botID, GuildID: gid})
 		}
 	}
 	for _, tc := range []struct {
@@ -112,7 +112,7 @@ func TestRevocationLostPushBoundedByLease(t *testing.T) {
 		b.waitGuild(guild)
 		ps := w.startPoster(guild, channel, 10*time.Millisecond)
 		waitFor(t, 10*time.Second, "first event", func() bool { _, _, n, _ := b.stats(guild); return n > 0 })
-		w.p.bots.leases.bus.SetDropPublish(tc.drop)
+		leasesOf(w.p).bus.SetDropPublish(tc.drop)
 		r := w.measureRevocation(b, guild, ttl+3*time.Second, 500*time.Millisecond, revoke(guild, channel))
 		ps.stop()
 		t.Logf("%s: last event +%v, GUILD_DELETE +%v, events after it %d (TTL %v)", tc.name, r.lastEvent, r.guildDelete, r.afterDelete, ttl)
@@ -143,7 +143,7 @@ func TestRevocationOutagePolicy(t *testing.T) {
 	b.waitGuild(w.guild)
 	ps := w.startPoster(w.guild, w.channel, 20*time.Millisecond)
 	defer ps.stop()
-	ent := w.p.bots.leases
+	ent := leasesOf(w.p)
 	t0 := time.Now()
 	ent.source.Set(0, 0, true)
 	ent.bus.SetDown(true)
@@ -221,7 +221,7 @@ func TestRevocationNarrowingLeavesGuildToPermissions(t *testing.T) {
 func TestRevocationRegistryDown(t *testing.T) {
 	const ttl = 2 * time.Second
 	w := newRevWorld(t, func(c *Config) { c.Entitlements.TTL = ttl })
-	ent := w.p.bots.leases
+	ent := leasesOf(w.p)
 	b := w.dialBot(w.botToken)
 	b.waitReady()
 	b.waitGuild(w.guild)
@@ -251,7 +251,7 @@ func TestRevocationRegistryDown(t *testing.T) {
 
 	ctx := context.Background()
 	r := w.measureRevocation(b, w.guild, ttl+3*time.Second, 300*time.Millisecond, func() {
-		if err := w.p.bots.store.DeleteInstallation(ctx, w.guild, w.appID); err != nil {
+		if err := w.p.bots.Store().DeleteInstallation(ctx, w.guild, w.appID); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()

@@ -100,9 +100,10 @@ type Builder struct {
 // process, no registry).
 func (b *Builder) Dev() bool { return b.Registry == nil }
 
-// Handle serves pattern on the process's HTTP listener. The REST
-// (/api/), gateway and operational paths are taken: a role uses its own
-// prefix.
+// Handle serves pattern on the process's HTTP listener. A path has one
+// owner: /api/ is the api role's, /gateway the gateway's, and the
+// operational paths (/metrics, /healthz, /readyz, /livez, /admin/) the
+// process's; any other role uses a prefix of its own.
 func (b *Builder) Handle(pattern string, h http.Handler) { b.mux.Handle(pattern, h) }
 
 // HandleAdmin serves pattern (under /admin/) among the process's admin

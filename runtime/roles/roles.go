@@ -5,6 +5,7 @@
 package roles
 
 import (
+	"github.com/concord-chat/concord/runtime/apirole"
 	"github.com/concord-chat/concord/runtime/datarole"
 	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/live/liverole"
@@ -30,6 +31,9 @@ var Table = []role.Role{
 // service it provides.
 var Chat = []role.Role{
 	datarole.Role, guildrole.Role, readstaterole.Role, presencerole.Role, relayrole.Role,
+	// api: the guild's REST surface (named guild: built wherever the
+	// guild role is, after it) and the public endpoint in front of it.
+	apirole.GuildREST, apirole.Role,
 }
 
 // Names are the names of Table's roles.

@@ -1,4 +1,4 @@
-package cluster
+package apirole
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/concord-chat/concord/runtime/api/uploads"
+	"github.com/concord-chat/concord/runtime/config"
 )
 
 // An upload (multipart/form-data: a message, webhook or interaction reply
@@ -53,7 +54,7 @@ func replayableBody(w http.ResponseWriter, r *http.Request, maxUpload int64) (*r
 	}
 	f, err := os.CreateTemp("", "concord-upload-*")
 	if err != nil {
-		return nil, fmt.Errorf("cluster: spool upload: %w", err)
+		return nil, fmt.Errorf("apirole: spool upload: %w", err)
 	}
 	// Unlinked at once: the open file is all the proxy needs, and nothing
 	// is left behind if the process dies mid-request.
@@ -88,6 +89,6 @@ func (b *replayBody) Close() error {
 // maxUploadBody is the largest upload the api role spools: exactly what
 // the REST API's upload parser takes, so a request is refused in the same
 // place, with the same answer, in dev and in the split roles.
-func maxUploadBody(cfg Config) int64 {
+func maxUploadBody(cfg config.Config) int64 {
 	return uploads.RequestLimit(0, cfg.MaxFileBytes)
 }

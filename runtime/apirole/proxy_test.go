@@ -1,4 +1,4 @@
-package cluster
+package apirole
 
 import (
 	"context"
@@ -248,8 +248,8 @@ func TestProxyRetriesOnceAfterLostResponse(t *testing.T) {
 	}
 }
 
-func testMetrics(t *testing.T) *metrics {
-	m, err := newMetrics(nil)
+func testMetrics(t *testing.T) *proxyMetrics {
+	m, err := newProxyMetrics(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,7 @@
-package cluster
+package apirole
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/rest"
 )
 
 // Headers between API nodes and guild nodes.
@@ -30,7 +30,7 @@ const (
 // the guild node applies the REST API's own, smaller limit.
 const maxProxyBody = 8 << 20
 
-// proxy is the API role: it forwards each REST request to the HTTP
+// proxy is the api role of `concord serve`: it forwards each REST request to the HTTP
 // address of the guild node owning the request's guild (route.go).
 //
 // Retries. When the owner cannot be reached (connection refused: it died
@@ -52,7 +52,7 @@ type proxy struct {
 	log     *slog.Logger
 	base    http.RoundTripper
 	rp      *httputil.ReverseProxy
-	metrics *metrics
+	metrics *proxyMetrics
 	// maxUpload bounds an upload's body (spool.go); 0 is
 	// defaultMaxUpload.
 	maxUpload int64
@@ -66,7 +66,7 @@ type proxyReq struct {
 	body   *replayBody
 }
 
-func newProxy(ring *registry.LocalRing, res *resolver, maxWait time.Duration, m *metrics, log *slog.Logger) *proxy {
+func newProxy(ring *registry.LocalRing, res *resolver, maxWait time.Duration, m *proxyMetrics, log *slog.Logger) *proxy {
 	p := &proxy{
 		metrics: m,
 		ring:    ring,
@@ -131,7 +131,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *proxy) roundTrip(req *http.Request) (*http.Response, error) {
 	pr, _ := req.Context().Value(proxyCtxKey{}).(*proxyReq)
 	if pr == nil {
-		return nil, errors.New("cluster: proxied request without a route")
+		return nil, errors.New("apirole: proxied request without a route")
 	}
 	ctx := req.Context()
 	deadline := time.Now().Add(p.maxWait)
@@ -234,7 +234,7 @@ func isDialError(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-var errNoGuildNode = errors.New("cluster: no live guild node")
+var errNoGuildNode = errors.New("apirole: no live guild node")
 
 // fail answers a request the proxy could not forward with a 503 in
 // Discord's error shape.
@@ -246,13 +246,10 @@ func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // writeTooLarge answers Discord's 413 for a body over the limits.
 func writeTooLarge(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusRequestEntityTooLarge)
-	_ = json.NewEncoder(w).Encode(map[string]any{"message": "Request entity too large", "code": 40005})
+	rest.WriteError(w, &rest.Error{Status: http.StatusRequestEntityTooLarge, Code: 40005, Message: "Request entity too large"})
 }
 
+// writeError answers status with msg in Discord's error shape.
 func writeError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"message": msg, "code": 0})
+	rest.WriteError(w, &rest.Error{Status: status, Message: msg})
 }

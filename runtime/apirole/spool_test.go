@@ -1,4 +1,4 @@
-package cluster
+package apirole
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/api/uploads"
+	"github.com/concord-chat/concord/runtime/config"
 )
 
 // upload builds a multipart message with one file of n bytes.
@@ -104,7 +105,7 @@ func TestProxyUploadCap(t *testing.T) {
 	if rec.Code != http.StatusRequestEntityTooLarge || served.Load() != 0 || !strings.Contains(rec.Body.String(), `"code":40005`) {
 		t.Fatalf("got %d %s after %d served, want 413 (40005) before any", rec.Code, rec.Body, served.Load())
 	}
-	if got, want := maxUploadBody(Config{}), uploads.RequestLimit(0, 0); got != want {
+	if got, want := maxUploadBody(config.Config{}), uploads.RequestLimit(0, 0); got != want {
 		t.Fatalf("the api role spools up to %d bytes, the REST API takes %d", got, want)
 	}
 }

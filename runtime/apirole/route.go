@@ -1,4 +1,4 @@
-package cluster
+package apirole
 
 import (
 	"context"
@@ -99,7 +99,7 @@ func (rs *resolver) route(ctx context.Context, r *http.Request, body []byte) (ta
 	case m.Value("code") != "":
 		inv, err := rs.store.GetInvite(ctx, m.Value("code"))
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return t, fmt.Errorf("cluster: invite %q: %w", m.Value("code"), err)
+			return t, fmt.Errorf("apirole: invite %q: %w", m.Value("code"), err)
 		}
 		t.Guild = inv.GuildID
 	}
@@ -164,7 +164,7 @@ func (rs *resolver) interactionRoute(ctx context.Context, t target, token string
 		return t, nil
 	}
 	if err != nil {
-		return t, fmt.Errorf("cluster: interaction %d: %w", id, err)
+		return t, fmt.Errorf("apirole: interaction %d: %w", id, err)
 	}
 	t.Guild = in.GuildID
 	return t, nil
@@ -194,7 +194,7 @@ func (rs *resolver) webhookRoute(ctx context.Context, t target, id snowflake.ID)
 		return t, nil
 	}
 	if err != nil {
-		return t, fmt.Errorf("cluster: webhook %d: %w", id, err)
+		return t, fmt.Errorf("apirole: webhook %d: %w", id, err)
 	}
 	t.Guild = wh.GuildID
 	return t, nil
@@ -212,7 +212,7 @@ func (rs *resolver) channelGuild(ctx context.Context, id snowflake.ID) (snowflak
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("cluster: channel %d: %w", id, err)
+		return 0, fmt.Errorf("apirole: channel %d: %w", id, err)
 	}
 	rs.mu.Lock()
 	if len(rs.channels) >= maxCachedChannels {

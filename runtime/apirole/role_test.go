@@ -1,0 +1,257 @@
+package apirole
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/config"
+	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/guildrole"
+	"github.com/concord-chat/concord/runtime/lifecycle"
+	"github.com/concord-chat/concord/runtime/registry"
+	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
+	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+	pebblestore "github.com/concord-chat/concord/runtime/store/pebble"
+)
+
+// discardSink drops the guild service's events: no session is attached.
+type discardSink struct{}
+
+func (discardSink) Deliver(context.Context, string, event.Batch) {}
+
+// roleWorld is one process's parts with a guild service provided under
+// guildrole.Service, as the guild role provides it, and a user's token.
+type roleWorld struct {
+	parts role.Parts
+	mux   *http.ServeMux
+	group *lifecycle.Group
+	token string
+}
+
+func newRoleWorld(t *testing.T, reg registry.Registry, roles ...string) *roleWorld {
+	t.Helper()
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.DataDir, cfg.Registry, cfg.Node, cfg.Roles = t.TempDir(), "mem", "n1", roles
+	cfg.LeaseTTL = 2 * time.Second
+	cfg, err := cfg.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := pebblestore.New(pebblestore.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := []byte(strings.Repeat("k", 32))
+	iss, err := auth.New(auth.Config{Key: key}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := snowflake.New(snowflake.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := guild.NewService(guild.Config{}, guild.Deps{Store: st, Sink: discardSink{}, IDs: ids, Auth: iss})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seams := &role.Seams{}
+	role.Provide(seams, guildrole.Service, svc)
+	role.Provide(seams, ServerKey, key)
+	uid, _ := ids.Next()
+	u := store.User{ID: uid, Username: "alice", CreatedAt: time.Now().UTC()}
+	if err := st.CreateUser(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	w := &roleWorld{
+		parts: role.Parts{Config: cfg, Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Registry: reg,
+			Store: st, Auth: iss, IDs: ids, Seams: seams},
+		mux: http.NewServeMux(), group: &lifecycle.Group{}, token: iss.Mint(u),
+	}
+	t.Cleanup(func() {
+		_ = w.group.Stop(context.Background())
+		_ = seams.Close()
+		_ = svc.Close()
+		_ = st.Close()
+	})
+	return w
+}
+
+// build builds the api package's roles as the role table lists them.
+func (w *roleWorld) build(t *testing.T, want func(string) bool) {
+	t.Helper()
+	if err := role.Build(context.Background(), []role.Role{GuildREST, Role}, want, w.parts, w.mux, w.group); err != nil {
+		t.Fatal(err)
+	}
+	w.group.Start(context.Background())
+}
+
+// get calls path on h with the world's token.
+func (w *roleWorld) get(t *testing.T, h http.Handler, path string) (*httptest.ResponseRecorder, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.Header.Set("Authorization", w.token)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var body map[string]any
+	_ = json.Unmarshal(rec.Body.Bytes(), &body)
+	return rec, body
+}
+
+// In `concord dev` the two roles build into one REST endpoint on /api/:
+// the core API, the bot platform and GET /gateway/bot behind the rate
+// limits, over the in-process guild service; they provide the bot store,
+// the bot platform with its lease manager and the REST handler.
+func TestDevBuildsAPIRole(t *testing.T) {
+	w := newRoleWorld(t, nil)
+	w.build(t, func(string) bool { return true })
+	rest, ok := role.Lookup(w.parts.Seams, REST)
+	if !ok {
+		t.Fatal("no REST handler provided")
+	}
+	if _, pattern := w.mux.Handler(httptest.NewRequest(http.MethodGet, "/api/v10/users/@me", nil)); pattern != "/api/" {
+		t.Fatalf("/api/ mounted as %q", pattern)
+	}
+	bp, ok := role.Lookup(w.parts.Seams, BotsKey)
+	if !ok || bp == nil {
+		t.Fatal("no bot platform provided")
+	}
+	if m, ok := role.Lookup(w.parts.Seams, Leases); !ok || m != bp.Leases() {
+		t.Fatal("the lease manager seam is not the bot platform's")
+	}
+	if st, err := BotStore(context.Background(), w.parts); err != nil || st != bp.Store() {
+		t.Fatalf("BotStore = %v, %v; the bot platform runs on %v", st, err, bp.Store())
+	}
+	// The core API answers for the token's user.
+	rec, me := w.get(t, w.mux, "/api/v10/users/@me")
+	if rec.Code != http.StatusOK || me["username"] != "alice" {
+		t.Fatalf("GET /users/@me = %d %v", rec.Code, me)
+	}
+	if rec.Header().Get("X-RateLimit-Limit") == "" {
+		t.Fatal("REST answered without the rate limit headers")
+	}
+	// GET /gateway/bot is the api role's, from the counters.
+	rec, gb := w.get(t, rest, "/api/v10/gateway/bot")
+	if rec.Code != http.StatusOK || gb["session_start_limit"] == nil {
+		t.Fatalf("GET /gateway/bot = %d %v", rec.Code, gb)
+	}
+	// The bot platform's routes are mounted: a user's token is no
+	// application's (Discord answers 401 to a non-bot's @me application).
+	rec, _ = w.get(t, rest, "/api/v10/oauth2/applications/@me")
+	if rec.Code == http.StatusNotFound {
+		t.Fatalf("GET /oauth2/applications/@me = 404: the bot routes are not mounted (%s)", rec.Body)
+	}
+}
+
+// embeddedRegistry starts an etcd for a serve-mode build.
+func embeddedRegistry(t *testing.T) registry.Registry {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stop, ep, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{ep}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	return reg
+}
+
+// registerGuildNode registers the node serving h as the ring's only
+// guild node and waits until the process's guild ring shows it.
+func registerGuildNode(t *testing.T, w *roleWorld, h http.Handler) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ring, err := role.Ring(ctx, w.parts.Seams, w.parts.Registry, registry.RoleGuild, registry.LocalRingConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := ring.Changes(ctx)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	r, err := w.parts.Registry.Register(ctx, registry.Node{Name: "n1", Roles: []string{registry.RoleGuild}, Addr: addr, HTTPAddr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	for {
+		if _, ok := ring.Node("n1"); ok {
+			return
+		}
+		if _, ok := <-changes; !ok {
+			t.Fatal("the guild ring never showed the node")
+		}
+	}
+}
+
+// In `concord serve` a node running api and guild serves the public
+// endpoint as the proxy to the guild owners, GET /gateway/bot itself, and
+// the guild's REST surface for the requests forwarded to it: a request
+// crosses the proxy, comes back forwarded and is served by the core API
+// behind the owner check.
+func TestServeBuildsAPIRole(t *testing.T) {
+	w := newRoleWorld(t, embeddedRegistry(t), registry.RoleAPI, registry.RoleGuild)
+	w.build(t, func(string) bool { return true })
+	rest, ok := role.Lookup(w.parts.Seams, REST)
+	if !ok {
+		t.Fatal("no REST handler provided")
+	}
+	if _, ok := role.Lookup(w.parts.Seams, Leases); ok {
+		t.Fatal("a serve node provides the bot platform's lease manager; gateway nodes run their own")
+	}
+	if _, ok := role.Lookup(w.parts.Seams, Counters); !ok {
+		t.Fatal("the api role provided no counters")
+	}
+	registerGuildNode(t, w, w.mux)
+	rec, me := w.get(t, w.mux, "/api/v10/users/@me")
+	if rec.Code != http.StatusOK || me["username"] != "alice" {
+		t.Fatalf("GET /users/@me through the proxy = %d %v", rec.Code, me)
+	}
+	rec, gb := w.get(t, rest, "/api/v10/gateway/bot")
+	if rec.Code != http.StatusOK || gb["session_start_limit"] == nil {
+		t.Fatalf("GET /gateway/bot = %d %v", rec.Code, gb)
+	}
+}
+
+// A serve node running the guild role without the api role serves its
+// guilds' REST on /api/ itself, behind the owner check: a guild the ring
+// places elsewhere is answered 503 with the not-owner mark, unprocessed.
+func TestServeGuildOnlyServesItsREST(t *testing.T) {
+	w := newRoleWorld(t, embeddedRegistry(t), registry.RoleGuild)
+	w.build(t, func(name string) bool { return name == registry.RoleGuild })
+	if _, ok := role.Lookup(w.parts.Seams, Counters); ok {
+		t.Fatal("the api role was built on a guild-only node")
+	}
+	rest, ok := role.Lookup(w.parts.Seams, REST)
+	if !ok {
+		t.Fatal("a guild-only node mounted no REST")
+	}
+	// No guild node on the ring yet: every guild is someone else's.
+	rec, _ := w.get(t, rest, "/api/v10/guilds/12345")
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get(notOwnerHeader) != "n1" {
+		t.Fatalf("GET another node's guild = %d (not-owner %q), want 503 marked", rec.Code, rec.Header().Get(notOwnerHeader))
+	}
+	registerGuildNode(t, w, w.mux)
+	rec, me := w.get(t, w.mux, "/api/v10/users/@me")
+	if rec.Code != http.StatusOK || me["username"] != "alice" {
+		t.Fatalf("GET /users/@me = %d %v", rec.Code, me)
+	}
+}

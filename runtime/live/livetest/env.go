@@ -76,6 +76,9 @@ type Options struct {
 	Gateway gateway.Config
 	// NoRouter leaves the router out (the fault tests run their own).
 	NoRouter bool
+	// API is the API's configuration; Start sets its Topics, Logger and
+	// Registerer.
+	API api.Config
 	// Registerer, when set, receives the API's, the router's and the
 	// first gateway's metrics (the benchmarks read the per-hop
 	// histograms from it).
@@ -211,7 +214,9 @@ func Start(t testing.TB, b Backends, o Options) *Env {
 	}
 	e.Gateway = newGateway(t, b, iss, gcfg)
 	e.spawn(ctx, e.Gateway.Run)
-	e.API, err = api.New(api.Config{Topics: b.Topics, Logger: log, Registerer: o.Registerer}, api.Deps{
+	acfg := o.API
+	acfg.Topics, acfg.Logger, acfg.Registerer = b.Topics, log, o.Registerer
+	e.API, err = api.New(acfg, api.Deps{
 		Verifier: iss, Users: users, IDs: ids, Log: b.Log, Store: b.Store, Recent: b.Cache, Nonces: b.Cache,
 		Counters: b.Counters, Board: b.Board, Live: e.Gateway,
 	})

@@ -287,7 +287,8 @@ func (e *Env) NewUser() User {
 		return e.Remote.NewUser(e.T)
 	}
 	id, _ := e.ids.Next()
-	name := fmt.Sprintf("user%d", e.nextUser.Add(1))
+	// Unique across envs: envs of one run may share the account store.
+	name := fmt.Sprintf("user%d_%d", e.nextUser.Add(1), id)
 	u := store.User{ID: id, Username: name, CreatedAt: time.Now().Add(-time.Hour)}
 	if err := e.Users.CreateUser(context.Background(), u); err != nil {
 		e.T.Fatal(err)

@@ -12,6 +12,9 @@
 #           the background, then wait until it answers. Fails loudly (with
 #           the log tail) if it does not come up within $KAFKA_START_TIMEOUT.
 #   stop    stop the broker this script started (by its pid file)
+#   run     like start, but in the foreground: the script becomes the broker
+#           (exec), so the caller holds its pid and can kill -9 it (the
+#           chaos test's private Kafka)
 #   status  exit 0 if a broker answers on $KAFKA_HOST:$KAFKA_PORT
 #   addr    print host:port (what CONCORD_KAFKA should be set to)
 #
@@ -20,6 +23,8 @@
 #   KAFKA_HOST [127.0.0.1] KAFKA_PORT [9092] KAFKA_CONTROLLER_PORT [9093]
 #   KAFKA_HEAP [512M]      KAFKA_START_TIMEOUT [120] (seconds)
 #   KAFKA_PARTITIONS [8]   (default partitions of auto-created topics)
+#   KAFKA_RUN_DIR [$CONCORD_CACHE/kafka-$KAFKA_VERSION/run-$KAFKA_PORT]
+#                          (configuration, data and logs of this broker)
 set -euo pipefail
 
 KAFKA_VERSION="${KAFKA_VERSION:-4.2.0}"
@@ -33,7 +38,7 @@ KAFKA_PARTITIONS="${KAFKA_PARTITIONS:-8}"
 
 home="$CONCORD_CACHE/kafka-$KAFKA_VERSION"
 lib="$home/lib"
-run="$home/run-$KAFKA_PORT"
+run="${KAFKA_RUN_DIR:-$home/run-$KAFKA_PORT}"
 conf="$run/conf"
 data="$run/data"
 logs="$run/logs"
@@ -226,6 +231,19 @@ start() {
 	log "Kafka ready on $KAFKA_HOST:$KAFKA_PORT (pid $pid) after $((SECONDS - t0))s; export CONCORD_KAFKA=$KAFKA_HOST:$KAFKA_PORT"
 }
 
+# run_foreground prepares the broker like start and then becomes it, its
+# log on stdout.
+run_foreground() {
+	fetch
+	write_config
+	format
+	local j
+	j="$(java_bin)"
+	mapfile -t opts < <(java_opts)
+	log "running Kafka $KAFKA_VERSION on $KAFKA_HOST:$KAFKA_PORT in the foreground (heap $KAFKA_HEAP, logs $logs)"
+	exec "$j" "${opts[@]}" kafka.Kafka "$conf/server.properties"
+}
+
 stop() {
 	if [[ ! -f "$pidfile" ]]; then
 		log "no pid file at $pidfile; nothing to stop"
@@ -253,7 +271,8 @@ case "${1:-}" in
 fetch) fetch ;;
 start) start ;;
 stop) stop ;;
+run) run_foreground ;;
 status) if answers; then log "answers on $KAFKA_HOST:$KAFKA_PORT"; else die "nothing answers on $KAFKA_HOST:$KAFKA_PORT"; fi ;;
 addr) printf '%s:%s\n' "$KAFKA_HOST" "$KAFKA_PORT" ;;
-*) die "usage: $0 fetch|start|stop|status|addr" ;;
+*) die "usage: $0 fetch|start|stop|run|status|addr" ;;
 esac

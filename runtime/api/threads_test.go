@@ -9,6 +9,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/permissions"
+	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
@@ -379,4 +380,41 @@ func TestThreadCreatedMessage(t *testing.T) {
 	e.ok("PATCH", fmt.Sprintf("%s/channels/%d", v10, pub.ID), w.alice.Token, map[string]any{"archived": false, "locked": true}, &ch)
 	e.fail("POST", fmt.Sprintf("%s/channels/%d/messages", v10, pub.ID), w.bob.Token, map[string]any{"content": "x"}, 400, 160005)
 	e.post(w.alice.Token, pub.ID, map[string]any{"content": "moderator"})
+}
+
+// TestGuildCreateCarriesThreadMembers checks that GUILD_CREATE's threads
+// carry the subscriber's own thread member for each thread it joined, and
+// none for a thread it did not, so a client needs no thread list request
+// to know which threads it is in.
+func TestGuildCreateCarriesThreadMembers(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	th := e.thread(w.alice.Token, fmt.Sprintf("%s/channels/%d/threads", v10, w.general), map[string]any{"name": "joined", "type": 11})
+	for _, c := range []struct {
+		name   string
+		user   snowflake.ID
+		member bool
+	}{{"alice", w.alice.ID, true}, {"bob", w.bob.ID, false}} {
+		sess := e.subscribe(c.name+"-gc", c.user, guild.IntentGuilds)
+		var gc struct {
+			Threads []threadT `json:"threads"`
+		}
+		if err := json.Unmarshal(e.waitEvent(sess, "GUILD_CREATE", 1), &gc); err != nil {
+			t.Fatal(err)
+		}
+		var got *threadT
+		for i := range gc.Threads {
+			if gc.Threads[i].ID == th.ID {
+				got = &gc.Threads[i]
+			}
+		}
+		switch {
+		case got == nil:
+			t.Fatalf("%s: GUILD_CREATE threads lack the thread: %+v", c.name, gc.Threads)
+		case c.member && (got.Member == nil || got.Member.UserID != c.user || got.Member.ID != th.ID):
+			t.Fatalf("%s: joined thread's member = %+v", c.name, got.Member)
+		case !c.member && got.Member != nil:
+			t.Fatalf("%s: a thread it never joined carries a member: %+v", c.name, got.Member)
+		}
+	}
 }

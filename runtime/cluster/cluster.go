@@ -36,19 +36,18 @@
 //     data directory (publisher.go).
 //   - presence: every live session folded into one status per user,
 //     served over PresenceNode to gateway nodes and broadcast to friends'
-//     gateways and the guild nodes owning the user's guilds
-//     (presencerole.go). Gateway and guild nodes take part with
-//     --presence. Sharded by user on a ring over the replicas
-//     (presencerole_ring.go).
+//     gateways and the guild nodes owning the user's guilds. Gateway and
+//     guild nodes take part with --presence. Sharded by user on a ring
+//     over the replicas; runtime/presencerole.
 //   - relay: the fan-out tier of big guilds (runtime/relayrole; the
 //     guild side's relay router is relay.go).
 //
-// The data, guild, readstate and relay roles, and the roles of package
-// roles' Table (voice, live comments), are role.Role values built by the
-// same Build in `concord dev`; the node builds them into its lifecycle
-// group with its registry, gRPC services and seams (role.Seams). The
-// gateway, api and presence roles, and the guild role's REST surface,
-// are still wired here, one block each, and in runtime/platform for
+// The data, guild, readstate, presence and relay roles, and the roles of
+// package roles' Table (voice, live comments), are role.Role values built
+// by the same Build in `concord dev`; the node builds them into its
+// lifecycle group with its registry, gRPC services and seams (role.Seams).
+// The gateway and api roles, and the guild role's REST surface, are still
+// wired here, one block each, and in runtime/platform for
 // `concord dev`; see docs/architecture.md ("One wiring") for what is
 // shared and what is not yet.
 //
@@ -87,6 +86,7 @@ import (
 	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/relayrole"
@@ -214,17 +214,13 @@ type Node struct {
 	// seams are the cross-role seams the roles built through package
 	// role share (rings, clients, in-process providers).
 	seams role.Seams
-	// --roles=presence, and --presence on gateway and guild nodes.
 	// --roles=relay: the relay's gateway client; guild nodes: the relay
 	// router of guilds with a relay tier and its client.
 	// api role: the REST limiter's counters (--redis, or per node).
 	rlCounters counters.Counters
-	psRole     *presenceRole
-	psGuilds   transport.GuildClient
-	psSink     transport.GatewayClient
-	psRing     *registry.LocalRing // presence is sharded by user on it (presencerole_ring.go)
-	psClient   *shardedPresence
-	psDir      transport.SessionDirectory
+	// psSide is the gateway's presence side (presencerole.GatewayKey) on
+	// gateway nodes with --presence; nil without.
+	psSide *presencerole.GatewaySide
 
 	httpL, grpcL, adminL net.Listener
 	grpc                 *transport.Server
@@ -361,7 +357,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// owns. The data role coalesces over the store itself, not over the
 	// process's own coalescing wrapper (openStore).
 	role.Provide(&n.seams, datarole.RawStore, unwrapStore(n.store))
-	if err := role.Build(ctx, chatRoles, func(name string) bool { return has(cfg, name) }, parts, n.roleMux, &n.group); err != nil {
+	// The presence role is built on every node taking part in presence
+	// (presencerole.Joins), not only on --roles=presence nodes.
+	if err := role.Build(ctx, chatRoles, func(name string) bool {
+		return has(cfg, name) || name == presencerole.Name && presencerole.Joins(cfg)
+	}, parts, n.roleMux, &n.group); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	readStates := kafkaLog(cfg.EventLog)
@@ -371,29 +371,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 
-	if has(cfg, registry.RoleGuild) || has(cfg, RolePresence) || has(cfg, RoleRelay) {
+	if has(cfg, registry.RoleGuild) || has(cfg, RoleRelay) {
 		if n.gwRing, err = role.Ring(ctx, &n.seams, n.reg, registry.RoleGateway, ringCfg); err != nil {
 			return nil, fmt.Errorf("cluster: gateway ring: %w", err)
-		}
-	}
-	if has(cfg, RolePresence) || (has(cfg, registry.RoleGateway) && cfg.Presence.Enabled) {
-		if n.psRing, err = registry.NewLocalRing(ctx, n.reg, RolePresence, ringCfg); err != nil {
-			return nil, fmt.Errorf("cluster: presence ring: %w", err)
-		}
-	}
-	if has(cfg, RolePresence) {
-		n.psSink = transport.NewGatewayClient(clientCfg, n.gwRing)
-		n.psGuilds = transport.NewGuildClient(clientCfg, n.guildRng)
-		n.psDir = transport.NewSessionDirectory(clientCfg, role.RingRoster{LocalRing: n.gwRing})
-		if n.psRole, err = openPresenceRole(cfg, n, st, n.psGuilds, n.guildRng, n.psSink, n.psDir); err != nil {
-			return nil, err
-		}
-		svc.Presence = &ownedPresence{self: cfg.Node, ring: n.psRing, svc: n.psRole.svc}
-	}
-	if has(cfg, registry.RoleGateway) && cfg.Presence.Enabled {
-		n.psClient = newShardedPresence(clientCfg, n.psRing, log.With("component", "presence"))
-		if op, ok := svc.Presence.(*ownedPresence); ok {
-			n.psClient.self, n.psClient.local = cfg.Node, op
 		}
 	}
 
@@ -483,9 +463,11 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 			Logger:     log.With("component", "gateway"),
 			Registerer: n.metrics,
 		}
-		if n.psClient != nil {
-			p := newGatewayPresence(n.psClient, n.client, log.With("component", "presence"))
-			gwCfg.Presence, gwCfg.OpHandlers = p, p.OpHandlers()
+		// The presence role's gateway side (runtime/presencerole), on
+		// nodes with --presence.
+		if side, ok := role.Lookup(&n.seams, presencerole.GatewayKey); ok {
+			n.psSide = &side
+			gwCfg.Presence, gwCfg.OpHandlers = side.Presence, side.Presence.OpHandlers()
 		}
 		gwCfg.OpHandlers = withVoiceOp(gwCfg.OpHandlers, n.client, log.With("component", "gateway"))
 		ac := admission.Config{Apps: n.botApps()}
@@ -608,15 +590,11 @@ func (n *Node) addLoops() {
 	loop := func(name string, run func(ctx context.Context)) {
 		_ = n.group.Add(lifecycle.Part{Name: name, Run: func(ctx context.Context) error { run(ctx); return nil }})
 	}
-	if n.psRole != nil {
-		loop("presence/run", n.psRole.run)
-		loop("presence/follow-ring", func(ctx context.Context) {
-			followPresenceRing(ctx, n.psRing, n.cfg.Node, n.psRole.svc, n.psRole.log)
-		})
-	}
-	if n.gateway != nil && n.psClient != nil {
-		loop("gateway/presence-reports", func(ctx context.Context) { n.gateway.RunReports(ctx, n.cfg.Presence.ReportInterval) })
-		loop("gateway/presence-ring", func(ctx context.Context) { followGatewayPresenceRing(ctx, n.psRing, n.gateway.ReportSessions) })
+	if n.gateway != nil && n.psSide != nil {
+		for _, part := range n.psSide.Parts(n.gateway) {
+			part.Name = "gateway/" + part.Name
+			_ = n.group.Add(part)
+		}
 	}
 	if n.gwBackend != nil {
 		loop("gateway/follow-ring", func(ctx context.Context) { n.gwBackend.follow(ctx, n.cfg.RetryInterval) })
@@ -738,17 +716,6 @@ func (n *Node) Close() error {
 	}
 	if n.dataRng != nil {
 		n.dataRng.Close()
-	}
-	if n.psClient != nil {
-		errs = append(errs, n.psClient.Close())
-	}
-	for _, c := range []interface{ Close() error }{n.psGuilds, n.psSink, n.psDir} {
-		if c != nil {
-			errs = append(errs, c.Close())
-		}
-	}
-	if n.psRing != nil {
-		n.psRing.Close()
 	}
 	if n.bots != nil {
 		errs = append(errs, n.bots.Close())

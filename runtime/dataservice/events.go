@@ -107,6 +107,19 @@ func (w *wrappedTx) ListOutbox(ctx context.Context, shard, limit int, olderThan 
 	return w.outbox.ListOutbox(ctx, shard, limit, olderThan)
 }
 
+// wrappedTxRange is a wrappedTx whose store lists outbox windows.
+type wrappedTxRange struct {
+	*wrappedTx
+	rng store.OutboxRange
+}
+
+var _ store.OutboxRange = (*wrappedTxRange)(nil)
+
+// ListOutboxRange implements store.OutboxRange with the store's own.
+func (w *wrappedTxRange) ListOutboxRange(ctx context.Context, shard, limit int, from, to time.Time) ([]store.OutboxEntry, error) {
+	return w.rng.ListOutboxRange(ctx, shard, limit, from, to)
+}
+
 func (w *wrappedTx) DeleteOutbox(ctx context.Context, shard int, ids [][]byte) error {
 	return w.outbox.DeleteOutbox(ctx, shard, ids)
 }

@@ -25,7 +25,11 @@ func Wrap(st store.Store, msgs store.Messages) store.Store {
 	if !ok {
 		return w
 	}
-	return &wrappedTx{wrapped: w, events: ew, outbox: ob}
+	tx := &wrappedTx{wrapped: w, events: ew, outbox: ob}
+	if rng, ok := st.(store.OutboxRange); ok {
+		return &wrappedTxRange{wrappedTx: tx, rng: rng}
+	}
+	return tx
 }
 
 type wrapped struct {

@@ -100,8 +100,16 @@ func (a *Actor) guildCreate(ctx context.Context, userID snowflake.ID) wire.Guild
 	if m, ok := a.members[userID]; ok {
 		gc.JoinedAt = wire.Timestamp(m.JoinedAt)
 	}
+	// Each thread the user joined carries its thread member, as in the
+	// active-threads list, so a client learns its joined threads from
+	// GUILD_CREATE alone.
 	for _, t := range a.activeThreads(userID) {
-		gc.Threads = append(gc.Threads, wire.ChannelFrom(t, nil))
+		c := wire.ChannelFrom(t, nil)
+		if m, ok := a.threadMembers[t.ID][userID]; ok {
+			tm := wire.ThreadMemberFrom(m)
+			c.Member = &tm
+		}
+		gc.Threads = append(gc.Threads, c)
 	}
 	chans := a.sortedChannels(userID)
 	gc.Channels = make([]wire.Channel, 0, len(chans))

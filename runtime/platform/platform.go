@@ -31,6 +31,7 @@ import (
 	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/lifecycle"
+	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/roles"
@@ -62,7 +63,6 @@ type Platform struct {
 	seams    role.Seams
 	counters counters.Counters
 	bots     *Bots
-	presence *presenceWiring
 
 	// voiceFleet holds the in-process SFUs; the web client's policy admits
 	// their endpoints.
@@ -154,9 +154,6 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		node: sink.node.Load}); err != nil {
 		return nil, err
 	}
-	if p.presence, err = newPresenceWiring(cfg, p.guilds, p.registry); err != nil {
-		return nil, err
-	}
 	adm, err := admission.New(guild.NewGatewayBackend(p.guilds), admission.Config{
 		Throttle:   gateway.NewNodeThrottle(cfg.Identify.Rate, cfg.Identify.Burst, nil),
 		Bots:       &gateway.BotAdmission{Counters: p.counters, Concurrency: cfg.Identify.Concurrency, Logger: cfg.Logger.With("component", "identify")},
@@ -169,18 +166,31 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if err != nil {
 		return nil, fmt.Errorf("platform: identify admission: %w", err)
 	}
-	if p.gateway, err = gateway.NewNode(gateway.Config{
+	gwCfg := gateway.Config{
 		Node:       cfg.Node,
 		PublicURL:  cfg.PublicURL,
 		Logger:     cfg.Logger.With("component", "gateway"),
 		Registerer: p.registry,
-		Presence:   p.presence.gateway,
-		OpHandlers: withVoice(p.presence.gateway.OpHandlers(), p.guilds),
-	}, adm); err != nil {
+		OpHandlers: map[int]gateway.OpHandler{},
+	}
+	// The presence role's gateway side (runtime/presencerole).
+	presenceSide, hasPresence := role.Lookup(&p.seams, presencerole.GatewayKey)
+	if hasPresence {
+		gwCfg.Presence, gwCfg.OpHandlers = presenceSide.Presence, presenceSide.Presence.OpHandlers()
+	}
+	gwCfg.OpHandlers = withVoice(gwCfg.OpHandlers, p.guilds)
+	if p.gateway, err = gateway.NewNode(gwCfg, adm); err != nil {
 		return nil, fmt.Errorf("platform: gateway: %w", err)
 	}
 	sink.node.Store(p.gateway)
-	p.presence.start(p.gateway)
+	if hasPresence {
+		for _, part := range presenceSide.Parts(p.gateway) {
+			part.Name = "gateway/" + part.Name
+			if err := p.group.Add(part); err != nil {
+				return nil, err
+			}
+		}
+	}
 	objs, err := OpenObjects(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -377,9 +387,6 @@ func (p *Platform) close() error {
 	cancel()
 	if p.gateway != nil {
 		p.gateway.Close()
-	}
-	if p.presence != nil {
-		p.presence.stop()
 	}
 	// The seams close the chat roles' services (the guild service among
 	// them) after the parts that call them.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/concord-chat/concord/runtime/presencerole"
+	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
@@ -211,10 +213,21 @@ func (f *presenceFixture) dial(name, os string, pres map[string]any) *gwClient {
 	return g
 }
 
+// presence is the presence role's in-process service holder, the one
+// the role provides to the process's seams in `concord dev`.
+func (f *presenceFixture) presence() *presencerole.Local {
+	f.t.Helper()
+	l, ok := role.Lookup(&f.p.seams, presencerole.LocalKey)
+	if !ok {
+		f.t.Fatal("the presence role provided no in-process service")
+	}
+	return l
+}
+
 // tick closes the coalescing window: due presence changes are broadcast.
 func (f *presenceFixture) tick() {
 	f.clock.Advance(6 * time.Second)
-	f.p.presence.svc.Load().Tick(context.Background())
+	f.presence().Service().Tick(context.Background())
 }
 
 // marker posts a message in general and returns its content; it reaches
@@ -230,9 +243,9 @@ func (f *presenceFixture) marker() string {
 func (f *presenceFixture) waitSessions(n int) {
 	f.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for f.p.presence.svc.Load().Sessions() != n {
+	for f.presence().Service().Sessions() != n {
 		if time.Now().After(deadline) {
-			f.t.Fatalf("presence knows %d sessions, want %d", f.p.presence.svc.Load().Sessions(), n)
+			f.t.Fatalf("presence knows %d sessions, want %d", f.presence().Service().Sessions(), n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -313,7 +326,7 @@ func (f *presenceFixture) waitUpdate(userID, want string) {
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		if got := f.p.presence.svc.Load().Get(id).Status; string(got) == want {
+		if got := f.presence().Service().Get(id).Status; string(got) == want {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -579,7 +592,7 @@ func TestPresenceRoleCrashRecovery(t *testing.T) {
 	_, d := alice.until("PRESENCE_UPDATE", presenceFor(b))
 	before := decodePresence(t, d)
 
-	svc, err := f.p.presence.restart(time.Minute)
+	svc, err := f.presence().Restart(time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,11 @@
-// Package presencerole holds the presence role's parts that are the same
-// in `concord dev` and in `concord serve`. Gateway is a gateway node's
-// presence side: its gateway.SessionReporter and its op 3, 8 and 14
-// handlers, built once for both commands; only the seams differ — the
-// presence service the sessions' states go to (in process in `concord
-// dev`, the user's owner on the presence ring over PresenceNode in
-// `concord serve`) and the guild op 8 and op 14 go to (the process's
-// guild service, or the guild's owner over GuildNode).
+// Gateway is a gateway node's presence side: its
+// gateway.SessionReporter and its op 3, 8 and 14 handlers, built once for
+// both commands; only the seams differ — the presence service the
+// sessions' states go to (in process in `concord dev`, the user's owner on
+// the presence ring over PresenceNode in `concord serve`) and the guild
+// op 8 and op 14 go to (the process's guild service, or the guild's owner
+// over GuildNode).
+
 package presencerole
 
 import (

@@ -8,6 +8,7 @@ import (
 	"github.com/concord-chat/concord/runtime/datarole"
 	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/live/liverole"
+	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/relayrole"
 	"github.com/concord-chat/concord/runtime/role"
@@ -22,12 +23,13 @@ var Table = []role.Role{
 
 // Chat is the chat roles built through package role, in build order.
 // Both commands build them before the chat roles they still wire
-// themselves (gateway, api, presence), which call them through their
-// seams (guildrole.Service, readstaterole.Open). The guild role comes
-// before the read-state role, which in `concord dev` checks visibility
-// with the guild service it provides.
+// themselves (gateway, api), which call them through their seams
+// (guildrole.Service, readstaterole.Open, presencerole.GatewayKey). The
+// guild role comes before the read-state and presence roles, which in
+// `concord dev` check visibility with and broadcast through the guild
+// service it provides.
 var Chat = []role.Role{
-	datarole.Role, guildrole.Role, readstaterole.Role, relayrole.Role,
+	datarole.Role, guildrole.Role, readstaterole.Role, presencerole.Role, relayrole.Role,
 }
 
 // Names are the names of Table's roles.

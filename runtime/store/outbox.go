@@ -76,6 +76,20 @@ type Outbox interface {
 	DeleteOutbox(ctx context.Context, shard int, ids [][]byte) error
 }
 
+// OutboxRange is an Outbox that lists a window of a shard by write time,
+// so that a relay reading a shard's newest entries starts after the ones
+// it has deleted instead of at the head of the shard: a store may keep a
+// deleted entry as a tombstone until compaction (Cassandra for
+// gc_grace_seconds and beyond, Pebble until its next compaction), and a
+// read from the head walks every one of them — at a busy shard's rate,
+// soon more than a read may walk.
+type OutboxRange interface {
+	// ListOutboxRange returns up to limit entries of shard written from
+	// from through to (both inclusive; a zero time leaves that side
+	// open), oldest first.
+	ListOutboxRange(ctx context.Context, shard, limit int, from, to time.Time) ([]OutboxEntry, error)
+}
+
 // TransactionalOutbox is a store with the outbox: it writes events with
 // messages and lets a relay drain them.
 type TransactionalOutbox interface {

@@ -154,8 +154,8 @@ func TestWebThreads(t *testing.T) {
 	})
 
 	in(t, "a channel's thread list and a reload find the thread", pages, func(t *testing.T) {
-		// A fresh load learns of existing threads over REST (GET
-		// /guilds/{id}/threads/active), not from an event.
+		// A fresh load learns of existing threads from GUILD_CREATE's
+		// threads, not from a THREAD_CREATE.
 		bob.do(navigate(srv.base + general))
 		bob.waitJS(messagesContain("general", "alice", starter), wait)
 		// Its new gateway session is subscribed once the member list is back.
@@ -187,4 +187,71 @@ func TestWebThreads(t *testing.T) {
 func threadEntryJS(name string) string {
 	return fmt.Sprintf(`(() => { const l = %s; return !!l && [...l.querySelectorAll('a')].some(a => (a.getAttribute('aria-label') || '').startsWith(%q)); })()`,
 		listJS("Threads in #general"), name)
+}
+
+// TestWebPrivateAndArchivedThreads: alice starts a private thread from a
+// channel's thread list; bob, who is not in it, is refused it over REST
+// and does not have it in his sidebar until alice adds him (THREAD_CREATE
+// reaches him then); a thread archived before either page loaded is
+// found in the channel's archived threads.
+func TestWebPrivateAndArchivedThreads(t *testing.T) {
+	srv := startDev(t)
+	w := setupThreads(t, srv)
+	var old struct{ ID string }
+	srv.call(t, "POST", "/channels/"+w.general+"/threads", w.alice, map[string]any{"name": "Old news", "type": 11}, &old)
+	srv.call(t, "PATCH", "/channels/"+old.ID, w.alice, map[string]any{"archived": true}, nil)
+
+	b := newBrowser(t)
+	alice, bob := b.page("alice"), b.page("bob")
+	pages := []*page{alice, bob}
+	general := "/channels/" + w.guild + "/" + w.general
+	openAs(alice, srv.base, w.alice, general)
+	openAs(bob, srv.base, w.bob, general)
+	const wait = 20 * time.Second // a bound on a loaded machine, not an expectation
+	alice.waitJS(listJS("Members")+`?.textContent.includes('bob')`, wait)
+	bob.waitJS(listJS("Members")+`?.textContent.includes('alice')`, wait)
+	// The online header counts both once both are online (its count
+	// comes from the update's groups, not from the header item sent when
+	// the list was first synced).
+	alice.waitJS(listJS("Members")+`?.textContent.includes('Online — 2')`, wait)
+
+	var secret string
+	in(t, "alice starts a private thread and adds bob", pages, func(t *testing.T) {
+		alice.click("button", "Threads")
+		alice.fill("New thread name", "Secret plan")
+		alice.click("checkbox", "Private thread")
+		alice.click("button", "New Thread")
+		alice.waitFor("list", "Messages in #Secret plan", wait)
+		secret = eval[string](alice, `location.pathname.split('/')[3]`)
+		alice.fill("Message #Secret plan", "only for us")
+		alice.enter()
+		alice.waitJS(messagesContain("Secret plan", "alice", "only for us")+` && !document.querySelector('li.msg.pending')`, wait)
+		// Bob is not in it: the server refuses it, and his sidebar (which
+		// has seen alice's session through the member list) lists no thread.
+		if got := eval[int](bob, fmt.Sprintf(`(async () => (await fetch('/api/v10/channels/%s', {headers: {Authorization: localStorage.getItem('concord.token')}})).status)()`, secret)); got != 403 {
+			t.Fatalf("bob's GET of the private thread answered %d, want 403", got)
+		}
+		if eval[bool](bob, `!!`+listJS("Threads in #general")) {
+			t.Fatal("bob's sidebar lists a private thread he is not in")
+		}
+		alice.click("button", "Add Member")
+		alice.callOn(alice.waitFor("combobox", "Member", wait), `function(v){ this.value = v; this.dispatchEvent(new Event('change', {bubbles: true})); }`, w.bobID)
+		alice.click("button", "Add")
+		bob.waitJS(threadEntryJS("Secret plan"), wait)
+		bob.click("link", "Secret plan (unread)")
+		bob.waitJS(messagesContain("Secret plan", "alice", "only for us"), wait)
+	})
+
+	in(t, "bob finds the archived thread", pages, func(t *testing.T) {
+		bob.do(navigate(srv.base + general))
+		bob.waitFor("list", "Messages in #general", wait)
+		bob.click("button", "Threads")
+		bob.click("button", "Archived Threads")
+		bob.waitJS(listJS("Archived threads in #general")+`?.textContent.includes('Old news')`, wait)
+		if eval[bool](bob, listJS("Archived threads in #general")+`.textContent.includes('Secret plan')`) {
+			t.Error("the open private thread is listed as archived")
+		}
+		bob.click("link", "🧵 Old news")
+		bob.waitFor("list", "Messages in #Old news", wait)
+	})
 }

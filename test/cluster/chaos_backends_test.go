@@ -20,8 +20,16 @@ import (
 // the test can kill -9, its output kept like a node's.
 func startExternal(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
+	return startExternalEnv(t, name, nil, bin, args...)
+}
+
+// startExternalEnv is startExternal with the process's environment (nil:
+// the test's).
+func startExternalEnv(t *testing.T, name string, env []string, bin string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, changed: make(chan struct{}), done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -212,6 +220,59 @@ func (r *privateRedis) awaitUp(t *testing.T) {
 		line, err := bufio.NewReader(c).ReadString('\n')
 		if err != nil || strings.TrimSpace(line) != "+PONG" {
 			return fmt.Errorf("PING: %q, %v", line, err)
+		}
+		return nil
+	})
+}
+
+// privateKafka is a single-node Kafka of the test's own (hack/kafka/kafka.sh
+// run in the foreground on free ports, its data in a temporary directory),
+// so that the test can kill -9 it: the shared test Kafka other packages use
+// is never killed.
+type privateKafka struct {
+	addr, dir string
+	script    string
+	env       []string
+	p         *proc
+}
+
+func startPrivateKafka(t *testing.T) *privateKafka {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, ctrl := freeAddr(t), freeAddr(t)
+	host, port, _ := net.SplitHostPort(addr)
+	_, cport, _ := net.SplitHostPort(ctrl)
+	k := &privateKafka{addr: addr, dir: t.TempDir(), script: filepath.Join(root, "hack/kafka/kafka.sh")}
+	k.env = append(os.Environ(), "KAFKA_HOST="+host, "KAFKA_PORT="+port, "KAFKA_CONTROLLER_PORT="+cport,
+		"KAFKA_RUN_DIR="+k.dir, "KAFKA_HEAP=384M")
+	k.start(t)
+	return k
+}
+
+// start runs the broker on k's data directory (formatted on the first
+// start); awaitUp waits until it serves.
+func (k *privateKafka) start(t *testing.T) {
+	t.Helper()
+	_ = os.Remove(filepath.Join(k.dir, "logs", "server.log"))
+	k.p = startExternalEnv(t, "kafka", k.env, "bash", k.script, "run")
+}
+
+// awaitUp waits until the broker answers on its port and logged that it
+// started (the socket binds before the broker serves).
+func (k *privateKafka) awaitUp(t *testing.T) {
+	t.Helper()
+	awaitUp(t, k.p, "Kafka Server started", 180*time.Second, func() error {
+		c, err := net.DialTimeout("tcp", k.addr, time.Second)
+		if err != nil {
+			return err
+		}
+		c.Close()
+		b, err := os.ReadFile(filepath.Join(k.dir, "logs", "server.log"))
+		if err != nil || !strings.Contains(string(b), "Kafka Server started") {
+			return fmt.Errorf("not started yet (%v)", err)
 		}
 		return nil
 	})

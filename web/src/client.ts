@@ -185,7 +185,6 @@ function onDispatch(t: string, d: any) {
       performance.mark("concord:guild-create");
       if (!d.unavailable) {
         state.putGuild(d);
-        loadActiveThreads(d.id);
       }
       if (viewing && state.channels.get(viewing.channelId)?.guild_id === d.id) refocus();
       break;
@@ -866,22 +865,6 @@ function setThreadMember(threadId: string, m: any) {
   if (c) c.member = m ? { id: threadId, user_id: m.user_id, join_timestamp: m.join_timestamp } : null;
 }
 
-// loadActiveThreads fetches a guild's active threads (GET
-// /guilds/{id}/threads/active: those the user may see), for the sidebar
-// and the thread list: the gateway tells of threads created from now on,
-// not of those that exist.
-export async function loadActiveThreads(guildId: string) {
-  try {
-    const r = await api<{ threads: Channel[]; members: any[] }>("GET", `/guilds/${guildId}/threads/active`);
-    if (!state.guilds.has(guildId)) return;
-    for (const th of r.threads || []) putThread({ ...th, guild_id: th.guild_id || guildId });
-    for (const m of r.members || []) setThreadMember(m.id, m);
-    state.changed();
-  } catch {
-    // Not fatal: the sidebar shows the threads the gateway tells of.
-  }
-}
-
 // createThread starts a public thread from a message (the thread's id is
 // the message's) and returns it.
 export async function createThread(channelId: string, messageId: string, name: string): Promise<Channel> {
@@ -891,6 +874,61 @@ export async function createThread(channelId: string, messageId: string, name: s
   updateMessage(channelId, messageId, (m) => ({ ...m, thread: c }));
   state.changed();
   return c;
+}
+
+// startThread starts a thread in a channel without a starter message:
+// public (11) or private (12, seen by its members and MANAGE_THREADS
+// only). It returns the thread, already in the sidebar.
+export async function startThread(channelId: string, name: string, priv: boolean): Promise<Channel> {
+  const c = await api<Channel>("POST", `/channels/${channelId}/threads`, {
+    name,
+    type: priv ? ChannelType.PrivateThread : ChannelType.PublicThread,
+  });
+  putThread({ ...c, guild_id: c.guild_id || state.channels.get(channelId)?.guild_id });
+  state.changed();
+  return c;
+}
+
+// ArchivedPage is one page of a channel's archived threads.
+export type ArchivedPage = { threads: Channel[]; hasMore: boolean };
+
+// loadArchivedThreads reads a page of a channel's archived threads, newest
+// archived first, before the archive time `before` (ISO) when set: the
+// public ones and the private ones the user is in, plus every private one
+// when the user may manage threads (the server decides; a 403 on that
+// list only means the user may not).
+export async function loadArchivedThreads(channelId: string, before?: string, manage = false): Promise<ArchivedPage> {
+  const q = `?limit=25${before ? "&before=" + encodeURIComponent(before) : ""}`;
+  type List = { threads: Channel[]; members: any[]; has_more: boolean };
+  const lists: Promise<List | null>[] = [
+    api<List>("GET", `/channels/${channelId}/threads/archived/public${q}`),
+    api<List>("GET", `/channels/${channelId}/users/@me/threads/archived/private${q}`).catch(() => null),
+  ];
+  if (manage) lists.push(api<List>("GET", `/channels/${channelId}/threads/archived/private${q}`).catch(() => null));
+  const got = await Promise.all(lists);
+  const guildId = state.channels.get(channelId)?.guild_id;
+  const seen = new Map<string, Channel>();
+  let hasMore = false;
+  for (const l of got) {
+    if (!l) continue;
+    hasMore ||= l.has_more;
+    for (const th of l.threads || []) {
+      const c = { ...th, guild_id: th.guild_id || guildId };
+      seen.set(c.id, c);
+      putThread(c);
+    }
+    for (const m of l.members || []) setThreadMember(m.id, m);
+  }
+  const at = (c: Channel) => c.thread_metadata?.archive_timestamp || "";
+  const threads = [...seen.values()].sort((a, b) => (at(a) < at(b) ? 1 : at(a) > at(b) ? -1 : 0));
+  state.changed();
+  return { threads, hasMore };
+}
+
+// addThreadMember adds another member of the guild to a thread (a private
+// thread needs MANAGE_THREADS, or membership of an invitable one).
+export async function addThreadMember(threadId: string, userId: string) {
+  await api("PUT", `/channels/${threadId}/thread-members/${userId}`);
 }
 
 // setThreadArchived archives or reopens a thread (PATCH, MANAGE_THREADS

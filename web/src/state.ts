@@ -240,11 +240,14 @@ export class State {
     this.joining.delete(d.id);
     this.pendingGuilds.delete(d.id);
     const old = this.guilds.get(d.id);
-    // A new GUILD_CREATE replaces the channels; the threads it does not
-    // list stay (Concord's lists none: the client asks for them).
+    // A new GUILD_CREATE replaces the channels and the active threads (it
+    // lists every active thread the user sees, each with the user's
+    // thread member when joined); archived threads learnt from messages
+    // and archive lists stay, since no GUILD_CREATE names them.
     if (old) {
       for (const id of old.channelIds) {
-        if (isThread(this.channels.get(id))) g.channelIds.add(id);
+        const c = this.channels.get(id);
+        if (isThread(c) && c?.thread_metadata?.archived) g.channelIds.add(id);
         else this.channels.delete(id);
       }
     }

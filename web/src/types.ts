@@ -145,6 +145,7 @@ export const Perm = {
   ManageRoles: 1n << 28n,
   ManageThreads: 1n << 34n,
   CreatePublicThreads: 1n << 35n,
+  CreatePrivateThreads: 1n << 36n,
   SendMessagesInThreads: 1n << 38n,
 } as const;
 

@@ -23,9 +23,30 @@ import (
 // it — which the log's at-least-once contract allows: consumers dedupe by
 // message id. The age bound keeps that rare: a sweep only takes rows a
 // live writer should have relayed many seconds ago.
+//
+// Where a read starts: a store keeps a deleted entry as a tombstone until
+// compaction, so a read from the head of a busy shard walks every entry
+// the relays deleted in the last hour or more. With a store that lists a
+// window (store.OutboxRange), each shard's reads start where this relay
+// knows nothing can be left before them: a relay pass that drained a
+// shard completely, starting at local time T, relayed every entry this
+// process had committed to it before T, and an entry committed later has
+// an id no older than its write's start, so the next pass starts
+// tailMargin before T (a failed pass moves nothing: the next one starts
+// where it did, which is how a backlog built while the log was down is
+// read). Sweeps likewise start sweepOverlap before the end of the last
+// complete sweep. The first pass of each shard after start reads it from
+// the head. An entry committed more than tailMargin after its id was
+// minted (a write slower than that) is left to the sweep; one later than
+// SweepAge plus sweepOverlap to the next start of a process.
 type storeRelay struct {
 	o   *Outbox
 	src store.Outbox
+	// rng is src's window listing (nil: every read starts at the head).
+	rng store.OutboxRange
+	// tailFrom and sweptTo are, per shard, where the next relay pass and
+	// the next sweep start (zero: the head). Only run touches them.
+	tailFrom, sweptTo [store.OutboxShards]time.Time
 
 	mu      sync.Mutex
 	dirty   map[int]bool
@@ -49,6 +70,7 @@ func (o *Outbox) RelayStore(src store.Outbox) bool {
 		return sameStore(o.storeSrc(), src)
 	}
 	r := &storeRelay{o: o, src: src, dirty: map[int]bool{}, settled: make(chan struct{}), wake: make(chan struct{}, 1)}
+	r.rng, _ = src.(store.OutboxRange)
 	// A previous life of this process may have died between a write and
 	// its relay: the first pass takes every shard.
 	for shard := range store.OutboxShards {
@@ -134,7 +156,8 @@ func (r *storeRelay) run(ctx context.Context) {
 		shards, gen := r.take()
 		failed := false
 		for _, shard := range shards {
-			if _, err := r.drain(ctx, shard, 0); err != nil {
+			started := time.Now()
+			if _, err := r.drain(ctx, shard, r.tailFrom[shard], time.Time{}); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
@@ -144,7 +167,9 @@ func (r *storeRelay) run(ctx context.Context) {
 				r.mu.Lock()
 				r.dirty[shard] = true
 				r.mu.Unlock()
+				continue
 			}
+			r.tailFrom[shard] = started.Add(-tailMargin)
 		}
 		if failed {
 			select {
@@ -173,25 +198,51 @@ func (r *storeRelay) run(ctx context.Context) {
 		case <-r.wake:
 		case <-sweep.C:
 			for shard := range store.OutboxShards {
-				if _, err := r.drain(ctx, shard, r.o.cfg.SweepAge); err != nil {
+				to := time.Now().Add(-r.o.cfg.SweepAge)
+				var from time.Time
+				if !r.sweptTo[shard].IsZero() {
+					from = r.sweptTo[shard].Add(-r.o.cfg.SweepEvery)
+				}
+				if _, err := r.drain(ctx, shard, from, to); err != nil {
 					if ctx.Err() != nil {
 						return
 					}
 					r.o.failures.Inc()
 					r.o.cfg.Logger.Warn("outbox sweep of the store failed; the next sweep retries", "shard", shard, "err", err)
+					continue
 				}
+				r.sweptTo[shard] = to
 			}
 		}
 	}
 }
 
-// drain appends shard's entries (those older than olderThan, when set) to
-// the log in batches and deletes each batch once the log acknowledged
-// it. It returns how many it relayed.
-func (r *storeRelay) drain(ctx context.Context, shard int, olderThan time.Duration) (int, error) {
+// tailMargin is how far before a complete relay pass's start the next
+// pass of the shard reads: more than a message write takes between
+// minting its entry's id and returning.
+const tailMargin = 2 * time.Second
+
+// list reads a batch of shard's entries written from from through to (a
+// zero time leaves that side open): a window when the store lists one,
+// else from the head.
+func (r *storeRelay) list(ctx context.Context, shard int, from, to time.Time) ([]store.OutboxEntry, error) {
+	if r.rng != nil {
+		return r.rng.ListOutboxRange(ctx, shard, r.o.cfg.BatchSize, from, to)
+	}
+	var olderThan time.Duration
+	if !to.IsZero() {
+		olderThan = max(time.Since(to), time.Nanosecond)
+	}
+	return r.src.ListOutbox(ctx, shard, r.o.cfg.BatchSize, olderThan)
+}
+
+// drain appends shard's entries written from from through to (a zero
+// time leaves that side open) to the log in batches and deletes each
+// batch once the log acknowledged it. It returns how many it relayed.
+func (r *storeRelay) drain(ctx context.Context, shard int, from, to time.Time) (int, error) {
 	n := 0
 	for {
-		es, err := r.src.ListOutbox(ctx, shard, r.o.cfg.BatchSize, olderThan)
+		es, err := r.list(ctx, shard, from, to)
 		if err != nil {
 			return n, fmt.Errorf("outbox: list store shard %d: %w", shard, err)
 		}

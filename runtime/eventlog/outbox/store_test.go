@@ -304,3 +304,69 @@ func TestRelayStoreFirstStoreWins(t *testing.T) {
 		t.Fatalf("Publish after Close = %v", err)
 	}
 }
+
+// windowRecorder is a store whose outbox listings record the window they
+// were asked for.
+type windowRecorder struct {
+	*pebble.Store
+	mu    sync.Mutex
+	froms []time.Time // the from of each ListOutboxRange
+}
+
+func (w *windowRecorder) ListOutboxRange(ctx context.Context, shard, limit int, from, to time.Time) ([]store.OutboxEntry, error) {
+	w.mu.Lock()
+	w.froms = append(w.froms, from)
+	w.mu.Unlock()
+	return w.Store.ListOutboxRange(ctx, shard, limit, from, to)
+}
+
+// since returns the froms recorded from index i on.
+func (w *windowRecorder) since(i int) []time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]time.Time(nil), w.froms[i:]...)
+}
+
+// TestStoreRelayReadsAfterWhatItDeleted: the start-up pass reads every
+// shard from the head; after it, a relay pass and a sweep start shortly
+// before the last complete one (not at the head, where the store keeps
+// the deleted entries as tombstones) and still relay every new entry,
+// its own (Committed) and another writer's (the sweep).
+func TestStoreRelayReadsAfterWhatItDeleted(t *testing.T) {
+	st := &windowRecorder{Store: openStore(t, t.TempDir())}
+	defer st.Close()
+	ml, _ := memlog.New(memlog.Config{})
+	defer ml.Close()
+	ob, err := outbox.New(outbox.Config{SweepAge: time.Millisecond, SweepEvery: 20 * time.Millisecond}, ml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	ob.RelayStore(st)
+	flush(t, ob) // the start-up pass: every shard from the head
+	for i, from := range st.since(0)[:store.OutboxShards] {
+		if !from.IsZero() {
+			t.Fatalf("start-up read %d began at %v, want the head", i, from)
+		}
+	}
+	// Sweeps run meanwhile; once every shard was swept from the head, a
+	// later read starts within a window.
+	mark := len(st.since(0))
+	commit(t, st, 1)
+	ob.Committed(store.OutboxShard(channel))
+	wantIDs(t, readAll(t, ml, 1), 1)
+	commit(t, st, 2) // another writer's: no Committed, the sweep finds it
+	wantIDs(t, readAll(t, ml, 2), 2)
+	windowed := 0
+	for _, from := range st.since(mark) {
+		if !from.IsZero() {
+			windowed++
+			if time.Since(from) > time.Minute {
+				t.Fatalf("a read began at %v, a minute before now: it walks what was deleted", from)
+			}
+		}
+	}
+	if windowed == 0 {
+		t.Fatal("every read after the start-up pass began at the head")
+	}
+}

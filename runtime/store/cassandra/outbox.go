@@ -115,21 +115,38 @@ func (s *Store) DeleteMessagesEvents(ctx context.Context, ch snowflake.ID, ids [
 	return nil
 }
 
+var _ store.OutboxRange = (*Store)(nil)
+
 // ListOutbox implements store.Outbox.
 func (s *Store) ListOutbox(ctx context.Context, shard, limit int, olderThan time.Duration) ([]store.OutboxEntry, error) {
+	var to time.Time
+	if olderThan > 0 {
+		to = time.Now().Add(-olderThan)
+	}
+	return s.ListOutboxRange(ctx, shard, limit, time.Time{}, to)
+}
+
+// ListOutboxRange implements store.OutboxRange: a slice of the shard's
+// partition between the two ids, so the rows deleted before from (row
+// tombstones until compaction) are never read.
+func (s *Store) ListOutboxRange(ctx context.Context, shard, limit int, from, to time.Time) ([]store.OutboxEntry, error) {
 	if shard < 0 || shard >= store.OutboxShards {
 		return nil, fmt.Errorf("cassandra store: outbox shard %d out of range", shard)
 	}
 	if limit <= 0 {
 		return nil, nil
 	}
-	var q *gocql.Query
-	if olderThan > 0 {
-		q = s.session.Query(`SELECT id, topic, key, value FROM outbox WHERE shard = ? AND id <= ? LIMIT ?`,
-			shard, gocql.MaxTimeUUID(time.Now().Add(-olderThan)), limit)
-	} else {
-		q = s.session.Query(`SELECT id, topic, key, value FROM outbox WHERE shard = ? LIMIT ?`, shard, limit)
+	cql := `SELECT id, topic, key, value FROM outbox WHERE shard = ?`
+	args := []any{shard}
+	if !from.IsZero() {
+		cql += ` AND id >= ?`
+		args = append(args, gocql.MinTimeUUID(from))
 	}
+	if !to.IsZero() {
+		cql += ` AND id <= ?`
+		args = append(args, gocql.MaxTimeUUID(to))
+	}
+	q := s.session.Query(cql+` LIMIT ?`, append(args, limit)...)
 	iter := q.PageSize(limit).IterContext(ctx)
 	var (
 		out        []store.OutboxEntry

@@ -70,8 +70,21 @@ func (s *Store) addOutbox(b *pebble.Batch, channel snowflake.ID, events []store.
 	return nil
 }
 
+var _ store.OutboxRange = (*Store)(nil)
+
 // ListOutbox implements store.Outbox.
 func (s *Store) ListOutbox(ctx context.Context, shard, limit int, olderThan time.Duration) ([]store.OutboxEntry, error) {
+	var to time.Time
+	if olderThan > 0 {
+		to = time.Now().Add(-olderThan)
+	}
+	return s.ListOutboxRange(ctx, shard, limit, time.Time{}, to)
+}
+
+// ListOutboxRange implements store.OutboxRange: the iterator's bounds are
+// the window's ids (an id is its write time in nanoseconds), so deleted
+// keys before from are skipped by the bounds, not walked.
+func (s *Store) ListOutboxRange(ctx context.Context, shard, limit int, from, to time.Time) ([]store.OutboxEntry, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -83,11 +96,14 @@ func (s *Store) ListOutbox(ctx context.Context, shard, limit int, olderThan time
 		return nil, nil
 	}
 	p := outboxPrefix(shard)
-	upper := prefixEnd(p)
-	if olderThan > 0 {
-		upper = outboxKey(shard, uint64(time.Now().Add(-olderThan).UnixNano())+1)
+	lower, upper := p, prefixEnd(p)
+	if !from.IsZero() && from.UnixNano() > 0 {
+		lower = outboxKey(shard, uint64(from.UnixNano()))
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upper})
+	if !to.IsZero() {
+		upper = outboxKey(shard, uint64(max(to.UnixNano(), 0))+1)
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, wrapErr("list outbox", err)
 	}

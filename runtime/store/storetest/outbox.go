@@ -100,6 +100,61 @@ func testOutbox(t *testing.T, s store.Store) {
 		}
 		deleteOwn(t, tx, mine)
 	})
+	t.Run("RangeWindows", func(t *testing.T) {
+		rng, ok := s.(store.OutboxRange)
+		if !ok {
+			t.Skipf("%T lists no outbox windows (store.OutboxRange is optional)", s)
+		}
+		t.Parallel()
+		ctx := context.Background()
+		ch := rid()
+		a, b := events(ch, "early", 1), events(ch, "late", 1)
+		for i, ev := range [][]store.Event{a, b} {
+			if err := tx.PutMessageEvents(ctx, fullMessage(ch, rid(), idAt(time.Now(), uint64(i+1))), ev...); err != nil {
+				t.Fatalf("PutMessageEvents: %v", err)
+			}
+		}
+		both := ownEntries(t, tx, ch, append(append([]store.Event(nil), a...), b...), 0)
+		if len(both) != 2 || !both[0].Written.Before(both[1].Written) {
+			t.Fatalf("entries %+v: want two, the first written earlier", both)
+		}
+		wa, wb := both[0].Written, both[1].Written
+		window := func(from, to time.Time) []string {
+			t.Helper()
+			es, err := rng.ListOutboxRange(ctx, store.OutboxShard(ch), 10000, from, to)
+			if err != nil {
+				t.Fatalf("ListOutboxRange: %v", err)
+			}
+			var got []string
+			for _, e := range es {
+				if v := string(e.Event.Value); v == string(a[0].Value) || v == string(b[0].Value) {
+					got = append(got, v)
+				}
+			}
+			return got
+		}
+		for _, c := range []struct {
+			name     string
+			from, to time.Time
+			want     []store.Event
+		}{
+			{"from the later", wb, time.Time{}, b},
+			{"through the earlier", time.Time{}, wa, a},
+			{"both ends inclusive", wa, wb, append(append([]store.Event(nil), a...), b...)},
+			{"after both", wb.Add(time.Second), time.Time{}, nil},
+		} {
+			got := window(c.from, c.to)
+			if len(got) != len(c.want) {
+				t.Fatalf("%s: listed %q, want %d entries", c.name, got, len(c.want))
+			}
+			for i := range got {
+				if got[i] != string(c.want[i].Value) {
+					t.Fatalf("%s: listed %q, want %q first", c.name, got, c.want[0].Value)
+				}
+			}
+		}
+		deleteOwn(t, tx, both)
+	})
 	t.Run("DeleteOutboxRemovesOnlyNamed", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()

@@ -38,7 +38,13 @@ function rows(channel: Channel): Row[] {
   if (list && list.items.length > 0) {
     list.items.forEach((it, i) => {
       if (!it) out.push({ key: "x" + i });
-      else if (it.group) out.push({ key: "g" + it.group.id, group: groupName(gid, it.group.id, it.group.count) });
+      // A header's count comes from the update's groups, which every
+      // update carries whole; the header item itself is only re-sent
+      // when it moves.
+      else if (it.group) {
+        const n = list.groups.find((g) => g.id === it.group!.id)?.count ?? it.group.count;
+        out.push({ key: "g" + it.group.id, group: groupName(gid, it.group.id, n) });
+      }
       else if (it.member?.user) {
         const u = state.users.get(it.member.user.id) || it.member.user;
         out.push({

@@ -1,10 +1,13 @@
 import { h } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import {
+  addThreadMember,
   createThread,
   deleteMessage,
   joinThread,
   discardSend,
+  loadArchivedThreads,
+  startThread,
   editMessage,
   loadAround,
   loadNewer,
@@ -18,7 +21,7 @@ import {
 import { linkClick, navigate } from "../router";
 import { state } from "../state";
 import type { Channel, Message } from "../types";
-import { displayName, hasThreads, isThread, MessageType, Perm } from "../types";
+import { ChannelType, displayName, hasThreads, isThread, MessageType, Perm } from "../types";
 import { Composer } from "./Composer";
 import { Content } from "./Content";
 import { can } from "./perms";
@@ -404,6 +407,7 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
   const [replyTo, setReplyTo] = useState<Message | null>(null);
   const [editPerms, setEditPerms] = useState(false);
   const [showThreads, setShowThreads] = useState(false);
+  const [addMember, setAddMember] = useState(false);
 
   useEffect(() => {
     pinned.current = !props.jumpTo;
@@ -608,6 +612,11 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
             Join Thread
           </button>
         )}
+        {channel.type === ChannelType.PrivateThread && !archived && (manageThread || channel.member) && (
+          <button class="small push" aria-expanded={addMember} onClick={() => setAddMember(!addMember)}>
+            Add Member
+          </button>
+        )}
         {manageThread && (
           <button class="small push" onClick={() => setThreadArchived(channel.id, !archived)}>
             {archived ? "Reopen Thread" : "Close Thread"}
@@ -626,6 +635,7 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
       </header>
       {editPerms && <ChannelPermissions channel={channel} onClose={() => setEditPerms(false)} />}
       {showThreads && <ThreadList channel={channel} />}
+      {addMember && <AddThreadMember thread={channel} onClose={() => setAddMember(false)} />}
       <div class="scroller" ref={scroller} onScroll={onScroll}>
         {complete && items.length > 0 && (
           <p class="start">This is the beginning of {title}.</p>
@@ -677,29 +687,126 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
   );
 }
 
-// ThreadList is a channel's active threads, opened from the pane's
-// "Threads" button.
+// ThreadList is a channel's threads, opened from the pane's "Threads"
+// button: the active ones (known from GUILD_CREATE and the gateway), a
+// form to start one (public, or private when the user may), and the
+// archived ones, read a page at a time when asked for.
 function ThreadList(props: { channel: Channel }) {
   const threads = state.threadsOf(props.channel.id);
   const title = channelTitle(props.channel);
+  const g = props.channel.guild_id;
+  const [name, setName] = useState("");
+  const [priv, setPriv] = useState(false);
+  const [archived, setArchived] = useState<{ threads: Channel[]; hasMore: boolean; loading: boolean } | null>(null);
+  const mayPrivate = can(g, Perm.CreatePrivateThreads);
+  const start = async (e: Event) => {
+    e.preventDefault();
+    const n = name.trim();
+    if (!n) return;
+    try {
+      const t = await startThread(props.channel.id, n, priv && mayPrivate);
+      setName("");
+      navigate(`/channels/${t.guild_id || g}/${t.id}`);
+    } catch (err) {
+      state.toast("Could not start the thread: " + (err as Error).message);
+    }
+  };
+  const more = async () => {
+    const have = archived?.threads || [];
+    const last = have[have.length - 1]?.thread_metadata?.archive_timestamp;
+    setArchived({ threads: have, hasMore: archived?.hasMore ?? false, loading: true });
+    try {
+      const page = await loadArchivedThreads(props.channel.id, archived ? last : undefined, can(g, Perm.ManageThreads));
+      const ids = new Set(have.map((t) => t.id));
+      setArchived({ threads: [...have, ...page.threads.filter((t) => !ids.has(t.id))], hasMore: page.hasMore, loading: false });
+    } catch (err) {
+      setArchived({ threads: have, hasMore: false, loading: false });
+      state.toast("Could not load the archived threads: " + (err as Error).message);
+    }
+  };
+  const entry = (t: Channel) => (
+    <li key={t.id}>
+      <a href={`/channels/${t.guild_id || g}/${t.id}`} onClick={linkClick}>
+        {t.type === ChannelType.PrivateThread ? "🔒" : "🧵"} {t.name}
+      </a>{" "}
+      <span class="topic">
+        {t.message_count || 0} messages · {t.member_count || 0} members
+      </span>
+    </li>
+  );
   return (
     <div class="thread-list">
       {threads.length === 0 ? (
-        <p class="empty">No active threads in {title}. Start one from a message.</p>
+        <p class="empty">No active threads in {title}.</p>
       ) : (
-        <ul aria-label={`Active threads in ${title}`}>
-          {threads.map((t) => (
-            <li key={t.id}>
-              <a href={`/channels/${t.guild_id}/${t.id}`} onClick={linkClick}>
-                🧵 {t.name}
-              </a>{" "}
-              <span class="topic">
-                {t.message_count || 0} messages · {t.member_count || 0} members
-              </span>
-            </li>
-          ))}
-        </ul>
+        <ul aria-label={`Active threads in ${title}`}>{threads.map(entry)}</ul>
+      )}
+      <form class="thread-new" onSubmit={start}>
+        <input aria-label="New thread name" placeholder="New thread" maxLength={100} value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+        {mayPrivate && (
+          <label>
+            <input type="checkbox" checked={priv} onChange={(e) => setPriv((e.target as HTMLInputElement).checked)} /> Private thread
+          </label>
+        )}
+        <button class="small" type="submit" disabled={!name.trim()}>
+          New Thread
+        </button>
+      </form>
+      {archived === null ? (
+        <button class="small" onClick={more}>
+          Archived Threads
+        </button>
+      ) : (
+        <div>
+          {archived.threads.length === 0 && !archived.loading ? (
+            <p class="empty">No archived threads in {title}.</p>
+          ) : (
+            <ul aria-label={`Archived threads in ${title}`}>{archived.threads.map(entry)}</ul>
+          )}
+          {archived.hasMore && (
+            <button class="small" disabled={archived.loading} onClick={more}>
+              Older Threads
+            </button>
+          )}
+        </div>
       )}
     </div>
+  );
+}
+
+// AddThreadMember adds a member of the guild to a private thread: the
+// thread's owner, or anyone who may manage threads.
+function AddThreadMember(props: { thread: Channel; onClose: () => void }) {
+  const g = props.thread.guild_id ? state.guilds.get(props.thread.guild_id) : undefined;
+  const [who, setWho] = useState("");
+  const me = state.me?.id;
+  const options = g ? [...g.members.values()].filter((m) => m.user && m.user.id !== me) : [];
+  const add = async (e: Event) => {
+    e.preventDefault();
+    if (!who) return;
+    try {
+      await addThreadMember(props.thread.id, who);
+      props.onClose();
+    } catch (err) {
+      state.toast("Could not add them to the thread: " + (err as Error).message);
+    }
+  };
+  return (
+    <form class="thread-add" onSubmit={add}>
+      <select aria-label="Member" value={who} onChange={(e) => setWho((e.target as HTMLSelectElement).value)}>
+        <option value="">Choose a member…</option>
+        {options.map((m) => (
+          <option key={m.user!.id} value={m.user!.id}>
+            {displayName(m.user!, m)}
+          </option>
+        ))}
+      </select>
+      <button class="small" type="submit" disabled={!who}>
+        Add
+      </button>
+      <button class="small" type="button" onClick={props.onClose}>
+        Cancel
+      </button>
+    </form>
   );
 }

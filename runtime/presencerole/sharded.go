@@ -1,4 +1,4 @@
-package cluster
+package presencerole
 
 import (
 	"context"
@@ -8,100 +8,67 @@ import (
 	"sync"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/presence"
 	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/transport"
 )
 
-// Presence is sharded by user on a consistent-hash ring over the live
-// presence nodes (a registry.LocalRing over RolePresence, the ring code
-// guild placement uses). Each gateway sends a session's start, op 3 and
-// end to its user's owner, and splits its periodic re-report by owner,
-// so each presence node folds and broadcasts only the users it owns.
-//
-// Ownership moves when a presence node dies, joins or leaves. Presence is
-// not stored: it is rebuilt from the gateways. Every gateway re-reports
-// at once when its presence ring changes (and again every report
-// interval), so a user's new owner learns the user's sessions and
-// broadcasts what differs from offline; the old owner forgets the users
-// it lost without broadcasting (presence.Service.Forget) and ignores
-// re-reports of users it does not own, so it never contradicts the new
-// owner. Changes the dead owner could not take are not lost: an op 3 stays
-// the session's state on its gateway and reaches the new owner with the
-// re-report; a session that ended is remembered by its gateway with its
-// user and told to the new owner, which then announces the user offline
-// if no other session of theirs is live (presence.Service.DisconnectUser).
+// shardedKey is the process's ring-sharded PresenceNode client (the
+// gateway side's upstream), closed with the seams: after the gateway,
+// whose closing sessions still tell it their ends.
+var shardedKey = role.Key[*shardedPresence]{Name: "presence/client"}
 
-// ownedPresence is what a presence node serves over PresenceNode: its
-// service, limited to the users the node owns on its ring.
-type ownedPresence struct {
-	self string
-	ring *registry.LocalRing
-	svc  *presence.Service
-}
-
-var (
-	_ transport.PresenceBackend  = ownedPresence{}
-	_ transport.UserDisconnecter = ownedPresence{}
-)
-
-func (o ownedPresence) owns(user snowflake.ID) bool {
-	n, ok := o.ring.Owner(user)
-	return ok && n.Name == o.self
-}
-
-// Connect implements transport.PresenceBackend; a user owned elsewhere
-// is refused with transport.ErrNotOwner.
-func (o ownedPresence) Connect(ctx context.Context, st presence.SessionState) error {
-	if !o.owns(st.UserID) {
-		return fmt.Errorf("%w: presence of user %d", transport.ErrNotOwner, st.UserID)
+// buildGatewaySide provides GatewayKey on a `concord serve` gateway node
+// with --presence: sessions and op 3 go to the user's owner on the
+// presence ring (in process when this node owns the user, owned non-nil),
+// op 8 and op 14 to the guild's owner over GuildNode, and the gateway
+// re-reports its sessions whenever the presence ring changes.
+func buildGatewaySide(ctx context.Context, b *role.Builder, owned *ownedPresence) error {
+	log := b.Logger.With("component", "presence")
+	ring, err := role.Ring(ctx, b.Seams, b.Registry, Name, registry.LocalRingConfig{Logger: b.Logger.With("component", "ring")})
+	if err != nil {
+		return err
 	}
-	return o.svc.Connect(ctx, st)
-}
-
-// Update implements transport.PresenceBackend: a session of a user this
-// node forgot is unknown here (presence.ErrUnknownSession).
-func (o ownedPresence) Update(ctx context.Context, id event.SessionID, u presence.Update) error {
-	return o.svc.Update(ctx, id, u)
-}
-
-// Disconnect implements transport.PresenceBackend.
-func (o ownedPresence) Disconnect(ctx context.Context, id event.SessionID) {
-	o.svc.Disconnect(ctx, id)
-}
-
-// DisconnectUser implements transport.UserDisconnecter.
-func (o ownedPresence) DisconnectUser(ctx context.Context, id event.SessionID, user snowflake.ID) error {
-	if !o.owns(user) {
-		return fmt.Errorf("%w: presence of user %d", transport.ErrNotOwner, user)
+	guilds, err := guildrole.Client(ctx, b.Parts)
+	if err != nil {
+		return fmt.Errorf("guild client: %w", err)
 	}
-	o.svc.DisconnectUser(ctx, id, user)
-	return nil
-}
-
-// Report implements transport.PresenceBackend: sessions of users owned
-// elsewhere are dropped (the gateway's ring is behind this node's).
-func (o ownedPresence) Report(ctx context.Context, node string, sessions []presence.SessionState) {
-	mine := sessions[:0:0]
-	for _, st := range sessions {
-		if o.owns(st.UserID) {
-			mine = append(mine, st)
+	client, err := role.Shared(b.Seams, shardedKey, func() (*shardedPresence, func() error, error) {
+		c := newShardedPresence(b.ClientConfig, ring, log)
+		if owned != nil {
+			c.self, c.local = b.Config.Node, owned
 		}
+		return c, c.Close, nil
+	})
+	if err != nil {
+		return err
 	}
-	o.svc.Report(ctx, node, mine)
-}
-
-// followPresenceRing forgets, on every change of the ring of presence
-// nodes, the users this node no longer owns.
-func followPresenceRing(ctx context.Context, ring *registry.LocalRing, self string, svc *presence.Service, log *slog.Logger) {
-	for range ring.Changes(ctx) {
-		n := svc.Forget(func(u snowflake.ID) bool {
-			o, ok := ring.Owner(u)
-			return ok && o.Name == self
-		})
-		log.Info("presence ring changed", "nodes", ring.View().Ring().Len(), "users_moved_away", n)
-	}
+	// An update the user's presence node cannot take (it is down, or the
+	// ring is moving the user) still stands: it reaches the owner with
+	// the next re-report.
+	sessions := presence.NewLocalSessions(presence.LocalSessionsConfig{
+		Upstream: client,
+		Now:      b.Config.Presence.Now,
+		Deferred: func(err error) bool {
+			return errors.Is(err, transport.ErrUnavailable) || errors.Is(err, transport.ErrNotOwner)
+		},
+	})
+	gw := &Gateway{Sessions: sessions, Guilds: OwnerGuilds{Client: guilds}, Now: b.Config.Presence.Now, Logger: log}
+	role.Provide(b.Seams, GatewayKey, GatewaySide{
+		Presence:       gw,
+		ReportInterval: b.Config.Presence.ReportInterval,
+		// The users' new owners learn their sessions at once, without
+		// waiting for the report interval.
+		Resync: func(ctx context.Context, report func(context.Context)) {
+			for range ring.Changes(ctx) {
+				report(ctx)
+			}
+		},
+	})
+	return nil
 }
 
 // nodePlacement is a transport.Placement naming one node of a ring, so
@@ -114,17 +81,17 @@ type nodePlacement struct {
 // Owner implements transport.Placement.
 func (p nodePlacement) Owner(snowflake.ID) (registry.Node, bool) { return p.ring.Node(p.name) }
 
-// shardedPresence is a gateway node's presence.Upstream in a cluster: it
-// sends each session's calls to its user's owner on the presence ring.
-// It knows each live session's user (from Connect and the re-reports),
-// and keeps the ends of sessions whose owner could not be told, to tell
-// the owner the ring names next (with every re-report).
+// shardedPresence is a gateway node's presence.Upstream in `concord
+// serve`: it sends each session's calls to its user's owner on the
+// presence ring. It knows each live session's user (from Connect and the
+// re-reports), and keeps the ends of sessions whose owner could not be
+// told, to tell the owner the ring names next (with every re-report).
 type shardedPresence struct {
 	ring *registry.LocalRing
 	cfg  transport.ClientConfig
 	log  *slog.Logger
-	// self and local: this node's own presence role, called in-process
-	// for the users it owns (local is nil without the role).
+	// self and local: this node's own presence service, called in
+	// process for the users it owns (local is nil without the role).
 	self  string
 	local *ownedPresence
 
@@ -170,7 +137,7 @@ func (p *shardedPresence) client(name string) transport.PresenceClient {
 func (p *shardedPresence) call(user snowflake.ID, fn func(transport.PresenceClient) error) error {
 	n, ok := p.ring.Owner(user)
 	if !ok {
-		return fmt.Errorf("cluster: presence of user %d: no presence node: %w", user, transport.ErrUnavailable)
+		return fmt.Errorf("presence of user %d: no presence node: %w", user, transport.ErrUnavailable)
 	}
 	err := fn(p.client(n.Name))
 	if err != nil && (errors.Is(err, transport.ErrUnavailable) || errors.Is(err, transport.ErrNotOwner)) {
@@ -202,7 +169,7 @@ func (p *shardedPresence) Connect(ctx context.Context, st presence.SessionState)
 func (p *shardedPresence) Update(ctx context.Context, id event.SessionID, u presence.Update) error {
 	user, ok := p.user(id)
 	if !ok {
-		return fmt.Errorf("cluster: presence update of session %s: %w", id, presence.ErrUnknownSession)
+		return fmt.Errorf("presence update of session %s: %w", id, presence.ErrUnknownSession)
 	}
 	return p.call(user, func(c transport.PresenceClient) error { return c.Update(ctx, id, u) })
 }
@@ -274,24 +241,11 @@ func (p *shardedPresence) Close() error {
 	return errors.Join(errs...)
 }
 
-// localPresence is this node's presence role as a transport.PresenceClient,
-// for the users it owns: the calls stay in-process.
+// localPresence is this node's presence service as a
+// transport.PresenceClient, for the users it owns: the calls stay in
+// process.
 type localPresence struct{ *ownedPresence }
 
-// DisconnectUser implements transport.PresenceClient.
-func (l localPresence) DisconnectUser(ctx context.Context, id event.SessionID, user snowflake.ID) error {
-	return l.ownedPresence.DisconnectUser(ctx, id, user)
-}
-
-// Close implements transport.PresenceClient; the role is closed with the
-// node.
+// Close implements transport.PresenceClient; the service stops with the
+// role's parts.
 func (localPresence) Close() error { return nil }
-
-// followGatewayPresenceRing re-reports the gateway's sessions at once
-// whenever the ring of presence nodes changes, so the users' new owners
-// learn their sessions without waiting for the report interval.
-func followGatewayPresenceRing(ctx context.Context, ring *registry.LocalRing, report func(context.Context)) {
-	for range ring.Changes(ctx) {
-		report(ctx)
-	}
-}

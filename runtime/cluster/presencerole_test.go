@@ -1,0 +1,54 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/presencerole"
+	"github.com/concord-chat/concord/runtime/role"
+)
+
+// concord serve builds the presence role with the Build concord dev
+// builds it with: a node running it with a gateway serves its gateway the
+// role's side (presencerole.GatewayKey, with the resync on presence ring
+// changes and the periodic re-reports as parts), and a gateway node
+// without --presence builds no presence at all.
+func TestServeBuildsPresenceRole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node with an embedded etcd")
+	}
+	for _, c := range []struct {
+		name  string
+		roles []string
+		want  bool
+	}{
+		{"with presence", append(append([]string{}, DefaultRoles...), RolePresence), true},
+		{"without", DefaultRoles, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			n, err := New(ctx, Config{Roles: c.roles, Node: "solo", DataDir: t.TempDir(),
+				HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.Close()
+			side, ok := role.Lookup(&n.seams, presencerole.GatewayKey)
+			if ok != c.want || (n.psSide != nil) != c.want {
+				t.Fatalf("gateway side provided %v, used by the gateway %v; want %v", ok, n.psSide != nil, c.want)
+			}
+			if !c.want {
+				return
+			}
+			if side.Presence == nil || side.Resync == nil || n.psSide.Presence != side.Presence {
+				t.Fatal("the gateway does not report to the presence role's gateway side")
+			}
+			if _, ok := role.Lookup(&n.seams, role.RingKey(presencerole.Name)); !ok {
+				t.Fatal("the presence role opened no presence ring")
+			}
+		})
+	}
+}

@@ -134,6 +134,7 @@ type VoiceServerRow struct {
 	PacketsForwarded int64  `json:"packetsForwarded"`
 	PacketLoss       string `json:"packetLoss"`
 	Jitter           string `json:"jitter"`
+	RTT              string `json:"rtt"`
 	Endpoint         string `json:"endpoint"`
 }
 
@@ -149,7 +150,7 @@ func newVoiceServersCommand(env *Env) *cobra.Command {
 	return &cobra.Command{
 		Use:     "servers [region]",
 		Aliases: []string{"list"},
-		Short:   "List SFU servers with their state, calls, participants, load, packet loss and jitter, as the VoiceRegions report them",
+		Short:   "List SFU servers with their state, calls, participants, load, packet loss, jitter and RTT, as the VoiceRegions report them",
 		Example: "  kubectl concord voice servers\n  kubectl concord voice servers eu-west -o wide",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: runOptions(o, func(args []string) {
@@ -180,8 +181,8 @@ func (o *VoiceServersOptions) Run(ctx context.Context) error {
 		return fmt.Errorf("list VoiceRegions: %w", err)
 	}
 	rows := []VoiceServerRow{}
-	t := table{header: []string{"NAME", "REGION", "STATE", "CALLS", "PARTICIPANTS", "LOAD", "LOSS", "JITTER", "PACKETS/S", "ENDPOINT"},
-		wide: []bool{false, false, false, false, false, false, false, true, true, true}}
+	t := table{header: []string{"NAME", "REGION", "STATE", "CALLS", "PARTICIPANTS", "LOAD", "LOSS", "JITTER", "RTT", "PACKETS/S", "ENDPOINT"},
+		wide: []bool{false, false, false, false, false, false, false, true, true, true, true}}
 	found := o.Region == ""
 	for _, v := range list.Items {
 		if o.Region != "" && v.Name != o.Region && v.Spec.Region != o.Region {
@@ -195,10 +196,10 @@ func (o *VoiceServersOptions) Run(ctx context.Context) error {
 			}
 			r := VoiceServerRow{Name: s.Name, VoiceRegion: v.Name, Region: v.Spec.Region, State: serverState(s),
 				Calls: s.Calls, Participants: s.Participants, Load: load, PacketsForwarded: s.PacketsForwarded,
-				PacketLoss: orDash(s.PacketLoss), Jitter: orDash(s.Jitter), Endpoint: orDash(s.Endpoint)}
+				PacketLoss: orDash(s.PacketLoss), Jitter: orDash(s.Jitter), RTT: orDash(s.RTT), Endpoint: orDash(s.Endpoint)}
 			rows = append(rows, r)
 			t.rows = append(t.rows, []string{r.Name, r.Region, r.State, strconv.FormatInt(r.Calls, 10),
-				strconv.FormatInt(r.Participants, 10), r.Load, r.PacketLoss, r.Jitter, strconv.FormatInt(r.PacketsForwarded, 10), r.Endpoint})
+				strconv.FormatInt(r.Participants, 10), r.Load, r.PacketLoss, r.Jitter, r.RTT, strconv.FormatInt(r.PacketsForwarded, 10), r.Endpoint})
 		}
 	}
 	if !found {

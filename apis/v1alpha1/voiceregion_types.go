@@ -184,14 +184,18 @@ type VoiceServerStatus struct {
 	// +optional
 	Load string `json:"load,omitempty"`
 	// PacketLoss is the share of speakers' packets that never reached the
-	// server over its last report period ("0.4%"); past 20% guilds place no
-	// new calls on it.
+	// server over its last report period ("0.4%"); guilds place no new
+	// calls on a server whose recent loss, jitter or RTT is poor.
 	// +optional
 	PacketLoss string `json:"packetLoss,omitempty"`
 	// Jitter is the mean interarrival jitter of the server's incoming
 	// streams ("3.2ms").
 	// +optional
 	Jitter string `json:"jitter,omitempty"`
+	// RTT is the mean round trip the server's WebRTC listeners reported
+	// over its last report period ("45ms"); empty without reports.
+	// +optional
+	RTT string `json:"rtt,omitempty"`
 }
 
 // VoiceRegionStatus is the observed state of a regional SFU fleet.

@@ -53,6 +53,7 @@ type VoiceRegionReconciler struct {
 // +kubebuilder:rbac:groups=concord.dev,resources=voiceregions/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
 // desiredServers applies the buffer policy: the smallest server count whose
 // free capacity covers the buffer, within [lo, hi].
@@ -152,6 +153,12 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		// The resync retries: a Secret created later is picked up.
 		setCondition(&vr.Status.Conditions, vr.Generation, concordv1.ConditionDegraded, true, reason, err.Error())
 		vr.Status.ObservedGeneration = vr.Generation
+		// The servers running keep serving: their loads stay current.
+		if _, servers, err := r.observeServers(ctx, &vr); err == nil {
+			serverStatus(&vr, servers, 0)
+		} else {
+			log.V(1).Info("SFU pods not observed", "err", err.Error())
+		}
 		return ctrl.Result{RequeueAfter: resync}, updateStatus(ctx, r.Client, &vr, "VoiceRegion")
 	}
 	reg, err := r.Registries.Registry(ctx, clusterKey(cluster))
@@ -164,27 +171,13 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 
-	var list corev1.PodList
-	if err := r.Client.List(ctx, &list, client.InNamespace(vr.Namespace),
-		client.MatchingLabels{concordv1.LabelOwner: vr.Name, concordv1.LabelRole: concordv1.RoleVoice}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list SFU pods: %w", err)
+	list, servers, err := r.observeServers(ctx, &vr)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	var servers []sfu
 	pods := map[string]bool{}
 	for i := range list.Items {
-		p := &list.Items[i]
-		pods[p.Name] = true
-		if !p.DeletionTimestamp.IsZero() {
-			continue
-		}
-		s := sfu{pod: p, ready: podReady(p)}
-		_, s.draining = drainStarted(p)
-		if l, err := r.Loads.VoiceLoad(ctx, p); err == nil {
-			s.load, s.known = l, true
-		} else if s.ready {
-			log.V(1).Info("voice load unavailable", "pod", p.Name, "err", err.Error())
-		}
-		servers = append(servers, s)
+		pods[list.Items[i].Name] = true
 	}
 
 	// With publicAddress LoadBalancer a server starts as a Service; its pod
@@ -215,6 +208,42 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	servers = kept
 
+	// Servers made with other ICE settings roll, one at a time: the
+	// oldest is drained (its calls move; a new server replaces it below),
+	// the next once it is gone.
+	iceHash := ice.hash()
+	rolling := false
+	var stale *sfu
+	for i := range servers {
+		s := &servers[i]
+		if !staleICE(s.pod, iceHash) {
+			continue
+		}
+		if s.draining {
+			rolling = true
+		} else if stale == nil || s.pod.CreationTimestamp.Before(&stale.pod.CreationTimestamp) {
+			stale = s
+		}
+	}
+	if stale != nil && !rolling {
+		log.Info("SFU rolls: its ICE settings changed", "pod", stale.pod.Name)
+		if stale.idle() {
+			if err := r.deleteServer(ctx, &vr, reg, *stale, "ICE settings changed"); err != nil {
+				return ctrl.Result{}, err
+			}
+			stale.pod = nil
+			kept := servers[:0]
+			for _, s := range servers {
+				if s.pod != nil {
+					kept = append(kept, s)
+				}
+			}
+			servers = kept
+		} else if err := r.drain(ctx, &vr, reg, stale); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
 	var participants int64
 	serving := len(pendingLB)
 	for _, s := range servers {
@@ -233,7 +262,7 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			if serving >= want {
 				break
 			}
-			if s := &servers[i]; s.draining {
+			if s := &servers[i]; s.draining && !staleICE(s.pod, iceHash) {
 				if err := r.undrain(ctx, &vr, reg, s); err != nil {
 					return ctrl.Result{}, err
 				}
@@ -241,8 +270,9 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			}
 		}
 		used := usedSlots(list.Items)
+		live := livePods(list.Items)
 		for ; serving < want; serving++ {
-			p, err := r.addServer(ctx, cluster, &vr, used)
+			p, err := r.addServer(ctx, cluster, &vr, used, &live)
 			if err != nil {
 				return ctrl.Result{}, err
 			}
@@ -302,35 +332,7 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 	// Status.
 	st := &vr.Status
-	st.Servers, st.ReadyServers, st.DrainingServers = int32(len(servers)), 0, 0
-	st.ActiveCalls, st.Participants, st.Capacity = 0, 0, 0
-	st.Servers += int32(len(pendingLB))
-	st.ServerLoads = st.ServerLoads[:0]
-	for _, s := range servers {
-		st.ServerLoads = append(st.ServerLoads, concordv1.VoiceServerStatus{
-			Name: s.pod.Name, Endpoint: s.load.Endpoint, Ready: s.ready, Draining: s.draining,
-			Reporting: s.known, Calls: s.load.ActiveCalls, Participants: s.load.Participants,
-			PacketsForwarded: int64(s.load.PacketsForwarded), Load: loadPercent(s.load.Participants, vr.Spec.CapacityPerServer),
-		})
-		if s.known {
-			e := &st.ServerLoads[len(st.ServerLoads)-1]
-			e.PacketLoss = strconv.FormatFloat(s.load.LossRatio*100, 'f', 1, 64) + "%"
-			e.Jitter = s.load.Jitter.Round(100 * time.Microsecond).String()
-		}
-	}
-	slices.SortFunc(st.ServerLoads, func(a, b concordv1.VoiceServerStatus) int { return strings.Compare(a.Name, b.Name) })
-	for _, s := range servers {
-		st.ActiveCalls += s.load.ActiveCalls
-		st.Participants += s.load.Participants
-		if s.draining {
-			st.DrainingServers++
-			continue
-		}
-		st.Capacity += int64(vr.Spec.CapacityPerServer)
-		if s.ready {
-			st.ReadyServers++
-		}
-	}
+	serverStatus(&vr, servers, len(pendingLB))
 	st.DesiredServers = int32(want)
 	st.CapacityUsed = "0%"
 	if st.Capacity > 0 {
@@ -348,6 +350,89 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: resync}, nil
+}
+
+// staleICE reports whether p was made with ICE settings other than those
+// hashing to hash. A pod from before the hash was recorded is not rolled
+// for it.
+func staleICE(p *corev1.Pod, hash string) bool {
+	h, ok := p.Annotations[annotationICEHash]
+	return ok && h != hash
+}
+
+// observeServers lists the region's SFU pods and reads the load of each
+// not being deleted.
+func (r *VoiceRegionReconciler) observeServers(ctx context.Context, vr *concordv1.VoiceRegion) (corev1.PodList, []sfu, error) {
+	var list corev1.PodList
+	if err := r.Client.List(ctx, &list, client.InNamespace(vr.Namespace),
+		client.MatchingLabels{concordv1.LabelOwner: vr.Name, concordv1.LabelRole: concordv1.RoleVoice}); err != nil {
+		return list, nil, fmt.Errorf("list SFU pods: %w", err)
+	}
+	var servers []sfu
+	for i := range list.Items {
+		p := &list.Items[i]
+		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		s := sfu{pod: p, ready: podReady(p)}
+		_, s.draining = drainStarted(p)
+		if l, err := r.Loads.VoiceLoad(ctx, p); err == nil {
+			s.load, s.known = l, true
+		} else if s.ready {
+			logf.FromContext(ctx).V(1).Info("voice load unavailable", "pod", p.Name, "err", err.Error())
+		}
+		servers = append(servers, s)
+	}
+	return list, servers, nil
+}
+
+// serverStatus writes the servers' part of vr's status: counts, each
+// server's load, and the totals; pending are LoadBalancer servers
+// without a pod yet.
+func serverStatus(vr *concordv1.VoiceRegion, servers []sfu, pending int) {
+	var participants int64
+	for _, s := range servers {
+		if !s.draining {
+			participants += s.load.Participants
+		}
+	}
+	st := &vr.Status
+	st.Servers, st.ReadyServers, st.DrainingServers = int32(len(servers)), 0, 0
+	st.ActiveCalls, st.Participants, st.Capacity = 0, 0, 0
+	st.Servers += int32(pending)
+	st.ServerLoads = st.ServerLoads[:0]
+	for _, s := range servers {
+		st.ServerLoads = append(st.ServerLoads, concordv1.VoiceServerStatus{
+			Name: s.pod.Name, Endpoint: s.load.Endpoint, Ready: s.ready, Draining: s.draining,
+			Reporting: s.known, Calls: s.load.ActiveCalls, Participants: s.load.Participants,
+			PacketsForwarded: int64(s.load.PacketsForwarded), Load: loadPercent(s.load.Participants, vr.Spec.CapacityPerServer),
+		})
+		if s.known {
+			e := &st.ServerLoads[len(st.ServerLoads)-1]
+			e.PacketLoss = strconv.FormatFloat(s.load.LossRatio*100, 'f', 1, 64) + "%"
+			e.Jitter = s.load.Jitter.Round(100 * time.Microsecond).String()
+			if s.load.RTT > 0 {
+				e.RTT = s.load.RTT.Round(100 * time.Microsecond).String()
+			}
+		}
+	}
+	slices.SortFunc(st.ServerLoads, func(a, b concordv1.VoiceServerStatus) int { return strings.Compare(a.Name, b.Name) })
+	for _, s := range servers {
+		st.ActiveCalls += s.load.ActiveCalls
+		st.Participants += s.load.Participants
+		if s.draining {
+			st.DrainingServers++
+			continue
+		}
+		st.Capacity += int64(vr.Spec.CapacityPerServer)
+		if s.ready {
+			st.ReadyServers++
+		}
+	}
+	st.CapacityUsed = "0%"
+	if st.Capacity > 0 {
+		st.CapacityUsed = strconv.FormatInt(participants*100/st.Capacity, 10) + "%"
+	}
 }
 
 // drain marks a busy surplus server draining: no new calls, deleted when

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -194,6 +196,26 @@ func (s iceSettings) checkSecrets(ctx context.Context, r client.Reader, namespac
 		}
 	}
 	return nil
+}
+
+// annotationICEHash on an SFU pod is the hash of the ICE settings it was
+// made with. The settings reach the SFU as its environment, read once at
+// start, so a pod whose hash is not the region's current one is rolled:
+// drained (its calls move) and replaced.
+const annotationICEHash = "voice.concord.dev/ice-hash"
+
+// hash identifies s: the servers, the TTL and every credential's Secret
+// reference (a rotated Secret under the same reference is the Secret's
+// business; a new reference is a new setting).
+func (s iceSettings) hash() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "servers=%q\nttl=%q\noptional=%v\n", s.servers, s.ttl, s.optional)
+	for _, name := range []string{envICEUsername, envICECredential, envICESecret} {
+		if ref, ok := s.refs[name]; ok {
+			fmt.Fprintf(h, "%s=%q/%q\n", name, ref.Name, ref.Key)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // env is the SFU pods' environment for s: the servers and TTL as values,

@@ -73,7 +73,7 @@ func TestVoiceRegionBufferAndDrain(t *testing.T) {
 
 	// 150 participants in 3 calls: ceil(150/100) + 1 = 3 servers.
 	mem.SetVoiceLoad(ns, first, fleet.VoiceLoad{ActiveCalls: 3, Participants: 150, Endpoint: "203.0.113.9:8443",
-		LossRatio: 0.034, Jitter: 3240 * time.Microsecond, At: time.Now()})
+		LossRatio: 0.034, Jitter: 3240 * time.Microsecond, RTT: 45 * time.Millisecond, At: time.Now()})
 	g.Eventually(func(g Gomega) {
 		g.Expect(markPodsReady(g, ns, labels)).To(Equal(3))
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(vr), vr)).To(Succeed())
@@ -87,7 +87,7 @@ func TestVoiceRegionBufferAndDrain(t *testing.T) {
 		g.Expect(vr.Status.ServerLoads).To(HaveLen(3))
 		g.Expect(vr.Status.ServerLoads).To(ContainElement(concordv1.VoiceServerStatus{
 			Name: first, Endpoint: "203.0.113.9:8443", Ready: true, Reporting: true, Calls: 3, Participants: 150, Load: "150%",
-			PacketLoss: "3.4%", Jitter: "3.2ms",
+			PacketLoss: "3.4%", Jitter: "3.2ms", RTT: "45ms",
 		}))
 	}, timeout, poll).Should(Succeed())
 

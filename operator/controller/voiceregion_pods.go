@@ -95,17 +95,26 @@ func newSFUName(vr *concordv1.VoiceRegion) string { return vr.Name + "-sfu-" + r
 // on the host network and the hostPorts' address otherwise.
 //
 // slot is the pod's slot of spec.portRange, or -1 without a range.
-func sfuPod(c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, name, publicIP string, slot int) *corev1.Pod {
+//
+// node, when set, pins the pod to that node (publicAddress
+// NodeExternalIP: publicIP is the node's ExternalIP; voiceregion_nodes.go).
+func sfuPod(c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, name, publicIP, node string, slot int) *corev1.Pod {
 	labels := withLabels(roleLabels(c, concordv1.RoleVoice), map[string]string{
 		concordv1.LabelOwner: vr.Name, labelRegion: vr.Spec.Region,
 		// A per-pod label the LoadBalancer Service selects on.
 		concordv1.LabelPod: name,
 	})
 	ports := portsOf(vr)
-	var annotations map[string]string
+	// Reconcile refuses a region whose ICE settings are wrong before any
+	// pod is made, so they are valid here.
+	ice, _ := iceOf(vr)
+	annotations := map[string]string{annotationICEHash: ice.hash()}
 	if slot >= 0 {
 		ports = slotPorts(vr, slot)
-		annotations = map[string]string{annotationPortSlot: strconv.Itoa(slot)}
+		annotations[annotationPortSlot] = strconv.Itoa(slot)
+	}
+	if node != "" {
+		annotations[annotationNode] = node
 	}
 	hostIP := corev1.EnvVar{Name: "CONCORD_HOST_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}}
 	public := publicIP
@@ -134,9 +143,6 @@ func sfuPod(c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, name, public
 		env("CONCORD_VOICE_PUBLIC_IP", public),
 		env("CONCORD_ADMIN", "0.0.0.0:"+strconv.Itoa(int(ports.admin))),
 	}
-	// Reconcile refuses a region whose ICE settings are wrong before any
-	// pod is made, so they are valid here.
-	ice, _ := iceOf(vr)
 	extra = append(extra, ice.env()...)
 	spec := runtimePodSpec(c, "", []string{concordv1.RoleVoice}, extra, vr.Spec.PodPlacement)
 	ct := &spec.Containers[0]
@@ -161,6 +167,9 @@ func sfuPod(c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, name, public
 	if vr.Spec.PublicAddress == concordv1.PublicAddressHostNetwork {
 		spec.HostNetwork = true
 		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+	}
+	if node != "" {
+		pinToNode(&spec, node)
 	}
 	// Calls end on their own; SIGTERM only comes after a drain emptied the server.
 	spec.TerminationGracePeriodSeconds = ptrTo(int64(30))
@@ -211,7 +220,10 @@ func ingressIP(s *corev1.Service) string {
 // used are the port slots taken (spec.portRange); the new pod's is added.
 // With every slot taken no pod is made (the CRD keeps maxServers within
 // the range, so only pods still terminating can hold them all).
-func (r *VoiceRegionReconciler) addServer(ctx context.Context, c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, used map[int]bool) (*corev1.Pod, error) {
+//
+// pods are the region's pods, for the choice of a NodeExternalIP SFU's
+// node; the new pod is appended.
+func (r *VoiceRegionReconciler) addServer(ctx context.Context, c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, used map[int]bool, pods *[]corev1.Pod) (*corev1.Pod, error) {
 	name := newSFUName(vr)
 	if vr.Spec.PublicAddress == concordv1.PublicAddressLoadBalancer {
 		svc := sfuService(c, vr, name)
@@ -230,11 +242,30 @@ func (r *VoiceRegionReconciler) addServer(ctx context.Context, c *concordv1.Conc
 			return nil, nil
 		}
 	}
-	return r.createPod(ctx, c, vr, name, "", slot)
+	var on nodeHosting
+	if vr.Spec.PublicAddress == concordv1.PublicAddressNodeExternalIP || vr.Spec.PublicAddress == "" {
+		h, external, err := r.chooseNode(ctx, vr, *pods)
+		if err != nil {
+			return nil, err
+		}
+		if external && h.node == "" {
+			logf.FromContext(ctx).Info("no schedulable node with an ExternalIP can take another SFU of the region; the next server waits for one", "region", vr.Spec.Region)
+			if slot >= 0 {
+				delete(used, slot)
+			}
+			return nil, nil
+		}
+		on = h
+	}
+	p, err := r.createPod(ctx, c, vr, name, on.ip, on.node, slot)
+	if err == nil {
+		*pods = append(*pods, *p)
+	}
+	return p, err
 }
 
-func (r *VoiceRegionReconciler) createPod(ctx context.Context, c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, name, publicIP string, slot int) (*corev1.Pod, error) {
-	p := sfuPod(c, vr, name, publicIP, slot)
+func (r *VoiceRegionReconciler) createPod(ctx context.Context, c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, name, publicIP, node string, slot int) (*corev1.Pod, error) {
+	p := sfuPod(c, vr, name, publicIP, node, slot)
 	if err := controllerutil.SetControllerReference(vr, p, r.Scheme); err != nil {
 		return nil, err
 	}
@@ -262,7 +293,7 @@ func (r *VoiceRegionReconciler) pendingServices(ctx context.Context, c *concordv
 			pending = append(pending, s)
 			continue
 		}
-		p, err := r.createPod(ctx, c, vr, s.Name, ip, -1)
+		p, err := r.createPod(ctx, c, vr, s.Name, ip, "", -1)
 		if apierrors.IsAlreadyExists(err) {
 			continue
 		}

@@ -80,10 +80,13 @@ type VoiceLoad struct {
 	// PacketsForwarded per second over the server's last report period.
 	PacketsForwarded float64 `json:"packetsForwarded,omitempty"`
 	// LossRatio is the share of speakers' packets that never reached the
-	// server over its last report period (guilds place no new calls on a
-	// server past 20 %); Jitter their mean interarrival jitter.
+	// server over its last report period; Jitter their mean interarrival
+	// jitter; RTT the mean round trip its WebRTC listeners reported. The
+	// guilds place no new calls on a server whose recent figures are poor
+	// (docs/voice.md, "Placement on quality").
 	LossRatio float64       `json:"lossRatio,omitempty"`
 	Jitter    time.Duration `json:"jitter,omitempty"`
+	RTT       time.Duration `json:"rtt,omitempty"`
 	// At is when the server reported the load.
 	At time.Time `json:"at"`
 }

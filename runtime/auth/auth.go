@@ -6,6 +6,14 @@
 // a map read: the issuer keeps each user's token generation in memory,
 // loaded from the store on first use and bumped by Revoke, which makes
 // every token minted before unusable.
+//
+// Every process of a cluster has its own issuer over the shared store, and
+// a Revoke changes only the revoking process's memory, so a kept
+// generation is trusted for Config.GenerationTTL and then read again: a
+// token revoked on one node stops working on every node within that time.
+// A token whose generation is newer than the kept one (minted by another
+// node after a revocation there; its MAC proves the key minted it) makes
+// the issuer read the generation at once instead of refusing it.
 package auth
 
 import (
@@ -32,6 +40,20 @@ type Config struct {
 	Password Params
 	// Now returns the current time (default time.Now).
 	Now func() time.Time
+	// GenerationTTL is how long a user's token generation read from the
+	// store is trusted before it is read again (default
+	// DefaultGenerationTTL): the longest a token revoked by another
+	// process keeps working here.
+	GenerationTTL time.Duration
+}
+
+// DefaultGenerationTTL is Config.GenerationTTL's default.
+const DefaultGenerationTTL = 5 * time.Second
+
+// kept is a user's token generation and when it was read.
+type kept struct {
+	gen  uint32
+	read time.Time
 }
 
 // Issuer mints and verifies tokens. It is safe for concurrent use.
@@ -41,7 +63,7 @@ type Issuer struct {
 	cfg   Config
 
 	mu  sync.RWMutex
-	gen map[snowflake.ID]uint32
+	gen map[snowflake.ID]kept
 }
 
 // New validates cfg and returns an Issuer reading token generations from users.
@@ -58,7 +80,10 @@ func New(cfg Config, users store.Users) (*Issuer, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Issuer{key: append([]byte(nil), cfg.Key...), users: users, cfg: cfg, gen: make(map[snowflake.ID]uint32)}, nil
+	if cfg.GenerationTTL <= 0 {
+		cfg.GenerationTTL = DefaultGenerationTTL
+	}
+	return &Issuer{key: append([]byte(nil), cfg.Key...), users: users, cfg: cfg, gen: make(map[snowflake.ID]kept)}, nil
 }
 
 var enc = base64.RawURLEncoding
@@ -79,13 +104,15 @@ func decode(s string) ([]byte, error) {
 }
 
 // Mint returns a new token for u at its current token generation: the
-// in-memory one when known (it may be newer than a stale u), else u's.
+// newer of u's and the one kept in memory (either may be stale: u read
+// before a Revoke here, the kept one before a Revoke elsewhere).
 func (i *Issuer) Mint(u store.User) string {
 	i.mu.RLock()
-	gen, ok := i.gen[u.ID]
+	k, ok := i.gen[u.ID]
 	i.mu.RUnlock()
-	if !ok {
-		gen = u.TokenGeneration
+	gen := u.TokenGeneration
+	if ok && k.gen > gen {
+		gen = k.gen
 	}
 
 	var meta [12]byte
@@ -126,23 +153,26 @@ func (i *Issuer) Verify(ctx context.Context, token string) (snowflake.ID, error)
 	if err != nil || len(meta) != 12 {
 		return 0, ErrInvalidToken
 	}
-	gen, err := i.generation(ctx, id)
+	tokenGen := binary.BigEndian.Uint32(meta[:4])
+	gen, err := i.generation(ctx, id, tokenGen)
 	if err != nil {
 		return 0, err
 	}
-	if binary.BigEndian.Uint32(meta[:4]) != gen {
+	if tokenGen != gen {
 		return 0, ErrInvalidToken
 	}
 	return id, nil
 }
 
-// generation returns a user's current token generation, loading it once.
-func (i *Issuer) generation(ctx context.Context, id snowflake.ID) (uint32, error) {
+// generation returns a user's current token generation: the kept one while
+// it is fresh and not older than the token's (tokenGen), else the store's.
+func (i *Issuer) generation(ctx context.Context, id snowflake.ID, tokenGen uint32) (uint32, error) {
+	now := i.cfg.Now()
 	i.mu.RLock()
-	gen, ok := i.gen[id]
+	k, ok := i.gen[id]
 	i.mu.RUnlock()
-	if ok {
-		return gen, nil
+	if ok && tokenGen <= k.gen && now.Sub(k.read) < i.cfg.GenerationTTL {
+		return k.gen, nil
 	}
 	u, err := i.users.GetUser(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
@@ -153,10 +183,11 @@ func (i *Issuer) generation(ctx context.Context, id snowflake.ID) (uint32, error
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if g, ok := i.gen[id]; ok {
-		return g, nil
+	// A Revoke here while the store was read kept a newer generation.
+	if k, ok := i.gen[id]; ok && k.gen > u.TokenGeneration {
+		return k.gen, nil
 	}
-	i.gen[id] = u.TokenGeneration
+	i.gen[id] = kept{gen: u.TokenGeneration, read: now}
 	return u.TokenGeneration, nil
 }
 
@@ -173,7 +204,7 @@ func (i *Issuer) Revoke(ctx context.Context, userID snowflake.ID) error {
 	if err := i.users.PutUser(ctx, u); err != nil {
 		return fmt.Errorf("revoke tokens of %d: %w", userID, err)
 	}
-	i.gen[userID] = u.TokenGeneration
+	i.gen[userID] = kept{gen: u.TokenGeneration, read: i.cfg.Now()}
 	return nil
 }
 

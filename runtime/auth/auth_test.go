@@ -226,3 +226,55 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// TestRevokeReachesOtherIssuers: two processes of a cluster, each with its
+// issuer over the shared store. A revocation on one stops the old token on
+// the other once the other's kept generation is older than GenerationTTL,
+// and the new token the first mints works on the other at once.
+func TestRevokeReachesOtherIssuers(t *testing.T) {
+	ctx := context.Background()
+	a, st := newIssuer(t)
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	b, err := New(Config{Key: []byte(strings.Repeat("k", 32)), Password: fastParams, Now: clock, GenerationTTL: 5 * time.Second}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := store.User{ID: snowflake.ID(175928847299117064), Username: "bob", CreatedAt: time.Now()}
+	if err := st.CreateUser(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	old := a.Mint(u)
+	if _, err := b.Verify(ctx, old); err != nil { // b keeps generation 0
+		t.Fatalf("b: %v", err)
+	}
+	if err := a.Revoke(ctx, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := st.GetUser(ctx, u.ID)
+	newTok := a.Mint(fresh)
+	if _, err := b.Verify(ctx, newTok); err != nil {
+		t.Fatalf("b refuses the token minted after the revocation: %v", err)
+	}
+	if _, err := b.Verify(ctx, old); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("b, having read the newer generation: old token = %v", err)
+	}
+
+	// A revocation b hears nothing of: b trusts its generation for the
+	// TTL, then reads it again.
+	if err := a.Revoke(ctx, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Verify(ctx, newTok); err != nil {
+		t.Fatalf("within the TTL b still trusts its generation: %v", err)
+	}
+	now = now.Add(5 * time.Second)
+	if _, err := b.Verify(ctx, newTok); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("a token revoked elsewhere still verifies after the TTL: %v", err)
+	}
+	// b's own mint uses the newest generation it knows.
+	again, _ := st.GetUser(ctx, u.ID)
+	if _, err := a.Verify(ctx, b.Mint(again)); err != nil {
+		t.Fatalf("a refuses b's token: %v", err)
+	}
+}

@@ -43,6 +43,7 @@ func (a *Actor) voiceFailover(ctx context.Context, v *voiceEnabled) {
 	if a.voice == nil {
 		return
 	}
+	a.voiceReconcile(ctx, v)
 	channels := make([]snowflake.ID, 0, len(a.voice.calls))
 	for ch, srv := range a.voice.calls {
 		if !v.Allocator.Healthy(srv.ID) {

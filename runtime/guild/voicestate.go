@@ -102,12 +102,18 @@ type VoiceConfig struct {
 	// each call's server is still healthy (failover.go). Default 500 ms;
 	// negative disables the check.
 	FailoverInterval time.Duration
+	// AdoptGrace is how long a voice state rebuilt from the fleet's
+	// roster waits for its session to attach to this node before it ends
+	// (voicestate_roster.go). Default 30 s.
+	AdoptGrace time.Duration
 }
 
 type voiceEnabled struct {
 	VoiceConfig
 	joins     *prometheus.CounterVec
 	failovers prometheus.Counter
+	// rebuilt counts voice states rebuilt from the fleet's rosters.
+	rebuilt prometheus.Counter
 	// guilds are the guilds with at least one call, for the failover
 	// check; actors keep it current.
 	guilds sync.Map
@@ -125,6 +131,9 @@ func (s *Service) EnableVoice(cfg VoiceConfig) error {
 	}, []string{"result"}), failovers: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "concord_guild_voice_failovers_total",
 		Help: "Calls placed on another voice server because theirs stopped being healthy.",
+	}), rebuilt: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "concord_guild_voice_states_rebuilt_total",
+		Help: "Voice states a guild actor rebuilt from the voice fleet's rosters when it loaded (the guild moved to this node).",
 	})}
 	if s.cfg.Registerer != nil {
 		if err := s.cfg.Registerer.Register(v.joins); err != nil {
@@ -141,6 +150,16 @@ func (s *Service) EnableVoice(cfg VoiceConfig) error {
 			}
 			v.failovers = are.ExistingCollector.(prometheus.Counter)
 		}
+		if err := s.cfg.Registerer.Register(v.rebuilt); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return fmt.Errorf("guild: voice metrics: %w", err)
+			}
+			v.rebuilt = are.ExistingCollector.(prometheus.Counter)
+		}
+	}
+	if v.AdoptGrace <= 0 {
+		v.AdoptGrace = adoptGrace
 	}
 	if v.FailoverInterval == 0 {
 		v.FailoverInterval = 500 * time.Millisecond
@@ -177,6 +196,10 @@ type voiceState struct {
 	selfVideo bool
 	// sent is when the session was last sent VOICE_SERVER_UPDATE.
 	sent time.Time
+	// adopted is when the state was rebuilt from the fleet's roster,
+	// until its session attaches here (voicestate_roster.go); zero for a
+	// state this actor decided.
+	adopted time.Time
 }
 
 // actorVoice is an actor's voice state, made on first use.
@@ -189,10 +212,14 @@ type actorVoice struct {
 	mute, deaf map[snowflake.ID]bool
 }
 
+// voiceState returns the actor's voice state, built on first use: from
+// the voice fleet's roster of the guild's calls (voicestate_roster.go), so
+// the calls of a guild that moved here come with it.
 func (a *Actor) voiceState() *actorVoice {
 	if a.voice == nil {
 		a.voice = &actorVoice{states: map[snowflake.ID]*voiceState{}, calls: map[snowflake.ID]VoiceServer{},
 			mute: map[snowflake.ID]bool{}, deaf: map[snowflake.ID]bool{}}
+		a.rebuildVoice(a.voice)
 	}
 	return a.voice
 }
@@ -253,9 +280,10 @@ func (a *Actor) voiceMember(ctx context.Context, m store.Member) wire.Member {
 // channels userID sees.
 func (a *Actor) voiceStatesFor(ctx context.Context, userID snowflake.ID) []any {
 	out := []any{}
-	if a.voice == nil {
+	if a.svc.voice.Load() == nil {
 		return out
 	}
+	a.voiceState()
 	users := make([]snowflake.ID, 0, len(a.voice.states))
 	for id := range a.voice.states {
 		users = append(users, id)
@@ -321,6 +349,9 @@ func (a *Actor) updateVoiceState(ctx context.Context, v *voiceEnabled, sess even
 	if same && (cur.selfMute != req.SelfMute || cur.selfDeaf != req.SelfDeaf) {
 		// A self mute or deafen in the same call: only the state changes.
 		cur.selfMute, cur.selfDeaf = req.SelfMute, req.SelfDeaf
+		if c, ok := v.Allocator.(VoiceSelfControl); ok {
+			c.SetSelfVoiceState(ctx, cur.server, a.id, cur.channelID, cur.userID, cur.selfMute, cur.selfDeaf)
+		}
 		a.dispatchVoiceState(ctx, cur, cur.channelID)
 		return nil
 	}
@@ -412,7 +443,8 @@ func (a *Actor) placeCall(ctx context.Context, v *voiceEnabled, channelID snowfl
 func (a *Actor) sendVoiceServer(ctx context.Context, v *voiceEnabled, sess event.Session, st *voiceState, srv VoiceServer) error {
 	vs := a.voiceState()
 	tok, err := token.Sign(v.Key, token.Claims{UserID: st.userID, GuildID: a.id, ChannelID: st.channelID,
-		Server: srv.ID, SessionID: string(st.session), Mute: vs.mute[st.userID], Deaf: vs.deaf[st.userID]}, time.Now())
+		Server: srv.ID, SessionID: string(st.session), Mute: vs.mute[st.userID], Deaf: vs.deaf[st.userID],
+		SelfMute: st.selfMute, SelfDeaf: st.selfDeaf}, time.Now())
 	if err != nil {
 		return fmt.Errorf("voice state: sign token: %w", err)
 	}

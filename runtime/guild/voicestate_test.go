@@ -43,6 +43,8 @@ func (o *oneServer) Healthy(id string) bool {
 }
 func (o *oneServer) Regions() []VoiceRegion { return []VoiceRegion{{ID: "local", Name: "local"}} }
 func (o *oneServer) Disconnect(_ context.Context, _ string, _, _, user snowflake.ID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.disconnected = append(o.disconnected, user)
 }
 func (o *oneServer) SetServerVoiceState(context.Context, string, snowflake.ID, snowflake.ID, snowflake.ID, bool, bool) {

@@ -90,8 +90,14 @@ type participant struct {
 	// mute and deaf are the guild's server mute and deafen: a muted
 	// speaker is not forwarded, a deafened listener is sent nothing.
 	mute, deaf atomic.Bool
+	// selfMute and selfDeaf are the user's own, kept for the roster.
+	selfMute, selfDeaf atomic.Bool
 	// sink, when set, replaces UDP delivery (a WebRTC peer).
 	sink atomic.Pointer[listenerBox]
+
+	// rtt collects the round trips this participant's WebRTC peer
+	// reports, for the period's call quality.
+	rtt rttSample
 
 	mu      sync.Mutex // guards replay and quality, touched by UDP readers
 	replay  rtpsize.ReplayWindow

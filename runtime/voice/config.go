@@ -12,6 +12,7 @@ import (
 	"github.com/pion/stun/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/voice/signaling"
 )
 
@@ -212,6 +213,15 @@ type Load struct {
 	// the last period; Jitter their mean interarrival jitter.
 	LossRatio float64
 	Jitter    time.Duration
+	// RTT is the mean round trip WebRTC listeners reported over the last
+	// period (RTCP receiver reports); zero without reports.
+	RTT time.Duration `json:",omitempty"`
+	// Guilds are the guilds with a call here, ascending: a guild node
+	// loading a guild asks only these servers for its roster (roster.go).
+	Guilds []snowflake.ID `json:",omitempty"`
+	// GuildsOmitted says the server hosts more than MaxReportedGuilds
+	// guilds and lists none: it is asked for every guild's roster.
+	GuildsOmitted bool `json:",omitempty"`
 	// Draining servers take no new calls.
 	Draining bool
 	At       time.Time

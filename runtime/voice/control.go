@@ -55,6 +55,8 @@ type ControlResult struct {
 	// effect; false when it was not connected (a state is still kept for
 	// its join) or a later command had overtaken this one.
 	Applied bool `json:"applied"`
+	// Participants answers OpRoster: the guild's participants here.
+	Participants []RosterEntry `json:"participants,omitempty"`
 }
 
 // ControlHandler serves POST ControlPath: it verifies the signed command
@@ -102,6 +104,10 @@ func (s *Server) command(raw string) (ControlResult, int, string) {
 	}
 	var applied, stale bool
 	switch c.Op {
+	case token.OpRoster:
+		return ControlResult{Applied: true, Participants: s.Roster(c.GuildID)}, http.StatusOK, "roster"
+	case token.OpSelf:
+		applied, stale = s.setSelfState(c.GuildID, c.ChannelID, c.UserID, c.SelfMute, c.SelfDeaf, c.IssuedAt())
 	case token.OpDisconnect:
 		applied = s.Disconnect(c.GuildID, c.ChannelID, c.UserID)
 	case token.OpState:

@@ -100,6 +100,7 @@ type adminLoad struct {
 	PacketsForwarded float64       `json:"packetsForwarded,omitempty"`
 	LossRatio        float64       `json:"lossRatio,omitempty"`
 	Jitter           time.Duration `json:"jitter,omitempty"`
+	RTT              time.Duration `json:"rtt,omitempty"`
 	At               time.Time     `json:"at"`
 }
 
@@ -126,8 +127,11 @@ func (s *Server) AdminRoutes(mux interface {
 	}
 	mux.Handle("GET /admin/voice/load", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l := s.Load()
+		// The quality figures are the last report period's, the ones the
+		// guilds place calls by.
+		q, _ := s.LastReport()
 		writeJSON(w, adminLoad{ActiveCalls: int64(l.Calls), Participants: int64(l.Participants), Endpoint: l.Endpoint,
-			Draining: l.Draining, PacketsForwarded: s.m.forwardRateValue(), LossRatio: l.LossRatio, Jitter: l.Jitter, At: l.At})
+			Draining: l.Draining, PacketsForwarded: s.m.forwardRateValue(), LossRatio: q.LossRatio, Jitter: q.Jitter, RTT: q.RTT, At: l.At})
 	}))
 }
 

@@ -50,8 +50,10 @@ func (q *streamQuality) update(seq uint16, ts uint32, now time.Time) (gap int) {
 	return gap
 }
 
-// period returns the loss ratio since the last call and the current jitter.
-func (q *streamQuality) period() (expected, lost uint64, jitter time.Duration) {
+// period returns the packets expected and lost since the last committed
+// call and the current jitter; commit starts a new period (the load
+// report's), a look between reports does not.
+func (q *streamQuality) period(commit bool) (expected, lost uint64, jitter time.Duration) {
 	if !q.started {
 		return 0, 0, 0
 	}
@@ -59,7 +61,9 @@ func (q *streamQuality) period() (expected, lost uint64, jitter time.Duration) {
 	total := ext - uint64(q.baseSeq) + 1
 	expected = total - q.lastExpected
 	got := q.received - q.lastReceived
-	q.lastExpected, q.lastReceived = total, q.received
+	if commit {
+		q.lastExpected, q.lastReceived = total, q.received
+	}
 	if got < expected {
 		lost = expected - got
 	}

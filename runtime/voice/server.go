@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -35,6 +36,8 @@ type Server struct {
 	// mods are the latest server mute and deafen the guild set per user
 	// (control.go), applied to a join whose token predates them.
 	mods map[modKey]voiceMod
+	// selfs are the latest self mute and deafen per user (roster.go).
+	selfs map[modKey]voiceMod
 
 	conns    atomic.Int64 // open voice gateway connections
 	draining atomic.Bool
@@ -42,6 +45,10 @@ type Server struct {
 	// drainMu guards drainDeadline, set by the first Drain.
 	drainMu       sync.Mutex
 	drainDeadline time.Time
+	// lastReport is the last period's load, as reported.
+	lastReport atomic.Pointer[Load]
+	// cq is the last period's per-call quality (callquality.go).
+	cq *callQualities
 	// reportNow asks Run for a load report before the period ends (a
 	// drain: the guilds should see it at once).
 	reportNow chan struct{}
@@ -74,8 +81,16 @@ func New(cfg Config) (*Server, error) {
 		calls:    map[callKey]*call{},
 		used:     map[string]time.Time{},
 		mods:     map[modKey]voiceMod{},
+		selfs:    map[modKey]voiceMod{},
 
 		reportNow: make(chan struct{}, 1),
+		cq:        &callQualities{},
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(newCallCollector(s.cq, cfg.ID)); err != nil {
+			s.md.close()
+			return nil, fmt.Errorf("voice: register call metrics: %w", err)
+		}
 	}
 	s.publicIP = cfg.PublicIP
 	if s.publicIP == "" {
@@ -129,11 +144,21 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		case <-s.reportNow:
+			// Early reports (a drain, a guild's first call) come at most
+			// every minEarlyReport: a burst of new calls is one write.
+			if wait := minEarlyReport - s.cfg.Now().Sub(lastAt); wait > 0 {
+				select {
+				case <-ctx.Done():
+					continue
+				case <-time.After(wait):
+				}
+			}
 		}
 		now := s.cfg.Now()
 		cur := s.counters()
 		l := s.load(now, now.Sub(lastAt), last, cur)
 		last, lastAt = cur, now
+		s.lastReport.Store(&l)
 		s.sweepNonces(now)
 		if s.cfg.Load != nil {
 			rctx, cancel := context.WithTimeout(ctx, s.cfg.LoadInterval)
@@ -200,6 +225,15 @@ func (s *Server) setVoiceState(guild, channel, user snowflake.ID, mute, deaf boo
 	return found, false
 }
 
+// LastReport returns the load of the last report period (its rates and
+// quality), or false before the first.
+func (s *Server) LastReport() (Load, bool) {
+	if l := s.lastReport.Load(); l != nil {
+		return *l, true
+	}
+	return Load{}, false
+}
+
 // Load returns the current load (rates are zero: they need a period).
 func (s *Server) Load() Load {
 	return s.load(s.cfg.Now(), 0, s.counters(), s.counters())
@@ -219,27 +253,31 @@ func (s *Server) load(now time.Time, period time.Duration, prev, cur counterSnap
 		calls = append(calls, c)
 	}
 	s.mu.Unlock()
+	if l.Guilds = s.hostedGuilds(); len(l.Guilds) > MaxReportedGuilds {
+		l.Guilds, l.GuildsOmitted = nil, true
+	}
 	var expected, lost uint64
-	var jitterSum time.Duration
+	var jitterSum, rttSum time.Duration
 	var streams int
+	var rttN int64
+	commit := period > 0
+	var perCall []CallQuality
 	for _, c := range calls {
-		ms := c.snapshot()
-		l.Participants += len(ms)
-		for _, p := range ms {
-			p.mu.Lock()
-			e, lo, j := p.quality.period()
-			p.mu.Unlock()
-			if e == 0 {
-				continue
+		q, e, lo, js, n, rs, rn := callPeriod(c, commit)
+		l.Participants += q.Participants
+		expected, lost, jitterSum, streams, rttSum, rttN = expected+e, lost+lo, jitterSum+js, streams+n, rttSum+rs, rttN+rn
+		if commit {
+			if n > 0 {
+				s.m.jitter.Observe(q.Jitter.Seconds())
 			}
-			expected += e
-			lost += lo
-			jitterSum += j
-			streams++
-			if period > 0 {
-				s.m.jitter.Observe(j.Seconds())
-			}
+			perCall = append(perCall, q)
 		}
+	}
+	if commit {
+		s.cq.set(perCall)
+	}
+	if rttN > 0 {
+		l.RTT = rttSum / time.Duration(rttN)
 	}
 	l.Calls = len(calls)
 	if expected > 0 {
@@ -257,6 +295,23 @@ func (s *Server) load(now time.Time, period time.Duration, prev, cur counterSnap
 	s.m.calls.Set(float64(l.Calls))
 	s.m.participants.Set(float64(l.Participants))
 	return l
+}
+
+// MaxReportedGuilds bounds Load.Guilds, so a report stays a small
+// registry value; a server hosting more sets Load.GuildsOmitted instead.
+const MaxReportedGuilds = 2000
+
+// minEarlyReport is the least time between a report and an early one.
+const minEarlyReport = 250 * time.Millisecond
+
+// hostsGuildLocked reports whether a call of guild is here; s.mu is held.
+func (s *Server) hostsGuildLocked(guild snowflake.ID) bool {
+	for k := range s.calls {
+		if k.guild == guild {
+			return true
+		}
+	}
+	return false
 }
 
 // Handler serves the voice gateway WebSocket (any path; the libraries use
@@ -294,10 +349,12 @@ func (s *Server) sweepNonces(now time.Time) {
 			delete(s.used, n)
 		}
 	}
-	for k, m := range s.mods {
-		// Past a token's lifetime every join carries a newer state.
-		if now.Sub(m.at) > token.TTL {
-			delete(s.mods, k)
+	for _, mods := range []map[modKey]voiceMod{s.mods, s.selfs} {
+		for k, m := range mods {
+			// Past a token's lifetime every join carries a newer state.
+			if now.Sub(m.at) > token.TTL {
+				delete(mods, k)
+			}
 		}
 	}
 }
@@ -306,11 +363,22 @@ func (s *Server) sweepNonces(now time.Time) {
 func (s *Server) join(p *participant, k callKey) bool {
 	s.mu.Lock()
 	c := s.calls[k]
+	newGuild := false
 	if c == nil {
+		newGuild = !s.hostsGuildLocked(k.guild)
 		c = newCall(k)
 		s.calls[k] = c
 	}
 	s.mu.Unlock()
+	if newGuild {
+		// The fleet finds a guild's calls through the guilds each load
+		// report lists (Load.Guilds): list a new one at once, so that a
+		// guild rebuilding its voice states right after finds this call.
+		select {
+		case s.reportNow <- struct{}{}:
+		default:
+		}
+	}
 	p.call = c
 	if !c.add(p, s.cfg.MaxParticipants) {
 		return false

@@ -83,6 +83,9 @@ func (s *Server) identify(c *wsConn, d json.RawMessage, version int) (*session, 
 	mute, deaf := s.joinVoiceState(claims)
 	p.mute.Store(mute)
 	p.deaf.Store(deaf)
+	selfMute, selfDeaf := s.joinSelfState(claims)
+	p.selfMute.Store(selfMute)
+	p.selfDeaf.Store(selfDeaf)
 	se.part = p
 	if !s.join(p, callKey{claims.GuildID, claims.ChannelID}) {
 		return nil, s.reject("call_full")

@@ -231,6 +231,9 @@ func (p *rtcPeer) readRTCP(sender *webrtc.RTPSender, slot *rtcSlot) {
 				for _, rr := range r.Reports {
 					if rtt, ok := rttFromReport(rr, time.Now()); ok {
 						m.rtt.Observe(rtt.Seconds())
+						if part := p.se.part; part != nil {
+							part.rtt.add(rtt)
+						}
 					}
 				}
 			}

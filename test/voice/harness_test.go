@@ -28,7 +28,7 @@ const (
 
 // sfu is a voice server on loopback behind TLS from a dev CA.
 type sfu struct {
-	t        *testing.T
+	t        testing.TB
 	srv      *voice.Server
 	key      ed25519.PrivateKey
 	reg      *prometheus.Registry
@@ -40,7 +40,7 @@ type sfu struct {
 
 var nextUser atomic.Uint64
 
-func startSFU(t *testing.T, mutate func(*voice.Config)) *sfu {
+func startSFU(t testing.TB, mutate func(*voice.Config)) *sfu {
 	t.Helper()
 	key, err := token.GenerateKey()
 	if err != nil {
@@ -48,19 +48,6 @@ func startSFU(t *testing.T, mutate func(*voice.Config)) *sfu {
 	}
 	reg := prometheus.NewRegistry()
 	logger := testLogger(t)
-	cfg := voice.Config{
-		ID: "sfu-test", Region: "local", UDPAddr: "127.0.0.1:0",
-		TrustedKeys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)},
-		Logger:      logger, Registerer: reg, LoadInterval: 200 * time.Millisecond,
-		ResumeWindow: 5 * time.Second,
-	}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	srv, err := voice.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	ca, err := devca.Ensure(dir)
 	if err != nil {
@@ -72,6 +59,20 @@ func startSFU(t *testing.T, mutate func(*voice.Config)) *sfu {
 	}
 	l, err := tls.Listen("tcp", "127.0.0.1:0", stls)
 	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := voice.Config{
+		ID: "sfu-test", Region: "local", UDPAddr: "127.0.0.1:0", Endpoint: l.Addr().String(),
+		TrustedKeys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)},
+		Logger:      logger, Registerer: reg, LoadInterval: 200 * time.Millisecond,
+		ResumeWindow: 5 * time.Second,
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	srv, err := voice.New(cfg)
+	if err != nil {
+		l.Close()
 		t.Fatal(err)
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
@@ -175,7 +176,7 @@ func matches(m *dto.Metric, labels map[string]string) bool {
 // no event to await; the poll is bounded and fails with the last value.
 func (s *sfu) waitCounter(name string, labels map[string]string, want float64) {
 	s.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got := s.counter(name, labels)
 		if got >= want {

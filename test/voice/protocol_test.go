@@ -257,6 +257,7 @@ func TestServerMuteDeaf(t *testing.T) {
 	if r, err := c.Recv(time.Now().Add(300 * time.Millisecond)); err == nil {
 		t.Fatalf("deafened listener received %d bytes", len(r.Payload))
 	}
+	s.waitCounter("concord_voice_packets_forwarded_total", nil, 1) // counted after the send
 	if got := s.counter("concord_voice_packets_forwarded_total", nil); got != 1 {
 		t.Fatalf("forwarded %v, want 1 (muted packet dropped, deafened listener skipped)", got)
 	}

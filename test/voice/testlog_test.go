@@ -11,7 +11,7 @@ import (
 // testLogger is a debug logger for the servers a test starts: to stderr
 // with CONCORD_TEST_VERBOSE, otherwise kept and printed only if the test
 // fails, so a failure in CI says what the server saw.
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	t.Helper()
 	opts := &slog.HandlerOptions{Level: slog.LevelDebug}
 	if os.Getenv("CONCORD_TEST_VERBOSE") != "" {

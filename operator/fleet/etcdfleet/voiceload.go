@@ -47,6 +47,7 @@ type voiceLoad struct {
 	PacketsForwarded float64
 	LossRatio        float64
 	Jitter           time.Duration
+	RTT              time.Duration
 	Draining         bool
 	At               time.Time
 }
@@ -87,7 +88,7 @@ func ReadVoiceLoad(ctx context.Context, r *Registry, server string, ttl time.Dur
 	}
 	return fleet.VoiceLoad{
 		ActiveCalls: l.Calls, Participants: l.Participants, Endpoint: l.Endpoint,
-		Draining: l.Draining, PacketsForwarded: l.PacketsForwarded, LossRatio: l.LossRatio, Jitter: l.Jitter, At: l.At,
+		Draining: l.Draining, PacketsForwarded: l.PacketsForwarded, LossRatio: l.LossRatio, Jitter: l.Jitter, RTT: l.RTT, At: l.At,
 	}, nil
 }
 

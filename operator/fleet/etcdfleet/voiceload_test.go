@@ -32,7 +32,7 @@ func TestReadVoiceLoad(t *testing.T) {
 	at := time.Now().Truncate(time.Millisecond)
 	rep := voicefleet.Reporter{Registry: sfu}
 	if err := rep.ReportLoad(ctx, voice.Load{Server: "eu-sfu-abcde", Region: "eu-west", Endpoint: "203.0.113.7:8443",
-		Calls: 3, Participants: 17, PacketsForwarded: 1234.5, LossRatio: 0.25, Jitter: 3 * time.Millisecond, Draining: true, At: at}); err != nil {
+		Calls: 3, Participants: 17, PacketsForwarded: 1234.5, LossRatio: 0.25, Jitter: 3 * time.Millisecond, RTT: 45 * time.Millisecond, Draining: true, At: at}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -47,7 +47,7 @@ func TestReadVoiceLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	if l.ActiveCalls != 3 || l.Participants != 17 || !l.Draining || l.Endpoint != "203.0.113.7:8443" || l.PacketsForwarded != 1234.5 || !l.At.Equal(at) ||
-		l.LossRatio != 0.25 || l.Jitter != 3*time.Millisecond {
+		l.LossRatio != 0.25 || l.Jitter != 3*time.Millisecond || l.RTT != 45*time.Millisecond {
 		t.Fatalf("load = %+v", l)
 	}
 	if _, err := ReadVoiceLoad(ctx, r, "eu-sfu-abcde", DefaultVoiceLoadTTL, at.Add(10*time.Second)); err == nil {

@@ -37,6 +37,13 @@ type Config struct {
 	// ReportThreshold is how many distinct reporters take a comment down
 	// (default 3).
 	ReportThreshold int
+	// CallerTTL is how long a verified token and an author's account are
+	// reused (callers.go): a token reset takes effect within it (default
+	// 5 s; negative: nothing is cached).
+	CallerTTL time.Duration
+	// CallerCacheSize bounds the cached tokens, and the cached accounts
+	// (default 50,000 each).
+	CallerCacheSize int
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 	// Registerer receives the API's metrics (nil: none).
@@ -70,6 +77,7 @@ type API struct {
 	mux    *http.ServeMux
 	m      metrics
 	now    func() time.Time
+	calls  *callerCache
 
 	partsMu sync.Mutex
 	parts   int
@@ -94,10 +102,17 @@ func New(cfg Config, d Deps) (*API, error) {
 	if cfg.ReportThreshold <= 0 {
 		cfg.ReportThreshold = 3
 	}
+	if cfg.CallerTTL == 0 {
+		cfg.CallerTTL = 5 * time.Second
+	}
+	if cfg.CallerCacheSize <= 0 {
+		cfg.CallerCacheSize = 50_000
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	a := &API{cfg: cfg, d: d, log: cfg.Logger.With("component", "live-api"), now: time.Now}
+	a.calls = newCallerCache(cfg.CallerTTL, cfg.CallerCacheSize, func() time.Time { return a.now() })
 	a.dir = filter.NewDirectory(a.log)
 	a.filter = filter.New(a.dir, d.Counters)
 	a.m = newMetrics(cfg.Registerer)
@@ -146,27 +161,84 @@ func (a *API) routes() {
 // user authenticates the request: 0 without a token, errUnauthorized for
 // a bad one.
 func (a *API) user(r *http.Request) (snowflake.ID, error) {
+	c, err := a.caller(r)
+	return c.id, err
+}
+
+// caller is an authenticated request's token.
+type caller struct {
+	token string
+	tokenEntry
+}
+
+// caller verifies the request's token, or finds it verified in the last
+// CallerTTL (callers.go); a zero id without a token.
+func (a *API) caller(r *http.Request) (caller, error) {
 	token := auth.StripPrefix(r.Header.Get("Authorization"))
 	if token == "" {
-		return 0, nil
+		return caller{}, nil
 	}
+	if e, ok := a.calls.token(token); ok {
+		a.m.callerCache.WithLabelValues("token", "hit").Inc()
+		return caller{token, e}, nil
+	}
+	a.m.callerCache.WithLabelValues("token", "miss").Inc()
 	id, err := a.d.Verifier.Verify(r.Context(), token)
 	if errors.Is(err, auth.ErrInvalidToken) {
-		return 0, errUnauthorized
+		return caller{}, errUnauthorized
 	}
 	if err != nil {
-		return 0, errors.Join(errUnavailable, err)
+		return caller{}, errors.Join(errUnavailable, err)
 	}
-	return id, nil
+	e := tokenEntry{id: id}
+	e.gen, e.hasGen = tokenGeneration(token)
+	a.calls.putToken(token, e)
+	return caller{token, e}, nil
+}
+
+// author returns c's account: cached for CallerTTL, else read. A token
+// whose generation is not the account's was revoked (errUnauthorized);
+// a newer one than a cached account's means the account changed since
+// it was read, so it is read again before deciding.
+func (a *API) author(ctx context.Context, c caller) (store.User, error) {
+	u, cached := a.calls.account(c.id)
+	if cached && c.hasGen && c.gen > u.TokenGeneration {
+		cached = false
+	}
+	if cached {
+		a.m.callerCache.WithLabelValues("account", "hit").Inc()
+	} else {
+		a.m.callerCache.WithLabelValues("account", "miss").Inc()
+		var err error
+		if u, err = a.getUser(ctx, c.id); err != nil {
+			if errors.Is(err, errUnknownUser) {
+				a.calls.dropToken(c.token)
+				return store.User{}, errUnauthorized
+			}
+			return store.User{}, err
+		}
+		a.calls.putAccount(u)
+	}
+	if c.hasGen && c.gen != u.TokenGeneration {
+		a.calls.dropToken(c.token)
+		return store.User{}, errUnauthorized
+	}
+	return u, nil
 }
 
 // mustUser authenticates and requires a token.
 func (a *API) mustUser(r *http.Request) (snowflake.ID, error) {
-	id, err := a.user(r)
-	if err == nil && id == 0 {
+	c, err := a.mustCaller(r)
+	return c.id, err
+}
+
+// mustCaller is caller, requiring a token.
+func (a *API) mustCaller(r *http.Request) (caller, error) {
+	c, err := a.caller(r)
+	if err == nil && c.id == 0 {
 		err = errUnauthorized
 	}
-	return id, err
+	return c, err
 }
 
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {

@@ -53,11 +53,12 @@ func (b *postBody) nonce() (string, error) {
 func (a *API) postComment(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	accepted := a.now()
-	me, err := a.mustUser(r)
+	who, err := a.mustCaller(r)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
+	me := who.id
 	s, err := a.stream(ctx, r)
 	if err != nil {
 		a.fail(w, r, err)
@@ -112,7 +113,7 @@ func (a *API) postComment(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	c, err := a.acceptComment(ctx, &s, me, text, vts, accepted)
+	c, err := a.acceptComment(ctx, &s, who, text, vts, accepted)
 	if err != nil {
 		if nonceKey != "" {
 			if rerr := a.d.Nonces.Release(context.WithoutCancel(ctx), nonceKey); rerr != nil {
@@ -168,12 +169,9 @@ func (a *API) replayNonce(w http.ResponseWriter, r *http.Request, key string, pr
 
 // acceptComment runs the sync filter and appends the comment; the offset
 // the log acknowledges is its seq.
-func (a *API) acceptComment(ctx context.Context, s *live.Stream, me snowflake.ID, text string, vts int64, accepted time.Time) (live.Comment, error) {
-	u, err := a.getUser(ctx, me)
+func (a *API) acceptComment(ctx context.Context, s *live.Stream, who caller, text string, vts int64, accepted time.Time) (live.Comment, error) {
+	u, err := a.author(ctx, who)
 	if err != nil {
-		if errors.Is(err, errUnknownUser) {
-			return live.Comment{}, errUnauthorized
-		}
 		return live.Comment{}, err
 	}
 	start := time.Now()

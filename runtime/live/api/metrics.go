@@ -8,6 +8,9 @@ type metrics struct {
 	shadowed  *prometheus.CounterVec
 	retracted prometheus.Counter
 	filter    prometheus.Histogram
+	// callerCache counts lookups of verified tokens and accounts
+	// (callers.go) by kind and result.
+	callerCache *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -22,9 +25,12 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Help: "Retractions appended (author, moderator, report, ban)."}),
 		filter: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_api_filter_seconds",
 			Help: "Time of the sync filter check.", Buckets: prometheus.ExponentialBuckets(0.00005, 2, 14)}),
+		callerCache: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_live_api_caller_cache_total",
+			Help: "Lookups of recently verified tokens (kind token) and authors' accounts (kind account), by result (hit, miss)."},
+			[]string{"kind", "result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.accepted, m.rejected, m.shadowed, m.retracted, m.filter)
+		reg.MustRegister(m.accepted, m.rejected, m.shadowed, m.retracted, m.filter, m.callerCache)
 	}
 	return m
 }

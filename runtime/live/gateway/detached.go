@@ -117,8 +117,9 @@ func (v *viewer) kick() {
 	}
 }
 
-// writeLoop writes the queue to the connection, at most one write per
-// FlushInterval, and returns as soon as the queue is empty; a failed
+// writeLoop writes the queue to the connection, at most one write with
+// events per FlushInterval (the rest of a flush the socket did not take
+// goes at once), and returns as soon as the queue is empty; a failed
 // write cuts the viewer.
 func (v *viewer) writeLoop() {
 	g := v.g
@@ -132,7 +133,11 @@ func (v *viewer) writeLoop() {
 		}
 	}()
 	for {
-		if wait := g.cfg.FlushInterval - time.Since(v.lastFlush); wait > 0 {
+		v.mu.Lock()
+		rest := v.rest
+		v.rest = false
+		v.mu.Unlock()
+		if wait := g.cfg.FlushInterval - time.Since(v.lastFlush); wait > 0 && !rest {
 			if hold == nil {
 				hold = time.NewTimer(wait)
 			} else {
@@ -154,8 +159,8 @@ func (v *viewer) writeLoop() {
 			v.mu.Unlock()
 			return
 		}
-		buf, oldest, queued := v.buf, v.oldest, v.queued
-		v.buf, v.oldest = spare[:0], 0
+		buf, oldest, queued, urgent := v.buf, v.oldest, v.queued, v.urgent
+		v.buf, v.oldest, v.urgent = spare[:0], 0, false
 		v.mu.Unlock()
 		v.conn.SetWriteDeadline(time.Now().Add(g.cfg.WriteTimeout))
 		if _, err := v.conn.Write(buf); err != nil {
@@ -163,7 +168,9 @@ func (v *viewer) writeLoop() {
 			return
 		}
 		now := time.Now()
-		v.lastFlush = now
+		if urgent {
+			v.lastFlush = now
+		}
 		g.m.flushAge.Observe(now.Sub(queued).Seconds())
 		if oldest > 0 {
 			g.m.postToFlush.Observe(float64(now.UnixNano()-oldest) / 1e9)

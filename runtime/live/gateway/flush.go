@@ -21,6 +21,17 @@ import (
 // it like any slow viewer. So a batch to ten thousand viewers costs one
 // encoding, one concatenation and ten thousand write calls spread over the
 // flush workers, with no goroutine, timer or buffer per viewer.
+//
+// The stream's events (comments, retractions, state) are what viewers
+// wait for; viewer counts, pings and reaction counts are bookkeeping that
+// can wait a little. So a flush that carried only bookkeeping does not
+// hold back the next event: a lone comment after a quiet period is
+// written at once even if a viewers event went out just before it
+// (otherwise one comment in twenty, at one viewers event per 5 s, waited
+// up to 250 ms). Bookkeeping frames in turn wait up to lazyHold for an
+// event's flush to ride on (on a busy stream they never cost a write of
+// their own), and a flush of them alone keeps FlushInterval from the
+// flush before. Events still flush at most once per FlushInterval.
 
 // outFrame is one frame of a hub's next flush.
 type outFrame struct {
@@ -29,6 +40,7 @@ type outFrame struct {
 	seq        int64 // the event's id, -1 for frames without one
 	acceptedAt int64 // Unix ns the API accepted the event, 0 unknown
 	restricted bool  // a shadow comment: only onlyAuthor sees it
+	lazy       bool  // bookkeeping (viewers, ping, reactions): may wait for an event's flush
 	onlyAuthor snowflake.ID
 	retract    *live.Retraction // to viewers that were sent rt.Seq
 }
@@ -40,6 +52,13 @@ type outFrame struct {
 func (h *hub) addPendingLocked(f outFrame) {
 	h.gen++
 	f.gen = h.gen
+	if f.lazy {
+		if h.lazySince.IsZero() {
+			h.lazySince = time.Now()
+		}
+	} else {
+		h.urgent = true
+	}
 	h.pending = append(h.pending, f)
 	h.pendingBytes += len(f.frame)
 	if h.pendingBytes > h.g.cfg.MaxPending {
@@ -57,17 +76,46 @@ func (h *hub) addPendingLocked(f outFrame) {
 	h.armLocked()
 }
 
-// armLocked schedules the next flush FlushInterval after the last one
-// (at once when the stream was idle longer than that).
+// lazyHold is the longest a bookkeeping frame waits for an event's flush
+// to ride on (shorter when the gateway's report or ping interval is).
+func (h *hub) lazyHold() time.Duration {
+	c := h.g.cfg
+	return min(maxLazyHold, c.ReportInterval/2, c.PingInterval/2)
+}
+
+// maxLazyHold bounds lazyHold: viewer counts and reactions arrive at most
+// a second late, pings stay within PingInterval (pingLocked queues them
+// that much early).
+const maxLazyHold = time.Second
+
+// flushDueLocked is when the pending frames may be written: with an
+// event among them, FlushInterval after the last flush that carried one
+// (at once after a quiet period, whatever bookkeeping went since); with
+// bookkeeping only, lazyHold after the first of it was queued, and never
+// within FlushInterval of any flush.
+func (h *hub) flushDueLocked() time.Time {
+	if h.urgent {
+		return h.lastUrgent.Add(h.g.cfg.FlushInterval)
+	}
+	due := h.lazySince.Add(h.lazyHold())
+	if any := h.lastFlush.Add(h.g.cfg.FlushInterval); any.After(due) {
+		due = any
+	}
+	return due
+}
+
+// armLocked schedules the next flush at flushDueLocked, or earlier than
+// it was armed for (an event joined bookkeeping that was waiting).
 func (h *hub) armLocked() {
-	if h.armed || h.flushing {
+	if h.flushing || len(h.pending) == 0 {
 		return
 	}
-	h.armed = true
-	wait := h.g.cfg.FlushInterval - time.Since(h.lastFlush)
-	if wait < 0 {
-		wait = 0
+	due := h.flushDueLocked()
+	if h.armed && !due.Before(h.armedFor) {
+		return
 	}
+	h.armed, h.armedFor = true, due
+	wait := max(time.Until(due), 0)
 	if h.flushTimer == nil {
 		h.flushTimer = time.AfterFunc(wait, h.flush)
 	} else {
@@ -100,6 +148,12 @@ const maxFlushWorkers = 128
 // flush writes the pending frames to the hub's viewers.
 func (h *hub) flush() {
 	h.mu.Lock()
+	if h.armed && time.Now().Before(h.armedFor) {
+		// A stale call (the timer fired, then was reset before this ran):
+		// the timer is set for armedFor.
+		h.mu.Unlock()
+		return
+	}
 	h.armed = false
 	if len(h.pending) == 0 {
 		h.mu.Unlock()
@@ -107,8 +161,13 @@ func (h *hub) flush() {
 	}
 	h.flushing = true
 	h.lastFlush = time.Now()
+	urgent := h.urgent
+	if urgent {
+		h.lastUrgent = h.lastFlush
+	}
 	pend := h.pending
 	h.pending, h.pendingBytes = nil, 0
+	h.urgent, h.lazySince = false, time.Time{}
 	var shared []byte
 	var oldest int64
 	for i := range pend {
@@ -126,7 +185,7 @@ func (h *hub) flush() {
 	}
 	h.mu.Unlock()
 
-	h.writeJobs(jobs, oldest)
+	h.writeJobs(jobs, oldest, urgent)
 
 	clear(jobs) // keep no viewer or buffer alive through the reused slice
 	h.mu.Lock()
@@ -138,14 +197,15 @@ func (h *hub) flush() {
 	h.mu.Unlock()
 }
 
-// writeJobs delivers a flush's jobs: inline when they are few, else in
-// chunks of flushChunk on goroutines of their own.
-func (h *hub) writeJobs(jobs []flushJob, oldest int64) {
+// writeJobs delivers a flush's jobs (urgent: they carry an event, not
+// only bookkeeping): inline when they are few, else in chunks of
+// flushChunk on goroutines of their own.
+func (h *hub) writeJobs(jobs []flushJob, oldest int64, urgent bool) {
 	queued := h.lastFlush
 	if len(jobs) <= flushChunk {
 		sw := newSockWriter()
 		for _, j := range jobs {
-			j.v.deliver(j.buf, oldest, queued, h.g, sw)
+			j.v.deliver(j.buf, oldest, queued, urgent, h.g, sw)
 		}
 		return
 	}
@@ -158,7 +218,7 @@ func (h *hub) writeJobs(jobs []flushJob, oldest int64) {
 			defer wg.Done()
 			sw := newSockWriter()
 			for _, j := range part {
-				j.v.deliver(j.buf, oldest, queued, h.g, sw)
+				j.v.deliver(j.buf, oldest, queued, urgent, h.g, sw)
 			}
 		}()
 	}

@@ -57,10 +57,14 @@ type hub struct {
 	// one, encoded once for every viewer.
 	pending      []outFrame
 	pendingBytes int
-	gen          uint64 // generation of the last frame added to pending
-	lastFlush    time.Time
-	armed        bool // flushTimer is set, or a flush is about to run
-	flushing     bool // a flush is writing outside the lock
+	gen          uint64    // generation of the last frame added to pending
+	urgent       bool      // pending holds an event (not only bookkeeping)
+	lazySince    time.Time // when the first pending bookkeeping frame was queued
+	lastFlush    time.Time // the last flush's start
+	lastUrgent   time.Time // the start of the last flush that carried an event
+	armed        bool      // flushTimer is set, or a flush is about to run
+	armedFor     time.Time // when flushTimer fires
+	flushing     bool      // a flush is writing outside the lock
 	flushTimer   *time.Timer
 	jobs         []flushJob // the last flush's list, reused by the next
 }
@@ -407,7 +411,7 @@ func (h *hub) emitReactions(now time.Time) {
 			continue
 		}
 		data, _ := json.Marshal(live.Reactions{Second: sec, Counts: counts})
-		h.addPendingLocked(outFrame{frame: sse.AppendEvent(nil, "reactions", "", data), seq: -1})
+		h.addPendingLocked(outFrame{frame: sse.AppendEvent(nil, "reactions", "", data), seq: -1, lazy: true})
 		if sec > h.rxDone {
 			h.rxDone = sec
 		}
@@ -428,13 +432,15 @@ func (h *hub) pingLocked(now time.Time, within time.Duration) {
 		return
 	}
 	if h.nextPing.IsZero() {
-		h.nextPing = now.Add(h.g.cfg.PingInterval)
+		h.nextPing = now.Add(h.g.cfg.PingInterval - h.lazyHold())
 	}
 	if now.Add(within).Before(h.nextPing) {
 		return
 	}
-	h.nextPing = now.Add(h.g.cfg.PingInterval)
-	h.addPendingLocked(outFrame{frame: pingFrame, seq: -1})
+	// The ping may wait lazyHold for a flush to ride on: queued that much
+	// early, no two are more than PingInterval apart.
+	h.nextPing = now.Add(h.g.cfg.PingInterval - h.lazyHold())
+	h.addPendingLocked(outFrame{frame: pingFrame, seq: -1, lazy: true})
 }
 
 // ping sends ": ping" to the stream's viewers when it falls due before
@@ -471,7 +477,7 @@ func (h *hub) report(ctx context.Context, now time.Time) {
 	f := sse.AppendEvent(nil, "viewers", "", []byte(`{"count":`+strconv.FormatInt(total, 10)+`}`))
 	h.mu.Lock()
 	if len(h.viewers) > 0 {
-		h.addPendingLocked(outFrame{frame: f, seq: -1})
+		h.addPendingLocked(outFrame{frame: f, seq: -1, lazy: true})
 		h.pingLocked(now, h.g.cfg.ReportInterval)
 	}
 	h.mu.Unlock()

@@ -25,6 +25,7 @@ type viewer struct {
 	buf     []byte
 	oldest  int64     // AcceptedAt (Unix ns) of the oldest queued event, 0: none
 	queued  time.Time // when buf went from empty to non-empty
+	urgent  bool      // buf holds an event, not only bookkeeping (flush.go)
 	isCut   bool
 	wake    chan struct{}
 	cut     chan struct{}
@@ -37,7 +38,8 @@ type viewer struct {
 	raw       syscall.RawConn // conn's descriptor, for non-blocking writes (nil: none)
 	g         *Gateway
 	writing   bool
-	lastFlush time.Time
+	lastFlush time.Time // the last write that carried an event
+	rest      bool      // buf starts with the rest of a flush the socket did not take
 }
 
 func newViewer(user snowflake.ID) *viewer {
@@ -54,7 +56,8 @@ func (v *viewer) wasSent(seq int64, author snowflake.ID, shadow bool) bool {
 }
 
 // queue appends an opening frame (no limit check: the opening is bounded
-// by the ring).
+// by the ring). The opening is not one of the stream's flushes: the next
+// flush is not held back by it.
 func (v *viewer) queue(frame []byte, seq int64) {
 	v.mu.Lock()
 	if len(v.buf) == 0 {
@@ -72,8 +75,10 @@ func (v *viewer) queue(frame []byte, seq int64) {
 // viewers: never kept). A detached viewer with nothing queued is written
 // at once without blocking; the rest, or everything for an HTTP/2 viewer
 // or one with a backlog, is queued behind what is already there. A
-// viewer whose queue would pass MaxPending is cut.
-func (v *viewer) deliver(b []byte, oldest int64, queued time.Time, g *Gateway, sw *sockWriter) {
+// viewer whose queue would pass MaxPending is cut. urgent says the flush
+// carries an event (not only bookkeeping): only those space a viewer's
+// writes FlushInterval apart.
+func (v *viewer) deliver(b []byte, oldest int64, queued time.Time, urgent bool, g *Gateway, sw *sockWriter) {
 	v.mu.Lock()
 	if v.isCut {
 		v.mu.Unlock()
@@ -88,7 +93,9 @@ func (v *viewer) deliver(b []byte, oldest int64, queued time.Time, g *Gateway, s
 		}
 		if n == len(b) {
 			now := time.Now()
-			v.lastFlush = now
+			if urgent {
+				v.lastFlush = now
+			}
 			v.mu.Unlock()
 			g.m.flushAge.Observe(now.Sub(queued).Seconds())
 			if oldest > 0 {
@@ -96,9 +103,13 @@ func (v *viewer) deliver(b []byte, oldest int64, queued time.Time, g *Gateway, s
 			}
 			return
 		}
-		// The socket is full: the rest waits for the writer goroutine,
-		// FlushInterval from now.
-		v.lastFlush = time.Now()
+		// The socket is full: the writer goroutine writes the rest as soon
+		// as the socket takes it (it is this flush, not another one), and
+		// what comes after waits FlushInterval from now.
+		if urgent {
+			v.lastFlush = time.Now()
+		}
+		v.rest = true
 		b = b[n:]
 		oldest = 0
 	}
@@ -117,6 +128,7 @@ func (v *viewer) deliver(b []byte, oldest int64, queued time.Time, g *Gateway, s
 		v.oldest = oldest
 	}
 	v.buf = append(v.buf, b...)
+	v.urgent = v.urgent || urgent
 	v.mu.Unlock()
 	v.signal()
 }
@@ -193,13 +205,14 @@ func (v *viewer) cutOff() {
 	})
 }
 
-// take returns the queued bytes and resets the queue.
-func (v *viewer) take(spare []byte) (buf []byte, oldest int64, queued time.Time) {
+// take returns the queued bytes (urgent: they hold an event) and resets
+// the queue.
+func (v *viewer) take(spare []byte) (buf []byte, oldest int64, queued time.Time, urgent bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	buf, oldest, queued = v.buf, v.oldest, v.queued
-	v.buf, v.oldest = spare[:0], 0
-	return buf, oldest, queued
+	buf, oldest, queued, urgent = v.buf, v.oldest, v.queued, v.urgent
+	v.buf, v.oldest, v.urgent = spare[:0], 0, false
+	return buf, oldest, queued, urgent
 }
 
 // serve writes v's frames to w until the client leaves, the viewer is cut
@@ -243,8 +256,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, v *viewer) {
 		case <-v.cut:
 			return
 		case <-v.wake:
-			// At most one flush per FlushInterval: hold the frames until
-			// the interval since the last flush has passed.
+			// At most one flush with events per FlushInterval: hold the
+			// frames until the interval since the last one has passed.
 			if wait := g.cfg.FlushInterval - time.Since(lastFlush); wait > 0 {
 				if hold == nil {
 					hold = time.NewTimer(wait)
@@ -259,7 +272,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, v *viewer) {
 					return
 				}
 			}
-			buf, oldest, queued := v.take(spare)
+			buf, oldest, queued, urgent := v.take(spare)
 			if len(buf) == 0 {
 				// take handed spare to the queue: this one is the spare now
 				// (keeping the old one would let the queue and the next
@@ -271,7 +284,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, v *viewer) {
 				return
 			}
 			now := time.Now()
-			lastFlush = now
+			if urgent {
+				lastFlush = now
+			}
 			g.m.flushAge.Observe(now.Sub(queued).Seconds())
 			if oldest > 0 {
 				g.m.postToFlush.Observe(float64(now.UnixNano()-oldest) / 1e9)

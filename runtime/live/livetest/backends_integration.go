@@ -35,7 +35,7 @@ func env(t testing.TB, names ...string) string {
 
 // RealBackends connects to Kafka (CONCORD_KAFKA), Redis (CONCORD_REDIS or
 // CONCORD_TEST_REDIS) and Cassandra (CONCORD_CASSANDRA, a fresh keyspace
-// dropped afterwards), with an embedded etcd server as the board, all
+// dropped afterwards, holding the comments and the accounts), with an embedded etcd server as the board, all
 // under names unique to this run. Every client is its own, as separate
 // processes would have.
 func RealBackends(t testing.TB) Backends {
@@ -94,6 +94,6 @@ func RealBackends(t testing.TB) Backends {
 		reg.Close()
 		stop()
 	})
-	return Backends{Log: kl, Cache: cache, Store: store, Relay: rl, Board: reg, Counters: ctr, Topics: live.TopicsFor(run + "."),
+	return Backends{Log: kl, Cache: cache, Store: store, Relay: rl, Board: reg, Counters: ctr, Users: cs, Topics: live.TopicsFor(run + "."),
 		RedisPrefix: run + ":"}
 }

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/counters/mem"
 	"github.com/concord-chat/concord/runtime/eventlog"
@@ -59,6 +61,9 @@ type Backends struct {
 	Relay    live.Relay
 	Board    live.Board
 	Counters live.Counters
+	// Users are the accounts the issuer and the API read (nil: a Pebble
+	// user store of the run's own).
+	Users store.Users
 	// Topics, when set, isolates a run on shared servers.
 	Topics live.Topics
 	// RedisPrefix is the key and channel prefix of the Redis adapters,
@@ -71,6 +76,13 @@ type Options struct {
 	Gateway gateway.Config
 	// NoRouter leaves the router out (the fault tests run their own).
 	NoRouter bool
+	// API is the API's configuration; Start sets its Topics, Logger and
+	// Registerer.
+	API api.Config
+	// Registerer, when set, receives the API's, the router's and the
+	// first gateway's metrics (the benchmarks read the per-hop
+	// histograms from it).
+	Registerer prometheus.Registerer
 }
 
 // Env is a running set of roles.
@@ -81,8 +93,9 @@ type Env struct {
 	Gateway  *gateway.Gateway
 	URL      string // the API's base URL (it also serves /live)
 	Issuer   *auth.Issuer
-	Users    *userstore.Store
+	Users    store.Users
 	ctx      context.Context
+	reg      prometheus.Registerer // the first router's metrics, then nil
 	nextUser atomic.Int64
 	ids      *snowflake.Generator
 
@@ -175,11 +188,15 @@ func Start(t testing.TB, b Backends, o Options) *Env {
 	if b.Topics.Comments == "" {
 		b.Topics = live.TopicsFor(fmt.Sprintf("t%d.", time.Now().UnixNano()))
 	}
-	users, err := userstore.New(userstore.Config{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
+	users := b.Users
+	if users == nil {
+		us, err := userstore.New(userstore.Config{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { us.Close() })
+		users = us
 	}
-	t.Cleanup(func() { users.Close() })
 	iss, err := auth.New(auth.Config{Key: bytes.Repeat([]byte("k"), 32)}, users)
 	if err != nil {
 		t.Fatal(err)
@@ -188,13 +205,18 @@ func Start(t testing.TB, b Backends, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{T: t, B: b, Issuer: iss, Users: users, ctx: ctx, ids: ids}
+	e := &Env{T: t, B: b, Issuer: iss, Users: users, ctx: ctx, ids: ids, reg: o.Registerer}
 	log := slog.New(slog.DiscardHandler)
 	gcfg := o.Gateway
 	gcfg.Logger = log
+	if gcfg.Registerer == nil {
+		gcfg.Registerer = o.Registerer
+	}
 	e.Gateway = newGateway(t, b, iss, gcfg)
 	e.spawn(ctx, e.Gateway.Run)
-	e.API, err = api.New(api.Config{Topics: b.Topics, Logger: log}, api.Deps{
+	acfg := o.API
+	acfg.Topics, acfg.Logger, acfg.Registerer = b.Topics, log, o.Registerer
+	e.API, err = api.New(acfg, api.Deps{
 		Verifier: iss, Users: users, IDs: ids, Log: b.Log, Store: b.Store, Recent: b.Cache, Nonces: b.Cache,
 		Counters: b.Counters, Board: b.Board, Live: e.Gateway,
 	})
@@ -226,7 +248,9 @@ func Start(t testing.TB, b Backends, o Options) *Env {
 // StartRouter runs one more router member of the run's group until ctx
 // ends.
 func (e *Env) StartRouter(ctx context.Context) {
-	r, err := router.New(RouterConfig(e.B.Topics), router.Deps{Log: e.B.Log, Recent: e.B.Cache, Relay: e.B.Relay})
+	cfg := RouterConfig(e.B.Topics)
+	cfg.Registerer, e.reg = e.reg, nil
+	r, err := router.New(cfg, router.Deps{Log: e.B.Log, Recent: e.B.Cache, Relay: e.B.Relay})
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -263,7 +287,8 @@ func (e *Env) NewUser() User {
 		return e.Remote.NewUser(e.T)
 	}
 	id, _ := e.ids.Next()
-	name := fmt.Sprintf("user%d", e.nextUser.Add(1))
+	// Unique across envs: envs of one run may share the account store.
+	name := fmt.Sprintf("user%d_%d", e.nextUser.Add(1), id)
 	u := store.User{ID: id, Username: name, CreatedAt: time.Now().Add(-time.Hour)}
 	if err := e.Users.CreateUser(context.Background(), u); err != nil {
 		e.T.Fatal(err)

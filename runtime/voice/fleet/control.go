@@ -203,4 +203,5 @@ func (r *Registry) setNodes(nodes []registry.Node) {
 	r.mu.Lock()
 	r.nodes = m
 	r.mu.Unlock()
+	r.seenOnce.Do(func() { close(r.seen) })
 }

@@ -18,21 +18,28 @@ import (
 // ErrNoServer means no healthy voice server is known.
 var ErrNoServer = errors.New("fleet: no healthy voice server")
 
-// MaxLoss is the packet loss over a report period above which a server
-// takes no new calls: its network is in trouble.
-const MaxLoss = 0.2
-
 // pick returns the least-loaded healthy load of region (any region when
 // none there), ties broken by server id so placement is deterministic.
-func pick(loads []voice.Load, region string) (voice.Load, error) {
-	ok := loads[:0:0]
+// Servers whose recent quality is poor are passed over while any other
+// takes calls (quality.go).
+func pick(loads []voice.Load, region string, poor func(server string) bool) (voice.Load, error) {
+	live := loads[:0:0]
 	for _, l := range loads {
-		if !l.Draining && l.LossRatio <= MaxLoss {
+		if !l.Draining {
+			live = append(live, l)
+		}
+	}
+	if len(live) == 0 {
+		return voice.Load{}, ErrNoServer
+	}
+	ok := live[:0:0]
+	for _, l := range live {
+		if poor == nil || !poor(l.Server) {
 			ok = append(ok, l)
 		}
 	}
 	if len(ok) == 0 {
-		return voice.Load{}, ErrNoServer
+		ok = live
 	}
 	in := ok[:0:0]
 	for _, l := range ok {

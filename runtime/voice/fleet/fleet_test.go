@@ -22,13 +22,18 @@ func TestPickLeastLoadedHealthyInRegion(t *testing.T) {
 		{Server: "d", Region: "eu", Participants: 0, LossRatio: 0.5},
 		{Server: "e", Region: "us", Participants: 0},
 	}
+	q := newQualities()
+	for _, l := range loads {
+		l.At, l.PacketsIn = time.Unix(1, 0), 50
+		q.observe(l)
+	}
 	for region, want := range map[string]string{"eu": "b", "us": "e", "": "e", "ap": "e"} {
-		got, err := pick(loads, region)
+		got, err := pick(loads, region, q.poor)
 		if err != nil || got.Server != want {
 			t.Errorf("pick(%q) = %s, %v; want %s", region, got.Server, err, want)
 		}
 	}
-	if _, err := pick([]voice.Load{{Server: "x", Draining: true}}, ""); !errors.Is(err, ErrNoServer) {
+	if _, err := pick([]voice.Load{{Server: "x", Draining: true}}, "", nil); !errors.Is(err, ErrNoServer) {
 		t.Fatalf("only a draining server: %v, want ErrNoServer", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 type Local struct {
 	mu      sync.Mutex
 	servers map[string]*voice.Server
+	quality *qualities
 }
 
 var (
@@ -23,7 +24,7 @@ var (
 )
 
 // NewLocal returns an empty fleet.
-func NewLocal() *Local { return &Local{servers: map[string]*voice.Server{}} }
+func NewLocal() *Local { return &Local{servers: map[string]*voice.Server{}, quality: newQualities()} }
 
 // Add puts s in the fleet; Remove takes it out (the server stopped).
 func (l *Local) Add(s *voice.Server) {
@@ -45,6 +46,9 @@ func (l *Local) loads() []voice.Load {
 	out := make([]voice.Load, 0, len(l.servers))
 	for _, s := range l.servers {
 		out = append(out, s.Load())
+		if r, ok := s.LastReport(); ok {
+			l.quality.observe(r)
+		}
 	}
 	return out
 }
@@ -57,7 +61,7 @@ func (l *Local) get(id string) *voice.Server {
 
 // Pick implements guild.VoiceAllocator.
 func (l *Local) Pick(_ context.Context, region string) (guild.VoiceServer, error) {
-	ld, err := pick(l.loads(), region)
+	ld, err := pick(l.loads(), region, l.quality.poor)
 	if err != nil {
 		return guild.VoiceServer{}, err
 	}

@@ -80,6 +80,12 @@ type Registry struct {
 	// key signs commands; queues hold them per server (control.go).
 	key    ed25519.PrivateKey
 	queues map[string]*commandQueue
+	// quality is the servers' recent quality (quality.go).
+	quality *qualities
+	// loaded closes after the first Refresh, seen after the first
+	// snapshot of the voice nodes: a roster asked for before waits.
+	loaded, seen         chan struct{}
+	loadedOnce, seenOnce sync.Once
 }
 
 var (
@@ -109,7 +115,8 @@ func NewRegistry(reg registry.Registry, cfg RegistryConfig) *Registry {
 		cfg.Client = &http.Client{Timeout: 2 * time.Second}
 	}
 	return &Registry{reg: reg, cfg: cfg, loads: map[string]voice.Load{}, dead: map[string]time.Time{}, probing: map[string]bool{},
-		nodes: map[string]string{}, queues: map[string]*commandQueue{}}
+		nodes: map[string]string{}, queues: map[string]*commandQueue{}, quality: newQualities(),
+		loaded: make(chan struct{}), seen: make(chan struct{})}
 }
 
 // Refresh reads the reports once.
@@ -126,10 +133,13 @@ func (r *Registry) Refresh(ctx context.Context) error {
 			continue
 		}
 		loads[l.Server] = l
+		r.quality.observe(l)
 	}
+	r.quality.forget(loads)
 	r.mu.Lock()
 	r.loads = loads
 	r.mu.Unlock()
+	r.loadedOnce.Do(func() { close(r.loaded) })
 	return nil
 }
 
@@ -205,7 +215,7 @@ func (r *Registry) Suspect(id string) {
 
 // Pick implements guild.VoiceAllocator.
 func (r *Registry) Pick(_ context.Context, region string) (guild.VoiceServer, error) {
-	l, err := pick(r.live(), region)
+	l, err := pick(r.live(), region, r.quality.poor)
 	if err != nil {
 		return guild.VoiceServer{}, err
 	}

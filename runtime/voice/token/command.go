@@ -27,6 +27,13 @@ const (
 	OpDisconnect = "disconnect"
 	// OpState sets the user's server mute and deafen.
 	OpState = "state"
+	// OpSelf records the user's self mute and deafen (op 4's self_mute,
+	// self_deaf): the SFU keeps them so that a guild rebuilding its voice
+	// states from the fleet (OpRoster) gets them back.
+	OpSelf = "self"
+	// OpRoster asks for the participants of the guild's calls on the
+	// server; ChannelID and UserID are zero.
+	OpRoster = "roster"
 )
 
 // Command is a signed instruction to one SFU.
@@ -39,6 +46,9 @@ type Command struct {
 	UserID    snowflake.ID `json:"uid"`
 	Mute      bool         `json:"m,omitempty"`
 	Deaf      bool         `json:"d,omitempty"`
+	// SelfMute and SelfDeaf are OpSelf's.
+	SelfMute bool `json:"sm,omitempty"`
+	SelfDeaf bool `json:"sd,omitempty"`
 	// Issued is when the guild decided (Unix milliseconds): an SFU keeps
 	// the latest state per user, so a command overtaken by a newer one
 	// changes nothing.
@@ -81,7 +91,16 @@ func (v Verifier) VerifyCommand(cmd string, now time.Time) (Command, error) {
 	if err := v.open(cmd, commandPrefix, "command", &c); err != nil {
 		return Command{}, err
 	}
-	if c.Server == "" || c.GuildID == 0 || c.ChannelID == 0 || c.UserID == 0 || c.Nonce == "" || (c.Op != OpDisconnect && c.Op != OpState) {
+	switch {
+	case c.Server == "" || c.GuildID == 0 || c.Nonce == "":
+		return Command{}, fmt.Errorf("%w: command incomplete", ErrMalformed)
+	case c.Op == OpRoster:
+		if c.ChannelID != 0 || c.UserID != 0 {
+			return Command{}, fmt.Errorf("%w: a roster request names no channel or user", ErrMalformed)
+		}
+	case c.Op != OpDisconnect && c.Op != OpState && c.Op != OpSelf:
+		return Command{}, fmt.Errorf("%w: unknown command %q", ErrMalformed, c.Op)
+	case c.ChannelID == 0 || c.UserID == 0:
 		return Command{}, fmt.Errorf("%w: command incomplete", ErrMalformed)
 	}
 	if !now.Before(c.ExpiresAt()) {

@@ -55,6 +55,37 @@ func TestCommandSignVerify(t *testing.T) {
 	}
 }
 
+// TestRosterAndSelfCommands: a roster request names a guild and nothing
+// else; a self-state command names its user; unknown ops are refused.
+func TestRosterAndSelfCommands(t *testing.T) {
+	key, _ := GenerateKey()
+	v := Verifier{Keys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}}
+	now := time.Now()
+	for _, tc := range []struct {
+		c  Command
+		ok bool
+	}{
+		{Command{Server: "s", Op: OpRoster, GuildID: 1}, true},
+		{Command{Server: "s", Op: OpRoster, GuildID: 1, UserID: 3}, false},
+		{Command{Server: "s", Op: OpRoster}, false},
+		{Command{Server: "s", Op: OpSelf, GuildID: 1, ChannelID: 2, UserID: 3, SelfMute: true}, true},
+		{Command{Server: "s", Op: OpSelf, GuildID: 1, ChannelID: 2}, false},
+		{Command{Server: "s", Op: "list-everything", GuildID: 1, ChannelID: 2, UserID: 3}, false},
+	} {
+		raw, err := SignCommand(key, tc.c, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := v.VerifyCommand(raw, now)
+		if (err == nil) != tc.ok {
+			t.Errorf("%+v: err %v, want ok %v", tc.c, err, tc.ok)
+		}
+		if err == nil && got.SelfMute != tc.c.SelfMute {
+			t.Errorf("%+v: self mute lost: %+v", tc.c, got)
+		}
+	}
+}
+
 func FuzzVerifyCommand(f *testing.F) {
 	key, _ := GenerateKey()
 	v := Verifier{Keys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}}
@@ -64,7 +95,7 @@ func FuzzVerifyCommand(f *testing.F) {
 	f.Add("cc1..")
 	f.Fuzz(func(t *testing.T, s string) {
 		c, err := v.VerifyCommand(s, now)
-		if err == nil && (c.Server == "" || c.UserID == 0) {
+		if err == nil && (c.Server == "" || c.GuildID == 0 || (c.Op != OpRoster && c.UserID == 0)) {
 			t.Fatalf("incomplete command verified: %+v", c)
 		}
 	})

@@ -62,6 +62,10 @@ type Claims struct {
 	// user who joins (or follows a failover) is never heard.
 	Mute bool `json:"m,omitempty"`
 	Deaf bool `json:"d,omitempty"`
+	// SelfMute and SelfDeaf are the user's own mute and deafen (op 4) when
+	// the token was signed; the SFU keeps them for the guild's roster.
+	SelfMute bool `json:"sm,omitempty"`
+	SelfDeaf bool `json:"sd,omitempty"`
 }
 
 // ExpiresAt returns Expires as a time.

@@ -1,0 +1,113 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
+)
+
+// memUsers is a map of accounts for the issuer.
+type memUsers map[snowflake.ID]store.User
+
+func (m memUsers) CreateUser(_ context.Context, u store.User) error { m[u.ID] = u; return nil }
+func (m memUsers) PutUser(_ context.Context, u store.User) error    { m[u.ID] = u; return nil }
+func (m memUsers) GetUser(_ context.Context, id snowflake.ID) (store.User, error) {
+	u, ok := m[id]
+	if !ok {
+		return store.User{}, store.ErrNotFound
+	}
+	return u, nil
+}
+func (m memUsers) GetUserByName(context.Context, string) (store.User, error) {
+	return store.User{}, store.ErrNotFound
+}
+
+// The generation read from a token is the one the issuer minted it with
+// (so a change of the token format fails here, not in production).
+func TestTokenGenerationOfMintedTokens(t *testing.T) {
+	users := memUsers{}
+	iss, err := auth.New(auth.Config{Key: bytes.Repeat([]byte("k"), 32)}, users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gen := range []uint32{0, 1, 7, 1 << 20, ^uint32(0)} {
+		u := store.User{ID: snowflake.ID(1000 + gen%97), Username: "u", TokenGeneration: gen}
+		users[u.ID] = u
+		tok := iss.Mint(u)
+		got, ok := tokenGeneration(tok)
+		if !ok || got != gen {
+			t.Fatalf("tokenGeneration(%q) = %d, %v; want %d", tok, got, ok, gen)
+		}
+	}
+	for _, bad := range []string{"", ".", "..", "a.b", "a..b", "a.bbbb.c", "a.AAAAAAAAAAAAAAAA", "a.AAAAAAAAAAAAAAAAAA.c",
+		"a.AAAAAAAAAAAAAAA!.c", "a.AAAAAAAAAAAAAAAA=.c"} {
+		if g, ok := tokenGeneration(bad); ok {
+			t.Errorf("tokenGeneration(%q) = %d, true; want false", bad, g)
+		}
+	}
+}
+
+// FuzzTokenGeneration: any header text is refused or read without a
+// panic, and what is read is the first four bytes of the middle part.
+func FuzzTokenGeneration(f *testing.F) {
+	f.Add("MTIz.AAAAAQAAAABnZ2dn.c2ln")
+	f.Add("a.b.c")
+	f.Add("..")
+	f.Add("x.AAAAAAAAAAAAAAAA.AAAAAAAAAAAAAAAA.y")
+	f.Fuzz(func(t *testing.T, s string) {
+		gen, ok := tokenGeneration(s)
+		if !ok {
+			return
+		}
+		first, last := strings.IndexByte(s, '.'), strings.LastIndexByte(s, '.')
+		b, err := base64.RawURLEncoding.DecodeString(s[first+1 : last])
+		if err != nil || len(b) != 12 || binary.BigEndian.Uint32(b) != gen {
+			t.Fatalf("tokenGeneration(%q) = %d from %x (%v)", s, gen, b, err)
+		}
+	})
+}
+
+// The caches expire after the TTL, keep no password hash, and stay
+// within their bound however many callers pass through.
+func TestCallerCacheBoundsAndExpiry(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := newCallerCache(5*time.Second, 64, func() time.Time { return now })
+	c.putToken("tok", tokenEntry{id: 1, gen: 2, hasGen: true})
+	c.putAccount(store.User{ID: 1, Username: "a", PasswordHash: "secret"})
+	if e, ok := c.token("tok"); !ok || e.id != 1 || e.gen != 2 {
+		t.Fatalf("token = %+v, %v", e, ok)
+	}
+	if u, ok := c.account(1); !ok || u.PasswordHash != "" || u.Username != "a" {
+		t.Fatalf("account = %+v, %v", u, ok)
+	}
+	now = now.Add(5 * time.Second)
+	if _, ok := c.token("tok"); ok {
+		t.Fatal("token still cached after the TTL")
+	}
+	if _, ok := c.account(1); ok {
+		t.Fatal("account still cached after the TTL")
+	}
+	for i := range 1000 {
+		c.putToken(strings.Repeat("t", i+1), tokenEntry{id: snowflake.ID(i)})
+		c.putAccount(store.User{ID: snowflake.ID(i)})
+		if len(c.tokens) > 64 || len(c.accounts) > 64 {
+			t.Fatalf("after %d inserts: %d tokens, %d accounts (bound 64)", i+1, len(c.tokens), len(c.accounts))
+		}
+	}
+	if _, ok := c.token(strings.Repeat("t", 1000)); !ok {
+		t.Fatal("the newest token was evicted")
+	}
+	off := newCallerCache(-1, 64, time.Now)
+	off.putToken("tok", tokenEntry{id: 1})
+	if _, ok := off.token("tok"); ok {
+		t.Fatal("a negative TTL caches")
+	}
+}

@@ -44,13 +44,13 @@
 //   - relay: the fan-out tier of big guilds (runtime/relayrole; the
 //     guild side's relay router is relay.go).
 //
-// The data, guild, readstate, presence, relay and api roles, and the
-// roles of package roles' Table (voice, live comments), are role.Role
+// The data, guild, readstate, presence, relay, api and gateway roles, and
+// the roles of package roles' Table (voice, live comments), are role.Role
 // values built by the same Build in `concord dev`; the node builds them
 // into its lifecycle group with its registry, gRPC services and seams
-// (role.Seams). The gateway role is still wired here, in one block, and
-// in runtime/platform for `concord dev`; see docs/architecture.md ("One wiring") for what is
-// shared and what is not yet.
+// (role.Seams), the gateway role in a second pass once the seams it
+// consumes are provided (gatewayrole.go); see docs/architecture.md ("One
+// wiring") for what is shared and what is not yet.
 //
 // Every process of a cluster shares the store (Cassandra), the registry
 // (etcd) and the token-signing key.

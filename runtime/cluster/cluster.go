@@ -192,7 +192,6 @@ type Node struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *prometheus.Registry
-	m       *metrics
 	ready   atomic.Bool
 
 	reg      registry.Registry
@@ -262,9 +261,6 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n := &Node{cfg: cfg, log: log, metrics: prometheus.NewRegistry(), stopReg: func() {}}
 	// Go and process collectors, and the transport's metrics, live in
 	// the default registry; /metrics serves both.
-	if n.m, err = newMetrics(n.metrics); err != nil {
-		return nil, fmt.Errorf("cluster: metrics: %w", err)
-	}
 	if err := registerPodMetrics(n.metrics, cfg); err != nil {
 		return nil, err
 	}

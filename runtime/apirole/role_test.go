@@ -19,7 +19,7 @@ import (
 	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/registry"
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
+	"github.com/concord-chat/concord/runtime/registry/etcd/etcdtest"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
@@ -158,19 +158,7 @@ func TestDevBuildsAPIRole(t *testing.T) {
 // embeddedRegistry starts an etcd for a serve-mode build.
 func embeddedRegistry(t *testing.T) registry.Registry {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	stop, ep, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{ep}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
-	return reg
+	return etcdtest.Registry(t)
 }
 
 // registerGuildNode registers the node serving h as the ring's only

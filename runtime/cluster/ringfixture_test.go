@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/registry"
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
+	"github.com/concord-chat/concord/runtime/registry/etcd/etcdtest"
 )
 
 // ringFixture is a registry (embedded etcd) and a LocalRing over its
@@ -21,16 +21,7 @@ func newRingFixture(t *testing.T) *ringFixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	stop, ep, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{ep}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
+	reg := etcdtest.Registry(t)
 	ring, err := registry.NewLocalRing(ctx, reg, registry.RoleGuild, registry.LocalRingConfig{})
 	if err != nil {
 		t.Fatal(err)

@@ -79,27 +79,10 @@ func (s *Server) SetSelfVoiceState(guild, channel, user snowflake.ID, selfMute, 
 // setSelfState is setVoiceState for the self flags: the latest decision
 // wins, and one recorded before the user joins applies to the join.
 func (s *Server) setSelfState(guild, channel, user snowflake.ID, selfMute, selfDeaf bool, issued time.Time) (applied, stale bool) {
-	s.mu.Lock()
-	k := modKey{guild, user}
-	if m, ok := s.selfs[k]; ok && m.at.After(issued) {
-		s.mu.Unlock()
-		return false, true
-	}
-	s.selfs[k] = voiceMod{mute: selfMute, deaf: selfDeaf, at: issued}
-	c := s.calls[callKey{guild, channel}]
-	s.mu.Unlock()
-	if c == nil {
-		return false, false
-	}
-	found := false
-	for _, p := range c.snapshot() {
-		if p.userID == user {
-			p.selfMute.Store(selfMute)
-			p.selfDeaf.Store(selfDeaf)
-			found = true
-		}
-	}
-	return found, false
+	return s.recordMod(s.selfs, guild, channel, user, voiceMod{mute: selfMute, deaf: selfDeaf, at: issued}, func(p *participant) {
+		p.selfMute.Store(selfMute)
+		p.selfDeaf.Store(selfDeaf)
+	})
 }
 
 // joinSelfState is the self mute and deafen a joining user starts with:

@@ -202,13 +202,24 @@ func (s *Server) SetServerVoiceState(guild, channel, user snowflake.ID, mute, de
 // setVoiceState records the state decided at issued and applies it to the
 // user in the call, unless a later decision was recorded already (stale).
 func (s *Server) setVoiceState(guild, channel, user snowflake.ID, mute, deaf bool, issued time.Time) (applied, stale bool) {
+	return s.recordMod(s.mods, guild, channel, user, voiceMod{mute: mute, deaf: deaf, at: issued}, func(p *participant) {
+		p.mute.Store(mute)
+		p.deaf.Store(deaf)
+	})
+}
+
+// recordMod records m, a mute and deafen decision, in table (the server's
+// or the users' own, both under s.mu) and applies it with set to the user
+// in the call, unless a later decision was recorded already (stale). One
+// recorded before the user joins applies to the join.
+func (s *Server) recordMod(table map[modKey]voiceMod, guild, channel, user snowflake.ID, m voiceMod, set func(*participant)) (applied, stale bool) {
 	s.mu.Lock()
 	k := modKey{guild, user}
-	if m, ok := s.mods[k]; ok && m.at.After(issued) {
+	if prev, ok := table[k]; ok && prev.at.After(m.at) {
 		s.mu.Unlock()
 		return false, true
 	}
-	s.mods[k] = voiceMod{mute: mute, deaf: deaf, at: issued}
+	table[k] = m
 	c := s.calls[callKey{guild, channel}]
 	s.mu.Unlock()
 	if c == nil {
@@ -217,8 +228,7 @@ func (s *Server) setVoiceState(guild, channel, user snowflake.ID, mute, deaf boo
 	found := false
 	for _, p := range c.snapshot() {
 		if p.userID == user {
-			p.mute.Store(mute)
-			p.deaf.Store(deaf)
+			set(p)
 			found = true
 		}
 	}

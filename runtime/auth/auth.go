@@ -164,6 +164,23 @@ func (i *Issuer) Verify(ctx context.Context, token string) (snowflake.ID, error)
 	return id, nil
 }
 
+// TokenGeneration reads the token generation a token carries (the first
+// four bytes, big-endian, of its middle part), without checking its MAC:
+// for a caller that keeps a token it verified and compares the generation
+// with the account's. ok is false when token is not shaped like one.
+func TokenGeneration(token string) (gen uint32, ok bool) {
+	first := strings.IndexByte(token, '.')
+	last := strings.LastIndexByte(token, '.')
+	if first < 0 || last <= first {
+		return 0, false
+	}
+	meta, err := decode(token[first+1 : last])
+	if err != nil || len(meta) != 12 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(meta[:4]), true
+}
+
 // generation returns a user's current token generation: the kept one while
 // it is fresh and not older than the token's (tokenGen), else the store's.
 func (i *Issuer) generation(ctx context.Context, id snowflake.ID, tokenGen uint32) (uint32, error) {

@@ -191,7 +191,7 @@ func (a *API) caller(r *http.Request) (caller, error) {
 		return caller{}, errors.Join(errUnavailable, err)
 	}
 	e := tokenEntry{id: id}
-	e.gen, e.hasGen = tokenGeneration(token)
+	e.gen, e.hasGen = auth.TokenGeneration(token)
 	a.calls.putToken(token, e)
 	return caller{token, e}, nil
 }

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"encoding/base64"
-	"encoding/binary"
 	"strings"
 	"sync"
 	"time"
@@ -145,27 +143,3 @@ func bound[K comparable, V any](m map[K]V, max int, expired func(V) bool) {
 	}
 }
 
-var tokenEncoding = base64.RawURLEncoding
-
-// tokenGeneration reads the token generation a Concord token carries:
-// the token is base64url(user id) "." base64url(generation ‖ issued-at,
-// 12 bytes) "." base64url(signature), and the generation is the first
-// four bytes, big-endian. ok is false for anything else. It is read only
-// from tokens the issuer has verified; the issuer checks the signature.
-func tokenGeneration(token string) (gen uint32, ok bool) {
-	first := strings.IndexByte(token, '.')
-	last := strings.LastIndexByte(token, '.')
-	if first < 0 || last <= first {
-		return 0, false
-	}
-	meta := token[first+1 : last]
-	if tokenEncoding.DecodedLen(len(meta)) != 12 {
-		return 0, false
-	}
-	var b [12]byte
-	n, err := tokenEncoding.Decode(b[:], []byte(meta))
-	if err != nil || n != 12 {
-		return 0, false
-	}
-	return binary.BigEndian.Uint32(b[:4]), true
-}

@@ -37,6 +37,8 @@ type metrics struct {
 	jitter           prometheus.Histogram
 	lossRatio        prometheus.Gauge
 	forwardRate      prometheus.Gauge
+	forwardPerCPU    prometheus.Gauge
+	kernelUDP        *udpCollector
 	calls            prometheus.Gauge
 	participants     prometheus.Gauge
 	sessions         prometheus.Gauge
@@ -71,8 +73,11 @@ func newMetrics(reg prometheus.Registerer, server string) (*metrics, error) {
 		jitter: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_voice_rtp_jitter_seconds",
 			Help: "Interarrival jitter of speakers' streams (RFC 3550), the mean of each call's streams sampled every load period.", ConstLabels: l,
 			Buckets: []float64{.001, .002, .005, .01, .02, .04, .08, .16}}),
-		lossRatio:    g("concord_voice_rtp_loss_ratio", "Share of speakers' packets lost over the last load period."),
-		forwardRate:  g("concord_voice_packets_forwarded_per_second", "Packets forwarded per second over the last load period."),
+		lossRatio:   g("concord_voice_rtp_loss_ratio", "Share of speakers' packets lost over the last load period."),
+		forwardRate: g("concord_voice_packets_forwarded_per_second", "Packets forwarded per second over the last load period."),
+		forwardPerCPU: g("concord_voice_packets_forwarded_per_cpu_second",
+			"Packets forwarded per second of the process's CPU time over the last load period: packets per core when busy."),
+		kernelUDP:    newUDPCollector(server, snmpPath),
 		calls:        g("concord_voice_calls", "Calls hosted."),
 		participants: g("concord_voice_participants", "Participants in calls."),
 		sessions:     g("concord_voice_gateway_sessions", "Voice gateway sessions held, attached or waiting for a resume."),
@@ -98,7 +103,7 @@ func newMetrics(reg prometheus.Registerer, server string) (*metrics, error) {
 		return m, nil
 	}
 	for _, col := range []prometheus.Collector{m.packetsIn, m.packetsForwarded, m.bytesForwarded, m.keepalives, m.discoveries,
-		m.droppedVec, m.sendErrors, m.lost, m.jitter, m.lossRatio, m.forwardRate, m.calls, m.participants, m.sessions,
+		m.droppedVec, m.sendErrors, m.lost, m.jitter, m.lossRatio, m.forwardRate, m.forwardPerCPU, m.kernelUDP, m.calls, m.participants, m.sessions,
 		m.closes, m.tokensRejected, m.commands, m.turnMinted, m.resumes, m.nacks, m.plis, m.rtt} {
 		if err := reg.Register(col); err != nil {
 			return nil, fmt.Errorf("voice: register metrics: %w", err)

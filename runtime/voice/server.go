@@ -249,10 +249,12 @@ func (s *Server) Load() Load {
 	return s.load(s.cfg.Now(), 0, s.counters(), s.counters())
 }
 
-type counterSnap struct{ in, fwd float64 }
+// counterSnap is the server's packet counters and the process's CPU
+// seconds at one instant.
+type counterSnap struct{ in, fwd, cpu float64 }
 
 func (s *Server) counters() counterSnap {
-	return counterSnap{in: counterValue(s.m.packetsIn), fwd: counterValue(s.m.packetsForwarded)}
+	return counterSnap{in: counterValue(s.m.packetsIn), fwd: counterValue(s.m.packetsForwarded), cpu: processCPUSeconds()}
 }
 
 func (s *Server) load(now time.Time, period time.Duration, prev, cur counterSnap) Load {
@@ -300,6 +302,11 @@ func (s *Server) load(now time.Time, period time.Duration, prev, cur counterSnap
 		l.PacketsIn = (cur.in - prev.in) / period.Seconds()
 		l.PacketsForwarded = (cur.fwd - prev.fwd) / period.Seconds()
 		s.m.forwardRate.Set(l.PacketsForwarded)
+		if cpu := cur.cpu - prev.cpu; cpu > 0 {
+			// The process's CPU: the SFU's alone in its own pod, every
+			// role's in `concord dev`.
+			s.m.forwardPerCPU.Set((cur.fwd - prev.fwd) / cpu)
+		}
 		s.m.lossRatio.Set(l.LossRatio)
 	}
 	s.m.calls.Set(float64(l.Calls))

@@ -17,6 +17,19 @@ import (
 	"github.com/concord-chat/concord/operator/fleet"
 )
 
+// updateRegion changes vr's spec with change on the latest copy, again
+// when the operator's status write got in between (409 Conflict).
+func updateRegion(g *WithT, vr *concordv1.VoiceRegion, change func(*concordv1.VoiceRegion)) {
+	ctx := context.Background()
+	g.Eventually(func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(vr), vr); err != nil {
+			return err
+		}
+		change(vr)
+		return k8s.Update(ctx, vr)
+	}, specWait, poll).Should(Succeed())
+}
+
 // newNode creates a node with the given addresses (and removes it at
 // cleanup, waiting until the operator's cache no longer has it, so later
 // tests see no nodes).
@@ -101,9 +114,7 @@ func TestVoiceRegionNodeExternalIP(t *testing.T) {
 
 	// Two servers wanted: no node can take the second (a holds one, b is
 	// cordoned, c has no external address).
-	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(vr), vr)).To(Succeed())
-	vr.Spec.MinServers = 2
-	g.Expect(k8s.Update(ctx, vr)).To(Succeed())
+	updateRegion(g, vr, func(vr *concordv1.VoiceRegion) { vr.Spec.MinServers = 2 })
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(vr), vr)).To(Succeed())
 		g.Expect(vr.Status.ObservedGeneration).To(Equal(vr.Generation))
@@ -157,9 +168,7 @@ func TestVoiceRegionICERollsPods(t *testing.T) {
 		g.Expect(vr.Status.ActiveCalls).To(Equal(int64(2)))
 	}, specWait, poll).Should(Succeed())
 
-	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(vr), vr)).To(Succeed())
-	vr.Spec.ICE.Servers = []string{"stun:new.example:3478"}
-	g.Expect(k8s.Update(ctx, vr)).To(Succeed())
+	updateRegion(g, vr, func(vr *concordv1.VoiceRegion) { vr.Spec.ICE.Servers = []string{"stun:new.example:3478"} })
 	var fresh string
 	g.Eventually(func(g Gomega) {
 		markPodsReady(g, ns, labels)
@@ -220,10 +229,10 @@ func TestVoiceRegionDegradedKeepsLoadsCurrent(t *testing.T) {
 	}, specWait, poll).Should(Succeed())
 
 	// A TURN server whose Secret does not exist: Degraded.
-	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(vr), vr)).To(Succeed())
-	vr.Spec.ICE = &concordv1.VoiceICE{Servers: []string{"turn:t.example:3478"},
-		SharedSecret: &concordv1.SecretKeyReference{Name: "missing", Key: "secret"}}
-	g.Expect(k8s.Update(ctx, vr)).To(Succeed())
+	updateRegion(g, vr, func(vr *concordv1.VoiceRegion) {
+		vr.Spec.ICE = &concordv1.VoiceICE{Servers: []string{"turn:t.example:3478"},
+			SharedSecret: &concordv1.SecretKeyReference{Name: "missing", Key: "secret"}}
+	})
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(vr), vr)).To(Succeed())
 		g.Expect(meta.IsStatusConditionTrue(vr.Status.Conditions, concordv1.ConditionDegraded)).To(BeTrue())

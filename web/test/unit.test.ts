@@ -93,7 +93,7 @@ test("unread and mention labels", () => {
   s.removeChannel("50");
 });
 
-test("threads: listed under their parent, archived ones left out, kept across GUILD_CREATE", () => {
+test("threads: listed under their parent, archived ones left out, a new GUILD_CREATE's replace the active ones", () => {
   const st = new State();
   st.putGuild({ id: "1", name: "g", owner_id: "2", roles: [], channels: [{ id: "5", type: 0, name: "general", position: 0 }] });
   const thread = (id: string, last: string, archived = false) =>
@@ -104,8 +104,17 @@ test("threads: listed under their parent, archived ones left out, kept across GU
   thread("9", "95", true);
   eq(st.threadsOf("5").map((c) => c.id), ["8", "7"], "active threads, most recent first");
   eq(st.guildChannels("1").map((c) => c.id), ["5"], "threads are not channels of the sidebar's list");
-  st.putGuild({ id: "1", name: "g", owner_id: "2", roles: [], channels: [{ id: "5", type: 0, name: "general", position: 0 }] });
-  eq(st.threadsOf("5").map((c) => c.id), ["8", "7"], "threads after a second GUILD_CREATE");
+  // A second GUILD_CREATE lists the active threads the user sees (with
+  // the thread member when joined): those it lists stay, an active one it
+  // does not list (deleted, or no longer visible) goes, archived ones
+  // learnt elsewhere stay.
+  st.putGuild({ id: "1", name: "g", owner_id: "2", roles: [], channels: [{ id: "5", type: 0, name: "general", position: 0 }],
+    threads: [{ id: "8", type: 11, parent_id: "5", name: "t8", position: 0, last_message_id: "90", thread_metadata: { archived: false },
+      member: { id: "8", user_id: "2", join_timestamp: "2026-12-02T00:00:00Z", flags: 0 } }] });
+  eq(st.threadsOf("5").map((c) => c.id), ["8"], "active threads after a second GUILD_CREATE");
+  eq(!!st.channels.get("8")?.member, true, "the joined thread keeps its thread member");
+  eq(st.channels.has("9"), true, "an archived thread stays");
+  thread("7", "70");
   st.removeChannel("8");
   eq(st.threadsOf("5").map((c) => c.id), ["7"], "after THREAD_DELETE");
 });

@@ -19,8 +19,9 @@ func newServeCommand() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the chosen roles as one node of a Concord cluster",
 		Long: `concord serve runs some of the roles gateway, api, guild, data, readstate,
-presence and relay as one node of a cluster; concord dev is every role in one
-process with the same configuration and flags. Nodes register in etcd (--registry=etcd://host:port) under a lease of
+presence, relay, voice, live-api, live-gateway, live-router and live-archiver
+as one node of a cluster; concord dev is every role in one process, built by
+the same code with the same configuration and flags. Nodes register in etcd (--registry=etcd://host:port) under a lease of
 --lease-ttl and share the store (--store=cassandra://host:port/keyspace) and
 the token key (--server-key). Guild nodes own the guilds a consistent-hash
 ring over the live guild nodes gives them and run the bot platform

@@ -142,4 +142,3 @@ func bound[K comparable, V any](m map[K]V, max int, expired func(V) bool) {
 		delete(m, k)
 	}
 }
-

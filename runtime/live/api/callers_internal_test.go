@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,22 +8,6 @@ import (
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 )
-
-// memUsers is a map of accounts for the issuer.
-type memUsers map[snowflake.ID]store.User
-
-func (m memUsers) CreateUser(_ context.Context, u store.User) error { m[u.ID] = u; return nil }
-func (m memUsers) PutUser(_ context.Context, u store.User) error    { m[u.ID] = u; return nil }
-func (m memUsers) GetUser(_ context.Context, id snowflake.ID) (store.User, error) {
-	u, ok := m[id]
-	if !ok {
-		return store.User{}, store.ErrNotFound
-	}
-	return u, nil
-}
-func (m memUsers) GetUserByName(context.Context, string) (store.User, error) {
-	return store.User{}, store.ErrNotFound
-}
 
 // The caches expire after the TTL, keep no password hash, and stay
 // within their bound however many callers pass through.

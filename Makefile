@@ -54,7 +54,7 @@ test: test-deps lint
 	@echo "==> bot-library conformance again, against concord serve split over processes (api+gateway, 2 guild nodes)"
 	. $(CACHE)/test-env.sh && CONCORD_CONFORMANCE_TOPOLOGY=cluster \
 		$(GO) test -tags integration $(GOTESTFLAGS) ./test/conformance/
-	@echo "==> chaos: kill -9 one replica of each role, the Redis and an etcd member under traffic (test/cluster TestChaos, alone: 14 processes)"
+	@echo "==> chaos: kill -9 one replica of each role, the Redis, an etcd member and the Kafka broker under traffic (test/cluster TestChaos, alone: 15 processes)"
 	. $(CACHE)/test-env.sh && $(GO) test -tags integration,chaos $(GOTESTFLAGS) -run TestChaos ./test/cluster/
 
 # test-unit runs only the tests that need no external server, without the

@@ -14,11 +14,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"sync"
-	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/pion/ice/v4"
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
 
@@ -35,7 +38,8 @@ type concordServed struct {
 }
 
 // serveConcord is the child: the SFU with its WebRTC transport on
-// loopback, until stdin closes.
+// loopback, until stdin closes. With LKBENCH_CPUPROFILE set it profiles
+// its CPU from SIGUSR1 to SIGUSR2 (the parent's measured window).
 func serveConcord() error {
 	key, err := token.GenerateKey()
 	if err != nil {
@@ -66,6 +70,9 @@ func serveConcord() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if path := os.Getenv("LKBENCH_CPUPROFILE"); path != "" {
+		go profileOnSignal(ctx, path)
+	}
 	go func() { _ = (&http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}).Serve(l) }()
 	go func() { _ = srv.Run(ctx) }()
 	pem, _ := os.ReadFile(ca.CertPath)
@@ -73,45 +80,114 @@ func serveConcord() error {
 		return err
 	}
 	_, _ = io.Copy(io.Discard, os.Stdin)
+	pprof.StopCPUProfile()
 	return nil
 }
 
-type concordSys struct {
-	cmd   *exec.Cmd
-	stdin io.Closer
-	s     concordServed
-	key   ed25519.PrivateKey
-	tls   *tls.Config
-	api   *webrtc.API
+// profileOnSignal writes a CPU profile to path between SIGUSR1 and SIGUSR2.
+func profileOnSignal(ctx context.Context, path string) {
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGUSR1, syscall.SIGUSR2)
+	var f *os.File
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s := <-sig:
+			switch {
+			case s == syscall.SIGUSR1 && f == nil:
+				var err error
+				if f, err = os.Create(path); err == nil {
+					if err = pprof.StartCPUProfile(f); err != nil {
+						f.Close()
+						f = nil
+					}
+				}
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "cpuprofile:", err)
+				}
+			case s == syscall.SIGUSR2 && f != nil:
+				pprof.StopCPUProfile()
+				f.Close()
+				f = nil
+			}
+		}
+	}
 }
 
-func startConcord(ctx context.Context) (system, error) {
+type concordSys struct {
+	cmd     *exec.Cmd
+	stdin   io.Closer
+	s       concordServed
+	profile bool
+}
+
+func startConcord(ctx context.Context, o options, pair int) (server, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	c := &concordSys{cmd: exec.CommandContext(ctx, self, "concord-sfu")}
+	c := &concordSys{cmd: pinnedCommand(ctx, o.serverCPUs, self, "concord-sfu")}
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
-	if err := child(ctx, c.cmd, &c.s); err != nil {
+	var env []string
+	if o.cpuprofile != "" {
+		env = append(env, "LKBENCH_CPUPROFILE="+o.cpuprofile+"."+strconv.Itoa(pair))
+		c.profile = true
+	}
+	if err := startChild(c.cmd, &c.s, env...); err != nil {
 		return nil, fmt.Errorf("concord sfu: %w", err)
-	}
-	if c.key, err = token.ParsePrivateKey(c.s.Key); err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM([]byte(c.s.CA))
-	c.tls = &tls.Config{RootCAs: pool}
-	if c.api, err = pionAPI(); err != nil {
-		return nil, err
 	}
 	return c, nil
 }
 
-func (c *concordSys) Name() string { return "Concord (runtime/voice, WebRTC)" }
-func (c *concordSys) PID() int     { return c.cmd.Process.Pid }
-func (c *concordSys) Stop()        { _ = c.stdin.Close(); _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() }
+func (c *concordSys) Name() string   { return "Concord" }
+func (c *concordSys) PID() int       { return c.cmd.Process.Pid }
+func (c *concordSys) Target() target { return target{Kind: "concord", Concord: c.s} }
+func (c *concordSys) Stop()          { _ = c.stdin.Close(); _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() }
+func (c *concordSys) Window(start bool) {
+	if !c.profile {
+		return
+	}
+	s := syscall.SIGUSR2
+	if start {
+		s = syscall.SIGUSR1
+	}
+	_ = c.cmd.Process.Signal(s)
+}
+
+// concordJoiner joins pion clients over Concord's voice gateway.
+type concordJoiner struct {
+	key ed25519.PrivateKey
+	tls *tls.Config
+	api *webrtc.API
+	s   concordServed
+}
+
+func newConcordJoiner(s concordServed) (*concordJoiner, error) {
+	key, err := token.ParsePrivateKey(s.Key)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(s.CA))
+	// The clients: host candidates on loopback only (one UDP socket per
+	// peer connection), no mDNS, and no interceptors — so no RTCP
+	// reports, NACK or TWCC from the clients; LiveKit's clients are
+	// configured the same way.
+	se := webrtc.SettingEngine{}
+	se.SetIncludeLoopbackCandidate(true)
+	se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
+	se.SetInterfaceFilter(func(name string) bool { return name == "lo" })
+	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
+	me := &webrtc.MediaEngine{}
+	if err := me.RegisterDefaultCodecs(); err != nil {
+		return nil, err
+	}
+	api := webrtc.NewAPI(webrtc.WithSettingEngine(se), webrtc.WithMediaEngine(me))
+	return &concordJoiner{key: key, tls: &tls.Config{RootCAs: pool}, api: api, s: s}, nil
+}
 
 type concordPeer struct {
 	gw  *voiceclient.Client
@@ -123,12 +199,13 @@ func (p *concordPeer) Send(pkt *rtp.Packet) error { return p.mic.WriteRTP(pkt) }
 func (p *concordPeer) Close()                     { _ = p.pc.Close(); p.gw.Close() }
 
 // Join connects a pion client over Concord's voice gateway ("webrtc"
-// select protocol): a microphone line and, for a listener, one receive
-// slot.
-func (c *concordSys) Join(ctx context.Context, i int, speaker bool, got *atomic.Int64) (peer, error) {
-	uid := uint64(5000 + i)
-	sess := "bench-" + strconv.Itoa(i)
-	tok, err := token.Sign(c.key, token.Claims{UserID: snowflake.ID(uid), GuildID: 1, ChannelID: 2, Server: "bench", SessionID: sess}, time.Now())
+// select protocol): a microphone line (sendrecv, so also one receive slot)
+// and one more receive-only audio line per further track it expects. The
+// room is the voice channel.
+func (c *concordJoiner) Join(ctx context.Context, pt part, rx *receiver) (peer, error) {
+	uid := uint64(5000 + pt.ID)
+	sess := "bench-" + strconv.Itoa(pt.ID)
+	tok, err := token.Sign(c.key, token.Claims{UserID: snowflake.ID(uid), GuildID: 1, ChannelID: snowflake.ID(100 + pt.Room), Server: "bench", SessionID: sess}, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -151,20 +228,13 @@ func (c *concordSys) Join(ctx context.Context, i int, speaker bool, got *atomic.
 		p.Close()
 		return nil, err
 	}
-	if !speaker {
+	for range pt.Expect - 1 {
 		if _, err := pc.AddTransceiverFromKind(webrtc.RTPCodecTypeAudio, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
 			p.Close()
 			return nil, err
 		}
-		pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
-			for {
-				if _, _, err := tr.ReadRTP(); err != nil {
-					return
-				}
-				got.Add(1)
-			}
-		})
 	}
+	pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) { rx.read(tr) })
 	connected := make(chan struct{})
 	var once sync.Once
 	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
@@ -205,11 +275,8 @@ func (c *concordSys) Join(ctx context.Context, i int, speaker bool, got *atomic.
 	case <-ctx.Done():
 		p.Close()
 		return nil, ctx.Err()
-	case <-time.After(30 * time.Second):
-		p.Close()
-		return nil, fmt.Errorf("peer connection never connected")
 	}
-	if speaker {
+	if pt.Speaker {
 		gw.SendOp(signaling.OpSpeaking, map[string]any{"speaking": 1, "delay": 0, "ssrc": gw.Ready.SSRC})
 	}
 	return p, nil

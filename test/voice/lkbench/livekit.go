@@ -10,12 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync/atomic"
 	"time"
 
-	lksdk "github.com/livekit/server-sdk-go/v2"
+	"github.com/pion/interceptor"
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
+
+	protoLogger "github.com/livekit/protocol/logger"
+	lksdk "github.com/livekit/server-sdk-go/v2"
 )
 
 const (
@@ -47,8 +49,9 @@ func freePort(network string) (int, error) {
 }
 
 // startLiveKit runs livekit-server on loopback: one signalling port, one
-// UDP media port, no TURN, no Redis (a single node), warnings only.
-func startLiveKit(ctx context.Context, bin string) (system, error) {
+// UDP media port, no TURN, no Redis (a single node), errors only.
+func startLiveKit(ctx context.Context, o options) (server, error) {
+	bin := o.lk
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("livekit-server binary: %w (CGO_ENABLED=0 GOBIN=~/.cache/concord/livekit/bin go install github.com/livekit/livekit-server/cmd/server@v1.13.5)", err)
 	}
@@ -75,16 +78,17 @@ rtc:
 keys:
   %s: %s
 logging:
-  level: warn
+  level: error
 room:
   auto_create: true
+  max_participants: 0
 `, port, udp, lkKey, lkSecret)
 	path := filepath.Join(dir, "livekit.yaml")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		return nil, err
 	}
-	s := &lkSys{cmd: exec.CommandContext(ctx, bin, "--config", path), url: "ws://127.0.0.1:" + strconv.Itoa(port), dir: dir}
-	if err := child(ctx, s.cmd, nil); err != nil {
+	s := &lkSys{cmd: pinnedCommand(ctx, o.serverCPUs, bin, "--config", path), url: "ws://127.0.0.1:" + strconv.Itoa(port), dir: dir}
+	if err := startChild(s.cmd, nil); err != nil {
 		return nil, fmt.Errorf("livekit-server: %w", err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -102,9 +106,20 @@ room:
 	}
 }
 
-func (s *lkSys) Name() string { return "LiveKit v1.13.5" }
-func (s *lkSys) PID() int     { return s.cmd.Process.Pid }
-func (s *lkSys) Stop()        { _ = s.cmd.Process.Kill(); _ = s.cmd.Wait(); os.RemoveAll(s.dir) }
+func (s *lkSys) Name() string      { return "LiveKit" }
+func (s *lkSys) PID() int          { return s.cmd.Process.Pid }
+func (s *lkSys) Target() target    { return target{Kind: "livekit", LiveKitURL: s.url} }
+func (s *lkSys) Window(start bool) {}
+func (s *lkSys) Stop()             { _ = s.cmd.Process.Kill(); _ = s.cmd.Wait(); os.RemoveAll(s.dir) }
+
+type lkJoiner struct{ url string }
+
+// newLKJoiner silences the SDK's logging (connection state changes per
+// participant) for the driver process.
+func newLKJoiner(url string) lkJoiner {
+	lksdk.SetLogger(protoLogger.GetDiscardLogger())
+	return lkJoiner{url: url}
+}
 
 type lkPeer struct {
 	room  *lksdk.Room
@@ -114,30 +129,23 @@ type lkPeer struct {
 func (p *lkPeer) Send(pkt *rtp.Packet) error { return p.track.WriteRTP(pkt) }
 func (p *lkPeer) Close()                     { p.room.Disconnect() }
 
-// Join connects a participant with LiveKit's Go SDK (pion underneath):
-// the speaker publishes an Opus track, listeners subscribe to it and
-// count its RTP packets.
-func (s *lkSys) Join(ctx context.Context, i int, speaker bool, got *atomic.Int64) (peer, error) {
+// Join connects a participant with LiveKit's Go SDK (pion underneath) to
+// the room: a speaker publishes an Opus track; everyone is subscribed to
+// the room's other published tracks (auto-subscribe) and counts their RTP
+// packets. Like Concord's clients, no interceptors: no RTCP reports, NACK
+// or TWCC from the clients.
+func (j lkJoiner) Join(ctx context.Context, pt part, rx *receiver) (peer, error) {
 	cb := lksdk.NewRoomCallback()
-	if !speaker {
-		cb.ParticipantCallback.OnTrackSubscribed = func(tr *webrtc.TrackRemote, _ *lksdk.RemoteTrackPublication, _ *lksdk.RemoteParticipant) {
-			go func() {
-				for {
-					if _, _, err := tr.ReadRTP(); err != nil {
-						return
-					}
-					got.Add(1)
-				}
-			}()
-		}
+	cb.ParticipantCallback.OnTrackSubscribed = func(tr *webrtc.TrackRemote, _ *lksdk.RemoteTrackPublication, _ *lksdk.RemoteParticipant) {
+		go rx.read(tr)
 	}
-	room, err := lksdk.ConnectToRoom(s.url, lksdk.ConnectInfo{APIKey: lkKey, APISecret: lkSecret, RoomName: "bench",
-		ParticipantIdentity: "p" + strconv.Itoa(i)}, cb)
+	room, err := lksdk.ConnectToRoom(j.url, lksdk.ConnectInfo{APIKey: lkKey, APISecret: lkSecret, RoomName: "bench-" + strconv.Itoa(pt.Room),
+		ParticipantIdentity: "p" + strconv.Itoa(pt.ID)}, cb, lksdk.WithInterceptors([]interceptor.Factory{}), lksdk.WithDisableRegionDiscovery())
 	if err != nil {
 		return nil, err
 	}
 	p := &lkPeer{room: room}
-	if speaker {
+	if pt.Speaker {
 		p.track, err = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "mic", "bench")
 		if err != nil {
 			room.Disconnect()

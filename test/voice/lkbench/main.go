@@ -1,173 +1,179 @@
 //go:build livekit
 
 // Command lkbench compares Concord's SFU with LiveKit server v1.13.5 in
-// one run, driven by the same pion WebRTC clients: one room, one speaker
-// sending 20 ms Opus-sized RTP packets, N listeners. Each server runs in
-// its own process (GOMAXPROCS=1); its CPU (user + system from
-// /proc/<pid>/stat) over the measured window divides the packets its
-// listeners received over that window: forwarded packets per second per
-// core. Counting starts only after every listener has received a packet
+// one run, driven by the same pion WebRTC clients.
+//
+// The scenario is R rooms, each with S speakers and L listeners: every
+// speaker sends a 120-byte Opus-sized RTP packet every 20 ms and
+// subscribes to the room's other speakers (a group call); every listener
+// subscribes to all S. Each server runs in its own process
+// (GOMAXPROCS=1, pinned to -server-cpus); the clients run in -procs driver
+// processes of their own (GOMAXPROCS=1 each, pinned to -driver-cpus), so
+// the driver's SRTP work neither shares a Go scheduler with the server nor
+// runs on its CPU. The servers alternate, -pairs times (Concord, LiveKit,
+// Concord, LiveKit, ...), so drift in the machine's load shows per pair.
+//
+// Per window: the packets the clients received, divided by the server
+// process's CPU (user + system from /proc/<pid>/stat) over the same
+// window: forwarded packets per second per core. Counting starts only
+// after every client has received a packet on every track it expects
 // (the paths are open).
 //
 //	CGO_ENABLED=0 GOBIN=~/.cache/concord/livekit/bin go install github.com/livekit/livekit-server/cmd/server@v1.13.5
-//	cd test/voice/lkbench && go run -tags livekit . -listeners 20 -duration 10s
+//	cd test/voice/lkbench && go build -tags livekit -o /tmp/lkbench . && cd /tmp
+//	/tmp/lkbench -rooms 50 -speakers 5 -listeners 0 -pairs 3
+//	/tmp/lkbench -rooms 1 -speakers 1 -listeners 500 -pairs 3
 //
 // It is its own module so that the LiveKit client SDK stays out of
 // Concord's dependencies.
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	"github.com/pion/rtp"
-	"github.com/pion/webrtc/v4"
 )
 
-// peer is one benchmark client: a speaker (Send) or a listener counting
-// what it receives.
-type peer interface {
-	Send(p *rtp.Packet) error
-	Close()
-}
-
-// system is one SFU under test.
-type system interface {
-	Name() string
-	PID() int
-	Join(ctx context.Context, i int, speaker bool, got *atomic.Int64) (peer, error)
-	Stop()
-}
-
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "concord-sfu" {
-		if err := serveConcord(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
+	if len(os.Args) > 1 {
+		var err error
+		switch os.Args[1] {
+		case "concord-sfu":
+			err = serveConcord()
+		case "drive":
+			err = drive(os.Args[2:])
+		case "pinned":
+			err = execPinned(os.Args[2:])
+		default:
+			goto bench
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, os.Args[1]+":", err)
 			os.Exit(1)
 		}
 		return
 	}
+bench:
 	home, _ := os.UserHomeDir()
-	listeners := flag.Int("listeners", 20, "listeners in the room")
-	dur := flag.Duration("duration", 10*time.Second, "measured window")
-	lk := flag.String("livekit", filepath.Join(home, ".cache/concord/livekit/bin/server"), "livekit-server v1.13.5 binary")
+	var o options
+	flag.IntVar(&o.rooms, "rooms", 1, "rooms (calls)")
+	flag.IntVar(&o.speakers, "speakers", 1, "speakers per room: each sends and subscribes to the room's other speakers")
+	flag.IntVar(&o.listeners, "listeners", 20, "listeners per room: each subscribes to the room's speakers")
+	flag.IntVar(&o.pairs, "pairs", 1, "alternating Concord, LiveKit windows")
+	flag.IntVar(&o.procs, "procs", 2, "driver processes the clients are spread over (GOMAXPROCS=1 each)")
+	flag.IntVar(&o.joiners, "join-concurrency", 8, "concurrent joins per driver process")
+	flag.DurationVar(&o.dur, "duration", 10*time.Second, "measured window")
+	flag.StringVar(&o.serverCPUs, "server-cpus", "1", "CPU list the server process is pinned to (sched_setaffinity); empty: not pinned")
+	flag.StringVar(&o.driverCPUs, "driver-cpus", "0", "CPU list the driver processes are pinned to; empty: not pinned")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of Concord's SFU over each measured window to FILE.<pair>")
+	flag.StringVar(&o.lk, "livekit", filepath.Join(home, ".cache/concord/livekit/bin/server"), "livekit-server v1.13.5 binary")
+	flag.BoolVar(&o.only, "concord-only", false, "measure Concord only (for profiling)")
 	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	if o.rooms < 1 || o.speakers < 1 || o.listeners < 0 || o.procs < 1 || o.pairs < 1 {
+		fmt.Fprintln(os.Stderr, "lkbench: -rooms, -speakers, -procs, -pairs must be ≥ 1, -listeners ≥ 0")
+		os.Exit(2)
+	}
+	if err := bench(o); err != nil {
+		fmt.Fprintln(os.Stderr, "lkbench:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	rooms, speakers, listeners, pairs, procs, joiners int
+	dur                                               time.Duration
+	serverCPUs, driverCPUs, cpuprofile, lk            string
+	only                                              bool
+}
+
+// perSecond is the packet rate the scenario sends to clients when every
+// packet arrives: each speaker's 50 packets/s reach S-1 speakers and L
+// listeners.
+func (o options) perSecond() float64 {
+	return float64(o.rooms*o.speakers*(o.speakers-1+o.listeners)) * 50
+}
+
+func bench(o options) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(o.pairs)*10*time.Minute)
 	defer cancel()
-	var results []result
-	for _, start := range []func(context.Context) (system, error){startConcord, func(ctx context.Context) (system, error) { return startLiveKit(ctx, *lk) }} {
-		sys, err := start(ctx)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+	fmt.Fprintf(os.Stderr, "scenario: %d rooms × %d speakers × %d listeners, %d participants, %.0f packets/s to deliver; %d driver processes on CPUs %q, server on %q\n",
+		o.rooms, o.speakers, o.listeners, o.rooms*(o.speakers+o.listeners), o.perSecond(), o.procs, o.driverCPUs, o.serverCPUs)
+	var rows []result
+	ratios := []float64{}
+	for pair := 1; pair <= o.pairs; pair++ {
+		var pr [2]result
+		starts := []func(context.Context) (server, error){
+			func(ctx context.Context) (server, error) { return startConcord(ctx, o, pair) },
+			func(ctx context.Context) (server, error) { return startLiveKit(ctx, o) },
 		}
-		r, err := measure(ctx, sys, *listeners, *dur)
-		sys.Stop()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s: %v\n", sys.Name(), err)
-			os.Exit(1)
+		if o.only {
+			starts = starts[:1]
 		}
-		fmt.Fprintf(os.Stderr, "%s: %d listeners, %.0f delivered/s, %.3f cores, %.0f per core\n", r.name, r.listeners, r.rate, r.cores, r.perCore)
-		results = append(results, r)
+		for i, start := range starts {
+			srv, err := start(ctx)
+			if err != nil {
+				return err
+			}
+			r, err := measure(ctx, o, srv)
+			srv.Stop()
+			if err != nil {
+				return fmt.Errorf("%s: %w", srv.Name(), err)
+			}
+			r.pair = pair
+			pr[i] = r
+			rows = append(rows, r)
+			fmt.Fprintf(os.Stderr, "pair %d %s: %.0f delivered/s (%.1f %% of sent), server %.3f cores → %.0f per core; drivers %.3f cores; load %s → %s\n",
+				pair, r.name, r.rate, 100*r.rate/o.perSecond(), r.cores, r.perCore, r.driverCores, r.load0, r.load1)
+		}
+		if !o.only && pr[1].perCore > 0 {
+			ratios = append(ratios, pr[0].perCore/pr[1].perCore)
+		}
 	}
-	fmt.Printf("| server | listeners | delivered / s | server CPU (cores) | **delivered / s per core** |\n| --- | --- | --- | --- | --- |\n")
-	for _, r := range results {
-		fmt.Printf("| %s | %d | %.0f | %.3f | **%.0f** |\n", r.name, r.listeners, r.rate, r.cores, r.perCore)
+	fmt.Printf("\n%d rooms × %d speakers × %d listeners (%.0f packets/s sent to clients), %d driver processes\n\n", o.rooms, o.speakers, o.listeners, o.perSecond(), o.procs)
+	fmt.Printf("| pair | server | delivered / s (%% of sent) | server CPU (cores) | **delivered / s per core** | drivers' CPU | load average (1 min, start → end) | Concord / LiveKit |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for i, r := range rows {
+		ratio := ""
+		if !o.only && i%2 == 1 && len(ratios) > i/2 {
+			ratio = fmt.Sprintf("**%.2f**", ratios[i/2])
+		}
+		fmt.Printf("| %d | %s | %.0f (%.1f %%) | %.3f | **%.0f** | %.3f | %s → %s | %s |\n", r.pair, r.name, r.rate, 100*r.rate/o.perSecond(), r.cores, r.perCore, r.driverCores, r.load0, r.load1, ratio)
 	}
-	fmt.Printf("\nConcord / LiveKit per core: %.2f\n", results[0].perCore/results[1].perCore)
+	if len(ratios) > 0 {
+		fmt.Printf("\nConcord / LiveKit per core, median of %d pairs: %.2f (pairs: %s)\n", len(ratios), median(ratios), joinFloats(ratios))
+	}
+	return nil
 }
 
-type result struct {
-	name                 string
-	listeners            int
-	rate, cores, perCore float64
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// measure joins the listeners and the speaker, sends until every listener
-// heard a packet, then counts over dur.
-func measure(ctx context.Context, sys system, n int, dur time.Duration) (result, error) {
-	counts := make([]*atomic.Int64, n)
-	var peers []peer
-	defer func() {
-		for _, p := range peers {
-			p.Close()
-		}
-	}()
-	for i := range counts {
-		counts[i] = &atomic.Int64{}
-		p, err := sys.Join(ctx, i+1, false, counts[i])
-		if err != nil {
-			return result{}, fmt.Errorf("listener %d: %w", i, err)
-		}
-		peers = append(peers, p)
+func joinFloats(v []float64) string {
+	s := make([]string, len(v))
+	for i, f := range v {
+		s[i] = strconv.FormatFloat(f, 'f', 2, 64)
 	}
-	speaker, err := sys.Join(ctx, 0, true, nil)
+	return strings.Join(s, ", ")
+}
+
+// loadAvg is the machine's 1-minute load average.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
-		return result{}, fmt.Errorf("speaker: %w", err)
+		return "?"
 	}
-	peers = append(peers, speaker)
-	payload := make([]byte, 120)
-	var seq uint16
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-			seq++
-			_ = speaker.Send(&rtp.Packet{Header: rtp.Header{Version: 2, PayloadType: 111, SequenceNumber: seq, Timestamp: uint32(seq) * 960, SSRC: 0x1234}, Payload: payload})
-		}
-	}()
-	defer func() { close(stop); <-done }()
-	// Warm-up: every listener's path is open once it heard a packet.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		heard := 0
-		for _, c := range counts {
-			if c.Load() > 0 {
-				heard++
-			}
-		}
-		if heard == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			return result{}, fmt.Errorf("only %d of %d listeners heard the speaker within 60 s", heard, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(time.Second) // settle (late joiners' first bursts)
-	sum := func() (s int64) {
-		for _, c := range counts {
-			s += c.Load()
-		}
-		return s
-	}
-	cpu0, got0, t0 := cpuSeconds(sys.PID()), sum(), time.Now()
-	time.Sleep(dur)
-	cpu1, got1, t1 := cpuSeconds(sys.PID()), sum(), time.Now()
-	el := t1.Sub(t0).Seconds()
-	r := result{name: sys.Name(), listeners: n, rate: float64(got1-got0) / el, cores: (cpu1 - cpu0) / el}
-	if r.cores > 0 {
-		r.perCore = r.rate / r.cores
-	}
-	return r, nil
+	return strings.Fields(string(b))[0]
 }
 
 // cpuSeconds is a process's user + system CPU time from /proc.
@@ -181,37 +187,4 @@ func cpuSeconds(pid int) float64 {
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
 	return (ut + st) / 100 // USER_HZ
-}
-
-// child starts a server process whose first stdout line is JSON into v.
-func child(ctx context.Context, cmd *exec.Cmd, v any) error {
-	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	if v == nil {
-		return nil
-	}
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() {
-		return fmt.Errorf("%s printed nothing", cmd.Path)
-	}
-	return json.Unmarshal(sc.Bytes(), v)
-}
-
-// pionAPI is the clients' pion API: host candidates on loopback, UDP4.
-func pionAPI() (*webrtc.API, error) {
-	se := webrtc.SettingEngine{}
-	se.SetIncludeLoopbackCandidate(true)
-	se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
-	me := &webrtc.MediaEngine{}
-	if err := me.RegisterDefaultCodecs(); err != nil {
-		return nil, err
-	}
-	return webrtc.NewAPI(webrtc.WithSettingEngine(se), webrtc.WithMediaEngine(me)), nil
 }

@@ -55,8 +55,9 @@ func (rx *receiver) read(tr *webrtc.TrackRemote) {
 
 // drive is a driver process: it joins its share of the clients, sends
 // every 20 ms on its speakers, prints "ready" once every client heard
-// every track it expects, answers "mark" on stdin with "count N" (packets
-// received so far) and leaves when stdin closes.
+// every track it expects, answers "mark" on stdin with "count N M" (packets
+// received so far, and packets its speakers sent times the clients each
+// one is for) and leaves when stdin closes.
 func drive(args []string) error {
 	if len(args) != 1 {
 		return fmt.Errorf("usage: drive SPEC.json")
@@ -103,9 +104,18 @@ func drive(args []string) error {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			jctx, jcancel := context.WithTimeout(ctx, 60*time.Second)
-			defer jcancel()
-			pe, err := j.Join(jctx, p, rxs[i])
+			// A loaded machine times some joins out: up to three
+			// attempts, the same for both servers.
+			var pe peer
+			var err error
+			for range 3 {
+				jctx, jcancel := context.WithTimeout(ctx, 90*time.Second)
+				pe, err = j.Join(jctx, p, rxs[i])
+				jcancel()
+				if err == nil {
+					break
+				}
+			}
 			if err != nil {
 				errs <- fmt.Errorf("participant %d (room %d): %w", p.ID, p.Room, err)
 				return
@@ -121,7 +131,8 @@ func drive(args []string) error {
 	}
 	stop := make(chan struct{})
 	defer close(stop)
-	go speak(spec.Parts, peers, stop)
+	var sent atomic.Int64
+	go speak(spec.Parts, peers, &sent, stop)
 	deadline := time.Now().Add(120 * time.Second)
 	for {
 		heard, want := 0, 0
@@ -146,7 +157,7 @@ func drive(args []string) error {
 			for _, rx := range rxs {
 				n += rx.got.Load()
 			}
-			fmt.Println("count", n)
+			fmt.Println("count", n, sent.Load()*int64(spec.Fanout))
 		}
 	}
 	return nil
@@ -154,7 +165,9 @@ func drive(args []string) error {
 
 // speak sends one 120-byte Opus-sized packet every 20 ms on every
 // speaker, from one ticker for the whole process.
-func speak(parts []part, peers []peer, stop chan struct{}) {
+// It counts the packets sent: a starved driver process sends fewer than
+// 50 per second, and the servers then have less to forward.
+func speak(parts []part, peers []peer, sent *atomic.Int64, stop chan struct{}) {
 	var mics []peer
 	for i, p := range parts {
 		if p.Speaker {
@@ -176,7 +189,9 @@ func speak(parts []part, peers []peer, stop chan struct{}) {
 		pkt.SequenceNumber++
 		pkt.Timestamp += 960
 		for _, m := range mics {
-			_ = m.Send(pkt)
+			if m.Send(pkt) == nil {
+				sent.Add(1)
+			}
 		}
 	}
 }

@@ -140,7 +140,7 @@ func (j lkJoiner) Join(ctx context.Context, pt part, rx *receiver) (peer, error)
 		go rx.read(tr)
 	}
 	room, err := lksdk.ConnectToRoom(j.url, lksdk.ConnectInfo{APIKey: lkKey, APISecret: lkSecret, RoomName: "bench-" + strconv.Itoa(pt.Room),
-		ParticipantIdentity: "p" + strconv.Itoa(pt.ID)}, cb, lksdk.WithInterceptors([]interceptor.Factory{}), lksdk.WithDisableRegionDiscovery())
+		ParticipantIdentity: "p" + strconv.Itoa(pt.ID)}, cb, lksdk.WithInterceptors([]interceptor.Factory{}), lksdk.WithDisableRegionDiscovery(), lksdk.WithConnectTimeout(60*time.Second))
 	if err != nil {
 		return nil, err
 	}

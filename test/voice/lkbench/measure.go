@@ -48,6 +48,8 @@ type driverSpec struct {
 	Target  target
 	Parts   []part
 	Joiners int
+	// Fanout is how many clients each speaker's packet is for.
+	Fanout int
 }
 
 type result struct {
@@ -55,7 +57,13 @@ type result struct {
 	name                 string
 	rate, cores, perCore float64
 	driverCores          float64
-	load0, load1         string
+	// expected is the rate the clients would receive if every packet the
+	// speakers actually sent arrived.
+	expected float64
+	// drops is the machine's UDP receive-buffer overflows per second
+	// (all sockets: the clients', the servers', and other processes').
+	drops        float64
+	load0, load1 string
 }
 
 // driverProc is one running driver process.
@@ -76,19 +84,22 @@ func (d *driverProc) line() (string, error) {
 }
 
 // count asks the driver for the packets its clients received so far.
-func (d *driverProc) count() (int64, error) {
+func (d *driverProc) count() (got, want int64, err error) {
 	if _, err := io.WriteString(d.stdin, "mark\n"); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	l, err := d.line()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	n, ok := strings.CutPrefix(l, "count ")
-	if !ok {
-		return 0, fmt.Errorf("driver said %q", l)
+	f := strings.Fields(l)
+	if len(f) != 3 || f[0] != "count" {
+		return 0, 0, fmt.Errorf("driver said %q", l)
 	}
-	return strconv.ParseInt(n, 10, 64)
+	if got, err = strconv.ParseInt(f[1], 10, 64); err == nil {
+		want, err = strconv.ParseInt(f[2], 10, 64)
+	}
+	return got, want, err
 }
 
 // parts lays out the scenario: per room its speakers, then its listeners.
@@ -137,7 +148,7 @@ func measure(ctx context.Context, o options, srv server) (result, error) {
 		if len(s.Parts) == 0 {
 			continue
 		}
-		s.Target, s.Joiners = srv.Target(), o.joiners
+		s.Target, s.Joiners, s.Fanout = srv.Target(), o.joiners, o.speakers-1+o.listeners
 		f, err := os.CreateTemp("", "lkbench-driver-*.json")
 		if err != nil {
 			return result{}, err
@@ -174,20 +185,22 @@ func measure(ctx context.Context, o options, srv server) (result, error) {
 		}
 	}
 	time.Sleep(time.Second) // settle (late joiners' first bursts)
-	snap := func() (got int64, drv float64, err error) {
+	snap := func() (got, want int64, drv float64, err error) {
 		for _, d := range drivers {
-			n, err := d.count()
+			n, m, err := d.count()
 			if err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 			got += n
+			want += m
 			drv += cpuSeconds(d.cmd.Process.Pid)
 		}
-		return got, drv, nil
+		return got, want, drv, nil
 	}
 	r := result{name: srv.Name(), load0: loadAvg()}
+	drops0 := udpRcvbufErrors()
 	srv.Window(true)
-	got0, drv0, err := snap()
+	got0, want0, drv0, err := snap()
 	if err != nil {
 		return result{}, err
 	}
@@ -197,15 +210,18 @@ func measure(ctx context.Context, o options, srv server) (result, error) {
 	case <-ctx.Done():
 		return result{}, ctx.Err()
 	}
-	got1, drv1, err := snap()
+	got1, want1, drv1, err := snap()
 	if err != nil {
 		return result{}, err
 	}
 	cpu1, t1 := cpuSeconds(srv.PID()), time.Now()
 	srv.Window(false)
 	r.load1 = loadAvg()
+	drops1 := udpRcvbufErrors()
 	el := t1.Sub(t0).Seconds()
 	r.rate, r.cores, r.driverCores = float64(got1-got0)/el, (cpu1-cpu0)/el, (drv1-drv0)/el
+	r.expected = float64(want1-want0) / el
+	r.drops = float64(drops1-drops0) / el
 	if r.cores > 0 {
 		r.perCore = r.rate / r.cores
 	}
@@ -238,4 +254,31 @@ func startChild(cmd *exec.Cmd, v any, env ...string) error {
 		}
 	}()
 	return json.Unmarshal(sc.Bytes(), v)
+}
+
+// udpRcvbufErrors is the machine's count of UDP datagrams dropped because
+// a socket's receive buffer was full (/proc/net/snmp).
+func udpRcvbufErrors() int64 {
+	b, err := os.ReadFile("/proc/net/snmp")
+	if err != nil {
+		return 0
+	}
+	var head []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != "Udp:" {
+			continue
+		}
+		if head == nil {
+			head = f
+			continue
+		}
+		for i, h := range head {
+			if h == "RcvbufErrors" && i < len(f) {
+				n, _ := strconv.ParseInt(f[i], 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
 }

@@ -54,8 +54,8 @@ func (rx *receiver) read(tr *webrtc.TrackRemote) {
 }
 
 // drive is a driver process: it joins its share of the clients, sends
-// every 20 ms on its speakers, prints "ready" once every client heard
-// every track it expects, answers "mark" on stdin with "count N M" (packets
+// every 20 ms on its speakers, prints "ready H W" once every client heard
+// every track it expects (H of W tracks open), answers "mark" on stdin with "count N M" (packets
 // received so far, and packets its speakers sent times the clients each
 // one is for) and leaves when stdin closes.
 func drive(args []string) error {
@@ -133,6 +133,9 @@ func drive(args []string) error {
 	defer close(stop)
 	var sent atomic.Int64
 	go speak(spec.Parts, peers, &sent, stop)
+	// Ready once every expected track delivered a packet, or after 120 s
+	// with what is open (an overloaded server may never open some; the
+	// parent reports how many were).
 	deadline := time.Now().Add(120 * time.Second)
 	for {
 		heard, want := 0, 0
@@ -140,16 +143,12 @@ func drive(args []string) error {
 			want += p.Expect
 			heard += min(int(rxs[i].heard.Load()), p.Expect)
 		}
-		if heard == want {
+		if heard == want || time.Now().After(deadline) {
+			fmt.Println("ready", heard, want)
 			break
-		}
-		if time.Now().After(deadline) {
-			fmt.Printf("fail only %d of %d tracks delivered a packet within 120 s\n", heard, want)
-			return fmt.Errorf("tracks not open")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	fmt.Println("ready")
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
 		if sc.Text() == "mark" {

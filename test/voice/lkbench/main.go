@@ -128,21 +128,21 @@ func bench(o options) error {
 			r.pair = pair
 			pr[i] = r
 			rows = append(rows, r)
-			fmt.Fprintf(os.Stderr, "pair %d %s: %.0f delivered/s (%.1f %% of %.0f sent, nominal %.0f), server %.3f cores → %.0f per core; drivers %.3f cores; UDP buffer drops %.0f/s; load %s → %s\n",
-				pair, r.name, r.rate, 100*r.rate/r.expected, r.expected, o.perSecond(), r.cores, r.perCore, r.driverCores, r.drops, r.load0, r.load1)
+			fmt.Fprintf(os.Stderr, "pair %d %s: %.0f delivered/s (%.1f %% of %.0f sent, nominal %.0f), server %.3f cores → %.0f per core; drivers %.3f cores; UDP buffer drops %.0f/s; tracks open %d/%d; load %s → %s\n",
+				pair, r.name, r.rate, 100*r.rate/r.expected, r.expected, o.perSecond(), r.cores, r.perCore, r.driverCores, r.drops, r.open, r.tracks, r.load0, r.load1)
 		}
 		if !o.only && pr[1].perCore > 0 {
 			ratios = append(ratios, pr[0].perCore/pr[1].perCore)
 		}
 	}
 	fmt.Printf("\n%d rooms × %d speakers × %d listeners (%.0f packets/s sent to clients), %d driver processes\n\n", o.rooms, o.speakers, o.listeners, o.perSecond(), o.procs)
-	fmt.Printf("| pair | server | sent to clients / s | delivered / s (%% of sent) | server CPU (cores) | **delivered / s per core** | drivers' CPU | UDP buffer drops / s | load average (1 min, start → end) | Concord / LiveKit |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Printf("| pair | server | tracks open | sent to clients / s | delivered / s (%% of sent) | server CPU (cores) | **delivered / s per core** | drivers' CPU | UDP buffer drops / s | load average (1 min, start → end) | Concord / LiveKit |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for i, r := range rows {
 		ratio := ""
 		if !o.only && i%2 == 1 && len(ratios) > i/2 {
 			ratio = fmt.Sprintf("**%.2f**", ratios[i/2])
 		}
-		fmt.Printf("| %d | %s | %.0f | %.0f (%.1f %%) | %.3f | **%.0f** | %.3f | %.0f | %s → %s | %s |\n", r.pair, r.name, r.expected, r.rate, 100*r.rate/r.expected, r.cores, r.perCore, r.driverCores, r.drops, r.load0, r.load1, ratio)
+		fmt.Printf("| %d | %s | %d / %d | %.0f | %.0f (%.1f %%) | %.3f | **%.0f** | %.3f | %.0f | %s → %s | %s |\n", r.pair, r.name, r.open, r.tracks, r.expected, r.rate, 100*r.rate/r.expected, r.cores, r.perCore, r.driverCores, r.drops, r.load0, r.load1, ratio)
 	}
 	if len(ratios) > 0 {
 		fmt.Printf("\nConcord / LiveKit per core, median of %d pairs: %.2f (pairs: %s)\n", len(ratios), median(ratios), joinFloats(ratios))

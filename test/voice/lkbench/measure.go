@@ -64,6 +64,8 @@ type result struct {
 	// (all sockets: the clients', the servers', and other processes').
 	drops        float64
 	load0, load1 string
+	// open of tracks delivered a packet before the window.
+	open, tracks int
 }
 
 // driverProc is one running driver process.
@@ -175,14 +177,17 @@ func measure(ctx context.Context, o options, srv server) (result, error) {
 		}
 		drivers = append(drivers, &driverProc{cmd: cmd, stdin: in, lines: bufio.NewScanner(out)})
 	}
+	r := result{name: srv.Name()}
 	for i, d := range drivers {
 		l, err := d.line()
 		if err != nil {
 			return result{}, fmt.Errorf("driver %d: %w", i, err)
 		}
-		if l != "ready" {
+		var h, w int
+		if _, err := fmt.Sscanf(l, "ready %d %d", &h, &w); err != nil {
 			return result{}, fmt.Errorf("driver %d: %s", i, l)
 		}
+		r.open, r.tracks = r.open+h, r.tracks+w
 	}
 	time.Sleep(time.Second) // settle (late joiners' first bursts)
 	snap := func() (got, want int64, drv float64, err error) {
@@ -197,7 +202,7 @@ func measure(ctx context.Context, o options, srv server) (result, error) {
 		}
 		return got, want, drv, nil
 	}
-	r := result{name: srv.Name(), load0: loadAvg()}
+	r.load0 = loadAvg()
 	drops0 := udpRcvbufErrors()
 	srv.Window(true)
 	got0, want0, drv0, err := snap()

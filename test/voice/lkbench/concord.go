@@ -145,7 +145,19 @@ func startConcord(ctx context.Context, o options, pair int) (server, error) {
 func (c *concordSys) Name() string   { return "Concord" }
 func (c *concordSys) PID() int       { return c.cmd.Process.Pid }
 func (c *concordSys) Target() target { return target{Kind: "concord", Concord: c.s} }
-func (c *concordSys) Stop()          { _ = c.stdin.Close(); _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() }
+// Stop closes the child's stdin, so it ends its profile and exits, and
+// kills it if it has not within 10 s.
+func (c *concordSys) Stop() {
+	_ = c.stdin.Close()
+	done := make(chan struct{})
+	go func() { _ = c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+	}
+}
 func (c *concordSys) Window(start bool) {
 	if !c.profile {
 		return

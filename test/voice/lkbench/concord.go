@@ -145,6 +145,7 @@ func startConcord(ctx context.Context, o options, pair int) (server, error) {
 func (c *concordSys) Name() string   { return "Concord" }
 func (c *concordSys) PID() int       { return c.cmd.Process.Pid }
 func (c *concordSys) Target() target { return target{Kind: "concord", Concord: c.s} }
+
 // Stop closes the child's stdin, so it ends its profile and exits, and
 // kills it if it has not within 10 s.
 func (c *concordSys) Stop() {

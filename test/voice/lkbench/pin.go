@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -33,7 +34,7 @@ func pinnedCommand(ctx context.Context, cpus, path string, args ...string) *exec
 // execPinned is the "pinned" mode: pinned CPUS PATH ARGS...
 func execPinned(args []string) error {
 	if len(args) < 2 {
-		return fmt.Errorf("usage: pinned CPUS PATH ARGS...")
+		return errors.New("usage: pinned CPUS PATH [ARGS]")
 	}
 	var set unix.CPUSet
 	for _, f := range strings.Split(args[0], ",") {

@@ -118,8 +118,12 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		guilds = guildPerms{local: local, guilds: client, log: log}
 		mentions = &mentionRouter{shards: backend, retry: cfg.RetryInterval, log: log}
 	}
+	var owns func(snowflake.ID) (int64, bool)
+	if !b.Dev() {
+		owns = ringEpoch(backend.ring, cfg.Node)
+	}
 	svc, err := readstate.New(readstate.Config{
-		FlushInterval: cfg.ReadStateFlush, Group: cfg.ReadStateGroup, Mentions: mentions, Registerer: b.Metrics, Logger: log,
+		FlushInterval: cfg.ReadStateFlush, Group: cfg.ReadStateGroup, Mentions: mentions, Owns: owns, Registerer: b.Metrics, Logger: log,
 	}, table, guilds, guilds)
 	if err != nil {
 		return fmt.Errorf("read states: %w", err)

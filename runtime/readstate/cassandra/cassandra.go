@@ -313,8 +313,8 @@ func (st *Store) Write(ctx context.Context, users []readstate.Record, channels [
 		byUser[r.UserID] = append(byUser[r.UserID], r)
 	}
 	var (
-		wg    sync.WaitGroup
-		sem   = make(chan struct{}, st.cfg.Concurrency)
+		wg     sync.WaitGroup
+		sem    = make(chan struct{}, st.cfg.Concurrency)
 		mu     sync.Mutex
 		first  error
 		fenced []snowflake.ID

@@ -28,16 +28,19 @@ type recKey struct{ user, channel snowflake.ID }
 // commitBatch is one group commit: the records of every call that joined
 // it before its leader took it.
 type commitBatch struct {
-	keys   map[recKey]struct{}
-	done   chan struct{}
-	err    error
-	fenced map[snowflake.ID]bool
+	keys    map[recKey]struct{}
+	done    chan struct{} // closed once written
+	promote chan struct{} // closed when the previous batch is written: lead this one
+	err     error
+	fenced  map[snowflake.ID]bool
 }
 
-// committer holds the batch that is open for joining.
+// committer holds the batch open for joining, and whether a batch is
+// being written (then the open one waits for it).
 type committer struct {
-	mu   sync.Mutex
-	open *commitBatch
+	mu      sync.Mutex
+	open    *commitBatch
+	writing bool
 }
 
 // errFencedWrite wraps ErrNotOwner when a user's write was refused by the
@@ -46,9 +49,12 @@ type committer struct {
 // is worth one retry (it claims at the current epoch and reloads).
 var errFencedWrite = fmt.Errorf("%w: fenced in the store by a later owner", ErrNotOwner)
 
-// commit makes the current copies of keys durable: it joins the open
-// batch, and whoever first gets the write lock after that writes the
-// whole batch (the records still dirty: a clean one is durable already).
+// commit makes the current copies of keys durable. It joins the open
+// batch; with no write running, the caller leads the batch at once;
+// otherwise the batch waits for the running write, and then the first of
+// its callers to wake leads it. A leader writes the records still dirty
+// (a clean one is durable already) and hands on to the batch that opened
+// meanwhile.
 func (s *Service) commit(ctx context.Context, keys []recKey) error {
 	if len(keys) == 0 {
 		return nil
@@ -56,30 +62,33 @@ func (s *Service) commit(ctx context.Context, keys []recKey) error {
 	s.gc.mu.Lock()
 	b := s.gc.open
 	if b == nil {
-		b = &commitBatch{keys: map[recKey]struct{}{}, done: make(chan struct{})}
+		b = &commitBatch{keys: map[recKey]struct{}{}, done: make(chan struct{}), promote: make(chan struct{})}
 		s.gc.open = b
 	}
 	for _, k := range keys {
 		b.keys[k] = struct{}{}
 	}
-	s.gc.mu.Unlock()
-
-	s.flushMu.Lock()
-	s.gc.mu.Lock()
-	lead := s.gc.open == b
+	lead := !s.gc.writing
 	if lead {
+		s.gc.writing = true
 		s.gc.open = nil
 	}
 	s.gc.mu.Unlock()
-	if lead {
-		// One caller's cancellation must not fail the others' writes;
-		// the store bounds each request.
-		b.fenced, b.err = s.writeKeysLocked(context.WithoutCancel(ctx), b.keys)
-		close(b.done)
+	if !lead {
+		select {
+		case <-b.done:
+		case <-b.promote:
+			s.gc.mu.Lock()
+			lead = s.gc.open == b
+			if lead {
+				s.gc.open = nil
+			}
+			s.gc.mu.Unlock()
+		}
 	}
-	s.flushMu.Unlock()
-	// A batch is taken and written under flushMu, so once this caller
-	// held it, its batch is done.
+	if lead {
+		s.lead(ctx, b)
+	}
 	<-b.done
 	for _, k := range keys {
 		if b.fenced[k.user] {
@@ -87,6 +96,23 @@ func (s *Service) commit(ctx context.Context, keys []recKey) error {
 		}
 	}
 	return b.err
+}
+
+// lead writes batch b and promotes the batch that opened meanwhile.
+func (s *Service) lead(ctx context.Context, b *commitBatch) {
+	s.flushMu.Lock()
+	// One caller's cancellation must not fail the others' writes; the
+	// store bounds each request.
+	b.fenced, b.err = s.writeKeysLocked(context.WithoutCancel(ctx), b.keys)
+	s.flushMu.Unlock()
+	close(b.done)
+	s.gc.mu.Lock()
+	if next := s.gc.open; next != nil {
+		close(next.promote) // writing stays true: its first waiter leads it
+	} else {
+		s.gc.writing = false
+	}
+	s.gc.mu.Unlock()
 }
 
 // writeKeysLocked writes the dirty records among keys. flushMu is held.

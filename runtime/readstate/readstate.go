@@ -2,14 +2,17 @@
 // per user and channel, the last message read, a mention count and a few
 // flags — the same on every device.
 //
-// Records live in memory in an LRU sharded by user id and are written
-// behind to a wide-column table (the Store port: readstate/cassandra in
-// production, readstate/pebble in dev; both pass readstate/storetest) at most FlushInterval (30 s) after they change, or sooner
-// when the cache needs room: a changed entry is evicted only once written,
-// and every write goes through one serialised flush, so an older copy of a
-// record never overwrites a newer one. Killing the node before a flush
-// loses at most the acks of the last FlushInterval; mention counts are not
-// lost, because they are rebuilt from the event log (see below).
+// Records live in memory in an LRU sharded by user id over a wide-column
+// table (the Store port: readstate/cassandra in production,
+// readstate/pebble in dev; both pass readstate/storetest). A user's record
+// is written through before the call that changed it returns — an ack, a
+// mention counted or lowered — group-committed with the changes that
+// arrive meanwhile, so an answered change survives kill -9 of the node.
+// Channel records are written behind, every FlushInterval (30 s), and are
+// rebuilt from the event log (see below). Every write goes through one
+// serialised writer, so an older copy of a record never overwrites a
+// newer one, and a user's writes are fenced by the epoch its owner claimed
+// the user at (Config.Owns, Store.Claim), so neither does a stale owner's.
 //
 // Read states can be sharded by user over several services (a cluster's
 // read-state replicas): a user's records then live on the user's owner
@@ -33,9 +36,12 @@
 //
 // Exactly-once counting on an at-least-once log: every record remembers the
 // log offset of the last event applied to it (NextOffset; a channel's events
-// all sit in one partition, so offsets order them), and a channel keeps the
-// ids of its recently counted messages (an event the outbox published twice
-// carries one message id at two offsets). The consumer marks an offset only
+// all sit in one partition, so offsets order them) and the messages its
+// count counts (Mentions: a delete lowers the count only for a message
+// there, whatever its age, and a copy of a counted message counts
+// nothing), and a channel keeps the ids of its recently counted messages
+// (an event the outbox published twice carries one message id at two
+// offsets). The consumer marks an offset only
 // after every change below it is durable (user mentions written through on
 // their owners, channel records by a flush), so after a crash or a
 // rebalance the log redelivers exactly what was not yet marked, and

@@ -1,8 +1,8 @@
 // Package readstaterole is the read-state role, built by the same Build
 // in `concord dev` and in `concord serve --roles=readstate`: read markers
-// and mention counts (runtime/readstate) in a table written behind
-// (Cassandra in the store's keyspace when the store is shared, Pebble in
-// the data directory otherwise), the mention consumer on the event log,
+// and mention counts (runtime/readstate) in a table written through and
+// fenced by the ring's revision (Cassandra in the store's keyspace when
+// the store is shared, Pebble in the data directory otherwise), the mention consumer on the event log,
 // and the seam every other role reaches read states through (Backend).
 //
 // The seams, by mode:

@@ -156,7 +156,7 @@ func (s *Service) Apply(ctx context.Context, r eventlog.Record) error {
 	off := r.Offset
 
 	// Channel level: dedupe by message id, @everyone entries.
-	dup, everyone, unmention := false, false, false
+	dup, everyone := false, false
 	err = s.channels.do(ctx, ev.ChannelID, s.loadChannel(ev.ChannelID), func(c *channelEntry) {
 		if ev.Type == eventlog.MessageCreate {
 			if at, ok := c.seenAt(ev.MessageID); ok && at != off {
@@ -165,9 +165,7 @@ func (s *Service) Apply(ctx context.Context, r eventlog.Record) error {
 			}
 		}
 		if ev.Type == eventlog.MessageDelete {
-			// Also on a replay: the owners' offsets drop what they
-			// already applied.
-			unmention = c.markDeleted(ev.MessageID, off)
+			c.markDeleted(ev.MessageID, off)
 		}
 		if off < c.rec.NextOffset {
 			return // replay: channel-level effects are already in
@@ -204,13 +202,16 @@ func (s *Service) Apply(ctx context.Context, r eventlog.Record) error {
 		s.m.nDuplicates.Add(1)
 		return nil
 	}
-	if ev.Type != eventlog.MessageCreate && !(ev.Type == eventlog.MessageDelete && unmention) {
+	if ev.Type != eventlog.MessageCreate && ev.Type != eventlog.MessageDelete {
 		return nil
 	}
 
 	// User level: one increment per mentioned user (directly or by role),
-	// or one decrement when a counted message is deleted (its delete
-	// event carries the mentions it was stored with).
+	// or a removal when a message is deleted (its delete event carries the
+	// mentions it was stored with). Whether a removal lowers a count is
+	// the owner's to decide: only a record that counts the message has it
+	// in its Mentions, however old the message, and takes it out once, so
+	// a delete published twice or replayed lowers nothing again.
 	targets, err := s.targets(ctx, ev)
 	if err != nil {
 		return err

@@ -50,6 +50,11 @@ func (c *lru[V]) shard(id snowflake.ID) *lruShard[V] {
 
 // do runs fn on id's entry, loading it first if it is not cached.
 func (c *lru[V]) do(ctx context.Context, id snowflake.ID, load func(context.Context) (V, error), fn func(V)) error {
+	return c.doErr(ctx, id, load, func(v V) error { fn(v); return nil })
+}
+
+// doErr is do with an fn that can fail; its error is returned.
+func (c *lru[V]) doErr(ctx context.Context, id snowflake.ID, load func(context.Context) (V, error), fn func(V) error) error {
 	s := c.shard(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -65,8 +70,18 @@ func (c *lru[V]) do(ctx context.Context, id snowflake.ID, load func(context.Cont
 		s.items[id] = e
 		c.trimLocked(s)
 	}
-	fn(e.Value.(*lruItem[V]).v)
-	return nil
+	return fn(e.Value.(*lruItem[V]).v)
+}
+
+// drop forgets id's entry, dirty or not.
+func (c *lru[V]) drop(id snowflake.ID) {
+	s := c.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.items[id]; ok {
+		s.order.Remove(e)
+		delete(s.items, id)
+	}
 }
 
 // trimLocked evicts least recently used clean entries above capacity and

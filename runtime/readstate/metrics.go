@@ -18,6 +18,9 @@ type metrics struct {
 	duplicates   prometheus.Counter
 	loads        prometheus.Counter
 	written      prometheus.Counter
+	commits      prometheus.Counter
+	claims       prometheus.Counter
+	fenced       prometheus.Counter
 	flushSeconds prometheus.Histogram
 }
 
@@ -33,13 +36,19 @@ func (m *metrics) init(reg prometheus.Registerer) error {
 	m.loads = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "concord_readstate_user_loads_total", Help: "Users loaded from the store on a cache miss."})
 	m.written = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "concord_readstate_records_written_total", Help: "Records written behind to the store."})
+		Name: "concord_readstate_records_written_total", Help: "Records written to the store."})
+	m.commits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "concord_readstate_group_commits_total", Help: "Group commits of acks and mentions (one store write each)."})
+	m.claims = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "concord_readstate_claims_total", Help: "Users' records claimed at this node's owner epoch."})
+	m.fenced = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "concord_readstate_fenced_writes_total", Help: "User writes the store refused because a later owner claimed the user."})
 	m.flushSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "concord_readstate_flush_duration_seconds", Help: "Duration of write-behind flushes.", Buckets: prometheus.DefBuckets})
+		Name: "concord_readstate_flush_duration_seconds", Help: "Duration of store writes (group commits and flushes).", Buckets: prometheus.DefBuckets})
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{m.acks, m.events, m.mentions, m.duplicates, m.loads, m.written, m.flushSeconds} {
+	for _, c := range []prometheus.Collector{m.acks, m.events, m.mentions, m.duplicates, m.loads, m.written, m.commits, m.claims, m.fenced, m.flushSeconds} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("readstate: register metrics: %w", err)
 		}

@@ -2,14 +2,17 @@
 // per user and channel, the last message read, a mention count and a few
 // flags — the same on every device.
 //
-// Records live in memory in an LRU sharded by user id and are written
-// behind to a wide-column table (the Store port: readstate/cassandra in
-// production, readstate/pebble in dev; both pass readstate/storetest) at most FlushInterval (30 s) after they change, or sooner
-// when the cache needs room: a changed entry is evicted only once written,
-// and every write goes through one serialised flush, so an older copy of a
-// record never overwrites a newer one. Killing the node before a flush
-// loses at most the acks of the last FlushInterval; mention counts are not
-// lost, because they are rebuilt from the event log (see below).
+// Records live in memory in an LRU sharded by user id over a wide-column
+// table (the Store port: readstate/cassandra in production,
+// readstate/pebble in dev; both pass readstate/storetest). A user's record
+// is written through before the call that changed it returns — an ack, a
+// mention counted or lowered — group-committed with the changes that
+// arrive meanwhile, so an answered change survives kill -9 of the node.
+// Channel records are written behind, every FlushInterval (30 s), and are
+// rebuilt from the event log (see below). Every write goes through one
+// serialised writer, so an older copy of a record never overwrites a
+// newer one, and a user's writes are fenced by the epoch its owner claimed
+// the user at (Config.Owns, Store.Claim), so neither does a stale owner's.
 //
 // Read states can be sharded by user over several services (a cluster's
 // read-state replicas): a user's records then live on the user's owner
@@ -33,9 +36,12 @@
 //
 // Exactly-once counting on an at-least-once log: every record remembers the
 // log offset of the last event applied to it (NextOffset; a channel's events
-// all sit in one partition, so offsets order them), and a channel keeps the
-// ids of its recently counted messages (an event the outbox published twice
-// carries one message id at two offsets). The consumer marks an offset only
+// all sit in one partition, so offsets order them) and the messages its
+// count counts (Mentions: a delete lowers the count only for a message
+// there, whatever its age, and a copy of a counted message counts
+// nothing), and a channel keeps the ids of its recently counted messages
+// (an event the outbox published twice carries one message id at two
+// offsets). The consumer marks an offset only
 // after every change below it is durable (user mentions written through on
 // their owners, channel records by a flush), so after a crash or a
 // rebalance the log redelivers exactly what was not yet marked, and
@@ -46,6 +52,7 @@ package readstate
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
@@ -58,7 +65,34 @@ var (
 	ErrStore = errors.New("readstate: store failed")
 	// ErrForbidden means the user cannot see the channel.
 	ErrForbidden = errors.New("readstate: channel not visible to user")
+	// ErrNotOwner means this service does not own the user (Config.Owns),
+	// or a later owner holds the user's records in the store (a claim at
+	// a higher epoch fenced this one): the caller retries on the owner.
+	ErrNotOwner = errors.New("readstate: user not owned by this service")
+	// ErrFenced is what a Store returns when a claim or a write carries an
+	// epoch below the one the user's records are held at (FencedError).
+	ErrFenced = errors.New("readstate: user's records held at a later epoch")
 )
+
+// FencedError is a Store's refusal of some users' writes: their records
+// are held at another epoch than the one the write carried. The other
+// users of the same Write are written.
+type FencedError struct {
+	Users []snowflake.ID
+}
+
+// Error implements error.
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("readstate: writes of %d users fenced by a later owner", len(e.Users))
+}
+
+// Is makes a FencedError match ErrFenced.
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }
+
+// MaxMentionIDs is how many counted mention ids a record keeps (Record.
+// Mentions). A user with more unread mentions in one channel still has
+// them counted; deleting one of the oldest then lowers nothing.
+const MaxMentionIDs = 256
 
 // Record is one user's stored read state in one channel: a row of the
 // wide-column table, partition key user_id, clustering key channel_id.
@@ -76,6 +110,16 @@ type Record struct {
 	// NextOffset is one past the log offset of the last event applied to
 	// this record (0: none).
 	NextOffset int64
+	// Mentions are the messages MentionCount counts, ascending, at most
+	// MaxMentionIDs (the newest): a delete lowers the count only when its
+	// message is here and takes it out, so a delete published twice
+	// lowers nothing twice and a message of any age lowers its count.
+	Mentions []snowflake.ID
+	// Epoch is the owner epoch the user's records are held at in the
+	// store (the same for all of one user's records): LoadUser reports
+	// it, and Write changes a user's records only when it carries the
+	// stored epoch (0: never claimed).
+	Epoch int64
 }
 
 // ChannelMention is one @everyone or @here in a channel.
@@ -108,15 +152,32 @@ type SeenMessage struct {
 	Offset    int64
 }
 
-// Store is the write-behind table. Implementations must make Write atomic
-// per call on a single node (a Pebble batch; a Cassandra batch per
+// Store is the read-state table. Implementations must make Write atomic
+// per user on a single node (a Pebble batch; a Cassandra batch per
 // partition).
+//
+// A user's records are fenced by an owner epoch (the read-state ring's
+// revision a replica owns the user under): Claim raises it, and Write
+// changes a user's records only when the records carry the epoch stored,
+// so a replica that lost the user to a later claim can no longer
+// overwrite what the new owner wrote (the comparison is in the store: a
+// Pebble read under the store's lock, a Cassandra lightweight
+// transaction on a static column of the user's partition).
 type Store interface {
-	// LoadUser returns every record of user (empty when none).
+	// LoadUser returns every record of user (empty when none), each with
+	// the user's stored Epoch.
 	LoadUser(ctx context.Context, user snowflake.ID) ([]Record, error)
 	// LoadChannel returns a channel's record; ok is false when none.
 	LoadChannel(ctx context.Context, channel snowflake.ID) (rec ChannelRecord, ok bool, err error)
-	// Write upserts records.
+	// Claim holds user's records at epoch (> 0) and returns the epoch they
+	// were held at before (0: never claimed). It fails with ErrFenced when
+	// they are held at a higher epoch; claiming the held epoch again
+	// changes nothing.
+	Claim(ctx context.Context, user snowflake.ID, epoch int64) (prev int64, err error)
+	// Write upserts records: a user's records only when their Epoch is the
+	// user's stored epoch, else they are left alone and Write returns a
+	// *FencedError naming those users after writing the others; channel
+	// records unconditionally.
 	Write(ctx context.Context, users []Record, channels []ChannelRecord) error
 	// Close releases the store.
 	Close() error

@@ -17,8 +17,9 @@ import (
 
 // Config configures a Service.
 type Config struct {
-	// FlushInterval is how long a change may stay only in memory. Default
-	// 30s.
+	// FlushInterval is how often channel records are written and the
+	// event log offsets below them marked (user records are written
+	// through, see Ack and AddMentions). Default 30s.
 	FlushInterval time.Duration
 	// Users is the most users cached (each with all its records). Default
 	// 100,000.
@@ -41,6 +42,13 @@ type Config struct {
 	// them to the owner of each user when read states are sharded over
 	// several nodes. Default: this service counts them (AddMentions).
 	Mentions Mentions
+	// Owns reports whether this service owns user's read states and
+	// under which epoch (the read-state ring's revision): a change of a
+	// user first claims the user's records at that epoch in the store,
+	// which fences off the writes of any owner at an older one. ok false
+	// refuses the change with ErrNotOwner. Nil: this service owns every
+	// user and claims nothing (one node, `concord dev`).
+	Owns func(user snowflake.ID) (epoch int64, ok bool)
 	// Registerer receives metrics. Nil registers nothing.
 	Registerer prometheus.Registerer
 	// Logger receives diagnostics. Default slog.Default().
@@ -58,9 +66,14 @@ type Service struct {
 	users    *lru[*userEntry]
 	channels *lru[*channelEntry]
 
-	flushMu sync.Mutex    // one flush at a time
+	flushMu sync.Mutex    // one store write at a time
+	gc      committer     // the group commit of user records
 	kick    chan struct{} // a dirty entry waits for eviction: flush now
 	cons    consumerState
+
+	// ackWriteBehind answers acks before they are written (the behaviour
+	// before acks were written through), for the benchmark's peer only.
+	ackWriteBehind bool
 
 	// inflight holds what a running flush is writing, so an entry evicted
 	// (clean) and reloaded meanwhile does not read the older stored copy.
@@ -78,6 +91,10 @@ type userEntry struct {
 	user  snowflake.ID
 	recs  map[snowflake.ID]*Record
 	dirty map[snowflake.ID]bool
+	// epoch is the epoch this service holds the user's records at in the
+	// store, which its cached records are current for (0: not claimed,
+	// loaded by a read).
+	epoch int64
 }
 
 func (e *userEntry) record(channel snowflake.ID) *Record {
@@ -94,28 +111,20 @@ type channelEntry struct {
 	dirty bool
 }
 
-// seenAt returns the offset message id was first counted at.
 // markDeleted records that the delete at offset off removed message id,
-// and reports whether that delete is the one to lower its mentions: the
-// message was counted here and not deleted before, or this is a replay of
-// the very delete that marked it. A message outside the remembered window
-// lowers nothing (its counting cannot be told from a duplicate's).
-func (c *channelEntry) markDeleted(id snowflake.ID, off int64) bool {
+// when the message is in the remembered window: a later copy of its
+// create (published twice) then counts nothing.
+func (c *channelEntry) markDeleted(id snowflake.ID, off int64) {
 	for i := range c.rec.Seen {
 		s := &c.rec.Seen[i]
-		if s.MessageID != id {
-			continue
-		}
-		if s.Offset >= 0 {
+		if s.MessageID == id && s.Offset >= 0 {
 			s.Offset = -(off + 1)
 			c.dirty = true
-			return true
 		}
-		return s.Offset == -(off + 1)
 	}
-	return false
 }
 
+// seenAt returns the offset message id was first counted at.
 func (c *channelEntry) seenAt(id snowflake.ID) (int64, bool) {
 	for _, s := range c.rec.Seen {
 		if s.MessageID == id {
@@ -233,7 +242,9 @@ func (s *Service) check() error {
 // Ack moves user's read marker in channel to message and clears the
 // channel's mention count (the @everyone entries up to message stop
 // counting too). It returns what MESSAGE_ACK must carry to the user's other
-// sessions. The change reaches the store within FlushInterval.
+// sessions, once the change is in the store (group-committed with the
+// acks that arrive meanwhile). ErrNotOwner means another owner holds the
+// user (Config.Owns, or a later claim in the store).
 func (s *Service) Ack(ctx context.Context, user, channel, message snowflake.ID) (MessageAck, error) {
 	if err := s.check(); err != nil {
 		return MessageAck{}, err
@@ -242,16 +253,27 @@ func (s *Service) Ack(ctx context.Context, user, channel, message snowflake.ID) 
 		return MessageAck{}, fmt.Errorf("%w: user %d, channel %d", ErrForbidden, user, channel)
 	}
 	var ack MessageAck
-	err := s.users.do(ctx, user, s.loadUser(user), func(e *userEntry) {
-		r := e.record(channel)
-		r.LastReadID = message
-		r.MentionCount = 0
-		r.Version++
-		e.dirty[channel] = true
-		ack = MessageAck{ChannelID: channel, MessageID: message, Version: r.Version}
-	})
-	if err != nil {
-		return MessageAck{}, err
+	for attempt := 0; ; attempt++ {
+		err := s.mutate(ctx, user, func(e *userEntry) {
+			r := e.record(channel)
+			r.LastReadID = message
+			r.MentionCount = 0
+			r.Mentions = nil
+			r.Version++
+			e.dirty[channel] = true
+			ack = MessageAck{ChannelID: channel, MessageID: message, Version: r.Version}
+		})
+		if err == nil && !s.ackWriteBehind {
+			err = s.commit(ctx, []recKey{{user, channel}})
+		}
+		if err == nil {
+			break
+		}
+		// Fenced: the entry is dropped; once more claims at the current
+		// epoch and reloads (or fails with ErrNotOwner).
+		if attempt > 0 || !errors.Is(err, errFencedWrite) {
+			return MessageAck{}, err
+		}
 	}
 	s.m.acks.Inc()
 	// Mentions in the channel after the marker (user mentions were reset;
@@ -360,27 +382,16 @@ func (s *Service) Flush(ctx context.Context) error {
 		recs  []Record
 		chans []ChannelRecord
 	)
-	s.inflightMu.Lock()
-	s.inflightUsers = map[snowflake.ID][]Record{}
-	s.inflightChans = map[snowflake.ID]ChannelRecord{}
-	s.inflightMu.Unlock()
-	defer func() {
-		s.inflightMu.Lock()
-		s.inflightUsers, s.inflightChans = nil, nil
-		s.inflightMu.Unlock()
-	}()
+	s.beginWrite()
+	defer s.endWrite()
+	// User records are written through; what is dirty here is what a
+	// failed write left (the call that made it was answered an error).
 	s.users.each(func(e *userEntry) {
-		if len(e.dirty) == 0 {
-			return
-		}
-		n := len(recs)
 		for ch := range e.dirty {
-			recs = append(recs, *e.recs[ch])
+			r := e.take(ch)
+			recs = append(recs, r)
+			s.trackUser(e.user, r)
 		}
-		clear(e.dirty)
-		s.inflightMu.Lock()
-		s.inflightUsers[e.user] = recs[n:len(recs):len(recs)]
-		s.inflightMu.Unlock()
 	})
 	s.channels.each(func(c *channelEntry) {
 		if !c.dirty {
@@ -393,15 +404,8 @@ func (s *Service) Flush(ctx context.Context) error {
 		s.inflightChans[r.ChannelID] = r
 		s.inflightMu.Unlock()
 	})
-	if len(recs)+len(chans) > 0 {
-		start := time.Now()
-		if err := s.store.Write(ctx, recs, chans); err != nil {
-			s.redirty(recs, chans)
-			return fmt.Errorf("%w: flush %d records: %v", ErrStore, len(recs)+len(chans), err)
-		}
-		s.m.written.Add(float64(len(recs) + len(chans)))
-		s.m.nWritten.Add(int64(len(recs) + len(chans)))
-		s.m.flushSeconds.Observe(time.Since(start).Seconds())
+	if _, err := s.writeLocked(ctx, recs, chans); err != nil {
+		return fmt.Errorf("flush: %w", err)
 	}
 	s.cons.mark(applied)
 	return nil

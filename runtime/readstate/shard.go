@@ -2,7 +2,9 @@ package readstate
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
@@ -36,7 +38,11 @@ type Mentions interface {
 // changed records through to the store before returning, so that the
 // count survives this node's death and a later owner loads it. A mention
 // whose record already holds its offset is skipped (a redelivery, or the
-// same hand-off retried after a lost answer).
+// same hand-off retried after a lost answer), and so is a second copy of
+// a counted message (the record's Mentions). A removal lowers the count
+// only when the record counts the message, and takes it out. ErrNotOwner
+// means another owner holds a user (Config.Owns, or a later claim in the
+// store); nothing is lost, as the hand-off is retried on the owner.
 func (s *Service) AddMentions(ctx context.Context, ms []Mention) error {
 	if err := s.check(); err != nil {
 		return err
@@ -44,47 +50,75 @@ func (s *Service) AddMentions(ctx context.Context, ms []Mention) error {
 	if len(ms) == 0 {
 		return nil
 	}
-	// Under the flush lock, so this write and Flush's never reorder two
-	// copies of one record.
-	s.flushMu.Lock()
-	defer s.flushMu.Unlock()
-	recs := make([]Record, 0, len(ms))
+	err := s.addMentions(ctx, ms)
+	if errors.Is(err, errFencedWrite) {
+		// The fenced users' entries are dropped: once more claims at the
+		// current epoch and reloads (the others' records skip their
+		// offsets as already applied).
+		err = s.addMentions(ctx, ms)
+	}
+	return err
+}
+
+func (s *Service) addMentions(ctx context.Context, ms []Mention) error {
+	keys := make([]recKey, 0, len(ms))
 	for _, m := range ms {
-		err := s.users.do(ctx, m.User, s.loadUser(m.User), func(e *userEntry) {
+		err := s.mutate(ctx, m.User, func(e *userEntry) {
 			rec := e.record(m.Channel)
-			if m.Offset < rec.NextOffset {
+			changed, counted, dup := applyMention(rec, m)
+			if dup {
 				s.m.duplicates.Inc()
 				s.m.nDuplicates.Add(1)
-				return
 			}
-			rec.NextOffset = m.Offset + 1
-			if m.Removed {
-				if m.Message > rec.LastReadID && rec.MentionCount > 0 {
-					rec.MentionCount--
-				}
-			} else if m.Message > rec.LastReadID {
-				rec.MentionCount++
+			if counted {
 				s.m.mentions.Inc()
 				s.m.nMentions.Add(1)
 			}
-			// Still dirty: the next Flush writes it again, which is
-			// harmless, and it cannot be evicted before this write.
-			e.dirty[m.Channel] = true
-			recs = append(recs, *rec)
+			if changed {
+				e.dirty[m.Channel] = true
+			}
 		})
 		if err != nil {
 			return err
 		}
+		// Also when skipped: a record left dirty by a failed write is
+		// written now, before the consumer may mark the offset.
+		keys = append(keys, recKey{m.User, m.Channel})
 	}
-	if len(recs) == 0 {
-		return nil
+	return s.commit(ctx, keys)
+}
+
+// applyMention applies m to rec and reports whether rec changed, whether
+// a mention was counted, and whether m was a duplicate (its offset
+// applied already, or its message counted already). Slices are replaced,
+// never changed in place: a write may be encoding the previous one.
+func applyMention(rec *Record, m Mention) (changed, counted, dup bool) {
+	if m.Offset < rec.NextOffset {
+		return false, false, true
 	}
-	if err := s.store.Write(ctx, recs, nil); err != nil {
-		return fmt.Errorf("%w: write %d mentions: %v", ErrStore, len(recs), err)
+	rec.NextOffset = m.Offset + 1
+	i, found := slices.BinarySearch(rec.Mentions, m.Message)
+	switch {
+	case m.Removed:
+		if found {
+			rec.Mentions = slices.Delete(slices.Clone(rec.Mentions), i, i+1)
+			if rec.MentionCount > 0 {
+				rec.MentionCount--
+			}
+		}
+		return true, false, false
+	case m.Message <= rec.LastReadID:
+		return true, false, false // read already
+	case found:
+		return true, false, true // the message published twice
 	}
-	s.m.written.Add(float64(len(recs)))
-	s.m.nWritten.Add(int64(len(recs)))
-	return nil
+	ids := slices.Insert(slices.Clone(rec.Mentions), i, m.Message)
+	if n := len(ids) - MaxMentionIDs; n > 0 {
+		ids = ids[n:]
+	}
+	rec.Mentions = ids
+	rec.MentionCount++
+	return true, true, false
 }
 
 // Release hands back the users this service no longer owns (owned

@@ -78,15 +78,45 @@ func (s *Backend) isLocal(user snowflake.ID) bool {
 // reaches one (`concord dev` before the role is built).
 var errNoReadStates = errors.New("readstate: no read-state role in this process")
 
-// Ack implements transport.ReadStateBackend.
+// Ack implements transport.ReadStateBackend. A local service that finds
+// the user claimed by another owner (the ring moved since isLocal) hands
+// the ack to the owner the ring names now.
 func (s *Backend) Ack(ctx context.Context, user, channel, message snowflake.ID) (readstate.MessageAck, error) {
 	switch {
 	case s.isLocal(user):
-		return s.local.Ack(ctx, user, channel, message)
+		ack, err := s.local.Ack(ctx, user, channel, message)
+		if !errors.Is(err, readstate.ErrNotOwner) || s.remote == nil || s.isLocal(user) {
+			return ack, err
+		}
 	case s.remote == nil:
 		return readstate.MessageAck{}, errNoReadStates
 	}
 	return s.remote.Ack(ctx, user, channel, message)
+}
+
+// ringEpoch is a read-state service's Config.Owns on a ring: the node
+// owns the users its view of the ring gives it, under that view's
+// registry revision, so a later view's owner claims them at a higher
+// epoch than any earlier owner held them at.
+func ringEpoch(ring *registry.LocalRing, self string) func(snowflake.ID) (int64, bool) {
+	return func(user snowflake.ID) (int64, bool) {
+		v := ring.View()
+		n, ok := v.Owner(user)
+		if !ok || n.Name != self {
+			return 0, false
+		}
+		return v.Revision, true
+	}
+}
+
+// ownerErr turns the service's ErrNotOwner (the user moved, or a later
+// owner claimed the user's records in the store) into the transport's,
+// which a caller retries on the ring's owner.
+func ownerErr(err error) error {
+	if errors.Is(err, readstate.ErrNotOwner) {
+		return fmt.Errorf("%w: %v", transport.ErrNotOwner, err)
+	}
+	return err
 }
 
 // States implements transport.ReadStateBackend.
@@ -148,7 +178,8 @@ func (o ownedReadStates) Ack(ctx context.Context, user, channel, message snowfla
 	if err := o.check(user); err != nil {
 		return readstate.MessageAck{}, err
 	}
-	return o.svc.Ack(ctx, user, channel, message)
+	ack, err := o.svc.Ack(ctx, user, channel, message)
+	return ack, ownerErr(err)
 }
 
 // States implements transport.ReadStateBackend.
@@ -167,7 +198,7 @@ func (o ownedReadStates) AddMentions(ctx context.Context, ms []readstate.Mention
 			return err
 		}
 	}
-	return o.svc.AddMentions(ctx, ms)
+	return ownerErr(o.svc.AddMentions(ctx, ms))
 }
 
 // mentionRouter is the mention consumer's readstate.Mentions on a

@@ -1,8 +1,8 @@
 // Package readstaterole is the read-state role, built by the same Build
 // in `concord dev` and in `concord serve --roles=readstate`: read markers
-// and mention counts (runtime/readstate) in a table written behind
-// (Cassandra in the store's keyspace when the store is shared, Pebble in
-// the data directory otherwise), the mention consumer on the event log,
+// and mention counts (runtime/readstate) in a table written through and
+// fenced by the ring's revision (Cassandra in the store's keyspace when
+// the store is shared, Pebble in the data directory otherwise), the mention consumer on the event log,
 // and the seam every other role reaches read states through (Backend).
 //
 // The seams, by mode:
@@ -118,8 +118,12 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		guilds = guildPerms{local: local, guilds: client, log: log}
 		mentions = &mentionRouter{shards: backend, retry: cfg.RetryInterval, log: log}
 	}
+	var owns func(snowflake.ID) (int64, bool)
+	if !b.Dev() {
+		owns = ringEpoch(backend.ring, cfg.Node)
+	}
 	svc, err := readstate.New(readstate.Config{
-		FlushInterval: cfg.ReadStateFlush, Group: cfg.ReadStateGroup, Mentions: mentions, Registerer: b.Metrics, Logger: log,
+		FlushInterval: cfg.ReadStateFlush, Group: cfg.ReadStateGroup, Mentions: mentions, Owns: owns, Registerer: b.Metrics, Logger: log,
 	}, table, guilds, guilds)
 	if err != nil {
 		return fmt.Errorf("read states: %w", err)

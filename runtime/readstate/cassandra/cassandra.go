@@ -3,15 +3,19 @@
 //
 // Layout:
 //
-//	read_states((user_id), channel_id) last_read_id, mention_count, flags,
-//	    version, next_offset
+//	read_states((user_id), channel_id) owner_epoch (static), last_read_id,
+//	    mention_count, mention_ids (blob), flags, version, next_offset
 //	read_state_channels((channel_id)) everyone, seen (blobs), next_offset
 //
 // A user's records are one partition, so READY loads them with one query and
-// a flush writes each user's changed records in one single-partition
-// (atomic, unlogged) batch. Writes are upserts of whole rows; the read-state
-// service makes replays harmless (readstate.Record.NextOffset), so
-// partitions need not be written together.
+// a write puts each user's changed records in one single-partition batch.
+// User writes are fenced: the batch is a lightweight transaction whose
+// condition is the partition's static owner_epoch (IF owner_epoch = the
+// writer's epoch), and Claim raises owner_epoch by compare-and-set, so a
+// replica whose claim was overtaken writes nothing. Writes are otherwise
+// whole-row upserts; the read-state service makes replays harmless
+// (readstate.Record.NextOffset), so partitions need not be written
+// together.
 package cassandra
 
 import (
@@ -112,8 +116,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		fmt.Sprintf(`CREATE KEYSPACE IF NOT EXISTS %s WITH replication = {'class': 'SimpleStrategy', 'replication_factor': %d}`,
 			cfg.Keyspace, cfg.ReplicationFactor),
 		`CREATE TABLE IF NOT EXISTS ` + cfg.Keyspace + `.read_states (
-			user_id bigint, channel_id bigint, last_read_id bigint, mention_count int,
-			flags bigint, version bigint, next_offset bigint,
+			user_id bigint, channel_id bigint, owner_epoch bigint static, last_read_id bigint, mention_count int,
+			mention_ids blob, flags bigint, version bigint, next_offset bigint,
 			PRIMARY KEY ((user_id), channel_id))`,
 		`CREATE TABLE IF NOT EXISTS ` + cfg.Keyspace + `.read_state_channels (
 			channel_id bigint PRIMARY KEY, everyone blob, seen blob, next_offset bigint)`,
@@ -135,6 +139,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, wrap("create schema", err)
 		}
 	}
+	if err := addColumns(ctx, boot, cfg.Keyspace); err != nil {
+		return nil, err
+	}
 	if err := boot.AwaitSchemaAgreement(ctx); err != nil {
 		return nil, wrap("await schema agreement", err)
 	}
@@ -143,6 +150,31 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, wrap("connect to keyspace", err)
 	}
 	return &Store{cfg: cfg, s: s}, nil
+}
+
+// addColumns adds the columns a table created by an older version lacks.
+func addColumns(ctx context.Context, s *gocql.Session, keyspace string) error {
+	have := map[string]bool{}
+	it := s.Query(`SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = 'read_states'`,
+		keyspace).IterContext(ctx)
+	var name string
+	for it.Scan(&name) {
+		have[name] = true
+	}
+	if err := it.Close(); err != nil {
+		return wrap("read schema", err)
+	}
+	for _, c := range []struct{ name, def string }{{"owner_epoch", "bigint static"}, {"mention_ids", "blob"}} {
+		if have[c.name] {
+			continue
+		}
+		err := s.Query(`ALTER TABLE ` + keyspace + `.read_states ADD ` + c.name + ` ` + c.def).ExecContext(ctx)
+		// Another replica may have added it first.
+		if err != nil && !strings.Contains(err.Error(), "already exist") {
+			return wrap("add column "+c.name, err)
+		}
+	}
+	return nil
 }
 
 func validIdent(s string) bool {
@@ -168,21 +200,76 @@ func wrap(what string, err error) error {
 
 // LoadUser implements readstate.Store.
 func (st *Store) LoadUser(ctx context.Context, user snowflake.ID) ([]readstate.Record, error) {
-	it := st.s.Query(`SELECT channel_id, last_read_id, mention_count, flags, version, next_offset
+	it := st.s.Query(`SELECT channel_id, owner_epoch, last_read_id, mention_count, mention_ids, flags, version, next_offset
 		FROM read_states WHERE user_id = ?`, int64(user)).IterContext(ctx)
 	var (
-		out                        []readstate.Record
-		ch, last, flags, ver, next int64
-		count                      int
+		out                               []readstate.Record
+		ch, epoch, last, flags, ver, next int64
+		count                             int
+		ids                               []byte
 	)
-	for it.Scan(&ch, &last, &count, &flags, &ver, &next) {
+	for it.Scan(&ch, &epoch, &last, &count, &ids, &flags, &ver, &next) {
+		if ch == 0 {
+			continue // a claimed partition without records: its static row
+		}
 		out = append(out, readstate.Record{UserID: user, ChannelID: snowflake.ID(ch), LastReadID: snowflake.ID(last),
-			MentionCount: int32(count), Flags: uint32(flags), Version: ver, NextOffset: next})
+			MentionCount: int32(count), Mentions: decodeIDs(ids), Flags: uint32(flags), Version: ver, NextOffset: next, Epoch: epoch})
 	}
 	if err := it.Close(); err != nil {
 		return nil, wrap("load user", err)
 	}
 	return out, nil
+}
+
+func decodeIDs(b []byte) []snowflake.ID {
+	var out []snowflake.ID
+	for ; len(b) >= 8; b = b[8:] {
+		out = append(out, snowflake.ID(binary.BigEndian.Uint64(b)))
+	}
+	return out
+}
+
+func encodeIDs(ids []snowflake.ID) []byte {
+	b := make([]byte, 0, 8*len(ids))
+	for _, id := range ids {
+		b = binary.BigEndian.AppendUint64(b, uint64(id))
+	}
+	return b
+}
+
+// Claim implements readstate.Store: compare-and-set of the partition's
+// owner_epoch, from the value read back by each attempt that lost.
+func (st *Store) Claim(ctx context.Context, user snowflake.ID, epoch int64) (int64, error) {
+	if epoch <= 0 {
+		return 0, fmt.Errorf("readstate cassandra: claim at epoch %d", epoch)
+	}
+	var cur int64 // 0: null, never claimed
+	for range 16 {
+		q := st.s.Query(`UPDATE read_states SET owner_epoch = ? WHERE user_id = ? IF owner_epoch = ?`, epoch, int64(user), cur)
+		if cur == 0 {
+			q = st.s.Query(`UPDATE read_states SET owner_epoch = ? WHERE user_id = ? IF owner_epoch = null`, epoch, int64(user))
+		}
+		var held *int64
+		applied, err := q.SerialConsistency(gocql.LocalSerial).ScanCASContext(ctx, &held)
+		if err != nil {
+			return 0, wrap("claim user", err)
+		}
+		if applied {
+			return cur, nil
+		}
+		next := int64(0)
+		if held != nil {
+			next = *held
+		}
+		switch {
+		case next > epoch:
+			return next, fmt.Errorf("%w: user %d held at %d, claimed at %d", readstate.ErrFenced, user, next, epoch)
+		case next == epoch:
+			return next, nil
+		}
+		cur = next
+	}
+	return 0, fmt.Errorf("%w: cassandra claim user %d: the epoch kept changing", readstate.ErrStore, user)
 }
 
 // LoadChannel implements readstate.Store.
@@ -211,9 +298,11 @@ func (st *Store) LoadChannel(ctx context.Context, channel snowflake.ID) (readsta
 	return r, true, nil
 }
 
-// Write implements readstate.Store: one unlogged single-partition batch per
-// user and one insert per channel, Concurrency at a time. On error some
-// partitions may be written; the caller retries the whole Write.
+// Write implements readstate.Store: one conditional single-partition batch
+// per user (applied only while the partition's owner_epoch is the
+// records' Epoch) and one insert per channel, Concurrency at a time. On
+// error some partitions may be written; the caller retries the whole
+// Write.
 func (st *Store) Write(ctx context.Context, users []readstate.Record, channels []readstate.ChannelRecord) error {
 	byUser := map[snowflake.ID][]readstate.Record{}
 	var order []snowflake.ID
@@ -224,10 +313,11 @@ func (st *Store) Write(ctx context.Context, users []readstate.Record, channels [
 		byUser[r.UserID] = append(byUser[r.UserID], r)
 	}
 	var (
-		wg    sync.WaitGroup
-		sem   = make(chan struct{}, st.cfg.Concurrency)
-		mu    sync.Mutex
-		first error
+		wg     sync.WaitGroup
+		sem    = make(chan struct{}, st.cfg.Concurrency)
+		mu     sync.Mutex
+		first  error
+		fenced []snowflake.ID
 	)
 	do := func(f func() error) {
 		sem <- struct{}{}
@@ -246,13 +336,32 @@ func (st *Store) Write(ctx context.Context, users []readstate.Record, channels [
 	for _, u := range order {
 		recs := byUser[u]
 		do(func() error {
-			b := st.s.Batch(gocql.UnloggedBatch)
-			for _, r := range recs {
-				b.Query(`INSERT INTO read_states (user_id, channel_id, last_read_id, mention_count, flags, version, next_offset)
-					VALUES (?, ?, ?, ?, ?, ?, ?)`, int64(r.UserID), int64(r.ChannelID), int64(r.LastReadID),
-					int(r.MentionCount), int64(r.Flags), r.Version, r.NextOffset)
+			b := st.s.Batch(gocql.UnloggedBatch).SerialConsistency(gocql.LocalSerial)
+			epoch := recs[0].Epoch
+			cond, args := `IF owner_epoch = ?`, []any{epoch}
+			if epoch == 0 {
+				cond, args = `IF owner_epoch = null`, nil
 			}
-			return wrap("write user", b.ExecContext(ctx))
+			for _, r := range recs {
+				b.Query(`UPDATE read_states SET last_read_id = ?, mention_count = ?, mention_ids = ?, flags = ?, version = ?, next_offset = ?
+					WHERE user_id = ? AND channel_id = ? `+cond, append([]any{int64(r.LastReadID), int(r.MentionCount), encodeIDs(r.Mentions),
+					int64(r.Flags), r.Version, r.NextOffset, int64(r.UserID), int64(r.ChannelID)}, args...)...)
+			}
+			// Not applied, the answer carries the rows the condition
+			// read; only whether it applied matters.
+			applied, iter, err := b.MapExecCASContext(ctx, map[string]any{})
+			if iter != nil {
+				iter.Close()
+			}
+			if err != nil {
+				return wrap("write user", err)
+			}
+			if !applied {
+				mu.Lock()
+				fenced = append(fenced, u)
+				mu.Unlock()
+			}
+			return nil
 		})
 	}
 	for _, c := range channels {
@@ -272,6 +381,9 @@ func (st *Store) Write(ctx context.Context, users []readstate.Record, channels [
 		})
 	}
 	wg.Wait()
+	if first == nil && len(fenced) > 0 {
+		return &readstate.FencedError{Users: fenced}
+	}
 	return first
 }
 

@@ -1,7 +1,10 @@
 // Package pebble is the embedded read-state table: readstate.Store on a
 // local Pebble database, for `concord dev` and tests. Its layout mirrors the
 // Cassandra table: records keyed (user_id, channel_id), so one prefix scan
-// loads a user, and one row per channel for channel-level mentions.
+// loads a user, one key per user for the owner epoch its records are held
+// at, and one row per channel for channel-level mentions. Claims and
+// fenced writes compare the stored epoch under the store's lock, so the
+// comparison and the write are one step for every caller of the process.
 package pebble
 
 import (
@@ -10,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
@@ -31,6 +35,7 @@ type Config struct {
 type Store struct {
 	db   *pebble.DB
 	sync *pebble.WriteOptions
+	mu   sync.Mutex // compare-and-write of owner epochs
 }
 
 var _ readstate.Store = (*Store)(nil)
@@ -62,6 +67,52 @@ func userKey(user, channel snowflake.ID) []byte {
 	return k
 }
 
+func epochKey(user snowflake.ID) []byte {
+	k := make([]byte, 9)
+	k[0] = 'e'
+	binary.BigEndian.PutUint64(k[1:], uint64(user))
+	return k
+}
+
+// epoch reads user's stored owner epoch (0: never claimed).
+func (s *Store) epoch(user snowflake.ID) (int64, error) {
+	v, closer, err := s.db.Get(epochKey(user))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("readstate pebble: read epoch: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("readstate pebble: epoch of user %d is %d bytes", user, len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// Claim implements readstate.Store.
+func (s *Store) Claim(ctx context.Context, user snowflake.ID, epoch int64) (int64, error) {
+	if epoch <= 0 {
+		return 0, fmt.Errorf("readstate pebble: claim at epoch %d", epoch)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, err := s.epoch(user)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case prev > epoch:
+		return prev, fmt.Errorf("%w: user %d held at %d, claimed at %d", readstate.ErrFenced, user, prev, epoch)
+	case prev == epoch:
+		return prev, nil
+	}
+	if err := s.db.Set(epochKey(user), binary.BigEndian.AppendUint64(nil, uint64(epoch)), s.sync); err != nil {
+		return 0, fmt.Errorf("readstate pebble: claim: %w", err)
+	}
+	return prev, nil
+}
+
 func channelKey(channel snowflake.ID) []byte {
 	k := make([]byte, 9)
 	k[0] = 'c'
@@ -78,12 +129,17 @@ func (s *Store) LoadUser(ctx context.Context, user snowflake.ID) ([]readstate.Re
 		return nil, fmt.Errorf("readstate pebble: load user: %w", err)
 	}
 	defer it.Close()
+	epoch, err := s.epoch(user)
+	if err != nil {
+		return nil, err
+	}
 	var out []readstate.Record
 	for ok := it.First(); ok; ok = it.Next() {
 		var r readstate.Record
 		if err := json.Unmarshal(it.Value(), &r); err != nil {
 			return nil, fmt.Errorf("readstate pebble: decode record: %w", err)
 		}
+		r.Epoch = epoch
 		out = append(out, r)
 	}
 	if err := it.Error(); err != nil {
@@ -109,11 +165,31 @@ func (s *Store) LoadChannel(ctx context.Context, channel snowflake.ID) (readstat
 	return r, true, nil
 }
 
-// Write implements readstate.Store in one atomic batch.
+// Write implements readstate.Store in one atomic batch: every user whose
+// records carry its stored epoch, and the channels.
 func (s *Store) Write(ctx context.Context, users []readstate.Record, channels []readstate.ChannelRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	b := s.db.NewBatch()
 	defer b.Close()
+	held := map[snowflake.ID]int64{}
+	var fenced []snowflake.ID
 	for _, r := range users {
+		e, ok := held[r.UserID]
+		if !ok {
+			var err error
+			if e, err = s.epoch(r.UserID); err != nil {
+				return err
+			}
+			held[r.UserID] = e
+			if e != r.Epoch {
+				fenced = append(fenced, r.UserID)
+			}
+		}
+		if e != r.Epoch {
+			continue
+		}
+		r.Epoch = 0 // kept under the user's epoch key
 		v, err := json.Marshal(r)
 		if err != nil {
 			return fmt.Errorf("readstate pebble: encode record: %w", err)
@@ -133,6 +209,9 @@ func (s *Store) Write(ctx context.Context, users []readstate.Record, channels []
 	}
 	if err := b.Commit(s.sync); err != nil {
 		return fmt.Errorf("readstate pebble: commit: %w", err)
+	}
+	if len(fenced) > 0 {
+		return &readstate.FencedError{Users: fenced}
 	}
 	return nil
 }

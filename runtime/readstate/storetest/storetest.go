@@ -28,6 +28,10 @@ func Run(t *testing.T, newStore NewFunc) {
 		{"Overwrite", testOverwrite},
 		{"UsersAreIsolated", testUsersIsolated},
 		{"ChannelRecords", testChannelRecords},
+		{"MentionIDs", testMentionIDs},
+		{"ClaimRaisesEpoch", testClaim},
+		{"WriteFencedByLaterClaim", testFencedWrite},
+		{"FencedUsersOnly", testFencedUsersOnly},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
@@ -102,7 +106,7 @@ func testOverwrite(t *testing.T, s readstate.Store) {
 	if err := s.Write(ctx, []readstate.Record{r}, nil); err != nil {
 		t.Fatalf("Write: %v", err)
 	}
-	if got := load(ctx, t, s, id[0]); len(got) != 1 || got[0] != r {
+	if got := load(ctx, t, s, id[0]); len(got) != 1 || !reflect.DeepEqual(got[0], r) {
 		t.Fatalf("after overwrite LoadUser = %+v, want [%+v]", got, r)
 	}
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/concord-chat/concord/runtime/registry"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 	"github.com/concord-chat/concord/runtime/store/cassandra"
-	"github.com/concord-chat/concord/test/internal/gwtest"
+	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // Replicas of the read-state and presence roles (sharded by user on

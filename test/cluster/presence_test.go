@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/test/internal/gwtest"
+	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // presenceUpdate is PRESENCE_UPDATE's `d`.

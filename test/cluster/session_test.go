@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/test/internal/gwtest"
+	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // dispatch is one op 0 frame a session received.
 type dispatch = gwtest.Frame
 
-// wsSession is a real gateway client (the shared test/internal/gwtest
+// wsSession is a real gateway client (the shared internal/gwtest
 // one) bound to the gateway node it dialled.
 type wsSession struct {
 	*gwtest.Conn

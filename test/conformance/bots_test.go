@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/platform"
-	"github.com/concord-chat/concord/test/internal/gwtest"
+	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // startServerWith starts a server like startServer after mutate changed

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/test/internal/gwtest"
+	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // Gateway intents these tests ask for.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/test/internal/gwtest"
+	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // discordError is Discord's error body.

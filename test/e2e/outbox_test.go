@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/test/internal/gwtest"
+	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // TestMentionCountSurvivesKill9 kills a real `concord dev` with SIGKILL

@@ -22,7 +22,7 @@ import (
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store/pebble"
-	"github.com/concord-chat/concord/test/internal/gwtest"
+	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // server is a real Concord in one process: the Pebble store, the guild

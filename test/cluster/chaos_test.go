@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/operator/fleet/etcdfleet"
 	botscassandra "github.com/concord-chat/concord/runtime/bots/cassandra"
 	"github.com/concord-chat/concord/runtime/registry"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 	"github.com/concord-chat/concord/runtime/store/cassandra"
-	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // Replicas of the read-state and presence roles (sharded by user on

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/platform"
 	"github.com/concord-chat/concord/internal/gwtest"
+	"github.com/concord-chat/concord/runtime/platform"
 )
 
 // startServerWith starts a server like startServer after mutate changed

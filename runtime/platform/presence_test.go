@@ -5,34 +5,15 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/concord-chat/concord/internal/gwtest"
+	"github.com/concord-chat/concord/runtime/counters/counterstest"
 	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
-
-// testClock is the presence role's clock in these tests: coalescing
-// windows pass when the test says so, and Tick runs only when called.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // gwClient is a gateway session of these tests: the shared test client
 // (gwtest) with the test's failure reporting.
@@ -115,7 +96,7 @@ type presenceFixture struct {
 	t       *testing.T
 	p       *Platform
 	addr    string
-	clock   *testClock
+	clock   *counterstest.Clock // the presence role's clock: windows pass when the test says so
 	guild   string
 	general string
 	invite  string
@@ -126,7 +107,7 @@ type presenceFixture struct {
 }
 
 func newPresenceFixture(t *testing.T, members ...string) *presenceFixture {
-	clock := &testClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := counterstest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	p, addr := startTestPlatform(t, func(c *Config) {
 		c.Presence = PresenceConfig{Window: 5 * time.Second, TickInterval: -1, Now: clock.Now}
 	})

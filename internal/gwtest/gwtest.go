@@ -61,7 +61,8 @@ type Options struct {
 	Timeout time.Duration
 	// OnFrame, when set, is called from the reader for every frame the
 	// server sends after HELLO, dispatch or not, before Await and Next see
-	// it. It must not block and must not call Close.
+	// it. It runs under the Conn's lock: it must not block and must not
+	// call the Conn's methods.
 	OnFrame func(op int, f Frame)
 }
 
@@ -73,13 +74,18 @@ func URL(addr string) string { return "ws://" + addr + "/gateway?v=10&encoding=j
 // read); a client that tries several nodes moves on to the next.
 type DialError struct{ Err error }
 
+// Error is the underlying error's text.
 func (e *DialError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
 func (e *DialError) Unwrap() error { return e.Err }
 
 // Resume names the session a RESUME continues.
 type Resume struct {
+	// SessionID is READY's session_id.
 	SessionID string
-	Seq       int64
+	// Seq is the last sequence number the session received.
+	Seq int64
 }
 
 // Conn is one gateway session.

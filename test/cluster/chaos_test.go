@@ -654,7 +654,7 @@ func (h *chaosHarness) awaitReadState(t *testing.T, gateway, token, channel, las
 	deadline := time.Now().Add(90 * time.Second)
 	var got readState
 	for {
-		c, err := gwtest.Dial("ws://"+gateway+"/gateway?v=10&encoding=json", token, gwtest.Options{Name: "read-state probe"})
+		c, err := gwtest.Dial(gwtest.URL(gateway), token, gwtest.Options{Name: "read-state probe"})
 		if err != nil {
 			t.Fatal(err)
 		}

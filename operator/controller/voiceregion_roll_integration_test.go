@@ -30,6 +30,24 @@ func updateRegion(g *WithT, vr *concordv1.VoiceRegion, change func(*concordv1.Vo
 	}, specWait, poll).Should(Succeed())
 }
 
+// newRegion creates, in a new namespace holding the Cluster "prod", the
+// VoiceRegion name (region eu-west, one to three servers) with edit
+// applied to its spec, and returns it and the labels of its SFU pods.
+func newRegion(t *testing.T, name string, edit func(*concordv1.VoiceRegionSpec)) (*concordv1.VoiceRegion, map[string]string) {
+	t.Helper()
+	ns := newNamespace(t)
+	newCluster(t, ns, "prod")
+	vr := &concordv1.VoiceRegion{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: concordv1.VoiceRegionSpec{
+			ClusterRef: concordv1.ClusterReference{Name: "prod"}, Region: "eu-west", MinServers: 1, MaxServers: 3,
+		},
+	}
+	edit(&vr.Spec)
+	NewWithT(t).Expect(k8s.Create(context.Background(), vr)).To(Succeed())
+	return vr, map[string]string{concordv1.LabelOwner: name, concordv1.LabelRole: concordv1.RoleVoice}
+}
+
 // newNode creates a node with the given addresses (and removes it at
 // cleanup, waiting until the operator's cache no longer has it, so later
 // tests see no nodes).
@@ -93,17 +111,8 @@ func TestVoiceRegionNodeExternalIP(t *testing.T) {
 	newNode(t, "sfu-node-a", false, internal("10.1.0.1"), external("203.0.113.21"))
 	cordoned := newNode(t, "sfu-node-b", true, internal("10.1.0.2"), external("203.0.113.22"))
 	newNode(t, "sfu-node-c", false, internal("10.1.0.3"))
-	ns := newNamespace(t)
-	newCluster(t, ns, "prod")
-	vr := &concordv1.VoiceRegion{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ext"},
-		Spec: concordv1.VoiceRegionSpec{
-			ClusterRef: concordv1.ClusterReference{Name: "prod"}, Region: "eu-west", MinServers: 1, MaxServers: 3,
-			PublicAddress: concordv1.PublicAddressNodeExternalIP,
-		},
-	}
-	g.Expect(k8s.Create(ctx, vr)).To(Succeed())
-	labels := map[string]string{concordv1.LabelOwner: "ext", concordv1.LabelRole: concordv1.RoleVoice}
+	vr, labels := newRegion(t, "ext", func(s *concordv1.VoiceRegionSpec) { s.PublicAddress = concordv1.PublicAddressNodeExternalIP })
+	ns := vr.Namespace
 	g.Eventually(func(g Gomega) {
 		pods := listPods(g, ns, labels)
 		g.Expect(pods).To(HaveLen(1))
@@ -144,18 +153,11 @@ func TestVoiceRegionNodeExternalIP(t *testing.T) {
 func TestVoiceRegionICERollsPods(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
-	newCluster(t, ns, "prod")
-	vr := &concordv1.VoiceRegion{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "roll"},
-		Spec: concordv1.VoiceRegionSpec{
-			ClusterRef: concordv1.ClusterReference{Name: "prod"}, Region: "eu-west", MinServers: 1, MaxServers: 3,
-			CapacityPerServer: 100,
-			ICE:               &concordv1.VoiceICE{Servers: []string{"stun:old.example:3478"}},
-		},
-	}
-	g.Expect(k8s.Create(ctx, vr)).To(Succeed())
-	labels := map[string]string{concordv1.LabelOwner: "roll", concordv1.LabelRole: concordv1.RoleVoice}
+	vr, labels := newRegion(t, "roll", func(s *concordv1.VoiceRegionSpec) {
+		s.CapacityPerServer = 100
+		s.ICE = &concordv1.VoiceICE{Servers: []string{"stun:old.example:3478"}}
+	})
+	ns := vr.Namespace
 	var old corev1.Pod
 	g.Eventually(func(g Gomega) {
 		g.Expect(markPodsReady(g, ns, labels)).To(Equal(1))
@@ -205,17 +207,8 @@ func TestVoiceRegionICERollsPods(t *testing.T) {
 func TestVoiceRegionDegradedKeepsLoadsCurrent(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
-	newCluster(t, ns, "prod")
-	vr := &concordv1.VoiceRegion{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deg"},
-		Spec: concordv1.VoiceRegionSpec{
-			ClusterRef: concordv1.ClusterReference{Name: "prod"}, Region: "eu-west", MinServers: 1, MaxServers: 3,
-			CapacityPerServer: 100,
-		},
-	}
-	g.Expect(k8s.Create(ctx, vr)).To(Succeed())
-	labels := map[string]string{concordv1.LabelOwner: "deg", concordv1.LabelRole: concordv1.RoleVoice}
+	vr, labels := newRegion(t, "deg", func(s *concordv1.VoiceRegionSpec) { s.CapacityPerServer = 100 })
+	ns := vr.Namespace
 	var pod corev1.Pod
 	g.Eventually(func(g Gomega) {
 		g.Expect(markPodsReady(g, ns, labels)).To(Equal(1))

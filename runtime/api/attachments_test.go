@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/concord-chat/concord/runtime/api/uploads/uploadstest"
 	"io"
-	"mime/multipart"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"os"
 	"strconv"
@@ -23,41 +22,9 @@ import (
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
-// pngBytes is a tiny PNG header (enough for the sniffer).
-var pngBytes = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00")
-
-type filePart struct {
-	field, name, ctype string
-	data               []byte
-}
-
-// multipartBody builds a payload_json + files body as the libraries send it.
-func multipartBody(t testing.TB, payload any, files ...filePart) (string, []byte) {
-	t.Helper()
-	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	if payload != nil {
-		raw, _ := json.Marshal(payload)
-		h := textproto.MIMEHeader{}
-		h.Set("Content-Disposition", `form-data; name="payload_json"`)
-		h.Set("Content-Type", "application/json")
-		pw, _ := mw.CreatePart(h)
-		pw.Write(raw)
-	}
-	for _, f := range files {
-		h := textproto.MIMEHeader{}
-		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="%s"; filename="%s"`, f.field, f.name))
-		h.Set("Content-Type", f.ctype)
-		pw, _ := mw.CreatePart(h)
-		pw.Write(f.data)
-	}
-	mw.Close()
-	return mw.FormDataContentType(), buf.Bytes()
-}
-
-func (e *env) upload(method, path, token string, payload any, files ...filePart) (int, []byte) {
+func (e *env) upload(method, path, token string, payload any, files ...uploadstest.Part) (int, []byte) {
 	e.t.Helper()
-	ct, body := multipartBody(e.t, payload, files...)
+	ct, body := uploadstest.Body(payload, files...)
 	req, _ := http.NewRequest(method, e.srv.URL+path, bytes.NewReader(body))
 	if token != "" {
 		req.Header.Set("Authorization", token)
@@ -89,8 +56,8 @@ func TestAttachments(t *testing.T) {
 	path := fmt.Sprintf("%s/channels/%d/messages", v10, w.general)
 	status, raw := e.upload("POST", path, w.bob.Token,
 		map[string]any{"content": "two files", "attachments": []map[string]any{{"id": 0, "filename": "renamed.png"}, {"id": "1"}}},
-		filePart{"files[0]", "cat.png", "text/html", pngBytes},
-		filePart{"files[1]", "../../etc/notes.txt", "image/png", []byte("<html><script>alert(1)</script>")})
+		uploadstest.File("files[0]", "cat.png", "text/html", uploadstest.PNG()),
+		uploadstest.File("files[1]", "../../etc/notes.txt", "image/png", []byte("<html><script>alert(1)</script>")))
 	if status != 200 {
 		t.Fatalf("upload: %d %s", status, raw)
 	}
@@ -102,7 +69,7 @@ func TestAttachments(t *testing.T) {
 	img, doc := m.Attachments[0], m.Attachments[1]
 	// Names are the client's (last path element, renamed by the
 	// payload); types are sniffed, whatever the client claimed.
-	if img.Filename != "renamed.png" || img.ContentType != "image/png" || img.Size != len(pngBytes) ||
+	if img.Filename != "renamed.png" || img.ContentType != "image/png" || img.Size != len(uploadstest.PNG()) ||
 		doc.Filename != "notes.txt" || doc.ContentType != "text/html; charset=utf-8" {
 		t.Fatalf("attachments = %+v", m.Attachments)
 	}
@@ -110,7 +77,7 @@ func TestAttachments(t *testing.T) {
 		t.Fatalf("url = %s", img.URL)
 	}
 	res, body := fetch(t, img.URL)
-	if res.StatusCode != 200 || !bytes.Equal(body, pngBytes) || res.Header.Get("Content-Type") != "image/png" ||
+	if res.StatusCode != 200 || !bytes.Equal(body, uploadstest.PNG()) || res.Header.Get("Content-Type") != "image/png" ||
 		res.Header.Get("X-Content-Type-Options") != "nosniff" {
 		t.Fatalf("fetch image: %d %q %v", res.StatusCode, body, res.Header)
 	}
@@ -137,32 +104,32 @@ func TestAttachments(t *testing.T) {
 		t.Fatalf("read attachments = %+v", read.Attachments)
 	}
 	// A file alone is a message; files need ATTACH_FILES.
-	status, raw = e.upload("POST", path, w.bob.Token, nil, filePart{"files[0]", "a.txt", "text/plain", []byte("just a file")})
+	status, raw = e.upload("POST", path, w.bob.Token, nil, uploadstest.File("files[0]", "a.txt", "text/plain", []byte("just a file")))
 	if status != 200 {
 		t.Fatalf("file only: %d %s", status, raw)
 	}
 	e.ok("PUT", fmt.Sprintf("%s/channels/%d/permissions/%d", v10, w.general, w.guildID), w.alice.Token,
 		map[string]any{"type": 0, "deny": strconv.FormatUint(uint64(permissions.AttachFiles), 10)}, nil)
-	status, raw = e.upload("POST", path, w.bob.Token, map[string]any{"content": "x"}, filePart{"files[0]", "a.txt", "text/plain", []byte("x")})
+	status, raw = e.upload("POST", path, w.bob.Token, map[string]any{"content": "x"}, uploadstest.File("files[0]", "a.txt", "text/plain", []byte("x")))
 	if status != 403 || !strings.Contains(string(raw), "50013") {
 		t.Fatalf("without ATTACH_FILES: %d %s", status, raw)
 	}
 	// Errors: an attachment naming no file, eleven files, duplicates.
 	status, raw = e.upload("POST", path, w.alice.Token, map[string]any{"content": "x", "attachments": []map[string]any{{"id": 3}}},
-		filePart{"files[0]", "a.txt", "text/plain", []byte("x")})
+		uploadstest.File("files[0]", "a.txt", "text/plain", []byte("x")))
 	if status != 400 || !strings.Contains(string(raw), "ATTACHMENT_NOT_FOUND") {
 		t.Fatalf("dangling attachment: %d %s", status, raw)
 	}
-	var many []filePart
+	var many []uploadstest.Part
 	for i := 0; i <= maxFiles; i++ {
-		many = append(many, filePart{fmt.Sprintf("files[%d]", i), "f.txt", "text/plain", []byte("x")})
+		many = append(many, uploadstest.File(fmt.Sprintf("files[%d]", i), "f.txt", "text/plain", []byte("x")))
 	}
 	status, raw = e.upload("POST", path, w.alice.Token, map[string]any{"content": "x"}, many...)
 	if status != 400 || !strings.Contains(string(raw), "50035") {
 		t.Fatalf("eleven files: %d %s", status, raw)
 	}
 	status, raw = e.upload("POST", path, w.alice.Token, map[string]any{"content": "x"},
-		filePart{"files[0]", "a", "text/plain", []byte("x")}, filePart{"files[0]", "b", "text/plain", []byte("y")})
+		uploadstest.File("files[0]", "a", "text/plain", []byte("x")), uploadstest.File("files[0]", "b", "text/plain", []byte("y")))
 	if status != 400 {
 		t.Fatalf("duplicate index: %d %s", status, raw)
 	}
@@ -178,11 +145,11 @@ func TestAttachmentLimits(t *testing.T) {
 	h := New(Config{MaxFileBytes: 1024, AttachmentURLTTL: time.Hour, Now: clock}, Deps{Store: e.store, Guilds: e.guilds, Auth: e.auth, IDs: e.ids, Objects: objs})
 	e.srv.Config.Handler = h
 	path := fmt.Sprintf("%s/channels/%d/messages", v10, w.general)
-	status, raw := e.upload("POST", path, w.alice.Token, map[string]any{"content": "x"}, filePart{"files[0]", "big.bin", "application/octet-stream", bytes.Repeat([]byte{1}, 1025)})
+	status, raw := e.upload("POST", path, w.alice.Token, map[string]any{"content": "x"}, uploadstest.File("files[0]", "big.bin", "application/octet-stream", bytes.Repeat([]byte{1}, 1025)))
 	if status != 413 || !strings.Contains(string(raw), "40005") {
 		t.Fatalf("too large: %d %s", status, raw)
 	}
-	status, raw = e.upload("POST", path, w.alice.Token, map[string]any{"content": "x"}, filePart{"files[0]", "ok.bin", "application/octet-stream", bytes.Repeat([]byte{1}, 1024)})
+	status, raw = e.upload("POST", path, w.alice.Token, map[string]any{"content": "x"}, uploadstest.File("files[0]", "ok.bin", "application/octet-stream", bytes.Repeat([]byte{1}, 1024)))
 	if status != 200 {
 		t.Fatalf("at the limit: %d %s", status, raw)
 	}
@@ -215,7 +182,7 @@ func TestWebhookAttachments(t *testing.T) {
 	w := e.world()
 	wh := e.createWebhook(w.alice.Token, w.general, "Images")
 	status, raw := e.upload("POST", whPath(wh)+"?wait=true", "", map[string]any{"username": "Imager"},
-		filePart{"files[0]", "pic.png", "image/png", pngBytes})
+		uploadstest.File("files[0]", "pic.png", "image/png", uploadstest.PNG()))
 	if status != 200 {
 		t.Fatalf("webhook upload: %d %s", status, raw)
 	}
@@ -225,13 +192,13 @@ func TestWebhookAttachments(t *testing.T) {
 		t.Fatalf("webhook attachment = %+v", m)
 	}
 	res, body := fetch(t, m.Attachments[0].URL)
-	if res.StatusCode != 200 || !bytes.Equal(body, pngBytes) {
+	if res.StatusCode != 200 || !bytes.Equal(body, uploadstest.PNG()) {
 		t.Fatalf("fetch: %d", res.StatusCode)
 	}
 	// Editing keeps the listed attachments and adds new ones.
 	status, raw = e.upload("PATCH", fmt.Sprintf("%s/messages/%d", whPath(wh), m.ID), "",
 		map[string]any{"content": "now two", "attachments": []map[string]any{{"id": m.Attachments[0].ID.String()}, {"id": 0}}},
-		filePart{"files[0]", "b.txt", "text/plain", []byte("second")})
+		uploadstest.File("files[0]", "b.txt", "text/plain", []byte("second")))
 	if status != 200 {
 		t.Fatalf("edit with file: %d %s", status, raw)
 	}
@@ -262,7 +229,7 @@ func TestAttachmentEditAndDelete(t *testing.T) {
 	w := e.world()
 	path := fmt.Sprintf("%s/channels/%d/messages", v10, w.general)
 	status, raw := e.upload("POST", path, w.bob.Token, map[string]any{"content": "two"},
-		filePart{"files[0]", "a.png", "image/png", pngBytes}, filePart{"files[1]", "b.txt", "text/plain", []byte("bee")})
+		uploadstest.File("files[0]", "a.png", "image/png", uploadstest.PNG()), uploadstest.File("files[1]", "b.txt", "text/plain", []byte("bee")))
 	if status != 200 {
 		t.Fatalf("upload: %d %s", status, raw)
 	}
@@ -272,7 +239,7 @@ func TestAttachmentEditAndDelete(t *testing.T) {
 	// Keep a, drop b, add c.
 	status, raw = e.upload("PATCH", fmt.Sprintf("%s/%d", path, m.ID), w.bob.Token,
 		map[string]any{"attachments": []map[string]any{{"id": a.ID.String()}, {"id": 0}}},
-		filePart{"files[0]", "c.txt", "text/plain", []byte("sea")})
+		uploadstest.File("files[0]", "c.txt", "text/plain", []byte("sea")))
 	if status != 200 {
 		t.Fatalf("edit: %d %s", status, raw)
 	}
@@ -290,7 +257,7 @@ func TestAttachmentEditAndDelete(t *testing.T) {
 	}
 	// Someone else's message: 50005 before anything is stored.
 	status, _ = e.upload("PATCH", fmt.Sprintf("%s/%d", path, m.ID), w.alice.Token, map[string]any{"content": "x"},
-		filePart{"files[0]", "d.txt", "text/plain", []byte("d")})
+		uploadstest.File("files[0]", "d.txt", "text/plain", []byte("d")))
 	if status != 403 {
 		t.Fatalf("edit of another's message: %d", status)
 	}
@@ -315,7 +282,7 @@ func TestAttachmentsOfDeletedChannels(t *testing.T) {
 	upload := func(channel snowflake.ID, name string) wire.Attachment {
 		t.Helper()
 		status, raw := e.upload("POST", fmt.Sprintf("%s/channels/%d/messages", v10, channel), w.alice.Token, map[string]any{"content": name},
-			filePart{"files[0]", name, "text/plain", []byte(name)})
+			uploadstest.File("files[0]", name, "text/plain", []byte(name)))
 		var m wire.Message
 		if status != 200 || json.Unmarshal(raw, &m) != nil || len(m.Attachments) != 1 {
 			t.Fatalf("upload %s: %d %s", name, status, raw)

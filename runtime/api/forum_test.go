@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/concord-chat/concord/runtime/api/uploads/uploadstest"
 	"slices"
 	"strconv"
 	"strings"
@@ -184,7 +185,7 @@ func TestForumPostFiles(t *testing.T) {
 	posts := fmt.Sprintf("%s/channels/%d/threads", v10, forum.ID)
 	status, raw := e.upload("POST", posts+"?use_nested_fields=1", w.bob.Token, map[string]any{"name": "screenshot", "auto_archive_duration": 1440,
 		"message": map[string]any{"content": "see attached", "attachments": []map[string]any{{"id": 0, "filename": "shot.png"}}}},
-		filePart{"files[0]", "upload.bin", "application/octet-stream", pngBytes})
+		uploadstest.File("files[0]", "upload.bin", "application/octet-stream", uploadstest.PNG()))
 	if status != 201 {
 		t.Fatalf("multipart post: %d %s", status, raw)
 	}
@@ -196,11 +197,11 @@ func TestForumPostFiles(t *testing.T) {
 		t.Fatalf("post = %s", raw)
 	}
 	att := post.Message.Attachments[0]
-	if att.Filename != "shot.png" || att.ContentType != "image/png" || att.Size != len(pngBytes) ||
+	if att.Filename != "shot.png" || att.ContentType != "image/png" || att.Size != len(uploadstest.PNG()) ||
 		!strings.Contains(att.URL, "/attachments/"+post.ID.String()+"/"+att.ID.String()+"/shot.png?ex=") {
 		t.Fatalf("starter attachment = %+v", att)
 	}
-	if res, body := fetch(t, att.URL); res.StatusCode != 200 || string(body) != string(pngBytes) {
+	if res, body := fetch(t, att.URL); res.StatusCode != 200 || string(body) != string(uploadstest.PNG()) {
 		t.Fatalf("fetch the starter's file: %d %q", res.StatusCode, body)
 	}
 	e.waitEvent(bobS, "THREAD_CREATE", 1)
@@ -216,7 +217,7 @@ func TestForumPostFiles(t *testing.T) {
 	// A file is a message by itself (discord.py sends no attachments
 	// array when asked to: the files are taken by their order).
 	status, raw = e.upload("POST", posts, w.bob.Token, map[string]any{"name": "just a file", "message": map[string]any{}},
-		filePart{"files[0]", "notes.txt", "text/plain", []byte("plain notes")})
+		uploadstest.File("files[0]", "notes.txt", "text/plain", []byte("plain notes")))
 	if status != 201 || !strings.Contains(string(raw), `"filename":"notes.txt"`) {
 		t.Fatalf("file-only post: %d %s", status, raw)
 	}
@@ -231,14 +232,14 @@ func TestForumPostFiles(t *testing.T) {
 	before := active()
 	status, raw = e.upload("POST", posts, w.bob.Token, map[string]any{"name": "dangling",
 		"message": map[string]any{"content": "x", "attachments": []map[string]any{{"id": 3}}}},
-		filePart{"files[0]", "a.png", "image/png", pngBytes})
+		uploadstest.File("files[0]", "a.png", "image/png", uploadstest.PNG()))
 	if status != 400 || !strings.Contains(string(raw), "ATTACHMENT_NOT_FOUND") {
 		t.Fatalf("dangling attachment: %d %s", status, raw)
 	}
 	e.ok("PUT", fmt.Sprintf("%s/channels/%d/permissions/%d", v10, forum.ID, w.guildID), w.alice.Token,
 		map[string]any{"type": 0, "deny": strconv.FormatUint(uint64(permissions.AttachFiles), 10)}, nil)
 	status, raw = e.upload("POST", posts, w.bob.Token, map[string]any{"name": "no files for bob", "message": map[string]any{"content": "x"}},
-		filePart{"files[0]", "a.png", "image/png", pngBytes})
+		uploadstest.File("files[0]", "a.png", "image/png", uploadstest.PNG()))
 	if status != 403 || !strings.Contains(string(raw), "50013") {
 		t.Fatalf("without ATTACH_FILES: %d %s", status, raw)
 	}

@@ -16,65 +16,10 @@ import (
 	"github.com/concord-chat/concord/runtime/registry/etcd/etcdtest"
 )
 
-// ringFixture is a registry (embedded etcd) and a LocalRing over its
-// guild nodes, with helpers to register fake guild nodes.
-type ringFixture struct {
-	t    *testing.T
-	reg  registry.Registry
-	ring *registry.LocalRing
-}
-
-func newRingFixture(t *testing.T) *ringFixture {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	reg := etcdtest.Registry(t)
-	ring, err := registry.NewLocalRing(ctx, reg, registry.RoleGuild, registry.LocalRingConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ring.Close)
-	return &ringFixture{t: t, reg: reg, ring: ring}
-}
-
-// join registers a guild node serving HTTP at addr and waits until the
-// ring shows it.
-func (f *ringFixture) join(name, addr string) registry.Registration {
-	f.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	changes := f.ring.Changes(ctx)
-	r, err := f.reg.Register(ctx, registry.Node{Name: name, Roles: []string{registry.RoleGuild}, Addr: addr, HTTPAddr: addr})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	for {
-		if _, ok := f.ring.Node(name); ok {
-			return r
-		}
-		if _, ok := <-changes; !ok {
-			f.t.Fatalf("ring never showed %s", name)
-		}
-	}
-}
-
-// leave deregisters a node and waits until the ring drops it.
-func (f *ringFixture) leave(name string, r registry.Registration) {
-	f.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	changes := f.ring.Changes(ctx)
-	if err := r.Close(ctx); err != nil {
-		f.t.Fatal(err)
-	}
-	for {
-		if _, ok := f.ring.Node(name); !ok {
-			return
-		}
-		if _, ok := <-changes; !ok {
-			f.t.Fatalf("ring never dropped %s", name)
-		}
-	}
+// joinGuild registers a guild node serving HTTP at addr and waits until
+// the ring shows it.
+func joinGuild(f *etcdtest.GuildRing, name, addr string) registry.Registration {
+	return f.Join(registry.Node{Name: name, Addr: addr, HTTPAddr: addr})
 }
 
 // logSignal is a slog handler that signals each record whose message
@@ -138,18 +83,18 @@ func post(t *testing.T, h http.Handler, path, body string) *httptest.ResponseRec
 // died, the registry still lists it); the proxy waits for the ring to
 // change and sends the request, body included, to the new owner.
 func TestProxyWaitsForRingOnDeadOwner(t *testing.T) {
-	f := newRingFixture(t)
-	dead := f.join("guild-a", closedAddr(t))
+	f := etcdtest.NewGuildRing(t)
+	dead := joinGuild(f, "guild-a", closedAddr(t))
 	var served atomic.Int32
 	alive := echo(t, &served, nil)
 
 	sig := &logSignal{match: "unreachable", ch: make(chan struct{}, 1)}
-	p := newProxy(f.ring, newResolver(nil), 10*time.Second, testMetrics(t), slog.New(sig))
+	p := newProxy(f.Ring, newResolver(nil), 10*time.Second, testMetrics(t), slog.New(sig))
 	done := make(chan *httptest.ResponseRecorder, 1)
 	go func() { done <- post(t, p, "/api/v10/guilds/42/channels", `{"name":"x"}`) }()
 	<-sig.ch // the dead owner was tried
-	f.join("guild-b", strings.TrimPrefix(alive.URL, "http://"))
-	f.leave("guild-a", dead)
+	joinGuild(f, "guild-b", strings.TrimPrefix(alive.URL, "http://"))
+	f.Leave("guild-a", dead)
 	rec := <-done
 	if rec.Code != http.StatusOK || rec.Body.String() != `{"name":"x"}` || served.Load() != 1 {
 		t.Fatalf("got %d %q after %d requests served, want 200 with the body once", rec.Code, rec.Body, served.Load())
@@ -159,9 +104,9 @@ func TestProxyWaitsForRingOnDeadOwner(t *testing.T) {
 // TestProxyNeverInventsSuccess: with the only owner dead and no ring
 // change, the request ends in 503 after the bounded wait.
 func TestProxyNeverInventsSuccess(t *testing.T) {
-	f := newRingFixture(t)
-	f.join("guild-a", closedAddr(t))
-	p := newProxy(f.ring, newResolver(nil), 300*time.Millisecond, testMetrics(t), slog.New(slog.DiscardHandler))
+	f := etcdtest.NewGuildRing(t)
+	joinGuild(f, "guild-a", closedAddr(t))
+	p := newProxy(f.Ring, newResolver(nil), 300*time.Millisecond, testMetrics(t), slog.New(slog.DiscardHandler))
 	start := time.Now()
 	rec := post(t, p, "/api/v10/guilds/42/channels", `{}`)
 	if rec.Code != http.StatusServiceUnavailable {
@@ -175,11 +120,11 @@ func TestProxyNeverInventsSuccess(t *testing.T) {
 // TestProxyDropsClientRetryHeader: a client's own X-Concord-Retry never
 // reaches the guild node; only the proxy marks a send it retried.
 func TestProxyDropsClientRetryHeader(t *testing.T) {
-	f := newRingFixture(t)
+	f := etcdtest.NewGuildRing(t)
 	var served atomic.Int32
 	var retried atomic.Bool
-	f.join("guild-a", strings.TrimPrefix(echo(t, &served, &retried).URL, "http://"))
-	p := newProxy(f.ring, newResolver(nil), time.Second, testMetrics(t), slog.New(slog.DiscardHandler))
+	joinGuild(f, "guild-a", strings.TrimPrefix(echo(t, &served, &retried).URL, "http://"))
+	p := newProxy(f.Ring, newResolver(nil), time.Second, testMetrics(t), slog.New(slog.DiscardHandler))
 	req := httptest.NewRequest(http.MethodPost, "/api/v10/guilds/42/channels", strings.NewReader(`{}`))
 	req.Header.Set(retryHeader, "1")
 	rec := httptest.NewRecorder()
@@ -196,7 +141,7 @@ func TestProxyDropsClientRetryHeader(t *testing.T) {
 // did not process the request; the proxy sends it again until the node
 // takes it (its ring caught up), without a ring change on our side.
 func TestProxyRetriesNotOwner(t *testing.T) {
-	f := newRingFixture(t)
+	f := etcdtest.NewGuildRing(t)
 	var calls atomic.Int32
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) <= 2 {
@@ -208,8 +153,8 @@ func TestProxyRetriesNotOwner(t *testing.T) {
 		w.Write(b)
 	}))
 	t.Cleanup(s.Close)
-	f.join("guild-a", strings.TrimPrefix(s.URL, "http://"))
-	p := newProxy(f.ring, newResolver(nil), 5*time.Second, testMetrics(t), slog.New(slog.DiscardHandler))
+	joinGuild(f, "guild-a", strings.TrimPrefix(s.URL, "http://"))
+	p := newProxy(f.Ring, newResolver(nil), 5*time.Second, testMetrics(t), slog.New(slog.DiscardHandler))
 	rec := post(t, p, "/api/v10/guilds/42/roles", `{"name":"r"}`)
 	if rec.Code != http.StatusOK || rec.Body.String() != `{"name":"r"}` || calls.Load() != 3 {
 		t.Fatalf("got %d %q after %d calls, want 200 with the body after 3", rec.Code, rec.Body, calls.Load())
@@ -220,19 +165,19 @@ func TestProxyRetriesNotOwner(t *testing.T) {
 // dies without answering; the proxy retries once on the next owner,
 // marking the request with retryHeader (it may have been applied).
 func TestProxyRetriesOnceAfterLostResponse(t *testing.T) {
-	f := newRingFixture(t)
-	dying := f.join("guild-a", vanishingOwner(t))
+	f := etcdtest.NewGuildRing(t)
+	dying := joinGuild(f, "guild-a", vanishingOwner(t))
 	var served atomic.Int32
 	var retried atomic.Bool
 	next := echo(t, &served, &retried)
 
 	sig := &logSignal{match: "lost mid-request", ch: make(chan struct{}, 1)}
-	p := newProxy(f.ring, newResolver(nil), 10*time.Second, testMetrics(t), slog.New(sig))
+	p := newProxy(f.Ring, newResolver(nil), 10*time.Second, testMetrics(t), slog.New(sig))
 	done := make(chan *httptest.ResponseRecorder, 1)
 	go func() { done <- post(t, p, "/api/v10/guilds/42/channels", `{"n":1}`) }()
 	<-sig.ch
-	f.join("guild-b", strings.TrimPrefix(next.URL, "http://"))
-	f.leave("guild-a", dying)
+	joinGuild(f, "guild-b", strings.TrimPrefix(next.URL, "http://"))
+	f.Leave("guild-a", dying)
 	rec := <-done
 	if rec.Code != http.StatusOK || served.Load() != 1 || !retried.Load() {
 		t.Fatalf("got %d after %d served (retry header %v), want 200 once with the retry header", rec.Code, served.Load(), retried.Load())

@@ -15,6 +15,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/api/uploads"
 	"github.com/concord-chat/concord/runtime/config"
+	"github.com/concord-chat/concord/runtime/registry/etcd/etcdtest"
 )
 
 // upload builds a multipart message with one file of n bytes.
@@ -44,8 +45,8 @@ func upload(t *testing.T, n int) (body []byte, contentType string) {
 // first owner took it and died, so the proxy sent it again from its spool;
 // a JSON body over the cap is still refused with 413.
 func TestProxyUploadLargerThanJSONCap(t *testing.T) {
-	f := newRingFixture(t)
-	dying := f.join("guild-a", vanishingOwner(t))
+	f := etcdtest.NewGuildRing(t)
+	dying := joinGuild(f, "guild-a", vanishingOwner(t))
 	var sums atomic.Value
 	var served atomic.Int32
 	next := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -61,7 +62,7 @@ func TestProxyUploadLargerThanJSONCap(t *testing.T) {
 	t.Cleanup(next.Close)
 
 	sig := &logSignal{match: "lost mid-request", ch: make(chan struct{}, 1)}
-	p := newProxy(f.ring, newResolver(nil), 30*time.Second, testMetrics(t), slog.New(sig))
+	p := newProxy(f.Ring, newResolver(nil), 30*time.Second, testMetrics(t), slog.New(sig))
 	body, ct := upload(t, 12<<20)
 	want := sha256.Sum256(body)
 	done := make(chan *httptest.ResponseRecorder, 1)
@@ -73,8 +74,8 @@ func TestProxyUploadLargerThanJSONCap(t *testing.T) {
 		done <- rec
 	}()
 	<-sig.ch
-	f.join("guild-b", strings.TrimPrefix(next.URL, "http://"))
-	f.leave("guild-a", dying)
+	joinGuild(f, "guild-b", strings.TrimPrefix(next.URL, "http://"))
+	f.Leave("guild-a", dying)
 	rec := <-done
 	if rec.Code != http.StatusOK || served.Load() != 1 {
 		t.Fatalf("upload: got %d %s after %d served, want 200 once", rec.Code, rec.Body, served.Load())
@@ -92,10 +93,10 @@ func TestProxyUploadLargerThanJSONCap(t *testing.T) {
 // TestProxyUploadCap: an upload over the configured bound is refused
 // with 413 before any guild node sees it.
 func TestProxyUploadCap(t *testing.T) {
-	f := newRingFixture(t)
+	f := etcdtest.NewGuildRing(t)
 	var served atomic.Int32
-	f.join("guild-a", strings.TrimPrefix(echo(t, &served, nil).URL, "http://"))
-	p := newProxy(f.ring, newResolver(nil), time.Second, testMetrics(t), slog.New(slog.DiscardHandler))
+	joinGuild(f, "guild-a", strings.TrimPrefix(echo(t, &served, nil).URL, "http://"))
+	p := newProxy(f.Ring, newResolver(nil), time.Second, testMetrics(t), slog.New(slog.DiscardHandler))
 	p.maxUpload = 1 << 20
 	body, ct := upload(t, 2<<20)
 	req := httptest.NewRequest(http.MethodPost, "/api/v10/guilds/42/channels", bytes.NewReader(body))

@@ -14,6 +14,7 @@ import (
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/registry/etcd/etcdtest"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store/pebble"
 )
@@ -130,30 +131,16 @@ func TestAdminGuildsOnGuildNode(t *testing.T) {
 // guild from its owner on the ring; a guild node that does not answer is
 // left out.
 func TestAdminGuildsOnAPINode(t *testing.T) {
-	f := newRingFixture(t)
+	f := etcdtest.NewGuildRing(t)
 	g0, g1 := newStatsGuildNode(t, "guild-0", 1), newStatsGuildNode(t, "guild-1", 2)
 	join := func(name, admin string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		changes := f.ring.Changes(ctx)
-		if _, err := f.reg.Register(ctx, registry.Node{Name: name, Roles: []string{registry.RoleGuild}, Addr: "unused:1",
-			HTTPAddr: "unused:2", Labels: map[string]string{labelAdmin: admin}}); err != nil {
-			t.Fatal(err)
-		}
-		for {
-			if _, ok := f.ring.Node(name); ok {
-				return
-			}
-			if _, ok := <-changes; !ok {
-				t.Fatalf("ring never showed %s", name)
-			}
-		}
+		f.Join(registry.Node{Name: name, Addr: "unused:1", HTTPAddr: "unused:2", Labels: map[string]string{labelAdmin: admin}})
 	}
 	join("guild-0", g0.srv.Listener.Addr().String())
 	join("guild-1", g1.srv.Listener.Addr().String())
 	join("guild-dead", "127.0.0.1:1")
 
-	api := &Node{cfg: Config{Roles: []string{registry.RoleAPI}, CallTimeout: 5 * time.Second}, guildRng: f.ring, log: slog.New(slog.DiscardHandler)}
+	api := &Node{cfg: Config{Roles: []string{registry.RoleAPI}, CallTimeout: 5 * time.Second}, guildRng: f.Ring, log: slog.New(slog.DiscardHandler)}
 	mux := http.NewServeMux()
 	api.statsRoutes(mux)
 	srv := httptest.NewServer(mux)
@@ -176,16 +163,16 @@ func TestAdminGuildsOnAPINode(t *testing.T) {
 	// there) and guild 9 on the dead node.
 	ctx := context.Background()
 	pins := map[snowflake.ID]string{g0.guild: "guild-0", g1.guild: "guild-1", 7: "guild-0", 9: "guild-dead"}
-	changes := f.ring.Changes(ctx)
+	changes := f.Ring.Changes(ctx)
 	for id, node := range pins {
-		if err := f.reg.Pin(ctx, id, node); err != nil {
+		if err := f.Reg.Pin(ctx, id, node); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for pinned := false; !pinned; {
 		pinned = true
 		for id, node := range pins {
-			if o, _ := f.ring.Owner(id); o.Name != node {
+			if o, _ := f.Ring.Owner(id); o.Name != node {
 				pinned = false
 			}
 		}

@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
+	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gatewayrole"
@@ -91,30 +90,22 @@ func TestServeBuildsGatewayRole(t *testing.T) {
 	}
 	restCall(t, addr, user.Token, "POST", "/guilds", map[string]string{"name": "served"}, &g)
 
-	c, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/gateway?v=10&encoding=json", nil)
+	c, err := gwtest.Dial(gwtest.URL(addr), user.Token, gwtest.Options{Name: "alice", Intents: 1})
 	if err != nil {
-		t.Fatalf("dial gateway: %v", err)
-	}
-	defer c.Close()
-	if err := c.WriteJSON(map[string]any{"op": 2, "d": map[string]any{"token": user.Token, "intents": 1,
-		"properties": map[string]string{"os": "linux", "browser": "test", "device": "test"}}}); err != nil {
 		t.Fatal(err)
 	}
+	defer c.Close()
 	// READY, then GUILD_CREATE from the guild's owner over GuildNode and
 	// GatewayNode.Deliver.
-	for seen := map[string]bool{}; !seen["GUILD_CREATE"]; {
-		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-		var f struct {
-			T string          `json:"t"`
-			D json.RawMessage `json:"d"`
-		}
-		if err := c.ReadJSON(&f); err != nil {
-			t.Fatalf("read the gateway (seen %v): %v", seen, err)
-		}
-		if f.T == "GUILD_CREATE" && !strings.Contains(string(f.D), g.ID) {
-			t.Fatalf("GUILD_CREATE of another guild: %s", f.D)
-		}
-		seen[f.T] = true
+	if _, _, err := c.Next("READY", 30*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, _, err := c.Next("GUILD_CREATE", 30*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(f.D), g.ID) {
+		t.Fatalf("GUILD_CREATE of another guild: %s", f.D)
 	}
 
 	// The session directory finds the session on this node.

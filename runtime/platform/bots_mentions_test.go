@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
+	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/runtime/eventlog/outbox"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
@@ -124,29 +123,7 @@ func awaitMentions(t *testing.T, p *Platform, user, channel snowflake.ID, want i
 
 // identifyBot is identify for a bot: GUILDS and GUILD_MESSAGES only (a
 // bot asking for the privileged MESSAGE_CONTENT without it is refused).
-func identifyBot(t *testing.T, addr, token string) *wsSession {
+func identifyBot(t *testing.T, addr, token string) *gwClient {
 	t.Helper()
-	c, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/gateway?v=10&encoding=json", nil)
-	if err != nil {
-		t.Fatalf("dial gateway: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	s := &wsSession{t: t, c: c, events: make(chan map[string]json.RawMessage, 256)}
-	if err := c.WriteJSON(map[string]any{"op": 2, "d": map[string]any{
-		"token": token, "intents": 1<<0 | 1<<9,
-		"properties": map[string]string{"os": "linux", "browser": "test", "device": "test"},
-	}}); err != nil {
-		t.Fatalf("identify: %v", err)
-	}
-	go func() {
-		defer close(s.events)
-		for {
-			var f map[string]json.RawMessage
-			if err := c.ReadJSON(&f); err != nil {
-				return
-			}
-			s.events <- f
-		}
-	}()
-	return s
+	return dialGateway(t, addr, "bot", token, gwtest.Options{Intents: 1<<0 | 1<<9})
 }

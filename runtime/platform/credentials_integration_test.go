@@ -5,54 +5,14 @@ package platform
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	redisctr "github.com/concord-chat/concord/runtime/counters/redis"
+	"github.com/concord-chat/concord/runtime/counters/redis/redistest"
 )
-
-// startRequirePassRedis runs redis-server (from PATH) on a free loopback
-// port with --requirepass and no persistence until the test ends.
-func startRequirePassRedis(t *testing.T, password string) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatal("redis-server is not on PATH: install it (apt-get install redis-server, or run hack/redis/start.sh once as root)")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	var out strings.Builder
-	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--requirepass", password,
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server did not listen on %s within 10s: %v\n%s", addr, err, out.String())
-		}
-	}
-}
 
 // TestOpenCountersRedisPassword: the counters `concord dev` and the serve
 // roles open (OpenCounters) authenticate with Config.RedisPassword
@@ -61,7 +21,7 @@ func startRequirePassRedis(t *testing.T, password string) string {
 // or with a wrong one, opening fails with redis.ErrAuth.
 func TestOpenCountersRedisPassword(t *testing.T) {
 	const password = "pod-s3cret"
-	addr := startRequirePassRedis(t, password)
+	addr := redistest.StartRequirePass(t, password)
 	ctx := context.Background()
 	base := Config{Redis: "redis://" + addr + "?prefix=platform-auth:", Logger: slog.New(slog.DiscardHandler)}
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/gatewayrole"
 	"github.com/concord-chat/concord/runtime/role"
@@ -98,17 +99,8 @@ func TestDevBuildsGatewayRole(t *testing.T) {
 		t.Fatalf("POST /admin/drain: %d %v, want 200 draining", code, st)
 	}
 	// The drain sends alice op 7 and takes the process out of rotation.
-	deadline := time.After(30 * time.Second)
-	for reconnect := false; !reconnect; {
-		select {
-		case f, ok := <-a.frames:
-			if !ok {
-				t.Fatal("alice's connection closed before op 7")
-			}
-			reconnect = f.Op == 7
-		case <-deadline:
-			t.Fatal("no op 7 within 30 s of the drain")
-		}
+	if err := a.Await("op 7 after the drain", 30*time.Second, func([]gwtest.Frame) bool { return a.Ops(7) > 0 }); err != nil {
+		t.Fatal(err)
 	}
 	resp, err := http.Get("http://" + addr + "/readyz")
 	if err != nil {
@@ -124,7 +116,9 @@ func TestDevBuildsGatewayRole(t *testing.T) {
 func readOp(t *testing.T, c *websocket.Conn) int {
 	t.Helper()
 	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	var f gwFrame
+	var f struct {
+		Op int `json:"op"`
+	}
 	if err := c.ReadJSON(&f); err != nil {
 		t.Fatalf("read a frame: %v", err)
 	}

@@ -3,120 +3,67 @@ package platform
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
+	"github.com/concord-chat/concord/internal/gwtest"
+	"github.com/concord-chat/concord/runtime/counters/counterstest"
 	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
-// testClock is the presence role's clock in these tests: coalescing
-// windows pass when the test says so, and Tick runs only when called.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// gwFrame is one server frame.
-type gwFrame struct {
-	Op int             `json:"op"`
-	T  string          `json:"t"`
-	D  json.RawMessage `json:"d"`
-}
-
-// gwClient is a raw gateway client that can send any opcode.
+// gwClient is a gateway session of these tests: the shared test client
+// (gwtest) with the test's failure reporting.
 type gwClient struct {
-	t      *testing.T
-	name   string
-	c      *websocket.Conn
-	frames chan gwFrame
-	// err is the read error that ended frames (read it after frames is
-	// closed).
-	err error
+	*gwtest.Conn
+	t    *testing.T
+	name string
 }
+
+// gwWait bounds every wait for a frame of these tests.
+const gwWait = 15 * time.Second
 
 // dialAs identifies with the given properties.os and presence (nil: none)
 // and waits for READY.
 func dialAs(t *testing.T, addr, name, token, os string, pres map[string]any) *gwClient {
 	t.Helper()
-	c, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/gateway?v=10&encoding=json", nil)
-	if err != nil {
-		t.Fatalf("dial gateway: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	g := &gwClient{t: t, name: name, c: c, frames: make(chan gwFrame, 1024)}
-	d := map[string]any{
-		"token": token, "intents": 1<<0 | 1<<9 | 1<<15,
-		"properties": map[string]string{"os": os, "browser": "concord-test", "device": "test"},
-	}
-	if pres != nil {
-		d["presence"] = pres
-	}
-	g.send(2, d)
-	go func() {
-		defer close(g.frames)
-		for {
-			var f gwFrame
-			if err := c.ReadJSON(&f); err != nil {
-				g.err = err
-				return
-			}
-			g.frames <- f
-		}
-	}()
+	g := dialGateway(t, addr, name, token, gwtest.Options{OS: os, Presence: pres})
 	g.next("READY")
 	return g
 }
 
+// dialGateway connects and identifies per o (its Name is name); it does
+// not wait for READY.
+func dialGateway(t *testing.T, addr, name, token string, o gwtest.Options) *gwClient {
+	t.Helper()
+	o.Name = name
+	c, err := gwtest.Dial(gwtest.URL(addr), token, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return &gwClient{Conn: c, t: t, name: name}
+}
+
 func (g *gwClient) send(op int, d any) {
 	g.t.Helper()
-	if err := g.c.WriteJSON(map[string]any{"op": op, "d": d}); err != nil {
+	if err := g.Send(map[string]any{"op": op, "d": d}); err != nil {
 		g.t.Fatalf("%s: send op %d: %v", g.name, op, err)
 	}
 }
 
 // until returns the dispatches received before the first one named typ
 // for which match (nil: any) holds, and that one's d.
-func (g *gwClient) until(typ string, match func(json.RawMessage) bool) ([]gwFrame, json.RawMessage) {
+func (g *gwClient) until(typ string, match func(json.RawMessage) bool) ([]gwtest.Frame, json.RawMessage) {
 	g.t.Helper()
-	var before []gwFrame
-	deadline := time.After(15 * time.Second)
-	for {
-		select {
-		case f, ok := <-g.frames:
-			if !ok {
-				g.t.Fatalf("%s: gateway closed while waiting for %s", g.name, typ)
-			}
-			if f.Op != 0 {
-				continue
-			}
-			if f.T == typ && (match == nil || match(f.D)) {
-				return before, f.D
-			}
-			before = append(before, f)
-		case <-deadline:
-			g.t.Fatalf("%s: timed out waiting for %s", g.name, typ)
-		}
+	f, before, err := g.Next(typ, gwWait, match)
+	if err != nil {
+		g.t.Fatal(err)
 	}
+	return before, f.D
 }
 
 // next waits for the dispatch named typ.
@@ -128,12 +75,12 @@ func (g *gwClient) next(typ string) json.RawMessage {
 
 // none fails if any dispatch named typ arrives before the message marker
 // (a MESSAGE_CREATE whose content is marker).
-func (g *gwClient) none(typ, marker string, also func(gwFrame) bool) {
+func (g *gwClient) none(typ, marker string, also func(gwtest.Frame) bool) {
 	g.t.Helper()
 	before, _ := g.until("MESSAGE_CREATE", func(d json.RawMessage) bool { return strings.Contains(string(d), marker) })
 	for _, f := range before {
-		if f.T == typ && (also == nil || also(f)) {
-			g.t.Fatalf("%s: unexpected %s before %s: %s", g.name, f.T, marker, f.D)
+		if f.Type == typ && (also == nil || also(f)) {
+			g.t.Fatalf("%s: unexpected %s before %s: %s", g.name, f.Type, marker, f.D)
 		}
 	}
 }
@@ -149,7 +96,7 @@ type presenceFixture struct {
 	t       *testing.T
 	p       *Platform
 	addr    string
-	clock   *testClock
+	clock   *counterstest.Clock // the presence role's clock: windows pass when the test says so
 	guild   string
 	general string
 	invite  string
@@ -160,7 +107,7 @@ type presenceFixture struct {
 }
 
 func newPresenceFixture(t *testing.T, members ...string) *presenceFixture {
-	clock := &testClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := counterstest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	p, addr := startTestPlatform(t, func(c *Config) {
 		c.Presence = PresenceConfig{Window: 5 * time.Second, TickInterval: -1, Now: clock.Now}
 	})
@@ -311,10 +258,10 @@ func TestPresenceMultiDeviceAndCoalescing(t *testing.T) {
 	web := dialAs(t, f.addr, "bob-web", bob.Token, "linux", nil)
 	web.next("GUILD_CREATE")
 	f.waitSessions(f.sessions + 1)
-	_ = web.c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+	web.CloseNormally()
 	f.waitSessions(f.sessions)
 	f.tick()
-	alice.none("PRESENCE_UPDATE", f.marker(), func(fr gwFrame) bool { return presenceFor(bob.UserID)(fr.D) })
+	alice.none("PRESENCE_UPDATE", f.marker(), func(fr gwtest.Frame) bool { return presenceFor(bob.UserID)(fr.D) })
 }
 
 // waitUpdate waits until the presence role folds userID's status to want.
@@ -440,7 +387,7 @@ func TestMemberListRangesOverSockets(t *testing.T) {
 	f.tick()
 	before, raw := alice.until("GUILD_MEMBER_LIST_UPDATE", nil)
 	for _, fr := range before {
-		if fr.T == "PRESENCE_UPDATE" {
+		if fr.Type == "PRESENCE_UPDATE" {
 			t.Fatalf("PRESENCE_UPDATE before the list moved the row: %s", fr.D)
 		}
 	}
@@ -484,7 +431,7 @@ func TestMemberListRangesOverSockets(t *testing.T) {
 		t.Fatalf("carol online: list %s ops %s, want %s in %s", l.ID, got, want, general.ID)
 	}
 	m := f.marker()
-	alice.none("GUILD_MEMBER_LIST_UPDATE", m, func(fr gwFrame) bool { return strings.Contains(string(fr.D), c) })
+	alice.none("GUILD_MEMBER_LIST_UPDATE", m, func(fr gwtest.Frame) bool { return strings.Contains(string(fr.D), c) })
 	carol.none("GUILD_MEMBER_LIST_UPDATE", m, nil)
 }
 
@@ -550,11 +497,8 @@ func TestRequestGuildMembersOverSockets(t *testing.T) {
 	}
 
 	alice.send(8, map[string]any{"guild_id": f.guild, "nonce": "bad"})
-	for range alice.frames {
-	}
-	var ce *websocket.CloseError
-	if !errors.As(alice.err, &ce) || ce.Code != 4002 {
-		t.Fatalf("bad op 8 ended the connection with %v, want close 4002", alice.err)
+	if code := alice.closeCode(); code != 4002 {
+		t.Fatalf("bad op 8 ended the connection with close %d, want 4002", code)
 	}
 }
 
@@ -612,7 +556,7 @@ func TestPresenceRoleCrashRecovery(t *testing.T) {
 		t.Fatalf("rebuilt presence %+v, before %+v", p, before)
 	}
 	f.tick()
-	alice.none("PRESENCE_UPDATE", f.marker(), func(fr gwFrame) bool { return presenceFor(b)(fr.D) })
+	alice.none("PRESENCE_UPDATE", f.marker(), func(fr gwtest.Frame) bool { return presenceFor(b)(fr.D) })
 	if p := svc.Get(bid); p.Status != "dnd" {
 		t.Fatalf("after the window bob is %s", p.Status)
 	}
@@ -631,13 +575,16 @@ func TestPresenceRoleCrashRecovery(t *testing.T) {
 // close code.
 func (g *gwClient) closeCode() int {
 	g.t.Helper()
-	for range g.frames {
+	select {
+	case <-g.Done():
+	case <-time.After(gwWait):
+		g.t.Fatalf("%s: the server did not close the connection within %v", g.name, gwWait)
 	}
-	var ce *websocket.CloseError
-	if !errors.As(g.err, &ce) {
-		g.t.Fatalf("%s: connection ended with %v, not a close frame", g.name, g.err)
+	code := g.CloseCode()
+	if code == 0 {
+		g.t.Fatalf("%s: connection ended without a close frame", g.name)
 	}
-	return ce.Code
+	return code
 }
 
 // TestPresenceBadInput: an unknown status or an oversized activity closes

@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
+	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
@@ -111,59 +110,11 @@ func guildOfTwo(t *testing.T, addr, name string) (alice, bob testUser, g, ch idO
 	return alice, bob, g, ch
 }
 
-// wsSession is a raw gateway client: HELLO, IDENTIFY, then dispatches.
-type wsSession struct {
-	t      *testing.T
-	c      *websocket.Conn
-	events chan map[string]json.RawMessage
-}
-
-func identify(t *testing.T, addr, token string) *wsSession {
+// identify connects as a user (GUILDS, GUILD_MESSAGES, MESSAGE_CONTENT);
+// it does not wait for READY.
+func identify(t *testing.T, addr, token string) *gwClient {
 	t.Helper()
-	c, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/gateway?v=10&encoding=json", nil)
-	if err != nil {
-		t.Fatalf("dial gateway: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	s := &wsSession{t: t, c: c, events: make(chan map[string]json.RawMessage, 256)}
-	if err := c.WriteJSON(map[string]any{"op": 2, "d": map[string]any{
-		"token": token, "intents": 1<<0 | 1<<9 | 1<<15,
-		"properties": map[string]string{"os": "linux", "browser": "test", "device": "test"},
-	}}); err != nil {
-		t.Fatalf("identify: %v", err)
-	}
-	go func() {
-		defer close(s.events)
-		for {
-			var f map[string]json.RawMessage
-			if err := c.ReadJSON(&f); err != nil {
-				return
-			}
-			s.events <- f
-		}
-	}()
-	return s
-}
-
-// next waits for the dispatch named typ and returns its `d`.
-func (s *wsSession) next(typ string) json.RawMessage {
-	s.t.Helper()
-	deadline := time.After(15 * time.Second)
-	for {
-		select {
-		case f, ok := <-s.events:
-			if !ok {
-				s.t.Fatalf("gateway closed while waiting for %s", typ)
-			}
-			var name string
-			_ = json.Unmarshal(f["t"], &name)
-			if name == typ {
-				return f["d"]
-			}
-		case <-deadline:
-			s.t.Fatalf("timed out waiting for %s", typ)
-		}
-	}
+	return dialGateway(t, addr, "user", token, gwtest.Options{})
 }
 
 // TestAckClearsBadgeOnOtherDevice: a user mentioned in a channel has a

@@ -3,7 +3,6 @@ package platform
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -12,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
+	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/runtime/apirole"
 	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/entitlement"
@@ -138,11 +136,12 @@ func (w *revWorld) startPoster(guild, channel snowflake.ID, every time.Duration)
 
 func (p *poster) stop() { p.cancel(); <-p.done }
 
-// botConn is a raw gateway client of the bot that records, per guild,
-// when it last received a MESSAGE_CREATE and when GUILD_DELETE came.
+// botConn is a gateway client of the bot (gwtest) that records, per
+// guild, when it last received a MESSAGE_CREATE and when GUILD_DELETE
+// came.
 type botConn struct {
-	t *testing.T
-	c *websocket.Conn
+	t    *testing.T
+	conn *gwtest.Conn
 
 	ready   chan struct{} // closed at READY
 	invalid chan bool     // op 9 payloads
@@ -150,6 +149,7 @@ type botConn struct {
 	code    int           // close code, valid after closed
 
 	mu         sync.Mutex
+	readyOnce  sync.Once
 	created    map[snowflake.ID]chan struct{} // closed at GUILD_CREATE
 	lastMsg    map[snowflake.ID]time.Time
 	msgs       map[snowflake.ID]int
@@ -161,98 +161,60 @@ type botConn struct {
 // dialBot connects and identifies as the bot; it does not wait for READY.
 func (w *revWorld) dialBot(token string) *botConn {
 	w.t.Helper()
-	c, _, err := websocket.DefaultDialer.Dial("ws://"+w.addr+"/gateway?v=10&encoding=json", nil)
-	if err != nil {
-		w.t.Fatalf("dial gateway: %v", err)
-	}
-	b := &botConn{t: w.t, c: c, ready: make(chan struct{}), invalid: make(chan bool, 4), closed: make(chan struct{}),
+	b := &botConn{t: w.t, ready: make(chan struct{}), invalid: make(chan bool, 4), closed: make(chan struct{}),
 		created: map[snowflake.ID]chan struct{}{}, lastMsg: map[snowflake.ID]time.Time{}, msgs: map[snowflake.ID]int{},
 		deleted: map[snowflake.ID]time.Time{}, afterDel: map[snowflake.ID]int{}}
-	w.t.Cleanup(func() { c.Close(); <-b.closed })
-	var wmu sync.Mutex
-	send := func(v any) error { wmu.Lock(); defer wmu.Unlock(); return c.WriteJSON(v) }
-	if err := send(map[string]any{"op": 2, "d": map[string]any{
-		"token": token, "intents": 1<<0 | 1<<9,
-		"properties": map[string]string{"os": "linux", "browser": "revtest", "device": "revtest"},
-	}}); err != nil {
-		w.t.Fatalf("identify: %v", err)
+	conn, err := gwtest.Dial(gwtest.URL(w.addr), token, gwtest.Options{Name: "bot", Intents: 1<<0 | 1<<9, OnFrame: b.record})
+	if err != nil {
+		w.t.Fatal(err)
 	}
-	go b.read(send)
+	b.conn = conn
+	go func() {
+		<-conn.Done()
+		b.code = conn.CloseCode()
+		close(b.closed)
+	}()
+	w.t.Cleanup(func() { conn.Close(); <-b.closed })
 	return b
 }
 
-// read records frames until the connection ends, heartbeating as asked.
-func (b *botConn) read(send func(any) error) {
-	defer close(b.closed)
-	stopBeat := make(chan struct{})
-	defer close(stopBeat)
-	readyOnce := sync.Once{}
-	for {
-		var f struct {
-			Op int             `json:"op"`
-			T  string          `json:"t"`
-			D  json.RawMessage `json:"d"`
+// record files one frame; the gwtest reader calls it.
+func (b *botConn) record(op int, f gwtest.Frame) {
+	switch op {
+	case 9:
+		var resumable bool
+		_ = json.Unmarshal(f.D, &resumable)
+		select {
+		case b.invalid <- resumable:
+		default:
 		}
-		if err := b.c.ReadJSON(&f); err != nil {
-			var ce *websocket.CloseError
-			if errors.As(err, &ce) {
-				b.code = ce.Code
-			}
-			return
+	case 0:
+		var d struct {
+			ID      snowflake.ID `json:"id,string"`
+			GuildID snowflake.ID `json:"guild_id,string"`
 		}
-		now := time.Now()
-		switch f.Op {
-		case 10:
-			var h struct {
-				Interval int `json:"heartbeat_interval"`
+		_ = json.Unmarshal(f.D, &d)
+		now := f.At
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch f.Type {
+		case "READY":
+			b.readyOnce.Do(func() { close(b.ready) })
+		case "GUILD_CREATE":
+			if ch := b.createdCh(d.ID); !isClosed(ch) {
+				close(ch)
 			}
-			_ = json.Unmarshal(f.D, &h)
-			go func() {
-				t := time.NewTicker(time.Duration(h.Interval) * time.Millisecond)
-				defer t.Stop()
-				for {
-					select {
-					case <-stopBeat:
-						return
-					case <-t.C:
-						_ = send(map[string]any{"op": 1, "d": nil})
-					}
-				}
-			}()
-		case 9:
-			var resumable bool
-			_ = json.Unmarshal(f.D, &resumable)
-			select {
-			case b.invalid <- resumable:
-			default:
+		case "GUILD_DELETE":
+			if _, ok := b.deleted[d.ID]; !ok {
+				b.deleted[d.ID] = now
 			}
-		case 0:
-			var d struct {
-				ID      snowflake.ID `json:"id,string"`
-				GuildID snowflake.ID `json:"guild_id,string"`
+		case "MESSAGE_CREATE":
+			b.lastMsg[d.GuildID] = now
+			b.lastAnyMsg = now
+			b.msgs[d.GuildID]++
+			if _, ok := b.deleted[d.GuildID]; ok {
+				b.afterDel[d.GuildID]++
 			}
-			_ = json.Unmarshal(f.D, &d)
-			b.mu.Lock()
-			switch f.T {
-			case "READY":
-				readyOnce.Do(func() { close(b.ready) })
-			case "GUILD_CREATE":
-				if ch := b.createdCh(d.ID); !isClosed(ch) {
-					close(ch)
-				}
-			case "GUILD_DELETE":
-				if _, ok := b.deleted[d.ID]; !ok {
-					b.deleted[d.ID] = now
-				}
-			case "MESSAGE_CREATE":
-				b.lastMsg[d.GuildID] = now
-				b.lastAnyMsg = now
-				b.msgs[d.GuildID]++
-				if _, ok := b.deleted[d.GuildID]; ok {
-					b.afterDel[d.GuildID]++
-				}
-			}
-			b.mu.Unlock()
 		}
 	}
 }

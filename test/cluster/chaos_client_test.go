@@ -4,13 +4,14 @@ package cluster
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
+	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // chaosClient is a gateway client that survives its gateway node dying,
@@ -31,8 +32,7 @@ type chaosClient struct {
 	resumeURL  string          // READY's resume_gateway_url
 	live       bool            // READY or RESUMED on the current connection
 	liveAt     time.Time       // when the current connection became live
-	ws         *websocket.Conn
-	writeMu    *sync.Mutex // guards writes to ws
+	conn       *gwtest.Conn    // the current connection
 	identifies int
 	resumes    int           // RESUMED received
 	invalid    int           // INVALID_SESSION received
@@ -61,10 +61,10 @@ func startChaosClient(t *testing.T, name, token string, gateways []string, inten
 func (c *chaosClient) stop() {
 	c.mu.Lock()
 	c.stopping = true
-	ws := c.ws
+	conn := c.conn
 	c.mu.Unlock()
-	if ws != nil {
-		ws.Close()
+	if conn != nil {
+		conn.Close()
 	}
 	<-c.done
 }
@@ -105,7 +105,7 @@ func (c *chaosClient) run() {
 			urls = append(urls, resumeURL+"?v=10&encoding=json")
 		}
 		for i := range c.gateways {
-			urls = append(urls, "ws://"+c.gateways[(attempt+i)%len(c.gateways)]+"/gateway?v=10&encoding=json")
+			urls = append(urls, gwtest.URL(c.gateways[(attempt+i)%len(c.gateways)]))
 		}
 		var why string
 		for _, u := range urls {
@@ -115,7 +115,8 @@ func (c *chaosClient) run() {
 				break
 			}
 			why = err.Error()
-			if _, dial := err.(dialError); !dial {
+			var de *gwtest.DialError
+			if !errors.As(err, &de) {
 				break // the connection was made and ended: start over
 			}
 		}
@@ -132,171 +133,130 @@ func (c *chaosClient) run() {
 	}
 }
 
-// dialError is a connection that could not be made at all.
-type dialError struct{ error }
-
-// connect runs one connection until it ends; nil means it ended because
-// the client is stopping.
+// connect runs one connection (a gwtest.Conn, which heartbeats) until it
+// ends; nil means it ended because the client is stopping. A connection
+// that could not be made at all is a *gwtest.DialError.
 func (c *chaosClient) connect(url string) error {
-	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second}
-	ws, _, err := d.Dial(url, nil)
-	if err != nil {
-		return dialError{fmt.Errorf("dial %s: %w", url, err)}
-	}
-	defer ws.Close()
-	writeMu := &sync.Mutex{}
-	write := func(v any) error {
-		writeMu.Lock()
-		defer writeMu.Unlock()
-		_ = ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		return ws.WriteJSON(v)
-	}
 	c.mu.Lock()
 	if c.stopping {
 		c.mu.Unlock()
 		return nil
 	}
-	c.ws, c.writeMu = ws, writeMu
-	cur := c.current()
-	var sid string
-	var seq int64
-	if cur != nil {
-		sid, seq = cur.id, cur.lastSeq
+	o := gwtest.Options{Name: c.name, Intents: c.intents, Timeout: 5 * time.Second}
+	if cur := c.current(); cur != nil {
+		o.Resume = &gwtest.Resume{SessionID: cur.id, Seq: cur.lastSeq}
 	}
 	c.mu.Unlock()
-
-	var hello struct {
-		Op int `json:"op"`
-		D  struct {
-			HeartbeatInterval int `json:"heartbeat_interval"`
-		} `json:"d"`
-	}
-	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if err := ws.ReadJSON(&hello); err != nil || hello.Op != 10 {
-		return fmt.Errorf("HELLO from %s: %+v, %v", url, hello, err)
-	}
-	_ = ws.SetReadDeadline(time.Time{})
-	identify := func() error {
-		c.mu.Lock()
-		c.identifies++
-		c.mu.Unlock()
-		return write(map[string]any{"op": 2, "d": map[string]any{
-			"token": c.token, "intents": c.intents,
-			"properties": map[string]string{"os": "linux", "browser": "concord-chaos", "device": "concord-chaos"}}})
-	}
-	if sid == "" {
-		err = identify()
-	} else {
-		err = write(map[string]any{"op": 6, "d": map[string]any{"token": c.token, "session_id": sid, "seq": seq}})
-	}
-	if err != nil {
-		return fmt.Errorf("identify/resume on %s: %w", url, err)
-	}
-	stopBeat := make(chan struct{})
-	defer close(stopBeat)
-	beat := func() error {
-		c.mu.Lock()
-		var s any
-		if cur := c.current(); cur != nil && cur.lastSeq > 0 {
-			s = cur.lastSeq
-		}
-		c.mu.Unlock()
-		return write(map[string]any{"op": 1, "d": s})
-	}
-	go func() {
-		tk := time.NewTicker(time.Duration(hello.D.HeartbeatInterval) * time.Millisecond)
-		defer tk.Stop()
-		for {
+	// The reader hands every frame to record; op 7 and op 9 end the
+	// connection, which the reader cannot do itself.
+	end := make(chan ending, 1)
+	o.OnFrame = func(op int, f gwtest.Frame) {
+		if err := c.record(url, op, f); err != nil {
 			select {
-			case <-stopBeat:
-				return
-			case <-tk.C:
-				if beat() != nil {
-					return
-				}
+			case end <- ending{err: err, reconnect: op == 7}:
+			default:
 			}
-		}
-	}()
-	for {
-		var f struct {
-			Op int             `json:"op"`
-			T  string          `json:"t"`
-			S  int64           `json:"s"`
-			D  json.RawMessage `json:"d"`
-		}
-		if err := ws.ReadJSON(&f); err != nil {
-			c.mu.Lock()
-			stopping := c.stopping
-			c.mu.Unlock()
-			if stopping {
-				return nil
-			}
-			return fmt.Errorf("connection to %s ended: %w", url, err)
-		}
-		switch f.Op {
-		case 0:
-			c.mu.Lock()
-			if f.T == "READY" {
-				var r struct {
-					SessionID        string `json:"session_id"`
-					ResumeGatewayURL string `json:"resume_gateway_url"`
-				}
-				_ = json.Unmarshal(f.D, &r)
-				c.sessions = append(c.sessions, &chaosSession{id: r.SessionID, gateway: url})
-				c.resumeURL = r.ResumeGatewayURL
-				c.live, c.liveAt = true, time.Now()
-			}
-			if cur := c.current(); cur != nil {
-				cur.frames = append(cur.frames, dispatch{Seq: f.S, Type: f.T, At: time.Now(), D: f.D})
-				cur.lastSeq = f.S
-			}
-			if f.T == "RESUMED" {
-				c.resumes++
-				c.live, c.liveAt = true, time.Now()
-			}
-			c.notify()
-			c.mu.Unlock()
-		case 1:
-			if err := beat(); err != nil {
-				return fmt.Errorf("heartbeat on %s: %w", url, err)
-			}
-		case 7:
-			// Reconnect: close with a code that keeps the session and
-			// resume.
-			writeMu.Lock()
-			_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(4000, "reconnect"), time.Now().Add(time.Second))
-			writeMu.Unlock()
-			return fmt.Errorf("op 7 from %s", url)
-		case 9:
-			var resumable bool
-			_ = json.Unmarshal(f.D, &resumable)
-			c.mu.Lock()
-			c.invalid++
-			if !resumable {
-				// A new session: the old one's record stays, closed.
-				c.sessions = append(c.sessions, &chaosSession{})
-				c.resumeURL = ""
-			}
-			c.notify()
-			c.mu.Unlock()
-			return fmt.Errorf("INVALID_SESSION (resumable %v) from %s", resumable, url)
 		}
 	}
+	conn, err := gwtest.Dial(url, c.token, o)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if o.Resume == nil {
+		c.identifies++
+	}
+	c.conn = conn
+	stopping := c.stopping
+	c.mu.Unlock()
+	if stopping {
+		conn.Close()
+		return nil
+	}
+	select {
+	case e := <-end:
+		if e.reconnect {
+			// Op 7: close with a code that keeps the session, and
+			// resume.
+			conn.CloseWith(4000)
+		} else {
+			conn.Close()
+		}
+		return e.err
+	case <-conn.Done():
+		c.mu.Lock()
+		stopping := c.stopping
+		c.mu.Unlock()
+		if stopping {
+			return nil
+		}
+		select {
+		case e := <-end: // the server closed right after op 7 or 9
+			return e.err
+		default:
+		}
+		return fmt.Errorf("connection to %s ended (close code %d)", url, conn.CloseCode())
+	}
+}
+
+// ending is why a connection must end: an op 7 (reconnect) or op 9.
+type ending struct {
+	err       error
+	reconnect bool
+}
+
+// record files one frame of the connection to url under the session it
+// belongs to; an op 7 or op 9 returns why the connection must end.
+func (c *chaosClient) record(url string, op int, f gwtest.Frame) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.notify()
+	switch op {
+	case 0:
+		if f.Type == "READY" {
+			var r struct {
+				SessionID        string `json:"session_id"`
+				ResumeGatewayURL string `json:"resume_gateway_url"`
+			}
+			_ = json.Unmarshal(f.D, &r)
+			c.sessions = append(c.sessions, &chaosSession{id: r.SessionID, gateway: url})
+			c.resumeURL = r.ResumeGatewayURL
+			c.live, c.liveAt = true, time.Now()
+		}
+		if cur := c.current(); cur != nil {
+			cur.frames = append(cur.frames, f)
+			cur.lastSeq = f.Seq
+		}
+		if f.Type == "RESUMED" {
+			c.resumes++
+			c.live, c.liveAt = true, time.Now()
+		}
+	case 7:
+		return fmt.Errorf("op 7 from %s", url)
+	case 9:
+		var resumable bool
+		_ = json.Unmarshal(f.D, &resumable)
+		c.invalid++
+		if !resumable {
+			// A new session: the old one's record stays, closed.
+			c.sessions = append(c.sessions, &chaosSession{})
+			c.resumeURL = ""
+		}
+		return fmt.Errorf("INVALID_SESSION (resumable %v) from %s", resumable, url)
+	}
+	return nil
 }
 
 // send writes one frame on the current connection; it fails while the
 // client is not live.
 func (c *chaosClient) send(v any) error {
 	c.mu.Lock()
-	ws, mu, live := c.ws, c.writeMu, c.live
+	conn, live := c.conn, c.live
 	c.mu.Unlock()
-	if !live || ws == nil {
+	if !live || conn == nil {
 		return fmt.Errorf("%s: not connected", c.name)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	_ = ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	return ws.WriteJSON(v)
+	return conn.Send(v)
 }
 
 // await waits until cond holds under the client's lock, failing the test

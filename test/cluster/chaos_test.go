@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/operator/fleet/etcdfleet"
 	botscassandra "github.com/concord-chat/concord/runtime/bots/cassandra"
 	"github.com/concord-chat/concord/runtime/registry"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 	"github.com/concord-chat/concord/runtime/store/cassandra"
-	"github.com/concord-chat/concord/test/internal/gwtest"
 )
 
 // Replicas of the read-state and presence roles (sharded by user on
@@ -654,7 +654,7 @@ func (h *chaosHarness) awaitReadState(t *testing.T, gateway, token, channel, las
 	deadline := time.Now().Add(90 * time.Second)
 	var got readState
 	for {
-		c, err := gwtest.Dial("ws://"+gateway+"/gateway?v=10&encoding=json", token, gwtest.Options{Name: "read-state probe"})
+		c, err := gwtest.Dial(gwtest.URL(gateway), token, gwtest.Options{Name: "read-state probe"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,17 +14,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
+	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/runtime/registry"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 )
 
 // resumingClient is a gateway client that behaves like a bot library: it
 // identifies once, heartbeats, and on op 7 closes with 4000 and resumes
-// at READY's resume_gateway_url with its last sequence number. Every
-// dispatch is recorded in arrival order. INVALID_SESSION is an error:
-// the session must survive.
+// at READY's resume_gateway_url with its last sequence number. Each
+// connection is a gwtest.Conn; every dispatch of all of them is recorded
+// in arrival order. INVALID_SESSION is an error: the session must
+// survive.
 type resumingClient struct {
 	name, url, token string
 
@@ -38,7 +38,7 @@ type resumingClient struct {
 	err        error
 	changed    chan struct{}
 	stopping   bool
-	ws         *websocket.Conn
+	conn       *gwtest.Conn
 	done       chan struct{}
 }
 
@@ -48,10 +48,10 @@ func startResumingClient(t *testing.T, name, url, token string) *resumingClient 
 	t.Cleanup(func() {
 		c.mu.Lock()
 		c.stopping = true
-		ws := c.ws
+		conn := c.conn
 		c.mu.Unlock()
-		if ws != nil {
-			ws.Close()
+		if conn != nil {
+			conn.Close()
 		}
 		<-c.done
 	})
@@ -91,91 +91,21 @@ func (c *resumingClient) run() {
 	}
 }
 
-// connect runs one connection: HELLO, IDENTIFY or RESUME, then frames
-// until op 7 (again is true) or the end.
+// connect runs one connection: IDENTIFY or RESUME, then frames until op
+// 7 (again is true) or the end.
 func (c *resumingClient) connect(url string) (again bool, err error) {
-	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
-	if err != nil {
-		return false, fmt.Errorf("%s: dial %s: %w", c.name, url, err)
-	}
-	var writeMu sync.Mutex
-	write := func(v any) error {
-		writeMu.Lock()
-		defer writeMu.Unlock()
-		_ = ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		return ws.WriteJSON(v)
-	}
 	c.mu.Lock()
-	c.ws = ws
-	stopping := c.stopping
 	sid, seq := c.sessionID, c.lastSeq
 	c.mu.Unlock()
-	defer ws.Close()
-	if stopping {
-		return false, nil
-	}
-	var hello struct {
-		Op int `json:"op"`
-		D  struct {
-			HeartbeatInterval int `json:"heartbeat_interval"`
-		} `json:"d"`
-	}
-	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if err := ws.ReadJSON(&hello); err != nil || hello.Op != 10 {
-		return false, fmt.Errorf("%s: HELLO: %+v, %v", c.name, hello, err)
-	}
-	_ = ws.SetReadDeadline(time.Time{})
-	if sid == "" {
-		err = write(map[string]any{"op": 2, "d": map[string]any{
-			"token": c.token, "intents": 1<<0 | 1<<9 | 1<<15,
-			"properties": map[string]string{"os": "linux", "browser": "concord-test", "device": "concord-test"}}})
-	} else {
-		err = write(map[string]any{"op": 6, "d": map[string]any{"token": c.token, "session_id": sid, "seq": seq}})
-	}
-	if err != nil {
-		return false, fmt.Errorf("%s: identify/resume: %w", c.name, err)
-	}
-	stopBeat := make(chan struct{})
-	defer close(stopBeat)
-	go func() {
-		tk := time.NewTicker(time.Duration(hello.D.HeartbeatInterval) * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-stopBeat:
-				return
-			case <-tk.C:
-				c.mu.Lock()
-				s := c.lastSeq
-				c.mu.Unlock()
-				if write(map[string]any{"op": 1, "d": s}) != nil {
-					return
-				}
-			}
-		}
-	}()
-	for {
-		var f struct {
-			Op int             `json:"op"`
-			T  string          `json:"t"`
-			S  int64           `json:"s"`
-			D  json.RawMessage `json:"d"`
-		}
-		if err := ws.ReadJSON(&f); err != nil {
-			c.mu.Lock()
-			stopping := c.stopping
-			c.mu.Unlock()
-			if stopping {
-				return false, nil
-			}
-			return false, fmt.Errorf("%s: connection ended: %w", c.name, err)
-		}
+	reconnect, invalid := make(chan struct{}, 1), make(chan json.RawMessage, 1)
+	o := gwtest.Options{Name: c.name, OnFrame: func(op int, f gwtest.Frame) {
 		c.mu.Lock()
-		switch f.Op {
+		defer c.mu.Unlock()
+		switch op {
 		case 0:
-			c.frames = append(c.frames, dispatch{Seq: f.S, Type: f.T, At: time.Now(), D: f.D})
-			c.lastSeq = f.S
-			switch f.T {
+			c.frames = append(c.frames, f)
+			c.lastSeq = f.Seq
+			switch f.Type {
 			case "READY":
 				var r struct {
 					SessionID        string `json:"session_id"`
@@ -188,20 +118,55 @@ func (c *resumingClient) connect(url string) (again bool, err error) {
 			}
 		case 7:
 			c.reconnects++
+			select {
+			case reconnect <- struct{}{}:
+			default:
+			}
 		case 9:
-			c.mu.Unlock()
-			return false, fmt.Errorf("%s: INVALID_SESSION (d=%s) after seq %d", c.name, f.D, seq)
+			select {
+			case invalid <- f.D:
+			default:
+			}
 		}
 		c.notify()
+	}}
+	if sid != "" {
+		o.Resume = &gwtest.Resume{SessionID: sid, Seq: seq}
+	}
+	conn, err := gwtest.Dial(url, c.token, o)
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	c.conn = conn
+	stopping := c.stopping
+	c.mu.Unlock()
+	if stopping {
+		conn.Close()
+		return false, nil
+	}
+	select {
+	case <-reconnect:
+		// As discord.py and discordgo do: close with a code other than
+		// 1000/1001, which would end the session, and resume.
+		conn.CloseWith(4000)
+		return true, nil
+	case d := <-invalid:
+		conn.Close()
+		return false, fmt.Errorf("%s: INVALID_SESSION (d=%s) after seq %d", c.name, d, seq)
+	case <-conn.Done():
+		c.mu.Lock()
+		stopping := c.stopping
 		c.mu.Unlock()
-		if f.Op == 7 {
-			// As discord.py and discordgo do: close with a code other
-			// than 1000/1001, which would end the session, and resume.
-			writeMu.Lock()
-			_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(4000, "reconnect"), time.Now().Add(time.Second))
-			writeMu.Unlock()
-			return true, nil
+		if stopping {
+			return false, nil
 		}
+		select {
+		case <-reconnect: // the server closed right after op 7
+			return true, nil
+		default:
+		}
+		return false, fmt.Errorf("%s: connection ended (close code %d)", c.name, conn.CloseCode())
 	}
 }
 

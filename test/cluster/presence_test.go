@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/test/internal/gwtest"
+	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // presenceUpdate is PRESENCE_UPDATE's `d`.
@@ -47,7 +47,7 @@ func awaitPresence(t *testing.T, s *wsSession, what, user string, skip int, time
 // (intents GUILDS, GUILD_PRESENCES, GUILD_MESSAGES, MESSAGE_CONTENT).
 func dialClient(t *testing.T, name, gatewayAddr, token, os string, presence map[string]any) *wsSession {
 	t.Helper()
-	c, err := gwtest.Dial("ws://"+gatewayAddr+"/gateway?v=10&encoding=json", token,
+	c, err := gwtest.Dial(gwtest.URL(gatewayAddr), token,
 		gwtest.Options{Name: name, Intents: 1<<0 | 1<<8 | 1<<9 | 1<<15, OS: os, Presence: presence})
 	if err != nil {
 		t.Fatal(err)

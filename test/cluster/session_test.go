@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/test/internal/gwtest"
+	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // dispatch is one op 0 frame a session received.
 type dispatch = gwtest.Frame
 
-// wsSession is a real gateway client (the shared test/internal/gwtest
+// wsSession is a real gateway client (the shared internal/gwtest
 // one) bound to the gateway node it dialled.
 type wsSession struct {
 	*gwtest.Conn
@@ -30,7 +30,7 @@ func dial(t *testing.T, name, gatewayAddr, token string) *wsSession {
 // dialIntents is dial with the given intents.
 func dialIntents(t *testing.T, name, gatewayAddr, token string, intents uint64) *wsSession {
 	t.Helper()
-	c, err := gwtest.Dial("ws://"+gatewayAddr+"/gateway?v=10&encoding=json", token, gwtest.Options{Name: name, Intents: intents})
+	c, err := gwtest.Dial(gwtest.URL(gatewayAddr), token, gwtest.Options{Name: name, Intents: intents})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/runtime/platform"
-	"github.com/concord-chat/concord/test/internal/gwtest"
 )
 
 // startServerWith starts a server like startServer after mutate changed
@@ -170,7 +170,7 @@ type identifyResult struct {
 // close code; err is set when none of them came.
 func gatewayIdentify(t *testing.T, s *server, token string, intents uint64) (identifyResult, error) {
 	t.Helper()
-	c, err := gwtest.Dial("ws://"+s.proxy.addr()+"/gateway?v=10&encoding=json", token, gwtest.Options{Name: "conformance", Intents: intents})
+	c, err := gwtest.Dial(gwtest.URL(s.proxy.addr()), token, gwtest.Options{Name: "conformance", Intents: intents})
 	if err != nil {
 		t.Fatalf("gateway: %v", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/test/internal/gwtest"
+	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // Gateway intents these tests ask for.
@@ -23,7 +23,7 @@ const (
 // and waits for READY.
 func dialGateway(t *testing.T, s *server, name, token string, intents uint64) *gwtest.Conn {
 	t.Helper()
-	c, err := gwtest.Dial("ws://"+s.proxy.addr()+"/gateway?v=10&encoding=json", token, gwtest.Options{Name: name, Intents: intents, Timeout: 30 * time.Second})
+	c, err := gwtest.Dial(gwtest.URL(s.proxy.addr()), token, gwtest.Options{Name: name, Intents: intents, Timeout: 30 * time.Second})
 	must(t, err, "dial gateway as "+name)
 	t.Cleanup(c.Close)
 	awaitFrame(t, c, "READY", func(json.RawMessage) bool { return true })

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/test/internal/gwtest"
+	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // discordError is Discord's error body.
@@ -67,7 +67,7 @@ func readyz(t *testing.T, addr string) int {
 // came, and the close code when the session ended instead.
 func identify(t *testing.T, addr, token string) (ready bool, closeCode int) {
 	t.Helper()
-	c, err := gwtest.Dial("ws://"+addr+"/gateway?v=10&encoding=json", token, gwtest.Options{Name: "e2e", Intents: 1})
+	c, err := gwtest.Dial(gwtest.URL(addr), token, gwtest.Options{Name: "e2e", Intents: 1})
 	if err != nil {
 		t.Fatalf("gateway: %v", err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/test/internal/gwtest"
+	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // TestMentionCountSurvivesKill9 kills a real `concord dev` with SIGKILL
@@ -130,7 +130,7 @@ func TestMentionCountSurvivesKill9(t *testing.T) {
 // channel.
 func readyMentions(t *testing.T, addr, token, channel string) int {
 	t.Helper()
-	c, err := gwtest.Dial("ws://"+addr+"/gateway?v=10&encoding=json", token, gwtest.Options{Name: "bob"})
+	c, err := gwtest.Dial(gwtest.URL(addr), token, gwtest.Options{Name: "bob"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/concord-chat/concord/test/internal/gwtest"
+	"github.com/concord-chat/concord/internal/gwtest"
 )
 
 // TestSlowlorisLatency measures the connection hardening: a node under
@@ -60,7 +60,7 @@ func TestSlowlorisLatency(t *testing.T) {
 			channel = c.ID
 		}
 	}
-	gw, err := gwtest.Dial("ws://"+addr+"/gateway?v=10&encoding=json", u.Token, gwtest.Options{Name: "reader", Intents: 1 | 1<<9 | 1<<15})
+	gw, err := gwtest.Dial(gwtest.URL(addr), u.Token, gwtest.Options{Name: "reader", Intents: 1 | 1<<9 | 1<<15})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/runtime/api"
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/event"
@@ -22,7 +23,6 @@ import (
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store/pebble"
-	"github.com/concord-chat/concord/test/internal/gwtest"
 )
 
 // server is a real Concord in one process: the Pebble store, the guild

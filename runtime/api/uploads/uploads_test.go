@@ -2,48 +2,15 @@ package uploads
 
 import (
 	"bytes"
-	"encoding/json"
-	"fmt"
-	"mime/multipart"
-	"net/textproto"
+	"github.com/concord-chat/concord/runtime/api/uploads/uploadstest"
 	"os"
 	"strings"
 	"testing"
 )
 
-var pngBytes = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00")
-
-type filePart struct {
-	field, name, ctype string
-	data               []byte
-}
-
-func multipartBody(t testing.TB, payload any, files ...filePart) (string, []byte) {
-	t.Helper()
-	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	if payload != nil {
-		raw, _ := json.Marshal(payload)
-		h := textproto.MIMEHeader{}
-		h.Set("Content-Disposition", `form-data; name="payload_json"`)
-		h.Set("Content-Type", "application/json")
-		pw, _ := mw.CreatePart(h)
-		pw.Write(raw)
-	}
-	for _, f := range files {
-		h := textproto.MIMEHeader{}
-		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="%s"; filename="%s"`, f.field, f.name))
-		h.Set("Content-Type", f.ctype)
-		pw, _ := mw.CreatePart(h)
-		pw.Write(f.data)
-	}
-	mw.Close()
-	return mw.FormDataContentType(), buf.Bytes()
-}
-
 func TestDecode(t *testing.T) {
-	ct, body := multipartBody(t, map[string]any{"content": "x"},
-		filePart{"files[0]", "dir/a.png", "text/html", pngBytes}, filePart{"file", "b.txt", "image/png", []byte("hello")})
+	ct, body := uploadstest.Body(map[string]any{"content": "x"},
+		uploadstest.File("files[0]", "dir/a.png", "text/html", uploadstest.PNG()), uploadstest.File("file", "b.txt", "image/png", []byte("hello")))
 	boundary := strings.TrimPrefix(ct, "multipart/form-data; boundary=")
 	dir := t.TempDir()
 	payload, files, err := Decode(bytes.NewReader(body), boundary, 1<<10, 1<<10, dir)
@@ -54,7 +21,7 @@ func TestDecode(t *testing.T) {
 	if string(payload) != `{"content":"x"}` || len(files) != 2 {
 		t.Fatalf("payload %s, %d files", payload, len(files))
 	}
-	if f := files[0]; f.index != 0 || f.filename != "a.png" || f.sniffed != "image/png" || f.size != int64(len(pngBytes)) {
+	if f := files[0]; f.index != 0 || f.filename != "a.png" || f.sniffed != "image/png" || f.size != int64(len(uploadstest.PNG())) {
 		t.Fatalf("first file = %+v", f)
 	}
 	if f := files[1]; f.index != 1 || f.filename != "b.txt" || !strings.HasPrefix(f.sniffed, "text/plain") {
@@ -72,7 +39,7 @@ func TestDecode(t *testing.T) {
 // never panic, never keep more than MaxFiles files or a file above the
 // limit, and leave nothing on disk when it fails.
 func FuzzMultipart(f *testing.F) {
-	_, ok := multipartBody(f, map[string]any{"content": "x"}, filePart{"files[0]", "a.png", "image/png", pngBytes})
+	_, ok := uploadstest.Body(map[string]any{"content": "x"}, uploadstest.File("files[0]", "a.png", "image/png", uploadstest.PNG()))
 	f.Add(ok, "")
 	f.Add([]byte("--b\r\nContent-Disposition: form-data; name=\"payload_json\"\r\n\r\n{}\r\n--b--\r\n"), "b")
 	f.Add([]byte("--b\r\nContent-Disposition: form-data; name=\"files[9999999999]\"; filename=\"x\"\r\n\r\nx\r\n--b--\r\n"), "b")

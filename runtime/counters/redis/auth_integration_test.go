@@ -5,58 +5,15 @@ package redis_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/counters/redis"
+	"github.com/concord-chat/concord/runtime/counters/redis/redistest"
 )
-
-// startAuthRedis runs redis-server (from PATH) on a free loopback port with
-// --requirepass password and no persistence, stops it when the test ends,
-// and returns its address once it accepts connections.
-func startAuthRedis(t *testing.T, password string) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatal("redis-server is not on PATH: install it (apt-get install redis-server, or run hack/redis/start.sh once as root)")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	var out strings.Builder
-	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--requirepass", password,
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server did not listen on %s within 10s: %v\n%s", addr, err, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // TestRequirePass: against a server started with --requirepass, the right
 // password (in Config or in the URL) gives working counters; no password
@@ -64,7 +21,7 @@ func startAuthRedis(t *testing.T, password string) string {
 // never holds the password.
 func TestRequirePass(t *testing.T) {
 	const password = "s3cret-pass"
-	addr := startAuthRedis(t, password)
+	addr := redistest.StartRequirePass(t, password)
 	ctx := context.Background()
 	quiet := slog.New(slog.DiscardHandler)
 

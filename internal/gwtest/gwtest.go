@@ -1,8 +1,16 @@
 // Package gwtest is the gateway client the test packages share: a real
 // WebSocket client of Concord's (Discord's) gateway that reads HELLO,
 // identifies or resumes, heartbeats at the interval HELLO gives with the
-// last sequence number, and records every dispatch in arrival order so a
-// test can await the one it expects instead of sleeping.
+// last sequence number (and at once when the server asks with op 1), and
+// records every dispatch in arrival order so a test can await the one it
+// expects instead of sleeping.
+//
+// A test awaits either a condition over every dispatch so far (Await) or
+// the next dispatch of a type in order (Next), which also hands back the
+// dispatches passed over: after a RESUME, Next("RESUMED") returns the
+// replayed ones. Control opcodes (7 RECONNECT, 9 INVALID_SESSION) are
+// counted and their payloads kept, so a client that resumes across
+// connections can be built on one Conn per connection.
 package gwtest
 
 import (
@@ -51,12 +59,33 @@ type Options struct {
 	Header http.Header
 	// Timeout bounds the dial and HELLO; 10 s when zero.
 	Timeout time.Duration
+	// OnFrame, when set, is called from the reader for every frame the
+	// server sends after HELLO, dispatch or not, before Await and Next see
+	// it. It runs under the Conn's lock: it must not block and must not
+	// call the Conn's methods.
+	OnFrame func(op int, f Frame)
 }
+
+// URL is the gateway URL of the node at addr (host:port), API v10 with
+// JSON frames, as bot libraries build it.
+func URL(addr string) string { return "ws://" + addr + "/gateway?v=10&encoding=json" }
+
+// DialError is a connection that could not be made at all (no HELLO was
+// read); a client that tries several nodes moves on to the next.
+type DialError struct{ Err error }
+
+// Error is the underlying error's text.
+func (e *DialError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *DialError) Unwrap() error { return e.Err }
 
 // Resume names the session a RESUME continues.
 type Resume struct {
+	// SessionID is READY's session_id.
 	SessionID string
-	Seq       int64
+	// Seq is the last sequence number the session received.
+	Seq int64
 }
 
 // Conn is one gateway session.
@@ -70,8 +99,11 @@ type Conn struct {
 	lastSeq   int64
 	closeErr  error
 	closeCode int
-	acks      int           // op 11 heartbeat ACKs
-	invalid   atomic.Bool   // an op 9 INVALID_SESSION arrived (readable inside an Await condition)
+	acks      int                 // op 11 heartbeat ACKs
+	next      int                 // index in frames where Next resumes
+	last      [12]json.RawMessage // the last d of each control opcode
+	ops       [12]atomic.Int64    // frames per opcode (readable inside an Await condition)
+	onFrame   func(op int, f Frame)
 	changed   chan struct{} // closed and replaced at every frame
 	done      chan struct{}
 }
@@ -91,9 +123,9 @@ func Dial(url, token string, o Options) (*Conn, error) {
 	d := websocket.Dialer{HandshakeTimeout: o.Timeout}
 	ws, _, err := d.Dial(url, o.Header)
 	if err != nil {
-		return nil, fmt.Errorf("%s: dial %s: %w", o.Name, url, err)
+		return nil, &DialError{fmt.Errorf("%s: dial %s: %w", o.Name, url, err)}
 	}
-	c := &Conn{name: o.Name, ws: ws, changed: make(chan struct{}), done: make(chan struct{})}
+	c := &Conn{name: o.Name, ws: ws, onFrame: o.OnFrame, changed: make(chan struct{}), done: make(chan struct{})}
 	var hello struct {
 		Op int `json:"op"`
 		D  struct {
@@ -103,7 +135,7 @@ func Dial(url, token string, o Options) (*Conn, error) {
 	_ = ws.SetReadDeadline(time.Now().Add(o.Timeout))
 	if err := ws.ReadJSON(&hello); err != nil || hello.Op != 10 || hello.D.HeartbeatInterval <= 0 {
 		ws.Close()
-		return nil, fmt.Errorf("%s: HELLO: %+v, %v", o.Name, hello, err)
+		return nil, &DialError{fmt.Errorf("%s: HELLO from %s: %+v, %v", o.Name, url, hello, err)}
 	}
 	_ = ws.SetReadDeadline(time.Time{})
 	if o.OS == "" {
@@ -163,18 +195,30 @@ func (c *Conn) read() {
 			c.mu.Unlock()
 			return
 		}
+		fr := Frame{Seq: f.S, Type: f.T, At: time.Now(), D: f.D}
+		if c.onFrame != nil {
+			c.onFrame(f.Op, fr)
+		}
 		switch f.Op {
 		case 0:
-			c.frames = append(c.frames, Frame{Seq: f.S, Type: f.T, At: time.Now(), D: f.D})
+			c.frames = append(c.frames, fr)
 			c.lastSeq = f.S
-		case 9:
-			c.invalid.Store(true)
 		case 11:
 			c.acks++
+		}
+		if f.Op >= 0 && f.Op < len(c.ops) {
+			if f.Op != 0 {
+				c.last[f.Op] = f.D
+			}
+			c.ops[f.Op].Add(1)
 		}
 		close(c.changed)
 		c.changed = make(chan struct{})
 		c.mu.Unlock()
+		if f.Op == 1 {
+			// The server asks for a heartbeat now.
+			go func() { _ = c.Send(map[string]any{"op": 1, "d": c.Seq()}) }()
+		}
 	}
 }
 
@@ -271,7 +315,57 @@ func (c *Conn) CloseCode() int {
 
 // InvalidSession reports whether the server sent op 9 INVALID_SESSION;
 // an Await condition may call it.
-func (c *Conn) InvalidSession() bool { return c.invalid.Load() }
+func (c *Conn) InvalidSession() bool { return c.Ops(9) > 0 }
+
+// Ops is how many frames of opcode op (0–11) the server sent after
+// HELLO; an Await condition may call it (Ops(7) > 0: RECONNECT came).
+func (c *Conn) Ops(op int) int64 {
+	if op < 0 || op >= len(c.ops) {
+		return 0
+	}
+	return c.ops[op].Load()
+}
+
+// Last is the payload (d) of the last frame of control opcode op (1–11),
+// nil when none came: Last(9) is INVALID_SESSION's resumable flag.
+func (c *Conn) Last(op int) json.RawMessage {
+	if op <= 0 || op >= len(c.last) {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last[op]
+}
+
+// Next waits for the first dispatch named typ, among those no earlier
+// Next has passed, for which match (nil: any) holds. It returns that
+// dispatch and the ones it passed over in arrival order; the next call
+// starts after it. After a RESUME, Next("RESUMED") passes over the
+// replayed dispatches.
+func (c *Conn) Next(typ string, timeout time.Duration, match func(d json.RawMessage) bool) (Frame, []Frame, error) {
+	deadline := time.After(timeout)
+	for {
+		c.mu.Lock()
+		for i := c.next; i < len(c.frames); i++ {
+			if f := c.frames[i]; f.Type == typ && (match == nil || match(f.D)) {
+				passed := append([]Frame(nil), c.frames[c.next:i]...)
+				c.next = i + 1
+				c.mu.Unlock()
+				return f, passed, nil
+			}
+		}
+		ch, cerr := c.changed, c.closeErr
+		c.mu.Unlock()
+		if cerr != nil {
+			return Frame{}, nil, fmt.Errorf("%s: connection ended while waiting for %s: %w", c.name, typ, cerr)
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			return Frame{}, nil, fmt.Errorf("%s: no %s within %v", c.name, typ, timeout)
+		}
+	}
+}
 
 // Settle sends a heartbeat and waits for its ACK: the server handles one
 // op at a time per connection, so every op sent before has been handled
@@ -304,9 +398,14 @@ func (c *Conn) Settle(timeout time.Duration) error {
 
 // CloseNormally ends the session with close code 1000, which the server
 // takes as the end of the session (no resume), and waits for the reader.
-func (c *Conn) CloseNormally() {
+func (c *Conn) CloseNormally() { c.CloseWith(websocket.CloseNormalClosure) }
+
+// CloseWith sends a close frame with code and waits for the reader: a
+// code other than 1000 and 1001 (4000, as discord.py and discordgo send
+// before they resume) keeps the session resumable.
+func (c *Conn) CloseWith(code int) {
 	c.writeMu.Lock()
-	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"), time.Now().Add(time.Second))
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(time.Second))
 	c.writeMu.Unlock()
 	c.ws.Close()
 	<-c.done

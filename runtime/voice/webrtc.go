@@ -68,12 +68,12 @@ func newRTCTransport(s *Server, cfg WebRTCConfig) (*rtcTransport, error) {
 	mux := webrtc.NewICEUDPMux(nil, conn)
 	se.SetICEUDPMux(mux)
 	me := &webrtc.MediaEngine{}
-	if err := me.RegisterDefaultCodecs(); err != nil {
+	if err := registerCodecs(me); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("voice: webrtc codecs: %w", err)
 	}
 	ir := &interceptor.Registry{}
-	if err := webrtc.RegisterDefaultInterceptors(me, ir); err != nil {
+	if err := registerInterceptors(me, ir, s.m.retransmitted); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("voice: webrtc interceptors: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,9 +29,13 @@ type browser struct {
 	cam   *webrtc.TrackLocalStaticRTP
 	plis  chan struct{}
 	video chan []byte
-	mu    sync.Mutex
-	heard map[uint32][][]byte // by the SSRC it arrived with
-	got   chan struct{}
+	// videoRTP gets every video packet whole (dropped when full), and
+	// videoSSRC is the SSRC of the video slot they arrive on.
+	videoRTP  chan *rtp.Packet
+	videoSSRC atomic.Uint32
+	mu        sync.Mutex
+	heard     map[uint32][][]byte // by the SSRC it arrived with
+	got       chan struct{}
 }
 
 func joinBrowser(t *testing.T, ctx context.Context, s *sfu, u user, listenSlots int, camera ...bool) *browser {
@@ -46,6 +51,9 @@ type browserOptions struct {
 	// server's Ready and ICETransportPolicy relay, as a browser whose
 	// network lets only TURN through.
 	relayOnly bool
+	// acceptReplays turns off SRTP replay protection, so a packet sent
+	// again reaches the reader.
+	acceptReplays bool
 }
 
 func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browserOptions) *browser {
@@ -62,6 +70,7 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 	se := webrtc.SettingEngine{}
 	se.SetIncludeLoopbackCandidate(true)
 	se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
+	se.DisableSRTPReplayProtection(o.acceptReplays)
 	me := &webrtc.MediaEngine{}
 	if err := me.RegisterDefaultCodecs(); err != nil {
 		t.Fatal(err)
@@ -83,7 +92,7 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 	}
 	t.Cleanup(func() { _ = pc.Close() })
 	b := &browser{gw: gw, pc: pc, heard: map[uint32][][]byte{}, got: make(chan struct{}, 1024),
-		plis: make(chan struct{}, 64), video: make(chan []byte, 1024)}
+		plis: make(chan struct{}, 64), video: make(chan []byte, 1024), videoRTP: make(chan *rtp.Packet, 4096)}
 	if o.camera {
 		b.cam, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, "cam", "browser")
 		sender, err := pc.AddTrack(b.cam)
@@ -119,13 +128,19 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 	pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
 		if tr.Kind() == webrtc.RTPCodecTypeVideo {
 			// Ask for a keyframe as a decoder would, then record payloads.
+			b.videoSSRC.Store(uint32(tr.SSRC()))
 			_ = pc.WriteRTCP([]rtcp.Packet{&rtcp.PictureLossIndication{MediaSSRC: uint32(tr.SSRC())}})
 			for {
 				p, _, err := tr.ReadRTP()
 				if err != nil {
 					return
 				}
-				b.video <- bytes.Clone(p.Payload)
+				c := p.Clone()
+				select {
+				case b.videoRTP <- c:
+				default:
+				}
+				b.video <- c.Payload
 			}
 		}
 		for {

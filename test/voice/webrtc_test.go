@@ -34,6 +34,7 @@ type browser struct {
 	videoRTP  chan *rtp.Packet
 	videoSSRC atomic.Uint32
 	mu        sync.Mutex
+	videoMime string              // the codec of the video track, once it opened
 	heard     map[uint32][][]byte // by the SSRC it arrived with
 	got       chan struct{}
 }
@@ -54,6 +55,10 @@ type browserOptions struct {
 	// acceptReplays turns off SRTP replay protection, so a packet sent
 	// again reaches the reader.
 	acceptReplays bool
+	// camCodec is the camera's codec (VP8 when empty); vp8Only makes the
+	// client offer no other video codec.
+	camCodec webrtc.RTPCodecCapability
+	vp8Only  bool
 }
 
 func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browserOptions) *browser {
@@ -72,7 +77,9 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 	se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
 	se.DisableSRTPReplayProtection(o.acceptReplays)
 	me := &webrtc.MediaEngine{}
-	if err := me.RegisterDefaultCodecs(); err != nil {
+	if o.vp8Only {
+		registerVP8Only(t, me)
+	} else if err := me.RegisterDefaultCodecs(); err != nil {
 		t.Fatal(err)
 	}
 	api := webrtc.NewAPI(webrtc.WithSettingEngine(se), webrtc.WithMediaEngine(me))
@@ -94,7 +101,11 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 	b := &browser{gw: gw, pc: pc, heard: map[uint32][][]byte{}, got: make(chan struct{}, 1024),
 		plis: make(chan struct{}, 64), video: make(chan []byte, 1024), videoRTP: make(chan *rtp.Packet, 4096)}
 	if o.camera {
-		b.cam, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, "cam", "browser")
+		codec := o.camCodec
+		if codec.MimeType == "" {
+			codec = webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}
+		}
+		b.cam, _ = webrtc.NewTrackLocalStaticRTP(codec, "cam", "browser")
 		sender, err := pc.AddTrack(b.cam)
 		if err != nil {
 			t.Fatal(err)
@@ -129,6 +140,9 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 		if tr.Kind() == webrtc.RTPCodecTypeVideo {
 			// Ask for a keyframe as a decoder would, then record payloads.
 			b.videoSSRC.Store(uint32(tr.SSRC()))
+			b.mu.Lock()
+			b.videoMime = tr.Codec().MimeType
+			b.mu.Unlock()
 			_ = pc.WriteRTCP([]rtcp.Packet{&rtcp.PictureLossIndication{MediaSSRC: uint32(tr.SSRC())}})
 			for {
 				p, _, err := tr.ReadRTP()
@@ -190,6 +204,20 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 		t.Fatal("browser peer connection never connected")
 	}
 	return b
+}
+
+// registerVP8Only registers Opus and VP8, as a browser without H264.
+func registerVP8Only(t *testing.T, me *webrtc.MediaEngine) {
+	t.Helper()
+	fb := []webrtc.RTCPFeedback{{Type: "nack"}, {Type: "nack", Parameter: "pli"}}
+	if err := me.RegisterCodec(webrtc.RTPCodecParameters{PayloadType: 111, RTPCodecCapability: webrtc.RTPCodecCapability{
+		MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}}, webrtc.RTPCodecTypeAudio); err != nil {
+		t.Fatal(err)
+	}
+	if err := me.RegisterCodec(webrtc.RTPCodecParameters{PayloadType: 96, RTPCodecCapability: webrtc.RTPCodecCapability{
+		MimeType: webrtc.MimeTypeVP8, ClockRate: 90000, RTCPFeedback: fb}}, webrtc.RTPCodecTypeVideo); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (b *browser) send(seq uint16, payload []byte) error {

@@ -87,6 +87,20 @@ func (p *rtcPeer) addLayer(track *webrtc.TrackRemote) *videoLayer {
 	return l
 }
 
+// removeLayer drops a video track that ended.
+func (p *rtcPeer) removeLayer(l *videoLayer) {
+	p.lmu.Lock()
+	defer p.lmu.Unlock()
+	old := p.layersSnapshot()
+	next := make([]*videoLayer, 0, len(old))
+	for _, o := range old {
+		if o != l {
+			next = append(next, o)
+		}
+	}
+	p.layers.Store(&next)
+}
+
 func (p *rtcPeer) layersSnapshot() []*videoLayer {
 	if l := p.layers.Load(); l != nil {
 		return *l

@@ -80,6 +80,7 @@ func (p *rtcPeer) ingestVideo(l *videoLayer) {
 	s := p.t.srv
 	part := p.se.part
 	go func() {
+		defer p.removeLayer(l)
 		for {
 			pkt, _, err := l.track.ReadRTP()
 			if err != nil {

@@ -59,6 +59,10 @@ type browserOptions struct {
 	// client offer no other video codec.
 	camCodec webrtc.RTPCodecCapability
 	vp8Only  bool
+	// media and tracks, when set, extend the media engine and add tracks
+	// to the peer connection before the offer is made.
+	media  func(*webrtc.MediaEngine) error
+	tracks func(*webrtc.PeerConnection)
 }
 
 func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browserOptions) *browser {
@@ -82,6 +86,11 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 	} else if err := me.RegisterDefaultCodecs(); err != nil {
 		t.Fatal(err)
 	}
+	if o.media != nil {
+		if err := o.media(me); err != nil {
+			t.Fatal(err)
+		}
+	}
 	api := webrtc.NewAPI(webrtc.WithSettingEngine(se), webrtc.WithMediaEngine(me))
 	var conf webrtc.Configuration
 	if o.relayOnly {
@@ -99,7 +108,7 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 	}
 	t.Cleanup(func() { _ = pc.Close() })
 	b := &browser{gw: gw, pc: pc, heard: map[uint32][][]byte{}, got: make(chan struct{}, 1024),
-		plis: make(chan struct{}, 64), video: make(chan []byte, 1024), videoRTP: make(chan *rtp.Packet, 4096)}
+		plis: make(chan struct{}, 64), video: make(chan []byte, 1024), videoRTP: make(chan *rtp.Packet, 16384)}
 	if o.camera {
 		codec := o.camCodec
 		if codec.MimeType == "" {
@@ -131,6 +140,9 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 	if _, err := pc.AddTrack(b.mic); err != nil {
 		t.Fatal(err)
 	}
+	if o.tracks != nil {
+		o.tracks(pc)
+	}
 	for i := 0; i < listenSlots; i++ {
 		if _, err := pc.AddTransceiverFromKind(webrtc.RTPCodecTypeAudio, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
 			t.Fatal(err)
@@ -154,7 +166,10 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 				case b.videoRTP <- c:
 				default:
 				}
-				b.video <- c.Payload
+				select {
+				case b.video <- c.Payload:
+				default:
+				}
 			}
 		}
 		for {

@@ -26,10 +26,11 @@ import (
 // videoLayer is one incoming video stream of a publisher: its only one, or
 // one simulcast encoding.
 type videoLayer struct {
-	rid   string
-	rank  int
-	track *webrtc.TrackRemote
-	mime  string
+	rid    string
+	rank   int
+	stream *videoStream
+	track  *webrtc.TrackRemote
+	mime   string
 	// rate is the layer's bit rate over the last measured second; bytes
 	// and since are the current window, touched only by the reader.
 	rate  atomic.Uint64
@@ -64,12 +65,34 @@ func ridRank(rid string) int {
 	return 3
 }
 
-// addLayer records an incoming video track of this (publishing) peer.
-func (p *rtcPeer) addLayer(track *webrtc.TrackRemote) *videoLayer {
+// videoStream is one video track of a publisher (its camera, its screen):
+// the layers received for one m-line, lowest first, copy-on-write under
+// the publisher's lmu. Each is forwarded to a viewer on its own slot.
+type videoStream struct {
+	layers atomic.Pointer[[]*videoLayer]
+}
+
+func (v *videoStream) snapshot() []*videoLayer {
+	if l := v.layers.Load(); l != nil {
+		return *l
+	}
+	return nil
+}
+
+// addLayer records an incoming video track of this (publishing) peer:
+// a new stream for a new receiver (m-line), another layer of its stream
+// for another rid on the same one.
+func (p *rtcPeer) addLayer(track *webrtc.TrackRemote, recv *webrtc.RTPReceiver) *videoLayer {
 	l := &videoLayer{rid: track.RID(), rank: ridRank(track.RID()), track: track, mime: track.Codec().MimeType}
 	p.lmu.Lock()
 	defer p.lmu.Unlock()
-	old := p.layersSnapshot()
+	st := p.streams[recv]
+	if st == nil {
+		st = &videoStream{}
+		p.streams[recv] = st
+	}
+	l.stream = st
+	old := st.snapshot()
 	next := make([]*videoLayer, 0, len(old)+1)
 	for _, o := range old {
 		if o.rid != l.rid {
@@ -83,7 +106,7 @@ func (p *rtcPeer) addLayer(track *webrtc.TrackRemote) *videoLayer {
 		}
 		return next[i].rid < next[j].rid
 	})
-	p.layers.Store(&next)
+	st.layers.Store(&next)
 	return l
 }
 
@@ -91,21 +114,14 @@ func (p *rtcPeer) addLayer(track *webrtc.TrackRemote) *videoLayer {
 func (p *rtcPeer) removeLayer(l *videoLayer) {
 	p.lmu.Lock()
 	defer p.lmu.Unlock()
-	old := p.layersSnapshot()
+	old := l.stream.snapshot()
 	next := make([]*videoLayer, 0, len(old))
 	for _, o := range old {
 		if o != l {
 			next = append(next, o)
 		}
 	}
-	p.layers.Store(&next)
-}
-
-func (p *rtcPeer) layersSnapshot() []*videoLayer {
-	if l := p.layers.Load(); l != nil {
-		return *l
-	}
-	return nil
+	l.stream.layers.Store(&next)
 }
 
 // pickLayer chooses the layer for a viewer: quality q of 1–99 selects

@@ -133,25 +133,26 @@ func (slot *rtcSlot) carry(pub webrtc.RTPCodecCapability) error {
 // taking a free slot (and announcing it with op 5 for the user) first.
 func (p *rtcPeer) deliverVideo(from *participant, src *rtcPeer, l *videoLayer, pkt *rtp.Packet) {
 	m := p.t.srv.m
+	key := videoKey{from: from, stream: l.stream}
 	p.mu.Lock()
-	slot, fresh := p.vused[from], false
+	slot, fresh := p.vused[key], false
 	if slot == nil {
 		fresh = true
-		if len(p.vfree) == 0 || p.vrefused[from] {
+		if len(p.vfree) == 0 || p.vrefused[key] {
 			p.mu.Unlock()
 			m.dropped[dropUnsupported].Inc()
 			return
 		}
 		slot = p.vfree[0]
 		if err := slot.carry(l.track.Codec().RTPCodecCapability); err != nil {
-			p.vrefused[from] = true
+			p.vrefused[key] = true
 			p.mu.Unlock()
 			p.t.srv.cfg.Logger.Info("voice: no video slot for a publisher", "user", from.userID, "viewer", p.se.part.userID, "codec", l.mime, "err", err)
 			m.dropped[dropUnsupported].Inc()
 			return
 		}
 		p.vfree = p.vfree[1:]
-		p.vused[from] = slot
+		p.vused[key] = slot
 		slot.from.Store(from)
 		p.mu.Unlock()
 		uid := signaling.Snowflake(from.userID)
@@ -160,7 +161,7 @@ func (p *rtcPeer) deliverVideo(from *participant, src *rtcPeer, l *videoLayer, p
 	} else {
 		p.mu.Unlock()
 	}
-	layers := src.layersSnapshot()
+	layers := l.stream.snapshot()
 	want := pickLayer(layers, p.wants.quality(slot.ssrc, from.ssrc), p.budget())
 	simulcast := len(layers) > 1 || l.rid != ""
 	a := slot.sel.admit(l, want, simulcast, pkt, p.t.srv.cfg.Now())
@@ -216,10 +217,10 @@ func (p *rtcPeer) requestKeyframe(slot *rtcSlot) {
 	if !ok {
 		return
 	}
+	// Before the slot chose a layer there is nothing to ask for: the
+	// choice itself sends the request.
 	if l := slot.sel.keyframeLayer(); l != nil {
 		src.keyframe(l)
-	} else if ls := src.layersSnapshot(); len(ls) > 0 {
-		src.keyframe(ls[len(ls)-1])
 	}
 }
 

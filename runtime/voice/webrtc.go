@@ -96,18 +96,26 @@ type rtcPeer struct {
 	// Video slots, the same for camera or screen tracks (VP8 or H264),
 	// fed only from other browsers: the bot protocol carries no video.
 	vfree []*rtcSlot
-	vused map[*participant]*rtcSlot
-	// vrefused are publishers whose codec this browser did not negotiate.
-	vrefused map[*participant]bool
+	vused map[videoKey]*rtcSlot
+	// vrefused are publishers' streams whose codec this browser did not
+	// negotiate.
+	vrefused map[videoKey]bool
 
-	// layers are this browser's incoming video streams, lowest first (one,
-	// or one per simulcast encoding), copy-on-write under lmu.
-	lmu    sync.Mutex
-	layers atomic.Pointer[[]*videoLayer]
+	// streams are this browser's incoming video tracks by receiver, each
+	// with its layers (one, or one per simulcast encoding).
+	lmu     sync.Mutex
+	streams map[*webrtc.RTPReceiver]*videoStream
 	// wants is what this browser asked to see (op 15); remb its latest
 	// receiver estimate in bits per second (0: none).
 	wants sinkWants
 	remb  atomic.Uint64
+}
+
+// videoKey names one video stream of one publisher, the unit a viewer's
+// video slot carries.
+type videoKey struct {
+	from   *participant
+	stream *videoStream
 }
 
 type rtcSlot struct {
@@ -129,8 +137,8 @@ func (t *rtcTransport) answer(se *session, offer string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("voice: webrtc peer: %w", err)
 	}
-	p := &rtcPeer{t: t, se: se, pc: pc, used: map[*participant]*rtcSlot{}, vused: map[*participant]*rtcSlot{},
-		vrefused: map[*participant]bool{}, wants: sinkWants{any: -1}}
+	p := &rtcPeer{t: t, se: se, pc: pc, used: map[*participant]*rtcSlot{}, vused: map[videoKey]*rtcSlot{},
+		vrefused: map[videoKey]bool{}, streams: map[*webrtc.RTPReceiver]*videoStream{}, wants: sinkWants{any: -1}}
 	fail := func(err error) (string, error) {
 		_ = pc.Close()
 		return "", err
@@ -165,13 +173,13 @@ func (t *rtcTransport) answer(se *session, offer string) (string, error) {
 			p.vfree = append(p.vfree, slot)
 		}
 	}
-	pc.OnTrack(func(remote *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
+	pc.OnTrack(func(remote *webrtc.TrackRemote, recv *webrtc.RTPReceiver) {
 		switch remote.Kind() {
 		case webrtc.RTPCodecTypeAudio:
 			p.ingest(remote)
 		case webrtc.RTPCodecTypeVideo:
 			if forwardable(remote.Codec().MimeType) {
-				p.ingestVideo(p.addLayer(remote))
+				p.ingestVideo(p.addLayer(remote, recv))
 			}
 		}
 	})
@@ -362,12 +370,18 @@ func (p *rtcPeer) release(from *participant) {
 		delete(p.used, from)
 		p.free = append(p.free, s)
 	}
-	delete(p.vrefused, from)
-	if s := p.vused[from]; s != nil {
-		delete(p.vused, from)
-		s.from.Store(nil)
-		s.sel.reset()
-		p.vfree = append(p.vfree, s)
+	for k := range p.vrefused {
+		if k.from == from {
+			delete(p.vrefused, k)
+		}
+	}
+	for k, s := range p.vused {
+		if k.from == from {
+			delete(p.vused, k)
+			s.from.Store(nil)
+			s.sel.reset()
+			p.vfree = append(p.vfree, s)
+		}
 	}
 }
 

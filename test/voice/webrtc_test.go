@@ -23,12 +23,14 @@ import (
 // sendrecv audio m-line for its microphone and more recvonly ones for the
 // other speakers, signalled as select protocol "webrtc".
 type browser struct {
-	gw    *voiceclient.Client
-	pc    *webrtc.PeerConnection
-	mic   *webrtc.TrackLocalStaticRTP
-	cam   *webrtc.TrackLocalStaticRTP
-	plis  chan struct{}
-	video chan []byte
+	gw  *voiceclient.Client
+	pc  *webrtc.PeerConnection
+	mic *webrtc.TrackLocalStaticRTP
+	cam *webrtc.TrackLocalStaticRTP
+	// screen is the screen-share track, when the options asked for one.
+	screen *webrtc.TrackLocalStaticRTP
+	plis   chan struct{}
+	video  chan []byte
 	// videoRTP gets every video packet whole (dropped when full), and
 	// videoSSRC is the SSRC of the video slot they arrive on.
 	videoRTP  chan *rtp.Packet
@@ -63,6 +65,10 @@ type browserOptions struct {
 	// to the peer connection before the offer is made.
 	media  func(*webrtc.MediaEngine) error
 	tracks func(*webrtc.PeerConnection)
+	// screen adds a second video track (a screen share) beside the
+	// camera; videoSlots adds recvonly video m-lines.
+	screen     bool
+	videoSlots int
 }
 
 func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browserOptions) *browser {
@@ -142,6 +148,17 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 	}
 	if o.tracks != nil {
 		o.tracks(pc)
+	}
+	if o.screen {
+		b.screen, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, "screen", "browser-screen")
+		if _, err := pc.AddTrack(b.screen); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < o.videoSlots; i++ {
+		if _, err := pc.AddTransceiverFromKind(webrtc.RTPCodecTypeVideo, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i := 0; i < listenSlots; i++ {
 		if _, err := pc.AddTransceiverFromKind(webrtc.RTPCodecTypeAudio, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
@@ -393,4 +410,70 @@ func TestBrowserVideo(t *testing.T) {
 		t.Fatal("the sender never got a keyframe request")
 	}
 	s.waitCounter("concord_voice_rtcp_plis_total", nil, 1)
+}
+
+// TestBrowserCameraAndScreen: a publisher's camera and screen share are
+// two streams; a viewer with two video slots gets each on its own slot
+// (two SSRCs, each carrying only one of them), both announced with op 5
+// for the publisher.
+func TestBrowserCameraAndScreen(t *testing.T) {
+	s := startSFU(t, func(c *voice.Config) { c.WebRTC = &voice.WebRTCConfig{UDPAddr: "127.0.0.1:0"} })
+	ctx := ctxT(t)
+	up := s.newUser(channelID)
+	a := joinBrowserWith(t, ctx, s, up, browserOptions{listenSlots: 1, camera: true, screen: true})
+	b := joinBrowserWith(t, ctx, s, s.newUser(channelID), browserOptions{listenSlots: 1, camera: true, videoSlots: 1})
+	bySSRC := map[uint32]byte{} // SSRC → 'c' (camera) or 's' (screen)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for seq := uint16(0); len(bySSRC) < 2 || countOf(bySSRC, 'c') != 1; seq++ {
+		for _, tr := range []struct {
+			t    *webrtc.TrackLocalStaticRTP
+			kind byte
+		}{{a.cam, 'c'}, {a.screen, 's'}} {
+			p := append([]byte{0x10, 0x00, tr.kind}, bytes.Repeat([]byte{byte(seq)}, 40)...)
+			if err := tr.t.WriteRTP(&rtp.Packet{Header: rtp.Header{Version: 2, PayloadType: 96, SequenceNumber: seq, Timestamp: uint32(seq) * 3000, Marker: true}, Payload: p}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for drained := false; !drained; {
+			select {
+			case p := <-b.videoRTP:
+				kind := p.Payload[2]
+				if k, ok := bySSRC[p.SSRC]; ok && k != kind {
+					t.Fatalf("slot %d carried both the camera and the screen", p.SSRC)
+				}
+				bySSRC[p.SSRC] = kind
+			case <-tick.C:
+				drained = true
+			case <-ctx.Done():
+				t.Fatalf("the viewer got the publisher's streams on %v", bySSRC)
+			}
+		}
+	}
+	// Both slots were announced as the publisher's.
+	announced := map[uint32]bool{}
+	for len(announced) < 2 {
+		f, err := b.gw.Next(ctx, signaling.OpSpeaking)
+		if err != nil {
+			t.Fatalf("op 5 for the video slots: %v (saw %v)", err, announced)
+		}
+		var sp struct {
+			UserID string `json:"user_id"`
+			SSRC   uint32 `json:"ssrc"`
+		}
+		_ = json.Unmarshal(f.D, &sp)
+		if _, ok := bySSRC[sp.SSRC]; ok && sp.UserID == strconv.FormatUint(up.id, 10) {
+			announced[sp.SSRC] = true
+		}
+	}
+}
+
+func countOf(m map[uint32]byte, v byte) int {
+	n := 0
+	for _, x := range m {
+		if x == v {
+			n++
+		}
+	}
+	return n
 }

@@ -49,6 +49,8 @@ type metrics struct {
 	resumes          prometheus.Counter
 	nacks            prometheus.Counter
 	plis             prometheus.Counter
+	retransmitted    prometheus.Counter
+	layerSwitches    prometheus.Counter
 	rtt              prometheus.Histogram
 }
 
@@ -91,6 +93,10 @@ func newMetrics(reg prometheus.Registerer, server string) (*metrics, error) {
 		resumes:    c("concord_voice_gateway_resumes_total", "Successful voice gateway resumes."),
 		nacks:      c("concord_voice_rtcp_nacks_total", "Generic NACKs received from WebRTC listeners."),
 		plis:       c("concord_voice_rtcp_plis_total", "Picture loss indications received from WebRTC listeners."),
+		retransmitted: c("concord_voice_rtp_retransmitted_packets_total",
+			"Video packets sent again to WebRTC listeners that NACKed them."),
+		layerSwitches: c("concord_voice_simulcast_layer_switches_total",
+			"Simulcast layer changes made for a WebRTC subscriber (each at a keyframe of the new layer)."),
 		rtt: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_voice_rtcp_rtt_seconds",
 			Help: "Round-trip times from RTCP receiver reports of WebRTC peers.", ConstLabels: l,
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .2, .4}}),
@@ -104,7 +110,7 @@ func newMetrics(reg prometheus.Registerer, server string) (*metrics, error) {
 	}
 	for _, col := range []prometheus.Collector{m.packetsIn, m.packetsForwarded, m.bytesForwarded, m.keepalives, m.discoveries,
 		m.droppedVec, m.sendErrors, m.lost, m.jitter, m.lossRatio, m.forwardRate, m.forwardPerCPU, m.kernelUDP, m.calls, m.participants, m.sessions,
-		m.closes, m.tokensRejected, m.commands, m.turnMinted, m.resumes, m.nacks, m.plis, m.rtt} {
+		m.closes, m.tokensRejected, m.commands, m.turnMinted, m.resumes, m.nacks, m.plis, m.retransmitted, m.layerSwitches, m.rtt} {
 		if err := reg.Register(col); err != nil {
 			return nil, fmt.Errorf("voice: register metrics: %w", err)
 		}

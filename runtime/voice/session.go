@@ -33,6 +33,9 @@ type session struct {
 	speaking int
 	ended    bool
 	timer    *time.Timer
+	// wants is the client's latest op 15, kept for a peer connection made
+	// after it.
+	wants *signaling.MediaSinkWants
 }
 
 type sentFrame struct {
@@ -268,7 +271,21 @@ func (se *session) handle(c *wsConn, f signaling.Frame) int {
 		return 0
 	case signaling.OpIdentify, signaling.OpResume:
 		return signaling.CloseAlreadyAuth
-	case signaling.OpClientConnect, signaling.OpMediaSinkWants, signaling.OpVoiceBackend:
+	case signaling.OpMediaSinkWants:
+		w, err := signaling.DecodeMediaSinkWants(f.D)
+		if err != nil {
+			return signaling.CloseDecodeError
+		}
+		se.mu.Lock()
+		se.wants = &w
+		se.mu.Unlock()
+		if b := se.part.sink.Load(); b != nil {
+			if p, ok := b.l.(*rtcPeer); ok {
+				p.setWants(w)
+			}
+		}
+		return 0
+	case signaling.OpClientConnect, signaling.OpVoiceBackend:
 		// Sent by some clients; nothing to do with them here.
 		return 0
 	}

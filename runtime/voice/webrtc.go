@@ -25,9 +25,8 @@ import (
 // rtcTransport is the WebRTC side, for browsers: an ice-lite pion API whose
 // peer connections share one UDP port through the ICE UDP mux.
 //
-// Video (VP8, camera or screen) goes only between browsers, on video slots
-// made the same way; a viewer's PLI is passed to the sender as a PLI on its
-// track, and a new viewer triggers one.
+// Video (VP8 or H264, camera or screen, simulcast or not) goes only
+// between browsers, on video slots made the same way (video.go).
 //
 // Media model: a browser's microphone track is read as RTP and forwarded
 // into the call like a UDP speaker's packets (header rewritten to the
@@ -68,12 +67,12 @@ func newRTCTransport(s *Server, cfg WebRTCConfig) (*rtcTransport, error) {
 	mux := webrtc.NewICEUDPMux(nil, conn)
 	se.SetICEUDPMux(mux)
 	me := &webrtc.MediaEngine{}
-	if err := me.RegisterDefaultCodecs(); err != nil {
+	if err := registerCodecs(me); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("voice: webrtc codecs: %w", err)
 	}
 	ir := &interceptor.Registry{}
-	if err := webrtc.RegisterDefaultInterceptors(me, ir); err != nil {
+	if err := registerInterceptors(me, ir, s.m.retransmitted); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("voice: webrtc interceptors: %w", err)
 	}
@@ -94,18 +93,40 @@ type rtcPeer struct {
 	mu   sync.Mutex
 	free []*rtcSlot
 	used map[*participant]*rtcSlot
-	// Video slots, the same for camera or screen tracks (VP8), fed only
-	// from other browsers: the bot protocol carries no video.
+	// Video slots, the same for camera or screen tracks (VP8 or H264),
+	// fed only from other browsers: the bot protocol carries no video.
 	vfree []*rtcSlot
-	vused map[*participant]*rtcSlot
-	// video is this browser's incoming video track, for keyframe requests.
-	video atomic.Pointer[webrtc.TrackRemote]
+	vused map[videoKey]*rtcSlot
+	// vrefused are publishers' streams whose codec this browser did not
+	// negotiate.
+	vrefused map[videoKey]bool
+
+	// streams are this browser's incoming video tracks by receiver, each
+	// with its layers (one, or one per simulcast encoding).
+	lmu     sync.Mutex
+	streams map[*webrtc.RTPReceiver]*videoStream
+	// wants is what this browser asked to see (op 15); remb its latest
+	// receiver estimate in bits per second (0: none).
+	wants sinkWants
+	remb  atomic.Uint64
+}
+
+// videoKey names one video stream of one publisher, the unit a viewer's
+// video slot carries.
+type videoKey struct {
+	from   *participant
+	stream *videoStream
 }
 
 type rtcSlot struct {
-	track *webrtc.TrackLocalStaticRTP
-	ssrc  uint32
-	from  atomic.Pointer[participant] // whose video the slot carries
+	sender *webrtc.RTPSender
+	track  atomic.Pointer[webrtc.TrackLocalStaticRTP]
+	ssrc   uint32
+	from   atomic.Pointer[participant] // whose video the slot carries
+	// codec is what the slot's track is bound with (guarded by the
+	// peer's mu); sel splices the publisher's layers into it.
+	codec webrtc.RTPCodecCapability
+	sel   layerSelector
 }
 
 // answer builds the peer connection for a "webrtc" select protocol and
@@ -116,7 +137,8 @@ func (t *rtcTransport) answer(se *session, offer string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("voice: webrtc peer: %w", err)
 	}
-	p := &rtcPeer{t: t, se: se, pc: pc, used: map[*participant]*rtcSlot{}, vused: map[*participant]*rtcSlot{}}
+	p := &rtcPeer{t: t, se: se, pc: pc, used: map[*participant]*rtcSlot{}, vused: map[videoKey]*rtcSlot{},
+		vrefused: map[videoKey]bool{}, streams: map[*webrtc.RTPReceiver]*videoStream{}, wants: sinkWants{any: -1}}
 	fail := func(err error) (string, error) {
 		_ = pc.Close()
 		return "", err
@@ -129,10 +151,10 @@ func (t *rtcTransport) answer(se *session, offer string) (string, error) {
 	if err != nil {
 		return fail(err)
 	}
-	for i := 0; i < audio+video; i++ {
+	for i := 0; i < audio+len(video); i++ {
 		codec, id := webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, fmt.Sprintf("audio-%d", i)
 		if i >= audio {
-			codec, id = webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, fmt.Sprintf("video-%d", i-audio)
+			codec, id = video[i-audio], fmt.Sprintf("video-%d", i-audio)
 		}
 		track, err := webrtc.NewTrackLocalStaticRTP(codec, id, "concord")
 		if err != nil {
@@ -142,7 +164,8 @@ func (t *rtcTransport) answer(se *session, offer string) (string, error) {
 		if err != nil {
 			return fail(fmt.Errorf("voice: webrtc slot: %w", err))
 		}
-		slot := &rtcSlot{track: track, ssrc: uint32(sender.GetParameters().Encodings[0].SSRC)}
+		slot := &rtcSlot{sender: sender, codec: codec, ssrc: uint32(sender.GetParameters().Encodings[0].SSRC)}
+		slot.track.Store(track)
 		go p.readRTCP(sender, slot)
 		if i < audio {
 			p.free = append(p.free, slot)
@@ -150,14 +173,13 @@ func (t *rtcTransport) answer(se *session, offer string) (string, error) {
 			p.vfree = append(p.vfree, slot)
 		}
 	}
-	pc.OnTrack(func(remote *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
+	pc.OnTrack(func(remote *webrtc.TrackRemote, recv *webrtc.RTPReceiver) {
 		switch remote.Kind() {
 		case webrtc.RTPCodecTypeAudio:
 			p.ingest(remote)
 		case webrtc.RTPCodecTypeVideo:
-			if remote.Codec().MimeType == webrtc.MimeTypeVP8 {
-				p.video.Store(remote)
-				p.ingestVideo(remote)
+			if forwardable(remote.Codec().MimeType) {
+				p.ingestVideo(p.addLayer(remote, recv))
 			}
 		}
 	})
@@ -179,16 +201,24 @@ func (t *rtcTransport) answer(se *session, offer string) (string, error) {
 	case <-time.After(5 * time.Second):
 		return fail(errors.New("voice: webrtc gathering timed out"))
 	}
+	se.mu.Lock()
+	if se.wants != nil {
+		p.setWants(*se.wants)
+	}
+	se.mu.Unlock()
 	se.part.sink.Store(&listenerBox{l: p})
 	return pc.LocalDescription().SDP, nil
 }
 
-// sendable counts the offer's audio and video m-lines that accept media
-// from the server: sendrecv (the default) or recvonly on the browser's side.
-func sendable(offer string) (audio, video int, err error) {
+// sendable counts the offer's audio m-lines that accept media from the
+// server (sendrecv, the default, or recvonly on the browser's side) and
+// returns for each such video m-line the codec its slot starts with: VP8
+// when offered, else the first H264 format (a slot's codec follows its
+// publisher later).
+func sendable(offer string) (audio int, video []webrtc.RTPCodecCapability, err error) {
 	var d sdp.SessionDescription
 	if err := d.UnmarshalString(offer); err != nil {
-		return 0, 0, fmt.Errorf("voice: webrtc offer: %w", err)
+		return 0, nil, fmt.Errorf("voice: webrtc offer: %w", err)
 	}
 	for _, m := range d.MediaDescriptions {
 		if m.MediaName.Port.Value == 0 {
@@ -203,7 +233,7 @@ func sendable(offer string) (audio, video int, err error) {
 		case "audio":
 			audio++
 		case "video":
-			video++
+			video = append(video, slotCodec(m))
 		}
 	}
 	return audio, video, nil
@@ -227,6 +257,8 @@ func (p *rtcPeer) readRTCP(sender *webrtc.RTPSender, slot *rtcSlot) {
 			case *rtcp.PictureLossIndication:
 				m.plis.Inc()
 				p.requestKeyframe(slot)
+			case *rtcp.ReceiverEstimatedMaximumBitrate:
+				p.remb.Store(uint64(r.Bitrate))
 			case *rtcp.ReceiverReport:
 				for _, rr := range r.Reports {
 					if rtt, ok := rttFromReport(rr, time.Now()); ok {
@@ -321,7 +353,7 @@ func (p *rtcPeer) deliver(w *forwarder, from *participant, header, plain, buf []
 	}
 	pkt := rtp.Packet{Header: rtp.Header{Version: 2, Marker: header[1]&0x80 != 0, PayloadType: 111,
 		SequenceNumber: binary.BigEndian.Uint16(header[2:4]), Timestamp: binary.BigEndian.Uint32(header[4:8])}, Payload: payload}
-	if err := slot.track.WriteRTP(&pkt); err != nil {
+	if err := slot.track.Load().WriteRTP(&pkt); err != nil {
 		w.md.m.sendErrors.Inc()
 		return buf
 	}
@@ -338,95 +370,18 @@ func (p *rtcPeer) release(from *participant) {
 		delete(p.used, from)
 		p.free = append(p.free, s)
 	}
-	if s := p.vused[from]; s != nil {
-		delete(p.vused, from)
-		s.from.Store(nil)
-		p.vfree = append(p.vfree, s)
-	}
-}
-
-// ingestVideo forwards a browser's VP8 track to the other browsers in the
-// call, each on a video slot, unchanged but for SSRC and payload type
-// (pion's local track rewrites both per peer).
-func (p *rtcPeer) ingestVideo(remote *webrtc.TrackRemote) {
-	s := p.t.srv
-	part := p.se.part
-	go func() {
-		for {
-			pkt, _, err := remote.ReadRTP()
-			if err != nil {
-				return
-			}
-			s.m.packetsIn.Inc()
-			if part.mute.Load() {
-				continue
-			}
-			for _, m := range part.call.snapshot() {
-				if m == part || m.deaf.Load() {
-					continue
-				}
-				if b := m.sink.Load(); b != nil {
-					if peer, ok := b.l.(*rtcPeer); ok {
-						peer.deliverVideo(part, pkt)
-					}
-				}
-			}
+	for k := range p.vrefused {
+		if k.from == from {
+			delete(p.vrefused, k)
 		}
-	}()
-}
-
-// deliverVideo sends one video packet on the sender's video slot, taking a
-// free slot (and announcing it with op 5 for the user) first.
-func (p *rtcPeer) deliverVideo(from *participant, pkt *rtp.Packet) {
-	p.mu.Lock()
-	slot := p.vused[from]
-	if slot == nil {
-		if len(p.vfree) == 0 {
-			p.mu.Unlock()
-			p.t.srv.m.dropped[dropUnsupported].Inc()
-			return
+	}
+	for k, s := range p.vused {
+		if k.from == from {
+			delete(p.vused, k)
+			s.from.Store(nil)
+			s.sel.reset()
+			p.vfree = append(p.vfree, s)
 		}
-		slot = p.vfree[0]
-		p.vfree = p.vfree[1:]
-		p.vused[from] = slot
-		slot.from.Store(from)
-		p.mu.Unlock()
-		uid := signaling.Snowflake(from.userID)
-		zero := 0
-		p.se.send(signaling.OpSpeaking, signaling.Speaking{Speaking: 0, Delay: &zero, SSRC: slot.ssrc, UserID: &uid})
-		// A new viewer needs a keyframe to start decoding.
-		p.requestKeyframe(slot)
-	} else {
-		p.mu.Unlock()
-	}
-	if err := slot.track.WriteRTP(pkt); err != nil {
-		p.t.srv.m.sendErrors.Inc()
-		return
-	}
-	p.t.srv.m.packetsForwarded.Inc()
-	p.t.srv.m.bytesForwarded.Add(float64(pkt.MarshalSize()))
-}
-
-// requestKeyframe asks the browser whose video a slot carries for a
-// keyframe (a PLI on its incoming track).
-func (p *rtcPeer) requestKeyframe(slot *rtcSlot) {
-	if slot == nil {
-		return
-	}
-	from := slot.from.Load()
-	if from == nil {
-		return
-	}
-	b := from.sink.Load()
-	if b == nil {
-		return
-	}
-	src, ok := b.l.(*rtcPeer)
-	if !ok {
-		return
-	}
-	if tr := src.video.Load(); tr != nil {
-		_ = src.pc.WriteRTCP([]rtcp.Packet{&rtcp.PictureLossIndication{MediaSSRC: uint32(tr.SSRC())}})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,15 +23,22 @@ import (
 // sendrecv audio m-line for its microphone and more recvonly ones for the
 // other speakers, signalled as select protocol "webrtc".
 type browser struct {
-	gw    *voiceclient.Client
-	pc    *webrtc.PeerConnection
-	mic   *webrtc.TrackLocalStaticRTP
-	cam   *webrtc.TrackLocalStaticRTP
-	plis  chan struct{}
-	video chan []byte
-	mu    sync.Mutex
-	heard map[uint32][][]byte // by the SSRC it arrived with
-	got   chan struct{}
+	gw  *voiceclient.Client
+	pc  *webrtc.PeerConnection
+	mic *webrtc.TrackLocalStaticRTP
+	cam *webrtc.TrackLocalStaticRTP
+	// screen is the screen-share track, when the options asked for one.
+	screen *webrtc.TrackLocalStaticRTP
+	plis   chan struct{}
+	video  chan []byte
+	// videoRTP gets every video packet whole (dropped when full), and
+	// videoSSRC is the SSRC of the video slot they arrive on.
+	videoRTP  chan *rtp.Packet
+	videoSSRC atomic.Uint32
+	mu        sync.Mutex
+	videoMime string              // the codec of the video track, once it opened
+	heard     map[uint32][][]byte // by the SSRC it arrived with
+	got       chan struct{}
 }
 
 func joinBrowser(t *testing.T, ctx context.Context, s *sfu, u user, listenSlots int, camera ...bool) *browser {
@@ -46,6 +54,21 @@ type browserOptions struct {
 	// server's Ready and ICETransportPolicy relay, as a browser whose
 	// network lets only TURN through.
 	relayOnly bool
+	// acceptReplays turns off SRTP replay protection, so a packet sent
+	// again reaches the reader.
+	acceptReplays bool
+	// camCodec is the camera's codec (VP8 when empty); vp8Only makes the
+	// client offer no other video codec.
+	camCodec webrtc.RTPCodecCapability
+	vp8Only  bool
+	// media and tracks, when set, extend the media engine and add tracks
+	// to the peer connection before the offer is made.
+	media  func(*webrtc.MediaEngine) error
+	tracks func(*webrtc.PeerConnection)
+	// screen adds a second video track (a screen share) beside the
+	// camera; videoSlots adds recvonly video m-lines.
+	screen     bool
+	videoSlots int
 }
 
 func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browserOptions) *browser {
@@ -62,9 +85,17 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 	se := webrtc.SettingEngine{}
 	se.SetIncludeLoopbackCandidate(true)
 	se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
+	se.DisableSRTPReplayProtection(o.acceptReplays)
 	me := &webrtc.MediaEngine{}
-	if err := me.RegisterDefaultCodecs(); err != nil {
+	if o.vp8Only {
+		registerVP8Only(t, me)
+	} else if err := me.RegisterDefaultCodecs(); err != nil {
 		t.Fatal(err)
+	}
+	if o.media != nil {
+		if err := o.media(me); err != nil {
+			t.Fatal(err)
+		}
 	}
 	api := webrtc.NewAPI(webrtc.WithSettingEngine(se), webrtc.WithMediaEngine(me))
 	var conf webrtc.Configuration
@@ -83,9 +114,13 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 	}
 	t.Cleanup(func() { _ = pc.Close() })
 	b := &browser{gw: gw, pc: pc, heard: map[uint32][][]byte{}, got: make(chan struct{}, 1024),
-		plis: make(chan struct{}, 64), video: make(chan []byte, 1024)}
+		plis: make(chan struct{}, 64), video: make(chan []byte, 1024), videoRTP: make(chan *rtp.Packet, 16384)}
 	if o.camera {
-		b.cam, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, "cam", "browser")
+		codec := o.camCodec
+		if codec.MimeType == "" {
+			codec = webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}
+		}
+		b.cam, _ = webrtc.NewTrackLocalStaticRTP(codec, "cam", "browser")
 		sender, err := pc.AddTrack(b.cam)
 		if err != nil {
 			t.Fatal(err)
@@ -111,6 +146,20 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 	if _, err := pc.AddTrack(b.mic); err != nil {
 		t.Fatal(err)
 	}
+	if o.tracks != nil {
+		o.tracks(pc)
+	}
+	if o.screen {
+		b.screen, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, "screen", "browser-screen")
+		if _, err := pc.AddTrack(b.screen); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < o.videoSlots; i++ {
+		if _, err := pc.AddTransceiverFromKind(webrtc.RTPCodecTypeVideo, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := 0; i < listenSlots; i++ {
 		if _, err := pc.AddTransceiverFromKind(webrtc.RTPCodecTypeAudio, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
 			t.Fatal(err)
@@ -119,13 +168,25 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 	pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
 		if tr.Kind() == webrtc.RTPCodecTypeVideo {
 			// Ask for a keyframe as a decoder would, then record payloads.
+			b.videoSSRC.Store(uint32(tr.SSRC()))
+			b.mu.Lock()
+			b.videoMime = tr.Codec().MimeType
+			b.mu.Unlock()
 			_ = pc.WriteRTCP([]rtcp.Packet{&rtcp.PictureLossIndication{MediaSSRC: uint32(tr.SSRC())}})
 			for {
 				p, _, err := tr.ReadRTP()
 				if err != nil {
 					return
 				}
-				b.video <- bytes.Clone(p.Payload)
+				c := p.Clone()
+				select {
+				case b.videoRTP <- c:
+				default:
+				}
+				select {
+				case b.video <- c.Payload:
+				default:
+				}
 			}
 		}
 		for {
@@ -175,6 +236,20 @@ func joinBrowserWith(t *testing.T, ctx context.Context, s *sfu, u user, o browse
 		t.Fatal("browser peer connection never connected")
 	}
 	return b
+}
+
+// registerVP8Only registers Opus and VP8, as a browser without H264.
+func registerVP8Only(t *testing.T, me *webrtc.MediaEngine) {
+	t.Helper()
+	fb := []webrtc.RTCPFeedback{{Type: "nack"}, {Type: "nack", Parameter: "pli"}}
+	if err := me.RegisterCodec(webrtc.RTPCodecParameters{PayloadType: 111, RTPCodecCapability: webrtc.RTPCodecCapability{
+		MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}}, webrtc.RTPCodecTypeAudio); err != nil {
+		t.Fatal(err)
+	}
+	if err := me.RegisterCodec(webrtc.RTPCodecParameters{PayloadType: 96, RTPCodecCapability: webrtc.RTPCodecCapability{
+		MimeType: webrtc.MimeTypeVP8, ClockRate: 90000, RTCPFeedback: fb}}, webrtc.RTPCodecTypeVideo); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (b *browser) send(seq uint16, payload []byte) error {
@@ -335,4 +410,70 @@ func TestBrowserVideo(t *testing.T) {
 		t.Fatal("the sender never got a keyframe request")
 	}
 	s.waitCounter("concord_voice_rtcp_plis_total", nil, 1)
+}
+
+// TestBrowserCameraAndScreen: a publisher's camera and screen share are
+// two streams; a viewer with two video slots gets each on its own slot
+// (two SSRCs, each carrying only one of them), both announced with op 5
+// for the publisher.
+func TestBrowserCameraAndScreen(t *testing.T) {
+	s := startSFU(t, func(c *voice.Config) { c.WebRTC = &voice.WebRTCConfig{UDPAddr: "127.0.0.1:0"} })
+	ctx := ctxT(t)
+	up := s.newUser(channelID)
+	a := joinBrowserWith(t, ctx, s, up, browserOptions{listenSlots: 1, camera: true, screen: true})
+	b := joinBrowserWith(t, ctx, s, s.newUser(channelID), browserOptions{listenSlots: 1, camera: true, videoSlots: 1})
+	bySSRC := map[uint32]byte{} // SSRC → 'c' (camera) or 's' (screen)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for seq := uint16(0); len(bySSRC) < 2 || countOf(bySSRC, 'c') != 1; seq++ {
+		for _, tr := range []struct {
+			t    *webrtc.TrackLocalStaticRTP
+			kind byte
+		}{{a.cam, 'c'}, {a.screen, 's'}} {
+			p := append([]byte{0x10, 0x00, tr.kind}, bytes.Repeat([]byte{byte(seq)}, 40)...)
+			if err := tr.t.WriteRTP(&rtp.Packet{Header: rtp.Header{Version: 2, PayloadType: 96, SequenceNumber: seq, Timestamp: uint32(seq) * 3000, Marker: true}, Payload: p}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for drained := false; !drained; {
+			select {
+			case p := <-b.videoRTP:
+				kind := p.Payload[2]
+				if k, ok := bySSRC[p.SSRC]; ok && k != kind {
+					t.Fatalf("slot %d carried both the camera and the screen", p.SSRC)
+				}
+				bySSRC[p.SSRC] = kind
+			case <-tick.C:
+				drained = true
+			case <-ctx.Done():
+				t.Fatalf("the viewer got the publisher's streams on %v", bySSRC)
+			}
+		}
+	}
+	// Both slots were announced as the publisher's.
+	announced := map[uint32]bool{}
+	for len(announced) < 2 {
+		f, err := b.gw.Next(ctx, signaling.OpSpeaking)
+		if err != nil {
+			t.Fatalf("op 5 for the video slots: %v (saw %v)", err, announced)
+		}
+		var sp struct {
+			UserID string `json:"user_id"`
+			SSRC   uint32 `json:"ssrc"`
+		}
+		_ = json.Unmarshal(f.D, &sp)
+		if _, ok := bySSRC[sp.SSRC]; ok && sp.UserID == strconv.FormatUint(up.id, 10) {
+			announced[sp.SSRC] = true
+		}
+	}
+}
+
+func countOf(m map[uint32]byte, v byte) int {
+	n := 0
+	for _, x := range m {
+		if x == v {
+			n++
+		}
+	}
+	return n
 }

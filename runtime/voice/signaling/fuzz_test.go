@@ -2,6 +2,7 @@ package signaling
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 )
 
@@ -37,6 +38,29 @@ func TestDecode(t *testing.T) {
 	}
 }
 
+func TestDecodeMediaSinkWants(t *testing.T) {
+	w, err := DecodeMediaSinkWants(json.RawMessage(`{"any":100,"12345":50,"pixelCounts":{"12345":921600},"streams":[]}`))
+	if err != nil || w.Any != 100 || len(w.SSRCs) != 1 || w.SSRCs[12345] != 50 {
+		t.Fatalf("wants: %+v %v", w, err)
+	}
+	if w, err := DecodeMediaSinkWants(json.RawMessage(`{"7":0}`)); err != nil || w.Any != -1 || w.SSRCs[7] != 0 {
+		t.Fatalf("wants without any: %+v %v", w, err)
+	}
+	for _, bad := range []string{``, `[]`, `"any"`, `{"any":101}`, `{"any":-1}`, `{"any":50.5}`, `{"1":"high"}`, `{"any":null}`} {
+		if _, err := DecodeMediaSinkWants(json.RawMessage(bad)); err == nil {
+			t.Errorf("%s decoded", bad)
+		}
+	}
+	big := map[string]int{}
+	for i := 0; i <= MaxSinkWants; i++ {
+		big[strconv.Itoa(i)] = 1
+	}
+	b, _ := json.Marshal(big)
+	if _, err := DecodeMediaSinkWants(b); err == nil {
+		t.Errorf("%d entries decoded", len(big))
+	}
+}
+
 // FuzzClientFrame runs every decoder a client frame can reach on the SFU.
 func FuzzClientFrame(f *testing.F) {
 	for _, s := range []string{
@@ -46,6 +70,7 @@ func FuzzClientFrame(f *testing.F) {
 		`{"op":3,"d":{"t":1,"seq_ack":-1}}`, `{"op":3,"d":1234}`,
 		`{"op":5,"d":{"speaking":1,"delay":0,"ssrc":1}}`,
 		`{"op":7,"d":{"server_id":"1","session_id":"s","token":"t","seq_ack":3}}`,
+		`{"op":15,"d":{"any":100,"12345":50}}`, `{"op":15,"d":{"any":0,"pixelCounts":{"1":2}}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -79,6 +104,19 @@ func FuzzClientFrame(f *testing.F) {
 		case OpResume:
 			var v Resume
 			_ = DecodeInto(fr.D, &v)
+		case OpMediaSinkWants:
+			w, err := DecodeMediaSinkWants(fr.D)
+			if err != nil {
+				return
+			}
+			if w.Any < -1 || w.Any > 100 || len(w.SSRCs) > MaxSinkWants {
+				t.Fatalf("wants out of range: %+v", w)
+			}
+			for _, q := range w.SSRCs {
+				if q < 0 || q > 100 {
+					t.Fatalf("quality %d out of range", q)
+				}
+			}
 		}
 	})
 }

@@ -311,3 +311,50 @@ func DecodeInto(d json.RawMessage, v any) error {
 	}
 	return nil
 }
+
+// MaxSinkWants bounds the entries of an op 15 payload: one per stream a
+// client could be shown, far more than any call carries.
+const MaxSinkWants = 256
+
+// MediaSinkWants is op 15 from a client: the video quality it wants, 0
+// (none: pause) to 100 (the best layer), for every stream ("any") and per
+// SSRC, as Discord's clients send it: {"any": 100, "12345": 50}. Any is -1
+// when the payload does not name it.
+type MediaSinkWants struct {
+	Any   int
+	SSRCs map[uint32]int
+}
+
+// DecodeMediaSinkWants reads op 15's payload: a JSON object whose keys are
+// "any" or decimal SSRCs and whose values are integer qualities 0–100.
+// Other keys are ignored (clients add fields); a quality out of range or
+// not an integer, an SSRC key out of range, or more than MaxSinkWants
+// entries is a decode error.
+func DecodeMediaSinkWants(d json.RawMessage) (MediaSinkWants, error) {
+	var raw map[string]json.RawMessage
+	if err := DecodeInto(d, &raw); err != nil {
+		return MediaSinkWants{}, err
+	}
+	if len(raw) > MaxSinkWants {
+		return MediaSinkWants{}, fmt.Errorf("%w: media sink wants: %d entries (max %d)", ErrDecode, len(raw), MaxSinkWants)
+	}
+	w := MediaSinkWants{Any: -1, SSRCs: map[uint32]int{}}
+	for k, v := range raw {
+		isAny := k == "any"
+		ssrc, err := strconv.ParseUint(k, 10, 32)
+		if !isAny && err != nil {
+			continue
+		}
+		var qp *int
+		if err := json.Unmarshal(v, &qp); err != nil || qp == nil || *qp < 0 || *qp > 100 {
+			return MediaSinkWants{}, fmt.Errorf("%w: media sink wants: quality of %q is %s, want an integer 0-100", ErrDecode, k, v)
+		}
+		q := *qp
+		if isAny {
+			w.Any = q
+		} else {
+			w.SSRCs[uint32(ssrc)] = q
+		}
+	}
+	return w, nil
+}

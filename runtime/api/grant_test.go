@@ -24,7 +24,7 @@ func (e *env) grantWorld(bits permissions.Bits) (world, account, wire.Role) {
 	return w, carol, managers
 }
 
-// TestOverwriteEscalationRefused is finding 2 of issue 12: a member whose
+// TestOverwriteEscalationRefused is the overwrite escalation: a member whose
 // only permission is MANAGE_ROLES puts a member overwrite granting herself
 // MANAGE_MESSAGES, then deletes the owner's message. Both must fail with
 // 403 50013, and the message must survive.

@@ -51,7 +51,7 @@ func OpenCounters(ctx context.Context, cfg config.Config) (counters.Counters, er
 	return c, nil
 }
 
-// rateLimit wraps a REST handler with the ADR-09 limiter on counters c:
+// rateLimit wraps a REST handler with the REST rate limiter on counters c:
 // every response carries X-RateLimit-* headers, and a request over its
 // bucket gets a 429 with Via and Retry-After without reaching next.
 // Requests are limited per token's user (isBot tells bots, whose global

@@ -81,7 +81,7 @@ type Revocation struct {
 }
 
 // Revocations pushes revocations to every gateway node so that the bot's
-// open sessions feel them at once (ADR-08; runtime/entitlement). A push
+// open sessions feel them at once (runtime/entitlement gives each a deadline). A push
 // may be lost: the gateways' entitlement leases re-read the records within
 // their TTL, so a failed publish is only logged.
 type Revocations interface {

@@ -1,6 +1,6 @@
 // Package bots is Concord's bot platform core: applications and their bot
 // users, installations owned by guilds, application commands and
-// interactions (seed 002, ADR-03, ADR-06, ADR-11, ADR-12).
+// interactions.
 //
 // The Handler serves the Discord-shaped REST routes for these under
 // /api/v9 and /api/v10 and talks to the rest of Concord only through the
@@ -12,8 +12,8 @@
 // an HMAC under the server key over the user id and a token generation.
 // No token, hash of a token or anything replayable is stored: verification
 // recomputes the MAC, and a reset bumps the generation, which invalidates
-// every earlier token at once. This meets ADR-12's "salted hashes at rest"
-// with a stronger property (the server key is the salt and lives in a
+// every earlier token at once. This is stronger than salted hashes at rest
+// would be (the server key is the salt and lives in a
 // Kubernetes Secret, not in the database). Interaction tokens are random
 // 32-byte values prefixed with the interaction id; only their HMAC under
 // the server key is stored. An application's Ed25519 private key, needed to
@@ -29,7 +29,8 @@
 // message and concord_bots_interaction_misses_total rises. The token then
 // serves followups and @original edits for 15 minutes. Timers live in
 // memory: interactions pending when the process stops get no failure
-// message (they are session-class state, ADR-10).
+// message (they are session-class state: lost with the process, like a
+// session's replay buffer).
 //
 // Wiring. NewHandler takes a Config (the server key from the Secret, the
 // clock, the metrics registerer) and Deps; Register mounts the routes for

@@ -65,11 +65,12 @@ type Deps struct {
 	// except one wrapping ErrUnavailable (an outage), which is a 503.
 	Authenticate func(r *http.Request) (userID snowflake.ID, bot bool, err error)
 	// TokenReset, when set, is called after a bot's token was reset so
-	// that the gateway closes the bot's sessions (ADR-12: a reset closes
-	// sessions through the revocation path). Optional.
+	// that the gateway closes the bot's sessions (a reset closes open
+	// sessions through the revocation path, not only later identifies). Optional.
 	TokenReset func(ctx context.Context, botUserID snowflake.ID)
 	// Revocations, when set, receives every uninstall, token reset and
-	// narrowing of a managed role (ADR-08). Optional.
+	// narrowing of a managed role, each applied within a deadline
+	// (runtime/entitlement). Optional.
 	Revocations Revocations
 	// Uploads, when set, stores the files of multipart responses and
 	// followups (uploads.go). Optional.

@@ -31,7 +31,7 @@ func (r *recordedRevocations) list() []bots.Revocation {
 }
 
 // TestRevocationsPublished: narrowing a managed role, resetting the token
-// and removing the integration each publish one revocation (ADR-08);
+// and removing the integration each publish one revocation;
 // installing and widening publish none.
 func TestRevocationsPublished(t *testing.T) {
 	rec := &recordedRevocations{}

@@ -1,7 +1,7 @@
 // Package counters is the port for Concord's approximate, expiring
 // counters: REST rate-limit buckets, the invalid-request tally and its
 // timed bans, and identify admission at the gateway. They are the
-// "counters" class of state in ADR-10: regional, never replicated across
+// "counters" class of state: regional, never replicated across
 // regions, and allowed to be lost.
 //
 // Two adapters implement Counters and pass one conformance suite
@@ -37,7 +37,7 @@
 // adapter or an eviction forgets counts: buckets start full again and
 // windows restart, so a client briefly gets more than its limit (at most one
 // extra burst per lost bucket, one extra window of invalid requests per lost
-// tally) and a lost ban ends early. ADR-09 accepts this over-allowance; no
+// tally) and a lost ban ends early. Rate limiting accepts this over-allowance; no
 // caller may use counters where overshoot has a direct cost (billing). An
 // adapter that cannot reach its store returns ErrUnavailable; rate limiting
 // then fails open (see runtime/ratelimit).

@@ -1,5 +1,5 @@
 // Package egress is the one way Concord calls URLs a bot chose: interaction
-// endpoints, webhooks, embed and avatar fetches (ADR-11). Everything such a
+// endpoints, webhooks, embed and avatar fetches. Everything such a
 // URL names is hostile: the Client resolves the host itself, refuses
 // loopback, private, link-local, CGNAT, metadata, multicast and reserved
 // addresses (and the IPv6 forms that carry them, see Denied) at connect

@@ -1,4 +1,4 @@
-// Package entitlement gives revocation a deadline (ADR-08): every bot
+// Package entitlement gives revocation a deadline: every bot
 // session's entitlements — the bot's token generation and the guilds
 // that install its application — are held as a lease with a short TTL
 // (10 s by default) that the gateway node renews from the record of

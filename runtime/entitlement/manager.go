@@ -19,7 +19,7 @@ import (
 // Config configures a Manager. Zero fields take the stated defaults.
 type Config struct {
 	// TTL is how long a grant read from the Source is trusted (default
-	// 10 s, ADR-08). A revocation whose push is lost is applied at most
+	// 10 s). A revocation whose push is lost is applied at most
 	// RenewEvery (+ the read's latency) after it was written, and never
 	// later than TTL while the Source answers.
 	TTL time.Duration

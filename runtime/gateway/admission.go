@@ -12,7 +12,7 @@ import (
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
-// Identify admission limits of bots (issue 7, seed 002 ADR-07), shared by
+// Identify admission limits of bots shared by
 // `concord dev` (runtime/platform) and `concord serve` gateway nodes
 // (runtime/cluster).
 const (
@@ -33,7 +33,8 @@ func BotIdentifyDayKey(botID snowflake.ID) string { return "identify-day:" + bot
 // Concurrency per BotIdentifyWindow in each bucket shard_id %
 // Concurrency, and BotIdentifiesPerDay per bot per BotIdentifyDay. With a
 // Redis backend every gateway node sharing it counts against the same
-// buckets. A counters outage admits (rate limiting fails open, ADR-09).
+// buckets. A counters outage admits (rate limiting fails open: losing Redis
+// must not lock every bot out).
 type BotAdmission struct {
 	// Counters holds the buckets and daily counts.
 	Counters counters.Counters
@@ -83,7 +84,7 @@ func (a BotAdmission) Admit(ctx context.Context, botID snowflake.ID, shard int) 
 // identifies per second with bursts of Burst. It smears a reconnect storm
 // (every session of a dead node identifying on the survivors at once) so
 // that the store lookups identify makes stay within what the store
-// answers quickly (ADR-07). It is safe for concurrent use; the zero value
+// answers quickly. It is safe for concurrent use; the zero value
 // is not: build it with NewNodeThrottle.
 type NodeThrottle struct {
 	rate  float64 // tokens per second

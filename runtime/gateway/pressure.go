@@ -7,8 +7,8 @@ import (
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
-// Send-queue pressure (ADR-04: "a buffer at 80 % emits a degraded metric
-// visible in the developer dashboard"). A connection whose send queue
+// Send-queue pressure (a buffer at 80 % emits a degraded metric, so a bot's
+// developer sees a slow consumer before its session is cut). A connection whose send queue
 // (the frames counted against Config.SendQueue) reaches
 // PressureHighPercent of the bound counts one crossing in
 // concord_gateway_buffer_pressure_total and one session in

@@ -276,7 +276,7 @@ func readUntilClosed(t *testing.T, c *client, from, total int64) int64 {
 // TestSlowReaderCutWhileResumableAtDefaults checks the default bounds
 // against each other: a reader that stops is cut while everything it has
 // not read (writer batch, queue, socket buffer) still fits in the replay
-// buffer, so a prompt RESUME gets every missed event (ADR-04).
+// buffer, so a prompt RESUME gets every missed event.
 func TestSlowReaderCutWhileResumableAtDefaults(t *testing.T) {
 	g := newTestGateway(t, Config{})
 	c := g.dialSmallBuffer(t)

@@ -20,8 +20,7 @@ import (
 	"github.com/concord-chat/concord/runtime/store"
 )
 
-// Claim 9c of the bot-platform issue (seed 002, "What a four-week
-// prototype should prove", ADR-08): an administrator revokes a bot during
+// Revocation in a registry brownout: an administrator revokes a bot during
 // a registry brownout; the bot stops receiving events inside 10 seconds,
 // or the scenario records exactly how long it took.
 var (

@@ -22,7 +22,7 @@ import (
 )
 
 // revWorld is a running platform with an owner and an application whose
-// bot is installed in one guild (issue 7 item 5, ADR-08).
+// bot is installed in one guild.
 type revWorld struct {
 	t        *testing.T
 	p        *Platform

@@ -9,8 +9,8 @@ import (
 	"github.com/concord-chat/concord/runtime/gateway"
 )
 
-// Revocation with a deadline through the process's wiring (issue 7 item
-// 5, ADR-08): a real gateway WebSocket client of an installed bot, the
+// Revocation with a deadline through the process's wiring (a revoked bot stops
+// receiving events within the lease deadline): a real gateway WebSocket client of an installed bot, the
 // embedded-etcd push and the entitlement leases of `concord dev`.
 
 // TestRevocationUninstallStopsGuildEvents: removing the integration

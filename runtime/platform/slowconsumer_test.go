@@ -31,8 +31,7 @@ import (
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
-// Claim 9b of the bot-platform issue (seed 002, "What a four-week prototype
-// should prove", ADR-04): one bot reads at 1 % of its guild's event rate
+// A slow consumer among fast neighbours: one bot reads at 1 % of its guild's event rate
 // while the guild posts as fast as the machine allows; its session closes
 // resumably at the buffer bound, the process's memory stays flat and the
 // neighbouring sessions' p99 latency changes by less than 10 %.
@@ -791,7 +790,7 @@ func (b *slowBench) startSlowBot(perSecond float64) *slowBot {
 	return bot
 }
 
-// checkAfterClose asserts the ADR-04 contract once the bot was closed:
+// checkAfterClose asserts the slow-consumer contract once the bot was closed:
 // the close code is the resumable slow-consumer code (or 1006 when the
 // socket could not take the close frame), the pressure metric counted
 // the application and released its gauge, and a RESUME from the last

@@ -1,4 +1,4 @@
-// Package ratelimit enforces ADR-09 on Concord's REST API: limits per route
+// Package ratelimit enforces Concord's REST API limits: limits per route
 // bucket that tell the client exactly what to do, a global ceiling per bot,
 // and timed bans that escalate only for clients that keep sending invalid
 // requests.

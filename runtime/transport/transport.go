@@ -29,7 +29,9 @@
 //     users' owners with AddMentions.
 //   - PresenceNode: gateway nodes report their sessions and op 3 to the
 //     presence node owning each user, which folds them into one status
-//     per user (NewPresenceClient calls one node; the cluster picks it).
+//     per user. NewPresenceClient calls one node (the owner of id 0 on
+//     the ring it is given); runtime/presencerole builds one per replica
+//     and routes each user to the owner on the presence ring.
 //   - RelayNode: guild nodes of a guild with a relay tier send its
 //     batches once per relay node, which fans them out to the gateway
 //     nodes (NewRelayClient).

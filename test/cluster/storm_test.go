@@ -55,7 +55,7 @@ type stormResult struct {
 	listenOverflows int64
 }
 
-// TestReconnectStorm is prototype claim 1 of seed 002 (issue 9a): kill -9
+// TestReconnectStorm is the reconnect storm: kill -9
 // a gateway node holding N sessions and measure how long until every
 // session is back and the p99 of the lookups identify makes in the shared
 // store, without and then with the identify throttle, in the same run.

@@ -216,7 +216,7 @@ func TestBotPrivilegedIntents(t *testing.T) {
 	}
 }
 
-// TestBotRateLimitHeaders checks ADR-09's headers on REST responses and a
+// TestBotRateLimitHeaders checks the rate-limit headers on REST responses and a
 // 429 with Via and Retry-After once an application bot exceeds the
 // message route's bucket (5 per 5 s per channel).
 func TestBotRateLimitHeaders(t *testing.T) {
@@ -344,7 +344,7 @@ func TestBotInstallPermissions(t *testing.T) {
 // TestBotIdentifyAdmission checks identify admission over a real socket:
 // with max_concurrency 1 a bot's second IDENTIFY inside 5 s is refused,
 // while a user account is not limited. The refusal is close 4000 until
-// the gateway maps admission errors to op 9 (see the issue 7 report); the
+// the gateway maps admission errors to op 9; the
 // test accepts either.
 func TestBotIdentifyAdmission(t *testing.T) {
 	s := startServerWith(t, nil)

@@ -125,7 +125,7 @@ func (r *rest) do(method, path string, body any, out any) int {
 	var resp *http.Response
 	var raw []byte
 	// A 429 is waited out and retried, as every Discord client library
-	// does (ADR-09 limits scenarios that post quickly).
+	// does (the per-channel limit slows scenarios that post quickly).
 	for attempt := 0; ; attempt++ {
 		if b, ok := rd.(*bytes.Reader); ok {
 			_, _ = b.Seek(0, io.SeekStart)

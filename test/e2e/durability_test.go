@@ -135,7 +135,7 @@ func post(addr, token, channel, content string, out *struct {
 		if status != http.StatusTooManyRequests {
 			return status, out.ID
 		}
-		// Rate limited (ADR-09: 5 messages per 5 s per channel): wait
+		// Rate limited (5 messages per 5 s per channel): wait
 		// as a client library does, then send again.
 		<-time.After(retryAfter)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/concord-chat/concord/test/internal/gwtest"
 )
 
-// TestSlowlorisLatency measures issue 12's hardening claim: a node under
+// TestSlowlorisLatency measures the connection hardening: a node under
 // SLOWLORIS_CONNS (default 5000) slowloris connections — each sends a
 // request line and then a header byte a second, never finishing, and
 // reconnects as soon as the node closes it — still lets a normal client

@@ -6,7 +6,8 @@
 // against a real in-process
 // server over real HTTP and gateway WebSocket clients, checked against a
 // reference model of who may see what at each moment. It also holds the
-// regression tests of the visibility findings of issue 12.
+// regression tests of the visibility findings of the security review (nonce replay,
+// DMs without a shared guild, ...).
 //
 // The tests are in _test.go files; `go test ./test/model/` runs them,
 // -model.checks=N sets how many sequences the model test runs.

@@ -54,7 +54,7 @@ func noFrameContains(t *testing.T, who string, fs []dispatch, secret string) {
 	}
 }
 
-// TestNonceReplayDoesNotLeak is finding 1 of issue 12, step by step: a
+// TestNonceReplayDoesNotLeak is a visibility finding, step by step: a
 // nonce used in a channel Bob has since lost must not hand him that
 // channel's messages (or their later edits) through a send elsewhere, and
 // the same nonce in the lost channel is 403.
@@ -162,7 +162,7 @@ func containsContent(fs []dispatch, content string) bool {
 	return false
 }
 
-// TestDMsNeedASharedGuild is finding 5 of issue 12: a user who shares no
+// TestDMsNeedASharedGuild is a visibility finding: a user who shares no
 // guild with Bob cannot open a DM or a group DM with him (50007), and Bob
 // receives nothing; users who share a guild can, and a DM stays readable
 // but not writable once they no longer do.

@@ -12,7 +12,8 @@ import (
 )
 
 // bindIdentifyFlags registers the gateway role's identify throttle flags
-// (ADR-07): a node-wide token bucket; the bots' max_concurrency
+// (a reconnect storm's identifies kept within what the store answers
+// quickly): a node-wide token bucket; the bots' max_concurrency
 // (--identify-concurrency) is a shared flag.
 func bindIdentifyFlags(fs *pflag.FlagSet, cfg *config.Config) {
 	floatFlag(fs, &cfg.Identify.Rate, "identify-rate", 0, "gateway nodes: identifies per second the node admits; more get op 9 and retry after 1-5 s; 0 = off")

@@ -9,7 +9,7 @@
 // Every key carries an expiry, so an idle key costs nothing after its window,
 // its bucket's refill or its ban.
 //
-// Redis is the "counters" state class of ADR-10: run it with replicas but no
+// Redis is the "counters" class of state (regional, allowed to be lost): run it with replicas but no
 // persistence requirement. A failover that loses writes loses counts, which
 // the port's contract allows (brief over-allowance).
 package redis

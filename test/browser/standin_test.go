@@ -107,6 +107,8 @@ func TestStandInList(t *testing.T) {
 			t.Fatalf("the pane lacks message %d after the handover", i)
 		}
 	}
+	// A send needs the session (READY), which may come after the handover.
+	p.waitJS(`performance.getEntriesByName('concord:ready').length > 0`, 30*time.Second)
 	p.fill("Message #general", "after the handover")
 	p.enter()
 	p.waitJS(messagesContain("general", "alice", "after the handover")+` && !document.querySelector('li.msg.pending')`, 10*time.Second)

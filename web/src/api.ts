@@ -3,7 +3,7 @@
 // on; the raw Discord error (code, field errors) stays available for code
 // that needs it.
 
-import { API_BASE } from "./bootreads";
+import { API_BASE, type BootAnswer } from "./bootreads";
 
 export { API_BASE };
 
@@ -82,9 +82,9 @@ export function describeError(status: number, body: any): ApiError {
   return new ApiError(msg, status, code);
 }
 
-// adoptBootRead returns the boot script's response to this GET, once, if
+// adoptBootRead returns the boot script's answer to this GET, once, if
 // it was made with the current token.
-function adoptBootRead(method: string, path: string): Promise<Response> | undefined {
+function adoptBootRead(method: string, path: string): Promise<BootAnswer> | undefined {
   const boot = window.concordBoot;
   if (method !== "GET" || !boot || !token || boot.token !== token) return undefined;
   const res = boot.reads[path];
@@ -102,20 +102,26 @@ export async function api<T = any>(method: string, path: string, body?: unknown)
   const headers: Record<string, string> = {};
   if (token) headers["Authorization"] = token;
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  let res: Response;
+  let status: number;
+  let text: string;
   try {
-    res = await (adoptBootRead(method, path) ??
-      fetch(API_BASE + path, {
+    const adopted = adoptBootRead(method, path);
+    if (adopted) {
+      ({ status, text } = await adopted);
+    } else {
+      const res = await fetch(API_BASE + path, {
         method,
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
-      }));
+      });
+      status = res.status;
+      text = status === 204 ? "" : await res.text();
+    }
   } catch {
     throw new ApiError("Cannot reach the server: check your connection and try again.", 0);
   }
-  if (res.status === 204) return undefined as T;
+  if (status === 204) return undefined as T;
   let data: any = null;
-  const text = await res.text();
   if (text) {
     try {
       data = JSON.parse(text);
@@ -123,9 +129,9 @@ export async function api<T = any>(method: string, path: string, body?: unknown)
       data = null;
     }
   }
-  if (!res.ok) {
-    const err = describeError(res.status, data);
-    if (res.status === 401 && token) onUnauthorized();
+  if (status < 200 || status > 299) {
+    const err = describeError(status, data);
+    if (status === 401 && token) onUnauthorized();
     throw err;
   }
   return data as T;

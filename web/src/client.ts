@@ -3,7 +3,7 @@
 // client is: sends, acks).
 
 import { api, ApiError, dropBootReads, newNonce, setToken, setUnauthorizedHandler } from "./api";
-import { BOOT_OFF_KEY, channelOfPath, historyPath, PAGE, TOKEN_KEY } from "./bootreads";
+import { BOOT_OFF_KEY, channelOfPath, EARLY_OFF_KEY, historyPath, PAGE, TOKEN_KEY } from "./bootreads";
 import { Gateway, OP } from "./gateway";
 import { navigate, route } from "./router";
 import { dispatchListeners } from "./seams";
@@ -45,14 +45,26 @@ export function start(token: string) {
     state.toast("Your session has ended: log in again.");
   });
   gw?.stop();
+  // held queues the gateway's dispatches while the boot script's stand-in
+  // list waits for its first frame (see below): READY and GUILD_CREATE
+  // take the longest work of a page load, and applied before that frame
+  // they would hold it back. They are applied in order once it was shown.
+  let held: [string, any][] | null = null;
+  const apply = (t: string, d: any) => {
+    try {
+      onDispatch(t, d);
+    } catch (e) {
+      console.error("dispatch", t, e);
+    }
+    for (const fn of dispatchListeners) fn(t, d);
+  };
   gw = new Gateway(token, {
     dispatch: (t, d) => {
-      try {
-        onDispatch(t, d);
-      } catch (e) {
-        console.error("dispatch", t, e);
+      if (held) {
+        held.push([t, d]);
+        return;
       }
-      for (const fn of dispatchListeners) fn(t, d);
+      apply(t, d);
       state.changed();
     },
     state: (s) => {
@@ -75,6 +87,7 @@ export function start(token: string) {
   // as soon as both are here, in one render (the rest of the app fills in
   // with READY and GUILD_CREATE).
   gw.start();
+  if (window.concordBoot) window.concordBoot.started = true;
   const id = channelOfPath(location.pathname);
   if (id) {
     // localStorage "concord.earlyPaint" = "off" waits for READY instead,
@@ -84,14 +97,35 @@ export function start(token: string) {
     let paintEarly = true;
     let boot = true;
     try {
-      paintEarly = localStorage.getItem("concord.earlyPaint") !== "off";
+      paintEarly = localStorage.getItem(EARLY_OFF_KEY) !== "off";
       boot = localStorage.getItem(BOOT_OFF_KEY) !== "off";
     } catch {
       // no storage: the defaults
     }
     if (!paintEarly) loadNewest(id);
-    else if (boot) loadNewest(id, prefetchChannel(id, false));
-    else {
+    else if (boot) {
+      // The boot script may paint a stand-in list from the reads adopted
+      // here (standin.ts): the history is put in state (and the pane
+      // rendered, replacing it) once that list has been on screen for a
+      // frame, so that the bundle's longer render never holds it back.
+      const b = window.concordBoot;
+      if (b) b.handover = b.token === token;
+      const shown = afterStandIn(b?.standIn);
+      if (b?.standIn) {
+        const queue: [string, any][] = (held = []);
+        const flush = () => {
+          if (held !== queue) return;
+          held = null;
+          for (const [t, d] of queue) apply(t, d);
+          if (queue.length) state.changed();
+        };
+        shown.then(flush);
+        // Not for long whatever happens to the reads: the rest of the app
+        // needs READY.
+        setTimeout(flush, 1000);
+      }
+      loadNewest(id, Promise.all([prefetchChannel(id, false), shown]).then(() => {}));
+    } else {
       loadNewest(id);
       prefetchChannel(id, true);
     }
@@ -99,6 +133,34 @@ export function start(token: string) {
   // Every boot read was adopted above (synchronously, by the first call of
   // each); the rest would only ever be stale.
   dropBootReads();
+}
+
+// afterStandIn settles once the boot script's stand-in list, if it paints
+// one, has been on screen: when the browser reports that a message of it
+// was presented (Element Timing; a layout object removed before that is
+// never reported, and the user might never have seen it), or where that
+// is not supported, in the task after the animation frame that laid it
+// out. A hidden page (no frames) does not wait, nor any page longer than a
+// bound: the bundle's pane must not wait long for a paint.
+async function afterStandIn(standIn?: Promise<boolean>): Promise<void> {
+  if (!standIn || !(await standIn) || document.visibilityState === "hidden") return;
+  await new Promise<void>((done) => {
+    let obs: PerformanceObserver | undefined;
+    const finish = () => {
+      clearTimeout(bound);
+      obs?.disconnect();
+      done();
+    };
+    const bound = setTimeout(finish, 300);
+    if (PerformanceObserver.supportedEntryTypes?.includes("element")) {
+      obs = new PerformanceObserver((l) => {
+        if (l.getEntries().some((e) => (e as any).identifier === "message")) finish();
+      });
+      obs.observe({ type: "element", buffered: true });
+    } else {
+      requestAnimationFrame(() => setTimeout(finish, 0));
+    }
+  });
 }
 
 // early is the channel of the URL the app opened on, fetched over REST

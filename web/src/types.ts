@@ -155,8 +155,5 @@ export function compareIds(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-export function displayName(u: User | undefined, m?: Member): string {
-  if (m?.nick) return m.nick;
-  if (!u) return "unknown";
-  return u.global_name || u.username;
-}
+// displayName lives with the formatting the boot script shares.
+export { displayName } from "./format";

@@ -7,6 +7,7 @@ import { applyMemberList } from "../src/client";
 import { State, state } from "../src/state";
 import type { Message } from "../src/types";
 import { compareIds } from "../src/types";
+import { dropStandIn, paintStandIn, standInChannel, standInHeights } from "../src/standin";
 import { channelLabel } from "../src/ui/Sidebar";
 import { burstsFor, LiveSession, userIdFromToken } from "../src/live/session";
 import { VoiceClient } from "../src/voice/voice";
@@ -212,6 +213,46 @@ test("voice: a new VOICE_SERVER_UPDATE moves the call to the new endpoint", () =
     (window as any).WebSocket = real;
     state.me = null;
   }
+});
+
+test("stand-in list: the pane's names and rows, only for a message list, removed by dropStandIn", () => {
+  const c = { id: "10", type: 0, guild_id: "1", name: "general", position: 0 };
+  const bob = { id: "2", username: "bob" };
+  // The API's order: newest first.
+  const page = [
+    msg("12", { author: bob, content: "hi <@1> see https://example.com/x.", mentions: [{ id: "1", username: "a", global_name: "Alice" }] }),
+    msg("11", { edited_timestamp: "2026-01-01T00:00:01+00:00", reactions: [{ count: 2, me: false, emoji: { id: null, name: "👍" } }] }),
+  ];
+  try {
+    eq(paintStandIn({ ...c, type: 2 }, page, true), false, "a voice channel");
+    eq(paintStandIn(c, [], true), false, "no messages");
+    eq(standInChannel(), null);
+    eq(paintStandIn(c, page, true), true, "painted");
+    eq(paintStandIn(c, page, true), false, "painted once");
+    eq(standInChannel(), "10");
+    const lists = document.querySelectorAll('ol[aria-label="Messages in #general"]');
+    eq(lists.length, 1);
+    const rows = Array.from(lists[0].children).map((li) => [
+      li.getAttribute("data-id"),
+      li.querySelector(".author")?.textContent,
+      li.querySelector(".content")?.textContent,
+      li.querySelector(".content")?.getAttribute("elementtiming"),
+    ]);
+    eq(rows, [
+      ["11", "a", "m11 (edited)", "message"],
+      ["12", "bob", "hi @Alice see https://example.com/x.", "message"],
+    ]);
+    eq(lists[0].querySelector(".reaction")?.textContent, "👍 2");
+    eq(document.querySelector("#boot .start")?.textContent, "This is the beginning of #general.");
+    eq(document.documentElement.classList.contains("booting"), true, "#app hidden");
+    eq(document.querySelector("#boot")!.querySelectorAll("button, input, textarea, a[href]").length, 0, "controls");
+    eq([...standInHeights().keys()], ["11", "12"]);
+  } finally {
+    dropStandIn();
+  }
+  eq(standInChannel(), null);
+  eq(document.getElementById("boot"), null);
+  eq(document.documentElement.classList.contains("booting"), false);
 });
 
 const results: { name: string; error?: string }[] = [];

@@ -1,8 +1,9 @@
 import { Fragment, h } from "preact";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useState } from "preact/hooks";
 import { acceptInvite, firstTextChannel, getInvite } from "../client";
 import { navigate, onRoute, route } from "../router";
 import { channelViews, routeViews } from "../seams";
+import { dropStandIn, standInChannel } from "../standin";
 import { state } from "../state";
 import { ChannelType, isThread } from "../types";
 import { Dialog } from "./Dialogs";
@@ -96,6 +97,19 @@ export function App() {
   const [dialog, setDialog] = useState<string | null>(null);
   const r = route();
   const [first, second, third, fourth] = r.parts;
+
+  // The boot script's stand-in list (standin.ts) stays on screen, #app
+  // hidden under it, only while this render has nothing better for its
+  // channel: the channel's newest page is still on its way. Whatever this
+  // render shows otherwise (the pane with its rows, an error, another
+  // page) replaces it in the same commit.
+  const standIn = standInChannel();
+  const standInLog = standIn ? state.logs.get(standIn) : undefined;
+  const holdStandIn =
+    !!standInLog && first === "channels" && third === standIn && standInLog.loading && standInLog.items.length === 0 && !standInLog.error;
+  useLayoutEffect(() => {
+    if (standIn && !holdStandIn) dropStandIn();
+  });
 
   const custom = routeViews.find((v) => v.prefix === first);
   if (custom && (custom.public || state.authed)) {

@@ -2,8 +2,8 @@ import { h, type ComponentChild } from "preact";
 import { state } from "../state";
 import type { Message } from "../types";
 import { displayName } from "../types";
+import { MENTION_TOKEN } from "../format";
 
-const TOKEN = /<@!?(\d+)>|<@&(\d+)>|<#(\d+)>|(@everyone|@here)|(https?:\/\/[^\s<]+[^\s<.,:;"')\]!?])/g;
 
 // Content renders a message's text: mentions as names, links as links.
 // Everything else is text (Preact escapes it), never HTML.
@@ -11,7 +11,7 @@ export function Content(props: { m: Message }) {
   const { m } = props;
   const out: ComponentChild[] = [];
   let last = 0;
-  for (const match of m.content.matchAll(TOKEN)) {
+  for (const match of m.content.matchAll(MENTION_TOKEN)) {
     const i = match.index ?? 0;
     if (i > last) out.push(m.content.slice(last, i));
     last = i + match[0].length;

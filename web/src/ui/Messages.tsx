@@ -24,19 +24,11 @@ import type { Channel, Message } from "../types";
 import { ChannelType, displayName, hasThreads, isThread, MessageType, Perm } from "../types";
 import { Composer } from "./Composer";
 import { Content } from "./Content";
+import { messageTime } from "../format";
+import { standInChannel, standInHeights } from "../standin";
 import { can } from "./perms";
 import { ChannelPermissions } from "./Settings";
 
-// Formatters are built once: toLocale*String builds one per call, which
-// costs more than rendering the message.
-const hhmm = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
-const day = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "numeric", day: "numeric" });
-
-function time(ts: string): string {
-  const d = new Date(ts);
-  const t = hhmm.format(d);
-  return day.format(d) === day.format(Date.now()) ? t : day.format(d) + " " + t;
-}
 
 export function channelTitle(c: Channel): string {
   return (c.guild_id ? "#" : "@") + state.channelName(c);
@@ -126,7 +118,7 @@ function MessageItem(props: {
       {m.message_reference && !ref && m.type === 19 && <div class="reply-ref">↪ original message was deleted</div>}
       <div class="meta">
         <span class="author">{author}</span>
-        <time dateTime={m.timestamp}>{time(m.timestamp)}</time>
+        <time dateTime={m.timestamp}>{messageTime(m.timestamp)}</time>
         {m.pending && <span class="status">sending…</span>}
       </div>
       {editing ? (
@@ -397,7 +389,14 @@ export function MessagePane(props: { channel: Channel; jumpTo: string | null }) 
   const list = useRef<HTMLOListElement>(null);
   const pinned = useRef(true);
   const jumped = useRef(false);
-  const [heights] = useState(() => new RowHeights());
+  const [heights] = useState(() => {
+    const h = new RowHeights();
+    // Rows the boot script's stand-in list laid out for this channel are
+    // placed by their measured heights from the first pass (the stand-in
+    // has the pane's layout), which then needs no second one.
+    if (standInChannel() === channel.id) for (const [id, v] of standInHeights()) h.set(id, v);
+    return h;
+  });
   const anchor = useRef<{ id: string; offset: number } | null>(null);
   // The rendered rows [start, end) and the offsets they were placed by.
   const view = useRef<{ start: number; end: number; tops: Float64Array }>({ start: 0, end: 0, tops: new Float64Array(1) });

@@ -64,6 +64,7 @@ apt_need ffmpeg ffmpeg "the voice tests make their Ogg Opus tone files with it"
 # would report ffmpeg's SIGPIPE as a failure.
 FFMPEG_ENCODERS=$(ffmpeg -hide_banner -encoders 2>/dev/null)
 grep -q libopus <<<"$FFMPEG_ENCODERS" || { echo "ffmpeg has no libopus encoder" >&2; exit 1; }
+grep -q libx264 <<<"$FFMPEG_ENCODERS" || { echo "ffmpeg has no libx264 encoder (the H264 voice test encodes with it)" >&2; exit 1; }
 
 step "discord.js 14 and @discordjs/voice 0.19 with Node 22 for the voice tests (npm ci in test/voice/js)"
 ( cd test/voice/js && npm ci --no-audit --no-fund --loglevel=error )

@@ -74,7 +74,6 @@ import (
 
 	"github.com/concord-chat/concord/runtime/apirole"
 	"github.com/concord-chat/concord/runtime/auth"
-	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/datarole"
@@ -201,7 +200,6 @@ type Node struct {
 	// data role and --data-nodes=ring
 	dataRng    *registry.LocalRing
 	dataClient transport.DataClient
-	gwRing     *registry.LocalRing
 	// --eventlog=kafka://: the guild role's event log and outbox, the
 	// readstate role, and the client guild and gateway roles reach the
 	// readstate nodes with.
@@ -213,11 +211,6 @@ type Node struct {
 	// seams are the cross-role seams the roles built through package
 	// role share (rings, clients, in-process providers).
 	seams role.Seams
-	// --roles=relay: the relay's gateway client; guild nodes: the relay
-	// router of guilds with a relay tier and its client.
-	// psSide is the presence side (presencerole.GatewayKey) the gateway
-	// role was built with on gateway nodes with --presence; nil without.
-	psSide *presencerole.GatewaySide
 
 	httpL, grpcL, adminL net.Listener
 	grpc                 *transport.Server
@@ -229,12 +222,11 @@ type Node struct {
 	// allocates from; the web client's policy admits them.
 	voiceEndpoints func() []string
 
-	guilds   *guild.Service // guild role (guildrole.Service)
-	botStore bots.Store     // the process's bot store (apirole.BotStore)
-	gateway  *gateway.Node  // gateway role (gatewayrole.NodeKey)
-	// gwCounters are the bots' identify counters the gateway role counts
-	// on (--redis).
-	gwCounters counters.Counters
+	guilds  *guild.Service // guild role (guildrole.Service)
+	gateway *gateway.Node  // gateway role (gatewayrole.NodeKey)
+	// counters are the process's counters (--redis): the REST limits,
+	// bots' identifies, live comments.
+	counters counters.Counters
 	// adminToken guards /admin/ and goes on admin calls to other nodes.
 	adminToken string
 
@@ -334,19 +326,19 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	clientCfg := transport.ClientConfig{CallTimeout: cfg.CallTimeout, Errors: guildrole.Errors, Logger: log.With("component", "transport")}
 	svc := transport.Services{Node: cfg.Node}
 	n.roleMux, n.roleAdmin = http.NewServeMux(), http.NewServeMux()
-	// parts are what the roles built through package role build from.
+	if n.counters, err = apirole.OpenCounters(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	// parts are what the roles build from.
 	parts := role.Parts{Config: cfg, Logger: log, Metrics: n.metrics, Registry: n.reg, Store: st, Auth: issuer, IDs: ids,
-		Admin: n.roleAdmin, Seams: &n.seams, GRPC: &svc, ClientConfig: clientCfg}
+		Counters: n.counters, AdminToken: n.adminToken, Admin: n.roleAdmin, Seams: &n.seams, GRPC: &svc, ClientConfig: clientCfg}
 
-	// The chat roles of the role table (data, readstate, relay) are
-	// built by the same Build as in `concord dev`, before the roles that
-	// call them, so that a service is in-process for the keys this node
-	// owns. The data role coalesces over the store itself, not over the
-	// process's own coalescing wrapper (openStore).
-	role.Provide(&n.seams, datarole.RawStore, unwrapStore(n.store))
-	// The api role (runtime/apirole) signs with the cluster's key and, on
-	// a guild node with --eventlog=kafka://, publishes message events
+	// What the process gives the roles: the data role coalesces over the
+	// store itself, not over the process's own coalescing wrapper
+	// (openStore); the api role signs with the cluster's key and, on a
+	// guild node with --eventlog=kafka://, publishes message events
 	// through the node's outbox.
+	role.Provide(&n.seams, datarole.RawStore, unwrapStore(n.store))
 	role.Provide(&n.seams, apirole.ServerKey, key)
 	if kafkaLog(cfg.EventLog) && has(cfg, registry.RoleGuild) {
 		if n.pub, err = openPublisher(ctx, cfg, n); err != nil {
@@ -354,39 +346,22 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		role.Provide(&n.seams, apirole.Outbox, n.pub.outbox)
 	}
-	// The presence role is built on every node taking part in presence
-	// (presencerole.Joins), not only on --roles=presence nodes. The
-	// gateway role is built below, once what it consumes that is not a
-	// role yet (the bot store, read states) is open.
-	if err := role.Build(ctx, chatRoles, func(name string) bool {
-		return (has(cfg, name) || name == presencerole.Name && presencerole.Joins(cfg)) && name != gatewayrole.Name
+	// The roles this node runs, in one role.Build pass with the same
+	// Build functions as `concord dev`: a service a role provides is
+	// in-process for the keys this node owns, the client of its owner
+	// otherwise. The presence role is built on every node taking part in
+	// presence (presencerole.Joins), not only on --roles=presence nodes.
+	if err := role.Build(ctx, slices.Concat(chatRoles, tableRoles), func(name string) bool {
+		return has(cfg, name) || name == presencerole.Name && presencerole.Joins(cfg)
 	}, parts, n.roleMux, &n.group); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	readStates := kafkaLog(cfg.EventLog)
-	if readStates && (has(cfg, registry.RoleGuild) || has(cfg, registry.RoleGateway) || has(cfg, RoleReadState)) {
+	if kafkaLog(cfg.EventLog) && (has(cfg, registry.RoleGuild) || has(cfg, registry.RoleGateway) || has(cfg, RoleReadState)) {
 		if n.readStates, err = readstaterole.Open(ctx, parts); err != nil {
 			return nil, fmt.Errorf("cluster: read states: %w", err)
 		}
 	}
-
-	if has(cfg, registry.RoleGuild) || has(cfg, RoleRelay) {
-		if n.gwRing, err = role.Ring(ctx, &n.seams, n.reg, registry.RoleGateway, ringCfg); err != nil {
-			return nil, fmt.Errorf("cluster: gateway ring: %w", err)
-		}
-	}
-
-	if has(cfg, registry.RoleGateway) {
-		// Gateway nodes read applications (privileged intents, READY's
-		// application, entitlement grants) from the process's bot store.
-		if n.botStore, err = apirole.BotStore(ctx, parts); err != nil {
-			return nil, fmt.Errorf("cluster: bot store: %w", err)
-		}
-	}
 	if has(cfg, registry.RoleGuild) {
-		// The guild role (runtime/guildrole, built with the chat roles)
-		// provides the guild service; its REST surface is the api
-		// package's (apirole.GuildREST), built with it.
 		var ok bool
 		if n.guilds, ok = role.Lookup(&n.seams, guildrole.Service); !ok {
 			return nil, errors.New("cluster: the guild role provided no guild service")
@@ -396,34 +371,16 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	if has(cfg, registry.RoleGateway) {
-		// The gateway role (runtime/gatewayrole, the same Build as in
-		// `concord dev`), given what it consumes from the parts that are
-		// not roles yet.
-		if err := n.provideGatewaySeams(ctx, st); err != nil {
-			return nil, err
-		}
-		if err := role.Build(ctx, chatRoles, func(name string) bool { return name == gatewayrole.Name }, parts, n.roleMux, &n.group); err != nil {
-			return nil, fmt.Errorf("cluster: %w", err)
-		}
 		var ok bool
 		if n.gateway, ok = role.Lookup(&n.seams, gatewayrole.NodeKey); !ok {
 			return nil, errors.New("cluster: the gateway role provided no gateway node")
 		}
-		if side, ok := role.Lookup(&n.seams, presencerole.GatewayKey); ok && side.Presence != nil {
-			n.psSide = &side
-		}
 	}
+	// The gRPC server serves what the roles set in svc.
 	if n.grpcL != nil {
 		if n.grpc, err = transport.NewServer(transport.ServerConfig{Errors: guildrole.Errors, Logger: log.With("component", "transport")}, svc); err != nil {
 			return nil, fmt.Errorf("cluster: grpc server: %w", err)
 		}
-	}
-	// The table roles count on the api role's counters (--redis).
-	if c, ok := role.Lookup(&n.seams, apirole.Counters); ok {
-		parts.Counters = c
-	}
-	if err := n.buildTableRoles(ctx, parts, n.roleMux); err != nil {
-		return nil, err
 	}
 	rest, _ := role.Lookup(&n.seams, apirole.REST)
 	n.handler = n.routes(rest)
@@ -464,10 +421,6 @@ func (n *Node) routes(rest http.Handler) http.Handler {
 	}))
 	return mux
 }
-
-// botApps is the process's bot store (apirole.BotStore), opened for the
-// gateway role.
-func (n *Node) botApps() bots.Store { return n.botStore }
 
 // HTTPAddr is the address the HTTP listener is bound to.
 func (n *Node) HTTPAddr() string { return n.httpL.Addr().String() }
@@ -573,8 +526,8 @@ func (n *Node) Close() error {
 	// The loops and the roles' parts first, in reverse order.
 	// The group closes the gateway role's node among its parts.
 	errs = append(errs, n.group.Stop(sctx))
-	if n.gwCounters != nil {
-		errs = append(errs, n.gwCounters.Close())
+	if n.counters != nil {
+		errs = append(errs, n.counters.Close())
 	}
 	if n.dataClient != nil {
 		errs = append(errs, n.dataClient.Close())

@@ -11,16 +11,17 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/concord-chat/concord/runtime/adminauth"
-	"github.com/concord-chat/concord/runtime/admission"
 	"github.com/concord-chat/concord/runtime/apirole"
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/counters"
@@ -118,9 +119,9 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if p.reads, err = openReadPath(ctx, cfg, p.registry); err != nil {
 		return nil, err
 	}
-	// The chat roles built through package role, before the parts that
-	// call them: the same Build functions as `concord serve`, every seam
-	// in process. The guild role delivers to this process's gateway
+	// Every role, in one role.Build pass over the chat roles and the
+	// table roles: the same Build functions as `concord serve`, every
+	// seam in process. The guild role delivers to this process's gateway
 	// (gatewayrole.LocalSink: the gateway role, built after it, sets its
 	// node there) and allocates calls from the in-process voice fleet the
 	// voice role adds its SFU to.
@@ -139,10 +140,8 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
 	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids,
-		Counters: p.counters, VoiceFleet: p.voiceFleet, Admin: p.roleAdmin, Seams: &p.seams}
-	// The gateway role is built below, once what it consumes from the
-	// api role's bot platform is looked up.
-	if err := role.Build(ctx, roles.Chat, func(name string) bool { return name != gatewayrole.Name }, parts, p.roleMux, &p.group); err != nil {
+		Counters: p.counters, VoiceFleet: p.voiceFleet, AdminToken: cfg.AdminToken, Admin: p.roleAdmin, Seams: &p.seams}
+	if err := role.Build(ctx, slices.Concat(roles.Chat, roles.Table), func(string) bool { return true }, parts, p.roleMux, &p.group); err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
 	var built bool
@@ -154,15 +153,6 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	}
 	if p.bots, built = role.Lookup(&p.seams, apirole.BotsKey); !built {
 		return nil, errors.New("platform: the api role provided no bot platform")
-	}
-	// The gateway role: what it consumes from the bot platform, then its
-	// build (the same Build as `concord serve`).
-	role.Provide[admission.Applications](&p.seams, gatewayrole.Apps, p.bots.Store())
-	role.Provide(&p.seams, gatewayrole.Leases, p.bots.Leases())
-	role.Provide[admission.ReadStates](&p.seams, gatewayrole.ReadStates, p.readStates)
-	role.Provide(&p.seams, gatewayrole.Counters, p.counters)
-	if err := role.Build(ctx, roles.Chat, func(name string) bool { return name == gatewayrole.Name }, parts, p.roleMux, &p.group); err != nil {
-		return nil, fmt.Errorf("platform: %w", err)
 	}
 	if p.gateway, built = role.Lookup(&p.seams, gatewayrole.NodeKey); !built {
 		return nil, errors.New("platform: the gateway role provided no gateway node")
@@ -176,11 +166,15 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if !built {
 		return nil, errors.New("platform: the api role mounted no REST handler")
 	}
-	if err := role.Build(ctx, roles.Table, func(string) bool { return true }, parts, p.roleMux, &p.group); err != nil {
-		return nil, fmt.Errorf("platform: %w", err)
-	}
 	// The roles' parts outlive New's context: they run until Close.
 	p.group.Start(ctx)
+	// Bot identifies are refused until the lease manager hears
+	// revocations: New returns once its watch started.
+	select {
+	case <-p.bots.Leases().Connected():
+	case <-time.After(30 * time.Second):
+		return nil, errors.New("platform: the revocation watch did not start within 30 s")
+	}
 	p.handler = p.routes(rest)
 	p.ready.Store(true)
 	ok = true

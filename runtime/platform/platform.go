@@ -183,15 +183,6 @@ func (p *Platform) checkBackends() error {
 	return nil
 }
 
-// openStore opens the store cfg.Store names (app.OpenStore).
-func openStore(ctx context.Context, cfg Config) (store.Store, error) {
-	s, err := app.OpenStore(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("platform: %w", err)
-	}
-	return s, nil
-}
-
 // Handler serves REST, the gateway and the operational endpoints.
 func (p *Platform) Handler() http.Handler { return p.handler }
 

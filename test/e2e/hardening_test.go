@@ -80,7 +80,7 @@ func identify(t *testing.T, addr, token string) (ready bool, closeCode int) {
 	return fs[0].Type == "READY", 0
 }
 
-// TestAdminDrainNeedsCredentials is issue 12's finding 3 against the real
+// TestAdminDrainNeedsCredentials is the admin-drain finding against the real
 // `concord dev`: an unauthenticated POST /admin/drain answers 401 and
 // changes nothing (/readyz stays 200, IDENTIFY still gets READY), with or
 // without --admin-token; only the configured token drains.

@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/concord-chat/concord/internal/gwtest"
 )
 

@@ -110,7 +110,11 @@ func (s *Service) ModifyMemberVoice(ctx context.Context, actorID, guildID, userI
 // session gets a VOICE_SERVER_UPDATE for the new call, which the libraries
 // follow by reconnecting.
 func (a *Actor) voiceMove(ctx context.Context, v *voiceEnabled, st *voiceState, channelID snowflake.ID) error {
-	srv, err := a.voiceServer(ctx, v, channelID)
+	node := ""
+	if sub := a.subs[st.session]; sub != nil {
+		node = sub.s.Node
+	}
+	srv, err := a.voiceServer(ctx, v, channelID, node)
 	if err != nil {
 		return err
 	}

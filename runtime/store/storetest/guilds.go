@@ -32,7 +32,8 @@ func newFixture(owner snowflake.ID, users ...snowflake.ID) fixture {
 				{ID: g, Type: store.OverwriteRole, Allow: 1 << 10, Deny: 1 << 11},
 				{ID: owner, Type: store.OverwriteMember, Allow: 1 << 40},
 			}},
-		{ID: rid(), GuildID: g, Type: store.ChannelVoice, Name: "voice", Position: 2, Bitrate: 64000, UserLimit: 10},
+		{ID: rid(), GuildID: g, Type: store.ChannelVoice, Name: "voice", Position: 2, Bitrate: 64000, UserLimit: 10,
+			RTCRegion: "eu-west"},
 	}
 	f.state.Roles = []store.Role{
 		{ID: g, GuildID: g, Name: "@everyone", Permissions: 0x6_4000_0000},

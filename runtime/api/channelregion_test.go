@@ -102,3 +102,22 @@ func TestChannelRTCRegion(t *testing.T) {
 		t.Fatalf("a text channel carries rtc_region: %v", text)
 	}
 }
+
+// TestVoiceRegionsOptimal: GET /voice/regions marks the guild node's own
+// region optimal, and only it.
+func TestVoiceRegionsOptimal(t *testing.T) {
+	e := newEnv(t)
+	key, err := token.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.guilds.EnableVoice(guild.VoiceConfig{Allocator: twoRegions{}, Key: key, FailoverInterval: -1, Region: "us"}); err != nil {
+		t.Fatal(err)
+	}
+	alice := e.register("alice", false)
+	var regions []voiceRegion
+	e.ok("GET", v10+"/voice/regions", alice.Token, nil, &regions)
+	if len(regions) != 2 || regions[0].ID != "eu" || regions[0].Optimal || regions[1].ID != "us" || !regions[1].Optimal {
+		t.Fatalf("GET /voice/regions = %+v, want eu and us with us optimal", regions)
+	}
+}

@@ -140,3 +140,14 @@ func (s *Service) VoiceRegions() []VoiceRegion {
 	}
 	return v.Allocator.Regions()
 }
+
+// HomeVoiceRegion is this node's voice region (VoiceConfig.Region), the
+// one GET /voice/regions marks optimal when the fleet has it; "" when
+// unset or voice is off.
+func (s *Service) HomeVoiceRegion() string {
+	v := s.voice.Load()
+	if v == nil {
+		return ""
+	}
+	return v.Region
+}

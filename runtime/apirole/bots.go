@@ -44,11 +44,12 @@ const purgeInterval = 5 * time.Minute
 type Bots struct {
 	handler *bots.Handler
 	store   bots.Store
-	// leases revokes bots' entitlements on the gateway (ADR-08).
-	leases *entitlements
-	log    *slog.Logger
-	cancel context.CancelFunc
-	done   chan struct{}
+	// revocations pushes the revocation of bots' entitlements to the
+	// gateways (the process's revocation path).
+	revocations *Revocations
+	log         *slog.Logger
+	cancel      context.CancelFunc
+	done        chan struct{}
 }
 
 // botDeps are what openBots needs from the rest of the process.
@@ -60,9 +61,8 @@ type botDeps struct {
 	ids      bots.IDSource
 	events   MessageEvents
 	registry prometheus.Registerer
-	// bus carries revocations to every gateway; nil opens the one
-	// --registry names (embedded etcd, or in memory with mem).
-	bus entitlement.Bus
+	// revocations is the process's revocation path.
+	revocations *Revocations
 	// node returns the process's gateway node (nil until it exists, and
 	// always in `concord serve`, where gateways are other processes).
 	node func() *gateway.Node
@@ -139,17 +139,12 @@ func openBots(ctx context.Context, cfg config.Config, logger *slog.Logger, key [
 	if node == nil {
 		node = func() *gateway.Node { return nil }
 	}
-	leases, err := openEntitlements(cfg, logger, entitlementDeps{apps: d.apps, users: d.store, guilds: d.guilds, node: node, registry: d.registry, bus: d.bus})
-	if err != nil {
-		return nil, err
-	}
 	objs, err := OpenObjects(ctx, cfg)
 	if err != nil {
-		leases.close()
 		return nil, err
 	}
 	ups := uploads.New(uploads.Config{Objects: objs, Key: AttachmentKey(key), IDs: d.ids, MaxFileBytes: cfg.MaxFileBytes})
-	bp := &Bots{store: d.apps, leases: leases, log: log, done: make(chan struct{})}
+	bp := &Bots{store: d.apps, revocations: d.revocations, log: log, done: make(chan struct{})}
 	users := guildBotFlags(d.guilds)
 	h, err := bots.NewHandler(bots.Config{Key: key, Registerer: d.registry, Logger: logger}, bots.Deps{
 		Store:       d.apps,
@@ -161,7 +156,7 @@ func openBots(ctx context.Context, cfg config.Config, logger *slog.Logger, key [
 		Messages:    &botMessages{store: d.store, guilds: d.guilds, ids: d.ids, events: d.events, log: log, uploads: ups},
 		Uploads:     botUploads{ups},
 		Egress:      eg,
-		Revocations: leases,
+		Revocations: d.revocations,
 		Authenticate: func(r *http.Request) (snowflake.ID, bool, error) {
 			return users.authenticate(r.Context(), d.auth, r.Header.Get("Authorization"))
 		},
@@ -179,7 +174,6 @@ func openBots(ctx context.Context, cfg config.Config, logger *slog.Logger, key [
 		},
 	})
 	if err != nil {
-		leases.close()
 		return nil, fmt.Errorf("bots handler: %w", err)
 	}
 	bp.handler = h
@@ -208,8 +202,9 @@ func (b *Bots) purge(ctx context.Context) {
 	}
 }
 
-// Close stops the purge loop, the handler's timers and the leases; the
-// bot store stays open (it is the process's, closed with its seams).
+// Close stops the purge loop and the handler's timers; the bot store and
+// the revocation path stay open (they are the process's, closed with its
+// seams).
 func (b *Bots) Close() error {
 	if b == nil {
 		return nil
@@ -217,7 +212,6 @@ func (b *Bots) Close() error {
 	b.cancel()
 	<-b.done
 	b.handler.Close()
-	b.leases.close()
 	return nil
 }
 
@@ -415,15 +409,19 @@ func (b *Bots) Routes(mux *http.ServeMux, core http.Handler) {
 // interactions).
 func (b *Bots) Store() bots.Store { return b.store }
 
-// Leases is the bot platform's entitlement lease manager: in `concord
-// dev` the one identify admission asks and whose enforcer closes the
-// process's sessions; in `concord serve` it only publishes (gateway nodes
-// run their own on NewInstallSource and the registry bus).
-func (b *Bots) Leases() *entitlement.Manager { return b.leases.mgr }
+// Leases is the process's entitlement lease manager, which the gateway
+// role runs and the bot platform publishes through: nil in a process
+// without the gateway role.
+func (b *Bots) Leases() *entitlement.Manager {
+	m, _ := b.revocations.leases.Get()
+	return m
+}
 
 // Revoked pushes a revocation to every gateway node, as the bot platform
 // does when an installation, token or permission is taken away.
-func (b *Bots) Revoked(ctx context.Context, r bots.Revocation) error { return b.leases.Revoked(ctx, r) }
+func (b *Bots) Revoked(ctx context.Context, r bots.Revocation) error {
+	return b.revocations.Revoked(ctx, r)
+}
 
 // memberRemoved returns the REST API's api.Deps.MemberRemoved for a
 // process running the bot platform: when the member that left or was

@@ -4,39 +4,123 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/concord-chat/concord/runtime/bots"
-	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/entitlement"
-	"github.com/concord-chat/concord/runtime/event"
-	"github.com/concord-chat/concord/runtime/gateway"
-	"github.com/concord-chat/concord/runtime/guild"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
+	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
-	"github.com/concord-chat/concord/runtime/wire"
 )
 
-// entitlements is the revocation path of the process: the registry the
-// pushes travel through (embedded etcd by default, in memory with
-// --registry=mem), the lease Manager with its loop, and fault injectors
-// in front of the Source and the Bus that pass everything through until a
-// test or a measurement arms them.
-type entitlements struct {
-	mgr    *entitlement.Manager
+// Revocations is the process's revocation path, opened once per process
+// (OpenRevocations) and shared by the two sides of bots' entitlement
+// leases: the bot platform, which publishes a revocation when an
+// installation, a token or a permission is taken away, and the gateway
+// role, which runs the process's one lease manager (Leases) on the
+// grants (Source) and the pushes (Bus). Fault injectors sit in front of
+// both and pass everything through until a test or a measurement arms
+// them.
+//
+// The bus is the process's registry in `concord serve`; in `concord dev`
+// it is an embedded etcd the pushes travel through (in memory with
+// --registry=mem).
+type Revocations struct {
 	source *entitlement.FaultySource
 	bus    *entitlement.FaultyBus
-	close  func()
-	// etcd is the embedded registry (nil with --registry=mem).
+	// leases is the process's lease manager, set by the gateway role
+	// when it runs here.
+	leases *role.Late[*entitlement.Manager]
+	// etcd is the embedded registry of `concord dev` (nil otherwise).
 	etcd *embeddedEtcd
+	// timeout bounds a publish without a lease manager in the process.
+	timeout time.Duration
 }
+
+// revocationsKey is the process's Revocations.
+var revocationsKey = role.Key[*Revocations]{Name: "bots/revocations"}
+
+// OpenRevocations returns the process's revocation path, opening it on
+// first use (closed with the process's seams): the grants are read from
+// the process's bot store (BotStore) and the user store, the pushes
+// travel on the registry's entitlement bus.
+func OpenRevocations(ctx context.Context, p role.Parts) (*Revocations, error) {
+	return role.Shared(p.Seams, revocationsKey, func() (*Revocations, func() error, error) {
+		apps, err := BotStore(ctx, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		bus, ee, stop, err := openBus(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		r := &Revocations{
+			source:  entitlement.NewFaultySource(NewInstallSource(apps, p.Store), 1),
+			bus:     entitlement.NewFaultyBus(bus),
+			leases:  role.LateOf(p.Seams, Leases),
+			etcd:    ee,
+			timeout: 5 * time.Second,
+		}
+		return r, func() error { stop(); return nil }, nil
+	})
+}
+
+// openBus opens the bus revocations travel on: the process's registry
+// when it has one, else (`concord dev`) an embedded etcd in
+// <DataDir>/registry, or an in-memory bus with --registry=mem. stop
+// releases what it started.
+func openBus(p role.Parts) (entitlement.Bus, *embeddedEtcd, func(), error) {
+	cfg := p.Config
+	log := p.Logger.With("component", "entitlement")
+	switch {
+	case p.Registry != nil:
+		bus, err := entitlement.NewRegistryBus(p.Registry, entitlement.DefaultPrefix)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("apirole: revocation bus: %w", err)
+		}
+		return bus, nil, func() {}, nil
+	case cfg.Registry == "mem":
+		return entitlement.NewMemBus(), nil, func() {}, nil
+	case cfg.Registry == "" || cfg.Registry == "embedded":
+		dir := filepath.Join(cfg.DataDir, "registry")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, nil, nil, fmt.Errorf("apirole: registry dir: %w", err)
+		}
+		ee := &embeddedEtcd{dir: dir}
+		if err := ee.start(); err != nil {
+			return nil, nil, nil, err
+		}
+		reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{ee.endpoint}, Logger: p.Logger.With("component", "registry")})
+		if err != nil {
+			ee.halt()
+			return nil, nil, nil, fmt.Errorf("apirole: registry client: %w", err)
+		}
+		bus, err := entitlement.NewRegistryBus(reg, entitlement.DefaultPrefix)
+		if err != nil {
+			_ = reg.Close()
+			ee.halt()
+			return nil, nil, nil, fmt.Errorf("apirole: revocation bus: %w", err)
+		}
+		return bus, ee, func() {
+			if err := reg.Close(); err != nil {
+				log.Warn("registry client close failed", "err", err)
+			}
+			ee.halt()
+		}, nil
+	default:
+		return nil, nil, nil, fmt.Errorf("apirole: --registry=%s is not supported by this build (use embedded or mem)", cfg.Registry)
+	}
+}
+
+// Source is where the lease manager reads bots' grants.
+func (r *Revocations) Source() entitlement.Source { return r.source }
+
+// Bus is the bus the lease manager receives revocations on.
+func (r *Revocations) Bus() entitlement.Bus { return r.bus }
 
 // embeddedEtcd is the process's embedded etcd server, which tests stop and
 // start again (at the same address, with the same data) to take the
@@ -74,104 +158,31 @@ func (e *embeddedEtcd) halt() {
 	}
 }
 
-// entitlementDeps are what openEntitlements needs from the process.
-type entitlementDeps struct {
-	apps     bots.Store
-	users    store.Store
-	guilds   *guild.Service
-	node     func() *gateway.Node
-	registry prometheus.Registerer
-	// bus, when set, carries the revocations instead of the registry
-	// --registry names.
-	bus entitlement.Bus
-}
-
-// openEntitlements starts the registry for pushes, the Manager and its
-// loop.
-func openEntitlements(cfg config.Config, logger *slog.Logger, d entitlementDeps) (*entitlements, error) {
-	log := logger.With("component", "entitlement")
-	var bus entitlement.Bus
-	var ee *embeddedEtcd
-	stop := func() {}
-	switch {
-	case d.bus != nil:
-		bus = d.bus
-	case cfg.Registry == "mem":
-		bus = entitlement.NewMemBus()
-	case cfg.Registry == "" || cfg.Registry == "embedded":
-		dir := filepath.Join(cfg.DataDir, "registry")
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("apirole: registry dir: %w", err)
-		}
-		ee = &embeddedEtcd{dir: dir}
-		if err := ee.start(); err != nil {
-			return nil, err
-		}
-		reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{ee.endpoint}, Logger: logger.With("component", "registry")})
-		if err != nil {
-			ee.halt()
-			return nil, fmt.Errorf("apirole: registry client: %w", err)
-		}
-		rb, err := entitlement.NewRegistryBus(reg, entitlement.DefaultPrefix)
-		if err != nil {
-			_ = reg.Close()
-			ee.halt()
-			return nil, fmt.Errorf("apirole: revocation bus: %w", err)
-		}
-		bus = rb
-		stop = func() {
-			if err := reg.Close(); err != nil {
-				log.Warn("registry client close failed", "err", err)
-			}
-			ee.halt()
-		}
-	default:
-		return nil, fmt.Errorf("apirole: --registry=%s is not supported by this build (use embedded or mem)", cfg.Registry)
-	}
-	e := &entitlements{
-		source: entitlement.NewFaultySource(&installSource{apps: d.apps, users: d.users}, 1),
-		bus:    entitlement.NewFaultyBus(bus),
-		etcd:   ee,
-	}
-	ec := cfg.Entitlements
-	mgr, err := entitlement.New(entitlement.Config{TTL: ec.TTL, RetryEvery: ec.RetryEvery, Grace: ec.Grace,
-		Registerer: d.registry, Logger: log}, e.source, devEnforcer{guilds: d.guilds, node: d.node, log: log}, e.bus)
-	if err != nil {
-		stop()
-		return nil, fmt.Errorf("apirole: entitlements: %w", err)
-	}
-	e.mgr = mgr
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); mgr.Run(ctx) }()
-	e.close = func() {
-		cancel()
-		<-done
-		stop()
-	}
-	// Bot identifies are refused until revocations are received: wait
-	// for the first listing so the process starts ready for them.
-	select {
-	case <-mgr.Connected():
-	case <-time.After(30 * time.Second):
-		e.close()
-		return nil, fmt.Errorf("apirole: revocation watch did not start within 30 s")
-	}
-	return e, nil
-}
-
 // Revoked implements bots.Revocations: it pushes the revocation to every
-// gateway node.
-func (e *entitlements) Revoked(ctx context.Context, r bots.Revocation) error {
+// gateway node, through the process's lease manager when the gateway
+// role runs here (which counts the publish), else on the bus itself.
+func (r *Revocations) Revoked(ctx context.Context, rv bots.Revocation) error {
 	kind := map[bots.RevocationKind]entitlement.Kind{
 		bots.RevokedInstall: entitlement.KindUninstall, bots.RevokedToken: entitlement.KindTokenReset,
 		bots.RevokedPermissions: entitlement.KindPermissions,
-	}[r.Kind]
+	}[rv.Kind]
 	if kind == "" {
-		return fmt.Errorf("apirole: revocation kind %d unknown", r.Kind)
+		return fmt.Errorf("apirole: revocation kind %d unknown", rv.Kind)
 	}
-	return e.mgr.Publish(ctx, entitlement.Revocation{Kind: kind, ApplicationID: r.ApplicationID,
-		BotUserID: r.BotUserID, GuildID: r.GuildID, TokenGeneration: r.TokenGeneration})
+	e := entitlement.Revocation{Kind: kind, ApplicationID: rv.ApplicationID,
+		BotUserID: rv.BotUserID, GuildID: rv.GuildID, TokenGeneration: rv.TokenGeneration}
+	if mgr, ok := r.leases.Get(); ok && mgr != nil {
+		return mgr.Publish(ctx, e)
+	}
+	e.ID, e.At = entitlement.NewID(), time.Now().UnixNano()
+	// A registry that does not answer must not hold up the uninstall or
+	// reset that publishes: the leases apply the revocation anyway.
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	if err := r.bus.Publish(ctx, e); err != nil {
+		return fmt.Errorf("apirole: push revocation: %w", err)
+	}
+	return nil
 }
 
 // installSource reads a bot's grant: its token generation (user store),
@@ -244,63 +255,6 @@ func (s *installSource) application(ctx context.Context, bot snowflake.ID) (snow
 	return a.ID, nil
 }
 
-// devEnforcer acts on the sessions of this process's gateway node through
-// the guild service.
-type devEnforcer struct {
-	guilds *guild.Service
-	node   func() *gateway.Node
-	log    *slog.Logger
-}
-
-// RevokeGuild implements entitlement.Enforcer: it detaches the session
-// from the guild's actor, then asks the actor whether the bot is still a
-// member. The question queues behind the detach, so when it returns no
-// event of the guild can reach the session any more. When the bot is no
-// longer a member the actor already sent GUILD_DELETE with the removal;
-// otherwise (the guild tier never applied the uninstall) GUILD_DELETE is
-// sent here, last.
-func (e devEnforcer) RevokeGuild(ctx context.Context, s event.Session, guildID snowflake.ID) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := e.guilds.DetachSession(ctx, guildID, s); err != nil {
-		e.log.Warn("revoked guild not detached", "session_id", s.ID, "guild_id", guildID, "err", err)
-	}
-	_, err := e.guilds.GuildInfo(ctx, s.UserID, guildID)
-	if errors.Is(err, guild.ErrMissingAccess) || errors.Is(err, guild.ErrUnknownGuild) {
-		return
-	}
-	n := e.node()
-	if n == nil {
-		return
-	}
-	if err := n.SendTo(s.ID, "GUILD_DELETE", mustJSON(wire.UnavailableGuild{ID: guildID})); err != nil &&
-		!errors.Is(err, gateway.ErrUnknownSession) {
-		e.log.Warn("GUILD_DELETE not sent", "session_id", s.ID, "guild_id", guildID, "err", err)
-	}
-}
-
-// CloseBot implements entitlement.Enforcer: 4004 (not resumable) when
-// the token or application is gone, 4000 (reconnect) when the lease could
-// not be renewed within the grace period. The guild tier forgets the
-// sessions too.
-func (e devEnforcer) CloseBot(ctx context.Context, bot snowflake.ID, reason entitlement.Reason) int {
-	code, text := gateway.CloseUnknownError, "entitlements unavailable"
-	switch reason {
-	case entitlement.ReasonTokenReset:
-		code, text = gateway.CloseAuthenticationFailed, "token reset"
-	case entitlement.ReasonApplicationGone:
-		code, text = gateway.CloseAuthenticationFailed, "application removed"
-	}
-	for _, s := range e.guilds.UserSessions(bot) {
-		e.guilds.Disconnect(ctx, s)
-	}
-	n := e.node()
-	if n == nil {
-		return 0
-	}
-	return n.CloseUser(ctx, bot, code, text)
-}
-
 // Faults are the fault injectors of the bot platform's revocation path,
 // for tests and measurements: they pass everything through until armed.
 type Faults struct {
@@ -325,9 +279,9 @@ func (r *EmbeddedRegistry) Start() error { return r.e.start() }
 
 // Faults returns the revocation path's fault injectors.
 func (b *Bots) Faults() Faults {
-	f := Faults{Source: b.leases.source, Bus: b.leases.bus}
-	if b.leases.etcd != nil {
-		f.Registry = &EmbeddedRegistry{e: b.leases.etcd}
+	f := Faults{Source: b.revocations.source, Bus: b.revocations.bus}
+	if b.revocations.etcd != nil {
+		f.Registry = &EmbeddedRegistry{e: b.revocations.etcd}
 	}
 	return f
 }

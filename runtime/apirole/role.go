@@ -28,14 +28,18 @@
 //     read path's; serve: the guild node's, with --eventlog=kafka://);
 //     absent, message events are not logged.
 //   - the gateway (LocalGateway): in `concord dev` the process's gateway
-//     node, whose sessions the bot platform closes on a token reset and
-//     revocation; none in `concord serve`, where revocations travel over
-//     the registry's entitlement bus to the gateway nodes.
+//     node, whose sessions the bot platform closes on a token reset; none
+//     in `concord serve`.
+//   - revocations: the process's revocation path (OpenRevocations: the
+//     grants of bots' entitlement leases and the bus their revocations
+//     travel on, the registry's), shared with the gateway role, which
+//     runs the process's one lease manager on it (Leases); the bot
+//     platform publishes through that manager, or on the bus itself in
+//     a process without the gateway role.
 //   - provided: the bot store (BotStore, one per process; the gateway
-//     reads applications from it), the bot platform (Bots) with its lease
-//     manager (Leases, `concord dev`), the counters of the rate limits
-//     (Counters) and the handler on /api/ (REST), which the process's
-//     root fallback answers other methods with.
+//     reads applications from it), the bot platform (Bots), the counters
+//     of the rate limits (Counters) and the handler on /api/ (REST),
+//     which the process's root fallback answers other methods with.
 package apirole
 
 import (
@@ -85,8 +89,9 @@ var (
 	LocalGateway = role.Key[func() *gateway.Node]{Name: "gateway/node"}
 	// BotsKey is the process's bot platform, provided by GuildREST.
 	BotsKey = role.Key[*Bots]{Name: "api/bots"}
-	// Leases is the bot platform's entitlement lease manager in `concord
-	// dev`, which identify admission asks; provided by GuildREST.
+	// Leases is the process's one entitlement lease manager, provided by
+	// the gateway role, which runs it on the process's revocation path
+	// (OpenRevocations); the bot platform publishes through it.
 	Leases = role.Key[*entitlement.Manager]{Name: "api/leases"}
 	// Counters are the counters of the REST limits and of GET
 	// /gateway/bot: the process's (role.Parts.Counters) when it has them,
@@ -139,15 +144,16 @@ func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
 		deps.Users = svc
 	}
 	bd := botDeps{store: b.Store, apps: apps, guilds: svc, auth: b.Auth, ids: b.IDs, events: events, registry: b.Metrics}
+	// Revocations reach the gateways' lease manager on the process's
+	// revocation path.
+	if bd.revocations, err = OpenRevocations(ctx, b.Parts); err != nil {
+		return err
+	}
 	if b.Dev() {
 		if node, ok := role.Lookup(b.Seams, LocalGateway); ok {
 			bd.node = node
 		}
 	} else {
-		// Revocations reach the gateway nodes through the registry.
-		if bd.bus, err = entitlement.NewRegistryBus(b.Registry, entitlement.DefaultPrefix); err != nil {
-			return fmt.Errorf("revocation bus: %w", err)
-		}
 		// A send the api node retried after its first owner died is
 		// answered with the message that node wrote, if it did (retry.go).
 		deps.PriorSend = (&sendDeduper{store: b.Store, log: log}).priorSend
@@ -167,7 +173,6 @@ func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
 	surface := http.NewServeMux()
 	bp.Routes(surface, restAPI)
 	if b.Dev() {
-		role.Provide(b.Seams, Leases, bp.Leases())
 		role.Provide[http.Handler](b.Seams, surfaceKey, surface)
 		return nil
 	}

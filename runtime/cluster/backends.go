@@ -9,14 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/platform"
 	"github.com/concord-chat/concord/runtime/registry"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 	"github.com/concord-chat/concord/runtime/store"
 )
 
-// openStore opens the store as `concord dev` does (platform.OpenStore):
+// openStore opens the store as `concord dev` does (app.OpenStore):
 // cassandra:// (or scylla://), the store of a multi-process cluster,
 // behind the process's coalescing data service; pebble:, a local
 // directory that one process alone may use, accepted only when this
@@ -26,7 +26,7 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	if !sharedStore(cfg.Store) && cfg.Store != "" && !strings.HasPrefix(cfg.Store, "pebble:") {
 		return nil, fmt.Errorf("cluster: unknown --store %q (want cassandra://host:port/keyspace, or pebble:DIR for a single process)", config.RedactURL(cfg.Store))
 	}
-	s, err := platform.OpenStore(ctx, cfg)
+	s, err := app.OpenStore(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}

@@ -3,10 +3,13 @@
 // api, guild, data, readstate, presence and relay roles (and the roles of
 // the table in roles.go), registered in the registry (etcd) under a lease
 // and talking to the others over gRPC (runtime/transport) and HTTP. Its
-// configuration is runtime/config's, shared with `concord dev`; the parts
-// both modes build the same way come from runtime/platform (store and
-// coalescing data service, the root-path WebSocket upgrade) and
-// runtime/admission (identify).
+// configuration is runtime/config's, shared with `concord dev`; what both
+// modes do the same way is runtime/app's (the store and coalescing data
+// service, the token key, the event log's outbox, the one role.Build
+// pass, the routes with the root-path WebSocket upgrade, the lifecycle
+// group); what is the cluster's is here: the registry, the snowflake
+// claim, the data ring, the gRPC listener and server, registration,
+// pod labels and the per-guild statistics on the admin endpoints.
 //
 //   - guild: the guild actors of the guilds the placement ring (a
 //     consistent-hash ring over the live guild nodes) gives this node
@@ -46,10 +49,9 @@
 //
 // The data, guild, readstate, presence, relay, api and gateway roles, and
 // the roles of package roles' Table (voice, live comments), are role.Role
-// values built by the same Build in `concord dev`; the node builds them
-// into its lifecycle group with its registry, gRPC services and seams
-// (role.Seams), the gateway role in a second pass once the seams it
-// consumes are provided (gatewayrole.go); see docs/architecture.md ("One
+// values built by the same Build in `concord dev`; the node builds the
+// ones it runs in one pass (app.Process.Build) with its registry, gRPC
+// services and seams (role.Seams); see docs/architecture.md ("One
 // wiring") for what is shared and what is not yet.
 //
 // Every process of a cluster shares the store (Cassandra), the registry
@@ -60,7 +62,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/concord-chat/concord/web"
 	"log/slog"
 	"net"
 	"net/http"
@@ -73,19 +74,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concord-chat/concord/runtime/apirole"
+	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/auth"
-	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/datarole"
 	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/gateway"
-	"github.com/concord-chat/concord/runtime/gatewayrole"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/httpserve"
-	"github.com/concord-chat/concord/runtime/lifecycle"
-	"github.com/concord-chat/concord/runtime/platform"
 	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/registry"
@@ -94,6 +92,7 @@ import (
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/transport"
+	"github.com/concord-chat/concord/web"
 )
 
 // RoleRelay is the relay role: the fan-out tier of big guilds. A relay
@@ -201,11 +200,9 @@ type Node struct {
 	// data role and --data-nodes=ring
 	dataRng    *registry.LocalRing
 	dataClient transport.DataClient
-	gwRing     *registry.LocalRing
-	// --eventlog=kafka://: the guild role's event log and outbox, the
-	// readstate role, and the client guild and gateway roles reach the
-	// readstate nodes with.
-	pub *publisher
+	// --eventlog=kafka://: the guild role's event log and outbox
+	// (publisher.go).
+	pub *app.EventLog
 	// readStates is the process's read-state seam (readstaterole): the
 	// readstate role's service for the users this node owns, else
 	// ReadStateNode on their owner.
@@ -213,39 +210,33 @@ type Node struct {
 	// seams are the cross-role seams the roles built through package
 	// role share (rings, clients, in-process providers).
 	seams role.Seams
-	// --roles=relay: the relay's gateway client; guild nodes: the relay
-	// router of guilds with a relay tier and its client.
-	// psSide is the presence side (presencerole.GatewayKey) the gateway
-	// role was built with on gateway nodes with --presence; nil without.
-	psSide *presencerole.GatewaySide
+	// proc is the role side of the process (runtime/app): the roles
+	// built on seams into its group and muxes. Its group runs the
+	// roles' parts: started in Serve in the order they were added,
+	// stopped in reverse by Close; /readyz answers 200 only while every
+	// part is ready.
+	proc *app.Process
 
 	httpL, grpcL, adminL net.Listener
 	grpc                 *transport.Server
 	handler              http.Handler
-	// roleMux holds the table roles' HTTP routes, roleAdmin their admin
-	// endpoints.
-	roleMux, roleAdmin *http.ServeMux
+	// routes are the node's HTTP routes (app.Routes).
+	routes app.Routes
 	// voiceEndpoints lists the endpoints of the SFUs the guild role
 	// allocates from; the web client's policy admits them.
 	voiceEndpoints func() []string
 
-	guilds   *guild.Service // guild role (guildrole.Service)
-	botStore bots.Store     // the process's bot store (apirole.BotStore)
-	gateway  *gateway.Node  // gateway role (gatewayrole.NodeKey)
-	// gwCounters are the bots' identify counters the gateway role counts
-	// on (--redis).
-	gwCounters counters.Counters
+	guilds  *guild.Service // guild role (guildrole.Service)
+	gateway *gateway.Node  // gateway role (gatewayrole.NodeKey)
+	// counters are the process's counters (--redis): the REST limits,
+	// bots' identifies, live comments.
+	counters counters.Counters
 	// adminToken guards /admin/ and goes on admin calls to other nodes.
 	adminToken string
 
 	// snowflakeLost is closed if the node's snowflake claim is lost
 	// (snowflake.go); Serve then stops.
 	snowflakeLost <-chan struct{}
-
-	// group runs the node's loops and the table roles' parts (roles.go):
-	// started in Serve in the order they were added, stopped in reverse
-	// by Close; /readyz answers 200 only while every part is ready.
-	group lifecycle.Group
 }
 
 // New opens the backends, binds both listeners and wires the roles. Serve
@@ -302,9 +293,9 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		st = dataservice.Wrap(n.store, n.dataClient)
 	}
-	key, err := platform.ServerKey(cfg)
+	key, err := app.ServerKey(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n.adminToken = nodeAdminToken(cfg, key)
 	issuer, err := auth.New(auth.Config{Key: key}, st)
@@ -333,141 +324,87 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	clientCfg := transport.ClientConfig{CallTimeout: cfg.CallTimeout, Errors: guildrole.Errors, Logger: log.With("component", "transport")}
 	svc := transport.Services{Node: cfg.Node}
-	n.roleMux, n.roleAdmin = http.NewServeMux(), http.NewServeMux()
-	// parts are what the roles built through package role build from.
+	n.proc = app.NewProcess(&n.seams)
+	if n.counters, err = apirole.OpenCounters(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	// parts are what the roles build from.
 	parts := role.Parts{Config: cfg, Logger: log, Metrics: n.metrics, Registry: n.reg, Store: st, Auth: issuer, IDs: ids,
-		Admin: n.roleAdmin, Seams: &n.seams, GRPC: &svc, ClientConfig: clientCfg}
+		Counters: n.counters, AdminToken: n.adminToken, Seams: n.proc.Seams, Admin: n.proc.Admin, GRPC: &svc, ClientConfig: clientCfg}
 
-	// The chat roles of the role table (data, readstate, relay) are
-	// built by the same Build as in `concord dev`, before the roles that
-	// call them, so that a service is in-process for the keys this node
-	// owns. The data role coalesces over the store itself, not over the
-	// process's own coalescing wrapper (openStore).
-	role.Provide(&n.seams, datarole.RawStore, unwrapStore(n.store))
-	// The api role (runtime/apirole) signs with the cluster's key and, on
-	// a guild node with --eventlog=kafka://, publishes message events
+	// What the process gives the roles: the data role coalesces over the
+	// store itself, not over the process's own coalescing wrapper
+	// (openStore); the api role signs with the cluster's key and, on a
+	// guild node with --eventlog=kafka://, publishes message events
 	// through the node's outbox.
+	role.Provide(&n.seams, datarole.RawStore, unwrapStore(n.store))
 	role.Provide(&n.seams, apirole.ServerKey, key)
 	if kafkaLog(cfg.EventLog) && has(cfg, registry.RoleGuild) {
 		if n.pub, err = openPublisher(ctx, cfg, n); err != nil {
 			return nil, err
 		}
-		role.Provide(&n.seams, apirole.Outbox, n.pub.outbox)
+		role.Provide(&n.seams, apirole.Outbox, n.pub.Outbox)
 	}
-	// The presence role is built on every node taking part in presence
-	// (presencerole.Joins), not only on --roles=presence nodes. The
-	// gateway role is built below, once what it consumes that is not a
-	// role yet (the bot store, read states) is open.
-	if err := role.Build(ctx, chatRoles, func(name string) bool {
-		return (has(cfg, name) || name == presencerole.Name && presencerole.Joins(cfg)) && name != gatewayrole.Name
-	}, parts, n.roleMux, &n.group); err != nil {
+	// The roles this node runs, in one role.Build pass with the same
+	// Build functions as `concord dev`: a service a role provides is
+	// in-process for the keys this node owns, the client of its owner
+	// otherwise. The presence role is built on every node taking part in
+	// presence (presencerole.Joins), not only on --roles=presence nodes.
+	built, err := n.proc.Build(ctx, app.Tables{Chat: chatRoles, Table: tableRoles}, func(name string) bool {
+		return has(cfg, name) || name == presencerole.Name && presencerole.Joins(cfg)
+	}, parts)
+	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	readStates := kafkaLog(cfg.EventLog)
-	if readStates && (has(cfg, registry.RoleGuild) || has(cfg, registry.RoleGateway) || has(cfg, RoleReadState)) {
+	n.guilds, n.gateway = built.Guilds, built.Gateway
+	if endpoints, ok := role.Lookup(&n.seams, guildrole.VoiceEndpoints); ok {
+		n.voiceEndpoints = endpoints
+	}
+	if kafkaLog(cfg.EventLog) && (has(cfg, registry.RoleGuild) || has(cfg, registry.RoleGateway) || has(cfg, RoleReadState)) {
 		if n.readStates, err = readstaterole.Open(ctx, parts); err != nil {
 			return nil, fmt.Errorf("cluster: read states: %w", err)
 		}
 	}
-
-	if has(cfg, registry.RoleGuild) || has(cfg, RoleRelay) {
-		if n.gwRing, err = role.Ring(ctx, &n.seams, n.reg, registry.RoleGateway, ringCfg); err != nil {
-			return nil, fmt.Errorf("cluster: gateway ring: %w", err)
-		}
-	}
-
-	if has(cfg, registry.RoleGateway) {
-		// Gateway nodes read applications (privileged intents, READY's
-		// application, entitlement grants) from the process's bot store.
-		if n.botStore, err = apirole.BotStore(ctx, parts); err != nil {
-			return nil, fmt.Errorf("cluster: bot store: %w", err)
-		}
-	}
-	if has(cfg, registry.RoleGuild) {
-		// The guild role (runtime/guildrole, built with the chat roles)
-		// provides the guild service; its REST surface is the api
-		// package's (apirole.GuildREST), built with it.
-		var ok bool
-		if n.guilds, ok = role.Lookup(&n.seams, guildrole.Service); !ok {
-			return nil, errors.New("cluster: the guild role provided no guild service")
-		}
-		if endpoints, ok := role.Lookup(&n.seams, guildrole.VoiceEndpoints); ok {
-			n.voiceEndpoints = endpoints
-		}
-	}
-	if has(cfg, registry.RoleGateway) {
-		// The gateway role (runtime/gatewayrole, the same Build as in
-		// `concord dev`), given what it consumes from the parts that are
-		// not roles yet.
-		if err := n.provideGatewaySeams(ctx, st); err != nil {
-			return nil, err
-		}
-		if err := role.Build(ctx, chatRoles, func(name string) bool { return name == gatewayrole.Name }, parts, n.roleMux, &n.group); err != nil {
-			return nil, fmt.Errorf("cluster: %w", err)
-		}
-		var ok bool
-		if n.gateway, ok = role.Lookup(&n.seams, gatewayrole.NodeKey); !ok {
-			return nil, errors.New("cluster: the gateway role provided no gateway node")
-		}
-		if side, ok := role.Lookup(&n.seams, presencerole.GatewayKey); ok && side.Presence != nil {
-			n.psSide = &side
-		}
-	}
+	// The gRPC server serves what the roles set in svc.
 	if n.grpcL != nil {
 		if n.grpc, err = transport.NewServer(transport.ServerConfig{Errors: guildrole.Errors, Logger: log.With("component", "transport")}, svc); err != nil {
 			return nil, fmt.Errorf("cluster: grpc server: %w", err)
 		}
 	}
-	// The table roles count on the api role's counters (--redis).
-	if c, ok := role.Lookup(&n.seams, apirole.Counters); ok {
-		parts.Counters = c
-	}
-	if err := n.buildTableRoles(ctx, parts, n.roleMux); err != nil {
-		return nil, err
-	}
-	rest, _ := role.Lookup(&n.seams, apirole.REST)
-	n.handler = n.routes(rest)
-	return n, nil
-}
-
-// routes builds the HTTP handler: the gateway, the operational endpoints
-// and the roles' routes (REST on /api/: the api role's, or the guild
-// role's REST surface on a node without it; rest is that handler, nil on
-// a node with neither).
-func (n *Node) routes(rest http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	if rest == nil {
-		rest = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, http.StatusNotFound, "404: Not Found")
-		})
-	}
-	n.operationalRoutes(mux)
-	if n.cfg.Admin == "" {
-		n.adminRoutes(mux)
-	}
-	// The web client answers GET and HEAD outside /api on every node, as in
-	// concord dev; other methods reach the REST handler's JSON 404.
-	webOpts := web.Options{GatewayURL: n.cfg.PublicURL, MediaSrc: n.cfg.WebMediaOrigins}
+	// The web client answers GET and HEAD outside /api on every node, as
+	// in concord dev; other methods reach the REST handler's JSON 404.
+	webOpts := web.Options{GatewayURL: cfg.PublicURL, MediaSrc: cfg.WebMediaOrigins}
 	if n.voiceEndpoints != nil {
 		webOpts.VoiceEndpoints = n.voiceEndpoints
 	}
-	var fallback http.Handler = platform.WebOr(web.Handler(webOpts), rest)
-	if n.gateway != nil {
-		fallback = platform.UpgradeOr(n.gateway, fallback)
+	n.routes = app.Routes{
+		Process: n.proc,
+		// Go and process collectors, and the transport's metrics, live
+		// in the default registry; /metrics serves both.
+		Metrics:    prometheus.Gatherers{n.metrics, prometheus.DefaultGatherer},
+		Ready:      func() bool { return n.ready.Load() && n.proc.Ready() == nil },
+		AdminToken: n.adminToken,
+		// The guild role's per-guild statistics (adminstats.go) the
+		// operator and kubectl-concord call; the roles' admin endpoints
+		// (the gateway's drain and hand-off, the voice role's drain)
+		// follow, behind the same token.
+		OwnAdmin: n.statsRoutes,
+		REST:     built.REST,
+		Web:      webOpts,
 	}
-	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h, pattern := n.roleMux.Handler(r); pattern != "" {
-			h.ServeHTTP(w, r)
-			return
-		}
-		fallback.ServeHTTP(w, r)
-	}))
-	return mux
+	if n.gateway != nil {
+		n.routes.Gateway = n.gateway
+	}
+	if cfg.Admin == "" {
+		n.handler = n.routes.Handler()
+	} else {
+		mux := http.NewServeMux()
+		n.routes.Operational(mux)
+		n.routes.Public(mux)
+		n.handler = mux
+	}
+	return n, nil
 }
-
-// botApps is the process's bot store (apirole.BotStore), opened for the
-// gateway role.
-func (n *Node) botApps() bots.Store { return n.botStore }
 
 // HTTPAddr is the address the HTTP listener is bound to.
 func (n *Node) HTTPAddr() string { return n.httpL.Addr().String() }
@@ -508,13 +445,13 @@ func (n *Node) Serve(ctx context.Context) error {
 	go func() { errc <- httpserve.Serve(srv, n.httpL, serving) }()
 	var adminSrv *http.Server
 	if n.adminL != nil {
-		adminSrv = httpserve.NewServer(n.adminHandler(), serving)
+		adminSrv = httpserve.NewServer(n.routes.AdminHandler(), serving)
 		go func() { errc <- httpserve.Serve(adminSrv, n.adminL, serving) }()
 	}
 	if n.grpc != nil {
 		go func() { errc <- n.grpc.Serve(n.grpcL) }()
 	}
-	n.group.Start(ctx)
+	n.proc.Start(ctx)
 	node := registry.Node{
 		Name:     n.cfg.Node,
 		Roles:    n.cfg.Roles,
@@ -531,7 +468,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	select {
 	case err := <-errc:
 		return fmt.Errorf("cluster: serve: %w", err)
-	case err := <-n.group.Failed():
+	case err := <-n.proc.Group.Failed():
 		n.ready.Store(false)
 		_ = regn.Close(context.Background())
 		return fmt.Errorf("cluster: %w", err)
@@ -570,22 +507,28 @@ func (n *Node) Close() error {
 	if n.grpc != nil {
 		n.grpc.Stop()
 	}
-	// The loops and the roles' parts first, in reverse order.
-	// The group closes the gateway role's node among its parts.
-	errs = append(errs, n.group.Stop(sctx))
-	if n.gwCounters != nil {
-		errs = append(errs, n.gwCounters.Close())
+	// The roles' parts first, in reverse order (the group closes the
+	// gateway role's node among them); then what the node opened for
+	// them; then the rings and clients the roles shared, and the chat
+	// roles' services (the guild service among them).
+	var closers []func() error
+	if n.counters != nil {
+		closers = append(closers, n.counters.Close)
 	}
 	if n.dataClient != nil {
-		errs = append(errs, n.dataClient.Close())
+		closers = append(closers, n.dataClient.Close)
 	}
 	if n.dataRng != nil {
-		n.dataRng.Close()
+		closers = append(closers, func() error { n.dataRng.Close(); return nil })
 	}
-	errs = append(errs, n.pub.close())
-	// The rings and clients the roles shared, and the chat roles'
-	// services (the guild service among them).
-	errs = append(errs, n.seams.Close())
+	closers = append(closers, n.pub.Close)
+	if n.proc != nil {
+		errs = append(errs, n.proc.Stop(sctx, closers...))
+	} else {
+		for _, c := range closers {
+			errs = append(errs, c())
+		}
+	}
 	if n.httpL != nil {
 		n.httpL.Close()
 	}

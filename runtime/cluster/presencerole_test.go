@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/gatewayrole"
 	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/role"
 )
@@ -28,6 +29,25 @@ func TestServeBuildsPresenceRole(t *testing.T) {
 		{"without", DefaultRoles, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			// The gateway role is built with the presence side it
+			// reports to: look the side up as the role builds.
+			saved := chatRoles
+			var used *presencerole.GatewaySide
+			wrapped := make([]role.Role, 0, len(saved))
+			for _, r := range saved {
+				if r.Name != gatewayrole.Name {
+					wrapped = append(wrapped, r)
+					continue
+				}
+				wrapped = append(wrapped, role.Role{Name: r.Name, Build: func(ctx context.Context, b *role.Builder) error {
+					if side, ok := role.Lookup(b.Seams, presencerole.GatewayKey); ok && side.Presence != nil {
+						used = &side
+					}
+					return r.Build(ctx, b)
+				}})
+			}
+			chatRoles = wrapped
+			t.Cleanup(func() { chatRoles = saved })
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			n, err := New(ctx, Config{Roles: c.roles, Node: "solo", DataDir: t.TempDir(),
@@ -37,13 +57,13 @@ func TestServeBuildsPresenceRole(t *testing.T) {
 			}
 			defer n.Close()
 			side, ok := role.Lookup(&n.seams, presencerole.GatewayKey)
-			if ok != c.want || (n.psSide != nil) != c.want {
-				t.Fatalf("gateway side provided %v, used by the gateway %v; want %v", ok, n.psSide != nil, c.want)
+			if ok != c.want || (used != nil) != c.want {
+				t.Fatalf("gateway side provided %v, used by the gateway %v; want %v", ok, used != nil, c.want)
 			}
 			if !c.want {
 				return
 			}
-			if side.Presence == nil || side.Resync == nil || n.psSide.Presence != side.Presence {
+			if side.Presence == nil || side.Resync == nil || used.Presence != side.Presence {
 				t.Fatal("the gateway does not report to the presence role's gateway side")
 			}
 			if _, ok := role.Lookup(&n.seams, role.RingKey(presencerole.Name)); !ok {

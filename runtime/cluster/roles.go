@@ -1,10 +1,6 @@
 package cluster
 
 import (
-	"context"
-	"net/http"
-	"slices"
-
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/roles"
 )
@@ -17,16 +13,10 @@ type Role = role.Role
 // Builder is what a Role builds from and contributes to.
 type Builder = role.Builder
 
-// tableRoles are the roles built through package role (a variable so a
-// test can add one).
+// tableRoles are the roles built through package role after the chat
+// roles (a variable so a test can add one).
 var tableRoles = roles.Table
 
 // chatRoles are the chat roles built through package role (a variable
 // so a test can wrap them).
 var chatRoles = roles.Chat
-
-// buildTableRoles builds the table roles this node runs onto mux and the
-// node's group.
-func (n *Node) buildTableRoles(ctx context.Context, parts role.Parts, mux *http.ServeMux) error {
-	return role.Build(ctx, tableRoles, func(name string) bool { return slices.Contains(n.cfg.Roles, name) }, parts, mux, &n.group)
-}

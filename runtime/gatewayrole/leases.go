@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concord-chat/concord/runtime/apirole"
 	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
@@ -31,25 +32,18 @@ import (
 // enforcer acts on the node's own sessions, which in both modes are the
 // gateway's sessions on its backend.
 
-// openLeases returns the process's lease manager (Leases) or builds one
-// from Grants and Revocations, with the part that runs it: ready once the
-// revocation watch started, so the node admits no bot before it can hear
-// revocations. Neither: no leases (a nil manager).
-func openLeases(b *role.Builder, enf enforcer) (*entitlement.Manager, lifecycle.Part, error) {
-	if mgr, ok := role.Lookup(b.Seams, Leases); ok {
-		return mgr, lifecycle.Part{}, nil
-	}
-	src, okSrc := role.Lookup(b.Seams, Grants)
-	bus, okBus := role.Lookup(b.Seams, Revocations)
-	if !okSrc || !okBus {
-		b.Logger.Warn("no bot entitlement leases: the process provides no grants or revocation bus")
-		return nil, lifecycle.Part{}, nil
+// openLeases builds the process's one lease manager on its revocation
+// path (apirole.OpenRevocations: the bot store's grants, the registry's
+// pushes), with the part that runs it: ready once the revocation watch
+// started, so the node admits no bot before it can hear revocations.
+func openLeases(ctx context.Context, b *role.Builder, enf enforcer) (*entitlement.Manager, lifecycle.Part, error) {
+	rev, err := apirole.OpenRevocations(ctx, b.Parts)
+	if err != nil {
+		return nil, lifecycle.Part{}, fmt.Errorf("entitlements: %w", err)
 	}
 	ec := b.Config.Entitlements
-	// On a node whose bot platform runs a manager too, that one exports
-	// the lease metrics; this one's go unregistered.
 	mgr, err := entitlement.New(entitlement.Config{TTL: ec.TTL, RetryEvery: ec.RetryEvery, Grace: ec.Grace,
-		Registerer: tolerant{b.Metrics}, Logger: enf.log}, src, enf, bus)
+		Registerer: b.Metrics, Logger: enf.log}, rev.Source(), enf, rev.Bus())
 	if err != nil {
 		return nil, lifecycle.Part{}, fmt.Errorf("entitlements: %w", err)
 	}
@@ -144,31 +138,6 @@ type localBackend struct {
 func (b localBackend) dropGuild(ctx context.Context, s event.Session, g snowflake.ID) {
 	if err := b.Service.DetachSession(ctx, g, s); err != nil {
 		b.log.Warn("revoked guild not detached", "session_id", s.ID, "guild_id", g, "err", err)
-	}
-}
-
-// tolerant registers collectors, leaving out those registered already
-// (another lease manager of the process exports them).
-type tolerant struct{ prometheus.Registerer }
-
-// Register implements prometheus.Registerer.
-func (t tolerant) Register(c prometheus.Collector) error {
-	if t.Registerer == nil {
-		return nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if err := t.Registerer.Register(c); err != nil && !errors.As(err, &are) {
-		return err
-	}
-	return nil
-}
-
-// MustRegister implements prometheus.Registerer.
-func (t tolerant) MustRegister(cs ...prometheus.Collector) {
-	for _, c := range cs {
-		if err := t.Register(c); err != nil {
-			panic(err)
-		}
 	}
 }
 

@@ -18,11 +18,15 @@
 //     GatewayNode (Deliver, and the session directory: sessions.go).
 //   - presence: presencerole.GatewayKey when the process has a presence
 //     side; without it the gateway runs without presence.
-//   - what other parts of the process give the admission: the bot store
-//     (Apps), the lease manager or what to build one from (Leases,
-//     Grants, Revocations), read states (ReadStates), the bots' shared
-//     identify counters (Counters), and the admin token a hand-off calls
-//     the successor with (AdminToken).
+//   - what the admission reads: the process's bot store
+//     (apirole.BotStore: applications, privileged intents, READY's
+//     application, entitlement grants), read states (readstaterole.Open;
+//     in `concord serve` with the shared Kafka event log), and the bots'
+//     identify counters (role.Parts.Counters; in `concord serve` only
+//     when they are shared, --redis).
+//   - bots' entitlement leases: the role runs the process's one lease
+//     manager (leases.go) on the bot platform's grants and revocation
+//     bus (apirole.OpenRevocations), and provides it (apirole.Leases).
 package gatewayrole
 
 import (
@@ -30,16 +34,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/concord-chat/concord/runtime/admission"
+	"github.com/concord-chat/concord/runtime/apirole"
 	"github.com/concord-chat/concord/runtime/counters"
-	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/presencerole"
+	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -59,31 +65,6 @@ var (
 	// (CloseUser on a token reset). Parts built before the role reach it
 	// through role.LateOf(seams, NodeKey), set when it is built.
 	NodeKey = role.Key[*gateway.Node]{Name: "gateway/node"}
-	// Apps is the bot store the admission reads applications from
-	// (privileged intents, READY's application). Absent: no application
-	// checks.
-	Apps = role.Key[admission.Applications]{Name: "gateway/apps"}
-	// Leases is a bots' lease manager the process already runs, used
-	// instead of one of the role's own (`concord dev`, whose bot
-	// platform runs it). Absent: the role builds one from Grants and
-	// Revocations, runs it and provides it here.
-	Leases = role.Key[*entitlement.Manager]{Name: "gateway/leases"}
-	// Grants is where the role's lease manager reads bots' grants (the
-	// bot store's installations and the user's token generation).
-	Grants = role.Key[entitlement.Source]{Name: "gateway/grants"}
-	// Revocations is the bus revocations reach the role's lease manager
-	// on (the registry's).
-	Revocations = role.Key[entitlement.Bus]{Name: "gateway/revocations"}
-	// ReadStates gives READY its read_state (readstaterole.Open).
-	// Absent: READY without read states.
-	ReadStates = role.Key[admission.ReadStates]{Name: "gateway/readstates"}
-	// Counters are the bots' identify counters (max_concurrency buckets,
-	// daily budget), shared by every gateway counting against them.
-	// Absent: no bot counters.
-	Counters = role.Key[counters.Counters]{Name: "gateway/counters"}
-	// AdminToken is the admin token a draining node calls its
-	// successor's admin endpoints with (`concord serve`).
-	AdminToken = role.Key[string]{Name: "gateway/admin-token"}
 )
 
 // guildSessions is what the role asks of the guilds behind the gateway:
@@ -142,18 +123,29 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		backend, voice = rb, client
 	}
 	node := role.LateOf(b.Seams, NodeKey)
-	leases, leasePart, err := openLeases(b, enforcer{node: node, backend: backend, members: b.Store, log: b.Logger.With("component", "entitlement")})
+	apps, err := apirole.BotStore(ctx, b.Parts)
+	if err != nil {
+		return fmt.Errorf("bot store: %w", err)
+	}
+	leases, leasePart, err := openLeases(ctx, b, enforcer{node: node, backend: backend, members: b.Store, log: b.Logger.With("component", "entitlement")})
 	if err != nil {
 		return err
 	}
-	ac := admission.Config{Leases: leases}
-	if apps, ok := role.Lookup(b.Seams, Apps); ok {
-		ac.Apps = apps
+	ac := admission.Config{Leases: leases, Apps: apps}
+	// READY's read_state: in `concord serve` the read-state role is fed
+	// from the shared Kafka log, without which there is none.
+	if b.Dev() || strings.HasPrefix(cfg.EventLog, "kafka://") {
+		if ac.States, err = readstaterole.Open(ctx, b.Parts); err != nil {
+			return fmt.Errorf("read states: %w", err)
+		}
 	}
-	if st, ok := role.Lookup(b.Seams, ReadStates); ok {
-		ac.States = st
+	// Bots' identify counters: the process's; in `concord serve` only
+	// shared ones (--redis), as a bot's max_concurrency buckets and daily
+	// budget span every gateway node.
+	var c counters.Counters
+	if b.Dev() || cfg.Redis != "mem" {
+		c = b.Counters
 	}
-	c, _ := role.Lookup(b.Seams, Counters)
 	adm, err := newAdmission(cfg, backend, c, ac, b.Metrics, b.Logger.With("component", "identify"))
 	if err != nil {
 		return err
@@ -178,13 +170,10 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 	}
 	node.Set(gw)
 	role.Provide(b.Seams, NodeKey, gw)
-	if leases != nil {
-		role.Provide(b.Seams, Leases, leases)
-	}
-	if leasePart.Run != nil {
-		if err := b.Add(leasePart); err != nil {
-			return err
-		}
+	role.Provide(b.Seams, apirole.Leases, leases)
+	role.LateOf(b.Seams, apirole.Leases).Set(leases)
+	if err := b.Add(leasePart); err != nil {
+		return err
 	}
 	if presence {
 		for _, p := range side.Parts(gw) {
@@ -197,7 +186,7 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 	if !b.Dev() {
 		gw.SetHandoffBackend(rb)
 		d.handoff = true
-		d.token, _ = role.Lookup(b.Seams, AdminToken)
+		d.token = b.AdminToken
 		if b.GRPC != nil {
 			b.GRPC.Gateway, b.GRPC.Sessions = leavingSink{next: gw, backend: rb}, rb
 		}

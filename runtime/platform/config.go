@@ -1,17 +1,15 @@
 // Package platform runs `concord dev`: every role in one process. It
 // opens the embedded backends (store, id minting, auth, the event log's
-// outbox), builds the roles of runtime/roles (guild actors, read states,
-// presence, the REST API and bot platform, voice, live comments) through
-// the same role.Build as `concord serve`, and serves them on one HTTP
-// listener with /metrics, /healthz and /readyz beside them. Its configuration is
-// runtime/config's; its defaults are there.
+// outbox) and builds the roles of runtime/roles (guild actors, read
+// states, presence, the REST API and bot platform, voice, live comments)
+// through the composition root both commands share (runtime/app: the
+// backends, the one role.Build pass, the routes, the lifecycle group),
+// and serves them on one HTTP listener with /metrics, /healthz and
+// /readyz beside them. Its configuration is runtime/config's; its
+// defaults are there.
 package platform
 
-import (
-	"strings"
-
-	"github.com/concord-chat/concord/runtime/config"
-)
+import "github.com/concord-chat/concord/runtime/config"
 
 // Config is the process configuration (runtime/config).
 type Config = config.Config
@@ -35,15 +33,3 @@ func withDefaults(c Config) (Config, error) { return c.Complete() }
 
 // RedactURL returns a backend URL with its password hidden.
 func RedactURL(raw string) string { return config.RedactURL(raw) }
-
-// backendScheme splits "scheme:rest" or "scheme://rest" URLs of the
-// backend flags.
-func backendScheme(s string) (scheme, rest string) {
-	if i := strings.Index(s, "://"); i >= 0 {
-		return s[:i], s[i+3:]
-	}
-	if i := strings.Index(s, ":"); i >= 0 {
-		return s[:i], s[i+1:]
-	}
-	return s, ""
-}

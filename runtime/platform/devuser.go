@@ -6,10 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 )
@@ -39,7 +39,7 @@ func (p *Platform) devUser(ctx context.Context, ids interface{ Next() (snowflake
 		if err := p.store.CreateUser(ctx, u); err != nil {
 			return "", fmt.Errorf("platform: create dev user: %w", err)
 		}
-		if err := writeFileSync(filepath.Join(p.cfg.DataDir, "dev-password"), []byte(password+"\n")); err != nil {
+		if err := app.WriteFileSync(filepath.Join(p.cfg.DataDir, "dev-password"), []byte(password+"\n")); err != nil {
 			return "", fmt.Errorf("platform: write dev password: %w", err)
 		}
 		p.log.Info("created dev user", "username", devUserName, "user_id", id)
@@ -47,25 +47,4 @@ func (p *Platform) devUser(ctx context.Context, ids interface{ Next() (snowflake
 		return "", fmt.Errorf("platform: look up dev user: %w", err)
 	}
 	return p.auth.Mint(u), nil
-}
-
-// writeFileSync writes a file durably (0600) via a temp file and rename.
-func writeFileSync(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

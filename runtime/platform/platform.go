@@ -2,42 +2,32 @@ package platform
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/concord-chat/concord/runtime/adminauth"
-	"github.com/concord-chat/concord/runtime/admission"
 	"github.com/concord-chat/concord/runtime/apirole"
+	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/counters"
-	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/gatewayrole"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/httpserve"
-	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/roles"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
-	cassandrastore "github.com/concord-chat/concord/runtime/store/cassandra"
-	pebblestore "github.com/concord-chat/concord/runtime/store/pebble"
 	"github.com/concord-chat/concord/runtime/voice/fleet"
 	"github.com/concord-chat/concord/web"
 )
@@ -68,10 +58,10 @@ type Platform struct {
 	// their endpoints.
 	voiceFleet *fleet.Local
 
-	// The roles of package roles: built into group, roleMux and
-	// roleAdmin (their admin endpoints) by New, run until Close.
-	group              lifecycle.Group
-	roleMux, roleAdmin *http.ServeMux
+	// proc is the role side of the process (runtime/app): the roles of
+	// package roles built into its group and muxes by New, run until
+	// Close.
+	proc *app.Process
 
 	closeOnce sync.Once
 	closeErr  error
@@ -104,9 +94,9 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 			p.Close()
 		}
 	}()
-	key, err := serverKey(cfg)
+	key, err := app.ServerKey(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("platform: %w", err)
 	}
 	if p.auth, err = auth.New(auth.Config{Key: key}, p.store); err != nil {
 		return nil, fmt.Errorf("platform: auth: %w", err)
@@ -118,13 +108,13 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	if p.reads, err = openReadPath(ctx, cfg, p.registry); err != nil {
 		return nil, err
 	}
-	// The chat roles built through package role, before the parts that
-	// call them: the same Build functions as `concord serve`, every seam
-	// in process. The guild role delivers to this process's gateway
+	// Every role, in one role.Build pass over the chat roles and the
+	// table roles: the same Build functions as `concord serve`, every
+	// seam in process. The guild role delivers to this process's gateway
 	// (gatewayrole.LocalSink: the gateway role, built after it, sets its
 	// node there) and allocates calls from the in-process voice fleet the
 	// voice role adds its SFU to.
-	p.roleMux, p.roleAdmin = http.NewServeMux(), http.NewServeMux()
+	p.proc = app.NewProcess(&p.seams)
 	p.voiceFleet = fleet.NewLocal()
 	role.Provide(&p.seams, readstaterole.LogKey, p.reads.log)
 	role.Provide(&p.seams, guildrole.LocalSink, gatewayrole.LocalSink(&p.seams))
@@ -139,49 +129,42 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
 	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids,
-		Counters: p.counters, VoiceFleet: p.voiceFleet, Admin: p.roleAdmin, Seams: &p.seams}
-	// The gateway role is built below, once what it consumes from the
-	// api role's bot platform is looked up.
-	if err := role.Build(ctx, roles.Chat, func(name string) bool { return name != gatewayrole.Name }, parts, p.roleMux, &p.group); err != nil {
+		Counters: p.counters, VoiceFleet: p.voiceFleet, AdminToken: cfg.AdminToken, Seams: p.proc.Seams, Admin: p.proc.Admin}
+	built, err := p.proc.Build(ctx, app.DefaultTables(), func(string) bool { return true }, parts)
+	if err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
-	var built bool
-	if p.guilds, built = role.Lookup(&p.seams, guildrole.Service); !built {
-		return nil, errors.New("platform: the guild role provided no guild service")
-	}
+	p.guilds, p.gateway, p.bots = built.Guilds, built.Gateway, built.Bots
 	if p.readStates, err = readstaterole.Open(ctx, parts); err != nil {
 		return nil, fmt.Errorf("platform: read states: %w", err)
 	}
-	if p.bots, built = role.Lookup(&p.seams, apirole.BotsKey); !built {
-		return nil, errors.New("platform: the api role provided no bot platform")
-	}
-	// The gateway role: what it consumes from the bot platform, then its
-	// build (the same Build as `concord serve`).
-	role.Provide[admission.Applications](&p.seams, gatewayrole.Apps, p.bots.Store())
-	role.Provide(&p.seams, gatewayrole.Leases, p.bots.Leases())
-	role.Provide[admission.ReadStates](&p.seams, gatewayrole.ReadStates, p.readStates)
-	role.Provide(&p.seams, gatewayrole.Counters, p.counters)
-	if err := role.Build(ctx, roles.Chat, func(name string) bool { return name == gatewayrole.Name }, parts, p.roleMux, &p.group); err != nil {
-		return nil, fmt.Errorf("platform: %w", err)
-	}
-	if p.gateway, built = role.Lookup(&p.seams, gatewayrole.NodeKey); !built {
-		return nil, errors.New("platform: the gateway role provided no gateway node")
+	if p.bots == nil || built.REST == nil {
+		return nil, errors.New("platform: the api role provided no bot platform or REST handler")
 	}
 	if cfg.DevUser {
 		if p.DevToken, err = p.devUser(ctx, ids); err != nil {
 			return nil, err
 		}
 	}
-	rest, built := role.Lookup(&p.seams, apirole.REST)
-	if !built {
-		return nil, errors.New("platform: the api role mounted no REST handler")
-	}
-	if err := role.Build(ctx, roles.Table, func(string) bool { return true }, parts, p.roleMux, &p.group); err != nil {
-		return nil, fmt.Errorf("platform: %w", err)
-	}
 	// The roles' parts outlive New's context: they run until Close.
-	p.group.Start(ctx)
-	p.handler = p.routes(rest)
+	p.proc.Start(ctx)
+	// Bot identifies are refused until the lease manager hears
+	// revocations: New returns once its watch started.
+	select {
+	case <-p.bots.Leases().Connected():
+	case <-time.After(30 * time.Second):
+		return nil, errors.New("platform: the revocation watch did not start within 30 s")
+	}
+	p.handler = app.Routes{
+		Process: p.proc,
+		Metrics: p.registry,
+		Ready:   func() bool { return p.ready.Load() && p.proc.Ready() == nil },
+		// The gateway role's drain is among the roles' admin endpoints.
+		AdminToken: cfg.AdminToken,
+		Gateway:    p.gateway,
+		REST:       built.REST,
+		Web:        web.Options{GatewayURL: cfg.PublicURL, VoiceEndpoints: p.voiceFleet.Endpoints, MediaSrc: cfg.WebMediaOrigins},
+	}.Handler()
 	p.ready.Store(true)
 	ok = true
 	return p, nil
@@ -200,63 +183,6 @@ func (p *Platform) checkBackends() error {
 	return nil
 }
 
-func openStore(ctx context.Context, cfg Config) (store.Store, error) {
-	scheme, rest := backendScheme(cfg.Store)
-	switch scheme {
-	case "pebble":
-		s, err := pebblestore.New(pebblestore.Config{Dir: rest, Logger: cfg.Logger.With("component", "store")})
-		if err != nil {
-			return nil, fmt.Errorf("platform: open pebble store %s: %w", rest, err)
-		}
-		return s, nil
-	case "cassandra", "scylla":
-		ccfg, err := cassandrastore.ParseURL(cfg.Store)
-		if err != nil {
-			return nil, fmt.Errorf("platform: --store: %w", err)
-		}
-		cfg.ApplyCassandraAuth(&ccfg)
-		ccfg.Logger = cfg.Logger.With("component", "store")
-		// Connect retries with backoff while Cassandra is down; /readyz
-		// answers 503 meanwhile when the listener serves a Gate.
-		s, err := cassandrastore.Connect(ctx, ccfg)
-		if err != nil {
-			return nil, fmt.Errorf("platform: open cassandra store: %w", err)
-		}
-		return dataservice.Wrap(s, dataservice.New(s, dataservice.Config{Name: cfg.Node, Logger: cfg.Logger.With("component", "data")})), nil
-	default:
-		return nil, fmt.Errorf("platform: unknown --store %q (want pebble:DIR or cassandra://host:port/keyspace)", RedactURL(cfg.Store))
-	}
-}
-
-// serverKey returns the token-signing key: the configured one, or the one
-// kept in the data directory, created on first start.
-func serverKey(cfg Config) ([]byte, error) {
-	if cfg.ServerKey != "" {
-		if len(cfg.ServerKey) < 32 {
-			return nil, errors.New("platform: server key must be at least 32 bytes")
-		}
-		return []byte(cfg.ServerKey), nil
-	}
-	path := filepath.Join(cfg.DataDir, "server.key")
-	if b, err := os.ReadFile(path); err == nil {
-		k, err := hex.DecodeString(strings.TrimSpace(string(b)))
-		if err != nil || len(k) < 32 {
-			return nil, fmt.Errorf("platform: %s is not a hex key of at least 32 bytes", path)
-		}
-		return k, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("platform: read server key: %w", err)
-	}
-	k := make([]byte, 32)
-	if _, err := rand.Read(k); err != nil {
-		return nil, fmt.Errorf("platform: generate server key: %w", err)
-	}
-	if err := writeFileSync(path, []byte(hex.EncodeToString(k)+"\n")); err != nil {
-		return nil, fmt.Errorf("platform: write server key: %w", err)
-	}
-	return k, nil
-}
-
 // Handler serves REST, the gateway and the operational endpoints.
 func (p *Platform) Handler() http.Handler { return p.handler }
 
@@ -265,35 +191,6 @@ func (p *Platform) Guilds() *guild.Service { return p.guilds }
 
 // Store returns the store.
 func (p *Platform) Store() store.Store { return p.store }
-
-func (p *Platform) routes(restAPI http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
-	HandleHealth(mux, func() bool { return p.ready.Load() && p.group.Ready() == nil })
-	mux.Handle("/admin/", adminauth.Guard(p.cfg.AdminToken, role.AdminHandler(p.adminRoutes(), p.roleAdmin)))
-	// discord.py's default gateway URL is the root path, so a WebSocket
-	// upgrade anywhere outside /api goes to the gateway; the web client
-	// (package web) answers GET and HEAD; other methods reach the REST
-	// handler's JSON 404.
-	webApp := web.Handler(web.Options{GatewayURL: p.cfg.PublicURL, VoiceEndpoints: p.voiceFleet.Endpoints, MediaSrc: p.cfg.WebMediaOrigins})
-	fallback := UpgradeOr(p.gateway, WebOr(webApp, restAPI))
-	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h, pattern := p.roleMux.Handler(r); pattern != "" {
-			h.ServeHTTP(w, r)
-			return
-		}
-		fallback.ServeHTTP(w, r)
-	}))
-	return mux
-}
-
-// adminRoutes are the admin endpoints, served behind the admin token
-// (off without Config.AdminToken).
-func (p *Platform) adminRoutes() *http.ServeMux {
-	// The gateway role's drain is among the roles' (p.roleAdmin).
-	mux := http.NewServeMux()
-	return mux
-}
 
 // Serve accepts connections on l until ctx ends, then shuts down
 // gracefully within Config.ShutdownTimeout.
@@ -314,7 +211,7 @@ func (p *Platform) Run(ctx context.Context, srv *http.Server, errc <-chan error)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("platform: serve: %w", err)
-	case failed = <-p.group.Failed():
+	case failed = <-p.proc.Group.Failed():
 		p.log.Error("a role failed; shutting down", "err", failed)
 	case <-ctx.Done():
 	}
@@ -344,12 +241,15 @@ func (p *Platform) Close() error {
 func (p *Platform) close() error {
 	var errs []error
 	sctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)
-	// The group closes the gateway role's node among its parts.
-	errs = append(errs, p.group.Stop(sctx))
+	// The group closes the gateway role's node among its parts; the
+	// seams close the chat roles' services (the guild service among
+	// them) after the read path the parts published through.
+	if p.proc != nil {
+		errs = append(errs, p.proc.Stop(sctx, p.reads.close))
+	} else {
+		errs = append(errs, p.reads.close())
+	}
 	cancel()
-	// The seams close the chat roles' services (the guild service among
-	// them) after the parts that call them.
-	errs = append(errs, p.reads.close(), p.seams.Close())
 	if p.counters != nil {
 		errs = append(errs, p.counters.Close())
 	}
@@ -357,29 +257,4 @@ func (p *Platform) close() error {
 		errs = append(errs, p.store.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// WebOr sends GET and HEAD to the web client and every other request to
-// next. Paths the server itself owns (the API, the gateway, admin, health,
-// metrics, live comments) never reach the app, so a listener that does not
-// serve one of them answers next's JSON 404 instead of the app's page.
-func WebOr(app, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && !serverPath(r.URL.Path) {
-			app.ServeHTTP(w, r)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// serverPath reports whether path belongs to the server rather than to the
-// web client's routes.
-func serverPath(path string) bool {
-	for _, p := range []string{"/api", "/admin", "/gateway", "/v1", "/metrics", "/healthz", "/readyz", "/livez"} {
-		if path == p || strings.HasPrefix(path, p+"/") {
-			return true
-		}
-	}
-	return false
 }

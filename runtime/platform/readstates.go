@@ -2,14 +2,13 @@ package platform
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/eventlog"
-	eventlogbackend "github.com/concord-chat/concord/runtime/eventlog/backend"
 	"github.com/concord-chat/concord/runtime/eventlog/outbox"
 	"github.com/concord-chat/concord/runtime/readstaterole"
 )
@@ -25,18 +24,11 @@ type readPath struct {
 // openReadPath opens the event log named by cfg.EventLog ("mem" is the
 // persisted in-process log) and the outbox in the data directory.
 func openReadPath(ctx context.Context, cfg Config, reg prometheus.Registerer) (*readPath, error) {
-	rp := &readPath{}
-	var err error
-	if rp.log, err = eventlogbackend.Open(ctx, readstaterole.LogSpec(cfg.EventLog), cfg.DataDir, cfg.Logger.With("component", "eventlog"), cfg.EventLogOptions()...); err != nil {
-		return nil, err
+	el, err := app.OpenEventLog(ctx, cfg, readstaterole.LogSpec(cfg.EventLog), filepath.Join(cfg.DataDir, "outbox"), reg)
+	if err != nil {
+		return nil, fmt.Errorf("platform: %w", err)
 	}
-	if rp.outbox, err = outbox.New(outbox.Config{
-		Dir: filepath.Join(cfg.DataDir, "outbox"), Registerer: reg, Logger: cfg.Logger.With("component", "outbox"),
-	}, rp.log); err != nil {
-		rp.close()
-		return nil, fmt.Errorf("platform: outbox: %w", err)
-	}
-	return rp, nil
+	return &readPath{log: el.Log, outbox: el.Outbox}, nil
 }
 
 // close closes the outbox and the log.
@@ -44,12 +36,5 @@ func (rp *readPath) close() error {
 	if rp == nil {
 		return nil
 	}
-	var errs []error
-	if rp.outbox != nil {
-		errs = append(errs, rp.outbox.Close())
-	}
-	if rp.log != nil {
-		errs = append(errs, rp.log.Close())
-	}
-	return errors.Join(errs...)
+	return (&app.EventLog{Log: rp.log, Outbox: rp.outbox}).Close()
 }

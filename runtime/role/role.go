@@ -65,6 +65,11 @@ type Parts struct {
 	// voice role adds its SFU to it and the guild allocates calls from
 	// it. Nil in `concord serve`, where SFUs report to Registry.
 	VoiceFleet *fleet.Local
+	// AdminToken is the process's admin token: what guards /admin/ and
+	// what a role calling another node's admin endpoints (a gateway's
+	// session hand-off) sends. Empty: the process serves no admin
+	// endpoints.
+	AdminToken string
 	// Admin is where the roles' admin endpoints go (HandleAdmin): served
 	// under /admin/ behind the process's admin token, after the
 	// process's own admin endpoints. Nil: the process serves none.

@@ -24,15 +24,17 @@ var Table = []role.Role{
 }
 
 // Chat is the chat roles built through package role, in build order.
-// Both commands build them before the parts they still wire themselves,
-// which call them through their seams
-// (guildrole.Service, readstaterole.Open, presencerole.GatewayKey). The
+// Both commands build them, then Table's, in one role.Build pass
+// (app.Process.Build); what a role consumes from another it obtains
+// through their seams (guildrole.Service, readstaterole.Open,
+// apirole.BotStore, apirole.OpenRevocations, presencerole.GatewayKey). The
 // guild role comes before the read-state and presence roles, which in
 // `concord dev` check visibility with and broadcast through the guild
 // service it provides. The gateway role comes after the guild role, whose
 // events in `concord dev` reach it through gatewayrole.LocalSink, after
 // the presence role, whose gateway side it takes, and after the api role,
-// whose bot platform its admission reads.
+// whose bot store and revocation path its admission and lease manager
+// share.
 var Chat = []role.Role{
 	datarole.Role, guildrole.Role, readstaterole.Role, presencerole.Role, relayrole.Role,
 	// api: the guild's REST surface (named guild: built wherever the

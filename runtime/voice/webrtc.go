@@ -50,6 +50,14 @@ func newRTCTransport(s *Server, cfg WebRTCConfig) (*rtcTransport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("voice: webrtc listen %s: %w", cfg.UDPAddr, err)
 	}
+	// Every browser's media arrives on this one socket: it gets the media
+	// sockets' buffers, not the kernel's default (about 200 KB), which
+	// a group call's bursts overflow (the benchmark saw receive-buffer
+	// drops on it alone).
+	if uc, ok := conn.(*net.UDPConn); ok {
+		_ = uc.SetReadBuffer(s.cfg.UDPReadBuffer)
+		_ = uc.SetWriteBuffer(4 << 20)
+	}
 	ips := cfg.PublicIPs
 	if len(ips) == 0 {
 		ips = []string{s.publicIP}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/platform"
 )
@@ -38,7 +39,7 @@ token and the URLs.`,
 // runPlatform starts a platform, prints where it listens and serves until
 // the command's context ends (SIGINT/SIGTERM). The listener answers at
 // once: while the backends connect (platform.New retries an unreachable
-// Cassandra with backoff) a platform.Gate serves /healthz 200, /readyz
+// Cassandra with backoff) an app.Gate serves /healthz 200, /readyz
 // 503 and 503 for everything else; then it forwards to the platform.
 func runPlatform(cmd *cobra.Command, cfg platform.Config) error {
 	ctx := cmd.Context()
@@ -46,7 +47,7 @@ func runPlatform(cmd *cobra.Command, cfg platform.Config) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTP, err)
 	}
-	gate := &platform.Gate{}
+	gate := &app.Gate{}
 	srv := httpserve.NewServer(gate, cfg.ServingConfig())
 	errc := make(chan error, 1)
 	go func() { errc <- httpserve.Serve(srv, l, cfg.ServingConfig()) }()

@@ -1,0 +1,129 @@
+// Package app is Concord's composition root, shared by `concord dev`
+// (runtime/platform: every role in one process, embedded backends) and
+// `concord serve --roles=...` (runtime/cluster: the roles one node
+// names): the backends both open the same way (the store — Pebble, or
+// Cassandra behind the coalescing data service —, the token-signing key,
+// the event log with its outbox), the one role.Build pass over the role
+// tables with the lookups of what the roles provide, the one HTTP route
+// table (web client, root-path WebSocket upgrade, /metrics, /healthz,
+// /readyz, /admin behind the admin token), and the one lifecycle.Group
+// the roles' parts start in and stop from in reverse.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/concord-chat/concord/runtime/apirole"
+	"github.com/concord-chat/concord/runtime/gateway"
+	"github.com/concord-chat/concord/runtime/gatewayrole"
+	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/guildrole"
+	"github.com/concord-chat/concord/runtime/lifecycle"
+	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/roles"
+)
+
+// Process is the role side of one Concord process: its cross-role
+// seams, the lifecycle group the roles' parts run in, and the muxes
+// their HTTP routes and admin endpoints go to. The zero value with Seams
+// set is ready to use.
+type Process struct {
+	// Seams are the process's cross-role seams (role.Seams), shared by
+	// every role it builds; closed by Stop after the parts.
+	Seams *role.Seams
+	// Group runs the roles' parts: started by Start in the order they
+	// were added, stopped in reverse by Stop.
+	Group lifecycle.Group
+	// Mux holds the roles' HTTP routes, Admin their admin endpoints
+	// (served under /admin/ behind the admin token).
+	Mux, Admin *http.ServeMux
+}
+
+// NewProcess returns a Process on seams (nil: a fresh set).
+func NewProcess(seams *role.Seams) *Process {
+	if seams == nil {
+		seams = &role.Seams{}
+	}
+	return &Process{Seams: seams, Mux: http.NewServeMux(), Admin: http.NewServeMux()}
+}
+
+// Tables are the role tables a process builds from, in build order: the
+// chat roles, then the table roles (voice, live comments).
+type Tables struct {
+	Chat, Table []role.Role
+}
+
+// DefaultTables are the tables of package roles.
+func DefaultTables() Tables { return Tables{Chat: roles.Chat, Table: roles.Table} }
+
+// Built is what the roles built in a process provide that the process
+// serves or exposes: each nil when its role does not run here.
+type Built struct {
+	// Guilds is the guild role's service.
+	Guilds *guild.Service
+	// Gateway is the gateway role's node: the root path's WebSocket
+	// upgrade goes to it and the process drains it at shutdown.
+	Gateway *gateway.Node
+	// REST is the handler on /api/ (the api role's, or the guild role's
+	// REST surface on a node without the api role).
+	REST http.Handler
+	// Bots is the bot platform (on a process running the guild role).
+	Bots *apirole.Bots
+}
+
+// Build builds, in one role.Build pass over the chat roles and then the
+// table roles, every role want reports the process runs, with parts,
+// and looks up what they provide. parts.Seams and parts.Admin must be
+// the Process's (nil ones are set to them).
+func (p *Process) Build(ctx context.Context, t Tables, want func(name string) bool, parts role.Parts) (Built, error) {
+	if parts.Seams == nil {
+		parts.Seams = p.Seams
+	}
+	if parts.Admin == nil {
+		parts.Admin = p.Admin
+	}
+	if parts.Seams != p.Seams {
+		return Built{}, errors.New("app: the roles' parts carry other seams than the process's")
+	}
+	if err := role.Build(ctx, slices.Concat(t.Chat, t.Table), want, parts, p.Mux, &p.Group); err != nil {
+		return Built{}, err
+	}
+	var b Built
+	b.Guilds, _ = role.Lookup(p.Seams, guildrole.Service)
+	b.Gateway, _ = role.Lookup(p.Seams, gatewayrole.NodeKey)
+	b.REST, _ = role.Lookup(p.Seams, apirole.REST)
+	b.Bots, _ = role.Lookup(p.Seams, apirole.BotsKey)
+	if want(guildrole.Name) && b.Guilds == nil {
+		return b, errors.New("the guild role provided no guild service")
+	}
+	if want(gatewayrole.Name) && b.Gateway == nil {
+		return b, errors.New("the gateway role provided no gateway node")
+	}
+	return b, nil
+}
+
+// Start starts the roles' parts; they run until Stop.
+func (p *Process) Start(ctx context.Context) { p.Group.Start(ctx) }
+
+// Ready reports nil when every part is ready, else why not.
+func (p *Process) Ready() error { return p.Group.Ready() }
+
+// Stop stops the parts in reverse order (within ctx), then runs closers
+// (what the process opened for the roles and the parts used: an
+// outbox, a data client), then closes what the roles shared through the
+// seams (the rings and clients they opened and the chat roles'
+// services), after everything that calls them.
+func (p *Process) Stop(ctx context.Context, closers ...func() error) error {
+	errs := []error{p.Group.Stop(ctx)}
+	for _, c := range closers {
+		errs = append(errs, c())
+	}
+	if err := p.Seams.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("seams: %w", err))
+	}
+	return errors.Join(errs...)
+}

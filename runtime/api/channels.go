@@ -28,6 +28,7 @@ type channelRequest struct {
 	UserLimit            nullable[int]                `json:"user_limit"`
 	PermissionOverwrites nullable[[]overwriteRequest] `json:"permission_overwrites"`
 	AvailableTags        nullable[[]forumTagRequest]  `json:"available_tags"`
+	RTCRegion            nullable[string]             `json:"rtc_region"`
 }
 
 func (req *channelRequest) validate(create bool) error {
@@ -119,6 +120,9 @@ func (h *handler) createChannel(w http.ResponseWriter, r *http.Request, user sno
 			return err
 		}
 	}
+	if spec.RTCRegion, err = h.checkRTCRegion(req.RTCRegion); err != nil {
+		return err
+	}
 	if req.Position.Set && !req.Position.Null {
 		pos := req.Position.Value
 		spec.Position = &pos
@@ -196,6 +200,13 @@ func (h *handler) modifyChannel(w http.ResponseWriter, r *http.Request, user sno
 			return err
 		}
 		p.AvailableTags = &tags
+	}
+	if req.RTCRegion.Set {
+		region, err := h.checkRTCRegion(req.RTCRegion)
+		if err != nil {
+			return err
+		}
+		p.RTCRegion = &region
 	}
 	c, err := h.guilds.ModifyChannel(r.Context(), user, id, p)
 	if err != nil {

@@ -21,12 +21,22 @@ func (h *handler) voiceRoutes(authed func(string, authedFunc)) {
 	authed("GET /guilds/{guild}/regions", h.guildVoiceRegions)
 }
 
-// voiceRegions lists the regions that have a healthy voice server; the
-// first is marked optimal (the fleet does not know where the caller is).
+// voiceRegions lists the regions that have a healthy voice server. The
+// optimal one is the guild node's own region when the fleet has it, else
+// the first: a REST caller has no gateway session whose node would say
+// where it is, and Concord uses no geo-IP.
 func (h *handler) voiceRegions(w http.ResponseWriter, r *http.Request, _ snowflake.ID) error {
+	regions := h.guilds.VoiceRegions()
+	optimal := 0
+	home := h.guilds.HomeVoiceRegion()
+	for i, rg := range regions {
+		if home != "" && rg.ID == home {
+			optimal = i
+		}
+	}
 	out := []voiceRegion{}
-	for i, rg := range h.guilds.VoiceRegions() {
-		out = append(out, voiceRegion{ID: rg.ID, Name: rg.Name, Optimal: i == 0})
+	for i, rg := range regions {
+		out = append(out, voiceRegion{ID: rg.ID, Name: rg.Name, Optimal: i == optimal})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

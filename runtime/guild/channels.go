@@ -25,6 +25,8 @@ type ChannelSpec struct {
 	Overwrites       []store.Overwrite
 	// AvailableTags are a forum's tags, with their ids minted.
 	AvailableTags []store.ForumTag
+	// RTCRegion is a voice channel's region id; empty is automatic.
+	RTCRegion string
 }
 
 // ChannelPatch changes a guild channel; nil fields stay. ParentID points
@@ -41,6 +43,8 @@ type ChannelPatch struct {
 	Overwrites       *[]store.Overwrite
 	// AvailableTags replaces a forum's tags.
 	AvailableTags *[]store.ForumTag
+	// RTCRegion sets a voice channel's region id; empty is automatic.
+	RTCRegion *string
 }
 
 // maxSlowmode is Discord's limit for rate_limit_per_user: six hours.
@@ -117,7 +121,7 @@ func (s *Service) CreateChannel(ctx context.Context, userID, guildID snowflake.I
 			ID: id, GuildID: a.id, Type: spec.Type, Name: spec.Name, Topic: spec.Topic,
 			ParentID: spec.ParentID, NSFW: spec.NSFW, RateLimitPerUser: spec.RateLimitPerUser,
 			Bitrate: spec.Bitrate, UserLimit: spec.UserLimit, Overwrites: slices.Clone(spec.Overwrites),
-			AvailableTags: slices.Clone(spec.AvailableTags),
+			AvailableTags: slices.Clone(spec.AvailableTags), RTCRegion: spec.RTCRegion,
 		}
 		if c.Overwrites == nil {
 			c.Overwrites = []store.Overwrite{}
@@ -200,6 +204,9 @@ func (s *Service) ModifyChannel(ctx context.Context, userID, channelID snowflake
 		if p.AvailableTags != nil {
 			c.AvailableTags = slices.Clone(*p.AvailableTags)
 		}
+		if p.RTCRegion != nil {
+			c.RTCRegion = *p.RTCRegion
+		}
 		if err := a.validateChannel(c); err != nil {
 			return err
 		}
@@ -213,6 +220,7 @@ func (s *Service) ModifyChannel(ctx context.Context, userID, channelID snowflake
 		}
 		out = cloneChannel(*a.channels[c.ID])
 		a.syncVisibility(ctx, map[snowflake.ID]bool{c.ID: true}, nil, 0)
+		a.voiceRegionChanged(ctx, v.Channel.RTCRegion, c)
 		return nil
 	})
 	return out, err

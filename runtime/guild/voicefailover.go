@@ -54,9 +54,14 @@ func (a *Actor) voiceFailover(ctx context.Context, v *voiceEnabled) {
 	for _, ch := range channels {
 		old := a.voice.calls[ch]
 		delete(a.voice.calls, ch)
-		// The call stays in its server's region (a drained server's
-		// calls go to its peers there) while the region has a server.
-		srv, err := a.placeCall(ctx, v, ch, old.Region)
+		// The call stays in its channel's region, or its server's when
+		// the channel's is automatic (a drained server's calls go to its
+		// peers there), while the region has a server; else anywhere.
+		region := old.Region
+		if c := a.channels[ch]; c != nil && c.RTCRegion != "" {
+			region = c.RTCRegion
+		}
+		srv, err := a.placeCall(ctx, v, ch, region)
 		if err != nil {
 			// No healthy server: the call stays unplaced; the next check
 			// or a rejoin places it once one reports.
@@ -66,15 +71,21 @@ func (a *Actor) voiceFailover(ctx context.Context, v *voiceEnabled) {
 		}
 		v.failovers.Inc()
 		a.svc.log.Info("voice call moved to another server", "guild_id", a.id, "channel_id", ch, "from", old.ID, "to", srv.ID)
-		for _, st := range a.voice.states {
-			if st.channelID != ch {
-				continue
-			}
-			st.server = srv.ID
-			if sub := a.subs[st.session]; sub != nil {
-				if err := a.sendVoiceServer(ctx, v, sub.s, st, srv); err != nil {
-					a.svc.log.Warn("voice failover", "guild_id", a.id, "user_id", st.userID, "err", err)
-				}
+		a.sendCallServer(ctx, v, ch, srv)
+	}
+}
+
+// sendCallServer points every session in channelID's call at srv with a
+// new VOICE_SERVER_UPDATE.
+func (a *Actor) sendCallServer(ctx context.Context, v *voiceEnabled, channelID snowflake.ID, srv VoiceServer) {
+	for _, st := range a.voice.states {
+		if st.channelID != channelID {
+			continue
+		}
+		st.server = srv.ID
+		if sub := a.subs[st.session]; sub != nil {
+			if err := a.sendVoiceServer(ctx, v, sub.s, st, srv); err != nil {
+				a.svc.log.Warn("voice server update", "guild_id", a.id, "user_id", st.userID, "err", err)
 			}
 		}
 	}

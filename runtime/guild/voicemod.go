@@ -110,7 +110,11 @@ func (s *Service) ModifyMemberVoice(ctx context.Context, actorID, guildID, userI
 // session gets a VOICE_SERVER_UPDATE for the new call, which the libraries
 // follow by reconnecting.
 func (a *Actor) voiceMove(ctx context.Context, v *voiceEnabled, st *voiceState, channelID snowflake.ID) error {
-	srv, err := a.voiceServer(ctx, v, channelID)
+	node := ""
+	if sub := a.subs[st.session]; sub != nil {
+		node = sub.s.Node
+	}
+	srv, err := a.voiceServer(ctx, v, channelID, node)
 	if err != nil {
 		return err
 	}
@@ -135,4 +139,15 @@ func (s *Service) VoiceRegions() []VoiceRegion {
 		return nil
 	}
 	return v.Allocator.Regions()
+}
+
+// HomeVoiceRegion is this node's voice region (VoiceConfig.Region), the
+// one GET /voice/regions marks optimal when the fleet has it; "" when
+// unset or voice is off.
+func (s *Service) HomeVoiceRegion() string {
+	v := s.voice.Load()
+	if v == nil {
+		return ""
+	}
+	return v.Region
 }

@@ -102,6 +102,11 @@ type VoiceConfig struct {
 	// each call's server is still healthy (failover.go). Default 500 ms;
 	// negative disables the check.
 	FailoverInterval time.Duration
+	// Region is the region of this node: where a call of a channel
+	// whose rtc_region is automatic goes when the fleet knows no region
+	// for the first joiner's gateway node (voiceregion.go). Empty: any
+	// region.
+	Region string
 	// AdoptGrace is how long a voice state rebuilt from the fleet's
 	// roster waits for its session to attach to this node before it ends
 	// (voicestate_roster.go). Default 30 s.
@@ -359,7 +364,7 @@ func (a *Actor) updateVoiceState(ctx context.Context, v *voiceEnabled, sess even
 		// The same request again is a client rejoining after its voice
 		// connection failed (discord.js does this): it gets the call's
 		// server again, placed afresh if the old one died.
-		srv, err := a.voiceServer(ctx, v, req.ChannelID)
+		srv, err := a.voiceServer(ctx, v, req.ChannelID, sess.Node)
 		if err != nil {
 			v.joins.WithLabelValues("no_server").Inc()
 			return fmt.Errorf("voice state: %w", err)
@@ -380,7 +385,7 @@ func (a *Actor) updateVoiceState(ctx context.Context, v *voiceEnabled, sess even
 		v.joins.WithLabelValues("rejoined").Inc()
 		return a.sendVoiceServer(ctx, v, sess, cur, srv)
 	}
-	srv, err := a.voiceServer(ctx, v, req.ChannelID)
+	srv, err := a.voiceServer(ctx, v, req.ChannelID, sess.Node)
 	if err != nil {
 		v.joins.WithLabelValues("no_server").Inc()
 		return fmt.Errorf("voice state: %w", err)
@@ -416,13 +421,14 @@ const channelStage = 13
 
 // voiceServer returns the server of channelID's call: the one already
 // hosting it while it is healthy, else a fresh pick in the channel's
-// region.
-func (a *Actor) voiceServer(ctx context.Context, v *voiceEnabled, channelID snowflake.ID) (VoiceServer, error) {
+// region (voiceregion.go); node is the gateway node of the joiner's
+// session, whose region is the nearest when the channel's is automatic.
+func (a *Actor) voiceServer(ctx context.Context, v *voiceEnabled, channelID snowflake.ID, node string) (VoiceServer, error) {
 	vs := a.voiceState()
 	if srv, ok := vs.calls[channelID]; ok && v.Allocator.Healthy(srv.ID) {
 		return srv, nil
 	}
-	return a.placeCall(ctx, v, channelID, "")
+	return a.placeCall(ctx, v, channelID, a.callRegion(v, channelID, node))
 }
 
 // placeCall puts channelID's call on the least-loaded healthy server of

@@ -197,5 +197,8 @@ func enableVoice(b *role.Builder, svc *guild.Service) error {
 		alloc = f
 		role.Provide(b.Seams, VoiceEndpoints, f.Endpoints)
 	}
-	return svc.EnableVoice(guild.VoiceConfig{Allocator: alloc, Key: key})
+	// The node's --voice-region is the fallback region of calls whose
+	// channel is automatic and whose first joiner's gateway node runs no
+	// SFU (runtime/guild/voiceregion.go).
+	return svc.EnableVoice(guild.VoiceConfig{Allocator: alloc, Key: key, Region: b.Config.Voice.Region})
 }

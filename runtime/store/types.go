@@ -75,6 +75,9 @@ type Channel struct {
 	Thread *ThreadMeta `json:",omitempty"`
 	// AvailableTags are a forum channel's tags (ChannelForum only).
 	AvailableTags []ForumTag `json:",omitempty"`
+	// RTCRegion is a voice or stage channel's voice region id; empty is
+	// automatic (Discord's null).
+	RTCRegion string `json:",omitempty"`
 }
 
 // Role is a guild role. The @everyone role's id equals the guild id.

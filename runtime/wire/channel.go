@@ -33,9 +33,9 @@ type Channel struct {
 	RateLimitPerUser     int           `json:"rate_limit_per_user"`
 	Bitrate              int           `json:"bitrate,omitempty"`
 	UserLimit            int           `json:"user_limit"`
-	// RTCRegion is a voice channel's region: null (automatic: the guild
-	// places the call on the least-loaded voice server). Absent for
-	// other channel types.
+	// RTCRegion is a voice or stage channel's region id, or null
+	// (automatic: the guild places the call in the region nearest its
+	// first joiner). Absent for other channel types.
 	RTCRegion  json.RawMessage `json:"rtc_region,omitempty"`
 	Flags      int             `json:"flags"`
 	Recipients *[]User         `json:"recipients,omitempty"`
@@ -63,6 +63,9 @@ type Channel struct {
 	DefaultThreadRateLimitPerUser *int            `json:"default_thread_rate_limit_per_user,omitempty"`
 	DefaultAutoArchiveDuration    *int            `json:"default_auto_archive_duration,omitempty"`
 }
+
+// channelStage is a stage channel (type 13): a voice channel too.
+const channelStage = 13
 
 // optionalID returns nil for zero.
 func optionalID(id snowflake.ID) *snowflake.ID {
@@ -92,8 +95,11 @@ func ChannelFrom(c store.Channel, recipients []User) Channel {
 		RateLimitPerUser:     c.RateLimitPerUser,
 		UserLimit:            c.UserLimit,
 	}
-	if c.Type == store.ChannelVoice {
+	if c.Type == store.ChannelVoice || c.Type == channelStage {
 		out.RTCRegion = json.RawMessage("null")
+		if c.RTCRegion != "" {
+			out.RTCRegion, _ = json.Marshal(c.RTCRegion)
+		}
 		out.Bitrate = c.Bitrate
 		if out.Bitrate == 0 {
 			out.Bitrate = 64000

@@ -32,7 +32,8 @@ func newFixture(owner snowflake.ID, users ...snowflake.ID) fixture {
 				{ID: g, Type: store.OverwriteRole, Allow: 1 << 10, Deny: 1 << 11},
 				{ID: owner, Type: store.OverwriteMember, Allow: 1 << 40},
 			}},
-		{ID: rid(), GuildID: g, Type: store.ChannelVoice, Name: "voice", Position: 2, Bitrate: 64000, UserLimit: 10},
+		{ID: rid(), GuildID: g, Type: store.ChannelVoice, Name: "voice", Position: 2, Bitrate: 64000, UserLimit: 10,
+			RTCRegion: "eu-west"},
 	}
 	f.state.Roles = []store.Role{
 		{ID: g, GuildID: g, Name: "@everyone", Permissions: 0x6_4000_0000},
@@ -139,18 +140,23 @@ func testGuilds(t *testing.T, s store.Store) {
 		st.Channels[1].Topic = "new topic"
 		st.Channels[1].Overwrites = st.Channels[1].Overwrites[:1]
 		st.Channels[1].LastMessageID = rid()
+		st.Channels[2].RTCRegion = "" // the voice channel back to automatic
 		st.Roles[1].Permissions = 0
 		st.Members[1].Nick = ""
 		st.Members[1].Roles = nil
 		st.Members[1].CommunicationDisabledUntil = time.Time{}
 		noErr(t, "PutGuild", s.PutGuild(ctx, st.Guild))
 		noErr(t, "PutChannel", s.PutChannel(ctx, st.Channels[1]))
+		noErr(t, "PutChannel", s.PutChannel(ctx, st.Channels[2]))
 		noErr(t, "PutRole", s.PutRole(ctx, st.Roles[1]))
 		noErr(t, "PutMember", s.PutMember(ctx, st.Members[1]))
 		equal(t, "LoadGuild after upserts", mustLoad(t, s, st.Guild.ID), sortState(st))
 		got, err := s.GetChannel(ctx, st.Channels[1].ID)
 		noErr(t, "GetChannel", err)
 		equal(t, "GetChannel after upsert", got, st.Channels[1])
+		got, err = s.GetChannel(ctx, st.Channels[2].ID)
+		noErr(t, "GetChannel", err)
+		equal(t, "GetChannel of the voice channel after upsert", got, st.Channels[2])
 	})
 
 	t.Run("DeleteParts", func(t *testing.T) {

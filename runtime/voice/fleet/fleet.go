@@ -84,3 +84,24 @@ func regions(loads []voice.Load) []guild.VoiceRegion {
 func fresh(l voice.Load, now time.Time, ttl time.Duration) bool {
 	return now.Sub(l.At) <= ttl
 }
+
+// nodeRegion is the region of the healthy servers that report from node
+// (the voice server runs in the process of that gateway node), "" when
+// none does; with servers of several regions on one node the first by
+// region id wins, so the answer is stable.
+func nodeRegion(loads []voice.Load, node string) string {
+	best := ""
+	for _, l := range loads {
+		n := l.Node
+		if n == "" {
+			n = l.Server
+		}
+		if l.Draining || n != node || l.Region == "" {
+			continue
+		}
+		if best == "" || l.Region < best {
+			best = l.Region
+		}
+	}
+	return best
+}

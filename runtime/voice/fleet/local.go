@@ -21,6 +21,7 @@ type Local struct {
 var (
 	_ guild.VoiceAllocator = (*Local)(nil)
 	_ guild.VoiceControl   = (*Local)(nil)
+	_ guild.VoiceNearest   = (*Local)(nil)
 )
 
 // NewLocal returns an empty fleet.
@@ -90,3 +91,6 @@ func (l *Local) SetServerVoiceState(_ context.Context, id string, guildID, chann
 		s.SetServerVoiceState(guildID, channelID, userID, mute, deaf)
 	}
 }
+
+// NodeRegion implements guild.VoiceNearest.
+func (l *Local) NodeRegion(node string) string { return nodeRegion(l.loads(), node) }

@@ -91,6 +91,7 @@ type Registry struct {
 var (
 	_ guild.VoiceAllocator = (*Registry)(nil)
 	_ guild.VoiceSuspector = (*Registry)(nil)
+	_ guild.VoiceNearest   = (*Registry)(nil)
 )
 
 // NewRegistry returns a fleet following reg's load reports.
@@ -234,3 +235,6 @@ func (r *Registry) Healthy(id string) bool {
 
 // Regions implements guild.VoiceAllocator.
 func (r *Registry) Regions() []guild.VoiceRegion { return regions(r.live()) }
+
+// NodeRegion implements guild.VoiceNearest.
+func (r *Registry) NodeRegion(node string) string { return nodeRegion(r.live(), node) }

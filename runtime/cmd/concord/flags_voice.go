@@ -16,7 +16,7 @@ func bindVoiceFlags(fs *pflag.FlagSet, v *config.Voice) {
 	strFlag(fs, &v.WebRTCUDP, "voice-webrtc-udp", "", "browsers' WebRTC media (one ICE UDP port for every peer) listen address; default the voice-listen host, port 0; off: no WebRTC")
 	strFlag(fs, &v.PublicHost, "voice-public-host", "", "host of the voice endpoint given to clients in VOICE_SERVER_UPDATE; default the voice-listen host")
 	strFlag(fs, &v.PublicIP, "voice-public-ip", "", "IPv4 address clients send voice media to; default the public host when it is an IPv4 address")
-	strFlag(fs, &v.Region, "voice-region", "", "voice region of this SFU (default local)")
+	strFlag(fs, &v.Region, "voice-region", "", "voice region of this SFU, and on a guild node the region of calls in automatic channels whose joiner's region is unknown (default local)")
 	strFlag(fs, &v.ID, "voice-id", "", "voice server id in tokens and load reports (default the node name)")
 	strFlag(fs, &v.TLS, "voice-tls", "", "voice gateway TLS: devca (a certificate from the CA written to <data-dir>/voice-ca.pem) or off (behind a TLS proxy); default devca in dev, off in serve")
 	strFlag(fs, &v.TokenKey, "voice-token-key", "", "hex Ed25519 seed the guild signs voice tokens with; empty: dev keeps <data-dir>/voice-token.key, serve derives it from the server key")

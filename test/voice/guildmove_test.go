@@ -16,6 +16,7 @@ import (
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/registry"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
+	"github.com/concord-chat/concord/runtime/registry/etcd/etcdtest"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/store/pebble"
@@ -110,21 +111,11 @@ func startMoveCluster(t testing.TB) *moveCluster {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	stopEtcd, ep, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stopEtcd)
-	newReg := func() registry.Registry {
-		r, err := etcdreg.New(etcdreg.Config{Endpoints: []string{ep}, LeaseTTL: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		return r
-	}
+	ep := etcdtest.Start(t)
+	newReg := func() registry.Registry { return etcdtest.Open(t, ep, etcdreg.Config{LeaseTTL: 5 * time.Second}) }
 	m := &moveCluster{t: t, reg: newReg(), sink: newDispatchSink(), sfus: map[string]*sfu{}}
 	dir := t.TempDir()
+	var err error
 	if m.st, err = pebble.New(pebble.Config{Dir: dir}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/guild"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
+	"github.com/concord-chat/concord/runtime/registry/etcd/etcdtest"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/store/pebble"
@@ -31,19 +32,8 @@ import (
 func TestVoiceCallFollowsChannelRegion(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	stopEtcd, ep, err := etcdreg.StartEmbedded(ctx, t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stopEtcd)
-	newReg := func() *etcdreg.Registry {
-		r, err := etcdreg.New(etcdreg.Config{Endpoints: []string{ep}, LeaseTTL: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		return r
-	}
+	ep := etcdtest.Start(t)
+	newReg := func() *etcdreg.Registry { return etcdtest.Open(t, ep, etcdreg.Config{LeaseTTL: 5 * time.Second}) }
 	sfus := map[string]*sfu{}
 	var key ed25519.PrivateKey
 	for _, rg := range []string{"eu", "us"} {

@@ -6,8 +6,10 @@
 // the event log with its outbox), the one role.Build pass over the role
 // tables with the lookups of what the roles provide, the one HTTP route
 // table (web client, root-path WebSocket upgrade, /metrics, /healthz,
-// /readyz, /admin behind the admin token), and the one lifecycle.Group
-// the roles' parts start in and stop from in reverse.
+// /readyz, /admin behind the admin token), the one lifecycle.Group
+// the roles' parts start in and stop from in reverse, and the one
+// serve-and-shutdown sequence (Process.Serve: not ready, leave, drain
+// the gateway, shut the servers down).
 package app
 
 import (
@@ -41,6 +43,10 @@ type Process struct {
 	// Mux holds the roles' HTTP routes, Admin their admin endpoints
 	// (served under /admin/ behind the admin token).
 	Mux, Admin *http.ServeMux
+
+	// gateway is the gateway role's node when Build built one: Serve
+	// drains it at shutdown.
+	gateway *gateway.Node
 }
 
 // NewProcess returns a Process on seams (nil: a fresh set).
@@ -97,6 +103,7 @@ func (p *Process) Build(ctx context.Context, t Tables, want func(name string) bo
 	b.Gateway, _ = role.Lookup(p.Seams, gatewayrole.NodeKey)
 	b.REST, _ = role.Lookup(p.Seams, apirole.REST)
 	b.Bots, _ = role.Lookup(p.Seams, apirole.BotsKey)
+	p.gateway = b.Gateway
 	if want(guildrole.Name) && b.Guilds == nil {
 		return b, errors.New("the guild role provided no guild service")
 	}

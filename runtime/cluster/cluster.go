@@ -465,35 +465,29 @@ func (n *Node) Serve(ctx context.Context) error {
 	}
 	n.ready.Store(true)
 	n.log.Info("node registered", "roles", strings.Join(n.cfg.Roles, ","), "http", node.HTTPAddr, "grpc", node.Addr)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("cluster: serve: %w", err)
-	case err := <-n.proc.Group.Failed():
-		n.ready.Store(false)
-		_ = regn.Close(context.Background())
+	err = n.proc.Serve(ctx, app.Serving{
+		Server:   srv,
+		Errc:     errc,
+		Admin:    adminSrv,
+		Logger:   n.log,
+		Timeout:  n.cfg.ShutdownTimeout,
+		NotReady: func() { n.ready.Store(false) },
+		// A node whose snowflake pair another node claimed stops before
+		// their ids collide.
+		Stops: []app.Stop{{C: n.snowflakeLost, Err: fmt.Errorf("snowflake pair %s lost to another node while the registry lease lapsed: stopping before ids collide",
+			snowflakeLabel(n.cfg.Worker, n.cfg.Process))}},
+		// Leaving the registry first moves the node's guilds at once.
+		Leave: func(ctx context.Context) {
+			if err := regn.Close(ctx); err != nil {
+				n.log.Warn("leave registry", "err", err)
+			}
+		},
+		// After a failure the node leaves the registry and stops; Close
+		// stops the parts.
+		Abort: func() { _ = regn.Close(context.Background()) },
+	})
+	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
-	case <-n.snowflakeLost:
-		n.ready.Store(false)
-		_ = regn.Close(context.Background())
-		return fmt.Errorf("cluster: snowflake pair %s lost to another node while the registry lease lapsed: stopping before ids collide",
-			snowflakeLabel(n.cfg.Worker, n.cfg.Process))
-	case <-ctx.Done():
-	}
-	n.ready.Store(false)
-	n.log.Info("shutting down")
-	sctx, scancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
-	defer scancel()
-	if err := regn.Close(sctx); err != nil {
-		n.log.Warn("leave registry", "err", err)
-	}
-	if n.gateway != nil {
-		n.gateway.Drain(sctx)
-	}
-	if adminSrv != nil {
-		_ = adminSrv.Shutdown(sctx)
-	}
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("cluster: shutdown: %w", err)
 	}
 	return nil
 }

@@ -207,26 +207,15 @@ func (p *Platform) Serve(ctx context.Context, l net.Listener) error {
 // server fails, then shuts down gracefully within
 // Config.ShutdownTimeout.
 func (p *Platform) Run(ctx context.Context, srv *http.Server, errc <-chan error) error {
-	var failed error
-	select {
-	case err := <-errc:
-		return fmt.Errorf("platform: serve: %w", err)
-	case failed = <-p.proc.Group.Failed():
-		p.log.Error("a role failed; shutting down", "err", failed)
-	case <-ctx.Done():
-	}
-	p.ready.Store(false)
-	p.log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)
-	defer cancel()
-	if p.gateway != nil {
-		p.gateway.Drain(sctx)
-	}
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("platform: shutdown: %w", err)
-	}
-	if failed != nil {
-		return fmt.Errorf("platform: %w", failed)
+	err := p.proc.Serve(ctx, app.Serving{
+		Server:   srv,
+		Errc:     errc,
+		Logger:   p.log,
+		Timeout:  p.cfg.ShutdownTimeout,
+		NotReady: func() { p.ready.Store(false) },
+	})
+	if err != nil {
+		return fmt.Errorf("platform: %w", err)
 	}
 	return nil
 }

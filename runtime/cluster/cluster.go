@@ -75,7 +75,6 @@ import (
 
 	"github.com/concord-chat/concord/runtime/apirole"
 	"github.com/concord-chat/concord/runtime/app"
-	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/datarole"
@@ -89,7 +88,6 @@ import (
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/relayrole"
 	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/transport"
 	"github.com/concord-chat/concord/web"
@@ -293,19 +291,13 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		st = dataservice.Wrap(n.store, n.dataClient)
 	}
-	key, err := app.ServerKey(cfg)
+	basics, err := app.OpenBasics(ctx, cfg, st, n.metrics)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	key, issuer, ids := basics.Key, basics.Auth, basics.IDs
+	n.counters = basics.Counters
 	n.adminToken = nodeAdminToken(cfg, key)
-	issuer, err := auth.New(auth.Config{Key: key}, st)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: auth: %w", err)
-	}
-	ids, err := snowflake.New(snowflake.Config{Worker: cfg.Worker, Process: cfg.Process, Registerer: n.metrics})
-	if err != nil {
-		return nil, fmt.Errorf("cluster: snowflake: %w", err)
-	}
 	if n.guildRng, err = role.Ring(ctx, &n.seams, n.reg, registry.RoleGuild, ringCfg); err != nil {
 		return nil, fmt.Errorf("cluster: guild ring: %w", err)
 	}
@@ -325,9 +317,6 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 	clientCfg := transport.ClientConfig{CallTimeout: cfg.CallTimeout, Errors: guildrole.Errors, Logger: log.With("component", "transport")}
 	svc := transport.Services{Node: cfg.Node}
 	n.proc = app.NewProcess(&n.seams)
-	if n.counters, err = apirole.OpenCounters(ctx, cfg); err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
 	// parts are what the roles build from.
 	parts := role.Parts{Config: cfg, Logger: log, Metrics: n.metrics, Registry: n.reg, Store: st, Auth: issuer, IDs: ids,
 		Counters: n.counters, AdminToken: n.adminToken, Seams: n.proc.Seams, Admin: n.proc.Admin, GRPC: &svc, ClientConfig: clientCfg}

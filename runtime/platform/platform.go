@@ -26,7 +26,6 @@ import (
 	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/voice/fleet"
 	"github.com/concord-chat/concord/web"
@@ -94,17 +93,12 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 			p.Close()
 		}
 	}()
-	key, err := app.ServerKey(cfg)
+	basics, err := app.OpenBasics(ctx, cfg, p.store, p.registry)
 	if err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
-	if p.auth, err = auth.New(auth.Config{Key: key}, p.store); err != nil {
-		return nil, fmt.Errorf("platform: auth: %w", err)
-	}
-	ids, err := snowflake.New(snowflake.Config{Worker: cfg.Worker, Process: cfg.Process, Registerer: p.registry})
-	if err != nil {
-		return nil, fmt.Errorf("platform: snowflake: %w", err)
-	}
+	key, ids := basics.Key, basics.IDs
+	p.auth, p.counters = basics.Auth, basics.Counters
 	if p.reads, err = openReadPath(ctx, cfg, p.registry); err != nil {
 		return nil, err
 	}
@@ -125,9 +119,6 @@ func New(ctx context.Context, cfg Config) (*Platform, error) {
 	role.Provide(&p.seams, apirole.ServerKey, key)
 	role.Provide(&p.seams, apirole.Outbox, p.reads.outbox)
 	role.Provide(&p.seams, apirole.LocalGateway, func() *gateway.Node { n, _ := gatewayNode.Get(); return n })
-	if p.counters, err = apirole.OpenCounters(ctx, cfg); err != nil {
-		return nil, fmt.Errorf("platform: %w", err)
-	}
 	parts := role.Parts{Config: cfg, Logger: cfg.Logger, Metrics: p.registry, Store: p.store, Auth: p.auth, IDs: ids,
 		Counters: p.counters, VoiceFleet: p.voiceFleet, AdminToken: cfg.AdminToken, Seams: p.proc.Seams, Admin: p.proc.Admin}
 	built, err := p.proc.Build(ctx, app.DefaultTables(), func(string) bool { return true }, parts)

@@ -52,7 +52,21 @@ var shared struct {
 	store    string
 	key      string
 	stopEtcd func()
+	etcdDir  string
 	err      error
+}
+
+// TestMain stops the embedded etcd the cluster topology started and
+// removes its data directory, so runs do not leave them behind.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.stopEtcd != nil {
+		shared.stopEtcd()
+	}
+	if shared.etcdDir != "" {
+		_ = os.RemoveAll(shared.etcdDir)
+	}
+	os.Exit(code)
 }
 
 // clusterBackends starts the embedded etcd and creates the keyspace once.
@@ -69,6 +83,7 @@ func clusterBackends(t *testing.T) (etcd, store, key string) {
 			shared.err = err
 			return
 		}
+		shared.etcdDir = dir
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		stop, ep, err := etcdreg.StartEmbedded(context.Background(), dir, "")

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/concord-chat/concord/runtime/adminapi"
 )
 
 // DrainRequest asks a gateway pod to hand its sessions to a successor.
@@ -41,26 +43,10 @@ type Drainer interface {
 	State(ctx context.Context, pod *corev1.Pod) (DrainState, error)
 }
 
-// GuildSample is one guild's load as its guild node reports it.
-type GuildSample struct {
-	// GuildID is the guild's snowflake.
-	GuildID string `json:"guildID"`
-	// Node is the registry node id running the guild's actor.
-	Node string `json:"node"`
-	// Pod is the pod name of that node.
-	Pod string `json:"pod,omitempty"`
-	// EventAgeP50 and EventAgeP99 are the time from queue entry to dispatch.
-	EventAgeP50 time.Duration `json:"eventAgeP50"`
-	EventAgeP99 time.Duration `json:"eventAgeP99"`
-	// QueueLength is the number of events waiting in the actor's queue.
-	QueueLength int64 `json:"queueLength"`
-	// Online is the number of online sessions subscribed to the guild.
-	Online int64 `json:"online"`
-	// Members is the guild's member count.
-	Members int64 `json:"members"`
-	// VoiceCalls is the number of voice channels with participants.
-	VoiceCalls int64 `json:"voiceCalls"`
-}
+// GuildSample is one guild's load as its guild node reports it. The
+// runtime serves the same type (runtime/adminapi), which imports nothing
+// heavier than the standard library.
+type GuildSample = adminapi.GuildSample
 
 // GuildStats reports every guild of a cluster, as the guild nodes publish it.
 type GuildStats interface {

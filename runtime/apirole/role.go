@@ -24,6 +24,9 @@
 //     where the guild role runs); in `concord serve` the api role reaches
 //     the other guild nodes over HTTP, by the route tables api.Routes
 //     and bots.Routes export.
+//   - the guild statistics of the admin endpoints: served by the guild
+//     role; an api node of `concord serve` without it answers them for
+//     the cluster from the guild nodes' (adminstats.go).
 //   - the event log's outbox (Outbox): provided by the process (dev: the
 //     read path's; serve: the guild node's, with --eventlog=kafka://);
 //     absent, message events are not logged.
@@ -231,6 +234,13 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 		if err := proxyTo(ctx, b, mux); err != nil {
 			return err
 		}
+		if !local {
+			// No guild role here to answer the guild statistics: the
+			// node answers them for the cluster (adminstats.go).
+			if err := clusterStatsTo(ctx, b); err != nil {
+				return err
+			}
+		}
 		users := b.Store
 		flags = NewBotFlags(func(ctx context.Context, id snowflake.ID) (bool, error) {
 			u, err := users.GetUser(ctx, id)
@@ -280,6 +290,19 @@ func proxyTo(ctx context.Context, b *role.Builder, mux *http.ServeMux) error {
 	px := newProxy(ring, res, 2*cfg.LeaseTTL+time.Second, m, b.Logger.With("component", "proxy"))
 	px.maxUpload = maxUploadBody(cfg)
 	mux.Handle("/", px)
+	return nil
+}
+
+// clusterStatsTo serves the cluster's guild statistics among the
+// process's admin endpoints.
+func clusterStatsTo(ctx context.Context, b *role.Builder) error {
+	ring, err := role.Ring(ctx, b.Seams, b.Registry, registry.RoleGuild, registry.LocalRingConfig{Logger: b.Logger.With("component", "ring")})
+	if err != nil {
+		return err
+	}
+	s := &clusterStats{ring: ring, token: b.AdminToken, timeout: b.Config.CallTimeout, client: &http.Client{},
+		log: b.Logger.With("component", "guild-stats")}
+	s.routes(b.HandleAdmin)
 	return nil
 }
 

@@ -20,20 +20,19 @@ func (n named) ServeHTTP(w http.ResponseWriter, _ *http.Request) { _, _ = w.Writ
 
 // The one route table: the roles' routes first, a WebSocket upgrade
 // anywhere else to the gateway, GET outside the server's paths to the web
-// client, other requests to the REST handler, the probes, and /admin/
-// only with the admin token, the process's own endpoints before the
-// roles'.
+// client, other requests to the REST handler, the probes, and the roles'
+// admin endpoints under /admin/ only with the admin token.
 func TestRoutes(t *testing.T) {
 	p := NewProcess(nil)
 	p.Mux.Handle("/api/", named("rest-role"))
 	p.Admin.Handle("/admin/drain", named("role-admin"))
+	p.Admin.Handle("GET /admin/guilds", named("guild-admin"))
 	ready := false
 	h := Routes{
 		Process:    p,
 		Metrics:    prometheus.NewRegistry(),
 		Ready:      func() bool { return ready },
 		AdminToken: "secret",
-		OwnAdmin:   func(mux *http.ServeMux) { mux.Handle("/admin/guilds", named("own-admin")) },
 		Gateway:    named("gateway"),
 		REST:       named("rest-fallback"),
 	}.Handler()
@@ -61,7 +60,7 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/healthz", nil, 200, "ok\n"},
 		{"GET", "/readyz", nil, 503, "not ready\n"},
 		{"GET", "/admin/guilds", nil, 401, ""},
-		{"GET", "/admin/guilds", admin, 200, "own-admin"},
+		{"GET", "/admin/guilds", admin, 200, "guild-admin"},
 		{"POST", "/admin/drain", admin, 200, "role-admin"},
 	} {
 		code, body := do(c.method, c.path, c.hdr)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/rest"
-	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/web"
 )
 
@@ -30,9 +29,6 @@ type Routes struct {
 	Ready func() bool
 	// AdminToken guards /admin/; empty, no admin request is served.
 	AdminToken string
-	// OwnAdmin adds the process's own admin endpoints, served before the
-	// roles' (nil: none).
-	OwnAdmin func(mux *http.ServeMux)
 	// Gateway is the gateway role's node (nil on a process without it).
 	Gateway http.Handler
 	// REST is the handler on /api/ (nil: a JSON 404).
@@ -65,14 +61,10 @@ func (rt Routes) Operational(mux *http.ServeMux) {
 	HandleHealth(mux, rt.Ready)
 }
 
-// AdminRoutes adds /admin/ to mux: the process's own admin endpoints,
-// then the roles', all behind the admin token.
+// AdminRoutes adds /admin/ to mux: the roles' admin endpoints
+// (Process.Admin), behind the admin token.
 func (rt Routes) AdminRoutes(mux *http.ServeMux) {
-	own := http.NewServeMux()
-	if rt.OwnAdmin != nil {
-		rt.OwnAdmin(own)
-	}
-	mux.Handle("/admin/", adminauth.Guard(rt.AdminToken, role.AdminHandler(own, rt.Process.Admin)))
+	mux.Handle("/admin/", adminauth.Guard(rt.AdminToken, rt.Process.Admin))
 }
 
 // Public adds the roles' routes and the fallback (the gateway's root-path

@@ -373,13 +373,8 @@ func New(ctx context.Context, cfg Config) (_ *Node, err error) {
 		Metrics:    prometheus.Gatherers{n.metrics, prometheus.DefaultGatherer},
 		Ready:      func() bool { return n.ready.Load() && n.proc.Ready() == nil },
 		AdminToken: n.adminToken,
-		// The guild role's per-guild statistics (adminstats.go) the
-		// operator and kubectl-concord call; the roles' admin endpoints
-		// (the gateway's drain and hand-off, the voice role's drain)
-		// follow, behind the same token.
-		OwnAdmin: n.statsRoutes,
-		REST:     built.REST,
-		Web:      webOpts,
+		REST:       built.REST,
+		Web:        webOpts,
 	}
 	if n.gateway != nil {
 		n.routes.Gateway = n.gateway

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concord-chat/concord/runtime/adminapi"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -20,7 +21,7 @@ type PodConfig = config.Pod
 // Registry labels a node publishes.
 const (
 	labelSnowflake      = "concord.dev/snowflake"
-	labelAdmin          = "concord.dev/admin"
+	labelAdmin          = adminapi.LabelAdmin
 	labelCluster        = "concord.dev/cluster"
 	labelGatewayPool    = "concord.dev/gateway-pool"
 	labelClientClass    = "concord.dev/client-class"

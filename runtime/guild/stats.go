@@ -37,13 +37,17 @@ type Stats struct {
 	Online int
 	// Members is the guild's member count (0 while the guild loads).
 	Members int
+	// VoiceCalls is the number of the guild's voice channels with a call
+	// placed on a voice server (someone is in the channel).
+	VoiceCalls int
 }
 
 // actorStats is what an actor publishes for Stats. The actor goroutine
 // writes it after each operation; readers take mu or load the atomics.
 type actorStats struct {
-	online  atomic.Int64
-	members atomic.Int64
+	online     atomic.Int64
+	members    atomic.Int64
+	voiceCalls atomic.Int64
 
 	mu sync.Mutex
 	// ring holds the latest event ages; next is the number written so far.
@@ -70,6 +74,9 @@ func (st *actorStats) observe(now time.Time, age time.Duration) {
 func (a *Actor) publishStats() {
 	a.stats.online.Store(int64(len(a.subs)))
 	a.stats.members.Store(int64(len(a.members)))
+	if a.voice != nil {
+		a.stats.voiceCalls.Store(int64(len(a.voice.calls)))
+	}
 }
 
 // quantiles returns the p50 and p99 of the ages dispatched after
@@ -111,6 +118,7 @@ func (a *Actor) snapshot(now time.Time) Stats {
 		QueueLength: len(a.mailbox),
 		Online:      int(a.stats.online.Load()),
 		Members:     int(a.stats.members.Load()),
+		VoiceCalls:  int(a.stats.voiceCalls.Load()),
 	}
 }
 

@@ -115,3 +115,43 @@ func TestGuildStatsOfLoadedGuild(t *testing.T) {
 		t.Fatalf("AllGuildStats = %+v, want the one loaded guild", all)
 	}
 }
+
+// VoiceCalls counts the channels with a call: one per channel however
+// many are in it, none once the last one left.
+func TestGuildStatsVoiceCalls(t *testing.T) {
+	f := newVoiceFixture(t)
+	calls := func() int {
+		t.Helper()
+		st, ok := f.svc.GuildStats(f.gid)
+		if !ok {
+			t.Fatal("GuildStats of a loaded guild: not ok")
+		}
+		return st.VoiceCalls
+	}
+	if n := calls(); n != 0 {
+		t.Fatalf("voice calls before any join = %d, want 0", n)
+	}
+	if err := f.join(f.aliceS, f.open.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.join(f.bobS, f.open.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls(); n != 1 {
+		t.Fatalf("voice calls with two in one channel = %d, want 1", n)
+	}
+	if err := f.join(f.ownerS, f.limited.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls(); n != 2 {
+		t.Fatalf("voice calls with two channels in use = %d, want 2", n)
+	}
+	for _, s := range []event.Session{f.aliceS, f.bobS, f.ownerS} {
+		if err := f.join(s, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := calls(); n != 0 {
+		t.Fatalf("voice calls after everyone left = %d, want 0", n)
+	}
+}

@@ -23,6 +23,9 @@
 //     in-process fleet of `concord dev` (role.Parts.VoiceFleet), the SFUs
 //     of the registry in `concord serve`.
 //
+// Every process running the role serves the per-guild statistics of its
+// actors among its admin endpoints (adminstats.go).
+//
 // In `concord serve` the role also serves GuildNode (backend.go) for the
 // guilds the node owns and unloads the actors of guilds the ring moves
 // away (sweep.go).
@@ -169,6 +172,7 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 	if _, ok := role.Lookup(b.Seams, Service); ok {
 		return errors.New("the process has a guild service already")
 	}
+	localStats{svc: svc, node: cfg.Node}.routes(b.HandleAdmin)
 	_, err = role.Shared(b.Seams, Service, func() (*guild.Service, func() error, error) { return svc, closers.Close, nil })
 	return err
 }

@@ -23,9 +23,10 @@ var (
 	ErrUnknownNode = errors.New("transport: unknown node")
 	// ErrNoOwner means no live node owns the guild.
 	ErrNoOwner = errors.New("transport: no node owns the guild")
-	// ErrNotOwner means the called node does not own the guild (the
+	// ErrNotOwner means the called node does not own the key of the call
+	// (a guild, or the user of a read-state or presence call: the
 	// caller's ring is stale); the client retries on the new owner.
-	ErrNotOwner = errors.New("transport: guild not owned by this node")
+	ErrNotOwner = errors.New("transport: key not owned by this node")
 	// ErrWrongNode means a batch reached a gateway node it is not for.
 	ErrWrongNode = errors.New("transport: batch for another node")
 	// ErrUnavailable means the node could not be reached or is stopping.
@@ -134,6 +135,11 @@ func (t errorTable) fromStatus(err error) error {
 		return &remoteError{sentinel: context.DeadlineExceeded, st: st}
 	case codes.InvalidArgument:
 		return &remoteError{sentinel: ErrInvalid, st: st}
+	case codes.Aborted:
+		// Only ErrNotOwner travels as Aborted. A node of an earlier
+		// release names it by an older text, which this keeps matching
+		// during a rolling upgrade.
+		return &remoteError{sentinel: ErrNotOwner, st: st}
 	case codes.Unimplemented:
 		return &remoteError{sentinel: ErrNotServed, st: st}
 	}

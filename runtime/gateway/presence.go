@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/lifecycle"
 )
 
 // SessionReporter is the presence role as a gateway node sees it: it hears
@@ -58,14 +59,5 @@ func (n *Node) RunReports(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = DefaultReportInterval
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n.ReportSessions(ctx)
-		}
-	}
+	lifecycle.Every(ctx, interval, n.ReportSessions)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -186,20 +187,13 @@ func openBots(ctx context.Context, cfg config.Config, logger *slog.Logger, key [
 // purge drops expired interactions every purgeInterval until ctx ends.
 func (b *Bots) purge(ctx context.Context) {
 	defer close(b.done)
-	t := time.NewTicker(purgeInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if n, err := b.handler.PurgeInteractions(ctx); err != nil {
-				b.log.Warn("interaction purge failed", "err", err)
-			} else if n > 0 {
-				b.log.Debug("interactions purged", "count", n)
-			}
+	lifecycle.Every(ctx, purgeInterval, func(ctx context.Context) {
+		if n, err := b.handler.PurgeInteractions(ctx); err != nil {
+			b.log.Warn("interaction purge failed", "err", err)
+		} else if n > 0 {
+			b.log.Debug("interactions purged", "count", n)
 		}
-	}
+	})
 }
 
 // Close stops the purge loop and the handler's timers; the bot store and

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
+
+	"github.com/concord-chat/concord/runtime/httpserve"
+	"github.com/concord-chat/concord/runtime/registry"
 )
 
 // Serving is what Process.Serve serves and how it stops: the one
@@ -106,4 +110,57 @@ func (p *Process) Serve(ctx context.Context, s Serving) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return failed
+}
+
+// Serve starts the admin and gRPC servers, registers the node (with a
+// registry), reports ready and serves until ctx ends or a part fails; then
+// it shuts down as Process.Serve does (not ready, leave the registry so
+// the node's guilds move at once, drain the gateway, shut the servers
+// down within ShutdownTimeout). Close releases the rest.
+func (n *Node) Serve(ctx context.Context) error {
+	serving := n.cfg.ServingConfig()
+	var adminSrv *http.Server
+	if n.adminL != nil {
+		adminSrv = httpserve.NewServer(n.routes.AdminHandler(), serving)
+		go func() { n.srvErr <- httpserve.Serve(adminSrv, n.adminL, serving) }()
+	}
+	if n.grpc != nil {
+		go func() { n.srvErr <- n.grpc.Serve(n.grpcL) }()
+	}
+	s := Serving{
+		Server:   n.srv,
+		Errc:     n.srvErr,
+		Admin:    adminSrv,
+		Logger:   n.log,
+		Timeout:  n.cfg.ShutdownTimeout,
+		NotReady: func() { n.ready.Store(false) },
+	}
+	if n.reg != nil {
+		node := registry.Node{
+			Name:     n.cfg.Node,
+			Roles:    n.cfg.Roles,
+			Addr:     n.advertise(n.GRPCAddr()),
+			HTTPAddr: n.advertise(n.HTTPAddr()),
+			Labels:   n.registryLabels(),
+		}
+		regn, err := register(ctx, n.reg, node, n.cfg.LeaseTTL)
+		if err != nil {
+			return err
+		}
+		n.log.Info("node registered", "roles", strings.Join(n.cfg.Roles, ","), "http", node.HTTPAddr, "grpc", node.Addr)
+		// Leaving the registry first moves the node's guilds at once;
+		// after a failure the node leaves it and stops (Close stops the
+		// parts). A node whose snowflake pair another node claimed stops
+		// before their ids collide.
+		s.Leave = func(ctx context.Context) {
+			if err := regn.Close(ctx); err != nil {
+				n.log.Warn("leave registry", "err", err)
+			}
+		}
+		s.Abort = func() { _ = regn.Close(context.Background()) }
+		s.Stops = []Stop{{C: n.snowflakeLost, Err: fmt.Errorf("snowflake pair %s lost to another node while the registry lease lapsed: stopping before ids collide",
+			snowflakeLabel(n.cfg.Worker, n.cfg.Process))}}
+	}
+	n.ready.Store(true)
+	return n.proc.Serve(ctx, s)
 }

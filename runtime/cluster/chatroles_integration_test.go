@@ -83,7 +83,7 @@ func TestServeBuildsChatRoles(t *testing.T) {
 	}
 	// The node's REST surface and admin endpoints call the guild role's
 	// service, the one the seam holds.
-	if svc, ok := role.Lookup(&n.seams, guildrole.Service); !ok || svc == nil || svc != n.guilds {
+	if svc, ok := role.Lookup(n.seams, guildrole.Service); !ok || svc == nil || svc != n.guilds {
 		t.Fatalf("the guild seam of a node running the guild role = %p, %v; the node calls %p", svc, ok, n.guilds)
 	}
 

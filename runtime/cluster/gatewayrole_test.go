@@ -74,7 +74,7 @@ func TestServeBuildsGatewayRole(t *testing.T) {
 	if built != 1 {
 		t.Fatalf("the gateway role was built %d times, want 1", built)
 	}
-	if gw, ok := role.Lookup(&n.seams, gatewayrole.NodeKey); !ok || gw != n.gateway {
+	if gw, ok := role.Lookup(n.seams, gatewayrole.NodeKey); !ok || gw != n.gateway {
 		t.Fatal("the node serves another gateway than the role's")
 	}
 	addr := n.HTTPAddr()
@@ -109,7 +109,7 @@ func TestServeBuildsGatewayRole(t *testing.T) {
 	}
 
 	// The session directory finds the session on this node.
-	ring, err := role.Ring(ctx, &n.seams, n.reg, registry.RoleGateway, registry.LocalRingConfig{})
+	ring, err := role.Ring(ctx, n.seams, n.reg, registry.RoleGateway, registry.LocalRingConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func TestServeBuildsPresenceRole(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer n.Close()
-			side, ok := role.Lookup(&n.seams, presencerole.GatewayKey)
+			side, ok := role.Lookup(n.seams, presencerole.GatewayKey)
 			if ok != c.want || (used != nil) != c.want {
 				t.Fatalf("gateway side provided %v, used by the gateway %v; want %v", ok, used != nil, c.want)
 			}
@@ -66,7 +66,7 @@ func TestServeBuildsPresenceRole(t *testing.T) {
 			if side.Presence == nil || side.Resync == nil || used.Presence != side.Presence {
 				t.Fatal("the gateway does not report to the presence role's gateway side")
 			}
-			if _, ok := role.Lookup(&n.seams, role.RingKey(presencerole.Name)); !ok {
+			if _, ok := role.Lookup(n.seams, role.RingKey(presencerole.Name)); !ok {
 				t.Fatal("the presence role opened no presence ring")
 			}
 		})

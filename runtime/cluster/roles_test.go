@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/lifecycle"
+	"github.com/concord-chat/concord/runtime/role"
 )
 
 // A table role is built once from the node's configuration, serves its
@@ -27,7 +28,7 @@ func TestTableRole(t *testing.T) {
 		ready         atomic.Bool
 	)
 	saved := tableRoles
-	tableRoles = []Role{{Name: "echo", Build: func(ctx context.Context, b *Builder) error {
+	tableRoles = []role.Role{{Name: "echo", Build: func(ctx context.Context, b *role.Builder) error {
 		built.Add(1)
 		if b.Config.Node != "solo" || b.Store == nil || b.Registry == nil {
 			t.Errorf("builder without the node's parts: %+v", b)

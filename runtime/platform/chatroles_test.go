@@ -40,10 +40,10 @@ func TestDevBuildsChatRoles(t *testing.T) {
 	}
 	// The REST API, the gateway and read states call the guild role's
 	// service, the one the seam holds.
-	if svc, ok := role.Lookup(&p.seams, guildrole.Service); !ok || svc == nil || svc != p.guilds {
+	if svc, ok := role.Lookup(p.seams, guildrole.Service); !ok || svc == nil || svc != p.guilds {
 		t.Fatalf("the guild seam of concord dev = %p, %v; the platform calls %p", svc, ok, p.guilds)
 	}
-	if g, ok := role.Lookup(&p.seams, readstaterole.LocalGuilds); !ok || g != readstaterole.Guilds(p.guilds) {
+	if g, ok := role.Lookup(p.seams, readstaterole.LocalGuilds); !ok || g != readstaterole.Guilds(p.guilds) {
 		t.Fatal("read states of concord dev do not check visibility with the guild role's service")
 	}
 	if p.readStates.Local() == nil {

@@ -51,7 +51,7 @@ func TestDevBuildsGatewayRole(t *testing.T) {
 	if built != 1 {
 		t.Fatalf("the gateway role was built %d times, want 1", built)
 	}
-	if n, ok := role.Lookup(&p.seams, gatewayrole.NodeKey); !ok || n != p.gateway {
+	if n, ok := role.Lookup(p.seams, gatewayrole.NodeKey); !ok || n != p.gateway {
 		t.Fatalf("the gateway seam of concord dev = %p, %v; the platform serves %p", n, ok, p.gateway)
 	}
 

@@ -164,7 +164,7 @@ func (f *presenceFixture) dial(name, os string, pres map[string]any) *gwClient {
 // the role provides to the process's seams in `concord dev`.
 func (f *presenceFixture) presence() *presencerole.Local {
 	f.t.Helper()
-	l, ok := role.Lookup(&f.p.seams, presencerole.LocalKey)
+	l, ok := role.Lookup(f.p.seams, presencerole.LocalKey)
 	if !ok {
 		f.t.Fatal("the presence role provided no in-process service")
 	}

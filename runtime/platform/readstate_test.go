@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -26,18 +25,15 @@ func startTestPlatform(t *testing.T, opts ...func(*Config)) (*Platform, string) 
 	for _, o := range opts {
 		o(&cfg)
 	}
+	cfg.HTTP = "127.0.0.1:0"
 	p, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatalf("platform: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Serve(ctx, l) }()
+	go func() { defer close(done); _ = p.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; p.Close() })
-	return p, l.Addr().String()
+	return p, p.HTTPAddr()
 }
 
 func restCall(t *testing.T, addr, token, method, path string, body, out any) {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -54,19 +53,15 @@ func startServerWith(t *testing.T, mutate func(*platform.Config)) *server {
 		s.proxy = startProxy(t, s.direct)
 		return s
 	}
+	cfg.HTTP = "127.0.0.1:0"
 	p, err := platform.New(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatalf("start platform: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		cancel()
-		t.Fatalf("listen: %v", err)
-	}
 	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Serve(ctx, l) }()
-	s := &server{t: t, platform: p, direct: l.Addr().String()}
+	go func() { defer close(done); _ = p.Serve(ctx) }()
+	s := &server{t: t, platform: p, direct: p.HTTPAddr()}
 	s.proxy = startProxy(t, s.direct)
 	t.Cleanup(func() {
 		cancel()

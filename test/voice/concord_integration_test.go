@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -37,18 +36,14 @@ func startConcord(t *testing.T) *concord {
 	cfg.DevUser = false
 	cfg.Logger = testLogger(t)
 	ctx, cancel := context.WithCancel(context.Background())
+	cfg.HTTP = "127.0.0.1:0"
 	p, err := platform.New(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatalf("start concord dev: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
 	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Serve(ctx, l) }()
+	go func() { defer close(done); _ = p.Serve(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		<-done
@@ -58,7 +53,7 @@ func startConcord(t *testing.T) *concord {
 	if _, err := os.Stat(ca); err != nil {
 		t.Fatalf("concord dev wrote no voice CA at %s: %v", ca, err)
 	}
-	return &concord{t: t, p: p, addr: l.Addr().String(), caPath: ca}
+	return &concord{t: t, p: p, addr: p.HTTPAddr(), caPath: ca}
 }
 
 // do is one REST call; it fails the test on a status >= 300.

@@ -2,12 +2,9 @@ package main
 
 import (
 	"fmt"
-	"net"
 
 	"github.com/spf13/cobra"
 
-	"github.com/concord-chat/concord/runtime/app"
-	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/platform"
 )
 
@@ -36,29 +33,19 @@ token and the URLs.`,
 	return cmd
 }
 
-// runPlatform starts a platform, prints where it listens and serves until
-// the command's context ends (SIGINT/SIGTERM). The listener answers at
-// once: while the backends connect (platform.New retries an unreachable
-// Cassandra with backoff) an app.Gate serves /healthz 200, /readyz
-// 503 and 503 for everything else; then it forwards to the platform.
+// runPlatform opens `concord dev` (every role in one process), prints
+// where it listens and serves until the command's context ends
+// (SIGINT/SIGTERM). The listener answers at once: while the backends
+// connect (an unreachable Cassandra is retried with backoff) its Gate
+// serves /healthz 200, /readyz 503 and 503 for everything else.
 func runPlatform(cmd *cobra.Command, cfg platform.Config) error {
 	ctx := cmd.Context()
-	l, err := net.Listen("tcp", cfg.HTTP)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.HTTP, err)
-	}
-	gate := &app.Gate{}
-	srv := httpserve.NewServer(gate, cfg.ServingConfig())
-	errc := make(chan error, 1)
-	go func() { errc <- httpserve.Serve(srv, l, cfg.ServingConfig()) }()
 	p, err := platform.New(ctx, cfg)
 	if err != nil {
-		srv.Close()
 		return err
 	}
 	defer p.Close()
-	gate.Open(p.Handler())
-	addr := l.Addr().String()
+	addr := p.HTTPAddr()
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Concord is listening on http://%s\n", addr)
 	fmt.Fprintf(out, "  REST API:  http://%s/api/v10\n", addr)
@@ -67,5 +54,5 @@ func runPlatform(cmd *cobra.Command, cfg platform.Config) error {
 		fmt.Fprintf(out, "  Dev token: %s\n", p.DevToken)
 	}
 	fmt.Fprintf(out, "  Metrics:   http://%s/metrics\n", addr)
-	return p.Run(ctx, srv, errc)
+	return p.Serve(ctx)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -96,17 +95,14 @@ func startDevStoppable(t *testing.T, o livetest.Options, dir string) (*livetest.
 	cfg.Live.PingInterval, cfg.Live.ReportInterval = g.PingInterval, g.ReportInterval
 	cfg.Live.MaxPending, cfg.Live.FlushInterval = g.MaxPending, g.FlushInterval
 	ctx, cancel := context.WithCancel(context.Background())
+	cfg.HTTP = "127.0.0.1:0"
 	p, err := platform.New(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	served := make(chan error, 1)
-	go func() { served <- p.Serve(ctx, l) }()
+	go func() { served <- p.Serve(ctx) }()
 	var once atomic.Bool
 	stop := func() {
 		if once.Swap(true) {
@@ -119,6 +115,6 @@ func startDevStoppable(t *testing.T, o livetest.Options, dir string) (*livetest.
 		}
 	}
 	t.Cleanup(stop)
-	url := "http://" + l.Addr().String()
+	url := "http://" + p.HTTPAddr()
 	return livetest.Remote(t, url, livetest.RemoteRoles{NewUser: livetest.Register(url), Viewers: livetest.MetricViewers(url)}), stop
 }

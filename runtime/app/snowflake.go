@@ -1,4 +1,4 @@
-package cluster
+package app
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func claimSnowflake(ctx context.Context, reg registry.Registry, cfg Config) (Con
 	claimer, ok := reg.(registry.Claimer)
 	if !ok {
 		if cfg.SnowflakeAuto {
-			return cfg, nil, errors.New("cluster: --snowflake-id=auto needs a registry that can claim keys (etcd)")
+			return cfg, nil, errors.New("--snowflake-id=auto needs a registry that can claim keys (etcd)")
 		}
 		return cfg, nil, checkUnique(ctx, reg, cfg)
 	}
@@ -69,7 +69,7 @@ func claimFreePair(ctx context.Context, reg registry.Registry, c registry.Claime
 	}
 	claimed, err := reg.List(ctx, snowflakePrefix)
 	if err != nil {
-		return 0, 0, nil, fmt.Errorf("cluster: list snowflake claims: %w", err)
+		return 0, 0, nil, fmt.Errorf("list snowflake claims: %w", err)
 	}
 	for i := range snowflakePairs {
 		w, p := i/32, i%32
@@ -82,11 +82,11 @@ func claimFreePair(ctx context.Context, reg registry.Registry, c registry.Claime
 			continue // another node took it since the List
 		}
 		if err != nil {
-			return 0, 0, nil, fmt.Errorf("cluster: claim snowflake pair %d/%d: %w", w, p, err)
+			return 0, 0, nil, fmt.Errorf("claim snowflake pair %d/%d: %w", w, p, err)
 		}
 		return w, p, lost, nil
 	}
-	return 0, 0, nil, fmt.Errorf("cluster: every one of the %d snowflake worker/process pairs is held by a live node", snowflakePairs)
+	return 0, 0, nil, fmt.Errorf("every one of the %d snowflake worker/process pairs is held by a live node", snowflakePairs)
 }
 
 // claimPair claims the configured pair. A pair held under this node's
@@ -102,22 +102,22 @@ func claimPair(ctx context.Context, reg registry.Registry, c registry.Claimer, c
 			return lost, nil
 		}
 		if !errors.Is(err, registry.ErrExists) {
-			return nil, fmt.Errorf("cluster: claim snowflake pair %d/%d: %w", w, p, err)
+			return nil, fmt.Errorf("claim snowflake pair %d/%d: %w", w, p, err)
 		}
 		holder, gerr := reg.Get(ctx, key)
 		if gerr != nil && !errors.Is(gerr, registry.ErrNotFound) {
-			return nil, fmt.Errorf("cluster: read snowflake claim %d/%d: %w", w, p, gerr)
+			return nil, fmt.Errorf("read snowflake claim %d/%d: %w", w, p, gerr)
 		}
 		if gerr == nil && string(holder) != cfg.Node {
-			return nil, fmt.Errorf("cluster: node %s already mints ids as worker/process %s; give each process its own --worker/--process, or --snowflake-id=auto",
+			return nil, fmt.Errorf("node %s already mints ids as worker/process %s; give each process its own --worker/--process, or --snowflake-id=auto",
 				holder, snowflakeLabel(w, p))
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("cluster: snowflake pair %s is still held by a previous %s after %s", snowflakeLabel(w, p), cfg.Node, 2*cfg.LeaseTTL+time.Second)
+			return nil, fmt.Errorf("snowflake pair %s is still held by a previous %s after %s", snowflakeLabel(w, p), cfg.Node, 2*cfg.LeaseTTL+time.Second)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("cluster: claim snowflake pair: %w", ctx.Err())
+			return nil, fmt.Errorf("claim snowflake pair: %w", ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -1,8 +1,9 @@
-package cluster
+package app
 
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 
@@ -33,10 +34,10 @@ func validatePod(c Config) error {
 	p := c.Pod
 	gw := p.GatewayPool != "" || p.ClientClass != "" || p.SessionsTarget != 0
 	if gw && !has(c, registry.RoleGateway) {
-		return errors.New("cluster: --gateway-pool, --gateway-client-class and --gateway-sessions-target are for nodes running the gateway role")
+		return errors.New("--gateway-pool, --gateway-client-class and --gateway-sessions-target are for nodes running the gateway role")
 	}
 	if p.DedicatedGuild != 0 && !has(c, registry.RoleGuild) {
-		return errors.New("cluster: --guild-dedicated is for nodes running the guild role")
+		return errors.New("--guild-dedicated is for nodes running the guild role")
 	}
 	return nil
 }
@@ -99,7 +100,7 @@ func registerPodMetrics(reg prometheus.Registerer, c Config) error {
 	}
 	for _, col := range cs {
 		if err := reg.Register(col); err != nil {
-			return fmt.Errorf("cluster: register pod metrics: %w", err)
+			return fmt.Errorf("register pod metrics: %w", err)
 		}
 	}
 	return nil
@@ -110,4 +111,13 @@ func dedicatedLabel(id snowflake.ID) string {
 		return ""
 	}
 	return strconv.FormatUint(uint64(id), 10)
+}
+
+// advertise returns addr with the configured advertised host.
+func (n *Node) advertise(addr string) string {
+	if addr == "" || n.cfg.AdvertiseHost == "" {
+		return addr
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	return net.JoinHostPort(n.cfg.AdvertiseHost, port)
 }

@@ -1,4 +1,4 @@
-package cluster
+package app
 
 import (
 	"context"
@@ -9,45 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/app"
-	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/registry"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
-	"github.com/concord-chat/concord/runtime/store"
 )
-
-// openStore opens the store as `concord dev` does (app.OpenStore):
-// cassandra:// (or scylla://), the store of a multi-process cluster,
-// behind the process's coalescing data service; pebble:, a local
-// directory that one process alone may use, accepted only when this
-// process runs every role (and the registry then shows no other node,
-// checked at registration).
-func openStore(ctx context.Context, cfg Config) (store.Store, error) {
-	if !sharedStore(cfg.Store) && cfg.Store != "" && !strings.HasPrefix(cfg.Store, "pebble:") {
-		return nil, fmt.Errorf("cluster: unknown --store %q (want cassandra://host:port/keyspace, or pebble:DIR for a single process)", config.RedactURL(cfg.Store))
-	}
-	s, err := app.OpenStore(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	return s, nil
-}
-
-// unwrapStore returns the adapter under the coalescing wrappers.
-func unwrapStore(s store.Store) store.Store {
-	for {
-		u, ok := s.(interface{ Unwrap() store.Store })
-		if !ok {
-			return s
-		}
-		s = u.Unwrap()
-	}
-}
 
 // openRegistry connects to etcd (etcd://host:port[,host:port...][/prefix],
 // keys under /prefix/, default /concord/) or, for --registry=embedded,
 // starts an embedded etcd in <data-dir>/etcd that only this process uses
-// (every role in one process). stop releases what openRegistry started.
+// (the gateway, api and guild roles in one process). stop releases what openRegistry started.
 func openRegistry(ctx context.Context, cfg Config) (reg registry.Registry, stop func(), err error) {
 	var endpoints []string
 	var prefix string
@@ -64,16 +33,16 @@ func openRegistry(ctx context.Context, cfg Config) (reg registry.Registry, stop 
 			}
 		}
 		if len(endpoints) == 0 {
-			return nil, nil, fmt.Errorf("cluster: --registry=%s names no host", cfg.Registry)
+			return nil, nil, fmt.Errorf("--registry=%s names no host", cfg.Registry)
 		}
 	case cfg.Registry == "" || cfg.Registry == "embedded":
-		if !allRoles(cfg) {
-			return nil, nil, errors.New("cluster: --registry=embedded serves this process only; " +
+		if !coreAll(cfg) {
+			return nil, nil, errors.New("--registry=embedded serves this process only; " +
 				"nodes running some roles need a shared etcd: --registry=etcd://host:port")
 		}
 		dir := filepath.Join(cfg.DataDir, "etcd")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, nil, fmt.Errorf("cluster: etcd dir: %w", err)
+			return nil, nil, fmt.Errorf("etcd dir: %w", err)
 		}
 		estop, ep, err := etcdreg.StartEmbedded(ctx, dir, "")
 		if err != nil {
@@ -81,7 +50,7 @@ func openRegistry(ctx context.Context, cfg Config) (reg registry.Registry, stop 
 		}
 		endpoints, stop = []string{ep}, estop
 	default:
-		return nil, nil, fmt.Errorf("cluster: unknown --registry %q (want etcd://host:port or embedded)", cfg.Registry)
+		return nil, nil, fmt.Errorf("unknown --registry %q (want etcd://host:port or embedded)", cfg.Registry)
 	}
 	r, err := etcdreg.New(etcdreg.Config{
 		Endpoints: endpoints,
@@ -91,7 +60,7 @@ func openRegistry(ctx context.Context, cfg Config) (reg registry.Registry, stop 
 	})
 	if err != nil {
 		stop()
-		return nil, nil, fmt.Errorf("cluster: registry: %w", err)
+		return nil, nil, fmt.Errorf("registry: %w", err)
 	}
 	return r, stop, nil
 }
@@ -105,13 +74,13 @@ func register(ctx context.Context, reg registry.Registry, n registry.Node, ttl t
 		r, err := reg.Register(ctx, n)
 		if err == nil || !errors.Is(err, registry.ErrExists) || time.Now().After(deadline) {
 			if err != nil {
-				return nil, fmt.Errorf("cluster: register %s: %w", n.Name, err)
+				return nil, fmt.Errorf("register %s: %w", n.Name, err)
 			}
 			return r, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("cluster: register %s: %w", n.Name, ctx.Err())
+			return nil, fmt.Errorf("register %s: %w", n.Name, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -127,10 +96,10 @@ func checkUnique(ctx context.Context, reg registry.Registry, cfg Config) error {
 			return nil
 		}
 		if n.Labels[labelSnowflake] == mine {
-			return fmt.Errorf("cluster: node %s already mints ids as worker/process %s; give each process its own --worker/--process, or --snowflake-id=auto", n.Name, mine)
+			return fmt.Errorf("node %s already mints ids as worker/process %s; give each process its own --worker/--process, or --snowflake-id=auto", n.Name, mine)
 		}
 		if !sharedStore(cfg.Store) && !storeless(cfg) && !storeless(Config{Roles: n.Roles}) {
-			return fmt.Errorf("cluster: node %s is live but this node's store %q is local to one process; use --store=cassandra://host:port/keyspace", n.Name, cfg.Store)
+			return fmt.Errorf("node %s is live but this node's store %q is local to one process; use --store=cassandra://host:port/keyspace", n.Name, cfg.Store)
 		}
 		return nil
 	})
@@ -142,10 +111,10 @@ func checkUnique(ctx context.Context, reg registry.Registry, cfg Config) error {
 func eachLiveNode(ctx context.Context, reg registry.Registry, fn func(registry.Node) error) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for _, role := range Roles {
+	for _, role := range DefaultTables().Names() {
 		ch, err := reg.Watch(wctx, role)
 		if err != nil {
-			return fmt.Errorf("cluster: watch %s: %w", role, err)
+			return fmt.Errorf("watch %s: %w", role, err)
 		}
 		var snap registry.Snapshot
 		select {
@@ -160,12 +129,6 @@ func eachLiveNode(ctx context.Context, reg registry.Registry, fn func(registry.N
 		}
 	}
 	return nil
-}
-
-// sharedStore reports whether a --store URL names a store several
-// processes can share.
-func sharedStore(url string) bool {
-	return strings.HasPrefix(url, "cassandra://") || strings.HasPrefix(url, "scylla://")
 }
 
 func snowflakeLabel(worker, process int) string { return fmt.Sprintf("%d/%d", worker, process) }

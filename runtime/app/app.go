@@ -1,15 +1,19 @@
-// Package app is Concord's composition root, shared by `concord dev`
-// (runtime/platform: every role in one process, embedded backends) and
-// `concord serve --roles=...` (runtime/cluster: the roles one node
-// names): the backends both open the same way (the store — Pebble, or
-// Cassandra behind the coalescing data service —, the token-signing key,
-// the event log with its outbox), the one role.Build pass over the role
-// tables with the lookups of what the roles provide, the one HTTP route
-// table (web client, root-path WebSocket upgrade, /metrics, /healthz,
-// /readyz, /admin behind the admin token), the one lifecycle.Group
-// the roles' parts start in and stop from in reverse, and the one
-// serve-and-shutdown sequence (Process.Serve: not ready, leave, drain
-// the gateway, shut the servers down).
+// Package app is Concord's composition root: one Node is one Concord
+// process, `concord dev` (runtime/platform: every role of the role
+// tables) and `concord serve --roles=...` (runtime/cluster: the roles
+// one node names) alike, opened by Open. Check is the one set of rules
+// for a configuration and decides the mode: a process running every role
+// keeps every seam in process and opens no registry; one running some
+// roles registers in etcd, claims its snowflake pair and reaches the
+// other roles over gRPC. Both modes open the backends the same way (the
+// store — Pebble, or Cassandra behind the coalescing data service —, the
+// token-signing key, the event log with its outbox), build the roles in
+// one role.Build pass over the role tables, serve one HTTP route table
+// (web client, root-path WebSocket upgrade, /metrics, /healthz, /readyz,
+// /admin behind the admin token), run the roles' parts in one
+// lifecycle.Group that stops in reverse, and serve and shut down through
+// one sequence (Process.Serve: not ready, leave, drain the gateway, shut
+// the servers down).
 package app
 
 import (

@@ -1,10 +1,8 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/internal/gwtest"
+	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gatewayrole"
@@ -84,11 +83,11 @@ func TestServeBuildsGatewayRole(t *testing.T) {
 		ID    snowflake.ID `json:"user_id,string"`
 		Token string       `json:"token"`
 	}
-	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "alice", "password": "alice password"}, &user)
+	resttest.Call(t, addr, "", "POST", "/auth/register", map[string]string{"username": "alice", "password": "alice password"}, &user)
 	var g struct {
 		ID string `json:"id"`
 	}
-	restCall(t, addr, user.Token, "POST", "/guilds", map[string]string{"name": "served"}, &g)
+	resttest.Call(t, addr, user.Token, "POST", "/guilds", map[string]string{"name": "served"}, &g)
 
 	c, err := gwtest.Dial(gwtest.URL(addr), user.Token, gwtest.Options{Name: "alice", Intents: 1})
 	if err != nil {
@@ -160,30 +159,5 @@ func waitReady(t *testing.T, addr string) {
 			t.Fatalf("/readyz not 200 within 30 s: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// restCall calls the node's REST API.
-func restCall(t *testing.T, addr, token, method, path string, body, out any) {
-	t.Helper()
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest(method, "http://"+addr+"/api/v10"+path, bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("decode %s: %v", raw, err)
-		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/concord-chat/concord/internal/resttest"
 )
 
 // TestBotsOnCassandraAreShared runs two platforms (as two processes would)
@@ -43,22 +45,22 @@ func TestBotsOnCassandraAreShared(t *testing.T) {
 	var u struct {
 		Token string `json:"token"`
 	}
-	restCall(t, a, "", "POST", "/auth/register", map[string]any{"username": "owner", "password": "correct-horse-1"}, &u)
+	resttest.Call(t, a, "", "POST", "/auth/register", map[string]any{"username": "owner", "password": "correct-horse-1"}, &u)
 	var app struct {
 		ID  string `json:"id"`
 		Bot struct {
 			ID string `json:"id"`
 		} `json:"bot"`
 	}
-	restCall(t, a, u.Token, "POST", "/applications", map[string]any{"name": "Shared"}, &app)
+	resttest.Call(t, a, u.Token, "POST", "/applications", map[string]any{"name": "Shared"}, &app)
 	var reset struct {
 		Token string `json:"token"`
 	}
-	restCall(t, a, u.Token, "POST", "/applications/"+app.ID+"/bot/reset", nil, &reset)
+	resttest.Call(t, a, u.Token, "POST", "/applications/"+app.ID+"/bot/reset", nil, &reset)
 	var me struct {
 		ID string `json:"id"`
 	}
-	restCall(t, b, "Bot "+reset.Token, "GET", "/oauth2/applications/@me", nil, &me)
+	resttest.Call(t, b, "Bot "+reset.Token, "GET", "/oauth2/applications/@me", nil, &me)
 	if me.ID != app.ID {
 		t.Fatalf("the other platform sees application %q, want %q", me.ID, app.ID)
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/wire"
@@ -23,9 +24,9 @@ func TestBotMessagesInArchivedThreads(t *testing.T) {
 	var g struct {
 		ID snowflake.ID `json:"id"`
 	}
-	restCall(t, addr, tok, "POST", "/guilds", map[string]any{"name": "frozen"}, &g)
+	resttest.Call(t, addr, tok, "POST", "/guilds", map[string]any{"name": "frozen"}, &g)
 	var chans []wire.Channel
-	restCall(t, addr, tok, "GET", fmt.Sprintf("/guilds/%d/channels", g.ID), nil, &chans)
+	resttest.Call(t, addr, tok, "GET", fmt.Sprintf("/guilds/%d/channels", g.ID), nil, &chans)
 	var text snowflake.ID
 	for _, c := range chans {
 		if c.Type == 0 {
@@ -36,12 +37,12 @@ func TestBotMessagesInArchivedThreads(t *testing.T) {
 		t.Fatalf("no text channel in %+v", chans)
 	}
 	var starter, inThread, plain wire.Message
-	restCall(t, addr, tok, "POST", fmt.Sprintf("/channels/%d/messages", text), map[string]any{"content": "thread here"}, &starter)
+	resttest.Call(t, addr, tok, "POST", fmt.Sprintf("/channels/%d/messages", text), map[string]any{"content": "thread here"}, &starter)
 	var th wire.Channel
-	restCall(t, addr, tok, "POST", fmt.Sprintf("/channels/%d/messages/%d/threads", text, starter.ID), map[string]any{"name": "t"}, &th)
-	restCall(t, addr, tok, "POST", fmt.Sprintf("/channels/%d/messages", th.ID), map[string]any{"content": "in the thread"}, &inThread)
-	restCall(t, addr, tok, "POST", fmt.Sprintf("/channels/%d/messages", text), map[string]any{"content": "plain"}, &plain)
-	restCall(t, addr, tok, "PATCH", fmt.Sprintf("/channels/%d", th.ID), map[string]any{"archived": true}, nil)
+	resttest.Call(t, addr, tok, "POST", fmt.Sprintf("/channels/%d/messages/%d/threads", text, starter.ID), map[string]any{"name": "t"}, &th)
+	resttest.Call(t, addr, tok, "POST", fmt.Sprintf("/channels/%d/messages", th.ID), map[string]any{"content": "in the thread"}, &inThread)
+	resttest.Call(t, addr, tok, "POST", fmt.Sprintf("/channels/%d/messages", text), map[string]any{"content": "plain"}, &plain)
+	resttest.Call(t, addr, tok, "PATCH", fmt.Sprintf("/channels/%d", th.ID), map[string]any{"archived": true}, nil)
 
 	bm := apirole.NewMessages(p.Store(), p.Guilds(), nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx := context.Background()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/internal/gwtest"
+	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/eventlog/outbox"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
@@ -31,18 +32,18 @@ func testInteractionReplyMentionCounts(t *testing.T, opts ...func(*Config)) {
 	var app struct {
 		ID string `json:"id"`
 	}
-	restCall(t, addr, alice.Token, "POST", "/applications", map[string]any{"name": "Pinger"}, &app)
+	resttest.Call(t, addr, alice.Token, "POST", "/applications", map[string]any{"name": "Pinger"}, &app)
 	var reset struct {
 		Token string `json:"token"`
 	}
-	restCall(t, addr, alice.Token, "POST", "/applications/"+app.ID+"/bot/reset", nil, &reset)
+	resttest.Call(t, addr, alice.Token, "POST", "/applications/"+app.ID+"/bot/reset", nil, &reset)
 	perms := fmt.Sprint(1<<10 | 1<<11 | 1<<16) // VIEW_CHANNEL, SEND_MESSAGES, READ_MESSAGE_HISTORY
-	restCall(t, addr, alice.Token, "POST", "/oauth2/authorize?client_id="+app.ID+"&scope=bot&permissions="+perms,
+	resttest.Call(t, addr, alice.Token, "POST", "/oauth2/authorize?client_id="+app.ID+"&scope=bot&permissions="+perms,
 		map[string]any{"guild_id": g.ID, "permissions": perms, "authorize": true}, nil)
 	var cmd struct {
 		ID string `json:"id"`
 	}
-	restCall(t, addr, "Bot "+reset.Token, "POST", "/applications/"+app.ID+"/guilds/"+g.ID+"/commands",
+	resttest.Call(t, addr, "Bot "+reset.Token, "POST", "/applications/"+app.ID+"/guilds/"+g.ID+"/commands",
 		map[string]any{"name": "ping", "description": "pings bob", "type": 1}, &cmd)
 
 	// The bot's gateway session receives the interaction once it is
@@ -50,7 +51,7 @@ func testInteractionReplyMentionCounts(t *testing.T, opts ...func(*Config)) {
 	bot := identifyBot(t, addr, reset.Token)
 	bot.next("READY")
 	bot.next("GUILD_CREATE")
-	restCall(t, addr, alice.Token, "POST", "/interactions", map[string]any{
+	resttest.Call(t, addr, alice.Token, "POST", "/interactions", map[string]any{
 		"type": 2, "application_id": app.ID, "guild_id": g.ID, "channel_id": ch.ID,
 		"data": map[string]any{"id": cmd.ID, "name": "ping", "type": 1},
 	}, nil)
@@ -61,7 +62,7 @@ func testInteractionReplyMentionCounts(t *testing.T, opts ...func(*Config)) {
 	if err := json.Unmarshal(bot.next("INTERACTION_CREATE"), &ix); err != nil {
 		t.Fatal(err)
 	}
-	restCall(t, addr, "", "POST", "/interactions/"+ix.ID+"/"+ix.Token+"/callback",
+	resttest.Call(t, addr, "", "POST", "/interactions/"+ix.ID+"/"+ix.Token+"/callback",
 		map[string]any{"type": 4, "data": map[string]any{"content": "pong <@" + bob.UserID + ">"}}, nil)
 
 	bobID, _ := snowflake.Parse(bob.UserID)
@@ -71,7 +72,7 @@ func testInteractionReplyMentionCounts(t *testing.T, opts ...func(*Config)) {
 	var follow struct {
 		ID string `json:"id"`
 	}
-	restCall(t, addr, "", "POST", "/webhooks/"+app.ID+"/"+ix.Token,
+	resttest.Call(t, addr, "", "POST", "/webhooks/"+app.ID+"/"+ix.Token,
 		map[string]any{"content": "and again <@" + bob.UserID + ">"}, &follow)
 	awaitMentions(t, p, bobID, chID, 2)
 

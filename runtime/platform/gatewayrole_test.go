@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/concord-chat/concord/internal/gwtest"
+	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/gatewayrole"
 	"github.com/concord-chat/concord/runtime/role"
@@ -72,7 +73,7 @@ func TestDevBuildsGatewayRole(t *testing.T) {
 		t.Fatalf("sessions on the role's node: %d, want 1 (alice)", got)
 	}
 	// A message fans out from the guild role's actor to the role's node.
-	restCall(t, addr, bob.Token, "POST", "/channels/"+ch.ID+"/messages", map[string]any{"content": "through the role"}, nil)
+	resttest.Call(t, addr, bob.Token, "POST", "/channels/"+ch.ID+"/messages", map[string]any{"content": "through the role"}, nil)
 	a.until("MESSAGE_CREATE", func(d json.RawMessage) bool { return strings.Contains(string(d), "through the role") })
 
 	admin := func(method, tok string) (int, map[string]any) {

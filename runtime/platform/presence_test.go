@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/internal/gwtest"
+	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/counters/counterstest"
 	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/role"
@@ -116,13 +117,13 @@ func newPresenceFixture(t *testing.T, members ...string) *presenceFixture {
 	var g struct {
 		ID string `json:"id"`
 	}
-	restCall(t, addr, f.users["alice"].Token, "POST", "/guilds", map[string]string{"name": "presence"}, &g)
+	resttest.Call(t, addr, f.users["alice"].Token, "POST", "/guilds", map[string]string{"name": "presence"}, &g)
 	f.guild = g.ID
 	var chans []struct {
 		ID   string `json:"id"`
 		Name string `json:"name"`
 	}
-	restCall(t, addr, f.users["alice"].Token, "GET", "/guilds/"+g.ID+"/channels", nil, &chans)
+	resttest.Call(t, addr, f.users["alice"].Token, "GET", "/guilds/"+g.ID+"/channels", nil, &chans)
 	for _, c := range chans {
 		if c.Name == "general" {
 			f.general = c.ID
@@ -131,7 +132,7 @@ func newPresenceFixture(t *testing.T, members ...string) *presenceFixture {
 	var inv struct {
 		Code string `json:"code"`
 	}
-	restCall(t, addr, f.users["alice"].Token, "POST", "/channels/"+f.general+"/invites", map[string]any{}, &inv)
+	resttest.Call(t, addr, f.users["alice"].Token, "POST", "/channels/"+f.general+"/invites", map[string]any{}, &inv)
 	f.invite = inv.Code
 	for _, m := range members {
 		f.join(m)
@@ -141,13 +142,13 @@ func newPresenceFixture(t *testing.T, members ...string) *presenceFixture {
 
 func (f *presenceFixture) register(name string) {
 	var u testUser
-	restCall(f.t, f.addr, "", "POST", "/auth/register", map[string]string{"username": name, "password": name + " password!"}, &u)
+	resttest.Call(f.t, f.addr, "", "POST", "/auth/register", map[string]string{"username": name, "password": name + " password!"}, &u)
 	f.users[name] = u
 }
 
 func (f *presenceFixture) join(name string) {
 	f.register(name)
-	restCall(f.t, f.addr, f.users[name].Token, "POST", "/invites/"+f.invite, map[string]any{}, nil)
+	resttest.Call(f.t, f.addr, f.users[name].Token, "POST", "/invites/"+f.invite, map[string]any{}, nil)
 }
 
 // dial connects a user and waits for the guild's GUILD_CREATE and for
@@ -182,7 +183,7 @@ func (f *presenceFixture) tick() {
 func (f *presenceFixture) marker() string {
 	f.markers++
 	content := "marker-" + time.Now().Format("150405.000000") + "-" + string(rune('a'+f.markers%26))
-	restCall(f.t, f.addr, f.users["alice"].Token, "POST", "/channels/"+f.general+"/messages", map[string]string{"content": content}, nil)
+	resttest.Call(f.t, f.addr, f.users["alice"].Token, "POST", "/channels/"+f.general+"/messages", map[string]string{"content": content}, nil)
 	return content
 }
 
@@ -409,7 +410,7 @@ func TestMemberListRangesOverSockets(t *testing.T) {
 	var secret struct {
 		ID string `json:"id"`
 	}
-	restCall(t, f.addr, f.users["alice"].Token, "POST", "/guilds/"+f.guild+"/channels", map[string]any{
+	resttest.Call(t, f.addr, f.users["alice"].Token, "POST", "/guilds/"+f.guild+"/channels", map[string]any{
 		"name": "secret", "permission_overwrites": []map[string]any{{"id": c, "type": 1, "allow": "0", "deny": "1024"}},
 	}, &secret)
 	alice.send(14, map[string]any{"guild_id": f.guild, "channels": map[string]any{secret.ID: [][]int{{0, 99}}}})
@@ -512,12 +513,12 @@ func TestTypingGoesToFocusedSessions(t *testing.T) {
 	focused.send(14, map[string]any{"guild_id": f.guild, "channels": map[string]any{f.general: [][]int{{0, 99}}}})
 	focused.next("GUILD_MEMBER_LIST_UPDATE")
 	alice := f.users["alice"]
-	restCall(t, f.addr, alice.Token, "POST", "/channels/"+f.general+"/typing", nil, nil)
+	resttest.Call(t, f.addr, alice.Token, "POST", "/channels/"+f.general+"/typing", nil, nil)
 	d := focused.next("TYPING_START")
 	if !strings.Contains(string(d), `"user_id":"`+alice.UserID+`"`) || !strings.Contains(string(d), `"channel_id":"`+f.general+`"`) {
 		t.Fatalf("TYPING_START %s", d)
 	}
-	restCall(t, f.addr, alice.Token, "POST", "/channels/"+f.general+"/typing", nil, nil) // throttled
+	resttest.Call(t, f.addr, alice.Token, "POST", "/channels/"+f.general+"/typing", nil, nil) // throttled
 	m := f.marker()
 	focused.none("TYPING_START", m, nil)
 	elsewhere.none("TYPING_START", m, nil)

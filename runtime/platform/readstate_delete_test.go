@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
@@ -21,7 +22,7 @@ func TestDeletingAMentionLowersTheCount(t *testing.T) {
 		var m struct {
 			ID string `json:"id"`
 		}
-		restCall(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/messages",
+		resttest.Call(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/messages",
 			map[string]any{"content": fmt.Sprintf("%d <@%s>", i, bob.UserID)}, &m)
 		ids[i] = m.ID
 	}
@@ -29,8 +30,8 @@ func TestDeletingAMentionLowersTheCount(t *testing.T) {
 	chID, _ := snowflake.Parse(ch.ID)
 	await := func(what string, want int) { awaitMentionCount(t, p, what, bobID, chID, want) }
 	await("three mentions", 3)
-	restCall(t, addr, alice.Token, "DELETE", "/channels/"+ch.ID+"/messages/"+ids[0], nil, nil)
+	resttest.Call(t, addr, alice.Token, "DELETE", "/channels/"+ch.ID+"/messages/"+ids[0], nil, nil)
 	await("one mentioning message deleted", 2)
-	restCall(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/messages/bulk-delete", map[string]any{"messages": ids[1:]}, nil)
+	resttest.Call(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/messages/bulk-delete", map[string]any{"messages": ids[1:]}, nil)
 	await("the other two bulk-deleted", 0)
 }

@@ -1,16 +1,15 @@
 package platform
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/concord-chat/concord/internal/gwtest"
+	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
@@ -34,34 +33,6 @@ func startTestPlatform(t *testing.T, opts ...func(*Config)) (*Platform, string) 
 	go func() { defer close(done); _ = p.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; p.Close() })
 	return p, p.HTTPAddr()
-}
-
-func restCall(t *testing.T, addr, token, method, path string, body, out any) {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://"+addr+"/api/v10"+path, rd)
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("decode %s: %v", raw, err)
-		}
-	}
 }
 
 // idOnly is the id of a created object.
@@ -94,15 +65,15 @@ func awaitMentionCount(t *testing.T, p *Platform, what string, user, ch snowflak
 // with a #news channel and bob joins it through an invite.
 func guildOfTwo(t *testing.T, addr, name string) (alice, bob testUser, g, ch idOnly) {
 	t.Helper()
-	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "alice", "password": "alice password"}, &alice)
-	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "bob", "password": "bob password!"}, &bob)
-	restCall(t, addr, alice.Token, "POST", "/guilds", map[string]string{"name": name}, &g)
-	restCall(t, addr, alice.Token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "news"}, &ch)
+	resttest.Call(t, addr, "", "POST", "/auth/register", map[string]string{"username": "alice", "password": "alice password"}, &alice)
+	resttest.Call(t, addr, "", "POST", "/auth/register", map[string]string{"username": "bob", "password": "bob password!"}, &bob)
+	resttest.Call(t, addr, alice.Token, "POST", "/guilds", map[string]string{"name": name}, &g)
+	resttest.Call(t, addr, alice.Token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "news"}, &ch)
 	var inv struct {
 		Code string `json:"code"`
 	}
-	restCall(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
-	restCall(t, addr, bob.Token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+	resttest.Call(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
+	resttest.Call(t, addr, bob.Token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
 	return alice, bob, g, ch
 }
 
@@ -131,7 +102,7 @@ func testAckClearsBadge(t *testing.T, opts ...func(*Config)) {
 	var m struct {
 		ID string `json:"id"`
 	}
-	restCall(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/messages", map[string]any{"content": "hey <@" + bob.UserID + ">"}, &m)
+	resttest.Call(t, addr, alice.Token, "POST", "/channels/"+ch.ID+"/messages", map[string]any{"content": "hey <@" + bob.UserID + ">"}, &m)
 	desktop.next("MESSAGE_CREATE")
 
 	bobID, _ := snowflake.Parse(bob.UserID)
@@ -142,7 +113,7 @@ func testAckClearsBadge(t *testing.T, opts ...func(*Config)) {
 	awaitMentionCount(t, p, "bob mentioned once", bobID, chID, 1)
 
 	// Bob reads on his phone (REST ack); his desktop's badge clears.
-	restCall(t, addr, bob.Token, "POST", "/channels/"+ch.ID+"/messages/"+m.ID+"/ack", map[string]any{}, nil)
+	resttest.Call(t, addr, bob.Token, "POST", "/channels/"+ch.ID+"/messages/"+m.ID+"/ack", map[string]any{}, nil)
 	var ack struct {
 		ChannelID    string `json:"channel_id"`
 		MessageID    string `json:"message_id"`

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/internal/gwtest"
+	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/apirole"
 	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/entitlement"
@@ -55,7 +55,7 @@ func newRevWorld(t *testing.T, opts ...func(*Config)) *revWorld {
 		Token  string `json:"token"`
 		UserID string `json:"user_id"`
 	}
-	restCall(t, addr, "", "POST", "/auth/register", map[string]string{"username": "rev-owner", "password": "correct horse battery"}, &reg)
+	resttest.Call(t, addr, "", "POST", "/auth/register", map[string]string{"username": "rev-owner", "password": "correct horse battery"}, &reg)
 	w.owner, w.ownerID = reg.Token, parseID(t, reg.UserID)
 	var app struct {
 		ID  string `json:"id"`
@@ -63,12 +63,12 @@ func newRevWorld(t *testing.T, opts ...func(*Config)) *revWorld {
 			ID string `json:"id"`
 		} `json:"bot"`
 	}
-	restCall(t, addr, w.owner, "POST", "/applications", map[string]any{"name": "revbot"}, &app)
+	resttest.Call(t, addr, w.owner, "POST", "/applications", map[string]any{"name": "revbot"}, &app)
 	w.appID, w.botID = parseID(t, app.ID), parseID(t, app.Bot.ID)
 	var reset struct {
 		Token string `json:"token"`
 	}
-	restCall(t, addr, w.owner, "POST", "/applications/"+app.ID+"/bot/reset", nil, &reset)
+	resttest.Call(t, addr, w.owner, "POST", "/applications/"+app.ID+"/bot/reset", nil, &reset)
 	w.botToken = reset.Token
 	w.guild, w.channel = w.newInstalledGuild("rev")
 	w.msgID.Store(uint64(w.channel) << 1)
@@ -82,11 +82,11 @@ func (w *revWorld) newInstalledGuild(name string) (guild, channel snowflake.ID) 
 	var g, ch struct {
 		ID string `json:"id"`
 	}
-	restCall(w.t, w.addr, w.owner, "POST", "/guilds", map[string]string{"name": name}, &g)
-	restCall(w.t, w.addr, w.owner, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "events", "type": 0}, &ch)
+	resttest.Call(w.t, w.addr, w.owner, "POST", "/guilds", map[string]string{"name": name}, &g)
+	resttest.Call(w.t, w.addr, w.owner, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "events", "type": 0}, &ch)
 	const perms = 1<<10 | 1<<11
 	p := strconv.Itoa(perms)
-	restCall(w.t, w.addr, w.owner, "POST", "/oauth2/authorize?client_id="+w.appID.String()+"&scope=bot&permissions="+p,
+	resttest.Call(w.t, w.addr, w.owner, "POST", "/oauth2/authorize?client_id="+w.appID.String()+"&scope=bot&permissions="+p,
 		map[string]any{"guild_id": g.ID, "permissions": p, "authorize": true}, nil)
 	return parseID(w.t, g.ID), parseID(w.t, ch.ID)
 }
@@ -337,14 +337,11 @@ func ok2xx(t *testing.T, code int, what string) {
 // restStatus calls the REST API and returns the status only.
 func restStatus(t *testing.T, addr, token, method, path string) int {
 	t.Helper()
-	req, _ := http.NewRequest(method, "http://"+addr+"/api/v10"+path, nil)
-	req.Header.Set("Authorization", token)
-	resp, err := http.DefaultClient.Do(req)
+	code, _, err := resttest.Do(context.Background(), nil, method, "http://"+addr+"/api/v10"+path, token, nil, nil)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	return code
 }
 
 // counterValue sums the counter series of name whose label has value.

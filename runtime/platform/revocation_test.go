@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/gateway"
 )
@@ -49,7 +50,7 @@ func TestRevocationTokenResetCloses4004(t *testing.T) {
 	var reset struct {
 		Token string `json:"token"`
 	}
-	restCall(t, w.addr, w.owner, "POST", "/applications/"+w.appID.String()+"/bot/reset", nil, &reset)
+	resttest.Call(t, w.addr, w.owner, "POST", "/applications/"+w.appID.String()+"/bot/reset", nil, &reset)
 	if code, _ := b.waitClosed(5 * time.Second); code != gateway.CloseAuthenticationFailed {
 		t.Fatalf("close code %d, want 4004", code)
 	}
@@ -196,7 +197,7 @@ func TestRevocationNarrowingLeavesGuildToPermissions(t *testing.T) {
 	b := w.dialBot(w.botToken)
 	b.waitReady()
 	b.waitGuild(w.guild)
-	restCall(t, w.addr, w.owner, "POST", "/oauth2/authorize?client_id="+w.appID.String()+"&scope=bot&permissions=1024",
+	resttest.Call(t, w.addr, w.owner, "POST", "/oauth2/authorize?client_id="+w.appID.String()+"&scope=bot&permissions=1024",
 		map[string]any{"guild_id": w.guild.String(), "permissions": "1024", "authorize": true}, nil)
 	waitFor(t, 5*time.Second, "narrowing pushed and applied", func() bool {
 		return counterValue(t, w.p, "concord_entitlement_pushes_total", "result", "received") >= 1

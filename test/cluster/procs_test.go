@@ -3,9 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/test/internal/concordbin"
 )
 
@@ -145,39 +144,7 @@ type rest struct {
 // do sends a JSON request and decodes a 2xx answer into out. err is a
 // transport error; the status says the rest.
 func (r rest) do(ctx context.Context, token, method, path string, body, out any) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+r.addr+"/api/v10"+path, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", token)
-	}
-	resp, err := r.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, nil, err
-	}
-	if resp.StatusCode/100 == 2 && out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return resp.StatusCode, raw, fmt.Errorf("decode %s %s: %w", method, path, err)
-		}
-	}
-	return resp.StatusCode, raw, nil
+	return resttest.Do(ctx, r.client, method, "http://"+r.addr+"/api/v10"+path, token, body, out)
 }
 
 // must is do for setup steps: anything but a 2xx fails the test.

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/concord-chat/concord/internal/resttest"
 )
 
 // TestAckedWritesSurviveKill9 posts messages from several writers to a
@@ -27,18 +29,18 @@ func TestAckedWritesSurviveKill9(t *testing.T) {
 		ID       string `json:"id"`
 		Username string `json:"username"`
 	}
-	call(t, addr, p.token, "GET", "/users/@me", nil, &me)
+	resttest.Call(t, addr, p.token, "GET", "/users/@me", nil, &me)
 	if me.Username != "dev" {
 		t.Fatalf("dev token belongs to %q", me.Username)
 	}
 	var g struct {
 		ID string `json:"id"`
 	}
-	call(t, addr, p.token, "POST", "/guilds", map[string]string{"name": "durable"}, &g)
+	resttest.Call(t, addr, p.token, "POST", "/guilds", map[string]string{"name": "durable"}, &g)
 	var ch struct {
 		ID string `json:"id"`
 	}
-	call(t, addr, p.token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "log", "type": 0}, &ch)
+	resttest.Call(t, addr, p.token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "log", "type": 0}, &ch)
 
 	var (
 		mu    sync.Mutex
@@ -91,7 +93,7 @@ func TestAckedWritesSurviveKill9(t *testing.T) {
 		if before != "" {
 			q += "&before=" + before
 		}
-		call(t, addr, p2.token, "GET", q, nil, &page)
+		resttest.Call(t, addr, p2.token, "GET", q, nil, &page)
 		for _, m := range page {
 			seen[m.ID] = true
 		}
@@ -113,7 +115,7 @@ func TestAckedWritesSurviveKill9(t *testing.T) {
 	var g2 struct {
 		Name string `json:"name"`
 	}
-	call(t, addr, p2.token, "GET", "/guilds/"+g.ID, nil, &g2)
+	resttest.Call(t, addr, p2.token, "GET", "/guilds/"+g.ID, nil, &g2)
 	if g2.Name != "durable" {
 		t.Fatalf("guild after restart = %+v", g2)
 	}

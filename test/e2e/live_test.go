@@ -1,16 +1,14 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/live/livetest"
 )
 
@@ -55,7 +53,7 @@ func TestAckedLiveCommentsSurviveKill9(t *testing.T) {
 				default:
 				}
 				var c ack
-				st, err := tryLive(base, p.token, "POST", "/v1/streams/"+s.ID+"/comments",
+				st, _, err := resttest.Do(context.Background(), nil, "POST", base+"/v1/streams/"+s.ID+"/comments", p.token,
 					map[string]any{"text": fmt.Sprintf("w%d-%d", w, i), "video_ts_ms": i}, &c)
 				if err != nil || st != 201 {
 					return // the process is gone: not acknowledged
@@ -171,39 +169,9 @@ func scrollBack(t *testing.T, base, stream string) map[int64]string {
 // answer into out.
 func liveCall(t *testing.T, base, token, method, path string, body, out any) int {
 	t.Helper()
-	st, err := tryLive(base, token, method, path, body, out)
+	st, _, err := resttest.Do(context.Background(), nil, method, base+path, token, body, out)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	return st
-}
-
-func tryLive(base, token, method, path string, body, out any) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, base+path, rd)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	if resp.StatusCode < 300 && out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return 0, fmt.Errorf("decode %q: %w", raw, err)
-		}
-	}
-	return resp.StatusCode, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/internal/gwtest"
+	"github.com/concord-chat/concord/internal/resttest"
 )
 
 // TestMentionCountSurvivesKill9 kills a real `concord dev` with SIGKILL
@@ -33,20 +34,20 @@ func TestMentionCountSurvivesKill9(t *testing.T) {
 		Token  string `json:"token"`
 		UserID string `json:"user_id"`
 	}
-	call(t, addr, "", "POST", "/auth/register", map[string]any{"username": "bob", "password": "correct-horse-1"}, &bob)
+	resttest.Call(t, addr, "", "POST", "/auth/register", map[string]any{"username": "bob", "password": "correct-horse-1"}, &bob)
 	var g struct {
 		ID string `json:"id"`
 	}
-	call(t, addr, p.token, "POST", "/guilds", map[string]string{"name": "mentions"}, &g)
+	resttest.Call(t, addr, p.token, "POST", "/guilds", map[string]string{"name": "mentions"}, &g)
 	var ch struct {
 		ID string `json:"id"`
 	}
-	call(t, addr, p.token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "pings", "type": 0}, &ch)
+	resttest.Call(t, addr, p.token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "pings", "type": 0}, &ch)
 	var inv struct {
 		Code string `json:"code"`
 	}
-	call(t, addr, p.token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
-	call(t, addr, bob.Token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+	resttest.Call(t, addr, p.token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
+	resttest.Call(t, addr, bob.Token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
 
 	var (
 		mu    sync.Mutex
@@ -91,7 +92,7 @@ func TestMentionCountSurvivesKill9(t *testing.T) {
 		ID      string `json:"id"`
 		Content string `json:"content"`
 	}
-	call(t, addr, p2.token, "GET", "/channels/"+ch.ID+"/messages?limit=100", nil, &history)
+	resttest.Call(t, addr, p2.token, "GET", "/channels/"+ch.ID+"/messages?limit=100", nil, &history)
 	want := 0
 	for _, m := range history {
 		if strings.Contains(m.Content, "<@"+bob.UserID+">") {

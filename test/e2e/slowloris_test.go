@@ -3,12 +3,11 @@
 package e2e
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/internal/gwtest"
+	"github.com/concord-chat/concord/internal/resttest"
 )
 
 // TestSlowlorisLatency measures the connection hardening: a node under
@@ -42,16 +42,16 @@ func TestSlowlorisLatency(t *testing.T) {
 	var u struct {
 		Token string `json:"token"`
 	}
-	call(t, addr, "", "POST", "/auth/register", map[string]any{"username": "normal", "password": "correct-horse-1"}, &u)
+	resttest.Call(t, addr, "", "POST", "/auth/register", map[string]any{"username": "normal", "password": "correct-horse-1"}, &u)
 	var g struct {
 		ID string `json:"id"`
 	}
-	call(t, addr, u.Token, "POST", "/guilds", map[string]any{"name": "slowloris"}, &g)
+	resttest.Call(t, addr, u.Token, "POST", "/guilds", map[string]any{"name": "slowloris"}, &g)
 	var chans []struct {
 		ID   string `json:"id"`
 		Type int    `json:"type"`
 	}
-	call(t, addr, u.Token, "GET", "/guilds/"+g.ID+"/channels", nil, &chans)
+	resttest.Call(t, addr, u.Token, "GET", "/guilds/"+g.ID+"/channels", nil, &chans)
 	channel := ""
 	for _, c := range chans {
 		if c.Type == 0 {
@@ -76,7 +76,7 @@ func TestSlowlorisLatency(t *testing.T) {
 			var m struct {
 				ID string `json:"id"`
 			}
-			if code, err := tryCall(addr, u.Token, "POST", "/channels/"+channel+"/messages", map[string]any{"content": content}, &m); code != 200 {
+			if code, _, err := resttest.Do(context.Background(), nil, "POST", "http://"+addr+"/api/v10/channels/"+channel+"/messages", u.Token, map[string]any{"content": content}, &m); code != 200 {
 				t.Fatalf("%s: POST %d = %d %v", phase, i, code, err)
 			}
 			if err := gw.Await(content, time.Minute, hasContent(content)); err != nil {
@@ -179,33 +179,4 @@ func hasContent(content string) func([]gwtest.Frame) bool {
 		}
 		return false
 	}
-}
-
-// tryCall is call without failing the test on transport errors.
-func tryCall(addr, token, method, path string, body, out any) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://"+addr+"/api/v10"+path, rd)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	if resp.StatusCode == 200 && out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return 0, err
-		}
-	}
-	return resp.StatusCode, nil
 }

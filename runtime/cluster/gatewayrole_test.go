@@ -12,19 +12,12 @@ import (
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/adminauth"
-	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gatewayrole"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/transport"
 )
-
-// discardSink is the sink of a test's guild service that delivers
-// nowhere.
-type discardSink struct{}
-
-func (discardSink) Deliver(context.Context, string, event.Batch) {}
 
 // concord serve builds the gateway role of roles.Chat with the Build
 // concord dev builds it with (TestDevBuildsGatewayRole in

@@ -210,9 +210,11 @@ func (n *Node) openBackends(ctx context.Context) error {
 	cfg := n.cfg
 	var err error
 	if !n.inProc {
-		if n.reg, n.stopReg, err = openRegistry(ctx, cfg); err != nil {
+		reg, stop, err := openRegistry(ctx, cfg)
+		if err != nil {
 			return err
 		}
+		n.reg, n.stopReg = reg, stop
 		if cfg, n.snowflakeLost, err = claimSnowflake(ctx, n.reg, cfg); err != nil {
 			return err
 		}

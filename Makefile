@@ -51,9 +51,9 @@ test: test-deps lint
 		CONCORD_API_TEST_STORE="cassandra://$$CONCORD_CASSANDRA/concord_api_$$ks" \
 		CONCORD_CONFORMANCE_STORE="cassandra://$$CONCORD_CASSANDRA/concord_conf_$$ks" \
 		$(GO) test -tags integration $(GOTESTFLAGS) ./runtime/api/ ./test/conformance/
-	@echo "==> bot-library conformance again, against concord serve split over processes (api+gateway, 2 guild nodes)"
-	. $(CACHE)/test-env.sh && CONCORD_CONFORMANCE_TOPOLOGY=cluster \
-		$(GO) test -tags integration $(GOTESTFLAGS) ./test/conformance/
+	@echo "==> REST tests and bot-library conformance again, against concord serve split over processes (api+gateway, 2 guild nodes)"
+	. $(CACHE)/test-env.sh && CONCORD_API_TEST_TOPOLOGY=cluster CONCORD_CONFORMANCE_TOPOLOGY=cluster \
+		$(GO) test -tags integration $(GOTESTFLAGS) ./runtime/api/ ./test/conformance/
 	@echo "==> chaos: kill -9 one replica of each role, the Redis, an etcd member and the Kafka broker under traffic (test/cluster TestChaos, alone: 15 processes)"
 	. $(CACHE)/test-env.sh && $(GO) test -tags integration,chaos $(GOTESTFLAGS) -run TestChaos ./test/cluster/
 

@@ -184,14 +184,3 @@ func (h *handler) gateway(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]any{"url": h.gatewayURL(r)})
 	return nil
 }
-
-func (h *handler) gatewayBot(w http.ResponseWriter, r *http.Request, _ snowflake.ID) error {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"url":    h.gatewayURL(r),
-		"shards": 1,
-		"session_start_limit": map[string]any{
-			"total": 1000, "remaining": 1000, "reset_after": 86400000, "max_concurrency": 1,
-		},
-	})
-	return nil
-}

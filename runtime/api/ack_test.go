@@ -24,6 +24,7 @@ func (f readStatesFunc) Ack(_ context.Context, user, channel, message snowflake.
 // reachable) is a 503 the client may retry, never a 500.
 func TestAckAnswers(t *testing.T) {
 	e := newEnv(t)
+	e.inProcess("it serves a second handler with a read-state service of its own")
 	alice := e.register("ack-alice", false)
 	var g struct {
 		ID snowflake.ID `json:"id"`
@@ -50,7 +51,7 @@ func TestAckAnswers(t *testing.T) {
 		srv := httptest.NewServer(New(Config{}, Deps{Store: e.store, Guilds: e.guilds, Auth: e.auth, IDs: e.ids, Objects: e.objs, ReadStates: reads}))
 		t.Cleanup(srv.Close)
 		e2 := *e
-		e2.srv = srv
+		e2.srv, e2.url = srv, srv.URL
 		return &e2
 	}
 	var got []snowflake.ID

@@ -185,7 +185,6 @@ func (h *handler) routes(mux registrar, p string) {
 	open("POST /auth/register", h.register)
 	open("POST /auth/login", h.login)
 	open("GET /gateway", h.gateway)
-	authed("GET /gateway/bot", h.gatewayBot)
 	authed("GET /users/@me", h.me)
 	authed("GET /oauth2/applications/@me", h.application)
 	authed("GET /users/@me/guilds", h.myGuilds)

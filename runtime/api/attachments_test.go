@@ -25,7 +25,7 @@ import (
 func (e *env) upload(method, path, token string, payload any, files ...uploadstest.Part) (int, []byte) {
 	e.t.Helper()
 	ct, body := uploadstest.Body(payload, files...)
-	req, _ := http.NewRequest(method, e.srv.URL+path, bytes.NewReader(body))
+	req, _ := http.NewRequest(method, e.url+path, bytes.NewReader(body))
 	if token != "" {
 		req.Header.Set("Authorization", token)
 	}
@@ -73,7 +73,7 @@ func TestAttachments(t *testing.T) {
 		doc.Filename != "notes.txt" || doc.ContentType != "text/html; charset=utf-8" {
 		t.Fatalf("attachments = %+v", m.Attachments)
 	}
-	if !strings.HasPrefix(img.URL, e.srv.URL+"/api/v10/attachments/"+w.general.String()+"/"+img.ID.String()+"/renamed.png?ex=") {
+	if !strings.HasPrefix(img.URL, e.url+"/api/v10/attachments/"+w.general.String()+"/"+img.ID.String()+"/renamed.png?ex=") {
 		t.Fatalf("url = %s", img.URL)
 	}
 	res, body := fetch(t, img.URL)
@@ -137,6 +137,7 @@ func TestAttachments(t *testing.T) {
 
 func TestAttachmentLimits(t *testing.T) {
 	e := newEnv(t)
+	e.inProcess("it swaps in a handler with small limits and its own clock")
 	w := e.world()
 	objs := e.objectsDir()
 	var mu sync.Mutex
@@ -275,6 +276,7 @@ func TestAttachmentEditAndDelete(t *testing.T) {
 // and that deleting a thread deletes its own, leaving other channels'.
 func TestAttachmentsOfDeletedChannels(t *testing.T) {
 	e := newEnv(t)
+	e.inProcess("it reads the object store the attachments went to")
 	w := e.world()
 	var doomed, other wire.Channel
 	e.ok("POST", fmt.Sprintf("%s/guilds/%d/channels", v10, w.guildID), w.alice.Token, map[string]any{"name": "doomed"}, &doomed)

@@ -14,6 +14,7 @@ import (
 func benchWorld(b *testing.B) (*env, world) {
 	b.Helper()
 	e := newEnv(b)
+	e.inProcess("it times the handler itself")
 	return e, e.world()
 }
 

@@ -30,6 +30,7 @@ func (twoRegions) Regions() []guild.VoiceRegion {
 // error and changes nothing; text channels carry no rtc_region.
 func TestChannelRTCRegion(t *testing.T) {
 	e := newEnv(t)
+	e.inProcess("it gives the guild service an allocator of two fake regions")
 	key, err := token.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +108,7 @@ func TestChannelRTCRegion(t *testing.T) {
 // region optimal, and only it.
 func TestVoiceRegionsOptimal(t *testing.T) {
 	e := newEnv(t)
+	e.inProcess("it gives the guild service an allocator of two fake regions")
 	key, err := token.GenerateKey()
 	if err != nil {
 		t.Fatal(err)

@@ -155,7 +155,7 @@ func TestForumChannels(t *testing.T) {
 	var secret forumPostT
 	e.ok("POST", fmt.Sprintf("%s/channels/%d/threads", v10, hidden.ID), w.alice.Token, map[string]any{"name": "secret post", "message": map[string]any{"content": "secret"}}, &secret)
 	barrier := e.post(w.alice.Token, w.general, map[string]any{"content": "barrier"})
-	e.sink.waitFor(t, bobS, "barrier", func(ds []delivery) bool {
+	e.waitFor(bobS, "barrier", func(ds []delivery) bool {
 		for _, d := range ds {
 			if d.Type == "MESSAGE_CREATE" && strings.Contains(string(d.Payload), barrier.ID.String()) {
 				return true
@@ -163,7 +163,7 @@ func TestForumChannels(t *testing.T) {
 		}
 		return false
 	})
-	for _, d := range e.sink.of(bobS) {
+	for _, d := range e.events(bobS) {
 		if s := string(d.Payload); strings.Contains(s, hidden.ID.String()) || strings.Contains(s, "secret") {
 			t.Fatalf("bob got %s about the hidden forum: %s", d.Type, s)
 		}

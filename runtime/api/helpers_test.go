@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -72,7 +73,11 @@ func (s *sink) waitFor(t testing.TB, id event.SessionID, what string, cond func(
 }
 
 type env struct {
-	t      testing.TB
+	t testing.TB
+	// url is the base URL requests go to: the in-process handler's test
+	// server, or the front node of the topology (topologyURL).
+	url string
+	// srv is the in-process server; nil against a topology.
 	srv    *httptest.Server
 	guilds *guild.Service
 	store  store.Store
@@ -84,6 +89,11 @@ type env struct {
 	auth *auth.Issuer
 	// objs is the object store attachments go to.
 	objs objects.Store
+	// tokens are the accounts' tokens by user id: a gateway session
+	// against a topology identifies with them.
+	tokens map[snowflake.ID]string
+	// conns are the gateway sessions against a topology; nil in process.
+	conns *gatewaySessions
 }
 
 func newEnv(t testing.TB) *env {
@@ -94,6 +104,12 @@ func newEnv(t testing.TB) *env {
 // newEnvConfig is newEnv with the REST handler's Config (its Now, say).
 func newEnvConfig(t testing.TB, cfg Config) *env {
 	t.Helper()
+	if u := topologyURL(); u != "" {
+		if !reflect.ValueOf(cfg).IsZero() {
+			t.Skip("in-process only: the test sets the REST handler's Config, which a running topology's flags fix")
+		}
+		return newTopologyEnv(t, u)
+	}
 	st, tag := openTestStore(t)
 	t.Cleanup(func() { st.Close() })
 	ids, err := snowflake.New(snowflake.Config{})
@@ -117,7 +133,7 @@ func newEnvConfig(t testing.TB, cfg Config) *env {
 	h := New(cfg, Deps{Store: st, Guilds: svc, Auth: iss, IDs: ids, Objects: objs})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv, guilds: svc, store: st, sink: sk, ids: ids, auth: iss, tag: tag, objs: objs}
+	return &env{t: t, url: srv.URL, srv: srv, guilds: svc, store: st, sink: sk, ids: ids, auth: iss, tag: tag, objs: objs, tokens: map[snowflake.ID]string{}}
 }
 
 // openTestStore opens the store the REST tests run on: a fresh Pebble
@@ -193,7 +209,7 @@ func (e *env) call(method, path, token string, body any) resp {
 		}
 		rd = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	req, err := http.NewRequest(method, e.url+path, rd)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -262,5 +278,6 @@ func (e *env) register(name string, bot bool) account {
 	if bot {
 		prefix = "Bot "
 	}
+	e.tokens[out.UserID] = prefix + out.Token
 	return account{ID: out.UserID, Token: prefix + out.Token}
 }

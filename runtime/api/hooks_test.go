@@ -16,12 +16,13 @@ import (
 // over e's store and guild service, with deps changed by edit.
 func (e *env) withDeps(edit func(*Deps)) *env {
 	e.t.Helper()
+	e.inProcess("it serves a second handler over the same store with other Deps")
 	d := Deps{Store: e.store, Guilds: e.guilds, Auth: e.auth, IDs: e.ids}
 	edit(&d)
 	srv := httptest.NewServer(New(Config{}, d))
 	e.t.Cleanup(srv.Close)
 	e2 := *e
-	e2.srv = srv
+	e2.srv, e2.url = srv, srv.URL
 	return &e2
 }
 

@@ -23,7 +23,7 @@ func (e *env) callH(method, path, token string, body any, hdr map[string]string)
 		b, _ := json.Marshal(body)
 		rd = strings.NewReader(string(b))
 	}
-	req, _ := http.NewRequest(method, e.srv.URL+path, rd)
+	req, _ := http.NewRequest(method, e.url+path, rd)
 	req.Header.Set("Authorization", token)
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range hdr {
@@ -42,11 +42,15 @@ func (e *env) callH(method, path, token string, body any, hdr map[string]string)
 // GUILD_CREATE.
 func (e *env) subscribe(id string, user snowflake.ID, intents uint64) event.SessionID {
 	e.t.Helper()
+	if e.conns != nil {
+		e.attach(event.SessionID(id), user, intents)
+		return event.SessionID(id)
+	}
 	s := event.Session{ID: event.SessionID(id), UserID: user, Node: "n1", Bot: intents != 0, Intents: intents}
 	if err := e.guilds.Subscribe(e.t.Context(), s); err != nil {
 		e.t.Fatal(err)
 	}
-	e.sink.waitFor(e.t, s.ID, "GUILD_CREATE", func(ds []delivery) bool { return len(ds) >= 1 })
+	e.waitFor(s.ID, "GUILD_CREATE", func(ds []delivery) bool { return len(ds) >= 1 })
 	return s.ID
 }
 
@@ -54,7 +58,7 @@ func (e *env) subscribe(id string, user snowflake.ID, intents uint64) event.Sess
 func (e *env) waitEvent(sess event.SessionID, typ string, n int) json.RawMessage {
 	e.t.Helper()
 	var got json.RawMessage
-	e.sink.waitFor(e.t, sess, typ, func(ds []delivery) bool {
+	e.waitFor(sess, typ, func(ds []delivery) bool {
 		c := 0
 		for _, d := range ds {
 			if d.Type == typ {
@@ -115,10 +119,10 @@ func TestReactions(t *testing.T) {
 		t.Fatalf("MESSAGE_REACTION_ADD = %+v", add)
 	}
 	e.waitEvent(bobS, "MESSAGE_REACTION_ADD", 2)
-	if n := countEvents(e.sink.of(bobS), "MESSAGE_REACTION_ADD"); n != 2 {
+	if n := countEvents(e.events(bobS), "MESSAGE_REACTION_ADD"); n != 2 {
 		t.Fatalf("bob got %d reaction events (one from the hidden channel?)", n)
 	}
-	if n := countEvents(e.sink.of(aliceS), "MESSAGE_REACTION_ADD"); n != 3 {
+	if n := countEvents(e.events(aliceS), "MESSAGE_REACTION_ADD"); n != 3 {
 		t.Fatalf("alice got %d reaction events, want 3", n)
 	}
 
@@ -313,7 +317,7 @@ func TestBansAndAuditLog(t *testing.T) {
 		log.Entries[0].Reason != "spamming links" || len(log.Users) != 2 {
 		t.Fatalf("audit log = %+v", log)
 	}
-	if countEvents(e.sink.of(aliceS), "GUILD_AUDIT_LOG_ENTRY_CREATE") != 0 {
+	if countEvents(e.events(aliceS), "GUILD_AUDIT_LOG_ENTRY_CREATE") != 0 {
 		t.Fatal("a user session got a bot-only event")
 	}
 	dave := e.register("dave", false)

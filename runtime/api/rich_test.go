@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
@@ -151,11 +150,8 @@ func TestComponentsStored(t *testing.T) {
 func TestRoleColors(t *testing.T) {
 	e := newEnv(t)
 	w := e.world()
-	sess := event.Session{ID: "bob-colors", UserID: w.bob.ID, Node: "n1"}
-	if err := e.guilds.Subscribe(t.Context(), sess); err != nil {
-		t.Fatal(err)
-	}
-	ds := e.sink.waitFor(t, sess.ID, "GUILD_CREATE", func(ds []delivery) bool { return len(ds) >= 1 })
+	sess := e.subscribe("bob-colors", w.bob.ID, 0)
+	ds := e.waitFor(sess, "GUILD_CREATE", func(ds []delivery) bool { return len(ds) >= 1 })
 	if !strings.Contains(string(ds[0].Payload), `"colors":{"primary_color":0,"secondary_color":null,"tertiary_color":null}`) {
 		t.Fatalf("GUILD_CREATE roles lack colors: %.400s", ds[0].Payload)
 	}

@@ -301,7 +301,7 @@ func TestThreadListSync(t *testing.T) {
 		len(sync.ChannelIDs) != 1 || sync.ChannelIDs[0] != w.staff || sync.GuildID != w.guildID {
 		t.Fatalf("THREAD_LIST_SYNC = %s", ev)
 	}
-	ds := e.sink.of(bobS)
+	ds := e.events(bobS)
 	order := []string{}
 	for _, d := range ds {
 		if d.Type == "CHANNEL_CREATE" || d.Type == "THREAD_LIST_SYNC" || d.Type == "THREAD_CREATE" {
@@ -346,7 +346,7 @@ func TestThreadCreatedMessage(t *testing.T) {
 	// Everything bob got so far: the public thread only, nothing of the
 	// hidden or private one (the MESSAGE_CREATE above was the public
 	// thread's, so the earlier threads' events were all fanned out).
-	for _, d := range e.sink.of(bobS) {
+	for _, d := range e.events(bobS) {
 		s := string(d.Payload)
 		if strings.Contains(s, hidden.ID.String()) || strings.Contains(s, "secret plans") || strings.Contains(s, priv.ID.String()) {
 			t.Fatalf("bob got %s about a thread he cannot see: %s", d.Type, s)

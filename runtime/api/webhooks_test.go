@@ -44,7 +44,7 @@ func TestWebhookManagement(t *testing.T) {
 
 	wh := e.createWebhook(w.alice.Token, w.general, "Logger")
 	if wh.Type != 1 || wh.GuildID != w.guildID || wh.ChannelID != w.general || wh.Name != "Logger" ||
-		len(wh.Token) < 60 || wh.URL != e.srv.URL+"/api/webhooks/"+wh.ID.String()+"/"+wh.Token || wh.User == nil || wh.User.ID != w.alice.ID {
+		len(wh.Token) < 60 || wh.URL != e.url+"/api/webhooks/"+wh.ID.String()+"/"+wh.Token || wh.User == nil || wh.User.ID != w.alice.ID {
 		t.Fatalf("created webhook = %+v", wh)
 	}
 	ev := e.waitEvent(bobS, "WEBHOOKS_UPDATE", 1)
@@ -99,7 +99,7 @@ func TestWebhookManagement(t *testing.T) {
 	// A webhook of a channel bob cannot see does not exist for him.
 	e.fail("GET", fmt.Sprintf("%s/webhooks/%d", v10, staffHook.ID), w.bob.Token, nil, 404, 10015)
 	e.fail("GET", fmt.Sprintf("%s/webhooks/%d", v10, 999), w.alice.Token, nil, 404, 10015)
-	if n := countEvents(e.sink.of(bobS), "WEBHOOKS_UPDATE"); n != 2 {
+	if n := countEvents(e.events(bobS), "WEBHOOKS_UPDATE"); n != 2 {
 		t.Fatalf("bob got %d WEBHOOKS_UPDATE, want 2 (general only, never staff)", n)
 	}
 

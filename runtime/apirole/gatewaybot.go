@@ -20,6 +20,9 @@ const (
 	identifyDay = gateway.BotIdentifyDay
 	// guildsPerShardRecommended is the /gateway/bot shard recommendation.
 	guildsPerShardRecommended = 1000
+	// codeUnauthorized is the Discord code of a missing or bad token,
+	// the same as every other endpoint's.
+	codeUnauthorized = 40001
 )
 
 // GatewayBot serves GET /gateway/bot for the api role, in `concord dev`
@@ -49,7 +52,7 @@ func (g GatewayBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, err := g.Auth.Verify(ctx, auth.StripPrefix(r.Header.Get("Authorization")))
 	if err != nil {
 		if errors.Is(err, auth.ErrInvalidToken) {
-			rest.WriteError(w, &rest.Error{Status: http.StatusUnauthorized, Message: "401: Unauthorized"})
+			rest.WriteError(w, &rest.Error{Status: http.StatusUnauthorized, Code: codeUnauthorized, Message: "401: Unauthorized"})
 			return
 		}
 		rest.WriteError(w, &rest.Error{Status: http.StatusServiceUnavailable, Message: "Service unavailable"})

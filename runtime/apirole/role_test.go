@@ -147,6 +147,13 @@ func TestDevBuildsAPIRole(t *testing.T) {
 	if rec.Code != http.StatusOK || gb["session_start_limit"] == nil {
 		t.Fatalf("GET /gateway/bot = %d %v", rec.Code, gb)
 	}
+	// Without a token it is the API's 401, code 40001 like every other
+	// endpoint's (discord.js tells a bad token from other 401s by it).
+	anon := httptest.NewRecorder()
+	rest.ServeHTTP(anon, httptest.NewRequest(http.MethodGet, "/api/v10/gateway/bot", nil))
+	if anon.Code != http.StatusUnauthorized || !strings.Contains(anon.Body.String(), `"code":40001`) {
+		t.Fatalf("GET /gateway/bot without a token = %d %s, want 401 code 40001", anon.Code, anon.Body)
+	}
 	// The bot platform's routes are mounted: a user's token is no
 	// application's (Discord answers 401 to a non-bot's @me application).
 	rec, _ = w.get(t, rest, "/api/v10/oauth2/applications/@me")

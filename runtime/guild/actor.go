@@ -32,6 +32,9 @@ type Actor struct {
 	// failed is set when the guild could not be loaded or was deleted;
 	// queued operations then fail with it.
 	failed error
+	// detached is set when the actor left the service's map because its
+	// guild is placed on another node (detachIfPlacedElsewhere).
+	detached bool
 
 	guild    store.Guild
 	channels map[snowflake.ID]*store.Channel
@@ -101,6 +104,22 @@ func (a *Actor) enqueue(ctx context.Context, fn func(a *Actor)) error {
 
 func (a *Actor) hasSessions() bool { return len(a.subs) > 0 }
 
+// detachIfPlacedElsewhere takes the actor of a guild the ring places on
+// another node out of the service's map once an operation is done and
+// before its caller hears back (Config.Owns): a request that follows can
+// only load the guild afresh, with the owner's writes since. Operations
+// reserved meanwhile still run on this copy (drain); they were
+// concurrent with this one. An actor with sessions stays: the sweep
+// unloads it, telling its sessions.
+func (a *Actor) detachIfPlacedElsewhere() {
+	own := a.svc.cfg.Owns
+	if own == nil || a.detached || a.hasSessions() || own(a.id) {
+		return
+	}
+	a.svc.retire(a, true)
+	a.detached = true
+}
+
 // run is the actor goroutine: load, then process the mailbox until the
 // actor retires or the service closes.
 func (a *Actor) run() {
@@ -123,6 +142,11 @@ func (a *Actor) run() {
 			if a.failed != nil {
 				a.svc.retire(a, true)
 				a.drain()
+				return
+			}
+			if a.detached {
+				a.drain()
+				a.svc.log.Debug("guild unloaded: placed on another node", "guild_id", a.id)
 				return
 			}
 			if !idle.Stop() {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 )
 
@@ -143,3 +144,33 @@ func TestUnloadFailsQueuedWork(t *testing.T) {
 
 // waitScheduler lets the goroutines the test waits on run.
 func waitScheduler() { runtime.Gosched() }
+
+// TestGuildPlacedElsewhereIsReadAfresh: a node that is not a guild's
+// owner (Config.Owns) keeps no copy of it after serving a request that
+// touched it (POST /guilds on any node creates it there), so a later
+// request sees what the owner wrote meanwhile — here a member who joined
+// on the owner — instead of the copy's stale member list.
+func TestGuildPlacedElsewhereIsReadAfresh(t *testing.T) {
+	f := newFixture(t)
+	other := f.newService(Config{Owns: func(snowflake.ID) bool { return false }})
+	alice, bob := f.user("alice", false), f.user("bob", false)
+	g := must[GuildInfo](t)(other.CreateGuild(bg, alice.ID, "placed elsewhere"))
+	gid := g.Guild.ID
+	if slices.Contains(other.LoadedGuilds(), gid) {
+		t.Fatal("the non-owner kept the guild it created loaded")
+	}
+	// f.svc owns every guild: bob joins there.
+	if _, _, err := f.svc.AddMember(bg, gid, bob.ID); err != nil {
+		t.Fatal(err)
+	}
+	info, err := other.GuildInfo(bg, bob.ID, gid)
+	if err != nil {
+		t.Fatalf("the non-owner answered bob's GuildInfo with %v: it read a stale copy", err)
+	}
+	if info.Guild.ID != gid {
+		t.Fatalf("GuildInfo = %+v", info.Guild)
+	}
+	if slices.Contains(other.LoadedGuilds(), gid) {
+		t.Fatal("the non-owner kept the guild loaded after a query")
+	}
+}

@@ -62,6 +62,15 @@ type Config struct {
 	// counting disagreements with the cached engine (default
 	// permissions.DefaultShadowEvery, 1000; negative disables).
 	ShadowEvery int
+	// Owns reports whether the placement ring gives this node a guild;
+	// nil owns every guild (one process). An actor of a guild placed
+	// elsewhere, loaded by a request that is not the guild's own (GET
+	// /users/@me/guilds or POST /guilds, which any node serves), leaves
+	// the service's map when the operation is done, before its caller
+	// hears back, unless a session is attached: the next such request
+	// loads the owner's writes afresh instead of answering from a copy
+	// that stopped following them.
+	Owns func(snowflake.ID) bool
 }
 
 // Deps are the Service's collaborators.
@@ -260,7 +269,9 @@ func (s *Service) do(ctx context.Context, guildID snowflake.ID, fn func(a *Actor
 			res <- a.failed
 			return
 		}
-		res <- fn(a)
+		err := fn(a)
+		a.detachIfPlacedElsewhere()
+		res <- err
 	}); err != nil {
 		return err
 	}

@@ -44,6 +44,7 @@ import (
 	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/transport"
 	"github.com/concord-chat/concord/runtime/voice/fleet"
 	"github.com/concord-chat/concord/runtime/voicerole"
@@ -132,7 +133,13 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		closers.Add(sessions.Close)
 		deps.Sink, deps.Relays, deps.Sessions = sink, relays, sessions
 	}
-	svc, err := guild.NewService(guild.Config{Logger: log, Registerer: b.Metrics, ShadowEvery: cfg.PermissionsShadowEvery}, deps)
+	gcfg := guild.Config{Logger: log, Registerer: b.Metrics, ShadowEvery: cfg.PermissionsShadowEvery}
+	var owns func(snowflake.ID) bool
+	if ring != nil {
+		owns = transport.OwnedBy(ring, cfg.Node)
+		gcfg.Owns = owns
+	}
+	svc, err := guild.NewService(gcfg, deps)
 	if err != nil {
 		return fmt.Errorf("guild service: %w", err)
 	}
@@ -145,7 +152,6 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		// process's guild service.
 		role.Provide[readstaterole.Guilds](b.Seams, readstaterole.LocalGuilds, svc)
 	} else {
-		owns := transport.OwnedBy(ring, cfg.Node)
 		backend := guildBackend{svc: svc}
 		if cfg.Presence.Enabled {
 			if backend.presences, err = enableGuildPresence(svc, b.Metrics); err != nil {

@@ -26,7 +26,7 @@ import (
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/concord-chat/concord/test/internal/concordbin"
+	"github.com/concord-chat/concord/internal/concordbin"
 )
 
 // server is a running `concord dev` process.

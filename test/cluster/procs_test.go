@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/internal/resttest"
-	"github.com/concord-chat/concord/test/internal/concordbin"
+	"github.com/concord-chat/concord/internal/concordbin"
 )
 
 // concordBinary builds runtime/cmd/concord once per test run.

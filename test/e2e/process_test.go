@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/test/internal/concordbin"
+	"github.com/concord-chat/concord/internal/concordbin"
 )
 
 // concordBinary builds runtime/cmd/concord once per test run.

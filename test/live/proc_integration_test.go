@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/test/internal/concordbin"
+	"github.com/concord-chat/concord/internal/concordbin"
 
 	"github.com/concord-chat/concord/test/internal/logbuf"
 )

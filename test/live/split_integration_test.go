@@ -22,7 +22,7 @@ import (
 	"github.com/concord-chat/concord/runtime/live/livetest"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 	"github.com/concord-chat/concord/runtime/store/cassandra"
-	"github.com/concord-chat/concord/test/internal/concordbin"
+	"github.com/concord-chat/concord/internal/concordbin"
 )
 
 // TestContractOnSplitRoles runs the live-comments contract against

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/internal/concordbin"
+	"github.com/concord-chat/concord/internal/resttest"
 )
 
 // concordBinary builds runtime/cmd/concord once per test run.

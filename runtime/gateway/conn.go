@@ -50,12 +50,15 @@ type conn struct {
 	qbytes        int // bytes of the bounded frames in queue
 	comp          compression
 	closing       bool
-	closeCode     int
-	closeText     string
-	wake          chan struct{}
-	pressure      pressureState
-	aborted       atomic.Bool
-	done          chan struct{}
+	// held keeps frames queued and unwritten while an op's answer is
+	// being produced (holdAnswer, answer.go).
+	held      bool
+	closeCode int
+	closeText string
+	wake      chan struct{}
+	pressure  pressureState
+	aborted   atomic.Bool
+	done      chan struct{}
 
 	// tw and twFunc carry inline writes; guarded by qmu.
 	tw     tryWriteState
@@ -208,6 +211,10 @@ func (c *conn) handle(b []byte) bool {
 	h := c.node.cfg.OpHandlers[f.Op]
 	if h == nil {
 		return false
+	}
+	if answeredTogether(f.Op) {
+		release := c.holdAnswer()
+		defer release()
 	}
 	if err := h.HandleOp(c.ctx, c.sess.info, f.Op, f.D); err != nil {
 		var ce *CloseError

@@ -18,7 +18,9 @@ type OpHandler interface {
 	// order, with the payload's `d` (a JSON object; snowflakes in it may be
 	// numbers or strings). ctx ends when the connection does. Returning a
 	// *CloseError closes the connection with its code; other errors are
-	// logged and the connection stays open.
+	// logged and the connection stays open. While op 4's handler runs,
+	// what is delivered to the connection is held and then written
+	// together (answer.go).
 	HandleOp(ctx context.Context, s event.Session, op int, d json.RawMessage) error
 }
 

@@ -51,7 +51,7 @@ func (c *conn) enqueue(f frame) bool {
 		// Going away; the replay buffer keeps the frame for RESUME.
 		return true
 	}
-	if !c.busy && c.raw != nil {
+	if !c.busy && !c.held && c.raw != nil {
 		c.writeNow(&f)
 		return true
 	}
@@ -61,7 +61,9 @@ func (c *conn) enqueue(f frame) bool {
 	c.queue = append(c.queue, f)
 	c.qbytes += f.size
 	c.notePressureLocked(len(c.queue) - c.extra)
-	c.handOff()
+	if !c.held {
+		c.handOff()
+	}
 	return true
 }
 
@@ -73,13 +75,15 @@ func (c *conn) enqueueAll(fs ...frame) {
 	if c.closing {
 		return
 	}
-	if len(fs) == 1 && !c.busy && c.raw != nil {
+	if len(fs) == 1 && !c.busy && !c.held && c.raw != nil {
 		c.writeNow(&fs[0])
 		return
 	}
 	c.queue = append(c.queue, fs...)
 	c.extra += len(fs)
-	c.handOff()
+	if !c.held {
+		c.handOff()
+	}
 }
 
 // sendControl sends a complete non-dispatch gateway frame.
@@ -201,20 +205,25 @@ func (c *conn) writeLoop() {
 		for {
 			c.qmu.Lock()
 			pending := c.pending
-			batch, c.queue = c.queue, batch[:0]
-			c.pending, c.extra, c.qbytes = nil, 0, 0
-			if c.pressure.high {
-				// The writer took the queue: it is empty again.
-				c.notePressureLocked(0)
-			}
+			c.pending = nil
 			comp, closing, code, text := c.comp, c.closing, c.closeCode, c.closeText
+			batch = batch[:0]
+			if !c.held || closing {
+				batch, c.queue = c.queue, batch
+				c.extra, c.qbytes = 0, 0
+				if c.pressure.high {
+					// The writer took the queue: it is empty again.
+					c.notePressureLocked(0)
+				}
+			}
 			if len(pending) == 0 && len(batch) == 0 {
 				if closing {
 					c.qmu.Unlock()
 					c.writeClose(code, text)
 					return
 				}
-				// Idle again: inline writes take over, without a deadline.
+				// Idle again: inline writes take over, without a deadline
+				// (a held queue waits for its release to hand it back).
 				_ = c.nc.SetWriteDeadline(time.Time{})
 				c.busy = false
 				c.qmu.Unlock()

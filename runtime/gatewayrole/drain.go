@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/adminapi"
 	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
@@ -21,11 +22,11 @@ import (
 
 // The gateway role's drain, as the operator drives it (operator/podadmin):
 //
-//	POST /admin/drain           drainRequest → 200 drainState (idempotent)
-//	GET  /admin/drain                        → 200 drainState
+//	POST /admin/drain           adminapi.DrainRequest → 200 adminapi.DrainState (idempotent)
+//	GET  /admin/drain                        → 200 adminapi.DrainState
 //
 // and the successor side of the session hand-off, called by the draining
-// node on the successor's admin address (drainRequest.SuccessorAddress):
+// node on the successor's admin address (adminapi.DrainRequest.SuccessorAddress):
 //
 //	POST /admin/sessions/prepare  {"sessions": [event.Session]}          → 204
 //	POST /admin/sessions          {"sessions": [gateway.SessionExport]}  → 204
@@ -35,22 +36,6 @@ import (
 // the payload is the replay buffer's JSON dispatches (embedded as they
 // are, no re-encoding), and the endpoint stays off the gRPC port every
 // node of the cluster dials. A node that is itself draining answers 409.
-
-// drainRequest is operator/fleet.DrainRequest (mirrored here so that the
-// binary does not link the Kubernetes API types).
-type drainRequest struct {
-	Successor        string        `json:"successor"`
-	SuccessorAddress string        `json:"successorAddress"`
-	ReconnectJitter  time.Duration `json:"reconnectJitter"`
-	Deadline         time.Time     `json:"deadline"`
-}
-
-// drainState is operator/fleet.DrainState.
-type drainState struct {
-	Draining bool  `json:"draining"`
-	Sessions int64 `json:"sessions"`
-	Done     bool  `json:"done"`
-}
 
 // defaultDrainTimeout bounds a drain whose request has no deadline.
 const defaultDrainTimeout = 2 * time.Minute
@@ -120,7 +105,7 @@ func (d *drainer) ready() error {
 
 // handleDrain starts the drain once; every call answers the state.
 func (d *drainer) handleDrain(w http.ResponseWriter, r *http.Request) {
-	var req drainRequest
+	var req adminapi.DrainRequest
 	// An empty body (the operator's older client, curl -X POST) drains
 	// without a successor.
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
@@ -143,7 +128,7 @@ func (d *drainer) handleDrain(w http.ResponseWriter, r *http.Request) {
 // registry), refuses identifies, and hands the sessions to the successor
 // in the background, or without one sends op 7 and keeps them resumable
 // here. Later calls do nothing.
-func (d *drainer) start(req drainRequest) {
+func (d *drainer) start(req adminapi.DrainRequest) {
 	d.mu.Lock()
 	if d.started {
 		d.mu.Unlock()
@@ -188,11 +173,11 @@ func (d *drainer) start(req drainRequest) {
 // state reports the drain: done once the hand-off finished and no
 // session is left (without a successor: once no session is left), or the
 // deadline passed.
-func (d *drainer) state() drainState {
+func (d *drainer) state() adminapi.DrainState {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	held := int64(d.node.Sessions())
-	st := drainState{Draining: d.node.Draining(), Sessions: held}
+	st := adminapi.DrainState{Draining: d.node.Draining(), Sessions: held}
 	if d.started {
 		st.Done = (d.finished && held == 0) || !time.Now().Before(d.deadline)
 	}
@@ -270,7 +255,7 @@ func handoffAnswer(w http.ResponseWriter, err error) {
 }
 
 // writeDrainState answers 200 with st.
-func writeDrainState(w http.ResponseWriter, st drainState) {
+func writeDrainState(w http.ResponseWriter, st adminapi.DrainState) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_ = json.NewEncoder(w).Encode(st)

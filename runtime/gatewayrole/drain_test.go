@@ -3,6 +3,7 @@ package gatewayrole
 import (
 	"context"
 	"encoding/json"
+	"github.com/concord-chat/concord/runtime/adminapi"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -35,10 +36,10 @@ func TestDrainEndpoints(t *testing.T) {
 	d := &drainer{node: node, self: "gw-test", log: slog.New(slog.DiscardHandler)}
 	mux := http.NewServeMux()
 	d.routes(mux)
-	call := func(method, body string) (int, drainState) {
+	call := func(method, body string) (int, adminapi.DrainState) {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest(method, "/admin/drain", strings.NewReader(body)))
-		var st drainState
+		var st adminapi.DrainState
 		_ = json.Unmarshal(rec.Body.Bytes(), &st)
 		return rec.Code, st
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/concord-chat/concord/runtime/adminapi"
 )
 
 // Draining a server: it takes no new calls and its calls move to other
@@ -84,32 +86,12 @@ func (s *Server) callCount() int {
 	return len(s.calls)
 }
 
-// drainRequest is the part of the operator's fleet.DrainRequest an SFU
-// reads: successors are for gateways, whose sessions move with their
-// state; a call moves through its guild.
-type drainRequest struct {
-	Deadline time.Time `json:"deadline"`
-}
-
-// adminLoad is the operator's fleet.VoiceLoad.
-type adminLoad struct {
-	ActiveCalls      int64         `json:"activeCalls"`
-	Participants     int64         `json:"participants"`
-	Endpoint         string        `json:"endpoint,omitempty"`
-	Draining         bool          `json:"draining,omitempty"`
-	PacketsForwarded float64       `json:"packetsForwarded,omitempty"`
-	LossRatio        float64       `json:"lossRatio,omitempty"`
-	Jitter           time.Duration `json:"jitter,omitempty"`
-	RTT              time.Duration `json:"rtt,omitempty"`
-	At               time.Time     `json:"at"`
-}
-
 // AdminRoutes adds the server's admin endpoints to mux, which the process
 // serves behind its admin token (the handlers check no credential):
 //
 //	POST /admin/voice/drain  {"deadline": RFC 3339} (or no body) → 200 DrainState
 //	GET  /admin/voice/drain                                       → 200 DrainState
-//	GET  /admin/voice/load                                        → 200 the operator's VoiceLoad
+//	GET  /admin/voice/load                                        → 200 adminapi.VoiceLoad
 //
 // and, when drainAlias is set (a process whose only drain is this
 // server's), POST and GET /admin/drain as the drain, the path the operator
@@ -130,14 +112,14 @@ func (s *Server) AdminRoutes(mux interface {
 		// The quality figures are the last report period's, the ones the
 		// guilds place calls by.
 		q, _ := s.LastReport()
-		writeJSON(w, adminLoad{ActiveCalls: int64(l.Calls), Participants: int64(l.Participants), Endpoint: l.Endpoint,
+		writeJSON(w, adminapi.VoiceLoad{ActiveCalls: int64(l.Calls), Participants: int64(l.Participants), Endpoint: l.Endpoint,
 			Draining: l.Draining, PacketsForwarded: s.m.forwardRateValue(), LossRatio: q.LossRatio, Jitter: q.Jitter, RTT: q.RTT, At: l.At})
 	}))
 }
 
 // serveDrain starts the drain (idempotent) and answers its state.
 func (s *Server) serveDrain(w http.ResponseWriter, r *http.Request) {
-	var req drainRequest
+	var req adminapi.DrainRequest
 	// An empty body (curl -X POST, the operator's scale-down) drains with
 	// the default deadline.
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {

@@ -19,7 +19,7 @@ import (
 
 // Table is every role built through package role, in build order.
 var Table = []role.Role{
-	liverole.API, liverole.Gateway, liverole.Router, liverole.Archiver, // live comments
+	liverole.Gateway, liverole.API, liverole.Router, liverole.Archiver, // live comments
 	voicerole.Role,
 }
 

@@ -11,14 +11,13 @@
 //     feeds the recent cache and the relay;
 //   - live-archiver consumes the event log into the comments store.
 //
-// In `concord dev` (no registry) live-api builds the whole domain in the
-// process, on embedded backends under <data-dir>/live: the memlog event
-// log, the in-process recent cache, relay and board, and the Pebble
-// comments store. The other three roles add nothing there, since their
-// in-process backends exist once per process and are already running.
+// Each role builds the same way in both commands; the roles of one process
+// share each backend (backends.go). In `concord dev` (every role, no
+// registry) the backends are embedded under <data-dir>/live: the memlog
+// event log, the in-process recent cache, relay and board, and the Pebble
+// comments store.
 //
-// In `concord serve` each role is its own part, in whichever processes
-// name it, on Kafka (--eventlog), Redis (--redis) and Cassandra
+// In `concord serve` the roles run in whichever processes name them, on Kafka (--eventlog), Redis (--redis) and Cassandra
 // (--store), with the registry (etcd) as the board that pushes rules,
 // bans and viewer counts. A live-api without a live-gateway in its
 // process forwards GET .../live to a live-gateway node of the registry,
@@ -29,7 +28,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/live"
@@ -49,12 +47,12 @@ const (
 	NameArchiver = "live-archiver"
 )
 
-// The live-comment roles, in build order.
+// The live-comment roles.
 var (
-	// API is the Comment API: POST and GET under /v1.
-	API = role.Role{Name: NameAPI, Build: buildAPI}
 	// Gateway is the SSE gateway: GET /v1/streams/{id}/live.
 	Gateway = role.Role{Name: NameGateway, Build: buildGateway}
+	// API is the Comment API: POST and GET under /v1.
+	API = role.Role{Name: NameAPI, Build: buildAPI}
 	// Router is the stream router.
 	Router = role.Role{Name: NameRouter, Build: buildRouter}
 	// Archiver writes every comment to the comments store.
@@ -68,8 +66,9 @@ func UsesRedis(name string) bool {
 	return name == NameAPI || name == NameGateway || name == NameRouter
 }
 
-// Roles are the live-comment roles, in build order.
-var Roles = []role.Role{API, Gateway, Router, Archiver}
+// Roles are the live-comment roles, in build order: the gateway before
+// the API, which serves GET .../live with the gateway of its process.
+var Roles = []role.Role{Gateway, API, Router, Archiver}
 
 // Patterns of the contract on the process's listener.
 const (
@@ -108,9 +107,48 @@ func archiverConfig(b *role.Builder) archiver.Config {
 	return archiver.Config{Topics: topics(b), Group: b.Config.Live.Prefix + "archiver", Logger: b.Logger, Registerer: b.Metrics}
 }
 
-// buildAPI builds the Comment API; in `concord dev` it builds the
-// gateway, router and archiver beside it on the shared in-process
-// backends.
+// gatewayKey is the process's SSE gateway, which the Comment API of the
+// same process serves GET .../live with.
+var gatewayKey = role.Key[*gateway.Gateway]{Name: "live-gateway"}
+
+// buildGateway builds the SSE gateway and provides it to the Comment API
+// of its process.
+func buildGateway(ctx context.Context, b *role.Builder) error {
+	if b.Auth == nil {
+		return errors.New("live-gateway needs the process's auth")
+	}
+	bk := &backends{b: b}
+	rel, err := bk.relay(ctx)
+	if err != nil {
+		return err
+	}
+	cache, err := bk.cache(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := bk.store(ctx)
+	if err != nil {
+		return err
+	}
+	brd, err := bk.board()
+	if err != nil {
+		return err
+	}
+	gw, err := gateway.New(gatewayConfig(b), gateway.Deps{Relay: rel, Recent: cache, Store: st, Board: brd, Verifier: b.Auth})
+	if err != nil {
+		return fmt.Errorf("live gateway: %w", err)
+	}
+	if err := b.Add(lifecycle.Part{Name: "gateway", Run: gw.Run}); err != nil {
+		return err
+	}
+	b.Handle(patternLive, gw)
+	role.Provide(b.Seams, gatewayKey, gw)
+	return nil
+}
+
+// buildAPI builds the Comment API. GET .../live is the process's gateway
+// when it runs one (built before it), else forwarded to a live-gateway
+// node of the registry.
 func buildAPI(ctx context.Context, b *role.Builder) error {
 	if b.Auth == nil || b.Store == nil || b.IDs == nil {
 		return errors.New("live-api needs the process's auth, store and ids")
@@ -138,44 +176,9 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 	}
 	deps := api.Deps{Verifier: b.Auth, Users: b.Store, IDs: b.IDs, Log: lg, Store: st,
 		Recent: cache, Nonces: cache, Counters: ctrs, Board: brd}
-	if b.Dev() {
-		rel, err := bk.relay(ctx)
-		if err != nil {
-			return err
-		}
-		gw, err := gateway.New(gatewayConfig(b), gateway.Deps{Relay: rel, Recent: cache, Store: st, Board: brd, Verifier: b.Auth})
-		if err != nil {
-			return fmt.Errorf("live gateway: %w", err)
-		}
+	if gw, ok := role.Lookup(b.Seams, gatewayKey); ok {
 		deps.Live = gw
-		if err := addGateway(b, gw); err != nil {
-			return err
-		}
-		rcfg := routerConfig(b)
-		var consumer live.Consumer = lg
-		var ready func() error
-		if _, inProcess := cache.(*recent.Mem); inProcess {
-			rg, err := newReplayGroup(ctx, lg, rcfg.Group, rcfg.Topics.Comments)
-			if err != nil {
-				return err
-			}
-			consumer, ready = rg, rg.Ready
-		}
-		rt, err := router.New(rcfg, router.Deps{Log: consumer, Recent: cache, Relay: rel})
-		if err != nil {
-			return fmt.Errorf("live router: %w", err)
-		}
-		if err := b.Add(lifecycle.Part{Name: "router", Run: rt.Run, Ready: ready}); err != nil {
-			return err
-		}
-		ar, err := archiver.New(archiverConfig(b), archiver.Deps{Log: lg, Store: st})
-		if err != nil {
-			return fmt.Errorf("live archiver: %w", err)
-		}
-		if err := b.Add(lifecycle.Part{Name: "archiver", Run: ar.Run}); err != nil {
-			return err
-		}
-	} else if !slices.Contains(b.Config.Roles, NameGateway) {
+	} else if !b.Dev() {
 		fw, err := newForwarder(b)
 		if err != nil {
 			return err
@@ -198,52 +201,11 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 	return nil
 }
 
-// buildGateway builds the SSE gateway (`concord serve`; in `concord dev`
-// live-api runs it).
-func buildGateway(ctx context.Context, b *role.Builder) error {
-	if b.Dev() {
-		return nil
-	}
-	if b.Auth == nil {
-		return errors.New("live-gateway needs the process's auth")
-	}
-	bk := &backends{b: b}
-	rel, err := bk.relay(ctx)
-	if err != nil {
-		return err
-	}
-	cache, err := bk.cache(ctx)
-	if err != nil {
-		return err
-	}
-	st, err := bk.store(ctx)
-	if err != nil {
-		return err
-	}
-	brd, err := bk.board()
-	if err != nil {
-		return err
-	}
-	gw, err := gateway.New(gatewayConfig(b), gateway.Deps{Relay: rel, Recent: cache, Store: st, Board: brd, Verifier: b.Auth})
-	if err != nil {
-		return fmt.Errorf("live gateway: %w", err)
-	}
-	if err := addGateway(b, gw); err != nil {
-		return err
-	}
-	b.Handle(patternLive, gw)
-	return nil
-}
-
-func addGateway(b *role.Builder, gw *gateway.Gateway) error {
-	return b.Add(lifecycle.Part{Name: "gateway", Run: gw.Run})
-}
-
-// buildRouter builds the stream router (`concord serve`).
+// buildRouter builds the stream router. On the in-process recent cache
+// (`concord dev`) it replays the comments topic from its start at every
+// start, since that cache died with the last process (replay.go); on
+// Redis it resumes its consumer group and is ready once caught up.
 func buildRouter(ctx context.Context, b *role.Builder) error {
-	if b.Dev() {
-		return nil
-	}
 	bk := &backends{b: b}
 	lg, err := bk.eventLog(ctx)
 	if err != nil {
@@ -258,22 +220,31 @@ func buildRouter(ctx context.Context, b *role.Builder) error {
 		return err
 	}
 	rcfg := routerConfig(b)
-	cu, err := newCaughtUp(ctx, lg, NameRouter, rcfg.Group, rcfg.Topics.Comments)
-	if err != nil {
-		return err
+	var consumer live.Consumer
+	var ready func() error
+	if _, inProcess := cache.(*recent.Mem); inProcess {
+		rg, err := newReplayGroup(ctx, lg, rcfg.Group, rcfg.Topics.Comments)
+		if err != nil {
+			return err
+		}
+		consumer, ready = rg, rg.Ready
+	} else {
+		cu, err := newCaughtUp(ctx, lg, NameRouter, rcfg.Group, rcfg.Topics.Comments)
+		if err != nil {
+			return err
+		}
+		consumer, ready = cu, cu.Ready
 	}
-	rt, err := router.New(rcfg, router.Deps{Log: cu, Recent: cache, Relay: rel})
+	rt, err := router.New(rcfg, router.Deps{Log: consumer, Recent: cache, Relay: rel})
 	if err != nil {
 		return fmt.Errorf("live router: %w", err)
 	}
-	return b.Add(lifecycle.Part{Name: "router", Run: rt.Run, Ready: cu.Ready})
+	return b.Add(lifecycle.Part{Name: "router", Run: rt.Run, Ready: ready})
 }
 
-// buildArchiver builds the archiver (`concord serve`).
+// buildArchiver builds the archiver, ready once caught up with the
+// comments topic.
 func buildArchiver(ctx context.Context, b *role.Builder) error {
-	if b.Dev() {
-		return nil
-	}
 	bk := &backends{b: b}
 	lg, err := bk.eventLog(ctx)
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/relayrole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/transport"
@@ -358,7 +359,7 @@ func (n *Node) build(ctx context.Context, t Tables) error {
 // servesGRPC reports whether cfg runs a role other nodes call over gRPC
 // (every role but api and the live and voice roles).
 func servesGRPC(cfg Config) bool {
-	for _, r := range []string{registry.RoleGateway, registry.RoleGuild, registry.RoleData, readstaterole.Name, presencerole.Name, "relay"} {
+	for _, r := range []string{registry.RoleGateway, registry.RoleGuild, registry.RoleData, readstaterole.Name, presencerole.Name, relayrole.Name} {
 		if has(cfg, r) {
 			return true
 		}

@@ -133,8 +133,9 @@ type localBackend struct {
 	log *slog.Logger
 }
 
-// dropGuild detaches the session from the guild's actor; the actor
-// answers once it did, so no later event of the guild reaches it.
+// dropGuild detaches the session from the guild's actor and returns once
+// the actor dropped it (guild.Service.DetachSession waits), so the
+// GUILD_DELETE RevokeGuild sends next follows the guild's last event.
 func (b localBackend) dropGuild(ctx context.Context, s event.Session, g snowflake.ID) {
 	if err := b.Service.DetachSession(ctx, g, s); err != nil {
 		b.log.Warn("revoked guild not detached", "session_id", s.ID, "guild_id", g, "err", err)

@@ -55,8 +55,13 @@ func (s *Service) AttachSession(ctx context.Context, guildID snowflake.ID, sess 
 }
 
 // DetachSession unsubscribes one session from one guild, as a guild node
-// does for GuildNode.Disconnect. Detaching a session that is not attached
-// is not an error.
+// does for GuildNode.Disconnect. It returns once the actor has dropped the
+// subscriber, so every event of the guild the session will ever get has
+// been handed to the Sink by then: a caller that tells the session it lost
+// the guild (a revocation's GUILD_DELETE) after DetachSession returns
+// tells it after the guild's last event. Detaching a session that is not
+// attached is not an error. When ctx ends first the removal stays queued
+// and the error is ErrUnavailable.
 func (s *Service) DetachSession(ctx context.Context, guildID snowflake.ID, sess event.Session) error {
 	s.mu.Lock()
 	e := s.sessions[sess.ID]
@@ -67,7 +72,30 @@ func (s *Service) DetachSession(ctx context.Context, guildID snowflake.ID, sess 
 	if !attached || !loaded {
 		return nil
 	}
-	return s.post(context.WithoutCancel(ctx), guildID, func(a *Actor) { a.removeSub(sess.ID) })
+	a, err := s.actor(guildID)
+	if err != nil {
+		return err
+	}
+	// An actor that failed (unloaded, deleted) dropped its subscribers
+	// already, so the removal is done either way; ctx bounds only the
+	// wait, not the enqueue, so a cancelled caller still detaches.
+	removed := make(chan struct{})
+	if err := a.enqueue(context.WithoutCancel(ctx), func(a *Actor) {
+		if a.failed == nil {
+			a.removeSub(sess.ID)
+		}
+		close(removed)
+	}); err != nil {
+		return err
+	}
+	select {
+	case <-removed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("detach %s from guild %d: %w: %w", sess.ID, guildID, ErrUnavailable, ctx.Err())
+	case <-s.done:
+		return fmt.Errorf("detach %s from guild %d: %w: service closed", sess.ID, guildID, ErrUnavailable)
+	}
 }
 
 // forgetSession drops guildID from a session's entry and the entry when it

@@ -174,3 +174,70 @@ func TestGuildPlacedElsewhereIsReadAfresh(t *testing.T) {
 		t.Fatal("the non-owner kept the guild loaded after a query")
 	}
 }
+
+// TestDetachSessionWaitsForQueuedEvents: DetachSession returns only once
+// the actor has dropped the subscriber, so the events queued before it
+// have reached the sink by then and none comes after. A revocation sends
+// GUILD_DELETE right after the detach; with a detach that only queued the
+// removal, a message already in the mailbox reached the session after
+// that GUILD_DELETE.
+func TestDetachSessionWaitsForQueuedEvents(t *testing.T) {
+	f := newFixture(t)
+	owner, member := f.user("owner", false), f.user("member", false)
+	g := must[GuildInfo](t)(f.svc.CreateGuild(bg, owner.ID, "guild"))
+	if _, _, err := f.svc.AddMember(bg, g.Guild.ID, member.ID); err != nil {
+		t.Fatal(err)
+	}
+	general := must[[]store.Channel](t)(f.svc.Channels(bg, owner.ID, g.Guild.ID))[0].ID
+	s := event.Session{ID: "a-remote", UserID: member.ID, Node: "gateway-9"}
+	if err := f.svc.AttachSession(bg, g.Guild.ID, s); err != nil {
+		t.Fatal(err)
+	}
+	grant, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: owner.ID, ChannelID: general})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := f.svc.actor(g.Guild.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hold the actor so that a message and the detach queue up behind it.
+	release, held := make(chan struct{}), make(chan struct{})
+	if err := a.enqueue(bg, func(*Actor) { close(held); <-release }); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	queued := f.publish(owner, grant, "queued before the detach")
+	detached := make(chan error, 1)
+	go func() { detached <- f.svc.DetachSession(bg, g.Guild.ID, s) }()
+	for len(a.mailbox) < 2 {
+		select {
+		case err := <-detached:
+			t.Fatalf("DetachSession returned (%v) while the actor had not run it", err)
+		default:
+		}
+		waitScheduler()
+	}
+	close(release)
+	if err := <-detached; err != nil {
+		t.Fatal(err)
+	}
+	// Nothing is awaited here: what the session got is fixed once
+	// DetachSession returned.
+	at := messages(t, f.sink.of(s.ID))
+	if len(at) != 1 || at[0].ID != queued.ID {
+		t.Fatalf("messages when DetachSession returned %v, want the queued %v", at, queued.ID)
+	}
+	w := event.Session{ID: "c-watch", UserID: owner.ID, Node: "gateway-8"}
+	if err := f.svc.AttachSession(bg, g.Guild.ID, w); err != nil {
+		t.Fatal(err)
+	}
+	later := f.send(owner, general, "after the detach")
+	f.sink.waitFor(t, w.ID, "the later message", func(ds []delivered) bool {
+		ms := messages(t, ds)
+		return len(ms) > 0 && ms[len(ms)-1].ID == later.ID
+	})
+	if n := count(f.sink.of(s.ID), "MESSAGE_CREATE"); n != 1 {
+		t.Fatalf("detached session got %d messages, want 1", n)
+	}
+}

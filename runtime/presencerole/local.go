@@ -115,9 +115,6 @@ func (l *Local) Report(ctx context.Context, node string, sessions []presence.Ses
 	l.Service().Report(ctx, node, sessions)
 }
 
-// tickable is a presence service's broadcast step.
-type tickable interface{ Tick(ctx context.Context) }
-
 // tickInterval is how often the service broadcasts due changes: the
 // configured TickInterval, else a quarter of the coalescing window, at
 // most a second; zero when the configuration runs no ticker (a negative
@@ -133,19 +130,4 @@ func tickInterval(cfg config.Presence) time.Duration {
 		return t
 	}
 	return time.Second
-}
-
-// runTicks ticks the service current returns every interval until ctx
-// ends.
-func runTicks(ctx context.Context, interval time.Duration, current func() tickable) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			current().Tick(ctx)
-		}
-	}
 }

@@ -93,7 +93,7 @@ func build(ctx context.Context, b *role.Builder) error {
 		if tick := tickInterval(b.Config.Presence); tick > 0 {
 			// Each tick asks for the current service: Restart swaps it.
 			return b.Add(lifecycle.Part{Name: "tick", Run: func(ctx context.Context) error {
-				runTicks(ctx, tick, func() tickable { return local.Service() })
+				lifecycle.Every(ctx, tick, func(ctx context.Context) { local.Service().Tick(ctx) })
 				return nil
 			}})
 		}

@@ -103,7 +103,7 @@ func buildService(ctx context.Context, b *role.Builder) (*ownedPresence, error) 
 	}
 	if tick := tickInterval(cfg.Presence); tick > 0 {
 		if err := b.Add(lifecycle.Part{Name: "run", Run: func(ctx context.Context) error {
-			runTicks(ctx, tick, func() tickable { return svc })
+			lifecycle.Every(ctx, tick, svc.Tick)
 			// The broadcasts in flight finish before the clients close.
 			pending.Wait()
 			return nil

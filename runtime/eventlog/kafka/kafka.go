@@ -488,13 +488,44 @@ func (l *Log) End(ctx context.Context, topic string) ([]int64, error) {
 		if int(p) >= len(out) {
 			return nil, fmt.Errorf("%w: topic %q has partition %d of %d", eventlog.ErrUnavailable, topic, p, len(parts))
 		}
-		off, err := l.client.GetOffset(topic, p, sarama.OffsetNewest)
+		off, err := l.newest(ctx, topic, p)
 		if err != nil {
 			return nil, fmt.Errorf("%w: end of %s/%d: %v", eventlog.ErrUnavailable, topic, p, err)
 		}
 		out[p] = off
 	}
 	return out, nil
+}
+
+// endRetryFor bounds how long End waits for a partition's leader.
+const endRetryFor = 15 * time.Second
+
+// newest reads partition p's high watermark. A topic created a moment
+// ago (the live roles create theirs at start) has no leader every broker
+// agrees on yet: until it has, the broker answers "not the leader" or
+// "leader not available", so those answers are retried with fresh
+// metadata, backing off, for up to endRetryFor.
+func (l *Log) newest(ctx context.Context, topic string, p int32) (int64, error) {
+	deadline := time.Now().Add(endRetryFor)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		off, err := l.client.GetOffset(topic, p, sarama.OffsetNewest)
+		if err == nil || !leaderMoving(err) || time.Now().After(deadline) {
+			return off, err
+		}
+		_ = l.client.RefreshMetadata(topic)
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// leaderMoving reports whether err is a broker's answer while a
+// partition's leadership is being settled.
+func leaderMoving(err error) bool {
+	return errors.Is(err, sarama.ErrNotLeaderForPartition) || errors.Is(err, sarama.ErrLeaderNotAvailable) ||
+		errors.Is(err, sarama.ErrUnknownTopicOrPartition)
 }
 
 // Committed implements eventlog.Inspector.

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -64,6 +65,9 @@ type Registry struct {
 	// one took them meanwhile.
 	claims map[string]*claim
 	closed bool
+	// leaseSet is closed (and replaced) each time lease changes: a write
+	// that found its lease gone waits on it for the next one.
+	leaseSet chan struct{}
 }
 
 // claim is one key held with Claim.
@@ -112,13 +116,14 @@ func New(cfg Config) (*Registry, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Registry{
-		cfg:    cfg,
-		cli:    cli,
-		log:    cfg.Logger,
-		ctx:    ctx,
-		cancel: cancel,
-		owned:  make(map[string]string),
-		claims: make(map[string]*claim),
+		cfg:      cfg,
+		cli:      cli,
+		log:      cfg.Logger,
+		ctx:      ctx,
+		cancel:   cancel,
+		owned:    make(map[string]string),
+		claims:   make(map[string]*claim),
+		leaseSet: make(chan struct{}),
 	}, nil
 }
 
@@ -149,10 +154,46 @@ func (r *Registry) ensureLease(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("registry: etcd keep-alive: %w", err)
 	}
-	r.lease = g.ID
+	r.setLease(g.ID)
 	r.wg.Add(1)
 	go r.keepAlive(g.ID, ka)
 	return nil
+}
+
+// setLease makes id the lease new writes use and wakes the writes waiting
+// for one (withLease). r.mu is held.
+func (r *Registry) setLease(id clientv3.LeaseID) {
+	r.lease = id
+	close(r.leaseSet)
+	r.leaseSet = make(chan struct{})
+}
+
+// withLease runs write with r.mu held and the process's lease. A lease
+// that ran out under it (etcd was away for longer than the TTL, and the
+// keep-alive loop has not granted the next one yet) is answered "lease not
+// found": then it waits for the loop's new lease and writes again, so a
+// node registering just as etcd comes back does not fail.
+func (r *Registry) withLease(ctx context.Context, write func(lease clientv3.LeaseID) error) error {
+	for {
+		r.mu.Lock()
+		err := r.ensureLease(ctx)
+		if err == nil {
+			err = write(r.lease)
+		}
+		if err == nil || !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			r.mu.Unlock()
+			return err
+		}
+		next := r.leaseSet
+		r.mu.Unlock()
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return fmt.Errorf("%w (waiting for a new lease: %v)", err, ctx.Err())
+		case <-r.ctx.Done():
+			return registry.ErrClosed
+		}
+	}
 }
 
 // keepAlive drains the keep-alive responses of lease id. When the channel
@@ -246,7 +287,7 @@ func (r *Registry) renew() (clientv3.LeaseID, <-chan *clientv3.LeaseKeepAliveRes
 	if err != nil {
 		return 0, nil, fmt.Errorf("registry: etcd keep-alive: %w", err)
 	}
-	r.lease = g.ID
+	r.setLease(g.ID)
 	if old != 0 {
 		// Nothing is left on the old lease; end it rather than let it
 		// run out (it may already have).
@@ -262,23 +303,25 @@ func (r *Registry) Claim(ctx context.Context, key string, value []byte) (<-chan 
 		return nil, fmt.Errorf("%w: empty key", registry.ErrInvalid)
 	}
 	full := r.kvKey(key)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.ensureLease(ctx); err != nil {
+	var c *claim
+	err := r.withLease(ctx, func(lease clientv3.LeaseID) error {
+		resp, err := r.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(full), "=", 0)).
+			Then(clientv3.OpPut(full, string(value), clientv3.WithLease(lease))).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("registry: claim %s: %w", key, err)
+		}
+		if !resp.Succeeded {
+			return fmt.Errorf("%w: %s is claimed", registry.ErrExists, key)
+		}
+		c = &claim{value: string(value), lost: make(chan struct{})}
+		r.claims[full] = c
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	resp, err := r.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(full), "=", 0)).
-		Then(clientv3.OpPut(full, string(value), clientv3.WithLease(r.lease))).
-		Commit()
-	if err != nil {
-		return nil, fmt.Errorf("registry: claim %s: %w", key, err)
-	}
-	if !resp.Succeeded {
-		return nil, fmt.Errorf("%w: %s is claimed", registry.ErrExists, key)
-	}
-	c := &claim{value: string(value), lost: make(chan struct{})}
-	r.claims[full] = c
 	return c.lost, nil
 }
 
@@ -293,23 +336,24 @@ func (r *Registry) Register(ctx context.Context, n registry.Node) (registry.Regi
 		return nil, fmt.Errorf("registry: encode node %s: %w", n.Name, err)
 	}
 	key := r.nodeKey(n.Name)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.ensureLease(ctx); err != nil {
+	err = r.withLease(ctx, func(lease clientv3.LeaseID) error {
+		resp, err := r.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease)),
+				clientv3.OpDelete(r.drainKey(n.Name))).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("registry: register %s: %w", n.Name, err)
+		}
+		if !resp.Succeeded {
+			return fmt.Errorf("%w: %s", registry.ErrExists, n.Name)
+		}
+		r.owned[key] = string(val)
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	resp, err := r.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(r.lease)),
-			clientv3.OpDelete(r.drainKey(n.Name))).
-		Commit()
-	if err != nil {
-		return nil, fmt.Errorf("registry: register %s: %w", n.Name, err)
-	}
-	if !resp.Succeeded {
-		return nil, fmt.Errorf("%w: %s", registry.ErrExists, n.Name)
-	}
-	r.owned[key] = string(val)
 	r.log.Info("node registered", "node", n.Name, "roles", n.Roles, "addr", n.Addr)
 	return &registration{r: r, name: n.Name}, nil
 }
@@ -406,17 +450,14 @@ func (r *Registry) Put(ctx context.Context, key string, value []byte, lifetime r
 		}
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.ensureLease(ctx); err != nil {
-		return err
-	}
-	if _, err := r.cli.Put(ctx, full, string(value), clientv3.WithLease(r.lease)); err != nil {
-		return fmt.Errorf("registry: put %s: %w", key, err)
-	}
-	r.owned[full] = string(value)
-	delete(r.claims, full)
-	return nil
+	return r.withLease(ctx, func(lease clientv3.LeaseID) error {
+		if _, err := r.cli.Put(ctx, full, string(value), clientv3.WithLease(lease)); err != nil {
+			return fmt.Errorf("registry: put %s: %w", key, err)
+		}
+		r.owned[full] = string(value)
+		delete(r.claims, full)
+		return nil
+	})
 }
 
 // Get implements registry.Registry.

@@ -3,26 +3,21 @@ package apirole
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/concord-chat/concord/runtime/adminapi"
-	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/role/roletest"
 	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/store"
-	pebblestore "github.com/concord-chat/concord/runtime/store/pebble"
-	"github.com/concord-chat/concord/runtime/voice/fleet"
 )
 
 // statsGuildNode is the admin endpoints of a process running the guild
@@ -37,40 +32,18 @@ func newStatsGuildNode(t *testing.T, name string, worker int) *statsGuildNode {
 	t.Helper()
 	ctx := context.Background()
 	cfg := config.Default()
-	cfg.DataDir, cfg.Node = t.TempDir(), name
-	cfg, err := cfg.Complete()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := pebblestore.New(pebblestore.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	iss, err := auth.New(auth.Config{Key: []byte(strings.Repeat("k", 32))}, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := snowflake.New(snowflake.Config{Worker: worker})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg.Node, cfg.Worker = name, worker
 	seams := &role.Seams{}
 	role.Provide[event.Sink](seams, guildrole.LocalSink, discardSink{})
+	parts := roletest.Parts(t, seams, cfg)
 	admin := http.NewServeMux()
-	parts := role.Parts{Config: cfg, Logger: slog.New(slog.DiscardHandler), Store: st, Auth: iss, IDs: ids,
-		VoiceFleet: fleet.NewLocal(), Seams: seams, Admin: admin}
+	parts.Admin = admin
 	if err := role.Build(ctx, []role.Role{guildrole.Role}, func(string) bool { return true }, parts, http.NewServeMux(), &lifecycle.Group{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = seams.Close()
-		_ = st.Close()
-	})
+	t.Cleanup(func() { _ = seams.Close() })
 	svc, _ := role.Lookup(seams, guildrole.Service)
-	owner, _ := ids.Next()
-	if err := st.CreateUser(ctx, store.User{ID: owner, Username: "owner", CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
+	owner := roletest.User(t, parts, "owner").ID
 	info, err := svc.CreateGuild(ctx, owner, "stats "+name)
 	if err != nil {
 		t.Fatal(err)

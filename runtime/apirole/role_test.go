@@ -3,7 +3,6 @@ package apirole
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/guild"
@@ -21,9 +19,7 @@ import (
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/registry/etcd/etcdtest"
 	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/store"
-	pebblestore "github.com/concord-chat/concord/runtime/store/pebble"
+	"github.com/concord-chat/concord/runtime/role/roletest"
 )
 
 // discardSink drops the guild service's events: no session is attached.
@@ -42,49 +38,27 @@ type roleWorld struct {
 
 func newRoleWorld(t *testing.T, reg registry.Registry, roles ...string) *roleWorld {
 	t.Helper()
-	ctx := context.Background()
 	cfg := config.Default()
-	cfg.DataDir, cfg.Registry, cfg.Node, cfg.Roles = t.TempDir(), "mem", "n1", roles
+	cfg.Registry, cfg.Node, cfg.Roles = "mem", "n1", roles
 	cfg.LeaseTTL = 2 * time.Second
-	cfg, err := cfg.Complete()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := pebblestore.New(pebblestore.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := []byte(strings.Repeat("k", 32))
-	iss, err := auth.New(auth.Config{Key: key}, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := snowflake.New(snowflake.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := guild.NewService(guild.Config{}, guild.Deps{Store: st, Sink: discardSink{}, IDs: ids, Auth: iss})
-	if err != nil {
-		t.Fatal(err)
-	}
 	seams := &role.Seams{}
-	role.Provide(seams, guildrole.Service, svc)
-	role.Provide(seams, ServerKey, key)
-	uid, _ := ids.Next()
-	u := store.User{ID: uid, Username: "alice", CreatedAt: time.Now().UTC()}
-	if err := st.CreateUser(ctx, u); err != nil {
+	parts := roletest.Parts(t, seams, cfg)
+	// A node of `concord serve`: its SFUs report to the registry, there is
+	// no in-process fleet.
+	parts.VoiceFleet = nil
+	parts.Metrics, parts.Registry = prometheus.NewRegistry(), reg
+	svc, err := guild.NewService(guild.Config{}, guild.Deps{Store: parts.Store, Sink: discardSink{}, IDs: parts.IDs, Auth: parts.Auth})
+	if err != nil {
 		t.Fatal(err)
 	}
-	w := &roleWorld{
-		parts: role.Parts{Config: cfg, Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Registry: reg,
-			Store: st, Auth: iss, IDs: ids, Seams: seams},
-		mux: http.NewServeMux(), group: &lifecycle.Group{}, token: iss.Mint(u),
-	}
+	role.Provide(seams, guildrole.Service, svc)
+	role.Provide(seams, ServerKey, roletest.Key())
+	u := roletest.User(t, parts, "alice")
+	w := &roleWorld{parts: parts, mux: http.NewServeMux(), group: &lifecycle.Group{}, token: parts.Auth.Mint(u)}
 	t.Cleanup(func() {
 		_ = w.group.Stop(context.Background())
 		_ = seams.Close()
 		_ = svc.Close()
-		_ = st.Close()
 	})
 	return w
 }

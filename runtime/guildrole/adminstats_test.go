@@ -7,13 +7,13 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/concord-chat/concord/runtime/adminapi"
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/role/roletest"
 )
 
 // adminGet serves GET path on h and decodes the JSON answer into out.
@@ -35,7 +35,7 @@ func TestDevServesGuildStats(t *testing.T) {
 	ctx := context.Background()
 	var seams role.Seams
 	role.Provide[event.Sink](&seams, LocalSink, make(chanSink, 64))
-	parts := devParts(t, &seams)
+	parts := roletest.Parts(t, &seams, config.Default())
 	admin := http.NewServeMux()
 	parts.Admin = admin
 	var group lifecycle.Group
@@ -44,13 +44,7 @@ func TestDevServesGuildStats(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = seams.Close() })
 	svc, _ := role.Lookup(&seams, Service)
-	owner, err := parts.IDs.Next()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := parts.Store.CreateUser(ctx, store.User{ID: owner, Username: "owner", CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
+	owner := roletest.User(t, parts, "owner").ID
 	info, err := svc.CreateGuild(ctx, owner, "stats")
 	if err != nil {
 		t.Fatal(err)

@@ -5,11 +5,7 @@ package platform
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"testing"
-	"time"
-
-	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
 	"github.com/concord-chat/concord/internal/resttest"
 )
@@ -20,22 +16,10 @@ import (
 // store lives in the shared keyspace (runtime/bots/cassandra), not in a
 // process's data directory.
 func TestBotsOnCassandraAreShared(t *testing.T) {
-	cass := os.Getenv("CONCORD_CASSANDRA")
-	if cass == "" {
-		t.Fatal("CONCORD_CASSANDRA is not set: start Cassandra with hack/cassandra/start.sh and export what it prints")
-	}
-	ks := fmt.Sprintf("concord_botsplat_%d_%06x", time.Now().Unix(), rand.Uint32()&0xffffff)
-	t.Cleanup(func() {
-		c := gocql.NewCluster(cass)
-		c.Timeout = time.Minute
-		if s, err := c.CreateSession(); err == nil {
-			_ = s.Query(`DROP KEYSPACE IF EXISTS ` + ks).Exec()
-			s.Close()
-		}
-	})
+	store := freshKeyspaceStore(t, "botsplat")
 	key := fmt.Sprintf("%064x", rand.Uint64())
 	on := func(c *Config) {
-		c.Store = "cassandra://" + cass + "/" + ks + "?rf=1"
+		c.Store = store
 		c.ServerKey = key
 		c.Registry = "mem"
 	}

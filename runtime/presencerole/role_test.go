@@ -3,14 +3,12 @@ package presencerole
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
@@ -20,42 +18,15 @@ import (
 	"github.com/concord-chat/concord/runtime/registry"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/role/roletest"
 	"github.com/concord-chat/concord/runtime/snowflake"
-	pebblestore "github.com/concord-chat/concord/runtime/store/pebble"
 	"github.com/concord-chat/concord/runtime/transport"
-	"github.com/concord-chat/concord/runtime/voice/fleet"
 )
 
 // discard is a sink that drops every batch.
 type discard struct{}
 
 func (discard) Deliver(context.Context, string, event.Batch) {}
-
-// parts are the parts a process builds the role from, over a Pebble
-// store in a temporary directory.
-func parts(t *testing.T, seams *role.Seams, cfg config.Config) role.Parts {
-	t.Helper()
-	cfg, err := cfg.Complete()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DataDir = t.TempDir()
-	st, err := pebblestore.New(pebblestore.Config{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	issuer, err := auth.New(auth.Config{Key: []byte(strings.Repeat("k", 32))}, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := snowflake.New(snowflake.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return role.Parts{Config: cfg, Logger: slog.New(slog.DiscardHandler), Store: st, Auth: issuer, IDs: ids,
-		VoiceFleet: fleet.NewLocal(), Seams: seams}
-}
 
 // started returns a session and the ClientInfo of its IDENTIFY with
 // status.
@@ -74,7 +45,7 @@ func TestDevBuild(t *testing.T) {
 	ctx := context.Background()
 	var group lifecycle.Group
 	var none role.Seams
-	err := role.Build(ctx, []role.Role{Role}, func(string) bool { return true }, parts(t, &none, config.Default()), http.NewServeMux(), &group)
+	err := role.Build(ctx, []role.Role{Role}, func(string) bool { return true }, roletest.Parts(t, &none, config.Default()), http.NewServeMux(), &group)
 	if err == nil || !strings.Contains(err.Error(), "no guild service") {
 		t.Fatalf("build without a guild service = %v, want the missing service named", err)
 	}
@@ -84,7 +55,7 @@ func TestDevBuild(t *testing.T) {
 	role.Provide[event.Sink](&seams, guildrole.LocalSink, discard{})
 	cfg := config.Default()
 	cfg.Presence.TickInterval = -1
-	p := parts(t, &seams, cfg)
+	p := roletest.Parts(t, &seams, cfg)
 	if err := role.Build(ctx, []role.Role{guildrole.Role, Role}, func(string) bool { return true }, p, http.NewServeMux(), &group); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +150,7 @@ func TestServeBuild(t *testing.T) {
 		cfg := config.Default()
 		cfg.Node, cfg.Roles = node, roles
 		cfg.Presence.Enabled = true
-		p := parts(t, seams, cfg)
+		p := roletest.Parts(t, seams, cfg)
 		p.Registry, p.GRPC = newReg(), &transport.Services{Node: node}
 		p.ClientConfig = transport.ClientConfig{CallTimeout: 5 * time.Second}
 		if err := role.Build(ctx, []role.Role{Role}, func(string) bool { return true }, p, http.NewServeMux(), group); err != nil {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/concord-chat/concord/operator/fleet"
 	"github.com/concord-chat/concord/runtime/registry"
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 )
 
 // adminTestToken is the admin token of the tests' nodes (nodeArgs).
@@ -58,21 +56,15 @@ func TestAdminGuilds(t *testing.T) {
 		"--cluster=adm-test",
 	)
 	guildAdmin, appAdmin := freeAddr(t), freeAddr(t)
-	gn := startNode(t, "guild-1", freeAddr(t), append([]string{"--roles=guild", "--grpc=" + freeAddr(t),
-		"--admin=" + guildAdmin, "--data-dir=" + t.TempDir()}, common...)...)
-	app := startNode(t, "app-1", freeAddr(t), append([]string{"--roles=gateway,api", "--grpc=" + freeAddr(t),
-		"--admin=" + appAdmin, "--data-dir=" + t.TempDir()}, common...)...)
+	gn := startRole(t, "guild-1", "guild", common, "--admin="+guildAdmin)
+	app := startRole(t, "app-1", "gateway,api", common, "--admin="+appAdmin)
 	deadline := time.Now().Add(30 * time.Second)
 	gn.waitReady(t, deadline)
 	app.waitReady(t, deadline)
 
 	// Both nodes claimed a snowflake pair of their own and publish their
 	// admin address.
-	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{env.endpoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	reg := env.registry(t)
 	labels := map[string]map[string]string{}
 	for _, role := range []string{registry.RoleGuild, registry.RoleGateway} {
 		ch, err := reg.Watch(ctx, role)
@@ -94,22 +86,13 @@ func TestAdminGuilds(t *testing.T) {
 	}
 
 	api := rest{addr: app.http, client: &http.Client{Timeout: 20 * time.Second}}
-	var u struct {
-		Token string `json:"token"`
-	}
-	api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("adm_%x", rand.Uint32()), "password": "correct-horse-1"}, &u)
-	var g struct {
-		ID string `json:"id"`
-	}
-	api.must(t, u.Token, "POST", "/guilds", map[string]any{"name": "admin stats"}, &g)
-	var chans []struct {
-		ID string `json:"id"`
-	}
-	api.must(t, u.Token, "GET", "/guilds/"+g.ID+"/channels", nil, &chans)
-	s := dial(t, "adm-session", app.http, u.Token)
-	s.await(t, "GUILD_CREATE", 10*time.Second, func(fs []dispatch) bool { return len(guildCreates(fs, g.ID)) == 1 })
+	token := register(t, api, "adm")
+	guildID := createGuild(t, api, token, "admin stats")
+	channel := firstChannel(t, api, token, guildID)
+	s := dial(t, "adm-session", app.http, token)
+	s.await(t, "GUILD_CREATE", 10*time.Second, func(fs []dispatch) bool { return len(guildCreates(fs, guildID)) == 1 })
 	for i := range 5 {
-		api.must(t, u.Token, "POST", "/channels/"+chans[0].ID+"/messages", map[string]any{"content": fmt.Sprintf("m%d", i)}, nil)
+		api.must(t, token, "POST", "/channels/"+channel+"/messages", map[string]any{"content": fmt.Sprintf("m%d", i)}, nil)
 	}
 	s.await(t, "5 MESSAGE_CREATE", 10*time.Second, func(fs []dispatch) bool { return len(messages(fs)) == 5 })
 
@@ -120,16 +103,16 @@ func TestAdminGuilds(t *testing.T) {
 	}
 	var mine *fleet.GuildSample
 	for i := range samples {
-		if samples[i].GuildID == g.ID {
+		if samples[i].GuildID == guildID {
 			mine = &samples[i]
 		}
 	}
 	if mine == nil || mine.Node != "guild-1" || mine.Online != 1 || mine.Members != 1 || mine.EventAgeP99 <= 0 || mine.EventAgeP50 <= 0 {
-		t.Fatalf("guild node samples = %+v, want guild %s on guild-1 with 1 online, 1 member and non-zero event ages", samples, g.ID)
+		t.Fatalf("guild node samples = %+v, want guild %s on guild-1 with 1 online, 1 member and non-zero event ages", samples, guildID)
 	}
 	var one fleet.GuildSample
-	if code, body := adminGet(t, guildAdmin, "/admin/guilds/"+g.ID, &one); code != http.StatusOK || one.GuildID != g.ID || one.Online != 1 {
-		t.Fatalf("guild node GET /admin/guilds/%s = %d %s", g.ID, code, body)
+	if code, body := adminGet(t, guildAdmin, "/admin/guilds/"+guildID, &one); code != http.StatusOK || one.GuildID != guildID || one.Online != 1 {
+		t.Fatalf("guild node GET /admin/guilds/%s = %d %s", guildID, code, body)
 	}
 	if code, body := adminGet(t, guildAdmin, "/admin/guilds/1", nil); code != http.StatusNotFound || !strings.Contains(body, "10004") {
 		t.Fatalf("guild node GET of a guild it has not loaded = %d %s, want 404 10004", code, body)
@@ -146,13 +129,13 @@ func TestAdminGuilds(t *testing.T) {
 	}
 	found := false
 	for _, x := range all {
-		found = found || (x.GuildID == g.ID && x.Node == "guild-1" && x.Online == 1)
+		found = found || (x.GuildID == guildID && x.Node == "guild-1" && x.Online == 1)
 	}
 	if !found {
-		t.Fatalf("api node samples = %+v, want guild %s from guild-1", all, g.ID)
+		t.Fatalf("api node samples = %+v, want guild %s from guild-1", all, guildID)
 	}
-	if code, body := adminGet(t, appAdmin, "/admin/guilds/"+g.ID, &one); code != http.StatusOK || one.Node != "guild-1" {
-		t.Fatalf("api node GET /admin/guilds/%s = %d %s", g.ID, code, body)
+	if code, body := adminGet(t, appAdmin, "/admin/guilds/"+guildID, &one); code != http.StatusOK || one.Node != "guild-1" {
+		t.Fatalf("api node GET /admin/guilds/%s = %d %s", guildID, code, body)
 	}
 	if code, body := adminGet(t, app.http, "/admin/guilds", nil); code == http.StatusOK {
 		t.Fatalf("api node answered /admin/guilds on --http: %s", body)
@@ -202,42 +185,27 @@ func TestDedicatedGuildNode(t *testing.T) {
 	env := setupCluster(t, ctx, "ded")
 	common := env.nodeArgs()
 	sharedAdmin := freeAddr(t)
-	shared := startNode(t, "guild-1", freeAddr(t), append([]string{"--roles=guild", "--grpc=" + freeAddr(t),
-		"--admin=" + sharedAdmin, "--data-dir=" + t.TempDir()}, common...)...)
-	app := startNode(t, "app-1", freeAddr(t), append([]string{"--roles=gateway,api", "--grpc=" + freeAddr(t),
-		"--data-dir=" + t.TempDir()}, common...)...)
+	shared := startRole(t, "guild-1", "guild", common, "--admin="+sharedAdmin)
+	app := startRole(t, "app-1", "gateway,api", common)
 	deadline := time.Now().Add(30 * time.Second)
 	shared.waitReady(t, deadline)
 	app.waitReady(t, deadline)
 
 	api := rest{addr: app.http, client: &http.Client{Timeout: 20 * time.Second}}
-	var u struct {
-		Token string `json:"token"`
-	}
-	api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("ded_%x", rand.Uint32()), "password": "correct-horse-1"}, &u)
-	var g struct {
-		ID string `json:"id"`
-	}
-	api.must(t, u.Token, "POST", "/guilds", map[string]any{"name": "big guild"}, &g)
-	var chans []struct {
-		ID string `json:"id"`
-	}
-	api.must(t, u.Token, "GET", "/guilds/"+g.ID+"/channels", nil, &chans)
-	s := dial(t, "ded-session", app.http, u.Token)
-	s.await(t, "GUILD_CREATE", 10*time.Second, func(fs []dispatch) bool { return len(guildCreates(fs, g.ID)) == 1 })
-	awaitSamples(t, sharedAdmin, "the guild on the shared node", func(ss []fleet.GuildSample) bool { return hasGuild(ss, g.ID, 1) })
+	token := register(t, api, "ded")
+	guildID := createGuild(t, api, token, "big guild")
+	channel := firstChannel(t, api, token, guildID)
+	s := dial(t, "ded-session", app.http, token)
+	s.await(t, "GUILD_CREATE", 10*time.Second, func(fs []dispatch) bool { return len(guildCreates(fs, guildID)) == 1 })
+	awaitSamples(t, sharedAdmin, "the guild on the shared node", func(ss []fleet.GuildSample) bool { return hasGuild(ss, guildID, 1) })
 
 	// The dedicated node joins: the ring does not give it the guild.
 	dedAdmin := freeAddr(t)
-	ded := startNode(t, "prod-guild-"+g.ID, freeAddr(t), append([]string{"--roles=guild", "--grpc=" + freeAddr(t),
-		"--admin=" + dedAdmin, "--guild-dedicated=" + g.ID, "--data-dir=" + t.TempDir()}, common...)...)
+	ded := startRole(t, "prod-guild-"+guildID, "guild", common, "--admin="+dedAdmin, "--guild-dedicated="+guildID)
 	ded.waitReady(t, time.Now().Add(30*time.Second))
-	var other struct {
-		ID string `json:"id"`
-	}
-	api.must(t, u.Token, "POST", "/guilds", map[string]any{"name": "small guild"}, &other)
-	api.must(t, u.Token, "GET", "/guilds/"+other.ID+"/channels", nil, &chans)
-	awaitSamples(t, sharedAdmin, "the new guild on the shared node", func(ss []fleet.GuildSample) bool { return hasGuild(ss, other.ID, -1) })
+	other := createGuild(t, api, token, "small guild")
+	firstChannel(t, api, token, other)
+	awaitSamples(t, sharedAdmin, "the new guild on the shared node", func(ss []fleet.GuildSample) bool { return hasGuild(ss, other, -1) })
 	var onDed []fleet.GuildSample
 	if code, body := adminGet(t, dedAdmin, "/admin/guilds", &onDed); code != http.StatusOK || len(onDed) != 0 {
 		t.Fatalf("dedicated node before the pin: /admin/guilds = %d %s, want no guild", code, body)
@@ -245,21 +213,17 @@ func TestDedicatedGuildNode(t *testing.T) {
 
 	// The operator pins the guild to the dedicated pod: it moves there
 	// with its session, and messages flow through it.
-	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{env.endpoint}})
-	if err != nil {
+	reg := env.registry(t)
+	if err := reg.Pin(ctx, mustID(t, guildID), ded.name); err != nil {
 		t.Fatal(err)
 	}
-	defer reg.Close()
-	if err := reg.Pin(ctx, mustID(t, g.ID), ded.name); err != nil {
-		t.Fatal(err)
-	}
-	awaitSamples(t, dedAdmin, "the pinned guild on the dedicated node", func(ss []fleet.GuildSample) bool { return hasGuild(ss, g.ID, 1) })
-	awaitSamples(t, sharedAdmin, "the pinned guild gone from the shared node", func(ss []fleet.GuildSample) bool { return !hasGuild(ss, g.ID, -1) })
-	api.must(t, u.Token, "GET", "/guilds/"+g.ID+"/channels", nil, &chans)
+	awaitSamples(t, dedAdmin, "the pinned guild on the dedicated node", func(ss []fleet.GuildSample) bool { return hasGuild(ss, guildID, 1) })
+	awaitSamples(t, sharedAdmin, "the pinned guild gone from the shared node", func(ss []fleet.GuildSample) bool { return !hasGuild(ss, guildID, -1) })
+	channel = firstChannel(t, api, token, guildID)
 	var m struct {
 		ID string `json:"id"`
 	}
-	api.must(t, u.Token, "POST", "/channels/"+chans[0].ID+"/messages", map[string]any{"content": "on the dedicated node"}, &m)
+	api.must(t, token, "POST", "/channels/"+channel+"/messages", map[string]any{"content": "on the dedicated node"}, &m)
 	s.await(t, "MESSAGE_CREATE through the dedicated node", 10*time.Second, func(fs []dispatch) bool {
 		for _, msg := range messages(fs) {
 			if msg.ID == m.ID {
@@ -268,5 +232,5 @@ func TestDedicatedGuildNode(t *testing.T) {
 		}
 		return false
 	})
-	awaitSamples(t, sharedAdmin, "the other guild still on the shared node", func(ss []fleet.GuildSample) bool { return hasGuild(ss, other.ID, -1) })
+	awaitSamples(t, sharedAdmin, "the other guild still on the shared node", func(ss []fleet.GuildSample) bool { return hasGuild(ss, other, -1) })
 }

@@ -27,24 +27,9 @@ func startExternal(t *testing.T, name, bin string, args ...string) *proc {
 // the test's).
 func startExternalEnv(t *testing.T, name string, env []string, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, changed: make(chan struct{}), done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = env
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("--- logs of %s (last 4 KiB) ---\n%s", name, tail(p.output(), 4096))
-		}
-	})
-	return p
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	return runProc(t, name, "", cmd, func(logs string) (string, string) { return " (last 4 KiB)", tail(logs, 4096) })
 }
 
 func tail(s string, n int) string {

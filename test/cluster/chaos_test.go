@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +16,6 @@ import (
 	"github.com/concord-chat/concord/operator/fleet/etcdfleet"
 	botscassandra "github.com/concord-chat/concord/runtime/bots/cassandra"
 	"github.com/concord-chat/concord/runtime/registry"
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 	"github.com/concord-chat/concord/runtime/store/cassandra"
 )
 
@@ -93,10 +90,7 @@ type chaosStep struct {
 //	go test -tags integration,chaos -run TestChaos -v ./test/cluster/
 func TestChaos(t *testing.T) {
 	start := time.Now()
-	cass := os.Getenv("CONCORD_CASSANDRA")
-	if cass == "" {
-		t.Fatal("CONCORD_CASSANDRA must be set: run `make test-deps` and source ~/.cache/concord/test-env.sh")
-	}
+	cass := needEnv(t, "CONCORD_CASSANDRA", "run `make test-deps` and source ~/.cache/concord/test-env.sh")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
@@ -133,7 +127,7 @@ func TestChaos(t *testing.T) {
 	common := []string{
 		"--registry=etcd://" + etcd.endpoints(),
 		"--store=cassandra://" + cass + "/" + ks + "?rf=1",
-		"--eventlog=kafka://" + kafka + "?topic_prefix=" + ks + ".",
+		kafkaEventlog(kafka, ks),
 		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),
 		"--admin-token=" + adminTestToken,
 		"--lease-ttl=" + leaseTTL.String(),
@@ -176,21 +170,9 @@ func TestChaos(t *testing.T) {
 	for _, m := range etcd.members {
 		etcdURLs = append(etcdURLs, "http://"+m.client)
 	}
-	reg, err := etcdreg.New(etcdreg.Config{Endpoints: etcdURLs, LeaseTTL: leaseTTL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
-	guildRing, err := registry.NewLocalRing(ctx, reg, registry.RoleGuild, registry.LocalRingConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(guildRing.Close)
-	dataRing, err := registry.NewLocalRing(ctx, reg, registry.RoleData, registry.LocalRingConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(dataRing.Close)
+	reg := connectRegistry(t, etcdURLs...)
+	guildRing := watchRing(t, ctx, reg, registry.RoleGuild)
+	dataRing := watchRing(t, ctx, reg, registry.RoleData)
 	waitRing(t, guildRing, 2)
 	waitRing(t, dataRing, 2)
 
@@ -201,19 +183,8 @@ func TestChaos(t *testing.T) {
 	type user struct{ name, id, token string }
 	users := map[string]user{}
 	for _, name := range []string{"m", "r", "p", "o1", "o2", "w"} {
-		var out struct {
-			Token  string `json:"token"`
-			UserID string `json:"user_id"`
-		}
-		api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("chaos_%s_%x", name, rand.Uint32()), "password": "correct-horse-1"}, &out)
-		if out.UserID == "" {
-			var me struct {
-				ID string `json:"id"`
-			}
-			api.must(t, out.Token, "GET", "/users/@me", nil, &me)
-			out.UserID = me.ID
-		}
-		users[name] = user{name: name, id: out.UserID, token: out.Token}
+		u := newUser(t, api, "chaos_"+name)
+		users[name] = user{name: name, id: u.id, token: u.token}
 	}
 	owner := users["o1"].token
 
@@ -395,7 +366,7 @@ func TestChaos(t *testing.T) {
 	// (its count must start over from there); a last round of messages
 	// from every writer, and a last presence.
 	tr.stop()
-	readHistory := chaosHistory(t, api, owner, readR)
+	readHistory := channelHistory(t, api, owner, readR)
 	lastRead := readHistory[len(readHistory)-1].ID
 	if err := tr.read(ctx, 0, ackers[0], lastRead); err != nil {
 		t.Fatalf("final ack: %v", err)
@@ -437,7 +408,7 @@ func TestChaos(t *testing.T) {
 	inHistory := map[string]bool{}
 	nonces := map[string]int{}
 	for _, ch := range h.channels {
-		history[ch] = chaosHistory(t, api, owner, ch)
+		history[ch] = channelHistory(t, api, owner, ch)
 		for _, m := range history[ch] {
 			inHistory[m.ID] = true
 			nonces[m.Content]++
@@ -583,28 +554,6 @@ func nonEmpty(ss []*chaosSession) []*chaosSession {
 		}
 	}
 	return out
-}
-
-// chaosHistory reads a channel's whole history, newest last.
-func chaosHistory(t *testing.T, api rest, token, channel string) []message {
-	t.Helper()
-	var all []message
-	before := ""
-	for {
-		var page []message
-		path := "/channels/" + channel + "/messages?limit=100"
-		if before != "" {
-			path += "&before=" + before
-		}
-		api.must(t, token, "GET", path, nil, &page)
-		all = append(all, page...)
-		if len(page) < 100 {
-			break
-		}
-		before = page[len(page)-1].ID
-	}
-	sort.Slice(all, func(i, j int) bool { return mustID(t, all[i].ID) < mustID(t, all[j].ID) })
-	return all
 }
 
 // presenceSeen is the part of a PRESENCE_UPDATE the test checks.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/registry"
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 )
 
 // TestKillDataNode runs 2 data nodes (--roles=data) and one node running
@@ -31,30 +29,11 @@ func TestKillDataNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	env := setupCluster(t, ctx, "data")
-	cass, endpoint, ks := env.cass, env.endpoint, env.ks
-	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{endpoint}, LeaseTTL: leaseTTL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
-	dataRing, err := registry.NewLocalRing(ctx, reg, registry.RoleData, registry.LocalRingConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(dataRing.Close)
+	dataRing := watchRing(t, ctx, env.registry(t), registry.RoleData)
 
 	t.Logf("setup: keyspace and binary ready after %v", time.Since(start).Round(time.Millisecond))
 
-	common := []string{
-		"--rate-limits=false", // the test sends faster than REST allows
-		"--registry=etcd://" + strings.TrimPrefix(endpoint, "http://"),
-		"--store=cassandra://" + cass + "/" + ks + "?rf=1",
-		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),
-		"--lease-ttl=" + leaseTTL.String(),
-		"--retry-interval=500ms",
-		"--data-dir=" + t.TempDir(),
-		"--log-level=info",
-	}
+	common := env.nodeArgs("--data-dir="+t.TempDir(), "--log-level=info")
 	procs := map[string]*proc{}
 	for i, s := range []struct{ name, roles string }{{"data-1", "data"}, {"data-2", "data"}, {"app-1", "gateway,api,guild"}} {
 		args := append([]string{"--roles=" + s.roles, "--grpc=" + freeAddr(t), fmt.Sprintf("--worker=%d", i+1), "--data-nodes=ring"}, common...)
@@ -68,14 +47,8 @@ func TestKillDataNode(t *testing.T) {
 	t.Logf("cluster: 3 nodes ready after %v", time.Since(start).Round(time.Millisecond))
 
 	api := rest{addr: procs["app-1"].http, client: &http.Client{Timeout: 30 * time.Second}}
-	var u struct {
-		Token string `json:"token"`
-	}
-	api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("d_%x", rand.Uint32()), "password": "correct-horse-1"}, &u)
-	var g struct {
-		ID string `json:"id"`
-	}
-	api.must(t, u.Token, "POST", "/guilds", map[string]any{"name": "data guild"}, &g)
+	token := register(t, api, "d")
+	guildID := createGuild(t, api, token, "data guild")
 	// Channels until each data node owns at least two.
 	owned := map[string][]string{} // data node → channel ids
 	var channels []string
@@ -83,7 +56,7 @@ func TestKillDataNode(t *testing.T) {
 		var c struct {
 			ID string `json:"id"`
 		}
-		api.must(t, u.Token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": fmt.Sprintf("c%d", i), "type": 0}, &c)
+		api.must(t, token, "POST", "/guilds/"+guildID+"/channels", map[string]any{"name": fmt.Sprintf("c%d", i), "type": 0}, &c)
 		n, ok := dataRing.Owner(mustID(t, c.ID))
 		if !ok {
 			t.Fatal("no data node owns a channel")
@@ -118,7 +91,7 @@ func TestKillDataNode(t *testing.T) {
 					}
 					rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
 					var page []message
-					status, raw, err := api.do(rctx, u.Token, "GET", "/channels/"+ch+"/messages?limit=50", nil, &page)
+					status, raw, err := api.do(rctx, token, "GET", "/channels/"+ch+"/messages?limit=50", nil, &page)
 					rcancel()
 					reads.Add(1)
 					if err != nil || status != http.StatusOK {
@@ -132,7 +105,7 @@ func TestKillDataNode(t *testing.T) {
 		}
 	}
 
-	wr := &writerPool{api: api, channels: channels, progress: make(chan struct{}, 1024), tokens: []string{u.Token, u.Token, u.Token}}
+	wr := &writerPool{api: api, channels: channels, progress: make(chan struct{}, 1024), tokens: []string{token, token, token}}
 	wr.start(ctx, "a")
 	wr.await(t, 15, 20*time.Second)
 
@@ -173,21 +146,8 @@ func TestKillDataNode(t *testing.T) {
 	// History has every acknowledged message, read through the survivor.
 	history := map[string]bool{}
 	for _, ch := range channels {
-		beforeID := ""
-		for {
-			var page []message
-			path := "/channels/" + ch + "/messages?limit=100"
-			if beforeID != "" {
-				path += "&before=" + beforeID
-			}
-			api.must(t, u.Token, "GET", path, nil, &page)
-			for _, m := range page {
-				history[m.ID] = true
-			}
-			if len(page) < 100 {
-				break
-			}
-			beforeID = page[len(page)-1].ID
+		for _, m := range channelHistory(t, api, token, ch) {
+			history[m.ID] = true
 		}
 	}
 	missing := 0

@@ -6,9 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -25,53 +23,25 @@ import (
 // node ends (4004) when its token is reset elsewhere: the node holds the
 // bot's entitlement lease and hears the revocation.
 func TestSessionDirectory(t *testing.T) {
-	kafka := os.Getenv("CONCORD_KAFKA")
-	if kafka == "" {
-		t.Fatal("CONCORD_KAFKA is not set (host:port): run `make test-deps` and source ~/.cache/concord/test-env.sh")
-	}
+	kafka := kafkaAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	env := setupCluster(t, ctx, "dir")
-	// The cluster's own topics and groups on the shared Kafka.
-	prefix := fmt.Sprintf("dir%06x.", rand.Uint32()&0xffffff)
-	common := env.nodeArgs("--eventlog=kafka://"+kafka+"?topic_prefix="+prefix, "--log-level=info")
-	node := func(name, roles string, worker int) *proc {
-		return startNode(t, name, freeAddr(t), append([]string{"--roles=" + roles, "--grpc=" + freeAddr(t),
-			fmt.Sprintf("--worker=%d", worker), "--data-dir=" + t.TempDir()}, common...)...)
-	}
-	app := node("app-1", "api,guild", 1)
-	gw1 := node("gw-1", "gateway", 2)
-	gw2 := node("gw-2", "gateway", 3)
-	rs := node("rs-1", "readstate", 4)
+	common := env.nodeArgs(kafkaEventlog(kafka, env.ks), "--log-level=info")
+	app := startRole(t, "app-1", "api,guild", common, workerFlag(1))
+	gw1 := startRole(t, "gw-1", "gateway", common, workerFlag(2))
+	gw2 := startRole(t, "gw-2", "gateway", common, workerFlag(3))
+	rs := startRole(t, "rs-1", "readstate", common, workerFlag(4))
 	deadline := time.Now().Add(45 * time.Second)
 	for _, p := range []*proc{app, gw1, gw2, rs} {
 		p.waitReady(t, deadline)
 	}
 
 	api := rest{addr: app.http, client: &http.Client{Timeout: 20 * time.Second}}
-	type user struct{ token, id string }
-	newUser := func(prefix string) user {
-		var u struct {
-			Token string `json:"token"`
-		}
-		api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("%s_%x", prefix, rand.Uint32()), "password": "correct-horse-1"}, &u)
-		var me struct {
-			ID string `json:"id"`
-		}
-		api.must(t, u.Token, "GET", "/users/@me", nil, &me)
-		return user{u.Token, me.ID}
-	}
-	alice, bob, carol := newUser("alice"), newUser("bob"), newUser("carol")
-	var g, ch struct {
-		ID string `json:"id"`
-	}
-	api.must(t, alice.token, "POST", "/guilds", map[string]any{"name": "directory"}, &g)
-	api.must(t, alice.token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "general", "type": 0}, &ch)
-	var inv struct {
-		Code string `json:"code"`
-	}
-	api.must(t, alice.token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
-	api.must(t, carol.token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
+	alice, bob, carol := newUser(t, api, "alice"), newUser(t, api, "bob"), newUser(t, api, "carol")
+	guildID, channelID := newGuild(t, api, alice.token, "directory")
+	invite := newInvite(t, api, alice.token, channelID)
+	join(t, api, carol, invite)
 
 	// GUILDS, GUILD_MEMBERS, GUILD_MESSAGES, DIRECT_MESSAGES, MESSAGE_CONTENT.
 	const intents = 1<<0 | 1<<1 | 1<<9 | 1<<12 | 1<<15
@@ -79,7 +49,7 @@ func TestSessionDirectory(t *testing.T) {
 		*wsSession
 		who string
 	}
-	open := func(u user, who string) []sess {
+	open := func(u clusterUser, who string) []sess {
 		var out []sess
 		for i, gw := range []*proc{gw1, gw2} {
 			s := dialIntents(t, fmt.Sprintf("%s@gw-%d", who, i+1), gw.http, u.token, intents)
@@ -121,12 +91,12 @@ func TestSessionDirectory(t *testing.T) {
 
 	// Joining mid-session: bob's sessions on both gateway nodes get the
 	// guild and then its messages.
-	api.must(t, bob.token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
-	awaitEvent(bobS, "GUILD_CREATE", "GUILD_CREATE of the joined guild", byID("id", g.ID))
+	join(t, api, bob, invite)
+	awaitEvent(bobS, "GUILD_CREATE", "GUILD_CREATE of the joined guild", byID("id", guildID))
 	var m struct {
 		ID string `json:"id"`
 	}
-	api.must(t, alice.token, "POST", "/channels/"+ch.ID+"/messages", map[string]any{"content": "welcome bob"}, &m)
+	api.must(t, alice.token, "POST", "/channels/"+channelID+"/messages", map[string]any{"content": "welcome bob"}, &m)
 	awaitEvent(all, "MESSAGE_CREATE", "the guild message", byID("id", m.ID))
 
 	// A DM reaches both users' sessions on both nodes.
@@ -154,15 +124,15 @@ func TestSessionDirectory(t *testing.T) {
 	awaitEvent(all, "MESSAGE_CREATE", "the group DM message", byID("id", gdmMsg.ID))
 
 	// An ack by bob reaches both of his sessions.
-	api.must(t, bob.token, "POST", "/channels/"+ch.ID+"/messages/"+m.ID+"/ack", map[string]any{}, nil)
+	api.must(t, bob.token, "POST", "/channels/"+channelID+"/messages/"+m.ID+"/ack", map[string]any{}, nil)
 	awaitEvent(bobS, "MESSAGE_ACK", "MESSAGE_ACK", byID("message_id", m.ID))
 
 	// A role given to bob: GUILD_MEMBER_UPDATE on both of his sessions.
 	var role struct {
 		ID string `json:"id"`
 	}
-	api.must(t, alice.token, "POST", "/guilds/"+g.ID+"/roles", map[string]any{"name": "friends"}, &role)
-	api.must(t, alice.token, "PUT", "/guilds/"+g.ID+"/members/"+bob.id+"/roles/"+role.ID, nil, nil)
+	api.must(t, alice.token, "POST", "/guilds/"+guildID+"/roles", map[string]any{"name": "friends"}, &role)
+	api.must(t, alice.token, "PUT", "/guilds/"+guildID+"/members/"+bob.id+"/roles/"+role.ID, nil, nil)
 	awaitEvent(bobS, "GUILD_MEMBER_UPDATE", "GUILD_MEMBER_UPDATE with the role", func(d json.RawMessage) bool {
 		var u struct {
 			Roles []string `json:"roles"`
@@ -175,12 +145,12 @@ func TestSessionDirectory(t *testing.T) {
 
 	// Leaving: GUILD_DELETE on both of bob's sessions, and the guild's
 	// messages stop reaching them.
-	api.must(t, bob.token, "DELETE", "/users/@me/guilds/"+g.ID, nil, nil)
-	awaitEvent(bobS, "GUILD_DELETE", "GUILD_DELETE", byID("id", g.ID))
+	api.must(t, bob.token, "DELETE", "/users/@me/guilds/"+guildID, nil, nil)
+	awaitEvent(bobS, "GUILD_DELETE", "GUILD_DELETE", byID("id", guildID))
 	var after struct {
 		ID string `json:"id"`
 	}
-	api.must(t, alice.token, "POST", "/channels/"+ch.ID+"/messages", map[string]any{"content": "bye bob"}, &after)
+	api.must(t, alice.token, "POST", "/channels/"+channelID+"/messages", map[string]any{"content": "bye bob"}, &after)
 	awaitEvent(aliceS, "MESSAGE_CREATE", "the message after bob left", byID("id", after.ID))
 	for _, s := range bobS {
 		for _, f := range s.snapshot() {

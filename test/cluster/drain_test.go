@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/runtime/registry"
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 )
 
 // resumingClient is a gateway client that behaves like a bot library: it
@@ -247,16 +245,8 @@ func TestGatewayDrainHandsOffSession(t *testing.T) {
 	for _, p := range []*proc{core, gw1, gw2} {
 		p.waitReady(t, deadline)
 	}
-	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{env.endpoint}, LeaseTTL: leaseTTL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
-	gatewayRing, err := registry.NewLocalRing(ctx, reg, registry.RoleGateway, registry.LocalRingConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gatewayRing.Close)
+	reg := env.registry(t)
+	gatewayRing := watchRing(t, ctx, reg, registry.RoleGateway)
 	waitRing(t, gatewayRing, 2)
 	lb := newReadyLB(t, gw1.http, gw2.http)
 	t.Logf("cluster: 3 nodes and the load balancer ready after %v", time.Since(start).Round(time.Millisecond))
@@ -264,21 +254,14 @@ func TestGatewayDrainHandsOffSession(t *testing.T) {
 	api := rest{addr: core.http, client: &http.Client{Timeout: 30 * time.Second}}
 	var tokens []string
 	for i := range 2 {
-		var out struct {
-			Token string `json:"token"`
-		}
-		api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("d%d_%x", i, rand.Uint32()), "password": "correct-horse-1"}, &out)
-		tokens = append(tokens, out.Token)
+		tokens = append(tokens, register(t, api, fmt.Sprintf("d%d", i)))
 	}
-	var g struct {
-		ID string `json:"id"`
-	}
-	api.must(t, tokens[0], "POST", "/guilds", map[string]any{"name": "drained"}, &g)
+	guildID := createGuild(t, api, tokens[0], "drained")
 	var chans []struct {
 		ID   string `json:"id"`
 		Type int    `json:"type"`
 	}
-	api.must(t, tokens[0], "GET", "/guilds/"+g.ID+"/channels", nil, &chans)
+	api.must(t, tokens[0], "GET", "/guilds/"+guildID+"/channels", nil, &chans)
 	var channels []string
 	for _, ch := range chans {
 		if ch.Type == 0 {
@@ -303,7 +286,7 @@ func TestGatewayDrainHandsOffSession(t *testing.T) {
 	}
 	for _, c := range clients {
 		c.await(t, "READY and GUILD_CREATE", 20*time.Second, func() bool {
-			return len(guildCreates(c.frames, g.ID)) > 0
+			return len(guildCreates(c.frames, guildID)) > 0
 		})
 	}
 	picks := lb.picksSince(0)

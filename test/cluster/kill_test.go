@@ -5,7 +5,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -16,8 +15,6 @@ import (
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
 	"github.com/concord-chat/concord/runtime/registry"
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
-	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
 // leaseTTL is the nodes' registry lease: a killed node's guilds move
@@ -47,36 +44,13 @@ func TestKillGuildNode(t *testing.T) {
 	// Registry: an embedded etcd, which the test watches like a gateway;
 	// store: a fresh keyspace.
 	env := setupCluster(t, ctx, "cluster")
-	cass, endpoint, ks := env.cass, env.endpoint, env.ks
-	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{endpoint}, LeaseTTL: leaseTTL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
-	guildRing, err := registry.NewLocalRing(ctx, reg, registry.RoleGuild, registry.LocalRingConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(guildRing.Close)
-	gatewayRing, err := registry.NewLocalRing(ctx, reg, registry.RoleGateway, registry.LocalRingConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gatewayRing.Close)
+	reg := env.registry(t)
+	guildRing := watchRing(t, ctx, reg, registry.RoleGuild)
+	gatewayRing := watchRing(t, ctx, reg, registry.RoleGateway)
 
 	t.Logf("setup: keyspace and binary ready after %v (schema %v)", time.Since(start).Round(time.Millisecond), env.schemaTook.Round(time.Millisecond))
 
-	key := fmt.Sprintf("%064x", rand.Uint64())
-	common := []string{
-		"--rate-limits=false", // the test sends faster than REST allows
-		"--registry=etcd://" + strings.TrimPrefix(endpoint, "http://"),
-		"--store=cassandra://" + cass + "/" + ks + "?rf=1",
-		"--server-key=" + key,
-		"--lease-ttl=" + leaseTTL.String(),
-		"--retry-interval=500ms",
-		"--data-dir=" + t.TempDir(),
-		"--log-level=info",
-	}
+	common := env.nodeArgs("--data-dir="+t.TempDir(), "--log-level=info")
 	type spec struct{ name, roles string }
 	specs := []spec{{"guild-1", "guild"}, {"guild-2", "guild"}, {"gateway-1", "gateway"}, {"gateway-2", "gateway"}, {"api-1", "api"}}
 	procs := map[string]*proc{}
@@ -97,30 +71,21 @@ func TestKillGuildNode(t *testing.T) {
 
 	// Users, guilds on both guild nodes, a main guild with two channels
 	// every user joins.
-	type user struct{ id, token string }
-	users := make([]user, 6)
+	users := make([]clusterUser, 6)
 	for i := range users {
-		var out struct {
-			Token  string `json:"token"`
-			UserID string `json:"user_id"`
-		}
-		api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("u%d_%x", i, rand.Uint32()), "password": "correct-horse-1"}, &out)
-		users[i] = user{id: out.UserID, token: out.Token}
+		users[i] = newUser(t, api, fmt.Sprintf("u%d", i))
 	}
 	owner := users[0].token
 	owners := map[string][]string{} // node → guild ids
 	var guilds []string
 	for i := 0; i < 24 && (len(owners) < 2 || len(guilds) < 4); i++ {
-		var g struct {
-			ID string `json:"id"`
-		}
-		api.must(t, owner, "POST", "/guilds", map[string]any{"name": fmt.Sprintf("guild %d", i)}, &g)
-		n, ok := guildRing.Owner(mustID(t, g.ID))
+		guildID := createGuild(t, api, owner, fmt.Sprintf("guild %d", i))
+		n, ok := guildRing.Owner(mustID(t, guildID))
 		if !ok {
 			t.Fatal("no guild node owns a guild")
 		}
-		owners[n.Name] = append(owners[n.Name], g.ID)
-		guilds = append(guilds, g.ID)
+		owners[n.Name] = append(owners[n.Name], guildID)
+		guilds = append(guilds, guildID)
 	}
 	if len(owners) < 2 {
 		t.Fatalf("every guild landed on one node: %v", owners)
@@ -225,22 +190,9 @@ func TestKillGuildNode(t *testing.T) {
 	nonces := map[string]int{}
 	for _, ch := range channels {
 		history[ch] = map[string]int{}
-		beforeID := ""
-		for {
-			var page []message
-			path := "/channels/" + ch + "/messages?limit=100"
-			if beforeID != "" {
-				path += "&before=" + beforeID
-			}
-			api.must(t, owner, "GET", path, nil, &page)
-			for _, m := range page {
-				history[ch][m.ID]++
-				nonces[m.Content]++
-			}
-			if len(page) < 100 {
-				break
-			}
-			beforeID = page[len(page)-1].ID
+		for _, m := range channelHistory(t, api, owner, ch) {
+			history[ch][m.ID]++
+			nonces[m.Content]++
 		}
 	}
 	missing := 0
@@ -310,28 +262,6 @@ func TestKillGuildNode(t *testing.T) {
 	}
 	t.Logf("order: %d message positions compared across %d session pairs; total %v",
 		compared, len(sessions)*(len(sessions)-1)/2, time.Since(start).Round(time.Millisecond))
-}
-
-// waitRing waits until ring shows n live nodes.
-func waitRing(t *testing.T, ring *registry.LocalRing, n int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	changes := ring.Changes(ctx)
-	for ring.View().Len() < n {
-		if _, ok := <-changes; !ok {
-			t.Fatalf("ring has %d nodes, want %d", ring.View().Len(), n)
-		}
-	}
-}
-
-func mustID(t *testing.T, s string) snowflake.ID {
-	t.Helper()
-	id, err := snowflake.Parse(s)
-	if err != nil {
-		t.Fatalf("id %q: %v", s, err)
-	}
-	return id
 }
 
 // dropKeyspace removes a test's keyspace at cleanup. It is housekeeping,

@@ -5,7 +5,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -26,17 +25,9 @@ func TestPresenceShards(t *testing.T) {
 	env := setupCluster(t, ctx, "psh")
 	common := env.nodeArgs("--presence-window=200ms", "--presence-report-interval=1s", "--log-level=info")
 	names := []string{"presence-1", "presence-2"}
-	psHTTP, psGRPC := map[string]string{}, map[string]string{}
-	startPS := func(name string, worker int) *proc {
-		if psHTTP[name] == "" {
-			psHTTP[name], psGRPC[name] = freeAddr(t), freeAddr(t)
-		}
-		return startNode(t, name, psHTTP[name], append([]string{"--roles=presence", "--grpc=" + psGRPC[name],
-			fmt.Sprintf("--worker=%d", worker), "--data-dir=" + t.TempDir()}, common...)...)
-	}
+	startPS := restartableRole(t, "presence", common)
 	ps := map[string]*proc{"presence-1": startPS("presence-1", 1), "presence-2": startPS("presence-2", 2)}
-	app := startNode(t, "app-1", freeAddr(t),
-		append([]string{"--roles=gateway,api,guild", "--presence", "--grpc=" + freeAddr(t), "--worker=3", "--data-dir=" + t.TempDir()}, common...)...)
+	app := startRole(t, "app-1", "gateway,api,guild", common, "--presence", workerFlag(3))
 	deadline := time.Now().Add(45 * time.Second)
 	for _, p := range ps {
 		p.waitReady(t, deadline)
@@ -58,7 +49,7 @@ func TestPresenceShards(t *testing.T) {
 		Code string `json:"code"`
 	}
 	api.must(t, alice.token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
-	for _, u := range []shardUser{bob, dave, erin} {
+	for _, u := range []clusterUser{bob, dave, erin} {
 		api.must(t, u.token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
 	}
 	guildCreate := func(frames []dispatch) bool { return len(guildCreates(frames, g.ID)) > 0 }
@@ -91,7 +82,7 @@ func TestPresenceShards(t *testing.T) {
 			got := map[string]float64{}
 			ok := true
 			for name, n := range want {
-				got[name] = metricSum(t, psHTTP[name], "concord_presence_sessions")
+				got[name] = metricSum(t, ps[name].http, "concord_presence_sessions")
 				ok = ok && got[name] == n
 			}
 			if ok {

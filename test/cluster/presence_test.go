@@ -5,8 +5,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -69,57 +67,23 @@ func TestPresenceNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	env := setupCluster(t, ctx, "pr")
-	cass, endpoint, ks := env.cass, env.endpoint, env.ks
-
-	common := []string{
-		"--rate-limits=false", // the test sends faster than REST allows
-		"--registry=etcd://" + strings.TrimPrefix(endpoint, "http://"),
-		"--store=cassandra://" + cass + "/" + ks + "?rf=1",
-		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),
-		"--lease-ttl=" + leaseTTL.String(),
-		"--retry-interval=500ms",
-		"--presence-window=200ms",
-		"--presence-report-interval=500ms",
-		"--log-level=info",
-	}
+	common := env.nodeArgs("--presence-window=200ms", "--presence-report-interval=500ms", "--log-level=info")
 	startPresence := func(name string, worker int) (*proc, string) {
 		addr := freeAddr(t)
 		return startNode(t, name, addr, append([]string{"--roles=presence", "--grpc=" + freeAddr(t),
-			fmt.Sprintf("--worker=%d", worker), "--data-dir=" + t.TempDir()}, common...)...), addr
+			workerFlag(worker), "--data-dir=" + t.TempDir()}, common...)...), addr
 	}
 	pres, _ := startPresence("presence-1", 1)
-	app := startNode(t, "app-1", freeAddr(t),
-		append([]string{"--roles=gateway,api,guild", "--presence", "--grpc=" + freeAddr(t), "--worker=2", "--data-dir=" + t.TempDir()}, common...)...)
+	app := startRole(t, "app-1", "gateway,api,guild", common, "--presence", workerFlag(2))
 	deadline := time.Now().Add(30 * time.Second)
 	pres.waitReady(t, deadline)
 	app.waitReady(t, deadline)
 	t.Logf("cluster: 2 nodes ready after %v", time.Since(start).Round(time.Millisecond))
 
 	api := rest{addr: app.http, client: &http.Client{Timeout: 20 * time.Second}}
-	type user struct{ token, id string }
-	newUser := func(prefix string) user {
-		var u struct {
-			Token string `json:"token"`
-		}
-		api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("%s_%x", prefix, rand.Uint32()), "password": "correct-horse-1"}, &u)
-		var me struct {
-			ID string `json:"id"`
-		}
-		api.must(t, u.Token, "GET", "/users/@me", nil, &me)
-		return user{u.Token, me.ID}
-	}
-	alice, bob := newUser("alice"), newUser("bob")
-	var g, ch struct {
-		ID string `json:"id"`
-	}
-	api.must(t, alice.token, "POST", "/guilds", map[string]any{"name": "presence"}, &g)
-	api.must(t, alice.token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "general", "type": 0}, &ch)
-	var inv struct {
-		Code string `json:"code"`
-	}
-	api.must(t, alice.token, "POST", "/channels/"+ch.ID+"/invites", map[string]any{}, &inv)
-	api.must(t, bob.token, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
-	guildCreate := func(frames []dispatch) bool { return len(guildCreates(frames, g.ID)) > 0 }
+	alice, bob := newUser(t, api, "alice"), newUser(t, api, "bob")
+	guildID, channelID := guildWithMembers(t, api, alice, "presence", bob)
+	guildCreate := func(frames []dispatch) bool { return len(guildCreates(frames, guildID)) > 0 }
 
 	// Bob watches; Alice comes online on desktop and idle on mobile.
 	bobS := dial(t, "bob", app.http, bob.token)
@@ -129,14 +93,14 @@ func TestPresenceNode(t *testing.T) {
 	desktop.await(t, "alice desktop GUILD_CREATE", 10*time.Second, guildCreate)
 	mobile.await(t, "alice mobile GUILD_CREATE", 10*time.Second, guildCreate)
 	awaitPresence(t, bobS, "alice online on desktop, idle on mobile", alice.id, 0, 10*time.Second, func(p presenceUpdate) bool {
-		return p.GuildID == g.ID && p.Status == "online" && p.ClientStatus["desktop"] == "online" && p.ClientStatus["mobile"] == "idle"
+		return p.GuildID == guildID && p.Status == "online" && p.ClientStatus["desktop"] == "online" && p.ClientStatus["mobile"] == "idle"
 	})
 	t.Logf("presence broadcast after %v", time.Since(start).Round(time.Millisecond))
 
 	// Op 14 and op 8 reach the guild's owner (GuildNode.LazyRequest and RequestMembers): the
 	// member list and the member chunk come back, Alice in them.
-	bobS.send(t, map[string]any{"op": 14, "d": map[string]any{"guild_id": g.ID, "typing": true, "channels": map[string]any{ch.ID: [][]int{{0, 99}}}}})
-	bobS.send(t, map[string]any{"op": 8, "d": map[string]any{"guild_id": g.ID, "query": "", "limit": 0, "presences": true, "nonce": "n1"}})
+	bobS.send(t, map[string]any{"op": 14, "d": map[string]any{"guild_id": guildID, "typing": true, "channels": map[string]any{channelID: [][]int{{0, 99}}}}})
+	bobS.send(t, map[string]any{"op": 8, "d": map[string]any{"guild_id": guildID, "query": "", "limit": 0, "presences": true, "nonce": "n1"}})
 	for _, typ := range []string{"GUILD_MEMBER_LIST_UPDATE", "GUILD_MEMBERS_CHUNK"} {
 		bobS.await(t, typ, 10*time.Second, func(frames []dispatch) bool {
 			for _, f := range frames {
@@ -153,7 +117,7 @@ func TestPresenceNode(t *testing.T) {
 	var m struct {
 		ID string `json:"id"`
 	}
-	api.must(t, bob.token, "POST", "/channels/"+ch.ID+"/messages", map[string]any{"content": "still here"}, &m)
+	api.must(t, bob.token, "POST", "/channels/"+channelID+"/messages", map[string]any{"content": "still here"}, &m)
 	desktop.await(t, "MESSAGE_CREATE without a presence node", 10*time.Second, func(frames []dispatch) bool {
 		for _, msg := range messages(frames) {
 			if msg.ID == m.ID {
@@ -188,7 +152,7 @@ func TestPresenceNode(t *testing.T) {
 	skip := len(bobS.snapshot())
 	mobile.send(t, map[string]any{"op": 3, "d": map[string]any{"status": "dnd", "since": nil, "activities": []any{}, "afk": false}})
 	awaitPresence(t, bobS, "alice dnd after the restart", alice.id, skip, 15*time.Second, func(p presenceUpdate) bool {
-		return p.GuildID == g.ID && p.Status == "dnd" && p.ClientStatus["desktop"] == "dnd" && p.ClientStatus["mobile"] == "dnd"
+		return p.GuildID == guildID && p.Status == "dnd" && p.ClientStatus["desktop"] == "dnd" && p.ClientStatus["mobile"] == "dnd"
 	})
 	t.Logf("change after restart broadcast after %v", time.Since(start).Round(time.Millisecond))
 }

@@ -73,8 +73,17 @@ func (p *proc) output() string {
 // readiness (waitReady does).
 func startNode(t *testing.T, name, httpAddr string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, http: httpAddr, changed: make(chan struct{}), done: make(chan struct{})}
-	p.cmd = exec.Command(concordBinary(t), append([]string{"serve", "--node=" + name, "--http=" + httpAddr}, args...)...)
+	cmd := exec.Command(concordBinary(t), append([]string{"serve", "--node=" + name, "--http=" + httpAddr}, args...)...)
+	return runProc(t, name, httpAddr, cmd, func(logs string) (string, string) { return "", logs })
+}
+
+// runProc starts cmd as the process name (HTTP on httpAddr, "" for none)
+// with its output in the proc's log. When the test ends it is killed,
+// and if the test failed show(log) gives what to print of its log and a
+// note on it for the heading.
+func runProc(t *testing.T, name, httpAddr string, cmd *exec.Cmd, show func(logs string) (note, shown string)) *proc {
+	t.Helper()
+	p := &proc{name: name, http: httpAddr, cmd: cmd, changed: make(chan struct{}), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -86,7 +95,8 @@ func startNode(t *testing.T, name, httpAddr string, args ...string) *proc {
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {
-			t.Logf("--- logs of %s ---\n%s", name, p.output())
+			note, shown := show(p.output())
+			t.Logf("--- logs of %s%s ---\n%s", name, note, shown)
 		}
 	})
 	return p

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,16 +17,13 @@ import (
 // api node a request reaches, so the sixth send, split over both nodes,
 // gets 429 with Retry-After, Via and the X-RateLimit headers.
 func TestRateLimitsSharedAcrossAPINodes(t *testing.T) {
-	redis := os.Getenv("CONCORD_TEST_REDIS")
-	if redis == "" {
-		t.Fatal("CONCORD_TEST_REDIS is not set: run `make test`, or start one with `hack/redis/start.sh` and export what it prints")
-	}
+	redis := needEnv(t, "CONCORD_TEST_REDIS", "run `make test`, or start one with `hack/redis/start.sh` and export what it prints")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	env := setupCluster(t, ctx, "rl")
 	common := env.nodeArgs("--rate-limits=true")
 	counters := fmt.Sprintf("--redis=redis://%s?prefix=rl%x:", redis, rand.Uint32())
-	guildNode := startNode(t, "guild-1", freeAddr(t), append([]string{"--roles=guild,gateway", "--grpc=" + freeAddr(t), "--data-dir=" + t.TempDir()}, common...)...)
+	guildNode := startRole(t, "guild-1", "guild,gateway", common)
 	api1 := startNode(t, "api-1", freeAddr(t), append([]string{"--roles=api", counters, "--data-dir=" + t.TempDir()}, common...)...)
 	api2 := startNode(t, "api-2", freeAddr(t), append([]string{"--roles=api", counters, "--data-dir=" + t.TempDir()}, common...)...)
 	deadline := time.Now().Add(30 * time.Second)
@@ -36,20 +32,13 @@ func TestRateLimitsSharedAcrossAPINodes(t *testing.T) {
 	}
 	client := &http.Client{Timeout: 20 * time.Second}
 	a1, a2 := rest{addr: api1.http, client: client}, rest{addr: api2.http, client: client}
-	var u struct {
-		Token string `json:"token"`
-	}
-	a1.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("rl_%x", rand.Uint32()), "password": "correct-horse-1"}, &u)
-	var g, ch struct {
-		ID string `json:"id"`
-	}
-	a1.must(t, u.Token, "POST", "/guilds", map[string]any{"name": "limits"}, &g)
-	a1.must(t, u.Token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "general", "type": 0}, &ch)
+	token := register(t, a1, "rl")
+	_, channelID := newGuild(t, a1, token, "limits")
 
 	send := func(r rest, i int) *http.Response {
-		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+r.addr+"/api/v10/channels/"+ch.ID+"/messages",
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+r.addr+"/api/v10/channels/"+channelID+"/messages",
 			strings.NewReader(fmt.Sprintf(`{"content":"m%d"}`, i)))
-		req.Header.Set("Authorization", u.Token)
+		req.Header.Set("Authorization", token)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		if err != nil {

@@ -5,9 +5,7 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -22,41 +20,23 @@ import (
 // from the table and the log's committed offsets without counting any
 // mention twice.
 func TestReadStateNode(t *testing.T) {
-	cass, kafka := os.Getenv("CONCORD_CASSANDRA"), os.Getenv("CONCORD_KAFKA")
-	if cass == "" || kafka == "" {
-		t.Fatalf("CONCORD_CASSANDRA=%q and CONCORD_KAFKA=%q must both be set (host:port): start them with "+
-			"`hack/cassandra/start.sh` and `bash hack/kafka/kafka.sh start`, then e.g. "+
-			"CONCORD_CASSANDRA=127.0.0.1:9042 CONCORD_KAFKA=127.0.0.1:9092 go test -tags integration ./test/cluster/", cass, kafka)
-	}
+	kafka := kafkaAddr(t)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	env := setupCluster(t, ctx, "rs")
-	endpoint, ks := env.endpoint, env.ks
-
-	common := []string{
-		"--rate-limits=false", // the test sends faster than REST allows
-		"--registry=etcd://" + strings.TrimPrefix(endpoint, "http://"),
-		"--store=cassandra://" + cass + "/" + ks + "?rf=1",
-		"--eventlog=kafka://" + kafka + "?topic_prefix=" + ks + ".", // this cluster's own topics and groups
-		"--server-key=" + fmt.Sprintf("%064x", rand.Uint64()),
-		"--lease-ttl=" + leaseTTL.String(),
-		"--retry-interval=500ms",
-		"--readstate-flush-interval=1s",
-		"--log-level=info",
-	}
+	common := env.nodeArgs(kafkaEventlog(kafka, env.ks), "--readstate-flush-interval=1s", "--log-level=info")
 	rsArgs := append([]string{"--roles=readstate", "--grpc=" + freeAddr(t), "--worker=1", "--data-dir=" + t.TempDir()}, common...)
 	rsHTTP := freeAddr(t)
 	rs := startNode(t, "readstate-1", rsHTTP, rsArgs...)
-	app := startNode(t, "app-1", freeAddr(t),
-		append([]string{"--roles=gateway,api,guild", "--grpc=" + freeAddr(t), "--worker=2", "--data-dir=" + t.TempDir()}, common...)...)
+	app := startRole(t, "app-1", "gateway,api,guild", common, workerFlag(2))
 	deadline := time.Now().Add(30 * time.Second)
 	rs.waitReady(t, deadline)
 	app.waitReady(t, deadline)
 	t.Logf("cluster: 2 nodes ready after %v", time.Since(start).Round(time.Millisecond))
 
 	api := rest{addr: app.http, client: &http.Client{Timeout: 20 * time.Second}}
-	alice, bob, carol := newShardUser(t, api, "alice"), newShardUser(t, api, "bob"), newShardUser(t, api, "carol")
+	alice, bob, carol := newUser(t, api, "alice"), newUser(t, api, "bob"), newUser(t, api, "carol")
 	_, chID := guildWithMembers(t, api, alice, "read states", bob, carol)
 	post := func(content string) string {
 		var m struct {
@@ -66,13 +46,13 @@ func TestReadStateNode(t *testing.T) {
 		return m.ID
 	}
 	n := 0
-	ready := func(u shardUser) readState {
+	ready := func(u clusterUser) readState {
 		t.Helper()
 		n++
 		return readyState(t, fmt.Sprintf("session-%d", n), app.http, u, chID, 10*time.Second)
 	}
 	// awaitState polls new sessions' READY until cond holds.
-	awaitState := func(what string, u shardUser, timeout time.Duration, cond func(readState) bool) readState {
+	awaitState := func(what string, u clusterUser, timeout time.Duration, cond func(readState) bool) readState {
 		t.Helper()
 		deadline := time.Now().Add(timeout)
 		for {

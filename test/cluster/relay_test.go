@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/operator/fleet/etcdfleet"
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 )
 
 // TestRelayTier runs a relay node (--roles=relay) beside a node running
@@ -33,39 +31,26 @@ func TestRelayTier(t *testing.T) {
 	relayGRPC := freeAddr(t)
 	relay := startNode(t, "relay-1", freeAddr(t),
 		append([]string{"--roles=relay", "--grpc=" + relayGRPC, "--worker=1", "--data-dir=" + t.TempDir()}, common...)...)
-	app := startNode(t, "app-1", freeAddr(t),
-		append([]string{"--roles=gateway,api,guild", "--grpc=" + freeAddr(t), "--worker=2", "--data-dir=" + t.TempDir()}, common...)...)
+	app := startRole(t, "app-1", "gateway,api,guild", common, workerFlag(2))
 	deadline := time.Now().Add(30 * time.Second)
 	relay.waitReady(t, deadline)
 	app.waitReady(t, deadline)
 
 	api := rest{addr: app.http, client: &http.Client{Timeout: 20 * time.Second}}
-	var u struct {
-		Token string `json:"token"`
-	}
-	api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("relay_%x", rand.Uint32()), "password": "correct-horse-1"}, &u)
-	var g, ch struct {
-		ID string `json:"id"`
-	}
-	api.must(t, u.Token, "POST", "/guilds", map[string]any{"name": "big guild"}, &g)
-	api.must(t, u.Token, "POST", "/guilds/"+g.ID+"/channels", map[string]any{"name": "general", "type": 0}, &ch)
-	s := dial(t, "relay-session", app.http, u.Token)
+	token := register(t, api, "relay")
+	guildID, channelID := newGuild(t, api, token, "big guild")
+	s := dial(t, "relay-session", app.http, token)
 	s.await(t, "GUILD_CREATE", 15*time.Second, func(fs []dispatch) bool { return countType(fs, "GUILD_CREATE") >= 1 })
 
-	reg, err := etcdreg.New(etcdreg.Config{Endpoints: []string{env.endpoint}, Prefix: "/concord/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	fleetReg := &etcdfleet.Registry{Reg: reg}
-	if err := fleetReg.SetRelays(ctx, g.ID, []string{relayGRPC}); err != nil {
+	fleetReg := &etcdfleet.Registry{Reg: env.registry(t)}
+	if err := fleetReg.SetRelays(ctx, guildID, []string{relayGRPC}); err != nil {
 		t.Fatal(err)
 	}
 
 	sent := 0
 	post := func() {
 		sent++
-		api.must(t, u.Token, "POST", "/channels/"+ch.ID+"/messages", map[string]any{"content": fmt.Sprintf("m%d", sent)}, nil)
+		api.must(t, token, "POST", "/channels/"+channelID+"/messages", map[string]any{"content": fmt.Sprintf("m%d", sent)}, nil)
 	}
 	awaitAll := func(what string) {
 		s.await(t, what, 15*time.Second, func(fs []dispatch) bool { return countType(fs, "MESSAGE_CREATE") >= sent })
@@ -94,7 +79,7 @@ func TestRelayTier(t *testing.T) {
 
 	// Withdrawn, as the RelayTier controller does before it removes a
 	// relay: the guild goes direct again, then the relay can die.
-	if err := fleetReg.SetRelays(ctx, g.ID, nil); err != nil {
+	if err := fleetReg.SetRelays(ctx, guildID, nil); err != nil {
 		t.Fatal(err)
 	}
 	for {

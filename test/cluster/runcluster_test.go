@@ -46,10 +46,7 @@ func (rt lbTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 //
 //	go test -tags integration,runcluster -run TestRunCluster ./test/cluster/
 func TestRunCluster(t *testing.T) {
-	cass := os.Getenv("CONCORD_CASSANDRA")
-	if cass == "" {
-		t.Fatal("CONCORD_CASSANDRA is not set: run `make test-deps` and source ~/.cache/concord/test-env.sh")
-	}
+	cass := needEnv(t, "CONCORD_CASSANDRA", "run `make test-deps` and source ~/.cache/concord/test-env.sh")
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)

@@ -19,25 +19,16 @@ func TestServeAllRolesOneProcess(t *testing.T) {
 	p.waitReady(t, time.Now().Add(30*time.Second))
 	api := rest{addr: p.http, client: &http.Client{Timeout: 10 * time.Second}}
 
-	var u struct {
-		Token string `json:"token"`
-	}
-	api.must(t, "", "POST", "/auth/register", map[string]any{"username": "solo", "password": "correct-horse-1"}, &u)
-	var g struct {
-		ID string `json:"id"`
-	}
-	api.must(t, u.Token, "POST", "/guilds", map[string]any{"name": "solo guild"}, &g)
-	var chans []struct {
-		ID string `json:"id"`
-	}
-	api.must(t, u.Token, "GET", "/guilds/"+g.ID+"/channels", nil, &chans)
+	token := register(t, api, "solo")
+	guildID := createGuild(t, api, token, "solo guild")
+	channel := firstChannel(t, api, token, guildID)
 
-	s := dial(t, "solo-session", p.http, u.Token)
-	s.await(t, "GUILD_CREATE", 10*time.Second, func(fs []dispatch) bool { return len(guildCreates(fs, g.ID)) == 1 })
+	s := dial(t, "solo-session", p.http, token)
+	s.await(t, "GUILD_CREATE", 10*time.Second, func(fs []dispatch) bool { return len(guildCreates(fs, guildID)) == 1 })
 	var m struct {
 		ID string `json:"id"`
 	}
-	api.must(t, u.Token, "POST", "/channels/"+chans[0].ID+"/messages", map[string]any{"content": "hello"}, &m)
+	api.must(t, token, "POST", "/channels/"+channel+"/messages", map[string]any{"content": "hello"}, &m)
 	s.await(t, "MESSAGE_CREATE "+m.ID, 10*time.Second, func(fs []dispatch) bool {
 		for _, msg := range messages(fs) {
 			if msg.ID == m.ID {

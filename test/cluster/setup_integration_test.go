@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -51,11 +50,8 @@ func (e clusterEnv) nodeArgs(extra ...string) []string {
 // concord_<prefix>_..., dropped at cleanup).
 func setupCluster(t *testing.T, ctx context.Context, prefix string) clusterEnv {
 	t.Helper()
-	cass := os.Getenv("CONCORD_CASSANDRA")
-	if cass == "" {
-		t.Fatal("CONCORD_CASSANDRA is not set: run `make test`, or " +
-			"`export CONCORD_CASSANDRA=\"$(hack/cassandra/start.sh)\"` before go test -tags integration ./test/cluster/")
-	}
+	cass := needEnv(t, "CONCORD_CASSANDRA", "run `make test`, or "+
+		"`export CONCORD_CASSANDRA=\"$(hack/cassandra/start.sh)\"` before go test -tags integration ./test/cluster/")
 	bin := make(chan struct{})
 	go func() { defer close(bin); buildBinary() }()
 

@@ -6,16 +6,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/concord-chat/concord/runtime/registry"
 )
-
-// shardUser is a registered user of the shard tests.
-type shardUser struct{ token, id string }
 
 // ringOwner is the node a user hashes to on a ring over names, computed
 // as every node of the cluster computes it (registry.Ring).
@@ -31,15 +27,15 @@ func ringOwner(t *testing.T, names []string, id string) string {
 // usersOn registers users until it has one per name of want, each
 // hashing to that node on a ring over ring; it returns them in the order
 // of want.
-func usersOn(t *testing.T, api rest, prefix string, ring, want []string) []shardUser {
+func usersOn(t *testing.T, api rest, prefix string, ring, want []string) []clusterUser {
 	t.Helper()
-	out := make([]shardUser, len(want))
+	out := make([]clusterUser, len(want))
 	found := 0
 	for i := 0; found < len(want); i++ {
 		if i == 64 {
 			t.Fatalf("64 users and not one per node of %v on a ring over %v", want, ring)
 		}
-		u := newShardUser(t, api, prefix)
+		u := newUser(t, api, prefix)
 		owner := ringOwner(t, ring, u.id)
 		for k, n := range want {
 			if n == owner && out[k].id == "" {
@@ -62,34 +58,19 @@ func usersOn(t *testing.T, api rest, prefix string, ring, want []string) []shard
 // or being replaced count once, and events the group redelivers count
 // nothing. Restarting the replica moves Bob back with the same counts.
 func TestReadStateShards(t *testing.T) {
-	kafka := os.Getenv("CONCORD_KAFKA")
-	if kafka == "" {
-		t.Fatal("CONCORD_KAFKA is not set (host:port): start it with `bash hack/kafka/kafka.sh start`, or run `make test`")
-	}
+	kafka := kafkaAddr(t)
 	start := time.Now()
 	// Generous: on a loaded machine the keyspace alone can take minutes.
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	env := setupCluster(t, ctx, "rsh")
-	// The cluster's own topics and consumer groups on the shared Kafka: a
-	// consumer of another test in the same group would take partitions,
-	// and the mentions in them, from this cluster.
-	common := env.nodeArgs("--eventlog=kafka://"+kafka+"?topic_prefix="+env.ks+".", "--readstate-flush-interval=1s", "--log-level=info")
+	common := env.nodeArgs(kafkaEventlog(kafka, env.ks), "--readstate-flush-interval=1s", "--log-level=info")
 	names := []string{"readstate-1", "readstate-2"}
-	rsHTTP := map[string]string{}
-	rsGRPC := map[string]string{}
-	startRS := func(name string, worker int) *proc {
-		if rsHTTP[name] == "" {
-			rsHTTP[name], rsGRPC[name] = freeAddr(t), freeAddr(t)
-		}
-		return startNode(t, name, rsHTTP[name], append([]string{"--roles=readstate", "--grpc=" + rsGRPC[name],
-			fmt.Sprintf("--worker=%d", worker), "--data-dir=" + t.TempDir()}, common...)...)
-	}
+	startRS := restartableRole(t, "readstate", common)
 	// The first replica creates the read-state tables, then the second
 	// starts (two replicas creating one Cassandra table at once can race).
 	rs := map[string]*proc{"readstate-1": startRS("readstate-1", 1)}
-	app := startNode(t, "app-1", freeAddr(t),
-		append([]string{"--roles=gateway,api,guild", "--grpc=" + freeAddr(t), "--worker=3", "--data-dir=" + t.TempDir()}, common...)...)
+	app := startRole(t, "app-1", "gateway,api,guild", common, workerFlag(3))
 	rs["readstate-1"].waitReady(t, time.Now().Add(3*time.Minute))
 	rs["readstate-2"] = startRS("readstate-2", 2)
 	deadline := time.Now().Add(3 * time.Minute)
@@ -112,7 +93,7 @@ func TestReadStateShards(t *testing.T) {
 	both := func(what string) string { return post(what + " <@" + bob.id + "> <@" + carol.id + ">") }
 
 	n := 0
-	ready := func(u shardUser) readState {
+	ready := func(u clusterUser) readState {
 		t.Helper()
 		n++
 		return readyState(t, fmt.Sprintf("session-%d", n), app.http, u, chID, 15*time.Second)
@@ -120,7 +101,7 @@ func TestReadStateShards(t *testing.T) {
 	// awaitCount polls new sessions' READY until u's mention count
 	// reaches want (READY is the state to await; there is no event), then
 	// requires exactly want.
-	awaitCount := func(what string, u shardUser, want int, timeout time.Duration) readState {
+	awaitCount := func(what string, u clusterUser, want int, timeout time.Duration) readState {
 		t.Helper()
 		end := time.Now().Add(timeout)
 		for {
@@ -141,7 +122,7 @@ func TestReadStateShards(t *testing.T) {
 			}
 		}
 	}
-	metricOn := func(name, metric string) float64 { return metricSum(t, rsHTTP[name], metric) }
+	metricOn := func(name, metric string) float64 { return metricSum(t, rs[name].http, metric) }
 
 	// Three messages mention both: each owner counts its own user.
 	for i := range 3 {

@@ -337,38 +337,27 @@ func seedStormUsers(t *testing.T, api rest, users int) []string {
 			defer func() { <-sem }()
 			var code string
 			for i := g * 10; i < min(users, g*10+10); i++ {
-				var out struct {
-					Token string `json:"token"`
-				}
-				api.must(t, "", "POST", "/auth/register", map[string]any{"username": fmt.Sprintf("storm%d_%x", i, rand.Uint32()), "password": "correct-horse-1"}, &out)
-				tokens[i] = out.Token
+				tokens[i] = register(t, api, fmt.Sprintf("storm%d", i))
 				if i == g*10 {
-					var gd struct {
-						ID string `json:"id"`
-					}
-					api.must(t, out.Token, "POST", "/guilds", map[string]any{"name": fmt.Sprintf("storm %d", g)}, &gd)
+					guildID := createGuild(t, api, tokens[i], fmt.Sprintf("storm %d", g))
 					var chans []struct {
 						ID   string `json:"id"`
 						Type int    `json:"type"`
 					}
-					api.must(t, out.Token, "GET", "/guilds/"+gd.ID+"/channels", nil, &chans)
+					api.must(t, tokens[i], "GET", "/guilds/"+guildID+"/channels", nil, &chans)
 					for _, c := range chans {
 						if c.Type == 0 {
-							var inv struct {
-								Code string `json:"code"`
-							}
-							api.must(t, out.Token, "POST", "/channels/"+c.ID+"/invites", map[string]any{}, &inv)
-							code = inv.Code
+							code = newInvite(t, api, tokens[i], c.ID)
 							break
 						}
 					}
 					if code == "" {
-						t.Errorf("guild %s has no text channel", gd.ID)
+						t.Errorf("guild %s has no text channel", guildID)
 						return
 					}
 					continue
 				}
-				api.must(t, out.Token, "POST", "/invites/"+code, map[string]any{}, nil)
+				api.must(t, tokens[i], "POST", "/invites/"+code, map[string]any{}, nil)
 			}
 		}()
 	}

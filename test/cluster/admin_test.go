@@ -194,7 +194,6 @@ func TestDedicatedGuildNode(t *testing.T) {
 	api := rest{addr: app.http, client: &http.Client{Timeout: 20 * time.Second}}
 	token := register(t, api, "ded")
 	guildID := createGuild(t, api, token, "big guild")
-	channel := firstChannel(t, api, token, guildID)
 	s := dial(t, "ded-session", app.http, token)
 	s.await(t, "GUILD_CREATE", 10*time.Second, func(fs []dispatch) bool { return len(guildCreates(fs, guildID)) == 1 })
 	awaitSamples(t, sharedAdmin, "the guild on the shared node", func(ss []fleet.GuildSample) bool { return hasGuild(ss, guildID, 1) })
@@ -219,7 +218,7 @@ func TestDedicatedGuildNode(t *testing.T) {
 	}
 	awaitSamples(t, dedAdmin, "the pinned guild on the dedicated node", func(ss []fleet.GuildSample) bool { return hasGuild(ss, guildID, 1) })
 	awaitSamples(t, sharedAdmin, "the pinned guild gone from the shared node", func(ss []fleet.GuildSample) bool { return !hasGuild(ss, guildID, -1) })
-	channel = firstChannel(t, api, token, guildID)
+	channel := firstChannel(t, api, token, guildID)
 	var m struct {
 		ID string `json:"id"`
 	}

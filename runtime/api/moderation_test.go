@@ -118,7 +118,18 @@ func TestReactions(t *testing.T) {
 		add.Member == nil || add.Emoji.Name != "👍" || add.Emoji.ID != nil {
 		t.Fatalf("MESSAGE_REACTION_ADD = %+v", add)
 	}
-	e.waitEvent(bobS, "MESSAGE_REACTION_ADD", 2)
+	// Each session's events of the guild come in order: once alice's
+	// party reaction is there, everything before it is too.
+	party := func(ds []delivery) bool {
+		for _, d := range ds {
+			if d.Type == "MESSAGE_REACTION_ADD" && strings.Contains(string(d.Payload), `"name":"party"`) {
+				return true
+			}
+		}
+		return false
+	}
+	e.waitFor(bobS, "bob's party reaction event", party)
+	e.waitFor(aliceS, "alice's party reaction event", party)
 	if n := countEvents(e.events(bobS), "MESSAGE_REACTION_ADD"); n != 2 {
 		t.Fatalf("bob got %d reaction events (one from the hidden channel?)", n)
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,6 +100,15 @@ func TestWebhookManagement(t *testing.T) {
 	// A webhook of a channel bob cannot see does not exist for him.
 	e.fail("GET", fmt.Sprintf("%s/webhooks/%d", v10, staffHook.ID), w.bob.Token, nil, 404, 10015)
 	e.fail("GET", fmt.Sprintf("%s/webhooks/%d", v10, 999), w.alice.Token, nil, 404, 10015)
+	// A barrier: bob's events of the guild come in order, so once the
+	// CHANNEL_UPDATE of a change after the staff webhook is there, a
+	// WEBHOOKS_UPDATE of staff would be too.
+	e.ok("PATCH", fmt.Sprintf("%s/channels/%d", v10, w.general), w.alice.Token, map[string]any{"topic": "after the staff webhook"}, nil)
+	e.waitFor(bobS, "CHANNEL_UPDATE after the staff webhook", func(ds []delivery) bool {
+		return slices.ContainsFunc(ds, func(d delivery) bool {
+			return d.Type == "CHANNEL_UPDATE" && strings.Contains(string(d.Payload), "after the staff webhook")
+		})
+	})
 	if n := countEvents(e.events(bobS), "WEBHOOKS_UPDATE"); n != 2 {
 		t.Fatalf("bob got %d WEBHOOKS_UPDATE, want 2 (general only, never staff)", n)
 	}

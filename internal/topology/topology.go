@@ -11,7 +11,6 @@
 package topology
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,11 +20,11 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/concord-chat/concord/internal/concordbin"
+	"github.com/concord-chat/concord/internal/logbuf"
 	botscassandra "github.com/concord-chat/concord/runtime/bots/cassandra"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 	"github.com/concord-chat/concord/runtime/store/cassandra"
@@ -117,23 +116,12 @@ type Node struct {
 
 	cmd  *exec.Cmd
 	dir  string
-	mu   sync.Mutex
-	logs bytes.Buffer
+	logs logbuf.Buffer
 	done chan struct{}
 }
 
-func (n *Node) Write(b []byte) (int, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.logs.Write(b)
-}
-
 // Output is everything the node wrote so far.
-func (n *Node) Output() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.logs.String()
-}
+func (n *Node) Output() string { return n.logs.String() }
 
 // Cluster is a running topology.
 type Cluster struct {
@@ -183,7 +171,7 @@ func Start(ctx context.Context, b *Backends, o Options) (*Cluster, error) {
 		args := append([]string{"serve", "--node=" + name, "--roles=" + roles, "--http=" + addr,
 			"--grpc=127.0.0.1:0", "--data-dir=" + dir}, append(common, extra...)...)
 		n.cmd = exec.Command(bin, args...)
-		n.cmd.Stdout, n.cmd.Stderr = n, n
+		n.cmd.Stdout, n.cmd.Stderr = &n.logs, &n.logs
 		if o.Verbose {
 			n.cmd.Stderr = os.Stderr
 		}

@@ -23,7 +23,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/concord-chat/concord/test/internal/logbuf"
+	"github.com/concord-chat/concord/internal/logbuf"
 )
 
 // lbTransport sends discordgo's https://discord.com requests to the

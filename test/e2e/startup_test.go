@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/test/internal/logbuf"
+	"github.com/concord-chat/concord/internal/logbuf"
 )
 
 // TestNotReadyWhileStoreUnreachable starts `concord dev` on a Cassandra

@@ -14,7 +14,7 @@ import (
 
 	"github.com/concord-chat/concord/internal/concordbin"
 
-	"github.com/concord-chat/concord/test/internal/logbuf"
+	"github.com/concord-chat/concord/internal/logbuf"
 )
 
 // proc is a running `concord serve` process.

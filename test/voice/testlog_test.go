@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/concord-chat/concord/test/internal/logbuf"
+	"github.com/concord-chat/concord/internal/logbuf"
 )
 
 // testLogger is a debug logger for the servers a test starts: to stderr

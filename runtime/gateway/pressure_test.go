@@ -1,35 +1,16 @@
 package gateway
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/concord-chat/concord/internal/logbuf"
 	"github.com/concord-chat/concord/runtime/event"
 )
-
-// lockedBuffer is a log sink safe for the node's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
 
 // pressureOf returns the pressure counter and gauge for application_id app.
 func pressureOf(g *testGateway, app string) (crossings, sessions float64) {
@@ -55,7 +36,7 @@ func queueDepth(g *testGateway, sid event.SessionID) (int, bool) {
 // crossing at 80 %, none again until the depth falls to 50 %, the gauge
 // released on re-arm and on close.
 func TestPressureHysteresis(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	g := newTestGateway(t, Config{SendQueue: 10, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	c := newConn(g.node, nil, 10, compressNone, "")
 	c.bindSession(event.Session{ID: "s1", UserID: 4242, Bot: true})
@@ -75,11 +56,11 @@ func TestPressureHysteresis(t *testing.T) {
 	step(9, 1, 1)
 	step(5, 1, 0) // 50 %: re-armed, out of the gauge
 	step(8, 2, 1) // a second crossing
-	if n := logs.count("send queue under pressure"); n != 2 {
+	if n := strings.Count(logs.String(), "send queue under pressure"); n != 2 {
 		t.Fatalf("%d pressure log lines, want one per crossing (2)", n)
 	}
-	if !strings.Contains(logs.b.String(), "application_id=4242") || !strings.Contains(logs.b.String(), "session_id=s1") {
-		t.Fatalf("log lacks the session or application: %s", logs.b.String())
+	if !strings.Contains(logs.String(), "application_id=4242") || !strings.Contains(logs.String(), "session_id=s1") {
+		t.Fatalf("log lacks the session or application: %s", logs.String())
 	}
 	c.close(0, "")
 	if n, s := pressureOf(g, "4242"); n != 2 || s != 0 {

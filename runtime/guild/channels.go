@@ -142,7 +142,7 @@ func (s *Service) CreateChannel(ctx context.Context, userID, guildID snowflake.I
 		// the guild's: the new channel's overwrites cannot vouch for
 		// themselves.
 		if len(c.Overwrites) > 0 {
-			if err := a.overwriteGrant(userID, c.ParentID, nil, c.Overwrites); err != nil {
+			if err := a.overwriteGrant(userID, c.ParentID, c.ParentID, nil, c.Overwrites); err != nil {
 				return err
 			}
 		}
@@ -211,7 +211,7 @@ func (s *Service) ModifyChannel(ctx context.Context, userID, channelID snowflake
 			return err
 		}
 		if p.Overwrites != nil {
-			if err := a.overwriteGrant(userID, channelID, v.Channel.Overwrites, c.Overwrites); err != nil {
+			if err := a.overwriteGrant(userID, channelID, v.Channel.ParentID, v.Channel.Overwrites, c.Overwrites); err != nil {
 				return err
 			}
 		}
@@ -258,7 +258,7 @@ func (s *Service) editOverwrites(ctx context.Context, userID, channelID snowflak
 		if err := a.validateChannel(c); err != nil {
 			return err
 		}
-		if err := a.overwriteGrant(userID, channelID, v.Channel.Overwrites, c.Overwrites); err != nil {
+		if err := a.overwriteGrant(userID, channelID, v.Channel.ParentID, v.Channel.Overwrites, c.Overwrites); err != nil {
 			return err
 		}
 		if err := a.putChannel(ctx, c); err != nil {

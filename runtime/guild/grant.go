@@ -37,14 +37,19 @@ func (a *Actor) assignGrant(userID snowflake.ID, roles []snowflake.ID) error {
 }
 
 // overwriteGrant is the grant of replacing a channel's overwrites before
-// with after: MANAGE_ROLES in channelID (0: at guild level, for a new
-// channel without a parent) and every bit that changes.
-func (a *Actor) overwriteGrant(userID, channelID snowflake.ID, before, after []store.Overwrite) error {
+// with after: MANAGE_ROLES in channelID, and every bit that changes held in
+// the overwrite rule's scope (permissions.Engine.OverwriteScope) given the
+// channel's parent category parentID. A new channel passes its parent
+// category (or 0, the guild) as channelID and parentID: its own overwrites
+// do not exist yet and cannot vouch for themselves.
+func (a *Actor) overwriteGrant(userID, channelID, parentID snowflake.ID, before, after []store.Overwrite) error {
 	return a.mayGrant(permissions.Grant{
-		Actor:   userID,
-		Channel: channelID,
-		Need:    permissions.ManageRoles,
-		Bits:    permissions.ChangedBits(engineOverwrites(before), engineOverwrites(after)),
+		Actor:      userID,
+		Channel:    channelID,
+		Need:       permissions.ManageRoles,
+		Bits:       permissions.ChangedBits(engineOverwrites(before), engineOverwrites(after)),
+		Overwrites: true,
+		Parent:     parentID,
 	})
 }
 

@@ -15,22 +15,46 @@ import (
 // assignment, bot installs) describes itself as a Grant and asks
 // Engine.MayGrant, which applies Discord's rules in one place:
 //
-//   - the owner may do anything;
+//   - the owner may do anything, and ADMINISTRATOR holds every bit;
 //   - the actor needs the action's own permission (Need: MANAGE_ROLES for
 //     overwrites and roles, MANAGE_GUILD for bot installs), in the channel
 //     when the grant is about one, else at guild level;
-//   - the bits handed out (allowed or denied in an overwrite, set or
-//     cleared on a role, given to a bot) must all be held by the actor
-//     there, computed with the actor's own overwrites; ADMINISTRATOR holds
-//     every bit;
+//   - the bits handed out (set or cleared on a role, given to a bot) must
+//     all be held by the actor at guild level;
+//   - the bits an overwrite edit touches (allowed or denied, added or
+//     taken away) must all be held by the actor in the overwrite's
+//     reference scope, see below;
 //   - every role the action modifies, deletes, assigns or removes must
 //     rank strictly below the actor's highest role, and a role may only be
 //     moved to a position strictly below it; @everyone never moves, not
 //     even for the owner.
 //     ADMINISTRATOR does not lift the hierarchy, only ownership does.
 //
-// The check reads the engine's current state, before the action applies,
-// so an overwrite can never vouch for itself.
+// Overwrite edits. Discord documents that only permissions the caller has
+// in the guild, or in the parent category when the channel has one, can be
+// allowed or denied, unless the caller has a MANAGE_ROLES overwrite in the
+// channel. We read that as:
+//
+//   - the reference scope is the parent category (the actor's permissions
+//     there, with the category's overwrites) for a channel in one, else
+//     the guild (the actor's base permissions). The channel's own
+//     overwrites do not count: a member whose bits come from an overwrite
+//     of this channel cannot hand those bits to others or move them
+//     around, which is what keeps a channel moderator from widening the
+//     channel beyond what the guild or the category gave them;
+//   - the exception: when an overwrite of this channel that applies to the
+//     actor (the @everyone overwrite, one of their roles', their own)
+//     allows MANAGE_ROLES, the channel has explicitly made them its
+//     permission manager, and the scope is the channel itself, its
+//     overwrites included;
+//   - either way the scope is computed from the state before the edit, so
+//     an overwrite never vouches for itself: MANAGE_ROLES cannot grant its
+//     holder a bit it lacks, through the edited overwrite or any other.
+//
+// A bit held at guild level but denied to the actor in the channel may
+// therefore be allowed to others there; that is Discord's documented
+// behaviour, and it hands out nothing the actor could not already use
+// elsewhere in the guild.
 
 // Grant describes one permission-granting action for MayGrant.
 type Grant struct {
@@ -48,6 +72,14 @@ type Grant struct {
 	// bits that differ between its old and new permissions, for a bot
 	// install every bit its role will carry.
 	Bits Bits
+	// Overwrites marks an edit of Channel's permission overwrites (or the
+	// overwrites of a new channel, Channel then being its parent
+	// category): Bits are then checked in the reference scope of the
+	// overwrite rule instead of where Need is.
+	Overwrites bool
+	// Parent is Channel's parent category for an overwrite edit, 0 when
+	// it has none.
+	Parent snowflake.ID
 	// Roles are the roles the action modifies, deletes, assigns or
 	// removes. @everyone (the guild id) ranks below every role.
 	Roles []snowflake.ID
@@ -109,6 +141,9 @@ func (e *Engine) MayGrant(g Grant, now time.Time) error {
 	if !held.Has(g.Need) {
 		return &GrantError{Missing: g.Need &^ held, Reason: "action needs"}
 	}
+	if g.Overwrites {
+		held = e.OverwriteScope(g.Actor, g.Channel, g.Parent, now)
+	}
 	if !held.Has(g.Bits) {
 		return &GrantError{Missing: g.Bits &^ held, Reason: "may only grant held bits"}
 	}
@@ -124,6 +159,51 @@ func (e *Engine) MayGrant(g Grant, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// OverwriteScope returns the bits userID may allow or deny in the
+// overwrites of channelID (whose parent category is parentID, 0 for none):
+// everything for the owner and for ADMINISTRATOR; the channel's own
+// permissions when one of its overwrites that applies to the user allows
+// MANAGE_ROLES; else the permissions in the parent category, or the
+// guild-level ones without a parent. See "Overwrite edits" above.
+func (e *Engine) OverwriteScope(userID, channelID, parentID snowflake.ID, now time.Time) Bits {
+	base := e.Base(userID, now)
+	if base == All {
+		return All
+	}
+	if channelID != 0 && e.managesOverwrites(userID, channelID) {
+		return e.Channel(userID, channelID, now)
+	}
+	if parentID != 0 {
+		return e.Channel(userID, parentID, now)
+	}
+	return base
+}
+
+// managesOverwrites reports whether an overwrite of channelID that applies
+// to userID allows MANAGE_ROLES.
+func (e *Engine) managesOverwrites(userID, channelID snowflake.ID) bool {
+	m, ok := e.members[userID]
+	ch := e.channels[channelID]
+	if !ok || ch == nil {
+		return false
+	}
+	if ch.hasEveryone && ch.everyone.allow&ManageRoles != 0 {
+		return true
+	}
+	if ow, ok := ch.members[userID]; ok && ow.allow&ManageRoles != 0 {
+		return true
+	}
+	for _, r := range e.sets[m.set].roles {
+		if _, exists := e.roles[r]; !exists {
+			continue
+		}
+		if ow, ok := ch.roles[r]; ok && ow.allow&ManageRoles != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // SetRolePosition records a role's position for the hierarchy checks.

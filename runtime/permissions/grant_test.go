@@ -27,6 +27,11 @@ const (
 	frank    snowflake.ID = 7
 	stranger snowflake.ID = 8
 	locked   snowflake.ID = 302 // channel denying SEND_MESSAGES to mods
+	category snowflake.ID = 303 // category allowing MANAGE_MESSAGES to mods
+	child    snowflake.ID = 304 // channel in category, no overwrites
+	perk     snowflake.ID = 305 // channel allowing MANAGE_MESSAGES to mods, bob's overwrite empty
+	deleg    snowflake.ID = 306 // channel allowing erin MANAGE_ROLES | MANAGE_MESSAGES
+	helpdesk snowflake.ID = 307 // channel allowing helpers MANAGE_ROLES | MANAGE_MESSAGES
 )
 
 func grantEngine() *permissions.Engine {
@@ -48,6 +53,11 @@ func grantEngine() *permissions.Engine {
 	}
 	e.SetOverwrites(general, []permissions.Overwrite{{ID: erin, Member: true, Allow: permissions.ManageRoles}})
 	e.SetOverwrites(locked, []permissions.Overwrite{{ID: mods, Deny: permissions.SendMessages}})
+	e.SetOverwrites(category, []permissions.Overwrite{{ID: mods, Allow: permissions.ManageMessages}})
+	e.SetOverwrites(child, nil)
+	e.SetOverwrites(perk, []permissions.Overwrite{{ID: mods, Allow: permissions.ManageMessages}, {ID: bob, Member: true}})
+	e.SetOverwrites(deleg, []permissions.Overwrite{{ID: erin, Member: true, Allow: permissions.ManageRoles | permissions.ManageMessages}})
+	e.SetOverwrites(helpdesk, []permissions.Overwrite{{ID: helpers, Allow: permissions.ManageRoles | permissions.ManageMessages}})
 	e.SetMember(permissions.Member{UserID: owner})
 	e.SetMember(permissions.Member{UserID: alice, Roles: []snowflake.ID{mods}})
 	e.SetMember(permissions.Member{UserID: bob, Roles: []snowflake.ID{helpers}})
@@ -66,33 +76,53 @@ func TestMayGrant(t *testing.T) {
 		missing P            // want a refusal naming these bits
 		role    snowflake.ID // want a hierarchy refusal naming this role
 	}{
-		// Overwrites: MANAGE_ROLES in the channel, and only held bits.
+		// Overwrites: MANAGE_ROLES in the channel, and only bits held in
+		// the guild or the parent category, or in the channel when one of
+		// its overwrites makes the actor its permission manager.
 		{name: "finding 2: MANAGE_ROLES-only member allows herself MANAGE_MESSAGES",
-			g: permissions.Grant{Actor: alice, Channel: general, Need: permissions.ManageRoles, Bits: mm}, missing: mm},
-		{name: "allowing a bit she holds in the channel",
-			g: permissions.Grant{Actor: alice, Channel: general, Need: permissions.ManageRoles, Bits: permissions.SendMessages | permissions.AddReactions}},
+			g: ow(alice, general, 0, mm), missing: mm},
+		{name: "allowing a bit she holds in the guild",
+			g: ow(alice, general, 0, permissions.SendMessages|permissions.AddReactions)},
 		{name: "denying a bit she lacks is refused too",
-			g: permissions.Grant{Actor: alice, Channel: general, Need: permissions.ManageRoles, Bits: permissions.KickMembers}, missing: permissions.KickMembers},
-		{name: "a bit held in the guild but denied to her in this channel",
-			g: permissions.Grant{Actor: alice, Channel: locked, Need: permissions.ManageRoles, Bits: permissions.SendMessages}, missing: permissions.SendMessages},
-		{name: "a bit she lacks in the channel also takes its implied bits (no SEND → no EMBED_LINKS)",
-			g: permissions.Grant{Actor: alice, Channel: locked, Need: permissions.ManageRoles, Bits: permissions.EmbedLinks}, missing: permissions.EmbedLinks},
-		{name: "without MANAGE_ROLES no overwrite edit",
-			g: permissions.Grant{Actor: bob, Channel: general, Need: permissions.ManageRoles, Bits: permissions.SendMessages}, missing: permissions.ManageRoles},
+			g: ow(alice, general, 0, permissions.KickMembers), missing: permissions.KickMembers},
+		{name: "a bit held in the guild but denied to her in this channel: the guild is the scope",
+			g: ow(alice, locked, 0, permissions.SendMessages)},
+		{name: "seed 4650640975562623415: a bit held only through the edited overwrite cannot be moved",
+			g: ow(alice, perk, 0, mm), missing: mm},
+		{name: "a bit held only through another overwrite of the channel cannot be handed out",
+			g: ow(bob, perk, 0, mm), missing: permissions.ManageRoles},
+		{name: "nor by a MANAGE_ROLES holder to bob's overwrite",
+			g: ow(alice, perk, 0, mm|permissions.SendMessages), missing: mm},
+		{name: "a bit held through the parent category counts",
+			g: ow(alice, child, category, mm)},
+		{name: "the same channel outside the category does not",
+			g: ow(alice, child, 0, mm), missing: mm},
+		{name: "a new channel in the category: the category is the scope",
+			g: ow(alice, category, category, mm)},
+		{name: "a new channel at guild level: the guild is the scope",
+			g: ow(alice, 0, 0, mm), missing: mm},
+		{name: "MANAGE_ROLES overwrite: the channel is the scope, its overwrites included",
+			g: ow(erin, deleg, 0, mm|permissions.AddReactions)},
+		{name: "MANAGE_ROLES overwrite: still no bit she lacks in the channel",
+			g: ow(erin, deleg, 0, mm|permissions.BanMembers), missing: permissions.BanMembers},
+		{name: "MANAGE_ROLES overwrite of one of her roles makes the channel the scope",
+			g: ow(bob, helpdesk, 0, mm)},
 		{name: "MANAGE_ROLES from her own overwrite counts in that channel",
-			g: permissions.Grant{Actor: erin, Channel: general, Need: permissions.ManageRoles, Bits: permissions.AddReactions}},
+			g: ow(erin, general, 0, permissions.AddReactions)},
+		{name: "without MANAGE_ROLES no overwrite edit",
+			g: ow(bob, general, 0, permissions.SendMessages), missing: permissions.ManageRoles},
 		{name: "but not at guild level",
 			g: permissions.Grant{Actor: erin, Need: permissions.ManageRoles, Bits: permissions.AddReactions}, missing: permissions.ManageRoles},
 		{name: "administrator grants every bit",
-			g: permissions.Grant{Actor: carol, Channel: general, Need: permissions.ManageRoles, Bits: permissions.All}},
+			g: ow(carol, perk, 0, permissions.All)},
 		{name: "owner grants every bit",
-			g: permissions.Grant{Actor: owner, Channel: locked, Need: permissions.ManageRoles, Bits: permissions.All}},
+			g: ow(owner, locked, 0, permissions.All)},
 		{name: "timed-out member grants nothing",
-			g: permissions.Grant{Actor: dave, Channel: general, Need: permissions.ManageRoles, Bits: permissions.AddReactions}, missing: permissions.ManageRoles},
+			g: ow(dave, general, 0, permissions.AddReactions), missing: permissions.ManageRoles},
 		{name: "non-member grants nothing",
 			g: permissions.Grant{Actor: stranger, Need: permissions.ManageRoles}, missing: permissions.ManageRoles},
 		{name: "unknown channel holds nothing",
-			g: permissions.Grant{Actor: alice, Channel: 999, Need: permissions.ManageRoles}, missing: permissions.ManageRoles},
+			g: ow(alice, 999, 0, 0), missing: permissions.ManageRoles},
 
 		// Roles: guild-level bits, strictly below the actor's highest role.
 		{name: "role edit with a held bit on a role below",
@@ -157,6 +187,12 @@ func TestMayGrant(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ow is the grant of an overwrite edit of channel (in category parent)
+// touching bits.
+func ow(actor, channel, parent snowflake.ID, bits P) permissions.Grant {
+	return permissions.Grant{Actor: actor, Channel: channel, Parent: parent, Need: permissions.ManageRoles, Bits: bits, Overwrites: true}
 }
 
 func TestHighestIgnoresDeletedRoles(t *testing.T) {

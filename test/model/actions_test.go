@@ -150,7 +150,8 @@ func (w *world) drawBits(t *rapid.T, label string) uint64 {
 
 // overwrite puts or deletes one overwrite. Discord's rule: VIEW_CHANNEL
 // and MANAGE_ROLES in the channel, and every bit the change touches held
-// by the actor there (the owner holds all). Only the owner deletes.
+// by the actor in the overwrite scope (world.overwriteScope; the owner
+// holds all). Only the owner deletes.
 func (w *world) overwrite(t *rapid.T) {
 	actor := rapid.SampledFrom([]int{owner, owner, owner, 1, 2, 3, 4}).Draw(t, "actor")
 	ch := w.channel(t)
@@ -173,7 +174,7 @@ func (w *world) overwrite(t *rapid.T) {
 		next.allow = w.drawBits(t, "allow")
 		next.deny = w.drawBits(t, "deny") &^ next.allow
 	}
-	changed := old.allow ^ next.allow | old.deny ^ next.deny
+	changed := (old.allow ^ next.allow) | (old.deny ^ next.deny)
 	p := w.perms(actor, ch)
 	allowed, code := true, 0
 	switch {
@@ -181,7 +182,7 @@ func (w *world) overwrite(t *rapid.T) {
 		allowed, code = false, 50001
 	case p&permRoles == 0:
 		allowed, code = false, 50013
-	case actor != owner && changed&^p != 0:
+	case changed&^w.overwriteScope(actor, ch) != 0:
 		allowed, code = false, 50013
 	}
 	typ := 0

@@ -1,7 +1,10 @@
 package model
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"flag"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -21,15 +24,35 @@ const (
 
 var checks = flag.Int("model.checks", defaultChecks, "number of random action sequences TestModel runs (sets -rapid.checks per worker)")
 
+// TestMain sets rapid's checks from -model.checks and its seed: the one
+// given with -rapid.seed, else CONCORD_MODEL_SEED, else a fresh random one
+// per run. The seed is printed before the run, so every run — a failing
+// one in CI above all — says how to replay it; rapid's own failure message
+// adds the seed of the failing sequence itself.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "rapid.checks" })
-	if !explicit {
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["rapid.checks"] {
 		if err := flag.Set("rapid.checks", strconv.Itoa((*checks+workers-1)/workers)); err != nil {
 			panic(err)
 		}
 	}
+	if !set["rapid.seed"] {
+		seed := os.Getenv("CONCORD_MODEL_SEED")
+		if seed == "" {
+			var b [8]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				panic(err)
+			}
+			seed = strconv.FormatUint(binary.LittleEndian.Uint64(b[:])>>1, 10)
+		}
+		if err := flag.Set("rapid.seed", seed); err != nil {
+			fmt.Fprintf(os.Stderr, "model: CONCORD_MODEL_SEED=%q: %v\n", seed, err)
+			os.Exit(2)
+		}
+	}
+	fmt.Printf("model: rapid seed %s (replay: go test -count=1 -run TestModel ./test/model/ -rapid.seed=%[1]s)\n", flag.Lookup("rapid.seed").Value)
 	os.Exit(m.Run())
 }
 
@@ -47,13 +70,19 @@ func TestModel(t *testing.T) {
 	for i := range workers {
 		t.Run("worker-"+strconv.Itoa(i), func(t *testing.T) {
 			t.Parallel()
-			runModel(t, s, st)
+			runModel(t, s, st, i)
 		})
 	}
 }
 
-func runModel(t *testing.T, s *server, st *stats) {
+// runModel is one worker's rapid.Check. Every worker runs from the one
+// printed seed; worker k first draws and drops k values, so the workers
+// explore different sequences that the seed still replays.
+func runModel(t *testing.T, s *server, st *stats, worker int) {
 	rapid.Check(t, func(t *rapid.T) {
+		for k := range worker {
+			rapid.Uint64().Draw(t, "worker offset "+strconv.Itoa(k))
+		}
 		w := newWorld(t, s)
 		w.stats = st
 		step := func(fn func(*rapid.T)) func(*rapid.T) {

@@ -25,7 +25,7 @@ const (
 )
 
 // bits the generator hands out in overwrites.
-var overwriteBits = []uint64{permView, permSend, permHistory, permManMsg}
+var overwriteBits = []uint64{permView, permSend, permHistory, permManMsg, permRoles}
 
 type target struct {
 	member bool
@@ -148,6 +148,27 @@ func (w *world) perms(u int, ch snowflake.ID) uint64 {
 		return 0
 	}
 	return p
+}
+
+// overwriteScope is what u may allow or deny in ch's overwrites, Discord's
+// documented rule computed here on its own: everything for the owner; the
+// permissions in ch when an overwrite of ch that applies to u allows
+// MANAGE_ROLES; else u's guild-level permissions (the model's channels sit
+// in no category). The state is the one before the edit, so an overwrite
+// never vouches for itself.
+func (w *world) overwriteScope(u int, ch snowflake.ID) uint64 {
+	if u == owner {
+		return allBit
+	}
+	for tg, e := range w.ows[ch] {
+		applies := tg == target{false, w.guild} ||
+			(!tg.member && w.roles[u][tg.id]) ||
+			(tg.member && tg.id == w.acct[u].ID)
+		if applies && e.allow&permRoles != 0 {
+			return w.perms(u, ch)
+		}
+	}
+	return w.base(u)
 }
 
 func (w *world) can(u int, ch snowflake.ID, bit uint64) bool { return w.perms(u, ch)&bit == bit }

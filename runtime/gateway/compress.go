@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/zstd"
 )
 
 // compression is how a connection encodes outbound frames.
@@ -22,19 +23,51 @@ const (
 	// message through one deflate context per connection, each message
 	// ending with a Z_SYNC_FLUSH marker (00 00 ff ff).
 	compressStream
+	// compressZstdStream (?compress=zstd-stream) sends every frame as a
+	// binary message through one zstd frame per connection, each message
+	// ending at a flushed block: a streaming decoder fed message after
+	// message yields exactly one payload per message.
+	compressZstdStream
 )
+
+// parseCompress maps the connection URL's compress parameter to a mode;
+// anything else (absent, unknown) is no transport compression, as Discord
+// treats it.
+func parseCompress(v string) compression {
+	switch v {
+	case "zlib-stream":
+		return compressStream
+	case "zstd-stream":
+		return compressZstdStream
+	}
+	return compressNone
+}
+
+// streamCompressor is one connection's compression context: each call
+// returns b compressed and flushed, valid until the next call.
+type streamCompressor interface {
+	compress(b []byte) ([]byte, error)
+}
+
+// newStreamCompressor makes the context of a streaming mode.
+func newStreamCompressor(comp compression) (streamCompressor, error) {
+	if comp == compressZstdStream {
+		return newZstdStream()
+	}
+	return newZlibStream()
+}
 
 // compressLevel trades ratio for CPU: gateway frames are small and many.
 const compressLevel = zlib.BestSpeed
 
-// streamCompressor is one connection's zlib-stream context.
-type streamCompressor struct {
+// zlibStream is one connection's zlib-stream context.
+type zlibStream struct {
 	out bytes.Buffer
 	zw  *zlib.Writer
 }
 
-func newStreamCompressor() (*streamCompressor, error) {
-	s := &streamCompressor{}
+func newZlibStream() (*zlibStream, error) {
+	s := &zlibStream{}
 	zw, err := zlib.NewWriterLevel(&s.out, compressLevel)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: zlib-stream writer: %w", err)
@@ -45,13 +78,58 @@ func newStreamCompressor() (*streamCompressor, error) {
 
 // compress returns b deflated through the connection's context and
 // sync-flushed. The result is valid until the next call.
-func (s *streamCompressor) compress(b []byte) ([]byte, error) {
+func (s *zlibStream) compress(b []byte) ([]byte, error) {
 	s.out.Reset()
 	if _, err := s.zw.Write(b); err != nil {
 		return nil, fmt.Errorf("gateway: zlib-stream write: %w", err)
 	}
 	if err := s.zw.Flush(); err != nil {
 		return nil, fmt.Errorf("gateway: zlib-stream flush: %w", err)
+	}
+	return s.out.Bytes(), nil
+}
+
+// zstdWindow is the back-reference distance of zstd-stream. Gateway
+// payloads are mostly under a few KiB and repeat each other's keys and
+// ids, so 64 KiB catches nearly all the redundancy while keeping the
+// encoder's history per connection small; the decoder is told the size in
+// the frame header and needs no more.
+const zstdWindow = 64 << 10
+
+// zstdStream is one connection's zstd-stream context: a single zstd frame
+// that never ends while the connection lives, flushed after every message.
+// The encoder runs synchronously on the caller (concurrency 1): the
+// socket's owner calls it, and a per-connection goroutine would cost more
+// than the work.
+type zstdStream struct {
+	out bytes.Buffer
+	zw  *zstd.Encoder
+}
+
+func newZstdStream() (*zstdStream, error) {
+	s := &zstdStream{}
+	zw, err := zstd.NewWriter(&s.out,
+		zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithEncoderConcurrency(1),
+		zstd.WithWindowSize(zstdWindow),
+		zstd.WithLowerEncoderMem(true),
+		zstd.WithEncoderCRC(false))
+	if err != nil {
+		return nil, fmt.Errorf("gateway: zstd-stream writer: %w", err)
+	}
+	s.zw = zw
+	return s, nil
+}
+
+// compress returns b compressed into the connection's zstd frame and
+// flushed. The result is valid until the next call.
+func (s *zstdStream) compress(b []byte) ([]byte, error) {
+	s.out.Reset()
+	if _, err := s.zw.Write(b); err != nil {
+		return nil, fmt.Errorf("gateway: zstd-stream write: %w", err)
+	}
+	if err := s.zw.Flush(); err != nil {
+		return nil, fmt.Errorf("gateway: zstd-stream flush: %w", err)
 	}
 	return s.out.Bytes(), nil
 }

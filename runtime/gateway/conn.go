@@ -66,7 +66,7 @@ type conn struct {
 
 	// Compression state, owned by whoever owns the socket (see encode).
 	zbuf   bytes.Buffer
-	stream *streamCompressor
+	stream streamCompressor
 
 	// Reader-owned.
 	sess          *session

@@ -6,7 +6,7 @@
 // per-session sequence numbers and a bounded replay buffer for RESUME,
 // INVALID_SESSION, RECONNECT on drain with the sessions handed to a
 // successor node (handoff.go), Discord's close codes 4000–4014,
-// client payload size and rate limits, and zlib-stream or per-payload zlib
+// client payload size and rate limits, and zlib-stream, zstd-stream or per-payload zlib
 // compression. It asks a Backend to authenticate sessions and subscribe
 // them to their guilds, and it is the event.Sink the guild tier delivers
 // batches to: each dispatch is stamped with the session's next sequence
@@ -107,7 +107,7 @@ func NewNode(cfg Config, backend Backend) (*Node, error) {
 }
 
 // ServeHTTP upgrades a /gateway request (?v=9|10&encoding=json
-// [&compress=zlib-stream]) and runs the connection until it ends. Mount it
+// [&compress=zlib-stream|zstd-stream]) and runs the connection until it ends. Mount it
 // at both /gateway and /gateway/. An unsupported v is closed with 4012
 // and an encoding other than json with 4002, right after the upgrade.
 // zstd-stream is not offered: such clients get uncompressed text frames,
@@ -129,10 +129,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if enc := q.Get("encoding"); closeCode == 0 && enc != "" && enc != "json" {
 		closeCode, reason = CloseDecodeError, "unsupported encoding"
 	}
-	comp := compressNone
-	if q.Get("compress") == "zlib-stream" {
-		comp = compressStream
-	}
+	comp := parseCompress(q.Get("compress"))
 	ws, err := n.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		n.cfg.Logger.Debug("gateway upgrade failed", "err", err)

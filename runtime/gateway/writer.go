@@ -318,9 +318,9 @@ func (c *conn) encode(dst []byte, f *frame, comp compression) ([]byte, error) {
 	}
 	var z []byte
 	var err error
-	if comp == compressStream {
+	if comp == compressStream || comp == compressZstdStream {
 		if c.stream == nil {
-			if c.stream, err = newStreamCompressor(); err != nil {
+			if c.stream, err = newStreamCompressor(comp); err != nil {
 				return dst, err
 			}
 		}

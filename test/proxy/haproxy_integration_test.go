@@ -58,7 +58,9 @@ const (
 //     client address is refused (429) while another address connects;
 //   - a client that gets banned over REST (10,000 invalid requests)
 //     does not get the client beside it behind HAProxy banned, and the
-//     ban's log line names the client's address.
+//     ban's log line names the client's address; through a second
+//     frontend that sends X-Forwarded-For and no PROXY header the same
+//     client is still the one banned.
 //
 // File descriptors: about 2,500 client sockets here, twice that in
 // HAProxy (maxconn 4000) and 2,500 in concord, within the usual 20,000
@@ -69,10 +71,10 @@ func TestClientAddressesThroughHAProxy(t *testing.T) {
 		t.Fatalf("haproxy is not on PATH (%v): this test needs Debian's haproxy package (apt-get install haproxy; hack/test-deps.sh installs it)", err)
 	}
 	bin := concordbin.Path(t)
-	concordAddr, front := freeAddr(t), freeAddr(t)
+	concordAddr, front, frontXFF := freeAddr(t), freeAddr(t), freeAddr(t)
 	c := startConcord(t, bin, concordAddr, "dev", "--http="+concordAddr, "--data-dir="+t.TempDir(),
 		"--trusted-proxies="+lbAddr, "--http-max-conns-per-addr="+strconv.Itoa(perAddrCap))
-	startHAProxy(t, haproxy, front, concordAddr)
+	startHAProxy(t, haproxy, front, frontXFF, concordAddr)
 	url := "ws://" + front + "/gateway?v=10&encoding=json"
 
 	t.Run("sessions from many addresses", func(t *testing.T) {
@@ -122,6 +124,16 @@ func TestClientAddressesThroughHAProxy(t *testing.T) {
 		if status, retry := get(t, bystanderHTTP, api, c.token); status != http.StatusOK {
 			t.Fatalf("GET /users/@me from %s after %s was banned: %d (Retry-After %s), want 200: the ban hit the balancer's address",
 				bystander, abuser, status, retry)
+		}
+		// Through the frontend that sends no PROXY header, concord takes
+		// the client from HAProxy's X-Forwarded-For: the abuser is still
+		// banned there, its neighbour still served.
+		apiXFF := "http://" + frontXFF + "/api/v10/users/@me"
+		if status, retry := get(t, abuserHTTP, apiXFF, c.token); status != http.StatusTooManyRequests {
+			t.Errorf("GET /users/@me from %s through X-Forwarded-For after its ban: %d (Retry-After %s), want 429", abuser, status, retry)
+		}
+		if status, retry := get(t, bystanderHTTP, apiXFF, c.token); status != http.StatusOK {
+			t.Errorf("GET /users/@me from %s through X-Forwarded-For: %d (Retry-After %s), want 200", bystander, status, retry)
 		}
 		named := false
 		for _, line := range strings.Split(c.logs.String(), "\n") {
@@ -409,9 +421,10 @@ func startConcord(t *testing.T, bin, addr string, args ...string) *concord {
 	}
 }
 
-// startHAProxy runs HAProxy on front, forwarding HTTP and WebSocket to
-// backend with a PROXY protocol v2 header on each connection.
-func startHAProxy(t *testing.T, bin, front, backend string) {
+// startHAProxy runs HAProxy forwarding HTTP and WebSocket to backend:
+// from front with a PROXY protocol v2 header on each connection, from
+// frontXFF with X-Forwarded-For only.
+func startHAProxy(t *testing.T, bin, front, frontXFF, backend string) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`global
@@ -431,9 +444,21 @@ frontend public
 	bind %s
 	default_backend concord
 
+frontend public-xff
+	bind %s
+	default_backend concord-xff
+
+# As hack/run-cluster.sh checks its nodes: the health checks come from
+# the trusted address too, with or without a PROXY header.
 backend concord
-	server concord-1 %s send-proxy-v2
-`, front, backend)
+	option httpchk GET /readyz
+	http-check expect status 200
+	default-server inter 1s fall 2 rise 2
+	server concord-1 %s check send-proxy-v2
+
+backend concord-xff
+	server concord-1 %s
+`, front, frontXFF, backend, backend)
 	path := filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/pires/go-proxyproto"
 
 	"github.com/concord-chat/concord/internal/concordbin"
 	"github.com/concord-chat/concord/internal/logbuf"
@@ -37,6 +38,7 @@ const (
 	capOther   = "127.0.20.2" // connects while capClient is at its cap
 	abuser     = "127.0.30.1" // gets itself banned over REST
 	bystander  = "127.0.30.2" // shares the balancer with the abuser
+	direct     = "127.0.40.1" // reaches concord without HAProxy
 )
 
 const (
@@ -56,6 +58,8 @@ const (
 //     per-address cap is 256;
 //   - the cap still holds per client: the 257th connection of one
 //     client address is refused (429) while another address connects;
+//   - a client that reaches concord directly is served as itself, and
+//     its own PROXY header closes its connection;
 //   - a client that gets banned over REST (10,000 invalid requests)
 //     does not get the client beside it behind HAProxy banned, and the
 //     ban's log line names the client's address; through a second
@@ -99,6 +103,32 @@ func TestClientAddressesThroughHAProxy(t *testing.T) {
 		other := runSessions(t, url, c.token, 1, func(int) string { return capOther })
 		if other.ready.Load() != 1 {
 			t.Fatalf("a session of %s while %s is at its cap: %v", capOther, capClient, other.firstErr())
+		}
+	})
+
+	t.Run("direct client", func(t *testing.T) {
+		// Not a trusted proxy: served as itself, WebSocket included...
+		s := runSessions(t, "ws://"+concordAddr+"/gateway?v=10&encoding=json", c.token, 1, func(int) string { return direct })
+		if s.ready.Load() != 1 {
+			t.Fatalf("a direct session from %s: %v", direct, s.firstErr())
+		}
+		// ...but a PROXY header of its own closes its connection
+		// unanswered: it cannot name its address.
+		conn, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(direct)}}).Dial("tcp", concordAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		h := proxyproto.HeaderProxyFromAddrs(2, &net.TCPAddr{IP: net.ParseIP("203.0.113.9"), Port: 4000}, conn.RemoteAddr())
+		if _, err := h.WriteTo(conn); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(conn, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+		_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+		if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
+			t.Fatalf("a PROXY header from %s, not a trusted proxy, was answered: %s", direct, resp.Status)
+		} else if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a PROXY header from %s: connection left open", direct)
 		}
 	})
 

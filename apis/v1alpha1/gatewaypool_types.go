@@ -50,6 +50,15 @@ type GatewayPoolSpec struct {
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	AdminPort int32 `json:"adminPort,omitempty"`
+	// TrustedProxies are the load balancers in front of the pool (IP
+	// addresses or CIDR ranges, e.g. the ingress controller's pod range or
+	// the cloud load balancer's) whose PROXY protocol v1/v2 header or
+	// X-Forwarded-For names the client's address; the per-address
+	// connection cap and the logs then see each client instead of the
+	// balancer. Passed to each pod as --trusted-proxies
+	// (CONCORD_TRUSTED_PROXIES). Empty trusts nobody.
+	// +optional
+	TrustedProxies []string `json:"trustedProxies,omitempty"`
 	// PodPlacement sets resources, node selector and tolerations.
 	// +optional
 	PodPlacement `json:",inline"`

@@ -340,6 +340,11 @@ func (in *GatewayPoolSpec) DeepCopyInto(out *GatewayPoolSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.TrustedProxies != nil {
+		in, out := &in.TrustedProxies, &out.TrustedProxies
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	in.PodPlacement.DeepCopyInto(&out.PodPlacement)
 	in.Drain.DeepCopyInto(&out.Drain)
 }

@@ -127,6 +127,11 @@ func TestTemplate(t *testing.T) {
 			if ref, _, _ := unstructured.NestedString(o.Object, "spec", "clusterRef", "name"); ref != "prod" {
 				t.Errorf("GatewayPool %s clusterRef = %q, want the chart's cluster", o.GetName(), ref)
 			}
+			// trustedProxies defaults to the chart's; a pool's own wins.
+			want := map[string]string{"users": "10.0.0.0/8,192.0.2.7", "bots": "198.51.100.0/24"}[o.GetName()]
+			if tp, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "trustedProxies"); strings.Join(tp, ",") != want {
+				t.Errorf("GatewayPool %s trustedProxies = %q, want %q", o.GetName(), tp, want)
+			}
 		case "NetworkPolicy":
 			b, _ := utilyamlMarshal(o)
 			for _, cidr := range []string{"169.254.0.0/16", "10.0.0.0/8", "fc00::/7"} {

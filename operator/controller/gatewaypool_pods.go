@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +36,11 @@ func gatewayPodSpec(c *concordv1.ConcordCluster, pool *concordv1.GatewayPool) co
 		env("CONCORD_GATEWAY_CLIENT_CLASS", string(pool.Spec.ClientClass)),
 		env("CONCORD_GATEWAY_SESSIONS_TARGET", strconv.Itoa(int(pool.Spec.SessionsPerPod))),
 		env("CONCORD_GATEWAY_POOL", pool.Name),
+	}
+	if len(pool.Spec.TrustedProxies) > 0 {
+		// --trusted-proxies, as every setting reaches the runtime: through
+		// its environment fallback.
+		extra = append(extra, env("CONCORD_TRUSTED_PROXIES", strings.Join(pool.Spec.TrustedProxies, ",")))
 	}
 	spec := runtimePodSpec(c, pool.Spec.Image, []string{concordv1.RoleGateway}, extra, pool.Spec.PodPlacement)
 	ct := &spec.Containers[0]

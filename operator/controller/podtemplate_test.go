@@ -117,6 +117,23 @@ func TestGatewayPodSpecAdminPort(t *testing.T) {
 	}
 }
 
+// A pool's trustedProxies reach its pods as --trusted-proxies' variable;
+// a pool without them sets none, so its pods trust nobody.
+func TestGatewayPodSpecTrustedProxies(t *testing.T) {
+	c := testCluster()
+	pool := &concordv1.GatewayPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "users"},
+		Spec:       concordv1.GatewayPoolSpec{ClusterRef: concordv1.ClusterReference{Name: "prod"}},
+	}
+	if v, ok := specEnv(gatewayPodSpec(c, pool), "CONCORD_TRUSTED_PROXIES"); ok {
+		t.Errorf("a pool without trustedProxies sets CONCORD_TRUSTED_PROXIES=%q", v)
+	}
+	pool.Spec.TrustedProxies = []string{"10.0.0.0/8", "192.0.2.7"}
+	if v, _ := specEnv(gatewayPodSpec(c, pool), "CONCORD_TRUSTED_PROXIES"); v != "10.0.0.0/8,192.0.2.7" {
+		t.Errorf("CONCORD_TRUSTED_PROXIES = %q, want the pool's list", v)
+	}
+}
+
 // TestKafkaSecurityEnv: a SASL secret brings the SCRAM mechanism with the
 // credentials, and spec.kafka.tls turns TLS on, in the variables concord
 // serve reads (--kafka-sasl-mechanism, --kafka-tls).

@@ -187,6 +187,11 @@ func (n *Node) listen() error {
 		n.httpL = l
 	}
 	n.gate = &Gate{}
+	if tp := cfg.Serving.TrustedProxies; len(tp) > 0 {
+		// Every client listener of the process (this one, the admin and
+		// voice listeners) takes the client's address from these.
+		cfg.Logger.Info("client addresses from trusted proxies", "trusted_proxies", tp)
+	}
 	n.srv = httpserve.NewServer(n.gate, cfg.ServingConfig())
 	n.srvErr = make(chan error, 3)
 	go func() { n.srvErr <- httpserve.Serve(n.srv, n.httpL, cfg.ServingConfig()) }()

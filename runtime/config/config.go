@@ -107,8 +107,9 @@ type Config struct {
 	// decision of the guild actors in N and recomputes it from scratch
 	// (concord_permissions_shadow_*). 0 takes 1000; negative disables.
 	PermissionsShadowEvery int
-	// Serving bounds every HTTP listener: timeouts, header size and
-	// connection caps (zero fields take httpserve's defaults).
+	// Serving bounds every HTTP listener: timeouts, header size,
+	// connection caps (zero fields take httpserve's defaults) and the
+	// trusted proxies whose word about the client's address is believed.
 	Serving httpserve.Config
 
 	// LeaseTTL is how long a dead process stays in the registry, hence
@@ -442,6 +443,9 @@ func (c Config) Complete() (Config, error) {
 			return c, fmt.Errorf("config: --web-media-origins: %w", err)
 		}
 		c.WebMediaOrigins = o
+	}
+	if err := c.Serving.Validate(); err != nil {
+		return c, fmt.Errorf("config: --trusted-proxies: %w", err)
 	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/concord-chat/concord/runtime/httpserve"
 )
 
 // Complete fills every zero field from Default, so a partial Config (a
@@ -48,6 +50,7 @@ func TestCompleteRejects(t *testing.T) {
 		{Config{PublicURL: "http://x/gateway"}, "public URL"},
 		{Config{Identify: Identify{Rate: -1}}, "negative"},
 		{Config{Pod: Pod{SessionsTarget: -1}}, "negative"},
+		{Config{Serving: httpserve.Config{TrustedProxies: []string{"10.0.0.0/8", "lb.example"}}}, "--trusted-proxies"},
 	} {
 		if _, err := tc.cfg.Complete(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: err = %v, want %q", tc.cfg, err, tc.want)

@@ -14,6 +14,10 @@ import (
 
 // Front wraps h with what every listener does before routing:
 //
+//   - a request from a trusted proxy (cfg.TrustedProxies) that carries
+//     X-Forwarded-For gets the client's address it names as RemoteAddr
+//     (the right-most one that is not a trusted proxy), so every handler
+//     behind sees the client;
 //   - a path that is not clean (a literal "..", ".", or "//" segment) is
 //     answered 404 with Discord's JSON error, where http.ServeMux would
 //     answer a text/html redirect to the cleaned path;
@@ -26,15 +30,25 @@ import (
 //     WebSocket upgrades, CONNECT tunnels and event streams get none.
 func Front(h http.Handler, cfg Config) http.Handler {
 	cfg = cfg.WithDefaults()
-	return &front{next: h, read: positive(cfg.ReadTimeout), write: positive(cfg.WriteTimeout)}
+	return &front{next: h, read: positive(cfg.ReadTimeout), write: positive(cfg.WriteTimeout),
+		trust: newTrust(cfg.TrustedProxies, cfg.Logger)}
 }
 
 type front struct {
 	next        http.Handler
 	read, write time.Duration
+	trust       *trust
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if addr := f.trust.clientRemoteAddr(r); addr != r.RemoteAddr {
+		// A shallow copy, as http.Request.WithContext makes: the server
+		// keeps its own r.
+		r2 := new(http.Request)
+		*r2 = *r
+		r2.RemoteAddr = addr
+		r = r2
+	}
 	// A forward proxy's requests (absolute-form, CONNECT) name another
 	// server's path and carry its answers: neither is Concord's to judge.
 	origin := strings.HasPrefix(r.RequestURI, "/")

@@ -11,9 +11,15 @@
 //     their own protocol allows;
 //   - a keep-alive connection may stay idle for IdleTimeout;
 //   - headers are at most MaxHeaderBytes;
-//   - one remote address holds at most MaxConnsPerAddr connections and
+//   - one client address holds at most MaxConnsPerAddr connections and
 //     the listener at most MaxConns (Listener), counted from accept until
 //     close, so a WebSocket counts before and after its upgrade;
+//   - behind a load balancer the client's address is the one the
+//     balancer reports, believed only from TrustedProxies: a PROXY
+//     protocol (v1 or v2) header on the connection (Listener), or the
+//     X-Forwarded-For header of a request (Front); everything that keys
+//     on the address (the cap above, rate limits, bans, logs) sees the
+//     client rather than the balancer;
 //   - errors net/http writes on its own (a malformed request line, a bad
 //     escape, an unclean path's redirect, 405s) go out as Discord's JSON
 //     error body instead of text/plain or text/html (Front).
@@ -23,6 +29,7 @@
 package httpserve
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -60,6 +67,18 @@ type Config struct {
 	MaxConnsPerAddr int
 	// MaxConns caps the open connections of the listener.
 	MaxConns int
+	// TrustedProxies are the load balancers and proxies (IP addresses
+	// or CIDR ranges) whose word about the client's address is believed.
+	// A connection from one of them may open with a PROXY protocol v1 or
+	// v2 header, whose source address then is the connection's remote
+	// address (and the key of MaxConnsPerAddr); without a header the
+	// proxy's own address counts. A request from one of them (after the
+	// PROXY header, if any) may carry X-Forwarded-For, whose right-most
+	// address that is not itself a trusted proxy becomes the request's
+	// RemoteAddr. Anyone else's PROXY header closes the connection and
+	// anyone else's X-Forwarded-For is ignored. Empty (the default)
+	// trusts nobody: the peer's address is the client's.
+	TrustedProxies []string
 	// Logger receives net/http's own error log (TLS and accept errors,
 	// handler panics) at warn level. Default slog.Default().
 	Logger *slog.Logger
@@ -88,6 +107,15 @@ func (cfg Config) WithDefaults() Config {
 		cfg.Logger = slog.Default()
 	}
 	return cfg
+}
+
+// Validate reports a setting of cfg no listener can use: a
+// TrustedProxies entry that is neither an IP address nor a CIDR range.
+func (cfg Config) Validate() error {
+	if _, err := ParseTrustedProxies(cfg.TrustedProxies); err != nil {
+		return fmt.Errorf("httpserve: %w", err)
+	}
+	return nil
 }
 
 // positive returns d, or 0 (no bound) for a negative d.

@@ -3,6 +3,7 @@ package httpserve
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,22 +11,55 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/pires/go-proxyproto"
 )
 
 // Listener returns l with cfg's connection caps: a connection beyond
-// MaxConnsPerAddr open connections of its remote IP, or beyond MaxConns
+// MaxConnsPerAddr open connections of its client's IP, or beyond MaxConns
 // open connections in total, is answered 429 (Discord's JSON error) and
 // closed at once, before any request is read, so that neither a WebSocket
 // upgrade nor a handler ever runs for it. Accept never blocks on a cap: a
 // flood from some addresses cannot keep others from being accepted while
 // the total has room.
 //
+// With cfg.TrustedProxies, connections are read through go-proxyproto:
+// one from a trusted proxy may open with a PROXY protocol v1 or v2
+// header, whose source address is then the connection's RemoteAddr and
+// the key of the per-address cap (without a header the proxy's address
+// counts); a header from any other peer fails the connection's first
+// read, so net/http closes it unanswered. The header is read off the
+// accept loop (bounded by ReadHeaderTimeout), so a proxy that is slow to
+// send one holds up no other connection.
+//
 // The connections it returns also rewrite the plain-text error responses
 // net/http writes before any handler runs (a malformed request line or
 // escape, oversized headers) into Discord's JSON error.
 func Listener(l net.Listener, cfg Config) net.Listener {
 	cfg = cfg.WithDefaults()
-	return &listener{Listener: l, perAddr: cfg.MaxConnsPerAddr, total: cfg.MaxConns, open: make(map[string]int)}
+	ln := &listener{Listener: l, perAddr: cfg.MaxConnsPerAddr, total: cfg.MaxConns, open: make(map[string]int)}
+	ln.trust = newTrust(cfg.TrustedProxies, cfg.Logger)
+	if ln.trust == nil {
+		return ln
+	}
+	// USE for trusted peers: a header is believed but optional (a proxy's
+	// health checks, or a proxy that forwards X-Forwarded-For instead).
+	// REJECT for everyone else: a header fails the first read
+	// (ErrSuperfluousProxyHeader) and net/http closes the connection.
+	policy, err := proxyproto.PolicyFromRanges(ln.trust.ranges, proxyproto.USE, proxyproto.REJECT)
+	if err != nil {
+		// The ranges come from netip.Prefix.String and always parse.
+		panic(fmt.Sprintf("httpserve: proxyproto rejects trusted ranges %v: %v", ln.trust.ranges, err))
+	}
+	headerTimeout := positive(cfg.ReadHeaderTimeout)
+	if headerTimeout == 0 {
+		headerTimeout = -1 // go-proxyproto: no header timeout
+	}
+	ln.Listener = &proxyproto.Listener{Listener: l, ConnPolicy: policy, ReadHeaderTimeout: headerTimeout}
+	ln.ready = make(chan net.Conn)
+	ln.failed = make(chan struct{})
+	ln.closed = make(chan struct{})
+	return ln
 }
 
 type listener struct {
@@ -33,11 +67,25 @@ type listener struct {
 	perAddr, total int
 
 	mu    sync.Mutex
-	open  map[string]int // open connections per remote IP
+	open  map[string]int // open connections per client IP
 	count int
+
+	// With trusted proxies: a pump goroutine accepts, and connections
+	// reach Accept through ready once their client is known.
+	trust     *trust
+	pumpOnce  sync.Once
+	ready     chan net.Conn
+	errs      chan error    // temporary accept errors, passed on
+	failed    chan struct{} // closed when the pump stops; err says why
+	err       error
+	closed    chan struct{} // closed by Close
+	closeOnce sync.Once
 }
 
 func (l *listener) Accept() (net.Conn, error) {
+	if l.trust != nil {
+		return l.acceptResolved()
+	}
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
@@ -50,8 +98,116 @@ func (l *listener) Accept() (net.Conn, error) {
 			continue
 		}
 		metrics.open.Inc()
-		return &conn{Conn: c, l: l, ip: ip}, nil
+		return &conn{Conn: c, raw: c, l: l, ip: ip}, nil
 	}
+}
+
+// acceptResolved is Accept with trusted proxies: the next connection the
+// pump has admitted under its client's address.
+func (l *listener) acceptResolved() (net.Conn, error) {
+	l.pumpOnce.Do(func() {
+		l.errs = make(chan error)
+		go l.pump()
+	})
+	select {
+	case c := <-l.ready:
+		return c, nil
+	case err := <-l.errs:
+		return nil, err
+	case <-l.failed:
+		return nil, l.err
+	}
+}
+
+// pump accepts connections until the listener fails. A connection from
+// an untrusted peer is admitted under the peer's address at once (its
+// PROXY header, if it sends one, is refused on first read); one from a
+// trusted proxy counts against the total at once and against its
+// client's address once its header has been read, in a goroutine of its
+// own.
+func (l *listener) pump() {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			if te, ok := err.(interface{ Temporary() bool }); ok && te.Temporary() {
+				// net/http backs off and calls Accept again.
+				select {
+				case l.errs <- err:
+					continue
+				case <-l.closed:
+				}
+			}
+			l.err = err
+			close(l.failed)
+			return
+		}
+		pc, ok := c.(*proxyproto.Conn)
+		if !ok {
+			// The policy never answers SKIP, the one case in which
+			// go-proxyproto hands over the socket itself.
+			_ = c.Close()
+			continue
+		}
+		raw := pc.Raw()
+		peer := remoteIP(raw)
+		if !l.trust.has(hostAddr(peer)) {
+			// Reading RemoteAddr of pc would wait for the header check;
+			// an untrusted peer's address is its socket's.
+			if c := l.admitConn(pc, raw, peer); c != nil {
+				l.deliver(c)
+			}
+			continue
+		}
+		if !l.admitTotal() {
+			metrics.rejected.WithLabelValues("total").Inc()
+			reject(raw)
+			continue
+		}
+		go func() {
+			// RemoteAddr reads the header (or finds none) first.
+			ip := addrIP(pc.RemoteAddr())
+			if reason := l.admitAddr(ip); reason != "" {
+				l.releaseTotal()
+				metrics.rejected.WithLabelValues(reason).Inc()
+				reject(raw)
+				return
+			}
+			metrics.open.Inc()
+			l.deliver(&conn{Conn: pc, raw: raw, l: l, ip: ip})
+		}()
+	}
+}
+
+// admitConn admits c under ip, or rejects it and returns nil.
+func (l *listener) admitConn(c, raw net.Conn, ip string) *conn {
+	if reason := l.admit(ip); reason != "" {
+		metrics.rejected.WithLabelValues(reason).Inc()
+		reject(raw)
+		return nil
+	}
+	metrics.open.Inc()
+	return &conn{Conn: c, raw: raw, l: l, ip: ip}
+}
+
+// deliver hands an admitted connection to Accept, or closes it if the
+// listener closed first.
+func (l *listener) deliver(c *conn) {
+	select {
+	case l.ready <- c:
+	case <-l.closed:
+		_ = c.Close()
+	case <-l.failed:
+		_ = c.Close()
+	}
+}
+
+// Close closes the listener; connections still waiting for their header
+// are closed as they come through.
+func (l *listener) Close() error {
+	if l.closed != nil {
+		l.closeOnce.Do(func() { close(l.closed) })
+	}
+	return l.Listener.Close()
 }
 
 // admit counts a new connection from ip, or returns why it is refused.
@@ -69,6 +225,36 @@ func (l *listener) admit(ip string) string {
 	return ""
 }
 
+// admitTotal counts a new connection against the total only, for one
+// whose client address is not known yet; admitAddr completes it.
+func (l *listener) admitTotal() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.total > 0 && l.count >= l.total {
+		return false
+	}
+	l.count++
+	return true
+}
+
+// admitAddr counts a connection admitTotal let in against its client's
+// ip, or returns why it is refused.
+func (l *listener) admitAddr(ip string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.perAddr > 0 && l.open[ip] >= l.perAddr {
+		return "per_address"
+	}
+	l.open[ip]++
+	return ""
+}
+
+func (l *listener) releaseTotal() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.count--
+}
+
 func (l *listener) release(ip string) {
 	metrics.open.Dec()
 	l.mu.Lock()
@@ -82,7 +268,11 @@ func (l *listener) release(ip string) {
 // remoteIP is the connection's remote IP, the key of the per-address cap
 // (the whole address for a non-IP network).
 func remoteIP(c net.Conn) string {
-	a := c.RemoteAddr()
+	return addrIP(c.RemoteAddr())
+}
+
+// addrIP is the IP of a, the whole address for a non-IP network.
+func addrIP(a net.Addr) string {
 	if a == nil {
 		return ""
 	}
@@ -120,6 +310,9 @@ func rawResponse(status int) []byte {
 // conn is an accepted connection counted against the caps until Close.
 type conn struct {
 	net.Conn
+	// raw is the socket under Conn (Conn itself, or the go-proxyproto
+	// connection's).
+	raw  net.Conn
 	l    *listener
 	ip   string
 	once sync.Once
@@ -171,7 +364,7 @@ func netError(b []byte) (int, bool) {
 // SyscallConn exposes the socket for writers that bypass Write (the
 // gateway's non-blocking frame writes).
 func (c *conn) SyscallConn() (syscall.RawConn, error) {
-	sc, ok := c.Conn.(syscall.Conn)
+	sc, ok := c.raw.(syscall.Conn)
 	if !ok {
 		return nil, errors.New("httpserve: connection has no file descriptor")
 	}
@@ -180,7 +373,7 @@ func (c *conn) SyscallConn() (syscall.RawConn, error) {
 
 // SetWriteBuffer sets the socket's send buffer (TCP connections).
 func (c *conn) SetWriteBuffer(bytes int) error {
-	if tc, ok := c.Conn.(interface{ SetWriteBuffer(int) error }); ok {
+	if tc, ok := c.raw.(interface{ SetWriteBuffer(int) error }); ok {
 		return tc.SetWriteBuffer(bytes)
 	}
 	return errors.New("httpserve: connection has no send buffer")

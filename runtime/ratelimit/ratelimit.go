@@ -108,9 +108,12 @@ type Config struct {
 	// RouteOf returns the route template and major parameter of a request.
 	// Default PathRoute.
 	RouteOf func(*http.Request) (template, major string)
-	// ClientAddr returns the client's address. Default: the host of
-	// r.RemoteAddr. Behind a proxy, read the header the proxy sets, and
-	// only from trusted proxies.
+	// ClientAddr returns the client's address, the key of unauthenticated
+	// limits and of address bans. Default: the host of r.RemoteAddr,
+	// which runtime/httpserve has already set to the client's address
+	// when the request came through a trusted proxy (its PROXY header or
+	// X-Forwarded-For, --trusted-proxies), so one client behind a load
+	// balancer is limited and banned without its neighbours.
 	ClientAddr func(*http.Request) string
 	// Now is the clock. Default time.Now.
 	Now func() time.Time

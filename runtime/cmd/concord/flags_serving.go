@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"strings"
+
 	"github.com/spf13/pflag"
 
 	"github.com/concord-chat/concord/runtime/httpserve"
@@ -16,4 +19,10 @@ func bindServingFlags(fs *pflag.FlagSet, cfg *httpserve.Config) {
 	intFlag(fs, &cfg.MaxHeaderBytes, "http-max-header-bytes", httpserve.DefaultMaxHeaderBytes, "HTTP listeners: largest request line and headers")
 	intFlag(fs, &cfg.MaxConnsPerAddr, "http-max-conns-per-addr", httpserve.DefaultMaxConnsPerAddr, "HTTP listeners: open connections one remote IP may hold (WebSocket included)")
 	intFlag(fs, &cfg.MaxConns, "http-max-conns", httpserve.DefaultMaxConns, "HTTP listeners: open connections in total per listener")
+	var trusted []string
+	if e := os.Getenv(envName("trusted-proxies")); e != "" {
+		trusted = strings.Split(e, ",")
+	}
+	fs.StringSliceVar(&cfg.TrustedProxies, "trusted-proxies", trusted, usage("trusted-proxies",
+		"HTTP listeners: load balancers and proxies (IPs or CIDRs, comma-separated) whose PROXY protocol v1/v2 header or X-Forwarded-For names the client's address, which then keys the per-address cap, rate limits and bans; a PROXY header from anyone else closes the connection; empty trusts nobody"))
 }

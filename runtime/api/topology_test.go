@@ -23,8 +23,8 @@ import (
 // `concord serve` split over processes (internal/topology: an api+gateway
 // front node and two guild nodes on a shared Cassandra keyspace and etcd;
 // beside them, started here, two data nodes the others send their message
-// traffic to, --data-nodes=ring, and a second api node, as `make
-// run-cluster` runs them) instead of the handler in the test process:
+// traffic to, --data-nodes=ring, a read-state node on a Kafka event log, a
+// voice node and a second api node, as `make run-cluster` runs them) instead of the handler in the test process:
 // requests go to the front node (the route walk, routewalk_test.go, sends
 // each to every api node), accounts are made with POST /auth/register, and the gateway
 // sessions the tests watch are real WebSocket sessions of the front
@@ -61,10 +61,19 @@ func TestMain(m *testing.M) {
 	// The nodes this file adds join the topology's registry prefix, which
 	// it chooses here (the topology's own flag is overridden: a later flag
 	// of the same name wins).
+	kafka := os.Getenv("CONCORD_KAFKA")
+	if kafka == "" {
+		cancel()
+		b.Close()
+		fmt.Fprintf(os.Stderr, "%s=cluster: no Kafka address: run `make test`, whose hack/test-deps.sh starts Kafka and sets CONCORD_KAFKA (the read states of the split topology consume its event log)\n", topologyEnv)
+		os.Exit(1)
+	}
+	run := fmt.Sprintf("api-topo-%d", time.Now().UnixNano())
 	common := []string{
-		"--registry=etcd://" + b.Etcd + fmt.Sprintf("/api-topo-%d", time.Now().UnixNano()),
+		"--registry=etcd://" + b.Etcd + "/" + run,
 		"--store=" + b.Store, "--server-key=" + b.Key, "--lease-ttl=2s", "--retry-interval=500ms",
 		"--grpc=127.0.0.1:0", "--log-level=warn", "--data-nodes=ring",
+		"--eventlog=kafka://" + kafka + "?topic_prefix=" + run + ".",
 	}
 	var extra []*proc
 	stop := func() {
@@ -74,9 +83,11 @@ func TestMain(m *testing.M) {
 		b.Close()
 	}
 	// Message reads and writes go through data nodes, as in `make
-	// run-cluster`: what a message carries must survive their wire form.
-	for _, name := range []string{"data-1", "data-2"} {
-		p, err := startProc(ctx, name, time.Minute, append([]string{"serve", "--node=" + name, "--roles=data"}, common...)...)
+	// run-cluster` (what a message carries must survive their wire form),
+	// acks to a read-state node, which counts mentions from the event
+	// log, and a voice node answers the voice regions.
+	for _, n := range []struct{ name, roles string }{{"data-1", "data"}, {"data-2", "data"}, {"readstate-1", "readstate"}, {"voice-1", "voice"}} {
+		p, err := startProc(ctx, n.name, time.Minute, append([]string{"serve", "--node=" + n.name, "--roles=" + n.roles}, common...)...)
 		if err != nil {
 			cancel()
 			stop()

@@ -475,400 +475,402 @@ func (w *walkWorld) followupPath(token string) string {
 // walkEmoji is 👍 as a path segment.
 const walkEmoji = "%F0%9F%91%8D"
 
-func req(path, token string, body any) walkReq { return walkReq{path: path, token: token, body: body} }
+// wreq is a walkReq.
+func wreq(path, token string, body any) walkReq { return walkReq{path: path, token: token, body: body} }
 
-var empty = map[string]any{}
+// walkEmpty is an empty JSON object body.
+var walkEmpty = map[string]any{}
 
 // walkCases are the cases by route pattern.
 var walkCases = map[string]walkCase{
 	// Accounts and the current user.
 	"POST /auth/register": {200, func(w *walkWorld) walkReq {
-		return req("/auth/register", "", map[string]any{"username": w.e.name(w.uniq("walk-new")), "password": "password123"})
+		return wreq("/auth/register", "", map[string]any{"username": w.e.name(w.uniq("walk-new")), "password": "password123"})
 	}, nil},
 	"POST /auth/login": {200, func(w *walkWorld) walkReq {
-		return req("/auth/login", "", map[string]any{"login": w.e.name("walk-alice"), "password": "password123"})
+		return wreq("/auth/login", "", map[string]any{"login": w.e.name("walk-alice"), "password": "password123"})
 	}, nil},
-	"GET /gateway":                 {200, func(w *walkWorld) walkReq { return req("/gateway", "", nil) }, nil},
-	"GET /users/@me":               {200, func(w *walkWorld) walkReq { return req("/users/@me", w.alice.Token, nil) }, nil},
-	"GET /oauth2/applications/@me": {200, func(w *walkWorld) walkReq { return req("/oauth2/applications/@me", w.app.Token, nil) }, nil},
-	"GET /users/@me/guilds":        {200, func(w *walkWorld) walkReq { return req("/users/@me/guilds", w.bob.Token, nil) }, nil},
+	"GET /gateway":                 {200, func(w *walkWorld) walkReq { return wreq("/gateway", "", nil) }, nil},
+	"GET /users/@me":               {200, func(w *walkWorld) walkReq { return wreq("/users/@me", w.alice.Token, nil) }, nil},
+	"GET /oauth2/applications/@me": {200, func(w *walkWorld) walkReq { return wreq("/oauth2/applications/@me", w.app.Token, nil) }, nil},
+	"GET /users/@me/guilds":        {200, func(w *walkWorld) walkReq { return wreq("/users/@me/guilds", w.bob.Token, nil) }, nil},
 	"DELETE /users/@me/guilds/{guild}": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/users/@me/guilds/%d", w.guild), w.member().Token, nil)
+		return wreq(fmt.Sprintf("/users/@me/guilds/%d", w.guild), w.member().Token, nil)
 	}, nil},
 	"POST /users/@me/channels": {200, func(w *walkWorld) walkReq {
-		return req("/users/@me/channels", w.alice.Token, map[string]any{"recipient_id": w.bob.ID.String()})
+		return wreq("/users/@me/channels", w.alice.Token, map[string]any{"recipient_id": w.bob.ID.String()})
 	}, nil},
-	"GET /users/{user}": {200, func(w *walkWorld) walkReq { return req(fmt.Sprintf("/users/%d", w.bob.ID), w.alice.Token, nil) }, nil},
+	"GET /users/{user}": {200, func(w *walkWorld) walkReq { return wreq(fmt.Sprintf("/users/%d", w.bob.ID), w.alice.Token, nil) }, nil},
 
 	// Guilds, roles, members.
-	"POST /guilds":        {201, func(w *walkWorld) walkReq { return req("/guilds", w.alice.Token, map[string]any{"name": "Another"}) }, nil},
-	"GET /guilds/{guild}": {200, func(w *walkWorld) walkReq { return req(fmt.Sprintf("/guilds/%d", w.guild), w.bob.Token, nil) }, nil},
+	"POST /guilds":        {201, func(w *walkWorld) walkReq { return wreq("/guilds", w.alice.Token, map[string]any{"name": "Another"}) }, nil},
+	"GET /guilds/{guild}": {200, func(w *walkWorld) walkReq { return wreq(fmt.Sprintf("/guilds/%d", w.guild), w.bob.Token, nil) }, nil},
 	"PATCH /guilds/{guild}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d", w.guild), w.alice.Token, map[string]any{"name": "Walk"})
+		return wreq(fmt.Sprintf("/guilds/%d", w.guild), w.alice.Token, map[string]any{"name": "Walk"})
 	}, nil},
 	"DELETE /guilds/{guild}": {204, func(w *walkWorld) walkReq {
 		var g wire.Guild
 		w.e.ok("POST", v10+"/guilds", w.alice.Token, map[string]any{"name": "Doomed"}, &g)
-		return req(fmt.Sprintf("/guilds/%d", g.ID), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/guilds/%d", g.ID), w.alice.Token, nil)
 	}, nil},
-	"GET /guilds/{guild}/channels": {200, func(w *walkWorld) walkReq { return req(fmt.Sprintf("/guilds/%d/channels", w.guild), w.bob.Token, nil) }, nil},
+	"GET /guilds/{guild}/channels": {200, func(w *walkWorld) walkReq { return wreq(fmt.Sprintf("/guilds/%d/channels", w.guild), w.bob.Token, nil) }, nil},
 	"POST /guilds/{guild}/channels": {201, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/channels", w.guild), w.alice.Token, map[string]any{"name": "more"})
+		return wreq(fmt.Sprintf("/guilds/%d/channels", w.guild), w.alice.Token, map[string]any{"name": "more"})
 	}, nil},
-	"GET /guilds/{guild}/roles": {200, func(w *walkWorld) walkReq { return req(fmt.Sprintf("/guilds/%d/roles", w.guild), w.bob.Token, nil) }, nil},
+	"GET /guilds/{guild}/roles": {200, func(w *walkWorld) walkReq { return wreq(fmt.Sprintf("/guilds/%d/roles", w.guild), w.bob.Token, nil) }, nil},
 	"POST /guilds/{guild}/roles": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/roles", w.guild), w.alice.Token, map[string]any{"name": "extra"})
+		return wreq(fmt.Sprintf("/guilds/%d/roles", w.guild), w.alice.Token, map[string]any{"name": "extra"})
 	}, nil},
 	"PATCH /guilds/{guild}/roles": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/roles", w.guild), w.alice.Token, []map[string]any{{"id": w.role.String(), "position": 1}})
+		return wreq(fmt.Sprintf("/guilds/%d/roles", w.guild), w.alice.Token, []map[string]any{{"id": w.role.String(), "position": 1}})
 	}, nil},
 	"PATCH /guilds/{guild}/roles/{role}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/roles/%d", w.guild, w.role), w.alice.Token, map[string]any{"name": "walkers"})
+		return wreq(fmt.Sprintf("/guilds/%d/roles/%d", w.guild, w.role), w.alice.Token, map[string]any{"name": "walkers"})
 	}, nil},
 	"DELETE /guilds/{guild}/roles/{role}": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/roles/%d", w.guild, w.newRole()), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/roles/%d", w.guild, w.newRole()), w.alice.Token, nil)
 	}, nil},
 	"GET /guilds/{guild}/members": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/members?limit=2", w.guild), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/members?limit=2", w.guild), w.alice.Token, nil)
 	}, nil},
 	"GET /guilds/{guild}/members/{user}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/members/%d", w.guild, w.bob.ID), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/members/%d", w.guild, w.bob.ID), w.alice.Token, nil)
 	}, nil},
 	"PATCH /guilds/{guild}/members/{user}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/members/%d", w.guild, w.bob.ID), w.alice.Token, map[string]any{"nick": "bobby"})
+		return wreq(fmt.Sprintf("/guilds/%d/members/%d", w.guild, w.bob.ID), w.alice.Token, map[string]any{"nick": "bobby"})
 	}, nil},
 	"DELETE /guilds/{guild}/members/{user}": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/members/%d", w.guild, w.member().ID), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/members/%d", w.guild, w.member().ID), w.alice.Token, nil)
 	}, nil},
 	"PUT /guilds/{guild}/members/{user}/roles/{role}": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/members/%d/roles/%d", w.guild, w.bob.ID, w.role), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/members/%d/roles/%d", w.guild, w.bob.ID, w.role), w.alice.Token, nil)
 	}, nil},
 	"DELETE /guilds/{guild}/members/{user}/roles/{role}": {204, func(w *walkWorld) walkReq {
 		w.e.ok("PUT", fmt.Sprintf("%s/guilds/%d/members/%d/roles/%d", v10, w.guild, w.bob.ID, w.role), w.alice.Token, nil, nil)
-		return req(fmt.Sprintf("/guilds/%d/members/%d/roles/%d", w.guild, w.bob.ID, w.role), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/members/%d/roles/%d", w.guild, w.bob.ID, w.role), w.alice.Token, nil)
 	}, nil},
 	"GET /guilds/{guild}/members/search": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/members/search?query=walk-bob", w.guild), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/members/search?query=walk-bob", w.guild), w.alice.Token, nil)
 	}, nil},
 	"PUT /guilds/{guild}/members/{user}": {403, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/members/%d", w.guild, w.bob.ID), w.app.Token, map[string]any{"access_token": "x"})
+		return wreq(fmt.Sprintf("/guilds/%d/members/%d", w.guild, w.bob.ID), w.app.Token, map[string]any{"access_token": "x"})
 	}, nil},
-	"GET /guilds/{guild}/preview": {200, func(w *walkWorld) walkReq { return req(fmt.Sprintf("/guilds/%d/preview", w.guild), w.bob.Token, nil) }, nil},
+	"GET /guilds/{guild}/preview": {200, func(w *walkWorld) walkReq { return wreq(fmt.Sprintf("/guilds/%d/preview", w.guild), w.bob.Token, nil) }, nil},
 
 	// Moderation.
-	"GET /guilds/{guild}/bans": {200, func(w *walkWorld) walkReq { return req(fmt.Sprintf("/guilds/%d/bans", w.guild), w.alice.Token, nil) }, nil},
+	"GET /guilds/{guild}/bans": {200, func(w *walkWorld) walkReq { return wreq(fmt.Sprintf("/guilds/%d/bans", w.guild), w.alice.Token, nil) }, nil},
 	"GET /guilds/{guild}/bans/{user}": {200, func(w *walkWorld) walkReq {
 		u := w.member()
-		w.e.ok("PUT", fmt.Sprintf("%s/guilds/%d/bans/%d", v10, w.guild, u.ID), w.alice.Token, empty, nil)
-		return req(fmt.Sprintf("/guilds/%d/bans/%d", w.guild, u.ID), w.alice.Token, nil)
+		w.e.ok("PUT", fmt.Sprintf("%s/guilds/%d/bans/%d", v10, w.guild, u.ID), w.alice.Token, walkEmpty, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/bans/%d", w.guild, u.ID), w.alice.Token, nil)
 	}, nil},
 	"PUT /guilds/{guild}/bans/{user}": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/bans/%d", w.guild, w.member().ID), w.alice.Token, empty)
+		return wreq(fmt.Sprintf("/guilds/%d/bans/%d", w.guild, w.member().ID), w.alice.Token, walkEmpty)
 	}, nil},
 	"DELETE /guilds/{guild}/bans/{user}": {204, func(w *walkWorld) walkReq {
 		u := w.member()
-		w.e.ok("PUT", fmt.Sprintf("%s/guilds/%d/bans/%d", v10, w.guild, u.ID), w.alice.Token, empty, nil)
-		return req(fmt.Sprintf("/guilds/%d/bans/%d", w.guild, u.ID), w.alice.Token, nil)
+		w.e.ok("PUT", fmt.Sprintf("%s/guilds/%d/bans/%d", v10, w.guild, u.ID), w.alice.Token, walkEmpty, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/bans/%d", w.guild, u.ID), w.alice.Token, nil)
 	}, nil},
 	"POST /guilds/{guild}/bulk-ban": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/bulk-ban", w.guild), w.alice.Token, map[string]any{"user_ids": []string{w.member().ID.String()}})
+		return wreq(fmt.Sprintf("/guilds/%d/bulk-ban", w.guild), w.alice.Token, map[string]any{"user_ids": []string{w.member().ID.String()}})
 	}, nil},
 	"GET /guilds/{guild}/audit-logs": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/audit-logs?limit=1", w.guild), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/audit-logs?limit=1", w.guild), w.alice.Token, nil)
 	}, nil},
 
 	// Channels and messages.
-	"GET /channels/{channel}": {200, func(w *walkWorld) walkReq { return req(fmt.Sprintf("/channels/%d", w.general), w.bob.Token, nil) }, nil},
+	"GET /channels/{channel}": {200, func(w *walkWorld) walkReq { return wreq(fmt.Sprintf("/channels/%d", w.general), w.bob.Token, nil) }, nil},
 	"PATCH /channels/{channel}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d", w.other), w.alice.Token, map[string]any{"topic": "walking"})
+		return wreq(fmt.Sprintf("/channels/%d", w.other), w.alice.Token, map[string]any{"topic": "walking"})
 	}, nil},
 	"DELETE /channels/{channel}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d", w.channel()), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d", w.channel()), w.alice.Token, nil)
 	}, nil},
 	"PUT /channels/{channel}/permissions/{target}": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/permissions/%d", w.other, w.role), w.alice.Token, map[string]any{"type": 0, "allow": "1024", "deny": "0"})
+		return wreq(fmt.Sprintf("/channels/%d/permissions/%d", w.other, w.role), w.alice.Token, map[string]any{"type": 0, "allow": "1024", "deny": "0"})
 	}, nil},
 	"DELETE /channels/{channel}/permissions/{target}": {204, func(w *walkWorld) walkReq {
 		w.e.ok("PUT", fmt.Sprintf("%s/channels/%d/permissions/%d", v10, w.other, w.role), w.alice.Token, map[string]any{"type": 0, "allow": "1024", "deny": "0"}, nil)
-		return req(fmt.Sprintf("/channels/%d/permissions/%d", w.other, w.role), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/permissions/%d", w.other, w.role), w.alice.Token, nil)
 	}, nil},
 	"POST /channels/{channel}/invites": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/invites", w.general), w.alice.Token, empty)
+		return wreq(fmt.Sprintf("/channels/%d/invites", w.general), w.alice.Token, walkEmpty)
 	}, nil},
 	"POST /channels/{channel}/typing": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/typing", w.general), w.bob.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/typing", w.general), w.bob.Token, nil)
 	}, nil},
 	"GET /channels/{channel}/messages": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/messages?limit=1&around=%d", w.general, w.msg), w.bob.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/messages?limit=1&around=%d", w.general, w.msg), w.bob.Token, nil)
 	}, nil},
 	"POST /channels/{channel}/messages": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/messages", w.general), w.bob.Token, map[string]any{"content": "hi"})
+		return wreq(fmt.Sprintf("/channels/%d/messages", w.general), w.bob.Token, map[string]any{"content": "hi"})
 	}, nil},
 	"POST /channels/{channel}/messages/bulk-delete": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/messages/bulk-delete", w.general), w.alice.Token,
+		return wreq(fmt.Sprintf("/channels/%d/messages/bulk-delete", w.general), w.alice.Token,
 			map[string]any{"messages": []string{w.post("one").String(), w.post("two").String()}})
 	}, nil},
 	"GET /channels/{channel}/messages/{message}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/messages/%d", w.general, w.post("read me")), w.bob.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/messages/%d", w.general, w.post("read me")), w.bob.Token, nil)
 	}, nil},
 	"PATCH /channels/{channel}/messages/{message}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/messages/%d", w.general, w.post("edit me")), w.alice.Token, map[string]any{"content": "edited"})
+		return wreq(fmt.Sprintf("/channels/%d/messages/%d", w.general, w.post("edit me")), w.alice.Token, map[string]any{"content": "edited"})
 	}, nil},
 	"DELETE /channels/{channel}/messages/{message}": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/messages/%d", w.general, w.post("delete me")), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/messages/%d", w.general, w.post("delete me")), w.alice.Token, nil)
 	}, nil},
 	"POST /channels/{channel}/messages/{message}/ack": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/messages/%d/ack", w.general, w.post("ack me")), w.bob.Token, empty)
+		return wreq(fmt.Sprintf("/channels/%d/messages/%d/ack", w.general, w.post("ack me")), w.bob.Token, walkEmpty)
 	}, nil},
 	"GET /channels/{channel}/messages/{message}/reactions/{emoji}": {200, func(w *walkWorld) walkReq {
 		m := w.post("react")
 		w.react(m)
-		return req(fmt.Sprintf("/channels/%d/messages/%d/reactions/%s", w.general, m, walkEmoji), w.bob.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/messages/%d/reactions/%s", w.general, m, walkEmoji), w.bob.Token, nil)
 	}, nil},
 	"PUT /channels/{channel}/messages/{message}/reactions/{emoji}/{user}": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/messages/%d/reactions/%s/@me", w.general, w.post("react"), walkEmoji), w.bob.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/messages/%d/reactions/%s/@me", w.general, w.post("react"), walkEmoji), w.bob.Token, nil)
 	}, nil},
 	"DELETE /channels/{channel}/messages/{message}/reactions/{emoji}/{user}": {204, func(w *walkWorld) walkReq {
 		m := w.post("react")
 		w.react(m)
-		return req(fmt.Sprintf("/channels/%d/messages/%d/reactions/%s/@me", w.general, m, walkEmoji), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/messages/%d/reactions/%s/@me", w.general, m, walkEmoji), w.alice.Token, nil)
 	}, nil},
 	"DELETE /channels/{channel}/messages/{message}/reactions/{emoji}": {204, func(w *walkWorld) walkReq {
 		m := w.post("react")
 		w.react(m)
-		return req(fmt.Sprintf("/channels/%d/messages/%d/reactions/%s", w.general, m, walkEmoji), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/messages/%d/reactions/%s", w.general, m, walkEmoji), w.alice.Token, nil)
 	}, nil},
 	"DELETE /channels/{channel}/messages/{a}/{b}": {204, func(w *walkWorld) walkReq {
 		m := w.post("react")
 		w.react(m)
-		return req(fmt.Sprintf("/channels/%d/messages/%d/reactions", w.general, m), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/messages/%d/reactions", w.general, m), w.alice.Token, nil)
 	}, nil},
 	"GET /channels/{channel}/messages/pins": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/messages/pins", w.general), w.bob.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/messages/pins", w.general), w.bob.Token, nil)
 	}, nil},
 	"PUT /channels/{channel}/messages/pins/{message}": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/messages/pins/%d", w.general, w.post("pin me")), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/messages/pins/%d", w.general, w.post("pin me")), w.alice.Token, nil)
 	}, nil},
-	"GET /channels/{channel}/pins": {200, func(w *walkWorld) walkReq { return req(fmt.Sprintf("/channels/%d/pins", w.general), w.bob.Token, nil) }, nil},
+	"GET /channels/{channel}/pins": {200, func(w *walkWorld) walkReq { return wreq(fmt.Sprintf("/channels/%d/pins", w.general), w.bob.Token, nil) }, nil},
 	"PUT /channels/{channel}/pins/{message}": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/pins/%d", w.general, w.post("pin me")), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/pins/%d", w.general, w.post("pin me")), w.alice.Token, nil)
 	}, nil},
 	"DELETE /channels/{channel}/pins/{message}": {204, func(w *walkWorld) walkReq {
 		m := w.post("unpin me")
 		w.e.ok("PUT", fmt.Sprintf("%s/channels/%d/pins/%d", v10, w.general, m), w.alice.Token, nil, nil)
-		return req(fmt.Sprintf("/channels/%d/pins/%d", w.general, m), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/pins/%d", w.general, m), w.alice.Token, nil)
 	}, nil},
 
 	// Threads.
 	"POST /channels/{channel}/messages/{message}/threads": {201, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/messages/%d/threads", w.general, w.post("thread me")), w.alice.Token, map[string]any{"name": "from a message"})
+		return wreq(fmt.Sprintf("/channels/%d/messages/%d/threads", w.general, w.post("thread me")), w.alice.Token, map[string]any{"name": "from a message"})
 	}, nil},
 	"POST /channels/{channel}/threads": {201, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/threads", w.general), w.alice.Token, map[string]any{"name": "another", "type": 11})
+		return wreq(fmt.Sprintf("/channels/%d/threads", w.general), w.alice.Token, map[string]any{"name": "another", "type": 11})
 	}, nil},
 	"GET /channels/{channel}/threads/archived/public": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/threads/archived/public", w.general), w.bob.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/threads/archived/public", w.general), w.bob.Token, nil)
 	}, nil},
 	"GET /channels/{channel}/threads/archived/private": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/threads/archived/private", w.general), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/threads/archived/private", w.general), w.alice.Token, nil)
 	}, nil},
 	"GET /channels/{channel}/users/@me/threads/archived/private": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/users/@me/threads/archived/private", w.general), w.bob.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/users/@me/threads/archived/private", w.general), w.bob.Token, nil)
 	}, nil},
 	"GET /guilds/{guild}/threads/active": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/threads/active", w.guild), w.bob.Token, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/threads/active", w.guild), w.bob.Token, nil)
 	}, nil},
 	"GET /channels/{channel}/thread-members": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/thread-members", w.thread), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/thread-members", w.thread), w.alice.Token, nil)
 	}, nil},
 	"GET /channels/{channel}/thread-members/{user}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/thread-members/%d", w.thread, w.alice.ID), w.bob.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/thread-members/%d", w.thread, w.alice.ID), w.bob.Token, nil)
 	}, nil},
 	"PUT /channels/{channel}/thread-members/{user}": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/thread-members/%d", w.thread, w.bob.ID), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/thread-members/%d", w.thread, w.bob.ID), w.alice.Token, nil)
 	}, nil},
 	"DELETE /channels/{channel}/thread-members/{user}": {204, func(w *walkWorld) walkReq {
 		w.e.ok("PUT", fmt.Sprintf("%s/channels/%d/thread-members/%d", v10, w.thread, w.bob.ID), w.alice.Token, nil, nil)
-		return req(fmt.Sprintf("/channels/%d/thread-members/%d", w.thread, w.bob.ID), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/thread-members/%d", w.thread, w.bob.ID), w.alice.Token, nil)
 	}, nil},
 
 	// An attachment uploaded through one node, fetched by its signed URL
 	// through the other.
 	"GET /attachments/{channel}/{attachment}/{name}": {200, func(w *walkWorld) walkReq {
-		return req(w.attachment(), "", nil)
+		return wreq(w.attachment(), "", nil)
 	}, nil},
 
 	// Voice regions.
-	"GET /voice/regions":          {200, func(w *walkWorld) walkReq { return req("/voice/regions", w.bob.Token, nil) }, nil},
-	"GET /guilds/{guild}/regions": {200, func(w *walkWorld) walkReq { return req(fmt.Sprintf("/guilds/%d/regions", w.guild), w.bob.Token, nil) }, nil},
+	"GET /voice/regions":          {200, func(w *walkWorld) walkReq { return wreq("/voice/regions", w.bob.Token, nil) }, nil},
+	"GET /guilds/{guild}/regions": {200, func(w *walkWorld) walkReq { return wreq(fmt.Sprintf("/guilds/%d/regions", w.guild), w.bob.Token, nil) }, nil},
 
 	// Invites by code.
-	"GET /invites/{code}": {200, func(w *walkWorld) walkReq { return req("/invites/"+w.invite, "", nil) }, nil},
+	"GET /invites/{code}": {200, func(w *walkWorld) walkReq { return wreq("/invites/"+w.invite, "", nil) }, nil},
 	"POST /invites/{code}": {200, func(w *walkWorld) walkReq {
-		return req("/invites/"+w.newInvite(), w.e.register(w.uniq("walk-joiner"), false).Token, empty)
+		return wreq("/invites/"+w.newInvite(), w.e.register(w.uniq("walk-joiner"), false).Token, walkEmpty)
 	}, nil},
-	"DELETE /invites/{code}": {200, func(w *walkWorld) walkReq { return req("/invites/"+w.newInvite(), w.alice.Token, nil) }, nil},
+	"DELETE /invites/{code}": {200, func(w *walkWorld) walkReq { return wreq("/invites/"+w.newInvite(), w.alice.Token, nil) }, nil},
 
 	// What Concord does not have answers the same everywhere.
-	"GET /guilds/{guild}/emojis":         {200, func(w *walkWorld) walkReq { return req(fmt.Sprintf("/guilds/%d/emojis", w.guild), w.bob.Token, nil) }, nil},
-	"GET /guilds/{guild}/emojis/{emoji}": {404, func(w *walkWorld) walkReq { return req(fmt.Sprintf("/guilds/%d/emojis/1", w.guild), w.bob.Token, nil) }, nil},
+	"GET /guilds/{guild}/emojis":         {200, func(w *walkWorld) walkReq { return wreq(fmt.Sprintf("/guilds/%d/emojis", w.guild), w.bob.Token, nil) }, nil},
+	"GET /guilds/{guild}/emojis/{emoji}": {404, func(w *walkWorld) walkReq { return wreq(fmt.Sprintf("/guilds/%d/emojis/1", w.guild), w.bob.Token, nil) }, nil},
 	"POST /guilds/{guild}/emojis": {400, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/emojis", w.guild), w.alice.Token, map[string]any{"name": "x"})
+		return wreq(fmt.Sprintf("/guilds/%d/emojis", w.guild), w.alice.Token, map[string]any{"name": "x"})
 	}, nil},
 	"PATCH /guilds/{guild}/emojis/{emoji}": {404, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/emojis/1", w.guild), w.alice.Token, map[string]any{"name": "x"})
+		return wreq(fmt.Sprintf("/guilds/%d/emojis/1", w.guild), w.alice.Token, map[string]any{"name": "x"})
 	}, nil},
 	"DELETE /guilds/{guild}/emojis/{emoji}": {404, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/emojis/1", w.guild), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/emojis/1", w.guild), w.alice.Token, nil)
 	}, nil},
-	"GET /guilds/{guild}/stickers": {200, func(w *walkWorld) walkReq { return req(fmt.Sprintf("/guilds/%d/stickers", w.guild), w.bob.Token, nil) }, nil},
+	"GET /guilds/{guild}/stickers": {200, func(w *walkWorld) walkReq { return wreq(fmt.Sprintf("/guilds/%d/stickers", w.guild), w.bob.Token, nil) }, nil},
 	"GET /guilds/{guild}/stickers/{sticker}": {404, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/stickers/1", w.guild), w.bob.Token, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/stickers/1", w.guild), w.bob.Token, nil)
 	}, nil},
 	"POST /guilds/{guild}/stickers": {400, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/stickers", w.guild), w.alice.Token, map[string]any{"name": "x"})
+		return wreq(fmt.Sprintf("/guilds/%d/stickers", w.guild), w.alice.Token, map[string]any{"name": "x"})
 	}, nil},
 	"PATCH /guilds/{guild}/stickers/{sticker}": {404, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/stickers/1", w.guild), w.alice.Token, map[string]any{"name": "x"})
+		return wreq(fmt.Sprintf("/guilds/%d/stickers/1", w.guild), w.alice.Token, map[string]any{"name": "x"})
 	}, nil},
 	"DELETE /guilds/{guild}/stickers/{sticker}": {404, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/stickers/1", w.guild), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/stickers/1", w.guild), w.alice.Token, nil)
 	}, nil},
-	"GET /stickers/{sticker}": {404, func(w *walkWorld) walkReq { return req("/stickers/1", w.bob.Token, nil) }, nil},
+	"GET /stickers/{sticker}": {404, func(w *walkWorld) walkReq { return wreq("/stickers/1", w.bob.Token, nil) }, nil},
 
 	// Webhooks: managed by id, used by token.
 	"POST /channels/{channel}/webhooks": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/webhooks", w.other), w.alice.Token, map[string]any{"name": "Another"})
+		return wreq(fmt.Sprintf("/channels/%d/webhooks", w.other), w.alice.Token, map[string]any{"name": "Another"})
 	}, nil},
 	"GET /channels/{channel}/webhooks": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/channels/%d/webhooks", w.general), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/channels/%d/webhooks", w.general), w.alice.Token, nil)
 	}, nil},
 	"GET /guilds/{guild}/webhooks": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/guilds/%d/webhooks", w.guild), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/webhooks", w.guild), w.alice.Token, nil)
 	}, nil},
-	"GET /webhooks/{webhook}": {200, func(w *walkWorld) walkReq { return req(fmt.Sprintf("/webhooks/%d", w.hook.ID), w.alice.Token, nil) }, nil},
+	"GET /webhooks/{webhook}": {200, func(w *walkWorld) walkReq { return wreq(fmt.Sprintf("/webhooks/%d", w.hook.ID), w.alice.Token, nil) }, nil},
 	"PATCH /webhooks/{webhook}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/webhooks/%d", w.hook.ID), w.alice.Token, map[string]any{"name": "Walker"})
+		return wreq(fmt.Sprintf("/webhooks/%d", w.hook.ID), w.alice.Token, map[string]any{"name": "Walker"})
 	}, nil},
 	"DELETE /webhooks/{webhook}": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/webhooks/%d", w.e.createWebhook(w.alice.Token, w.other, "Doomed").ID), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/webhooks/%d", w.e.createWebhook(w.alice.Token, w.other, "Doomed").ID), w.alice.Token, nil)
 	}, nil},
-	"GET /webhooks/{webhook}/{token}": {200, func(w *walkWorld) walkReq { return req(strings.TrimPrefix(whPath(w.hook), v10), "", nil) }, nil},
+	"GET /webhooks/{webhook}/{token}": {200, func(w *walkWorld) walkReq { return wreq(strings.TrimPrefix(whPath(w.hook), v10), "", nil) }, nil},
 	"PATCH /webhooks/{webhook}/{token}": {200, func(w *walkWorld) walkReq {
-		return req(strings.TrimPrefix(whPath(w.hook), v10), "", map[string]any{"name": "Walker"})
+		return wreq(strings.TrimPrefix(whPath(w.hook), v10), "", map[string]any{"name": "Walker"})
 	}, nil},
 	"DELETE /webhooks/{webhook}/{token}": {204, func(w *walkWorld) walkReq {
-		return req(strings.TrimPrefix(whPath(w.e.createWebhook(w.alice.Token, w.other, "Doomed")), v10), "", nil)
+		return wreq(strings.TrimPrefix(whPath(w.e.createWebhook(w.alice.Token, w.other, "Doomed")), v10), "", nil)
 	}, nil},
 	"POST /webhooks/{webhook}/{token}": {200, func(w *walkWorld) walkReq {
-		return req(strings.TrimPrefix(whPath(w.hook), v10)+"?wait=true", "", map[string]any{"content": "hooked"})
+		return wreq(strings.TrimPrefix(whPath(w.hook), v10)+"?wait=true", "", map[string]any{"content": "hooked"})
 	}, nil},
 	// The round trip of issue 33: executed through one api node, the
 	// message is read, edited and deleted by token through the other.
 	"GET /webhooks/{webhook}/{token}/messages/{message}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("%s/messages/%d", strings.TrimPrefix(whPath(w.hook), v10), w.hookMessage()), "", nil)
+		return wreq(fmt.Sprintf("%s/messages/%d", strings.TrimPrefix(whPath(w.hook), v10), w.hookMessage()), "", nil)
 	}, nil},
 	"PATCH /webhooks/{webhook}/{token}/messages/{message}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("%s/messages/%d", strings.TrimPrefix(whPath(w.hook), v10), w.hookMessage()), "", map[string]any{"content": "edited"})
+		return wreq(fmt.Sprintf("%s/messages/%d", strings.TrimPrefix(whPath(w.hook), v10), w.hookMessage()), "", map[string]any{"content": "edited"})
 	}, nil},
 	"DELETE /webhooks/{webhook}/{token}/messages/{message}": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("%s/messages/%d", strings.TrimPrefix(whPath(w.hook), v10), w.hookMessage()), "", nil)
+		return wreq(fmt.Sprintf("%s/messages/%d", strings.TrimPrefix(whPath(w.hook), v10), w.hookMessage()), "", nil)
 	}, nil},
 
 	// Applications and their commands.
 	"POST /applications": {201, func(w *walkWorld) walkReq {
-		return req("/applications", w.alice.Token, map[string]any{"name": w.uniq("App")})
+		return wreq("/applications", w.alice.Token, map[string]any{"name": w.uniq("App")})
 	}, nil},
-	"GET /applications":     {200, func(w *walkWorld) walkReq { return req("/applications", w.alice.Token, nil) }, nil},
-	"GET /applications/@me": {200, func(w *walkWorld) walkReq { return req("/applications/@me", w.app.Token, nil) }, nil},
+	"GET /applications":     {200, func(w *walkWorld) walkReq { return wreq("/applications", w.alice.Token, nil) }, nil},
+	"GET /applications/@me": {200, func(w *walkWorld) walkReq { return wreq("/applications/@me", w.app.Token, nil) }, nil},
 	"PATCH /applications/@me": {200, func(w *walkWorld) walkReq {
-		return req("/applications/@me", w.app.Token, map[string]any{"description": "walks"})
+		return wreq("/applications/@me", w.app.Token, map[string]any{"description": "walks"})
 	}, nil},
-	"GET /applications/{app}": {200, func(w *walkWorld) walkReq { return req(fmt.Sprintf("/applications/%d", w.app.ID), w.alice.Token, nil) }, nil},
+	"GET /applications/{app}": {200, func(w *walkWorld) walkReq { return wreq(fmt.Sprintf("/applications/%d", w.app.ID), w.alice.Token, nil) }, nil},
 	"PATCH /applications/{app}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/applications/%d", w.app.ID), w.alice.Token, map[string]any{"description": "walks"})
+		return wreq(fmt.Sprintf("/applications/%d", w.app.ID), w.alice.Token, map[string]any{"description": "walks"})
 	}, nil},
 	"POST /applications/{app}/bot/reset": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/applications/%d/bot/reset", w.newApp().ID), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/applications/%d/bot/reset", w.newApp().ID), w.alice.Token, nil)
 	}, nil},
 	"GET /applications/{app}/commands": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/applications/%d/commands", w.app.ID), w.app.Token, nil)
+		return wreq(fmt.Sprintf("/applications/%d/commands", w.app.ID), w.app.Token, nil)
 	}, nil},
 	"POST /applications/{app}/commands": {201, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/applications/%d/commands", w.app.ID), w.app.Token, map[string]any{"name": w.uniq("new"), "description": "walks"})
+		return wreq(fmt.Sprintf("/applications/%d/commands", w.app.ID), w.app.Token, map[string]any{"name": w.uniq("new"), "description": "walks"})
 	}, nil},
 	// A bulk overwrite of a fresh application's commands: the world's
 	// ping must stay.
 	"PUT /applications/{app}/commands": {200, func(w *walkWorld) walkReq {
 		a := w.newApp()
-		return req(fmt.Sprintf("/applications/%d/commands", a.ID), a.Token, []map[string]any{{"name": "one", "description": "walks"}})
+		return wreq(fmt.Sprintf("/applications/%d/commands", a.ID), a.Token, []map[string]any{{"name": "one", "description": "walks"}})
 	}, nil},
 	"GET /applications/{app}/commands/{cmd}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/applications/%d/commands/%d", w.app.ID, w.command(false)), w.app.Token, nil)
+		return wreq(fmt.Sprintf("/applications/%d/commands/%d", w.app.ID, w.command(false)), w.app.Token, nil)
 	}, nil},
 	"PATCH /applications/{app}/commands/{cmd}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/applications/%d/commands/%d", w.app.ID, w.command(false)), w.app.Token, map[string]any{"description": "walks on"})
+		return wreq(fmt.Sprintf("/applications/%d/commands/%d", w.app.ID, w.command(false)), w.app.Token, map[string]any{"description": "walks on"})
 	}, nil},
 	"DELETE /applications/{app}/commands/{cmd}": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/applications/%d/commands/%d", w.app.ID, w.command(false)), w.app.Token, nil)
+		return wreq(fmt.Sprintf("/applications/%d/commands/%d", w.app.ID, w.command(false)), w.app.Token, nil)
 	}, nil},
 	"GET /applications/{app}/guilds/{guild}/commands": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/applications/%d/guilds/%d/commands", w.app.ID, w.guild), w.app.Token, nil)
+		return wreq(fmt.Sprintf("/applications/%d/guilds/%d/commands", w.app.ID, w.guild), w.app.Token, nil)
 	}, nil},
 	"POST /applications/{app}/guilds/{guild}/commands": {201, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/applications/%d/guilds/%d/commands", w.app.ID, w.guild), w.app.Token, map[string]any{"name": w.uniq("new"), "description": "walks"})
+		return wreq(fmt.Sprintf("/applications/%d/guilds/%d/commands", w.app.ID, w.guild), w.app.Token, map[string]any{"name": w.uniq("new"), "description": "walks"})
 	}, nil},
 	"PUT /applications/{app}/guilds/{guild}/commands": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/applications/%d/guilds/%d/commands", w.app.ID, w.guild), w.app.Token, []map[string]any{{"name": "one", "description": "walks"}})
+		return wreq(fmt.Sprintf("/applications/%d/guilds/%d/commands", w.app.ID, w.guild), w.app.Token, []map[string]any{{"name": "one", "description": "walks"}})
 	}, nil},
 	"GET /applications/{app}/guilds/{guild}/commands/{cmd}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/applications/%d/guilds/%d/commands/%d", w.app.ID, w.guild, w.command(true)), w.app.Token, nil)
+		return wreq(fmt.Sprintf("/applications/%d/guilds/%d/commands/%d", w.app.ID, w.guild, w.command(true)), w.app.Token, nil)
 	}, nil},
 	"PATCH /applications/{app}/guilds/{guild}/commands/{cmd}": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/applications/%d/guilds/%d/commands/%d", w.app.ID, w.guild, w.command(true)), w.app.Token, map[string]any{"description": "walks on"})
+		return wreq(fmt.Sprintf("/applications/%d/guilds/%d/commands/%d", w.app.ID, w.guild, w.command(true)), w.app.Token, map[string]any{"description": "walks on"})
 	}, nil},
 	"DELETE /applications/{app}/guilds/{guild}/commands/{cmd}": {204, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/applications/%d/guilds/%d/commands/%d", w.app.ID, w.guild, w.command(true)), w.app.Token, nil)
+		return wreq(fmt.Sprintf("/applications/%d/guilds/%d/commands/%d", w.app.ID, w.guild, w.command(true)), w.app.Token, nil)
 	}, nil},
 
 	// Installs.
 	"POST /oauth2/authorize": {200, func(w *walkWorld) walkReq {
-		return req(fmt.Sprintf("/oauth2/authorize?client_id=%d&scope=bot", w.newApp().ID), w.alice.Token,
+		return wreq(fmt.Sprintf("/oauth2/authorize?client_id=%d&scope=bot", w.newApp().ID), w.alice.Token,
 			map[string]any{"guild_id": w.guild.String(), "permissions": "0", "authorize": true})
 	}, nil},
 	"DELETE /guilds/{guild}/integrations/{app}": {204, func(w *walkWorld) walkReq {
 		a := w.newApp()
 		w.install(a)
-		return req(fmt.Sprintf("/guilds/%d/integrations/%d", w.guild, a.ID), w.alice.Token, nil)
+		return wreq(fmt.Sprintf("/guilds/%d/integrations/%d", w.guild, a.ID), w.alice.Token, nil)
 	}, nil},
 
 	// Interactions: invoked, answered and followed up by token.
 	"POST /interactions": {204, func(w *walkWorld) walkReq {
-		return req("/interactions", w.bob.Token, map[string]any{
+		return wreq("/interactions", w.bob.Token, map[string]any{
 			"type": 2, "application_id": w.app.ID.String(), "guild_id": w.guild.String(), "channel_id": w.general.String(),
 			"data": map[string]any{"id": w.cmd.String(), "name": "ping", "type": 1},
 		})
 	}, func(w *walkWorld) { w.nextInteraction() }},
 	"POST /interactions/{id}/{token}/callback": {204, func(w *walkWorld) walkReq {
 		id, token := w.interaction(nil)
-		return req(fmt.Sprintf("/interactions/%d/%s/callback", id, token), "", map[string]any{"type": 4, "data": map[string]any{"content": "pong"}})
+		return wreq(fmt.Sprintf("/interactions/%d/%s/callback", id, token), "", map[string]any{"type": 4, "data": map[string]any{"content": "pong"}})
 	}, nil},
 	"POST /webhooks/{app}/{token}": {200, func(w *walkWorld) walkReq {
 		_, token := w.interaction(map[string]any{"type": 5})
-		return req(w.followupPath(token), "", map[string]any{"content": "followed up"})
+		return wreq(w.followupPath(token), "", map[string]any{"content": "followed up"})
 	}, nil},
 	"GET /webhooks/{app}/{token}/messages/{msg}": {200, func(w *walkWorld) walkReq {
 		_, token := w.interaction(map[string]any{"type": 4, "data": map[string]any{"content": "pong"}})
-		return req(w.followupPath(token)+"/messages/@original", "", nil)
+		return wreq(w.followupPath(token)+"/messages/@original", "", nil)
 	}, nil},
 	"PATCH /webhooks/{app}/{token}/messages/{msg}": {200, func(w *walkWorld) walkReq {
 		_, token := w.interaction(map[string]any{"type": 5})
-		return req(w.followupPath(token)+"/messages/@original", "", map[string]any{"content": "done"})
+		return wreq(w.followupPath(token)+"/messages/@original", "", map[string]any{"content": "done"})
 	}, nil},
 	"DELETE /webhooks/{app}/{token}/messages/{msg}": {204, func(w *walkWorld) walkReq {
 		_, token := w.interaction(map[string]any{"type": 5})
 		var m wire.Message
 		w.e.ok("POST", v10+w.followupPath(token), "", map[string]any{"content": "followup"}, &m)
-		return req(fmt.Sprintf("%s/messages/%d", w.followupPath(token), m.ID), "", nil)
+		return wreq(fmt.Sprintf("%s/messages/%d", w.followupPath(token), m.ID), "", nil)
 	}, nil},
 }

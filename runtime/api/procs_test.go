@@ -14,11 +14,11 @@ import (
 	"github.com/concord-chat/concord/internal/logbuf"
 )
 
-// proc is one `concord` process a test of this package starts itself: the
-// `concord dev` the route walk compares against, and the nodes the
-// cluster pass adds to internal/topology's (the data nodes and a second
-// api node, as `make run-cluster` runs them).
-type proc struct {
+// concordProc is one `concord` process a test of this package starts
+// itself: the `concord dev` the route walk compares against, and the
+// nodes the cluster pass adds to internal/topology's (data, read-state,
+// voice and a second api node, as `make run-cluster` runs them).
+type concordProc struct {
 	name string
 	// addr is its HTTP address (host:port).
 	addr string
@@ -31,7 +31,7 @@ type proc struct {
 // startProc runs the concord binary with args, --http on a free loopback
 // port and --data-dir in a fresh directory, and waits until it answers
 // /readyz (or exits, or timeout passes).
-func startProc(ctx context.Context, name string, timeout time.Duration, args ...string) (*proc, error) {
+func startProc(ctx context.Context, name string, timeout time.Duration, args ...string) (*concordProc, error) {
 	bin, err := concordbin.Build()
 	if err != nil {
 		return nil, fmt.Errorf("build concord: %w", err)
@@ -46,7 +46,7 @@ func startProc(ctx context.Context, name string, timeout time.Duration, args ...
 	if err != nil {
 		return nil, err
 	}
-	p := &proc{name: name, addr: addr, dir: dir, done: make(chan struct{})}
+	p := &concordProc{name: name, addr: addr, dir: dir, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, append(args, "--http="+addr, "--data-dir="+dir)...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
 	if err := p.cmd.Start(); err != nil {
@@ -82,7 +82,7 @@ func startProc(ctx context.Context, name string, timeout time.Duration, args ...
 
 // stop ends the process (SIGTERM, SIGKILL after 15 s) and removes its
 // data directory.
-func (p *proc) stop() {
+func (p *concordProc) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:

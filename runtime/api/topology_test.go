@@ -75,7 +75,7 @@ func TestMain(m *testing.M) {
 		"--grpc=127.0.0.1:0", "--log-level=warn", "--data-nodes=ring",
 		"--eventlog=kafka://" + kafka + "?topic_prefix=" + run + ".",
 	}
-	var extra []*proc
+	var extra []*concordProc
 	stop := func() {
 		for _, p := range extra {
 			p.stop()

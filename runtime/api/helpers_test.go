@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -94,6 +95,9 @@ type env struct {
 	tokens map[snowflake.ID]string
 	// conns are the gateway sessions against a topology; nil in process.
 	conns *gatewaySessions
+	// obey429 resends a request answered 429 after its Retry-After (the
+	// route walk's `concord dev` applies the REST rate limits).
+	obey429 bool
 }
 
 func newEnv(t testing.TB) *env {
@@ -192,21 +196,38 @@ func (r resp) code(t testing.TB) int {
 	return *e.Code
 }
 
-// call sends a request; body is JSON-encoded unless it is a string or []byte.
+// call sends a request; body is JSON-encoded unless it is a string or
+// []byte. With e.obey429 a 429 is answered as a bot library does: the
+// request is sent again after the Retry-After the server gave.
 func (e *env) call(method, path, token string, body any) resp {
 	e.t.Helper()
-	var rd io.Reader
+	var raw []byte
 	switch b := body.(type) {
 	case nil:
 	case string:
-		rd = strings.NewReader(b)
+		raw = []byte(b)
 	case []byte:
-		rd = bytes.NewReader(b)
+		raw = b
 	default:
-		raw, err := json.Marshal(b)
-		if err != nil {
+		var err error
+		if raw, err = json.Marshal(b); err != nil {
 			e.t.Fatal(err)
 		}
+	}
+	for {
+		r := e.send(method, path, token, body != nil, raw)
+		if r.Status != http.StatusTooManyRequests || !e.obey429 {
+			return r
+		}
+		time.Sleep(retryAfter(e.t, r.Header, r.Body))
+	}
+}
+
+// send is one request of call.
+func (e *env) send(method, path, token string, hasBody bool, raw []byte) resp {
+	e.t.Helper()
+	var rd io.Reader
+	if hasBody {
 		rd = bytes.NewReader(raw)
 	}
 	req, err := http.NewRequest(method, e.url+path, rd)
@@ -224,19 +245,19 @@ func (e *env) call(method, path, token string, body any) resp {
 		e.t.Fatal(err)
 	}
 	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
+	out, err := io.ReadAll(res.Body)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if ct := res.Header.Get("Content-Type"); len(raw) > 0 && ct != "application/json" {
+	if ct := res.Header.Get("Content-Type"); len(out) > 0 && ct != "application/json" {
 		e.t.Fatalf("%s %s: Content-Type %q", method, path, ct)
 	}
 	switch res.StatusCode {
 	case 200, 201, 204, 400, 401, 403, 404, 429, 503:
 	default:
-		e.t.Fatalf("%s %s: unexpected status %d: %s", method, path, res.StatusCode, raw)
+		e.t.Fatalf("%s %s: unexpected status %d: %s", method, path, res.StatusCode, out)
 	}
-	return resp{Status: res.StatusCode, Header: res.Header, Body: raw}
+	return resp{Status: res.StatusCode, Header: res.Header, Body: out}
 }
 
 // ok calls and requires a 2xx, decoding into out when given.
@@ -280,4 +301,21 @@ func (e *env) register(name string, bot bool) account {
 	}
 	e.tokens[out.UserID] = prefix + out.Token
 	return account{ID: out.UserID, Token: prefix + out.Token}
+}
+
+// retryAfter is how long a 429 says to wait: its body's retry_after
+// (fractional seconds), else its Retry-After header.
+func retryAfter(t testing.TB, h http.Header, body []byte) time.Duration {
+	t.Helper()
+	var b struct {
+		RetryAfter *float64 `json:"retry_after"`
+	}
+	if json.Unmarshal(body, &b) == nil && b.RetryAfter != nil {
+		return time.Duration(*b.RetryAfter * float64(time.Second))
+	}
+	after, err := strconv.ParseFloat(h.Get("Retry-After"), 64)
+	if err != nil {
+		t.Fatalf("429 without a retry_after or Retry-After: %v %s", h, body)
+	}
+	return time.Duration(after * float64(time.Second))
 }

@@ -21,9 +21,12 @@ import (
 
 // With CONCORD_API_TEST_TOPOLOGY=cluster the REST tests run against
 // `concord serve` split over processes (internal/topology: an api+gateway
-// front node and two guild nodes on a shared Cassandra keyspace and etcd)
-// instead of the handler in the test process: requests go to the front
-// node, accounts are made with POST /auth/register, and the gateway
+// front node and two guild nodes on a shared Cassandra keyspace and etcd;
+// beside them, started here, two data nodes the others send their message
+// traffic to, --data-nodes=ring, a read-state node on a Kafka event log, a
+// voice node and a second api node, as `make run-cluster` runs them) instead of the handler in the test process:
+// requests go to the front node (the route walk, routewalk_test.go, sends
+// each to every api node), accounts are made with POST /auth/register, and the gateway
 // sessions the tests watch are real WebSocket sessions of the front
 // node's gateway. A test that reaches into the process (the store, the
 // token issuer, a handler Config of its own) skips there, saying so; it
@@ -33,6 +36,10 @@ const topologyEnv = "CONCORD_API_TEST_TOPOLOGY"
 // topo is the running topology of this test process, when there is one.
 var topo struct {
 	url string
+	// apis are the base URLs of every api node, the front node's first.
+	apis []string
+	// gateway is the host:port of the front node's gateway.
+	gateway string
 }
 
 func TestMain(m *testing.M) {
@@ -51,26 +58,81 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "%s=cluster: backends: %v\n", topologyEnv, err)
 		os.Exit(1)
 	}
+	// The nodes this file adds join the topology's registry prefix, which
+	// it chooses here (the topology's own flag is overridden: a later flag
+	// of the same name wins).
+	kafka := os.Getenv("CONCORD_KAFKA")
+	if kafka == "" {
+		cancel()
+		b.Close()
+		fmt.Fprintf(os.Stderr, "%s=cluster: no Kafka address: run `make test`, whose hack/test-deps.sh starts Kafka and sets CONCORD_KAFKA (the read states of the split topology consume its event log)\n", topologyEnv)
+		os.Exit(1)
+	}
+	run := fmt.Sprintf("api-topo-%d", time.Now().UnixNano())
+	common := []string{
+		"--registry=etcd://" + b.Etcd + "/" + run,
+		"--store=" + b.Store, "--server-key=" + b.Key, "--lease-ttl=2s", "--retry-interval=500ms",
+		"--grpc=127.0.0.1:0", "--log-level=warn", "--data-nodes=ring",
+		"--eventlog=kafka://" + kafka + "?topic_prefix=" + run + ".",
+	}
+	var extra []*concordProc
+	stop := func() {
+		for _, p := range extra {
+			p.stop()
+		}
+		b.Close()
+	}
+	// Message reads and writes go through data nodes, as in `make
+	// run-cluster` (what a message carries must survive their wire form),
+	// acks to a read-state node, which counts mentions from the event
+	// log, and a voice node answers the voice regions.
+	for _, n := range []struct{ name, roles string }{{"data-1", "data"}, {"data-2", "data"}, {"readstate-1", "readstate"}, {"voice-1", "voice"}} {
+		p, err := startProc(ctx, n.name, time.Minute, append([]string{"serve", "--node=" + n.name, "--roles=" + n.roles}, common...)...)
+		if err != nil {
+			cancel()
+			stop()
+			fmt.Fprintf(os.Stderr, "%s=cluster: %v\n", topologyEnv, err)
+			os.Exit(1)
+		}
+		extra = append(extra, p)
+	}
 	// The handler in the test process has no rate limiter (the api role
-	// adds it): the topology's front node runs without one too, or the
+	// adds it): the topology's api nodes run without one too, or the
 	// suite's bursts of requests would be answered 429.
 	c, err := topology.Start(ctx, b, topology.Options{
+		Flags:      common,
 		FrontFlags: []string{"--rate-limits=false"},
 		Verbose:    os.Getenv("CONCORD_TEST_VERBOSE") != "",
 	})
-	cancel()
 	if err != nil {
-		b.Close()
+		cancel()
+		stop()
 		fmt.Fprintf(os.Stderr, "%s=cluster: start: %v\n", topologyEnv, err)
 		os.Exit(1)
 	}
+	// A second api node, api only (no guild role, no gateway), as `make
+	// run-cluster`'s api nodes: each REST route must work through either.
+	api2, err := startProc(ctx, "api-2", time.Minute, append([]string{"serve", "--node=api-2", "--roles=api"}, append(common, "--rate-limits=false")...)...)
+	cancel()
+	if err != nil {
+		c.Close()
+		stop()
+		fmt.Fprintf(os.Stderr, "%s=cluster: %v\n", topologyEnv, err)
+		os.Exit(1)
+	}
+	extra = append(extra, api2)
 	topo.url = "http://" + c.Front
+	topo.apis = []string{topo.url, "http://" + api2.addr}
+	topo.gateway = c.Front
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "topology logs:\n%s", c.Logs())
+		for _, p := range extra {
+			fmt.Fprintf(os.Stderr, "--- %s logs:\n%s\n", p.name, p.logs.String())
+		}
 	}
 	c.Close()
-	b.Close()
+	stop()
 	os.Exit(code)
 }
 

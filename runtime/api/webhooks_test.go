@@ -305,6 +305,40 @@ func TestWebhookRateLimit(t *testing.T) {
 	}
 }
 
+// TestWebhookChannelLimitEveryAPINode: the executions of a channel's
+// webhooks count against one window whichever api node they come
+// through (against the split topology, alternately through each; in
+// process, through the one handler): thirty pass, each webhook within its
+// own five, and the thirty-first, through a webhook of its own, is the
+// channel's 429. The windows are Discord's (webhookChannelWindow is a
+// minute), on the real clock: thirty-one requests take far less.
+func TestWebhookChannelLimitEveryAPINode(t *testing.T) {
+	e := newEnv(t)
+	w := e.world()
+	nodes := []string{e.url}
+	if topologyURL() != "" {
+		nodes = topo.apis
+	}
+	hooks := make([]webhookJSONT, webhookChannelBurst/webhookBurst+1)
+	for i := range hooks {
+		hooks[i] = e.createWebhook(w.alice.Token, w.general, fmt.Sprint("Hook ", i))
+	}
+	for i := range webhookChannelBurst {
+		e.url = nodes[i%len(nodes)]
+		wh := hooks[i%(len(hooks)-1)]
+		if r := e.call("POST", whPath(wh), "", map[string]any{"content": "tick"}); r.Status != 204 {
+			t.Fatalf("execution %d through %s = %d %v %s", i, e.url, r.Status, r.Header, r.Body)
+		}
+	}
+	for _, node := range nodes {
+		e.url = node
+		r := e.call("POST", whPath(hooks[len(hooks)-1]), "", map[string]any{"content": "one too many"})
+		if r.Status != 429 || r.Header.Get("X-RateLimit-Scope") != "shared" {
+			t.Fatalf("execution %d through %s = %d %v %s, want the channel's 429", webhookChannelBurst+1, node, r.Status, r.Header, r.Body)
+		}
+	}
+}
+
 // A webhook in a channel someone cannot see never mentions them: the
 // mention would tell them the message exists.
 func TestWebhookMentionsHiddenChannel(t *testing.T) {

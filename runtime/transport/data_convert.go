@@ -28,6 +28,9 @@ func messageToPB(m store.Message) *transportpb.Message {
 		Nonce:           m.Nonce,
 		Embeds:          m.Embeds,
 		Components:      m.Components,
+		WebhookId:       uint64(m.WebhookID),
+		WebhookName:     m.WebhookName,
+		WebhookAvatar:   m.WebhookAvatar,
 	}
 	if !m.EditedAt.IsZero() {
 		p.EditedAtUnixNano = m.EditedAt.UnixNano()
@@ -59,6 +62,9 @@ func messageFromPB(p *transportpb.Message) store.Message {
 		Nonce:           p.Nonce,
 		Embeds:          p.Embeds,
 		Components:      p.Components,
+		WebhookID:       snowflake.ID(p.WebhookId),
+		WebhookName:     p.WebhookName,
+		WebhookAvatar:   p.WebhookAvatar,
 	}
 	if p.EditedAtUnixNano != 0 {
 		m.EditedAt = time.Unix(0, p.EditedAtUnixNano).UTC()

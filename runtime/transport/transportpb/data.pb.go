@@ -42,8 +42,14 @@ type Message struct {
 	Attachments      []*Attachment `protobuf:"bytes,15,rep,name=attachments,proto3" json:"attachments,omitempty"`
 	Nonce            string        `protobuf:"bytes,16,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	// embeds and components are JSON arrays ("" when none).
-	Embeds        string `protobuf:"bytes,17,opt,name=embeds,proto3" json:"embeds,omitempty"`
-	Components    string `protobuf:"bytes,18,opt,name=components,proto3" json:"components,omitempty"`
+	Embeds     string `protobuf:"bytes,17,opt,name=embeds,proto3" json:"embeds,omitempty"`
+	Components string `protobuf:"bytes,18,opt,name=components,proto3" json:"components,omitempty"`
+	// webhook_id is the webhook that posted the message (author_id is then
+	// the webhook's id too), 0 for a user's message; webhook_name and
+	// webhook_avatar are the name and avatar it posted under.
+	WebhookId     uint64 `protobuf:"fixed64,19,opt,name=webhook_id,json=webhookId,proto3" json:"webhook_id,omitempty"`
+	WebhookName   string `protobuf:"bytes,20,opt,name=webhook_name,json=webhookName,proto3" json:"webhook_name,omitempty"`
+	WebhookAvatar string `protobuf:"bytes,21,opt,name=webhook_avatar,json=webhookAvatar,proto3" json:"webhook_avatar,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -200,6 +206,27 @@ func (x *Message) GetEmbeds() string {
 func (x *Message) GetComponents() string {
 	if x != nil {
 		return x.Components
+	}
+	return ""
+}
+
+func (x *Message) GetWebhookId() uint64 {
+	if x != nil {
+		return x.WebhookId
+	}
+	return 0
+}
+
+func (x *Message) GetWebhookName() string {
+	if x != nil {
+		return x.WebhookName
+	}
+	return ""
+}
+
+func (x *Message) GetWebhookAvatar() string {
+	if x != nil {
+		return x.WebhookAvatar
 	}
 	return ""
 }
@@ -937,7 +964,7 @@ var File_concord_transport_v1_data_proto protoreflect.FileDescriptor
 
 const file_concord_transport_v1_data_proto_rawDesc = "" +
 	"\n" +
-	"\x1fconcord/transport/v1/data.proto\x12\x14concord.transport.v1\"\xae\x04\n" +
+	"\x1fconcord/transport/v1/data.proto\x12\x14concord.transport.v1\"\x97\x05\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x06R\x02id\x12\x1d\n" +
 	"\n" +
@@ -960,7 +987,11 @@ const file_concord_transport_v1_data_proto_rawDesc = "" +
 	"\x06embeds\x18\x11 \x01(\tR\x06embeds\x12\x1e\n" +
 	"\n" +
 	"components\x18\x12 \x01(\tR\n" +
-	"components\"\x81\x01\n" +
+	"components\x12\x1d\n" +
+	"\n" +
+	"webhook_id\x18\x13 \x01(\x06R\twebhookId\x12!\n" +
+	"\fwebhook_name\x18\x14 \x01(\tR\vwebhookName\x12%\n" +
+	"\x0ewebhook_avatar\x18\x15 \x01(\tR\rwebhookAvatar\"\x81\x01\n" +
 	"\n" +
 	"Attachment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x06R\x02id\x12\x1a\n" +

@@ -187,6 +187,11 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		gw.SetHandoffBackend(rb)
 		d.handoff = true
 		d.token = b.AdminToken
+		// A RESUME that lands on this node takes the session from the
+		// node holding it (takeover.go).
+		if err := setupTakeover(ctx, b, gw, log); err != nil {
+			return err
+		}
 		if b.GRPC != nil {
 			b.GRPC.Gateway, b.GRPC.Sessions = leavingSink{next: gw, backend: rb}, rb
 		}

@@ -196,16 +196,20 @@ func (n *Node) resumeLookup(ctx context.Context, id event.SessionID) (s *session
 		return nil, false
 	}
 	s.mu.Lock()
-	wait, frozen := s.imported, s.frozen
+	wait, frozen, limit := s.imported, s.frozen, importWait
 	if !s.incoming {
 		wait = nil
+	}
+	if s.pulling {
+		// Another RESUME of it is taking it over (takeover.go).
+		limit = n.cfg.TakeoverTimeout
 	}
 	s.mu.Unlock()
 	if frozen {
 		return nil, true
 	}
 	if wait != nil {
-		t := time.NewTimer(importWait)
+		t := time.NewTimer(limit)
 		defer t.Stop()
 		select {
 		case <-wait:

@@ -3,8 +3,9 @@
 // gateway (runtime/gateway) behind one identify admission
 // (runtime/admission: throttle, 4014, 4011, bots' counters and
 // entitlement leases, READY's application and read_state), op 4 sent to
-// the guild, the drain and session hand-off on the admin endpoints, and
-// the /gateway routes (the process's root path upgrades to it too,
+// the guild, the drain and session hand-off on the admin endpoints, the
+// takeover of a session another gateway node holds when its RESUME lands
+// here (takeover.go), and the /gateway routes (the process's root path upgrades to it too,
 // through Node).
 //
 // The seams, by mode:

@@ -5,8 +5,8 @@
 // entitlement leases, READY's application and read_state), op 4 sent to
 // the guild, the drain and session hand-off on the admin endpoints, the
 // takeover of a session another gateway node holds when its RESUME lands
-// here (takeover.go), and the /gateway routes (the process's root path upgrades to it too,
-// through Node).
+// here (takeover.go), and the /gateway routes (the process's root path
+// upgrades to it too, through Node).
 //
 // The seams, by mode:
 //   - the guilds sessions subscribe to: in `concord dev` the process's

@@ -147,6 +147,10 @@ func TestResumeOnOtherGatewayNode(t *testing.T) {
 	if d := string(thief.Last(9)); d != "false" {
 		t.Fatalf("wrong token: op 9 d=%s, want false", d)
 	}
+	// The holder refused it: the token was checked before anything moved.
+	if n := metricSum(t, gw2.http, `concord_gateway_session_takeovers_total{node="gateway-2",outcome="refused"}`); n != 1 {
+		t.Fatalf("gateway-2 refused %v takeovers, want 1", n)
+	}
 	still := []string{post("after the thief")}
 	if err := c2.Await("a message after the refused takeover", 20*time.Second, hasMessages(still)); err != nil {
 		t.Fatal(err)
@@ -160,6 +164,9 @@ func TestResumeOnOtherGatewayNode(t *testing.T) {
 	t.Cleanup(unknown.Close)
 	if err := unknown.Await("INVALID_SESSION", 20*time.Second, func([]dispatch) bool { return unknown.Ops(9) > 0 }); err != nil {
 		t.Fatal(err)
+	}
+	if n := metricSum(t, gw1.http, `concord_gateway_session_takeovers_total{node="gateway-1",outcome="unknown"}`); n != 1 {
+		t.Fatalf("gateway-1 counted %v unknown sessions, want 1", n)
 	}
 
 	// The holder dies (kill -9) with the session: a RESUME on the other

@@ -281,3 +281,50 @@ func TestTakeoverNotDuringDrain(t *testing.T) {
 		t.Fatalf("take of a moving session: %v", err)
 	}
 }
+
+// latePeers answers a takeover only once released, whatever the asker's
+// bound.
+type latePeers struct {
+	next    Peers
+	release chan struct{}
+}
+
+func (l latePeers) Take(ctx context.Context, req TakeRequest) (*SessionExport, error) {
+	<-l.release
+	return l.next.Take(ctx, req)
+}
+
+// TestTakeoverLateAnswerImported: the holder hands the session over after
+// the client got op 9; the events already go to b, so b imports it all
+// the same, and the next RESUME there gets it with what it missed.
+func TestTakeoverLateAnswerImported(t *testing.T) {
+	p := newHandoffPairWith(t, Config{TakeoverTimeout: DefaultTakeoverTimeout / 10})
+	late := latePeers{next: directPeers{nodes: []*Node{p.a, p.b}}, release: make(chan struct{})}
+	p.b.SetPeers(late)
+	c := dialURL(t, p.urlA)
+	r := c.identify("tok-alice")
+	sid := event.SessionID(r.SessionID)
+	<-p.ba.subs
+	c.ws.NetConn().Close()
+	p.r.send(sid, "MESSAGE_CREATE", `{"n":2}`)
+
+	c2 := dialURL(t, p.urlB)
+	c2.hello()
+	c2.send(resumeFrame("tok-alice", r.SessionID, 1))
+	if f := c2.read(); f.Op != OpInvalidSession {
+		t.Fatalf("op %d, want 9 past the bound", f.Op)
+	}
+	close(late.release)
+	// Adopted on b: imported.
+	if got := <-p.bb.adopted; got != string(sid)+` gw-b {"from":"gw-a"}` {
+		t.Fatalf("b adopted %q", got)
+	}
+	p.r.send(sid, "MESSAGE_CREATE", `{"n":3}`)
+	c2.send(resumeFrame("tok-alice", r.SessionID, 1))
+	c2.readDispatch("MESSAGE_CREATE", 2)
+	c2.readDispatch("MESSAGE_CREATE", 3)
+	c2.readDispatch("RESUMED", 4)
+	if p.a.Sessions() != 0 {
+		t.Fatalf("a still holds %d sessions", p.a.Sessions())
+	}
+}

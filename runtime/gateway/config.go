@@ -22,6 +22,7 @@ const (
 	DefaultRateWindow        = 60 * time.Second
 	DefaultIdentifyTimeout   = 30 * time.Second
 	DefaultWriteTimeout      = 10 * time.Second
+	DefaultTakeoverTimeout   = 5 * time.Second
 )
 
 // SlowConsumerCloseCode is the close code sent to a connection whose
@@ -61,6 +62,10 @@ type Config struct {
 	// the resume window: a detached session is kept this long, then ended
 	// with Backend.Disconnect. Default 2 min.
 	ReplayMaxAge time.Duration
+	// TakeoverTimeout bounds how long a RESUME for a session another
+	// node holds waits for that node to hand it over (takeover.go); past
+	// it the client gets op 9 d:false. Default 5 s.
+	TakeoverTimeout time.Duration
 	// SendQueue bounds each connection's outbound queue in frames, and
 	// SendQueueBytes in bytes. A connection whose queue passes either is
 	// closed with SlowConsumerCloseCode; its session stays resumable. A
@@ -142,13 +147,14 @@ func (cfg Config) withDefaults() (Config, error) {
 		}
 	}
 	fillDur(&cfg.ReplayMaxAge, DefaultReplayMaxAge)
+	fillDur(&cfg.TakeoverTimeout, DefaultTakeoverTimeout)
 	fillDur(&cfg.RateWindow, DefaultRateWindow)
 	fillDur(&cfg.IdentifyTimeout, DefaultIdentifyTimeout)
 	fillDur(&cfg.WriteTimeout, DefaultWriteTimeout)
 	if cfg.ReplayMaxEvents < 0 || cfg.ReplayMaxBytes < 0 || cfg.SendQueue < 0 || cfg.SendQueueBytes < 0 || cfg.MaxPayload < 0 || cfg.RateLimit < 0 {
 		return cfg, fmt.Errorf("%w: negative bound", ErrInvalidConfig)
 	}
-	if cfg.ReplayMaxAge < 0 || cfg.RateWindow < 0 || cfg.IdentifyTimeout < 0 || cfg.WriteTimeout < 0 {
+	if cfg.ReplayMaxAge < 0 || cfg.TakeoverTimeout < 0 || cfg.RateWindow < 0 || cfg.IdentifyTimeout < 0 || cfg.WriteTimeout < 0 {
 		return cfg, fmt.Errorf("%w: negative duration", ErrInvalidConfig)
 	}
 	for op := range cfg.OpHandlers {

@@ -122,6 +122,10 @@ type handoffState struct {
 	sessions *prometheus.CounterVec
 	// backend is set by SetHandoffBackend.
 	backend HandoffBackend
+	// peers is set by SetPeers (takeover.go); takeovers counts
+	// takeovers by outcome.
+	peers     Peers
+	takeovers *prometheus.CounterVec
 }
 
 // newHandoffState builds the bookkeeping and registers its counter.
@@ -134,10 +138,18 @@ func newHandoffState(reg prometheus.Registerer, node string) (*handoffState, err
 			Help:        "Sessions handed to a successor node (exported), taken from a draining node (imported), or whose import failed.",
 			ConstLabels: prometheus.Labels{"node": node},
 		}, []string{"outcome"}),
+		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "concord_gateway_session_takeovers_total",
+			Help: "RESUMEs of sessions another node held, by outcome: taken (handed over to this node), unknown (no node holds it), " +
+				"refused (wrong token), failed, timeout; and given (a session this node held, handed to another).",
+			ConstLabels: prometheus.Labels{"node": node},
+		}, []string{"outcome"}),
 	}
 	if reg != nil {
-		if err := reg.Register(h.sessions); err != nil {
-			return nil, fmt.Errorf("gateway: register metrics: %w", err)
+		for _, c := range []prometheus.Collector{h.sessions, h.takeovers} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("gateway: register metrics: %w", err)
+			}
 		}
 	}
 	return h, nil
@@ -184,16 +196,20 @@ func (n *Node) resumeLookup(ctx context.Context, id event.SessionID) (s *session
 		return nil, false
 	}
 	s.mu.Lock()
-	wait, frozen := s.imported, s.frozen
+	wait, frozen, limit := s.imported, s.frozen, importWait
 	if !s.incoming {
 		wait = nil
+	}
+	if s.pulling {
+		// Another RESUME of it is taking it over (takeover.go).
+		limit = n.cfg.TakeoverTimeout
 	}
 	s.mu.Unlock()
 	if frozen {
 		return nil, true
 	}
 	if wait != nil {
-		t := time.NewTimer(importWait)
+		t := time.NewTimer(limit)
 		defer t.Stop()
 		select {
 		case <-wait:
@@ -310,7 +326,7 @@ func (n *Node) importOne(ctx context.Context, e *SessionExport) error {
 		b := &body{t: f.T, d: f.D}
 		delta += s.replay.push(frame{seq: f.Seq, at: f.At, b: b, size: dispatchSize(f.T, f.Seq, f.D) + frameOverhead}, n.limits, now)
 	}
-	s.incoming = false
+	s.incoming, s.pulling = false, false
 	pending := s.pending
 	s.pending = nil
 	for _, b := range pending {
@@ -446,7 +462,7 @@ func (n *Node) handOffBatch(ctx context.Context, hb HandoffBackend, succ Success
 			n.handoff.sessions.WithLabelValues("failed").Add(float64(j - i))
 		}
 		for _, s := range moved[i:j] {
-			if c := n.release(ctx, hb, s); c != nil {
+			if c := n.release(ctx, hb, s, true); c != nil {
 				conns = append(conns, c)
 			}
 		}
@@ -456,8 +472,15 @@ func (n *Node) handOffBatch(ctx context.Context, hb HandoffBackend, succ Success
 
 // moveAndExport moves one session's events to the successor, waits for
 // its markers and freezes it. It returns nil when the session ended
-// meanwhile.
+// meanwhile or another move of it (a drain's, a takeover's) runs.
 func (n *Node) moveAndExport(ctx context.Context, hb HandoffBackend, to string, s *session, wait time.Duration) *SessionExport {
+	s.mu.Lock()
+	if s.ended || s.frozen || s.moving || s.incoming {
+		s.mu.Unlock()
+		return nil
+	}
+	s.moving = true
+	s.mu.Unlock()
 	m := &move{id: newMoveID(), wake: make(chan struct{}, 1)}
 	n.handoff.mu.Lock()
 	n.handoff.moves[s.info.ID] = m
@@ -504,12 +527,16 @@ func (n *Node) moveAndExport(ctx context.Context, hb HandoffBackend, to string, 
 	return e
 }
 
-// release forgets a session handed to a successor and returns its
-// connection, if any, to be sent op 7.
-func (n *Node) release(ctx context.Context, hb HandoffBackend, s *session) *conn {
-	n.handoff.mu.Lock()
-	n.handoff.moved[s.info.ID] = true
-	n.handoff.mu.Unlock()
+// release forgets a session handed to another node and returns its
+// connection, if any. drained marks it moved, so that a RESUME that
+// reaches this draining node gets op 7; a session taken over is not
+// marked, as a later RESUME here takes it back.
+func (n *Node) release(ctx context.Context, hb HandoffBackend, s *session, drained bool) *conn {
+	if drained {
+		n.handoff.mu.Lock()
+		n.handoff.moved[s.info.ID] = true
+		n.handoff.mu.Unlock()
+	}
 	s.mu.Lock()
 	delta := s.finishLocked()
 	c := s.conn

@@ -97,12 +97,18 @@ type handoffPair struct {
 	urlA, urlB string
 }
 
-func newHandoffPair(t *testing.T) *handoffPair {
+func newHandoffPair(t *testing.T) *handoffPair { return newHandoffPairWith(t, Config{}) }
+
+// newHandoffPairWith is newHandoffPair with cfg for both nodes (Node is
+// set).
+func newHandoffPairWith(t *testing.T, cfg Config) *handoffPair {
 	t.Helper()
 	p := &handoffPair{r: &router{nodes: map[string]*Node{}, at: map[event.SessionID]string{}}}
 	mk := func(name string) (*Node, *handoffBackend, string) {
 		hb := &handoffBackend{fakeBackend: newFakeBackend(), r: p.r, released: make(chan event.Session, 16), adopted: make(chan string, 16)}
-		n, err := NewNode(Config{Node: name}, hb)
+		c := cfg
+		c.Node = name
+		n, err := NewNode(c, hb)
 		if err != nil {
 			t.Fatal(err)
 		}

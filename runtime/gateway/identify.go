@@ -175,6 +175,10 @@ func (c *conn) resume(d json.RawMessage) bool {
 		c.sendControl(frameReconnect)
 		return false
 	}
+	if s == nil {
+		// Held by another node, perhaps: take it over (takeover.go).
+		s = n.pull(c.ctx, event.SessionID(r.SessionID), hashToken(r.Token))
+	}
 	if s == nil || hashToken(r.Token) != s.tokenHash {
 		c.invalidSession()
 		return false

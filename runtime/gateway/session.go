@@ -38,6 +38,12 @@ type session struct {
 	pending  []*body
 	imported chan struct{}
 	frozen   bool
+	// moving is set by the first move of the session's events to another
+	// node (a drain's HandOff or a takeover, takeover.go), so that a
+	// second one does not run beside it. pulling marks the placeholder a
+	// takeover registers while it asks the other nodes for the session.
+	moving  bool
+	pulling bool
 }
 
 // newSessionID returns 32 random hex characters, like Discord's ids.

@@ -110,6 +110,9 @@ func (b *ringBackend) AdoptSession(ctx context.Context, s event.Session, state j
 	b.users.put(s)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	// A session this node gave away may come back (a takeover the
+	// other way).
+	delete(b.released, s.ID)
 	guilds := make([]snowflake.ID, 0, len(st.Moved)+len(st.Failed))
 	for i, list := range [][]snowflake.ID{st.Moved, st.Failed} {
 		for _, g := range list {

@@ -3,9 +3,10 @@
 // gateway (runtime/gateway) behind one identify admission
 // (runtime/admission: throttle, 4014, 4011, bots' counters and
 // entitlement leases, READY's application and read_state), op 4 sent to
-// the guild, the drain and session hand-off on the admin endpoints, and
-// the /gateway routes (the process's root path upgrades to it too,
-// through Node).
+// the guild, the drain and session hand-off on the admin endpoints, the
+// takeover of a session another gateway node holds when its RESUME lands
+// here (takeover.go), and the /gateway routes (the process's root path
+// upgrades to it too, through Node).
 //
 // The seams, by mode:
 //   - the guilds sessions subscribe to: in `concord dev` the process's
@@ -187,6 +188,11 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		gw.SetHandoffBackend(rb)
 		d.handoff = true
 		d.token = b.AdminToken
+		// A RESUME that lands on this node takes the session from the
+		// node holding it (takeover.go).
+		if err := setupTakeover(ctx, b, gw, log); err != nil {
+			return err
+		}
 		if b.GRPC != nil {
 			b.GRPC.Gateway, b.GRPC.Sessions = leavingSink{next: gw, backend: rb}, rb
 		}

@@ -257,6 +257,9 @@ cat >"$RUN/haproxy.cfg" <<CFG
 global
 	# Each connection takes two descriptors; stay within the usual 20000 limit.
 	maxconn 8000
+	# The runtime API: socat - UNIX:$RUN/haproxy.sock, then e.g.
+	# "set server gateways/gateway-1 state drain" or "show stat".
+	stats socket $RUN/haproxy.sock mode 600 level admin
 
 defaults
 	mode http
@@ -358,7 +361,7 @@ behind HAProxy; etcd x3, Cassandra (keyspace $KEYSPACE), Kafka and Redis.
                (browsers: import it as a certificate authority; Node: NODE_EXTRA_CA_CERTS)
   Dev token:   $TOKEN
   Admin token: $(cat "$RUN/admin-token")   (nodes' /admin/..., e.g. POST http://127.0.0.1:$((BASE + 8))/admin/drain)
-  HAProxy:     http://127.0.0.1:$((BASE + 19))/ (backend health)
+  HAProxy:     http://127.0.0.1:$((BASE + 19))/ (backend health); runtime API on $RUN/haproxy.sock
   Logs:        $RUN/logs/
 Press Ctrl-C to stop.
 EOF

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -151,8 +152,8 @@ type Cluster struct {
 	Front string
 	// Nodes are the processes, in the order they started; HAProxy last.
 	Nodes []*Node
-
-	adminSock string
+	// Admin is HAProxy's admin socket.
+	Admin Admin
 }
 
 // Node returns the node named name, or nil.
@@ -342,7 +343,7 @@ func awaitStatus(ctx context.Context, n *Node, path string, status int, deadline
 // nodes (least connections), /v1/streams/{id}/live to the live gateway,
 // the rest of /v1/ to the live api, everything else to the api nodes
 // (round robin); every server checked on /readyz. Its admin socket takes
-// runtime commands (SetServerState).
+// runtime commands (Admin).
 func (c *Cluster) startHAProxy(bin string, verbose bool) error {
 	addr, err := freeLoopback()
 	if err != nil {
@@ -352,7 +353,7 @@ func (c *Cluster) startHAProxy(bin string, verbose bool) error {
 	if err != nil {
 		return err
 	}
-	c.adminSock = filepath.Join(dir, "admin.sock")
+	c.Admin.Socket = filepath.Join(dir, "admin.sock")
 	servers := func(prefix string) string {
 		var sb strings.Builder
 		for _, n := range c.Nodes {
@@ -372,7 +373,8 @@ func (c *Cluster) startHAProxy(bin string, verbose bool) error {
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, `# Written by internal/topology.
 global
-	maxconn 20000
+	# Each connection takes two descriptors; stay within the usual 20000 limit.
+	maxconn 8000
 	stats socket %s mode 600 level admin
 
 defaults
@@ -392,7 +394,7 @@ frontend public
 	acl live_sse path_reg ^/v1/streams/[^/]+/live$
 	acl live_api path_beg /v1/
 	use_backend gateways if websocket or gateway_path
-`, c.adminSock, addr)
+`, c.Admin.Socket, addr)
 	live := c.Node("live-api-1") != nil
 	if live {
 		cfg.WriteString("\tuse_backend live_gateways if live_sse\n\tuse_backend live_apis if live_api\n")
@@ -427,7 +429,7 @@ frontend public
 func (c *Cluster) awaitServersUp(ctx context.Context, deadline time.Time) error {
 	lb := c.Nodes[len(c.Nodes)-1]
 	for {
-		states, err := c.ServerStates()
+		states, err := c.Admin.ServerStates()
 		pending := []string{}
 		for name, st := range states {
 			if st != "UP" {
@@ -450,23 +452,24 @@ func (c *Cluster) awaitServersUp(ctx context.Context, deadline time.Time) error 
 	}
 }
 
+// Admin is an HAProxy admin socket (stats socket ... level admin), the
+// balancer's runtime API: a test steers new connections with it as an
+// operator would.
+type Admin struct {
+	// Socket is the socket's path.
+	Socket string
+}
+
 // ServerStates is the check state of every HAProxy server, by
 // "backend/server": UP, DOWN, DRAIN, MAINT, or the check's progress
 // (e.g. "UP 1/2"); servers never checked yet read as "no check".
-func (c *Cluster) ServerStates() (map[string]string, error) {
-	out, err := c.HAProxyCommand("show stat")
+func (a Admin) ServerStates() (map[string]string, error) {
+	out, err := a.Command("show stat")
 	if err != nil {
 		return nil, err
 	}
 	states := map[string]string{}
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Split(line, ",")
-		// # pxname,svname,...; field 18 (index 17) is status, 37 (index
-		// 36) check_status: a server whose first check has not run
-		// reads UP with an empty check status.
-		if len(f) < 37 || strings.HasPrefix(line, "#") || f[1] == "FRONTEND" || f[1] == "BACKEND" {
-			continue
-		}
+	for _, f := range statRows(out) {
 		st := f[17]
 		if f[36] == "" || f[36] == "INI" {
 			st = "no check"
@@ -476,11 +479,41 @@ func (c *Cluster) ServerStates() (map[string]string, error) {
 	return states, nil
 }
 
+// Conns is HAProxy's count of open connections (show stat's scur) of
+// every server of backend, by server name.
+func (a Admin) Conns(backend string) (map[string]int, error) {
+	out, err := a.Command("show stat")
+	if err != nil {
+		return nil, err
+	}
+	n := map[string]int{}
+	for _, f := range statRows(out) {
+		if f[0] == backend {
+			n[f[1]], _ = strconv.Atoi(f[4])
+		}
+	}
+	return n, nil
+}
+
+// statRows are the server rows of show stat's CSV, split into fields:
+// pxname, svname, ..., scur at index 4, status at 17, check_status at 36.
+func statRows(out string) [][]string {
+	var rows [][]string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(line, ",")
+		if len(f) < 37 || strings.HasPrefix(line, "#") || f[1] == "FRONTEND" || f[1] == "BACKEND" {
+			continue
+		}
+		rows = append(rows, f)
+	}
+	return rows
+}
+
 // SetServerState sets an HAProxy server's administrative state: "ready",
 // "drain" (no new connection; open ones stay) or "maint". server is
 // "backend/server", e.g. "gateways/gateway-1".
-func (c *Cluster) SetServerState(server, state string) error {
-	out, err := c.HAProxyCommand("set server " + server + " state " + state)
+func (a Admin) SetServerState(server, state string) error {
+	out, err := a.Command("set server " + server + " state " + state)
 	if err != nil {
 		return err
 	}
@@ -490,13 +523,13 @@ func (c *Cluster) SetServerState(server, state string) error {
 	return nil
 }
 
-// HAProxyCommand sends one command to HAProxy's admin socket and returns
-// its answer.
-func (c *Cluster) HAProxyCommand(cmd string) (string, error) {
-	if c.adminSock == "" {
-		return "", errors.New("haproxy: not started")
+// Command sends one command to the admin socket and returns HAProxy's
+// answer.
+func (a Admin) Command(cmd string) (string, error) {
+	if a.Socket == "" {
+		return "", errors.New("haproxy: no admin socket")
 	}
-	conn, err := net.DialTimeout("unix", c.adminSock, 2*time.Second)
+	conn, err := net.DialTimeout("unix", a.Socket, 2*time.Second)
 	if err != nil {
 		return "", fmt.Errorf("haproxy admin socket: %w", err)
 	}

@@ -29,8 +29,8 @@ import (
 )
 
 // TestBalancedTopology drives internal/topology's cluster — two gateway
-// nodes and two api nodes behind HAProxy, two guild nodes, a voice node
-// and the live-comment roles, the shape `make run-cluster` has — through
+// nodes and two api nodes behind HAProxy, two guild nodes, two data
+// nodes, a voice node and the live-comment roles, the shape `make run-cluster` has — through
 // its one public address, as clients of a deployment do: a RESUME after
 // a cut that the balancer sends to the other gateway node, webhook
 // message routes by token, a voice join, a live stream with a comment
@@ -52,6 +52,7 @@ func TestBalancedTopology(t *testing.T) {
 	t.Cleanup(b.Close)
 	c, err := topology.Start(ctx, b, topology.Options{
 		FrontFlags: []string{"--redis=redis://" + redis + "?prefix=concord-balanced-" + strconv.FormatUint(rand.Uint64(), 36) + ":"},
+		Data:       true,
 		Voice:      true,
 		Live:       true,
 		Kafka:      kafka,

@@ -2,8 +2,9 @@
 // suites that run against `concord serve` as well as against `concord
 // dev`, in the shape `make run-cluster` has: two gateway nodes and two api
 // nodes behind HAProxy (one public address, as a client sees a
-// deployment), two guild nodes, and on request two data nodes, a voice
-// node (an SFU) and the live-comment roles, sharing a Cassandra keyspace and an etcd,
+// deployment), two guild nodes, two data nodes (message reads and writes
+// by channel, --data-nodes=ring), and on request a voice node (an SFU)
+// and the live-comment roles, sharing a Cassandra keyspace and an etcd,
 // talking gRPC. HAProxy balances gateway connections by least
 // connections, so a client's next connection (a RESUME after a cut, say)
 // may land on the other gateway node, as behind any balancer.
@@ -108,10 +109,6 @@ type Options struct {
 	// FrontFlags the api and gateway nodes get besides Flags (--redis=...,
 	// --rate-limits=false, say).
 	FrontFlags []string
-	// Data adds two data nodes (--roles=data): every node then sends
-	// message reads and writes to the data node owning the channel
-	// (--data-nodes=ring), as `make run-cluster`'s nodes do.
-	Data bool
 	// Voice adds a voice node: an SFU whose voice gateway serves TLS from
 	// the dev CA in its data directory (VoiceCA) on a loopback port, with
 	// its RTP on loopback; guild nodes find it in the registry.
@@ -180,8 +177,8 @@ func (c *Cluster) VoiceCA() string {
 }
 
 // Start starts the cluster on b with a registry prefix of its own — two
-// guild nodes, two api nodes and two gateway nodes (and the data, voice
-// and live nodes o asks for) behind HAProxy — and returns once every node is
+// guild nodes, two data nodes, two api nodes and two gateway nodes (and
+// the voice and live nodes o asks for) behind HAProxy — and returns once every node is
 // ready, HAProxy sees every server up and a request through it reaches a
 // guild node. On error nothing it started is left running; the error
 // carries the nodes' logs.
@@ -212,10 +209,10 @@ func Start(ctx context.Context, b *Backends, o Options) (*Cluster, error) {
 		"--lease-ttl=2s",
 		"--retry-interval=500ms",
 		"--log-level=" + level,
+		// Message reads and writes go to the data node owning the
+		// channel, as in `make run-cluster`.
+		"--data-nodes=ring",
 	}, o.Flags...)
-	if o.Data {
-		common = append(common, "--data-nodes=ring")
-	}
 	c := &Cluster{}
 	start := func(name, roles string, extra ...string) (*Node, error) {
 		addr, err := freeLoopback()
@@ -243,11 +240,9 @@ func Start(ctx context.Context, b *Backends, o Options) (*Cluster, error) {
 	}
 	specs := []spec{
 		{"guild-1", "guild", nil}, {"guild-2", "guild", nil},
+		{"data-1", "data", nil}, {"data-2", "data", nil},
 		{"api-1", "api", o.FrontFlags}, {"api-2", "api", o.FrontFlags},
 		{"gateway-1", "gateway", o.FrontFlags}, {"gateway-2", "gateway", o.FrontFlags},
-	}
-	if o.Data {
-		specs = append(specs, spec{"data-1", "data", nil}, spec{"data-2", "data", nil})
 	}
 	if o.Voice {
 		specs = append(specs, spec{"voice-1", "voice", []string{"--voice-tls=devca", "--voice-listen=127.0.0.1:0",

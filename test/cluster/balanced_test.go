@@ -52,7 +52,6 @@ func TestBalancedTopology(t *testing.T) {
 	t.Cleanup(b.Close)
 	c, err := topology.Start(ctx, b, topology.Options{
 		FrontFlags: []string{"--redis=redis://" + redis + "?prefix=concord-balanced-" + strconv.FormatUint(rand.Uint64(), 36) + ":"},
-		Data:       true,
 		Voice:      true,
 		Live:       true,
 		Kafka:      kafka,

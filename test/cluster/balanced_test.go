@@ -140,17 +140,28 @@ func (f *front) guild(t *testing.T, token, name string) (guildID, channelID stri
 	return "", ""
 }
 
-// awaitGatewayConns waits until HAProxy counts want open connections on
-// each gateway node: a connection it closed on one side leaves its count
-// a moment later.
-func awaitGatewayConns(t *testing.T, lb *front, want map[string]int) {
+// gatewayConns is HAProxy's count of open connections per gateway node.
+func gatewayConns(t *testing.T, lb *front) map[string]int {
 	t.Helper()
+	n, err := lb.admin.Conns("gateways")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// awaitGatewayConns waits until HAProxy counts base plus more open
+// connections on each gateway node: a connection closed on one side
+// leaves its count a moment later.
+func awaitGatewayConns(t *testing.T, lb *front, base, more map[string]int) {
+	t.Helper()
+	want := map[string]int{}
+	for k, v := range more {
+		want[k] = base[k] + v
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		got, err := lb.admin.Conns("gateways")
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := gatewayConns(t, lb)
 		ok := true
 		for k, v := range want {
 			if got[k] != v {
@@ -185,6 +196,8 @@ func testResumeOtherNode(t *testing.T, lb *front) {
 		_ = lb.admin.SetServerState("gateways/gateway-1", "ready")
 		_ = lb.admin.SetServerState("gateways/gateway-2", "ready")
 	})
+	// Connections of other clients (a bot of TestRunCluster's, say) stay.
+	base := gatewayConns(t, lb)
 	setState("gateway-2", "drain")
 	conn, err := gwtest.Dial(gwtest.URL(lb.addr), token, gwtest.Options{Name: "resumer"})
 	if err != nil {
@@ -193,7 +206,7 @@ func testResumeOtherNode(t *testing.T, lb *front) {
 	if err := conn.Await("READY", 15*time.Second, gwtest.HasType("READY")); err != nil {
 		t.Fatal(err)
 	}
-	awaitGatewayConns(t, lb, map[string]int{"gateway-1": 1, "gateway-2": 0})
+	awaitGatewayConns(t, lb, base, map[string]int{"gateway-1": 1, "gateway-2": 0})
 	var before struct {
 		ID string `json:"id"`
 	}
@@ -217,7 +230,7 @@ func testResumeOtherNode(t *testing.T, lb *front) {
 		t.Fatal(err)
 	}
 	defer resumed.Close()
-	awaitGatewayConns(t, lb, map[string]int{"gateway-1": 0, "gateway-2": 1})
+	awaitGatewayConns(t, lb, base, map[string]int{"gateway-1": 0, "gateway-2": 1})
 	err = resumed.Await("RESUMED with the missed message", 15*time.Second, func(fs []gwtest.Frame) bool {
 		if resumed.Ops(9) > 0 {
 			return true // failed: the check below says so

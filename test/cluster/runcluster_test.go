@@ -24,6 +24,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/concord-chat/concord/internal/logbuf"
+	"github.com/concord-chat/concord/internal/topology"
 )
 
 // lbTransport sends discordgo's https://discord.com requests to the
@@ -37,9 +38,11 @@ func (rt lbTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestRunCluster runs `make run-cluster`'s script (hack/run-cluster.sh:
-// etcd x3, Cassandra, Kafka, Redis, 13 concord serve processes, HAProxy)
-// on its own ports and keyspace, points an unmodified discordgo bot at the
-// URLs it prints, drains the gateway node the bot is on (HAProxy's
+// etcd x3, Cassandra, Kafka, Redis, 18 concord serve processes, HAProxy)
+// on its own ports and a new state directory (so a keyspace of its own),
+// points an unmodified discordgo bot at the URLs it prints, runs
+// TestBalancedTopology's webhook, voice, live and resume checks through
+// the same address, drains the gateway node the bot is on (HAProxy's
 // readiness check takes it out; the bot resumes on the other node without
 // losing a message), then sends Ctrl-C and checks that every process is
 // gone. It is heavy, so it has its own build tag:
@@ -53,12 +56,17 @@ func TestRunCluster(t *testing.T) {
 	}
 	lb := freeAddr(t)
 	base := 20000 + 100*rand.IntN(300)
-	ks := fmt.Sprintf("concord_rc_%d_%06x", time.Now().Unix(), rand.Uint32()&0xffffff)
 	dir := t.TempDir()
-	t.Cleanup(func() { dropKeyspace(t, cass, ks) })
+	// The keyspace is the new state directory's own (cluster_<its
+	// cluster-id>), dropped after the test.
+	t.Cleanup(func() {
+		if id, err := os.ReadFile(filepath.Join(dir, "cluster-id")); err == nil {
+			dropKeyspace(t, cass, "cluster_"+strings.TrimSpace(string(id)))
+		}
+	})
 	cmd := exec.Command("bash", filepath.Join(root, "hack/run-cluster.sh"))
 	cmd.Env = append(os.Environ(), "CLUSTER_HTTP="+lb, "CLUSTER_PORTS="+strconv.Itoa(base), "CLUSTER_DIR="+dir,
-		"CLUSTER_KEYSPACE="+ks, "CONCORD_BIN="+concordBinary(t))
+		"CONCORD_BIN="+concordBinary(t))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -237,6 +245,17 @@ func TestRunCluster(t *testing.T) {
 		t.Fatalf("bot got %s, want its reply %s", m.ID, reply.ID)
 	}
 
+	// The rest of the product through the same address: webhook messages
+	// by token, a voice join (the SFU's dev CA is in its data directory), a
+	// live stream with a comment over server-sent events, and a resume
+	// that the balancer sends to the other gateway node (HAProxy's
+	// runtime API is on the state directory's socket).
+	front := &front{addr: lb, admin: topology.Admin{Socket: filepath.Join(dir, "haproxy.sock")}, client: api.client}
+	t.Run("WebhookMessagesByToken", func(t *testing.T) { testWebhooksByToken(t, front) })
+	t.Run("VoiceJoin", func(t *testing.T) { testVoiceJoin(t, front, filepath.Join(dir, "nodes", "voice-1", "voice-ca.pem")) })
+	t.Run("LiveStream", func(t *testing.T) { testLiveStream(t, front) })
+	t.Run("ResumeOnTheOtherGatewayNode", func(t *testing.T) { testResumeOtherNode(t, front) })
+
 	// Drain the gateway node the bot is on into the other one: HAProxy
 	// stops sending it new connections once its /readyz fails, the node
 	// hands its sessions over and asks the bot to reconnect (op 7), and
@@ -319,7 +338,7 @@ func TestRunCluster(t *testing.T) {
 	case <-time.After(90 * time.Second):
 		t.Fatal("run-cluster did not stop within 90 s of Ctrl-C")
 	}
-	for _, port := range append([]int{base + 1, base + 8, base + 10, base + 21, base + 22, base + 23}, mustPort(t, lb)) {
+	for _, port := range append([]int{base + 1, base + 8, base + 10, base + 14, base + 15, base + 16, base + 21, base + 22, base + 23, base + 60}, mustPort(t, lb)) {
 		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
 			c.Close()
 			t.Fatalf("port %d still answers after Ctrl-C", port)

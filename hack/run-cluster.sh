@@ -192,6 +192,20 @@ COMMON=(
 	--public-url="ws://$LB/gateway"
 )
 
+# PROXY_PROTOCOL is the one switch for the PROXY protocol between HAProxy
+# and the nodes behind it. PROXY PROTOCOL: set it to 1 once the nodes take
+# --trusted-proxies (the real client address behind the balancer, so the
+# per-address connection cap, rate limits and bans see each client instead
+# of HAProxy): HAProxy's servers then send-proxy-v2 (health checks too) and
+# every node behind it (BEHIND) trusts the loopback HAProxy connects from.
+PROXY_PROTOCOL=0
+SERVER_OPTS=""
+BEHIND=()
+if ((PROXY_PROTOCOL)); then
+	SERVER_OPTS=" send-proxy-v2 check-send-proxy"
+	BEHIND=(--trusted-proxies=127.0.0.1/32)
+fi
+
 # node NAME ROLES INDEX [FLAGS...]: one `concord serve` process; its HTTP
 # port is BASE+INDEX and its gRPC port BASE+40+INDEX (INDEX 1..18; etcd
 # takes BASE+21..38, HAProxy's stats BASE+19 and the SFU BASE+60..62).
@@ -216,10 +230,10 @@ node readstate-1 readstate 5
 node presence-1 presence 6
 node presence-2 presence 13
 node relay-1 relay 7
-node gateway-1 gateway 8 --presence --redis="redis://$REDIS"
-node gateway-2 gateway 9 --presence --redis="redis://$REDIS"
-node api-1 api 10 --redis="redis://$REDIS"
-node api-2 api 11 --redis="redis://$REDIS"
+node gateway-1 gateway 8 "${BEHIND[@]}" --presence --redis="redis://$REDIS"
+node gateway-2 gateway 9 "${BEHIND[@]}" --presence --redis="redis://$REDIS"
+node api-1 api 10 "${BEHIND[@]}" --redis="redis://$REDIS"
+node api-2 api 11 "${BEHIND[@]}" --redis="redis://$REDIS"
 # The SFU: its voice gateway (TLS from the dev CA in its data directory,
 # as `make run`'s, so browsers and the bot libraries' wss:// reach it),
 # RTP for bots and one ICE port for browsers' WebRTC, all on loopback. It
@@ -230,8 +244,8 @@ node voice-1 voice 14 --voice-tls=devca --voice-listen="127.0.0.1:$((BASE + 60))
 # Live comments: the four roles on the event log, the keyspace and Redis,
 # their topics, consumer groups and Redis keys under the cluster's prefix.
 LIVE=(--redis="redis://$REDIS" --live-prefix="$KEYSPACE.live.")
-node live-api-1 live-api 15 "${LIVE[@]}"
-node live-gateway-1 live-gateway 16 "${LIVE[@]}"
+node live-api-1 live-api 15 "${BEHIND[@]}" "${LIVE[@]}"
+node live-gateway-1 live-gateway 16 "${BEHIND[@]}" "${LIVE[@]}"
 node live-router-1 live-router 17 "${LIVE[@]}"
 node live-archiver-1 live-archiver 18 --live-prefix="$KEYSPACE.live."
 # The first read-state replica creates the read-state tables; the second
@@ -244,14 +258,6 @@ for n in guild-2:2 data-1:3 data-2:4 readstate-2:12 presence-1:6 presence-2:13 r
 done
 
 log "HAProxy on $LB"
-# SERVER_OPTS are the options every HAProxy server line gets (its
-# default-server), the one place to change how HAProxy talks to the nodes.
-# PROXY PROTOCOL: once the nodes take --trusted-proxies (the real client
-# address behind the balancer), add " send-proxy-v2" here and
-# --trusted-proxies=127.0.0.1/32 to COMMON, so connection caps, rate limits
-# and bans see each client instead of HAProxy. The health checks then
-# need " check-send-proxy" too.
-SERVER_OPTS=""
 cat >"$RUN/haproxy.cfg" <<CFG
 # Written by hack/run-cluster.sh.
 global

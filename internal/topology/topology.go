@@ -176,12 +176,28 @@ func (c *Cluster) VoiceCA() string {
 	return ""
 }
 
+// proxyProtocol is the one switch for the PROXY protocol between HAProxy
+// and the nodes behind it. PROXY PROTOCOL: set it to true once the nodes
+// take --trusted-proxies (the real client address behind the balancer,
+// for the per-address connection cap, rate limits and bans): HAProxy's
+// servers then send-proxy-v2 (health checks too) and every node behind it
+// trusts the loopback HAProxy connects from.
+const proxyProtocol = false
+
+// behindProxy are the flags of a node HAProxy forwards to.
+func behindProxy(flags ...string) []string {
+	if proxyProtocol {
+		return append(flags, "--trusted-proxies=127.0.0.1/32")
+	}
+	return flags
+}
+
 // Start starts the cluster on b with a registry prefix of its own — two
 // guild nodes, two data nodes, two api nodes and two gateway nodes (and
-// the voice and live nodes o asks for) behind HAProxy — and returns once every node is
-// ready, HAProxy sees every server up and a request through it reaches a
-// guild node. On error nothing it started is left running; the error
-// carries the nodes' logs.
+// the voice and live nodes o asks for) behind HAProxy — and returns once
+// every node is ready, HAProxy sees every server up and a request
+// through it reaches a guild node. On error nothing it started is left
+// running; the error carries the nodes' logs.
 func Start(ctx context.Context, b *Backends, o Options) (*Cluster, error) {
 	bin, err := concordbin.Build()
 	if err != nil {
@@ -241,8 +257,8 @@ func Start(ctx context.Context, b *Backends, o Options) (*Cluster, error) {
 	specs := []spec{
 		{"guild-1", "guild", nil}, {"guild-2", "guild", nil},
 		{"data-1", "data", nil}, {"data-2", "data", nil},
-		{"api-1", "api", o.FrontFlags}, {"api-2", "api", o.FrontFlags},
-		{"gateway-1", "gateway", o.FrontFlags}, {"gateway-2", "gateway", o.FrontFlags},
+		{"api-1", "api", behindProxy(o.FrontFlags...)}, {"api-2", "api", behindProxy(o.FrontFlags...)},
+		{"gateway-1", "gateway", behindProxy(o.FrontFlags...)}, {"gateway-2", "gateway", behindProxy(o.FrontFlags...)},
 	}
 	if o.Voice {
 		specs = append(specs, spec{"voice-1", "voice", []string{"--voice-tls=devca", "--voice-listen=127.0.0.1:0",
@@ -256,7 +272,7 @@ func Start(ctx context.Context, b *Backends, o Options) (*Cluster, error) {
 			"--redis=redis://" + o.Redis, "--live-prefix=" + prefix + ".live."}
 		// live-api first, alone: it creates the live tables in the
 		// keyspace, and processes creating them together would race.
-		specs = append([]spec{{"live-api-1", "live-api", live}}, specs...)
+		specs = append([]spec{{"live-api-1", "live-api", behindProxy(live...)}}, specs...)
 	}
 	for i, s := range specs {
 		if _, err := start(s.name, s.roles, s.flags...); err != nil {
@@ -269,7 +285,7 @@ func Start(ctx context.Context, b *Backends, o Options) (*Cluster, error) {
 		}
 	}
 	if o.Live {
-		if _, err := start("live-gateway-1", "live-gateway", live...); err != nil {
+		if _, err := start("live-gateway-1", "live-gateway", behindProxy(live...)...); err != nil {
 			return fail(err)
 		}
 		if _, err := start("live-log-1", "live-router,live-archiver", live...); err != nil {
@@ -368,13 +384,11 @@ func (c *Cluster) startHAProxy(bin string, verbose bool) error {
 		}
 		return sb.String()
 	}
-	// serverOpts are the options of every server line (default-server):
-	// the one place to change how HAProxy talks to the nodes.
-	// PROXY PROTOCOL: once the nodes take --trusted-proxies (the real
-	// client address behind the balancer), add " send-proxy-v2
-	// check-send-proxy" here and --trusted-proxies=127.0.0.1/32 to the
-	// api and gateway nodes' flags in Start.
-	const serverOpts = ""
+	// serverOpts are the options of every server line (default-server).
+	serverOpts := ""
+	if proxyProtocol {
+		serverOpts = " send-proxy-v2 check-send-proxy"
+	}
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, `# Written by internal/topology.
 global

@@ -40,12 +40,11 @@ func (rt lbTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // TestRunCluster runs `make run-cluster`'s script (hack/run-cluster.sh:
 // etcd x3, Cassandra, Kafka, Redis, 18 concord serve processes, HAProxy)
 // on its own ports and a new state directory (so a keyspace of its own),
-// points an unmodified discordgo bot at the URLs it prints, runs
-// TestBalancedTopology's webhook, voice, live and resume checks through
-// the same address, drains the gateway node the bot is on (HAProxy's
-// readiness check takes it out; the bot resumes on the other node without
-// losing a message), then sends Ctrl-C and checks that every process is
-// gone. It is heavy, so it has its own build tag:
+// points an unmodified discordgo bot at the URLs it prints, drains the
+// gateway node the bot is on (HAProxy's readiness check takes it out; the
+// bot resumes on the other node without losing a message), runs
+// TestBalancedTopology's webhook, voice and live checks through the same
+// address, then sends Ctrl-C and checks that every process is gone. It is heavy, so it has its own build tag:
 //
 //	go test -tags integration,runcluster -run TestRunCluster ./test/cluster/
 func TestRunCluster(t *testing.T) {
@@ -55,7 +54,9 @@ func TestRunCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	lb := freeAddr(t)
-	base := 20000 + 100*rand.IntN(300)
+	// 63 ports from base, below Linux's ephemeral range (32768 and up),
+	// where any process's outgoing connection could hold one.
+	base := 20000 + 100*rand.IntN(120)
 	dir := t.TempDir()
 	// The keyspace is the new state directory's own (cluster_<its
 	// cluster-id>), dropped after the test.
@@ -245,17 +246,6 @@ func TestRunCluster(t *testing.T) {
 		t.Fatalf("bot got %s, want its reply %s", m.ID, reply.ID)
 	}
 
-	// The rest of the product through the same address: webhook messages
-	// by token, a voice join (the SFU's dev CA is in its data directory), a
-	// live stream with a comment over server-sent events, and a resume
-	// that the balancer sends to the other gateway node (HAProxy's
-	// runtime API is on the state directory's socket).
-	front := &front{addr: lb, admin: topology.Admin{Socket: filepath.Join(dir, "haproxy.sock")}, client: api.client}
-	t.Run("WebhookMessagesByToken", func(t *testing.T) { testWebhooksByToken(t, front) })
-	t.Run("VoiceJoin", func(t *testing.T) { testVoiceJoin(t, front, filepath.Join(dir, "nodes", "voice-1", "voice-ca.pem")) })
-	t.Run("LiveStream", func(t *testing.T) { testLiveStream(t, front) })
-	t.Run("ResumeOnTheOtherGatewayNode", func(t *testing.T) { testResumeOtherNode(t, front) })
-
 	// Drain the gateway node the bot is on into the other one: HAProxy
 	// stops sending it new connections once its /readyz fails, the node
 	// hands its sessions over and asks the bot to reconnect (op 7), and
@@ -326,6 +316,26 @@ func TestRunCluster(t *testing.T) {
 			t.Fatalf("message %s posted during the drain never reached the bot (got %v)", id, got)
 		}
 	}
+
+	// The rest of the product through the same address: webhook messages
+	// by token, a voice join (the SFU's dev CA is in its data directory)
+	// and a live stream with a comment over server-sent events. (The
+	// resume that the balancer sends to the other gateway node needs both
+	// gateway nodes up: TestBalancedTopology has it.)
+	// A draining node answers IDENTIFY with op 9 (identify elsewhere):
+	// these clients identify once, so they start when HAProxy, whose
+	// runtime API is on the state directory's socket, has taken it out.
+	front := &front{addr: lb, admin: topology.Admin{Socket: filepath.Join(dir, "haproxy.sock")}, client: api.client}
+	wait("HAProxy taking the drained "+from+" out", func() bool {
+		st, err := front.admin.ServerStates()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st["gateways/"+from] == "DOWN"
+	})
+	t.Run("WebhookMessagesByToken", func(t *testing.T) { testWebhooksByToken(t, front) })
+	t.Run("VoiceJoin", func(t *testing.T) { testVoiceJoin(t, front, filepath.Join(dir, "nodes", "voice-1", "voice-ca.pem")) })
+	t.Run("LiveStream", func(t *testing.T) { testLiveStream(t, front) })
 
 	// Ctrl-C stops everything: the script exits and no port of the
 	// cluster answers.

@@ -1,8 +1,9 @@
 # Concord — build, run and test.
 #
 #   make run       build and start `concord dev` (every role in one process)
-#   make run-cluster  start a local cluster: etcd x3, Cassandra, Kafka, Redis, 11 `concord serve`
-#                  processes behind HAProxy (hack/run-cluster.sh); Ctrl-C stops it
+#   make run-cluster  start a local cluster: etcd x3, Cassandra, Kafka, Redis, 18 `concord serve`
+#                  processes (chat, voice and live comments) behind HAProxy (hack/run-cluster.sh);
+#                  Ctrl-C stops it; rm -rf .concord-cluster starts over
 #   make test      install and start what the tests need, then run them all
 #   make bench     run the benchmarks recorded in docs/benchmarks.md
 #   make lint      gofmt, go vet, staticcheck, govulncheck
@@ -51,7 +52,7 @@ test: test-deps lint
 		CONCORD_API_TEST_STORE="cassandra://$$CONCORD_CASSANDRA/concord_api_$$ks" \
 		CONCORD_CONFORMANCE_STORE="cassandra://$$CONCORD_CASSANDRA/concord_conf_$$ks" \
 		$(GO) test -tags integration $(GOTESTFLAGS) ./runtime/api/ ./test/conformance/
-	@echo "==> REST tests and bot-library conformance again, against concord serve split over processes (api+gateway, 2 guild nodes)"
+	@echo "==> REST tests and bot-library conformance again, against concord serve split over processes: 2 gateway and 2 api nodes behind HAProxy, 2 guild and 2 data nodes (internal/topology; test/cluster TestBalancedTopology drives the same shape with voice and live comments in the first pass)"
 	. $(CACHE)/test-env.sh && CONCORD_API_TEST_TOPOLOGY=cluster CONCORD_CONFORMANCE_TOPOLOGY=cluster \
 		$(GO) test -tags integration $(GOTESTFLAGS) ./runtime/api/ ./test/conformance/
 	@echo "==> chaos: kill -9 one replica of each role, the Redis, an etcd member and the Kafka broker under traffic (test/cluster TestChaos, alone: 15 processes)"

@@ -4,10 +4,20 @@
 #
 #   etcd        3 members (built from the Go module proxy by hack/envtest/build.sh, cached)
 #   Cassandra, Kafka, Redis   the test servers (hack/cassandra, hack/kafka, hack/redis; left running)
-#   concord serve   2 api, 2 gateway, 2 guild, 2 data, 2 readstate, 2 presence, 1 relay
+#   concord serve   2 api, 2 gateway, 2 guild, 2 data, 2 readstate, 2 presence, 1 relay,
+#               1 voice (an SFU: its voice gateway and UDP ports on loopback) and the four
+#               live-comment roles (live-api, live-gateway, live-router, live-archiver)
 #   HAProxy     one public address: /gateway and WebSocket upgrades to the gateway nodes,
-#               everything else to the api nodes; health checks on /readyz, so a draining
-#               or unready node gets no new connection while its open ones stay
+#               /v1/streams/{id}/live (the live comments' SSE) to the live gateway,
+#               the rest of /v1/ (the live-comments API) to the live api, everything else
+#               to the api nodes; health checks on /readyz, so a draining or unready node
+#               gets no new connection while its open ones stay
+#
+# The state directory belongs to one cluster: its id (CLUSTER_DIR/cluster-id, made on
+# first start) names the Cassandra keyspace, the Kafka topics and the live comments'
+# Redis keys, so a new state directory (rm -rf .concord-cluster) starts a new, empty
+# cluster instead of meeting the old one's users with new credentials. The script says
+# which state it reused.
 #
 # Read states and presence are sharded by user on a ring over their live replicas
 # (docs/architecture.md, "Read states and presence on rings"): killing one replica moves
@@ -15,10 +25,12 @@
 #
 # Environment (defaults in brackets):
 #   CLUSTER_HTTP   public address HAProxy listens on [127.0.0.1:8090]
-#   CLUSTER_PORTS  first of the ports the nodes, etcd and HAProxy's stats use, 54 in all [18100]
-#   CLUSTER_DIR    state: etcd data, node data, logs, server key, dev token [./.concord-cluster]
-#   CLUSTER_KEYSPACE  Cassandra keyspace [concord_cluster]
+#   CLUSTER_PORTS  first of the ports the nodes, etcd, the SFU and HAProxy's stats use,
+#                  63 in all (TCP, and UDP for the SFU's media) [18100]
+#   CLUSTER_DIR    state: cluster id, etcd data, node data, logs, server key, dev user [./.concord-cluster]
+#   CLUSTER_KEYSPACE  Cassandra keyspace [cluster_<the state directory's cluster id>]
 #   CONCORD_BIN    the concord binary [built into bin/concord]
+#   CLUSTER_ETCD   the etcd binary [built by hack/envtest/build.sh]
 #   CONCORD_CACHE  where the test servers and etcd are cached [~/.cache/concord]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,14 +39,42 @@ ROOT=$PWD
 LB=${CLUSTER_HTTP:-127.0.0.1:8090}
 BASE=${CLUSTER_PORTS:-18100}
 RUN=${CLUSTER_DIR:-$ROOT/.concord-cluster}
-KEYSPACE=${CLUSTER_KEYSPACE:-concord_cluster}
 CACHE=${CONCORD_CACHE:-$HOME/.cache/concord}
 export CONCORD_CACHE=$CACHE
+FRESH=1
+[[ -s $RUN/cluster-id ]] && FRESH=0
 mkdir -p "$RUN/logs" "$RUN/nodes" "$RUN/etcd"
 RUN=$(cd "$RUN" && pwd)
 
 log() { printf '[run-cluster %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# The cluster's identity: made with the state directory, so the keyspace
+# (and the dev user in it) lives and dies with the directory that holds
+# the dev user's password. The name has no "concord" prefix: the test
+# suites' hack/cassandra/prune drops concord* keyspaces older than two
+# hours, and a dev cluster lives longer than that.
+LEGACY=0
+if [[ ! -s $RUN/cluster-id && -s $RUN/dev-password ]]; then
+	# A state directory of this script's earlier versions: its cluster
+	# lives in the keyspace they all used.
+	LEGACY=1
+	FRESH=0
+else
+	[[ -s $RUN/cluster-id ]] || head -c 5 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$RUN/cluster-id"
+	CLUSTER_ID=$(cat "$RUN/cluster-id")
+	[[ $CLUSTER_ID =~ ^[0-9a-f]+$ ]] || die "$RUN/cluster-id holds '$CLUSTER_ID', not a hex id: remove $RUN to start over"
+fi
+if ((LEGACY)); then
+	KEYSPACE=${CLUSTER_KEYSPACE:-concord_cluster}
+	log "reusing the state in $RUN (made before state directories had a cluster id): keyspace $KEYSPACE, its etcd data, server key, admin token and dev user"
+elif ((FRESH)); then
+	KEYSPACE=${CLUSTER_KEYSPACE:-cluster_$CLUSTER_ID}
+	log "new state directory $RUN: cluster $CLUSTER_ID, keyspace $KEYSPACE (created empty), new server key, admin token and dev user"
+else
+	KEYSPACE=${CLUSTER_KEYSPACE:-cluster_$CLUSTER_ID}
+	log "reusing the state in $RUN: cluster $CLUSTER_ID, keyspace $KEYSPACE, its etcd data, server key, admin token and dev user"
+fi
 
 # Every process this script starts, stopped in reverse on exit.
 PIDS=()
@@ -115,7 +155,8 @@ REDIS=$(bash hack/redis/start.sh | sed -n 's/^export CONCORD_TEST_REDIS=//p')
 [[ -n $CASS && -n $KAFKA && -n $REDIS ]] || die "a backend gave no address (cassandra '$CASS', kafka '$KAFKA', redis '$REDIS')"
 
 log "etcd: three members"
-ETCD="$(bash hack/envtest/build.sh | tail -n 1)/etcd"
+ETCD=${CLUSTER_ETCD:-}
+[[ -n $ETCD ]] || ETCD="$(bash hack/envtest/build.sh | tail -n 1)/etcd"
 [[ -x $ETCD ]] || die "no etcd binary at $ETCD"
 peers=""
 for i in 1 2 3; do
@@ -151,9 +192,23 @@ COMMON=(
 	--public-url="ws://$LB/gateway"
 )
 
+# PROXY_PROTOCOL is the one switch for the PROXY protocol between HAProxy
+# and the nodes behind it. PROXY PROTOCOL: set it to 1 once the nodes take
+# --trusted-proxies (the real client address behind the balancer, so the
+# per-address connection cap, rate limits and bans see each client instead
+# of HAProxy): HAProxy's servers then send-proxy-v2 (health checks too) and
+# every node behind it (BEHIND) trusts the loopback HAProxy connects from.
+PROXY_PROTOCOL=0
+SERVER_OPTS=""
+BEHIND=()
+if ((PROXY_PROTOCOL)); then
+	SERVER_OPTS=" send-proxy-v2 check-send-proxy"
+	BEHIND=(--trusted-proxies=127.0.0.1/32)
+fi
+
 # node NAME ROLES INDEX [FLAGS...]: one `concord serve` process; its HTTP
-# port is BASE+INDEX and its gRPC port BASE+40+INDEX (INDEX 1..13; etcd
-# takes BASE+21.. and HAProxy's stats BASE+19).
+# port is BASE+INDEX and its gRPC port BASE+40+INDEX (INDEX 1..18; etcd
+# takes BASE+21..38, HAProxy's stats BASE+19 and the SFU BASE+60..62).
 worker=0
 node() {
 	local name=$1 roles=$2 idx=$3
@@ -175,15 +230,30 @@ node readstate-1 readstate 5
 node presence-1 presence 6
 node presence-2 presence 13
 node relay-1 relay 7
-node gateway-1 gateway 8 --presence --redis="redis://$REDIS"
-node gateway-2 gateway 9 --presence --redis="redis://$REDIS"
-node api-1 api 10 --redis="redis://$REDIS"
-node api-2 api 11 --redis="redis://$REDIS"
+node gateway-1 gateway 8 "${BEHIND[@]}" --presence --redis="redis://$REDIS"
+node gateway-2 gateway 9 "${BEHIND[@]}" --presence --redis="redis://$REDIS"
+node api-1 api 10 "${BEHIND[@]}" --redis="redis://$REDIS"
+node api-2 api 11 "${BEHIND[@]}" --redis="redis://$REDIS"
+# The SFU: its voice gateway (TLS from the dev CA in its data directory,
+# as `make run`'s, so browsers and the bot libraries' wss:// reach it),
+# RTP for bots and one ICE port for browsers' WebRTC, all on loopback. It
+# reports its load to etcd every 2 s; guild nodes place calls on the
+# voice servers they find there and answer op 4 with its endpoint.
+node voice-1 voice 14 --voice-tls=devca --voice-listen="127.0.0.1:$((BASE + 60))" \
+	--voice-udp="127.0.0.1:$((BASE + 61))" --voice-webrtc-udp="127.0.0.1:$((BASE + 62))"
+# Live comments: the four roles on the event log, the keyspace and Redis,
+# their topics, consumer groups and Redis keys under the cluster's prefix.
+LIVE=(--redis="redis://$REDIS" --live-prefix="$KEYSPACE.live.")
+node live-api-1 live-api 15 "${BEHIND[@]}" "${LIVE[@]}"
+node live-gateway-1 live-gateway 16 "${BEHIND[@]}" "${LIVE[@]}"
+node live-router-1 live-router 17 "${LIVE[@]}"
+node live-archiver-1 live-archiver 18 --live-prefix="$KEYSPACE.live."
 # The first read-state replica creates the read-state tables; the second
 # starts once it is ready, so two replicas never create them at once.
 wait_http readstate-1 "http://127.0.0.1:$((BASE + 5))/readyz" 180
 node readstate-2 readstate 12
-for n in guild-2:2 data-1:3 data-2:4 readstate-2:12 presence-1:6 presence-2:13 relay-1:7 gateway-1:8 gateway-2:9 api-1:10 api-2:11; do
+for n in guild-2:2 data-1:3 data-2:4 readstate-2:12 presence-1:6 presence-2:13 relay-1:7 gateway-1:8 gateway-2:9 api-1:10 api-2:11 \
+	voice-1:14 live-api-1:15 live-gateway-1:16 live-router-1:17 live-archiver-1:18; do
 	wait_http "${n%%:*}" "http://127.0.0.1:$((BASE + ${n##*:}))/readyz" 120
 done
 
@@ -193,6 +263,9 @@ cat >"$RUN/haproxy.cfg" <<CFG
 global
 	# Each connection takes two descriptors; stay within the usual 20000 limit.
 	maxconn 8000
+	# The runtime API: socat - UNIX:$RUN/haproxy.sock, then e.g.
+	# "set server gateways/gateway-1 state drain" or "show stat".
+	stats socket $RUN/haproxy.sock mode 600 level admin
 
 defaults
 	mode http
@@ -209,7 +282,13 @@ frontend public
 	acl websocket hdr(Upgrade) -i websocket
 	acl gateway_path path /gateway
 	acl gateway_path path_beg /gateway/
+	# Live comments: /v1/... is the live-comments API (Discord's REST is
+	# under /api/), and GET /v1/streams/{id}/live its server-sent events.
+	acl live_sse path_reg ^/v1/streams/[^/]+/live\$
+	acl live_api path_beg /v1/
 	use_backend gateways if websocket or gateway_path
+	use_backend live_gateways if live_sse
+	use_backend live_apis if live_api
 	default_backend apis
 
 # Readiness: /readyz answers 503 while a node starts, drains (POST
@@ -219,7 +298,7 @@ backend apis
 	balance roundrobin
 	option httpchk GET /readyz
 	http-check expect status 200
-	default-server inter 1s fall 2 rise 2
+	default-server inter 1s fall 2 rise 2$SERVER_OPTS
 	server api-1 127.0.0.1:$((BASE + 10)) check
 	server api-2 127.0.0.1:$((BASE + 11)) check
 
@@ -227,9 +306,27 @@ backend gateways
 	balance leastconn
 	option httpchk GET /readyz
 	http-check expect status 200
-	default-server inter 1s fall 2 rise 2
+	default-server inter 1s fall 2 rise 2$SERVER_OPTS
 	server gateway-1 127.0.0.1:$((BASE + 8)) check
 	server gateway-2 127.0.0.1:$((BASE + 9)) check
+
+backend live_apis
+	balance roundrobin
+	option httpchk GET /readyz
+	http-check expect status 200
+	default-server inter 1s fall 2 rise 2$SERVER_OPTS
+	server live-api-1 127.0.0.1:$((BASE + 15)) check
+
+# One stream's viewers meet on one live gateway (one relay copy per
+# stream): the path, which names the stream, picks the server. An event
+# stream sends a ping every 15 s, well inside the server timeout.
+backend live_gateways
+	balance uri
+	hash-type consistent
+	option httpchk GET /readyz
+	http-check expect status 200
+	default-server inter 1s fall 2 rise 2$SERVER_OPTS
+	server live-gateway-1 127.0.0.1:$((BASE + 16)) check
 
 listen stats
 	bind 127.0.0.1:$((BASE + 19))
@@ -241,6 +338,7 @@ start haproxy haproxy -W -db -f "$RUN/haproxy.cfg"
 wait_http haproxy "http://$LB/readyz" 30
 
 API="http://$LB/api/v10"
+CLUSTER_NAME=${CLUSTER_ID:-(legacy state)}
 # The dev user: registered on first start, logged in after.
 [[ -s $RUN/dev-password ]] || head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$RUN/dev-password"
 chmod 600 "$RUN/dev-password"
@@ -250,19 +348,26 @@ if [[ $answer != *'"token"'* ]]; then
 	answer=$(curl -sS --max-time 10 -H 'Content-Type: application/json' -d "$creds" "$API/auth/login" || true)
 fi
 TOKEN=$(sed -n 's/.*"token":"\([^"]*\)".*/\1/p' <<<"$answer")
-[[ -n $TOKEN ]] || die "no dev token: register and login answered $answer"
+if [[ -z $TOKEN ]]; then
+	[[ -n ${CLUSTER_KEYSPACE:-} ]] && log "CLUSTER_KEYSPACE=$CLUSTER_KEYSPACE names a keyspace that may hold a dev user of another state directory; unset it to get the state directory's own"
+	die "no dev token: register and login answered $answer"
+fi
 printf '%s\n' "$TOKEN" >"$RUN/dev-token"
 
 cat <<EOF
 
-Concord cluster is running: 2 api, 2 gateway, 2 guild, 2 data, 2 readstate, 2 presence, 1 relay
-behind HAProxy; etcd x3, Cassandra, Kafka and Redis.
+Concord cluster $CLUSTER_NAME is running: 2 api, 2 gateway, 2 guild, 2 data, 2 readstate,
+2 presence, 1 relay, 1 voice, live-api, live-gateway, live-router and live-archiver
+behind HAProxy; etcd x3, Cassandra (keyspace $KEYSPACE), Kafka and Redis.
   REST API:    http://$LB/api/v10
   Gateway:     ws://$LB/gateway
+  Live API:    http://$LB/v1/streams   (events: GET http://$LB/v1/streams/{id}/live)
   Web client:  http://$LB/
+  Voice:       wss://127.0.0.1:$((BASE + 60)), TLS from the dev CA $RUN/nodes/voice-1/voice-ca.pem
+               (browsers: import it as a certificate authority; Node: NODE_EXTRA_CA_CERTS)
   Dev token:   $TOKEN
   Admin token: $(cat "$RUN/admin-token")   (nodes' /admin/..., e.g. POST http://127.0.0.1:$((BASE + 8))/admin/drain)
-  HAProxy:     http://127.0.0.1:$((BASE + 19))/ (backend health)
+  HAProxy:     http://127.0.0.1:$((BASE + 19))/ (backend health); runtime API on $RUN/haproxy.sock
   Logs:        $RUN/logs/
 Press Ctrl-C to stop.
 EOF

@@ -1,8 +1,13 @@
 // Package topology starts Concord split over processes for the test
 // suites that run against `concord serve` as well as against `concord
-// dev`: one front node (--roles=api,gateway: the REST endpoint and the
-// gateway on one address, as a load balancer would show them) and two
-// guild nodes, sharing a Cassandra keyspace and an etcd, talking gRPC.
+// dev`, in the shape `make run-cluster` has: two gateway nodes and two api
+// nodes behind HAProxy (one public address, as a client sees a
+// deployment), two guild nodes, two data nodes (message reads and writes
+// by channel, --data-nodes=ring), and on request a voice node (an SFU)
+// and the live-comment roles, sharing a Cassandra keyspace and an etcd,
+// talking gRPC. HAProxy balances gateway connections by least
+// connections, so a client's next connection (a RESUME after a cut, say)
+// may land on the other gateway node, as behind any balancer.
 //
 // The backends (an embedded etcd in the test process and one keyspace
 // with the bot tables created up front) are started once per test process
@@ -14,11 +19,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -98,24 +106,38 @@ type Options struct {
 	// Flags every node gets after the common ones (a later flag of the
 	// same name wins).
 	Flags []string
-	// FrontFlags the front node gets besides Flags (--redis=..., say).
+	// FrontFlags the api and gateway nodes get besides Flags (--redis=...,
+	// --rate-limits=false, say).
 	FrontFlags []string
+	// Voice adds a voice node: an SFU whose voice gateway serves TLS from
+	// the dev CA in its data directory (VoiceCA) on a loopback port, with
+	// its RTP on loopback; guild nodes find it in the registry.
+	Voice bool
+	// Live adds the live-comment roles: a live-api node and a live-gateway
+	// node behind the balancer (/v1/... and the SSE path) and a node
+	// running live-router and live-archiver. They need Kafka and Redis.
+	Live bool
+	// Kafka (host:port) is the event log of the live-comment roles.
+	Kafka string
+	// Redis (host:port) is the live-comment roles' Redis.
+	Redis string
 	// Verbose logs at debug level and copies every node's output to the
 	// test process's stderr.
 	Verbose bool
-	// ReadyTimeout bounds the start of every node; 60 s when zero.
+	// ReadyTimeout bounds the start of every node; 90 s when zero.
 	ReadyTimeout time.Duration
 }
 
-// Node is one `concord serve` process of a cluster.
+// Node is one process of a cluster: a `concord serve` node, or HAProxy.
 type Node struct {
-	// Name is the node's --node.
+	// Name is the node's --node (haproxy for the balancer).
 	Name string
-	// HTTP is its REST/gateway address (host:port).
+	// HTTP is its REST/gateway address (host:port); HAProxy's public one.
 	HTTP string
+	// Dir is its data directory.
+	Dir string
 
 	cmd  *exec.Cmd
-	dir  string
 	logs logbuf.Buffer
 	done chan struct{}
 }
@@ -125,24 +147,71 @@ func (n *Node) Output() string { return n.logs.String() }
 
 // Cluster is a running topology.
 type Cluster struct {
-	// Front is the front node's address (host:port): REST under /api and
-	// the gateway under /gateway.
+	// Front is the balancer's address (host:port), the cluster's one
+	// public address: REST under /api, the gateway under /gateway (and
+	// on every WebSocket upgrade), the live comments under /v1/.
 	Front string
-	// Nodes are the processes, guild nodes first, the front node last.
+	// Nodes are the processes, in the order they started; HAProxy last.
 	Nodes []*Node
+	// Admin is HAProxy's admin socket.
+	Admin Admin
 }
 
-// Start starts two guild nodes and a front node on b with a registry
-// prefix of their own and returns once every node is ready and the front
-// node forwards to a guild node. On error nothing it started is left
+// Node returns the node named name, or nil.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// VoiceCA is the PEM file of the CA the voice node's certificate comes
+// from ("" without a voice node): clients that join a call trust it.
+func (c *Cluster) VoiceCA() string {
+	if n := c.Node("voice-1"); n != nil {
+		return filepath.Join(n.Dir, "voice-ca.pem")
+	}
+	return ""
+}
+
+// proxyProtocol is the one switch for the PROXY protocol between HAProxy
+// and the nodes behind it. PROXY PROTOCOL: set it to true once the nodes
+// take --trusted-proxies (the real client address behind the balancer,
+// for the per-address connection cap, rate limits and bans): HAProxy's
+// servers then send-proxy-v2 (health checks too) and every node behind it
+// trusts the loopback HAProxy connects from.
+const proxyProtocol = false
+
+// behindProxy are the flags of a node HAProxy forwards to.
+func behindProxy(flags ...string) []string {
+	if proxyProtocol {
+		return append(flags, "--trusted-proxies=127.0.0.1/32")
+	}
+	return flags
+}
+
+// Start starts the cluster on b with a registry prefix of its own — two
+// guild nodes, two data nodes, two api nodes and two gateway nodes (and
+// the voice and live nodes o asks for) behind HAProxy — and returns once
+// every node is ready, HAProxy sees every server up and a request
+// through it reaches a guild node. On error nothing it started is left
 // running; the error carries the nodes' logs.
 func Start(ctx context.Context, b *Backends, o Options) (*Cluster, error) {
 	bin, err := concordbin.Build()
 	if err != nil {
 		return nil, fmt.Errorf("build concord: %w", err)
 	}
+	haproxy, err := exec.LookPath("haproxy")
+	if err != nil {
+		return nil, errors.New("no haproxy on PATH: run `make test`, whose hack/test-deps.sh installs it")
+	}
+	if o.Live && (o.Kafka == "" || o.Redis == "") {
+		return nil, fmt.Errorf("live roles need Kafka and Redis (Options.Kafka %q, Options.Redis %q): make test's hack/test-deps.sh starts them", o.Kafka, o.Redis)
+	}
 	if o.ReadyTimeout == 0 {
-		o.ReadyTimeout = 60 * time.Second
+		o.ReadyTimeout = 90 * time.Second
 	}
 	level := "warn"
 	if o.Verbose {
@@ -156,60 +225,110 @@ func Start(ctx context.Context, b *Backends, o Options) (*Cluster, error) {
 		"--lease-ttl=2s",
 		"--retry-interval=500ms",
 		"--log-level=" + level,
+		// Message reads and writes go to the data node owning the
+		// channel, as in `make run-cluster`.
+		"--data-nodes=ring",
 	}, o.Flags...)
 	c := &Cluster{}
-	start := func(name, roles string, extra ...string) error {
+	start := func(name, roles string, extra ...string) (*Node, error) {
 		addr, err := freeLoopback()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		dir, err := os.MkdirTemp("", "concord-topology-"+name)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		n := &Node{Name: name, HTTP: addr, dir: dir, done: make(chan struct{})}
+		n := &Node{Name: name, HTTP: addr, Dir: dir, done: make(chan struct{})}
 		args := append([]string{"serve", "--node=" + name, "--roles=" + roles, "--http=" + addr,
 			"--grpc=127.0.0.1:0", "--data-dir=" + dir}, append(common, extra...)...)
-		n.cmd = exec.Command(bin, args...)
-		n.cmd.Stdout, n.cmd.Stderr = &n.logs, &n.logs
-		if o.Verbose {
-			n.cmd.Stderr = os.Stderr
-		}
-		if err := n.cmd.Start(); err != nil {
-			os.RemoveAll(dir)
-			return fmt.Errorf("start %s: %w", name, err)
-		}
-		go func() { _ = n.cmd.Wait(); close(n.done) }()
-		c.Nodes = append(c.Nodes, n)
-		return nil
+		return n, c.run(n, exec.Command(bin, args...), o.Verbose)
 	}
 	fail := func(err error) (*Cluster, error) {
 		logs := c.Logs()
 		c.Close()
 		return nil, fmt.Errorf("%w\n%s", err, logs)
 	}
-	for _, s := range []struct{ name, roles string }{{"guild-1", "guild"}, {"guild-2", "guild"}} {
-		if err := start(s.name, s.roles); err != nil {
+	deadline := time.Now().Add(o.ReadyTimeout)
+	type spec struct {
+		name, roles string
+		flags       []string
+	}
+	specs := []spec{
+		{"guild-1", "guild", nil}, {"guild-2", "guild", nil},
+		{"data-1", "data", nil}, {"data-2", "data", nil},
+		{"api-1", "api", behindProxy(o.FrontFlags...)}, {"api-2", "api", behindProxy(o.FrontFlags...)},
+		{"gateway-1", "gateway", behindProxy(o.FrontFlags...)}, {"gateway-2", "gateway", behindProxy(o.FrontFlags...)},
+	}
+	if o.Voice {
+		specs = append(specs, spec{"voice-1", "voice", []string{"--voice-tls=devca", "--voice-listen=127.0.0.1:0",
+			"--voice-udp=127.0.0.1:0", "--voice-webrtc-udp=off"}})
+	}
+	var live []string
+	if o.Live {
+		// The live roles' topics, consumer groups and Redis keys under the
+		// cluster's prefix: clusters of one run share the broker and Redis.
+		live = []string{"--eventlog=kafka://" + o.Kafka + "?topic_prefix=" + prefix + ".",
+			"--redis=redis://" + o.Redis, "--live-prefix=" + prefix + ".live."}
+		// live-api first, alone: it creates the live tables in the
+		// keyspace, and processes creating them together would race.
+		specs = append([]spec{{"live-api-1", "live-api", behindProxy(live...)}}, specs...)
+	}
+	for i, s := range specs {
+		if _, err := start(s.name, s.roles, s.flags...); err != nil {
+			return fail(err)
+		}
+		if i == 0 && o.Live {
+			if err := c.Nodes[0].awaitReady(ctx, deadline); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if o.Live {
+		if _, err := start("live-gateway-1", "live-gateway", behindProxy(live...)...); err != nil {
+			return fail(err)
+		}
+		if _, err := start("live-log-1", "live-router,live-archiver", live...); err != nil {
 			return fail(err)
 		}
 	}
-	if err := start("front", "api,gateway", o.FrontFlags...); err != nil {
-		return fail(err)
-	}
-	front := c.Nodes[len(c.Nodes)-1]
-	c.Front = front.HTTP
-	deadline := time.Now().Add(o.ReadyTimeout)
 	for _, n := range c.Nodes {
 		if err := n.awaitReady(ctx, deadline); err != nil {
 			return fail(err)
 		}
 	}
-	// A request without a token answered 401 went through the front node
-	// to a guild node: the ring has one (an empty ring answers 503).
-	if err := awaitStatus(ctx, front, "/api/v10/users/@me", http.StatusUnauthorized, deadline); err != nil {
-		return fail(fmt.Errorf("front node forwards no request to a guild node: %w", err))
+	if err := c.startHAProxy(haproxy, o.Verbose); err != nil {
+		return fail(err)
+	}
+	if err := c.awaitServersUp(ctx, deadline); err != nil {
+		return fail(err)
+	}
+	// A request without a token answered 401 went through HAProxy and an
+	// api node to a guild node: the ring has one (an empty ring answers
+	// 503).
+	lb := c.Nodes[len(c.Nodes)-1]
+	for range 2 { // both api nodes, round robin
+		if err := awaitStatus(ctx, lb, "/api/v10/users/@me", http.StatusUnauthorized, deadline); err != nil {
+			return fail(fmt.Errorf("the api nodes forward no request to a guild node: %w", err))
+		}
 	}
 	return c, nil
+}
+
+// run starts cmd as node n of c, its output in n's log.
+func (c *Cluster) run(n *Node, cmd *exec.Cmd, verbose bool) error {
+	n.cmd = cmd
+	n.cmd.Stdout, n.cmd.Stderr = &n.logs, &n.logs
+	if verbose {
+		n.cmd.Stderr = os.Stderr
+	}
+	if err := n.cmd.Start(); err != nil {
+		os.RemoveAll(n.Dir)
+		return fmt.Errorf("start %s: %w", n.Name, err)
+	}
+	go func() { _ = n.cmd.Wait(); close(n.done) }()
+	c.Nodes = append(c.Nodes, n)
+	return nil
 }
 
 func (n *Node) awaitReady(ctx context.Context, deadline time.Time) error {
@@ -240,6 +359,211 @@ func awaitStatus(ctx context.Context, n *Node, path string, status int, deadline
 	}
 }
 
+// startHAProxy writes the balancer's configuration and starts it on a
+// free loopback port: /gateway and every WebSocket upgrade to the gateway
+// nodes (least connections), /v1/streams/{id}/live to the live gateway,
+// the rest of /v1/ to the live api, everything else to the api nodes
+// (round robin); every server checked on /readyz. Its admin socket takes
+// runtime commands (Admin).
+func (c *Cluster) startHAProxy(bin string, verbose bool) error {
+	addr, err := freeLoopback()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "concord-topology-haproxy")
+	if err != nil {
+		return err
+	}
+	c.Admin.Socket = filepath.Join(dir, "admin.sock")
+	servers := func(prefix string) string {
+		var sb strings.Builder
+		for _, n := range c.Nodes {
+			if strings.HasPrefix(n.Name, prefix) {
+				fmt.Fprintf(&sb, "\tserver %s %s check\n", n.Name, n.HTTP)
+			}
+		}
+		return sb.String()
+	}
+	// serverOpts are the options of every server line (default-server).
+	serverOpts := ""
+	if proxyProtocol {
+		serverOpts = " send-proxy-v2 check-send-proxy"
+	}
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, `# Written by internal/topology.
+global
+	# Each connection takes two descriptors; stay within the usual 20000 limit.
+	maxconn 8000
+	stats socket %s mode 600 level admin
+
+defaults
+	mode http
+	timeout connect 2s
+	timeout client 60s
+	timeout server 60s
+	timeout tunnel 1h
+	timeout client-fin 5s
+	option forwardfor
+
+frontend public
+	bind %s
+	acl websocket hdr(Upgrade) -i websocket
+	acl gateway_path path /gateway
+	acl gateway_path path_beg /gateway/
+	acl live_sse path_reg ^/v1/streams/[^/]+/live$
+	acl live_api path_beg /v1/
+	use_backend gateways if websocket or gateway_path
+`, c.Admin.Socket, addr)
+	live := c.Node("live-api-1") != nil
+	if live {
+		cfg.WriteString("\tuse_backend live_gateways if live_sse\n\tuse_backend live_apis if live_api\n")
+	}
+	backend := func(name, balance, prefix string) {
+		fmt.Fprintf(&cfg, "\nbackend %s\n\tbalance %s\n\toption httpchk GET /readyz\n\thttp-check expect status 200\n"+
+			"\tdefault-server inter 500ms fall 2 rise 1%s\n%s", name, balance, serverOpts, servers(prefix))
+	}
+	cfg.WriteString("\tdefault_backend apis\n")
+	backend("apis", "roundrobin", "api-")
+	backend("gateways", "leastconn", "gateway-")
+	if live {
+		backend("live_apis", "roundrobin", "live-api-")
+		backend("live_gateways", "uri\n\thash-type consistent", "live-gateway-")
+	}
+	path := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
+		return err
+	}
+	if out, err := exec.Command(bin, "-c", "-q", "-f", path).CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return fmt.Errorf("haproxy rejected its configuration: %v: %s\n%s", err, out, cfg.String())
+	}
+	c.Front = addr
+	return c.run(&Node{Name: "haproxy", HTTP: addr, Dir: dir, done: make(chan struct{})},
+		exec.Command(bin, "-W", "-db", "-f", path), verbose)
+}
+
+// awaitServersUp polls HAProxy's stats until every server is UP: HAProxy
+// starts its servers up and takes one down only after failed checks, so
+// a server is counted once a check passed.
+func (c *Cluster) awaitServersUp(ctx context.Context, deadline time.Time) error {
+	lb := c.Nodes[len(c.Nodes)-1]
+	for {
+		states, err := c.Admin.ServerStates()
+		pending := []string{}
+		for name, st := range states {
+			if st != "UP" {
+				pending = append(pending, name+"="+st)
+			}
+		}
+		if err == nil && len(states) > 0 && len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-lb.done:
+			return errors.New("haproxy exited before its servers were up")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("haproxy: servers not up: %v (err %v)", pending, err)
+		}
+	}
+}
+
+// Admin is an HAProxy admin socket (stats socket ... level admin), the
+// balancer's runtime API: a test steers new connections with it as an
+// operator would.
+type Admin struct {
+	// Socket is the socket's path.
+	Socket string
+}
+
+// ServerStates is the check state of every HAProxy server, by
+// "backend/server": UP, DOWN, DRAIN, MAINT, or the check's progress
+// (e.g. "UP 1/2"); servers never checked yet read as "no check".
+func (a Admin) ServerStates() (map[string]string, error) {
+	out, err := a.Command("show stat")
+	if err != nil {
+		return nil, err
+	}
+	states := map[string]string{}
+	for _, f := range statRows(out) {
+		st := f[17]
+		if f[36] == "" || f[36] == "INI" {
+			st = "no check"
+		}
+		states[f[0]+"/"+f[1]] = st
+	}
+	return states, nil
+}
+
+// Conns is HAProxy's count of open connections (show stat's scur) of
+// every server of backend, by server name.
+func (a Admin) Conns(backend string) (map[string]int, error) {
+	out, err := a.Command("show stat")
+	if err != nil {
+		return nil, err
+	}
+	n := map[string]int{}
+	for _, f := range statRows(out) {
+		if f[0] == backend {
+			n[f[1]], _ = strconv.Atoi(f[4])
+		}
+	}
+	return n, nil
+}
+
+// statRows are the server rows of show stat's CSV, split into fields:
+// pxname, svname, ..., scur at index 4, status at 17, check_status at 36.
+func statRows(out string) [][]string {
+	var rows [][]string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(line, ",")
+		if len(f) < 37 || strings.HasPrefix(line, "#") || f[1] == "FRONTEND" || f[1] == "BACKEND" {
+			continue
+		}
+		rows = append(rows, f)
+	}
+	return rows
+}
+
+// SetServerState sets an HAProxy server's administrative state: "ready",
+// "drain" (no new connection; open ones stay) or "maint". server is
+// "backend/server", e.g. "gateways/gateway-1".
+func (a Admin) SetServerState(server, state string) error {
+	out, err := a.Command("set server " + server + " state " + state)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(out) != "" {
+		return fmt.Errorf("haproxy: set server %s state %s: %s", server, state, strings.TrimSpace(out))
+	}
+	return nil
+}
+
+// Command sends one command to the admin socket and returns HAProxy's
+// answer.
+func (a Admin) Command(cmd string) (string, error) {
+	if a.Socket == "" {
+		return "", errors.New("haproxy: no admin socket")
+	}
+	conn, err := net.DialTimeout("unix", a.Socket, 2*time.Second)
+	if err != nil {
+		return "", fmt.Errorf("haproxy admin socket: %w", err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, cmd+"\n"); err != nil {
+		return "", fmt.Errorf("haproxy admin socket: %w", err)
+	}
+	b, err := io.ReadAll(conn)
+	if err != nil {
+		return "", fmt.Errorf("haproxy admin socket: %w", err)
+	}
+	return string(b), nil
+}
+
 // Logs is every node's output, each under its name.
 func (c *Cluster) Logs() string {
 	var sb strings.Builder
@@ -262,7 +586,7 @@ func (c *Cluster) Close() {
 			_ = n.cmd.Process.Kill()
 			<-n.done
 		}
-		_ = os.RemoveAll(n.dir)
+		_ = os.RemoveAll(n.Dir)
 	}
 }
 

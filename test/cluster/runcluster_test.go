@@ -24,6 +24,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/concord-chat/concord/internal/logbuf"
+	"github.com/concord-chat/concord/internal/topology"
 )
 
 // lbTransport sends discordgo's https://discord.com requests to the
@@ -37,12 +38,13 @@ func (rt lbTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestRunCluster runs `make run-cluster`'s script (hack/run-cluster.sh:
-// etcd x3, Cassandra, Kafka, Redis, 13 concord serve processes, HAProxy)
-// on its own ports and keyspace, points an unmodified discordgo bot at the
-// URLs it prints, drains the gateway node the bot is on (HAProxy's
-// readiness check takes it out; the bot resumes on the other node without
-// losing a message), then sends Ctrl-C and checks that every process is
-// gone. It is heavy, so it has its own build tag:
+// etcd x3, Cassandra, Kafka, Redis, 18 concord serve processes, HAProxy)
+// on its own ports and a new state directory (so a keyspace of its own),
+// points an unmodified discordgo bot at the URLs it prints, drains the
+// gateway node the bot is on (HAProxy's readiness check takes it out; the
+// bot resumes on the other node without losing a message), runs
+// TestBalancedTopology's webhook, voice and live checks through the same
+// address, then sends Ctrl-C and checks that every process is gone. It is heavy, so it has its own build tag:
 //
 //	go test -tags integration,runcluster -run TestRunCluster ./test/cluster/
 func TestRunCluster(t *testing.T) {
@@ -52,13 +54,20 @@ func TestRunCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	lb := freeAddr(t)
-	base := 20000 + 100*rand.IntN(300)
-	ks := fmt.Sprintf("concord_rc_%d_%06x", time.Now().Unix(), rand.Uint32()&0xffffff)
+	// 63 ports from base, below Linux's ephemeral range (32768 and up),
+	// where any process's outgoing connection could hold one.
+	base := 20000 + 100*rand.IntN(120)
 	dir := t.TempDir()
-	t.Cleanup(func() { dropKeyspace(t, cass, ks) })
+	// The keyspace is the new state directory's own (cluster_<its
+	// cluster-id>), dropped after the test.
+	t.Cleanup(func() {
+		if id, err := os.ReadFile(filepath.Join(dir, "cluster-id")); err == nil {
+			dropKeyspace(t, cass, "cluster_"+strings.TrimSpace(string(id)))
+		}
+	})
 	cmd := exec.Command("bash", filepath.Join(root, "hack/run-cluster.sh"))
 	cmd.Env = append(os.Environ(), "CLUSTER_HTTP="+lb, "CLUSTER_PORTS="+strconv.Itoa(base), "CLUSTER_DIR="+dir,
-		"CLUSTER_KEYSPACE="+ks, "CONCORD_BIN="+concordBinary(t))
+		"CONCORD_BIN="+concordBinary(t))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -308,6 +317,26 @@ func TestRunCluster(t *testing.T) {
 		}
 	}
 
+	// The rest of the product through the same address: webhook messages
+	// by token, a voice join (the SFU's dev CA is in its data directory)
+	// and a live stream with a comment over server-sent events. (The
+	// resume that the balancer sends to the other gateway node needs both
+	// gateway nodes up: TestBalancedTopology has it.)
+	// A draining node answers IDENTIFY with op 9 (identify elsewhere):
+	// these clients identify once, so they start when HAProxy, whose
+	// runtime API is on the state directory's socket, has taken it out.
+	front := &front{addr: lb, admin: topology.Admin{Socket: filepath.Join(dir, "haproxy.sock")}, client: api.client}
+	wait("HAProxy taking the drained "+from+" out", func() bool {
+		st, err := front.admin.ServerStates()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st["gateways/"+from] == "DOWN"
+	})
+	t.Run("WebhookMessagesByToken", func(t *testing.T) { testWebhooksByToken(t, front) })
+	t.Run("VoiceJoin", func(t *testing.T) { testVoiceJoin(t, front, filepath.Join(dir, "nodes", "voice-1", "voice-ca.pem")) })
+	t.Run("LiveStream", func(t *testing.T) { testLiveStream(t, front) })
+
 	// Ctrl-C stops everything: the script exits and no port of the
 	// cluster answers.
 	dg.Close()
@@ -319,7 +348,7 @@ func TestRunCluster(t *testing.T) {
 	case <-time.After(90 * time.Second):
 		t.Fatal("run-cluster did not stop within 90 s of Ctrl-C")
 	}
-	for _, port := range append([]int{base + 1, base + 8, base + 10, base + 21, base + 22, base + 23}, mustPort(t, lb)) {
+	for _, port := range append([]int{base + 1, base + 8, base + 10, base + 14, base + 15, base + 16, base + 21, base + 22, base + 23, base + 60}, mustPort(t, lb)) {
 		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
 			c.Close()
 			t.Fatalf("port %d still answers after Ctrl-C", port)

@@ -14,10 +14,11 @@ import (
 
 // With CONCORD_CONFORMANCE_TOPOLOGY=cluster every suite of this package
 // runs against `concord serve` split over processes instead of `concord
-// dev` in the test process: internal/topology's front node
-// (--roles=api,gateway) and two guild nodes, sharing a Cassandra keyspace
-// and an etcd (a registry prefix per test), over gRPC. The bot libraries
-// cannot tell.
+// dev` in the test process: internal/topology's two gateway nodes and two
+// api nodes behind HAProxy, and two guild nodes, sharing a Cassandra
+// keyspace and an etcd (a registry prefix per test), over gRPC. The bot
+// libraries see one address, as they would a deployment; their
+// reconnects and resumes may land on either gateway node.
 const topologyEnv = "CONCORD_CONFORMANCE_TOPOLOGY"
 
 // clusterTopology reports whether the suites run against processes.
@@ -65,8 +66,8 @@ func clusterBackends(t *testing.T) *topology.Backends {
 }
 
 // startCluster starts the topology for cfg (the settings a test changed
-// map onto the flags of the same names) and returns the front node's
-// address once every node is ready.
+// map onto the flags of the same names) and returns HAProxy's address
+// once every node is ready.
 func startCluster(t *testing.T, cfg config.Config) string {
 	t.Helper()
 	b := clusterBackends(t)

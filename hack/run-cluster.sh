@@ -31,6 +31,7 @@
 #   CLUSTER_KEYSPACE  Cassandra keyspace [cluster_<the state directory's cluster id>]
 #   CONCORD_BIN    the concord binary [built into bin/concord]
 #   CLUSTER_ETCD   the etcd binary [built by hack/envtest/build.sh]
+#   CLUSTER_PROXY_PROTOCOL  1: HAProxy sends PROXY protocol v2 and the nodes trust it, 0: off [1]
 #   CONCORD_CACHE  where the test servers and etcd are cached [~/.cache/concord]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -193,12 +194,13 @@ COMMON=(
 )
 
 # PROXY_PROTOCOL is the one switch for the PROXY protocol between HAProxy
-# and the nodes behind it. PROXY PROTOCOL: set it to 1 once the nodes take
-# --trusted-proxies (the real client address behind the balancer, so the
-# per-address connection cap, rate limits and bans see each client instead
-# of HAProxy): HAProxy's servers then send-proxy-v2 (health checks too) and
-# every node behind it (BEHIND) trusts the loopback HAProxy connects from.
-PROXY_PROTOCOL=0
+# and the nodes behind it: with it, the nodes see each client's address
+# (--trusted-proxies), so the per-address connection cap, rate limits and
+# bans apply per client instead of to HAProxy. HAProxy's servers then
+# send-proxy-v2 (health checks too) and every node behind it (BEHIND)
+# trusts the loopback HAProxy connects from; a trusted peer without a
+# header (live-api forwarding /live) still counts as itself.
+PROXY_PROTOCOL=${CLUSTER_PROXY_PROTOCOL:-1}
 SERVER_OPTS=""
 BEHIND=()
 if ((PROXY_PROTOCOL)); then

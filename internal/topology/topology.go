@@ -177,12 +177,11 @@ func (c *Cluster) VoiceCA() string {
 }
 
 // proxyProtocol is the one switch for the PROXY protocol between HAProxy
-// and the nodes behind it. PROXY PROTOCOL: set it to true once the nodes
-// take --trusted-proxies (the real client address behind the balancer,
-// for the per-address connection cap, rate limits and bans): HAProxy's
-// servers then send-proxy-v2 (health checks too) and every node behind it
-// trusts the loopback HAProxy connects from.
-const proxyProtocol = false
+// and the nodes behind it: with it the nodes see each client's address
+// (--trusted-proxies), for the per-address connection cap, rate limits and
+// bans. HAProxy's servers send-proxy-v2 (health checks too) and every node
+// behind it trusts the loopback HAProxy connects from.
+const proxyProtocol = true
 
 // behindProxy are the flags of a node HAProxy forwards to.
 func behindProxy(flags ...string) []string {

@@ -104,7 +104,7 @@ func NewTopGuilds(svc *Service, cfg TopGuildsConfig) *TopGuilds {
 		now:   cfg.Now,
 		age:   prometheus.NewDesc(topAgeName, topAgeHelp, []string{"guild", "quantile"}, nil),
 		queue: prometheus.NewDesc(topQueueName, topQueueHelp, []string{"guild"}, nil),
-		seen: make(map[snowflake.ID]seenCount),
+		seen:  make(map[snowflake.ID]seenCount),
 	}
 	if t.now == nil {
 		t.now = time.Now

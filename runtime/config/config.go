@@ -107,6 +107,10 @@ type Config struct {
 	// decision of the guild actors in N and recomputes it from scratch
 	// (concord_permissions_shadow_*). 0 takes 1000; negative disables.
 	PermissionsShadowEvery int
+	// GuildMetricsTop is how many of the busiest guilds a guild node
+	// gives labelled event-age and mailbox series
+	// (concord_guild_top_*{guild}); 0 takes 20, negative turns them off.
+	GuildMetricsTop int
 	// Serving bounds every HTTP listener: timeouts, header size,
 	// connection caps (zero fields take httpserve's defaults) and the
 	// trusted proxies whose word about the client's address is believed.

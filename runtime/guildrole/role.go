@@ -144,6 +144,9 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		return fmt.Errorf("guild service: %w", err)
 	}
 	closers.Add(svc.Close)
+	if err := registerTopGuilds(b.Metrics, svc, cfg.GuildMetricsTop); err != nil {
+		return err
+	}
 	if err := enableVoice(b, svc); err != nil {
 		return err
 	}

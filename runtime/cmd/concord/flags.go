@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/concord-chat/concord/runtime/config"
+	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/permissions"
 )
 
@@ -118,6 +119,8 @@ func bindConfigFlags(fs *pflag.FlagSet, cfg *config.Config, logFormat, logLevel 
 	bindVoiceFlags(fs, &cfg.Voice)
 	intFlag(fs, &cfg.PermissionsShadowEvery, "permissions-shadow-every", permissions.DefaultShadowEvery,
 		"recompute 1 in N fan-out and read permission decisions from scratch and count disagreements in concord_permissions_shadow_disagreements_total (negative disables)")
+	intFlag(fs, &cfg.GuildMetricsTop, "guild-metrics-top", guild.DefaultTopGuilds,
+		"guild nodes: give the N busiest guilds (operations dispatched and queued, re-ranked every 5 s) labelled series concord_guild_top_*{guild} (negative disables)")
 	intFlag(fs, &cfg.Worker, "worker", 0, "snowflake worker id (0..31); serve without --worker and --process claims a free pair (--snowflake-id)")
 	intFlag(fs, &cfg.Process, "process", 0, "snowflake process id (0..31); see --worker")
 	intFlag(fs, &cfg.Identify.Concurrency, "identify-concurrency", d.Identify.Concurrency,

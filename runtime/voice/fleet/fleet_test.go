@@ -106,6 +106,27 @@ func TestRegistryFollowsReports(t *testing.T) {
 	}
 }
 
+// TestPickReadsAgainWhenNoneKnown: a server that reported after the last
+// poll takes a call at once; the join does not wait for the next poll.
+func TestPickReadsAgainWhenNoneKnown(t *testing.T) {
+	ctx := context.Background()
+	reg := &memRegistry{kv: map[string][]byte{}}
+	now := time.Unix(1000, 0)
+	f := NewRegistry(reg, RegistryConfig{Now: func() time.Time { return now }})
+	if err := f.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Pick(ctx, "local"); !errors.Is(err, ErrNoServer) {
+		t.Fatalf("Pick with no server = %v, want ErrNoServer", err)
+	}
+	if err := (Reporter{Registry: reg}).ReportLoad(ctx, voice.Load{Server: "sfu-1", Region: "local", Endpoint: "10.0.0.1:443", At: now}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := f.Pick(ctx, "local"); err != nil || s.ID != "sfu-1" {
+		t.Fatalf("Pick after sfu-1 reported = %+v, %v; want sfu-1 without waiting for a poll", s, err)
+	}
+}
+
 // TestLocal: the in-process fleet places on its servers and drops a
 // draining one.
 func TestLocal(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -214,9 +215,19 @@ func (r *Registry) Suspect(id string) {
 	}()
 }
 
-// Pick implements guild.VoiceAllocator.
-func (r *Registry) Pick(_ context.Context, region string) (guild.VoiceServer, error) {
+// Pick implements guild.VoiceAllocator. When the loads in memory name no
+// healthy server it reads the registry once more before refusing: a voice
+// server that came up since the last poll (a cluster just started, an SFU
+// just scaled up) takes the call instead of the join failing for up to one
+// Poll.
+func (r *Registry) Pick(ctx context.Context, region string) (guild.VoiceServer, error) {
 	l, err := pick(r.live(), region, r.quality.poor)
+	if errors.Is(err, ErrNoServer) {
+		if rerr := r.Refresh(ctx); rerr != nil {
+			return guild.VoiceServer{}, fmt.Errorf("%w (and %w)", err, rerr)
+		}
+		l, err = pick(r.live(), region, r.quality.poor)
+	}
 	if err != nil {
 		return guild.VoiceServer{}, err
 	}

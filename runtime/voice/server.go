@@ -132,6 +132,25 @@ func (s *Server) Run(ctx context.Context) error {
 	defer t.Stop()
 	last := s.counters()
 	lastAt := s.cfg.Now()
+	report := func() {
+		now := s.cfg.Now()
+		cur := s.counters()
+		l := s.load(now, now.Sub(lastAt), last, cur)
+		last, lastAt = cur, now
+		s.lastReport.Store(&l)
+		s.sweepNonces(now)
+		if s.cfg.Load != nil {
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.LoadInterval)
+			if err := s.cfg.Load.ReportLoad(rctx, l); err != nil && ctx.Err() == nil {
+				s.cfg.Logger.Warn("voice load report failed", "server", s.cfg.ID, "err", err)
+			}
+			cancel()
+		}
+	}
+	// The first report goes out at once: until it is in the registry the
+	// guild tier does not know this server, and a call placed in the
+	// first interval after start would find no server.
+	report()
 	for {
 		select {
 		case <-ctx.Done():
@@ -154,19 +173,7 @@ func (s *Server) Run(ctx context.Context) error {
 				}
 			}
 		}
-		now := s.cfg.Now()
-		cur := s.counters()
-		l := s.load(now, now.Sub(lastAt), last, cur)
-		last, lastAt = cur, now
-		s.lastReport.Store(&l)
-		s.sweepNonces(now)
-		if s.cfg.Load != nil {
-			rctx, cancel := context.WithTimeout(ctx, s.cfg.LoadInterval)
-			if err := s.cfg.Load.ReportLoad(rctx, l); err != nil && ctx.Err() == nil {
-				s.cfg.Logger.Warn("voice load report failed", "server", s.cfg.ID, "err", err)
-			}
-			cancel()
-		}
+		report()
 	}
 }
 

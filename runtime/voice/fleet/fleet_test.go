@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -208,5 +209,37 @@ func TestSuspect(t *testing.T) {
 	_ = f.Refresh(ctx)
 	if !f.Healthy("a") {
 		t.Fatal("a server that reported after its failed probe is still unhealthy")
+	}
+}
+
+// TestServerReportsAtStart: a voice server's first load report goes out
+// when it starts, not one interval later, so a fleet that reads the
+// registry finds it at once.
+func TestServerReportsAtStart(t *testing.T) {
+	reg := &memRegistry{kv: map[string][]byte{}}
+	k, err := tokenKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := voice.New(voice.Config{ID: "sfu-1", Region: "local", Endpoint: "127.0.0.1:1", UDPAddr: "127.0.0.1:0", TrustedKeys: k,
+		Load: Reporter{Registry: reg}, LoadInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	f := NewRegistry(reg, RegistryConfig{})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		srv, err := f.Pick(ctx, "local")
+		if err == nil && srv.ID == "sfu-1" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sfu-1 not in the fleet 10 s after it started (its report interval is an hour): %v", err)
+		}
+		runtime.Gosched()
 	}
 }

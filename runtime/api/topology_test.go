@@ -20,15 +20,16 @@ import (
 )
 
 // With CONCORD_API_TEST_TOPOLOGY=cluster the REST tests run against
-// `concord serve` split over processes (internal/topology: an api+gateway
-// front node and two guild nodes on a shared Cassandra keyspace and etcd;
-// beside them, started here, two data nodes the others send their message
-// traffic to, --data-nodes=ring, a read-state node on a Kafka event log, a
-// voice node and a second api node, as `make run-cluster` runs them) instead of the handler in the test process:
-// requests go to the front node (the route walk, routewalk_test.go, sends
-// each to every api node), accounts are made with POST /auth/register, and the gateway
-// sessions the tests watch are real WebSocket sessions of the front
-// node's gateway. A test that reaches into the process (the store, the
+// `concord serve` split over processes (internal/topology: two api and two
+// gateway nodes behind HAProxy, two guild nodes and two data nodes the
+// others send their message traffic to, --data-nodes=ring, and a voice
+// node, on a shared Cassandra keyspace and etcd; beside them, started
+// here, a read-state node on a Kafka event log, as `make run-cluster`
+// runs them) instead of the handler in the test process: requests go to
+// the balancer (the route walk, routewalk_test.go, sends each to every api
+// node directly), accounts are made with POST /auth/register, and the
+// gateway sessions the tests watch are real WebSocket sessions through the
+// balancer. A test that reaches into the process (the store, the
 // token issuer, a handler Config of its own) skips there, saying so; it
 // runs in the in-process pass of the same `make test`.
 const topologyEnv = "CONCORD_API_TEST_TOPOLOGY"
@@ -36,9 +37,9 @@ const topologyEnv = "CONCORD_API_TEST_TOPOLOGY"
 // topo is the running topology of this test process, when there is one.
 var topo struct {
 	url string
-	// apis are the base URLs of every api node, the front node's first.
+	// apis are the base URLs of every api node.
 	apis []string
-	// gateway is the host:port of the front node's gateway.
+	// gateway is the host:port the gateway sessions dial: the balancer.
 	gateway string
 }
 
@@ -82,11 +83,9 @@ func TestMain(m *testing.M) {
 		}
 		b.Close()
 	}
-	// Message reads and writes go through data nodes, as in `make
-	// run-cluster` (what a message carries must survive their wire form),
-	// acks to a read-state node, which counts mentions from the event
-	// log, and a voice node answers the voice regions.
-	for _, n := range []struct{ name, roles string }{{"data-1", "data"}, {"data-2", "data"}, {"readstate-1", "readstate"}, {"voice-1", "voice"}} {
+	// Acks go to a read-state node, which counts mentions from the event
+	// log, as in `make run-cluster`.
+	for _, n := range []struct{ name, roles string }{{"readstate-1", "readstate"}} {
 		p, err := startProc(ctx, n.name, time.Minute, append([]string{"serve", "--node=" + n.name, "--roles=" + n.roles}, common...)...)
 		if err != nil {
 			cancel()
@@ -99,30 +98,30 @@ func TestMain(m *testing.M) {
 	// The handler in the test process has no rate limiter (the api role
 	// adds it): the topology's api nodes run without one too, or the
 	// suite's bursts of requests would be answered 429.
+	// A voice node answers the voice regions.
 	c, err := topology.Start(ctx, b, topology.Options{
 		Flags:      common,
 		FrontFlags: []string{"--rate-limits=false"},
+		Voice:      true,
 		Verbose:    os.Getenv("CONCORD_TEST_VERBOSE") != "",
 	})
+	cancel()
 	if err != nil {
-		cancel()
 		stop()
 		fmt.Fprintf(os.Stderr, "%s=cluster: start: %v\n", topologyEnv, err)
 		os.Exit(1)
 	}
-	// A second api node, api only (no guild role, no gateway), as `make
-	// run-cluster`'s api nodes: each REST route must work through either.
-	api2, err := startProc(ctx, "api-2", time.Minute, append([]string{"serve", "--node=api-2", "--roles=api"}, append(common, "--rate-limits=false")...)...)
-	cancel()
-	if err != nil {
-		c.Close()
-		stop()
-		fmt.Fprintf(os.Stderr, "%s=cluster: %v\n", topologyEnv, err)
-		os.Exit(1)
-	}
-	extra = append(extra, api2)
 	topo.url = "http://" + c.Front
-	topo.apis = []string{topo.url, "http://" + api2.addr}
+	for _, name := range []string{"api-1", "api-2"} {
+		n := c.Node(name)
+		if n == nil {
+			c.Close()
+			stop()
+			fmt.Fprintf(os.Stderr, "%s=cluster: the topology has no node %s\n", topologyEnv, name)
+			os.Exit(1)
+		}
+		topo.apis = append(topo.apis, "http://"+n.HTTP)
+	}
 	topo.gateway = c.Front
 	code := m.Run()
 	if code != 0 {

@@ -518,70 +518,10 @@ func testManyAddresses(t *testing.T, lb *front, sessions, addrs int) {
 // and returns it once READY arrived; a goroutine then keeps it alive
 // with heartbeats until ctx ends.
 func readySession(ctx context.Context, addr string, ip net.IP, token string, deadline time.Time) (*websocket.Conn, error) {
-	d := websocket.Dialer{HandshakeTimeout: 30 * time.Second,
-		NetDialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}).DialContext}
-	c, resp, err := d.DialContext(ctx, gwtest.URL(addr), nil)
+	c, interval, err := gwtest.IdentifyFrom(ctx, gwtest.URL(addr), ip, token, gwtest.DefaultIntents, time.Until(deadline))
 	if err != nil {
-		if resp != nil {
-			return nil, fmt.Errorf("%w: %s", err, resp.Status)
-		}
 		return nil, err
 	}
-	_ = c.SetReadDeadline(deadline)
-	var hello struct {
-		Op int `json:"op"`
-		D  struct {
-			HeartbeatInterval int `json:"heartbeat_interval"`
-		} `json:"d"`
-	}
-	if err := c.ReadJSON(&hello); err != nil || hello.Op != 10 {
-		c.Close()
-		return nil, fmt.Errorf("HELLO: op %d, %v", hello.Op, err)
-	}
-	identify := map[string]any{"op": 2, "d": map[string]any{"token": token, "intents": gwtest.DefaultIntents,
-		"properties": map[string]string{"os": "linux", "browser": "concord-test", "device": "concord-test"}}}
-	if err := c.WriteJSON(identify); err != nil {
-		c.Close()
-		return nil, err
-	}
-	for {
-		var f struct {
-			Op int    `json:"op"`
-			T  string `json:"t"`
-		}
-		if err := c.ReadJSON(&f); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("awaiting READY: %w", err)
-		}
-		if f.Op == 9 {
-			c.Close()
-			return nil, fmt.Errorf("op 9 to IDENTIFY")
-		}
-		if f.T == "READY" {
-			break
-		}
-	}
-	_ = c.SetReadDeadline(time.Time{})
-	go func() { // read until closed, discarding
-		for {
-			if _, _, err := c.NextReader(); err != nil {
-				return
-			}
-		}
-	}()
-	go func() {
-		tick := time.NewTicker(time.Duration(hello.D.HeartbeatInterval) * time.Millisecond / 2)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if err := c.WriteJSON(map[string]any{"op": 1, "d": nil}); err != nil {
-					return
-				}
-			}
-		}
-	}()
+	go gwtest.KeepAlive(ctx, c, interval/2)
 	return c, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/pires/go-proxyproto"
 
 	"github.com/concord-chat/concord/internal/concordbin"
+	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/logbuf"
 )
 
@@ -283,7 +284,7 @@ func runSessions(t *testing.T, url, token string, n int, src func(int) string) *
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			ws, interval, err := identify(ctx, url, token, src(i))
+			ws, interval, err := gwtest.IdentifyFrom(ctx, url, net.ParseIP(src(i)), token, 1, time.Minute)
 			<-sem
 			if err != nil {
 				run.fail(fmt.Errorf("session %d from %s: %w", i, src(i), err))
@@ -293,93 +294,12 @@ func runSessions(t *testing.T, url, token string, n int, src func(int) string) *
 			live.Add(1)
 			go func() {
 				defer live.Done()
-				keepAlive(ctx, ws, interval)
+				gwtest.KeepAlive(ctx, ws, interval)
 			}()
 		}()
 	}
 	wg.Wait()
 	return run
-}
-
-// identify dials the gateway from src, identifies with token and reads
-// until READY. It returns the open connection and the heartbeat interval.
-func identify(ctx context.Context, url, token, src string) (*websocket.Conn, time.Duration, error) {
-	d := websocket.Dialer{
-		NetDialContext:   (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}).DialContext,
-		HandshakeTimeout: time.Minute,
-		ReadBufferSize:   4096,
-		WriteBufferSize:  1024,
-	}
-	ws, resp, err := d.DialContext(ctx, url, nil)
-	if err != nil {
-		if resp != nil {
-			return nil, 0, fmt.Errorf("dial: %w (status %d)", err, resp.StatusCode)
-		}
-		return nil, 0, fmt.Errorf("dial: %w", err)
-	}
-	_ = ws.SetReadDeadline(time.Now().Add(time.Minute))
-	var hello struct {
-		Op int `json:"op"`
-		D  struct {
-			HeartbeatInterval int `json:"heartbeat_interval"`
-		} `json:"d"`
-	}
-	if err := ws.ReadJSON(&hello); err != nil || hello.Op != 10 {
-		ws.Close()
-		return nil, 0, fmt.Errorf("HELLO: op %d, %v", hello.Op, err)
-	}
-	identify := map[string]any{"op": 2, "d": map[string]any{
-		"token": token, "intents": 1,
-		"properties": map[string]string{"os": "linux", "browser": "concord-test", "device": "concord-test"},
-	}}
-	if err := ws.WriteJSON(identify); err != nil {
-		ws.Close()
-		return nil, 0, fmt.Errorf("IDENTIFY: %w", err)
-	}
-	for {
-		var f struct {
-			Op int    `json:"op"`
-			T  string `json:"t"`
-		}
-		if err := ws.ReadJSON(&f); err != nil {
-			ws.Close()
-			return nil, 0, fmt.Errorf("waiting for READY: %w", err)
-		}
-		if f.Op == 9 {
-			ws.Close()
-			return nil, 0, errors.New("INVALID_SESSION instead of READY")
-		}
-		if f.Op == 0 && f.T == "READY" {
-			_ = ws.SetReadDeadline(time.Time{})
-			return ws, time.Duration(hello.D.HeartbeatInterval) * time.Millisecond, nil
-		}
-	}
-}
-
-// keepAlive heartbeats ws and discards what it receives until ctx ends.
-func keepAlive(ctx context.Context, ws *websocket.Conn, interval time.Duration) {
-	stop := context.AfterFunc(ctx, func() { ws.Close() })
-	defer stop()
-	go func() {
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				_ = ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
-				if ws.WriteMessage(websocket.TextMessage, []byte(`{"op":1,"d":null}`)) != nil {
-					return
-				}
-			}
-		}
-	}()
-	for {
-		if _, _, err := ws.NextReader(); err != nil {
-			return
-		}
-	}
 }
 
 // dialStatus makes one WebSocket handshake at url from src and returns

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,10 @@ import (
 func testHub(t *testing.T, cfg Config) (*hub, *viewer) {
 	t.Helper()
 	cfg.MaxPending, cfg.WriteTimeout = 256<<10, 10*time.Second
+	if cfg.QuietGap == 0 {
+		// The rule before QuietGap: every event flush FlushInterval apart.
+		cfg.QuietGap = cfg.FlushInterval
+	}
 	g := &Gateway{cfg: cfg, m: newMetrics(nil)}
 	h := newHub(g, 42)
 	h.loading = false
@@ -122,5 +127,78 @@ func TestBookkeepingKeepsFlushInterval(t *testing.T) {
 	h.mu.Unlock()
 	if armedIn < 30*time.Minute {
 		t.Fatalf("ping after a comment armed in %v, want about FlushInterval (an hour)", armedIn)
+	}
+}
+
+// fakeClock is a settable clock for the flush rule.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// The pace of a stream's events decides whether batching them pays: an
+// event arriving at least QuietGap after the stream's last event flush is
+// written at once; one arriving sooner waits until FlushInterval after
+// that flush, and what arrives meanwhile rides on the same write. On an
+// injected clock (QuietGap a minute, FlushInterval an hour), so no real
+// wait the rule imposed could pass during the test.
+func TestFlushAtOnceOnlyWhileEventsComeSlowerThanQuietGap(t *testing.T) {
+	h, v := testHub(t, Config{FlushInterval: time.Hour, QuietGap: time.Minute, ReportInterval: 5 * time.Second, PingInterval: 15 * time.Second})
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	h.g.now = clock.Now
+	post := func(seq int64, text string) {
+		h.mu.Lock()
+		h.applyLocked([]live.Event{comment(seq, text)})
+		h.mu.Unlock()
+	}
+
+	// A quiet stream: each event a little more than QuietGap after the
+	// last flush goes at once, several within one FlushInterval.
+	for i, text := range []string{"one", "two", "three"} {
+		post(int64(i+1), text)
+		if b := written(t, v, text); !bytes.Contains(b, []byte(`"text":"`+text+`"`)) {
+			t.Fatalf("flush %d = %q", i, b)
+		}
+		clock.advance(time.Minute + time.Second)
+	}
+
+	// Faster than QuietGap: the event waits for FlushInterval after the
+	// last event flush (written at the clock's start + 2 × 61 s), and the
+	// next ones ride along.
+	lastFlush := time.Unix(1_000_000, 0).Add(2 * (time.Minute + time.Second))
+	clock.now = lastFlush.Add(30 * time.Second)
+	post(4, "four")
+	clock.advance(10 * time.Second)
+	post(5, "five")
+	h.mu.Lock()
+	armedFor, n := h.armedFor, len(h.pending)
+	h.mu.Unlock()
+	if want := lastFlush.Add(time.Hour); !armedFor.Equal(want) || n != 2 {
+		t.Fatalf("busy: flush armed for %v with %d pending, want %v and 2", armedFor, n, want)
+	}
+	select {
+	case <-v.wake:
+		b, _, _, _ := v.take(nil)
+		t.Fatalf("written within QuietGap of the last event flush: %q", b)
+	default:
+	}
+
+	// When that slot comes, both go in one write.
+	clock.now = lastFlush.Add(time.Hour)
+	h.flush()
+	if b := written(t, v, "batched"); !bytes.Contains(b, []byte(`"text":"four"`)) || !bytes.Contains(b, []byte(`"text":"five"`)) {
+		t.Fatalf("batched flush = %q", b)
 	}
 }

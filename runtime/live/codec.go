@@ -27,6 +27,8 @@ type LogRecord struct {
 	Retract    *Retraction  `json:"r,omitempty"`
 	State      *StateChange `json:"st,omitempty"`
 	AcceptedAt int64        `json:"at,omitempty"`
+	// Features of a comment's author, for scoring on a sampled stream.
+	Features *Features `json:"f,omitempty"`
 }
 
 // Record encodes r for topic, keyed by stream.
@@ -126,6 +128,11 @@ func checkEvent(stream snowflake.ID, ev Event) error {
 	}
 	if ev.Comment != nil && ev.Comment.Seq != ev.Seq {
 		return fmt.Errorf("%w: comment seq %d in event %d", ErrInvalid, ev.Comment.Seq, ev.Seq)
+	}
+	switch ev.Tier {
+	case "", TierPinned, TierSample, TierRest:
+	default:
+		return fmt.Errorf("%w: event tier %q", ErrInvalid, ev.Tier)
 	}
 	return nil
 }

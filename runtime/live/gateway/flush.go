@@ -195,18 +195,34 @@ func (h *hub) flush() {
 	pend := h.pending
 	h.pending, h.pendingBytes = nil, 0
 	h.urgent, h.lazySince = false, time.Time{}
+	// The shared buffer holds the frames every viewer may be shown; the
+	// restricted ones (shadow comments, a sampled stream's rest tier)
+	// are indexed by the one viewer user they are for, so a flush of a
+	// sampled stream carrying hundreds of rest comments still costs most
+	// viewers one map lookup, not a pass over every frame.
 	var shared []byte
 	var oldest int64
+	var sharedLast int64 = -1
+	var personal map[snowflake.ID]bool
 	for i := range pend {
-		shared = append(shared, pend[i].frame...)
-		if a := pend[i].acceptedAt; a > 0 && (oldest == 0 || a < oldest) {
+		f := &pend[i]
+		if a := f.acceptedAt; a > 0 && (oldest == 0 || a < oldest) {
 			oldest = a
 		}
+		if f.restricted {
+			if personal == nil {
+				personal = map[snowflake.ID]bool{}
+			}
+			personal[f.onlyAuthor] = true
+			continue
+		}
+		shared = append(shared, f.frame...)
+		sharedLast = max(sharedLast, f.seq)
 	}
 	// The job list is the hub's, reused: flushes of one hub never overlap.
 	jobs := h.jobs[:0]
 	for v := range h.viewers {
-		if b := v.framesFor(pend, shared); len(b) > 0 {
+		if b := v.framesFor(pend, shared, sharedLast, v.user != 0 && personal[v.user]); len(b) > 0 {
 			jobs = append(jobs, flushJob{v: v, buf: b})
 		}
 	}
@@ -252,28 +268,28 @@ func (h *hub) writeJobs(jobs []flushJob, oldest int64, urgent bool) {
 	wg.Wait()
 }
 
-// framesFor returns what of pend goes to v — shared itself when v gets
-// every frame — and advances v.lastSent. The hub's lock is held.
-func (v *viewer) framesFor(pend []outFrame, shared []byte) []byte {
-	all := true
-	for i := range pend {
-		if !v.wants(&pend[i]) {
+// framesFor returns what of pend goes to v — shared itself (the
+// unrestricted frames, the last with seq sharedLast) when v gets exactly
+// those — and advances v.lastSent. mine says a restricted frame of pend
+// is for v's user. The hub's lock is held.
+func (v *viewer) framesFor(pend []outFrame, shared []byte, sharedLast int64, mine bool) []byte {
+	all := !mine
+	for i := 0; all && i < len(pend); i++ {
+		if f := &pend[i]; !f.restricted && !v.wants(f) {
 			all = false
-			break
 		}
+	}
+	if all {
+		v.lastSent = max(v.lastSent, sharedLast)
+		return shared
 	}
 	var out []byte
-	if all {
-		out = shared
-	}
 	for i := range pend {
 		f := &pend[i]
-		if !all {
-			if !v.wants(f) {
-				continue
-			}
-			out = append(out, f.frame...)
+		if !v.wants(f) {
+			continue
 		}
+		out = append(out, f.frame...)
 		if f.seq > v.lastSent {
 			v.lastSent = f.seq
 		}

@@ -202,3 +202,78 @@ func TestFlushAtOnceOnlyWhileEventsComeSlowerThanQuietGap(t *testing.T) {
 		t.Fatalf("batched flush = %q", b)
 	}
 }
+
+// A sampled stream's batch: every viewer is told the mode first, then
+// shown the pinned and sample tiers; a rest-tier comment goes to its
+// author only, a retraction of one likewise; the ring (joins, resumes)
+// keeps no rest-tier comment.
+func TestSampledBatchPerViewerFrames(t *testing.T) {
+	h, anon := testHub(t, Config{FlushInterval: time.Hour, ReportInterval: 5 * time.Second, PingInterval: 15 * time.Second})
+	h.state = live.StateChange{State: live.StateLive}
+	const a, b = snowflake.ID(7), snowflake.ID(8)
+	va, vb := newViewer(a), newViewer(b)
+	h.viewers[va], h.viewers[vb] = struct{}{}, struct{}{}
+	by := func(seq int64, author snowflake.ID, tier, text string) live.Event {
+		ev := comment(seq, text)
+		ev.Comment.Author.ID = author
+		ev.Tier = tier
+		return ev
+	}
+	msg, err := live.EncodeBatch(live.Batch{StreamID: 42, Prev: -1, Sampled: true, Events: []live.Event{
+		by(1, 99, live.TierPinned, "pinned"), by(2, a, live.TierRest, "rest by a"), by(3, 55, live.TierSample, "sampled"),
+		by(4, 56, live.TierRest, "rest by someone else")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.process(msg)
+	state := stateFrame(live.StateChange{State: live.StateLive, Sampled: true})
+	for _, c := range []struct {
+		name string
+		v    *viewer
+		want []string
+	}{{"anonymous", anon, []string{"pinned", "sampled"}}, {"author", va, []string{"pinned", "rest by a", "sampled"}}, {"other", vb, []string{"pinned", "sampled"}}} {
+		got := written(t, c.v, c.name)
+		if !bytes.HasPrefix(got, state) {
+			t.Fatalf("%s: flush does not start with the sampled state: %q", c.name, got)
+		}
+		n := 0
+		for _, text := range []string{"pinned", "rest by a", "sampled", "rest by someone else"} {
+			if bytes.Contains(got, []byte(`"text":"`+text+`"`)) {
+				if n >= len(c.want) || c.want[n] != text {
+					t.Fatalf("%s was shown %q (in %q), want %q in order", c.name, text, got, c.want)
+				}
+				n++
+			}
+		}
+		if n != len(c.want) {
+			t.Fatalf("%s: shown %d of %q: %q", c.name, n, c.want, got)
+		}
+	}
+	h.mu.Lock()
+	var ring []int64
+	for _, e := range h.ring {
+		ring = append(ring, e.seq)
+	}
+	h.mu.Unlock()
+	if len(ring) != 2 || ring[0] != 1 || ring[1] != 3 {
+		t.Fatalf("ring holds seqs %v, want the pinned and sample comments 1 and 3", ring)
+	}
+
+	// The author's rest comment is taken down: only the author is told.
+	rt := live.Event{Kind: live.KindRetract, Seq: 5, Tier: live.TierRest, Retract: &live.Retraction{CommentID: 1002, Seq: 2, Reason: "x", AuthorID: a}}
+	h.mu.Lock()
+	h.lastUrgent = time.Time{} // not this test's rule: flush at once
+	h.applyLocked([]live.Event{rt})
+	h.mu.Unlock()
+	if got := written(t, va, "author's retraction"); !bytes.Contains(got, []byte("event: retract")) {
+		t.Fatalf("author got %q", got)
+	}
+	for _, v := range []*viewer{anon, vb} {
+		select {
+		case <-v.wake:
+			got, _, _, _ := v.take(nil)
+			t.Fatalf("a viewer not shown the rest comment got %q", got)
+		default:
+		}
+	}
+}

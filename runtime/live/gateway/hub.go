@@ -110,8 +110,17 @@ func (h *hub) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recent: %w", err)
 	}
+	sampled := s.Sampled
+	if b := h.g.d.Board; b != nil && s.State == live.StateLive {
+		// The router holds this key while the stream is sampled; without
+		// it the first batch tells (Batch.Sampled).
+		if v, err := b.Get(ctx, live.SampledKey(h.id)); err == nil {
+			var st live.StateChange
+			sampled = json.Unmarshal(v, &st) == nil && st.Sampled
+		}
+	}
 	h.mu.Lock()
-	h.state = live.StateChange{State: s.State, Sampled: s.Sampled}
+	h.state = live.StateChange{State: s.State, Sampled: sampled}
 	h.complete = len(evs) < live.RecentSize
 	h.applyLocked(evs)
 	h.mu.Unlock()
@@ -204,6 +213,12 @@ func (h *hub) process(msg []byte) {
 		evs = append(fill, evs...)
 	}
 	h.mu.Lock()
+	if h.state.State == live.StateLive && b.Sampled != h.state.Sampled {
+		// The router switched the stream's mode: viewers are told before
+		// the batch's comments, which are tiered by it.
+		h.state.Sampled = b.Sampled
+		h.addPendingLocked(outFrame{frame: stateFrame(h.state), seq: -1, acceptedAt: evs[0].AcceptedAt})
+	}
 	h.applyLocked(evs)
 	h.mu.Unlock()
 }
@@ -220,11 +235,16 @@ func (h *hub) applyLocked(evs []live.Event) {
 		switch ev.Kind {
 		case live.KindComment:
 			e := &entry{seq: ev.Seq, ev: ev, frame: commentFrame(ev.Comment)}
-			h.pushRing(e)
 			f := outFrame{frame: e.frame, seq: ev.Seq, acceptedAt: ev.AcceptedAt}
-			if ev.Comment.Shadow {
+			if ev.Comment.Shadow || ev.Tier == live.TierRest {
+				// Shown to its author only: a shadow comment, or one of a
+				// sampled stream's rest tier (which the ring does not keep,
+				// so joins and resumes see only what everyone is shown).
 				f.onlyAuthor = ev.Comment.Author.ID
 				f.restricted = true
+			}
+			if ev.Tier != live.TierRest {
+				h.pushRing(e)
 			}
 			h.addPendingLocked(f)
 		case live.KindRetract:
@@ -239,7 +259,11 @@ func (h *hub) applyLocked(evs []live.Event) {
 			if already {
 				continue
 			}
-			h.addPendingLocked(outFrame{frame: e.frame, seq: ev.Seq, acceptedAt: ev.AcceptedAt, retract: rt})
+			f := outFrame{frame: e.frame, seq: ev.Seq, acceptedAt: ev.AcceptedAt, retract: rt}
+			if ev.Tier == live.TierRest {
+				f.restricted, f.onlyAuthor = true, rt.AuthorID
+			}
+			h.addPendingLocked(f)
 		case live.KindState:
 			if *ev.State == h.state {
 				// Already what viewers were told on open.
@@ -313,7 +337,7 @@ func (h *hub) join(v *viewer, lastID int64) {
 				case live.KindRetract:
 					// Only for comments the viewer had before it left.
 					rt := e.ev.Retract
-					if rt.Seq <= lastID && (!rt.Shadow || rt.AuthorID == v.user) {
+					if rt.Seq <= lastID && ((!rt.Shadow && e.ev.Tier != live.TierRest) || rt.AuthorID == v.user) {
 						v.queue(e.frame, e.seq)
 					}
 				}

@@ -5,6 +5,8 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	batches, events, invalid, cacheErrors, publishErrors prometheus.Counter
 	batchAge, logAge, acceptToPublish                    prometheus.Histogram
+	sampledStreams                                       prometheus.Gauge
+	tiers                                                *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -26,9 +28,14 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		acceptToPublish: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_router_accept_to_publish_seconds",
 			Help:    "Time from the API accepting an event to the router publishing its batch to the relay.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		sampledStreams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_live_router_sampled_streams",
+			Help: "Streams of the owned partitions in sampled mode."}),
+		tiers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_live_router_sampled_comments_total",
+			Help: "Comments of sampled streams published, by tier (pinned, sample, rest)."}, []string{"tier"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.batches, m.events, m.invalid, m.cacheErrors, m.publishErrors, m.batchAge, m.logAge, m.acceptToPublish)
+		reg.MustRegister(m.batches, m.events, m.invalid, m.cacheErrors, m.publishErrors, m.batchAge, m.logAge, m.acceptToPublish,
+			m.sampledStreams, m.tiers)
 	}
 	return m
 }

@@ -14,6 +14,7 @@ package router
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/live"
+	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
@@ -40,7 +42,10 @@ type Config struct {
 	// EndedTTL is how long the recent cache keeps an ended stream
 	// (default 24 h).
 	EndedTTL time.Duration
-	Logger   *slog.Logger
+	// Now is the clock of sampled mode: comment rates, the sample's pace
+	// (default time.Now; tests inject one). Batch windows are real time.
+	Now    func() time.Time
+	Logger *slog.Logger
 	// Registerer receives the router's metrics (nil: none).
 	Registerer prometheus.Registerer
 }
@@ -50,6 +55,10 @@ type Deps struct {
 	Log    live.Consumer
 	Recent live.Recent
 	Relay  live.Relay
+	// Board, when set, holds live.SampledKey while a stream of an owned
+	// partition is sampled (lease-bound), for GET /v1/streams/{id} and
+	// gateways subscribing.
+	Board live.Board
 }
 
 // Router is the stream router role.
@@ -82,6 +91,9 @@ func New(cfg Config, d Deps) (*Router, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &Router{cfg: cfg, d: d, log: cfg.Logger.With("component", "live-router"), m: newMetrics(cfg.Registerer)}, nil
 }
@@ -116,6 +128,8 @@ type stream struct {
 	last        int64 // seq of the last published event
 	known       bool  // last is known (else asked from the cache)
 	pending     []live.Event
+	feats       []*live.Features // pending[i]'s author features
+	smp         *sampler
 	firstOffset int64
 	since       time.Time // when the first pending event arrived
 	published   time.Time
@@ -129,6 +143,18 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 	next := c.InitialOffset()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	// Sampled streams are looked at every second even when nothing
+	// arrives, so a stream that went quiet leaves sampled mode on time.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	defer func() {
+		// The next owner of the partition decides the mode afresh.
+		for _, st := range streams {
+			if st.smp.sampled {
+				r.setSampled(context.WithoutCancel(ctx), st.id, false)
+			}
+		}
+	}()
 	mark := func() {
 		m := next
 		for _, st := range streams {
@@ -142,7 +168,7 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 		wake := time.Duration(-1)
 		for id, st := range streams {
 			if len(st.pending) == 0 {
-				if now.Sub(st.published) > time.Minute {
+				if now.Sub(st.published) > time.Minute && !st.smp.sampled {
 					delete(streams, id)
 				}
 				continue
@@ -178,10 +204,13 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 			}
 			st := streams[lr.StreamID]
 			if st == nil {
-				st = &stream{id: lr.StreamID}
+				st = &stream{id: lr.StreamID, smp: newSampler()}
 				streams[lr.StreamID] = st
 			}
 			now := time.Now()
+			if lr.Kind == live.KindComment && st.smp.countAt(r.cfg.Now()) {
+				r.setSampled(ctx, st.id, st.smp.sampled)
+			}
 			if lr.AcceptedAt > 0 {
 				r.m.logAge.Observe(float64(now.UnixNano()-lr.AcceptedAt) / 1e9)
 			}
@@ -189,6 +218,7 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 				st.firstOffset, st.since = rec.Offset, now
 			}
 			st.pending = append(st.pending, lr.Event(rec.Offset))
+			st.feats = append(st.feats, lr.Features)
 			if len(st.pending) == 1 && now.Sub(st.published) >= r.cfg.BatchWindow {
 				// A lone event after an idle period goes at once.
 				r.flush(ctx, st, now)
@@ -198,6 +228,13 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 		case now := <-timer.C:
 			flushDue(now, false)
 			mark()
+		case <-tick.C:
+			now := r.cfg.Now()
+			for _, st := range streams {
+				if st.smp.sampled && st.smp.tick(now) {
+					r.setSampled(ctx, st.id, st.smp.sampled)
+				}
+			}
 		}
 	}
 }
@@ -205,8 +242,30 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 // flush writes st's pending events to the recent cache and publishes them
 // as one batch.
 func (r *Router) flush(ctx context.Context, st *stream, now time.Time) {
-	evs := st.pending
-	st.pending = nil
+	evs, feats := st.pending, st.feats
+	st.pending, st.feats = nil, nil
+	if st.smp.tick(r.cfg.Now()) {
+		r.setSampled(ctx, st.id, st.smp.sampled)
+	}
+	for i := range evs {
+		if evs[i].Kind == live.KindRetract {
+			st.smp.retracted(&evs[i])
+		}
+	}
+	if st.smp.sampled {
+		st.smp.tierBatch(r.cfg.Now(), evs, feats)
+	}
+	// The recent cache (joins and refills) keeps what every viewer is
+	// shown: on a sampled stream, not the rest tier.
+	cached := evs
+	if st.smp.sampled {
+		cached = make([]live.Event, 0, len(evs))
+		for _, ev := range evs {
+			if ev.Tier != live.TierRest {
+				cached = append(cached, ev)
+			}
+		}
+	}
 	if !st.known {
 		// After a restart or a rebalance: the event before this batch is
 		// the newest one the cache holds below it.
@@ -221,9 +280,11 @@ func (r *Router) flush(ctx context.Context, st *stream, now time.Time) {
 		}
 		st.known = true
 	}
-	if err := r.d.Recent.Add(ctx, st.id, evs); err != nil {
-		r.m.cacheErrors.Inc()
-		r.log.Warn("recent cache add failed", "stream", st.id, "err", err)
+	if len(cached) > 0 {
+		if err := r.d.Recent.Add(ctx, st.id, cached); err != nil {
+			r.m.cacheErrors.Inc()
+			r.log.Warn("recent cache add failed", "stream", st.id, "err", err)
+		}
 	}
 	for _, ev := range evs {
 		switch {
@@ -232,12 +293,16 @@ func (r *Router) flush(ctx context.Context, st *stream, now time.Time) {
 				r.m.cacheErrors.Inc()
 			}
 		case ev.State != nil && ev.State.State == live.StateEnded:
+			if st.smp.sampled {
+				st.smp.sampled = false
+				r.setSampled(ctx, st.id, false)
+			}
 			if err := r.d.Recent.Expire(ctx, st.id, r.cfg.EndedTTL); err != nil {
 				r.m.cacheErrors.Inc()
 			}
 		}
 	}
-	msg, err := live.EncodeBatch(live.Batch{StreamID: st.id, Prev: st.last, Events: evs})
+	msg, err := live.EncodeBatch(live.Batch{StreamID: st.id, Prev: st.last, Events: evs, Sampled: st.smp.sampled})
 	if err != nil {
 		r.log.Error("batch not encoded", "stream", st.id, "err", err)
 		return
@@ -252,9 +317,43 @@ func (r *Router) flush(ctx context.Context, st *stream, now time.Time) {
 		// The batch's oldest event: what its viewers waited longest for.
 		r.m.acceptToPublish.Observe(float64(time.Now().UnixNano()-a) / 1e9)
 	}
+	if st.smp.sampled {
+		for _, ev := range evs {
+			if ev.Kind == live.KindComment {
+				r.m.tiers.WithLabelValues(ev.Tier).Inc()
+			}
+		}
+	}
 	st.last = evs[len(evs)-1].Seq
 	st.published = now
 	r.m.batches.Inc()
 	r.m.events.Add(float64(len(evs)))
 	r.m.batchAge.Observe(now.Sub(st.since).Seconds())
+}
+
+// setSampled records a stream's mode change on the board (the API's GET
+// and subscribing gateways read it; viewers learn it from the next
+// batch's Sampled flag).
+func (r *Router) setSampled(ctx context.Context, id snowflake.ID, sampled bool) {
+	r.log.Info("stream mode", "stream", id, "sampled", sampled)
+	if sampled {
+		r.m.sampledStreams.Inc()
+	} else {
+		r.m.sampledStreams.Dec()
+	}
+	if r.d.Board == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var err error
+	if sampled {
+		v, _ := json.Marshal(live.StateChange{State: live.StateLive, Sampled: true})
+		err = r.d.Board.Put(ctx, live.SampledKey(id), v, registry.WhileAlive)
+	} else {
+		err = r.d.Board.Delete(ctx, live.SampledKey(id))
+	}
+	if err != nil {
+		r.log.Warn("sampled mode not recorded on the board", "stream", id, "sampled", sampled, "err", err)
+	}
 }

@@ -195,6 +195,8 @@ type ReactionRecord struct {
 	StreamID snowflake.ID     `json:"s"`
 	Second   int64            `json:"sec"`
 	Counts   map[string]int64 `json:"counts"`
+	// P is the report probability the client applied (0: 1).
+	P float64 `json:"p,omitempty"`
 }
 
 // ReactionKey is the reactions topic key of viewer on stream: (stream,
@@ -222,7 +224,7 @@ func DecodeReactionRecord(b []byte) (ReactionRecord, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return ReactionRecord{}, fmt.Errorf("%w: reactions record: %v", ErrInvalid, err)
 	}
-	if r.StreamID == 0 || r.Second <= 0 {
+	if r.StreamID == 0 || r.Second <= 0 || r.P < 0 || r.P > 1 || (r.P > 0 && r.P < MinReportP) {
 		return ReactionRecord{}, fmt.Errorf("%w: reactions record header", ErrInvalid)
 	}
 	if err := checkCounts(r.Counts); err != nil {

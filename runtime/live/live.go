@@ -185,13 +185,32 @@ type RetractView struct {
 type StateChange struct {
 	State   string `json:"state"`
 	Sampled bool   `json:"sampled"`
+	// ReportP is the probability with which a client sends each of its
+	// reaction batches (and states as "p" in it): below 1 when the
+	// stream's reaction requests pass the budget. Absent until the
+	// stream's first change; then always present (1 again when it is
+	// back under budget).
+	ReportP float64 `json:"report_p,omitempty"`
 }
 
 // Reactions is one second of a stream's reaction counts.
 type Reactions struct {
 	Second int64            `json:"second"`
 	Counts map[string]int64 `json:"counts"`
+	// P, on a router's partial, is the report probability that router's
+	// shard of the stream asks for (0: 1); gateways tell viewers the
+	// lowest. Not part of the viewers' event.
+	P float64 `json:"p,omitempty"`
 }
+
+// Reaction reporting: a stream's reaction requests are thinned once they
+// pass ReactionBudget a second. Clients send each batch with probability
+// p (a power of two, at least MinReportP) and the aggregator scales what
+// arrives by 1/p, so the counts drawn stay the same.
+const (
+	ReactionBudget = 2000
+	MinReportP     = 1.0 / 1024
+)
 
 // ReactionKinds are the reactions a viewer may send.
 var ReactionKinds = map[string]bool{

@@ -277,3 +277,31 @@ func TestSampledBatchPerViewerFrames(t *testing.T) {
 		}
 	}
 }
+
+// A second whose partials ask for a report probability below 1 tells the
+// viewers with a state event before its reactions event; back at 1 they
+// are told again.
+func TestReportProbabilityInStateEvent(t *testing.T) {
+	h, v := testHub(t, Config{FlushInterval: time.Hour, ReportInterval: 5 * time.Second, PingInterval: 15 * time.Second})
+	h.state = live.StateChange{State: live.StateLive}
+	now := time.Now()
+	sec := now.Unix() - 5
+	h.mu.Lock()
+	h.addReactionsLocked(&live.Reactions{Second: sec, Counts: map[string]int64{"heart": 10}, P: 0.25})
+	h.addReactionsLocked(&live.Reactions{Second: sec, Counts: map[string]int64{"heart": 12}, P: 0.5})
+	h.mu.Unlock()
+	h.emitReactions(now)
+	got := written(t, v, "thinned second")
+	want := stateFrame(live.StateChange{State: live.StateLive, ReportP: 0.25})
+	if !bytes.HasPrefix(got, want) || !bytes.Contains(got, []byte(`"heart":22`)) || !bytes.Contains(got, []byte(`"report_p":0.25`)) {
+		t.Fatalf("flush = %q, want %q then the reactions", got, want)
+	}
+	h.mu.Lock()
+	h.lastUrgent = time.Time{}
+	h.addReactionsLocked(&live.Reactions{Second: sec + 1, Counts: map[string]int64{"heart": 3}})
+	h.mu.Unlock()
+	h.emitReactions(now)
+	if got := written(t, v, "second back at p=1"); !bytes.Contains(got, []byte(`"report_p":1`)) {
+		t.Fatalf("flush = %q, want report_p 1", got)
+	}
+}

@@ -46,6 +46,7 @@ type hub struct {
 	state    live.StateChange
 	viewers  map[*viewer]struct{}
 	rx       map[int64]map[string]int64 // reaction partials by second
+	rxP      map[int64]float64          // the lowest report probability the partials of a second asked for
 	rxDone   int64                      // last second emitted
 	unsub    func()
 	// nextPing is when the stream's viewers are next sent ": ping"
@@ -409,6 +410,14 @@ func (h *hub) addReactionsLocked(rx *live.Reactions) {
 		m = map[string]int64{}
 		h.rx[rx.Second] = m
 	}
+	if p := rx.P; p > 0 && p < 1 {
+		if h.rxP == nil {
+			h.rxP = map[int64]float64{}
+		}
+		if q, ok := h.rxP[rx.Second]; !ok || p < q {
+			h.rxP[rx.Second] = p
+		}
+	}
 	for k, n := range rx.Counts {
 		m[k] += n
 	}
@@ -431,8 +440,19 @@ func (h *hub) emitReactions(now time.Time) {
 			continue
 		}
 		delete(h.rx, sec)
+		p, thinned := h.rxP[sec]
+		delete(h.rxP, sec)
 		if sec <= h.rxDone {
 			continue
+		}
+		if !thinned {
+			p = 1
+		}
+		if cur := h.state.ReportP; h.state.State == live.StateLive && p != cur && (cur != 0 || p != 1) {
+			// The aggregator asks for another report probability: viewers
+			// are told with the state event, before the counts.
+			h.state.ReportP = p
+			h.addPendingLocked(outFrame{frame: stateFrame(h.state), seq: -1})
 		}
 		data, _ := json.Marshal(live.Reactions{Second: sec, Counts: counts})
 		h.addPendingLocked(outFrame{frame: sse.AppendEvent(nil, "reactions", "", data), seq: -1, lazy: true})

@@ -6,6 +6,7 @@ type metrics struct {
 	batches, events, invalid, cacheErrors, publishErrors prometheus.Counter
 	batchAge, logAge, acceptToPublish                    prometheus.Histogram
 	sampledStreams                                       prometheus.Gauge
+	reactions                                            prometheus.Counter
 	tiers                                                *prometheus.CounterVec
 }
 
@@ -28,6 +29,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		acceptToPublish: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_router_accept_to_publish_seconds",
 			Help:    "Time from the API accepting an event to the router publishing its batch to the relay.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		reactions: c("reaction_batches_total", "Reaction batches (requests) read from the reactions topic; their rate is the reactions ingest."),
 		sampledStreams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_live_router_sampled_streams",
 			Help: "Streams of the owned partitions in sampled mode."}),
 		tiers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_live_router_sampled_comments_total",
@@ -35,7 +37,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.batches, m.events, m.invalid, m.cacheErrors, m.publishErrors, m.batchAge, m.logAge, m.acceptToPublish,
-			m.sampledStreams, m.tiers)
+			m.sampledStreams, m.tiers, m.reactions)
 	}
 	return m
 }

@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -132,7 +131,7 @@ func (r *captureRelay) await(t *testing.T, seq int64) {
 		if time.Now().After(deadline) {
 			t.Fatalf("seq %d not published within 10 s", seq)
 		}
-		runtime.Gosched()
+		time.Sleep(100 * time.Microsecond) // polling the capture
 	}
 }
 
@@ -283,3 +282,75 @@ func TestSampledStreamShowsAboutTenASecond(t *testing.T) {
 type nopConsumer struct{}
 
 func (nopConsumer) Consume(context.Context, string, []string, eventlog.Handler) error { return nil }
+
+// Reactions past the budget: the partial asks for a report probability
+// that brings the requests under it, and the next second's batches, sent
+// with that p, are scaled by 1/p, so the counts keep their size; a batch
+// claiming a lower p than half the one in force is scaled by that half.
+func TestReactionReportProbability(t *testing.T) {
+	rel := &captureRelay{}
+	r, err := New(Config{}, Deps{Log: nopConsumer{}, Recent: recent.New(), Relay: rel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stream = snowflake.ID(9)
+	cf := claimFeed{ch: make(chan eventlog.Record)}
+	done := make(chan error, 1)
+	go func() { done <- reactionsHandler{r}.ConsumeClaim(context.Background(), cf, cf) }()
+	now := time.Now().Unix()
+	off := int64(0)
+	send := func(sec int64, viewer snowflake.ID, p float64, hearts int64) {
+		rec, err := live.ReactionRecord{StreamID: stream, Second: sec, Counts: map[string]int64{"heart": hearts}, P: p}.Record("r", viewer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Offset = off
+		off++
+		cf.ch <- rec
+	}
+	// Second 1 (the next second of the wall clock, so the router holds
+	// it open until all of it arrived): 4,000 requests over all 16 shards
+	// (twice the budget), one heart each, at p = 1.
+	for i := range 4000 {
+		send(now+1, snowflake.ID(i), 1, 1)
+	}
+	// Second 1's partial is out (the p is in force) before second 2.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		rel.mu.Lock()
+		n := len(rel.batches)
+		rel.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("second 1 not published within 15 s")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the capture: the router publishes on its 250 ms tick
+	}
+	// Second 2: the clients thin to the p asked for (1/2): 2,000 requests
+	// of one heart each, and one client claiming p = 1/1024 for 1 heart.
+	for i := range 2000 {
+		send(now+2, snowflake.ID(i), 0.5, 1)
+	}
+	send(now+2, 1, live.MinReportP, 1)
+	close(cf.ch)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]*live.Reactions{}
+	for _, b := range rel.batches {
+		got[b.Reactions.Second] = b.Reactions
+	}
+	first, second := got[now+1], got[now+2]
+	if first == nil || second == nil {
+		t.Fatalf("partials published: %v", got)
+	}
+	if first.Counts["heart"] != 4000 || first.P != 0.5 {
+		t.Fatalf("second 1: %d hearts asking p=%v, want 4000 and 0.5", first.Counts["heart"], first.P)
+	}
+	// 2,000 × 2, plus the over-claiming batch scaled by 1/(0.5/2) = 4.
+	if second.Counts["heart"] != 4004 {
+		t.Fatalf("second 2: %d hearts, want 4004", second.Counts["heart"])
+	}
+}

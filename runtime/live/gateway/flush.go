@@ -229,6 +229,9 @@ func (h *hub) flush() {
 	h.mu.Unlock()
 
 	h.writeJobs(jobs, oldest, urgent)
+	if oldest > 0 && len(jobs) > 0 {
+		h.g.m.flushDone.WithLabelValues(sizeLabel(len(jobs))).Observe(float64(time.Now().UnixNano()-oldest) / 1e9)
+	}
 
 	clear(jobs) // keep no viewer or buffer alive through the reused slice
 	h.mu.Lock()

@@ -307,7 +307,7 @@ func (r *Router) flush(ctx context.Context, st *stream, now time.Time) {
 		r.log.Error("batch not encoded", "stream", st.id, "err", err)
 		return
 	}
-	if err := r.d.Relay.Publish(ctx, st.id, msg); err != nil {
+	if err := r.publish(ctx, st.id, msg); err != nil {
 		// Fire and forget: gateways see the gap on the next batch and
 		// refill from the recent cache.
 		r.m.publishErrors.Inc()
@@ -356,4 +356,18 @@ func (r *Router) setSampled(ctx context.Context, id snowflake.ID, sampled bool) 
 	if err != nil {
 		r.log.Warn("sampled mode not recorded on the board", "stream", id, "sampled", sampled, "err", err)
 	}
+}
+
+// publish sends a batch of comments to the relay, counting its backbone
+// copies (subscribed gateways) when the relay tells them.
+func (r *Router) publish(ctx context.Context, id snowflake.ID, msg []byte) error {
+	cr, ok := r.d.Relay.(live.CountingRelay)
+	if !ok {
+		return r.d.Relay.Publish(ctx, id, msg)
+	}
+	n, err := cr.PublishCount(ctx, id, msg)
+	if err == nil {
+		r.m.copies.Observe(float64(n))
+	}
+	return err
 }

@@ -11,7 +11,9 @@ import (
 	"github.com/concord-chat/concord/runtime/live"
 	"github.com/concord-chat/concord/runtime/live/board"
 	"github.com/concord-chat/concord/runtime/live/recent"
+	"github.com/concord-chat/concord/runtime/live/relay"
 	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // feed counts perSecond comments into s for each second of secs, spread
@@ -353,4 +355,49 @@ func TestReactionReportProbability(t *testing.T) {
 	if second.Counts["heart"] != 4004 {
 		t.Fatalf("second 2: %d hearts, want 4004", second.Counts["heart"])
 	}
+}
+
+// A batch's backbone copies are the gateways subscribed to its stream,
+// counted from the relay's answer.
+func TestRelayCopiesPerBatch(t *testing.T) {
+	rel := relay.New()
+	for range 2 {
+		cancel, err := rel.Subscribe(context.Background(), 77, func([]byte) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cancel()
+	}
+	reg := prometheus.NewRegistry()
+	r, err := New(Config{Registerer: reg}, Deps{Log: nopConsumer{}, Recent: recent.New(), Relay: rel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf := claimFeed{ch: make(chan eventlog.Record)}
+	done := make(chan error, 1)
+	go func() { done <- commentsHandler{r}.ConsumeClaim(context.Background(), cf, cf) }()
+	lr := live.LogRecord{Kind: live.KindComment, StreamID: 77, Comment: &live.Comment{ID: 1, StreamID: 77, Author: live.Author{ID: 2}, Text: "hi"}}
+	rec, err := lr.Record("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf.ch <- rec
+	close(cf.ch)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "concord_live_router_relay_copies" {
+			h := mf.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() != 1 || h.GetSampleSum() != 2 {
+				t.Fatalf("copies: %d batches, %v copies; want 1 and 2", h.GetSampleCount(), h.GetSampleSum())
+			}
+			return
+		}
+	}
+	t.Fatal("no concord_live_router_relay_copies")
 }

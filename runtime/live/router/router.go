@@ -208,7 +208,7 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 				streams[lr.StreamID] = st
 			}
 			now := time.Now()
-			if lr.Kind == live.KindComment && st.smp.countAt(r.cfg.Now()) {
+			if lr.Kind == live.KindComment && !backlog(lr, r.cfg.Now()) && st.smp.countAt(r.cfg.Now()) {
 				r.setSampled(ctx, st.id, st.smp.sampled)
 			}
 			if lr.AcceptedAt > 0 {
@@ -370,4 +370,15 @@ func (r *Router) publish(ctx context.Context, id snowflake.ID, msg []byte) error
 		r.m.copies.Observe(float64(n))
 	}
 	return err
+}
+
+// backlogAge is how old a comment may be and still count toward its
+// stream's rate: a log replayed from far behind (concord dev's start, a
+// router catching up after an outage) is read much faster than it was
+// posted and must not switch streams to sampled mode.
+const backlogAge = time.Minute
+
+// backlog reports whether lr was accepted more than backlogAge before now.
+func backlog(lr live.LogRecord, now time.Time) bool {
+	return lr.AcceptedAt > 0 && now.Sub(time.Unix(0, lr.AcceptedAt)) > backlogAge
 }

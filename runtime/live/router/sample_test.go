@@ -401,3 +401,40 @@ func TestRelayCopiesPerBatch(t *testing.T) {
 	}
 	t.Fatal("no concord_live_router_relay_copies")
 }
+
+// A backlog read far behind (accepted an hour before the router reads
+// it: a replay, a router catching up) does not count toward the rate, so
+// it does not switch the stream to sampled mode however fast it is read.
+func TestBacklogDoesNotSample(t *testing.T) {
+	clk := &clock{now: time.Unix(4_000_000, 0)}
+	rel := &captureRelay{}
+	r, err := New(Config{Now: clk.Now}, Deps{Log: nopConsumer{}, Recent: recent.New(), Relay: rel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf := claimFeed{ch: make(chan eventlog.Record)}
+	done := make(chan error, 1)
+	go func() { done <- commentsHandler{r}.ConsumeClaim(context.Background(), cf, cf) }()
+	start := clk.Now()
+	for i := range 1500 { // 100 a second of the clock for 15 s
+		at := start.Add(time.Duration(i) * 10 * time.Millisecond)
+		lr := live.LogRecord{Kind: live.KindComment, StreamID: 3, AcceptedAt: at.Add(-time.Hour).UnixNano(),
+			Comment: &live.Comment{ID: snowflake.ID(10 + i), StreamID: 3, Author: live.Author{ID: snowflake.ID(100 + i)}, Text: "old"}}
+		rec, err := lr.Record("c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Offset = int64(i)
+		clk.set(at)
+		cf.ch <- rec
+	}
+	close(cf.ch)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range rel.batches {
+		if b.Sampled {
+			t.Fatal("a backlog switched the stream to sampled mode")
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +43,11 @@ type Config struct {
 	// EndedTTL is how long the recent cache keeps an ended stream
 	// (default 24 h).
 	EndedTTL time.Duration
+	// Hold is how long a sampled stream's events wait at the router
+	// before they are tiered and published (default 1 s; negative: no
+	// hold): a comment taken down within it (by the ML consumer, a
+	// report, its creator) never reaches the sample.
+	Hold time.Duration
 	// Now is the clock of sampled mode: comment rates, the sample's pace
 	// (default time.Now; tests inject one). Batch windows are real time.
 	Now    func() time.Time
@@ -86,6 +92,9 @@ func New(cfg Config, d Deps) (*Router, error) {
 	if cfg.BatchWindow <= 0 {
 		cfg.BatchWindow = 100 * time.Millisecond
 	}
+	if cfg.Hold == 0 {
+		cfg.Hold = time.Second
+	}
 	if cfg.EndedTTL <= 0 {
 		cfg.EndedTTL = 24 * time.Hour
 	}
@@ -124,15 +133,15 @@ func (commentsHandler) Cleanup(context.Context, eventlog.Session) error { return
 
 // stream is the router's state of one stream of an owned partition.
 type stream struct {
-	id          snowflake.ID
-	last        int64 // seq of the last published event
-	known       bool  // last is known (else asked from the cache)
-	pending     []live.Event
-	feats       []*live.Features // pending[i]'s author features
-	smp         *sampler
-	firstOffset int64
-	since       time.Time // when the first pending event arrived
-	published   time.Time
+	id        snowflake.ID
+	last      int64 // seq of the last published event
+	known     bool  // last is known (else asked from the cache)
+	pending   []live.Event
+	feats     []*live.Features // pending[i]'s author features
+	arrived   []time.Time      // when pending[i] reached the router
+	smp       *sampler
+	since     time.Time // when the first pending event arrived
+	published time.Time
 }
 
 // ConsumeClaim runs one partition: a single goroutine owns all its
@@ -158,8 +167,8 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 	mark := func() {
 		m := next
 		for _, st := range streams {
-			if len(st.pending) > 0 && st.firstOffset < m {
-				m = st.firstOffset
+			if len(st.pending) > 0 && st.pending[0].Seq < m {
+				m = st.pending[0].Seq
 			}
 		}
 		s.Mark(c.Topic(), c.Partition(), m)
@@ -174,8 +183,28 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 				continue
 			}
 			due := st.published.Add(r.cfg.BatchWindow)
+			held := r.holds(st)
+			if held {
+				// The events of a sampled stream go out once they were held
+				// Hold, in batches at most BatchWindow apart.
+				if h := st.arrived[0].Add(r.cfg.Hold); h.After(due) {
+					due = h
+				}
+			}
 			if all || !now.Before(due) {
-				r.flush(ctx, st, now)
+				n := len(st.pending)
+				if held && !all {
+					n = 0
+					for n < len(st.arrived) && !st.arrived[n].After(now.Add(-r.cfg.Hold)) {
+						n++
+					}
+				}
+				r.flush(ctx, st, now, n)
+				if len(st.pending) > 0 {
+					if d := st.arrived[0].Add(r.cfg.Hold).Sub(now); wake < 0 || d < wake {
+						wake = max(d, r.cfg.BatchWindow)
+					}
+				}
 				continue
 			}
 			if d := due.Sub(now); wake < 0 || d < wake {
@@ -215,13 +244,18 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 				r.m.logAge.Observe(float64(now.UnixNano()-lr.AcceptedAt) / 1e9)
 			}
 			if len(st.pending) == 0 {
-				st.firstOffset, st.since = rec.Offset, now
+				st.since = now
+			}
+			if lr.Kind == live.KindRetract && r.holds(st) {
+				// Taken down while held: the comment cannot enter the sample.
+				st.smp.pull(lr.Retract.Seq)
 			}
 			st.pending = append(st.pending, lr.Event(rec.Offset))
 			st.feats = append(st.feats, lr.Features)
-			if len(st.pending) == 1 && now.Sub(st.published) >= r.cfg.BatchWindow {
+			st.arrived = append(st.arrived, now)
+			if len(st.pending) == 1 && now.Sub(st.published) >= r.cfg.BatchWindow && !r.holds(st) {
 				// A lone event after an idle period goes at once.
-				r.flush(ctx, st, now)
+				r.flush(ctx, st, now, 1)
 			}
 			flushDue(now, false)
 			mark()
@@ -239,11 +273,25 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 	}
 }
 
-// flush writes st's pending events to the recent cache and publishes them
-// as one batch.
-func (r *Router) flush(ctx context.Context, st *stream, now time.Time) {
-	evs, feats := st.pending, st.feats
-	st.pending, st.feats = nil, nil
+// holds reports whether st's events are held before publishing (a
+// sampled stream).
+func (r *Router) holds(st *stream) bool { return st.smp.sampled && r.cfg.Hold > 0 }
+
+// flush writes st's first n pending events to the recent cache and
+// publishes them as one batch.
+func (r *Router) flush(ctx context.Context, st *stream, now time.Time, n int) {
+	if n <= 0 {
+		return
+	}
+	evs, feats := st.pending[:n:n], st.feats[:n:n]
+	if n == len(st.pending) {
+		st.pending, st.feats, st.arrived = nil, nil, nil
+	} else {
+		st.pending = slices.Clone(st.pending[n:])
+		st.feats = slices.Clone(st.feats[n:])
+		st.arrived = slices.Clone(st.arrived[n:])
+		st.since = st.arrived[0]
+	}
 	if st.smp.tick(r.cfg.Now()) {
 		r.setSampled(ctx, st.id, st.smp.sampled)
 	}

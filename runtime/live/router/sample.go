@@ -37,6 +37,7 @@ type sampler struct {
 	texts                   map[uint64]time.Time       // normalized text → last seen (duplicate penalty)
 	removals                map[snowflake.ID]int       // author → retractions seen on this stream
 	rest                    []int64                    // seqs tagged rest, ascending, bounded (restKeep)
+	pulled                  map[int64]bool             // held comments taken down before their tiering
 	pruned                  time.Time
 }
 
@@ -132,6 +133,11 @@ func (s *sampler) tierBatch(now time.Time, evs []live.Event, feats []*live.Featu
 	s.sampleTokens = min(s.sampleTokens+dt*live.SampleRate, live.SampleRate/2)
 	s.pinTokens = min(s.pinTokens+dt*live.PinnedRate, live.PinnedRate)
 	s.prune(now)
+	for seq := range s.pulled {
+		if seq < evs[0].Seq {
+			delete(s.pulled, seq) // its comment went out before it was held
+		}
+	}
 	var cands []candidate
 	for i := range evs {
 		ev := &evs[i]
@@ -142,6 +148,10 @@ func (s *sampler) tierBatch(now time.Time, evs []live.Event, feats []*live.Featu
 		ev.Tier = live.TierRest
 		f := feats[i]
 		dup := s.seen(c.Text, now)
+		if s.pulled[ev.Seq] {
+			delete(s.pulled, ev.Seq)
+			continue
+		}
 		if c.Shadow {
 			continue
 		}
@@ -231,6 +241,15 @@ func (s *sampler) retracted(ev *live.Event) {
 		ev.Tier = live.TierRest
 	}
 	s.removals[ev.Retract.AuthorID]++
+}
+
+// pull keeps a held comment, taken down before its tiering, out of the
+// pinned and sample tiers.
+func (s *sampler) pull(seq int64) {
+	if s.pulled == nil {
+		s.pulled = map[int64]bool{}
+	}
+	s.pulled[seq] = true
 }
 
 // isRest reports whether the comment at seq was tagged rest.

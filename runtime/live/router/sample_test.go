@@ -176,7 +176,7 @@ func TestSampledStreamShowsAboutTenASecond(t *testing.T) {
 			// Batch windows are real time: a millisecond, and the feed
 			// waits for each 100 ms of the clock to be published, so the
 			// router batches as it would at this rate in real time.
-			r, err := New(Config{Now: clk.Now, BatchWindow: time.Millisecond}, Deps{Log: nopConsumer{}, Recent: cache, Relay: rel, Board: brd})
+			r, err := New(Config{Now: clk.Now, BatchWindow: time.Millisecond, Hold: -1}, Deps{Log: nopConsumer{}, Recent: cache, Relay: rel, Board: brd})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -436,5 +436,81 @@ func TestBacklogDoesNotSample(t *testing.T) {
 		if b.Sampled {
 			t.Fatal("a backlog switched the stream to sampled mode")
 		}
+	}
+}
+
+// On a sampled stream the router holds events before tiering them: a
+// comment is not published while held, and one taken down within the
+// hold never enters the sample, however well it scores.
+func TestHeldCommentTakenDownNeverSampled(t *testing.T) {
+	const stream = snowflake.ID(88)
+	clk := &clock{now: time.Unix(5_000_000, 0)}
+	rel := &captureRelay{}
+	// An hour's hold: whatever is published before the claim closes was
+	// not held.
+	r, err := New(Config{Now: clk.Now, BatchWindow: time.Millisecond, Hold: time.Hour}, Deps{Log: nopConsumer{}, Recent: recent.New(), Relay: rel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf := claimFeed{ch: make(chan eventlog.Record)}
+	done := make(chan error, 1)
+	go func() { done <- commentsHandler{r}.ConsumeClaim(context.Background(), cf, cf) }()
+	off := int64(0)
+	send := func(lr live.LogRecord, at time.Time) int64 {
+		rec, err := lr.Record("c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Offset = off
+		off++
+		clk.set(at)
+		cf.ch <- rec
+		return rec.Offset
+	}
+	comment := func(id, author snowflake.ID, text string, f *live.Features, at time.Time) int64 {
+		return send(live.LogRecord{Kind: live.KindComment, StreamID: stream, AcceptedAt: at.UnixNano(), Features: f,
+			Comment: &live.Comment{ID: id, StreamID: stream, Author: live.Author{ID: author}, Text: text}}, at)
+	}
+	start := clk.Now()
+	// 11 s at 60 a second from new accounts: sampled from the 11th on.
+	for i := range 660 {
+		at := start.Add(time.Duration(i) * time.Second / 60)
+		comment(snowflake.ID(1000+i), snowflake.ID(5000+i), "x", nil, at)
+	}
+	// The best candidate there could be: a year-old account, a sensible
+	// text; then a comment after it, which the router takes only once it
+	// handled the first.
+	at := start.Add(11 * time.Second)
+	star := comment(9, 9, "a very reasonable comment", &live.Features{AccountAgeS: 400 * 86400}, at)
+	comment(10, 10, "y", nil, at.Add(time.Millisecond))
+	rel.mu.Lock()
+	for _, b := range rel.batches {
+		for _, ev := range b.Events {
+			if ev.Seq == star {
+				rel.mu.Unlock()
+				t.Fatal("the comment was published while it should be held")
+			}
+		}
+	}
+	rel.mu.Unlock()
+	send(live.LogRecord{Kind: live.KindRetract, StreamID: stream, AcceptedAt: at.Add(500 * time.Millisecond).UnixNano(),
+		Retract: &live.Retraction{CommentID: 9, Seq: star, Reason: "ml", AuthorID: 9}}, at.Add(500*time.Millisecond))
+	close(cf.ch)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, b := range rel.batches {
+		for _, ev := range b.Events {
+			if ev.Seq == star {
+				found = true
+				if ev.Tier != live.TierRest {
+					t.Fatalf("a comment taken down in the hold was tiered %q", ev.Tier)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatal("the held comment was never published")
 	}
 }

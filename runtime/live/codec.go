@@ -27,6 +27,8 @@ type LogRecord struct {
 	Retract    *Retraction  `json:"r,omitempty"`
 	State      *StateChange `json:"st,omitempty"`
 	AcceptedAt int64        `json:"at,omitempty"`
+	// Features of a comment's author, for scoring on a sampled stream.
+	Features *Features `json:"f,omitempty"`
 }
 
 // Record encodes r for topic, keyed by stream.
@@ -127,6 +129,11 @@ func checkEvent(stream snowflake.ID, ev Event) error {
 	if ev.Comment != nil && ev.Comment.Seq != ev.Seq {
 		return fmt.Errorf("%w: comment seq %d in event %d", ErrInvalid, ev.Comment.Seq, ev.Seq)
 	}
+	switch ev.Tier {
+	case "", TierPinned, TierSample, TierRest:
+	default:
+		return fmt.Errorf("%w: event tier %q", ErrInvalid, ev.Tier)
+	}
 	return nil
 }
 
@@ -188,6 +195,8 @@ type ReactionRecord struct {
 	StreamID snowflake.ID     `json:"s"`
 	Second   int64            `json:"sec"`
 	Counts   map[string]int64 `json:"counts"`
+	// P is the report probability the client applied (0: 1).
+	P float64 `json:"p,omitempty"`
 }
 
 // ReactionKey is the reactions topic key of viewer on stream: (stream,
@@ -215,7 +224,7 @@ func DecodeReactionRecord(b []byte) (ReactionRecord, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return ReactionRecord{}, fmt.Errorf("%w: reactions record: %v", ErrInvalid, err)
 	}
-	if r.StreamID == 0 || r.Second <= 0 {
+	if r.StreamID == 0 || r.Second <= 0 || r.P < 0 || r.P > 1 || (r.P > 0 && r.P < MinReportP) {
 		return ReactionRecord{}, fmt.Errorf("%w: reactions record header", ErrInvalid)
 	}
 	if err := checkCounts(r.Counts); err != nil {

@@ -185,13 +185,32 @@ type RetractView struct {
 type StateChange struct {
 	State   string `json:"state"`
 	Sampled bool   `json:"sampled"`
+	// ReportP is the probability with which a client sends each of its
+	// reaction batches (and states as "p" in it): below 1 when the
+	// stream's reaction requests pass the budget. Absent until the
+	// stream's first change; then always present (1 again when it is
+	// back under budget).
+	ReportP float64 `json:"report_p,omitempty"`
 }
 
 // Reactions is one second of a stream's reaction counts.
 type Reactions struct {
 	Second int64            `json:"second"`
 	Counts map[string]int64 `json:"counts"`
+	// P, on a router's partial, is the report probability that router's
+	// shard of the stream asks for (0: 1); gateways tell viewers the
+	// lowest. Not part of the viewers' event.
+	P float64 `json:"p,omitempty"`
 }
+
+// Reaction reporting: a stream's reaction requests are thinned once they
+// pass ReactionBudget a second. Clients send each batch with probability
+// p (a power of two, at least MinReportP) and the aggregator scales what
+// arrives by 1/p, so the counts drawn stay the same.
+const (
+	ReactionBudget = 2000
+	MinReportP     = 1.0 / 1024
+)
 
 // ReactionKinds are the reactions a viewer may send.
 var ReactionKinds = map[string]bool{
@@ -208,6 +227,53 @@ const (
 	KindState   = "state"
 )
 
+// Tiers of a comment on a sampled stream (Event.Tier). On a stream that
+// is not sampled every comment is broadcast and has no tier.
+const (
+	// TierPinned: the creator's and moderators' comments, shown to every
+	// viewer (at most PinnedRate a second; beyond it they compete for the
+	// sample).
+	TierPinned = "pinned"
+	// TierSample: the best scored of the rest, about SampleRate a second
+	// and at most one per author per SampleAuthorGap, shown to every
+	// viewer.
+	TierSample = "sample"
+	// TierRest: everything else, shown only to its author (and the
+	// author's friends, where the gateway knows them).
+	TierRest = "rest"
+)
+
+// Sampled mode: a stream enters it after SampledEnterFor above
+// SampledEnterRate comments a second and leaves it after SampledLeaveFor
+// below SampledLeaveRate; in it each viewer is shown about SampleRate +
+// PinnedRate comments a second whatever the posting rate.
+const (
+	SampledEnterRate = 50
+	SampledEnterFor  = 10 * time.Second
+	SampledLeaveRate = 30
+	SampledLeaveFor  = 30 * time.Second
+	SampleRate       = 10
+	PinnedRate       = 2
+	SampleAuthorGap  = time.Minute
+)
+
+// Features are the cheap facts the API knows about a comment's author
+// when it accepts the comment, carried on the log record for the
+// router's scoring of a sampled stream.
+type Features struct {
+	// Moderator: the stream's creator or one of its moderators.
+	Moderator bool `json:"m,omitempty"`
+	// AccountAgeS is the author's account age in seconds at the accept.
+	AccountAgeS int64 `json:"age,omitempty"`
+	// Bot: the account is a bot.
+	Bot bool `json:"bot,omitempty"`
+}
+
+// SampledKey is the board key the router that owns a stream's partition
+// holds (lease-bound) while the stream is sampled; GET /v1/streams/{id}
+// and gateways subscribing read it.
+func SampledKey(stream snowflake.ID) string { return "live/sampled/" + stream.String() }
+
 // Event is one entry of a stream's sequence: a comment, a retraction or a
 // state change, with its seq (the log offset). Exactly one of Comment,
 // Retract and State is set, as Kind says.
@@ -220,6 +286,9 @@ type Event struct {
 	// AcceptedAt is when the API accepted the record (Unix ns), for the
 	// post-to-flush latency.
 	AcceptedAt int64 `json:"at,omitempty"`
+	// Tier is a comment's tier on a sampled stream (empty: broadcast);
+	// on a retraction, the tier of the comment it takes down.
+	Tier string `json:"t,omitempty"`
 }
 
 // Batch is what the router publishes to a stream's relay topic: the
@@ -233,6 +302,10 @@ type Batch struct {
 	Prev      int64      `json:"p"`
 	Events    []Event    `json:"e,omitempty"`
 	Reactions *Reactions `json:"rx,omitempty"`
+	// Sampled is the stream's mode when the router published the batch
+	// (batches with events only); a gateway tells its viewers when it
+	// changes.
+	Sampled bool `json:"sm,omitempty"`
 }
 
 // Bucket returns the store bucket of t.

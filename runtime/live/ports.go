@@ -100,6 +100,13 @@ type Relay interface {
 	Subscribe(ctx context.Context, stream snowflake.ID, deliver func([]byte)) (cancel func(), err error)
 }
 
+// CountingRelay is a Relay that also tells how many subscribers a
+// message was copied to: the backbone copies of a batch (one per
+// subscribed gateway process). Both relay adapters implement it.
+type CountingRelay interface {
+	PublishCount(ctx context.Context, stream snowflake.ID, msg []byte) (copies int, err error)
+}
+
 // Board is the part of the registry the live path uses: a small watched
 // key-value space that pushes rules and bans to every API instance and
 // carries gateways' viewer counts. registry/etcd implements it, as does

@@ -42,7 +42,8 @@ func benchEnvInt(t *testing.T, name string, def int) int {
 // (default 10,000) split over two `concord serve --roles=live-gateway`
 // processes, with live-api, live-router and live-archiver in processes of
 // their own on Kafka, Redis and Cassandra. One comment every 200 ms
-// (LIVEBENCH_COMMENTS, default 50) is posted to the live-api; each
+// (LIVEBENCH_COMMENTS, default 50; LIVEBENCH_GAP=50ms posts one every
+// 50 ms, start to start, a busy stream) is posted to the live-api; each
 // viewer is a raw TCP connection (from 64 loopback source addresses) read
 // by one goroutine of this process that stamps the moment it parses the
 // comment's line. It reports:
@@ -345,15 +346,37 @@ func awaitCount(t *testing.T, n int, count func() float64) {
 	}
 }
 
-// measure calls post(i) for each comment, 200 ms apart, stamping the
-// moment before each, and waits until every viewer has read them all.
+// benchGap is LIVEBENCH_GAP (a duration): when set, comments are posted
+// that far apart, start to start (a busy stream: 50ms is 20 a second);
+// unset, each POST is followed by a 200 ms pause, as in the recorded runs
+// before it existed.
+func benchGap(t *testing.T) time.Duration {
+	v := os.Getenv("LIVEBENCH_GAP")
+	if v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("LIVEBENCH_GAP=%q: want a positive duration", v)
+	}
+	return d
+}
+
+// measure calls post(i) for each comment, 200 ms apart (LIVEBENCH_GAP),
+// stamping the moment before each, and waits until every viewer has read
+// them all.
 func (r *viewerRun) measure(t *testing.T, post func(i int)) {
 	t.Helper()
+	gap := benchGap(t)
 	r.posted = make([]time.Time, r.comments)
 	for i := range r.comments {
 		r.posted[i] = time.Now()
 		post(i)
-		time.Sleep(200 * time.Millisecond)
+		if gap > 0 {
+			time.Sleep(time.Until(r.posted[i].Add(gap)))
+		} else {
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 	r.await(t, "comment", r.got, r.comments)
 }

@@ -198,7 +198,12 @@ func (a *API) acceptComment(ctx context.Context, s *live.Stream, who caller, tex
 	if d.Shadow {
 		a.m.shadowed.WithLabelValues(d.ShadowReason).Inc()
 	}
-	offs, err := a.appendRecords(ctx, s, live.LogRecord{Kind: live.KindComment, StreamID: s.ID, Comment: &c, AcceptedAt: accepted.UnixNano()})
+	feat := &live.Features{Moderator: s.IsModerator(u.ID), Bot: u.Bot}
+	if !u.CreatedAt.IsZero() {
+		feat.AccountAgeS = max(int64(accepted.Sub(u.CreatedAt)/time.Second), 0)
+	}
+	offs, err := a.appendRecords(ctx, s, live.LogRecord{Kind: live.KindComment, StreamID: s.ID, Comment: &c,
+		AcceptedAt: accepted.UnixNano(), Features: feat})
 	if err != nil {
 		return live.Comment{}, err
 	}

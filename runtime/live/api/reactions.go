@@ -24,6 +24,9 @@ func (a *API) postReactions(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		BatchID *string          `json:"batch_id"`
 		Counts  map[string]int64 `json:"counts"`
+		// P is the report probability the client applied (the state
+		// event's report_p), absent: 1.
+		P *float64 `json:"p"`
 	}
 	if err := decode(w, r, &body, false); err != nil {
 		a.fail(w, r, err)
@@ -32,6 +35,13 @@ func (a *API) postReactions(w http.ResponseWriter, r *http.Request) {
 	if body.BatchID == nil || *body.BatchID == "" || utf8.RuneCountInString(*body.BatchID) > 64 {
 		a.fail(w, r, formErr("batch_id", "BASE_TYPE_BAD_LENGTH", "Must be between 1 and 64 in length."))
 		return
+	}
+	p := 1.0
+	if body.P != nil {
+		if p = *body.P; !(p >= live.MinReportP && p <= 1) {
+			a.fail(w, r, formErr("p", "NUMBER_TYPE_MAX", "p must be between 1/1024 and 1."))
+			return
+		}
 	}
 	if len(body.Counts) == 0 {
 		a.fail(w, r, formErr("counts", "BASE_TYPE_REQUIRED", "At least one reaction is required."))
@@ -64,7 +74,7 @@ func (a *API) postReactions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if n == 1 {
-		rec, err := live.ReactionRecord{StreamID: s.ID, Second: a.now().Unix(), Counts: body.Counts}.Record(a.cfg.Topics.Reactions, me)
+		rec, err := live.ReactionRecord{StreamID: s.ID, Second: a.now().Unix(), Counts: body.Counts, P: p}.Record(a.cfg.Topics.Reactions, me)
 		if err != nil {
 			a.fail(w, r, err)
 			return

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -109,7 +111,22 @@ func (a *API) getStream(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.View(a.viewers(r.Context(), s.ID)))
+	v := s.View(a.viewers(r.Context(), s.ID))
+	v.Sampled = v.Sampled || a.sampled(r.Context(), s.ID)
+	writeJSON(w, http.StatusOK, v)
+}
+
+// sampled reports whether the router that owns the stream's partition
+// holds it in sampled mode (its lease-bound board key): a router that
+// dies takes the key with it, and its successor sets it again once the
+// rate says so.
+func (a *API) sampled(ctx context.Context, id snowflake.ID) bool {
+	v, err := a.d.Board.Get(ctx, live.SampledKey(id))
+	if err != nil || len(v) == 0 {
+		return false
+	}
+	var st live.StateChange
+	return json.Unmarshal(v, &st) == nil && st.Sampled
 }
 
 // creatorStream authenticates the creator of the path's stream.

@@ -118,7 +118,7 @@ func (v *viewer) kick() {
 }
 
 // writeLoop writes the queue to the connection, at most one write with
-// events per FlushInterval (the rest of a flush the socket did not take
+// events per QuietGap (the rest of a flush the socket did not take
 // goes at once), and returns as soon as the queue is empty; a failed
 // write cuts the viewer.
 func (v *viewer) writeLoop() {
@@ -137,7 +137,7 @@ func (v *viewer) writeLoop() {
 		rest := v.rest
 		v.rest = false
 		v.mu.Unlock()
-		if wait := g.cfg.FlushInterval - time.Since(v.lastFlush); wait > 0 && !rest {
+		if wait := g.cfg.QuietGap - time.Since(v.lastFlush); wait > 0 && !rest {
 			if hold == nil {
 				hold = time.NewTimer(wait)
 			} else {

@@ -32,9 +32,17 @@ type Config struct {
 	// Name identifies this gateway's viewer reports (default: host name
 	// and pid).
 	Name string
-	// FlushInterval is the shortest time between two writes to a viewer
-	// (default 250 ms).
+	// FlushInterval spaces the writes of a busy stream's events: while
+	// they arrive less than QuietGap apart, a stream's viewers are
+	// flushed once per FlushInterval (default 250 ms).
 	FlushInterval time.Duration
+	// QuietGap is when batching stops paying: an event that arrives when
+	// the stream's last event flush is at least QuietGap old is written
+	// at once (default 150 ms, at most FlushInterval). It sits above the
+	// router's 100 ms batch window, so a stream whose router batches
+	// back to back stays batched, and below FlushInterval, so a stream
+	// posting every 200 ms no longer waits for a 250 ms slot.
+	QuietGap time.Duration
 	// PingInterval is the time between ": ping" comment lines (default 15 s).
 	PingInterval time.Duration
 	// Linger is how long a stream stays subscribed after its last local
@@ -75,6 +83,9 @@ type Gateway struct {
 	log *slog.Logger
 	m   metrics
 
+	// now, when set, replaces time.Now in the flush rule (tests).
+	now func() time.Time
+
 	mu      sync.Mutex
 	hubs    map[snowflake.ID]*hub
 	viewers int
@@ -93,6 +104,10 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = 250 * time.Millisecond
 	}
+	if cfg.QuietGap <= 0 {
+		cfg.QuietGap = 150 * time.Millisecond
+	}
+	cfg.QuietGap = min(cfg.QuietGap, cfg.FlushInterval)
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = 15 * time.Second
 	}

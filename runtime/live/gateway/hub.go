@@ -46,6 +46,7 @@ type hub struct {
 	state    live.StateChange
 	viewers  map[*viewer]struct{}
 	rx       map[int64]map[string]int64 // reaction partials by second
+	rxP      map[int64]float64          // the lowest report probability the partials of a second asked for
 	rxDone   int64                      // last second emitted
 	unsub    func()
 	// nextPing is when the stream's viewers are next sent ": ping"
@@ -110,8 +111,17 @@ func (h *hub) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recent: %w", err)
 	}
+	sampled := s.Sampled
+	if b := h.g.d.Board; b != nil && s.State == live.StateLive {
+		// The router holds this key while the stream is sampled; without
+		// it the first batch tells (Batch.Sampled).
+		if v, err := b.Get(ctx, live.SampledKey(h.id)); err == nil {
+			var st live.StateChange
+			sampled = json.Unmarshal(v, &st) == nil && st.Sampled
+		}
+	}
 	h.mu.Lock()
-	h.state = live.StateChange{State: s.State, Sampled: s.Sampled}
+	h.state = live.StateChange{State: s.State, Sampled: sampled}
 	h.complete = len(evs) < live.RecentSize
 	h.applyLocked(evs)
 	h.mu.Unlock()
@@ -204,6 +214,12 @@ func (h *hub) process(msg []byte) {
 		evs = append(fill, evs...)
 	}
 	h.mu.Lock()
+	if h.state.State == live.StateLive && b.Sampled != h.state.Sampled {
+		// The router switched the stream's mode: viewers are told before
+		// the batch's comments, which are tiered by it.
+		h.state.Sampled = b.Sampled
+		h.addPendingLocked(outFrame{frame: stateFrame(h.state), seq: -1, acceptedAt: evs[0].AcceptedAt})
+	}
 	h.applyLocked(evs)
 	h.mu.Unlock()
 }
@@ -220,11 +236,16 @@ func (h *hub) applyLocked(evs []live.Event) {
 		switch ev.Kind {
 		case live.KindComment:
 			e := &entry{seq: ev.Seq, ev: ev, frame: commentFrame(ev.Comment)}
-			h.pushRing(e)
 			f := outFrame{frame: e.frame, seq: ev.Seq, acceptedAt: ev.AcceptedAt}
-			if ev.Comment.Shadow {
+			if ev.Comment.Shadow || ev.Tier == live.TierRest {
+				// Shown to its author only: a shadow comment, or one of a
+				// sampled stream's rest tier (which the ring does not keep,
+				// so joins and resumes see only what everyone is shown).
 				f.onlyAuthor = ev.Comment.Author.ID
 				f.restricted = true
+			}
+			if ev.Tier != live.TierRest {
+				h.pushRing(e)
 			}
 			h.addPendingLocked(f)
 		case live.KindRetract:
@@ -239,7 +260,11 @@ func (h *hub) applyLocked(evs []live.Event) {
 			if already {
 				continue
 			}
-			h.addPendingLocked(outFrame{frame: e.frame, seq: ev.Seq, acceptedAt: ev.AcceptedAt, retract: rt})
+			f := outFrame{frame: e.frame, seq: ev.Seq, acceptedAt: ev.AcceptedAt, retract: rt}
+			if ev.Tier == live.TierRest {
+				f.restricted, f.onlyAuthor = true, rt.AuthorID
+			}
+			h.addPendingLocked(f)
 		case live.KindState:
 			if *ev.State == h.state {
 				// Already what viewers were told on open.
@@ -313,7 +338,7 @@ func (h *hub) join(v *viewer, lastID int64) {
 				case live.KindRetract:
 					// Only for comments the viewer had before it left.
 					rt := e.ev.Retract
-					if rt.Seq <= lastID && (!rt.Shadow || rt.AuthorID == v.user) {
+					if rt.Seq <= lastID && ((!rt.Shadow && e.ev.Tier != live.TierRest) || rt.AuthorID == v.user) {
 						v.queue(e.frame, e.seq)
 					}
 				}
@@ -385,6 +410,14 @@ func (h *hub) addReactionsLocked(rx *live.Reactions) {
 		m = map[string]int64{}
 		h.rx[rx.Second] = m
 	}
+	if p := rx.P; p > 0 && p < 1 {
+		if h.rxP == nil {
+			h.rxP = map[int64]float64{}
+		}
+		if q, ok := h.rxP[rx.Second]; !ok || p < q {
+			h.rxP[rx.Second] = p
+		}
+	}
 	for k, n := range rx.Counts {
 		m[k] += n
 	}
@@ -407,8 +440,19 @@ func (h *hub) emitReactions(now time.Time) {
 			continue
 		}
 		delete(h.rx, sec)
+		p, thinned := h.rxP[sec]
+		delete(h.rxP, sec)
 		if sec <= h.rxDone {
 			continue
+		}
+		if !thinned {
+			p = 1
+		}
+		if cur := h.state.ReportP; h.state.State == live.StateLive && p != cur && (cur != 0 || p != 1) {
+			// The aggregator asks for another report probability: viewers
+			// are told with the state event, before the counts.
+			h.state.ReportP = p
+			h.addPendingLocked(outFrame{frame: stateFrame(h.state), seq: -1})
 		}
 		data, _ := json.Marshal(live.Reactions{Second: sec, Counts: counts})
 		h.addPendingLocked(outFrame{frame: sse.AppendEvent(nil, "reactions", "", data), seq: -1, lazy: true})

@@ -7,6 +7,20 @@ type metrics struct {
 	subscribes, unsubscribes, batches, invalid, gaps, gapsSent prometheus.Counter
 	resumes, slowCut                                           prometheus.Counter
 	flushAge, postToFlush, relayAge                            prometheus.Histogram
+	flushDone                                                  *prometheus.HistogramVec
+}
+
+// sizeLabel buckets a stream by its viewers on this gateway, for the
+// latency by stream size.
+func sizeLabel(viewers int) string {
+	switch {
+	case viewers < 100:
+		return "1-99"
+	case viewers < 10_000:
+		return "100-9999"
+	default:
+		return "10000+"
+	}
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -29,9 +43,13 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Help: "Time from the API accepting an event to its flush to a viewer.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
 		relayAge: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_gateway_relay_age_seconds",
 			Help: "Time from the API accepting a batch's first event to the gateway receiving the batch from the relay.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		flushDone: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "concord_live_gateway_post_to_flush_done_seconds",
+			Help:    "Time from the API accepting a flush's oldest event to the end of the flush's writes, by the stream's viewers on this gateway.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, []string{"viewers"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.viewers, m.subscribes, m.unsubscribes, m.batches, m.invalid, m.gaps, m.gapsSent, m.resumes, m.slowCut, m.flushAge, m.postToFlush, m.relayAge)
+		reg.MustRegister(m.viewers, m.subscribes, m.unsubscribes, m.batches, m.invalid, m.gaps, m.gapsSent, m.resumes, m.slowCut, m.flushAge, m.postToFlush, m.relayAge,
+			m.flushDone)
 	}
 	return m
 }

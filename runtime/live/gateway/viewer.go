@@ -77,7 +77,7 @@ func (v *viewer) queue(frame []byte, seq int64) {
 // or one with a backlog, is queued behind what is already there. A
 // viewer whose queue would pass MaxPending is cut. urgent says the flush
 // carries an event (not only bookkeeping): only those space a viewer's
-// writes FlushInterval apart.
+// writes QuietGap apart.
 func (v *viewer) deliver(b []byte, oldest int64, queued time.Time, urgent bool, g *Gateway, sw *sockWriter) {
 	v.mu.Lock()
 	if v.isCut {
@@ -256,9 +256,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, v *viewer) {
 		case <-v.cut:
 			return
 		case <-v.wake:
-			// At most one flush with events per FlushInterval: hold the
-			// frames until the interval since the last one has passed.
-			if wait := g.cfg.FlushInterval - time.Since(lastFlush); wait > 0 {
+			// The hub spaces a stream's event flushes (QuietGap apart at
+			// the closest); a viewer's own writer keeps at least that
+			// between its writes with events, so a backlog goes in few
+			// writes without holding back a quiet stream's next event.
+			if wait := g.cfg.QuietGap - time.Since(lastFlush); wait > 0 {
 				if hold == nil {
 					hold = time.NewTimer(wait)
 				} else {

@@ -235,7 +235,11 @@ func buildRouter(ctx context.Context, b *role.Builder) error {
 		}
 		consumer, ready = cu, cu.Ready
 	}
-	rt, err := router.New(rcfg, router.Deps{Log: consumer, Recent: cache, Relay: rel})
+	brd, err := bk.board()
+	if err != nil {
+		return err
+	}
+	rt, err := router.New(rcfg, router.Deps{Log: consumer, Recent: cache, Relay: rel, Board: brd})
 	if err != nil {
 		return fmt.Errorf("live router: %w", err)
 	}

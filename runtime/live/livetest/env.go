@@ -76,6 +76,8 @@ type Options struct {
 	Gateway gateway.Config
 	// NoRouter leaves the router out (the fault tests run their own).
 	NoRouter bool
+	// RouterNow, when set, is the router's clock (sampled mode tests).
+	RouterNow func() time.Time
 	// API is the API's configuration; Start sets its Topics, Logger and
 	// Registerer.
 	API api.Config
@@ -102,6 +104,8 @@ type Env struct {
 	// Remote is set for an env whose roles run in a Concord process (see
 	// Remote); nil for one Start runs here.
 	Remote *RemoteRoles
+
+	routerNow func() time.Time
 
 	// running counts the roles' Run loops; the first cleanup of Start
 	// cancels them and waits, so no role touches a closed store.
@@ -205,7 +209,7 @@ func Start(t testing.TB, b Backends, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{T: t, B: b, Issuer: iss, Users: users, ctx: ctx, ids: ids, reg: o.Registerer}
+	e := &Env{T: t, B: b, Issuer: iss, Users: users, ctx: ctx, ids: ids, reg: o.Registerer, routerNow: o.RouterNow}
 	log := slog.New(slog.DiscardHandler)
 	gcfg := o.Gateway
 	gcfg.Logger = log
@@ -250,7 +254,8 @@ func Start(t testing.TB, b Backends, o Options) *Env {
 func (e *Env) StartRouter(ctx context.Context) {
 	cfg := RouterConfig(e.B.Topics)
 	cfg.Registerer, e.reg = e.reg, nil
-	r, err := router.New(cfg, router.Deps{Log: e.B.Log, Recent: e.B.Cache, Relay: e.B.Relay})
+	cfg.Now = e.routerNow
+	r, err := router.New(cfg, router.Deps{Log: e.B.Log, Recent: e.B.Cache, Relay: e.B.Relay, Board: e.B.Board})
 	if err != nil {
 		e.T.Fatal(err)
 	}

@@ -14,11 +14,11 @@ import (
 // TestLoneCommentAfterViewersEventGoesAtOnce: over real HTTP/1.1
 // (detached) and HTTP/2 viewers, a comment posted right after a viewers
 // event reached them is written at once, not held by the flush rule. The
-// flush interval is an hour, so any hold outlasts the test; the next
-// comment does wait for it.
+// flush interval and the quiet gap are an hour, so any hold outlasts the
+// test; the next comment does wait for it.
 func TestLoneCommentAfterViewersEventGoesAtOnce(t *testing.T) {
 	e := livetest.Start(t, livetest.Backends{}, livetest.Options{Gateway: gateway.Config{
-		FlushInterval: time.Hour, ReportInterval: 200 * time.Millisecond, PingInterval: time.Hour}})
+		FlushInterval: time.Hour, QuietGap: time.Hour, ReportInterval: 200 * time.Millisecond, PingInterval: time.Hour}})
 	srv := httptest.NewUnstartedServer(e.API)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)

@@ -37,6 +37,12 @@ type sub struct {
 
 // Publish implements live.Relay.
 func (m *Mem) Publish(ctx context.Context, stream snowflake.ID, msg []byte) error {
+	_, err := m.PublishCount(ctx, stream, msg)
+	return err
+}
+
+// PublishCount implements live.CountingRelay.
+func (m *Mem) PublishCount(ctx context.Context, stream snowflake.ID, msg []byte) (int, error) {
 	m.mu.Lock()
 	subs := make([]*sub, 0, len(m.topics[stream]))
 	for s := range m.topics[stream] {
@@ -54,7 +60,7 @@ func (m *Mem) Publish(ctx context.Context, stream snowflake.ID, msg []byte) erro
 		default:
 		}
 	}
-	return nil
+	return len(subs), nil
 }
 
 // Subscribers returns how many subscriptions stream's topic has (the

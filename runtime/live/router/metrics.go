@@ -4,7 +4,10 @@ import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
 	batches, events, invalid, cacheErrors, publishErrors prometheus.Counter
-	batchAge, logAge, acceptToPublish                    prometheus.Histogram
+	batchAge, logAge, acceptToPublish, copies            prometheus.Histogram
+	sampledStreams                                       prometheus.Gauge
+	reactions                                            prometheus.Counter
+	tiers                                                *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -26,9 +29,18 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		acceptToPublish: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_router_accept_to_publish_seconds",
 			Help:    "Time from the API accepting an event to the router publishing its batch to the relay.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		reactions: c("reaction_batches_total", "Reaction batches (requests) read from the reactions topic; their rate is the reactions ingest."),
+		copies: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_router_relay_copies",
+			Help:    "Backbone copies of one batch of comments: the gateways subscribed to its stream (the ideal is the gateways its viewers sit on, never the viewers).",
+			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256}}),
+		sampledStreams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_live_router_sampled_streams",
+			Help: "Streams of the owned partitions in sampled mode."}),
+		tiers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_live_router_sampled_comments_total",
+			Help: "Comments of sampled streams published, by tier (pinned, sample, rest)."}, []string{"tier"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.batches, m.events, m.invalid, m.cacheErrors, m.publishErrors, m.batchAge, m.logAge, m.acceptToPublish)
+		reg.MustRegister(m.batches, m.events, m.invalid, m.cacheErrors, m.publishErrors, m.batchAge, m.logAge, m.acceptToPublish,
+			m.sampledStreams, m.tiers, m.reactions, m.copies)
 	}
 	return m
 }

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/concord-chat/concord/runtime/eventlog"
@@ -26,6 +27,19 @@ type window struct {
 type sums struct {
 	counts      map[string]int64
 	firstOffset int64
+	demand      float64         // requests the clients made, estimated: each arrived one over its p
+	shards      map[string]bool // the stream's shard keys seen in this partition
+}
+
+// reportP is the report probability for a stream whose reaction requests
+// are estimated at demand a second: the largest power of two that keeps
+// them within live.ReactionBudget, at least live.MinReportP.
+func reportP(demand float64) float64 {
+	p := 1.0
+	for p > live.MinReportP && demand*p > live.ReactionBudget {
+		p /= 2
+	}
+	return p
 }
 
 // ConsumeClaim sums one partition's reaction batches per (stream, second)
@@ -35,6 +49,11 @@ type sums struct {
 func (h reactionsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c eventlog.Claim) error {
 	r := h.r
 	open := map[window]*sums{}
+	// inForce is each stream's report probability as this partition last
+	// computed it: a record claiming a lower p than half of it is scaled
+	// as if it had that half (a client cannot inflate its taps by
+	// claiming a p nobody asked for).
+	inForce := map[snowflake.ID]float64{}
 	next := c.InitialOffset()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
@@ -51,7 +70,19 @@ func (h reactionsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, 
 			if now.Sub(time.Unix(w.second, 0)) > staleReactions {
 				continue
 			}
-			msg, err := live.EncodeBatch(live.Batch{StreamID: w.stream, Prev: -1, Reactions: &live.Reactions{Second: w.second, Counts: sm.counts}})
+			// The stream's demand from this partition's share of its 16
+			// shards (viewers spread evenly over them).
+			p := reportP(sm.demand * live.ReactionShards / float64(max(len(sm.shards), 1)))
+			if p == 1 {
+				delete(inForce, w.stream)
+			} else {
+				inForce[w.stream] = p
+			}
+			rx := &live.Reactions{Second: w.second, Counts: sm.counts}
+			if p < 1 {
+				rx.P = p
+			}
+			msg, err := live.EncodeBatch(live.Batch{StreamID: w.stream, Prev: -1, Reactions: rx})
 			if err == nil {
 				err = r.d.Relay.Publish(ctx, w.stream, msg)
 			}
@@ -77,12 +108,24 @@ func (h reactionsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, 
 			w := window{rr.StreamID, rr.Second}
 			sm := open[w]
 			if sm == nil {
-				sm = &sums{counts: map[string]int64{}, firstOffset: rec.Offset}
+				sm = &sums{counts: map[string]int64{}, firstOffset: rec.Offset, shards: map[string]bool{}}
 				open[w] = sm
 			}
-			for k, n := range rr.Counts {
-				sm.counts[k] += n
+			p := rr.P
+			if p <= 0 {
+				p = 1
 			}
+			if f, ok := inForce[rr.StreamID]; ok {
+				p = max(p, f/2)
+			} else {
+				p = max(p, 0.5)
+			}
+			sm.demand += 1 / p
+			sm.shards[string(rec.Key)] = true
+			for k, n := range rr.Counts {
+				sm.counts[k] += int64(math.Round(float64(n) / p))
+			}
+			r.m.reactions.Add(1)
 		case now := <-tick.C:
 			flush(now, false)
 		}

@@ -14,15 +14,18 @@ package router
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/live"
+	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
@@ -40,7 +43,15 @@ type Config struct {
 	// EndedTTL is how long the recent cache keeps an ended stream
 	// (default 24 h).
 	EndedTTL time.Duration
-	Logger   *slog.Logger
+	// Hold is how long a sampled stream's events wait at the router
+	// before they are tiered and published (default 1 s; negative: no
+	// hold): a comment taken down within it (by the ML consumer, a
+	// report, its creator) never reaches the sample.
+	Hold time.Duration
+	// Now is the clock of sampled mode: comment rates, the sample's pace
+	// (default time.Now; tests inject one). Batch windows are real time.
+	Now    func() time.Time
+	Logger *slog.Logger
 	// Registerer receives the router's metrics (nil: none).
 	Registerer prometheus.Registerer
 }
@@ -50,6 +61,10 @@ type Deps struct {
 	Log    live.Consumer
 	Recent live.Recent
 	Relay  live.Relay
+	// Board, when set, holds live.SampledKey while a stream of an owned
+	// partition is sampled (lease-bound), for GET /v1/streams/{id} and
+	// gateways subscribing.
+	Board live.Board
 }
 
 // Router is the stream router role.
@@ -77,11 +92,17 @@ func New(cfg Config, d Deps) (*Router, error) {
 	if cfg.BatchWindow <= 0 {
 		cfg.BatchWindow = 100 * time.Millisecond
 	}
+	if cfg.Hold == 0 {
+		cfg.Hold = time.Second
+	}
 	if cfg.EndedTTL <= 0 {
 		cfg.EndedTTL = 24 * time.Hour
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &Router{cfg: cfg, d: d, log: cfg.Logger.With("component", "live-router"), m: newMetrics(cfg.Registerer)}, nil
 }
@@ -112,13 +133,15 @@ func (commentsHandler) Cleanup(context.Context, eventlog.Session) error { return
 
 // stream is the router's state of one stream of an owned partition.
 type stream struct {
-	id          snowflake.ID
-	last        int64 // seq of the last published event
-	known       bool  // last is known (else asked from the cache)
-	pending     []live.Event
-	firstOffset int64
-	since       time.Time // when the first pending event arrived
-	published   time.Time
+	id        snowflake.ID
+	last      int64 // seq of the last published event
+	known     bool  // last is known (else asked from the cache)
+	pending   []live.Event
+	feats     []*live.Features // pending[i]'s author features
+	arrived   []time.Time      // when pending[i] reached the router
+	smp       *sampler
+	since     time.Time // when the first pending event arrived
+	published time.Time
 }
 
 // ConsumeClaim runs one partition: a single goroutine owns all its
@@ -129,11 +152,23 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 	next := c.InitialOffset()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	// Sampled streams are looked at every second even when nothing
+	// arrives, so a stream that went quiet leaves sampled mode on time.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	defer func() {
+		// The next owner of the partition decides the mode afresh.
+		for _, st := range streams {
+			if st.smp.sampled {
+				r.setSampled(context.WithoutCancel(ctx), st.id, false)
+			}
+		}
+	}()
 	mark := func() {
 		m := next
 		for _, st := range streams {
-			if len(st.pending) > 0 && st.firstOffset < m {
-				m = st.firstOffset
+			if len(st.pending) > 0 && st.pending[0].Seq < m {
+				m = st.pending[0].Seq
 			}
 		}
 		s.Mark(c.Topic(), c.Partition(), m)
@@ -142,14 +177,34 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 		wake := time.Duration(-1)
 		for id, st := range streams {
 			if len(st.pending) == 0 {
-				if now.Sub(st.published) > time.Minute {
+				if now.Sub(st.published) > time.Minute && !st.smp.sampled {
 					delete(streams, id)
 				}
 				continue
 			}
 			due := st.published.Add(r.cfg.BatchWindow)
+			held := r.holds(st)
+			if held {
+				// The events of a sampled stream go out once they were held
+				// Hold, in batches at most BatchWindow apart.
+				if h := st.arrived[0].Add(r.cfg.Hold); h.After(due) {
+					due = h
+				}
+			}
 			if all || !now.Before(due) {
-				r.flush(ctx, st, now)
+				n := len(st.pending)
+				if held && !all {
+					n = 0
+					for n < len(st.arrived) && !st.arrived[n].After(now.Add(-r.cfg.Hold)) {
+						n++
+					}
+				}
+				r.flush(ctx, st, now, n)
+				if len(st.pending) > 0 {
+					if d := st.arrived[0].Add(r.cfg.Hold).Sub(now); wake < 0 || d < wake {
+						wake = max(d, r.cfg.BatchWindow)
+					}
+				}
 				continue
 			}
 			if d := due.Sub(now); wake < 0 || d < wake {
@@ -178,35 +233,87 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 			}
 			st := streams[lr.StreamID]
 			if st == nil {
-				st = &stream{id: lr.StreamID}
+				st = &stream{id: lr.StreamID, smp: newSampler()}
 				streams[lr.StreamID] = st
 			}
 			now := time.Now()
+			if lr.Kind == live.KindComment && !backlog(lr, r.cfg.Now()) && st.smp.countAt(r.cfg.Now()) {
+				r.setSampled(ctx, st.id, st.smp.sampled)
+			}
 			if lr.AcceptedAt > 0 {
 				r.m.logAge.Observe(float64(now.UnixNano()-lr.AcceptedAt) / 1e9)
 			}
 			if len(st.pending) == 0 {
-				st.firstOffset, st.since = rec.Offset, now
+				st.since = now
+			}
+			if lr.Kind == live.KindRetract && r.holds(st) {
+				// Taken down while held: the comment cannot enter the sample.
+				st.smp.pull(lr.Retract.Seq)
 			}
 			st.pending = append(st.pending, lr.Event(rec.Offset))
-			if len(st.pending) == 1 && now.Sub(st.published) >= r.cfg.BatchWindow {
+			st.feats = append(st.feats, lr.Features)
+			st.arrived = append(st.arrived, now)
+			if len(st.pending) == 1 && now.Sub(st.published) >= r.cfg.BatchWindow && !r.holds(st) {
 				// A lone event after an idle period goes at once.
-				r.flush(ctx, st, now)
+				r.flush(ctx, st, now, 1)
 			}
 			flushDue(now, false)
 			mark()
 		case now := <-timer.C:
 			flushDue(now, false)
 			mark()
+		case <-tick.C:
+			now := r.cfg.Now()
+			for _, st := range streams {
+				if st.smp.sampled && st.smp.tick(now) {
+					r.setSampled(ctx, st.id, st.smp.sampled)
+				}
+			}
 		}
 	}
 }
 
-// flush writes st's pending events to the recent cache and publishes them
-// as one batch.
-func (r *Router) flush(ctx context.Context, st *stream, now time.Time) {
-	evs := st.pending
-	st.pending = nil
+// holds reports whether st's events are held before publishing (a
+// sampled stream).
+func (r *Router) holds(st *stream) bool { return st.smp.sampled && r.cfg.Hold > 0 }
+
+// flush writes st's first n pending events to the recent cache and
+// publishes them as one batch.
+func (r *Router) flush(ctx context.Context, st *stream, now time.Time, n int) {
+	if n <= 0 {
+		return
+	}
+	evs, feats := st.pending[:n:n], st.feats[:n:n]
+	if n == len(st.pending) {
+		st.pending, st.feats, st.arrived = nil, nil, nil
+	} else {
+		st.pending = slices.Clone(st.pending[n:])
+		st.feats = slices.Clone(st.feats[n:])
+		st.arrived = slices.Clone(st.arrived[n:])
+		st.since = st.arrived[0]
+	}
+	if st.smp.tick(r.cfg.Now()) {
+		r.setSampled(ctx, st.id, st.smp.sampled)
+	}
+	for i := range evs {
+		if evs[i].Kind == live.KindRetract {
+			st.smp.retracted(&evs[i])
+		}
+	}
+	if st.smp.sampled {
+		st.smp.tierBatch(r.cfg.Now(), evs, feats)
+	}
+	// The recent cache (joins and refills) keeps what every viewer is
+	// shown: on a sampled stream, not the rest tier.
+	cached := evs
+	if st.smp.sampled {
+		cached = make([]live.Event, 0, len(evs))
+		for _, ev := range evs {
+			if ev.Tier != live.TierRest {
+				cached = append(cached, ev)
+			}
+		}
+	}
 	if !st.known {
 		// After a restart or a rebalance: the event before this batch is
 		// the newest one the cache holds below it.
@@ -221,9 +328,11 @@ func (r *Router) flush(ctx context.Context, st *stream, now time.Time) {
 		}
 		st.known = true
 	}
-	if err := r.d.Recent.Add(ctx, st.id, evs); err != nil {
-		r.m.cacheErrors.Inc()
-		r.log.Warn("recent cache add failed", "stream", st.id, "err", err)
+	if len(cached) > 0 {
+		if err := r.d.Recent.Add(ctx, st.id, cached); err != nil {
+			r.m.cacheErrors.Inc()
+			r.log.Warn("recent cache add failed", "stream", st.id, "err", err)
+		}
 	}
 	for _, ev := range evs {
 		switch {
@@ -232,17 +341,21 @@ func (r *Router) flush(ctx context.Context, st *stream, now time.Time) {
 				r.m.cacheErrors.Inc()
 			}
 		case ev.State != nil && ev.State.State == live.StateEnded:
+			if st.smp.sampled {
+				st.smp.sampled = false
+				r.setSampled(ctx, st.id, false)
+			}
 			if err := r.d.Recent.Expire(ctx, st.id, r.cfg.EndedTTL); err != nil {
 				r.m.cacheErrors.Inc()
 			}
 		}
 	}
-	msg, err := live.EncodeBatch(live.Batch{StreamID: st.id, Prev: st.last, Events: evs})
+	msg, err := live.EncodeBatch(live.Batch{StreamID: st.id, Prev: st.last, Events: evs, Sampled: st.smp.sampled})
 	if err != nil {
 		r.log.Error("batch not encoded", "stream", st.id, "err", err)
 		return
 	}
-	if err := r.d.Relay.Publish(ctx, st.id, msg); err != nil {
+	if err := r.publish(ctx, st.id, msg); err != nil {
 		// Fire and forget: gateways see the gap on the next batch and
 		// refill from the recent cache.
 		r.m.publishErrors.Inc()
@@ -252,9 +365,68 @@ func (r *Router) flush(ctx context.Context, st *stream, now time.Time) {
 		// The batch's oldest event: what its viewers waited longest for.
 		r.m.acceptToPublish.Observe(float64(time.Now().UnixNano()-a) / 1e9)
 	}
+	if st.smp.sampled {
+		for _, ev := range evs {
+			if ev.Kind == live.KindComment {
+				r.m.tiers.WithLabelValues(ev.Tier).Inc()
+			}
+		}
+	}
 	st.last = evs[len(evs)-1].Seq
 	st.published = now
 	r.m.batches.Inc()
 	r.m.events.Add(float64(len(evs)))
 	r.m.batchAge.Observe(now.Sub(st.since).Seconds())
+}
+
+// setSampled records a stream's mode change on the board (the API's GET
+// and subscribing gateways read it; viewers learn it from the next
+// batch's Sampled flag).
+func (r *Router) setSampled(ctx context.Context, id snowflake.ID, sampled bool) {
+	r.log.Info("stream mode", "stream", id, "sampled", sampled)
+	if sampled {
+		r.m.sampledStreams.Inc()
+	} else {
+		r.m.sampledStreams.Dec()
+	}
+	if r.d.Board == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var err error
+	if sampled {
+		v, _ := json.Marshal(live.StateChange{State: live.StateLive, Sampled: true})
+		err = r.d.Board.Put(ctx, live.SampledKey(id), v, registry.WhileAlive)
+	} else {
+		err = r.d.Board.Delete(ctx, live.SampledKey(id))
+	}
+	if err != nil {
+		r.log.Warn("sampled mode not recorded on the board", "stream", id, "sampled", sampled, "err", err)
+	}
+}
+
+// publish sends a batch of comments to the relay, counting its backbone
+// copies (subscribed gateways) when the relay tells them.
+func (r *Router) publish(ctx context.Context, id snowflake.ID, msg []byte) error {
+	cr, ok := r.d.Relay.(live.CountingRelay)
+	if !ok {
+		return r.d.Relay.Publish(ctx, id, msg)
+	}
+	n, err := cr.PublishCount(ctx, id, msg)
+	if err == nil {
+		r.m.copies.Observe(float64(n))
+	}
+	return err
+}
+
+// backlogAge is how old a comment may be and still count toward its
+// stream's rate: a log replayed from far behind (concord dev's start, a
+// router catching up after an outage) is read much faster than it was
+// posted and must not switch streams to sampled mode.
+const backlogAge = time.Minute
+
+// backlog reports whether lr was accepted more than backlogAge before now.
+func backlog(lr live.LogRecord, now time.Time) bool {
+	return lr.AcceptedAt > 0 && now.Sub(time.Unix(0, lr.AcceptedAt)) > backlogAge
 }

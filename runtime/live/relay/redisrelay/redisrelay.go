@@ -89,10 +89,18 @@ func (r *Relay) channel(stream snowflake.ID) string { return r.prefix + stream.S
 
 // Publish implements live.Relay.
 func (r *Relay) Publish(ctx context.Context, stream snowflake.ID, msg []byte) error {
-	if err := r.c.Publish(ctx, r.channel(stream), msg).Err(); err != nil {
-		return fmt.Errorf("%w: redis publish: %v", live.ErrUnavailable, err)
+	_, err := r.PublishCount(ctx, stream, msg)
+	return err
+}
+
+// PublishCount implements live.CountingRelay: PUBLISH answers with the
+// number of subscribed connections, one per gateway process.
+func (r *Relay) PublishCount(ctx context.Context, stream snowflake.ID, msg []byte) (int, error) {
+	n, err := r.c.Publish(ctx, r.channel(stream), msg).Result()
+	if err != nil {
+		return 0, fmt.Errorf("%w: redis publish: %v", live.ErrUnavailable, err)
 	}
-	return nil
+	return int(n), nil
 }
 
 // Subscribe implements live.Relay. The first subscription of a channel

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -47,6 +48,8 @@ type GatewayPoolReconciler struct {
 // +kubebuilder:rbac:groups=concord.dev,resources=concordclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile converges one GatewayPool.
 func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -103,6 +106,9 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if err := r.Client.Update(ctx, &pool); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
+	}
+	if err := r.applyPoolObjects(ctx, &pool); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	spec := gatewayPodSpec(cluster, &pool)
@@ -380,11 +386,34 @@ func (r *GatewayPoolReconciler) listPods(ctx context.Context, pool *concordv1.Ga
 	return list.Items, nil
 }
 
+// applyPoolObjects creates or updates the pool's Service and
+// PodDisruptionBudget, both named after the pool and owned by it.
+func (r *GatewayPoolReconciler) applyPoolObjects(ctx context.Context, pool *concordv1.GatewayPool) error {
+	meta := metav1.ObjectMeta{Namespace: pool.Namespace, Name: pool.Name}
+	svc := &corev1.Service{ObjectMeta: meta}
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+		mutateGatewayService(pool, svc)
+		return controllerutil.SetControllerReference(pool, svc, r.Scheme)
+	}); err != nil {
+		return fmt.Errorf("apply Service %s: %w", svc.Name, err)
+	}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: meta}
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, pdb, func() error {
+		mutateGatewayPDB(pool, pdb)
+		return controllerutil.SetControllerReference(pool, pdb, r.Scheme)
+	}); err != nil {
+		return fmt.Errorf("apply PodDisruptionBudget %s: %w", pdb.Name, err)
+	}
+	return nil
+}
+
 // SetupWithManager registers the reconciler.
 func (r *GatewayPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&concordv1.GatewayPool{}).
 		Owns(&corev1.Pod{}).
+		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Named("gatewaypool").
 		Complete(r)
 }

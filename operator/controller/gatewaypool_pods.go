@@ -8,7 +8,9 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
@@ -156,4 +158,30 @@ func pickSuccessor(pods []gatewayPod, leaving map[string]bool) *gatewayPod {
 		}
 	}
 	return best
+}
+
+// mutateGatewayService fills the pool's Service: the address clients
+// connect to. It selects every pod of the pool, and the concord.dev/serving
+// readiness gate keeps a draining pod out of its endpoints, so new
+// connections reach only serving gateways while a drain hands sessions over.
+func mutateGatewayService(pool *concordv1.GatewayPool, s *corev1.Service) {
+	port := pool.Spec.Port
+	if port == 0 {
+		port = PortHTTP
+	}
+	s.Labels = withLabels(s.Labels, gatewayPodLabels(pool))
+	s.Spec.Selector = gatewayPodLabels(pool)
+	s.Spec.Ports = []corev1.ServicePort{
+		{Name: "http", Port: port, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},
+	}
+}
+
+// mutateGatewayPDB fills the pool's PodDisruptionBudget: voluntary
+// disruptions (kubectl drain, the Eviction API) take one gateway at a
+// time, so its sessions always have somewhere to resume.
+func mutateGatewayPDB(pool *concordv1.GatewayPool, p *policyv1.PodDisruptionBudget) {
+	mu := intstr.FromInt32(1)
+	p.Labels = withLabels(p.Labels, gatewayPodLabels(pool))
+	p.Spec.MaxUnavailable = &mu
+	p.Spec.Selector = &metav1.LabelSelector{MatchLabels: gatewayPodLabels(pool)}
 }

@@ -125,10 +125,26 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	draining, drainingSessions, timedOut, drained := 0, int64(0), 0, 0
 	for i := range pods {
 		p := &pods[i]
-		if !p.DeletionTimestamp.IsZero() {
-			continue
-		}
 		started, isDraining := drainStarted(p)
+		if !p.DeletionTimestamp.IsZero() {
+			// Deleted by someone else: evicted (kubectl drain, the Eviction
+			// API) or `kubectl delete pod`. Its preStop hook holds the
+			// gateway up for the drain timeout, so it hands its sessions
+			// over like any leaving pod instead of dropping them.
+			if !isDraining {
+				if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
+					gp := gatewayPod{pod: p, ready: true}
+					if st, err := r.Drainer.State(ctx, p); err == nil {
+						gp.sessions = st.Sessions
+					}
+					requested = append(requested, gp)
+				}
+				continue
+			}
+			if g := p.DeletionGracePeriodSeconds; g != nil && *g <= 1 {
+				continue // drained and let go below; it is stopping now
+			}
+		}
 		if !isDraining {
 			gp := gatewayPod{pod: p, ready: podReady(p), current: p.Labels[concordv1.LabelRevision] == revision}
 			if gp.ready {
@@ -173,7 +189,8 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			}
 			continue
 		}
-		if err := r.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+		// The sessions are gone: no need to wait out the preStop hook.
+		if err := r.Client.Delete(ctx, p, client.GracePeriodSeconds(1)); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("delete drained pod %s: %w", p.Name, err)
 		}
 		if reg != nil {
@@ -190,8 +207,8 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 
-	// 2b. Drains asked for by hand (`kubectl concord gateway drain`) start
-	// at once; the pool is scaled back up below.
+	// 2b. Drains asked for by hand (`kubectl concord gateway drain`) and
+	// of evicted pods start at once; the pool is scaled back up below.
 	for _, v := range requested {
 		succ := pickSuccessor(serving, nil)
 		if err := r.startDrain(ctx, &pool, reg, v, succ, now, timeout); err != nil {

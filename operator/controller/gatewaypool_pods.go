@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -68,8 +69,13 @@ func gatewayPodSpec(c *concordv1.ConcordCluster, pool *concordv1.GatewayPool) co
 		ct.Ports = append(ct.Ports, corev1.ContainerPort{Name: "admin", ContainerPort: admin, Protocol: corev1.ProtocolTCP})
 	}
 	spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: concordv1.ReadinessGateServing}}
-	// Long enough for the drain the operator already ran; SIGTERM is a backstop.
-	grace := int64(durationOr(pool.Spec.Drain.Timeout, 0).Seconds()) + 30
+	// A pod deleted by anyone but the operator (an eviction, kubectl
+	// delete) waits in preStop for up to the drain timeout while the
+	// operator drains it, then lets it go at once; the grace period covers
+	// that wait and SIGTERM's own shutdown after it.
+	drain := int64(durationOr(pool.Spec.Drain.Timeout, 5*time.Minute).Seconds())
+	ct.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: drain}}}
+	grace := drain + 30
 	spec.TerminationGracePeriodSeconds = &grace
 	return spec
 }

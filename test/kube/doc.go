@@ -13,7 +13,7 @@
 // Service: a raw gateway client, and scenarios that move pods under them.
 //
 // Clients reach the platform the way they would through an ingress: a
-// path router in the test process sends /gateway to the GatewayPool's
+// router in the test process sends WebSocket upgrades to the GatewayPool's
 // Service and everything else to the api Service, both by their ClusterIPs
 // (the host routes the Service range to the node).
 package kube

@@ -346,8 +346,8 @@ func serviceAddr(ctx context.Context, name string) (string, error) {
 	return "", fmt.Errorf("Service %s has no http port", name)
 }
 
-// startRouter is the ingress: /gateway to the GatewayPool's Service, the
-// rest to the api Service. The Host header passes through, so the gateway
+// startRouter is the ingress: WebSocket upgrades to the GatewayPool's
+// Service, the rest to the api Service. The Host header passes through, so the gateway
 // URL the API hands out (/gateway/bot) and the resume URL point back here.
 func startRouter(ctx context.Context) (func(), error) {
 	api, err := serviceAddr(ctx, clusterName+"-api")
@@ -371,7 +371,9 @@ func startRouter(ctx context.Context) (func(), error) {
 		return nil, fmt.Errorf("router: %w", err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/gateway") {
+		// WebSocket upgrades are gateway sessions, whatever the path:
+		// discord.py dials ws://host/, raw clients ws://host/gateway.
+		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 			toGateway.ServeHTTP(w, r)
 			return
 		}

@@ -40,7 +40,7 @@ func newBot(t *testing.T, w world, name string) app {
 		Token string `json:"token"`
 	}
 	resttest.Call(t, router, w.owner, "POST", "/applications/"+out.ID+"/bot/reset", nil, &reset)
-	const messageContent = 1 << 19 // GATEWAY_MESSAGE_CONTENT
+	const messageContent = 1 << 18 // GATEWAY_MESSAGE_CONTENT (the portal switch on Discord)
 	resttest.Call(t, router, w.owner, "PATCH", "/applications/"+out.ID, map[string]any{"flags": messageContent}, &map[string]any{})
 	perms := strconv.Itoa(1<<10 | 1<<11 | 1<<16) // view, send, read history
 	var inst struct {

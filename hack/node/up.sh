@@ -192,7 +192,6 @@ clientConnection: {kubeconfig: "${D}/admin.kubeconfig"}
 hostnameOverride: ${NODE_NAME}
 mode: iptables
 clusterCIDR: ${POD_CIDR}
-bindAddress: ${NODE_IP}
 metricsBindAddress: 127.0.0.1:10249
 healthzBindAddress: 127.0.0.1:10256
 # nf_conntrack_max is host-wide: leave it alone.

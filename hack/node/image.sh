@@ -7,7 +7,8 @@
 #
 # The entrypoint is ENTRYPOINT (a path inside the image); the image runs as
 # UID 65532 unless IMAGE_USER says otherwise (the pause and CoreDNS images
-# use it too: none of them needs root).
+# use it too: none of them needs root), in /tmp (the one writable directory,
+# where a relative --data-dir lands).
 set -euo pipefail
 
 out="$1" ref="$2" entry="$3"; shift 3
@@ -25,7 +26,7 @@ layer_sha="$(sha256sum "${work}/layer.tar" | cut -d' ' -f1)"
 layer_size="$(stat -c %s "${work}/layer.tar")"
 mv "${work}/layer.tar" "${work}/blobs/sha256/${layer_sha}"
 
-printf '{"architecture":"amd64","os":"linux","config":{"User":"%s","Entrypoint":["%s"],"Env":["PATH=/"],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created_by":"hack/node/image.sh"}]}' \
+printf '{"architecture":"amd64","os":"linux","config":{"User":"%s","Entrypoint":["%s"],"Env":["PATH=/"],"WorkingDir":"/tmp"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created_by":"hack/node/image.sh"}]}' \
   "${user}" "${entry}" "${layer_sha}" >"${work}/config.json"
 config_sha="$(sha256sum "${work}/config.json" | cut -d' ' -f1)"
 config_size="$(stat -c %s "${work}/config.json")"

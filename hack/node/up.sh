@@ -23,8 +23,8 @@
 # hack/node/down.sh stops everything and removes ${NODE_DIR}.
 #
 # Environment: CONCORD_NODE_DIR (/tmp/concord-node), CONCORD_CACHE
-# (~/.cache/concord), KUBE_VERSION (1.37.2), CONCORD_NODE_SKIP_IMAGES=1 to
-# reuse the images already imported.
+# (~/.cache/concord), KUBE_VERSION (1.37.2), CONCORD_NODE_BIN (a directory
+# of binaries to use instead of hack/node/build.sh's).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -67,7 +67,7 @@ if ((${#need[@]})); then
   apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
 fi
-BIN="$(bash "${HERE}/build.sh" | tail -n1)"
+BIN="${CONCORD_NODE_BIN:-$(bash "${HERE}/build.sh" | tail -n1)}"
 [[ -f "${CACHE_ROOT}/test-env.sh" ]] || die "no ${CACHE_ROOT}/test-env.sh: run \`make test-deps\` (hack/test-deps.sh) first"
 # shellcheck disable=SC1091
 source "${CACHE_ROOT}/test-env.sh"
@@ -207,7 +207,13 @@ mkdir -p "${D}/images/bin"
 bash "${HERE}/image.sh" "${D}/images/concord.tar" "concord.local/concord:${IMAGE_TAG}" /concord "${D}/images/bin/concord"
 bash "${HERE}/image.sh" "${D}/images/concord-operator.tar" "concord.local/concord-operator:${IMAGE_TAG}" /concord-operator "${D}/images/bin/concord-operator"
 bash "${HERE}/image.sh" "${D}/images/pause.tar" "concord.local/pause:${IMAGE_TAG}" /pause "${D}/images/bin/pause"
-bash "${HERE}/image.sh" "${D}/images/coredns.tar" "concord.local/coredns:${IMAGE_TAG}" /coredns "${BIN}/coredns"
+images=(pause concord concord-operator)
+if [[ -x "${BIN}/coredns" ]]; then
+  bash "${HERE}/image.sh" "${D}/images/coredns.tar" "concord.local/coredns:${IMAGE_TAG}" /coredns "${BIN}/coredns"
+  images+=(coredns)
+else
+  log "WARNING: no ${BIN}/coredns: the node runs without cluster DNS"
+fi
 
 # --- 3. the node --------------------------------------------------------------
 log "starting the node's namespaces"
@@ -258,15 +264,18 @@ for _ in $(seq 1 600); do "${K}" get --raw /readyz >/dev/null 2>&1 && break; kil
 
 log "importing images into containerd"
 for _ in $(seq 1 100); do nsenter -t "${NODE_PID}" -m -n ctr -a /run/containerd/containerd.sock version >/dev/null 2>&1 && break; sleep 0.1; done
-for img in pause coredns concord concord-operator; do
+for img in "${images[@]}"; do
   nsenter -t "${NODE_PID}" -m -n ctr -a /run/containerd/containerd.sock -n k8s.io images import \
     "${D}/images/${img}.tar" >&2
 done
 
-sed -e "s/@DNS_IP@/${DNS_IP}/g" -e "s/@TAG@/${IMAGE_TAG}/g" "${HERE}/coredns.yaml" | "${K}" apply -f - >&2
-log "waiting for the node and CoreDNS"
+log "waiting for the node"
 "${K}" wait --for=condition=Ready "node/${NODE_NAME}" --timeout=120s >&2
-"${K}" -n kube-system rollout status deploy/coredns --timeout=120s >&2
+if [[ " ${images[*]} " == *" coredns "* ]]; then
+  log "CoreDNS"
+  sed -e "s/@DNS_IP@/${DNS_IP}/g" -e "s/@TAG@/${IMAGE_TAG}/g" "${HERE}/coredns.yaml" | "${K}" apply -f - >&2
+  "${K}" -n kube-system rollout status deploy/coredns --timeout=120s >&2
+fi
 
 cat >"${D}/env.sh" <<ENV
 # Written by hack/node/up.sh: the local node and the databases its pods reach.

@@ -191,6 +191,13 @@ func one(r *concordv1.RoleSpec) {
 // ConcordCluster, GatewayPool and VoiceRegion from the samples, and waits
 // until each says Ready.
 func applyCluster(ctx context.Context) error {
+	// A namespace left by an earlier run (CONCORD_E2E_KEEP) goes first:
+	// every run starts from the samples.
+	if err := k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); err == nil {
+		if err := cleanup(); err != nil {
+			return err
+		}
+	}
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace: %w", err)
 	}

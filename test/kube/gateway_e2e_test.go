@@ -21,6 +21,7 @@ import (
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
+	"github.com/concord-chat/concord/operator/podadmin"
 )
 
 // world is a guild with an owner and a member, made through the router.
@@ -206,8 +207,14 @@ func gatewayPods(ctx context.Context) (map[string]corev1.Pod, error) {
 
 // sessionsOn asks a gateway pod's admin endpoint how many sessions it holds.
 func sessionsOn(ctx context.Context, p corev1.Pod) (int64, error) {
+	// The admin endpoints take the cluster's admin token, derived from
+	// the server key as the operator derives it.
+	token, err := podadmin.ClusterToken(ctx, k8s, ns, clusterName)
+	if err != nil {
+		return 0, err
+	}
 	var st struct{ Sessions int64 }
-	status, raw, err := resttest.Do(ctx, nil, http.MethodGet, "http://"+p.Status.PodIP+":9090/admin/drain", "", nil, &st)
+	status, raw, err := resttest.Do(ctx, nil, http.MethodGet, "http://"+p.Status.PodIP+":9090/admin/drain", "Bearer "+token, nil, &st)
 	if err != nil {
 		return 0, err
 	}

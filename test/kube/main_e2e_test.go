@@ -403,6 +403,9 @@ func cleanup() error {
 	if err := k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return fmt.Errorf("delete namespace: %w", err)
 	}
+	// Nothing is left to drain to: the pods need not wait out their grace
+	// periods (a gateway's preStop holds it for the drain timeout).
+	_ = kcs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(1))}, metav1.ListOptions{})
 	for {
 		err := k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
 		if apierrors.IsNotFound(err) {

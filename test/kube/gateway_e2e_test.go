@@ -234,18 +234,18 @@ func sessionsOn(ctx context.Context, p corev1.Pod) (int64, error) {
 	return st.Sessions, nil
 }
 
-// spread dials sessions as token until every serving gateway pod holds at
-// least one (the Service balances connections at random), and returns them.
+// spread dials sessions as token until every serving gateway pod holds
+// more sessions than before it started (the Service balances connections
+// at random; a pod's count also holds earlier tests' sessions, resumable
+// for a while after they closed), and returns them.
 func spread(t *testing.T, ctx context.Context, token string) []*gwtest.Conn {
 	t.Helper()
-	var conns []*gwtest.Conn
-	for i := 0; i < 40; i++ {
-		conns = append(conns, dial(t, token, fmt.Sprintf("session-%d", i)))
+	counts := func() map[string]int64 {
 		pods, err := gatewayPods(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		all := true
+		out := map[string]int64{}
 		for _, p := range pods {
 			if p.DeletionTimestamp != nil || !podReady(&p) {
 				continue
@@ -254,7 +254,17 @@ func spread(t *testing.T, ctx context.Context, token string) []*gwtest.Conn {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n == 0 {
+			out[p.Name] = n
+		}
+		return out
+	}
+	base := counts()
+	var conns []*gwtest.Conn
+	for i := 0; i < 40; i++ {
+		conns = append(conns, dial(t, token, fmt.Sprintf("session-%d", i)))
+		all := true
+		for name, n := range counts() {
+			if n <= base[name] {
 				all = false
 			}
 		}
@@ -262,7 +272,7 @@ func spread(t *testing.T, ctx context.Context, token string) []*gwtest.Conn {
 			return conns
 		}
 	}
-	t.Fatalf("40 sessions through the Service and a gateway pod still holds none")
+	t.Fatalf("40 sessions through the Service and a gateway pod still holds none of them")
 	return nil
 }
 

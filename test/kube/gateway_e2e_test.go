@@ -26,9 +26,9 @@ import (
 
 // world is a guild with an owner and a member, made through the router.
 type world struct {
-	owner, member    string // tokens
-	guild, channel   string
-	ownerID, member0 string
+	owner, member     string // tokens
+	guild, channel    string
+	ownerID, memberID string
 }
 
 func register(t *testing.T, name string) (token, id string) {
@@ -49,7 +49,7 @@ func newWorld(t *testing.T, tag string) world {
 	tag += "-" + runID
 	var w world
 	w.owner, w.ownerID = register(t, "owner-"+tag)
-	w.member, w.member0 = register(t, "member-"+tag)
+	w.member, w.memberID = register(t, "member-"+tag)
 	var g struct{ ID string }
 	resttest.Call(t, router, w.owner, "POST", "/guilds", map[string]string{"name": "e2e " + tag}, &g)
 	var ch struct{ ID string }

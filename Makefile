@@ -6,6 +6,8 @@
 #                  Ctrl-C stops it; rm -rf .concord-cluster starts over
 #   make test      install and start what the tests need, then run them all
 #   make bench     run the benchmarks recorded in docs/benchmarks.md
+#   make cluster-up   a single-node Kubernetes in its own namespaces (hack/node/up.sh)
+#   make test-e2e  the operator's end-to-end suite on that node (test/kube)
 #   make lint      gofmt, go vet, staticcheck, govulncheck
 #   make generate  regenerate committed code (deepcopy, CRDs, protobuf, web bundle)
 #   make web       rebuild the web client's committed bundle (web/dist) with esbuild
@@ -27,7 +29,7 @@ export CONCORD_CACHE := $(CACHE)
 # once; `make GOTOOLCHAIN=local ...` overrides it.
 export GOTOOLCHAIN := $(shell sed -n 's/^toolchain //p' go.mod)
 
-.PHONY: all build run run-cluster test test-unit test-deps bench lint lint-fast generate web clean
+.PHONY: all build run run-cluster test test-unit test-deps bench lint lint-fast generate web clean cluster-up cluster-down test-e2e
 
 all: build
 
@@ -65,6 +67,20 @@ test-unit:
 
 bench:
 	bash hack/bench.sh
+
+# cluster-up starts a real single-node Kubernetes (kubelet, containerd, the
+# control plane) in its own mount and network namespaces, with the concord
+# images imported; cluster-down stops it and leaves nothing on the host.
+# test-e2e installs the chart on it and runs test/kube (build tag e2e).
+NODE_DIR ?= /tmp/concord-node
+cluster-up: test-deps
+	CONCORD_NODE_DIR=$(NODE_DIR) bash hack/node/up.sh
+
+cluster-down:
+	CONCORD_NODE_DIR=$(NODE_DIR) bash hack/node/down.sh
+
+test-e2e:
+	. $(CACHE)/test-env.sh && . $(NODE_DIR)/env.sh && $(GO) test -tags e2e $(GOTESTFLAGS) ./test/kube/
 
 # lint-fast is formatting and vet; lint adds staticcheck and govulncheck
 # (the vulnerability database from the Go module proxy, hack/vulncheck.sh).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -47,6 +48,8 @@ type GatewayPoolReconciler struct {
 // +kubebuilder:rbac:groups=concord.dev,resources=concordclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile converges one GatewayPool.
 func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -104,6 +107,9 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
+	if err := r.applyPoolObjects(ctx, &pool); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	spec := gatewayPodSpec(cluster, &pool)
 	revision, err := templateRevision(spec, gatewayPodLabels(&pool))
@@ -119,10 +125,26 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	draining, drainingSessions, timedOut, drained := 0, int64(0), 0, 0
 	for i := range pods {
 		p := &pods[i]
-		if !p.DeletionTimestamp.IsZero() {
-			continue
-		}
 		started, isDraining := drainStarted(p)
+		if !p.DeletionTimestamp.IsZero() {
+			// Deleted by someone else: evicted (kubectl drain, the Eviction
+			// API) or `kubectl delete pod`. Its preStop hook holds the
+			// gateway up for the drain timeout, so it hands its sessions
+			// over like any leaving pod instead of dropping them.
+			if !isDraining {
+				if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
+					gp := gatewayPod{pod: p, ready: true}
+					if st, err := r.Drainer.State(ctx, p); err == nil {
+						gp.sessions = st.Sessions
+					}
+					requested = append(requested, gp)
+				}
+				continue
+			}
+			if g := p.DeletionGracePeriodSeconds; g != nil && *g <= 1 {
+				continue // drained and let go below; it is stopping now
+			}
+		}
 		if !isDraining {
 			gp := gatewayPod{pod: p, ready: podReady(p), current: p.Labels[concordv1.LabelRevision] == revision}
 			if gp.ready {
@@ -167,7 +189,8 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			}
 			continue
 		}
-		if err := r.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+		// The sessions are gone: no need to wait out the preStop hook.
+		if err := r.Client.Delete(ctx, p, client.GracePeriodSeconds(1)); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("delete drained pod %s: %w", p.Name, err)
 		}
 		if reg != nil {
@@ -184,8 +207,8 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 
-	// 2b. Drains asked for by hand (`kubectl concord gateway drain`) start
-	// at once; the pool is scaled back up below.
+	// 2b. Drains asked for by hand (`kubectl concord gateway drain`) and
+	// of evicted pods start at once; the pool is scaled back up below.
 	for _, v := range requested {
 		succ := pickSuccessor(serving, nil)
 		if err := r.startDrain(ctx, &pool, reg, v, succ, now, timeout); err != nil {
@@ -380,11 +403,34 @@ func (r *GatewayPoolReconciler) listPods(ctx context.Context, pool *concordv1.Ga
 	return list.Items, nil
 }
 
+// applyPoolObjects creates or updates the pool's Service and
+// PodDisruptionBudget, both named after the pool and owned by it.
+func (r *GatewayPoolReconciler) applyPoolObjects(ctx context.Context, pool *concordv1.GatewayPool) error {
+	meta := metav1.ObjectMeta{Namespace: pool.Namespace, Name: pool.Name}
+	svc := &corev1.Service{ObjectMeta: meta}
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+		mutateGatewayService(pool, svc)
+		return controllerutil.SetControllerReference(pool, svc, r.Scheme)
+	}); err != nil {
+		return fmt.Errorf("apply Service %s: %w", svc.Name, err)
+	}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: meta}
+	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, pdb, func() error {
+		mutateGatewayPDB(pool, pdb)
+		return controllerutil.SetControllerReference(pool, pdb, r.Scheme)
+	}); err != nil {
+		return fmt.Errorf("apply PodDisruptionBudget %s: %w", pdb.Name, err)
+	}
+	return nil
+}
+
 // SetupWithManager registers the reconciler.
 func (r *GatewayPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&concordv1.GatewayPool{}).
 		Owns(&corev1.Pod{}).
+		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Named("gatewaypool").
 		Complete(r)
 }

@@ -7,9 +7,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
@@ -72,8 +75,13 @@ func gatewayPodSpec(c *concordv1.ConcordCluster, pool *concordv1.GatewayPool) co
 		ct.Ports = append(ct.Ports, corev1.ContainerPort{Name: "admin", ContainerPort: admin, Protocol: corev1.ProtocolTCP})
 	}
 	spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: concordv1.ReadinessGateServing}}
-	// Long enough for the drain the operator already ran; SIGTERM is a backstop.
-	grace := int64(durationOr(pool.Spec.Drain.Timeout, 0).Seconds()) + 30
+	// A pod deleted by anyone but the operator (an eviction, kubectl
+	// delete) waits in preStop for up to the drain timeout while the
+	// operator drains it, then lets it go at once; the grace period covers
+	// that wait and SIGTERM's own shutdown after it.
+	drain := int64(durationOr(pool.Spec.Drain.Timeout, 5*time.Minute).Seconds())
+	ct.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: drain}}}
+	grace := drain + 30
 	spec.TerminationGracePeriodSeconds = &grace
 	return spec
 }
@@ -162,4 +170,30 @@ func pickSuccessor(pods []gatewayPod, leaving map[string]bool) *gatewayPod {
 		}
 	}
 	return best
+}
+
+// mutateGatewayService fills the pool's Service: the address clients
+// connect to. It selects every pod of the pool, and the concord.dev/serving
+// readiness gate keeps a draining pod out of its endpoints, so new
+// connections reach only serving gateways while a drain hands sessions over.
+func mutateGatewayService(pool *concordv1.GatewayPool, s *corev1.Service) {
+	port := pool.Spec.Port
+	if port == 0 {
+		port = PortHTTP
+	}
+	s.Labels = withLabels(s.Labels, gatewayPodLabels(pool))
+	s.Spec.Selector = gatewayPodLabels(pool)
+	s.Spec.Ports = []corev1.ServicePort{
+		{Name: "http", Port: port, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},
+	}
+}
+
+// mutateGatewayPDB fills the pool's PodDisruptionBudget: voluntary
+// disruptions (kubectl drain, the Eviction API) take one gateway at a
+// time, so its sessions always have somewhere to resume.
+func mutateGatewayPDB(pool *concordv1.GatewayPool, p *policyv1.PodDisruptionBudget) {
+	mu := intstr.FromInt32(1)
+	p.Labels = withLabels(p.Labels, gatewayPodLabels(pool))
+	p.Spec.MaxUnavailable = &mu
+	p.Spec.Selector = &metav1.LabelSelector{MatchLabels: gatewayPodLabels(pool)}
 }

@@ -33,9 +33,19 @@ func TestDrain(t *testing.T) {
 	loads := make(loadRecorder, 16)
 	s := startSFU(t, func(c *voice.Config) {
 		c.Load = loads
-		c.LoadInterval = time.Hour // only the drain makes a report
+		c.LoadInterval = time.Hour // only the start and the drain make a report
 		c.ResumeWindow = time.Hour // a dropped socket would otherwise keep its session
 	})
+	// The server reports once when it starts (so the fleet knows it at
+	// once), idle and not draining.
+	select {
+	case l := <-loads:
+		if l.Draining || l.Calls != 0 {
+			t.Fatalf("the start's load report: %+v, want idle and not draining", l)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no load report at the start (the period is an hour: the first report goes out at once)")
+	}
 	ctx := ctxT(t)
 	a := s.connect(ctx, s.newUser(channelID), "")
 	b := s.connect(ctx, s.newUser(channelID), "")

@@ -1,7 +1,7 @@
 // Package app is Concord's composition root: one Node is one Concord
-// process, `concord dev` (runtime/platform: every role of the role
-// tables) and `concord serve --roles=...` (runtime/cluster: the roles
-// one node names) alike, opened by Open. Check is the one set of rules
+// process, `concord dev` (every role of the role tables) and `concord
+// serve --roles=...` (the roles one node names) alike, opened by Open,
+// which both commands of runtime/cmd/concord call directly. Check is the one set of rules
 // for a configuration and decides the mode: a process running every role
 // keeps every seam in process and opens no registry; one running some
 // roles registers in etcd, claims its snowflake pair and reaches the

@@ -22,6 +22,11 @@ func (t Tables) Names() []string {
 	return out
 }
 
+// DefaultRoles are the roles of a `concord serve` node given no --roles:
+// every chat role but data, which only matters with --data-nodes=ring,
+// and readstate, which needs Kafka (--eventlog=kafka://...).
+var DefaultRoles = []string{registry.RoleGateway, registry.RoleAPI, registry.RoleGuild}
+
 // coreRoles are the roles a process runs at the least to keep a local
 // store (Pebble) or the embedded etcd to itself: the data role is
 // optional even for one process.

@@ -13,7 +13,7 @@ import (
 
 // PresenceClient is a PresenceBackend that calls one presence node: the
 // one ring.Owner(0) names. A cluster shards presence by user over several
-// presence nodes with one client per node (runtime/cluster picks the
+// presence nodes with one client per node (runtime/app picks the
 // user's owner). Disconnect and Report cannot fail to their callers: a
 // presence node that is down rebuilds from the next re-reports, so their
 // errors are only logged; DisconnectUser returns its error, for callers

@@ -16,16 +16,18 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/internal/gwtest"
-	"github.com/concord-chat/concord/runtime/platform"
+	concordapp "github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/config"
 )
 
 // startServerWith starts a server like startServer after mutate changed
 // its configuration. With CONCORD_TEST_REDIS (or CONCORD_REDIS) set, as
 // make test does, the counters live in that Redis under a fresh prefix.
-func startServerWith(t *testing.T, mutate func(*platform.Config)) *server {
+func startServerWith(t *testing.T, mutate func(*config.Config)) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := platform.DefaultConfig()
+	cfg := config.Default()
+	cfg.Roles = concordapp.DefaultTables().Names()
 	cfg.DataDir = t.TempDir()
 	cfg.DevUser = false
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -54,7 +56,7 @@ func startServerWith(t *testing.T, mutate func(*platform.Config)) *server {
 		return s
 	}
 	cfg.HTTP = "127.0.0.1:0"
-	p, err := platform.New(ctx, cfg)
+	p, err := concordapp.Open(ctx, cfg, concordapp.Options{})
 	if err != nil {
 		cancel()
 		t.Fatalf("start platform: %v", err)

@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/platform"
+	concordapp "github.com/concord-chat/concord/runtime/app"
 )
 
 // server is a Concord platform on loopback with a cutting proxy in front.
 type server struct {
 	t        *testing.T
-	platform *platform.Platform
+	platform *concordapp.Node
 	direct   string // host:port of the platform itself
 	proxy    *proxy
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/config"
 )
 
 // shardMessage is a MESSAGE_CREATE seen by one shard.
@@ -27,7 +27,7 @@ type shardMessage struct {
 // budget the four identifies used.
 func TestDiscordgoShards(t *testing.T) {
 	const shards = 4
-	s := startServerWith(t, func(c *platform.Config) { c.Identify.Concurrency = shards })
+	s := startServerWith(t, func(c *config.Config) { c.Identify.Concurrency = shards })
 	owner, _ := s.register("shards-owner")
 	a := createApp(t, s, owner, "Sharded")
 

@@ -16,7 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/voice/devca"
 )
 
@@ -24,20 +25,21 @@ import (
 // role of the role table, the voice role's SFU among them, on loopback.
 type concord struct {
 	t      *testing.T
-	p      *platform.Platform
+	p      *app.Node
 	addr   string // host:port of REST and the chat gateway
 	caPath string // the dev CA the voice gateway's certificate is from
 }
 
 func startConcord(t *testing.T) *concord {
 	t.Helper()
-	cfg := platform.DefaultConfig()
+	cfg := config.Default()
+	cfg.Roles = app.DefaultTables().Names()
 	cfg.DataDir = t.TempDir()
 	cfg.DevUser = false
 	cfg.Logger = testLogger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg.HTTP = "127.0.0.1:0"
-	p, err := platform.New(ctx, cfg)
+	p, err := app.Open(ctx, cfg, app.Options{})
 	if err != nil {
 		cancel()
 		t.Fatalf("start concord dev: %v", err)

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/adminauth"
-	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/config"
 )
 
 // drainState is the SFU's answer on /admin/drain (the operator's
@@ -56,7 +57,7 @@ func adminCall(t *testing.T, method, addr, path, token string) (int, drainState)
 func TestDrainSFU(t *testing.T) {
 	c := startTwoSFUCall(t, 20, 20000)
 	host := c.host(t, "")
-	key, err := platform.ServerKey(platform.Config{ServerKey: failoverServerKey, DataDir: t.TempDir()})
+	key, err := app.ServerKey(config.Config{ServerKey: failoverServerKey, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/cluster"
+	"github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/config"
 	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
 	"github.com/concord-chat/concord/runtime/voice"
 	"github.com/concord-chat/concord/runtime/voice/devca"
@@ -121,8 +122,8 @@ func startTwoSFUCall(t *testing.T, toneSeconds, listenMS int) *twoSFUCall {
 	// The guild node, in the test process.
 	logger := testLogger(t)
 	nctx, ncancel := context.WithCancel(context.Background())
-	g, err := cluster.New(nctx, cluster.Config{Roles: cluster.DefaultRoles, Node: "guild-1", DataDir: t.TempDir(), HTTP: "127.0.0.1:0",
-		Registry: "etcd://" + etcdAddr, ServerKey: failoverServerKey, LeaseTTL: 2 * time.Second, Logger: logger})
+	g, err := app.Open(nctx, config.Config{Roles: app.DefaultRoles, Node: "guild-1", DataDir: t.TempDir(), HTTP: "127.0.0.1:0",
+		Registry: "etcd://" + etcdAddr, ServerKey: failoverServerKey, LeaseTTL: 2 * time.Second, Logger: logger}, app.Options{})
 	if err != nil {
 		ncancel()
 		t.Fatal(err)

@@ -5,11 +5,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/concord-chat/concord/runtime/platform"
+	"github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/config"
 )
 
 func newDevCommand() *cobra.Command {
-	cfg := platform.DefaultConfig()
+	cfg := config.Default()
+	cfg.DevUser = true
 	var logFormat, logLevel string
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -33,16 +35,19 @@ token and the URLs.`,
 	return cmd
 }
 
-// runPlatform opens `concord dev` (every role in one process), prints
+// runPlatform opens `concord dev` (app.Open with every role of the role
+// tables in one process), prints
 // where it listens and serves until the command's context ends
 // (SIGINT/SIGTERM). The listener answers at once: while the backends
 // connect (an unreachable Cassandra is retried with backoff) its Gate
 // serves /healthz 200, /readyz 503 and 503 for everything else.
-func runPlatform(cmd *cobra.Command, cfg platform.Config) error {
+func runPlatform(cmd *cobra.Command, cfg config.Config) error {
 	ctx := cmd.Context()
-	p, err := platform.New(ctx, cfg)
+	// Every role of the tables, in this process.
+	cfg.Roles = app.DefaultTables().Names()
+	p, err := app.Open(ctx, cfg, app.Options{})
 	if err != nil {
-		return err
+		return fmt.Errorf("concord dev: %w", err)
 	}
 	defer p.Close()
 	addr := p.HTTPAddr()
@@ -50,9 +55,12 @@ func runPlatform(cmd *cobra.Command, cfg platform.Config) error {
 	fmt.Fprintf(out, "Concord is listening on http://%s\n", addr)
 	fmt.Fprintf(out, "  REST API:  http://%s/api/v10\n", addr)
 	fmt.Fprintf(out, "  Gateway:   ws://%s/gateway\n", addr)
-	if p.DevToken != "" {
-		fmt.Fprintf(out, "  Dev token: %s\n", p.DevToken)
+	if tok := p.DevToken(); tok != "" {
+		fmt.Fprintf(out, "  Dev token: %s\n", tok)
 	}
 	fmt.Fprintf(out, "  Metrics:   http://%s/metrics\n", addr)
-	return p.Serve(ctx)
+	if err := p.Serve(ctx); err != nil {
+		return fmt.Errorf("concord dev: %w", err)
+	}
+	return nil
 }

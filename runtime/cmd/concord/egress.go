@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/egress"
 	"github.com/concord-chat/concord/runtime/httpserve"
-	"github.com/concord-chat/concord/runtime/platform"
 )
 
 // egressOptions are the flags of `concord egress`.
@@ -100,7 +100,7 @@ func runEgress(ctx context.Context, cmd *cobra.Command, o egressOptions) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{reg, prometheus.DefaultGatherer}, promhttp.HandlerOpts{}))
-	platform.HandleHealth(mux, func() bool { return true })
+	app.HandleHealth(mux, func() bool { return true })
 	// The callers are Concord's own pods, a few addresses with many calls
 	// each: a wider per-address cap than a public listener's; a forwarded
 	// call may take the whole upstream timeout before its answer is written.

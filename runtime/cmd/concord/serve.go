@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/concord-chat/concord/runtime/cluster"
+	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/config"
 )
 
@@ -85,9 +85,6 @@ reporting their load to the registry every 2 s under voice/load/<id>.`,
 			cfg.Logger = log
 			cfg.NoRateLimits = !rateLimits
 			cfg.DevUser = false
-			if err := checkRolesBuilt(cfg.Roles); err != nil {
-				return err
-			}
 			if err := applyPodFlags(cmd.Flags(), &cfg, pf); err != nil {
 				return err
 			}
@@ -95,9 +92,9 @@ reporting their load to the registry every 2 s under voice/load/<id>.`,
 				return err
 			}
 			ctx := cmd.Context()
-			n, err := cluster.New(ctx, cfg)
+			n, err := app.Open(ctx, cfg, app.Options{})
 			if err != nil {
-				return err
+				return fmt.Errorf("concord serve: %w", err)
 			}
 			defer n.Close()
 			out := cmd.OutOrStdout()
@@ -115,7 +112,7 @@ reporting their load to the registry every 2 s under voice/load/<id>.`,
 	fs := cmd.Flags()
 	d := config.Default()
 	bindConfigFlags(fs, &cfg, &logFormat, &logLevel)
-	strFlag(fs, &roles, "roles", strings.Join(cluster.DefaultRoles, ","), "comma-separated roles to run: "+strings.Join(cluster.Roles, ", "))
+	strFlag(fs, &roles, "roles", strings.Join(app.DefaultRoles, ","), "comma-separated roles to run: "+strings.Join(app.DefaultTables().Names(), ", "))
 	strFlag(fs, &cfg.DataNodes, "data-nodes", d.DataNodes, "where message reads and writes go: local (the store directly) or ring (the data-role node owning the channel)")
 	strFlag(fs, &cfg.GRPC, "grpc", d.GRPC, "listen address of the gRPC server between nodes (every role but api)")
 	boolFlag(fs, &rateLimits, "rate-limits", true, "api nodes: apply the REST rate limits (per route bucket, global per bot, invalid-request bans) on the --redis counters; =false only for load tests")

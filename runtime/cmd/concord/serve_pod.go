@@ -3,13 +3,11 @@ package main
 import (
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
 
-	"github.com/concord-chat/concord/runtime/cluster"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
@@ -58,20 +56,6 @@ func applyPodFlags(fs *pflag.FlagSet, cfg *config.Config, pf podFlags) error {
 			return fmt.Errorf("--guild-dedicated=%q: want a guild id (a snowflake)", pf.dedicated)
 		}
 		cfg.Pod.DedicatedGuild = snowflake.ID(id)
-	}
-	return nil
-}
-
-// missingRoles explains the roles the operator knows that serve does not
-// run yet, instead of the generic unknown-role error.
-var missingRoles = map[string]string{}
-
-// checkRolesBuilt fails for a role serve does not run yet.
-func checkRolesBuilt(roles []string) error {
-	for _, r := range roles {
-		if why, ok := missingRoles[r]; ok && !slices.Contains(cluster.Roles, r) {
-			return fmt.Errorf("--roles=%s: %s", r, why)
-		}
 	}
 	return nil
 }

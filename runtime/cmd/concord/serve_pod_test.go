@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/concord-chat/concord/runtime/cluster"
+	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
@@ -39,7 +39,7 @@ func TestServePodFlagsFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := cluster.PodConfig{Cluster: "prod", GatewayPool: "bots", ClientClass: "bots", SessionsTarget: 50000, DedicatedGuild: snowflake.ID(1234567890123)}
+	want := config.Pod{Cluster: "prod", GatewayPool: "bots", ClientClass: "bots", SessionsTarget: 50000, DedicatedGuild: snowflake.ID(1234567890123)}
 	if cfg.Pod != want {
 		t.Fatalf("pod config = %+v, want %+v", cfg.Pod, want)
 	}
@@ -77,17 +77,19 @@ func TestServeSnowflakeID(t *testing.T) {
 	}
 }
 
-func TestServeRefusesRolesNotBuilt(t *testing.T) {
-	if err := checkRolesBuilt([]string{"guild", "gateway"}); err != nil {
-		t.Fatal(err)
+// serve accepts every role of the role tables (each is built through
+// them) and refuses a name none of them has.
+func TestServeRolesAreTheTables(t *testing.T) {
+	base := func(r string) config.Config {
+		return config.Config{Roles: []string{r}, Store: "cassandra://127.0.0.1:9042/concord", ServerKey: "k",
+			EventLog: "kafka://127.0.0.1:9092", Registry: "etcd://127.0.0.1:2379"}
 	}
-	// The voice role is built through the role table now.
-	if err := checkRolesBuilt([]string{"voice"}); err != nil {
-		t.Fatalf("--roles=voice: %v", err)
-	}
-	for _, r := range cluster.Roles {
-		if err := checkRolesBuilt([]string{r}); err != nil {
+	for _, r := range append([]string{"guild", "gateway", "voice"}, app.DefaultTables().Names()...) {
+		if _, _, err := app.Check(base(r), app.DefaultTables()); err != nil && strings.Contains(err.Error(), "unknown role") {
 			t.Fatalf("built role %s refused: %v", r, err)
 		}
+	}
+	if _, _, err := app.Check(base("bogus"), app.DefaultTables()); err == nil || !strings.Contains(err.Error(), "unknown role") {
+		t.Fatalf("--roles=bogus: %v, want an unknown role", err)
 	}
 }

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/live/livetest"
-	"github.com/concord-chat/concord/runtime/platform"
 )
 
 // TestContractOnConcordDev runs the live-comments contract against the
@@ -86,7 +87,9 @@ func startDev(t *testing.T, o livetest.Options, dir string) *livetest.Env {
 // listener; stop shuts it down (also run at cleanup).
 func startDevStoppable(t *testing.T, o livetest.Options, dir string) (*livetest.Env, func()) {
 	t.Helper()
-	cfg := platform.DefaultConfig()
+	cfg := config.Default()
+	cfg.Roles = app.DefaultTables().Names()
+	cfg.DevUser = true
 	cfg.DataDir = dir
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg.ShutdownTimeout = time.Second
@@ -96,7 +99,7 @@ func startDevStoppable(t *testing.T, o livetest.Options, dir string) (*livetest.
 	cfg.Live.MaxPending, cfg.Live.FlushInterval = g.MaxPending, g.FlushInterval
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg.HTTP = "127.0.0.1:0"
-	p, err := platform.New(ctx, cfg)
+	p, err := app.Open(ctx, cfg, app.Options{})
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package cluster
+package app
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/roles"
 )
 
 // A table role is built once from the node's configuration, serves its
@@ -27,8 +28,7 @@ func TestTableRole(t *testing.T) {
 		running       = make(chan struct{})
 		ready         atomic.Bool
 	)
-	saved := tableRoles
-	tableRoles = []role.Role{{Name: "echo", Build: func(ctx context.Context, b *role.Builder) error {
+	table := []role.Role{{Name: "echo", Build: func(ctx context.Context, b *role.Builder) error {
 		built.Add(1)
 		if b.Config.Node != "solo" || b.Store == nil || b.Registry == nil {
 			t.Errorf("builder without the node's parts: %+v", b)
@@ -41,11 +41,10 @@ func TestTableRole(t *testing.T) {
 			Close: func() error { closed.Add(1); return nil },
 		})
 	}}}
-	t.Cleanup(func() { tableRoles = saved })
 
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := New(ctx, Config{Roles: append(append([]string{}, DefaultRoles...), "echo"), Node: "solo", DataDir: t.TempDir(),
-		HTTP: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	n, err := Open(ctx, Config{Roles: append(append([]string{}, DefaultRoles...), "echo"), Node: "solo", DataDir: t.TempDir(),
+		HTTP: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)}, Options{Tables: Tables{Chat: roles.Chat, Table: table}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package platform
+package dev
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/roles"
@@ -25,8 +26,7 @@ func TestDevBuildsTableRoles(t *testing.T) {
 		running = make(chan struct{})
 		ready   atomic.Bool
 	)
-	saved := roles.Table
-	roles.Table = []role.Role{{Name: "echo", Build: func(ctx context.Context, b *role.Builder) error {
+	table := []role.Role{{Name: "echo", Build: func(ctx context.Context, b *role.Builder) error {
 		if !b.Dev() || b.Store == nil || b.Auth == nil || b.IDs == nil {
 			t.Errorf("dev builder without the process's parts: %+v", b.Parts)
 		}
@@ -38,9 +38,8 @@ func TestDevBuildsTableRoles(t *testing.T) {
 			Close: func() error { closed.Add(1); return nil },
 		})
 	}}}
-	t.Cleanup(func() { roles.Table = saved })
 
-	p, addr := startTestPlatform(t)
+	p, addr := startDev(t, app.Tables{Chat: roles.Chat, Table: table})
 	select {
 	case <-running:
 	case <-time.After(30 * time.Second):

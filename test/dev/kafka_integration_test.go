@@ -1,12 +1,14 @@
 //go:build integration
 
-package platform
+package dev
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"testing"
+
+	"github.com/concord-chat/concord/runtime/config"
 )
 
 // TestAckClearsBadgeOnKafka runs the two-device read-state scenario with
@@ -20,5 +22,5 @@ func TestAckClearsBadgeOnKafka(t *testing.T) {
 	// the same topic at the same time (packages run in parallel), and one
 	// group would split the partitions between the two processes.
 	group := fmt.Sprintf("readstate-platform-test-%x", rand.Uint64())
-	testAckClearsBadge(t, func(c *Config) { c.EventLog = "kafka://" + addr; c.ReadStateGroup = group })
+	testAckClearsBadge(t, func(c *config.Config) { c.EventLog = "kafka://" + addr; c.ReadStateGroup = group })
 }

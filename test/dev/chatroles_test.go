@@ -1,10 +1,11 @@
-package platform
+package dev
 
 import (
 	"context"
 	"slices"
 	"testing"
 
+	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/role"
@@ -14,7 +15,7 @@ import (
 
 // concord dev builds the chat roles of roles.Chat with the Build
 // functions concord serve builds them with (TestServeBuildsChatRoles in
-// runtime/cluster): in process, without a registry or gRPC services, and
+// runtime/app): in process, without a registry or gRPC services, and
 // each seam it provides is the in-process implementation the other roles
 // then call.
 func TestDevBuildsChatRoles(t *testing.T) {
@@ -31,26 +32,24 @@ func TestDevBuildsChatRoles(t *testing.T) {
 			return r.Build(ctx, b)
 		}})
 	}
-	roles.Chat = wrapped
-	t.Cleanup(func() { roles.Chat = saved })
 
-	p, _ := startTestPlatform(t)
+	p, _ := startDev(t, app.Tables{Chat: wrapped, Table: roles.Table})
 	if !slices.Equal(built, want) || !slices.Contains(built, "guild") || !slices.Contains(built, "readstate") {
 		t.Fatalf("dev built chat roles %v, want %v (guild and readstate among them)", built, want)
 	}
 	// The REST API, the gateway and read states call the guild role's
 	// service, the one the seam holds.
-	if svc, ok := role.Lookup(p.seams, guildrole.Service); !ok || svc == nil || svc != p.guilds {
-		t.Fatalf("the guild seam of concord dev = %p, %v; the platform calls %p", svc, ok, p.guilds)
+	if svc, ok := role.Lookup(p.Seams(), guildrole.Service); !ok || svc == nil || svc != p.Guilds() {
+		t.Fatalf("the guild seam of concord dev = %p, %v; the platform calls %p", svc, ok, p.Guilds())
 	}
-	if g, ok := role.Lookup(p.seams, readstaterole.LocalGuilds); !ok || g != readstaterole.Guilds(p.guilds) {
+	if g, ok := role.Lookup(p.Seams(), readstaterole.LocalGuilds); !ok || g != readstaterole.Guilds(p.Guilds()) {
 		t.Fatal("read states of concord dev do not check visibility with the guild role's service")
 	}
-	if p.readStates.Local() == nil {
+	if p.ReadStates().Local() == nil {
 		t.Fatal("the read-state seam of concord dev is not the readstate role's in-process service")
 	}
 	// The seam answers in process: a user without records has none.
-	states, err := p.readStates.States(context.Background(), snowflake.ID(42), []snowflake.ID{7})
+	states, err := p.ReadStates().States(context.Background(), snowflake.ID(42), []snowflake.ID{7})
 	if err != nil || len(states) != 0 {
 		t.Fatalf("read states through the dev seam: %v %v", states, err)
 	}

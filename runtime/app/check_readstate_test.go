@@ -1,8 +1,10 @@
-package cluster
+package app
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/concord-chat/concord/runtime/readstaterole"
 )
 
 func TestReadStateRoleNeedsKafka(t *testing.T) {
@@ -16,14 +18,14 @@ func TestReadStateRoleNeedsKafka(t *testing.T) {
 		eventlog string
 		want     string // "" accepts
 	}{
-		{[]string{RoleReadState}, "mem", "--eventlog=kafka://"},
-		{[]string{RoleReadState}, "", "--eventlog=kafka://"},
-		{[]string{RoleReadState}, "kafka://127.0.0.1:9092", ""},
+		{[]string{readstaterole.Name}, "mem", "--eventlog=kafka://"},
+		{[]string{readstaterole.Name}, "", "--eventlog=kafka://"},
+		{[]string{readstaterole.Name}, "kafka://127.0.0.1:9092", ""},
 		{[]string{"guild"}, "kafka://127.0.0.1:9092", ""},
 		{[]string{"guild"}, "mem", ""},
 		{[]string{"guild"}, "nats://x", "share only kafka://"},
 	} {
-		_, err := withDefaults(base(tc.roles, tc.eventlog))
+		_, _, err := Check(base(tc.roles, tc.eventlog), DefaultTables())
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("roles %v, eventlog %q: %v", tc.roles, tc.eventlog, err)

@@ -1,6 +1,6 @@
 //go:build integration
 
-package cluster
+package app
 
 import (
 	"context"
@@ -13,14 +13,17 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/guildrole"
+	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/relayrole"
 	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/roles"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
 // concord serve builds the chat roles of roles.Chat with the Build
 // functions concord dev builds them with (TestDevBuildsChatRoles in
-// runtime/platform): with the registry and the node's gRPC services, the
+// test/dev): with the registry and the node's gRPC services, the
 // read-state seam in process for the users the node owns and the role's
 // service on ReadStateNode for the others.
 func TestServeBuildsChatRoles(t *testing.T) {
@@ -28,7 +31,7 @@ func TestServeBuildsChatRoles(t *testing.T) {
 	if addr == "" {
 		t.Fatal("CONCORD_KAFKA is not set: run `make test` (or hack/kafka/kafka.sh start)")
 	}
-	saved := chatRoles
+	saved := roles.Chat
 	var built, want []string
 	wrapped := make([]role.Role, 0, len(saved))
 	for _, r := range saved {
@@ -47,9 +50,9 @@ func TestServeBuildsChatRoles(t *testing.T) {
 			}
 			// Each contributes its node-to-node service.
 			switch {
-			case r.Name == RoleReadState && b.GRPC.ReadStates == nil:
+			case r.Name == readstaterole.Name && b.GRPC.ReadStates == nil:
 				t.Error("the readstate role serves no ReadStateNode")
-			case r.Name == RoleRelay && b.GRPC.Relay == nil:
+			case r.Name == relayrole.Name && b.GRPC.Relay == nil:
 				t.Error("the relay role serves no RelayNode")
 			case r.Name == registry.RoleGuild && (b.GRPC.Guild == nil || b.GRPC.Owns == nil):
 				t.Error("the guild role serves no GuildNode")
@@ -57,8 +60,6 @@ func TestServeBuildsChatRoles(t *testing.T) {
 			return nil
 		}})
 	}
-	chatRoles = wrapped
-	t.Cleanup(func() { chatRoles = saved })
 
 	prefix := fmt.Sprintf("chatroles-%x", rand.Uint64())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -69,32 +70,32 @@ func TestServeBuildsChatRoles(t *testing.T) {
 			nodeRoles = append(nodeRoles, r)
 		}
 	}
-	n, err := New(ctx, Config{Roles: nodeRoles, Node: "solo", DataDir: t.TempDir(),
+	n, err := Open(ctx, Config{Roles: nodeRoles, Node: "solo", DataDir: t.TempDir(),
 		HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler),
-		EventLog: "kafka://" + addr + "?topic_prefix=" + prefix + "."})
+		EventLog: "kafka://" + addr + "?topic_prefix=" + prefix + "."}, Options{Tables: Tables{Chat: wrapped, Table: roles.Table}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- n.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; n.Close() })
-	if !slices.Equal(built, want) || !slices.Contains(built, registry.RoleGuild) || !slices.Contains(built, RoleReadState) || !slices.Contains(built, RoleRelay) {
+	if !slices.Equal(built, want) || !slices.Contains(built, registry.RoleGuild) || !slices.Contains(built, readstaterole.Name) || !slices.Contains(built, relayrole.Name) {
 		t.Fatalf("serve built chat roles %v, want %v (guild, readstate and relay among them)", built, want)
 	}
 	// The node's REST surface and admin endpoints call the guild role's
 	// service, the one the seam holds.
-	if svc, ok := role.Lookup(n.seams, guildrole.Service); !ok || svc == nil || svc != n.guilds {
-		t.Fatalf("the guild seam of a node running the guild role = %p, %v; the node calls %p", svc, ok, n.guilds)
+	if svc, ok := role.Lookup(n.Seams(), guildrole.Service); !ok || svc == nil || svc != n.Guilds() {
+		t.Fatalf("the guild seam of a node running the guild role = %p, %v; the node calls %p", svc, ok, n.Guilds())
 	}
 
-	if n.readStates == nil || n.readStates.Local() == nil {
+	if n.ReadStates() == nil || n.ReadStates().Local() == nil {
 		t.Fatal("the read-state seam of a node running the role has no in-process service")
 	}
 	// Once the node is on its own read-state ring it owns every user:
 	// the seam answers in process.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		states, err := n.readStates.States(ctx, snowflake.ID(42), []snowflake.ID{7})
+		states, err := n.ReadStates().States(ctx, snowflake.ID(42), []snowflake.ID{7})
 		if err == nil && len(states) == 0 {
 			break
 		}

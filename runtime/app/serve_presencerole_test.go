@@ -1,4 +1,4 @@
-package cluster
+package app
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/concord-chat/concord/runtime/gatewayrole"
 	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/roles"
 )
 
 // concord serve builds the presence role with the Build concord dev
@@ -25,13 +26,13 @@ func TestServeBuildsPresenceRole(t *testing.T) {
 		roles []string
 		want  bool
 	}{
-		{"with presence", append(append([]string{}, DefaultRoles...), RolePresence), true},
+		{"with presence", append(append([]string{}, DefaultRoles...), presencerole.Name), true},
 		{"without", DefaultRoles, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// The gateway role is built with the presence side it
 			// reports to: look the side up as the role builds.
-			saved := chatRoles
+			saved := roles.Chat
 			var used *presencerole.GatewaySide
 			wrapped := make([]role.Role, 0, len(saved))
 			for _, r := range saved {
@@ -46,17 +47,15 @@ func TestServeBuildsPresenceRole(t *testing.T) {
 					return r.Build(ctx, b)
 				}})
 			}
-			chatRoles = wrapped
-			t.Cleanup(func() { chatRoles = saved })
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			n, err := New(ctx, Config{Roles: c.roles, Node: "solo", DataDir: t.TempDir(),
-				HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+			n, err := Open(ctx, Config{Roles: c.roles, Node: "solo", DataDir: t.TempDir(),
+				HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)}, Options{Tables: Tables{Chat: wrapped, Table: roles.Table}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer n.Close()
-			side, ok := role.Lookup(n.seams, presencerole.GatewayKey)
+			side, ok := role.Lookup(n.Seams(), presencerole.GatewayKey)
 			if ok != c.want || (used != nil) != c.want {
 				t.Fatalf("gateway side provided %v, used by the gateway %v; want %v", ok, used != nil, c.want)
 			}
@@ -66,7 +65,7 @@ func TestServeBuildsPresenceRole(t *testing.T) {
 			if side.Presence == nil || side.Resync == nil || used.Presence != side.Presence {
 				t.Fatal("the gateway does not report to the presence role's gateway side")
 			}
-			if _, ok := role.Lookup(n.seams, role.RingKey(presencerole.Name)); !ok {
+			if _, ok := role.Lookup(n.Seams(), role.RingKey(presencerole.Name)); !ok {
 				t.Fatal("the presence role opened no presence ring")
 			}
 		})

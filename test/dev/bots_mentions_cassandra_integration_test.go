@@ -1,9 +1,11 @@
 //go:build integration
 
-package platform
+package dev
 
 import (
 	"testing"
+
+	"github.com/concord-chat/concord/runtime/config"
 )
 
 // TestInteractionReplyMentionCountsOnCassandra is
@@ -12,7 +14,7 @@ import (
 // event is committed in that batch and its mention counted.
 func TestInteractionReplyMentionCountsOnCassandra(t *testing.T) {
 	store := freshKeyspaceStore(t, "botmention")
-	testInteractionReplyMentionCounts(t, func(c *Config) {
+	testInteractionReplyMentionCounts(t, func(c *config.Config) {
 		c.Store = store
 		c.Registry = "mem"
 	})

@@ -1,4 +1,4 @@
-package platform
+package dev
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
+	"github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/counters/counterstest"
 	"github.com/concord-chat/concord/runtime/presencerole"
 	"github.com/concord-chat/concord/runtime/role"
@@ -95,7 +97,7 @@ type testUser struct {
 // by alice and its general channel.
 type presenceFixture struct {
 	t       *testing.T
-	p       *Platform
+	p       *app.Node
 	addr    string
 	clock   *counterstest.Clock // the presence role's clock: windows pass when the test says so
 	guild   string
@@ -109,8 +111,8 @@ type presenceFixture struct {
 
 func newPresenceFixture(t *testing.T, members ...string) *presenceFixture {
 	clock := counterstest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	p, addr := startTestPlatform(t, func(c *Config) {
-		c.Presence = PresenceConfig{Window: 5 * time.Second, TickInterval: -1, Now: clock.Now}
+	p, addr := startTestPlatform(t, func(c *config.Config) {
+		c.Presence = config.Presence{Window: 5 * time.Second, TickInterval: -1, Now: clock.Now}
 	})
 	f := &presenceFixture{t: t, p: p, addr: addr, clock: clock, users: make(map[string]testUser)}
 	f.register("alice")
@@ -165,7 +167,7 @@ func (f *presenceFixture) dial(name, os string, pres map[string]any) *gwClient {
 // the role provides to the process's seams in `concord dev`.
 func (f *presenceFixture) presence() *presencerole.Local {
 	f.t.Helper()
-	l, ok := role.Lookup(f.p.seams, presencerole.LocalKey)
+	l, ok := role.Lookup(f.p.Seams(), presencerole.LocalKey)
 	if !ok {
 		f.t.Fatal("the presence role provided no in-process service")
 	}
@@ -549,7 +551,7 @@ func TestPresenceRoleCrashRecovery(t *testing.T) {
 	f.clock.Advance(time.Second)
 	alice.send(3, map[string]any{"status": "idle", "since": 0, "activities": []any{}, "afk": true})
 	f.waitUpdate(f.users["alice"].UserID, "idle")
-	f.p.gateway.ReportSessions(context.Background())
+	f.p.Gateway().ReportSessions(context.Background())
 	if n := svc.Sessions(); n != f.sessions {
 		t.Fatalf("rebuilt %d sessions, want %d", n, f.sessions)
 	}

@@ -1,4 +1,4 @@
-package cluster
+package app
 
 import (
 	"context"
@@ -15,20 +15,21 @@ import (
 	"github.com/concord-chat/concord/runtime/gatewayrole"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/roles"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/transport"
 )
 
 // concord serve builds the gateway role of roles.Chat with the Build
 // concord dev builds it with (TestDevBuildsGatewayRole in
-// runtime/platform): with the registry, subscribing sessions on the
+// test/dev): with the registry, subscribing sessions on the
 // guilds' owners over GuildNode, serving GatewayNode (Deliver and the
 // session directory) and the drain among the node's admin endpoints.
 func TestServeBuildsGatewayRole(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node with an embedded etcd")
 	}
-	saved := chatRoles
+	saved := roles.Chat
 	built := 0
 	wrapped := make([]role.Role, 0, len(saved))
 	for _, r := range saved {
@@ -50,13 +51,11 @@ func TestServeBuildsGatewayRole(t *testing.T) {
 			return nil
 		}})
 	}
-	chatRoles = wrapped
-	t.Cleanup(func() { chatRoles = saved })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	n, err := New(ctx, Config{Roles: DefaultRoles, Node: "solo", DataDir: t.TempDir(), AdminToken: "serve-admin-token",
-		HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	n, err := Open(ctx, Config{Roles: DefaultRoles, Node: "solo", DataDir: t.TempDir(), AdminToken: "serve-admin-token",
+		HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)}, Options{Tables: Tables{Chat: wrapped, Table: roles.Table}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +65,7 @@ func TestServeBuildsGatewayRole(t *testing.T) {
 	if built != 1 {
 		t.Fatalf("the gateway role was built %d times, want 1", built)
 	}
-	if gw, ok := role.Lookup(n.seams, gatewayrole.NodeKey); !ok || gw != n.gateway {
+	if gw, ok := role.Lookup(n.Seams(), gatewayrole.NodeKey); !ok || gw != n.Gateway() {
 		t.Fatal("the node serves another gateway than the role's")
 	}
 	addr := n.HTTPAddr()
@@ -101,7 +100,7 @@ func TestServeBuildsGatewayRole(t *testing.T) {
 	}
 
 	// The session directory finds the session on this node.
-	ring, err := role.Ring(ctx, n.seams, n.reg, registry.RoleGateway, registry.LocalRingConfig{})
+	ring, err := role.Ring(ctx, n.Seams(), n.Registry(), registry.RoleGateway, registry.LocalRingConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

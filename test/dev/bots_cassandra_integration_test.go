@@ -1,6 +1,6 @@
 //go:build integration
 
-package platform
+package dev
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/concord-chat/concord/internal/resttest"
+	"github.com/concord-chat/concord/runtime/config"
 )
 
 // TestBotsOnCassandraAreShared runs two platforms (as two processes would)
@@ -18,7 +19,7 @@ import (
 func TestBotsOnCassandraAreShared(t *testing.T) {
 	store := freshKeyspaceStore(t, "botsplat")
 	key := fmt.Sprintf("%064x", rand.Uint64())
-	on := func(c *Config) {
+	on := func(c *config.Config) {
 		c.Store = store
 		c.ServerKey = key
 		c.Registry = "mem"

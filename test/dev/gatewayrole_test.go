@@ -1,4 +1,4 @@
-package platform
+package dev
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/adminauth"
+	"github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/gatewayrole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/roles"
@@ -20,7 +22,7 @@ import (
 
 // concord dev builds the gateway role of roles.Chat with the Build
 // concord serve builds it with (TestServeBuildsGatewayRole in
-// runtime/cluster): in process, after the guild role, whose events reach
+// runtime/app): in process, after the guild role, whose events reach
 // the role's node through gatewayrole.LocalSink; the node serves /gateway
 // and the root path's upgrade, and its drain is among the admin
 // endpoints, behind the admin token.
@@ -44,16 +46,14 @@ func TestDevBuildsGatewayRole(t *testing.T) {
 			return r.Build(ctx, b)
 		}})
 	}
-	roles.Chat = wrapped
-	t.Cleanup(func() { roles.Chat = saved })
 
 	const token = "gateway-role-admin-token"
-	p, addr := startTestPlatform(t, func(c *Config) { c.AdminToken = token })
+	p, addr := startDev(t, app.Tables{Chat: wrapped, Table: roles.Table}, func(c *config.Config) { c.AdminToken = token })
 	if built != 1 {
 		t.Fatalf("the gateway role was built %d times, want 1", built)
 	}
-	if n, ok := role.Lookup(p.seams, gatewayrole.NodeKey); !ok || n != p.gateway {
-		t.Fatalf("the gateway seam of concord dev = %p, %v; the platform serves %p", n, ok, p.gateway)
+	if n, ok := role.Lookup(p.Seams(), gatewayrole.NodeKey); !ok || n != p.Gateway() {
+		t.Fatalf("the gateway seam of concord dev = %p, %v; the platform serves %p", n, ok, p.Gateway())
 	}
 
 	alice, bob, g, ch := guildOfTwo(t, addr, "gateway role")
@@ -69,7 +69,7 @@ func TestDevBuildsGatewayRole(t *testing.T) {
 	if rootHello != 10 {
 		t.Fatalf("root path: first op %d, want HELLO (10)", rootHello)
 	}
-	if got := p.gateway.Sessions(); got != 1 {
+	if got := p.Gateway().Sessions(); got != 1 {
 		t.Fatalf("sessions on the role's node: %d, want 1 (alice)", got)
 	}
 	// A message fans out from the guild role's actor to the role's node.

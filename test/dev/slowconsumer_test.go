@@ -1,4 +1,4 @@
-package platform
+package dev
 
 import (
 	"bytes"
@@ -26,6 +26,8 @@ import (
 	"github.com/gorilla/websocket"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/wire"
@@ -73,12 +75,12 @@ const (
 // the message): REST's own per-channel limit (5 per 5 s) would cap the
 // rate long before the gateway. Run it as
 //
-//	go test -count=1 -run TestSlowConsumer -v ./runtime/platform
+//	go test -count=1 -run TestSlowConsumer -v ./test/dev
 func TestSlowConsumer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow-consumer claim test: not in -short")
 	}
-	p, addr := startTestPlatform(t, func(c *Config) { c.Identify.Concurrency = 16 })
+	p, addr := startTestPlatform(t, func(c *config.Config) { c.Identify.Concurrency = 16 })
 	b := newSlowBench(t, p, addr, *slowNeighbours)
 	go b.sampleHeap()
 
@@ -100,7 +102,7 @@ func TestSlowConsumer(t *testing.T) {
 // slowBench is the guild, its neighbours and the posting machinery.
 type slowBench struct {
 	t        *testing.T
-	p        *Platform
+	p        *app.Node
 	addr     string
 	guild    snowflake.ID
 	channel  snowflake.ID
@@ -134,7 +136,7 @@ type slowNeighbour struct {
 	err error
 }
 
-func newSlowBench(t *testing.T, p *Platform, addr string, k int) *slowBench {
+func newSlowBench(t *testing.T, p *app.Node, addr string, k int) *slowBench {
 	t.Helper()
 	b := &slowBench{t: t, p: p, addr: addr, window: make(chan struct{}, slowWindow), stop: make(chan struct{}),
 		base: snowflake.FromTime(time.Now())}
@@ -675,7 +677,7 @@ func slowVmRSS() uint64 {
 // gatewayCounter sums a gateway metric's samples whose labels include
 // match.
 func (b *slowBench) gatewayCounter(name string, match map[string]string) float64 {
-	mfs, err := b.p.registry.Gather()
+	mfs, err := b.p.Metrics().Gather()
 	if err != nil {
 		b.t.Errorf("gather: %v", err)
 		return 0

@@ -1,4 +1,4 @@
-package platform
+package dev
 
 import (
 	"context"
@@ -10,14 +10,26 @@ import (
 
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
+	"github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
-// startTestPlatform runs a platform with embedded backends on loopback.
-func startTestPlatform(t *testing.T, opts ...func(*Config)) (*Platform, string) {
+// startTestPlatform runs `concord dev` (app.Open with every role of the
+// default tables) with embedded backends on loopback.
+func startTestPlatform(t *testing.T, opts ...func(*config.Config)) (*app.Node, string) {
+	t.Helper()
+	return startDev(t, app.DefaultTables(), opts...)
+}
+
+// startDev runs every role of tables in one process, as `concord dev`
+// does (app.Open; the tables are the one test seam of the role tables),
+// with embedded backends on loopback, and serves it until the test ends.
+func startDev(t *testing.T, tables app.Tables, opts ...func(*config.Config)) (*app.Node, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := DefaultConfig()
+	cfg := config.Default()
+	cfg.Roles = tables.Names()
 	cfg.DataDir = t.TempDir()
 	cfg.DevUser = false
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -25,9 +37,10 @@ func startTestPlatform(t *testing.T, opts ...func(*Config)) (*Platform, string) 
 		o(&cfg)
 	}
 	cfg.HTTP = "127.0.0.1:0"
-	p, err := New(ctx, cfg)
+	p, err := app.Open(ctx, cfg, app.Options{Tables: tables})
 	if err != nil {
-		t.Fatalf("platform: %v", err)
+		cancel()
+		t.Fatalf("concord dev: %v", err)
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = p.Serve(ctx) }()
@@ -43,11 +56,11 @@ type idOnly struct {
 // awaitMentionCount polls the read-state role until user's mention count
 // in ch is want (the count is the role's state, reached through the event
 // log: there is no event to await), failing after a minute.
-func awaitMentionCount(t *testing.T, p *Platform, what string, user, ch snowflake.ID, want int) {
+func awaitMentionCount(t *testing.T, p *app.Node, what string, user, ch snowflake.ID, want int) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		st, err := p.readStates.Local().ChannelState(context.Background(), user, ch)
+		st, err := p.ReadStates().Local().ChannelState(context.Background(), user, ch)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +102,7 @@ func identify(t *testing.T, addr, token string) *gwClient {
 // to the user's other session, and a later READY carries the cleared state.
 func TestAckClearsBadgeOnOtherDevice(t *testing.T) { testAckClearsBadge(t) }
 
-func testAckClearsBadge(t *testing.T, opts ...func(*Config)) {
+func testAckClearsBadge(t *testing.T, opts ...func(*config.Config)) {
 	p, addr := startTestPlatform(t, opts...)
 	alice, bob, _, ch := guildOfTwo(t, addr, "badges")
 

@@ -1,6 +1,6 @@
 //go:build integration
 
-package platform
+package dev
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/apirole"
+	"github.com/concord-chat/concord/runtime/config"
 	redisctr "github.com/concord-chat/concord/runtime/counters/redis"
 	"github.com/concord-chat/concord/runtime/counters/redis/redistest"
 )
@@ -23,11 +25,11 @@ func TestOpenCountersRedisPassword(t *testing.T) {
 	const password = "pod-s3cret"
 	addr := redistest.StartRequirePass(t, password)
 	ctx := context.Background()
-	base := Config{Redis: "redis://" + addr + "?prefix=platform-auth:", Logger: slog.New(slog.DiscardHandler)}
+	base := config.Config{Redis: "redis://" + addr + "?prefix=platform-auth:", Logger: slog.New(slog.DiscardHandler)}
 
 	ok := base
 	ok.RedisPassword = password
-	c, err := OpenCounters(ctx, ok)
+	c, err := apirole.OpenCounters(ctx, ok)
 	if err != nil {
 		t.Fatalf("OpenCounters with --redis-password: %v", err)
 	}
@@ -40,7 +42,7 @@ func TestOpenCountersRedisPassword(t *testing.T) {
 	inURL := base
 	inURL.Redis = "redis://:" + password + "@" + addr
 	inURL.RedisPassword = "stale"
-	if c, err = OpenCounters(ctx, inURL); err != nil {
+	if c, err = apirole.OpenCounters(ctx, inURL); err != nil {
 		t.Fatalf("OpenCounters with the password in the URL: %v", err)
 	}
 	c.Close()
@@ -48,7 +50,7 @@ func TestOpenCountersRedisPassword(t *testing.T) {
 	for name, pw := range map[string]string{"no password": "", "wrong password": "wrong-s3cret"} {
 		bad := base
 		bad.RedisPassword = pw
-		c, err := OpenCounters(ctx, bad)
+		c, err := apirole.OpenCounters(ctx, bad)
 		if err == nil {
 			c.Close()
 			t.Fatalf("%s: OpenCounters succeeded", name)

@@ -1,13 +1,15 @@
-package platform
+package dev
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/concord-chat/concord/runtime/apirole"
 	"io"
 	"log/slog"
 	"testing"
+
+	"github.com/concord-chat/concord/runtime/apirole"
+	"github.com/concord-chat/concord/runtime/config"
 
 	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/bots"
@@ -19,8 +21,8 @@ import (
 // an archived thread can be neither edited nor deleted (50083), as with
 // the REST API; in a channel that is not an archived thread both work.
 func TestBotMessagesInArchivedThreads(t *testing.T) {
-	p, addr := startTestPlatform(t, func(c *Config) { c.DevUser = true })
-	tok := p.DevToken
+	p, addr := startTestPlatform(t, func(c *config.Config) { c.DevUser = true })
+	tok := p.DevToken()
 	var g struct {
 		ID snowflake.ID `json:"id"`
 	}

@@ -1,4 +1,4 @@
-package platform
+package dev
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
+	"github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/eventlog/outbox"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
@@ -20,10 +22,10 @@ import (
 // consumer. READY's read_state then shows the count.
 func TestInteractionReplyMentionCounts(t *testing.T) { testInteractionReplyMentionCounts(t) }
 
-func testInteractionReplyMentionCounts(t *testing.T, opts ...func(*Config)) {
+func testInteractionReplyMentionCounts(t *testing.T, opts ...func(*config.Config)) {
 	p, addr := startTestPlatform(t, opts...)
 	// The bot platform's writes go through the store's outbox here.
-	if _, _, ok := outbox.Atomic(p.Store(), p.reads.outbox); !ok {
+	if _, _, ok := outbox.Atomic(p.Store(), p.Events().Outbox); !ok {
 		t.Fatalf("the store %T is not a transactional outbox the platform's outbox relays", p.Store())
 	}
 	alice, bob, g, ch := guildOfTwo(t, addr, "bot mentions")
@@ -104,11 +106,11 @@ func testInteractionReplyMentionCounts(t *testing.T, opts ...func(*Config)) {
 // (the mention travels the event log to the read-state role; on a Kafka
 // that just started the consumer group's first join can take tens of
 // seconds on a loaded machine) and fails if it passes it.
-func awaitMentions(t *testing.T, p *Platform, user, channel snowflake.ID, want int) {
+func awaitMentions(t *testing.T, p *app.Node, user, channel snowflake.ID, want int) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		st, err := p.readStates.Local().ChannelState(context.Background(), user, channel)
+		st, err := p.ReadStates().Local().ChannelState(context.Background(), user, channel)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,15 +1,16 @@
-package platform
+package dev
 
 import (
 	"context"
 	"errors"
-	"github.com/concord-chat/concord/runtime/apirole"
 	"io"
 	"log/slog"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/concord-chat/concord/runtime/apirole"
 
 	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/eventlog"
@@ -93,7 +94,7 @@ func TestBotMessageWritesCommitTheirEvents(t *testing.T) {
 		t.Fatalf("the dev store %T has no transactional outbox", p.Store())
 	}
 	cs := &committingStore{Store: p.Store(), tx: tx}
-	rel := &refusesPublish{Outbox: p.reads.outbox, src: cs}
+	rel := &refusesPublish{Outbox: p.Events().Outbox, src: cs}
 	ids, err := snowflake.New(snowflake.Config{})
 	if err != nil {
 		t.Fatal(err)

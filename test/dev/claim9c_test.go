@@ -1,10 +1,9 @@
-package platform
+package dev
 
 import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/concord-chat/concord/runtime/apirole"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -12,6 +11,8 @@ import (
 	"testing"
 	"text/tabwriter"
 	"time"
+
+	"github.com/concord-chat/concord/runtime/apirole"
 
 	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/entitlement"
@@ -49,7 +50,7 @@ var (
 // records the steady renewal load of -claim9c.sessions bot sessions
 // against the real stores. Run it as
 //
-//	go test -count=1 -run TestClaim9cRevocationBrownout -v ./runtime/platform
+//	go test -count=1 -run TestClaim9cRevocationBrownout -v ./test/dev
 func TestClaim9cRevocationBrownout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("claim 9c measurement: not in -short")
@@ -77,7 +78,7 @@ func TestClaim9cRevocationBrownout(t *testing.T) {
 				ent.source.Set(*c9Latency, *c9Fail, false)
 			}
 			r := w.measureRevocation(b, guild, cfg.Grace, time.Second, func() {
-				if err := w.p.bots.Store().DeleteInstallation(ctx, guild, w.appID); err != nil {
+				if err := w.p.Bots().Store().DeleteInstallation(ctx, guild, w.appID); err != nil {
 					t.Fatal(err)
 				}
 				_ = ent.Revoked(ctx, bots.Revocation{Kind: bots.RevokedInstall, ApplicationID: w.appID, BotUserID: w.botID, GuildID: guild})
@@ -176,21 +177,21 @@ func measureRenewalLoad(t *testing.T, w *revWorld, n int, window time.Duration) 
 	base := snowflake.ID(1) << 60
 	for i := range n {
 		bot, app := base+snowflake.ID(2*i), base+snowflake.ID(2*i+1)
-		if err := w.p.store.PutUser(ctx, store.User{ID: bot, Username: fmt.Sprintf("load-%d", i), Bot: true}); err != nil {
+		if err := w.p.Store().PutUser(ctx, store.User{ID: bot, Username: fmt.Sprintf("load-%d", i), Bot: true}); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.p.bots.Store().CreateApplication(ctx, bots.Application{ID: app, BotUserID: bot, OwnerID: w.ownerID, Name: "load"}); err != nil {
+		if err := w.p.Bots().Store().CreateApplication(ctx, bots.Application{ID: app, BotUserID: bot, OwnerID: w.ownerID, Name: "load"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.p.store.PutMember(ctx, store.Member{GuildID: w.guild, UserID: bot, JoinedAt: time.Now()}); err != nil {
+		if err := w.p.Store().PutMember(ctx, store.Member{GuildID: w.guild, UserID: bot, JoinedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.p.bots.Store().PutInstallation(ctx, bots.Installation{GuildID: w.guild, ApplicationID: app, BotUserID: bot}); err != nil {
+		if err := w.p.Bots().Store().PutInstallation(ctx, bots.Installation{GuildID: w.guild, ApplicationID: app, BotUserID: bot}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var reads atomic.Int64
-	src := entitlement.NewFaultySource(apirole.NewInstallSource(countingApps{w.p.bots.Store(), &reads}, countingUsers{w.p.store, &reads}), 1)
+	src := entitlement.NewFaultySource(apirole.NewInstallSource(countingApps{w.p.Bots().Store(), &reads}, countingUsers{w.p.Store(), &reads}), 1)
 	m, err := entitlement.New(entitlement.Config{}, src, nopEnforcer{}, entitlement.NewMemBus())
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package platform
+package dev
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/bots"
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/gateway"
 )
 
@@ -68,11 +69,11 @@ func TestRevocationTokenResetCloses4004(t *testing.T) {
 // the next lease renewal.
 func TestRevocationTokenResetByLeaseAlone(t *testing.T) {
 	const ttl = 2 * time.Second
-	w := newRevWorld(t, func(c *Config) { c.Entitlements.TTL = ttl })
+	w := newRevWorld(t, func(c *config.Config) { c.Entitlements.TTL = ttl })
 	b := w.dialBot(w.botToken)
 	b.waitReady()
 	t0 := time.Now()
-	if err := w.p.auth.Revoke(context.Background(), w.botID); err != nil {
+	if err := w.p.Auth().Revoke(context.Background(), w.botID); err != nil {
 		t.Fatal(err)
 	}
 	code, at := b.waitClosed(ttl + 2*time.Second)
@@ -91,14 +92,14 @@ func TestRevocationTokenResetByLeaseAlone(t *testing.T) {
 // finds the missing record and stops it within the TTL.
 func TestRevocationLostPushBoundedByLease(t *testing.T) {
 	const ttl = 2 * time.Second
-	w := newRevWorld(t, func(c *Config) { c.Entitlements.TTL = ttl })
+	w := newRevWorld(t, func(c *config.Config) { c.Entitlements.TTL = ttl })
 	b := w.dialBot(w.botToken)
 	b.waitReady()
 	ctx := context.Background()
 	revoke := func(guild, channel interface{ String() string }) func() {
 		return func() {
 			gid := parseID(t, guild.String())
-			if err := w.p.bots.Store().DeleteInstallation(ctx, gid, w.appID); err != nil {
+			if err := w.p.Bots().Store().DeleteInstallation(ctx, gid, w.appID); err != nil {
 				t.Fatal(err)
 			}
 			_ = leasesOf(w.p).Revoked(ctx, bots.Revocation{Kind: bots.RevokedInstall, ApplicationID: w.appID, BotUserID: w.botID, GuildID: gid})
@@ -136,8 +137,8 @@ func TestRevocationLostPushBoundedByLease(t *testing.T) {
 // identify is admitted.
 func TestRevocationOutagePolicy(t *testing.T) {
 	const ttl, grace = 2 * time.Second, 3 * time.Second
-	w := newRevWorld(t, func(c *Config) {
-		c.Entitlements = EntitlementConfig{TTL: ttl, Grace: grace, RetryEvery: 200 * time.Millisecond}
+	w := newRevWorld(t, func(c *config.Config) {
+		c.Entitlements = config.Entitlements{TTL: ttl, Grace: grace, RetryEvery: 200 * time.Millisecond}
 	})
 	b := w.dialBot(w.botToken)
 	b.waitReady()
@@ -221,7 +222,7 @@ func TestRevocationNarrowingLeavesGuildToPermissions(t *testing.T) {
 // within the TTL; once etcd is back, identifies are admitted again.
 func TestRevocationRegistryDown(t *testing.T) {
 	const ttl = 2 * time.Second
-	w := newRevWorld(t, func(c *Config) { c.Entitlements.TTL = ttl })
+	w := newRevWorld(t, func(c *config.Config) { c.Entitlements.TTL = ttl })
 	ent := leasesOf(w.p)
 	b := w.dialBot(w.botToken)
 	b.waitReady()
@@ -252,7 +253,7 @@ func TestRevocationRegistryDown(t *testing.T) {
 
 	ctx := context.Background()
 	r := w.measureRevocation(b, w.guild, ttl+3*time.Second, 300*time.Millisecond, func() {
-		if err := w.p.bots.Store().DeleteInstallation(ctx, w.guild, w.appID); err != nil {
+		if err := w.p.Bots().Store().DeleteInstallation(ctx, w.guild, w.appID); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()

@@ -1,4 +1,4 @@
-package platform
+package dev
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/apirole"
+	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/bots"
+	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/wire"
@@ -23,7 +25,7 @@ import (
 // bot is installed in one guild.
 type revWorld struct {
 	t        *testing.T
-	p        *Platform
+	p        *app.Node
 	addr     string
 	owner    string // "Bearer"-less user token
 	ownerID  snowflake.ID
@@ -47,9 +49,9 @@ func parseID(t *testing.T, s string) snowflake.ID {
 // newRevWorld starts a platform with opts, registers an owner, creates an
 // application (its bot token reset once, as a developer does) and
 // installs it in a fresh guild.
-func newRevWorld(t *testing.T, opts ...func(*Config)) *revWorld {
+func newRevWorld(t *testing.T, opts ...func(*config.Config)) *revWorld {
 	t.Helper()
-	p, addr := startTestPlatform(t, append([]func(*Config){func(c *Config) { c.Identify.Concurrency = 16 }}, opts...)...)
+	p, addr := startTestPlatform(t, append([]func(*config.Config){func(c *config.Config) { c.Identify.Concurrency = 16 }}, opts...)...)
 	w := &revWorld{t: t, p: p, addr: addr}
 	var reg struct {
 		Token  string `json:"token"`
@@ -345,9 +347,9 @@ func restStatus(t *testing.T, addr, token, method, path string) int {
 }
 
 // counterValue sums the counter series of name whose label has value.
-func counterValue(t *testing.T, p *Platform, name, label, value string) float64 {
+func counterValue(t *testing.T, p *app.Node, name, label, value string) float64 {
 	t.Helper()
-	mfs, err := p.registry.Gather()
+	mfs, err := p.Metrics().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +392,7 @@ func (l *testLeases) Revoked(ctx context.Context, r bots.Revocation) error {
 }
 
 // leasesOf is the revocation path of p's bot platform.
-func leasesOf(p *Platform) *testLeases {
-	f := p.bots.Faults()
-	return &testLeases{mgr: p.bots.Leases(), source: f.Source, bus: f.Bus, etcd: testRegistry{f.Registry}, bots: p.bots}
+func leasesOf(p *app.Node) *testLeases {
+	f := p.Bots().Faults()
+	return &testLeases{mgr: p.Bots().Leases(), source: f.Source, bus: f.Bus, etcd: testRegistry{f.Registry}, bots: p.Bots()}
 }

@@ -1,4 +1,4 @@
-package platform
+package app
 
 import (
 	"strings"
@@ -8,8 +8,8 @@ import (
 // An unknown store scheme is refused with an error that does not repeat
 // the URL's password.
 func TestUnknownStoreRedacted(t *testing.T) {
-	_, err := openStore(t.Context(), Config{Store: "bogus://u:s3cret@db/ks", Logger: nil})
+	_, err := OpenStore(t.Context(), Config{Store: "bogus://u:s3cret@db/ks", Logger: nil})
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
-		t.Fatalf("openStore(unknown scheme) error = %v; want one without the password", err)
+		t.Fatalf("OpenStore(unknown scheme) error = %v; want one without the password", err)
 	}
 }

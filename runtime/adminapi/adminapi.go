@@ -89,3 +89,15 @@ type VoiceLoad struct {
 	// At is when the server reported the load.
 	At time.Time `json:"at"`
 }
+
+// Admin paths of the per-guild statistics: served by every process
+// running the guild role for the guilds loaded in its actors (the
+// operator asks every guild pod), and by an api node without the guild
+// role for the whole cluster.
+const (
+	// GuildsPath answers 200 []GuildSample.
+	GuildsPath = "/admin/guilds"
+	// GuildPath answers 200 GuildSample, or 404 with Discord's Unknown
+	// Guild error (code 10004) when the guild is not loaded.
+	GuildPath = "/admin/guilds/{id}"
+)

@@ -13,13 +13,13 @@ import (
 
 	"github.com/concord-chat/concord/runtime/adminapi"
 	"github.com/concord-chat/concord/runtime/adminauth"
-	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/rest"
+	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
 // clusterStats answers the guild role's statistics paths
-// (guildrole.StatsPath, guildrole.StatsGuildPath) for the whole cluster
+// (adminapi.GuildsPath, adminapi.GuildPath) for the whole cluster
 // on an api node of `concord serve` that runs no guild role, which
 // kubectl-concord reaches through the api Service: it asks every live
 // guild node's admin endpoint (registry label adminapi.LabelAdmin) and,
@@ -37,8 +37,8 @@ type clusterStats struct {
 // routes adds the two paths with handle (the builder's HandleAdmin:
 // behind the admin token).
 func (s *clusterStats) routes(handle func(pattern string, h http.Handler)) {
-	handle("GET "+guildrole.StatsPath, http.HandlerFunc(s.serveAll))
-	handle("GET "+guildrole.StatsGuildPath, http.HandlerFunc(s.serveOne))
+	handle("GET "+adminapi.GuildsPath, http.HandlerFunc(s.serveAll))
+	handle("GET "+adminapi.GuildPath, http.HandlerFunc(s.serveOne))
 }
 
 // serveAll merges the answers of every live guild node. Nodes that fail
@@ -55,7 +55,7 @@ func (s *clusterStats) serveAll(w http.ResponseWriter, r *http.Request) {
 	for _, node := range nodes {
 		wg.Go(func() {
 			var samples []adminapi.GuildSample
-			_, err := s.get(r.Context(), node, guildrole.StatsPath, &samples)
+			_, err := s.get(r.Context(), node, adminapi.GuildsPath, &samples)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -77,20 +77,20 @@ func (s *clusterStats) serveAll(w http.ResponseWriter, r *http.Request) {
 
 // serveOne asks the guild's owner on the ring and relays its answer.
 func (s *clusterStats) serveOne(w http.ResponseWriter, r *http.Request) {
-	id, ok := guildrole.StatsGuildID(w, r)
+	id, ok := statsGuildID(w, r)
 	if !ok {
 		return
 	}
 	owner, ok := s.ring.Owner(id)
 	if !ok {
-		guildrole.WriteUnknownGuild(w)
+		writeUnknownGuild(w)
 		return
 	}
 	var sample adminapi.GuildSample
-	status, err := s.get(r.Context(), owner, guildrole.StatsPath+"/"+strconv.FormatUint(uint64(id), 10), &sample)
+	status, err := s.get(r.Context(), owner, adminapi.GuildsPath+"/"+strconv.FormatUint(uint64(id), 10), &sample)
 	switch {
 	case status == http.StatusNotFound:
-		guildrole.WriteUnknownGuild(w)
+		writeUnknownGuild(w)
 	case err != nil:
 		rest.WriteError(w, &rest.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("guild node %s: %v", owner.Name, err)})
 	default:
@@ -128,4 +128,22 @@ func (s *clusterStats) get(ctx context.Context, node registry.Node, path string,
 		return resp.StatusCode, fmt.Errorf("decode GET %s on %s: %w", path, node.Name, err)
 	}
 	return resp.StatusCode, nil
+}
+
+// statsGuildID parses the {id} of adminapi.GuildPath as the guild role
+// does; a malformed id is answered 404, as Discord answers unknown
+// routes, and ok is false.
+func statsGuildID(w http.ResponseWriter, r *http.Request) (id snowflake.ID, ok bool) {
+	v, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+	if err != nil || v == 0 {
+		rest.WriteError(w, &rest.Error{Status: http.StatusNotFound, Message: "404: Not Found"})
+		return 0, false
+	}
+	return snowflake.ID(v), true
+}
+
+// writeUnknownGuild answers Discord's Unknown Guild error (404, code
+// 10004): the guild is not loaded on its owner.
+func writeUnknownGuild(w http.ResponseWriter) {
+	rest.WriteError(w, &rest.Error{Status: http.StatusNotFound, Code: 10004, Message: "Unknown Guild"})
 }

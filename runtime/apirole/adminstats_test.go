@@ -34,7 +34,7 @@ func newStatsGuildNode(t *testing.T, name string, worker int) *statsGuildNode {
 	cfg := config.Default()
 	cfg.Node, cfg.Worker = name, worker
 	seams := &role.Seams{}
-	role.Provide[event.Sink](seams, guildrole.LocalSink, discardSink{})
+	role.Provide[event.Sink](seams, role.Sink, discardSink{})
 	parts := roletest.Parts(t, seams, cfg)
 	admin := http.NewServeMux()
 	parts.Admin = admin
@@ -42,7 +42,7 @@ func newStatsGuildNode(t *testing.T, name string, worker int) *statsGuildNode {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = seams.Close() })
-	svc, _ := role.Lookup(seams, guildrole.Service)
+	svc, _ := role.Lookup(seams, role.GuildService)
 	owner := roletest.User(t, parts, "owner").ID
 	info, err := svc.CreateGuild(ctx, owner, "stats "+name)
 	if err != nil {

@@ -61,7 +61,7 @@ func OpenRevocations(ctx context.Context, p role.Parts) (*Revocations, error) {
 		r := &Revocations{
 			source:  entitlement.NewFaultySource(NewInstallSource(apps, p.Store), 1),
 			bus:     entitlement.NewFaultyBus(bus),
-			leases:  role.LateOf(p.Seams, Leases),
+			leases:  role.LateOf(p.Seams, role.Leases),
 			etcd:    ee,
 			timeout: 5 * time.Second,
 		}

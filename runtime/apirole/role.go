@@ -7,7 +7,7 @@
 // It is two roles of the role table:
 //   - GuildREST, named like the guild role and built wherever it runs:
 //     the REST API and the bot platform against the process's guild
-//     service (guildrole.Service). In `concord serve` it answers only for
+//     service (role.GuildService). In `concord serve` it answers only for
 //     the guilds the placement ring gives the node (guildrest.go: a
 //     request for another node's guild gets a 503 the api node retries
 //     on the owner), and a node without the api role serves it on /api/
@@ -19,30 +19,31 @@
 //     route.go, spool.go), except the requests another api node
 //     forwarded to this one's GuildREST.
 //
-// The seams, by mode:
-//   - the guild actors: guildrole.Service in process (GuildREST runs only
-//     where the guild role runs); in `concord serve` the api role reaches
-//     the other guild nodes over HTTP, by the route tables api.Routes
-//     and bots.Routes export.
+// The ports (runtime/role) it consumes, as the process gives them:
+//   - the guild actors: role.GuildService (GuildREST runs only where the
+//     guild role runs); with role.Placement the api role reaches the
+//     guild nodes over HTTP, by the route tables api.Routes and
+//     bots.Routes export, and GuildREST answers only for the node's
+//     guilds.
 //   - the guild statistics of the admin endpoints: served by the guild
-//     role; an api node of `concord serve` without it answers them for
-//     the cluster from the guild nodes' (adminstats.go).
-//   - the event log's outbox (Outbox): provided by the process (dev: the
-//     read path's; serve: the guild node's, with --eventlog=kafka://);
-//     absent, message events are not logged.
-//   - the gateway (LocalGateway): in `concord dev` the process's gateway
-//     node, whose sessions the bot platform closes on a token reset; none
-//     in `concord serve`.
-//   - revocations: the process's revocation path (OpenRevocations: the
-//     grants of bots' entitlement leases and the bus their revocations
-//     travel on, the registry's), shared with the gateway role, which
-//     runs the process's one lease manager on it (Leases); the bot
-//     platform publishes through that manager, or on the bus itself in
-//     a process without the gateway role.
-//   - provided: the bot store (BotStore, one per process; the gateway
-//     reads applications from it), the bot platform (Bots), the counters
-//     of the rate limits (Counters) and the handler on /api/ (REST),
-//     which the process's root fallback answers other methods with.
+//     role; an api node without it answers them for the cluster from the
+//     guild nodes' (adminstats.go).
+//   - the event log's outbox (role.Outbox); absent, message events are
+//     not logged. Read states (role.ReadStates) where the process has
+//     them.
+//   - the gateway (role.LocalGateway): the process's gateway node, whose
+//     sessions the bot platform closes on a token reset, when the
+//     process gives one.
+//   - the bot store (role.BotStore) and the revocation path (the grants
+//     of bots' entitlement leases and the bus their revocations travel
+//     on, the registry's), both opened once per process by the root
+//     (BotStore, OpenRevocations); the gateway role runs the process's
+//     one lease manager on that path (role.Leases) and the bot platform
+//     publishes through it, or on the bus itself in a process without
+//     the gateway role.
+//   - given: the bot platform (Bots), the counters of the rate limits
+//     (Counters) and the handler on /api/ (role.REST), which the
+//     process's root fallback answers other methods with.
 package apirole
 
 import (
@@ -56,11 +57,6 @@ import (
 	"github.com/concord-chat/concord/runtime/api"
 	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/counters"
-	"github.com/concord-chat/concord/runtime/entitlement"
-	"github.com/concord-chat/concord/runtime/eventlog/outbox"
-	"github.com/concord-chat/concord/runtime/gateway"
-	"github.com/concord-chat/concord/runtime/guildrole"
-	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -71,38 +67,28 @@ import (
 const Name = registry.RoleAPI
 
 // Role is the api role: the public REST endpoint.
-var Role = role.Role{Name: Name, Build: buildAPI}
+var Role = role.Role{Name: Name, Build: buildAPI,
+	Needs: []string{role.BotStore.Name},
+	Uses:  []string{surfaceKey.Name, role.GuildService.Name, role.Placement.Name},
+	Gives: []string{role.REST.Name},
+}
 
 // GuildREST is the guild's REST surface, built wherever the guild role
 // runs (it carries the guild role's name) and after it.
-var GuildREST = role.Role{Name: registry.RoleGuild, Build: buildGuildREST}
+var GuildREST = role.Role{Name: registry.RoleGuild, Build: buildGuildREST,
+	Needs: []string{role.GuildService.Name, role.ServerKey.Name, role.BotStore.Name, role.Revocations.Name},
+	Uses:  []string{role.Outbox.Name, role.ReadStates.Name, role.LocalGateway.Name, role.Placement.Name},
+	Gives: []string{surfaceKey.Name, BotsKey.Name},
+}
 
 // Seams this package consumes and provides.
 var (
-	// ServerKey is the process's token-signing key, provided by the
-	// process: the bot platform signs interaction tokens with it and the
-	// attachment URLs are signed with a key derived from it.
-	ServerKey = role.Key[[]byte]{Name: "server-key"}
-	// Outbox is the event log's outbox the REST API and the bot platform
-	// publish message events through, provided by the process that
-	// opened it.
-	Outbox = role.Key[*outbox.Outbox]{Name: "eventlog/outbox"}
-	// LocalGateway returns the process's gateway node in `concord dev`
-	// (nil until it exists), provided by the process.
-	LocalGateway = role.Key[func() *gateway.Node]{Name: "gateway/node"}
 	// BotsKey is the process's bot platform, provided by GuildREST.
 	BotsKey = role.Key[*Bots]{Name: "api/bots"}
-	// Leases is the process's one entitlement lease manager, provided by
-	// the gateway role, which runs it on the process's revocation path
-	// (OpenRevocations); the bot platform publishes through it.
-	Leases = role.Key[*entitlement.Manager]{Name: "api/leases"}
 	// Counters are the counters of the REST limits and of GET
 	// /gateway/bot: the process's (role.Parts.Counters) when it has them,
 	// else opened from --redis by the api role.
 	Counters = role.Key[counters.Counters]{Name: "api/counters"}
-	// REST is the handler the process serves on /api/, provided by the
-	// role that mounted it.
-	REST = role.Key[http.Handler]{Name: "api/rest"}
 	// surfaceKey is GuildREST's handler, which the api role serves.
 	surfaceKey = role.Key[http.Handler]{Name: "api/guild-surface"}
 	// botStoreKey is the process's bot store (BotStore).
@@ -114,17 +100,17 @@ var (
 func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
 	cfg := b.Config
 	log := b.Logger.With("component", "api")
-	svc, ok := role.Lookup(b.Seams, guildrole.Service)
+	svc, ok := role.Lookup(b.Seams, role.GuildService)
 	if !ok {
 		return errors.New("no guild service in the process: the guild role builds before its REST surface")
 	}
-	key, ok := role.Lookup(b.Seams, ServerKey)
+	key, ok := role.Lookup(b.Seams, role.ServerKey)
 	if !ok {
 		return errors.New("no server key in the process")
 	}
-	apps, err := BotStore(ctx, b.Parts)
-	if err != nil {
-		return err
+	apps, ok := role.Lookup(b.Seams, role.BotStore)
+	if !ok {
+		return errors.New("no bot store in the process")
 	}
 	objs, err := OpenObjects(ctx, cfg)
 	if err != nil {
@@ -132,18 +118,15 @@ func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
 	}
 	deps := api.Deps{Store: b.Store, Guilds: svc, Auth: b.Auth, IDs: b.IDs, Objects: objs, AttachmentKey: AttachmentKey(key)}
 	var events MessageEvents
-	ob, logged := role.Lookup(b.Seams, Outbox)
-	if logged {
+	if ob, logged := role.Lookup(b.Seams, role.Outbox); logged {
 		deps.Events, events = ob, ob
 	}
-	if b.Dev() || logged {
+	if rs, ok := role.Lookup(b.Seams, role.ReadStates); ok {
 		// Acks and READY's read states; MESSAGE_ACK goes through the
-		// guild service's DispatchToUser (in `concord serve` it reaches
-		// the user's sessions on every gateway node through the session
+		// guild service's DispatchToUser (in a cluster it reaches the
+		// user's sessions on every gateway node through the session
 		// directory).
-		if deps.ReadStates, err = readstaterole.Open(ctx, b.Parts); err != nil {
-			return fmt.Errorf("read states: %w", err)
-		}
+		deps.ReadStates = rs
 		deps.Users = svc
 	}
 	bd := botDeps{store: b.Store, apps: apps, guilds: svc, auth: b.Auth, ids: b.IDs, events: events, registry: b.Metrics}
@@ -152,11 +135,11 @@ func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
 	if bd.revocations, err = OpenRevocations(ctx, b.Parts); err != nil {
 		return err
 	}
-	if b.Dev() {
-		if node, ok := role.Lookup(b.Seams, LocalGateway); ok {
-			bd.node = node
-		}
-	} else {
+	if node, ok := role.Lookup(b.Seams, role.LocalGateway); ok {
+		bd.node = node
+	}
+	ring, placed := role.Lookup(b.Seams, role.Placement)
+	if placed {
 		// A send the api node retried after its first owner died is
 		// answered with the message that node wrote, if it did (retry.go).
 		deps.PriorSend = (&sendDeduper{store: b.Store, log: log}).priorSend
@@ -175,13 +158,9 @@ func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
 	restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, MaxFileBytes: cfg.MaxFileBytes, Logger: log}, deps)
 	surface := http.NewServeMux()
 	bp.Routes(surface, restAPI)
-	if b.Dev() {
+	if !placed {
 		role.Provide[http.Handler](b.Seams, surfaceKey, surface)
 		return nil
-	}
-	ring, err := role.Ring(ctx, b.Seams, b.Registry, registry.RoleGuild, registry.LocalRingConfig{Logger: b.Logger.With("component", "ring")})
-	if err != nil {
-		return err
 	}
 	res := newResolver(b.Store)
 	res.interactions = apps
@@ -223,8 +202,9 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 	}
 	surface, local := role.Lookup(b.Seams, surfaceKey)
 	var flags *BotFlags
-	if b.Dev() {
-		svc, ok := role.Lookup(b.Seams, guildrole.Service)
+	_, placed := role.Lookup(b.Seams, role.Placement)
+	if !placed {
+		svc, ok := role.Lookup(b.Seams, role.GuildService)
 		if !ok || !local {
 			return errors.New("no guild REST surface in the process: the guild role and GuildREST build before the api role")
 		}
@@ -253,7 +233,7 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 			return err
 		}
 	}
-	if !b.Dev() && local {
+	if placed && local {
 		// Another api node forwarded this request to the guild role here:
 		// it was limited there, and is served here, not forwarded again.
 		public := h
@@ -272,14 +252,14 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 // proxyTo mounts the proxy to the guild owners on mux ("/").
 func proxyTo(ctx context.Context, b *role.Builder, mux *http.ServeMux) error {
 	cfg := b.Config
-	ring, err := role.Ring(ctx, b.Seams, b.Registry, registry.RoleGuild, registry.LocalRingConfig{Logger: b.Logger.With("component", "ring")})
-	if err != nil {
-		return err
+	ring, ok := role.Lookup(b.Seams, role.Placement)
+	if !ok {
+		return errors.New("no guild placement ring to forward requests by")
 	}
 	// Interactions route by their guild, read from the bot store.
-	apps, err := BotStore(ctx, b.Parts)
-	if err != nil {
-		return err
+	apps, ok := role.Lookup(b.Seams, role.BotStore)
+	if !ok {
+		return errors.New("no bot store in the process")
 	}
 	m, err := newProxyMetrics(b.Metrics)
 	if err != nil {
@@ -296,9 +276,9 @@ func proxyTo(ctx context.Context, b *role.Builder, mux *http.ServeMux) error {
 // clusterStatsTo serves the cluster's guild statistics among the
 // process's admin endpoints.
 func clusterStatsTo(ctx context.Context, b *role.Builder) error {
-	ring, err := role.Ring(ctx, b.Seams, b.Registry, registry.RoleGuild, registry.LocalRingConfig{Logger: b.Logger.With("component", "ring")})
-	if err != nil {
-		return err
+	ring, ok := role.Lookup(b.Seams, role.Placement)
+	if !ok {
+		return errors.New("no guild placement ring to ask the guild nodes by")
 	}
 	s := &clusterStats{ring: ring, token: b.AdminToken, timeout: b.Config.CallTimeout, client: &http.Client{},
 		log: b.Logger.With("component", "guild-stats")}
@@ -309,5 +289,5 @@ func clusterStatsTo(ctx context.Context, b *role.Builder) error {
 // mount serves h on /api/ and provides it as the process's REST handler.
 func mount(b *role.Builder, h http.Handler) {
 	b.Handle("/api/", h)
-	role.Provide(b.Seams, REST, h)
+	role.Provide(b.Seams, role.REST, h)
 }

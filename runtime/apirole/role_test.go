@@ -14,7 +14,6 @@ import (
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/guild"
-	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/registry/etcd/etcdtest"
@@ -28,7 +27,7 @@ type discardSink struct{}
 func (discardSink) Deliver(context.Context, string, event.Batch) {}
 
 // roleWorld is one process's parts with a guild service provided under
-// guildrole.Service, as the guild role provides it, and a user's token.
+// role.GuildService, as the guild role provides it, and a user's token.
 type roleWorld struct {
 	parts role.Parts
 	mux   *http.ServeMux
@@ -43,16 +42,30 @@ func newRoleWorld(t *testing.T, reg registry.Registry, roles ...string) *roleWor
 	cfg.LeaseTTL = 2 * time.Second
 	seams := &role.Seams{}
 	parts := roletest.Parts(t, seams, cfg)
-	// A node of `concord serve`: its SFUs report to the registry, there is
-	// no in-process fleet.
-	parts.VoiceFleet = nil
 	parts.Metrics, parts.Registry = prometheus.NewRegistry(), reg
+	if reg != nil {
+		// A node of `concord serve`: its guilds are placed on the ring
+		// (role.Placement), as the root gives it.
+		if _, err := role.Ring(context.Background(), seams, reg, registry.RoleGuild, registry.LocalRingConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	svc, err := guild.NewService(guild.Config{}, guild.Deps{Store: parts.Store, Sink: discardSink{}, IDs: parts.IDs, Auth: parts.Auth})
 	if err != nil {
 		t.Fatal(err)
 	}
-	role.Provide(seams, guildrole.Service, svc)
-	role.Provide(seams, ServerKey, roletest.Key())
+	role.Provide(seams, role.GuildService, svc)
+	// The bot store and revocation path, opened once by the root.
+	apps, err := BotStore(context.Background(), parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role.Provide(seams, role.BotStore, apps)
+	rev, err := OpenRevocations(context.Background(), parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role.Provide[role.RevocationPath](seams, role.Revocations, rev)
 	u := roletest.User(t, parts, "alice")
 	w := &roleWorld{parts: parts, mux: http.NewServeMux(), group: &lifecycle.Group{}, token: parts.Auth.Mint(u)}
 	t.Cleanup(func() {
@@ -91,7 +104,7 @@ func (w *roleWorld) get(t *testing.T, h http.Handler, path string) (*httptest.Re
 func TestDevBuildsAPIRole(t *testing.T) {
 	w := newRoleWorld(t, nil)
 	w.build(t, func(string) bool { return true })
-	rest, ok := role.Lookup(w.parts.Seams, REST)
+	rest, ok := role.Lookup(w.parts.Seams, role.REST)
 	if !ok {
 		t.Fatal("no REST handler provided")
 	}
@@ -102,7 +115,7 @@ func TestDevBuildsAPIRole(t *testing.T) {
 	if !ok || bp == nil {
 		t.Fatal("no bot platform provided")
 	}
-	if _, ok := role.Lookup(w.parts.Seams, Leases); ok || bp.Leases() != nil {
+	if _, ok := role.Lookup(w.parts.Seams, role.Leases); ok || bp.Leases() != nil {
 		t.Fatal("the api role provided a lease manager: the gateway role runs the process's one")
 	}
 	if st, err := BotStore(context.Background(), w.parts); err != nil || st != bp.Store() {
@@ -179,11 +192,11 @@ func registerGuildNode(t *testing.T, w *roleWorld, h http.Handler) {
 func TestServeBuildsAPIRole(t *testing.T) {
 	w := newRoleWorld(t, embeddedRegistry(t), registry.RoleAPI, registry.RoleGuild)
 	w.build(t, func(string) bool { return true })
-	rest, ok := role.Lookup(w.parts.Seams, REST)
+	rest, ok := role.Lookup(w.parts.Seams, role.REST)
 	if !ok {
 		t.Fatal("no REST handler provided")
 	}
-	if _, ok := role.Lookup(w.parts.Seams, Leases); ok {
+	if _, ok := role.Lookup(w.parts.Seams, role.Leases); ok {
 		t.Fatal("a serve node provides the bot platform's lease manager; gateway nodes run their own")
 	}
 	if _, ok := role.Lookup(w.parts.Seams, Counters); !ok {
@@ -209,7 +222,7 @@ func TestServeGuildOnlyServesItsREST(t *testing.T) {
 	if _, ok := role.Lookup(w.parts.Seams, Counters); ok {
 		t.Fatal("the api role was built on a guild-only node")
 	}
-	rest, ok := role.Lookup(w.parts.Seams, REST)
+	rest, ok := role.Lookup(w.parts.Seams, role.REST)
 	if !ok {
 		t.Fatal("a guild-only node mounted no REST")
 	}

@@ -103,9 +103,9 @@ func (p *Process) Build(ctx context.Context, t Tables, want func(name string) bo
 		return Built{}, err
 	}
 	var b Built
-	b.Guilds, _ = role.Lookup(p.Seams, guildrole.Service)
-	b.Gateway, _ = role.Lookup(p.Seams, gatewayrole.NodeKey)
-	b.REST, _ = role.Lookup(p.Seams, apirole.REST)
+	b.Guilds, _ = role.Lookup(p.Seams, role.GuildService)
+	b.Gateway, _ = role.Lookup(p.Seams, role.GatewayNode)
+	b.REST, _ = role.Lookup(p.Seams, role.REST)
 	b.Bots, _ = role.Lookup(p.Seams, apirole.BotsKey)
 	p.gateway = b.Gateway
 	if want(guildrole.Name) && b.Guilds == nil {

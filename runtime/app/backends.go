@@ -120,17 +120,22 @@ func WriteFileSync(path string, b []byte) error {
 // EventLog is the process's event log with its outbox: the REST API and
 // the bot platform publish message events through the outbox (committed
 // with the message where the store allows), and the read-state role
-// counts mentions from the log.
+// counts mentions from the log. Outbox is nil on a node that publishes
+// nothing (a read-state node of a cluster).
 type EventLog struct {
 	Log    eventlog.Log
 	Outbox *outbox.Outbox
 }
 
-// OpenEventLog opens the event log spec names and its outbox in dir.
+// OpenEventLog opens the event log spec names and its outbox in dir
+// (empty: the log alone, for a process that publishes nothing).
 func OpenEventLog(ctx context.Context, cfg config.Config, spec, dir string, reg prometheus.Registerer) (*EventLog, error) {
 	l, err := eventlogbackend.Open(ctx, spec, cfg.DataDir, cfg.Logger.With("component", "eventlog"), cfg.EventLogOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("event log: %w", err)
+	}
+	if dir == "" {
+		return &EventLog{Log: l}, nil
 	}
 	ob, err := outbox.New(outbox.Config{Dir: dir, Registerer: reg, Logger: cfg.Logger.With("component", "outbox")}, l)
 	if err != nil {
@@ -145,6 +150,9 @@ func OpenEventLog(ctx context.Context, cfg config.Config, spec, dir string, reg 
 func (e *EventLog) Close() error {
 	if e == nil {
 		return nil
+	}
+	if e.Outbox == nil {
+		return e.Log.Close()
 	}
 	return errors.Join(e.Outbox.Close(), e.Log.Close())
 }

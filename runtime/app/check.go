@@ -61,6 +61,10 @@ func Check(c Config, t Tables) (_ Config, inProc bool, err error) {
 		inProc = inProc && has(c, r)
 	}
 	if inProc {
+		if c.Voice.TLS == "" {
+			// The in-process SFU's gateway serves TLS from the dev CA.
+			c.Voice.TLS = "devca"
+		}
 		switch {
 		case c.Registry != "mem" && c.Registry != "embedded":
 			return c, true, fmt.Errorf("--registry=%s: a process running every role keeps its registry to itself (embedded or mem); "+

@@ -20,10 +20,8 @@ import (
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/counters"
-	"github.com/concord-chat/concord/runtime/datarole"
 	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/gateway"
-	"github.com/concord-chat/concord/runtime/gatewayrole"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/httpserve"
@@ -171,9 +169,6 @@ func (n *Node) start(ctx context.Context) error {
 	return nil
 }
 
-// inProcess reports whether every seam is in this process (no registry).
-func (n *Node) inProcess() bool { return n.inProc }
-
 // listen binds the HTTP listener (unless the caller gave one) and starts
 // serving the Gate on it, then binds the admin listener and, for the
 // roles that serve gRPC, the gRPC one.
@@ -256,15 +251,19 @@ func (n *Node) openBackends(ctx context.Context) error {
 		// derived from the token key.
 		n.adminToken = adminauth.Derive(n.basics.Key)
 	}
-	// The event log and its outbox: the guild role's REST API publishes
-	// message events through the outbox. In one process the read-state
-	// role counts mentions from the same log (the persisted in-process
-	// log by default); in a cluster read-state nodes consume the shared
-	// Kafka log themselves. One outbox per node name in a cluster, so
-	// that processes sharing a data directory do not share a queue.
-	if n.inProc || kafkaLog(cfg.EventLog) && has(cfg, registry.RoleGuild) {
+	// The event log, opened once per process, and its outbox: the guild
+	// role's REST API publishes message events through the outbox, the
+	// read-state role counts mentions from the log (in one process the
+	// persisted in-process log by default; in a cluster the shared Kafka
+	// log) and the live roles of a cluster append to and consume the
+	// same Kafka log. One outbox per node name in a cluster, so that
+	// processes sharing a data directory do not share a queue.
+	if n.inProc || kafkaLog(cfg.EventLog) && (has(cfg, registry.RoleGuild) || has(cfg, readstaterole.Name)) {
 		dir := filepath.Join(cfg.DataDir, "outbox")
-		if !n.inProc {
+		switch {
+		case !n.inProc && !has(cfg, registry.RoleGuild):
+			dir = "" // publishes nothing
+		case !n.inProc:
 			dir = filepath.Join(dir, cfg.Node)
 		}
 		lcfg := cfg
@@ -285,33 +284,14 @@ func (n *Node) build(ctx context.Context, t Tables) error {
 	n.proc = NewProcess(nil)
 	parts := role.Parts{Config: cfg, Logger: n.log, Metrics: n.metrics, Registry: n.reg, Store: n.roleStore, Auth: n.basics.Auth,
 		IDs: n.basics.IDs, Counters: n.basics.Counters, AdminToken: n.adminToken, Seams: n.proc.Seams, Admin: n.proc.Admin}
-	if !n.inProcess() {
+	if !n.inProc {
 		parts.GRPC = &svc
 		parts.ClientConfig = transport.ClientConfig{CallTimeout: cfg.CallTimeout, Errors: guildrole.Errors, Logger: n.log.With("component", "transport")}
-	} else {
-		// In one process the guild role allocates calls from the
-		// in-process voice fleet the voice role adds its SFU to.
-		n.voiceFleet = fleet.NewLocal()
-		parts.VoiceFleet = n.voiceFleet
 	}
-	// What the process gives the roles: the data role coalesces over the
-	// store itself, not over the process's coalescing wrapper; the api
-	// role signs with the token key and publishes through the outbox;
-	// in one process the guild role delivers to this process's gateway
-	// (the gateway role, built after it, sets its node there) and the api
-	// role closes that gateway's sessions of a bot whose token is reset.
-	seams := n.proc.Seams
-	role.Provide(seams, datarole.RawStore, unwrapStore(n.store))
-	role.Provide(seams, apirole.ServerKey, n.basics.Key)
-	if n.events != nil {
-		role.Provide(seams, apirole.Outbox, n.events.Outbox)
-		if n.inProcess() {
-			role.Provide(seams, readstaterole.LogKey, n.events.Log)
-		}
+	// The ports the root decides, each once: in process or remote.
+	if err := n.givePorts(ctx, parts); err != nil {
+		return err
 	}
-	role.Provide(seams, guildrole.LocalSink, gatewayrole.LocalSink(seams))
-	gatewayNode := role.LateOf(seams, gatewayrole.NodeKey)
-	role.Provide(seams, apirole.LocalGateway, func() *gateway.Node { g, _ := gatewayNode.Get(); return g })
 	// The presence role is built on every node taking part in presence
 	// (presencerole.Joins), not only on --roles=presence nodes.
 	var err error
@@ -320,11 +300,6 @@ func (n *Node) build(ctx context.Context, t Tables) error {
 	}, parts)
 	if err != nil {
 		return err
-	}
-	if n.inProcess() || kafkaLog(cfg.EventLog) && (has(cfg, registry.RoleGuild) || has(cfg, registry.RoleGateway) || has(cfg, readstaterole.Name)) {
-		if n.readStates, err = readstaterole.Open(ctx, parts); err != nil {
-			return fmt.Errorf("read states: %w", err)
-		}
 	}
 	if n.grpcL != nil {
 		if n.grpc, err = transport.NewServer(transport.ServerConfig{Errors: guildrole.Errors, Logger: n.log.With("component", "transport")}, svc); err != nil {
@@ -344,8 +319,8 @@ func (n *Node) build(ctx context.Context, t Tables) error {
 		// its policy admits the endpoints of the SFUs calls go to.
 		Web: web.Options{GatewayURL: cfg.PublicURL, MediaSrc: cfg.WebMediaOrigins},
 	}
-	if endpoints, ok := role.Lookup(seams, guildrole.VoiceEndpoints); ok {
-		n.routes.Web.VoiceEndpoints = endpoints
+	if v, ok := role.Lookup(n.proc.Seams, role.Voice); ok {
+		n.routes.Web.VoiceEndpoints = v.Endpoints
 	}
 	if n.built.Gateway != nil {
 		n.routes.Gateway = n.built.Gateway

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/relayrole"
@@ -41,7 +40,7 @@ func TestServeBuildsChatRoles(t *testing.T) {
 			want = append(want, r.Name)
 		}
 		wrapped = append(wrapped, role.Role{Name: r.Name, Build: func(ctx context.Context, b *role.Builder) error {
-			if b.Dev() || b.Registry == nil || b.GRPC == nil || b.Seams == nil || b.Store == nil {
+			if _, placed := role.Lookup(b.Seams, role.Placement); !placed || b.Registry == nil || b.GRPC == nil || b.Seams == nil || b.Store == nil {
 				t.Errorf("role %s: serve builder with the wrong parts: %+v", r.Name, b.Parts)
 			}
 			built = append(built, r.Name)
@@ -84,7 +83,7 @@ func TestServeBuildsChatRoles(t *testing.T) {
 	}
 	// The node's REST surface and admin endpoints call the guild role's
 	// service, the one the seam holds.
-	if svc, ok := role.Lookup(n.Seams(), guildrole.Service); !ok || svc == nil || svc != n.Guilds() {
+	if svc, ok := role.Lookup(n.Seams(), role.GuildService); !ok || svc == nil || svc != n.Guilds() {
 		t.Fatalf("the guild seam of a node running the guild role = %p, %v; the node calls %p", svc, ok, n.Guilds())
 	}
 

@@ -38,7 +38,7 @@ func TestServeBuildsGatewayRole(t *testing.T) {
 			continue
 		}
 		wrapped = append(wrapped, role.Role{Name: r.Name, Build: func(ctx context.Context, b *role.Builder) error {
-			if b.Dev() || b.Registry == nil || b.GRPC == nil {
+			if _, placed := role.Lookup(b.Seams, role.Placement); !placed || b.Registry == nil || b.GRPC == nil {
 				t.Errorf("gateway role: serve builder with the wrong parts: %+v", b.Parts)
 			}
 			built++

@@ -5,44 +5,40 @@
 // (runtime/dataservice), served over DataNode to the nodes that send
 // their message traffic there (--data-nodes=ring).
 //
-// In `concord dev` no other process sends it anything: the process's own
-// store is the data path (on Cassandra already behind the process's
-// coalescing data service), so the role adds nothing.
+// A process without node-to-node services (every role in one process,
+// `concord dev`) has no other process sending it anything: its own store
+// is the data path (on Cassandra already behind the process's coalescing
+// data service), so the role adds nothing there.
 package datarole
 
 import (
 	"context"
+	"errors"
 
 	"github.com/concord-chat/concord/runtime/dataservice"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/store"
 )
 
 // Name is the role's --roles name.
 const Name = registry.RoleData
 
 // Role is the data role.
-var Role = role.Role{Name: Name, Build: build}
+var Role = role.Role{Name: Name, Build: build, Needs: []string{role.RawStore.Name}}
 
-// RawStore is the seam of the process's store adapter itself, under the
-// wrappers that send message traffic to the data nodes or coalesce it:
-// the data role coalesces over the store, not over a wrapper that would
-// send the traffic back to a data node.
-var RawStore = role.Key[store.Store]{Name: "store/raw"}
-
+// build serves DataNode over the process's store adapter itself
+// (role.RawStore): the role coalesces over the store, not over a wrapper
+// that would send the traffic back to a data node.
 func build(_ context.Context, b *role.Builder) error {
-	if b.Dev() {
-		return nil
+	if b.GRPC == nil {
+		return nil // no node-to-node services: no one to serve
 	}
-	raw, ok := role.Lookup(b.Seams, RawStore)
+	raw, ok := role.Lookup(b.Seams, role.RawStore)
 	if !ok {
-		raw = b.Store
+		return errors.New("no store in the process to serve")
 	}
 	svc := dataservice.New(raw, dataservice.Config{Name: b.Config.Node, Logger: b.Logger.With("component", "data")})
-	if b.GRPC != nil {
-		b.GRPC.Data = svc
-	}
+	b.GRPC.Data = svc
 	return b.Add(lifecycle.Part{Name: "service", Close: svc.Close})
 }

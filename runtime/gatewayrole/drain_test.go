@@ -3,13 +3,14 @@ package gatewayrole
 import (
 	"context"
 	"encoding/json"
-	"github.com/concord-chat/concord/runtime/adminapi"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/concord-chat/concord/runtime/adminapi"
 
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"

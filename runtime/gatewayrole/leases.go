@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/concord-chat/concord/runtime/apirole"
 	"github.com/concord-chat/concord/runtime/entitlement"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
@@ -33,13 +32,13 @@ import (
 // gateway's sessions on its backend.
 
 // openLeases builds the process's one lease manager on its revocation
-// path (apirole.OpenRevocations: the bot store's grants, the registry's
+// path (role.Revocations: the bot store's grants, the registry's
 // pushes), with the part that runs it: ready once the revocation watch
 // started, so the node admits no bot before it can hear revocations.
 func openLeases(ctx context.Context, b *role.Builder, enf enforcer) (*entitlement.Manager, lifecycle.Part, error) {
-	rev, err := apirole.OpenRevocations(ctx, b.Parts)
-	if err != nil {
-		return nil, lifecycle.Part{}, fmt.Errorf("entitlements: %w", err)
+	rev, ok := role.Lookup(b.Seams, role.Revocations)
+	if !ok {
+		return nil, lifecycle.Part{}, errors.New("entitlements: no revocation path in the process")
 	}
 	ec := b.Config.Entitlements
 	mgr, err := entitlement.New(entitlement.Config{TTL: ec.TTL, RetryEvery: ec.RetryEvery, Grace: ec.Grace,

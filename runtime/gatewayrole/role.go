@@ -8,26 +8,26 @@
 // here (takeover.go), and the /gateway routes (the process's root path
 // upgrades to it too, through Node).
 //
-// The seams, by mode:
-//   - the guilds sessions subscribe to: in `concord dev` the process's
-//     guild service (guildrole.Service); in `concord serve` the guild
-//     nodes owning them, over guildrole.Client, resubscribed when the
-//     ring moves a guild (backend.go).
-//   - where guild events reach the sessions: in `concord dev` the guild
-//     role, built before this one, delivers to LocalSink, which reaches
-//     the node this role builds; in `concord serve` the role serves
-//     GatewayNode (Deliver, and the session directory: sessions.go).
-//   - presence: presencerole.GatewayKey when the process has a presence
+// The ports (runtime/role) it consumes, as the process gives them:
+//   - the guilds sessions subscribe to: the process's guild service
+//     (role.GuildService) when every guild is here; with role.Placement
+//     the guild nodes owning them, over role.GuildClient, resubscribed
+//     when the ring moves a guild (backend.go), READY read from the store
+//     by role.GuildReader.
+//   - where guild events reach the sessions: it gives its node
+//     (role.GatewayNode), which the process's sink delivers to when the
+//     guilds are here; with role.Placement it serves GatewayNode
+//     (Deliver, and the session directory: sessions.go).
+//   - presence: role.PresenceGateway when the process has a presence
 //     side; without it the gateway runs without presence.
-//   - what the admission reads: the process's bot store
-//     (apirole.BotStore: applications, privileged intents, READY's
-//     application, entitlement grants), read states (readstaterole.Open;
-//     in `concord serve` with the shared Kafka event log), and the bots'
-//     identify counters (role.Parts.Counters; in `concord serve` only
-//     when they are shared, --redis).
+//   - what the admission reads: the bot store (role.BotStore:
+//     applications, privileged intents, READY's application,
+//     entitlement grants), read states (role.ReadStates, when the process
+//     has them), and the bots' identify counters (role.BotCounters, when
+//     they are shared with every gateway counting the bot).
 //   - bots' entitlement leases: the role runs the process's one lease
-//     manager (leases.go) on the bot platform's grants and revocation
-//     bus (apirole.OpenRevocations), and provides it (apirole.Leases).
+//     manager (leases.go) on the revocation path (role.Revocations), and
+//     gives it (role.Leases).
 package gatewayrole
 
 import (
@@ -35,18 +35,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/concord-chat/concord/runtime/admission"
-	"github.com/concord-chat/concord/runtime/apirole"
-	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
-	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/lifecycle"
-	"github.com/concord-chat/concord/runtime/presencerole"
-	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -56,17 +50,19 @@ import (
 const Name = registry.RoleGateway
 
 // Role is the gateway role.
-var Role = role.Role{Name: Name, Build: build}
+var Role = role.Role{Name: Name, Build: build,
+	Needs: []string{role.BotStore.Name, role.Revocations.Name},
+	Uses: []string{role.GuildService.Name, role.Placement.Name, role.GuildClient.Name, role.GuildReader.Name,
+		role.PresenceGateway.Name, role.ReadStates.Name, role.BotCounters.Name},
+	Gives: []string{role.GatewayNode.Name, role.Leases.Name},
+}
 
-// Seams this role provides and consumes.
-var (
-	// NodeKey is the process's gateway node, provided when the role runs
-	// in the process: the process's root path upgrades to it, drains it
-	// at shutdown, and the bot platform closes a user's sessions with it
-	// (CloseUser on a token reset). Parts built before the role reach it
-	// through role.LateOf(seams, NodeKey), set when it is built.
-	NodeKey = role.Key[*gateway.Node]{Name: "gateway/node"}
-)
+// NodeKey is the process's gateway node (role.GatewayNode): the
+// process's root path upgrades to it, drains it at shutdown, and the bot
+// platform closes a user's sessions with it (CloseUser on a token
+// reset). Parts built before the role reach it through
+// role.LateOf(seams, NodeKey), set when it is built.
+var NodeKey = role.GatewayNode
 
 // guildSessions is what the role asks of the guilds behind the gateway:
 // the gateway.Backend, and detaching one guild of a session (a revoked
@@ -93,28 +89,18 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		rb      *ringBackend
 		voice   voiceGuilds
 	)
-	if b.Dev() {
-		svc, ok := role.Lookup(b.Seams, guildrole.Service)
+	ring, placed := role.Lookup(b.Seams, role.Placement)
+	if !placed {
+		svc, ok := role.Lookup(b.Seams, role.GuildService)
 		if !ok {
 			return errors.New("no guild service in the process to subscribe sessions on")
 		}
 		backend, voice = localBackend{GatewayBackend: guild.NewGatewayBackend(svc), log: log}, svc
 	} else {
-		// Identify only reads the store; this service never loads an
-		// actor, so it needs no working sink.
-		identify, err := guild.NewService(guild.Config{Logger: b.Logger.With("component", "identify")},
-			guild.Deps{Store: b.Store, Sink: discardSink{}, IDs: b.IDs, Auth: b.Auth})
-		if err != nil {
-			return fmt.Errorf("identify service: %w", err)
-		}
-		closers.Add(identify.Close)
-		client, err := guildrole.Client(ctx, b.Parts)
-		if err != nil {
-			return fmt.Errorf("guild client: %w", err)
-		}
-		ring, err := role.Ring(ctx, b.Seams, b.Registry, registry.RoleGuild, registry.LocalRingConfig{Logger: b.Logger.With("component", "ring")})
-		if err != nil {
-			return err
+		identify, ok := role.Lookup(b.Seams, role.GuildReader)
+		client, ok2 := role.Lookup(b.Seams, role.GuildClient)
+		if !ok || !ok2 {
+			return errors.New("no guild reader and client in the process to subscribe sessions on the guild owners")
 		}
 		resub, err := resubscriptions(b.Metrics)
 		if err != nil {
@@ -124,36 +110,30 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		backend, voice = rb, client
 	}
 	node := role.LateOf(b.Seams, NodeKey)
-	apps, err := apirole.BotStore(ctx, b.Parts)
-	if err != nil {
-		return fmt.Errorf("bot store: %w", err)
+	apps, ok := role.Lookup(b.Seams, role.BotStore)
+	if !ok {
+		return errors.New("no bot store in the process")
 	}
 	leases, leasePart, err := openLeases(ctx, b, enforcer{node: node, backend: backend, members: b.Store, log: b.Logger.With("component", "entitlement")})
 	if err != nil {
 		return err
 	}
 	ac := admission.Config{Leases: leases, Apps: apps}
-	// READY's read_state: in `concord serve` the read-state role is fed
-	// from the shared Kafka log, without which there is none.
-	if b.Dev() || strings.HasPrefix(cfg.EventLog, "kafka://") {
-		if ac.States, err = readstaterole.Open(ctx, b.Parts); err != nil {
-			return fmt.Errorf("read states: %w", err)
-		}
+	// READY's read_state, where the process has read states.
+	if rs, ok := role.Lookup(b.Seams, role.ReadStates); ok {
+		ac.States = rs
 	}
-	// Bots' identify counters: the process's; in `concord serve` only
-	// shared ones (--redis), as a bot's max_concurrency buckets and daily
+	// Bots' identify counters, when they are the ones every gateway
+	// counting the bot shares: a bot's max_concurrency buckets and daily
 	// budget span every gateway node.
-	var c counters.Counters
-	if b.Dev() || cfg.Redis != "mem" {
-		c = b.Counters
-	}
+	c, _ := role.Lookup(b.Seams, role.BotCounters)
 	adm, err := newAdmission(cfg, backend, c, ac, b.Metrics, b.Logger.With("component", "identify"))
 	if err != nil {
 		return err
 	}
 	gwCfg := gateway.Config{Node: cfg.Node, PublicURL: cfg.PublicURL, Logger: log, Registerer: b.Metrics,
 		OpHandlers: map[int]gateway.OpHandler{}}
-	side, presence := role.Lookup(b.Seams, presencerole.GatewayKey)
+	side, presence := role.Lookup(b.Seams, role.PresenceGateway)
 	presence = presence && side.Presence != nil
 	if presence {
 		gwCfg.Presence, gwCfg.OpHandlers = side.Presence, side.Presence.OpHandlers()
@@ -171,8 +151,8 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 	}
 	node.Set(gw)
 	role.Provide(b.Seams, NodeKey, gw)
-	role.Provide(b.Seams, apirole.Leases, leases)
-	role.LateOf(b.Seams, apirole.Leases).Set(leases)
+	role.Provide(b.Seams, role.Leases, leases)
+	role.LateOf(b.Seams, role.Leases).Set(leases)
 	if err := b.Add(leasePart); err != nil {
 		return err
 	}
@@ -184,7 +164,7 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		}
 	}
 	d := &drainer{node: gw, reg: b.Registry, self: cfg.Node, log: log}
-	if !b.Dev() {
+	if placed {
 		gw.SetHandoffBackend(rb)
 		d.handoff = true
 		d.token = b.AdminToken

@@ -10,16 +10,17 @@ import (
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
-// Admin paths of the per-guild statistics, served by every process
-// running the guild role (`concord dev` included) for the guilds loaded
-// in its actors; the operator asks every guild pod. An api node without
-// the guild role answers the same paths for the whole cluster (apirole).
+// Admin paths of the per-guild statistics (adminapi.GuildsPath and
+// GuildPath), served by every process running the guild role (`concord
+// dev` included) for the guilds loaded in its actors; the operator asks
+// every guild pod. An api node without the guild role answers the same
+// paths for the whole cluster (apirole).
 const (
 	// StatsPath answers 200 []adminapi.GuildSample.
-	StatsPath = "/admin/guilds"
+	StatsPath = adminapi.GuildsPath
 	// StatsGuildPath answers 200 adminapi.GuildSample, or 404 with
 	// Discord's Unknown Guild error when the guild is not loaded.
-	StatsGuildPath = "/admin/guilds/{id}"
+	StatsGuildPath = adminapi.GuildPath
 )
 
 // localStats serves the statistics of the guilds loaded in svc's actors.

@@ -34,7 +34,7 @@ func adminGet(t *testing.T, h http.Handler, path string, out any) int {
 func TestDevServesGuildStats(t *testing.T) {
 	ctx := context.Background()
 	var seams role.Seams
-	role.Provide[event.Sink](&seams, LocalSink, make(chanSink, 64))
+	role.Provide[event.Sink](&seams, role.Sink, make(chanSink, 64))
 	parts := roletest.Parts(t, &seams, config.Default())
 	admin := http.NewServeMux()
 	parts.Admin = admin
@@ -43,7 +43,7 @@ func TestDevServesGuildStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = seams.Close() })
-	svc, _ := role.Lookup(&seams, Service)
+	svc, _ := role.Lookup(&seams, role.GuildService)
 	owner := roletest.User(t, parts, "owner").ID
 	info, err := svc.CreateGuild(ctx, owner, "stats")
 	if err != nil {

@@ -25,7 +25,7 @@ import (
 func TestTopGuildMetricsMatchAdminStats(t *testing.T) {
 	ctx := context.Background()
 	var seams role.Seams
-	role.Provide[event.Sink](&seams, LocalSink, make(chanSink, 256))
+	role.Provide[event.Sink](&seams, role.Sink, make(chanSink, 256))
 	cfg := config.Default()
 	cfg.GuildMetricsTop = 1
 	parts := roletest.Parts(t, &seams, cfg)
@@ -38,7 +38,7 @@ func TestTopGuildMetricsMatchAdminStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = seams.Close() })
-	svc, _ := role.Lookup(&seams, Service)
+	svc, _ := role.Lookup(&seams, role.GuildService)
 	owner := roletest.User(t, parts, "owner").ID
 	quiet, err := svc.CreateGuild(ctx, owner, "quiet")
 	if err != nil {

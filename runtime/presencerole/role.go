@@ -7,7 +7,8 @@
 // op 3, 8 and 14 handlers) is one type for both commands, given to the
 // process's gateway under GatewayKey.
 //
-// The seams, by mode:
+// The ports (runtime/role), as the process gives them ("`concord dev`"
+// below is a process without role.Placement, every guild in it):
 //   - the presence service: in `concord dev` one in process (Local,
 //     under LocalKey), broadcasting through the process's guild service;
 //     in `concord serve` the user's owner on the ring over the live
@@ -15,7 +16,7 @@
 //     in process when this node owns the user.
 //   - the guilds op 8 and op 14 go to (Guilds): the process's guild
 //     service (LocalGuilds) or the guild's owner over GuildNode
-//     (OwnerGuilds on guildrole.Client).
+//     (OwnerGuilds on role.GuildClient).
 //   - where a change goes: in `concord dev` the guild service
 //     (guild.Service.PresenceChanged, which reaches friends too); in
 //     `concord serve` friends' sessions on their gateway nodes (found
@@ -34,7 +35,6 @@ import (
 	"slices"
 
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/role"
@@ -54,7 +54,10 @@ const Name = "presence"
 // roles, which halves apply. The node registers under its own roles only,
 // so a gateway node building the gateway side never joins the presence
 // ring. The process's want function asks Joins for this role's name.
-var Role = role.Role{Name: Name, Build: build}
+var Role = role.Role{Name: Name, Build: build,
+	Uses:  []string{role.GuildService.Name, role.Placement.Name, role.GuildClient.Name, role.Gateways.Name, role.Sessions.Name},
+	Gives: []string{role.PresenceGateway.Name},
+}
 
 // LocalKey is the seam of `concord dev`'s in-process presence service
 // (Local): provided by the role in `concord dev`, for tests that read or
@@ -79,8 +82,10 @@ func gatewaySide(cfg config.Config) bool {
 // the service for the users the node owns (--roles=presence) and the
 // gateway side on the presence ring (gateway nodes with --presence).
 func build(ctx context.Context, b *role.Builder) error {
-	if b.Dev() {
-		svc, ok := role.Lookup(b.Seams, guildrole.Service)
+	if _, placed := role.Lookup(b.Seams, role.Placement); !placed {
+		// Every guild is in this process: one presence service here,
+		// broadcasting through the guild service.
+		svc, ok := role.Lookup(b.Seams, role.GuildService)
 		if !ok {
 			return errors.New("no guild service in the process to broadcast presence through")
 		}

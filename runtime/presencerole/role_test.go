@@ -52,7 +52,7 @@ func TestDevBuild(t *testing.T) {
 
 	var seams role.Seams
 	t.Cleanup(func() { seams.Close() })
-	role.Provide[event.Sink](&seams, guildrole.LocalSink, discard{})
+	role.Provide[event.Sink](&seams, role.Sink, discard{})
 	cfg := config.Default()
 	cfg.Presence.TickInterval = -1
 	p := roletest.Parts(t, &seams, cfg)
@@ -153,6 +153,7 @@ func TestServeBuild(t *testing.T) {
 		p := roletest.Parts(t, seams, cfg)
 		p.Registry, p.GRPC = newReg(), &transport.Services{Node: node}
 		p.ClientConfig = transport.ClientConfig{CallTimeout: 5 * time.Second}
+		roletest.Remote(t, ctx, p)
 		if err := role.Build(ctx, []role.Role{Role}, func(string) bool { return true }, p, http.NewServeMux(), group); err != nil {
 			t.Fatal(err)
 		}

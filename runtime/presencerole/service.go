@@ -2,12 +2,12 @@ package presencerole
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 
 	"github.com/concord-chat/concord/runtime/event"
-	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/presence"
 	"github.com/concord-chat/concord/runtime/registry"
@@ -36,16 +36,6 @@ import (
 // announces the user offline if no other session of theirs is live
 // (presence.Service.DisconnectUser).
 
-// Seams of `concord serve` the role opens once per process.
-var (
-	// gatewayClientKey is the role's GatewayNode client over the gateway
-	// ring: PRESENCE_UPDATE to friends' sessions.
-	gatewayClientKey = role.Key[transport.GatewayClient]{Name: "presence/gateway-client"}
-	// directoryKey is the role's session directory: friends' sessions on
-	// every gateway node.
-	directoryKey = role.Key[transport.SessionDirectory]{Name: "presence/sessions"}
-)
-
 // buildService builds the presence service of a `concord serve
 // --roles=presence` node: fed over PresenceNode (served through
 // Builder.GRPC, refusing users the node does not own), broadcasting to
@@ -62,31 +52,15 @@ func buildService(ctx context.Context, b *role.Builder) (*ownedPresence, error) 
 	if err != nil {
 		return nil, err
 	}
-	guildRing, err := role.Ring(ctx, b.Seams, b.Registry, registry.RoleGuild, ringCfg)
-	if err != nil {
-		return nil, err
-	}
-	gwRing, err := role.Ring(ctx, b.Seams, b.Registry, registry.RoleGateway, ringCfg)
-	if err != nil {
-		return nil, err
-	}
-	guilds, err := guildrole.Client(ctx, b.Parts)
-	if err != nil {
-		return nil, fmt.Errorf("guild client: %w", err)
-	}
-	sink, err := role.Shared(b.Seams, gatewayClientKey, func() (transport.GatewayClient, func() error, error) {
-		c := transport.NewGatewayClient(b.ClientConfig, gwRing)
-		return c, c.Close, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	dir, err := role.Shared(b.Seams, directoryKey, func() (transport.SessionDirectory, func() error, error) {
-		d := transport.NewSessionDirectory(b.ClientConfig, role.RingRoster{LocalRing: gwRing})
-		return d, d.Close, nil
-	})
-	if err != nil {
-		return nil, err
+	// The process's ports: the guild ring and GuildNode client, the
+	// GatewayNode client (PRESENCE_UPDATE to friends' sessions) and the
+	// session directory (friends' sessions on every gateway node).
+	guildRing, ok1 := role.Lookup(b.Seams, role.Placement)
+	guilds, ok2 := role.Lookup(b.Seams, role.GuildClient)
+	sink, ok3 := role.Lookup(b.Seams, role.Gateways)
+	dir, ok4 := role.Lookup(b.Seams, role.Sessions)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return nil, errors.New("presence service: the process gives no guild ring, guild client, gateway client or session directory")
 	}
 	var pending sync.WaitGroup
 	router := &router{store: b.Store, guilds: guilds, ring: guildRing, sink: sink, sessions: dir, log: log, wg: &pending, timeout: cfg.CallTimeout}

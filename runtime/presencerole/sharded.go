@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/concord-chat/concord/runtime/event"
-	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/presence"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/role"
@@ -32,9 +31,9 @@ func buildGatewaySide(ctx context.Context, b *role.Builder, owned *ownedPresence
 	if err != nil {
 		return err
 	}
-	guilds, err := guildrole.Client(ctx, b.Parts)
-	if err != nil {
-		return fmt.Errorf("guild client: %w", err)
+	guilds, ok := role.Lookup(b.Seams, role.GuildClient)
+	if !ok {
+		return errors.New("no guild client in the process for op 8 and op 14")
 	}
 	client, err := role.Shared(b.Seams, shardedKey, func() (*shardedPresence, func() error, error) {
 		c := newShardedPresence(b.ClientConfig, ring, log)

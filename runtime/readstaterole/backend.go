@@ -41,12 +41,14 @@ type Backend struct {
 
 var _ transport.ReadStateBackend = (*Backend)(nil)
 
-// Open returns the process's Backend, opening it on first use: in
-// `concord serve` the read-state ring and its client. Build the role
-// first in a process that runs it, so that its service is local.
-func Open(ctx context.Context, p role.Parts) (*Backend, error) {
+// Open returns the process's Backend, opening it on first use: with
+// sharded (the users are sharded on a ring over the live read-state
+// nodes) the read-state ring and its client; else every user's owner is
+// this process's role. The process gives it as role.ReadStates; the
+// role, where it runs, sets its service in it.
+func Open(ctx context.Context, p role.Parts, sharded bool) (*Backend, error) {
 	return role.Shared(p.Seams, backendKey, func() (*Backend, func() error, error) {
-		if p.Registry == nil {
+		if !sharded {
 			return &Backend{self: p.Config.Node}, nil, nil
 		}
 		ring, err := role.Ring(ctx, p.Seams, p.Registry, Name, registry.LocalRingConfig{Logger: p.Logger.With("component", "ring")})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
@@ -77,3 +78,8 @@ func TestCanViewWaitsForTheOwner(t *testing.T) {
 		t.Fatalf("the bounded wait took %v", d)
 	}
 }
+
+// discardSink is the sink of a guild service that loads no actor.
+type discardSink struct{}
+
+func (discardSink) Deliver(context.Context, string, event.Batch) {}

@@ -5,16 +5,15 @@
 // the store is shared, Pebble in the data directory otherwise), the mention consumer on the event log,
 // and the seam every other role reaches read states through (Backend).
 //
-// The seams, by mode:
-//   - visibility and role expansion: in `concord dev` the process's
-//     guild service (provided under LocalGuilds); in `concord serve` the
-//     guild node owning the channel's guild, over GuildNode.
-//   - read states (acks, READY's read_state, the mention hand-off): the
-//     user's owner on the read-state ring — this process's service when
-//     it owns the user (in `concord dev` always), ReadStateNode on the
-//     owner otherwise.
-//   - the event log: the one the process already opened (LogKey: in
-//     `concord dev` the outbox's), else its own.
+// The ports (runtime/role) it consumes:
+//   - role.ReadStates, the process's read-state seam (Backend): the role
+//     sets its service there, and every other role calls it.
+//   - role.EventLog, the process's event log, which it counts mentions
+//     from.
+//   - visibility and role expansion: the process's guild service
+//     (role.GuildService) when the guilds are in this process; with
+//     role.Placement the guild owners over GuildNode (role.GuildClient),
+//     channels mapped to guilds by role.GuildReader.
 package readstaterole
 
 import (
@@ -26,10 +25,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/event"
-	"github.com/concord-chat/concord/runtime/eventlog"
-	eventlogbackend "github.com/concord-chat/concord/runtime/eventlog/backend"
-	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/readstate"
 	readstatecassandra "github.com/concord-chat/concord/runtime/readstate/cassandra"
@@ -38,14 +33,16 @@ import (
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store/cassandra"
-	"github.com/concord-chat/concord/runtime/transport"
 )
 
 // Name is the role's --roles name.
 const Name = "readstate"
 
 // Role is the read-state role.
-var Role = role.Role{Name: Name, Build: build}
+var Role = role.Role{Name: Name, Build: build,
+	Needs: []string{role.ReadStates.Name, role.EventLog.Name},
+	Uses:  []string{role.GuildService.Name, role.Placement.Name, role.GuildClient.Name, role.GuildReader.Name},
+}
 
 // Guilds is what read states ask of the guilds: whether a user sees a
 // channel (a mention in a hidden channel is not counted) and who holds a
@@ -55,16 +52,8 @@ type Guilds interface {
 	readstate.Roles
 }
 
-// Seams this role consumes and provides.
-var (
-	// LocalGuilds is the process's guild service when it runs every
-	// guild (`concord dev`).
-	LocalGuilds = role.Key[Guilds]{Name: "guild/local"}
-	// LogKey is the process's event log when another part opened it.
-	LogKey = role.Key[eventlog.Log]{Name: "eventlog"}
-	// backendKey is the process's read-state backend (Backend).
-	backendKey = role.Key[*Backend]{Name: "readstate/backend"}
-)
+// backendKey is the process's read-state backend (Backend).
+var backendKey = role.Key[*Backend]{Name: "readstate/backend"}
 
 // build opens the table, the event log and the service, runs the
 // mention consumer, and provides the service to the process's Backend.
@@ -82,44 +71,36 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		return err
 	}
 	closers.Add(table.Close)
-	evlog, ok := role.Lookup(b.Seams, LogKey)
+	evlog, ok := role.Lookup(b.Seams, role.EventLog)
 	if !ok {
-		if evlog, err = eventlogbackend.Open(ctx, LogSpec(cfg.EventLog), cfg.DataDir, log.With("component", "eventlog"), cfg.EventLogOptions()...); err != nil {
-			return fmt.Errorf("event log: %w", err)
-		}
-		closers.Add(evlog.Close)
+		return errors.New("no event log in the process to count mentions from")
 	}
-	backend, err := Open(ctx, b.Parts)
-	if err != nil {
-		return err
+	seam, ok := role.Lookup(b.Seams, role.ReadStates)
+	if !ok {
+		return errors.New("no read-state seam in the process")
+	}
+	backend, ok := seam.(*Backend)
+	if !ok {
+		return fmt.Errorf("the process's read-state seam %T is not the role's", seam)
 	}
 	var guilds Guilds
 	var mentions readstate.Mentions
-	if b.Dev() {
-		if guilds, ok = role.Lookup(b.Seams, LocalGuilds); !ok {
+	var owns func(snowflake.ID) (int64, bool)
+	if _, placed := role.Lookup(b.Seams, role.Placement); !placed {
+		if guilds, ok = role.Lookup(b.Seams, role.GuildService); !ok {
 			return errors.New("no guild service in the process to check visibility with")
 		}
 	} else {
-		ring, err := role.Ring(ctx, b.Seams, b.Registry, registry.RoleGuild, registry.LocalRingConfig{Logger: b.Logger.With("component", "ring")})
-		if err != nil {
-			return err
-		}
-		// Visibility is asked of the guild owners; this service only
+		// Visibility is asked of the guild owners; the reader only
 		// maps channels to guilds and answers private channels from the
 		// store, and never loads an actor.
-		local, err := guild.NewService(guild.Config{Logger: log.With("component", "readstate-guilds")},
-			guild.Deps{Store: b.Store, Sink: discardSink{}, IDs: b.IDs, Auth: b.Auth})
-		if err != nil {
-			return fmt.Errorf("read-state guild service: %w", err)
+		local, ok := role.Lookup(b.Seams, role.GuildReader)
+		client, ok2 := role.Lookup(b.Seams, role.GuildClient)
+		if !ok || !ok2 {
+			return errors.New("no guild reader and client in the process to check visibility with")
 		}
-		closers.Add(local.Close)
-		client := transport.NewGuildClient(b.ClientConfig, ring)
-		closers.Add(client.Close)
 		guilds = guildPerms{local: local, guilds: client, log: log}
 		mentions = &mentionRouter{shards: backend, retry: cfg.RetryInterval, log: log}
-	}
-	var owns func(snowflake.ID) (int64, bool)
-	if !b.Dev() {
 		owns = ringEpoch(backend.ring, cfg.Node)
 	}
 	svc, err := readstate.New(readstate.Config{
@@ -147,7 +128,9 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 	}); err != nil {
 		return err
 	}
-	if b.Dev() {
+	if backend.ring == nil {
+		// Every user is this process's: no ring to follow, no one to
+		// serve ReadStateNode to.
 		return nil
 	}
 	if b.GRPC != nil {
@@ -200,11 +183,6 @@ func LogSpec(spec string) string {
 	}
 	return spec
 }
-
-// discardSink is the sink of a guild service that loads no actor.
-type discardSink struct{}
-
-func (discardSink) Deliver(context.Context, string, event.Batch) {}
 
 // followRing releases the users this node stops owning whenever the ring
 // of read-state nodes changes (readstate.Service.Release): their changes

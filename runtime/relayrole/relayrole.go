@@ -5,37 +5,33 @@
 // (GatewayNode.Deliver); the RelayTier controller publishes the relays
 // of a guild under relays/<guild id> in the registry.
 //
-// In `concord dev` the guild actors deliver to the process's one gateway
-// directly, so there is no tier to relay through and the role adds
-// nothing.
+// A process without node-to-node services (every role in one process,
+// `concord dev`) delivers to its one gateway directly, so there is no
+// tier to relay through and the role adds nothing there. It delivers
+// with the process's GatewayNode client (role.Gateways).
 package relayrole
 
 import (
 	"context"
+	"errors"
 
-	"github.com/concord-chat/concord/runtime/lifecycle"
-	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/transport"
 )
 
 // Name is the role's --roles name.
 const Name = "relay"
 
 // Role is the relay role.
-var Role = role.Role{Name: Name, Build: build}
+var Role = role.Role{Name: Name, Build: build, Uses: []string{role.Gateways.Name}}
 
 func build(ctx context.Context, b *role.Builder) error {
-	if b.Dev() {
-		return nil
+	if b.GRPC == nil {
+		return nil // no node-to-node services: no one relays through here
 	}
-	ring, err := role.Ring(ctx, b.Seams, b.Registry, registry.RoleGateway, registry.LocalRingConfig{Logger: b.Logger.With("component", "ring")})
-	if err != nil {
-		return err
+	gateways, ok := role.Lookup(b.Seams, role.Gateways)
+	if !ok {
+		return errors.New("no gateway client in the process to relay to")
 	}
-	gateways := transport.NewGatewayClient(b.ClientConfig, ring)
-	if b.GRPC != nil {
-		b.GRPC.Relay = gateways
-	}
-	return b.Add(lifecycle.Part{Name: "gateways", Close: gateways.Close})
+	b.GRPC.Relay = gateways
+	return nil
 }

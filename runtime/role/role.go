@@ -6,10 +6,13 @@
 // (loops to run, readiness, resources to close) through the Builder; the
 // process starts the parts in order and stops them in reverse.
 //
-// A cross-role seam is decided by the Builder: Registry is nil when the
-// process is `concord dev`, where every role runs in the same process
-// and a role uses the in-process implementation of the roles it talks
-// to; in `concord serve` a role finds the others through the registry.
+// A role never asks which command it runs in. What it consumes from the
+// process or from another role is a port (ports.go), a typed key of the
+// process's Seams: the root (runtime/app) gives its ports once, choosing
+// for each whether it is in process or remote, before any role is built;
+// a role gives the ports it offers as it builds. Each Role declares the
+// ports it needs and gives, the build order follows from them (Order),
+// and a process whose roles need a port nothing gives does not start.
 package role
 
 import (
@@ -30,13 +33,22 @@ import (
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/transport"
-	"github.com/concord-chat/concord/runtime/voice/fleet"
 )
 
 // Role is one --roles name and how to build it.
 type Role struct {
 	// Name is the --roles name.
 	Name string
+	// Needs are the ports (Key.Name) the role consumes: each must be
+	// given by the root or by a role built before it, or the process
+	// does not start (Order).
+	Needs []string
+	// Uses are the ports the role consumes when the process has them:
+	// a role giving one is built before this one, and without one the
+	// role runs without it.
+	Uses []string
+	// Gives are the ports the role gives the roles built after it.
+	Gives []string
 	// Build constructs the role.
 	Build func(ctx context.Context, b *Builder) error
 }
@@ -49,8 +61,8 @@ type Parts struct {
 	Logger *slog.Logger
 	// Metrics is the process's metrics registry.
 	Metrics prometheus.Registerer
-	// Registry is the cluster registry (etcd) in `concord serve`; nil in
-	// `concord dev`, where every role is in this process.
+	// Registry is the cluster registry (etcd) of a node that has one;
+	// nil when every role is in this process.
 	Registry registry.Registry
 	// Store is the chat store (message methods through the data
 	// service where the process uses one).
@@ -61,10 +73,6 @@ type Parts struct {
 	IDs *snowflake.Generator
 	// Counters are the process's shared counters (rate limits).
 	Counters counters.Counters
-	// VoiceFleet is the in-process voice fleet in `concord dev`: the
-	// voice role adds its SFU to it and the guild allocates calls from
-	// it. Nil in `concord serve`, where SFUs report to Registry.
-	VoiceFleet *fleet.Local
 	// AdminToken is the process's admin token: what guards /admin/ and
 	// what a role calling another node's admin endpoints (a gateway's
 	// session hand-off) sends. Empty: the process serves no admin
@@ -74,13 +82,13 @@ type Parts struct {
 	// under /admin/ behind the process's admin token, after the
 	// process's own admin endpoints. Nil: the process serves none.
 	Admin Mux
-	// Seams are the process's cross-role seams (seams.go): what a role
-	// built here provides to the others, and the clients of roles that
-	// run elsewhere. One per process, shared by every role it builds.
+	// Seams hold the process's ports (ports.go): the ones the root gave
+	// and the ones the roles built so far gave. One per process, shared
+	// by every role it builds.
 	Seams *Seams
-	// GRPC is the process's gRPC services between nodes in `concord
-	// serve`: a role serves its node-to-node interface by setting its
-	// field. Nil in `concord dev`, where no role is reached over gRPC.
+	// GRPC is the process's gRPC services between nodes: a role serves
+	// its node-to-node interface by setting its field. Nil when every
+	// role is in this process, where no role is reached over gRPC.
 	GRPC *transport.Services
 	// ClientConfig configures the gRPC clients a role opens to reach
 	// roles on other nodes (`concord serve`).
@@ -100,10 +108,6 @@ type Builder struct {
 	group *lifecycle.Group
 	role  string
 }
-
-// Dev reports whether the process is `concord dev` (every role in one
-// process, no registry).
-func (b *Builder) Dev() bool { return b.Registry == nil }
 
 // Handle serves pattern on the process's HTTP listener. A path has one
 // owner: /api/ is the api role's, /gateway the gateway's, and the
@@ -165,12 +169,20 @@ func ignoreClosed(err error) error {
 }
 
 // Build builds each role of table that want reports the process runs,
-// in table order, onto mux and group.
+// in the order their ports give (Order: the ports parts.Seams holds
+// already are the root's), onto mux and group.
 func Build(ctx context.Context, table []Role, want func(name string) bool, parts Parts, mux Mux, group *lifecycle.Group) error {
+	var run []Role
 	for _, r := range table {
-		if !want(r.Name) {
-			continue
+		if want(r.Name) {
+			run = append(run, r)
 		}
+	}
+	order, err := Order(run, parts.Seams.names())
+	if err != nil {
+		return err
+	}
+	for _, r := range order {
 		p := parts
 		if p.Logger != nil {
 			p.Logger = p.Logger.With("role", r.Name)

@@ -29,6 +29,8 @@ type Seams struct {
 // a name (RingKey).
 type Key[T any] struct{ Name string }
 
+func (k Key[T]) name() string { return k.Name }
+
 // Provide sets the seam k of s to v: the in-process implementation a
 // role built in this process offers its consumers. A later Provide
 // replaces it.
@@ -95,6 +97,22 @@ func Shared[T any](s *Seams, k Key[T], open func() (v T, close func() error, err
 		s.closers.Add(closer)
 	}
 	return v, nil
+}
+
+// names are the names of the seams set so far.
+func (s *Seams) names() []string {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for k := range s.values {
+		if n, ok := k.(interface{ name() string }); ok {
+			out = append(out, n.name())
+		}
+	}
+	return out
 }
 
 // Close closes what Shared opened, in reverse order.

@@ -17,24 +17,17 @@ import (
 	"github.com/concord-chat/concord/runtime/voicerole"
 )
 
-// Table is every role built through package role, in build order.
+// Table is the roles built after the chat roles (voice, live comments).
 var Table = []role.Role{
 	liverole.Gateway, liverole.API, liverole.Router, liverole.Archiver, // live comments
 	voicerole.Role,
 }
 
-// Chat is the chat roles built through package role, in build order.
-// Both commands build them, then Table's, in one role.Build pass
-// (app.Process.Build); what a role consumes from another it obtains
-// through their seams (guildrole.Service, readstaterole.Open,
-// apirole.BotStore, apirole.OpenRevocations, presencerole.GatewayKey). The
-// guild role comes before the read-state and presence roles, which in
-// `concord dev` check visibility with and broadcast through the guild
-// service it provides. The gateway role comes after the guild role, whose
-// events in `concord dev` reach it through gatewayrole.LocalSink, after
-// the presence role, whose gateway side it takes, and after the api role,
-// whose bot store and revocation path its admission and lease manager
-// share.
+// Chat is the chat roles built through package role. Both commands build
+// them, then Table's, in one role.Build pass (app.Process.Build), in the
+// order their ports give (role.Order: each role after the roles giving a
+// port it needs or uses, the table's order otherwise); a port nothing
+// gives stops the process at start, naming it.
 var Chat = []role.Role{
 	datarole.Role, guildrole.Role, readstaterole.Role, presencerole.Role, relayrole.Role,
 	// api: the guild's REST surface (named guild: built wherever the

@@ -1,9 +1,10 @@
 // Package voicerole is the voice role: one SFU (runtime/voice) built
-// through package role, in-process in `concord dev` (added to the
-// process's voice fleet, its voice gateway serving TLS from the dev CA at
-// <data-dir>/voice-ca.pem) and as its own process with `concord serve
-// --roles=voice` (reporting its load to the registry every 2 s, its
-// gateway behind the platform's TLS).
+// through package role. It joins the process's in-process fleet when the
+// process gives one (role.VoiceFleet: `concord dev`, its voice gateway
+// serving TLS from the dev CA at <data-dir>/voice-ca.pem, the process's
+// default) and reports its load where the process gives a load port
+// (role.VoiceLoad: the registry, every 2 s, its gateway behind the
+// platform's TLS). It admits the tokens signed with role.VoiceKeys.
 package voicerole
 
 import (
@@ -20,17 +21,20 @@ import (
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/voice"
 	"github.com/concord-chat/concord/runtime/voice/devca"
-	"github.com/concord-chat/concord/runtime/voice/fleet"
 )
 
 // Name is the role's --roles name.
 const Name = "voice"
 
 // Role is the voice role.
-var Role = role.Role{Name: Name, Build: build}
+var Role = role.Role{Name: Name, Build: build,
+	Needs: []string{role.VoiceKeys.Name},
+	Uses:  []string{role.VoiceFleet.Name, role.VoiceLoad.Name},
+}
 
-// settings fills v's defaults for a process (dev or serve).
-func settings(c config.Config, dev bool) (config.Voice, error) {
+// settings fills v's defaults for a process; the process decides
+// Voice.TLS's default (devca where every role is in it).
+func settings(c config.Config) (config.Voice, error) {
 	v := c.Voice
 	if v.Listen == "" {
 		v.Listen = "127.0.0.1:0"
@@ -65,9 +69,6 @@ func settings(c config.Config, dev bool) (config.Voice, error) {
 	switch v.TLS {
 	case "":
 		v.TLS = "off"
-		if dev {
-			v.TLS = "devca"
-		}
 	case "devca", "off":
 	default:
 		return v, fmt.Errorf("voice: --voice-tls %q: want devca or off", v.TLS)
@@ -76,13 +77,13 @@ func settings(c config.Config, dev bool) (config.Voice, error) {
 }
 
 func build(ctx context.Context, b *role.Builder) error {
-	v, err := settings(b.Config, b.Dev())
+	v, err := settings(b.Config)
 	if err != nil {
 		return err
 	}
-	keys, err := TrustedKeys(b.Config, b.Dev())
-	if err != nil {
-		return err
+	keys, ok := role.Lookup(b.Seams, role.VoiceKeys)
+	if !ok {
+		return errors.New("voice: no trusted keys in the process")
 	}
 	l, err := b.Listen("tcp", v.Listen)
 	if err != nil {
@@ -122,14 +123,15 @@ func build(ctx context.Context, b *role.Builder) error {
 			cfg.WebRTC.TURNSecret, cfg.WebRTC.TURNCredentialTTL = v.ICESecret, v.ICECredentialTTL
 		}
 	}
-	if b.Registry != nil {
-		cfg.Load = fleet.Reporter{Registry: b.Registry}
+	load, remote := role.Lookup(b.Seams, role.VoiceLoad)
+	if remote {
+		cfg.Load = load
 	}
 	srv, err := voice.New(cfg)
 	if err != nil {
 		return fmt.Errorf("voice: %w", err)
 	}
-	if b.Registry != nil {
+	if remote {
 		// Guilds in other processes post server mute, deafen and
 		// disconnect here (fleet.Registry), on the process's HTTP
 		// listener, each command signed with the admission key: the
@@ -165,9 +167,9 @@ func build(ctx context.Context, b *role.Builder) error {
 	}}); err != nil {
 		return err
 	}
-	if b.VoiceFleet != nil {
-		b.VoiceFleet.Add(srv)
-		if err := b.Add(lifecycle.Part{Name: "fleet", Close: func() error { b.VoiceFleet.Remove(srv.ID()); return nil }}); err != nil {
+	if f, ok := role.Lookup(b.Seams, role.VoiceFleet); ok {
+		f.Add(srv)
+		if err := b.Add(lifecycle.Part{Name: "fleet", Close: func() error { f.Remove(srv.ID()); return nil }}); err != nil {
 			return err
 		}
 	}

@@ -37,18 +37,18 @@ func TestKeys(t *testing.T) {
 }
 
 func TestSettings(t *testing.T) {
-	v, err := settings(config.Config{Node: "n1", Voice: config.Voice{Listen: "0.0.0.0:8443"}}, true)
+	v, err := settings(config.Config{Node: "n1", Voice: config.Voice{Listen: "0.0.0.0:8443", TLS: "devca"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v.UDP != "0.0.0.0:0" || v.PublicHost != "127.0.0.1" || v.PublicIP != "127.0.0.1" || v.Region != "local" || v.ID != "n1" || v.TLS != "devca" {
 		t.Fatalf("dev defaults: %+v", v)
 	}
-	v, err = settings(config.Config{Node: "n1", Voice: config.Voice{PublicHost: "voice.example"}}, false)
+	v, err = settings(config.Config{Node: "n1", Voice: config.Voice{PublicHost: "voice.example"}})
 	if err != nil || v.TLS != "off" || v.PublicIP != "" {
 		t.Fatalf("serve defaults: %+v, %v", v, err)
 	}
-	if _, err := settings(config.Config{Voice: config.Voice{TLS: "maybe"}}, false); err == nil {
+	if _, err := settings(config.Config{Voice: config.Voice{TLS: "maybe"}}); err == nil {
 		t.Fatal("--voice-tls=maybe accepted")
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/concord-chat/concord/runtime/app"
-	"github.com/concord-chat/concord/runtime/guildrole"
-	"github.com/concord-chat/concord/runtime/readstaterole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/roles"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -25,7 +23,7 @@ func TestDevBuildsChatRoles(t *testing.T) {
 	for _, r := range saved {
 		want = append(want, r.Name)
 		wrapped = append(wrapped, role.Role{Name: r.Name, Build: func(ctx context.Context, b *role.Builder) error {
-			if !b.Dev() || b.GRPC != nil || b.Seams == nil || b.Store == nil || b.Auth == nil || b.IDs == nil {
+			if _, placed := role.Lookup(b.Seams, role.Placement); placed || b.GRPC != nil || b.Seams == nil || b.Store == nil || b.Auth == nil || b.IDs == nil {
 				t.Errorf("role %s: dev builder with the wrong parts: %+v", r.Name, b.Parts)
 			}
 			built = append(built, r.Name)
@@ -39,11 +37,11 @@ func TestDevBuildsChatRoles(t *testing.T) {
 	}
 	// The REST API, the gateway and read states call the guild role's
 	// service, the one the seam holds.
-	if svc, ok := role.Lookup(p.Seams(), guildrole.Service); !ok || svc == nil || svc != p.Guilds() {
+	if svc, ok := role.Lookup(p.Seams(), role.GuildService); !ok || svc == nil || svc != p.Guilds() {
 		t.Fatalf("the guild seam of concord dev = %p, %v; the platform calls %p", svc, ok, p.Guilds())
 	}
-	if g, ok := role.Lookup(p.Seams(), readstaterole.LocalGuilds); !ok || g != readstaterole.Guilds(p.Guilds()) {
-		t.Fatal("read states of concord dev do not check visibility with the guild role's service")
+	if rs, ok := role.Lookup(p.Seams(), role.ReadStates); !ok || rs != role.ReadStateSeam(p.ReadStates()) {
+		t.Fatal("the read-state port of concord dev is not the seam the readstate role set its service in")
 	}
 	if p.ReadStates().Local() == nil {
 		t.Fatal("the read-state seam of concord dev is not the readstate role's in-process service")

@@ -23,7 +23,7 @@ import (
 // concord dev builds the gateway role of roles.Chat with the Build
 // concord serve builds it with (TestServeBuildsGatewayRole in
 // runtime/app): in process, after the guild role, whose events reach
-// the role's node through gatewayrole.LocalSink; the node serves /gateway
+// the role's node through the process's sink (role.Sink); the node serves /gateway
 // and the root path's upgrade, and its drain is among the admin
 // endpoints, behind the admin token.
 func TestDevBuildsGatewayRole(t *testing.T) {
@@ -36,7 +36,7 @@ func TestDevBuildsGatewayRole(t *testing.T) {
 			continue
 		}
 		wrapped = append(wrapped, role.Role{Name: r.Name, Build: func(ctx context.Context, b *role.Builder) error {
-			if !b.Dev() || b.GRPC != nil {
+			if _, placed := role.Lookup(b.Seams, role.Placement); placed || b.GRPC != nil {
 				t.Errorf("gateway role: dev builder with the wrong parts: %+v", b.Parts)
 			}
 			if _, ok := role.Lookup(b.Seams, gatewayrole.NodeKey); ok {

@@ -27,7 +27,7 @@ func TestDevBuildsTableRoles(t *testing.T) {
 		ready   atomic.Bool
 	)
 	table := []role.Role{{Name: "echo", Build: func(ctx context.Context, b *role.Builder) error {
-		if !b.Dev() || b.Store == nil || b.Auth == nil || b.IDs == nil {
+		if _, placed := role.Lookup(b.Seams, role.Placement); placed || b.Store == nil || b.Auth == nil || b.IDs == nil {
 			t.Errorf("dev builder without the process's parts: %+v", b.Parts)
 		}
 		b.Handle("GET /echo/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "echo") }))

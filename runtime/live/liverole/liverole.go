@@ -11,11 +11,12 @@
 //     feeds the recent cache and the relay;
 //   - live-archiver consumes the event log into the comments store.
 //
-// Each role builds the same way in both commands; the roles of one process
-// share each backend (backends.go). In `concord dev` (every role, no
-// registry) the backends are embedded under <data-dir>/live: the memlog
-// event log, the in-process recent cache, relay and board, and the Pebble
-// comments store.
+// Each role builds the same way in both commands, on the backends the
+// process opened once for its live roles and gives them (role.Live;
+// OpenBackends, backends.go). In `concord dev` (every role in one
+// process) they are embedded under <data-dir>/live: the memlog event log,
+// the in-process recent cache, relay and board, and the Pebble comments
+// store.
 //
 // In `concord serve` the roles run in whichever processes name them, on Kafka (--eventlog), Redis (--redis) and Cassandra
 // (--store), with the registry (etcd) as the board that pushes rules,
@@ -50,13 +51,13 @@ const (
 // The live-comment roles.
 var (
 	// Gateway is the SSE gateway: GET /v1/streams/{id}/live.
-	Gateway = role.Role{Name: NameGateway, Build: buildGateway}
+	Gateway = role.Role{Name: NameGateway, Build: buildGateway, Needs: []string{role.Live.Name}, Gives: []string{gatewayKey.Name}}
 	// API is the Comment API: POST and GET under /v1.
-	API = role.Role{Name: NameAPI, Build: buildAPI}
+	API = role.Role{Name: NameAPI, Build: buildAPI, Needs: []string{role.Live.Name}, Uses: []string{gatewayKey.Name}}
 	// Router is the stream router.
-	Router = role.Role{Name: NameRouter, Build: buildRouter}
+	Router = role.Role{Name: NameRouter, Build: buildRouter, Needs: []string{role.Live.Name}}
 	// Archiver writes every comment to the comments store.
-	Archiver = role.Role{Name: NameArchiver, Build: buildArchiver}
+	Archiver = role.Role{Name: NameArchiver, Build: buildArchiver, Needs: []string{role.Live.Name}}
 )
 
 // UsesRedis reports whether the role named name runs on --redis (the
@@ -80,6 +81,15 @@ const (
 // the same process registers patternLive, which is more specific and so
 // wins.
 var apiPatterns = []string{"/v1/streams", "/v1/streams/", "/v1/users/@me/bans/"}
+
+// backendsOf returns the process's live backends (role.Live).
+func backendsOf(b *role.Builder) (role.LiveBackends, error) {
+	lb, ok := role.Lookup(b.Seams, role.Live)
+	if !ok {
+		return lb, errors.New("no live backends in the process")
+	}
+	return lb, nil
+}
 
 func topics(b *role.Builder) live.Topics { return live.TopicsFor(b.Config.Live.Prefix) }
 
@@ -117,24 +127,11 @@ func buildGateway(ctx context.Context, b *role.Builder) error {
 	if b.Auth == nil {
 		return errors.New("live-gateway needs the process's auth")
 	}
-	bk := &backends{b: b}
-	rel, err := bk.relay(ctx)
+	bk, err := backendsOf(b)
 	if err != nil {
 		return err
 	}
-	cache, err := bk.cache(ctx)
-	if err != nil {
-		return err
-	}
-	st, err := bk.store(ctx)
-	if err != nil {
-		return err
-	}
-	brd, err := bk.board()
-	if err != nil {
-		return err
-	}
-	gw, err := gateway.New(gatewayConfig(b), gateway.Deps{Relay: rel, Recent: cache, Store: st, Board: brd, Verifier: b.Auth})
+	gw, err := gateway.New(gatewayConfig(b), gateway.Deps{Relay: bk.Relay, Recent: bk.Cache, Store: bk.Store, Board: bk.Board, Verifier: b.Auth})
 	if err != nil {
 		return fmt.Errorf("live gateway: %w", err)
 	}
@@ -153,32 +150,16 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 	if b.Auth == nil || b.Store == nil || b.IDs == nil {
 		return errors.New("live-api needs the process's auth, store and ids")
 	}
-	bk := &backends{b: b}
-	lg, err := bk.eventLog(ctx)
+	bk, err := backendsOf(b)
 	if err != nil {
 		return err
 	}
-	st, err := bk.store(ctx)
-	if err != nil {
-		return err
-	}
-	cache, err := bk.cache(ctx)
-	if err != nil {
-		return err
-	}
-	ctrs, err := bk.counters(ctx)
-	if err != nil {
-		return err
-	}
-	brd, err := bk.board()
-	if err != nil {
-		return err
-	}
-	deps := api.Deps{Verifier: b.Auth, Users: b.Store, IDs: b.IDs, Log: lg, Store: st,
-		Recent: cache, Nonces: cache, Counters: ctrs, Board: brd}
+	deps := api.Deps{Verifier: b.Auth, Users: b.Store, IDs: b.IDs, Log: bk.Log, Store: bk.Store,
+		Recent: bk.Cache, Nonces: bk.Cache, Counters: bk.Counters, Board: bk.Board}
 	if gw, ok := role.Lookup(b.Seams, gatewayKey); ok {
 		deps.Live = gw
-	} else if !b.Dev() {
+	} else if b.Registry != nil {
+		// No live-gateway here: forward to one of the registry's.
 		fw, err := newForwarder(b)
 		if err != nil {
 			return err
@@ -206,19 +187,11 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 // start, since that cache died with the last process (replay.go); on
 // Redis it resumes its consumer group and is ready once caught up.
 func buildRouter(ctx context.Context, b *role.Builder) error {
-	bk := &backends{b: b}
-	lg, err := bk.eventLog(ctx)
+	bk, err := backendsOf(b)
 	if err != nil {
 		return err
 	}
-	cache, err := bk.cache(ctx)
-	if err != nil {
-		return err
-	}
-	rel, err := bk.relay(ctx)
-	if err != nil {
-		return err
-	}
+	lg, cache := bk.Log, bk.Cache
 	rcfg := routerConfig(b)
 	var consumer live.Consumer
 	var ready func() error
@@ -235,11 +208,7 @@ func buildRouter(ctx context.Context, b *role.Builder) error {
 		}
 		consumer, ready = cu, cu.Ready
 	}
-	brd, err := bk.board()
-	if err != nil {
-		return err
-	}
-	rt, err := router.New(rcfg, router.Deps{Log: consumer, Recent: cache, Relay: rel, Board: brd})
+	rt, err := router.New(rcfg, router.Deps{Log: consumer, Recent: cache, Relay: bk.Relay, Board: bk.Board})
 	if err != nil {
 		return fmt.Errorf("live router: %w", err)
 	}
@@ -249,21 +218,16 @@ func buildRouter(ctx context.Context, b *role.Builder) error {
 // buildArchiver builds the archiver, ready once caught up with the
 // comments topic.
 func buildArchiver(ctx context.Context, b *role.Builder) error {
-	bk := &backends{b: b}
-	lg, err := bk.eventLog(ctx)
-	if err != nil {
-		return err
-	}
-	st, err := bk.store(ctx)
+	bk, err := backendsOf(b)
 	if err != nil {
 		return err
 	}
 	acfg := archiverConfig(b)
-	cu, err := newCaughtUp(ctx, lg, NameArchiver, acfg.Group, acfg.Topics.Comments)
+	cu, err := newCaughtUp(ctx, bk.Log, NameArchiver, acfg.Group, acfg.Topics.Comments)
 	if err != nil {
 		return err
 	}
-	ar, err := archiver.New(acfg, archiver.Deps{Log: cu, Store: st})
+	ar, err := archiver.New(acfg, archiver.Deps{Log: cu, Store: bk.Store})
 	if err != nil {
 		return fmt.Errorf("live archiver: %w", err)
 	}

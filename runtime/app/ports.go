@@ -41,6 +41,10 @@ func (n *Node) givePorts(ctx context.Context, parts role.Parts) error {
 
 	role.Provide(s, role.RawStore, unwrapStore(n.store))
 	role.Provide(s, role.ServerKey, n.basics.Key)
+	cs, onCassandra := unwrapStore(n.store).(*cassandra.Store)
+	if onCassandra {
+		role.Provide(s, role.Cassandra, cs)
+	}
 	if n.events != nil {
 		if n.events.Outbox != nil {
 			role.Provide(s, role.Outbox, n.events.Outbox)
@@ -175,7 +179,7 @@ func (n *Node) givePorts(ctx context.Context, parts role.Parts) error {
 		if n.events != nil {
 			lb.ChatLog = n.events.Log
 		}
-		lb.Cassandra, _ = unwrapStore(n.store).(*cassandra.Store)
+		lb.Cassandra = cs
 		b, closeLive, err := liverole.OpenBackends(ctx, lb)
 		if err != nil {
 			return err

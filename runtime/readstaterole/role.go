@@ -41,7 +41,7 @@ const Name = "readstate"
 // Role is the read-state role.
 var Role = role.Role{Name: Name, Build: build,
 	Needs: []string{role.ReadStates.Name, role.EventLog.Name},
-	Uses:  []string{role.GuildService.Name, role.Placement.Name, role.GuildClient.Name, role.GuildReader.Name},
+	Uses:  []string{role.Cassandra.Name, role.GuildService.Name, role.Placement.Name, role.GuildClient.Name, role.GuildReader.Name},
 }
 
 // Guilds is what read states ask of the guilds: whether a user sees a
@@ -143,9 +143,18 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 }
 
 // openTable opens the read-state table: in the shared store's keyspace
-// when the store is Cassandra, else Pebble under the data directory.
+// when the store is Cassandra (through the process's session, port
+// role.Cassandra), else Pebble under the data directory.
 func openTable(ctx context.Context, b *role.Builder) (readstate.Store, error) {
 	cfg := b.Config
+	if cs, ok := role.Lookup(b.Seams, role.Cassandra); ok {
+		table, err := readstatecassandra.NewShared(ctx, readstatecassandra.Config{Keyspace: cs.Keyspace(),
+			Logger: b.Logger.With("component", "readstate-table")}, cs.Session())
+		if err != nil {
+			return nil, fmt.Errorf("read-state table: %w", err)
+		}
+		return table, nil
+	}
 	if !sharedStore(cfg.Store) {
 		table, err := readstatepebble.New(readstatepebble.Config{Dir: filepath.Join(cfg.DataDir, "readstate")})
 		if err != nil {

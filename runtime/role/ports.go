@@ -19,6 +19,7 @@ import (
 	"github.com/concord-chat/concord/runtime/readstate"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/store/cassandra"
 	"github.com/concord-chat/concord/runtime/transport"
 	"github.com/concord-chat/concord/runtime/voice"
 	"github.com/concord-chat/concord/runtime/voice/fleet"
@@ -104,6 +105,10 @@ var (
 	// is here (the bot platform closes a bot's sessions with it on a
 	// token reset); nil until the gateway role built it.
 	LocalGateway = Key[func() *gateway.Node]{Name: "gateway/local"}
+	// Cassandra is the process's Cassandra store (its session and
+	// keyspace), absent on Pebble: the tables of the read-state role and
+	// the live comments live in its keyspace, through its session.
+	Cassandra = Key[*cassandra.Store]{Name: "store/cassandra"}
 	// Live are the live-comment backends, opened once per process.
 	Live = Key[LiveBackends]{Name: "live/backends"}
 )

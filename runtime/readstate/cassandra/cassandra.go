@@ -60,6 +60,8 @@ type Config struct {
 type Store struct {
 	cfg Config
 	s   *gocql.Session
+	// shared: s is the caller's (NewShared), left open by Close.
+	shared bool
 }
 
 var _ readstate.Store = (*Store)(nil)
@@ -67,6 +69,55 @@ var _ readstate.Store = (*Store)(nil)
 // New connects, creates the keyspace and tables if missing, and returns the
 // store.
 func New(ctx context.Context, cfg Config) (*Store, error) {
+	cfg, cons, err := complete(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cluster := func(keyspace string) *gocql.ClusterConfig {
+		c := gocql.NewCluster(cfg.Hosts...)
+		c.Keyspace = keyspace
+		c.Consistency = cons
+		c.Timeout = cfg.Timeout
+		c.ConnectTimeout = cfg.Timeout
+		if cfg.Username != "" {
+			c.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
+		}
+		c.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
+		return c
+	}
+	boot, err := cluster("").CreateSession()
+	if err != nil {
+		return nil, wrap("connect", err)
+	}
+	defer boot.Close()
+	if err := createSchema(ctx, boot, cfg); err != nil {
+		return nil, err
+	}
+	s, err := cluster(cfg.Keyspace).CreateSession()
+	if err != nil {
+		return nil, wrap("connect to keyspace", err)
+	}
+	return &Store{cfg: cfg, s: s}, nil
+}
+
+// NewShared returns the store on a session the caller opened and keeps
+// (the chat store's, whose keyspace is cfg.Keyspace), creating the tables
+// if missing: one Cassandra session per process. Close leaves the session
+// open. cfg's Hosts, Consistency, Timeout and credentials are the
+// session's own.
+func NewShared(ctx context.Context, cfg Config, s *gocql.Session) (*Store, error) {
+	cfg, _, err := complete(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := createSchema(ctx, s, cfg); err != nil {
+		return nil, err
+	}
+	return &Store{cfg: cfg, s: s, shared: true}, nil
+}
+
+// complete fills cfg's defaults and checks it.
+func complete(cfg Config) (Config, gocql.Consistency, error) {
 	if len(cfg.Hosts) == 0 {
 		cfg.Hosts = []string{"127.0.0.1:9042"}
 	}
@@ -89,29 +140,17 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		cfg.Logger = slog.Default()
 	}
 	if !validIdent(cfg.Keyspace) {
-		return nil, fmt.Errorf("readstate cassandra: invalid keyspace %q", cfg.Keyspace)
+		return cfg, 0, fmt.Errorf("readstate cassandra: invalid keyspace %q", cfg.Keyspace)
 	}
 	cons, err := gocql.ParseConsistencyWrapper(cfg.Consistency)
 	if err != nil {
-		return nil, fmt.Errorf("readstate cassandra: consistency %q", cfg.Consistency)
+		return cfg, 0, fmt.Errorf("readstate cassandra: consistency %q", cfg.Consistency)
 	}
-	cluster := func(keyspace string) *gocql.ClusterConfig {
-		c := gocql.NewCluster(cfg.Hosts...)
-		c.Keyspace = keyspace
-		c.Consistency = cons
-		c.Timeout = cfg.Timeout
-		c.ConnectTimeout = cfg.Timeout
-		if cfg.Username != "" {
-			c.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
-		}
-		c.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
-		return c
-	}
-	boot, err := cluster("").CreateSession()
-	if err != nil {
-		return nil, wrap("connect", err)
-	}
-	defer boot.Close()
+	return cfg, cons, nil
+}
+
+// createSchema creates the keyspace and tables if missing, on boot.
+func createSchema(ctx context.Context, boot *gocql.Session, cfg Config) error {
 	stmts := []string{
 		fmt.Sprintf(`CREATE KEYSPACE IF NOT EXISTS %s WITH replication = {'class': 'SimpleStrategy', 'replication_factor': %d}`,
 			cfg.Keyspace, cfg.ReplicationFactor),
@@ -136,20 +175,16 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			}
 		}
 		if err != nil {
-			return nil, wrap("create schema", err)
+			return wrap("create schema", err)
 		}
 	}
 	if err := addColumns(ctx, boot, cfg.Keyspace); err != nil {
-		return nil, err
+		return err
 	}
 	if err := boot.AwaitSchemaAgreement(ctx); err != nil {
-		return nil, wrap("await schema agreement", err)
+		return wrap("await schema agreement", err)
 	}
-	s, err := cluster(cfg.Keyspace).CreateSession()
-	if err != nil {
-		return nil, wrap("connect to keyspace", err)
-	}
-	return &Store{cfg: cfg, s: s}, nil
+	return nil
 }
 
 // addColumns adds the columns a table created by an older version lacks.
@@ -389,7 +424,9 @@ func (st *Store) Write(ctx context.Context, users []readstate.Record, channels [
 
 // Close implements readstate.Store.
 func (st *Store) Close() error {
-	st.s.Close()
+	if !st.shared {
+		st.s.Close()
+	}
 	return nil
 }
 

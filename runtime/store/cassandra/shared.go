@@ -30,3 +30,6 @@ func (s *Store) Migrate(ctx context.Context, table string, ms []Migration) error
 // serve the request now (unavailable or overloaded replicas, timeouts, lost
 // connections), as opposed to a bad request.
 func IsUnavailable(err error) bool { return unavailable(err) }
+
+// Keyspace is the keyspace the store's session is bound to.
+func (s *Store) Keyspace() string { return s.cfg.Keyspace }

@@ -184,7 +184,7 @@ func (n *Node) givePorts(ctx context.Context, parts role.Parts) error {
 		if err != nil {
 			return err
 		}
-		if _, err := role.Shared(s, role.Live, func() (role.LiveBackends, func() error, error) { return b, closeLive, nil }); err != nil {
+		if _, err := role.Shared(s, liverole.BackendsPort, func() (liverole.Backends, func() error, error) { return b, closeLive, nil }); err != nil {
 			return err
 		}
 	}

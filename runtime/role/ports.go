@@ -15,7 +15,6 @@ import (
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/lifecycle"
-	"github.com/concord-chat/concord/runtime/live"
 	"github.com/concord-chat/concord/runtime/readstate"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/store"
@@ -109,8 +108,6 @@ var (
 	// keyspace), absent on Pebble: the tables of the read-state role and
 	// the live comments live in its keyspace, through its session.
 	Cassandra = Key[*cassandra.Store]{Name: "store/cassandra"}
-	// Live are the live-comment backends, opened once per process.
-	Live = Key[LiveBackends]{Name: "live/backends"}
 )
 
 // Ports the roles give.
@@ -210,32 +207,4 @@ func (s PresenceSide) Parts(gw Reporter) []lifecycle.Part {
 		}})
 	}
 	return parts
-}
-
-// LiveLog is what the live roles need of the event log: appending to a
-// stream's pinned partition and consuming in groups.
-type LiveLog interface {
-	eventlog.Log
-	eventlog.Pinned
-}
-
-// LiveCache is the live recent cache and the comment nonces, one
-// adapter.
-type LiveCache interface {
-	live.Recent
-	live.Nonces
-}
-
-// LiveBackends are the backends the live-comment roles share (Live):
-// each opened once per process, in process when every role is here,
-// Kafka, Redis, Cassandra and etcd in a cluster. A field is nil when no
-// live role of the process uses it.
-type LiveBackends struct {
-	Log   LiveLog
-	Cache LiveCache
-	Relay live.Relay
-	Store live.Store
-	Board live.Board
-	// Counters are the comment rate limits' counters (the process's).
-	Counters live.Counters
 }

@@ -30,10 +30,35 @@ import (
 // Log is what the live roles need of the event log: appending to a
 // stream's pinned partition and consuming in groups. memlog and the Kafka
 // adapter both have it.
-type Log = role.LiveLog
+type Log interface {
+	eventlog.Log
+	eventlog.Pinned
+}
 
 // Cache is the recent cache and the comment nonces, one adapter.
-type Cache = role.LiveCache
+type Cache interface {
+	live.Recent
+	live.Nonces
+}
+
+// Backends are the backends the live-comment roles share: each opened
+// once per process (OpenBackends), in process when every role is here,
+// Kafka, Redis, Cassandra and etcd in a cluster. A field is nil when no
+// live role of the process uses it.
+type Backends struct {
+	Log   Log
+	Cache Cache
+	Relay live.Relay
+	Store live.Store
+	Board live.Board
+	// Counters are the comment rate limits' counters (the process's).
+	Counters live.Counters
+}
+
+// BackendsPort is the port the process gives its live roles their
+// backends under (a port of this package: only the live roles consume
+// it, and the root gives it).
+var BackendsPort = role.Key[Backends]{Name: "live/backends"}
 
 // errSplit explains why a cluster refuses the embedded backends: each is
 // one process's, and the live roles of a cluster must share theirs.
@@ -74,7 +99,7 @@ func IsLive(name string) bool {
 }
 
 // OpenBackends opens, once per process, the backends its live roles use
-// (role.Live, which the process gives them), so the roles of one process
+// (BackendsPort, which the process gives them), so the roles of one process
 // meet on one log, cache, relay and board the way the roles of a cluster
 // meet on Kafka, Redis and etcd: the event log (on Kafka the process's
 // chat log itself), the recent cache and relay (Redis, or in process),
@@ -82,9 +107,9 @@ func IsLive(name string) bool {
 // Pebble under <data-dir>/live) and the board (the registry, or in
 // process). close releases what it opened, last first; the process
 // closes it after the parts that use them.
-func OpenBackends(ctx context.Context, c BackendsConfig) (_ role.LiveBackends, close func() error, err error) {
+func OpenBackends(ctx context.Context, c BackendsConfig) (_ Backends, close func() error, err error) {
 	k := &backends{c: c}
-	var out role.LiveBackends
+	var out Backends
 	defer func() {
 		if err != nil {
 			_ = k.closers.Close()

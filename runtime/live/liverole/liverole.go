@@ -12,7 +12,7 @@
 //   - live-archiver consumes the event log into the comments store.
 //
 // Each role builds the same way in both commands, on the backends the
-// process opened once for its live roles and gives them (role.Live;
+// process opened once for its live roles and gives them (BackendsPort;
 // OpenBackends, backends.go). In `concord dev` (every role in one
 // process) they are embedded under <data-dir>/live: the memlog event log,
 // the in-process recent cache, relay and board, and the Pebble comments
@@ -51,13 +51,13 @@ const (
 // The live-comment roles.
 var (
 	// Gateway is the SSE gateway: GET /v1/streams/{id}/live.
-	Gateway = role.Role{Name: NameGateway, Build: buildGateway, Needs: []string{role.Live.Name}, Gives: []string{gatewayKey.Name}}
+	Gateway = role.Role{Name: NameGateway, Build: buildGateway, Needs: []string{BackendsPort.Name}, Gives: []string{gatewayKey.Name}}
 	// API is the Comment API: POST and GET under /v1.
-	API = role.Role{Name: NameAPI, Build: buildAPI, Needs: []string{role.Live.Name}, Uses: []string{gatewayKey.Name}}
+	API = role.Role{Name: NameAPI, Build: buildAPI, Needs: []string{BackendsPort.Name}, Uses: []string{gatewayKey.Name}}
 	// Router is the stream router.
-	Router = role.Role{Name: NameRouter, Build: buildRouter, Needs: []string{role.Live.Name}}
+	Router = role.Role{Name: NameRouter, Build: buildRouter, Needs: []string{BackendsPort.Name}}
 	// Archiver writes every comment to the comments store.
-	Archiver = role.Role{Name: NameArchiver, Build: buildArchiver, Needs: []string{role.Live.Name}}
+	Archiver = role.Role{Name: NameArchiver, Build: buildArchiver, Needs: []string{BackendsPort.Name}}
 )
 
 // UsesRedis reports whether the role named name runs on --redis (the
@@ -82,9 +82,9 @@ const (
 // wins.
 var apiPatterns = []string{"/v1/streams", "/v1/streams/", "/v1/users/@me/bans/"}
 
-// backendsOf returns the process's live backends (role.Live).
-func backendsOf(b *role.Builder) (role.LiveBackends, error) {
-	lb, ok := role.Lookup(b.Seams, role.Live)
+// backendsOf returns the process's live backends (BackendsPort).
+func backendsOf(b *role.Builder) (Backends, error) {
+	lb, ok := role.Lookup(b.Seams, BackendsPort)
 	if !ok {
 		return lb, errors.New("no live backends in the process")
 	}

@@ -131,9 +131,10 @@ func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
 	}
 	bd := botDeps{store: b.Store, apps: apps, guilds: svc, auth: b.Auth, ids: b.IDs, events: events, registry: b.Metrics}
 	// Revocations reach the gateways' lease manager on the process's
-	// revocation path.
-	if bd.revocations, err = OpenRevocations(ctx, b.Parts); err != nil {
-		return err
+	// revocation path (the root opened it with OpenRevocations).
+	path, _ := role.Lookup(b.Seams, role.Revocations)
+	if bd.revocations, ok = path.(*Revocations); !ok {
+		return fmt.Errorf("the process's revocation path %T is not the bot platform's", path)
 	}
 	if node, ok := role.Lookup(b.Seams, role.LocalGateway); ok {
 		bd.node = node

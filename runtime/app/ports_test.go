@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/roles"
 )
@@ -41,5 +43,70 @@ func TestCheckDecidesTheInProcessVoiceTLS(t *testing.T) {
 		ServerKey: strings.Repeat("k", 32), EventLog: "kafka://127.0.0.1:9092"}, DefaultTables())
 	if err != nil || inProc || c.Voice.TLS != "" {
 		t.Fatalf("a voice node: in process %v, voice TLS %q, %v; want remote and the SFU's own default", inProc, c.Voice.TLS, err)
+	}
+}
+
+// has reports whether the node's seams hold port k.
+func hasPort[T any](n *Node, k role.Key[T]) bool {
+	_, ok := role.Lookup(n.Seams(), k)
+	return ok
+}
+
+// The root decides each port once, by whether the process runs every
+// role: in process, the guilds are here (no placement ring, no GuildNode
+// client, no session directory), their events go to this process's
+// gateway, the voice role joins the in-process fleet; on a node of a
+// cluster, the guilds are placed on the ring and reached over GuildNode,
+// events go to the gateway nodes, and identify reads from the one guild
+// reader. Read states, the bot store and the revocation path are given
+// in both.
+func TestRootGivesPortsByMode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens a node with an embedded etcd")
+	}
+	ctx := context.Background()
+	dev, err := Open(ctx, Config{Roles: DefaultTables().Names(), DataDir: t.TempDir(), HTTP: "127.0.0.1:0", Registry: "mem",
+		Logger: slog.New(slog.DiscardHandler)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	for name, want := range map[string]bool{
+		"Sink": hasPort(dev, role.Sink), "LocalGateway": hasPort(dev, role.LocalGateway), "VoiceFleet": hasPort(dev, role.VoiceFleet),
+		"ReadStates": hasPort(dev, role.ReadStates), "EventLog": hasPort(dev, role.EventLog), "Outbox": hasPort(dev, role.Outbox),
+		"BotStore": hasPort(dev, role.BotStore), "Revocations": hasPort(dev, role.Revocations), "BotCounters": hasPort(dev, role.BotCounters),
+		"no Placement": !hasPort(dev, role.Placement), "no GuildClient": !hasPort(dev, role.GuildClient), "no Sessions": !hasPort(dev, role.Sessions),
+		"no GuildReader": !hasPort(dev, role.GuildReader), "no VoiceLoad": !hasPort(dev, role.VoiceLoad),
+	} {
+		if !want {
+			t.Errorf("one process: %s", name)
+		}
+	}
+	if g, _ := role.Lookup(dev.Seams(), role.GuildService); g != dev.Guilds() {
+		t.Error("one process: the guild port is not the node's guild service")
+	}
+
+	node, err := Open(ctx, Config{Roles: DefaultRoles, Node: "solo", DataDir: t.TempDir(), HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0",
+		LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	for name, want := range map[string]bool{
+		"Placement": hasPort(node, role.Placement), "GuildClient": hasPort(node, role.GuildClient), "Sessions": hasPort(node, role.Sessions),
+		"Gateways": hasPort(node, role.Gateways), "GuildReader": hasPort(node, role.GuildReader), "Sink": hasPort(node, role.Sink),
+		"BotStore": hasPort(node, role.BotStore), "Revocations": hasPort(node, role.Revocations),
+		"no LocalGateway": !hasPort(node, role.LocalGateway), "no VoiceFleet": !hasPort(node, role.VoiceFleet),
+		// Read states travel on Kafka in a cluster; this node has none.
+		"no ReadStates": !hasPort(node, role.ReadStates),
+	} {
+		if !want {
+			t.Errorf("a cluster node: %s", name)
+		}
+	}
+	sink, _ := role.Lookup(node.Seams(), role.Sink)
+	gateways, _ := role.Lookup(node.Seams(), role.Gateways)
+	if sink != event.Sink(gateways) {
+		t.Error("a cluster node: the guild role's sink is not the node's one GatewayNode client")
 	}
 }

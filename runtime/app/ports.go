@@ -22,9 +22,10 @@ import (
 
 // givePorts gives the roles the ports of role/ports.go the root decides,
 // each once per process and before any role is built: in process when
-// the process runs every role (n.inProc), remote otherwise. It is the
-// one place that asks which of the two the process is; the roles
-// consume the ports and never ask. Each port is opened only when a role
+// the process runs every role (n.inProc), remote otherwise. With the
+// node's listeners and backends (node.go) it is the only code that asks
+// which of the two the process is; the roles consume the ports and never
+// ask. Each port is opened only when a role
 // the process runs consumes it, and closed with the process's seams (or,
 // for what the node opened itself, by Close).
 func (n *Node) givePorts(ctx context.Context, parts role.Parts) error {

@@ -196,7 +196,7 @@ func (n *Node) Deliver(ctx context.Context, node string, b event.Batch) {
 	now := n.cfg.Now().UnixNano()
 	bodies := make([]body, len(b.Payloads))
 	for i, p := range b.Payloads {
-		bodies[i] = body{t: b.Type, d: p}
+		bodies[i] = body{t: b.Type, d: p, sent: messageSent(b.Type, p)}
 	}
 	n.smu.RLock()
 	defer n.smu.RUnlock()

@@ -10,6 +10,10 @@ type body struct {
 	d    []byte
 	raw  []byte
 	wsop byte
+	// sent is when the message a MESSAGE_CREATE carries was created (Unix
+	// milliseconds, from its snowflake id), 0 for every other body: the
+	// writer observes send-to-socket latency from it (deliveryage.go).
+	sent int64
 }
 
 // frame is one outbound payload for one session: its sequence number (for

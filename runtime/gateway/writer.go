@@ -98,6 +98,9 @@ func (c *conn) writeNow(f *frame) {
 	if err == nil {
 		var n int
 		n, err = c.tryWrite(b)
+		if err == nil {
+			c.node.metrics.observeDelivered(f.b, c.node.cfg.Now())
+		}
 		if err == nil && n < len(b) {
 			c.pending = append([]byte(nil), b[n:]...)
 			c.handOff()
@@ -276,6 +279,10 @@ func (c *conn) writeBatch(pending []byte, batch []frame, comp compression) error
 		if _, err := c.nc.Write(buf); err != nil {
 			return err
 		}
+	}
+	now := c.node.cfg.Now()
+	for i := range batch {
+		c.node.metrics.observeDelivered(batch[i].b, now)
 	}
 	return nil
 }

@@ -36,6 +36,7 @@ func (l *Limiter) Middleware(next http.Handler, identify func(*http.Request) (Pr
 		setHeaders(w.Header(), res)
 		if !res.Allowed {
 			writeTooMany(w, res)
+			l.m.observeResponse(r.Method, template, http.StatusTooManyRequests)
 			if !res.Banned {
 				l.Report(ctx, req, http.StatusTooManyRequests, res.Scope)
 			}
@@ -46,6 +47,7 @@ func (l *Limiter) Middleware(next http.Handler, identify func(*http.Request) (Pr
 		if sw.status == 0 {
 			sw.status = http.StatusOK
 		}
+		l.m.observeResponse(r.Method, template, sw.status)
 		var scope Scope
 		if v := w.Header()[hScope]; len(v) > 0 {
 			scope = Scope(v[0])

@@ -86,7 +86,8 @@ func Dashboards() []Dashboard {
 		}},
 		{UID: "storage", Title: "Concord / Storage", Panels: []Panel{
 			panel("Coalesced share of data reads", "percentunit",
-				q(`sum by (op) (rate(concord_dataservice_coalesced_total[$__rate_interval])) / sum by (op) (rate(concord_dataservice_requests_total[$__rate_interval]))`, "{{op}}")),
+				q(`(sum by (op) (rate(concord_dataservice_coalesced_total[$__rate_interval])) or sum by (op) (rate(concord_dataservice_requests_total[$__rate_interval])) * 0)`+
+					` / sum by (op) (rate(concord_dataservice_requests_total[$__rate_interval]))`, "{{op}}")),
 			panel("Data service requests p99", "s",
 				q(quantile("0.99", "concord_dataservice_request_duration_seconds", "op"), "{{op}}")),
 			panel("Cassandra statement p99", "s",

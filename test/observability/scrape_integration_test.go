@@ -37,9 +37,9 @@ import (
 func TestQueriesAgainstPrometheus(t *testing.T) {
 	dir := promDir(t)
 	cass := os.Getenv("CONCORD_CASSANDRA")
-	kafka, redis := os.Getenv("CONCORD_KAFKA"), os.Getenv("CONCORD_REDIS")
+	kafka, redis := os.Getenv("CONCORD_KAFKA"), os.Getenv("CONCORD_TEST_REDIS")
 	if cass == "" || kafka == "" || redis == "" {
-		t.Fatalf("CONCORD_CASSANDRA=%q CONCORD_KAFKA=%q CONCORD_REDIS=%q: run `make test`, whose hack/test-deps.sh starts them", cass, kafka, redis)
+		t.Fatalf("CONCORD_CASSANDRA=%q CONCORD_KAFKA=%q CONCORD_TEST_REDIS=%q: run `make test`, whose hack/test-deps.sh starts them", cass, kafka, redis)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

@@ -32,6 +32,11 @@ type harness struct {
 	client client.Client
 	paths  []string
 	guilds []fleet.GuildSample
+	// snapshots, when set, replace guilds one by one at each admin call
+	// (the figures a --watch refresh sees change).
+	snapshots [][]fleet.GuildSample
+	// ticks is how many refreshes --watch gets before its ticks end.
+	ticks int
 }
 
 func newHarness(t *testing.T, objs ...client.Object) *harness {
@@ -48,6 +53,9 @@ func (h *harness) admin() Admin {
 		VersionedAPIPath:     "/api/v1",
 		Client: restfake.CreateHTTPClient(func(req *http.Request) (*http.Response, error) {
 			h.paths = append(h.paths, req.URL.Path)
+			if len(h.snapshots) > 0 {
+				h.guilds, h.snapshots = h.snapshots[0], h.snapshots[1:]
+			}
 			var body any = h.guilds
 			if id, ok := strings.CutPrefix(req.URL.Path, "/api/v1/namespaces/chat/services/http:prod-api:admin/proxy/admin/guilds/"); ok {
 				body = nil
@@ -73,6 +81,15 @@ func (h *harness) run(args ...string) (string, error) {
 		IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
 		ConfigFlags: genericclioptions.NewConfigFlags(false),
 		Output:      "table", Client: h.client, Admin: h.admin(), Namespace: ns,
+		Now: func() time.Time { return time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC) },
+		Ticks: func(time.Duration) (<-chan time.Time, func()) {
+			c := make(chan time.Time, h.ticks)
+			for range h.ticks {
+				c <- time.Time{}
+			}
+			close(c)
+			return c, func() {}
+		},
 	}
 	cmd := newRoot(env)
 	cmd.SetArgs(args)

@@ -6,6 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/concord-chat/concord/runtime/tracing"
 )
 
 // Middleware limits the requests next serves. identify names the request's
@@ -31,8 +35,11 @@ func (l *Limiter) Middleware(next http.Handler, identify func(*http.Request) (Pr
 		} else {
 			req.Principal = Principal{ID: "addr:" + req.Addr}
 		}
-		ctx := r.Context()
+		ctx, span := tracing.Start(r.Context(), "ratelimit")
 		res := l.Check(ctx, req)
+		span.SetAttributes(attribute.Bool("allowed", res.Allowed))
+		span.End()
+		ctx = r.Context()
 		setHeaders(w.Header(), res)
 		if !res.Allowed {
 			writeTooMany(w, res)

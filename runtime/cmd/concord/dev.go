@@ -30,6 +30,7 @@ token and the URLs.`,
 		},
 	}
 	bindConfigFlags(cmd.Flags(), &cfg, &logFormat, &logLevel)
+	bindTracingFlags(cmd.Flags(), &cfg, 0)
 	return cmd
 }
 

@@ -37,6 +37,10 @@ type harness struct {
 	snapshots [][]fleet.GuildSample
 	// ticks is how many refreshes --watch gets before its ticks end.
 	ticks int
+	// streams is what the live-api's admin endpoint answers; query is
+	// the last request's query string.
+	streams []LiveStream
+	query   string
 }
 
 func newHarness(t *testing.T, objs ...client.Object) *harness {
@@ -53,6 +57,7 @@ func (h *harness) admin() Admin {
 		VersionedAPIPath:     "/api/v1",
 		Client: restfake.CreateHTTPClient(func(req *http.Request) (*http.Response, error) {
 			h.paths = append(h.paths, req.URL.Path)
+			h.query = req.URL.RawQuery
 			if len(h.snapshots) > 0 {
 				h.guilds, h.snapshots = h.snapshots[0], h.snapshots[1:]
 			}
@@ -67,6 +72,9 @@ func (h *harness) admin() Admin {
 				if body == nil {
 					return &http.Response{StatusCode: 404, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("{}"))}, nil
 				}
+			}
+			if strings.Contains(req.URL.Path, "http:prod-live-api:admin/proxy/admin/live/streams") {
+				body = h.streams
 			}
 			b, _ := json.Marshal(body)
 			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(b))}, nil

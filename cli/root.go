@@ -126,6 +126,7 @@ resource status.`,
   kubectl concord gateway list -o wide
   kubectl concord gateway drain users-x7k2p
   kubectl concord voice regions
+  kubectl concord live streams --watch
   kubectl concord place 81384788765712384 --dedicated --node-selector concord.dev/pool=dedicated`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -136,7 +137,7 @@ resource status.`,
 	env.ConfigFlags.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVarP(&env.Output, "output", "o", env.Output, "output format: table, wide, json or yaml")
 	cmd.PersistentFlags().StringVar(&env.Cluster, "concord-cluster", "", "ConcordCluster name (default: the only one in the namespace)")
-	cmd.AddCommand(newGuildCommand(env), newGatewayCommand(env), newVoiceCommand(env), newPlaceCommand(env))
+	cmd.AddCommand(newGuildCommand(env), newGatewayCommand(env), newVoiceCommand(env), newLiveCommand(env), newPlaceCommand(env))
 	return cmd
 }
 

@@ -86,3 +86,29 @@ func TestListsWatch(t *testing.T) {
 		}
 	}
 }
+
+// live streams reads the live-api Service's admin endpoint and takes
+// --watch like the other views.
+func TestLiveStreams(t *testing.T) {
+	h := newHarness(t)
+	h.streams = []LiveStream{{StreamID: "77", Viewers: 120000, Gateways: 3, Sampled: true}, {StreamID: "78", Viewers: 40, Gateways: 1}}
+	out, err := h.run("live", "streams", "--limit", "5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || strings.Fields(lines[1])[0] != "77" || strings.Fields(lines[1])[1] != "120000" || strings.Fields(lines[2])[0] != "78" {
+		t.Fatalf("output:\n%s", out)
+	}
+	if last := h.paths[len(h.paths)-1]; last != "/api/v1/namespaces/chat/services/http:prod-live-api:admin/proxy/admin/live/streams" || h.query != "limit=5" {
+		t.Errorf("read %s?%s", last, h.query)
+	}
+	h.ticks = 1
+	out, err = h.run("live", "streams", "-w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := frames(t, out); len(fs) != 2 || !strings.Contains(fs[1], "kubectl concord live streams") {
+		t.Errorf("watch output:\n%s", out)
+	}
+}

@@ -22,7 +22,8 @@ func WritePlot(path string, results []Result) error {
 	p.Y.Label.Text = "CPU per delivery (µs)"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Legend.Top = true
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs = vg.Centimeter
 	var systems []string
 	for _, r := range results {
 		if !slices.Contains(systems, r.System) {
@@ -43,6 +44,7 @@ func WritePlot(path string, results []Result) error {
 	if err := plotutil.AddLinePoints(p, lines...); err != nil {
 		return fmt.Errorf("load: plot: %w", err)
 	}
+	p.Y.Min = 0
 	if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, path); err != nil {
 		return fmt.Errorf("load: save plot %s: %w", path, err)
 	}

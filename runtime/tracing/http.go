@@ -15,10 +15,12 @@ import (
 // its traceparent header (or starts one, as the sampler decides) in a
 // server span named for its method and path. WebSocket upgrades and event
 // streams are left alone: a span that lasts a connection's life says
-// nothing about one request.
+// nothing about one request; so are the probes and scrapes (/metrics,
+// /healthz, /readyz, /livez), which would fill the sampled share with
+// traces of nothing.
 func Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") != "" || strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		if r.Header.Get("Upgrade") != "" || strings.Contains(r.Header.Get("Accept"), "text/event-stream") || operational(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -34,6 +36,15 @@ func Handler(next http.Handler) http.Handler {
 			span.SetStatus(otelcodes.Error, http.StatusText(sw.code()))
 		}
 	})
+}
+
+// operational reports the paths of probes and scrapes.
+func operational(p string) bool {
+	switch p {
+	case "/metrics", "/healthz", "/readyz", "/livez":
+		return true
+	}
+	return false
 }
 
 // route names a path in a span's name without its ids, so spans of one

@@ -71,14 +71,17 @@ func TestHandlerContinuesTrace(t *testing.T) {
 	}
 }
 
-// WebSocket upgrades get no span: one would last the connection.
-func TestHandlerSkipsUpgrades(t *testing.T) {
+// WebSocket upgrades get no span (one would last the connection), nor
+// do probes and scrapes.
+func TestHandlerSkips(t *testing.T) {
 	rec := record(t)
-	req := httptest.NewRequest("GET", "/gateway", nil)
-	req.Header.Set("Upgrade", "websocket")
-	Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(httptest.NewRecorder(), req)
+	upgrade := httptest.NewRequest("GET", "/gateway", nil)
+	upgrade.Header.Set("Upgrade", "websocket")
+	for _, req := range []*http.Request{upgrade, httptest.NewRequest("GET", "/metrics", nil), httptest.NewRequest("GET", "/readyz", nil)} {
+		Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(httptest.NewRecorder(), req)
+	}
 	if n := len(rec.Ended()); n != 0 {
-		t.Fatalf("%d spans for an upgrade", n)
+		t.Fatalf("%d spans for an upgrade and probes", n)
 	}
 }
 

@@ -20,6 +20,18 @@ type Admin interface {
 	Guild(ctx context.Context, namespace, cluster, guildID string) (fleet.GuildSample, error)
 	// Guilds returns every guild's sample.
 	Guilds(ctx context.Context, namespace, cluster string) ([]fleet.GuildSample, error)
+	// LiveStreams returns the live streams with viewers, most watched
+	// first, as the live-api role reports them.
+	LiveStreams(ctx context.Context, namespace, cluster string, limit int) ([]LiveStream, error)
+}
+
+// LiveStream is one stream of `live streams` (the live-api's GET
+// /admin/live/streams).
+type LiveStream struct {
+	StreamID string `json:"streamID"`
+	Viewers  int64  `json:"viewers"`
+	Gateways int    `json:"gateways"`
+	Sampled  bool   `json:"sampled"`
 }
 
 // ProxyAdmin reaches the API role's admin endpoint, port "admin" of the
@@ -38,6 +50,12 @@ type ProxyAdmin struct {
 }
 
 func (p *ProxyAdmin) get(ctx context.Context, namespace, cluster, path string, out any) error {
+	return p.getFrom(ctx, namespace, cluster, "api", path, nil, out)
+}
+
+// getFrom reads path from the admin port of the Service <cluster>-<role>,
+// with the query parameters params.
+func (p *ProxyAdmin) getFrom(ctx context.Context, namespace, cluster, role, path string, params map[string]string, out any) error {
 	token := ""
 	if p.Reader != nil {
 		var err error
@@ -45,16 +63,20 @@ func (p *ProxyAdmin) get(ctx context.Context, namespace, cluster, path string, o
 			return fmt.Errorf("admin token of %s: %w", cluster, err)
 		}
 	}
-	b, err := p.REST.Get().
+	req := p.REST.Get()
+	for k, v := range params {
+		req = req.Param(k, v)
+	}
+	b, err := req.
 		SetHeader(adminauth.Header, token).
 		Namespace(namespace).
 		Resource("services").
-		Name("http:" + cluster + "-api:admin").
+		Name("http:" + cluster + "-" + role + ":admin").
 		SubResource("proxy").
 		Suffix(path).
 		DoRaw(ctx)
 	if err != nil {
-		return fmt.Errorf("admin endpoint of %s-api (service proxy %s): %w", cluster, path, err)
+		return fmt.Errorf("admin endpoint of %s-%s (service proxy %s): %w", cluster, role, path, err)
 	}
 	if err := json.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("decode %s: %w", path, err)
@@ -76,5 +98,13 @@ func (p *ProxyAdmin) Guild(ctx context.Context, namespace, cluster, guildID stri
 func (p *ProxyAdmin) Guilds(ctx context.Context, namespace, cluster string) ([]fleet.GuildSample, error) {
 	var s []fleet.GuildSample
 	err := p.get(ctx, namespace, cluster, "admin/guilds", &s)
+	return s, err
+}
+
+// LiveStreams implements Admin: GET /admin/live/streams of the live-api
+// Service.
+func (p *ProxyAdmin) LiveStreams(ctx context.Context, namespace, cluster string, limit int) ([]LiveStream, error) {
+	var s []LiveStream
+	err := p.getFrom(ctx, namespace, cluster, "live-api", "admin/live/streams", map[string]string{"limit": strconv.Itoa(limit)}, &s)
 	return s, err
 }

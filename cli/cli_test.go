@@ -32,6 +32,15 @@ type harness struct {
 	client client.Client
 	paths  []string
 	guilds []fleet.GuildSample
+	// snapshots, when set, replace guilds one by one at each admin call
+	// (the figures a --watch refresh sees change).
+	snapshots [][]fleet.GuildSample
+	// ticks is how many refreshes --watch gets before its ticks end.
+	ticks int
+	// streams is what the live-api's admin endpoint answers; query is
+	// the last request's query string.
+	streams []LiveStream
+	query   string
 }
 
 func newHarness(t *testing.T, objs ...client.Object) *harness {
@@ -48,6 +57,10 @@ func (h *harness) admin() Admin {
 		VersionedAPIPath:     "/api/v1",
 		Client: restfake.CreateHTTPClient(func(req *http.Request) (*http.Response, error) {
 			h.paths = append(h.paths, req.URL.Path)
+			h.query = req.URL.RawQuery
+			if len(h.snapshots) > 0 {
+				h.guilds, h.snapshots = h.snapshots[0], h.snapshots[1:]
+			}
 			var body any = h.guilds
 			if id, ok := strings.CutPrefix(req.URL.Path, "/api/v1/namespaces/chat/services/http:prod-api:admin/proxy/admin/guilds/"); ok {
 				body = nil
@@ -59,6 +72,9 @@ func (h *harness) admin() Admin {
 				if body == nil {
 					return &http.Response{StatusCode: 404, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("{}"))}, nil
 				}
+			}
+			if strings.Contains(req.URL.Path, "http:prod-live-api:admin/proxy/admin/live/streams") {
+				body = h.streams
 			}
 			b, _ := json.Marshal(body)
 			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(b))}, nil
@@ -73,6 +89,15 @@ func (h *harness) run(args ...string) (string, error) {
 		IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
 		ConfigFlags: genericclioptions.NewConfigFlags(false),
 		Output:      "table", Client: h.client, Admin: h.admin(), Namespace: ns,
+		Now: func() time.Time { return time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC) },
+		Ticks: func(time.Duration) (<-chan time.Time, func()) {
+			c := make(chan time.Time, h.ticks)
+			for range h.ticks {
+				c <- time.Time{}
+			}
+			close(c)
+			return c, func() {}
+		},
 	}
 	cmd := newRoot(env)
 	cmd.SetArgs(args)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -36,21 +37,40 @@ type GatewayRow struct {
 }
 
 // GatewayListOptions is `gateway list`.
-type GatewayListOptions struct{ *Env }
+type GatewayListOptions struct {
+	*Env
+	WatchFlags
+}
 
 func newGatewayListCommand(env *Env) *cobra.Command {
 	o := &GatewayListOptions{Env: env}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:     "list",
 		Short:   "List gateway pools and their pods, with draining state",
-		Example: "  kubectl concord gateway list -o wide",
+		Example: "  kubectl concord gateway list -o wide\n  kubectl concord gateway list --watch",
 		Args:    cobra.NoArgs,
 		RunE:    runOptions(o, nil),
 	}
+	o.WatchFlags.add(cmd)
+	return cmd
 }
 
-// Run prints the gateway pods of every pool in the namespace.
+// Validate checks --watch and the global flags.
+func (o *GatewayListOptions) Validate() error {
+	if err := o.WatchFlags.validate(); err != nil {
+		return err
+	}
+	return o.Env.Validate()
+}
+
+// Run prints the gateway pods of every pool in the namespace, refreshing
+// them with --watch.
 func (o *GatewayListOptions) Run(ctx context.Context) error {
+	return o.watch(ctx, o.WatchFlags, "gateway list", o.render)
+}
+
+// render writes the gateway pods once.
+func (o *GatewayListOptions) render(ctx context.Context, w io.Writer) error {
 	var pools concordv1.GatewayPoolList
 	if err := o.Client.List(ctx, &pools, client.InNamespace(o.Namespace)); err != nil {
 		return fmt.Errorf("list GatewayPools: %w", err)
@@ -88,7 +108,7 @@ func (o *GatewayListOptions) Run(ctx context.Context) error {
 		t.rows = append(t.rows, []string{r.Pool, r.ClientClass, r.Pod, strconv.FormatBool(r.Ready), r.State,
 			orDash(r.Successor), orDash(r.Revision), orDash(r.Node), orDash(r.IP), r.Age})
 	}
-	return print(o.Out, o.Output, rows, t)
+	return print(w, o.Output, rows, t)
 }
 
 // GatewayDrainOptions is `gateway drain <pod>`.

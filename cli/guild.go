@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"time"
@@ -140,6 +141,7 @@ func tierSuffix(t string) string {
 // GuildTopOptions is `guild top`.
 type GuildTopOptions struct {
 	*Env
+	WatchFlags
 	By    string
 	Limit int
 }
@@ -150,10 +152,12 @@ func newGuildTopCommand(env *Env) *cobra.Command {
 		Use:   "top",
 		Short: "List the busiest guilds by event age p99 or by online sessions",
 		Example: `  kubectl concord guild top
-  kubectl concord guild top --by online --limit 5 -o wide`,
+  kubectl concord guild top --by online --limit 5 -o wide
+  kubectl concord guild top --watch --interval 5s`,
 		Args: cobra.NoArgs,
 		RunE: runOptions(o, nil),
 	}
+	o.WatchFlags.add(cmd)
 	cmd.Flags().StringVar(&o.By, "by", o.By, "sort key: event-age or online")
 	cmd.Flags().IntVar(&o.Limit, "limit", o.Limit, "number of guilds to show (0: all)")
 	return cmd
@@ -167,15 +171,25 @@ func (o *GuildTopOptions) Validate() error {
 	if o.Limit < 0 {
 		return fmt.Errorf("--limit must not be negative")
 	}
+	if err := o.WatchFlags.validate(); err != nil {
+		return err
+	}
 	return o.Env.Validate()
 }
 
-// Run prints the top guilds.
+// Run prints the top guilds, refreshing them with --watch.
 func (o *GuildTopOptions) Run(ctx context.Context) error {
 	cluster, err := o.ClusterName(ctx)
 	if err != nil {
 		return err
 	}
+	return o.watch(ctx, o.WatchFlags, "guild top --by "+o.By, func(ctx context.Context, w io.Writer) error {
+		return o.render(ctx, w, cluster)
+	})
+}
+
+// render writes the top guilds of cluster once.
+func (o *GuildTopOptions) render(ctx context.Context, w io.Writer, cluster string) error {
 	samples, err := o.Admin.Guilds(ctx, o.Namespace, cluster)
 	if err != nil {
 		return err
@@ -195,7 +209,7 @@ func (o *GuildTopOptions) Run(ctx context.Context) error {
 		t.rows = append(t.rows, []string{s.GuildID, ms(s.EventAgeP99), ms(s.EventAgeP50), strconv.FormatInt(s.QueueLength, 10),
 			strconv.FormatInt(s.Online, 10), strconv.FormatInt(s.Members, 10), orDash(s.Node)})
 	}
-	return print(o.Out, o.Output, samples, t)
+	return print(w, o.Output, samples, t)
 }
 
 func cmpDesc(a, b int64) int {

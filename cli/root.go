@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -40,6 +41,10 @@ type Env struct {
 	Admin Admin
 	// Namespace is resolved from the flags and kubeconfig.
 	Namespace string
+	// Ticks drives --watch refreshes and Now stamps them; nil uses the
+	// real clock (tests set both).
+	Ticks Ticks
+	Now   func() time.Time
 }
 
 // Complete builds the clients from the kubeconfig unless tests set them.
@@ -117,10 +122,11 @@ the API role's admin endpoint through the Kubernetes service proxy, with your ku
 credentials; placements, relays, gateway pools and voice regions come from custom
 resource status.`,
 		Example: `  kubectl concord guild get 81384788765712384
-  kubectl concord guild top --by event-age --limit 10
+  kubectl concord guild top --by event-age --limit 10 --watch
   kubectl concord gateway list -o wide
   kubectl concord gateway drain users-x7k2p
   kubectl concord voice regions
+  kubectl concord live streams --watch
   kubectl concord place 81384788765712384 --dedicated --node-selector concord.dev/pool=dedicated`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -131,7 +137,7 @@ resource status.`,
 	env.ConfigFlags.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVarP(&env.Output, "output", "o", env.Output, "output format: table, wide, json or yaml")
 	cmd.PersistentFlags().StringVar(&env.Cluster, "concord-cluster", "", "ConcordCluster name (default: the only one in the namespace)")
-	cmd.AddCommand(newGuildCommand(env), newGatewayCommand(env), newVoiceCommand(env), newPlaceCommand(env))
+	cmd.AddCommand(newGuildCommand(env), newGatewayCommand(env), newVoiceCommand(env), newLiveCommand(env), newPlaceCommand(env))
 	return cmd
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -87,21 +88,39 @@ func regionICE(v concordv1.VoiceRegion) string {
 }
 
 // VoiceRegionsOptions is `voice regions`.
-type VoiceRegionsOptions struct{ *Env }
+type VoiceRegionsOptions struct {
+	*Env
+	WatchFlags
+}
 
 func newVoiceRegionsCommand(env *Env) *cobra.Command {
 	o := &VoiceRegionsOptions{Env: env}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:     "regions",
 		Short:   "List voice regions: servers, ready, draining, active calls, capacity used",
-		Example: "  kubectl concord voice regions -o wide",
+		Example: "  kubectl concord voice regions -o wide\n  kubectl concord voice regions --watch",
 		Args:    cobra.NoArgs,
 		RunE:    runOptions(o, nil),
 	}
+	o.WatchFlags.add(cmd)
+	return cmd
 }
 
-// Run prints the regions.
+// Validate checks --watch and the global flags.
+func (o *VoiceRegionsOptions) Validate() error {
+	if err := o.WatchFlags.validate(); err != nil {
+		return err
+	}
+	return o.Env.Validate()
+}
+
+// Run prints the regions, refreshing them with --watch.
 func (o *VoiceRegionsOptions) Run(ctx context.Context) error {
+	return o.watch(ctx, o.WatchFlags, "voice regions", o.render)
+}
+
+// render writes the regions once.
+func (o *VoiceRegionsOptions) render(ctx context.Context, w io.Writer) error {
 	var list concordv1.VoiceRegionList
 	if err := o.Client.List(ctx, &list, client.InNamespace(o.Namespace)); err != nil {
 		return fmt.Errorf("list VoiceRegions: %w", err)
@@ -119,7 +138,7 @@ func (o *VoiceRegionsOptions) Run(ctx context.Context) error {
 			strconv.Itoa(int(r.Draining)), strconv.FormatInt(r.ActiveCalls, 10), strconv.FormatInt(r.Participants, 10),
 			strconv.FormatInt(r.Capacity, 10), r.CapacityUsed, r.Buffer, r.Status, r.Address, r.ICE})
 	}
-	return print(o.Out, o.Output, rows, t)
+	return print(w, o.Output, rows, t)
 }
 
 // VoiceServerRow is one SFU in `voice servers`.

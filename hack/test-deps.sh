@@ -95,6 +95,12 @@ echo "export CONCORD_CASSANDRA=$CASSANDRA_ADDR" >> "$ENV_FILE.tmp"
 step "kube-apiserver and etcd for envtest (built from the Go module proxy, cached)"
 echo "export KUBEBUILDER_ASSETS=$(bash hack/envtest/build.sh | tail -n 1)" >> "$ENV_FILE.tmp"
 
+step "Prometheus and promtool (built from the Go module proxy, cached; test/observability)"
+echo "export CONCORD_PROMETHEUS_DIR=$(bash hack/prometheus/build.sh | tail -n 1)" >> "$ENV_FILE.tmp"
+
+step "OpenTelemetry collector (OTLP receiver and a file exporter, built from the Go module proxy, cached; test/observability)"
+echo "export CONCORD_OTELCOL=$(bash hack/otelcol/build.sh | tail -n 1)" >> "$ENV_FILE.tmp"
+
 mv "$ENV_FILE.tmp" "$ENV_FILE"
 step "test environment"
 cat "$ENV_FILE"

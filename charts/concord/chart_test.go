@@ -5,6 +5,7 @@ package concord
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -110,13 +111,14 @@ func TestTemplate(t *testing.T) {
 			t.Errorf("defaults: %d %s, want %d (all: %v)", def[kind], kind, n, def)
 		}
 	}
-	if def["ConcordCluster"]+def["GatewayPool"]+def["NetworkPolicy"]+def["ServiceMonitor"]+def["PrometheusRule"]+def["PodMonitor"] != 0 {
+	if def["ConcordCluster"]+def["GatewayPool"]+def["NetworkPolicy"]+def["ServiceMonitor"]+def["PrometheusRule"]+def["PodMonitor"]+def["ConfigMap"] != 0 {
 		t.Errorf("defaults render optional objects: %v", def)
 	}
 
 	full := render(t, filepath.Join("ci", "full-values.yaml"))
 	k := kinds(full)
-	for kind, n := range map[string]int{"ConcordCluster": 1, "GatewayPool": 2, "NetworkPolicy": 1, "ServiceMonitor": 1, "PrometheusRule": 1, "PodMonitor": 1, "Deployment": 2} {
+	for kind, n := range map[string]int{"ConcordCluster": 1, "GatewayPool": 2, "NetworkPolicy": 1, "ServiceMonitor": 1, "PrometheusRule": 1, "PodMonitor": 1, "Deployment": 2,
+		"ConfigMap": 7} {
 		if k[kind] != n {
 			t.Errorf("full: %d %s, want %d (all: %v)", k[kind], kind, n, k)
 		}
@@ -157,21 +159,37 @@ func TestTemplate(t *testing.T) {
 				t.Errorf("PodMonitor does not scrape the operator's pods on admin: %v %v", eps, sel)
 			}
 		case "PrometheusRule":
-			// The shadow check's alert fires on any disagreement.
+			// The generated rules (internal/observability) are the spec,
+			// verbatim: the shadow check's alert among them, its
+			// description's Prometheus template left for Prometheus.
 			groups, _, _ := unstructured.NestedSlice(o.Object, "spec", "groups")
 			b, _ := utilyamlMarshal(o)
-			var rule map[string]any
-			if len(groups) == 1 {
-				if rules, _, _ := unstructured.NestedSlice(groups[0].(map[string]any), "rules"); len(rules) == 1 {
-					rule = rules[0].(map[string]any)
+			alerts := map[string]map[string]any{}
+			for _, g := range groups {
+				rules, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
+				for _, r := range rules {
+					rule := r.(map[string]any)
+					alerts[rule["alert"].(string)] = rule
 				}
 			}
+			rule := alerts["ConcordPermissionShadowDisagreement"]
 			expr, _, _ := unstructured.NestedString(rule, "expr")
 			desc, _, _ := unstructured.NestedString(rule, "annotations", "description")
-			if rule["alert"] != "ConcordPermissionShadowDisagreement" ||
-				!strings.HasSuffix(expr, "(increase(concord_permissions_shadow_disagreements_total[10m])) > 0") ||
+			if len(alerts) < 15 || !strings.HasSuffix(expr, "(increase(concord_permissions_shadow_disagreements_total[10m]))) > 0") ||
 				!strings.Contains(desc, "{{ $labels.pod }}") {
-				t.Errorf("PrometheusRule does not alert on shadow disagreements:\n%s", b)
+				t.Errorf("PrometheusRule does not carry the generated alerts (%d) with the shadow check's:\n%s", len(alerts), b)
+			}
+		case "ConfigMap":
+			// A dashboard: labelled for the Grafana sidecar, valid JSON.
+			if o.GetLabels()["grafana_dashboard"] != "1" {
+				t.Errorf("ConfigMap %s has no grafana_dashboard label", o.GetName())
+			}
+			data, _, _ := unstructured.NestedStringMap(o.Object, "data")
+			for k, v := range data {
+				var d struct{ UID, Title string }
+				if err := json.Unmarshal([]byte(v), &d); err != nil || d.UID == "" {
+					t.Errorf("ConfigMap %s: %s is not a dashboard: %v", o.GetName(), k, err)
+				}
 			}
 		case "ClusterRole":
 			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")

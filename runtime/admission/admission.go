@@ -98,6 +98,8 @@ func (a *Admission) Identify(ctx context.Context, token string, s event.Session)
 		a.m.refused.WithLabelValues("node_rate").Inc()
 		return event.Ready{}, fmt.Errorf("identify: process identify rate reached, next in %s: %w", retry, gateway.ErrIdentifyRateLimited)
 	}
+	a.m.backlog.Inc()
+	defer a.m.backlog.Dec()
 	start := time.Now()
 	r, err := a.Backend.Identify(ctx, token, s)
 	if err == nil && a.cfg.States != nil {

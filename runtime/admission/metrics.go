@@ -17,6 +17,9 @@ type metrics struct {
 	subscribe prometheus.Histogram
 	// refused counts identifies answered op 9 by reason.
 	refused *prometheus.CounterVec
+	// backlog is the identifies between the throttle and their answer:
+	// a reconnect storm the stores cannot keep up with shows here first.
+	backlog prometheus.Gauge
 }
 
 // buckets resolve latencies from 0.5 ms to about 10 s in steps of 1.5×.
@@ -40,8 +43,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "concord_cluster_identify_refused_total",
 			Help: "IDENTIFYs answered op 9, by reason (node_rate, bot_limit, entitlement).",
 		}, []string{"reason"}),
+		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "concord_cluster_identify_backlog_identifies",
+			Help: "IDENTIFYs past the node's throttle still waiting for their lookups and admission checks.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.lookup, m.subscribe, m.refused} {
+	// Every reason exists from the start, so a rate over it is 0, not
+	// absent, before the first refusal (alerts and dashboards query it).
+	for _, r := range []string{"node_rate", "bot_limit", "entitlement"} {
+		m.refused.WithLabelValues(r)
+	}
+	for _, c := range []prometheus.Collector{m.lookup, m.subscribe, m.refused, m.backlog} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("admission: metrics: %w", err)
 		}

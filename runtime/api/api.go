@@ -24,6 +24,7 @@ import (
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/store/objects"
+	"github.com/concord-chat/concord/runtime/tracing"
 )
 
 // Config configures the REST API. Zero fields take the stated defaults.
@@ -174,7 +175,9 @@ func (h *handler) routes(mux registrar, p string) {
 	}
 	authed := func(pattern string, fn authedFunc) {
 		open(pattern, func(w http.ResponseWriter, r *http.Request) error {
-			user, err := h.authenticate(r)
+			ctx, span := tracing.Start(r.Context(), "auth")
+			user, err := h.authenticate(r.WithContext(ctx))
+			tracing.End(span, err)
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/concord-chat/concord/runtime/readstate"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/tracing"
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
@@ -115,7 +116,10 @@ func (h *handler) logMessage(ctx context.Context, typ string, m wire.Message) {
 	for _, u := range m.Mentions {
 		ev.Mentions = append(ev.Mentions, u.ID)
 	}
-	if err := h.events.Publish(ctx, ev); err != nil {
+	ctx, span := tracing.Start(ctx, "outbox.enqueue")
+	err := h.events.Publish(ctx, ev)
+	tracing.End(span, err)
+	if err != nil {
 		h.log.Warn("message event not logged", "type", typ, "message_id", m.ID, "err", err)
 	}
 }

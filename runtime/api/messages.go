@@ -16,6 +16,7 @@ import (
 	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/tracing"
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
@@ -231,10 +232,12 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 			return wire.Message{}, false, errors.Join(guild.ErrUnavailable, err)
 		}
 	}
-	grant, err := h.guilds.AuthorizeSend(ctx, guild.SendRequest{
+	actx, span := tracing.Start(ctx, "authorize")
+	grant, err := h.guilds.AuthorizeSend(actx, guild.SendRequest{
 		UserID: user, ChannelID: channelID, MentionsEveryone: mentions.Everyone,
 		Users: mentions.Users, Roles: mentions.Roles, Attachments: len(req.files) > 0,
 	})
+	tracing.End(span, err)
 	if err != nil {
 		return wire.Message{}, false, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/rest"
+	"github.com/concord-chat/concord/runtime/tracing"
 )
 
 // Headers between API nodes and guild nodes.
@@ -90,7 +91,8 @@ func newProxy(ring *registry.LocalRing, res *resolver, maxWait time.Duration, m 
 			// for a send that was never cut off.
 			pr.Out.Header.Del(retryHeader)
 		},
-		Transport:    roundTripFunc(p.roundTrip),
+		// The guild node continues the request's trace.
+		Transport:    tracing.Transport(roundTripFunc(p.roundTrip)),
 		ErrorHandler: p.fail,
 	}
 	return p

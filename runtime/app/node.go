@@ -31,6 +31,7 @@ import (
 	"github.com/concord-chat/concord/runtime/relayrole"
 	"github.com/concord-chat/concord/runtime/role"
 	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/tracing"
 	"github.com/concord-chat/concord/runtime/transport"
 	"github.com/concord-chat/concord/runtime/voice/fleet"
 	"github.com/concord-chat/concord/web"
@@ -48,6 +49,8 @@ type Node struct {
 	log     *slog.Logger
 	metrics *prometheus.Registry
 	ready   atomic.Bool
+	// stopTracing flushes the spans the process still holds.
+	stopTracing func(context.Context) error
 
 	// reg is the registry (nil with --registry=mem); stopReg stops an
 	// embedded etcd.
@@ -125,6 +128,9 @@ func Open(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		}
 	}()
 	if err := registerPodMetrics(n.metrics, cfg); err != nil {
+		return nil, err
+	}
+	if n.stopTracing, err = tracing.Setup(ctx, cfg.Tracing, cfg.Node, cfg.Roles); err != nil {
 		return nil, err
 	}
 	if err := n.listen(); err != nil {
@@ -473,6 +479,9 @@ func (n *Node) close() error {
 		errs = append(errs, n.reg.Close())
 	}
 	n.stopReg()
+	if n.stopTracing != nil {
+		errs = append(errs, n.stopTracing(sctx))
+	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
 	}

@@ -27,6 +27,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
+	defer func() {
+		// Every delivery path and result exists from the start at 0, so
+		// the share of misses over deliveries is defined before the first.
+		for _, p := range []string{"gateway", "http"} {
+			for _, r := range []string{"ok", "no_session", "failed", "retried"} {
+				m.deliveries.WithLabelValues(p, r)
+			}
+		}
+	}()
 	for _, c := range []**prometheus.CounterVec{&m.misses, &m.deliveries} {
 		if err := reg.Register(*c); err != nil {
 			var are prometheus.AlreadyRegisteredError

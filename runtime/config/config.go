@@ -15,6 +15,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/httpserve"
 	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/tracing"
 	"github.com/concord-chat/concord/web"
 )
 
@@ -143,6 +144,9 @@ type Config struct {
 
 	// Identify is the gateway's identify admission.
 	Identify Identify
+	// Tracing is where the process's OpenTelemetry spans go (off unless
+	// an endpoint and a sample share are set).
+	Tracing tracing.Config
 	// Presence tunes presence, member lists and typing focus.
 	Presence Presence
 	// Entitlements tunes bot revocation.

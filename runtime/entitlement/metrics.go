@@ -59,6 +59,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "1 while the revocation push watch follows the registry.",
 		}),
 	}
+	// Every push result exists from the start at 0, so the revocation
+	// push alert's increase() sees the first failure.
+	for _, r := range []string{"received", "missed", "published", "publish_error"} {
+		m.pushes.WithLabelValues(r)
+	}
 	if reg == nil {
 		return m, nil
 	}

@@ -22,6 +22,12 @@ type metrics struct {
 	bufferPressure         *prometheus.CounterVec
 	bufferPressureSessions *prometheus.GaugeVec
 	pressureApps           *appLabels
+	// deliveryAge is send-to-socket latency of MESSAGE_CREATE
+	// (deliveryage.go).
+	deliveryAge prometheus.Histogram
+	// sentBytes is the bytes written per dispatch event name: what
+	// presence (or any one event) costs the sockets.
+	sentBytes *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
@@ -54,12 +60,28 @@ func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 			Help:        "Connections whose send queue is at or above 80 % of its bound and has not fallen back to 50 %, by application.",
 			ConstLabels: labels}, []string{"application_id"}),
 		pressureApps: newAppLabels(MaxPressureApplications),
+		deliveryAge: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "concord_gateway_delivery_age_seconds",
+			Help: "Time from a message's creation (its snowflake id, stamped by the API node that stored it) to the " +
+				"write of its MESSAGE_CREATE to a session's socket, once per session written.",
+			Buckets:     []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+			ConstLabels: labels}),
+		sentBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "concord_gateway_sent_bytes_total",
+			Help: "Bytes of dispatch frames written to sockets (after compression), by event name: the events " +
+				"that dominate it (PRESENCE_UPDATE, say) are where bandwidth goes.",
+			ConstLabels: labels}, []string{"event"}),
 	}
+	// People's pressure series exist from the start at 0, so the alert
+	// and dashboard over them have a series before the first pressure.
+	m.bufferPressure.WithLabelValues(PressureUserLabel)
+	m.bufferPressureSessions.WithLabelValues(PressureUserLabel)
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.sessions, m.connections, m.deliveries, m.resumes, m.invalidSessions,
-		m.slowConsumerCloses, m.zombieCloses, m.replayBufferBytes, m.closes, m.bufferPressure, m.bufferPressureSessions} {
+		m.slowConsumerCloses, m.zombieCloses, m.replayBufferBytes, m.closes, m.bufferPressure, m.bufferPressureSessions,
+		m.deliveryAge, m.sentBytes} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gateway: register metrics: %w", err)
 		}

@@ -196,7 +196,7 @@ func (n *Node) Deliver(ctx context.Context, node string, b event.Batch) {
 	now := n.cfg.Now().UnixNano()
 	bodies := make([]body, len(b.Payloads))
 	for i, p := range b.Payloads {
-		bodies[i] = body{t: b.Type, d: p}
+		bodies[i] = body{t: b.Type, d: p, sent: messageSent(b.Type, p), out: n.metrics.sentBytes.WithLabelValues(b.Type)}
 	}
 	n.smu.RLock()
 	defer n.smu.RUnlock()
@@ -252,7 +252,7 @@ func (n *Node) SendTo(id event.SessionID, typ string, payload []byte) error {
 	if s == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownSession, id)
 	}
-	d, ok := s.dispatch(&body{t: typ, d: payload}, n.cfg.Now().UnixNano())
+	d, ok := s.dispatch(&body{t: typ, d: payload, out: n.metrics.sentBytes.WithLabelValues(typ)}, n.cfg.Now().UnixNano())
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrUnknownSession, id)
 	}

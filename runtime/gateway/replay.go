@@ -1,6 +1,10 @@
 package gateway
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // body is what a frame carries, shared by every session a batch reaches:
 // a dispatch's event name and pre-serialised `d`, or a complete gateway
@@ -10,6 +14,13 @@ type body struct {
 	d    []byte
 	raw  []byte
 	wsop byte
+	// sent is when the message a MESSAGE_CREATE carries was created (Unix
+	// milliseconds, from its snowflake id), 0 for every other body: the
+	// writer observes send-to-socket latency from it (deliveryage.go).
+	sent int64
+	// out counts the bytes written for a dispatch's event name (nil for
+	// control frames), resolved once per batch rather than per session.
+	out prometheus.Counter
 }
 
 // frame is one outbound payload for one session: its sequence number (for

@@ -98,6 +98,9 @@ func (c *conn) writeNow(f *frame) {
 	if err == nil {
 		var n int
 		n, err = c.tryWrite(b)
+		if err == nil {
+			c.node.metrics.observeDelivered(f.b, c.node.cfg.Now())
+		}
 		if err == nil && n < len(b) {
 			c.pending = append([]byte(nil), b[n:]...)
 			c.handOff()
@@ -277,6 +280,10 @@ func (c *conn) writeBatch(pending []byte, batch []frame, comp compression) error
 			return err
 		}
 	}
+	now := c.node.cfg.Now()
+	for i := range batch {
+		c.node.metrics.observeDelivered(batch[i].b, now)
+	}
 	return nil
 }
 
@@ -291,11 +298,22 @@ func (c *conn) writeClose(code int, text string) {
 	_, _ = c.nc.Write(append(b, p...))
 }
 
-// encode appends f as a WebSocket frame in the connection's compression.
+// encode appends f as a WebSocket frame in the connection's compression
+// and counts the bytes in concord_gateway_sent_bytes_total of its event.
 // It is called by whoever owns the socket (an inline writer under c.qmu
 // while idle, or the writer goroutine while busy), so the compression
 // state is never shared.
 func (c *conn) encode(dst []byte, f *frame, comp compression) ([]byte, error) {
+	n := len(dst)
+	out, err := c.encodeFrame(dst, f, comp)
+	if err == nil && f.b.out != nil {
+		f.b.out.Add(float64(len(out) - n))
+	}
+	return out, err
+}
+
+// encodeFrame is encode without the count.
+func (c *conn) encodeFrame(dst []byte, f *frame, comp compression) ([]byte, error) {
 	b := f.b
 	if b.wsop != 0 {
 		dst = appendFrameHeader(dst, b.wsop, len(b.raw))

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"slices"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/tracing"
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
@@ -171,6 +174,8 @@ func (a *Actor) removeSub(id event.SessionID) {
 // see the channel and have GUILD_MESSAGES; variant 1 (content stripped) to
 // bots without MESSAGE_CONTENT unless they wrote or are mentioned in it.
 func (a *Actor) fanoutMessage(ctx context.Context, typ string, m wire.Message) {
+	ctx, span := tracing.Start(ctx, "guild.fanout", attribute.String("event", typ))
+	defer span.End()
 	full := mustJSON(m)
 	var stripped json.RawMessage
 	b := newBatcher(typ, full)

@@ -34,6 +34,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/concord-chat/concord/runtime/tracing"
 )
 
 // Defaults of Config's zero fields.
@@ -137,7 +139,7 @@ func NewServer(h http.Handler, cfg Config) *http.Server {
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{
-		Handler:           Front(h, cfg),
+		Handler:           Front(tracing.Handler(h), cfg),
 		ReadHeaderTimeout: positive(cfg.ReadHeaderTimeout),
 		IdleTimeout:       positive(cfg.IdleTimeout),
 		MaxHeaderBytes:    max(cfg.MaxHeaderBytes, 0),

@@ -6,6 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/concord-chat/concord/runtime/tracing"
 )
 
 // Middleware limits the requests next serves. identify names the request's
@@ -31,11 +35,15 @@ func (l *Limiter) Middleware(next http.Handler, identify func(*http.Request) (Pr
 		} else {
 			req.Principal = Principal{ID: "addr:" + req.Addr}
 		}
-		ctx := r.Context()
+		ctx, span := tracing.Start(r.Context(), "ratelimit")
 		res := l.Check(ctx, req)
+		span.SetAttributes(attribute.Bool("allowed", res.Allowed))
+		span.End()
+		ctx = r.Context()
 		setHeaders(w.Header(), res)
 		if !res.Allowed {
 			writeTooMany(w, res)
+			l.m.observeResponse(r.Method, template, http.StatusTooManyRequests)
 			if !res.Banned {
 				l.Report(ctx, req, http.StatusTooManyRequests, res.Scope)
 			}
@@ -46,6 +54,7 @@ func (l *Limiter) Middleware(next http.Handler, identify func(*http.Request) (Pr
 		if sw.status == 0 {
 			sw.status = http.StatusOK
 		}
+		l.m.observeResponse(r.Method, template, sw.status)
 		var scope Scope
 		if v := w.Header()[hScope]; len(v) > 0 {
 			scope = Scope(v[0])

@@ -153,6 +153,9 @@ func (s *Service) Apply(ctx context.Context, r eventlog.Record) error {
 	}
 	s.m.events.Inc()
 	s.m.nEvents.Add(1)
+	if !r.Time.IsZero() {
+		s.m.lag.Observe(time.Since(r.Time).Seconds())
+	}
 	off := r.Offset
 
 	// Channel level: dedupe by message id, @everyone entries.

@@ -22,6 +22,9 @@ type metrics struct {
 	claims       prometheus.Counter
 	fenced       prometheus.Counter
 	flushSeconds prometheus.Histogram
+	// lag is the consumer's lag in time: how long ago the log accepted
+	// the record being applied.
+	lag prometheus.Histogram
 }
 
 func (m *metrics) init(reg prometheus.Registerer) error {
@@ -45,10 +48,13 @@ func (m *metrics) init(reg prometheus.Registerer) error {
 		Name: "concord_readstate_fenced_writes_total", Help: "User writes the store refused because a later owner claimed the user."})
 	m.flushSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "concord_readstate_flush_duration_seconds", Help: "Duration of store writes (group commits and flushes).", Buckets: prometheus.DefBuckets})
+	m.lag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "concord_readstate_consumer_lag_seconds", Help: "Time from the event log accepting a message event to this node applying it.",
+		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}})
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{m.acks, m.events, m.mentions, m.duplicates, m.loads, m.written, m.commits, m.claims, m.fenced, m.flushSeconds} {
+	for _, c := range []prometheus.Collector{m.acks, m.events, m.mentions, m.duplicates, m.loads, m.written, m.commits, m.claims, m.fenced, m.flushSeconds, m.lag} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("readstate: register metrics: %w", err)
 		}

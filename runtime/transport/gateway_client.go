@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/tracing"
 	"github.com/concord-chat/concord/runtime/transport/transportpb"
 )
 
@@ -74,6 +75,7 @@ func (c *gatewayClient) Deliver(ctx context.Context, node string, b event.Batch)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fillDeliver(&s.req, node, b)
+	s.req.Traceparent = tracing.Traceparent(ctx)
 	var err error
 	for range 2 {
 		if s.stream == nil || s.addr != n.Addr {

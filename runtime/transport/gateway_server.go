@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 
+	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/tracing"
 	"github.com/concord-chat/concord/runtime/transport/transportpb"
 )
 
@@ -45,7 +47,16 @@ func (s *gatewayServer) Deliver(stream transportpb.GatewayNode_DeliverServer) er
 		}
 		n++
 		deliverReceived.Inc()
-		s.sink.Deliver(ctx, s.node, b)
+		if req.Traceparent == "" {
+			s.sink.Deliver(ctx, s.node, b)
+			continue
+		}
+		// A sampled batch: the gateway node's stamping and socket writes
+		// as one span of the sender's trace.
+		dctx, span := tracing.Start(tracing.WithTraceparent(ctx, req.Traceparent), "gateway.write",
+			attribute.String("event", b.Type), attribute.Int("sessions", len(b.Targets)))
+		s.sink.Deliver(dctx, s.node, b)
+		span.End()
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/concord-chat/concord/runtime/tracing"
 )
 
 // pool holds one client connection per node address.
@@ -25,6 +27,7 @@ func newPool(maxMsg int) *pool {
 		conns: make(map[string]*grpc.ClientConn),
 		opts: []grpc.DialOption{
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			tracing.DialOption(untraced),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
 			// Reconnect quickly: a dead node is replaced through the

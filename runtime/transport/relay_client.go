@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/tracing"
 	"github.com/concord-chat/concord/runtime/transport/transportpb"
 )
 
@@ -49,7 +50,7 @@ func NewRelayClient(cfg ClientConfig) RelayClient {
 
 // Relay implements RelayClient. Nodes are encoded in name order.
 func (c *relayClient) Relay(ctx context.Context, addr, typ string, payloads []json.RawMessage, byNode map[string][]event.Target) error {
-	req := &transportpb.RelayRequest{Type: typ, Payloads: make([][]byte, len(payloads))}
+	req := &transportpb.RelayRequest{Type: typ, Payloads: make([][]byte, len(payloads)), Traceparent: tracing.Traceparent(ctx)}
 	for i, p := range payloads {
 		req.Payloads[i] = p
 	}

@@ -7,8 +7,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/tracing"
 	"github.com/concord-chat/concord/runtime/transport/transportpb"
 )
 
@@ -40,9 +42,15 @@ func (s *relayServer) Relay(stream transportpb.RelayNode_RelayServer) error {
 		}
 		n++
 		relayReceived.Inc()
-		for i, b := range batches {
-			s.sink.Deliver(ctx, req.Nodes[i].Node, b)
+		rctx, span := ctx, noSpan
+		if req.Traceparent != "" {
+			rctx, span = tracing.Start(tracing.WithTraceparent(ctx, req.Traceparent), "relay.forward",
+				attribute.String("event", req.Type), attribute.Int("nodes", len(batches)))
 		}
+		for i, b := range batches {
+			s.sink.Deliver(rctx, req.Nodes[i].Node, b)
+		}
+		span.End()
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/tracing"
 	"github.com/concord-chat/concord/runtime/transport/transportpb"
 )
 
@@ -96,6 +97,7 @@ func NewServer(cfg ServerConfig, svc Services) (*Server, error) {
 		grpc.MaxSendMsgSize(cfg.MaxSendMsgSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+		tracing.ServerOption(untraced),
 		grpc.ChainUnaryInterceptor(obs.unary),
 		grpc.ChainStreamInterceptor(obs.stream),
 	)

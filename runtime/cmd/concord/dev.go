@@ -32,6 +32,7 @@ token and the URLs.`,
 		},
 	}
 	bindConfigFlags(cmd.Flags(), &cfg, &logFormat, &logLevel)
+	bindTracingFlags(cmd.Flags(), &cfg, 0)
 	return cmd
 }
 

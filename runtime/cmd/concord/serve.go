@@ -125,6 +125,7 @@ reporting their load to the registry every 2 s under voice/load/<id>.`,
 	durFlag(fs, &cfg.Presence.ReportInterval, "presence-report-interval", d.Presence.ReportInterval, "gateway nodes: how often sessions are re-reported to the presence node; the presence role uses it too (sessions expire after 3 intervals, a fresh node absorbs re-reports for 2)")
 	durFlag(fs, &cfg.RetryInterval, "retry-interval", d.RetryInterval, "how often failed subscriptions are retried and guilds placed elsewhere unloaded")
 	bindIdentifyFlags(fs, &cfg)
+	bindTracingFlags(fs, &cfg, 0.01)
 	bindPodFlags(fs, &cfg, &pf)
 	return cmd
 }

@@ -3,9 +3,12 @@ package outbox
 import (
 	"context"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/tracing"
 )
 
 // Committer is the side of a relay that message writers commit events
@@ -63,6 +66,8 @@ func storeEvent(ev eventlog.MessageEvent) (store.Event, error) {
 // logged false the message was written alone and the caller publishes.
 func PutMessage(ctx context.Context, st store.Messages, events any, typ string, m store.Message) (logged bool, err error) {
 	w, c, ok := Atomic(st, events)
+	ctx, span := tracing.Start(ctx, "store.write", attribute.Bool("with_event", ok))
+	defer func() { tracing.End(span, err) }()
 	if !ok {
 		return false, st.PutMessage(ctx, m)
 	}
@@ -73,7 +78,11 @@ func PutMessage(ctx context.Context, st store.Messages, events any, typ string, 
 	if err := w.PutMessageEvents(ctx, m, ev); err != nil {
 		return false, err
 	}
+	// The event is in the store's outbox with the message: the relay
+	// appends it to the log.
+	_, ospan := tracing.Start(ctx, "outbox.commit")
 	c.Committed(store.OutboxShard(m.ChannelID))
+	ospan.End()
 	return true, nil
 }
 

@@ -47,6 +47,11 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Help:    "Time from the API accepting a flush's oldest event to the end of the flush's writes, by the stream's viewers on this gateway.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, []string{"viewers"}),
 	}
+	// Every stream size exists from the start, so the post-to-screen
+	// panel by size has its series before the first big stream.
+	for _, n := range []int{1, 100, 10_000} {
+		m.flushDone.WithLabelValues(sizeLabel(n))
+	}
 	if reg != nil {
 		reg.MustRegister(m.viewers, m.subscribes, m.unsubscribes, m.batches, m.invalid, m.gaps, m.gapsSent, m.resumes, m.slowCut, m.flushAge, m.postToFlush, m.relayAge,
 			m.flushDone)

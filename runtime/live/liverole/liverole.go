@@ -179,6 +179,7 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 	for _, p := range apiPatterns {
 		b.Handle(p, a)
 	}
+	b.HandleAdmin("GET /admin/live/streams", a.AdminStreams())
 	return nil
 }
 

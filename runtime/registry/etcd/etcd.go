@@ -208,10 +208,13 @@ func (r *Registry) keepAlive(id clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepA
 			return
 		}
 		r.log.Warn("registry lease lost", "lease", int64(id))
+		leaseLosses.Inc()
+		leaseRenewing.Set(1)
 		backoff := 100 * time.Millisecond
 		for {
 			next, nka, err := r.renew()
 			if err == nil {
+				leaseRenewing.Set(0)
 				id, ka = next, nka
 				r.log.Info("registry lease renewed", "lease", int64(id))
 				break
@@ -219,6 +222,7 @@ func (r *Registry) keepAlive(id clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepA
 			r.log.Warn("registry lease renewal failed", "err", err)
 			select {
 			case <-r.ctx.Done():
+				leaseRenewing.Set(0)
 				return
 			case <-time.After(backoff):
 			}

@@ -231,7 +231,11 @@ type DeliverRequest struct {
 	SessionIdLengths []uint32 `protobuf:"varint,5,rep,packed,name=session_id_lengths,json=sessionIdLengths,proto3" json:"session_id_lengths,omitempty"`
 	// variants[i] is the payload index for the i-th session; empty means 0
 	// for every session.
-	Variants      []uint32 `protobuf:"varint,6,rep,packed,name=variants,proto3" json:"variants,omitempty"`
+	Variants []uint32 `protobuf:"varint,6,rep,packed,name=variants,proto3" json:"variants,omitempty"`
+	// traceparent is the W3C trace context of the span that sent the
+	// batch, empty when it was not sampled: the stream outlives any one
+	// request, so its metadata cannot carry it.
+	Traceparent   string `protobuf:"bytes,7,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -308,6 +312,13 @@ func (x *DeliverRequest) GetVariants() []uint32 {
 	return nil
 }
 
+func (x *DeliverRequest) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
 // DeliverResponse ends a Deliver stream.
 type DeliverResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -368,7 +379,7 @@ const file_concord_transport_v1_gateway_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
 	"\bguild_id\x18\x02 \x01(\x06R\aguildId\".\n" +
 	"\x16SubscribeGuildResponse\x12\x14\n" +
-	"\x05found\x18\x01 \x01(\bR\x05found\"\xbf\x01\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\"\xe1\x01\n" +
 	"\x0eDeliverRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
@@ -376,7 +387,8 @@ const file_concord_transport_v1_gateway_proto_rawDesc = "" +
 	"\vsession_ids\x18\x04 \x01(\fR\n" +
 	"sessionIds\x12,\n" +
 	"\x12session_id_lengths\x18\x05 \x03(\rR\x10sessionIdLengths\x12\x1a\n" +
-	"\bvariants\x18\x06 \x03(\rR\bvariants\"+\n" +
+	"\bvariants\x18\x06 \x03(\rR\bvariants\x12 \n" +
+	"\vtraceparent\x18\a \x01(\tR\vtraceparent\"+\n" +
 	"\x0fDeliverResponse\x12\x18\n" +
 	"\abatches\x18\x01 \x01(\x04R\abatches2\xbb\x02\n" +
 	"\vGatewayNode\x12X\n" +

@@ -31,7 +31,10 @@ type RelayRequest struct {
 	// nodes are the targets per gateway node: node, session_ids,
 	// session_id_lengths and variants as in a DeliverRequest; their type
 	// and payloads are empty (the request's apply).
-	Nodes         []*DeliverRequest `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes []*DeliverRequest `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// traceparent is the W3C trace context of the span that sent the
+	// request, empty when it was not sampled (as in DeliverRequest).
+	Traceparent   string `protobuf:"bytes,4,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -87,6 +90,13 @@ func (x *RelayRequest) GetNodes() []*DeliverRequest {
 	return nil
 }
 
+func (x *RelayRequest) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
 // RelayResponse ends a Relay stream.
 type RelayResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -137,11 +147,12 @@ var File_concord_transport_v1_relay_proto protoreflect.FileDescriptor
 
 const file_concord_transport_v1_relay_proto_rawDesc = "" +
 	"\n" +
-	" concord/transport/v1/relay.proto\x12\x14concord.transport.v1\x1a\"concord/transport/v1/gateway.proto\"z\n" +
+	" concord/transport/v1/relay.proto\x12\x14concord.transport.v1\x1a\"concord/transport/v1/gateway.proto\"\x9c\x01\n" +
 	"\fRelayRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1a\n" +
 	"\bpayloads\x18\x02 \x03(\fR\bpayloads\x12:\n" +
-	"\x05nodes\x18\x03 \x03(\v2$.concord.transport.v1.DeliverRequestR\x05nodes\"+\n" +
+	"\x05nodes\x18\x03 \x03(\v2$.concord.transport.v1.DeliverRequestR\x05nodes\x12 \n" +
+	"\vtraceparent\x18\x04 \x01(\tR\vtraceparent\"+\n" +
 	"\rRelayResponse\x12\x1a\n" +
 	"\brequests\x18\x01 \x01(\x04R\brequests2_\n" +
 	"\tRelayNode\x12R\n" +

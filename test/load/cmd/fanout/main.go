@@ -2,7 +2,7 @@
 // node against a centrifuge broadcast to the same number of clients, and
 // prints a table. See package load.
 //
-//	go run ./test/load/cmd/fanout -n 1000,10000,50000
+//	go run ./test/load/cmd/fanout -n 1000,10000,50000 -plot docs/plots/fanout-cpu.svg
 package main
 
 import (
@@ -26,6 +26,7 @@ func main() {
 	payload := flag.Int("payload", 256, "payload bytes")
 	perSource := flag.Int("per-source", 20000, "client sockets per 127.x.y.z source address")
 	cpuprofile := flag.String("cpuprofile", "", "write the server process's CPU profile to this file")
+	plotFile := flag.String("plot", "", "also draw CPU per delivery against N for each system to this SVG file")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -55,6 +56,11 @@ func main() {
 	results, err := load.Run(ctx, opts)
 	if len(results) > 0 {
 		_ = load.WriteTable(os.Stdout, results)
+		if *plotFile != "" {
+			if perr := load.WritePlot(*plotFile, results); perr != nil {
+				fmt.Fprintln(os.Stderr, "fanout:", perr)
+			}
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fanout:", err)

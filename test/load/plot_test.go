@@ -1,0 +1,29 @@
+package load
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWritePlot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fanout.svg")
+	results := []Result{
+		{System: SystemGateway, N: 1000, CPUPerDelivery: 2 * time.Microsecond},
+		{System: SystemGateway, N: 10000, CPUPerDelivery: 3 * time.Microsecond},
+		{System: SystemCentrifuge, N: 1000, CPUPerDelivery: 5 * time.Microsecond},
+	}
+	if err := WritePlot(path, results); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	if !strings.HasPrefix(s, "<?xml") || !strings.Contains(s, "<svg") || !strings.Contains(s, SystemCentrifuge) {
+		t.Fatalf("not an SVG naming the systems: %.200s", s)
+	}
+}

@@ -48,6 +48,13 @@ type Result struct {
 	Linearizable map[string]porcupine.CheckResult
 	// Counts summarize the history.
 	Sends, Acked, Failed, Landed, Reads, Comments, CommentsAcked int
+	// Errors counts failed operations by kind and the start of their error.
+	Errors map[string]int
+	// Stale are reads that missed a message acknowledged before they
+	// began (not pushed out of their window by newer ones), or that lost
+	// one an earlier read had shown: porcupine's Illegal, explained. At
+	// most ten are listed.
+	Stale []string
 }
 
 // OK is true when nothing was violated and every channel was found
@@ -77,6 +84,17 @@ func (r Result) String() string {
 	for _, c := range chans {
 		fmt.Fprintf(&b, "channel %s: linearizable %s\n", c, r.Linearizable[c])
 	}
+	errs := make([]string, 0, len(r.Errors))
+	for e := range r.Errors {
+		errs = append(errs, e)
+	}
+	sort.Strings(errs)
+	for _, e := range errs {
+		fmt.Fprintf(&b, "failed %d: %s\n", r.Errors[e], e)
+	}
+	for _, s := range r.Stale {
+		fmt.Fprintf(&b, "STALE READ: %s\n", s)
+	}
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "VIOLATION: %s\n", v)
 	}
@@ -85,7 +103,16 @@ func (r Result) String() string {
 
 // Check judges in.
 func Check(in Input) Result {
-	res := Result{Linearizable: map[string]porcupine.CheckResult{}}
+	res := Result{Linearizable: map[string]porcupine.CheckResult{}, Errors: map[string]int{}}
+	for _, op := range in.Ops {
+		if !op.OK {
+			e := op.Err
+			if len(e) > 60 {
+				e = e[:60]
+			}
+			res.Errors[string(op.Kind)+": "+e]++
+		}
+	}
 	bad := func(format string, args ...any) {
 		res.Violations = append(res.Violations, fmt.Sprintf(format, args...))
 	}
@@ -185,6 +212,7 @@ func Check(in Input) Result {
 	}
 	// Linearizability of each channel's sends and reads (porcupine).
 	res.Linearizable = linearizable(in, landed2set(landed), seenInRead)
+	res.Stale = staleReads(in.Ops)
 	// Visibility: no session saw a message of a channel hidden from it.
 	hidden := map[string]bool{}
 	for user, chans := range in.Hidden {
@@ -390,6 +418,78 @@ func nonces(msgs []Msg) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.Nonce
+	}
+	return out
+}
+
+// staleReads lists reads that could not have been linearized, found
+// directly: a read that began after a send was acknowledged and does not
+// show it although its window reaches back to it (it returned fewer than
+// its limit, or a message older than the send); a read that began after
+// another read returned and misses a message that one showed, within its
+// window.
+func staleReads(ops []Op) []string {
+	type ack struct {
+		id    uint64
+		nonce string
+		ret   time.Time
+	}
+	type shown struct {
+		msgs map[string]bool
+		old  uint64 // oldest id shown
+		ret  time.Time
+	}
+	acks := map[string][]ack{}
+	reads := map[string][]Op{}
+	for _, op := range ops {
+		switch {
+		case op.Kind == Send && op.OK:
+			id, _ := strconv.ParseUint(op.ID, 10, 64)
+			acks[op.Channel] = append(acks[op.Channel], ack{id, op.Nonce, op.Return})
+		case op.Kind == Read && op.OK:
+			reads[op.Channel] = append(reads[op.Channel], op)
+		}
+	}
+	var out []string
+	for ch, rs := range reads {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].Call.Before(rs[j].Call) })
+		for i, r := range rs {
+			has := map[string]bool{}
+			var oldest uint64 = math.MaxUint64
+			for _, m := range r.Msgs {
+				has[m.Nonce] = true
+				if id, _ := strconv.ParseUint(m.ID, 10, 64); id < oldest {
+					oldest = id
+				}
+			}
+			reaches := func(id uint64) bool { return len(r.Msgs) < r.Limit || id >= oldest }
+			for _, a := range acks[ch] {
+				if a.ret.Before(r.Call) && reaches(a.id) && !has[a.nonce] {
+					out = append(out, fmt.Sprintf("channel %s: read at %s (%d messages) misses %s (id %d), acknowledged %v before the read began",
+						ch, r.Call.Format("15:04:05.000"), len(r.Msgs), a.nonce, a.id, r.Call.Sub(a.ret).Round(time.Millisecond)))
+					break
+				}
+			}
+			// The latest earlier read that returned before this one began.
+			for k := i - 1; k >= 0; k-- {
+				p := rs[k]
+				if !p.Return.Before(r.Call) {
+					continue
+				}
+				for _, m := range p.Msgs {
+					id, _ := strconv.ParseUint(m.ID, 10, 64)
+					if reaches(id) && !has[m.Nonce] {
+						out = append(out, fmt.Sprintf("channel %s: read at %s misses %s (id %s), which a read that returned %v earlier showed",
+							ch, r.Call.Format("15:04:05.000"), m.Nonce, m.ID, r.Call.Sub(p.Return).Round(time.Millisecond)))
+						break
+					}
+				}
+				break
+			}
+			if len(out) >= 10 {
+				return out
+			}
+		}
 	}
 	return out
 }

@@ -121,6 +121,9 @@ func TestCheckFindsEachViolation(t *testing.T) {
 				if r.Linearizable["c"] != porcupine.Illegal {
 					t.Fatalf("porcupine says %s, want Illegal:\n%s", r.Linearizable["c"], r)
 				}
+				if c.name == "stale read" && len(r.Stale) == 0 {
+					t.Fatalf("no stale read named:\n%s", r)
+				}
 				return
 			}
 			if !strings.Contains(strings.Join(r.Violations, "\n"), c.want) {

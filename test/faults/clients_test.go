@@ -93,7 +93,7 @@ func (m wireMsg) msg() history.Msg {
 }
 
 // writer sends messages to channels in a loop, recording each send.
-func (a *api) writer(ctx context.Context, rec *history.Recorder, client int, u user, chans []string, mention string, mentionIn string, stop *atomic.Bool, wg *sync.WaitGroup) {
+func (a *api) writer(ctx context.Context, rec *history.Recorder, client int, u user, chans []string, mention string, mentionIn string, pace time.Duration, stop *atomic.Bool, wg *sync.WaitGroup) {
 	defer wg.Done()
 	rng := rand.New(rand.NewPCG(uint64(client), 28))
 	for i := 0; !stop.Load() && ctx.Err() == nil; i++ {
@@ -122,12 +122,12 @@ func (a *api) writer(ctx context.Context, rec *history.Recorder, client int, u u
 				op.Definite = status/100 == 4 && status != 408
 			}
 		})
-		// A chatty user, not a flood: about five messages a second per
-		// writer keeps the history checkable and the shared machine
-		// usable; a failing client backs off a little more, as bots do.
-		pause := 200 * time.Millisecond
+		// pace between sends (a chatty user, not a flood, keeps the
+		// history checkable and the shared machine usable); a failing
+		// client backs off a little more, as bots do.
+		pause := pace
 		if err != nil || status/100 != 2 {
-			pause = 300 * time.Millisecond
+			pause += 100 * time.Millisecond
 		}
 		time.Sleep(pause)
 	}

@@ -212,7 +212,7 @@ func Check(in Input) Result {
 	}
 	// Linearizability of each channel's sends and reads (porcupine).
 	res.Linearizable = linearizable(in, landed2set(landed), seenInRead)
-	res.Stale = staleReads(in.Ops)
+	res.Stale = staleReads(in.Ops, in.Final)
 	// Visibility: no session saw a message of a channel hidden from it.
 	hidden := map[string]bool{}
 	for user, chans := range in.Hidden {
@@ -428,7 +428,7 @@ func nonces(msgs []Msg) []string {
 // its limit, or a message older than the send); a read that began after
 // another read returned and misses a message that one showed, within its
 // window.
-func staleReads(ops []Op) []string {
+func staleReads(ops []Op, final map[string][]Msg) []string {
 	type ack struct {
 		id    uint64
 		nonce string
@@ -450,7 +450,49 @@ func staleReads(ops []Op) []string {
 			reads[op.Channel] = append(reads[op.Channel], op)
 		}
 	}
+	sends := map[string]Op{}
+	for _, op := range ops {
+		if op.Kind == Send {
+			sends[op.Nonce] = op
+		}
+	}
 	var out []string
+	// Holes: a read showed messages on both sides of one it did not show
+	// (and the final history has): that one became visible after newer
+	// ones were, so no single order agrees with both reads.
+	holes := map[string]bool{} // one line per message found in a hole
+	for ch, rs := range reads {
+		for _, r := range rs {
+			if len(r.Msgs) == 0 || len(holes) >= 10 {
+				continue
+			}
+			lo, _ := strconv.ParseUint(r.Msgs[0].ID, 10, 64)
+			hi, _ := strconv.ParseUint(r.Msgs[len(r.Msgs)-1].ID, 10, 64)
+			has := map[string]bool{}
+			for _, m := range r.Msgs {
+				has[m.ID] = true
+			}
+			for _, m := range final[ch] {
+				id, _ := strconv.ParseUint(m.ID, 10, 64)
+				if id <= lo || id >= hi || has[m.ID] || holes[m.Nonce] {
+					continue
+				}
+				s := sends[m.Nonce]
+				state := "acknowledged"
+				switch {
+				case !s.OK:
+					state = "failed (" + s.Err + ")"
+				case s.Return.After(r.Return):
+					state = "acknowledged after the read returned"
+				}
+				out = append(out, fmt.Sprintf("channel %s: read %s–%s showed %s..%s without %s (id %s) between them; its send ran %s–%s, %s",
+					ch, r.Call.Format("15:04:05.000"), r.Return.Format("15:04:05.000"), r.Msgs[0].Nonce, r.Msgs[len(r.Msgs)-1].Nonce,
+					m.Nonce, m.ID, s.Call.Format("15:04:05.000"), s.Return.Format("15:04:05.000"), state))
+				holes[m.Nonce] = true
+				break
+			}
+		}
+	}
 	for ch, rs := range reads {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].Call.Before(rs[j].Call) })
 		for i, r := range rs {

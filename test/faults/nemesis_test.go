@@ -77,8 +77,13 @@ func plan(seed uint64, schedule string, n int, names map[string][]string) []faul
 	}
 	var out []fault
 	kinds := []string{"kill", "isolate", "split", "oneway", "pause", "skew"}
-	for range n {
+	// Every kind once first, in an order of the seed's, then any.
+	order := rng.Perm(len(kinds))
+	for i := range n {
 		f := fault{kind: kinds[rng.IntN(len(kinds))], hold: hold()}
+		if i < len(order) {
+			f.kind = kinds[order[i]]
+		}
 		switch f.kind {
 		case "kill":
 			pool := slices.Concat(names["cassandra"], names["kafka"], names["etcd"], names["concord"])

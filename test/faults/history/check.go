@@ -434,11 +434,6 @@ func staleReads(ops []Op, final map[string][]Msg) []string {
 		nonce string
 		ret   time.Time
 	}
-	type shown struct {
-		msgs map[string]bool
-		old  uint64 // oldest id shown
-		ret  time.Time
-	}
 	acks := map[string][]ack{}
 	reads := map[string][]Op{}
 	for _, op := range ops {

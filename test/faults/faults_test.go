@@ -349,7 +349,7 @@ func tails(c *topology.Cluster) string {
 // figures are what users saw during and after each fault: send
 // availability (acknowledged / attempted), p99 send latency during the
 // fault and in the 15 s after, time from the heal until sends succeed
-// again (five in a row), and gateway sessions resumed vs identified anew.
+// again, and gateway sessions resumed vs identified anew.
 func figures(windows []window, ops []history.Op, sessions []*session, begin, end time.Time) string {
 	var sends []history.Op
 	for _, op := range ops {
@@ -395,28 +395,24 @@ func figures(windows []window, ops []history.Op, sessions []*session, begin, end
 	for _, w := range windows {
 		n, a, p := stats(w.start, w.healed)
 		_, _, pa := stats(w.healed, w.healed.Add(15*time.Second))
+		// Time to recover: from the heal until the first acknowledged
+		// send invoked after the last send that failed (invoked during
+		// the fault or in the 15 s after); 0 when none failed or sends
+		// were back before the heal.
 		back := time.Duration(0)
-		run := 0
-		var first time.Time
-		failedSince := false
+		var lastFail time.Time
 		for _, op := range sends {
-			if op.Call.Before(w.healed.Add(-2 * time.Second)) {
-				continue
-			}
-			if !op.OK {
-				failedSince, run = true, 0
-				continue
-			}
-			if run == 0 {
-				first = op.Call
-			}
-			run++
-			if run == 5 {
-				break
+			if !op.OK && !op.Call.Before(w.start) && op.Call.Before(w.healed.Add(15*time.Second)) && op.Return.After(lastFail) {
+				lastFail = op.Return
 			}
 		}
-		if failedSince && run == 5 && first.After(w.healed) {
-			back = first.Sub(w.healed)
+		if !lastFail.IsZero() {
+			for _, op := range sends {
+				if op.OK && op.Call.After(lastFail) {
+					back = max(0, op.Call.Sub(w.healed))
+					break
+				}
+			}
 		}
 		res, ids := 0, 0
 		for _, s := range sessions {

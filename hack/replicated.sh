@@ -357,7 +357,11 @@ start_all() {
 case "${1:-}" in
 start) start_all ;;
 stop)
-	for n in kafka-1 kafka-2 kafka-3 cassandra-3 cassandra-2 cassandra-1; do stop_node "$n"; done
+	# The brokers together: the last of three stopped one by one has no
+	# controller quorum left for its controlled shutdown and hangs.
+	for n in kafka-1 kafka-2 kafka-3; do stop_node "$n" & done
+	wait
+	for n in cassandra-3 cassandra-2 cassandra-1; do stop_node "$n"; done
 	;;
 status)
 	for n in cassandra-1 cassandra-2 cassandra-3 kafka-1 kafka-2 kafka-3; do

@@ -3,8 +3,12 @@
 #   make run       build and start `concord dev` (every role in one process)
 #   make run-cluster  start a local cluster: etcd x3, Cassandra, Kafka, Redis, 18 `concord serve`
 #                  processes (chat, voice and live comments) behind HAProxy (hack/run-cluster.sh);
-#                  Ctrl-C stops it; rm -rf .concord-cluster starts over
+#                  Ctrl-C stops it; rm -rf .concord-cluster starts over; REPLICATED=1 puts it on
+#                  three Cassandra nodes (rf=3) and three Kafka brokers (hack/replicated.sh)
 #   make test      install and start what the tests need, then run them all
+#   make test-faults  the durability suite (test/faults): a nemesis from a printed seed kills,
+#                  partitions, pauses and skews processes of a split cluster on replicated
+#                  Cassandra and Kafka while clients run; a checker judges their history
 #   make bench     run the benchmarks recorded in docs/benchmarks.md
 #   make cluster-up   a single-node Kubernetes in its own namespaces (hack/node/up.sh)
 #   make test-e2e  the operator's end-to-end suite on that node (test/kube)
@@ -29,7 +33,7 @@ export CONCORD_CACHE := $(CACHE)
 # once; `make GOTOOLCHAIN=local ...` overrides it.
 export GOTOOLCHAIN := $(shell sed -n 's/^toolchain //p' go.mod)
 
-.PHONY: all build run run-cluster test test-unit test-deps bench lint lint-fast generate web clean cluster-up cluster-down test-e2e
+.PHONY: all build run run-cluster test test-unit test-deps test-faults bench lint lint-fast generate web clean cluster-up cluster-down test-e2e
 
 all: build
 
@@ -39,8 +43,9 @@ build:
 run: build
 	$(BIN)/concord dev --http=$(HTTP) --data-dir=$(DATA_DIR)
 
+REPLICATED ?= 0
 run-cluster: build
-	CONCORD_BIN=$(CURDIR)/$(BIN)/concord bash hack/run-cluster.sh
+	REPLICATED=$(REPLICATED) CONCORD_BIN=$(CURDIR)/$(BIN)/concord bash hack/run-cluster.sh
 
 # test-deps installs and starts every real server and client the tests use;
 # it writes their addresses to $(CACHE)/test-env.sh, which `test` sources.
@@ -59,6 +64,27 @@ test: test-deps lint
 		$(GO) test -tags integration $(GOTESTFLAGS) ./runtime/api/ ./test/conformance/
 	@echo "==> chaos: kill -9 one replica of each role, the Redis, an etcd member and the Kafka broker under traffic (test/cluster TestChaos, alone: 15 processes)"
 	. $(CACHE)/test-env.sh && $(GO) test -tags integration,chaos $(GOTESTFLAGS) -run TestChaos ./test/cluster/
+	@echo "==> durability under faults, short schedule: one minority split and one Cassandra replica killed, on three Cassandra nodes (rf=3) and three Kafka brokers (hack/replicated.sh), history checked (test/faults; the full schedule is make test-faults)"
+	bash hack/replicated.sh start
+	. $(CACHE)/test-env.sh && . $(CACHE)/replicated/env.sh && CONCORD_FAULTS_SCHEDULE=short \
+		$(GO) test -tags faults $(GOTESTFLAGS) ./test/faults/
+
+# test-faults runs the durability suite's full schedule: FAULTS_COUNT faults
+# drawn from a seed (printed; FAULTS_SEED replays it) among kill -9 and
+# restart of any process, network partitions between the loopback test hosts
+# (one node isolated, a minority split, a one-way drop), SIGSTOP pauses and a
+# Cassandra node's clock skewed with libfaketime, then the history checker.
+# About 15 s per fault plus 15 s of quiet after each, and about 5 minutes
+# to start and check: 8 faults take some 10-15 minutes. Needs root
+# (iptables, cgroups). The replicated servers stay up afterwards, as the
+# test servers do: bash hack/replicated.sh stop.
+FAULTS_COUNT ?= 8
+FAULTS_SEED ?=
+test-faults: test-deps
+	bash hack/replicated.sh start
+	. $(CACHE)/test-env.sh && . $(CACHE)/replicated/env.sh && \
+		CONCORD_FAULTS_SCHEDULE=full CONCORD_FAULTS_COUNT=$(FAULTS_COUNT) CONCORD_FAULTS_SEED=$(FAULTS_SEED) \
+		$(GO) test -tags faults -count=1 -timeout 45m -v ./test/faults/
 
 # test-unit runs only the tests that need no external server, without the
 # heavy ones (-short).

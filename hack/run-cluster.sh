@@ -33,6 +33,9 @@
 #   CLUSTER_ETCD   the etcd binary [built by hack/envtest/build.sh]
 #   CLUSTER_PROXY_PROTOCOL  1: HAProxy sends PROXY protocol v2 and the nodes trust it, 0: off [1]
 #   CONCORD_CACHE  where the test servers and etcd are cached [~/.cache/concord]
+#   REPLICATED     1: the store and event log are hack/replicated.sh's three Cassandra nodes
+#                  (rf=3) and three Kafka brokers (replication 3) instead of the single-node
+#                  test servers [0]; `make run-cluster REPLICATED=1`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -148,10 +151,27 @@ if [[ -z $BIN ]]; then
 	BIN=$ROOT/bin/concord
 fi
 
-log "Cassandra, Kafka and Redis (hack/ scripts; started if not running)"
-CASS=$(bash hack/cassandra/start.sh)
-bash hack/kafka/kafka.sh start >&2
-KAFKA=$(bash hack/kafka/kafka.sh addr)
+# REPLICATED=1 switches the store and the event log to the three-node
+# Cassandra (rf=3, LOCAL_QUORUM) and the three Kafka brokers (replication 3,
+# min.insync.replicas 2, acks=all) of hack/replicated.sh, started if not
+# running; the single-node test servers stay as they are.
+if [[ ${REPLICATED:-0} == 1 ]]; then
+	log "replicated Cassandra x3 and Kafka x3, and Redis (hack/replicated.sh, hack/redis; started if not running)"
+	bash hack/replicated.sh start >&2
+	# shellcheck disable=SC1091
+	. "$CACHE/replicated/env.sh"
+	CASS=$CONCORD_REPL_CASSANDRA
+	KAFKA=$CONCORD_REPL_KAFKA
+	STORE_OPTS="rf=3"
+	KAFKA_OPTS="replication=3&"
+else
+	log "Cassandra, Kafka and Redis (hack/ scripts; started if not running)"
+	CASS=$(bash hack/cassandra/start.sh)
+	bash hack/kafka/kafka.sh start >&2
+	KAFKA=$(bash hack/kafka/kafka.sh addr)
+	STORE_OPTS="rf=1"
+	KAFKA_OPTS=""
+fi
 REDIS=$(bash hack/redis/start.sh | sed -n 's/^export CONCORD_TEST_REDIS=//p')
 [[ -n $CASS && -n $KAFKA && -n $REDIS ]] || die "a backend gave no address (cassandra '$CASS', kafka '$KAFKA', redis '$REDIS')"
 
@@ -185,8 +205,8 @@ chmod 600 "$RUN/server-key" "$RUN/admin-token"
 
 COMMON=(
 	--registry="etcd://$ETCD_CLIENTS"
-	--store="cassandra://$CASS/$KEYSPACE?rf=1"
-	--eventlog="kafka://$KAFKA?topic_prefix=$KEYSPACE."
+	--store="cassandra://$CASS/$KEYSPACE?$STORE_OPTS"
+	--eventlog="kafka://$KAFKA?${KAFKA_OPTS}topic_prefix=$KEYSPACE."
 	--server-key="$(cat "$RUN/server-key")"
 	--admin-token="$(cat "$RUN/admin-token")"
 	--data-nodes=ring

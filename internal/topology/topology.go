@@ -126,6 +126,17 @@ type Options struct {
 	Verbose bool
 	// ReadyTimeout bounds the start of every node; 90 s when zero.
 	ReadyTimeout time.Duration
+	// Extra are more nodes, started after the others (read-state nodes,
+	// say), not behind the balancer.
+	Extra []Extra
+}
+
+// Extra is one more node of Options.Extra.
+type Extra struct {
+	// Name is its --node; Roles its --roles.
+	Name, Roles string
+	// Flags it gets after the common ones and Options.Flags.
+	Flags []string
 }
 
 // Node is one process of a cluster: a `concord serve` node, or HAProxy.
@@ -144,6 +155,43 @@ type Node struct {
 
 // Output is everything the node wrote so far.
 func (n *Node) Output() string { return n.logs.String() }
+
+// Pid is the node's current process id.
+func (n *Node) Pid() int { return n.cmd.Process.Pid }
+
+// Exited is closed when the node's current process has exited.
+func (n *Node) Exited() <-chan struct{} { return n.done }
+
+// Kill kills the node's process with SIGKILL (resuming it first, should
+// it be stopped) and waits until it has exited. Its data directory stays,
+// for Restart.
+func (n *Node) Kill() {
+	_ = n.cmd.Process.Signal(syscall.SIGCONT)
+	_ = n.cmd.Process.Kill()
+	<-n.done
+}
+
+// Restart starts a node that has exited again with the same command line
+// (address, data directory, flags) and waits until it is ready. The fault
+// tests kill and restart nodes under traffic.
+func (n *Node) Restart(ctx context.Context, timeout time.Duration) error {
+	select {
+	case <-n.done:
+	default:
+		return fmt.Errorf("%s: restart while running", n.Name)
+	}
+	cmd := exec.Command(n.cmd.Path, n.cmd.Args[1:]...)
+	cmd.Stdout, cmd.Stderr = n.cmd.Stdout, n.cmd.Stderr
+	n.done = make(chan struct{})
+	n.cmd = cmd
+	if err := cmd.Start(); err != nil {
+		close(n.done)
+		return fmt.Errorf("restart %s: %w", n.Name, err)
+	}
+	done := n.done
+	go func() { _ = cmd.Wait(); close(done) }()
+	return n.awaitReady(ctx, time.Now().Add(timeout))
+}
 
 // Cluster is a running topology.
 type Cluster struct {
@@ -288,6 +336,11 @@ func Start(ctx context.Context, b *Backends, o Options) (*Cluster, error) {
 			return fail(err)
 		}
 		if _, err := start("live-log-1", "live-router,live-archiver", live...); err != nil {
+			return fail(err)
+		}
+	}
+	for _, e := range o.Extra {
+		if _, err := start(e.Name, e.Roles, e.Flags...); err != nil {
 			return fail(err)
 		}
 	}

@@ -51,8 +51,11 @@ type Config struct {
 	// Partitions is the partition count of topics Append creates.
 	// Default 8.
 	Partitions int
-	// ReplicationFactor of topics this client creates. Default 1 in a
-	// single-broker cluster; set 3 in production.
+	// ReplicationFactor of topics this client creates. Default: the
+	// brokers' default.replication.factor (KIP-464; 1 with a Version
+	// below 2.4.0, which cannot ask for it), so a client left unset on a
+	// three-broker cluster configured for replication does not create
+	// topics one broker's loss would lose.
 	ReplicationFactor int16
 	// CommitInterval is how often marked offsets are committed. Default 1s.
 	CommitInterval time.Duration
@@ -231,9 +234,6 @@ func New(ctx context.Context, cfg Config) (*Log, error) {
 	if cfg.Partitions <= 0 {
 		cfg.Partitions = 8
 	}
-	if cfg.ReplicationFactor <= 0 {
-		cfg.ReplicationFactor = 1
-	}
 	if cfg.CommitInterval <= 0 {
 		cfg.CommitInterval = time.Second
 	}
@@ -264,6 +264,15 @@ func New(ctx context.Context, cfg Config) (*Log, error) {
 	}
 	if !v.IsAtLeast(sarama.V2_1_0_0) {
 		return nil, fmt.Errorf("%w: kafka version %s is below 2.1.0", eventlog.ErrInvalid, v)
+	}
+	if cfg.ReplicationFactor <= 0 {
+		// -1 asks the broker for its default.replication.factor; a fixed
+		// 1 here once made every topic unreplicated on a replicated
+		// cluster unless the URL said replication=3.
+		cfg.ReplicationFactor = -1
+		if !v.IsAtLeast(sarama.V2_4_0_0) {
+			cfg.ReplicationFactor = 1
+		}
 	}
 	l := &Log{cfg: cfg, version: v, topics: map[string]bool{}}
 	if err := ctx.Err(); err != nil {

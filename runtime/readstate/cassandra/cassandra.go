@@ -43,7 +43,10 @@ type Config struct {
 	// Consistency of reads and writes. Default "LOCAL_QUORUM".
 	Consistency string
 	// ReplicationFactor of a keyspace this store creates (SimpleStrategy).
-	// Default 1. An existing keyspace is never altered.
+	// Default: the number of nodes the contacted node knows, at most 3 (as
+	// runtime/store/cassandra decides, since both share a keyspace and
+	// whichever starts first creates it). An existing keyspace is never
+	// altered.
 	ReplicationFactor int
 	// Timeout bounds each request. Default 10s.
 	Timeout time.Duration
@@ -127,9 +130,6 @@ func complete(cfg Config) (Config, gocql.Consistency, error) {
 	if cfg.Consistency == "" {
 		cfg.Consistency = "LOCAL_QUORUM"
 	}
-	if cfg.ReplicationFactor <= 0 {
-		cfg.ReplicationFactor = 1
-	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
@@ -151,6 +151,15 @@ func complete(cfg Config) (Config, gocql.Consistency, error) {
 
 // createSchema creates the keyspace and tables if missing, on boot.
 func createSchema(ctx context.Context, boot *gocql.Session, cfg Config) error {
+	if cfg.ReplicationFactor <= 0 {
+		// A fixed 1 here once made the shared keyspace unreplicated on a
+		// three-node ring whenever a read-state node created it first.
+		n, err := clusterSize(ctx, boot)
+		if err != nil {
+			return err
+		}
+		cfg.ReplicationFactor = min(n, 3)
+	}
 	stmts := []string{
 		fmt.Sprintf(`CREATE KEYSPACE IF NOT EXISTS %s WITH replication = {'class': 'SimpleStrategy', 'replication_factor': %d}`,
 			cfg.Keyspace, cfg.ReplicationFactor),
@@ -433,4 +442,19 @@ func (st *Store) Close() error {
 // String names the store for logs.
 func (st *Store) String() string {
 	return "cassandra(" + strings.Join(st.cfg.Hosts, ",") + "/" + st.cfg.Keyspace + ")"
+}
+
+// clusterSize counts the nodes the contacted node knows: itself and its
+// peers.
+func clusterSize(ctx context.Context, s *gocql.Session) (int, error) {
+	n := 1
+	iter := s.Query(`SELECT peer FROM system.peers`).Consistency(gocql.One).IterContext(ctx)
+	var peer any
+	for iter.Scan(&peer) {
+		n++
+	}
+	if err := iter.Close(); err != nil {
+		return 0, wrap("count peers", err)
+	}
+	return n, nil
 }

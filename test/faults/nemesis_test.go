@@ -1,0 +1,266 @@
+//go:build faults
+
+package faults
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fault is one step of a schedule.
+type fault struct {
+	// kind: kill (SIGKILL, held down, restarted), isolate (cut one process
+	// off from every other), split (a minority of one node of each
+	// replicated system and one guild node against the rest), oneway
+	// (drop what one process sends another), pause (SIGSTOP, SIGCONT),
+	// skew (a Cassandra node restarted with its clock moved by
+	// libfaketime, then restarted right).
+	kind    string
+	targets []string
+	hold    time.Duration
+	skew    string // skew: the libfaketime offset
+}
+
+func (f fault) String() string {
+	s := fmt.Sprintf("%s %s for %v", f.kind, strings.Join(f.targets, ","), f.hold)
+	if f.skew != "" {
+		s += " (clock " + f.skew + ")"
+	}
+	return s
+}
+
+// window is when a fault acted: from start until healed (the process
+// back, the rules gone).
+type window struct {
+	f             fault
+	start, healed time.Time
+	err           error
+}
+
+// nemesis acts out a schedule on the targets.
+type nemesis struct {
+	t       *testing.T
+	net     *net
+	targets map[string]*target
+	replDir string
+	logf    func(format string, args ...any)
+}
+
+// plan draws a schedule from seed: "short" is one partition (a minority
+// split) and one replica loss (a Cassandra node killed and restarted);
+// "full" is n faults of every kind.
+func plan(seed uint64, schedule string, n int, names map[string][]string) []fault {
+	rng := rand.New(rand.NewPCG(seed, seed>>32|1))
+	pick := func(kind string) string { l := names[kind]; return l[rng.IntN(len(l))] }
+	minority := func() []string {
+		i := 1 + rng.IntN(3)
+		return []string{fmt.Sprintf("cassandra-%d", i), fmt.Sprintf("kafka-%d", i), fmt.Sprintf("etcd-%d", i), pick("guild")}
+	}
+	hold := func() time.Duration { return time.Duration(10+rng.IntN(11)) * time.Second }
+	if schedule == "none" { // the workload and the checker alone: a baseline
+		return nil
+	}
+	if schedule == "short" {
+		return []fault{
+			{kind: "split", targets: minority(), hold: 20 * time.Second},
+			{kind: "kill", targets: []string{pick("cassandra")}, hold: 15 * time.Second},
+		}
+	}
+	var out []fault
+	kinds := []string{"kill", "isolate", "split", "oneway", "pause", "skew"}
+	// Every kind once first, in an order of the seed's, then any.
+	order := rng.Perm(len(kinds))
+	for i := range n {
+		f := fault{kind: kinds[rng.IntN(len(kinds))], hold: hold()}
+		if i < len(order) {
+			f.kind = kinds[order[i]]
+		}
+		switch f.kind {
+		case "kill":
+			pool := slices.Concat(names["cassandra"], names["kafka"], names["etcd"], names["concord"])
+			f.targets = []string{pool[rng.IntN(len(pool))]}
+		case "isolate":
+			f.targets = []string{pick([]string{"cassandra", "kafka", "etcd", "guild"}[rng.IntN(4)])}
+		case "split":
+			f.targets = minority()
+		case "oneway":
+			kind := []string{"cassandra", "kafka", "etcd"}[rng.IntN(3)]
+			l := names[kind]
+			i := rng.IntN(len(l))
+			j := (i + 1 + rng.IntN(len(l)-1)) % len(l)
+			f.targets = []string{l[i], l[j]}
+		case "pause":
+			pool := slices.Concat(names["cassandra"], names["kafka"], names["etcd"], names["guild"], names["concord"])
+			f.targets = []string{pool[rng.IntN(len(pool))]}
+		case "skew":
+			f.targets = []string{pick("cassandra")}
+			f.skew = []string{"+45s", "-45s"}[rng.IntN(2)]
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// attachAll moves every running target into its cgroup (a restarted
+// process starts outside it).
+func (n *nemesis) attachAll() error {
+	for name, tg := range n.targets {
+		if pid := tg.pid(); pid != 0 {
+			if err := n.net.attach(name, pid); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (n *nemesis) endpoints(name string) ([]endpoint, error) {
+	tg := n.targets[name]
+	if tg == nil {
+		return nil, fmt.Errorf("no target %s", name)
+	}
+	return tg.endpoints()
+}
+
+// partition builds the rules cutting group from every other target, both
+// ways.
+func (n *nemesis) partition(group []string) ([]rule, error) {
+	in := map[string]bool{}
+	for _, g := range group {
+		in[g] = true
+	}
+	var rules []rule
+	eps := map[string][]endpoint{}
+	for name := range n.targets {
+		e, err := n.endpoints(name)
+		if err != nil {
+			return nil, err
+		}
+		eps[name] = e
+	}
+	for _, a := range group {
+		for b := range n.targets {
+			if in[b] {
+				continue
+			}
+			for _, e := range eps[b] {
+				rules = append(rules, rule{from: a, to: e})
+			}
+			for _, e := range eps[a] {
+				rules = append(rules, rule{from: b, to: e})
+			}
+		}
+	}
+	return rules, nil
+}
+
+// act performs f and undoes it; the returned window says when.
+func (n *nemesis) act(ctx context.Context, f fault) (w window) {
+	w.f = f
+	n.logf("nemesis: %s", f)
+	w.start = time.Now()
+	defer func() {
+		w.healed = time.Now()
+		if w.err != nil {
+			n.logf("nemesis: %s: %v", f, w.err)
+		}
+	}()
+	tg := n.targets[f.targets[0]]
+	hold := func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(f.hold): // the fault's length is the schedule's, not an event's
+		}
+	}
+	switch f.kind {
+	case "kill":
+		if w.err = tg.kill(); w.err != nil {
+			return
+		}
+		hold()
+		w.err = tg.start(ctx)
+	case "isolate", "split", "oneway":
+		if w.err = n.attachAll(); w.err != nil {
+			return
+		}
+		var rules []rule
+		switch f.kind {
+		case "isolate":
+			rules, w.err = n.partition(f.targets)
+		case "split":
+			rules, w.err = n.partition(f.targets)
+		case "oneway":
+			var eps []endpoint
+			eps, w.err = n.endpoints(f.targets[1])
+			for _, e := range eps {
+				rules = append(rules, rule{from: f.targets[0], to: e})
+			}
+		}
+		if w.err != nil {
+			return
+		}
+		if w.err = n.net.apply(rules); w.err != nil {
+			return
+		}
+		hold()
+		w.err = n.net.heal()
+	case "pause":
+		pid := tg.pid()
+		if pid == 0 {
+			w.err = fmt.Errorf("%s is not running", tg.name)
+			return
+		}
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+		hold()
+		w.err = syscall.Kill(pid, syscall.SIGCONT)
+	case "skew":
+		file := filepath.Join(n.replDir, tg.name, "faketime")
+		if w.err = os.WriteFile(file, []byte(f.skew), 0o644); w.err != nil {
+			return
+		}
+		defer os.Remove(file)
+		if w.err = tg.kill(); w.err != nil {
+			return
+		}
+		if w.err = tg.start(ctx); w.err != nil {
+			return
+		}
+		hold()
+		os.Remove(file)
+		if w.err = tg.kill(); w.err != nil {
+			return
+		}
+		w.err = tg.start(ctx)
+	default:
+		w.err = fmt.Errorf("unknown fault %q", f.kind)
+	}
+	return
+}
+
+// names groups the targets' names by kind (and "guild" for guild nodes,
+// "concord" for the other Concord nodes but HAProxy).
+func groupNames(targets map[string]*target) map[string][]string {
+	out := map[string][]string{}
+	for name, tg := range targets {
+		switch {
+		case strings.HasPrefix(name, "guild-"):
+			out["guild"] = append(out["guild"], name)
+		case name == "haproxy":
+		default:
+			out[tg.kind] = append(out[tg.kind], name)
+		}
+	}
+	for _, l := range out {
+		sort.Strings(l)
+	}
+	return out
+}

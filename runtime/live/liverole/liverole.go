@@ -179,7 +179,7 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 	if gw, ok := role.Lookup(b.Seams, gatewayKey); ok {
 		deps.Live = gw
 	} else if !b.Dev() {
-		fw, err := newForwarder(b)
+		fw, err := newForwarder(b, brd)
 		if err != nil {
 			return err
 		}

@@ -54,6 +54,12 @@ type outFrame struct {
 	lazy       bool  // bookkeeping (viewers, ping, reactions): may wait for an event's flush
 	onlyAuthor snowflake.ID
 	retract    *live.Retraction // to viewers that were sent rt.Seq
+	// boost: a sampled stream's rest-tier comment (or its retraction),
+	// shown to its author and to local viewers who are the author's
+	// friends; fans is the author's entry of the hub's index, taken at
+	// the flush.
+	boost bool
+	fans  map[snowflake.ID]int
 }
 
 // addPendingLocked queues f for the stream's next flush and arms it. h.mu
@@ -214,6 +220,12 @@ func (h *hub) flush() {
 				personal = map[snowflake.ID]bool{}
 			}
 			personal[f.onlyAuthor] = true
+			if f.boost {
+				f.fans = h.fans[f.onlyAuthor]
+				for u := range f.fans {
+					personal[u] = true
+				}
+			}
 			continue
 		}
 		shared = append(shared, f.frame...)
@@ -305,7 +317,7 @@ func (v *viewer) wants(f *outFrame) bool {
 	if f.gen <= v.joinGen || (f.seq >= 0 && f.seq <= v.lastSent) {
 		return false
 	}
-	if f.restricted && (v.user == 0 || v.user != f.onlyAuthor) {
+	if f.restricted && (v.user == 0 || (v.user != f.onlyAuthor && f.fans[v.user] == 0)) {
 		return false
 	}
 	if rt := f.retract; rt != nil && !v.wasSent(rt.Seq, rt.AuthorID, rt.Shadow) {

@@ -192,6 +192,73 @@ func (v *orderViewer) shown() []int64 {
 	return append([]int64(nil), v.seqs...)
 }
 
+// flood appends comments of bot accounts to a stream's partition
+// directly, as the API would have (its per-user interval would need
+// thousands of accounts to flood a stream).
+type flood struct {
+	t      *testing.T
+	e      *livetest.Env
+	stream snowflake.ID
+	id     string
+	part   int32
+	n      int
+	// feat are the authors' features (nil: bots).
+	feat *live.Features
+}
+
+func newFlood(t *testing.T, e *livetest.Env, stream string) *flood {
+	id, _ := snowflake.Parse(stream)
+	rec, err := e.B.Store.GetStream(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &flood{t: t, e: e, stream: id, id: stream, part: rec.Partition}
+}
+
+// fill appends n comments.
+func (f *flood) fill(n int) {
+	f.t.Helper()
+	for range n {
+		f.n++
+		c := live.Comment{ID: snowflake.ID(1_000_000 + f.n), StreamID: f.stream,
+			Author: live.Author{ID: snowflake.ID(2_000_000 + f.n%97), Username: "bot"},
+			Text:   fmt.Sprintf("filler %d", f.n), CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
+		feat := f.feat
+		if feat == nil {
+			feat = &live.Features{Bot: true}
+		}
+		r, err := live.LogRecord{Kind: live.KindComment, StreamID: f.stream, Comment: &c,
+			AcceptedAt: time.Now().UnixNano(), Features: feat}.Record(f.e.B.Topics.Comments)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if _, err := f.e.B.Log.AppendTo(context.Background(), f.e.B.Topics.Comments, f.part, r); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// makeSampled drives the stream into sampled mode: 60 a second for 10
+// seconds of the router's clock (from start), each second read by a
+// viewer before the clock moves on (so the router counted it in that
+// second). The clock is left at start+10 s.
+func (f *flood) makeSampled(clk *testClock, start time.Time) {
+	f.t.Helper()
+	warm := livetest.Watch(f.t, f.e.URL, f.id, nil, "")
+	warm.Next(livetest.Wait, "state")
+	for sec := range 10 {
+		clk.set(start.Add(time.Duration(sec) * time.Second))
+		f.fill(60)
+		warm.Comments(60, livetest.Wait)
+	}
+	clk.set(start.Add(10 * time.Second))
+	f.fill(60)
+	if ev := warm.Next(livetest.Wait, "state"); !strings.Contains(string(ev.Data), `"sampled":true`) {
+		f.t.Fatalf("the stream did not switch to sampled: %s", ev.Data)
+	}
+	warm.Stream.Close()
+}
+
 // orderChecks is how many cases TestOrderProperty runs unless
 // -rapid.checks says otherwise: each case spends the router's 1 s hold
 // on the sampled stream, on a machine shared with other tests.
@@ -224,49 +291,9 @@ func TestOrderProperty(t *testing.T) {
 	alice := e.NewUser()
 	plain := e.CreateStream(alice, "plain")
 	busy := e.CreateStream(alice, "busy")
-	busyID, _ := snowflake.Parse(busy.ID)
-	rec, err := e.B.Store.GetStream(context.Background(), busyID)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// filler appends n comments of bot accounts to the busy stream's
-	// partition directly (the API's per-user interval would need
-	// thousands of accounts), as the API would have.
-	fillerN := 0
-	filler := func(n int) {
-		t.Helper()
-		for range n {
-			fillerN++
-			c := live.Comment{ID: snowflake.ID(1_000_000 + fillerN), StreamID: busyID,
-				Author: live.Author{ID: snowflake.ID(2_000_000 + fillerN%97), Username: "bot"},
-				Text:   fmt.Sprintf("filler %d", fillerN), CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
-			r, err := live.LogRecord{Kind: live.KindComment, StreamID: busyID, Comment: &c,
-				AcceptedAt: time.Now().UnixNano(), Features: &live.Features{Bot: true}}.Record(e.B.Topics.Comments)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := e.B.Log.AppendTo(context.Background(), e.B.Topics.Comments, rec.Partition, r); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	// Drive the busy stream into sampled mode: 60 a second for 10
-	// seconds of the router's clock, each second read by a viewer before
-	// the clock moves on (so the router counted it in that second).
-	warm := livetest.Watch(t, e.URL, busy.ID, nil, "")
-	warm.Next(livetest.Wait, "state")
-	for sec := range 10 {
-		clk.set(start.Add(time.Duration(sec) * time.Second))
-		filler(60)
-		warm.Comments(60, livetest.Wait)
-	}
-	clk.set(start.Add(10 * time.Second))
-	filler(60)
-	if ev := warm.Next(livetest.Wait, "state"); !strings.Contains(string(ev.Data), `"sampled":true`) {
-		t.Fatalf("the busy stream did not switch to sampled: %s", ev.Data)
-	}
-	warm.Stream.Close()
+	f := newFlood(t, e, busy.ID)
+	f.makeSampled(clk, start)
+	filler := f.fill
 	sec := 10
 
 	var cases, resumes, takedowns, partial int

@@ -209,6 +209,7 @@ func (h *hub) flush() {
 	var shared []byte
 	var oldest int64
 	var sharedLast int64 = -1
+	sharedComments, sharedRemoved := 0, 0
 	var personal map[snowflake.ID]bool
 	for i := range pend {
 		f := &pend[i]
@@ -230,15 +231,35 @@ func (h *hub) flush() {
 		}
 		shared = append(shared, f.frame...)
 		sharedLast = max(sharedLast, f.seq)
+		switch {
+		case f.retract != nil:
+			sharedRemoved++
+		case f.seq >= 0:
+			sharedComments++
+		}
 	}
 	// The job list is the hub's, reused: flushes of one hub never overlap.
 	jobs := h.jobs[:0]
+	var shown, removed int
 	for v := range h.viewers {
-		if b := v.framesFor(pend, shared, sharedLast, v.user != 0 && personal[v.user]); len(b) > 0 {
+		b, all := v.framesFor(pend, shared, sharedLast, v.user != 0 && personal[v.user])
+		if all {
+			shown, removed = shown+sharedComments, removed+sharedRemoved
+		} else {
+			s, r := countShown(pend, v)
+			shown, removed = shown+s, removed+r
+		}
+		if len(b) > 0 {
 			jobs = append(jobs, flushJob{v: v, buf: b})
 		}
 	}
 	h.mu.Unlock()
+	if shown > 0 {
+		h.g.m.impressions.Add(float64(shown))
+	}
+	if removed > 0 {
+		h.g.m.removedImpressions.Add(float64(removed))
+	}
 
 	h.writeJobs(jobs, oldest, urgent)
 	if oldest > 0 && len(jobs) > 0 {
@@ -287,8 +308,8 @@ func (h *hub) writeJobs(jobs []flushJob, oldest int64, urgent bool) {
 // unrestricted frames, the last with seq sharedLast) when v gets exactly
 // those — and advances v.lastSent. mine says a restricted frame of pend
 // is for v's user. The hub's lock is held.
-func (v *viewer) framesFor(pend []outFrame, shared []byte, sharedLast int64, mine bool) []byte {
-	all := !mine
+func (v *viewer) framesFor(pend []outFrame, shared []byte, sharedLast int64, mine bool) (buf []byte, all bool) {
+	all = !mine
 	for i := 0; all && i < len(pend); i++ {
 		if f := &pend[i]; !f.restricted && !v.wants(f) {
 			all = false
@@ -296,7 +317,7 @@ func (v *viewer) framesFor(pend []outFrame, shared []byte, sharedLast int64, min
 	}
 	if all {
 		v.lastSent = max(v.lastSent, sharedLast)
-		return shared
+		return shared, true
 	}
 	var out []byte
 	for i := range pend {
@@ -308,8 +329,26 @@ func (v *viewer) framesFor(pend []outFrame, shared []byte, sharedLast int64, min
 		if f.seq > v.lastSent {
 			v.lastSent = f.seq
 		}
+		v.flushed = append(v.flushed, i)
 	}
-	return out
+	return out, false
+}
+
+// countShown counts, of the frames framesFor just gave v (v.flushed), the
+// comments (impressions) and the retractions of comments v had been shown
+// (impressions of a comment later removed), and forgets the list.
+func countShown(pend []outFrame, v *viewer) (shown, removed int) {
+	for _, i := range v.flushed {
+		f := &pend[i]
+		switch {
+		case f.retract != nil:
+			removed++
+		case f.seq >= 0:
+			shown++
+		}
+	}
+	v.flushed = v.flushed[:0]
+	return shown, removed
 }
 
 // wants reports whether frame f goes to v.

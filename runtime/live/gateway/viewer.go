@@ -23,6 +23,9 @@ type viewer struct {
 	// friends are the authors whose rest-tier comments v is shown (the
 	// hub's fans index holds v's user under each), set once fetched.
 	friends []snowflake.ID
+	// flushed lists the frames of the current flush given to v one by
+	// one (framesFor), for the impression counts.
+	flushed []int
 
 	mu      sync.Mutex
 	buf     []byte

@@ -3,6 +3,7 @@ package livetest_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -70,7 +71,7 @@ func TestAffinityPlacement(t *testing.T) {
 		targets = append(targets, placement.Gateway{Name: fmt.Sprintf("gw-%d", i), Addr: strings.TrimPrefix(g.URL, "http://")})
 	}
 	dir := placement.NewDirectory(e.B.Board, placement.DirectoryConfig{})
-	edge := placement.NewEdge(placement.NewPlacer(dir, placement.PlacerConfig{}), placement.EdgeConfig{})
+	edge := placement.NewEdge(placement.NewPlacer(dir, placement.PlacerConfig{}), placement.EdgeConfig{Logger: slog.New(slog.DiscardHandler)})
 	edge.SetGateways(targets)
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/streams/{id}/live", edge)

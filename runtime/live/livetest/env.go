@@ -444,6 +444,8 @@ func (e *Env) StartGateway(cfg gateway.Config) ExtraGateway {
 	srv := httptest.NewServer(g)
 	e.T.Cleanup(srv.Close)
 	return ExtraGateway{Gateway: g, URL: srv.URL, Kill: func() {
+		// As a crash: no new connection is accepted, the open ones drop.
+		srv.Listener.Close()
 		cancel()
 		srv.CloseClientConnections()
 	}}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -39,6 +40,11 @@ type Edge struct {
 
 	mu    sync.Mutex
 	addrs map[string]string
+	// down holds gateways a connection could not reach, until when they
+	// are skipped: between a gateway's death and the registry dropping it
+	// (its lease, seconds), its viewers reconnecting go to the stream's
+	// next gateway at once.
+	down map[string]time.Time
 
 	placed *prometheus.CounterVec
 	open   *prometheus.GaugeVec
@@ -49,7 +55,7 @@ func NewEdge(p *Placer, cfg EdgeConfig) *Edge {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Edge{p: p, log: cfg.Logger.With("component", "live-edge"), addrs: map[string]string{},
+	e := &Edge{p: p, log: cfg.Logger.With("component", "live-edge"), addrs: map[string]string{}, down: map[string]time.Time{},
 		placed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "concord_live_edge_placements_total",
 			Help: "Live viewer connections placed by the edge, by how: affinity (among the stream's first k gateways on the ring) or spill (a gateway at 1.25x the fleet average was passed over).",
@@ -71,16 +77,37 @@ func NewEdge(p *Placer, cfg EdgeConfig) *Edge {
 		// An event stream is written as it comes.
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if a, _ := r.Context().Value(attemptKey{}).(*attempt); a != nil && !a.wrote {
+				// Nothing was sent yet: ServeHTTP tries another gateway.
+				a.err = err
+				return
+			}
 			if r.Context().Err() == nil {
 				e.log.Warn("live gateway unreachable", "err", err)
 			}
-			Unavailable(w, "The live gateway is unreachable.")
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			if a, _ := resp.Request.Context().Value(attemptKey{}).(*attempt); a != nil {
+				a.wrote = true
+			}
+			return nil
 		},
 	}
 	return e
 }
 
 type targetKey struct{}
+
+// attempt is one try at proxying a viewer to a gateway.
+type attempt struct {
+	wrote bool  // the gateway answered: no retry
+	err   error // it could not be reached
+}
+
+type attemptKey struct{}
+
+// DownFor is how long a gateway that could not be reached is skipped.
+const DownFor = 10 * time.Second
 
 // SetGateways replaces the gateways new connections may go to.
 func (e *Edge) SetGateways(gws []Gateway) {
@@ -115,21 +142,47 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		id = strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/streams/"), "/live")
 	}
-	c, addr, ok := e.Pick(id)
-	if !ok {
-		Unavailable(w, "No live gateway is running.")
-		return
+	for try := 0; try < 3; try++ {
+		c, addr, ok := e.Pick(id)
+		if !ok {
+			Unavailable(w, "No live gateway is running.")
+			return
+		}
+		how := "affinity"
+		if c.Spilled {
+			how = "spill"
+		}
+		e.placed.WithLabelValues(how).Inc()
+		a := &attempt{}
+		target := &url.URL{Scheme: "http", Host: addr}
+		ctx := context.WithValue(context.WithValue(r.Context(), targetKey{}, target), attemptKey{}, a)
+		g := e.open.WithLabelValues(c.Gateway)
+		g.Inc()
+		e.proxy.ServeHTTP(w, r.WithContext(ctx))
+		g.Dec()
+		if a.err == nil || r.Context().Err() != nil {
+			return
+		}
+		e.log.Warn("live gateway unreachable; trying the stream's next", "gateway", c.Gateway, "err", a.err)
+		e.markDown(c.Gateway)
 	}
-	how := "affinity"
-	if c.Spilled {
-		how = "spill"
+	Unavailable(w, "The live gateways are unreachable.")
+}
+
+// markDown skips gateway for DownFor.
+func (e *Edge) markDown(gateway string) {
+	e.mu.Lock()
+	e.down[gateway] = time.Now().Add(DownFor)
+	down := make([]string, 0, len(e.down))
+	for n, until := range e.down {
+		if time.Now().Before(until) {
+			down = append(down, n)
+		} else {
+			delete(e.down, n)
+		}
 	}
-	e.placed.WithLabelValues(how).Inc()
-	g := e.open.WithLabelValues(c.Gateway)
-	g.Inc()
-	defer g.Dec()
-	target := &url.URL{Scheme: "http", Host: addr}
-	e.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, target)))
+	e.mu.Unlock()
+	e.p.SetDown(down)
 }
 
 // Unavailable writes the contract's 503 (code 130000) with Retry-After.

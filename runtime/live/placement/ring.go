@@ -101,6 +101,7 @@ type Placer struct {
 
 	mu    sync.Mutex
 	ring  *Ring
+	down  map[string]bool  // skipped: unreachable (Edge.markDown)
 	sent  map[string]int64 // connections placed since the directory read at `since`
 	since int64
 }
@@ -128,6 +129,17 @@ func (p *Placer) SetGateways(names []string) {
 	r := NewRing(names)
 	p.mu.Lock()
 	p.ring = r
+	p.mu.Unlock()
+}
+
+// SetDown replaces the gateways to skip (unreachable; nil: none).
+func (p *Placer) SetDown(names []string) {
+	down := make(map[string]bool, len(names))
+	for _, n := range names {
+		down[n] = true
+	}
+	p.mu.Lock()
+	p.down = down
 	p.mu.Unlock()
 }
 
@@ -167,6 +179,9 @@ func (p *Placer) Pick(stream string) (Choice, bool) {
 	bound := max(p.cfg.Factor*float64(total+1)/float64(len(nodes)), float64(p.cfg.Floor))
 	var set, over []string
 	p.ring.Walk(stream, func(n string) bool {
+		if p.down[n] {
+			return true
+		}
 		if float64(load(n)+1) <= bound {
 			set = append(set, n)
 		} else if len(set)+len(over) < k {
@@ -175,6 +190,9 @@ func (p *Placer) Pick(stream string) (Choice, bool) {
 		return len(set) < k
 	})
 	c := Choice{Width: k, Spilled: len(over) > 0}
+	if len(set) == 0 && len(over) == 0 {
+		return Choice{}, false // every gateway unreachable
+	}
 	if len(set) == 0 {
 		set = over // every gateway at the bound: keep affinity
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 	"github.com/concord-chat/concord/runtime/live/gateway"
 	"github.com/concord-chat/concord/runtime/live/livetest"
 	"github.com/concord-chat/concord/runtime/live/relay"
+	"github.com/concord-chat/concord/runtime/live/relay/tree"
 	"github.com/concord-chat/concord/runtime/live/sse"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
@@ -27,9 +30,9 @@ import (
 // the gateway behind it sees the jump in seqs on its next batch and
 // refills from the recent cache.
 type lossyRelay struct {
-	*relay.Mem
-	mu   sync.Mutex
-	subs map[snowflake.ID][]*lossySub
+	inner live.Relay
+	mu    sync.Mutex
+	subs  map[snowflake.ID][]*lossySub
 }
 
 type lossySub struct {
@@ -38,8 +41,18 @@ type lossySub struct {
 	lost int
 }
 
-func newLossyRelay() *lossyRelay {
-	return &lossyRelay{Mem: relay.New(), subs: map[snowflake.ID][]*lossySub{}}
+func newLossyRelay(inner live.Relay) *lossyRelay {
+	return &lossyRelay{inner: inner, subs: map[snowflake.ID][]*lossySub{}}
+}
+
+// Publish implements live.Relay.
+func (r *lossyRelay) Publish(ctx context.Context, stream snowflake.ID, msg []byte) error {
+	return r.inner.Publish(ctx, stream, msg)
+}
+
+// PublishCount implements live.CountingRelay.
+func (r *lossyRelay) PublishCount(ctx context.Context, stream snowflake.ID, msg []byte) (int, error) {
+	return r.inner.(live.CountingRelay).PublishCount(ctx, stream, msg)
 }
 
 // Subscribe implements live.Relay.
@@ -48,7 +61,7 @@ func (r *lossyRelay) Subscribe(ctx context.Context, stream snowflake.ID, deliver
 	r.mu.Lock()
 	r.subs[stream] = append(r.subs[stream], s)
 	r.mu.Unlock()
-	return r.Mem.Subscribe(ctx, stream, func(msg []byte) {
+	return r.inner.Subscribe(ctx, stream, func(msg []byte) {
 		s.mu.Lock()
 		lose := s.drop > 0
 		if lose {
@@ -275,6 +288,28 @@ const orderChecks = 20
 // viewer has been shown everything it will be. Each viewer's comments
 // must also come in strictly increasing seq: no duplicate after a resume.
 func TestOrderProperty(t *testing.T) {
+	t.Run("relay=mem", func(t *testing.T) { orderProperty(t, relay.New()) })
+	// Through a relay tree whose owner feeds one subscriber and whose
+	// other relays feed one each: the two gateways sit on different
+	// tiers.
+	t.Run("relay=tree", func(t *testing.T) {
+		var urls []string
+		var nodes []*tree.Node
+		for range 3 {
+			var node *tree.Node
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { node.ServeHTTP(w, r) }))
+			t.Cleanup(srv.Close)
+			node = tree.NewNode(tree.NodeConfig{Self: srv.URL, OwnerFanout: 1, ChildFanout: 1, Logger: slog.New(slog.DiscardHandler)})
+			urls, nodes = append(urls, srv.URL), append(nodes, node)
+		}
+		for _, n := range nodes {
+			n.SetNodes(urls)
+		}
+		orderProperty(t, tree.NewClient(urls, slog.New(slog.DiscardHandler)))
+	})
+}
+
+func orderProperty(t *testing.T, inner live.Relay) {
 	if f := flag.Lookup("rapid.checks"); f != nil {
 		set := false
 		flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
@@ -284,7 +319,7 @@ func TestOrderProperty(t *testing.T) {
 	}
 	start := time.Unix(4_000_000, 0)
 	clk := &testClock{now: start}
-	lossy := newLossyRelay()
+	lossy := newLossyRelay(inner)
 	e := livetest.Start(t, livetest.Backends{Relay: lossy}, livetest.Options{RouterNow: clk.Now})
 	second := e.StartGateway(gateway.Config{})
 	gateways := []string{e.URL, second.URL}

@@ -332,30 +332,27 @@ func (n *Node) childLocked(t *topic, path []string) string {
 	return best
 }
 
-// follow keeps this node subscribed upstream (to parent, or the owner when
-// parent is gone) and publishes what arrives to the local subscribers,
-// until ctx ends.
+// follow keeps this node subscribed upstream to parent and publishes what
+// arrives to the local subscribers, until ctx ends or the parent is lost
+// (then every local subscription ends, and re-forms through the owner).
 func (n *Node) follow(ctx context.Context, stream snowflake.ID, parent string, path []string) {
-	for ctx.Err() == nil {
-		v := url.Values{"relay": {"1"}, "from": {n.cfg.Self}}
-		if len(path) > 1 {
-			v.Set("parent", path[len(path)-2])
-			v.Set("path", strings.Join(path[:len(path)-1], ","))
-		}
-		err := read(ctx, n.cfg.Client, parent+"/v1/relay/"+stream.String()+"?"+v.Encode(), func(msg []byte) { n.publish(stream, msg) })
-		if ctx.Err() != nil {
-			return
-		}
-		n.log.Warn("upstream relay lost; its subscribers will resubscribe", "stream", stream, "parent", parent, "err", err)
-		// The parent is gone: drop the subscribers, who re-form the tree
-		// through the owner (the node cannot know a replacement parent).
-		n.mu.Lock()
-		t := n.topics[stream]
-		n.mu.Unlock()
-		if t != nil {
-			n.dropAll(stream, t)
-		}
+	v := url.Values{"relay": {"1"}, "from": {n.cfg.Self}}
+	if len(path) > 1 {
+		v.Set("parent", path[len(path)-2])
+		v.Set("path", strings.Join(path[:len(path)-1], ","))
+	}
+	err := read(ctx, n.cfg.Client, parent+"/v1/relay/"+stream.String()+"?"+v.Encode(), func(msg []byte) { n.publish(stream, msg) })
+	if ctx.Err() != nil {
 		return
+	}
+	n.log.Warn("upstream relay lost; its subscribers will resubscribe", "stream", stream, "parent", parent, "err", err)
+	// The parent is gone: drop the subscribers, who re-form the tree
+	// through the owner (this node cannot know a replacement parent).
+	n.mu.Lock()
+	t := n.topics[stream]
+	n.mu.Unlock()
+	if t != nil {
+		n.dropAll(stream, t)
 	}
 }
 

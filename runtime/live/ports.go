@@ -107,6 +107,22 @@ type CountingRelay interface {
 	PublishCount(ctx context.Context, stream snowflake.ID, msg []byte) (copies int, err error)
 }
 
+// Friends is the platform's relationships as the live gateway needs them
+// (presence.Relationships has this shape): a viewer's friends, read once
+// when the viewer joins a stream, so a sampled stream's rest-tier
+// comments by those friends reach that viewer too.
+type Friends interface {
+	Friends(ctx context.Context, user snowflake.ID) ([]snowflake.ID, error)
+}
+
+// Classifier scores comment texts for takedown: one score in [0, 1] per
+// text, in order (higher: more likely to be removed). The ML moderation
+// consumer calls it in batches; runtime/live/classifier has a CPU model in
+// Go and a client of a KServe v2 / Triton inference server.
+type Classifier interface {
+	Score(ctx context.Context, texts []string) ([]float64, error)
+}
+
 // Board is the part of the registry the live path uses: a small watched
 // key-value space that pushes rules and bans to every API instance and
 // carries gateways' viewer counts. registry/etcd implements it, as does

@@ -164,6 +164,15 @@ test("live: comments merge by id in seq order; retractions remove", () => {
   eq(s.items.map((i) => i.c.id), ["10", "30"]);
 });
 
+test("live: the state event says when the stream is sampled, and when it is no longer", () => {
+  const s = new LiveSession("5", null, () => {});
+  s.stream = { id: "5", creator_id: "1", title: "t", state: "live", started_at: "", ended_at: null, viewers: 0, sampled: false } as any;
+  (s as any).onState({ state: "live", sampled: true });
+  eq(s.stream!.sampled, true);
+  (s as any).onState({ state: "live", sampled: false, report_p: 0.5 });
+  eq(s.stream!.sampled, false);
+});
+
 test("voice: a new VOICE_SERVER_UPDATE moves the call to the new endpoint", () => {
   class FakeWS {
     static OPEN = 1;

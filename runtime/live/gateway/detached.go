@@ -81,6 +81,7 @@ func (g *Gateway) serveDetached(c net.Conn, h *hub, v *viewer, lastID int64) {
 		}
 	}
 	h.join(v, lastID)
+	g.fetchFriends(h, v)
 	g.m.viewers.Inc()
 	go v.watch(h)
 }

@@ -54,6 +54,12 @@ type outFrame struct {
 	lazy       bool  // bookkeeping (viewers, ping, reactions): may wait for an event's flush
 	onlyAuthor snowflake.ID
 	retract    *live.Retraction // to viewers that were sent rt.Seq
+	// boost: a sampled stream's rest-tier comment (or its retraction),
+	// shown to its author and to local viewers who are the author's
+	// friends; fans is the author's entry of the hub's index, taken at
+	// the flush.
+	boost bool
+	fans  map[snowflake.ID]int
 }
 
 // addPendingLocked queues f for the stream's next flush and arms it. h.mu
@@ -203,6 +209,7 @@ func (h *hub) flush() {
 	var shared []byte
 	var oldest int64
 	var sharedLast int64 = -1
+	sharedComments, sharedRemoved := 0, 0
 	var personal map[snowflake.ID]bool
 	for i := range pend {
 		f := &pend[i]
@@ -214,19 +221,45 @@ func (h *hub) flush() {
 				personal = map[snowflake.ID]bool{}
 			}
 			personal[f.onlyAuthor] = true
+			if f.boost {
+				f.fans = h.fans[f.onlyAuthor]
+				for u := range f.fans {
+					personal[u] = true
+				}
+			}
 			continue
 		}
 		shared = append(shared, f.frame...)
 		sharedLast = max(sharedLast, f.seq)
+		switch {
+		case f.retract != nil:
+			sharedRemoved++
+		case f.seq >= 0:
+			sharedComments++
+		}
 	}
 	// The job list is the hub's, reused: flushes of one hub never overlap.
 	jobs := h.jobs[:0]
+	var shown, removed int
 	for v := range h.viewers {
-		if b := v.framesFor(pend, shared, sharedLast, v.user != 0 && personal[v.user]); len(b) > 0 {
+		b, all := v.framesFor(pend, shared, sharedLast, v.user != 0 && personal[v.user])
+		if all {
+			shown, removed = shown+sharedComments, removed+sharedRemoved
+		} else {
+			s, r := countShown(pend, v)
+			shown, removed = shown+s, removed+r
+		}
+		if len(b) > 0 {
 			jobs = append(jobs, flushJob{v: v, buf: b})
 		}
 	}
 	h.mu.Unlock()
+	if shown > 0 {
+		h.g.m.impressions.Add(float64(shown))
+	}
+	if removed > 0 {
+		h.g.m.removedImpressions.Add(float64(removed))
+	}
 
 	h.writeJobs(jobs, oldest, urgent)
 	if oldest > 0 && len(jobs) > 0 {
@@ -275,8 +308,8 @@ func (h *hub) writeJobs(jobs []flushJob, oldest int64, urgent bool) {
 // unrestricted frames, the last with seq sharedLast) when v gets exactly
 // those — and advances v.lastSent. mine says a restricted frame of pend
 // is for v's user. The hub's lock is held.
-func (v *viewer) framesFor(pend []outFrame, shared []byte, sharedLast int64, mine bool) []byte {
-	all := !mine
+func (v *viewer) framesFor(pend []outFrame, shared []byte, sharedLast int64, mine bool) (buf []byte, all bool) {
+	all = !mine
 	for i := 0; all && i < len(pend); i++ {
 		if f := &pend[i]; !f.restricted && !v.wants(f) {
 			all = false
@@ -284,7 +317,7 @@ func (v *viewer) framesFor(pend []outFrame, shared []byte, sharedLast int64, min
 	}
 	if all {
 		v.lastSent = max(v.lastSent, sharedLast)
-		return shared
+		return shared, true
 	}
 	var out []byte
 	for i := range pend {
@@ -296,8 +329,26 @@ func (v *viewer) framesFor(pend []outFrame, shared []byte, sharedLast int64, min
 		if f.seq > v.lastSent {
 			v.lastSent = f.seq
 		}
+		v.flushed = append(v.flushed, i)
 	}
-	return out
+	return out, false
+}
+
+// countShown counts, of the frames framesFor just gave v (v.flushed), the
+// comments (impressions) and the retractions of comments v had been shown
+// (impressions of a comment later removed), and forgets the list.
+func countShown(pend []outFrame, v *viewer) (shown, removed int) {
+	for _, i := range v.flushed {
+		f := &pend[i]
+		switch {
+		case f.retract != nil:
+			removed++
+		case f.seq >= 0:
+			shown++
+		}
+	}
+	v.flushed = v.flushed[:0]
+	return shown, removed
 }
 
 // wants reports whether frame f goes to v.
@@ -305,7 +356,7 @@ func (v *viewer) wants(f *outFrame) bool {
 	if f.gen <= v.joinGen || (f.seq >= 0 && f.seq <= v.lastSent) {
 		return false
 	}
-	if f.restricted && (v.user == 0 || v.user != f.onlyAuthor) {
+	if f.restricted && (v.user == 0 || (v.user != f.onlyAuthor && f.fans[v.user] == 0)) {
 		return false
 	}
 	if rt := f.retract; rt != nil && !v.wasSent(rt.Seq, rt.AuthorID, rt.Shadow) {

@@ -74,6 +74,11 @@ type Deps struct {
 	// Board receives viewer reports; nil keeps counts local.
 	Board    live.Board
 	Verifier live.Verifier
+	// Friends, when set, is asked once per authenticated viewer's join for
+	// the viewer's friends: their rest-tier comments on a sampled stream
+	// are shown to the viewer too. An error (or nil) loses only that
+	// boost.
+	Friends live.Friends
 }
 
 // Gateway is the SSE gateway role.
@@ -228,8 +233,37 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.join(v, lastEventID(r))
+	g.fetchFriends(h, v)
 	defer h.leave(v)
 	g.serve(w, r, v)
+}
+
+// MaxFriends bounds the friends indexed per viewer (the seed's "top ~200").
+const MaxFriends = 200
+
+// fetchFriends asks Friends, in the background, for the friends of v's
+// user and indexes them on h, so rest-tier comments of a sampled stream by
+// those friends reach v. It is asked once per join; a failure (or no
+// Friends) loses only the boost.
+func (g *Gateway) fetchFriends(h *hub, v *viewer) {
+	if g.d.Friends == nil || v.user == 0 {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		fs, err := g.d.Friends.Friends(ctx, v.user)
+		if err != nil {
+			g.m.friendFetches.WithLabelValues("error").Inc()
+			g.log.Debug("friends not fetched; no boost for this viewer", "user", v.user, "err", err)
+			return
+		}
+		g.m.friendFetches.WithLabelValues("ok").Inc()
+		if len(fs) > MaxFriends {
+			fs = fs[:MaxFriends]
+		}
+		h.fan(v, append(make([]snowflake.ID, 0, len(fs)), fs...))
+	}()
 }
 
 // authenticate reads Authorization, else ?token= (EventSource cannot set

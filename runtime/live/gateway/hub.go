@@ -45,10 +45,14 @@ type hub struct {
 	last     int64    // seq of the last event applied
 	state    live.StateChange
 	viewers  map[*viewer]struct{}
-	rx       map[int64]map[string]int64 // reaction partials by second
-	rxP      map[int64]float64          // the lowest report probability the partials of a second asked for
-	rxDone   int64                      // last second emitted
-	unsub    func()
+	// fans maps an author to the local viewers' users who are the
+	// author's friends (counted per connection): the gateway's friend
+	// index for a sampled stream's rest tier.
+	fans   map[snowflake.ID]map[snowflake.ID]int
+	rx     map[int64]map[string]int64 // reaction partials by second
+	rxP    map[int64]float64          // the lowest report probability the partials of a second asked for
+	rxDone int64                      // last second emitted
+	unsub  func()
 	// nextPing is when the stream's viewers are next sent ": ping"
 	// (through the flush, so one shared write per viewer, no timer per
 	// viewer).
@@ -240,9 +244,11 @@ func (h *hub) applyLocked(evs []live.Event) {
 			if ev.Comment.Shadow || ev.Tier == live.TierRest {
 				// Shown to its author only: a shadow comment, or one of a
 				// sampled stream's rest tier (which the ring does not keep,
-				// so joins and resumes see only what everyone is shown).
+				// so joins and resumes see only what everyone is shown) —
+				// that one also to the author's friends watching here.
 				f.onlyAuthor = ev.Comment.Author.ID
 				f.restricted = true
+				f.boost = !ev.Comment.Shadow
 			}
 			if ev.Tier != live.TierRest {
 				h.pushRing(e)
@@ -262,7 +268,7 @@ func (h *hub) applyLocked(evs []live.Event) {
 			}
 			f := outFrame{frame: e.frame, seq: ev.Seq, acceptedAt: ev.AcceptedAt, retract: rt}
 			if ev.Tier == live.TierRest {
-				f.restricted, f.onlyAuthor = true, rt.AuthorID
+				f.restricted, f.onlyAuthor, f.boost = true, rt.AuthorID, !rt.Shadow
 			}
 			h.addPendingLocked(f)
 		case live.KindState:
@@ -398,7 +404,43 @@ func (h *hub) snapshotLocked(user snowflake.ID, after int64) []*entry {
 func (h *hub) leave(v *viewer) {
 	h.mu.Lock()
 	delete(h.viewers, v)
+	h.unfanLocked(v)
 	h.mu.Unlock()
+}
+
+// fan adds v's friends to the hub's index, if v is still watching.
+func (h *hub) fan(v *viewer, friends []snowflake.ID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.viewers[v]; !ok || v.friends != nil {
+		return
+	}
+	if h.fans == nil {
+		h.fans = map[snowflake.ID]map[snowflake.ID]int{}
+	}
+	v.friends = friends
+	for _, a := range friends {
+		m := h.fans[a]
+		if m == nil {
+			m = map[snowflake.ID]int{}
+			h.fans[a] = m
+		}
+		m[v.user]++
+	}
+}
+
+// unfanLocked removes v's friends from the index. h.mu is held.
+func (h *hub) unfanLocked(v *viewer) {
+	for _, a := range v.friends {
+		m := h.fans[a]
+		if m[v.user]--; m[v.user] <= 0 {
+			delete(m, v.user)
+		}
+		if len(m) == 0 {
+			delete(h.fans, a)
+		}
+	}
+	v.friends = nil
 }
 
 func (h *hub) addReactionsLocked(rx *live.Reactions) {

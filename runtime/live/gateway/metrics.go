@@ -8,6 +8,8 @@ type metrics struct {
 	resumes, slowCut                                           prometheus.Counter
 	flushAge, postToFlush, relayAge                            prometheus.Histogram
 	flushDone                                                  *prometheus.HistogramVec
+	friendFetches                                              *prometheus.CounterVec
+	impressions, removedImpressions                            prometheus.Counter
 }
 
 // sizeLabel buckets a stream by its viewers on this gateway, for the
@@ -46,6 +48,11 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		flushDone: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "concord_live_gateway_post_to_flush_done_seconds",
 			Help:    "Time from the API accepting a flush's oldest event to the end of the flush's writes, by the stream's viewers on this gateway.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, []string{"viewers"}),
+		impressions: c("comment_impressions_total", "Comments written to viewers (one per viewer shown one)."),
+		removedImpressions: c("removed_comment_impressions_total",
+			"Retractions written to viewers who had been shown the comment: impressions of comments later removed. Exposure per million = 1e6 * this / comment_impressions_total."),
+		friendFetches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_live_gateway_friend_fetches_total",
+			Help: "Friend lists fetched at a viewer's join for the friends boost, by result (ok, error: that viewer gets no boost)."}, []string{"result"}),
 	}
 	// Every stream size exists from the start, so the post-to-screen
 	// panel by size has its series before the first big stream.
@@ -54,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.viewers, m.subscribes, m.unsubscribes, m.batches, m.invalid, m.gaps, m.gapsSent, m.resumes, m.slowCut, m.flushAge, m.postToFlush, m.relayAge,
-			m.flushDone)
+			m.flushDone, m.friendFetches, m.impressions, m.removedImpressions)
 	}
 	return m
 }

@@ -20,6 +20,12 @@ type viewer struct {
 	resumeTo  int64  // the client had every comment up to this seq (-1: none)
 	coverFrom int64  // every visible comment from this seq on was sent
 	joinGen   uint64 // the hub's frame generation when v joined
+	// friends are the authors whose rest-tier comments v is shown (the
+	// hub's fans index holds v's user under each), set once fetched.
+	friends []snowflake.ID
+	// flushed lists the frames of the current flush given to v one by
+	// one (framesFor), for the impression counts.
+	flushed []int
 
 	mu      sync.Mutex
 	buf     []byte

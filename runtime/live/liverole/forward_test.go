@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/live/board"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/role"
 )
@@ -45,7 +46,7 @@ func TestForwarderRoutesByStream(t *testing.T) {
 	_, a := gw("gw-a")
 	_, b := gw("gw-b")
 	reg := watchRegistry{ch: make(chan registry.Snapshot, 1)}
-	f, err := newForwarder(&role.Builder{Parts: role.Parts{Registry: reg, Logger: slog.New(slog.DiscardHandler)}})
+	f, err := newForwarder(&role.Builder{Parts: role.Parts{Registry: reg, Logger: slog.New(slog.DiscardHandler)}}, board.New())
 	if err != nil {
 		t.Fatal(err)
 	}

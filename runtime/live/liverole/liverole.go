@@ -159,8 +159,9 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 	if gw, ok := role.Lookup(b.Seams, gatewayKey); ok {
 		deps.Live = gw
 	} else if b.Registry != nil {
-		// No live-gateway here: forward to one of the registry's.
-		fw, err := newForwarder(b)
+		// No live-gateway here: forward to one of the registry's, placed by
+		// stream affinity.
+		fw, err := newForwarder(b, bk.Board)
 		if err != nil {
 			return err
 		}

@@ -66,6 +66,9 @@ type Backends struct {
 	Users store.Users
 	// Topics, when set, isolates a run on shared servers.
 	Topics live.Topics
+	// Friends, when set, is the gateways' relationships (the friends
+	// boost of a sampled stream's rest tier).
+	Friends live.Friends
 	// RedisPrefix is the key and channel prefix of the Redis adapters,
 	// for processes that join the run.
 	RedisPrefix string
@@ -271,7 +274,7 @@ func RouterConfig(topics live.Topics) router.Config {
 
 // newGateway builds a gateway on b (spawn runs it).
 func newGateway(t testing.TB, b Backends, v live.Verifier, cfg gateway.Config) *gateway.Gateway {
-	g, err := gateway.New(cfg, gateway.Deps{Relay: b.Relay, Recent: b.Cache, Store: b.Store, Board: b.Board, Verifier: v})
+	g, err := gateway.New(cfg, gateway.Deps{Relay: b.Relay, Recent: b.Cache, Store: b.Store, Board: b.Board, Verifier: v, Friends: b.Friends})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,6 +444,8 @@ func (e *Env) StartGateway(cfg gateway.Config) ExtraGateway {
 	srv := httptest.NewServer(g)
 	e.T.Cleanup(srv.Close)
 	return ExtraGateway{Gateway: g, URL: srv.URL, Kill: func() {
+		// As a crash: no new connection is accepted, the open ones drop.
+		srv.Listener.Close()
 		cancel()
 		srv.CloseClientConnections()
 	}}

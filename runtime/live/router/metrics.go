@@ -6,7 +6,7 @@ type metrics struct {
 	batches, events, invalid, cacheErrors, publishErrors prometheus.Counter
 	batchAge, logAge, acceptToPublish, copies            prometheus.Histogram
 	sampledStreams                                       prometheus.Gauge
-	reactions                                            prometheus.Counter
+	reactions, trustedOnly                               prometheus.Counter
 	tiers                                                *prometheus.CounterVec
 }
 
@@ -29,7 +29,8 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		acceptToPublish: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_router_accept_to_publish_seconds",
 			Help:    "Time from the API accepting an event to the router publishing its batch to the relay.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
-		reactions: c("reaction_batches_total", "Reaction batches (requests) read from the reactions topic; their rate is the reactions ingest."),
+		trustedOnly: c("trusted_only_batches_total", "Batches of sampled streams tiered while the classifier lagged: their sample drawn only from trusted authors."),
+		reactions:   c("reaction_batches_total", "Reaction batches (requests) read from the reactions topic; their rate is the reactions ingest."),
 		copies: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_router_relay_copies",
 			Help:    "Backbone copies of one batch of comments: the gateways subscribed to its stream (the ideal is the gateways its viewers sit on, never the viewers).",
 			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256}}),
@@ -40,7 +41,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.batches, m.events, m.invalid, m.cacheErrors, m.publishErrors, m.batchAge, m.logAge, m.acceptToPublish,
-			m.sampledStreams, m.tiers, m.reactions, m.copies)
+			m.sampledStreams, m.tiers, m.reactions, m.copies, m.trustedOnly)
 	}
 	return m
 }

@@ -19,12 +19,14 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/live"
+	"github.com/concord-chat/concord/runtime/live/moderation"
 	"github.com/concord-chat/concord/runtime/registry"
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
@@ -48,6 +50,10 @@ type Config struct {
 	// hold): a comment taken down within it (by the ML consumer, a
 	// report, its creator) never reaches the sample.
 	Hold time.Duration
+	// ClassifierMaxLag is how far the ML moderation consumer may fall
+	// behind (its board report, moderation.LagKey) before sampled streams
+	// draw their sample only from trusted authors (default 1 s, the hold).
+	ClassifierMaxLag time.Duration
 	// Now is the clock of sampled mode: comment rates, the sample's pace
 	// (default time.Now; tests inject one). Batch windows are real time.
 	Now    func() time.Time
@@ -73,6 +79,39 @@ type Router struct {
 	d   Deps
 	log *slog.Logger
 	m   metrics
+
+	// lag is the classifier's last lag report (nil: none seen).
+	lag atomic.Pointer[moderation.LagReport]
+}
+
+// watchClassifier reads the classifier's lag report every second. A board
+// that cannot be read keeps the last report, which turns stale and so
+// counts as lagging after 5 s.
+func (r *Router) watchClassifier(ctx context.Context) {
+	if r.d.Board == nil {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		if v, err := r.d.Board.Get(ctx, moderation.LagKey); err == nil {
+			var rep moderation.LagReport
+			if json.Unmarshal(v, &rep) == nil {
+				r.lag.Store(&rep)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// classifierLags reports whether sampled streams should draw only from
+// trusted authors (wall clock: the report's times are).
+func (r *Router) classifierLags() bool {
+	return moderation.Lagging(r.lag.Load(), time.Now(), r.cfg.ClassifierMaxLag)
 }
 
 // New returns a Router.
@@ -104,11 +143,15 @@ func New(cfg Config, d Deps) (*Router, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.ClassifierMaxLag <= 0 {
+		cfg.ClassifierMaxLag = time.Second
+	}
 	return &Router{cfg: cfg, d: d, log: cfg.Logger.With("component", "live-router"), m: newMetrics(cfg.Registerer)}, nil
 }
 
 // Run consumes both topics until ctx ends (nil) or the log fails.
 func (r *Router) Run(ctx context.Context) error {
+	go r.watchClassifier(ctx)
 	errs := make(chan error, 2)
 	go func() {
 		errs <- r.d.Log.Consume(ctx, r.cfg.Group, []string{r.cfg.Topics.Comments}, commentsHandler{r})
@@ -301,7 +344,11 @@ func (r *Router) flush(ctx context.Context, st *stream, now time.Time, n int) {
 		}
 	}
 	if st.smp.sampled {
-		st.smp.tierBatch(r.cfg.Now(), evs, feats)
+		trustedOnly := r.classifierLags()
+		if trustedOnly {
+			r.m.trustedOnly.Inc()
+		}
+		st.smp.tierBatch(r.cfg.Now(), evs, feats, trustedOnly)
 	}
 	// The recent cache (joins and refills) keeps what every viewer is
 	// shown: on a sampled stream, not the rest tier.

@@ -123,7 +123,11 @@ type candidate struct {
 // pinned cap), as many as SampleRate a second has earned since the last
 // batch, at most one per author per SampleAuthorGap. The rest: rest.
 // Shadow comments are rest: only their author sees them anyway.
-func (s *sampler) tierBatch(now time.Time, evs []live.Event, feats []*live.Features) {
+//
+// trustedOnly (the classifier lags) leaves only trusted authors in the
+// running for the sample: the stream degrades to safer, not to
+// unfiltered, until the classifier catches up.
+func (s *sampler) tierBatch(now time.Time, evs []live.Event, feats []*live.Features, trustedOnly bool) {
 	dt := now.Sub(s.tokensAt).Seconds()
 	if s.tokensAt.IsZero() || dt < 0 {
 		dt = 0
@@ -163,6 +167,9 @@ func (s *sampler) tierBatch(now time.Time, evs []live.Event, feats []*live.Featu
 		if t, ok := s.lastSampled[c.Author.ID]; ok && now.Sub(t) < live.SampleAuthorGap {
 			continue
 		}
+		if trustedOnly && !s.trusted(c.Author.ID, f) {
+			continue
+		}
 		cands = append(cands, candidate{i: i, score: s.score(c, f, dup)})
 	}
 	n := int(s.sampleTokens)
@@ -191,6 +198,22 @@ func (s *sampler) tierBatch(now time.Time, evs []live.Event, feats []*live.Featu
 			s.rest = append(s.rest, evs[i].Seq)
 		}
 	}
+}
+
+// TrustedAge is the account age from which an author is trusted while
+// the classifier lags.
+const TrustedAge = 30 * 24 * time.Hour
+
+// trusted: a moderator, or an account at least TrustedAge old that is not
+// a bot and has had nothing taken down on this stream.
+func (s *sampler) trusted(author snowflake.ID, f *live.Features) bool {
+	if f == nil {
+		return false
+	}
+	if f.Moderator {
+		return true
+	}
+	return !f.Bot && f.AccountAgeS >= int64(TrustedAge/time.Second) && s.removals[author] == 0
 }
 
 // score rates a comment from cheap features: higher is better. Author

@@ -314,6 +314,16 @@ function LiveStream(props: { id: string }) {
               {s.viewers} watching
             </span>
           )}
+          {!ended && st?.sampled && (
+            <span
+              class="sampled"
+              role="status"
+              aria-label="Top comments"
+              title="So many comments are coming in that you see a selection: the creator's and moderators', the best of the rest, your friends' and your own."
+            >
+              Top comments
+            </span>
+          )}
         </header>
         <div class="video-wrap">
           <video

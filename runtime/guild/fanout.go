@@ -117,14 +117,26 @@ func (a *Actor) broadcast(ctx context.Context, typ string, payload any, intent u
 	b.flushGuild(ctx, a)
 }
 
-// broadcastChannel delivers a channel event to subscribers who see the channel.
+// broadcastChannel delivers a channel event to subscribers who see the
+// channel; message-content events (passiveContent) skip sessions passive
+// in it.
 func (a *Actor) broadcastChannel(ctx context.Context, typ string, channelID snowflake.ID, payload any, intent uint64) {
+	if typ == "CHANNEL_PINS_UPDATE" {
+		a.notePin(channelID, payload)
+	}
+	content := passiveContent[typ]
 	b := newBatcher(typ, mustJSON(payload))
+	skipped := 0
 	for _, sub := range a.sortedSubs() {
 		if wants(sub.s, intent) && a.canView(sub.s.UserID, channelID) {
+			if content && a.passiveSkips(sub.s, channelID) {
+				skipped++
+				continue
+			}
 			b.add(sub.s, 0)
 		}
 	}
+	a.svc.metrics.passiveSkipped.Add(float64(skipped))
 	b.flushGuild(ctx, a)
 }
 
@@ -163,6 +175,7 @@ func (a *Actor) removeSub(id event.SessionID) {
 	sub := a.subs[id]
 	delete(a.subs, id)
 	a.subsSorted = nil
+	a.forgetPassive(id)
 	a.voiceSessionGone(context.Background(), id)
 	a.subRemoved(context.Background(), sub)
 }
@@ -170,13 +183,21 @@ func (a *Actor) removeSub(id event.SessionID) {
 // fanoutMessage delivers MESSAGE_CREATE or MESSAGE_UPDATE: to sessions that
 // see the channel and have GUILD_MESSAGES; variant 1 (content stripped) to
 // bots without MESSAGE_CONTENT unless they wrote or are mentioned in it.
+// A session passive in the channel gets only a MESSAGE_CREATE that
+// mentions it; the others it is left out of reach it as PASSIVE_UPDATE_V1
+// (passive.go).
 func (a *Actor) fanoutMessage(ctx context.Context, typ string, m wire.Message) {
 	full := mustJSON(m)
 	var stripped json.RawMessage
 	b := newBatcher(typ, full)
+	skipped := 0
 	for _, sub := range a.sortedSubs() {
 		s := sub.s
 		if !wants(s, IntentGuildMessages) || !a.canView(s.UserID, m.ChannelID) {
+			continue
+		}
+		if a.passiveSkips(s, m.ChannelID) && (typ != "MESSAGE_CREATE" || !a.mentionsSession(m, s)) {
+			skipped++
 			continue
 		}
 		variant := 0
@@ -188,6 +209,10 @@ func (a *Actor) fanoutMessage(ctx context.Context, typ string, m wire.Message) {
 			variant = 1
 		}
 		b.add(s, variant)
+	}
+	a.svc.metrics.passiveSkipped.Add(float64(skipped))
+	if skipped > 0 && typ == "MESSAGE_CREATE" {
+		a.markDirty(m.ChannelID)
 	}
 	b.flushGuild(ctx, a)
 }

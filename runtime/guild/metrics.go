@@ -14,6 +14,9 @@ type metrics struct {
 	mailboxLength prometheus.Gauge
 	actorsLoaded  prometheus.Gauge
 	deliveries    prometheus.Counter
+	// passiveSkipped and passiveUpdates count passive sessions (passive.go).
+	passiveSkipped prometheus.Counter
+	passiveUpdates prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -35,6 +38,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "concord_guild_deliveries_total",
 			Help: "Session deliveries handed to gateway sinks by guild actors.",
 		}),
+		passiveSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "concord_guild_passive_skipped_total",
+			Help: "Message, reaction and typing deliveries withheld from sessions passive in their channel.",
+		}),
+		passiveUpdates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "concord_guild_passive_updates_total",
+			Help: "PASSIVE_UPDATE_V1 dispatches sent to passive sessions.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -44,6 +55,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.mailboxLength = register(reg, m.mailboxLength, &err)
 	m.actorsLoaded = register(reg, m.actorsLoaded, &err)
 	m.deliveries = register(reg, m.deliveries, &err)
+	m.passiveSkipped = register(reg, m.passiveSkipped, &err)
+	m.passiveUpdates = register(reg, m.passiveUpdates, &err)
 	if err != nil {
 		return nil, fmt.Errorf("guild: register metrics: %w", err)
 	}

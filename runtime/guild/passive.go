@@ -82,9 +82,20 @@ func (a *Actor) isPassive(s event.Session) bool {
 	return len(a.members) > t
 }
 
-// activeIn reports whether s named channelID in its latest op 14.
+// activeIn reports whether s named channelID, or the channel a thread
+// belongs to, in its latest op 14: a client showing a channel shows its
+// threads' activity, and names the parent while a thread is on screen
+// (the member list it shows is the parent's).
 func (a *Actor) activeIn(s event.Session, channelID snowflake.ID) bool {
-	return a.passive != nil && a.passive.active[s.ID][channelID]
+	if a.passive == nil {
+		return false
+	}
+	set := a.passive.active[s.ID]
+	if set[channelID] {
+		return true
+	}
+	c, ok := a.channels[channelID]
+	return ok && c.Thread != nil && set[c.ParentID]
 }
 
 // passiveSkips reports whether a message-content event of channelID

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/fanout"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/wire"
@@ -69,6 +70,10 @@ func (b *batcher) deliver(ctx context.Context, svc *Service, nodes []string) {
 // guild's events on one path, in the actor's order, while the relay set
 // stays the same.
 func (b *batcher) flushGuild(ctx context.Context, a *Actor) {
+	if a.sliced != nil {
+		b.sliceDirect(ctx, a)
+		return
+	}
 	r := a.svc.deps.Relays
 	if r == nil || len(b.byNode) == 0 {
 		b.flush(ctx, a.svc)
@@ -108,6 +113,10 @@ func (a *Actor) sendTo(ctx context.Context, s event.Session, typ string, payload
 
 // broadcast delivers a guild-wide event to every subscriber with intent.
 func (a *Actor) broadcast(ctx context.Context, typ string, payload any, intent uint64) {
+	if a.sliced != nil {
+		a.sliceEvent(ctx, &fanout.Event{Type: typ, Payloads: []json.RawMessage{mustJSON(payload)}, Kind: fanout.KindGuild, Intent: intent})
+		return
+	}
 	b := newBatcher(typ, mustJSON(payload))
 	for _, sub := range a.sortedSubs() {
 		if wants(sub.s, intent) {
@@ -125,6 +134,14 @@ func (a *Actor) broadcastChannel(ctx context.Context, typ string, channelID snow
 		a.notePin(channelID, payload)
 	}
 	content := passiveContent[typ]
+	if a.slicedChannel(channelID) {
+		kind := fanout.KindChannel
+		if content {
+			kind = fanout.KindContent
+		}
+		a.sliceEvent(ctx, &fanout.Event{Type: typ, Payloads: []json.RawMessage{mustJSON(payload)}, Kind: kind, Intent: intent, Channel: channelID})
+		return
+	}
 	b := newBatcher(typ, mustJSON(payload))
 	skipped := 0
 	for _, sub := range a.sortedSubs() {
@@ -169,12 +186,21 @@ func (a *Actor) sortedSubs() []*subscriber {
 func (a *Actor) addSub(sub *subscriber) {
 	a.subs[sub.s.ID] = sub
 	a.subsSorted = nil
+	if a.sliced != nil {
+		a.sliceAdd(context.Background(), sub.s)
+	} else {
+		a.sliceCheck(context.Background())
+	}
 }
 
 func (a *Actor) removeSub(id event.SessionID) {
 	sub := a.subs[id]
 	delete(a.subs, id)
 	a.subsSorted = nil
+	if a.sliced != nil {
+		a.sliceRemove(context.Background(), id)
+		a.sliceCheck(context.Background())
+	}
 	a.forgetPassive(id)
 	a.voiceSessionGone(context.Background(), id)
 	a.subRemoved(context.Background(), sub)
@@ -188,6 +214,10 @@ func (a *Actor) removeSub(id event.SessionID) {
 // (passive.go).
 func (a *Actor) fanoutMessage(ctx context.Context, typ string, m wire.Message) {
 	full := mustJSON(m)
+	if a.slicedChannel(m.ChannelID) {
+		a.sliceMessage(ctx, typ, m, full)
+		return
+	}
 	var stripped json.RawMessage
 	b := newBatcher(typ, full)
 	skipped := 0

@@ -150,6 +150,9 @@ func (a *Actor) setActive(s event.Session, channels []snowflake.ID) {
 		}
 	}
 	a.passiveState().active[s.ID] = set
+	if a.sliced != nil {
+		a.sliceActive(context.Background(), s, set)
+	}
 }
 
 // forgetPassive drops a departed session's active channels.

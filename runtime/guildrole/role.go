@@ -39,6 +39,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/fanout"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/readstaterole"
@@ -114,6 +115,12 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 			return errors.New("no gateway sink in the process to deliver guild events to")
 		}
 		deps.Sink = sink
+		if cfg.DevRelays > 0 {
+			// Relays in process: big guilds hand them their sessions.
+			local := fanout.NewLocal(sink, cfg.DevRelays, 4096)
+			closers.Add(func() error { local.Close(); return nil })
+			deps.Slices = local
+		}
 	} else {
 		if ring, err = role.Ring(ctx, b.Seams, b.Registry, registry.RoleGuild, registry.LocalRingConfig{Logger: b.Logger.With("component", "ring")}); err != nil {
 			return err
@@ -133,7 +140,8 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		closers.Add(sessions.Close)
 		deps.Sink, deps.Relays, deps.Sessions = sink, relays, sessions
 	}
-	gcfg := guild.Config{Logger: log, Registerer: b.Metrics, ShadowEvery: cfg.PermissionsShadowEvery}
+	gcfg := guild.Config{Logger: log, Registerer: b.Metrics, ShadowEvery: cfg.PermissionsShadowEvery,
+		SliceThreshold: cfg.RelayThreshold, SliceSize: cfg.RelayThreshold}
 	var owns func(snowflake.ID) bool
 	if ring != nil {
 		owns = transport.OwnedBy(ring, cfg.Node)

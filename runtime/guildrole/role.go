@@ -139,6 +139,11 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		sessions := transport.NewSessionDirectory(b.ClientConfig, role.RingRoster{LocalRing: gwRing})
 		closers.Add(sessions.Close)
 		deps.Sink, deps.Relays, deps.Sessions = sink, relays, sessions
+		// Guilds above --relay-threshold hand their sessions to the
+		// relays of their list, which filter them (runtime/fanout).
+		sliceClient := transport.NewSliceClient(b.ClientConfig)
+		closers.Add(sliceClient.Close)
+		deps.Slices = sliceRouter{lists: relays, client: sliceClient}
 	}
 	gcfg := guild.Config{Logger: log, Registerer: b.Metrics, ShadowEvery: cfg.PermissionsShadowEvery,
 		SliceThreshold: cfg.RelayThreshold, SliceSize: cfg.RelayThreshold}

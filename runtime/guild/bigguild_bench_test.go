@@ -250,3 +250,61 @@ func (s *Service) mustActorB(b *testing.B, id snowflake.ID) *Actor {
 	}
 	return a
 }
+
+// BenchmarkBigGuildStorm is seed path 3 on the sliced guild: 30% of the
+// online sessions open channel 0 (op 14) within the run, then one message
+// goes to it. It reports the owner's time for the opens, the entries per
+// event (one per relay), the full deliveries and the passive updates the
+// relays send the rest.
+func BenchmarkBigGuildStorm(b *testing.B) {
+	g := newBigGuild(b, true, false)
+	a := g.f.svc.mustActorB(b, g.guild)
+	relays := len(a.sliced.relays)
+	opens := *bigSessions * 3 / 10
+	var owner time.Duration
+	err := g.f.svc.do(bg, g.guild, func(a *Actor) error {
+		t0 := time.Now()
+		for i, sub := range a.sortedSubs() {
+			if i >= opens {
+				break
+			}
+			if !sub.s.Bot {
+				a.setActive(sub.s, g.chans[:1])
+			}
+		}
+		owner = time.Since(t0)
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g.settle(b)
+	before := passiveUpdates(g)
+	o, r, d := g.timed(b, g.message(1, g.chans[0], false))
+	var viewers, passive int
+	_ = g.f.svc.do(bg, g.guild, func(a *Actor) error {
+		for _, sub := range a.subs {
+			switch {
+			case sub.s.Bot || a.activeIn(sub.s, g.chans[0]):
+				viewers++
+			default:
+				passive++
+			}
+		}
+		return nil
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for passiveUpdates(g)-before < uint64(passive) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond) // the relays' passive flush runs on their timers
+	}
+	b.Logf("storm: %d sessions opened channel 0 in %v of owner time (%.1f µs each); one message: %d entries (one per relay), owner %v, relays %v, %d full deliveries (%d viewers and bots), %d passive updates for %d passive sessions",
+		opens, owner, float64(owner.Microseconds())/float64(opens), relays, o, r, d, viewers, passiveUpdates(g)-before, passive)
+}
+
+func passiveUpdates(g *bigGuild) uint64 {
+	var n uint64
+	for _, name := range g.local.Relays(g.guild) {
+		n += g.local.Relay(name).Slice(g.guild).Stats().PassiveUpdates
+	}
+	return n
+}

@@ -52,6 +52,8 @@ type Options struct {
 	OS string
 	// Presence is IDENTIFY's initial presence, when set.
 	Presence map[string]any
+	// LargeThreshold is IDENTIFY's large_threshold, sent when non-zero.
+	LargeThreshold int
 	// Resume, when set, sends RESUME for that session instead of
 	// IDENTIFY.
 	Resume *Resume
@@ -148,6 +150,9 @@ func Dial(url, token string, o Options) (*Conn, error) {
 	}
 	if o.Presence != nil {
 		identify["presence"] = o.Presence
+	}
+	if o.LargeThreshold != 0 {
+		identify["large_threshold"] = o.LargeThreshold
 	}
 	var first any = map[string]any{"op": 2, "d": identify}
 	if o.Resume != nil {

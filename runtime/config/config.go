@@ -112,6 +112,13 @@ type Config struct {
 	// gives labelled event-age and mailbox series
 	// (concord_guild_top_*{guild}); 0 takes 20, negative turns them off.
 	GuildMetricsTop int
+	// RelayThreshold is the number of online sessions above which a
+	// guild hands its sessions to relays that filter their slices
+	// (runtime/guild/sliced.go); 0 takes 15,000.
+	RelayThreshold int
+	// DevRelays is the number of in-process relays of `concord dev`
+	// (runtime/fanout.Local); 0 runs none.
+	DevRelays int
 	// Serving bounds every HTTP listener: timeouts, header size,
 	// connection caps (zero fields take httpserve's defaults) and the
 	// trusted proxies whose word about the client's address is believed.

@@ -30,6 +30,10 @@ type Session struct {
 	ShardCount int
 	// Node names the gateway node holding the session.
 	Node string
+	// LargeThreshold is the large_threshold the session sent in IDENTIFY
+	// (50–250; 0 means the default, 50). A user session is passive in a
+	// guild with more members (docs/api.md, "Passive sessions").
+	LargeThreshold int
 }
 
 // Target is one recipient of a Batch and the payload variant it gets.

@@ -59,6 +59,8 @@ func (c *conn) identify(d json.RawMessage) bool {
 		ShardID:    id.ShardID,
 		ShardCount: id.ShardCount,
 		Node:       n.cfg.Node,
+
+		LargeThreshold: id.LargeThreshold,
 	}
 	ready, err := n.backend.Identify(c.ctx, id.Token, info)
 	if errors.Is(err, ErrIdentifyRateLimited) {

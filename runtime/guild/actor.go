@@ -51,6 +51,10 @@ type Actor struct {
 	pres *actorPresence
 	// voice is the guild's voice states, built on first use (voicestate.go).
 	voice *actorVoice
+	// passive is the passive-session state, built on first use (passive.go).
+	passive *actorPassive
+	// sliced is set while relays own the guild's sessions (sliced.go).
+	sliced *actorSliced
 	// sampler picks the decisions the shadow check recomputes (grant.go).
 	sampler permissions.Sampler
 	// threadMembers holds, per thread, its members (threads.go).

@@ -52,6 +52,20 @@ func benchGuildWith(b *testing.B, members int, cfg Config) (*fixture, *countingS
 		}
 	}
 	chans := must[[]store.Channel](b)(f.svc.Channels(bg, owner.ID, gid))
+	// Every user session views the channel (op 14): in a guild above
+	// large_threshold a session is otherwise passive there.
+	for i := 0; i < members; i++ {
+		s := event.Session{ID: event.SessionID(fmt.Sprintf("s%d", i)), Node: fmt.Sprintf("node-%d", i%4)}
+		err := f.svc.do(bg, gid, func(a *Actor) error {
+			if sub := a.subs[s.ID]; sub != nil && !sub.s.Bot {
+				a.setActive(sub.s, []snowflake.ID{chans[0].ID})
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 	grant := must[SendGrant](b)(f.svc.AuthorizeSend(bg, SendRequest{UserID: owner.ID, ChannelID: chans[0].ID}))
 	m := store.Message{ID: snowflake.FromTime(time.Now()), ChannelID: chans[0].ID, GuildID: gid, AuthorID: owner.ID, Content: "benchmark message content of a typical length, say eighty characters."}
 	return f, sink, wire.MessageFrom(m, wire.UserFrom(owner), grant.Member, nil, nil)

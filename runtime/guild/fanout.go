@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/fanout"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/tracing"
@@ -72,6 +73,10 @@ func (b *batcher) deliver(ctx context.Context, svc *Service, nodes []string) {
 // guild's events on one path, in the actor's order, while the relay set
 // stays the same.
 func (b *batcher) flushGuild(ctx context.Context, a *Actor) {
+	if a.sliced != nil {
+		b.sliceDirect(ctx, a)
+		return
+	}
 	r := a.svc.deps.Relays
 	if r == nil || len(b.byNode) == 0 {
 		b.flush(ctx, a.svc)
@@ -111,6 +116,10 @@ func (a *Actor) sendTo(ctx context.Context, s event.Session, typ string, payload
 
 // broadcast delivers a guild-wide event to every subscriber with intent.
 func (a *Actor) broadcast(ctx context.Context, typ string, payload any, intent uint64) {
+	if a.sliced != nil {
+		a.sliceEvent(ctx, &fanout.Event{Type: typ, Payloads: []json.RawMessage{mustJSON(payload)}, Kind: fanout.KindGuild, Intent: intent})
+		return
+	}
 	b := newBatcher(typ, mustJSON(payload))
 	for _, sub := range a.sortedSubs() {
 		if wants(sub.s, intent) {
@@ -120,14 +129,34 @@ func (a *Actor) broadcast(ctx context.Context, typ string, payload any, intent u
 	b.flushGuild(ctx, a)
 }
 
-// broadcastChannel delivers a channel event to subscribers who see the channel.
+// broadcastChannel delivers a channel event to subscribers who see the
+// channel; message-content events (passiveContent) skip sessions passive
+// in it.
 func (a *Actor) broadcastChannel(ctx context.Context, typ string, channelID snowflake.ID, payload any, intent uint64) {
+	if typ == "CHANNEL_PINS_UPDATE" {
+		a.notePin(channelID, payload)
+	}
+	content := passiveContent[typ]
+	if a.slicedChannel(channelID) {
+		kind := fanout.KindChannel
+		if content {
+			kind = fanout.KindContent
+		}
+		a.sliceEvent(ctx, &fanout.Event{Type: typ, Payloads: []json.RawMessage{mustJSON(payload)}, Kind: kind, Intent: intent, Channel: channelID})
+		return
+	}
 	b := newBatcher(typ, mustJSON(payload))
+	skipped := 0
 	for _, sub := range a.sortedSubs() {
 		if wants(sub.s, intent) && a.canView(sub.s.UserID, channelID) {
+			if content && a.passiveSkips(sub.s, channelID) {
+				skipped++
+				continue
+			}
 			b.add(sub.s, 0)
 		}
 	}
+	a.svc.metrics.passiveSkipped.Add(float64(skipped))
 	b.flushGuild(ctx, a)
 }
 
@@ -160,12 +189,22 @@ func (a *Actor) sortedSubs() []*subscriber {
 func (a *Actor) addSub(sub *subscriber) {
 	a.subs[sub.s.ID] = sub
 	a.subsSorted = nil
+	if a.sliced != nil {
+		a.sliceAdd(context.Background(), sub.s)
+	} else {
+		a.sliceCheck(context.Background())
+	}
 }
 
 func (a *Actor) removeSub(id event.SessionID) {
 	sub := a.subs[id]
 	delete(a.subs, id)
 	a.subsSorted = nil
+	if a.sliced != nil {
+		a.sliceRemove(context.Background(), id)
+		a.sliceCheck(context.Background())
+	}
+	a.forgetPassive(id)
 	a.voiceSessionGone(context.Background(), id)
 	a.subRemoved(context.Background(), sub)
 }
@@ -173,15 +212,27 @@ func (a *Actor) removeSub(id event.SessionID) {
 // fanoutMessage delivers MESSAGE_CREATE or MESSAGE_UPDATE: to sessions that
 // see the channel and have GUILD_MESSAGES; variant 1 (content stripped) to
 // bots without MESSAGE_CONTENT unless they wrote or are mentioned in it.
+// A session passive in the channel gets only a MESSAGE_CREATE that
+// mentions it; the others it is left out of reach it as PASSIVE_UPDATE_V1
+// (passive.go).
 func (a *Actor) fanoutMessage(ctx context.Context, typ string, m wire.Message) {
 	ctx, span := tracing.Start(ctx, "guild.fanout", attribute.String("event", typ))
 	defer span.End()
 	full := mustJSON(m)
+	if a.slicedChannel(m.ChannelID) {
+		a.sliceMessage(ctx, typ, m, full)
+		return
+	}
 	var stripped json.RawMessage
 	b := newBatcher(typ, full)
+	skipped := 0
 	for _, sub := range a.sortedSubs() {
 		s := sub.s
 		if !wants(s, IntentGuildMessages) || !a.canView(s.UserID, m.ChannelID) {
+			continue
+		}
+		if a.passiveSkips(s, m.ChannelID) && (typ != "MESSAGE_CREATE" || !a.mentionsSession(m, s)) {
+			skipped++
 			continue
 		}
 		variant := 0
@@ -193,6 +244,10 @@ func (a *Actor) fanoutMessage(ctx context.Context, typ string, m wire.Message) {
 			variant = 1
 		}
 		b.add(s, variant)
+	}
+	a.svc.metrics.passiveSkipped.Add(float64(skipped))
+	if skipped > 0 && typ == "MESSAGE_CREATE" {
+		a.markDirty(m.ChannelID)
 	}
 	b.flushGuild(ctx, a)
 }

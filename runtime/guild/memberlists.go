@@ -125,9 +125,10 @@ func (a *Actor) memberLeft(ctx context.Context, userID snowflake.ID) {
 	a.deliverLists(ctx, ap, ap.lists.Remove(userID), a.pressure(time.Now()))
 }
 
-// LazyRequest applies a session's op 14: it records the channel the
-// client has open (the first one named, if the user can see it) for
-// typing, and replaces the session's member-list ranges, sending a SYNC
+// LazyRequest applies a session's op 14: it records the channels named as
+// the ones a passive session is active in (the latest op 14 replaces them),
+// the channel the client has open (the first one named, if the user can
+// see it) for typing, and replaces the session's member-list ranges, sending a SYNC
 // for each new range. Channels the user cannot see, unknown channels and
 // ranges over the limits are skipped or clamped; that error is returned
 // for logging and leaves the connection open. A session not attached to
@@ -141,6 +142,10 @@ func (s *Service) LazyRequest(ctx context.Context, sess event.Session, req membe
 	return s.do(ctx, req.GuildID, func(a *Actor) error {
 		if _, ok := a.subs[sess.ID]; !ok {
 			return fmt.Errorf("op 14 for guild %d: %w", a.id, ErrMissingAccess)
+		}
+		if req.Channels != nil {
+			// The channels a passive session is active in (passive.go).
+			a.setActive(sess, req.ChannelIDs())
 		}
 		ap := a.presenceState(ctx)
 		if ap == nil {

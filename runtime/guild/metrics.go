@@ -14,6 +14,14 @@ type metrics struct {
 	mailboxLength prometheus.Gauge
 	actorsLoaded  prometheus.Gauge
 	deliveries    prometheus.Counter
+	// passiveSkipped and passiveUpdates count passive sessions (passive.go).
+	passiveSkipped prometheus.Counter
+	passiveUpdates prometheus.Counter
+	// sliceEntries, sliceEvents and sliceRehomed count sliced guilds'
+	// streams to relays (sliced.go).
+	sliceEntries prometheus.Counter
+	sliceEvents  prometheus.Counter
+	sliceRehomed prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -35,6 +43,26 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "concord_guild_deliveries_total",
 			Help: "Session deliveries handed to gateway sinks by guild actors.",
 		}),
+		passiveSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "concord_guild_passive_skipped_total",
+			Help: "Message, reaction and typing deliveries withheld from sessions passive in their channel.",
+		}),
+		passiveUpdates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "concord_guild_passive_updates_total",
+			Help: "PASSIVE_UPDATE_V1 dispatches sent to passive sessions.",
+		}),
+		sliceEntries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "concord_guild_slice_entries_total",
+			Help: "Entries (events, state changes, session changes) sliced guilds sent to relays, one per relay.",
+		}),
+		sliceEvents: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "concord_guild_slice_events_total",
+			Help: "Events of sliced guilds handed to their relays to filter (each sent once per relay).",
+		}),
+		sliceRehomed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "concord_guild_slice_rehomed_sessions_total",
+			Help: "Sessions of sliced guilds moved to another relay after theirs failed.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -44,6 +72,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.mailboxLength = register(reg, m.mailboxLength, &err)
 	m.actorsLoaded = register(reg, m.actorsLoaded, &err)
 	m.deliveries = register(reg, m.deliveries, &err)
+	m.passiveSkipped = register(reg, m.passiveSkipped, &err)
+	m.passiveUpdates = register(reg, m.passiveUpdates, &err)
+	m.sliceEntries = register(reg, m.sliceEntries, &err)
+	m.sliceEvents = register(reg, m.sliceEvents, &err)
+	m.sliceRehomed = register(reg, m.sliceRehomed, &err)
 	if err != nil {
 		return nil, fmt.Errorf("guild: register metrics: %w", err)
 	}

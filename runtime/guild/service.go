@@ -71,6 +71,11 @@ type Config struct {
 	// loads the owner's writes afresh instead of answering from a copy
 	// that stopped following them.
 	Owns func(snowflake.ID) bool
+	// SliceThreshold is the number of online sessions above which a
+	// guild hands its sessions to relays (Deps.Slices), each relay owning
+	// at most SliceSize of them (defaults 15,000 and 15,000; sliced.go).
+	SliceThreshold int
+	SliceSize      int
 }
 
 // Deps are the Service's collaborators.
@@ -87,6 +92,11 @@ type Deps struct {
 	// relay tier (RelayTier): one request per relay instead of one batch
 	// per gateway node. Nil delivers every batch through Sink.
 	Relays Relayer
+	// Slices, when set, is the relay tier that owns session slices of
+	// guilds above Config.SliceThreshold online sessions and filters
+	// their events itself (sliced.go). Nil: the owner filters every
+	// session.
+	Slices Slicer
 	// Sessions, when set, is the cluster's session directory: events
 	// aimed at one user (DMs, group DMs, MESSAGE_ACK, a bot's
 	// interactions) reach the user's sessions on every gateway node, not
@@ -168,6 +178,12 @@ func NewService(cfg Config, deps Deps) (*Service, error) {
 	}
 	if cfg.LargeThreshold <= 0 {
 		cfg.LargeThreshold = 250
+	}
+	if cfg.SliceThreshold <= 0 {
+		cfg.SliceThreshold = DefaultSliceThreshold
+	}
+	if cfg.SliceSize <= 0 {
+		cfg.SliceSize = DefaultSliceThreshold
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -32,7 +32,7 @@ func (a *Actor) fanoutTyping(ctx context.Context, userID, channelID snowflake.ID
 	n := 0
 	for _, s := range focused {
 		// Focus can outlive membership or a permission change.
-		if _, attached := a.subs[s.ID]; attached && !s.Bot && a.canView(s.UserID, channelID) {
+		if _, attached := a.subs[s.ID]; attached && !s.Bot && a.canView(s.UserID, channelID) && !a.passiveSkips(s, channelID) {
 			b.add(s, 0)
 			n++
 		}

@@ -31,6 +31,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/concord-chat/concord/runtime/fanout"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/lifecycle"
 	"github.com/concord-chat/concord/runtime/registry"
@@ -80,6 +81,12 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 	}
 	ring, placed := role.Lookup(b.Seams, role.Placement)
 	var relays *relayRouter
+	if !placed && cfg.DevRelays > 0 {
+		// Relays in process: big guilds hand them their sessions.
+		local := fanout.NewLocal(deps.Sink, cfg.DevRelays, 4096)
+		closers.Add(func() error { local.Close(); return nil })
+		deps.Slices = local
+	}
 	if placed {
 		relayClient := transport.NewRelayClient(b.ClientConfig)
 		closers.Add(relayClient.Close)
@@ -87,8 +94,14 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 			return fmt.Errorf("relays: %w", err)
 		}
 		deps.Relays = relays
+		// Guilds above --relay-threshold hand their sessions to the
+		// relays of their list, which filter them (runtime/fanout).
+		sliceClient := transport.NewSliceClient(b.ClientConfig)
+		closers.Add(sliceClient.Close)
+		deps.Slices = sliceRouter{lists: relays, client: sliceClient}
 	}
-	gcfg := guild.Config{Logger: log, Registerer: b.Metrics, ShadowEvery: cfg.PermissionsShadowEvery}
+	gcfg := guild.Config{Logger: log, Registerer: b.Metrics, ShadowEvery: cfg.PermissionsShadowEvery,
+		SliceThreshold: cfg.RelayThreshold, SliceSize: cfg.RelayThreshold}
 	var owns func(snowflake.ID) bool
 	if placed {
 		owns = transport.OwnedBy(ring, cfg.Node)

@@ -14,7 +14,8 @@ import (
 type Request struct {
 	GuildID snowflake.ID
 	// Channels maps each channel to the ranges the client shows; nil when
-	// the request names none (it may only toggle typing or activities).
+	// the request has no channels (it may only toggle typing or
+	// activities), empty when it sent an empty object.
 	Channels map[snowflake.ID][]Range
 	Typing   bool
 	// Activities, Threads and Members are accepted and reported but not
@@ -44,7 +45,9 @@ func ParseRequest(d json.RawMessage) (Request, error) {
 		return Request{}, fmt.Errorf("%w: no guild_id", ErrBadRequest)
 	}
 	r := Request{GuildID: raw.GuildID, Typing: raw.Typing, Activities: raw.Activities, Threads: raw.Threads, Members: raw.Members}
-	if len(raw.Channels) > 0 {
+	if raw.Channels != nil {
+		// An empty object is kept apart from no object: it names no
+		// channel, which leaves a passive session fully passive.
 		r.Channels = make(map[snowflake.ID][]Range, len(raw.Channels))
 	}
 	for k, v := range raw.Channels {

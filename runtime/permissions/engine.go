@@ -90,6 +90,9 @@ type Engine struct {
 	entries  int
 	keyBuf   []byte
 	rolesBuf []snowflake.ID
+
+	// journal, when set, receives every change (journal.go).
+	journal func(Change)
 }
 
 // NewEngine returns an empty engine for a guild. @everyone has no
@@ -107,12 +110,16 @@ func NewEngine(guildID, ownerID snowflake.ID) *Engine {
 }
 
 // SetOwner changes the guild owner. Cached entries do not depend on it.
-func (e *Engine) SetOwner(userID snowflake.ID) { e.ownerID = userID }
+func (e *Engine) SetOwner(userID snowflake.ID) {
+	e.ownerID = userID
+	e.record(Change{Op: OpOwner, ID: userID})
+}
 
 // SetRole creates or updates a role's permissions. roleID == guild id is
 // @everyone. It invalidates the cached entries of every role set holding
 // the role (all of them for @everyone).
 func (e *Engine) SetRole(roleID snowflake.ID, bits Bits) {
+	e.record(Change{Op: OpRole, ID: roleID, Bits: bits})
 	if old, ok := e.roles[roleID]; ok && old == bits {
 		return
 	}
@@ -123,6 +130,7 @@ func (e *Engine) SetRole(roleID snowflake.ID, bits Bits) {
 // DeleteRole deletes a role; members listing it no longer get its bits nor
 // its channel overwrites. Deleting @everyone leaves it with no permissions.
 func (e *Engine) DeleteRole(roleID snowflake.ID) {
+	e.record(Change{Op: OpDeleteRole, ID: roleID})
 	if _, ok := e.roles[roleID]; !ok {
 		return
 	}
@@ -135,6 +143,7 @@ func (e *Engine) DeleteRole(roleID snowflake.ID) {
 // if it is new; ows may be empty. When ows holds several overwrites for the
 // same target, the last one wins. It invalidates that channel only.
 func (e *Engine) SetOverwrites(channelID snowflake.ID, ows []Overwrite) {
+	e.record(Change{Op: OpOverwrites, ID: channelID, Overwrites: ows})
 	ch := e.channels[channelID]
 	if ch == nil {
 		ch = &channel{}
@@ -174,6 +183,7 @@ func (e *Engine) SetOverwrites(channelID snowflake.ID, ows []Overwrite) {
 
 // DeleteChannel forgets a channel and its cached entries.
 func (e *Engine) DeleteChannel(channelID snowflake.ID) {
+	e.record(Change{Op: OpDeleteChannel, ID: channelID})
 	ch := e.channels[channelID]
 	if ch == nil {
 		return
@@ -188,6 +198,11 @@ func (e *Engine) DeleteChannel(channelID snowflake.ID) {
 // SetMember adds or replaces a member. Only that member's lookups change:
 // they move to the cache entries of their new role set.
 func (e *Engine) SetMember(m Member) {
+	if e.journal != nil {
+		jm := m
+		jm.Roles = slices.Clone(m.Roles)
+		e.record(Change{Op: OpMember, ID: m.UserID, Member: &jm})
+	}
 	old, ok := e.members[m.UserID]
 	set := e.intern(m.Roles)
 	if ok {
@@ -203,6 +218,7 @@ func (e *Engine) SetMember(m Member) {
 
 // DeleteMember forgets a member.
 func (e *Engine) DeleteMember(userID snowflake.ID) {
+	e.record(Change{Op: OpDeleteMember, ID: userID})
 	m, ok := e.members[userID]
 	if !ok {
 		return

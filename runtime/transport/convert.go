@@ -18,6 +18,8 @@ func sessionToPB(s event.Session) *transportpb.Session {
 		ShardId:    int32(s.ShardID),
 		ShardCount: int32(s.ShardCount),
 		Node:       s.Node,
+
+		LargeThreshold: int32(s.LargeThreshold),
 	}
 }
 
@@ -34,6 +36,8 @@ func sessionFromPB(p *transportpb.Session) (s event.Session, ok bool) {
 		ShardID:    int(p.ShardId),
 		ShardCount: int(p.ShardCount),
 		Node:       p.Node,
+
+		LargeThreshold: int(p.LargeThreshold),
 	}, true
 }
 

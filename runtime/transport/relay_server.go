@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/fanout"
 	"github.com/concord-chat/concord/runtime/tracing"
 	"github.com/concord-chat/concord/runtime/transport/transportpb"
 )
@@ -21,6 +22,8 @@ type relayServer struct {
 	transportpb.UnimplementedRelayNodeServer
 	sink event.Sink
 	errs errorTable
+	// slices are the session slices of sliced guilds (slice_server.go).
+	slices *fanout.Relay
 }
 
 // Relay forwards each request of the stream. A malformed request ends the
@@ -88,4 +91,12 @@ var (
 		Name: "concord_transport_relay_received_requests_total",
 		Help: "Relay requests this relay node received from guild nodes.",
 	})
+	sliceReceived = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "concord_transport_slice_received_entries_total",
+		Help: "Sliced-guild entries this relay node received from guild owners.",
+	})
+	sliceSent = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "concord_transport_slice_entries_total",
+		Help: "Sliced-guild entries this guild node sent to relays, by result (sent, behind, failed).",
+	}, []string{"result"})
 )

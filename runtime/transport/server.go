@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/fanout"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/tracing"
@@ -123,7 +124,7 @@ func NewServer(cfg ServerConfig, svc Services) (*Server, error) {
 		s.names = append(s.names, transportpb.PresenceNode_ServiceDesc.ServiceName)
 	}
 	if svc.Relay != nil {
-		transportpb.RegisterRelayNodeServer(g, &relayServer{sink: svc.Relay, errs: errs})
+		transportpb.RegisterRelayNodeServer(g, &relayServer{sink: svc.Relay, errs: errs, slices: fanout.NewRelay(svc.Relay)})
 		s.names = append(s.names, transportpb.RelayNode_ServiceDesc.ServiceName)
 	}
 	healthpb.RegisterHealthServer(g, s.health)

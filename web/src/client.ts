@@ -319,6 +319,9 @@ function onDispatch(t: string, d: any) {
     case "MESSAGE_CREATE":
       onMessage(d);
       break;
+    case "PASSIVE_UPDATE_V1":
+      onPassiveUpdate(d);
+      break;
     case "MESSAGE_UPDATE": {
       if (d.thread) putThread({ ...d.thread, guild_id: d.thread.guild_id || d.guild_id });
       const l = state.logs.get(d.channel_id);
@@ -404,6 +407,27 @@ function onMessage(m: Message) {
   } else if (mentionsMe(m)) {
     const r = state.reads.get(m.channel_id) || { last_message_id: "0", mention_count: 0 };
     state.reads.set(m.channel_id, { ...r, mention_count: r.mention_count + 1 });
+  }
+}
+
+// onPassiveUpdate applies PASSIVE_UPDATE_V1. In a guild larger than our
+// large_threshold the server sends messages only for the channel on screen
+// (named by op 14) and those that mention us; every other channel reports
+// its last message here, which lights its unread badge. Messages in
+// between never reached us, so a loaded history of such a channel is no
+// longer at its end: it is reloaded when opened (Messages.tsx), or now if
+// it is on screen (op 14 and the update crossed).
+function onPassiveUpdate(d: { channels?: { id: string; last_message_id: string | null }[] }) {
+  for (const e of d.channels || []) {
+    const c = state.channels.get(e.id);
+    if (!c || !e.last_message_id) continue;
+    if (c.last_message_id && compareIds(e.last_message_id, c.last_message_id) <= 0) continue;
+    c.last_message_id = e.last_message_id;
+    const l = state.logs.get(e.id);
+    if (l && l.atEnd) {
+      l.atEnd = false;
+      if (viewing?.channelId === e.id) loadNewer(e.id);
+    }
   }
 }
 

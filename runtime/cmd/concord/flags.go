@@ -121,6 +121,9 @@ func bindConfigFlags(fs *pflag.FlagSet, cfg *config.Config, logFormat, logLevel 
 		"recompute 1 in N fan-out and read permission decisions from scratch and count disagreements in concord_permissions_shadow_disagreements_total (negative disables)")
 	intFlag(fs, &cfg.GuildMetricsTop, "guild-metrics-top", guild.DefaultTopGuilds,
 		"guild nodes: give the N busiest guilds (operations dispatched and queued, re-ranked every 5 s) labelled series concord_guild_top_*{guild} (negative disables)")
+	intFlag(fs, &cfg.RelayThreshold, "relay-threshold", guild.DefaultSliceThreshold,
+		"guild nodes: a guild with more online sessions hands them to relays of at most this many each, which filter them themselves")
+	intFlag(fs, &cfg.DevRelays, "dev-relays", 7, "concord dev: in-process relays that take the sessions of guilds above --relay-threshold")
 	intFlag(fs, &cfg.Worker, "worker", 0, "snowflake worker id (0..31); serve without --worker and --process claims a free pair (--snowflake-id)")
 	intFlag(fs, &cfg.Process, "process", 0, "snowflake process id (0..31); see --worker")
 	intFlag(fs, &cfg.Identify.Concurrency, "identify-concurrency", d.Identify.Concurrency,

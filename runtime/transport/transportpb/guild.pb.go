@@ -31,9 +31,11 @@ type Session struct {
 	ShardId    int32                  `protobuf:"varint,5,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
 	ShardCount int32                  `protobuf:"varint,6,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
 	// node names the gateway node holding the session.
-	Node          string `protobuf:"bytes,7,opt,name=node,proto3" json:"node,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Node string `protobuf:"bytes,7,opt,name=node,proto3" json:"node,omitempty"`
+	// large_threshold is the session's IDENTIFY large_threshold (0: default).
+	LargeThreshold int32 `protobuf:"varint,8,opt,name=large_threshold,json=largeThreshold,proto3" json:"large_threshold,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -113,6 +115,13 @@ func (x *Session) GetNode() string {
 		return x.Node
 	}
 	return ""
+}
+
+func (x *Session) GetLargeThreshold() int32 {
+	if x != nil {
+		return x.LargeThreshold
+	}
+	return 0
 }
 
 // SubscribeRequest attaches session to guild_id.
@@ -1010,7 +1019,7 @@ var File_concord_transport_v1_guild_proto protoreflect.FileDescriptor
 
 const file_concord_transport_v1_guild_proto_rawDesc = "" +
 	"\n" +
-	" concord/transport/v1/guild.proto\x12\x14concord.transport.v1\x1a#concord/transport/v1/presence.proto\"\xae\x01\n" +
+	" concord/transport/v1/guild.proto\x12\x14concord.transport.v1\x1a#concord/transport/v1/presence.proto\"\xd7\x01\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\x06R\x06userId\x12\x10\n" +
@@ -1019,7 +1028,8 @@ const file_concord_transport_v1_guild_proto_rawDesc = "" +
 	"\bshard_id\x18\x05 \x01(\x05R\ashardId\x12\x1f\n" +
 	"\vshard_count\x18\x06 \x01(\x05R\n" +
 	"shardCount\x12\x12\n" +
-	"\x04node\x18\a \x01(\tR\x04node\"f\n" +
+	"\x04node\x18\a \x01(\tR\x04node\x12'\n" +
+	"\x0flarge_threshold\x18\b \x01(\x05R\x0elargeThreshold\"f\n" +
 	"\x10SubscribeRequest\x12\x19\n" +
 	"\bguild_id\x18\x01 \x01(\x06R\aguildId\x127\n" +
 	"\asession\x18\x02 \x01(\v2\x1d.concord.transport.v1.SessionR\asession\"\x13\n" +

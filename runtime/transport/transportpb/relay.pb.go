@@ -21,6 +21,51 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SliceRequest is one fanout.Entry, JSON-encoded.
+type SliceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entry         []byte                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SliceRequest) Reset() {
+	*x = SliceRequest{}
+	mi := &file_concord_transport_v1_relay_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SliceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SliceRequest) ProtoMessage() {}
+
+func (x *SliceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_relay_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SliceRequest.ProtoReflect.Descriptor instead.
+func (*SliceRequest) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_relay_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SliceRequest) GetEntry() []byte {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
 // RelayRequest is one dispatch for sessions on several gateway nodes.
 type RelayRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -41,7 +86,7 @@ type RelayRequest struct {
 
 func (x *RelayRequest) Reset() {
 	*x = RelayRequest{}
-	mi := &file_concord_transport_v1_relay_proto_msgTypes[0]
+	mi := &file_concord_transport_v1_relay_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +98,7 @@ func (x *RelayRequest) String() string {
 func (*RelayRequest) ProtoMessage() {}
 
 func (x *RelayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_relay_proto_msgTypes[0]
+	mi := &file_concord_transport_v1_relay_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +111,7 @@ func (x *RelayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayRequest.ProtoReflect.Descriptor instead.
 func (*RelayRequest) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_relay_proto_rawDescGZIP(), []int{0}
+	return file_concord_transport_v1_relay_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *RelayRequest) GetType() string {
@@ -108,7 +153,7 @@ type RelayResponse struct {
 
 func (x *RelayResponse) Reset() {
 	*x = RelayResponse{}
-	mi := &file_concord_transport_v1_relay_proto_msgTypes[1]
+	mi := &file_concord_transport_v1_relay_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -120,7 +165,7 @@ func (x *RelayResponse) String() string {
 func (*RelayResponse) ProtoMessage() {}
 
 func (x *RelayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_relay_proto_msgTypes[1]
+	mi := &file_concord_transport_v1_relay_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -133,7 +178,7 @@ func (x *RelayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayResponse.ProtoReflect.Descriptor instead.
 func (*RelayResponse) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_relay_proto_rawDescGZIP(), []int{1}
+	return file_concord_transport_v1_relay_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RelayResponse) GetRequests() uint64 {
@@ -147,16 +192,19 @@ var File_concord_transport_v1_relay_proto protoreflect.FileDescriptor
 
 const file_concord_transport_v1_relay_proto_rawDesc = "" +
 	"\n" +
-	" concord/transport/v1/relay.proto\x12\x14concord.transport.v1\x1a\"concord/transport/v1/gateway.proto\"\x9c\x01\n" +
+	" concord/transport/v1/relay.proto\x12\x14concord.transport.v1\x1a\"concord/transport/v1/gateway.proto\"$\n" +
+	"\fSliceRequest\x12\x14\n" +
+	"\x05entry\x18\x01 \x01(\fR\x05entry\"\x9c\x01\n" +
 	"\fRelayRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1a\n" +
 	"\bpayloads\x18\x02 \x03(\fR\bpayloads\x12:\n" +
 	"\x05nodes\x18\x03 \x03(\v2$.concord.transport.v1.DeliverRequestR\x05nodes\x12 \n" +
 	"\vtraceparent\x18\x04 \x01(\tR\vtraceparent\"+\n" +
 	"\rRelayResponse\x12\x1a\n" +
-	"\brequests\x18\x01 \x01(\x04R\brequests2_\n" +
+	"\brequests\x18\x01 \x01(\x04R\brequests2\xb3\x01\n" +
 	"\tRelayNode\x12R\n" +
-	"\x05Relay\x12\".concord.transport.v1.RelayRequest\x1a#.concord.transport.v1.RelayResponse(\x01BKZIgithub.com/concord-chat/concord/runtime/transport/transportpb;transportpbb\x06proto3"
+	"\x05Relay\x12\".concord.transport.v1.RelayRequest\x1a#.concord.transport.v1.RelayResponse(\x01\x12R\n" +
+	"\x05Slice\x12\".concord.transport.v1.SliceRequest\x1a#.concord.transport.v1.RelayResponse(\x01BKZIgithub.com/concord-chat/concord/runtime/transport/transportpb;transportpbb\x06proto3"
 
 var (
 	file_concord_transport_v1_relay_proto_rawDescOnce sync.Once
@@ -170,18 +218,21 @@ func file_concord_transport_v1_relay_proto_rawDescGZIP() []byte {
 	return file_concord_transport_v1_relay_proto_rawDescData
 }
 
-var file_concord_transport_v1_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_concord_transport_v1_relay_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_concord_transport_v1_relay_proto_goTypes = []any{
-	(*RelayRequest)(nil),   // 0: concord.transport.v1.RelayRequest
-	(*RelayResponse)(nil),  // 1: concord.transport.v1.RelayResponse
-	(*DeliverRequest)(nil), // 2: concord.transport.v1.DeliverRequest
+	(*SliceRequest)(nil),   // 0: concord.transport.v1.SliceRequest
+	(*RelayRequest)(nil),   // 1: concord.transport.v1.RelayRequest
+	(*RelayResponse)(nil),  // 2: concord.transport.v1.RelayResponse
+	(*DeliverRequest)(nil), // 3: concord.transport.v1.DeliverRequest
 }
 var file_concord_transport_v1_relay_proto_depIdxs = []int32{
-	2, // 0: concord.transport.v1.RelayRequest.nodes:type_name -> concord.transport.v1.DeliverRequest
-	0, // 1: concord.transport.v1.RelayNode.Relay:input_type -> concord.transport.v1.RelayRequest
-	1, // 2: concord.transport.v1.RelayNode.Relay:output_type -> concord.transport.v1.RelayResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
+	3, // 0: concord.transport.v1.RelayRequest.nodes:type_name -> concord.transport.v1.DeliverRequest
+	1, // 1: concord.transport.v1.RelayNode.Relay:input_type -> concord.transport.v1.RelayRequest
+	0, // 2: concord.transport.v1.RelayNode.Slice:input_type -> concord.transport.v1.SliceRequest
+	2, // 3: concord.transport.v1.RelayNode.Relay:output_type -> concord.transport.v1.RelayResponse
+	2, // 4: concord.transport.v1.RelayNode.Slice:output_type -> concord.transport.v1.RelayResponse
+	3, // [3:5] is the sub-list for method output_type
+	1, // [1:3] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name
@@ -199,7 +250,7 @@ func file_concord_transport_v1_relay_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_transport_v1_relay_proto_rawDesc), len(file_concord_transport_v1_relay_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	RelayNode_Relay_FullMethodName = "/concord.transport.v1.RelayNode/Relay"
+	RelayNode_Slice_FullMethodName = "/concord.transport.v1.RelayNode/Slice"
 )
 
 // RelayNodeClient is the client API for RelayNode service.
@@ -35,6 +36,12 @@ type RelayNodeClient interface {
 	// forwards them in stream order, so a gateway node sees one guild's
 	// events in the order the guild's actor produced them.
 	Relay(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[RelayRequest, RelayResponse], error)
+	// Slice streams a sliced guild's entries from its owner to a relay that
+	// owns some of its sessions (runtime/fanout): permission changes,
+	// session changes and events, in the owner's order. A relay that is
+	// not at an entry's state version ends the stream with
+	// FAILED_PRECONDITION; the owner sends a snapshot on a new stream.
+	Slice(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SliceRequest, RelayResponse], error)
 }
 
 type relayNodeClient struct {
@@ -58,6 +65,19 @@ func (c *relayNodeClient) Relay(ctx context.Context, opts ...grpc.CallOption) (g
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RelayNode_RelayClient = grpc.ClientStreamingClient[RelayRequest, RelayResponse]
 
+func (c *relayNodeClient) Slice(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SliceRequest, RelayResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RelayNode_ServiceDesc.Streams[1], RelayNode_Slice_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SliceRequest, RelayResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RelayNode_SliceClient = grpc.ClientStreamingClient[SliceRequest, RelayResponse]
+
 // RelayNodeServer is the server API for RelayNode service.
 // All implementations must embed UnimplementedRelayNodeServer
 // for forward compatibility.
@@ -71,6 +91,12 @@ type RelayNodeServer interface {
 	// forwards them in stream order, so a gateway node sees one guild's
 	// events in the order the guild's actor produced them.
 	Relay(grpc.ClientStreamingServer[RelayRequest, RelayResponse]) error
+	// Slice streams a sliced guild's entries from its owner to a relay that
+	// owns some of its sessions (runtime/fanout): permission changes,
+	// session changes and events, in the owner's order. A relay that is
+	// not at an entry's state version ends the stream with
+	// FAILED_PRECONDITION; the owner sends a snapshot on a new stream.
+	Slice(grpc.ClientStreamingServer[SliceRequest, RelayResponse]) error
 	mustEmbedUnimplementedRelayNodeServer()
 }
 
@@ -83,6 +109,9 @@ type UnimplementedRelayNodeServer struct{}
 
 func (UnimplementedRelayNodeServer) Relay(grpc.ClientStreamingServer[RelayRequest, RelayResponse]) error {
 	return status.Error(codes.Unimplemented, "method Relay not implemented")
+}
+func (UnimplementedRelayNodeServer) Slice(grpc.ClientStreamingServer[SliceRequest, RelayResponse]) error {
+	return status.Error(codes.Unimplemented, "method Slice not implemented")
 }
 func (UnimplementedRelayNodeServer) mustEmbedUnimplementedRelayNodeServer() {}
 func (UnimplementedRelayNodeServer) testEmbeddedByValue()                   {}
@@ -112,6 +141,13 @@ func _RelayNode_Relay_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RelayNode_RelayServer = grpc.ClientStreamingServer[RelayRequest, RelayResponse]
 
+func _RelayNode_Slice_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RelayNodeServer).Slice(&grpc.GenericServerStream[SliceRequest, RelayResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RelayNode_SliceServer = grpc.ClientStreamingServer[SliceRequest, RelayResponse]
+
 // RelayNode_ServiceDesc is the grpc.ServiceDesc for RelayNode service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -123,6 +159,11 @@ var RelayNode_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Relay",
 			Handler:       _RelayNode_Relay_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Slice",
+			Handler:       _RelayNode_Slice_Handler,
 			ClientStreams: true,
 		},
 	},

@@ -108,3 +108,15 @@ func findByID(list []store.Attachment, id snowflake.ID) (store.Attachment, bool)
 	}
 	return store.Attachment{}, false
 }
+
+// addedAttachments are the attachments of after that before did not have
+// (an edit's new files).
+func addedAttachments(before, after []store.Attachment) []store.Attachment {
+	var out []store.Attachment
+	for _, a := range after {
+		if _, ok := findByID(before, a.ID); !ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}

@@ -57,7 +57,6 @@ import (
 	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/counters"
 	"github.com/concord-chat/concord/runtime/entitlement"
-	"github.com/concord-chat/concord/runtime/eventlog/outbox"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guildrole"
 	"github.com/concord-chat/concord/runtime/readstaterole"
@@ -83,10 +82,10 @@ var (
 	// process: the bot platform signs interaction tokens with it and the
 	// attachment URLs are signed with a key derived from it.
 	ServerKey = role.Key[[]byte]{Name: "server-key"}
-	// Outbox is the event log's outbox the REST API and the bot platform
-	// publish message events through, provided by the process that
-	// opened it.
-	Outbox = role.Key[*outbox.Outbox]{Name: "eventlog/outbox"}
+	// Outbox is the event log's outbox (guildrole.Outbox): the guild
+	// service writes message changes with their events through it, and
+	// the REST API publishes the events it logs outside a write.
+	Outbox = guildrole.Outbox
 	// LocalGateway returns the process's gateway node in `concord dev`
 	// (nil until it exists), provided by the process.
 	LocalGateway = role.Key[func() *gateway.Node]{Name: "gateway/node"}
@@ -131,10 +130,9 @@ func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
 		return err
 	}
 	deps := api.Deps{Store: b.Store, Guilds: svc, Auth: b.Auth, IDs: b.IDs, Objects: objs, AttachmentKey: AttachmentKey(key)}
-	var events MessageEvents
 	ob, logged := role.Lookup(b.Seams, Outbox)
 	if logged {
-		deps.Events, events = ob, ob
+		deps.Events = ob
 	}
 	if b.Dev() || logged {
 		// Acks and READY's read states; MESSAGE_ACK goes through the
@@ -146,7 +144,7 @@ func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
 		}
 		deps.Users = svc
 	}
-	bd := botDeps{store: b.Store, apps: apps, guilds: svc, auth: b.Auth, ids: b.IDs, events: events, registry: b.Metrics}
+	bd := botDeps{store: b.Store, apps: apps, guilds: svc, auth: b.Auth, ids: b.IDs, registry: b.Metrics}
 	// Revocations reach the gateways' lease manager on the process's
 	// revocation path.
 	if bd.revocations, err = OpenRevocations(ctx, b.Parts); err != nil {

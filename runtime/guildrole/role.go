@@ -105,7 +105,7 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 			_ = closers.Close()
 		}
 	}()
-	deps := guild.Deps{Store: b.Store, IDs: b.IDs, Auth: b.Auth}
+	deps := guild.Deps{Store: b.Store, IDs: b.IDs, Auth: b.Auth, Messages: messageWriter(b.Seams, b.Store, log)}
 	var ring *registry.LocalRing
 	var relays *relayRouter
 	if b.Dev() {

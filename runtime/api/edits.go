@@ -149,7 +149,7 @@ func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user sno
 	err = h.guilds.DeleteMessages(ctx, guild.MessageDelete{ChannelID: channelID, Messages: []store.Message{m},
 		UserID: user, ManageMessages: m.AuthorID != user})
 	if err != nil {
-		return deleteErr(err)
+		return writeErr(err)
 	}
 	bg, cancel := background(ctx)
 	defer cancel()
@@ -158,8 +158,9 @@ func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user sno
 	return nil
 }
 
-// deleteErr maps a failed deletion: a message already gone is 10008.
-func deleteErr(err error) error {
+// writeErr maps a failed message write (a delete, a pin): a message
+// that is gone is 10008; the guild's own errors pass as they are.
+func writeErr(err error) error {
 	if errors.Is(err, store.ErrNotFound) {
 		return errUnknownMessage
 	}
@@ -245,7 +246,7 @@ func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowfl
 	}
 	err = h.guilds.DeleteMessages(ctx, guild.MessageDelete{ChannelID: channelID, Messages: msgs, UserID: user, ManageMessages: true})
 	if err != nil {
-		return deleteErr(err)
+		return writeErr(err)
 	}
 	bg, cancel := background(ctx)
 	defer cancel()

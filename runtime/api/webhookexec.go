@@ -322,7 +322,7 @@ func (h *handler) deleteWebhookMessage(w http.ResponseWriter, r *http.Request) e
 		return err
 	}
 	if err := h.guilds.DeleteMessages(ctx, guild.MessageDelete{ChannelID: m.ChannelID, Messages: []store.Message{m}}); err != nil {
-		return deleteErr(err)
+		return writeErr(err)
 	}
 	bg, cancel := background(ctx)
 	defer cancel()

@@ -103,22 +103,13 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 	// send resolves them, ATTACH_FILES for files), writes it with its
 	// MESSAGE_UPDATE event and fans it out to the sessions that see the
 	// channel, rendered by the reader.
-	written, err := h.guilds.UpdateMessage(ctx, guild.MessageWrite{
+	written, err := h.writeMessage(ctx, false, guild.MessageWrite{
 		Check: guild.CheckEdit, UserID: user, Message: m, Mentions: mentions, Attachments: len(files) > 0,
 		Render: rd.written(ref, mentions != nil),
-	})
+	}, addedAttachments(before, m.Attachments), removed)
 	if err != nil {
-		if !errors.Is(err, guild.ErrUnavailable) {
-			// Refused: the new files are named by nothing.
-			bg, cancel := background(ctx)
-			h.forgetAttachments(bg, addedAttachments(before, m.Attachments))
-			cancel()
-		}
 		return err
 	}
-	bg, cancel := background(ctx)
-	defer cancel()
-	h.forgetAttachments(bg, removed)
 	writeJSON(w, http.StatusOK, written.Wire)
 	return nil
 }

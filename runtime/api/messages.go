@@ -234,18 +234,11 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 		return wire.Message{}, err
 	}
 	m.Attachments = atts
-	written, err := h.guilds.CreateMessage(ctx, guild.MessageWrite{
+	written, err := h.writeMessage(ctx, true, guild.MessageWrite{
 		Check: guild.CheckSend, UserID: user, Message: m, Attachments: len(req.files) > 0,
 		Mentions: &guild.Mentions{Everyone: mentions.Everyone, Users: mentions.Users, Roles: mentions.Roles},
 		Render:   rd.written(ref, true),
-	})
-	if err != nil && !errors.Is(err, guild.ErrUnavailable) {
-		// Refused: nothing names the files. (A store failure may have
-		// written the message after all; its files stay.)
-		bg, cancel := background(ctx)
-		h.forgetAttachments(bg, atts)
-		cancel()
-	}
+	}, atts, nil)
 	return written.Wire, err
 }
 

@@ -144,17 +144,12 @@ func (h *handler) executeWebhook(w http.ResponseWriter, r *http.Request) error {
 	if req.AvatarURL != "" {
 		m.WebhookAvatar = avatarURLHash(req.AvatarURL)
 	}
-	written, err := h.guilds.CreateMessage(ctx, guild.MessageWrite{
+	written, err := h.writeMessage(ctx, true, guild.MessageWrite{
 		Check: guild.CheckWebhook, WebhookChannel: wh.ChannelID, Message: m,
 		Mentions: &guild.Mentions{Everyone: mentions.Everyone, Users: mentions.Users, Roles: mentions.Roles},
 		Render:   h.webhookRender,
-	})
+	}, atts, nil)
 	if err != nil {
-		if !errors.Is(err, guild.ErrUnavailable) {
-			bg, cancel := background(ctx)
-			h.forgetAttachments(bg, atts)
-			cancel()
-		}
 		return err
 	}
 	out := written.Wire
@@ -293,20 +288,12 @@ func (h *handler) editWebhookMessage(w http.ResponseWriter, r *http.Request) err
 		return errEmptyMessage
 	}
 	m.EditedAt = h.cfg.Now()
-	written, err := h.guilds.UpdateMessage(ctx, guild.MessageWrite{
+	written, err := h.writeMessage(ctx, false, guild.MessageWrite{
 		Check: guild.CheckWebhook, WebhookChannel: wh.ChannelID, Message: m, Mentions: mentions, Render: h.webhookRender,
-	})
+	}, addedAttachments(before, m.Attachments), removed)
 	if err != nil {
-		if !errors.Is(err, guild.ErrUnavailable) {
-			bg, cancel := background(ctx)
-			h.forgetAttachments(bg, addedAttachments(before, m.Attachments))
-			cancel()
-		}
 		return err
 	}
-	bg, cancel := background(ctx)
-	defer cancel()
-	h.forgetAttachments(bg, removed)
 	writeJSON(w, http.StatusOK, written.Wire)
 	return nil
 }

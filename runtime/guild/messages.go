@@ -158,32 +158,7 @@ func (s *Service) writeMessage(ctx context.Context, w MessageWrite, create bool)
 // for a write that went on. A caller whose ctx ended before its turn gets
 // ErrUnavailable and nothing is written.
 func (s *Service) write(ctx context.Context, guildID snowflake.ID, fn func(a *Actor) error) error {
-	a, err := s.actor(guildID)
-	if err != nil {
-		return err
-	}
-	res := make(chan error, 1)
-	if err := a.enqueue(ctx, func(a *Actor) {
-		switch {
-		case a.failed != nil:
-			res <- a.failed
-			return
-		case ctx.Err() != nil:
-			res <- fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
-			return
-		}
-		err := fn(a)
-		a.detachIfPlacedElsewhere()
-		res <- err
-	}); err != nil {
-		return err
-	}
-	select {
-	case err := <-res:
-		return err
-	case <-s.done:
-		return fmt.Errorf("%w: service closed", ErrUnavailable)
-	}
+	return s.run(ctx, guildID, fn, true)
 }
 
 // writeContext is the context of a write the actor took: detached from

@@ -271,14 +271,25 @@ func (s *Service) retire(a *Actor, force bool) bool {
 
 // do runs fn in the guild's actor and waits for its result.
 func (s *Service) do(ctx context.Context, guildID snowflake.ID, fn func(a *Actor) error) error {
+	return s.run(ctx, guildID, fn, false)
+}
+
+// run runs fn in the guild's actor and waits for its result, until ctx
+// ends; with outlive (write), once the actor started fn, until fn ends.
+func (s *Service) run(ctx context.Context, guildID snowflake.ID, fn func(a *Actor) error, outlive bool) error {
 	a, err := s.actor(guildID)
 	if err != nil {
 		return err
 	}
 	res := make(chan error, 1)
 	if err := a.enqueue(ctx, func(a *Actor) {
-		if a.failed != nil {
+		switch {
+		case a.failed != nil:
 			res <- a.failed
+			return
+		case outlive && ctx.Err() != nil:
+			// The caller left before its turn: nothing is written.
+			res <- fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 			return
 		}
 		err := fn(a)
@@ -287,10 +298,14 @@ func (s *Service) do(ctx context.Context, guildID snowflake.ID, fn func(a *Actor
 	}); err != nil {
 		return err
 	}
+	wait := ctx.Done()
+	if outlive {
+		wait = nil
+	}
 	select {
 	case err := <-res:
 		return err
-	case <-ctx.Done():
+	case <-wait:
 		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 	case <-s.done:
 		return fmt.Errorf("%w: service closed", ErrUnavailable)

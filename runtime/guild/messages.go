@@ -193,7 +193,9 @@ func (a *Actor) writeMessage(ctx context.Context, w *MessageWrite, create bool) 
 	if out.Wire, err = w.Render(wctx, out); err != nil {
 		return out, err
 	}
-	a.publishMessage(wctx, typ, out.Wire)
+	// The fan-out outlives the step, as every dispatch of the actor does:
+	// what it hands on is not cut when the write's bound ends.
+	a.publishMessage(context.WithoutCancel(ctx), typ, out.Wire)
 	return out, nil
 }
 
@@ -339,7 +341,7 @@ func (s *Service) DeleteMessages(ctx context.Context, d MessageDelete) error {
 		for len(ids) > 0 {
 			n := min(len(ids), 100)
 			typ, payload := deletePayload(a.id, d.ChannelID, ids[:n])
-			a.broadcastChannel(wctx, typ, d.ChannelID, payload, IntentGuildMessages)
+			a.broadcastChannel(context.WithoutCancel(ctx), typ, d.ChannelID, payload, IntentGuildMessages)
 			ids = ids[n:]
 		}
 		return nil

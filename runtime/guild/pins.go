@@ -64,7 +64,7 @@ func (s *Service) PinMessage(ctx context.Context, userID, channelID, messageID s
 		if err != nil || !changed {
 			return err
 		}
-		a.broadcastChannel(wctx, "CHANNEL_PINS_UPDATE", channelID, ev, IntentGuilds)
+		a.broadcastChannel(context.WithoutCancel(ctx), "CHANNEL_PINS_UPDATE", channelID, ev, IntentGuilds)
 		return nil
 	})
 	return m, changed, err

@@ -143,11 +143,36 @@ func (s *Service) writeMessage(ctx context.Context, w MessageWrite, create bool)
 	if guildID == 0 {
 		return s.private.writeMessage(ctx, w, create)
 	}
-	var out Written
-	err = s.write(ctx, guildID, func(a *Actor) error {
-		var err error
-		out, err = a.writeMessage(ctx, &w, create)
-		return err
+	var (
+		out Written
+		g   SendGrant
+		m   store.Message
+		typ = eventType(create)
+	)
+	wctx, cancel := writeContext(ctx)
+	defer cancel()
+	err = s.writeBatched(ctx, guildID, &batchedWrite{
+		prepare: func(a *Actor) (func() error, error) {
+			var err error
+			if g, m, err = a.prepareWrite(ctx, &w, create); err != nil {
+				return nil, err
+			}
+			return func() error { return s.putMessage(wctx, typ, m) }, nil
+		},
+		finish: func(a *Actor, err error) error {
+			if err != nil {
+				return err
+			}
+			out = Written{Message: m, Channel: g.Channel, Member: g.Member}
+			if out.Wire, err = w.Render(wctx, out); err != nil {
+				return err
+			}
+			// The fan-out outlives the step, as every dispatch of the
+			// actor does: what it hands on is not cut when the write's
+			// bound ends.
+			a.publishMessage(context.WithoutCancel(ctx), typ, out.Wire)
+			return nil
+		},
 	})
 	return out, err
 }
@@ -167,11 +192,12 @@ func writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 }
 
-// writeMessage is CreateMessage and UpdateMessage in the actor.
-func (a *Actor) writeMessage(ctx context.Context, w *MessageWrite, create bool) (Written, error) {
+// prepareWrite is the actor's part of CreateMessage and UpdateMessage
+// before the durable write: the check, the mentions it allows, the id.
+func (a *Actor) prepareWrite(ctx context.Context, w *MessageWrite, create bool) (SendGrant, store.Message, error) {
 	g, err := a.checkWrite(ctx, w, create)
 	if err != nil {
-		return Written{}, err
+		return SendGrant{}, store.Message{}, err
 	}
 	m := w.Message
 	m.GuildID = a.id
@@ -180,23 +206,10 @@ func (a *Actor) writeMessage(ctx context.Context, w *MessageWrite, create bool) 
 	}
 	if create && m.ID == 0 {
 		if m.ID, err = a.svc.deps.IDs.Next(); err != nil {
-			return Written{}, fmt.Errorf("message id: %w: %w", ErrUnavailable, err)
+			return SendGrant{}, store.Message{}, fmt.Errorf("message id: %w: %w", ErrUnavailable, err)
 		}
 	}
-	wctx, cancel := writeContext(ctx)
-	defer cancel()
-	typ := eventType(create)
-	if err := a.svc.putMessage(wctx, typ, m); err != nil {
-		return Written{}, err
-	}
-	out := Written{Message: m, Channel: g.Channel, Member: g.Member}
-	if out.Wire, err = w.Render(wctx, out); err != nil {
-		return out, err
-	}
-	// The fan-out outlives the step, as every dispatch of the actor does:
-	// what it hands on is not cut when the write's bound ends.
-	a.publishMessage(context.WithoutCancel(ctx), typ, out.Wire)
-	return out, nil
+	return g, m, nil
 }
 
 // eventType is the event (and dispatch) of a create or an update.

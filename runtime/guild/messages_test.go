@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -256,3 +257,45 @@ func (holdingRelay) RelayStore(store.Outbox) bool { return true }
 func (holdingRelay) Committed(int)                {}
 
 var _ outbox.Relay = holdingRelay{}
+
+// TestConcurrentSendsKeepTheActorsOrder: sends that queue up behind one
+// another are committed together (writebatch.go) and still each take one
+// actor step, are all stored, and reach a session in the order of their
+// ids, which is the order the actor took them.
+func TestConcurrentSendsKeepTheActorsOrder(t *testing.T) {
+	f := newFixture(t)
+	reg := prometheus.NewRegistry()
+	f.svc = f.newService(Config{Registerer: reg})
+	g := f.secretGuild()
+	s := f.session(g.member, "a1", IntentGuilds|IntentGuildMessages|IntentMessageContent, 1)
+	const n = 40
+	before := actorSteps(t, reg)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := f.svc.CreateMessage(bg, MessageWrite{Check: CheckSend, UserID: g.owner.ID,
+				Message:  store.Message{ChannelID: g.general.ID, AuthorID: g.owner.ID, Content: fmt.Sprint(i)},
+				Mentions: &Mentions{}, Render: render(g.owner)})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if steps := actorSteps(t, reg) - before; steps != n {
+		t.Fatalf("%d sends took %d actor steps, want one each", n, steps)
+	}
+	got := messages(t, f.sink.waitFor(t, s.ID, "every MESSAGE_CREATE", func(ds []delivered) bool { return count(ds, "MESSAGE_CREATE") == n }))
+	for i := 1; i < len(got); i++ {
+		if got[i].ID <= got[i-1].ID {
+			t.Fatalf("message %d (%d) reached the session after %d: not in the actor's order", i, got[i].ID, got[i-1].ID)
+		}
+	}
+	for _, m := range got {
+		if _, err := f.store.GetMessage(bg, g.general.ID, m.ID); err != nil {
+			t.Fatalf("fanned-out message %d is not stored: %v", m.ID, err)
+		}
+	}
+}

@@ -56,10 +56,13 @@ type Deps struct {
 	Store  store.Store
 	Guilds *guild.Service
 	Auth   *auth.Issuer
-	// IDs mints message and invite ids; *snowflake.Generator implements it.
+	// IDs mints invite, webhook and attachment ids; *snowflake.Generator
+	// implements it (message ids are minted by Guilds).
 	IDs    guild.IDSource
 	Logger *slog.Logger
-	// Events, when set, receives message events for the durable log.
+	// Events, when set, receives the message events the API publishes
+	// outside a message write (EventPublisher); message writes log theirs
+	// through Guilds.
 	Events EventPublisher
 	// ReadStates, when set, serves message acks.
 	ReadStates ReadStates
@@ -147,7 +150,6 @@ func New(cfg Config, deps Deps) http.Handler {
 			MaxJSONBytes: cfg.MaxBodyBytes, MaxFileBytes: cfg.MaxFileBytes, URLTTL: cfg.AttachmentURLTTL,
 			MediaURL: cfg.MediaURL, Now: cfg.Now}),
 	}
-	bindOutbox(deps.Events, deps.Store)
 	mux := http.NewServeMux()
 	for _, v := range []string{"/api/v9", "/api/v10"} {
 		h.routes(mux, v)

@@ -2,9 +2,11 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/concord-chat/concord/runtime/api/uploads"
+	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/wire"
@@ -107,4 +109,39 @@ func findByID(list []store.Attachment, id snowflake.ID) (store.Attachment, bool)
 		}
 	}
 	return store.Attachment{}, false
+}
+
+// addedAttachments are the attachments of after that before did not have
+// (an edit's new files).
+func addedAttachments(before, after []store.Attachment) []store.Attachment {
+	var out []store.Attachment
+	for _, a := range after {
+		if _, ok := findByID(before, a.ID); !ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// writeMessage creates (create) or updates a message through the guild
+// service's write path, with the attachment objects of the write: added
+// were stored for it and are deleted again when the write is refused
+// (nothing names them; after a store failure the message may name them,
+// so they stay); removed are the ones an edit dropped, deleted once it is
+// written.
+func (h *handler) writeMessage(ctx context.Context, create bool, mw guild.MessageWrite, added, removed []store.Attachment) (guild.Written, error) {
+	write := h.guilds.UpdateMessage
+	if create {
+		write = h.guilds.CreateMessage
+	}
+	out, err := write(ctx, mw)
+	bg, cancel := background(ctx)
+	defer cancel()
+	switch {
+	case err == nil:
+		h.forgetAttachments(bg, removed)
+	case !errors.Is(err, guild.ErrUnavailable):
+		h.forgetAttachments(bg, added)
+	}
+	return out, err
 }

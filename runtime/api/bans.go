@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -117,8 +118,7 @@ func (h *handler) purgeMessages(ctx context.Context, user, g, target snowflake.I
 	}
 	cursor := snowflake.FromTime(h.cfg.Now().Add(-timeSeconds(secs)))
 	for _, ch := range chans {
-		var mine []snowflake.ID
-		var mineMsgs []store.Message
+		var mine []store.Message
 		after := cursor
 		for {
 			ms, err := h.store.ListMessages(bg, ch, store.HistoryQuery{After: after, Limit: 100})
@@ -128,8 +128,7 @@ func (h *handler) purgeMessages(ctx context.Context, user, g, target snowflake.I
 			}
 			for _, m := range ms {
 				if m.AuthorID == target {
-					mine = append(mine, m.ID)
-					mineMsgs = append(mineMsgs, m)
+					mine = append(mine, m)
 				}
 				after = max(after, m.ID)
 			}
@@ -140,21 +139,9 @@ func (h *handler) purgeMessages(ctx context.Context, user, g, target snowflake.I
 		if len(mine) == 0 {
 			continue
 		}
-		slices.Sort(mine)
-		logged, err := h.deleteMessagesLogged(bg, g, ch, mineMsgs)
-		if err != nil {
+		slices.SortFunc(mine, func(a, b store.Message) int { return cmp.Compare(a.ID, b.ID) })
+		if err := h.guilds.DeleteMessages(bg, guild.MessageDelete{ChannelID: ch, Messages: mine, Purge: true}); err != nil {
 			h.log.Warn("ban purge: delete", "channel_id", ch, "err", err)
-			continue
-		}
-		if !logged {
-			h.logDeletes(bg, g, ch, mine)
-		}
-		for len(mine) > 0 {
-			n := min(len(mine), 100)
-			if err := h.guilds.PublishDelete(bg, g, ch, mine[:n]); err != nil {
-				h.log.Warn("ban purge not published", "channel_id", ch, "err", err)
-			}
-			mine = mine[n:]
 		}
 	}
 }

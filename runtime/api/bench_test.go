@@ -19,8 +19,8 @@ func benchWorld(b *testing.B) (*env, world) {
 }
 
 // BenchmarkCreateMessage measures POST /channels/{id}/messages through the
-// handler (no network): decode, authorise in the actor, mint, durable
-// Pebble write, render, publish. Compare with BenchmarkGetMe, an
+// handler (no network): decode, then one guild actor step that
+// authorises, mints, writes durably to Pebble, renders and publishes. Compare with BenchmarkGetMe, an
 // authenticated request that touches only the store.
 func BenchmarkCreateMessage(b *testing.B) {
 	e, w := benchWorld(b)
@@ -70,4 +70,28 @@ func BenchmarkStorePutMessage(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkCreateMessageParallel is BenchmarkCreateMessage from many
+// senders at once into one channel of one guild: what the guild's
+// ordering costs when sends contend.
+func BenchmarkCreateMessageParallel(b *testing.B) {
+	e, w := benchWorld(b)
+	h := e.srv.Config.Handler
+	path := fmt.Sprintf("%s/channels/%d/messages", v10, w.general)
+	body := []byte(`{"content":"a benchmark message of ordinary length, nothing to see here"}`)
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req := httptest.NewRequest("POST", path, bytes.NewReader(body))
+			req.Header.Set("Authorization", w.alice.Token)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				b.Errorf("%d %s", rec.Code, rec.Body)
+				return
+			}
+		}
+	})
 }

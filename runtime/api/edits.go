@@ -9,7 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -76,58 +75,42 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 	if err := frozenThread(v.Channel); err != nil {
 		return err
 	}
-	var member *wire.Member
+	var mentions *guild.Mentions
 	if req.Content.Set {
 		if strings.TrimSpace(req.Content.Value) == "" && len(req.Embeds.Value) == 0 {
 			return errEmptyMessage
 		}
-		mentions := parseMentions(req.Content.Value, req.AllowedMentions)
-		grant, err := h.guilds.AuthorizeSend(ctx, guild.SendRequest{
-			UserID: user, ChannelID: channelID, MentionsEveryone: mentions.Everyone,
-			Users: mentions.Users, Roles: mentions.Roles, Edit: true,
-		})
-		if err != nil {
-			return err
-		}
+		p := parseMentions(req.Content.Value, req.AllowedMentions)
+		mentions = &guild.Mentions{Everyone: p.Everyone, Users: p.Users, Roles: p.Roles}
 		m.Content = req.Content.Value
-		m.Mentions, m.MentionRoles, m.MentionEveryone = grant.Users, grant.Roles, grant.MentionEveryone
-		member = grant.Member
 	}
 	if req.Flags.Set {
 		// Only the sendable flags change; HAS_THREAD and the like stay.
 		m.Flags = m.Flags&^sendableFlags | sendFlags(req.Flags.Value)
 	}
 	applyRichEdit(&m, req.Embeds, req.Components)
-	if len(files) > 0 {
-		if _, err := h.guilds.Authorize(ctx, user, channelID, permissions.AttachFiles); err != nil {
-			return err
-		}
-	}
+	before := m.Attachments
 	removed, err := h.editAttachments(ctx, &m, req.Attachments, files)
 	if err != nil {
 		return err
 	}
 	m.EditedAt = h.cfg.Now()
-	logged, err := h.putMessageLogged(ctx, eventlog.MessageUpdate, m)
-	if err != nil {
-		return errors.Join(guild.ErrUnavailable, err)
-	}
-	// The response and MESSAGE_UPDATE are rendered by the reader; fan-out
-	// then sends MESSAGE_UPDATE only to sessions that see the channel.
-	out, err := rd.render(ctx, m, member, nil)
+	ref, err := rd.prepare(ctx, m, nil)
 	if err != nil {
 		return err
 	}
-	bg, cancel := background(ctx)
-	defer cancel()
-	h.forgetAttachments(bg, removed)
-	if !logged {
-		h.logMessage(bg, eventlog.MessageUpdate, out)
+	// One call into the guild's actor checks the edit (new mentions as a
+	// send resolves them, ATTACH_FILES for files), writes it with its
+	// MESSAGE_UPDATE event and fans it out to the sessions that see the
+	// channel, rendered by the reader.
+	written, err := h.writeMessage(ctx, false, guild.MessageWrite{
+		Check: guild.CheckEdit, UserID: user, Message: m, Mentions: mentions, Attachments: len(files) > 0,
+		Render: rd.written(ref, mentions != nil),
+	}, addedAttachments(before, m.Attachments), removed)
+	if err != nil {
+		return err
 	}
-	if err := h.guilds.PublishMessage(bg, "MESSAGE_UPDATE", out); err != nil {
-		h.log.Warn("message update not published", "message_id", m.ID, "err", err)
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, written.Wire)
 	return nil
 }
 
@@ -137,8 +120,9 @@ func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user sno
 		return err
 	}
 	ctx := r.Context()
-	v, err := h.reader(user).access(ctx, channelID)
-	if err != nil {
+	// Access first: whether the message exists is told only to who sees
+	// the channel.
+	if _, err := h.reader(user).access(ctx, channelID); err != nil {
 		return err
 	}
 	m, err := h.store.GetMessage(ctx, channelID, messageID)
@@ -148,38 +132,30 @@ func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user sno
 	if m.Type == wire.MessageThreadStarter {
 		return errSystemMessage
 	}
-	if m.AuthorID != user {
-		if _, err := h.guilds.Authorize(ctx, user, channelID, permissions.ManageMessages); err != nil {
-			return err
-		}
-	}
-	if err := frozenThread(v.Channel); err != nil {
-		return err
-	}
-	// With the store's outbox the delete and its MESSAGE_DELETE are one
-	// write; the message was just read, so a concurrent delete is the
-	// only way it is already gone, and that is a 204 with a duplicate
-	// event (consumers dedupe) rather than a 404.
-	var logged bool
-	if _, _, atomic := h.atomicEvents(); atomic {
-		logged, err = h.deleteMessagesLogged(ctx, v.Channel.GuildID, channelID, []store.Message{m})
-	} else {
-		err = h.store.DeleteMessage(ctx, channelID, messageID)
-	}
+	// One call into the guild's actor checks the deletion (MANAGE_MESSAGES
+	// for another's message, then an archived thread), deletes the message with its MESSAGE_DELETE
+	// event and fans it out. With the store's outbox, a message a
+	// concurrent delete removed since it was read is a 204 with a
+	// duplicate event (consumers dedupe) rather than a 404.
+	err = h.guilds.DeleteMessages(ctx, guild.MessageDelete{ChannelID: channelID, Messages: []store.Message{m},
+		UserID: user, ManageMessages: m.AuthorID != user})
 	if err != nil {
-		return messageErr(err)
+		return writeErr(err)
 	}
 	bg, cancel := background(ctx)
 	defer cancel()
 	h.forgetAttachments(bg, m.Attachments)
-	if !logged {
-		h.logDeletes(bg, v.Channel.GuildID, channelID, []snowflake.ID{messageID})
-	}
-	if err := h.guilds.PublishDelete(bg, v.Channel.GuildID, channelID, []snowflake.ID{messageID}); err != nil {
-		h.log.Warn("message delete not published", "message_id", messageID, "err", err)
-	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// writeErr maps a failed message write (a delete, a pin): a message
+// that is gone is 10008; the guild's own errors pass as they are.
+func writeErr(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return errUnknownMessage
+	}
+	return err
 }
 
 type bulkDeleteRequest struct {
@@ -259,19 +235,13 @@ func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowfl
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	logged, err := h.deleteMessagesLogged(ctx, v.Channel.GuildID, channelID, msgs)
+	err = h.guilds.DeleteMessages(ctx, guild.MessageDelete{ChannelID: channelID, Messages: msgs, UserID: user, ManageMessages: true})
 	if err != nil {
-		return errors.Join(guild.ErrUnavailable, err)
+		return writeErr(err)
 	}
 	bg, cancel := background(ctx)
 	defer cancel()
 	h.forgetAttachments(bg, atts)
-	if !logged {
-		h.logDeletes(bg, v.Channel.GuildID, channelID, list)
-	}
-	if err := h.guilds.PublishDelete(bg, v.Channel.GuildID, channelID, list); err != nil {
-		h.log.Warn("bulk delete not published", "channel_id", channelID, "err", err)
-	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

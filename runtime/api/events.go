@@ -7,84 +7,22 @@ import (
 	"net/http"
 
 	"github.com/concord-chat/concord/runtime/eventlog"
-	"github.com/concord-chat/concord/runtime/eventlog/outbox"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/readstate"
 	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/tracing"
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
-// EventPublisher takes message events for the durable event log after the
-// store write and the response. Publish must return within a bounded time
-// (the outbox writes locally and relays later); an error is logged, never
-// turned into a failed request, because the message is already stored.
-//
-// A publisher that is also a StoreRelay, given a store that is a
-// store.TransactionalOutbox, makes the send, edit and delete paths commit
-// the event in the same atomic write as the message change instead: a
-// crash between the store write and Publish can no longer lose the event
-// that mention counting needs.
+// EventPublisher takes message events for the durable event log that
+// are not part of a message write: the REST API republishes the event of
+// a send an enforce_nonce retry finds already stored (its writer may have
+// died before the event left). Message writes log their events through
+// the guild service's outbox.Writer (guild.Deps.Messages). Publish must
+// return within a bounded time (the outbox writes locally and relays
+// later); an error is logged, never turned into a failed request.
 type EventPublisher interface {
 	Publish(ctx context.Context, ev eventlog.MessageEvent) error
-}
-
-// StoreRelay is the optional side of an EventPublisher that relays a
-// store's transactional outbox to the log; outbox.Outbox implements it.
-type StoreRelay interface {
-	// RelayStore starts relaying src's outbox; false when it cannot.
-	RelayStore(src store.Outbox) bool
-	// RelaysStore reports whether src's outbox is relayed.
-	RelaysStore(src any) bool
-	// Committed tells the relay a shard holds events just committed.
-	Committed(shard int)
-}
-
-// bindOutbox starts the relay of the store's outbox when both sides
-// support it. New calls it, so rows a crash left in the store's outbox
-// are relayed as soon as the process is up, before any new write.
-func bindOutbox(events EventPublisher, st store.Store) {
-	r, ok := events.(StoreRelay)
-	if !ok {
-		return
-	}
-	if tx, ok := st.(store.TransactionalOutbox); ok {
-		r.RelayStore(tx)
-	}
-}
-
-// putMessageLogged writes m and, when the store commits events with
-// message writes, its typ event in the same write; logged reports that
-// the event was committed (the caller then does not publish it). The
-// write and the event are the shared ones (outbox.PutMessage), which the
-// bot platform's interaction responses use too.
-func (h *handler) putMessageLogged(ctx context.Context, typ string, m store.Message) (logged bool, err error) {
-	return outbox.PutMessage(ctx, h.store, h.eventsOrNil(), typ, m)
-}
-
-// deleteMessagesLogged deletes msgs (just read) of a channel and, when
-// the store commits events with message writes, one MESSAGE_DELETE per
-// message in the same write; logged reports that.
-func (h *handler) deleteMessagesLogged(ctx context.Context, guildID, channelID snowflake.ID, msgs []store.Message) (logged bool, err error) {
-	return outbox.DeleteMessages(ctx, h.store, h.eventsOrNil(), guildID, channelID, msgs)
-}
-
-// atomicEvents returns the store's event writer and the relay when
-// events committed with message writes reach the log (outbox.Atomic); ok
-// is false when the message must be written alone and its event
-// published after.
-func (h *handler) atomicEvents() (w store.MessageEvents, c outbox.Committer, ok bool) {
-	return outbox.Atomic(h.store, h.eventsOrNil())
-}
-
-// eventsOrNil is the publisher as an untyped value: nil when there is
-// none, so a nil EventPublisher never looks like a relay.
-func (h *handler) eventsOrNil() any {
-	if h.events == nil {
-		return nil
-	}
-	return h.events
 }
 
 // ReadStates moves read markers; the read-state role implements it.
@@ -98,7 +36,8 @@ type UserDispatcher interface {
 	DispatchToUser(ctx context.Context, userID snowflake.ID, eventType string, payload json.RawMessage)
 }
 
-// logMessage publishes a create or update to the event log.
+// logMessage publishes a create or update to the event log (the
+// enforce_nonce replay of a stored send).
 func (h *handler) logMessage(ctx context.Context, typ string, m wire.Message) {
 	if h.events == nil {
 		return
@@ -121,19 +60,6 @@ func (h *handler) logMessage(ctx context.Context, typ string, m wire.Message) {
 	tracing.End(span, err)
 	if err != nil {
 		h.log.Warn("message event not logged", "type", typ, "message_id", m.ID, "err", err)
-	}
-}
-
-// logDeletes publishes one MESSAGE_DELETE per message to the event log.
-func (h *handler) logDeletes(ctx context.Context, guildID, channelID snowflake.ID, ids []snowflake.ID) {
-	if h.events == nil {
-		return
-	}
-	for _, id := range ids {
-		ev := eventlog.MessageEvent{Type: eventlog.MessageDelete, GuildID: guildID, ChannelID: channelID, MessageID: id}
-		if err := h.events.Publish(ctx, ev); err != nil {
-			h.log.Warn("message delete not logged", "message_id", id, "err", err)
-		}
 	}
 }
 

@@ -1,14 +1,12 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"unicode/utf8"
 
 	"github.com/concord-chat/concord/runtime/api/uploads"
-	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -133,43 +131,25 @@ func (h *handler) startForumPost(w http.ResponseWriter, r *http.Request, user sn
 		return err
 	}
 	// Mentions resolve as in an edit: the post was just authorised, and
-	// only who sees the thread is pinged.
+	// only who sees the thread is pinged. The starter message has the
+	// post's id.
 	mentions := parseMentions(req.Content, req.AllowedMentions)
-	grant, err := h.guilds.AuthorizeSend(ctx, guild.SendRequest{UserID: user, ChannelID: th.ID, MentionsEveryone: mentions.Everyone,
-		Users: mentions.Users, Roles: mentions.Roles, Edit: true})
-	if err != nil {
-		return err
-	}
-	m := store.Message{
-		ID: th.ID, ChannelID: th.ID, GuildID: th.GuildID, AuthorID: user, Content: req.Content, Type: wire.MessageDefault,
-		MentionEveryone: grant.MentionEveryone, Mentions: grant.Users, MentionRoles: grant.Roles, Flags: sendFlags(req.Flags),
-		Embeds: wire.JoinRaw(req.Embeds), Components: wire.JoinRaw(req.Components), Attachments: atts,
-	}
-	logged, err := h.putMessageLogged(ctx, eventlog.MessageCreate, m)
-	if err != nil {
-		return errors.Join(guild.ErrUnavailable, err)
-	}
 	rd := h.reader(user)
-	out, err := rd.render(ctx, m, grant.Member, nil)
+	written, err := h.guilds.CreateMessage(ctx, guild.MessageWrite{
+		Check: guild.CheckEdit, UserID: user,
+		Message: store.Message{
+			ID: th.ID, ChannelID: th.ID, AuthorID: user, Content: req.Content, Type: wire.MessageDefault,
+			Flags: sendFlags(req.Flags), Embeds: wire.JoinRaw(req.Embeds), Components: wire.JoinRaw(req.Components), Attachments: atts,
+		},
+		Mentions: &guild.Mentions{Everyone: mentions.Everyone, Users: mentions.Users, Roles: mentions.Roles},
+		Render:   rd.written(nil, true),
+	})
 	if err != nil {
 		return err
 	}
-	h.publishStarter(ctx, out, logged)
+	out := written.Wire
 	h.recordAudit(r, th.GuildID, user, auditEntry{Action: auditThreadCreate, Target: th.ID, Changes: []auditChange{
 		change("name", nil, th.Name), change("type", nil, th.Type), change("applied_tags", nil, th.Thread.AppliedTags)}})
 	writeJSON(w, http.StatusCreated, forumPost{Thread: threadJSON(th, member), Message: out})
 	return nil
-}
-
-// publishStarter logs (unless its write did: logged) and fans out a
-// forum post's starter message.
-func (h *handler) publishStarter(ctx context.Context, out wire.Message, logged bool) {
-	bg, cancel := background(ctx)
-	defer cancel()
-	if !logged {
-		h.logMessage(bg, eventlog.MessageCreate, out)
-	}
-	if err := h.guilds.PublishMessage(bg, "MESSAGE_CREATE", out); err != nil {
-		h.log.Warn("forum starter message not published", "message_id", out.ID, "err", err)
-	}
 }

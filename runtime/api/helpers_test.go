@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/guild"
@@ -98,6 +100,9 @@ type env struct {
 	// obey429 resends a request answered 429 after its Retry-After (the
 	// route walk's `concord dev` applies the REST rate limits).
 	obey429 bool
+	// metrics is the in-process guild service's registry; nil against a
+	// topology.
+	metrics *prometheus.Registry
 }
 
 func newEnv(t testing.TB) *env {
@@ -125,7 +130,8 @@ func newEnvConfig(t testing.TB, cfg Config) *env {
 		t.Fatal(err)
 	}
 	sk := &sink{got: map[event.SessionID][]delivery{}, changed: make(chan struct{}, 1)}
-	svc, err := guild.NewService(guild.Config{}, guild.Deps{Store: st, Sink: sk, IDs: ids, Auth: iss})
+	reg := prometheus.NewRegistry()
+	svc, err := guild.NewService(guild.Config{Registerer: reg}, guild.Deps{Store: st, Sink: sk, IDs: ids, Auth: iss})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +143,7 @@ func newEnvConfig(t testing.TB, cfg Config) *env {
 	h := New(cfg, Deps{Store: st, Guilds: svc, Auth: iss, IDs: ids, Objects: objs})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, srv: srv, guilds: svc, store: st, sink: sk, ids: ids, auth: iss, tag: tag, objs: objs, tokens: map[snowflake.ID]string{}}
+	return &env{t: t, url: srv.URL, srv: srv, guilds: svc, store: st, sink: sk, ids: ids, auth: iss, tag: tag, objs: objs, tokens: map[snowflake.ID]string{}, metrics: reg}
 }
 
 // openTestStore opens the store the REST tests run on: a fresh Pebble

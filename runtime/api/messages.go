@@ -13,10 +13,8 @@ import (
 	"github.com/concord-chat/concord/runtime/api/uploads"
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/guild"
-	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
-	"github.com/concord-chat/concord/runtime/tracing"
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
@@ -116,10 +114,7 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 	}
 	ctx := r.Context()
 	rd := h.reader(user)
-	var (
-		msg    wire.Message
-		logged bool // the event was committed with the message
-	)
+	var msg wire.Message
 	if req.EnforceNonce && req.nonce != "" {
 		for {
 			e, mine := h.nonces.reserve(user, channelID, req.nonce)
@@ -141,7 +136,7 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 					writeJSON(w, http.StatusOK, out)
 					return nil
 				}
-				msg, logged, err = h.send(ctx, rd, user, channelID, req)
+				msg, err = h.send(ctx, rd, user, channelID, req)
 				id := msg.ID
 				if err != nil {
 					id = 0
@@ -169,26 +164,14 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 			return nil
 		}
 	} else {
-		msg, logged, err = h.send(ctx, rd, user, channelID, req)
+		msg, err = h.send(ctx, rd, user, channelID, req)
 	}
 	if err != nil {
 		return err
 	}
-	bg, cancel := background(ctx)
-	defer cancel()
-	// Without the store's outbox the event is queued here: the queue
-	// write is local and bounded (EnqueueTimeout), and doing it before
-	// the 200 makes every acknowledged message reach the log unless the
-	// process dies between the store write and this line.
-	if !logged {
-		h.logMessage(bg, eventlog.MessageCreate, msg)
-	}
-	// Enqueue the live event before answering: the enqueue is cheap, and
-	// it means a sender's next message can never reach the actor before
-	// this one, so sessions see each sender's messages in send order.
-	if err := h.guilds.PublishMessage(bg, "MESSAGE_CREATE", msg); err != nil {
-		h.log.Warn("message not published", "message_id", msg.ID, "err", err)
-	}
+	// The message is stored with its event and fanned out: a sender's
+	// next message reaches the actor after this one, so sessions see each
+	// sender's messages in send order.
 	writeJSON(w, http.StatusOK, msg)
 	return nil
 }
@@ -202,20 +185,21 @@ func (h *handler) sentBefore(r *http.Request, user, channelID snowflake.ID, nonc
 	return h.priorSend(r, channelID, user, nonce)
 }
 
-// send is the send path up to the durable write: authorise in the actor,
-// mint the id, write the message (with its MESSAGE_CREATE event when the
-// store commits events with message writes: logged). The caller answers
-// and then publishes.
-func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflake.ID, req createMessageRequest) (_ wire.Message, logged bool, err error) {
+// send asks the guild service to write the message: parse the mentions,
+// load the replied-to message, store the files, then one call into the
+// guild's actor authorises the send (permissions, slowmode), mints the
+// id, writes the message with its MESSAGE_CREATE event and fans it out,
+// rendered by rd.
+func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflake.ID, req createMessageRequest) (wire.Message, error) {
 	mentions := parseMentions(req.Content, req.AllowedMentions)
 	var ref *store.Message
 	if mr := req.MessageReference; mr != nil {
 		if mr.ChannelID != nil && snowflake.ID(*mr.ChannelID) != channelID {
-			return wire.Message{}, false, formError("message_reference", "REPLIES_CANNOT_REFERENCE_OTHER_CHANNEL", "Cannot reply to a message in a different channel.")
+			return wire.Message{}, formError("message_reference", "REPLIES_CANNOT_REFERENCE_OTHER_CHANNEL", "Cannot reply to a message in a different channel.")
 		}
 		// Check access before revealing whether the message exists.
 		if _, err := rd.access(ctx, channelID); err != nil {
-			return wire.Message{}, false, err
+			return wire.Message{}, err
 		}
 		m, err := h.store.GetMessage(ctx, channelID, snowflake.ID(*mr.MessageID))
 		switch {
@@ -226,64 +210,36 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 			}
 		case errors.Is(err, store.ErrNotFound):
 			if mr.FailIfNotExists == nil || *mr.FailIfNotExists {
-				return wire.Message{}, false, formError("message_reference", "REPLIES_UNKNOWN_MESSAGE", "Unknown message")
+				return wire.Message{}, formError("message_reference", "REPLIES_UNKNOWN_MESSAGE", "Unknown message")
 			}
 		default:
-			return wire.Message{}, false, errors.Join(guild.ErrUnavailable, err)
+			return wire.Message{}, errors.Join(guild.ErrUnavailable, err)
 		}
 	}
-	actx, span := tracing.Start(ctx, "authorize")
-	grant, err := h.guilds.AuthorizeSend(actx, guild.SendRequest{
-		UserID: user, ChannelID: channelID, MentionsEveryone: mentions.Everyone,
-		Users: mentions.Users, Roles: mentions.Roles, Attachments: len(req.files) > 0,
-	})
-	tracing.End(span, err)
-	if err != nil {
-		return wire.Message{}, false, err
-	}
-	// The send was just authorised in the actor (VIEW_CHANNEL included):
-	// that decision, from this request, is what renders the answer.
-	rd.decided[channelID] = readDecision{view: guild.ReadView{Channel: grant.Channel, Access: permissions.Visible}}
-	id, err := h.ids.Next()
-	if err != nil {
-		return wire.Message{}, false, errors.Join(guild.ErrUnavailable, err)
-	}
 	m := store.Message{
-		ID: id, ChannelID: channelID, GuildID: grant.GuildID, AuthorID: user, Content: req.Content,
-		Type: wire.MessageDefault, TTS: req.TTS && grant.Channel.GuildID != 0, MentionEveryone: grant.MentionEveryone,
-		Mentions: grant.Users, MentionRoles: grant.Roles, Nonce: req.nonce, Flags: sendFlags(req.Flags),
-		Embeds: wire.JoinRaw(req.Embeds), Components: wire.JoinRaw(req.Components),
+		ChannelID: channelID, AuthorID: user, Content: req.Content, Type: wire.MessageDefault, TTS: req.TTS,
+		Nonce: req.nonce, Flags: sendFlags(req.Flags), Embeds: wire.JoinRaw(req.Embeds), Components: wire.JoinRaw(req.Components),
 	}
 	if ref != nil {
 		m.Type = wire.MessageReply
 		m.ReferenceID = ref.ID
+		if _, err := rd.prepare(ctx, m, ref); err != nil {
+			return wire.Message{}, err
+		}
 	}
-	if m.Attachments, err = h.saveAttachments(ctx, channelID, req.Attachments, req.files); err != nil {
-		return wire.Message{}, false, err
+	// The files are stored before the write that names them, and deleted
+	// again when the send is refused.
+	atts, err := h.saveAttachments(ctx, channelID, req.Attachments, req.files)
+	if err != nil {
+		return wire.Message{}, err
 	}
-	if logged, err = h.putMessage(ctx, m); err != nil {
-		return wire.Message{}, false, errors.Join(guild.ErrUnavailable, err)
-	}
-	out, err := rd.render(ctx, m, grant.Member, ref)
-	return out, logged, err
-}
-
-// putMessage writes m durably, detached from the request: a caller that
-// hangs up (or an api node that dies while proxying the request) must not
-// cut the write in half, leaving the row stored while the send reports a
-// failure, frees its nonce and lets the client's retry write the message
-// twice. A failed attempt is tried once more: the write is idempotent for
-// one id, so a half-done first attempt is completed, not doubled (its
-// event may then be committed twice, which consumers dedupe by id).
-// logged reports that the MESSAGE_CREATE event was committed with it.
-func (h *handler) putMessage(ctx context.Context, m store.Message) (logged bool, err error) {
-	wctx, cancel := background(ctx)
-	defer cancel()
-	logged, err = h.putMessageLogged(wctx, eventlog.MessageCreate, m)
-	if err != nil && wctx.Err() == nil {
-		logged, err = h.putMessageLogged(wctx, eventlog.MessageCreate, m)
-	}
-	return logged, err
+	m.Attachments = atts
+	written, err := h.writeMessage(ctx, true, guild.MessageWrite{
+		Check: guild.CheckSend, UserID: user, Message: m, Attachments: len(req.files) > 0,
+		Mentions: &guild.Mentions{Everyone: mentions.Everyone, Users: mentions.Users, Roles: mentions.Roles},
+		Render:   rd.written(ref, true),
+	}, atts, nil)
+	return written.Wire, err
 }
 
 func (h *handler) userOrGhost(ctx context.Context, id snowflake.ID) wire.User {

@@ -103,7 +103,12 @@ func startNode(t *testing.T, dir string, stall bool) (*node, *stalledLog) {
 		t.Fatal(err)
 	}
 	sk := &sink{got: map[event.SessionID][]delivery{}, changed: make(chan struct{}, 1)}
-	svc, err := guild.NewService(guild.Config{}, guild.Deps{Store: st, Sink: sk, IDs: ids, Auth: iss})
+	pub := &diesAtPublish{Outbox: ob, published: make(chan eventlog.MessageEvent, 16)}
+	// The guild service writes messages through the outbox's Writer, as
+	// the guild role wires it; pub is its log side, so an event that went
+	// through the separate enqueue would be seen (and lost) there.
+	svc, err := guild.NewService(guild.Config{}, guild.Deps{Store: st, Sink: sk, IDs: ids, Auth: iss,
+		Messages: outbox.NewWriter(st, pub, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +116,6 @@ func startNode(t *testing.T, dir string, stall bool) (*node, *stalledLog) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := &diesAtPublish{Outbox: ob, published: make(chan eventlog.MessageEvent, 16)}
 	srv := httptest.NewServer(New(Config{}, Deps{Store: st, Guilds: svc, Auth: iss, IDs: ids, Objects: objs, Events: pub}))
 	n := &node{st: st, log: lg, ob: ob, pub: pub, guilds: svc,
 		env: &env{t: t, url: srv.URL, srv: srv, tokens: map[snowflake.ID]string{}, guilds: svc, store: st, sink: sk, ids: ids, auth: iss, objs: objs}}

@@ -1,20 +1,15 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"time"
 
 	"github.com/concord-chat/concord/runtime/guild"
-	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/wire"
 )
-
-// maxPins is Discord's limit of pinned messages per channel.
-const maxPins = 50
 
 var errMaxPins = &apiError{Status: http.StatusBadRequest, Code: 30003, Message: "Maximum number of pins reached (50)"}
 
@@ -24,109 +19,42 @@ const (
 	auditMessageUnpin = 75
 )
 
-// pinTarget decides visibility and PIN_MESSAGES (or MANAGE_MESSAGES, which
-// Discord still honours) and loads the message; an archived thread's
-// pins do not change.
-func (h *handler) pinTarget(r *http.Request, user snowflake.ID) (guild.ReadView, store.Message, error) {
-	channelID, messageID, err := h.messagePath(r)
-	if err != nil {
-		return guild.ReadView{}, store.Message{}, err
-	}
-	ctx := r.Context()
-	v, err := h.guilds.Visibility(ctx, user, channelID)
-	if err != nil {
-		return v, store.Message{}, err
-	}
-	if v.Channel.GuildID != 0 && !v.Permissions.Has(permissions.PinMessages) && !v.Permissions.Has(permissions.ManageMessages) {
-		return v, store.Message{}, guild.ErrMissingPermissions
-	}
-	m, err := h.store.GetMessage(ctx, channelID, messageID)
-	if err != nil {
-		return v, store.Message{}, messageErr(err)
-	}
-	if err := frozenThread(v.Channel); err != nil {
-		return v, store.Message{}, err
-	}
-	return v, m, nil
-}
-
 // pinMessage is PUT /channels/{c}/messages/pins/{m} (and the legacy
 // PUT /channels/{c}/pins/{m}).
 func (h *handler) pinMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
-	v, m, err := h.pinTarget(r, user)
-	if err != nil {
-		return err
-	}
-	ctx := r.Context()
-	pins, err := h.store.ListPins(ctx, m.ChannelID)
-	if err != nil {
-		return errors.Join(guild.ErrUnavailable, err)
-	}
-	if len(pins) >= maxPins {
-		for _, p := range pins {
-			if p.MessageID == m.ID {
-				w.WriteHeader(http.StatusNoContent)
-				return nil
-			}
-		}
-		return errMaxPins
-	}
-	now := h.cfg.Now()
-	added, err := h.store.PinMessage(ctx, m.ChannelID, m.ID, now)
-	if err != nil {
-		return errors.Join(guild.ErrUnavailable, err)
-	}
-	if added {
-		if err := h.setPinned(ctx, m, true); err != nil {
-			return err
-		}
-		ts := wire.Timestamp(now)
-		h.publishChannel(ctx, v.Channel, "CHANNEL_PINS_UPDATE", wire.ChannelPinsUpdate{GuildID: v.Channel.GuildID, ChannelID: m.ChannelID, LastPinTimestamp: &ts})
-		h.recordAudit(r, v.Channel.GuildID, user, auditEntry{Action: auditMessagePin, Target: m.AuthorID,
-			Options: map[string]any{"channel_id": m.ChannelID, "message_id": m.ID}})
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return h.setPin(w, r, user, true)
 }
 
 // unpinMessage is DELETE /channels/{c}/messages/pins/{m} (and legacy).
 func (h *handler) unpinMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
-	v, m, err := h.pinTarget(r, user)
+	return h.setPin(w, r, user, false)
+}
+
+// setPin pins or unpins: one call into the guild's actor checks
+// PIN_MESSAGES (or MANAGE_MESSAGES, which Discord still honours), reads
+// the message, refuses an archived thread's pins and the 51st pin, writes
+// the pin with the message's pinned flag and sends CHANNEL_PINS_UPDATE.
+func (h *handler) setPin(w http.ResponseWriter, r *http.Request, user snowflake.ID, pin bool) error {
+	channelID, messageID, err := h.messagePath(r)
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
-	removed, err := h.store.UnpinMessage(ctx, m.ChannelID, m.ID)
-	if err != nil {
-		return errors.Join(guild.ErrUnavailable, err)
+	m, changed, err := h.guilds.PinMessage(r.Context(), user, channelID, messageID, pin)
+	switch {
+	case errors.Is(err, guild.ErrMaxPins):
+		return errMaxPins
+	case err != nil:
+		return writeErr(err)
 	}
-	if removed {
-		if err := h.setPinned(ctx, m, false); err != nil {
-			return err
+	if changed {
+		action := auditMessageUnpin
+		if pin {
+			action = auditMessagePin
 		}
-		ev := wire.ChannelPinsUpdate{GuildID: v.Channel.GuildID, ChannelID: m.ChannelID}
-		if pins, err := h.store.ListPins(ctx, m.ChannelID); err == nil && len(pins) > 0 {
-			ts := wire.Timestamp(pins[0].PinnedAt)
-			ev.LastPinTimestamp = &ts
-		}
-		h.publishChannel(ctx, v.Channel, "CHANNEL_PINS_UPDATE", ev)
-		h.recordAudit(r, v.Channel.GuildID, user, auditEntry{Action: auditMessageUnpin, Target: m.AuthorID,
+		h.recordAudit(r, m.GuildID, user, auditEntry{Action: action, Target: m.AuthorID,
 			Options: map[string]any{"channel_id": m.ChannelID, "message_id": m.ID}})
 	}
 	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-// setPinned keeps the message's pinned flag in step with the pin list.
-func (h *handler) setPinned(ctx context.Context, m store.Message, pinned bool) error {
-	cur, err := h.store.GetMessage(ctx, m.ChannelID, m.ID)
-	if err != nil {
-		return messageErr(err)
-	}
-	cur.Pinned = pinned
-	if err := h.store.PutMessage(ctx, cur); err != nil {
-		return errors.Join(guild.ErrUnavailable, err)
-	}
 	return nil
 }
 
@@ -194,7 +122,7 @@ func (h *handler) pinned(r *http.Request, user snowflake.ID, before time.Time, l
 
 // listPins is GET /channels/{c}/messages/pins?before=<ISO8601>&limit=1..50.
 func (h *handler) listPins(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
-	limit, err := queryInt(r, "limit", maxPins, 1, maxPins)
+	limit, err := queryInt(r, "limit", guild.MaxPins, 1, guild.MaxPins)
 	if err != nil {
 		return err
 	}
@@ -216,7 +144,7 @@ func (h *handler) listPins(w http.ResponseWriter, r *http.Request, user snowflak
 
 // listPinsLegacy is GET /channels/{c}/pins: the pinned messages as an array.
 func (h *handler) listPinsLegacy(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
-	items, _, err := h.pinned(r, user, time.Time{}, maxPins)
+	items, _, err := h.pinned(r, user, time.Time{}, guild.MaxPins)
 	if err != nil {
 		return err
 	}

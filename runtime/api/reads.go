@@ -3,8 +3,10 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/wire"
@@ -26,7 +28,15 @@ type reader struct {
 	h       *handler
 	viewer  snowflake.ID
 	decided map[snowflake.ID]readDecision
+	// sealed is set while the reader renders inside the guild's actor
+	// (written): it may not ask Visibility there, so a channel not
+	// decided before the write is an error, not a question.
+	sealed bool
 }
+
+// errUndecided is a render inside the guild's actor that needed a
+// decision nobody took before the write: a bug of the handler.
+var errUndecided = errors.New("api: render needs a visibility decision taken before the write")
 
 type readDecision struct {
 	view guild.ReadView
@@ -42,6 +52,9 @@ func (h *handler) reader(viewer snowflake.ID) *reader {
 func (r *reader) access(ctx context.Context, channelID snowflake.ID) (guild.ReadView, error) {
 	if d, ok := r.decided[channelID]; ok {
 		return d.view, d.err
+	}
+	if r.sealed {
+		return guild.ReadView{}, errors.Join(guild.ErrUnavailable, fmt.Errorf("channel %d: %w", channelID, errUndecided))
 	}
 	v, err := r.h.guilds.Visibility(ctx, r.viewer, channelID)
 	r.decided[channelID] = readDecision{v, err}
@@ -160,4 +173,55 @@ func (h *handler) wireMessage(ctx context.Context, m store.Message, member *wire
 	out.WebhookID = m.WebhookID
 	h.attachmentURLs(ctx, out.Attachments)
 	return out
+}
+
+// prepare readies the reader to render m inside the guild's actor after
+// its write (written): it loads m's referenced message when ref is nil
+// (a reply's, in m's channel) and decides now every channel the render
+// will ask about besides m's own, whose decision the write's check takes:
+// the thread m started, ref's channel and the thread ref started. It
+// returns the referenced message to render with.
+func (r *reader) prepare(ctx context.Context, m store.Message, ref *store.Message) (*store.Message, error) {
+	if ref == nil && m.ReferenceID != 0 && m.Type != wire.MessageThreadCreated && m.Type != wire.MessageThreadStarter {
+		got, err := r.h.store.GetMessage(ctx, m.ChannelID, m.ReferenceID)
+		switch {
+		case err == nil:
+			ref = &got
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, errors.Join(guild.ErrUnavailable, err)
+		}
+	}
+	var ids []snowflake.ID
+	if m.ID != 0 && m.Flags&messageFlagHasThread != 0 {
+		ids = append(ids, m.ID)
+	}
+	if ref != nil {
+		ids = append(ids, ref.ChannelID)
+		if ref.Flags&messageFlagHasThread != 0 {
+			ids = append(ids, ref.ID)
+		}
+	}
+	for _, id := range ids {
+		if _, err := r.access(ctx, id); errors.Is(err, guild.ErrUnavailable) {
+			return nil, err
+		}
+	}
+	return ref, nil
+}
+
+// written is the Render of a message write by this reader's viewer
+// (guild.MessageWrite): the write's check decided the channel for the
+// viewer, who wrote in it; everything else was decided by prepare. With
+// member the answer carries the author's member the check resolved.
+func (r *reader) written(ref *store.Message, member bool) func(context.Context, guild.Written) (wire.Message, error) {
+	return func(ctx context.Context, w guild.Written) (wire.Message, error) {
+		r.decided[w.Channel.ID] = readDecision{view: guild.ReadView{Channel: w.Channel, Access: permissions.Visible}}
+		r.sealed = true
+		defer func() { r.sealed = false }()
+		var mem *wire.Member
+		if member {
+			mem = w.Member
+		}
+		return r.render(ctx, w.Message, mem, ref)
+	}
 }

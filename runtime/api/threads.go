@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/guild"
+	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
 	"github.com/concord-chat/concord/runtime/wire"
@@ -119,25 +119,25 @@ func (h *handler) startThreadFromMessage(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
+	// The message now names its thread (HAS_THREAD, its thread in the
+	// MESSAGE_UPDATE), which its author sees: they created it.
+	rd.decided[th.ID] = readDecision{view: guild.ReadView{Channel: th, Access: permissions.Visible}}
 	m.Flags |= messageFlagHasThread
-	logged, err := h.putMessageLogged(ctx, eventlog.MessageUpdate, m)
+	ref, err := rd.prepare(ctx, m, nil)
 	if err != nil {
-		return errors.Join(guild.ErrUnavailable, err)
+		return err
 	}
-	if out, err := rd.render(ctx, m, nil, nil); err == nil {
-		bg, cancel := background(ctx)
-		if !logged {
-			h.logMessage(bg, eventlog.MessageUpdate, out)
+	if _, err := h.guilds.UpdateMessage(ctx, guild.MessageWrite{Check: guild.CheckNone, UserID: user, Message: m,
+		Render: rd.written(ref, false)}); err != nil {
+		if errors.Is(err, guild.ErrUnavailable) && !errors.Is(err, errUndecided) {
+			return err
 		}
-		if err := h.guilds.PublishMessage(bg, "MESSAGE_UPDATE", out); err != nil {
-			h.log.Warn("starter message update not published", "message_id", m.ID, "err", err)
-		}
-		cancel()
+		h.log.Warn("starter message update not published", "message_id", m.ID, "err", err)
 	}
 	// The thread opens with a THREAD_STARTER_MESSAGE pointing at the
 	// message it was started from.
 	h.postSystemMessage(ctx, rd, store.Message{ChannelID: th.ID, GuildID: th.GuildID, AuthorID: user,
-		Type: wire.MessageThreadStarter, ReferenceID: m.ID})
+		Type: wire.MessageThreadStarter, ReferenceID: m.ID}, &m)
 	h.threadCreated(w, r, user, th, member)
 	return nil
 }
@@ -165,7 +165,8 @@ func (h *handler) startThread(w http.ResponseWriter, r *http.Request, user snowf
 		return err
 	}
 	// The parent's type is told only to who sees it (the one decision).
-	v, err := h.reader(user).access(r.Context(), channelID)
+	rd := h.reader(user)
+	v, err := rd.access(r.Context(), channelID)
 	if err != nil {
 		return err
 	}
@@ -181,44 +182,28 @@ func (h *handler) startThread(w http.ResponseWriter, r *http.Request, user snowf
 	// parent by a THREAD_CREATED message; a private one is not (those
 	// who cannot join it are not told of it).
 	if th.Type == store.ChannelPublicThread || th.Type == store.ChannelAnnouncementThread {
-		h.postSystemMessage(r.Context(), h.reader(user), store.Message{ChannelID: th.ParentID, GuildID: th.GuildID,
-			AuthorID: user, Type: wire.MessageThreadCreated, Content: th.Name, ReferenceID: th.ID})
+		h.postSystemMessage(r.Context(), rd, store.Message{ChannelID: th.ParentID, GuildID: th.GuildID,
+			AuthorID: user, Type: wire.MessageThreadCreated, Content: th.Name, ReferenceID: th.ID}, nil)
 	}
 	h.threadCreated(w, r, user, th, member)
 	return nil
 }
 
 // postSystemMessage stores and publishes a system message (no send
-// permission is asked: the action it records was authorised). It runs
-// after the action succeeded, so a failure is logged, not answered.
-func (h *handler) postSystemMessage(ctx context.Context, rd *reader, m store.Message) {
-	id, err := h.ids.Next()
-	if err != nil {
+// permission is asked: the action it records was authorised), rendered
+// by rd, whose viewer did the action; ref is the message it refers to,
+// when it refers to one. It runs after the action succeeded, so a failure
+// is logged, not answered.
+func (h *handler) postSystemMessage(ctx context.Context, rd *reader, m store.Message, ref *store.Message) {
+	bg, cancel := background(ctx)
+	defer cancel()
+	if _, err := rd.prepare(bg, m, ref); err != nil {
 		h.log.Warn("system message not posted", "type", m.Type, "channel_id", m.ChannelID, "err", err)
 		return
 	}
-	m.ID = id
-	bg, cancel := background(ctx)
-	defer cancel()
-	logged, err := h.putMessageLogged(bg, eventlog.MessageCreate, m)
-	if err != nil {
-		h.log.Warn("system message not stored", "type", m.Type, "channel_id", m.ChannelID, "err", err)
-		return
-	}
-	out, err := rd.render(bg, m, nil, nil)
-	if err != nil {
-		h.log.Warn("system message not rendered", "type", m.Type, "channel_id", m.ChannelID, "err", err)
-		return
-	}
-	if mem, err := h.guilds.Member(bg, m.AuthorID, m.GuildID, m.AuthorID); err == nil {
-		wm := wire.MemberFrom(mem, nil, h.cfg.Now()) // a message's member is partial
-		out.Member = &wm
-	}
-	if !logged {
-		h.logMessage(bg, eventlog.MessageCreate, out)
-	}
-	if err := h.guilds.PublishMessage(bg, "MESSAGE_CREATE", out); err != nil {
-		h.log.Warn("system message not published", "message_id", m.ID, "err", err)
+	if _, err := h.guilds.CreateMessage(bg, guild.MessageWrite{Check: guild.CheckNone, UserID: m.AuthorID, Message: m,
+		Render: rd.written(ref, true)}); err != nil {
+		h.log.Warn("system message not posted", "type", m.Type, "channel_id", m.ChannelID, "err", err)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
@@ -127,25 +126,15 @@ func (h *handler) executeWebhook(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx := r.Context()
 	mentions := parseMentions(req.Content, req.AllowedMentions)
-	grant, err := h.guilds.AuthorizeWebhookSend(ctx, guild.WebhookSend{
-		GuildID: wh.GuildID, ChannelID: wh.ChannelID, ThreadID: threadID,
-		MentionsEveryone: mentions.Everyone, Users: mentions.Users, Roles: mentions.Roles,
-	})
-	if err != nil {
-		return err
-	}
-	id, err := h.ids.Next()
-	if err != nil {
-		return errors.Join(guild.ErrUnavailable, err)
-	}
-	atts, err := h.saveAttachments(ctx, grant.Channel.ID, req.Attachments, files)
+	// The files are stored before the write that names them, and deleted
+	// again when the post is refused.
+	atts, err := h.saveAttachments(ctx, target, req.Attachments, files)
 	if err != nil {
 		return err
 	}
 	m := store.Message{
-		ID: id, ChannelID: grant.Channel.ID, GuildID: wh.GuildID, AuthorID: wh.ID, Content: req.Content,
-		Type: wire.MessageDefault, TTS: req.TTS, MentionEveryone: grant.MentionEveryone,
-		Mentions: grant.Users, MentionRoles: grant.Roles, Flags: sendFlags(req.Flags),
+		ChannelID: target, GuildID: wh.GuildID, AuthorID: wh.ID, Content: req.Content,
+		Type: wire.MessageDefault, TTS: req.TTS, Flags: sendFlags(req.Flags),
 		Embeds: wire.JoinRaw(req.Embeds), Components: wire.JoinRaw(req.Components), Attachments: atts,
 		WebhookID: wh.ID, WebhookName: wh.Name, WebhookAvatar: wh.Avatar,
 	}
@@ -155,25 +144,27 @@ func (h *handler) executeWebhook(w http.ResponseWriter, r *http.Request) error {
 	if req.AvatarURL != "" {
 		m.WebhookAvatar = avatarURLHash(req.AvatarURL)
 	}
-	logged, err := h.putMessageLogged(ctx, eventlog.MessageCreate, m)
+	written, err := h.writeMessage(ctx, true, guild.MessageWrite{
+		Check: guild.CheckWebhook, WebhookChannel: wh.ChannelID, Message: m,
+		Mentions: &guild.Mentions{Everyone: mentions.Everyone, Users: mentions.Users, Roles: mentions.Roles},
+		Render:   h.webhookRender,
+	}, atts, nil)
 	if err != nil {
-		return errors.Join(guild.ErrUnavailable, err)
+		return err
 	}
-	out := h.webhookMessageJSON(ctx, m)
-	bg, cancel := background(ctx)
-	defer cancel()
-	if !logged {
-		h.logMessage(bg, eventlog.MessageCreate, out)
-	}
-	if err := h.guilds.PublishMessage(bg, "MESSAGE_CREATE", out); err != nil {
-		h.log.Warn("webhook message not published", "message_id", m.ID, "err", err)
-	}
+	out := written.Wire
 	if !wait {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// webhookRender is the Render of a webhook's message write
+// (guild.MessageWrite): webhookMessageJSON, which asks the guild nothing.
+func (h *handler) webhookRender(ctx context.Context, w guild.Written) (wire.Message, error) {
+	return h.webhookMessageJSON(ctx, w.Message), nil
 }
 
 // webhookMessageJSON renders a message for its webhook's token routes:
@@ -277,49 +268,33 @@ func (h *handler) editWebhookMessage(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	ctx := r.Context()
+	var mentions *guild.Mentions
 	if req.Content.Set {
-		mentions := parseMentions(req.Content.Value, req.AllowedMentions)
-		threadID := snowflake.ID(0)
-		if m.ChannelID != wh.ChannelID {
-			threadID = m.ChannelID
-		}
-		grant, err := h.guilds.AuthorizeWebhookSend(ctx, guild.WebhookSend{
-			GuildID: wh.GuildID, ChannelID: wh.ChannelID, ThreadID: threadID,
-			MentionsEveryone: mentions.Everyone, Users: mentions.Users, Roles: mentions.Roles,
-		})
-		if err != nil {
-			return err
-		}
+		p := parseMentions(req.Content.Value, req.AllowedMentions)
+		mentions = &guild.Mentions{Everyone: p.Everyone, Users: p.Users, Roles: p.Roles}
 		m.Content = req.Content.Value
-		m.Mentions, m.MentionRoles, m.MentionEveryone = grant.Users, grant.Roles, grant.MentionEveryone
 	}
 	if req.Flags.Set {
 		m.Flags = sendFlags(req.Flags.Value)
 	}
 	applyRichEdit(&m, req.Embeds, req.Components)
+	before := m.Attachments
 	removed, err := h.editAttachments(ctx, &m, req.Attachments, files)
 	if err != nil {
 		return err
 	}
 	if strings.TrimSpace(m.Content) == "" && m.Embeds == "" && m.Components == "" && len(m.Attachments) == 0 {
+		h.forgetAttachments(ctx, addedAttachments(before, m.Attachments))
 		return errEmptyMessage
 	}
 	m.EditedAt = h.cfg.Now()
-	logged, err := h.putMessageLogged(ctx, eventlog.MessageUpdate, m)
+	written, err := h.writeMessage(ctx, false, guild.MessageWrite{
+		Check: guild.CheckWebhook, WebhookChannel: wh.ChannelID, Message: m, Mentions: mentions, Render: h.webhookRender,
+	}, addedAttachments(before, m.Attachments), removed)
 	if err != nil {
-		return errors.Join(guild.ErrUnavailable, err)
+		return err
 	}
-	out := h.webhookMessageJSON(ctx, m)
-	bg, cancel := background(ctx)
-	defer cancel()
-	h.forgetAttachments(bg, removed)
-	if !logged {
-		h.logMessage(bg, eventlog.MessageUpdate, out)
-	}
-	if err := h.guilds.PublishMessage(bg, "MESSAGE_UPDATE", out); err != nil {
-		h.log.Warn("webhook message update not published", "message_id", m.ID, "err", err)
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, written.Wire)
 	return nil
 }
 
@@ -333,24 +308,12 @@ func (h *handler) deleteWebhookMessage(w http.ResponseWriter, r *http.Request) e
 	if err := h.webhookMessageFrozen(ctx, wh, m); err != nil {
 		return err
 	}
-	var logged bool
-	if _, _, atomic := h.atomicEvents(); atomic {
-		logged, err = h.deleteMessagesLogged(ctx, wh.GuildID, m.ChannelID, []store.Message{m})
-	} else {
-		err = h.store.DeleteMessage(ctx, m.ChannelID, m.ID)
-	}
-	if err != nil {
-		return messageErr(err)
+	if err := h.guilds.DeleteMessages(ctx, guild.MessageDelete{ChannelID: m.ChannelID, Messages: []store.Message{m}}); err != nil {
+		return writeErr(err)
 	}
 	bg, cancel := background(ctx)
 	defer cancel()
 	h.forgetAttachments(bg, m.Attachments)
-	if !logged {
-		h.logDeletes(bg, wh.GuildID, m.ChannelID, []snowflake.ID{m.ID})
-	}
-	if err := h.guilds.PublishDelete(bg, wh.GuildID, m.ChannelID, []snowflake.ID{m.ID}); err != nil {
-		h.log.Warn("webhook message delete not published", "message_id", m.ID, "err", err)
-	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -11,8 +11,6 @@ import (
 
 	"github.com/concord-chat/concord/runtime/api/uploads"
 	"github.com/concord-chat/concord/runtime/bots"
-	"github.com/concord-chat/concord/runtime/eventlog"
-	"github.com/concord-chat/concord/runtime/eventlog/outbox"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/mention"
 	"github.com/concord-chat/concord/runtime/snowflake"
@@ -20,19 +18,18 @@ import (
 	"github.com/concord-chat/concord/runtime/wire"
 )
 
-// botMessages posts interaction responses through the REST API's path:
-// mentions resolved as for a send, the store write with its event in the
-// same atomic write (outbox.PutMessage: a crash between the write and a
-// separate publish cannot lose the event mention counting needs), then
-// guild fan-out. Ephemeral messages are not stored, have no event and go
-// to their recipient's sessions only. Embeds and
+// botMessages posts interaction responses through the guild service's
+// message write path, as the REST API does: one call into the guild's
+// actor resolves the mentions (guild.CheckApp), writes the message with
+// its event (the process's outbox.Writer: a crash cannot lose the event
+// mention counting needs) and fans it out. Ephemeral messages are not
+// stored, have no event and go to their recipient's sessions only. Embeds and
 // components are stored with the message (the bot platform validated
 // them), so a later component interaction can be checked against them.
 type botMessages struct {
 	store  store.Store
 	guilds *guild.Service
 	ids    bots.IDSource
-	events MessageEvents
 	log    *slog.Logger
 	// uploads signs the attachment URLs of answers.
 	uploads *uploads.Store
@@ -71,42 +68,29 @@ func (b *botMessages) render(ctx context.Context, m store.Message) wire.Message 
 	return out
 }
 
-// eventsOrNil is the publisher as an untyped value, nil when there is
-// none (a nil MessageEvents must not look like a relay).
-func (b *botMessages) eventsOrNil() any {
-	if b.events == nil {
-		return nil
-	}
-	return b.events
-}
-
-// mentions resolves the mentions of content, written by authorID in
-// channelID, into m: parsed under allowed_mentions, then kept only as the
-// guild allows them (guild.ResolveAppMentions), so the event carries the
-// users, roles and @everyone the read-state consumer counts.
-func (b *botMessages) mentions(ctx context.Context, m *store.Message, authorID snowflake.ID, content string, am *mention.Allowed) error {
+// appMentions are the mentions content asks for under allowed_mentions,
+// for the actor to keep those the guild allows (guild.CheckApp), so the
+// event carries the users, roles and @everyone the read-state consumer
+// counts.
+func appMentions(content string, am *mention.Allowed) *guild.Mentions {
 	p := mention.Parse(content, am)
-	got, err := b.guilds.ResolveAppMentions(ctx, authorID, m.ChannelID, p.Everyone, p.Users, p.Roles)
-	if err != nil {
-		return botErr(err)
-	}
-	m.Mentions, m.MentionRoles, m.MentionEveryone = got.Users, got.Roles, got.Everyone
-	return nil
+	return &guild.Mentions{Everyone: p.Everyone, Users: p.Users, Roles: p.Roles}
 }
 
-// put writes m with its typ event in one atomic write when the store's
-// outbox is relayed, else alone followed by a separate publish.
-func (b *botMessages) put(ctx context.Context, typ string, m store.Message) error {
-	logged, err := outbox.PutMessage(ctx, b.store, b.eventsOrNil(), typ, m)
-	if err != nil {
+// renderer is the Render of a bot message write: render, which asks the
+// guild nothing, and extras on top.
+func (b *botMessages) renderer(extras func(wire.Message) wire.Message) func(context.Context, guild.Written) (wire.Message, error) {
+	return func(ctx context.Context, w guild.Written) (wire.Message, error) {
+		return extras(b.render(ctx, w.Message)), nil
+	}
+}
+
+// writeErr maps a failed write: a store failure is bots.ErrUnavailable.
+func writeErr(err error) error {
+	if errors.Is(err, guild.ErrUnavailable) {
 		return fmt.Errorf("%w: store message: %w", bots.ErrUnavailable, err)
 	}
-	if !logged && b.events != nil {
-		if err := b.events.Publish(ctx, outbox.StoredEvent(typ, m)); err != nil {
-			b.log.Warn("bot message event not logged", "message_id", m.ID, "err", err)
-		}
-	}
-	return nil
+	return botErr(err)
 }
 
 // CreateMessage implements bots.Messages.
@@ -124,17 +108,13 @@ func (b *botMessages) CreateMessage(ctx context.Context, nm bots.NewMessage) (wi
 		b.guilds.DispatchToUserShard(ctx, nm.EphemeralTo, 0, "MESSAGE_CREATE", mustJSON(out))
 		return out, nil
 	}
-	if err := b.mentions(ctx, &m, nm.AuthorID, nm.Content, nm.AllowedMentions); err != nil {
-		return wire.Message{}, err
+	written, err := b.guilds.CreateMessage(ctx, guild.MessageWrite{Check: guild.CheckApp, UserID: nm.AuthorID, Message: m,
+		Mentions: appMentions(nm.Content, nm.AllowedMentions),
+		Render:   b.renderer(func(out wire.Message) wire.Message { return b.withExtras(out, nm.Embeds, nm.Components) })})
+	if err != nil {
+		return wire.Message{}, writeErr(err)
 	}
-	if err := b.put(ctx, eventlog.MessageCreate, m); err != nil {
-		return wire.Message{}, err
-	}
-	out := b.withExtras(b.render(ctx, m), nm.Embeds, nm.Components)
-	if err := b.guilds.PublishMessage(ctx, "MESSAGE_CREATE", out); err != nil {
-		b.log.Warn("bot message not published", "message_id", id, "err", err)
-	}
-	return out, nil
+	return written.Wire, nil
 }
 
 // withExtras sets embeds and components on an answer.
@@ -167,42 +147,22 @@ func (b *botMessages) EditMessage(ctx context.Context, e bots.MessageEdit) (wire
 	if err != nil {
 		return wire.Message{}, botErr(err)
 	}
-	if err := b.frozen(ctx, e.ChannelID); err != nil {
-		return wire.Message{}, err
-	}
 	applyEdit(&m, e)
+	var mentions *guild.Mentions
 	if e.Content != nil {
 		// New content, new mentions, as a REST edit resolves them.
-		if err := b.mentions(ctx, &m, m.AuthorID, m.Content, e.AllowedMentions); err != nil {
-			return wire.Message{}, err
-		}
+		mentions = appMentions(m.Content, e.AllowedMentions)
 	}
 	m.EditedAt = time.Now()
-	if err := b.put(ctx, eventlog.MessageUpdate, m); err != nil {
-		return wire.Message{}, err
+	// The actor refuses a change to a message of an archived thread, as
+	// the REST API does: nobody, moderators included, edits or deletes
+	// the messages of an archived thread.
+	written, err := b.guilds.UpdateMessage(ctx, guild.MessageWrite{Check: guild.CheckApp, UserID: m.AuthorID, Message: m,
+		Mentions: mentions, Render: b.renderer(func(out wire.Message) wire.Message { return b.editExtras(out, e) })})
+	if err != nil {
+		return wire.Message{}, writeErr(err)
 	}
-	out := b.editExtras(b.render(ctx, m), e)
-	if err := b.guilds.PublishMessage(ctx, "MESSAGE_UPDATE", out); err != nil {
-		b.log.Warn("bot message edit not published", "message_id", m.ID, "err", err)
-	}
-	return out, nil
-}
-
-// frozen refuses a change to a message of an archived thread, as the
-// REST API does: nobody, moderators included, edits or deletes the
-// messages of an archived thread. A channel the store does not hold as a
-// thread (a DM, a guild channel) is never frozen.
-func (b *botMessages) frozen(ctx context.Context, channelID snowflake.ID) error {
-	c, err := b.store.GetChannel(ctx, channelID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil
-	case err != nil:
-		return fmt.Errorf("%w: channel %d: %w", bots.ErrUnavailable, channelID, err)
-	case c.Thread != nil && c.Thread.Archived:
-		return fmt.Errorf("%w: channel %d", bots.ErrThreadArchived, channelID)
-	}
-	return nil
+	return written.Wire, nil
 }
 
 // applyEdit applies the stored fields of an edit.
@@ -259,24 +219,12 @@ func (b *botMessages) DeleteMessage(ctx context.Context, channelID, messageID, e
 	if err != nil {
 		return botErr(err)
 	}
-	if err := b.frozen(ctx, channelID); err != nil {
-		return err
-	}
-	// With the store's outbox the delete and its MESSAGE_DELETE are one
-	// write (a concurrent delete that got there first makes a duplicate
-	// event, which consumers dedupe).
-	logged, err := outbox.DeleteMessage(ctx, b.store, b.eventsOrNil(), guildID, m)
-	if err != nil {
-		return fmt.Errorf("%w: delete message: %w", bots.ErrUnavailable, err)
-	}
-	if !logged && b.events != nil {
-		ev := eventlog.MessageEvent{Type: eventlog.MessageDelete, GuildID: guildID, ChannelID: channelID, MessageID: messageID}
-		if err := b.events.Publish(ctx, ev); err != nil {
-			b.log.Warn("bot message delete not logged", "message_id", messageID, "err", err)
-		}
-	}
-	if err := b.guilds.PublishDelete(ctx, guildID, channelID, []snowflake.ID{messageID}); err != nil {
-		b.log.Warn("bot message delete not published", "message_id", messageID, "err", err)
+	// One call into the guild's actor refuses an archived thread's
+	// message, deletes it with its MESSAGE_DELETE (with the store's
+	// outbox a concurrent delete that got there first makes a duplicate
+	// event, which consumers dedupe) and fans the deletion out.
+	if err := b.guilds.DeleteMessages(ctx, guild.MessageDelete{ChannelID: channelID, Messages: []store.Message{m}}); err != nil {
+		return writeErr(err)
 	}
 	return nil
 }
@@ -292,8 +240,8 @@ func mustJSON(v any) json.RawMessage {
 
 // NewMessages returns the bots.Messages the bot platform posts
 // interaction answers through (botMessages), over st and the guild
-// service guilds, publishing through events (nil: none); for tools and
+// service guilds, which writes them with their events; for tools and
 // tests that write as the bot platform does.
-func NewMessages(st store.Store, guilds *guild.Service, ids bots.IDSource, events MessageEvents, log *slog.Logger) bots.Messages {
-	return &botMessages{store: st, guilds: guilds, ids: ids, events: events, log: log}
+func NewMessages(st store.Store, guilds *guild.Service, ids bots.IDSource, log *slog.Logger) bots.Messages {
+	return &botMessages{store: st, guilds: guilds, ids: ids, log: log}
 }

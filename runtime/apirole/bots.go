@@ -22,7 +22,6 @@ import (
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/egress"
 	"github.com/concord-chat/concord/runtime/entitlement"
-	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/gateway"
 	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/lifecycle"
@@ -60,22 +59,12 @@ type botDeps struct {
 	guilds   *guild.Service
 	auth     *auth.Issuer
 	ids      bots.IDSource
-	events   MessageEvents
 	registry prometheus.Registerer
 	// revocations is the process's revocation path.
 	revocations *Revocations
 	// node returns the process's gateway node (nil until it exists, and
 	// always in `concord serve`, where gateways are other processes).
 	node func() *gateway.Node
-}
-
-// MessageEvents receives message events for the durable log; the outbox
-// implements it. When it also relays the store's transactional outbox
-// (outbox.Committer, as *outbox.Outbox does once the REST API bound it),
-// the bot platform's message writes commit their events in the same
-// atomic store write as the message, as the REST API's do.
-type MessageEvents interface {
-	Publish(ctx context.Context, ev eventlog.MessageEvent) error
 }
 
 // BotStore returns the process's bot store (applications, commands,
@@ -154,7 +143,7 @@ func openBots(ctx context.Context, cfg config.Config, logger *slog.Logger, key [
 		IDs:         d.ids,
 		Guilds:      botGuilds{g: d.guilds},
 		Dispatcher:  botDispatcher{g: d.guilds},
-		Messages:    &botMessages{store: d.store, guilds: d.guilds, ids: d.ids, events: d.events, log: log, uploads: ups},
+		Messages:    &botMessages{store: d.store, guilds: d.guilds, ids: d.ids, log: log, uploads: ups},
 		Uploads:     botUploads{ups},
 		Egress:      eg,
 		Revocations: d.revocations,

@@ -117,9 +117,8 @@ func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
 		return err
 	}
 	deps := api.Deps{Store: b.Store, Guilds: svc, Auth: b.Auth, IDs: b.IDs, Objects: objs, AttachmentKey: AttachmentKey(key)}
-	var events MessageEvents
 	if ob, logged := role.Lookup(b.Seams, role.Outbox); logged {
-		deps.Events, events = ob, ob
+		deps.Events = ob
 	}
 	if rs, ok := role.Lookup(b.Seams, role.ReadStates); ok {
 		// Acks and READY's read states; MESSAGE_ACK goes through the
@@ -129,7 +128,7 @@ func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
 		deps.ReadStates = rs
 		deps.Users = svc
 	}
-	bd := botDeps{store: b.Store, apps: apps, guilds: svc, auth: b.Auth, ids: b.IDs, events: events, registry: b.Metrics}
+	bd := botDeps{store: b.Store, apps: apps, guilds: svc, auth: b.Auth, ids: b.IDs, registry: b.Metrics}
 	// Revocations reach the gateways' lease manager on the process's
 	// revocation path (the root opened it with OpenRevocations).
 	path, _ := role.Lookup(b.Seams, role.Revocations)

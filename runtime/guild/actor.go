@@ -17,6 +17,10 @@ import (
 type op struct {
 	fn  func(a *Actor)
 	enq time.Time
+	// write, when set, is a message write the actor may commit together
+	// with the writes queued right behind it (writebatch.go); fn runs it
+	// alone.
+	write *batchedWrite
 }
 
 // Actor is one guild's state and subscribers, owned by one goroutine.
@@ -86,7 +90,12 @@ func newActor(s *Service, id snowflake.ID) *Actor {
 // The caller reserved one in-flight slot (Service.actor); a failed enqueue
 // releases it.
 func (a *Actor) enqueue(ctx context.Context, fn func(a *Actor)) error {
-	o := op{fn: fn, enq: time.Now()}
+	return a.enqueueOp(ctx, op{fn: fn})
+}
+
+// enqueueOp is enqueue of a prepared op.
+func (a *Actor) enqueueOp(ctx context.Context, o op) error {
+	o.enq = time.Now()
 	select {
 	case a.mailbox <- o:
 		a.svc.metrics.mailboxLength.Inc()
@@ -142,7 +151,11 @@ func (a *Actor) run() {
 	for {
 		select {
 		case o := <-a.mailbox:
-			a.process(o)
+			if o.write != nil {
+				a.processWrites(o)
+			} else {
+				a.process(o)
+			}
 			if a.failed != nil {
 				a.svc.retire(a, true)
 				a.drain()
@@ -180,12 +193,22 @@ func (a *Actor) run() {
 }
 
 func (a *Actor) process(o op) {
+	a.begin(o)
+	o.fn(a)
+	a.end()
+}
+
+// begin counts an op taken from the mailbox.
+func (a *Actor) begin(o op) {
 	a.svc.metrics.mailboxLength.Dec()
 	now := time.Now()
 	age := now.Sub(o.enq)
 	a.svc.metrics.eventAge.Observe(age.Seconds())
 	a.stats.observe(now, age)
-	o.fn(a)
+}
+
+// end counts an op done.
+func (a *Actor) end() {
 	a.publishStats()
 	a.inflight.Add(-1)
 }

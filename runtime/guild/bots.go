@@ -242,68 +242,48 @@ func (s *Service) DeleteOrphanManagedRoles(ctx context.Context, guildID snowflak
 	})
 }
 
-// AppMentions are the mentions an application's message may make,
-// resolved by ResolveAppMentions.
+// AppMentions are the mentions an application's message may make
+// (appMentions).
 type AppMentions struct {
 	Everyone bool
 	Users    []snowflake.ID
 	Roles    []snowflake.ID
 }
 
-// ResolveAppMentions decides which of the mentions an application's
-// message (an interaction response or followup, authored by the bot user
-// botUserID) makes in channelID, as AuthorizeSend decides them for a
+// appMentions decides which of the mentions an application's message
+// (an interaction response or followup, authored by the bot user
+// botUserID) makes in channelID, as authorizeSend decides them for a
 // member's send: users only when they can see the channel (a hidden
 // channel never leaks through a mention), roles that exist and are
 // mentionable, and @everyone and unmentionable roles only when the bot is
 // a member holding MENTION_EVERYONE there. It checks no send permission:
 // the interaction already allows the answer, and an application that is
 // not a member (or cannot see the channel) still answers, without those
-// mentions. In a private channel the recipients are the users it may
-// mention.
-func (s *Service) ResolveAppMentions(ctx context.Context, botUserID, channelID snowflake.ID, everyone bool, users, roles []snowflake.ID) (AppMentions, error) {
+// mentions (CheckApp).
+func (a *Actor) appMentions(botUserID, channelID snowflake.ID, everyone bool, users, roles []snowflake.ID) (AppMentions, error) {
 	out := AppMentions{Users: []snowflake.ID{}, Roles: []snowflake.ID{}}
-	guildID, err := s.ChannelGuild(ctx, channelID)
-	if err != nil {
-		return out, err
+	if a.channels[channelID] == nil {
+		return out, fmt.Errorf("channel %d: %w", channelID, ErrUnknownChannel)
 	}
-	if guildID == 0 {
-		c, err := s.deps.Store.GetChannel(ctx, channelID)
-		if err != nil {
-			return out, fmt.Errorf("private channel %d: %w", channelID, err)
-		}
-		for _, u := range users {
-			if slices.Contains(c.Recipients, u) && !slices.Contains(out.Users, u) {
-				out.Users = append(out.Users, u)
-			}
-		}
-		return out, nil
+	var p permissions.Bits
+	if _, ok := a.members[botUserID]; ok {
+		p = a.decide(permissions.DecisionRead, botUserID, channelID)
 	}
-	err = s.do(ctx, guildID, func(a *Actor) error {
-		if a.channels[channelID] == nil {
-			return fmt.Errorf("channel %d: %w", channelID, ErrUnknownChannel)
+	privileged := permissions.AccessOf(p).CanView() && p.Has(permissions.MentionEveryone)
+	out.Everyone = everyone && privileged
+	for _, u := range users {
+		if _, ok := a.members[u]; ok && a.canView(u, channelID) && !slices.Contains(out.Users, u) {
+			out.Users = append(out.Users, u)
 		}
-		var p permissions.Bits
-		if _, ok := a.members[botUserID]; ok {
-			p = a.decide(permissions.DecisionRead, botUserID, channelID)
+	}
+	for _, id := range roles {
+		r, ok := a.roles[id]
+		if !ok || id == a.id || slices.Contains(out.Roles, id) {
+			continue
 		}
-		privileged := permissions.AccessOf(p).CanView() && p.Has(permissions.MentionEveryone)
-		out.Everyone = everyone && privileged
-		for _, u := range users {
-			if _, ok := a.members[u]; ok && a.canView(u, channelID) && !slices.Contains(out.Users, u) {
-				out.Users = append(out.Users, u)
-			}
+		if r.Mentionable || privileged {
+			out.Roles = append(out.Roles, id)
 		}
-		for _, id := range roles {
-			r, ok := a.roles[id]
-			if !ok || id == a.id || slices.Contains(out.Roles, id) {
-				continue
-			}
-			if r.Mentionable || privileged {
-				out.Roles = append(out.Roles, id)
-			}
-		}
-		return nil
-	})
-	return out, err
+	}
+	return out, nil
 }

@@ -21,16 +21,27 @@ import (
 
 var bg = context.Background()
 
-// send runs the API's send path: authorise, mint, write, publish.
+// send runs the API's send path: CreateMessage checks, mints, writes and
+// publishes in one step of the actor.
 func (f *fixture) send(u store.User, channelID snowflake.ID, content string, mentions ...snowflake.ID) wire.Message {
 	f.t.Helper()
-	g, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: u.ID, ChannelID: channelID, Users: mentions})
+	w, err := f.svc.CreateMessage(bg, MessageWrite{Check: CheckSend, UserID: u.ID,
+		Message: store.Message{ChannelID: channelID, AuthorID: u.ID, Content: content}, Mentions: &Mentions{Users: mentions},
+		Render: func(_ context.Context, w Written) (wire.Message, error) {
+			var mentioned []wire.User
+			for _, id := range w.Message.Mentions {
+				mentioned = append(mentioned, must[wire.User](f.t)(f.svc.User(bg, id)))
+			}
+			return wire.MessageFrom(w.Message, wire.UserFrom(u), w.Member, mentioned, nil), nil
+		}})
 	if err != nil {
-		f.t.Fatalf("authorize send by %s in %d: %v", u.Username, channelID, err)
+		f.t.Fatalf("send by %s in %d: %v", u.Username, channelID, err)
 	}
-	return f.publish(u, g, content)
+	return w.Wire
 }
 
+// publish writes and publishes a message the caller authorised (g), in
+// two steps: tests that place a message between a grant and its fan-out.
 func (f *fixture) publish(u store.User, g SendGrant, content string) wire.Message {
 	f.t.Helper()
 	id, err := f.ids.Next()

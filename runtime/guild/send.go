@@ -133,40 +133,29 @@ func (s *Service) PublishMessage(ctx context.Context, typ string, m wire.Message
 	}
 	// The work outlives the caller's context: it only bounds the enqueue.
 	actx := context.WithoutCancel(ctx)
-	return s.post(ctx, m.GuildID, func(a *Actor) {
-		ctx := actx
-		if c, ok := a.channels[m.ChannelID]; ok && typ == "MESSAGE_CREATE" && m.ID > c.LastMessageID {
-			c.LastMessageID = m.ID
-			// A thread's message_count leaves out its starter message
-			// (a forum post's has the thread's id).
-			if c.Thread != nil && m.Type != wire.MessageThreadStarter && m.ID != c.ID {
-				a.threadMessage(ctx, c)
-			}
-		}
-		if _, ok := a.channels[m.ChannelID]; !ok {
-			return
-		}
-		a.fanoutMessage(ctx, typ, m)
-	})
+	return s.post(ctx, m.GuildID, func(a *Actor) { a.publishMessage(actx, typ, m) })
 }
 
-// PublishDelete fans out MESSAGE_DELETE (one id) or MESSAGE_DELETE_BULK.
-func (s *Service) PublishDelete(ctx context.Context, guildID, channelID snowflake.ID, ids []snowflake.ID) error {
-	var typ string
-	var payload any
-	if len(ids) == 1 {
-		typ, payload = "MESSAGE_DELETE", wire.MessageDelete{ID: ids[0], ChannelID: channelID, GuildID: guildID}
-	} else {
-		typ, payload = "MESSAGE_DELETE_BULK", wire.MessageDeleteBulk{IDs: ids, ChannelID: channelID, GuildID: guildID}
+// publishMessage is the actor's part of MESSAGE_CREATE and MESSAGE_UPDATE:
+// on create it advances the channel's last_message_id (and a thread's
+// message_count), then it fans the message out.
+func (a *Actor) publishMessage(ctx context.Context, typ string, m wire.Message) {
+	c, ok := a.channels[m.ChannelID]
+	if !ok {
+		return
 	}
-	if guildID == 0 {
-		return s.private.publish(ctx, channelID, typ, payload, IntentDirectMessages)
+	if typ == "MESSAGE_CREATE" && m.ID > c.LastMessageID {
+		c.LastMessageID = m.ID
+		// A thread's message_count leaves out its starter message (a
+		// forum post's has the thread's id).
+		if c.Thread != nil && m.Type != wire.MessageThreadStarter && m.ID != c.ID {
+			a.threadMessage(ctx, c)
+		}
 	}
-	actx := context.WithoutCancel(ctx)
-	return s.post(ctx, guildID, func(a *Actor) {
-		ctx := actx
-		a.broadcastChannel(ctx, typ, channelID, payload, IntentGuildMessages)
-	})
+	if _, ok := a.channels[m.ChannelID]; !ok {
+		return
+	}
+	a.fanoutMessage(ctx, typ, m)
 }
 
 // Typing checks SEND_MESSAGES and fans out TYPING_START in one step.

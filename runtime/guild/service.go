@@ -28,6 +28,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/auth"
 	"github.com/concord-chat/concord/runtime/event"
+	"github.com/concord-chat/concord/runtime/eventlog/outbox"
 	"github.com/concord-chat/concord/runtime/permissions"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
@@ -82,6 +83,10 @@ type Config struct {
 type Deps struct {
 	// Store holds guild state, users and messages. Required.
 	Store store.Store
+	// Messages writes message changes with their events for the durable
+	// log (CreateMessage, UpdateMessage, DeleteMessages); nil writes them
+	// to Store without events (outbox.Unlogged).
+	Messages outbox.Writer
 	// Sink receives every dispatch for gateway nodes. Required.
 	Sink event.Sink
 	// IDs mints ids for guilds, channels and roles. Required.
@@ -146,6 +151,9 @@ type Service struct {
 	// userCache caches user objects by id; accounts do not change name.
 	userCache sync.Map
 
+	// messages is Deps.Messages, or the store without events.
+	messages outbox.Writer
+
 	private *privateRouter
 	done    chan struct{}
 	wg      sync.WaitGroup
@@ -209,6 +217,10 @@ func NewService(cfg Config, deps Deps) (*Service, error) {
 		sessions: make(map[event.SessionID]*sessionEntry),
 		users:    make(map[snowflake.ID]map[event.SessionID]*sessionEntry),
 		done:     make(chan struct{}),
+		messages: deps.Messages,
+	}
+	if s.messages == nil {
+		s.messages = outbox.Unlogged(deps.Store)
 	}
 	s.private = newPrivateRouter(s)
 	s.wg.Add(1)
@@ -275,14 +287,25 @@ func (s *Service) retire(a *Actor, force bool) bool {
 
 // do runs fn in the guild's actor and waits for its result.
 func (s *Service) do(ctx context.Context, guildID snowflake.ID, fn func(a *Actor) error) error {
+	return s.run(ctx, guildID, fn, false)
+}
+
+// run runs fn in the guild's actor and waits for its result, until ctx
+// ends; with outlive (write), once the actor started fn, until fn ends.
+func (s *Service) run(ctx context.Context, guildID snowflake.ID, fn func(a *Actor) error, outlive bool) error {
 	a, err := s.actor(guildID)
 	if err != nil {
 		return err
 	}
 	res := make(chan error, 1)
 	if err := a.enqueue(ctx, func(a *Actor) {
-		if a.failed != nil {
+		switch {
+		case a.failed != nil:
 			res <- a.failed
+			return
+		case outlive && ctx.Err() != nil:
+			// The caller left before its turn: nothing is written.
+			res <- fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 			return
 		}
 		err := fn(a)
@@ -291,10 +314,14 @@ func (s *Service) do(ctx context.Context, guildID snowflake.ID, fn func(a *Actor
 	}); err != nil {
 		return err
 	}
+	wait := ctx.Done()
+	if outlive {
+		wait = nil
+	}
 	select {
 	case err := <-res:
 		return err
-	case <-ctx.Done():
+	case <-wait:
 		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 	case <-s.done:
 		return fmt.Errorf("%w: service closed", ErrUnavailable)

@@ -80,7 +80,7 @@ func (s *Service) WebhookChannels(ctx context.Context, userID, guildID snowflake
 	return out, err
 }
 
-// WebhookSend is a webhook execution to authorise.
+// WebhookSend is a webhook execution to authorise (authorizeWebhookSend).
 type WebhookSend struct {
 	// GuildID and ChannelID are the webhook's.
 	GuildID   snowflake.ID
@@ -94,52 +94,47 @@ type WebhookSend struct {
 	Roles            []snowflake.ID
 }
 
-// AuthorizeWebhookSend checks a webhook execution in the actor: the
+// authorizeWebhookSend checks a webhook execution (CheckWebhook): the
 // channel (or the thread of it named by ThreadID) must exist and take
 // messages; an archived thread is unarchived by the post unless it is
 // locked (50083). A webhook pings as Discord's do — @everyone and any
 // role when allowed_mentions lets it — but a user is mentioned only when
 // they see the channel now, so a mention never leaks a hidden channel.
-func (s *Service) AuthorizeWebhookSend(ctx context.Context, req WebhookSend) (SendGrant, error) {
-	var out SendGrant
-	err := s.do(ctx, req.GuildID, func(a *Actor) error {
-		c := a.channels[req.ChannelID]
-		if c == nil || !webhookChannel(c.Type) {
-			return fmt.Errorf("webhook channel %d: %w", req.ChannelID, ErrUnknownChannel)
+func (a *Actor) authorizeWebhookSend(ctx context.Context, req WebhookSend) (SendGrant, error) {
+	c := a.channels[req.ChannelID]
+	if c == nil || !webhookChannel(c.Type) {
+		return SendGrant{}, fmt.Errorf("webhook channel %d: %w", req.ChannelID, ErrUnknownChannel)
+	}
+	target := c
+	if req.ThreadID != 0 {
+		th := a.channels[req.ThreadID]
+		if th == nil || th.Thread == nil || th.ParentID != c.ID {
+			return SendGrant{}, fmt.Errorf("thread %d of %d: %w", req.ThreadID, c.ID, ErrUnknownChannel)
 		}
-		target := c
-		if req.ThreadID != 0 {
-			th := a.channels[req.ThreadID]
-			if th == nil || th.Thread == nil || th.ParentID != c.ID {
-				return fmt.Errorf("thread %d of %d: %w", req.ThreadID, c.ID, ErrUnknownChannel)
+		if th.Thread.Archived {
+			if th.Thread.Locked {
+				return SendGrant{}, fmt.Errorf("thread %d: %w", th.ID, ErrThreadArchived)
 			}
-			if th.Thread.Archived {
-				if th.Thread.Locked {
-					return fmt.Errorf("thread %d: %w", th.ID, ErrThreadArchived)
-				}
-				if err := a.setArchived(ctx, th.ID, false); err != nil {
-					return err
-				}
-				th = a.channels[req.ThreadID]
+			if err := a.setArchived(ctx, th.ID, false); err != nil {
+				return SendGrant{}, err
 			}
-			target = th
+			th = a.channels[req.ThreadID]
 		}
-		g := SendGrant{GuildID: a.id, Channel: cloneChannel(*target), MentionEveryone: req.MentionsEveryone,
-			Users: []snowflake.ID{}, Roles: []snowflake.ID{}}
-		for _, u := range req.Users {
-			if _, ok := a.members[u]; ok && a.canView(u, target.ID) && !slices.Contains(g.Users, u) {
-				g.Users = append(g.Users, u)
-			}
+		target = th
+	}
+	g := SendGrant{GuildID: a.id, Channel: cloneChannel(*target), MentionEveryone: req.MentionsEveryone,
+		Users: []snowflake.ID{}, Roles: []snowflake.ID{}}
+	for _, u := range req.Users {
+		if _, ok := a.members[u]; ok && a.canView(u, target.ID) && !slices.Contains(g.Users, u) {
+			g.Users = append(g.Users, u)
 		}
-		for _, id := range req.Roles {
-			if _, ok := a.roles[id]; ok && id != a.id && !slices.Contains(g.Roles, id) {
-				g.Roles = append(g.Roles, id)
-			}
+	}
+	for _, id := range req.Roles {
+		if _, ok := a.roles[id]; ok && id != a.id && !slices.Contains(g.Roles, id) {
+			g.Roles = append(g.Roles, id)
 		}
-		out = g
-		return nil
-	})
-	return out, err
+	}
+	return g, nil
 }
 
 // PublishWebhooksUpdate sends WEBHOOKS_UPDATE for a channel to the

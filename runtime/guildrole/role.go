@@ -46,7 +46,7 @@ const Name = registry.RoleGuild
 // Role is the guild role.
 var Role = role.Role{Name: Name, Build: build,
 	Needs: []string{role.Sink.Name, role.Voice.Name},
-	Uses:  []string{role.Placement.Name, role.Sessions.Name},
+	Uses:  []string{role.Placement.Name, role.Sessions.Name, role.Outbox.Name},
 	Gives: []string{role.GuildService.Name},
 }
 
@@ -71,7 +71,7 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 			_ = closers.Close()
 		}
 	}()
-	deps := guild.Deps{Store: b.Store, IDs: b.IDs, Auth: b.Auth}
+	deps := guild.Deps{Store: b.Store, IDs: b.IDs, Auth: b.Auth, Messages: messageWriter(b.Seams, b.Store, log)}
 	var ok bool
 	if deps.Sink, ok = role.Lookup(b.Seams, role.Sink); !ok {
 		return errors.New("no sink in the process to deliver guild events to")

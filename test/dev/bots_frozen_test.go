@@ -46,7 +46,7 @@ func TestBotMessagesInArchivedThreads(t *testing.T) {
 	resttest.Call(t, addr, tok, "POST", fmt.Sprintf("/channels/%d/messages", text), map[string]any{"content": "plain"}, &plain)
 	resttest.Call(t, addr, tok, "PATCH", fmt.Sprintf("/channels/%d", th.ID), map[string]any{"archived": true}, nil)
 
-	bm := apirole.NewMessages(p.Store(), p.Guilds(), nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	bm := apirole.NewMessages(p.Store(), p.Guilds(), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx := context.Background()
 	edited := "edited"
 	if _, err := bm.EditMessage(ctx, bots.MessageEdit{ChannelID: th.ID, MessageID: inThread.ID, Content: &edited}); !errors.Is(err, bots.ErrThreadArchived) {

@@ -11,8 +11,8 @@ import (
 	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/eventlog/outbox"
 	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/store"
 )
 
 // TestInteractionReplyMentionCounts: on `concord dev` a bot's answer to a
@@ -25,8 +25,8 @@ func TestInteractionReplyMentionCounts(t *testing.T) { testInteractionReplyMenti
 func testInteractionReplyMentionCounts(t *testing.T, opts ...func(*config.Config)) {
 	p, addr := startTestPlatform(t, opts...)
 	// The bot platform's writes go through the store's outbox here.
-	if _, _, ok := outbox.Atomic(p.Store(), p.Events().Outbox); !ok {
-		t.Fatalf("the store %T is not a transactional outbox the platform's outbox relays", p.Store())
+	if _, ok := p.Store().(store.TransactionalOutbox); !ok {
+		t.Fatalf("the store %T is not a transactional outbox", p.Store())
 	}
 	alice, bob, g, ch := guildOfTwo(t, addr, "bot mentions")
 

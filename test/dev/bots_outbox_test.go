@@ -13,8 +13,10 @@ import (
 	"github.com/concord-chat/concord/runtime/apirole"
 
 	"github.com/concord-chat/concord/runtime/bots"
+	"github.com/concord-chat/concord/runtime/event"
 	"github.com/concord-chat/concord/runtime/eventlog"
 	"github.com/concord-chat/concord/runtime/eventlog/outbox"
+	"github.com/concord-chat/concord/runtime/guild"
 	"github.com/concord-chat/concord/runtime/mention"
 	"github.com/concord-chat/concord/runtime/snowflake"
 	"github.com/concord-chat/concord/runtime/store"
@@ -50,21 +52,18 @@ func (s *committingStore) events() []eventlog.MessageEvent {
 	return slices.Clone(s.committed)
 }
 
-// refusesPublish is the platform's outbox, relaying committingStore,
-// whose separate enqueue (Publish) is the process dying before it: any
-// event that goes that way is lost, and is recorded here.
+// refusesPublish is the log side of the test's message writer: it
+// relays any store, and its separate enqueue (Publish) is the process
+// dying before it: any event that goes that way is lost, and is recorded
+// here.
 type refusesPublish struct {
-	*outbox.Outbox
-	src *committingStore
-
 	mu        sync.Mutex
 	published []eventlog.MessageEvent
 }
 
-func (r *refusesPublish) RelaysStore(src any) bool {
-	cs, ok := src.(csStore)
-	return ok && cs.committingStore == r.src && r.Outbox.RelaysStore(r.src.tx)
-}
+func (r *refusesPublish) RelayStore(store.Outbox) bool { return true }
+
+func (r *refusesPublish) Committed(int) {}
 
 func (r *refusesPublish) Publish(_ context.Context, ev eventlog.MessageEvent) error {
 	r.mu.Lock()
@@ -72,6 +71,11 @@ func (r *refusesPublish) Publish(_ context.Context, ev eventlog.MessageEvent) er
 	r.mu.Unlock()
 	return errors.New("the process died before the enqueue")
 }
+
+// dropSink drops the test guild service's dispatches.
+type dropSink struct{}
+
+func (dropSink) Deliver(context.Context, string, event.Batch) {}
 
 // TestBotMessageWritesCommitTheirEvents: every message write of the bot
 // platform — an interaction response or followup (CreateMessage), an
@@ -94,12 +98,21 @@ func TestBotMessageWritesCommitTheirEvents(t *testing.T) {
 		t.Fatalf("the dev store %T has no transactional outbox", p.Store())
 	}
 	cs := &committingStore{Store: p.Store(), tx: tx}
-	rel := &refusesPublish{Outbox: p.Events().Outbox, src: cs}
+	rel := &refusesPublish{}
 	ids, err := snowflake.New(snowflake.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bm := apirole.NewMessages(csStore{cs, t}, p.Guilds(), ids, rel, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	// A guild service of its own over the recording store, writing
+	// through the outbox's Writer as the platform's does.
+	rec := csStore{cs, t}
+	svc, err := guild.NewService(guild.Config{}, guild.Deps{Store: rec, Sink: dropSink{}, IDs: ids,
+		Messages: outbox.NewWriter(rec, rel, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	bm := apirole.NewMessages(rec, svc, ids, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx := context.Background()
 
 	// The owner (MENTION_EVERYONE) answers, mentioning bob and everyone.
@@ -144,6 +157,8 @@ func TestBotMessageWritesCommitTheirEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	rel.mu.Lock()
+	defer rel.mu.Unlock()
 	if len(rel.published) != 0 {
 		t.Fatalf("%d bot message events went through the separate enqueue, not the store write: %+v", len(rel.published), rel.published)
 	}

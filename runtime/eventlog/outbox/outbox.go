@@ -6,9 +6,12 @@
 // When the store can commit event records in the same atomic write as
 // the message write they describe (store.MessageEvents: one synced Pebble
 // batch, one logged Cassandra batch adding a row to the outbox table),
-// the API writes the message and its event together and calls Committed;
-// RelayStore's relay then appends the store's outbox rows to the log in
-// batches and deletes them only after the log acknowledged them. A crash
+// the process's Writer (NewWriter; the guild service writes every
+// message change through it) writes the message and its event together
+// and calls Committed; RelayStore's relay then appends the store's outbox
+// rows to the log in batches and deletes them only after the log
+// acknowledged them. What each write promises is stated once, on Writer.
+// A crash
 // at any point loses nothing: before the write returns neither the
 // message nor the event exists; after it both do, and whichever relay
 // runs next appends the event. A crash between the append and the delete

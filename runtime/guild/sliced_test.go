@@ -179,7 +179,7 @@ func (r *slicedRun) scenario(t *testing.T) {
 	if err := svc.PublishChannelEvent(bg, r.guild, gen, "MESSAGE_REACTION_ADD", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessageReactions, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.PublishDelete(bg, r.guild, gen, []snowflake.ID{1}); err != nil {
+	if err := svc.PublishChannelEvent(bg, r.guild, gen, "MESSAGE_DELETE", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessages, 0); err != nil {
 		t.Fatal(err)
 	}
 	r.settle(t)

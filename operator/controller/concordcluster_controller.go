@@ -160,7 +160,9 @@ func (r *ConcordClusterReconciler) failingRolePods(ctx context.Context, c *conco
 	}
 	mine := pods.Items[:0]
 	for _, p := range pods.Items {
-		if slices.Contains(roles, p.Labels[concordv1.LabelRole]) && p.Labels[concordv1.LabelOwner] == "" {
+		// The role workloads' pods carry the cluster as their owner label;
+		// a pool's, region's or tier's carry theirs.
+		if slices.Contains(roles, p.Labels[concordv1.LabelRole]) && p.Labels[concordv1.LabelOwner] == c.Name {
 			mine = append(mine, p)
 		}
 	}

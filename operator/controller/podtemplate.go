@@ -156,9 +156,21 @@ func runtimePodSpec(c *concordv1.ConcordCluster, image string, roles []string, e
 			LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 				Path: "/healthz", Port: intstr.FromString("http"),
 			}}, PeriodSeconds: 10, FailureThreshold: 6},
+			// Startup can take minutes: the first process of a cluster
+			// migrates the Cassandra schema and the others wait for its
+			// lock, with their listeners not yet serving. Liveness starts
+			// only once this passes, so a slow start is not killed as a
+			// hang (seen on the real node: SFUs restarted mid-wait).
+			StartupProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/healthz", Port: intstr.FromString("http"),
+			}}, PeriodSeconds: 5, FailureThreshold: startupProbeFailures},
 		}},
 	}
 }
+
+// startupProbeFailures × 5 s is how long a pod may take to start serving
+// /healthz before the kubelet restarts it: ten minutes.
+const startupProbeFailures = 120
 
 // spreadConstraints spread a role's pods over zones, then over nodes, so
 // one zone or node going down takes as few of them as it can. They are

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -193,5 +194,67 @@ func TestDegradedSaysWhy(t *testing.T) {
 			t.Fatalf("ConcordCluster broken still there (%v) or its Deployments (%d) after deletion", err, len(ds.Items))
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// TestDisruptionAndSpread: every pod the operator made in the suite's
+// namespace (the cluster's roles, the gateway pool, the SFUs; relay tiers
+// and dedicated guild pods when a test left any) is covered by exactly the
+// PodDisruptionBudgets of its owner, carries topology spread over zones
+// and nodes and a startup probe; a gateway pod's grace period covers its
+// pool's drain timeout (its preStop hook holds it while it drains).
+func TestDisruptionAndSpread(t *testing.T) {
+	ctx := context.Background()
+	pods, err := kcs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdbs, err := kcs.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pool concordv1.GatewayPool
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: poolName}, &pool); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Labels[concordv1.LabelCluster] != clusterName {
+			continue
+		}
+		checked++
+		role := p.Labels[concordv1.LabelRole]
+		covered := 0
+		for _, b := range pdbs.Items {
+			sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+			if err == nil && sel.Matches(labels.Set(p.Labels)) {
+				covered++
+			}
+		}
+		// A dedicated guild pod (GuildPlacement) has no budget: evicting it
+		// returns its guild to the ring.
+		dedicated := role == concordv1.RoleGuild && strings.HasPrefix(p.Name, clusterName+"-guild-") && p.Name != clusterName+"-guild-0"
+		if !dedicated && covered == 0 {
+			t.Errorf("pod %s (role %s) is covered by no PodDisruptionBudget", p.Name, role)
+		}
+		keys := map[string]bool{}
+		for _, c := range p.Spec.TopologySpreadConstraints {
+			keys[c.TopologyKey] = true
+		}
+		if !keys[corev1.LabelTopologyZone] || !keys[corev1.LabelHostname] {
+			t.Errorf("pod %s: topology spread %v, want zone and hostname", p.Name, p.Spec.TopologySpreadConstraints)
+		}
+		if p.Spec.Containers[0].StartupProbe == nil {
+			t.Errorf("pod %s has no startup probe", p.Name)
+		}
+		if role == concordv1.RoleGateway {
+			drain := pool.Spec.Drain.Timeout.Duration
+			if g := p.Spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second < drain {
+				t.Errorf("gateway pod %s: grace %v shorter than the drain timeout %v", p.Name, g, drain)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no pods of the cluster")
 	}
 }

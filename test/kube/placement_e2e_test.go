@@ -24,6 +24,7 @@ import (
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/operator/autoscale"
+	"github.com/concord-chat/concord/operator/podadmin"
 )
 
 // TestPlaceDedicated: `kubectl concord place <guild> --dedicated` (the
@@ -79,11 +80,12 @@ func TestPlaceDedicated(t *testing.T) {
 // TestAutoscalerPlacesHotGuild: the operator's autoscaler (every 5 s in
 // this suite's chart values) reads each guild node's per-guild event age
 // (GET /admin/guilds on the guild pods) and places a guild whose p99 stays
-// above the cluster's threshold onto a dedicated pod. The test turns
-// automatic placement on with a threshold this node reaches under load
-// and a short sustain, then loads one guild: members connected through the
-// GatewayPool and concurrent posters through the api Service, until the
-// autoscaler creates the guild's GuildPlacement (labelled as its own). The
+// above the cluster's threshold onto a dedicated pod. The test loads one
+// guild — members connected through the GatewayPool, concurrent posters
+// through the api Service — reads the p99 the guild reports under that
+// load, turns automatic placement on with half of it as the threshold and
+// a short sustain, and keeps the load on until the autoscaler creates the
+// guild's GuildPlacement (labelled as its own). The
 // placement then runs like a manual one: Ready, the guild's dedicated pod
 // serving, its sessions still receiving.
 func TestAutoscalerPlacesHotGuild(t *testing.T) {
@@ -93,11 +95,7 @@ func TestAutoscalerPlacesHotGuild(t *testing.T) {
 	for i := range 4 {
 		conns = append(conns, dial(t, w.member, fmt.Sprintf("member-%d", i)))
 	}
-	policy := fmt.Sprintf(`{"spec":{"autoPlacement":{"enabled":true,"eventAgeThreshold":%q,"releaseBelow":"1ms","sustainFor":"10s","cooldown":"1s","maxDedicated":5,"dedicatedPool":{}}}}`, hotThreshold)
 	c := &concordv1.ConcordCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName}}
-	if err := k8s.Patch(ctx, c, client.RawPatch(types.MergePatchType, []byte(policy))); err != nil {
-		t.Fatalf("turn automatic placement on: %v", err)
-	}
 	t.Cleanup(func() {
 		ctx := context.Background()
 		_ = k8s.Patch(ctx, c, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"autoPlacement":null}}`)))
@@ -132,6 +130,15 @@ func TestAutoscalerPlacesHotGuild(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := 0; loadCtx.Err() == nil; i++ {
+					// Every poster fires on the same wall-clock second, once a
+					// second (the route bucket's pace, 5 per 5 s): bursts
+					// that queue in the guild's actor every second, the way
+					// a busy guild's traffic arrives.
+					select {
+					case <-loadCtx.Done():
+						return
+					case <-time.After(time.Until(time.Now().Truncate(time.Second).Add(time.Second))):
+					}
 					rctx, cancel := context.WithTimeout(loadCtx, time.Minute)
 					var rl struct {
 						RetryAfter float64 `json:"retry_after"`
@@ -154,6 +161,42 @@ func TestAutoscalerPlacesHotGuild(t *testing.T) {
 			}()
 		}
 	}
+	// The threshold: half the p99 the guild itself reports under this
+	// load (GET /admin/guilds on the guild pods, what the autoscaler
+	// reads), so the test does not depend on how fast this machine is
+	// today; an idle guild reports no events and zero.
+	// The ring the p99 is over holds the guild's latest 128 events: read
+	// it once they all come from the steady load, not its start.
+	select {
+	case <-time.After(30 * time.Second):
+	case <-ctx.Done():
+	}
+	// The lowest of three readings five seconds apart (the autoscaler's
+	// period): a transient at the load's start does not set it.
+	var p99 time.Duration
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(5 * time.Second) // one autoscaler period between readings
+		}
+		v, err := loadedEventAge(t, ctx, w.guild)
+		if err != nil {
+			stop()
+			wg.Wait()
+			t.Fatal(err)
+		}
+		if i == 0 || v < p99 {
+			p99 = v
+		}
+	}
+	threshold := p99 / 2
+	policy := fmt.Sprintf(`{"spec":{"autoPlacement":{"enabled":true,"eventAgeThreshold":"%dns","releaseBelow":"%dns","sustainFor":"10s","cooldown":"1s","maxDedicated":5,"dedicatedPool":{}}}}`,
+		threshold.Nanoseconds(), max(threshold.Nanoseconds()/4, 1))
+	if err := k8s.Patch(ctx, c, client.RawPatch(types.MergePatchType, []byte(policy))); err != nil {
+		stop()
+		wg.Wait()
+		t.Fatalf("turn automatic placement on: %v", err)
+	}
+	t.Logf("guild %s: event age p99 %v under load; threshold %v", w.guild, p99, threshold)
 	var gp concordv1.GuildPlacement
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
@@ -185,7 +228,42 @@ func TestAutoscalerPlacesHotGuild(t *testing.T) {
 	}
 }
 
-// hotThreshold is the event-age p99 the autoscaler test sets: the
-// production default is 250 ms; a few concurrent posters on this two-core
-// node keep one guild above this, idle guilds stay at zero.
-const hotThreshold = "20ms"
+// loadedEventAge polls the guild pods' GET /admin/guilds (with the
+// cluster's admin token, as the operator does) until guild reports a
+// nonzero event-age p99, and returns it.
+func loadedEventAge(t *testing.T, ctx context.Context, guild string) (time.Duration, error) {
+	t.Helper()
+	token, err := podadmin.ClusterToken(ctx, k8s, ns, clusterName)
+	if err != nil {
+		return 0, err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		pods, err := kcs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: concordv1.LabelCluster + "=" + clusterName + "," + concordv1.LabelRole + "=" + concordv1.RoleGuild})
+		if err != nil {
+			return 0, err
+		}
+		for _, p := range pods.Items {
+			if p.Status.PodIP == "" {
+				continue
+			}
+			var samples []struct {
+				GuildID     string        `json:"guildID"`
+				EventAgeP99 time.Duration `json:"eventAgeP99"`
+			}
+			status, _, err := resttest.Do(ctx, nil, http.MethodGet, "http://"+p.Status.PodIP+":9090/admin/guilds", "Bearer "+token, nil, &samples)
+			if err != nil || status != http.StatusOK {
+				continue
+			}
+			for _, g := range samples {
+				if g.GuildID == guild && g.EventAgeP99 > 0 {
+					return g.EventAgeP99, nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("guild %s reported no event age under load within 2 minutes", guild)
+		}
+		time.Sleep(time.Second) // the guild's stats are polled, as the autoscaler does
+	}
+}

@@ -33,7 +33,7 @@ export CONCORD_CACHE := $(CACHE)
 # once; `make GOTOOLCHAIN=local ...` overrides it.
 export GOTOOLCHAIN := $(shell sed -n 's/^toolchain //p' go.mod)
 
-.PHONY: all build run run-cluster test test-unit test-deps test-faults bench lint lint-fast generate web clean cluster-up cluster-down test-e2e
+.PHONY: all build run run-cluster test test-unit test-deps test-faults bench lint lint-fast generate web clean cluster-up cluster-down cluster-images test-e2e test-e2e-short
 
 all: build
 
@@ -68,6 +68,8 @@ test: test-deps lint
 	bash hack/replicated.sh start
 	. $(CACHE)/test-env.sh && . $(CACHE)/replicated/env.sh && CONCORD_FAULTS_SCHEDULE=short \
 		$(GO) test -tags faults $(GOTESTFLAGS) ./test/faults/
+	@echo "==> the operator on a real single-node Kubernetes, short form (test/kube: chart, cluster, bots, eviction drain, live; hack/node/short.sh builds the node binaries first when they are not cached)"
+	$(MAKE) test-e2e-short
 
 # test-faults runs the durability suite's full schedule: FAULTS_COUNT faults
 # drawn from a seed (printed; FAULTS_SEED replays it) among kill -9 and
@@ -105,8 +107,20 @@ cluster-up: test-deps
 cluster-down:
 	CONCORD_NODE_DIR=$(NODE_DIR) bash hack/node/down.sh
 
+# cluster-images rebuilds the concord and concord-operator images from this
+# checkout into the running node (new tags; test-e2e picks them up).
+cluster-images:
+	CONCORD_NODE_DIR=$(NODE_DIR) bash hack/node/images.sh
+
 test-e2e:
 	. $(CACHE)/test-env.sh && . $(NODE_DIR)/env.sh && $(GO) test -tags e2e $(GOTESTFLAGS) ./test/kube/
+
+# test-e2e-short is the part of test/kube that make test runs: a node of its
+# own (or the one up in NODE_DIR), a few scenarios, the node stopped again.
+# It fails, never skips, when the node binaries are not cached
+# (hack/node/short.sh; docs/operations.md).
+test-e2e-short:
+	CONCORD_NODE_DIR=$(NODE_DIR) bash hack/node/short.sh
 
 # lint-fast is formatting and vet; lint adds staticcheck and govulncheck
 # (the vulnerability database from the Go module proxy, hack/vulncheck.sh).

@@ -59,6 +59,19 @@ type ConcordClusterSpec struct {
 	// absent, none of them runs.
 	// +optional
 	Live *LiveSpec `json:"live,omitempty"`
+	// TrustedProxies are the load balancers or ingress controllers in
+	// front of the api, live-api and live-gateway Services (IP addresses
+	// or CIDR ranges, e.g. the ingress controller's pod range): their
+	// X-Forwarded-For or PROXY protocol header names the client, so REST
+	// rate limits, invalid-request bans and logs see each client instead
+	// of the ingress. Passed to those pods as --trusted-proxies
+	// (CONCORD_TRUSTED_PROXIES); a GatewayPool has its own. Empty trusts
+	// nobody.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.all(x, isIP(x) || isCIDR(x))",message="each trusted proxy is an IP address or a CIDR range"
+	// +optional
+	TrustedProxies []string `json:"trustedProxies,omitempty"`
 	// AutoPlacement moves guilds with sustained high event age onto dedicated nodes.
 	// +optional
 	AutoPlacement *AutoPlacementPolicy `json:"autoPlacement,omitempty"`
@@ -142,6 +155,9 @@ type StorageSpec struct {
 	// ContactPoints are host:port addresses of the CQL native transport.
 	// +kubebuilder:validation:MinItems=1
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=261
+	// +kubebuilder:validation:XValidation:rule="self.all(h, h.matches(r'^([^/\\s:\\[\\]]+|\\[[0-9a-fA-F:.]+\\])(:[0-9]{1,5})?$'))",message="each contact point is host or host:port, without a scheme"
 	ContactPoints []string `json:"contactPoints"`
 	// Keyspace holding Concord's tables.
 	// +kubebuilder:default=concord
@@ -169,10 +185,14 @@ type KafkaSpec struct {
 	// Brokers are bootstrap host:port addresses.
 	// +kubebuilder:validation:MinItems=1
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=261
+	// +kubebuilder:validation:XValidation:rule="self.all(b, b.matches(r'^([^/\\s:\\[\\]]+|\\[[0-9a-fA-F:.]+\\]):[0-9]{1,5}$'))",message="each broker is host:port, without a scheme"
 	Brokers []string `json:"brokers"`
 	// TopicPrefix is prepended to every topic name.
 	// +kubebuilder:default=concord.
 	// +optional
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._-]{0,200}$`
 	TopicPrefix string `json:"topicPrefix,omitempty"`
 	// SASLSecret holds "username" and "password" keys for SASL/SCRAM.
 	// +optional
@@ -186,6 +206,8 @@ type KafkaSpec struct {
 type RedisSpec struct {
 	// Address is host:port of Redis.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=261
+	// +kubebuilder:validation:XValidation:rule="self.matches(r'^([^/\\s:\\[\\]]+|\\[[0-9a-fA-F:.]+\\]):[0-9]{1,5}$')",message="address is host:port, without a scheme"
 	Address string `json:"address"`
 	// DB is the logical database number.
 	// +kubebuilder:validation:Minimum=0
@@ -202,9 +224,13 @@ type EtcdSpec struct {
 	// Endpoints are etcd client URLs.
 	// +kubebuilder:validation:MinItems=1
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=261
+	// +kubebuilder:validation:XValidation:rule="self.all(e, e.matches(r'^(https?://)?([^/\\s:\\[\\]]+|\\[[0-9a-fA-F:.]+\\]):[0-9]{1,5}$'))",message="each endpoint is [http(s)://]host:port"
 	Endpoints []string `json:"endpoints"`
 	// Prefix of every registry key.
 	// +kubebuilder:default=/concord/
+	// +kubebuilder:validation:Pattern=`^(/[A-Za-z0-9._-]+)*/?$`
 	// +optional
 	Prefix string `json:"prefix,omitempty"`
 	// TLSSecret holds "ca.crt", "tls.crt" and "tls.key".
@@ -224,6 +250,7 @@ type AutoPlacementPolicy struct {
 	// dispatch) above which a guild is a candidate for a dedicated node.
 	// +kubebuilder:default="250ms"
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="eventAgeThreshold must be positive"
 	EventAgeThreshold *metav1.Duration `json:"eventAgeThreshold,omitempty"`
 	// SustainFor is how long the threshold must be exceeded continuously.
 	// +kubebuilder:default="2m"

@@ -16,6 +16,7 @@ const (
 )
 
 // GatewayPoolSpec is the desired state of a fleet of gateway pods.
+// +kubebuilder:validation:XValidation:rule="!has(self.port) || !has(self.adminPort) || self.port != self.adminPort",message="port and adminPort must differ"
 type GatewayPoolSpec struct {
 	// ClusterRef names the ConcordCluster the gateways connect to.
 	ClusterRef ClusterReference `json:"clusterRef"`
@@ -57,6 +58,9 @@ type GatewayPoolSpec struct {
 	// connection cap and the logs then see each client instead of the
 	// balancer. Passed to each pod as --trusted-proxies
 	// (CONCORD_TRUSTED_PROXIES). Empty trusts nobody.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.all(x, isIP(x) || isCIDR(x))",message="each trusted proxy is an IP address or a CIDR range"
 	// +optional
 	TrustedProxies []string `json:"trustedProxies,omitempty"`
 	// PodPlacement sets resources, node selector and tolerations.
@@ -70,6 +74,8 @@ type GatewayPoolSpec struct {
 
 // DrainPolicy bounds how a gateway pod hands its sessions over before it is
 // deleted.
+// +kubebuilder:validation:XValidation:rule="!has(self.timeout) || duration(self.timeout) > duration('0s')",message="drain.timeout must be positive: a zero timeout deletes pods with their sessions"
+// +kubebuilder:validation:XValidation:rule="!has(self.reconnectJitter) || duration(self.reconnectJitter) >= duration('0s')",message="drain.reconnectJitter must not be negative"
 type DrainPolicy struct {
 	// Timeout after which a draining pod is deleted even with sessions left;
 	// those clients reconnect and resume elsewhere.

@@ -43,6 +43,7 @@ type GuildPlacementSpec struct {
 	// MoveTimeout bounds Pending, Moving and Releasing; past it the
 	// placement is Degraded (MoveTimeout) and a release proceeds anyway.
 	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="moveTimeout must be positive"
 	// +optional
 	MoveTimeout *metav1.Duration `json:"moveTimeout,omitempty"`
 	// Reason is a free-form note (the autoscaler records the event age it saw).

@@ -34,6 +34,8 @@ type RelayTierSpec struct {
 	MaxRelays int32 `json:"maxRelays,omitempty"`
 	// Port of the relay's gRPC listener.
 	// +kubebuilder:default=7070
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	Port int32 `json:"port,omitempty"`
 	// PodPlacement sets resources, node selector and tolerations.

@@ -173,6 +173,11 @@ func (in *ConcordClusterSpec) DeepCopyInto(out *ConcordClusterSpec) {
 		*out = new(LiveSpec)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.TrustedProxies != nil {
+		in, out := &in.TrustedProxies, &out.TrustedProxies
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.AutoPlacement != nil {
 		in, out := &in.AutoPlacement, &out.AutoPlacement
 		*out = new(AutoPlacementPolicy)

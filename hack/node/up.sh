@@ -198,22 +198,10 @@ healthzBindAddress: 127.0.0.1:10256
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 YAML
 
-# --- images -------------------------------------------------------------------
-log "images: building concord, concord-operator, pause (static) and packaging CoreDNS"
-mkdir -p "${D}/images/bin"
-(cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -o "${D}/images/bin/concord" ./runtime/cmd/concord \
-  && CGO_ENABLED=0 go build -trimpath -o "${D}/images/bin/concord-operator" ./operator/cmd/concord-operator \
-  && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "${D}/images/bin/pause" ./hack/node/pause)
-bash "${HERE}/image.sh" "${D}/images/concord.tar" "concord.local/concord:${IMAGE_TAG}" /concord "${D}/images/bin/concord"
-bash "${HERE}/image.sh" "${D}/images/concord-operator.tar" "concord.local/concord-operator:${IMAGE_TAG}" /concord-operator "${D}/images/bin/concord-operator"
-bash "${HERE}/image.sh" "${D}/images/pause.tar" "concord.local/pause:${IMAGE_TAG}" /pause "${D}/images/bin/pause"
+# --- images ---------------------------------------------------------------------
+# Built and imported by hack/node/images.sh once containerd runs (below).
 images=(pause concord concord-operator)
-if [[ -x "${BIN}/coredns" ]]; then
-  bash "${HERE}/image.sh" "${D}/images/coredns.tar" "concord.local/coredns:${IMAGE_TAG}" /coredns "${BIN}/coredns"
-  images+=(coredns)
-else
-  log "WARNING: no ${BIN}/coredns: the node runs without cluster DNS"
-fi
+[[ -x "${BIN}/coredns" ]] && images+=(coredns)
 
 # --- 3. the node --------------------------------------------------------------
 log "starting the node's namespaces"
@@ -262,12 +250,8 @@ log "waiting for kube-apiserver"
 for _ in $(seq 1 600); do "${K}" get --raw /readyz >/dev/null 2>&1 && break; kill -0 "${NODE_PID}" || break; sleep 0.2; done
 "${K}" get --raw /readyz >/dev/null || { tail -30 "${D}/logs/node.log" "${D}/logs/kube-apiserver.log" >&2; die "kube-apiserver is not ready"; }
 
-log "importing images into containerd"
-for _ in $(seq 1 100); do nsenter -t "${NODE_PID}" -m -n ctr -a /run/containerd/containerd.sock version >/dev/null 2>&1 && break; sleep 0.1; done
-for img in "${images[@]}"; do
-  nsenter -t "${NODE_PID}" -m -n ctr -a /run/containerd/containerd.sock -n k8s.io images import \
-    "${D}/images/${img}.tar" >&2
-done
+log "images (hack/node/images.sh)"
+CONCORD_NODE_DIR="${D}" CONCORD_NODE_BIN="${BIN}" IMAGES_INFRA=1 bash "${HERE}/images.sh"
 
 log "waiting for the node"
 "${K}" wait --for=condition=Ready "node/${NODE_NAME}" --timeout=120s >&2
@@ -282,13 +266,14 @@ cat >"${D}/env.sh" <<ENV
 export KUBECONFIG=${D}/admin.kubeconfig
 export CONCORD_NODE_DIR=${D}
 export CONCORD_NODE_BIN=${BIN}
-export CONCORD_NODE_IMAGE=concord.local/concord:${IMAGE_TAG}
-export CONCORD_NODE_OPERATOR_IMAGE=concord.local/concord-operator:${IMAGE_TAG}
 export CONCORD_NODE_CASSANDRA=${HOST_IP}:${CASS_PORT}
 export CONCORD_NODE_REDIS=${HOST_IP}:${REDIS_PORT}
 export CONCORD_NODE_KAFKA=${HOST_IP}:${KAFKA_PORT}
 export CONCORD_NODE_ETCD=http://${HOST_IP}:${ETCD_PORT}
+export CONCORD_NODE_HOST_IP=${HOST_IP}
+export CONCORD_NODE_IP=${NODE_IP}
 export PATH=${BIN}:\$PATH
 ENV
+cat "${D}/images.env" >>"${D}/env.sh"
 log "up: . ${D}/env.sh && kubectl get pods -A"
 echo "${D}/env.sh"

@@ -3,13 +3,18 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
 	"github.com/concord-chat/concord/operator/fleet"
@@ -141,4 +146,83 @@ func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
 		return def
 	}
 	return d.Duration
+}
+
+// ReasonPodsFailing is the Degraded reason when pods of a resource cannot
+// run: their containers wait on a failure (crash loop, image, config) or
+// the scheduler cannot place them. The message names each such pod and
+// what its kubelet or the scheduler said, so `kubectl get -o wide` shows
+// why without a describe.
+const ReasonPodsFailing = "PodsFailing"
+
+// failingReasons are the container waiting reasons that do not clear by
+// waiting: the pod needs a fix (its spec, its image, its config) or keeps
+// crashing.
+var failingReasons = map[string]bool{
+	"CrashLoopBackOff": true, "ImagePullBackOff": true, "ErrImagePull": true, "ErrImageNeverPull": true,
+	"InvalidImageName": true, "CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+}
+
+// failingPods describes the pods that cannot run ("; pod: reason (message)"
+// for each, at most three), or "" when none.
+func failingPods(pods []corev1.Pod) string {
+	var b strings.Builder
+	n := 0
+	add := func(pod, reason, msg string) {
+		n++
+		if n > 3 {
+			return
+		}
+		if len(msg) > 160 {
+			msg = msg[:160] + "…"
+		}
+		fmt.Fprintf(&b, "; %s: %s", pod, reason)
+		if msg != "" {
+			fmt.Fprintf(&b, " (%s)", msg)
+		}
+	}
+	for i := range pods {
+		p := &pods[i]
+		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if p.Status.Phase == corev1.PodFailed {
+			add(p.Name, "Failed", p.Status.Message)
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				add(p.Name, c.Reason, c.Message)
+			}
+		}
+		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil && failingReasons[w.Reason] {
+				add(p.Name, w.Reason, w.Message)
+				break
+			}
+		}
+	}
+	if n > 3 {
+		fmt.Fprintf(&b, "; and %d more", n-3)
+	}
+	return b.String()
+}
+
+// applyPDB creates or updates the PodDisruptionBudget name, owned by
+// owner, letting one of the pods selector matches go at a time: the
+// Eviction API (kubectl drain, cluster autoscalers) then waits for a
+// replacement before it takes the next. The operator's own deletions
+// (drains, scale-down) are not evictions and are not held by it.
+func applyPDB(ctx context.Context, c client.Client, scheme *runtime.Scheme, owner client.Object, name string, selector map[string]string) error {
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: owner.GetNamespace(), Name: name}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, c, pdb, func() error {
+		mu := intstr.FromInt32(1)
+		pdb.Labels = withLabels(pdb.Labels, selector)
+		pdb.Spec.MaxUnavailable = &mu
+		pdb.Spec.Selector = &metav1.LabelSelector{MatchLabels: selector}
+		return controllerutil.SetControllerReference(owner, pdb, scheme)
+	}); err != nil {
+		return fmt.Errorf("apply PodDisruptionBudget %s: %w", name, err)
+	}
+	return nil
 }

@@ -3,12 +3,15 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,7 +49,10 @@ type ConcordClusterReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// Reconcile converges one ConcordCluster.
+// Reconcile converges one ConcordCluster in named steps: fetch it;
+// finalize a deleted cluster; add the finalizer; apply its children
+// (reconcileChildren: the ConfigMap, each role's workload, Service and
+// PodDisruptionBudget); write status.
 func (r *ConcordClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 	var c concordv1.ConcordCluster
@@ -67,24 +73,44 @@ func (r *ConcordClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		_ = updateStatus(ctx, r.Client, &c, "ConcordCluster")
 		return ctrl.Result{}, err
 	}
+	if err := r.status(ctx, &c); err != nil {
+		return ctrl.Result{}, err
+	}
+	log.V(1).Info("cluster reconciled", "readyRoles", c.Status.ReadyRoles)
+	if !meta.IsStatusConditionTrue(c.Status.Conditions, concordv1.ConditionReady) {
+		// A pod's container state (a crash loop, an image that cannot be
+		// pulled) changes no workload this controller watches: look again
+		// so Degraded says why.
+		return ctrl.Result{RequeueAfter: notReadyResync}, nil
+	}
+	return ctrl.Result{}, nil
+}
 
-	// Status from the workloads.
+// notReadyResync is how often a cluster that is not Ready is looked at
+// again.
+const notReadyResync = 15 * time.Second
+
+// status reads each role's workload and the cluster's placements, and
+// writes the roles' replicas and the conditions: Ready when every role has
+// its ready replicas, Progressing while one waits for them, Degraded when
+// pods of the cluster's roles cannot run (ReasonPodsFailing, naming them).
+func (r *ConcordClusterReconciler) status(ctx context.Context, c *concordv1.ConcordCluster) error {
 	c.Status.Roles = c.Status.Roles[:0]
 	ready := 0
-	roles := activeRoles(&c)
+	roles := activeRoles(c)
 	for _, role := range roles {
 		rs := concordv1.RoleStatus{Name: role}
-		key := types.NamespacedName{Namespace: c.Namespace, Name: workloadName(&c, role)}
+		key := types.NamespacedName{Namespace: c.Namespace, Name: workloadName(c, role)}
 		if role == concordv1.RoleGuild {
 			var s appsv1.StatefulSet
 			if err := r.Client.Get(ctx, key, &s); err != nil {
-				return ctrl.Result{}, fmt.Errorf("get StatefulSet %s: %w", key, err)
+				return fmt.Errorf("get StatefulSet %s: %w", key, err)
 			}
 			rs.Replicas, rs.ReadyReplicas = int32Or(s.Spec.Replicas, 0), s.Status.ReadyReplicas
 		} else {
 			var d appsv1.Deployment
 			if err := r.Client.Get(ctx, key, &d); err != nil {
-				return ctrl.Result{}, fmt.Errorf("get Deployment %s: %w", key, err)
+				return fmt.Errorf("get Deployment %s: %w", key, err)
 			}
 			rs.Replicas, rs.ReadyReplicas = int32Or(d.Spec.Replicas, 0), d.Status.ReadyReplicas
 		}
@@ -95,7 +121,7 @@ func (r *ConcordClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	var placements concordv1.GuildPlacementList
 	if err := r.Client.List(ctx, &placements, client.InNamespace(c.Namespace)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list GuildPlacements: %w", err)
+		return fmt.Errorf("list GuildPlacements: %w", err)
 	}
 	c.Status.DedicatedGuilds = 0
 	for _, p := range placements.Items {
@@ -103,23 +129,44 @@ func (r *ConcordClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			c.Status.DedicatedGuilds++
 		}
 	}
+	failing, err := r.failingRolePods(ctx, c, roles)
+	if err != nil {
+		return err
+	}
 	c.Status.ReadyRoles = fmt.Sprintf("%d/%d", ready, len(roles))
-	allReady := ready == len(roles)
-	if allReady {
+	if ready == len(roles) {
 		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionReady, true, "RolesReady", "every role has its ready replicas")
 		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionProgressing, false, "Converged", "")
 	} else {
 		msg := fmt.Sprintf("%d of %d roles ready", ready, len(roles))
-		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionReady, false, "RolesNotReady", msg)
+		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionReady, false, "RolesNotReady", msg+failing)
 		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionProgressing, true, "WaitingForReplicas", msg)
 	}
-	setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionDegraded, false, "Applied", "")
-	c.Status.ObservedGeneration = c.Generation
-	if err := updateStatus(ctx, r.Client, &c, "ConcordCluster"); err != nil {
-		return ctrl.Result{}, err
+	if failing != "" {
+		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionDegraded, true, ReasonPodsFailing, strings.TrimPrefix(failing, "; "))
+	} else {
+		setCondition(&c.Status.Conditions, c.Generation, concordv1.ConditionDegraded, false, "Applied", "")
 	}
-	log.V(1).Info("cluster reconciled", "readyRoles", c.Status.ReadyRoles)
-	return ctrl.Result{}, nil
+	c.Status.ObservedGeneration = c.Generation
+	return updateStatus(ctx, r.Client, c, "ConcordCluster")
+}
+
+// failingRolePods describes the pods of the cluster's own roles (not the
+// pools', regions' or tiers', which report their own) that cannot run.
+func (r *ConcordClusterReconciler) failingRolePods(ctx context.Context, c *concordv1.ConcordCluster, roles []string) (string, error) {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels{concordv1.LabelCluster: c.Name}); err != nil {
+		return "", fmt.Errorf("list pods of cluster %s: %w", c.Name, err)
+	}
+	mine := pods.Items[:0]
+	for _, p := range pods.Items {
+		// The role workloads' pods carry the cluster as their owner label;
+		// a pool's, region's or tier's carry theirs.
+		if slices.Contains(roles, p.Labels[concordv1.LabelRole]) && p.Labels[concordv1.LabelOwner] == c.Name {
+			mine = append(mine, p)
+		}
+	}
+	return failingPods(mine), nil
 }
 
 // reconcileChildren creates or updates every owned object.

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -109,6 +110,10 @@ func configData(c *concordv1.ConcordCluster) (map[string]string, error) {
 	return map[string]string{"config.yaml": string(b)}, nil
 }
 
+// proxiedRoles serve clients through the platform's ingress: the
+// cluster's trustedProxies reach them.
+var proxiedRoles = []string{concordv1.RoleAPI, concordv1.RoleLiveAPI, concordv1.RoleLiveGateway}
+
 // mutateDeployment fills a role's Deployment.
 func mutateDeployment(c *concordv1.ConcordCluster, role string, d *appsv1.Deployment) {
 	spec, replicas := roleSpec(c, role)
@@ -120,6 +125,9 @@ func mutateDeployment(c *concordv1.ConcordCluster, role string, d *appsv1.Deploy
 	var extra []corev1.EnvVar
 	if l := c.Spec.Live; l != nil && l.Prefix != "" && slices.Contains(liveRoles, role) {
 		extra = append(extra, env("CONCORD_LIVE_PREFIX", l.Prefix))
+	}
+	if len(c.Spec.TrustedProxies) > 0 && slices.Contains(proxiedRoles, role) {
+		extra = append(extra, env("CONCORD_TRUSTED_PROXIES", strings.Join(c.Spec.TrustedProxies, ",")))
 	}
 	d.Spec.Template.Spec = runtimePodSpec(c, "", []string{role}, extra, spec.PodPlacement)
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,80 +52,134 @@ type GatewayPoolReconciler struct {
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 
-// Reconcile converges one GatewayPool.
+// poolRound is what one reconcile of a GatewayPool knows: what it fetched,
+// its defaults, and the pods it sorted, counted as the steps go.
+type poolRound struct {
+	pool     *concordv1.GatewayPool
+	cluster  *concordv1.ConcordCluster // nil when deleted
+	reg      fleet.Registry            // nil without a cluster
+	pods     []corev1.Pod
+	spec     corev1.PodSpec
+	revision string
+	desired  int
+	timeout  time.Duration
+	poll     time.Duration
+	now      time.Time
+
+	// serving pods take traffic; requested ones were asked to leave (by
+	// hand or by eviction) and start their drain this round.
+	serving, requested          []gatewayPod
+	draining, timedOut, drained int
+	drainingSessions            int64
+	outdated, unreadyCurrent    int
+}
+
+// Reconcile converges one GatewayPool in named steps: fetch the pool, its
+// cluster, registry and pods; finalize a deleted pool; apply defaults;
+// apply the owned Service and PodDisruptionBudget; progress drains; serve;
+// start requested drains; scale up (with the rollout's surge); scale down;
+// write status.
 func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := logf.FromContext(ctx)
 	var pool concordv1.GatewayPool
 	if err := r.Client.Get(ctx, req.NamespacedName, &pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	poll := r.PollInterval
-	if poll <= 0 {
-		poll = 2 * time.Second
+	rd, res, err := r.fetch(ctx, &pool)
+	if rd == nil || err != nil {
+		return res, err
 	}
-	cluster, err := getCluster(ctx, r.Client, pool.Namespace, pool.Spec.ClusterRef)
-	if err != nil {
-		if apierrors.IsNotFound(err) && pool.DeletionTimestamp.IsZero() {
-			setCondition(&pool.Status.Conditions, pool.Generation, concordv1.ConditionDegraded, true, "ClusterNotFound", err.Error())
-			setCondition(&pool.Status.Conditions, pool.Generation, concordv1.ConditionReady, false, "ClusterNotFound", err.Error())
-			pool.Status.ObservedGeneration = pool.Generation
-			return ctrl.Result{RequeueAfter: 30 * time.Second}, updateStatus(ctx, r.Client, &pool, "GatewayPool")
-		}
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
-		}
-	}
-	var reg fleet.Registry
-	if cluster != nil {
-		if reg, err = r.Registries.Registry(ctx, clusterKey(cluster)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("open registry: %w", err)
-		}
-	}
-	pods, err := r.listPods(ctx, &pool)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-
 	if !pool.DeletionTimestamp.IsZero() {
-		// Pods are garbage-collected through their owner reference; forget
-		// their registry marks first.
-		if reg != nil {
-			for i := range pods {
-				if err := reg.ClearDraining(ctx, concordv1.RoleGateway, pods[i].Name); err != nil {
-					return ctrl.Result{}, fmt.Errorf("clear draining mark of %s: %w", pods[i].Name, err)
-				}
-			}
-		}
-		if controllerutil.RemoveFinalizer(&pool, concordv1.Finalizer) {
-			if err := r.Client.Update(ctx, &pool); err != nil && !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
-			}
-		}
-		return ctrl.Result{}, nil
+		return r.finalize(ctx, rd)
 	}
 	if controllerutil.AddFinalizer(&pool, concordv1.Finalizer) {
 		if err := r.Client.Update(ctx, &pool); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
+	if err := r.defaults(rd); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := r.applyPoolObjects(ctx, &pool); err != nil {
 		return ctrl.Result{}, err
 	}
-
-	spec := gatewayPodSpec(cluster, &pool)
-	revision, err := templateRevision(spec, gatewayPodLabels(&pool))
-	if err != nil {
-		return ctrl.Result{}, err
+	for _, step := range []func(context.Context, *poolRound) error{
+		r.progressDrains, r.serve, r.startRequestedDrains, r.scaleUp, r.scaleDown,
+	} {
+		if err := step(ctx, rd); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
-	desired := int(int32Or(pool.Spec.Replicas, 2))
-	timeout := durationOr(pool.Spec.Drain.Timeout, 5*time.Minute)
-	now := r.Clock.Now()
+	return r.status(ctx, rd)
+}
 
-	// 1. Progress drains; delete pods that are done or out of time.
-	var serving, requested []gatewayPod
-	draining, drainingSessions, timedOut, drained := 0, int64(0), 0, 0
-	for i := range pods {
-		p := &pods[i]
+// fetch reads the pool's cluster, registry and pods. A pool whose cluster
+// is missing (and that is not being deleted) gets Degraded and no round.
+func (r *GatewayPoolReconciler) fetch(ctx context.Context, pool *concordv1.GatewayPool) (*poolRound, ctrl.Result, error) {
+	rd := &poolRound{pool: pool, poll: r.PollInterval, now: r.Clock.Now()}
+	if rd.poll <= 0 {
+		rd.poll = 2 * time.Second
+	}
+	cluster, err := getCluster(ctx, r.Client, pool.Namespace, pool.Spec.ClusterRef)
+	switch {
+	case apierrors.IsNotFound(err) && pool.DeletionTimestamp.IsZero():
+		setCondition(&pool.Status.Conditions, pool.Generation, concordv1.ConditionDegraded, true, "ClusterNotFound", err.Error())
+		setCondition(&pool.Status.Conditions, pool.Generation, concordv1.ConditionReady, false, "ClusterNotFound", err.Error())
+		pool.Status.ObservedGeneration = pool.Generation
+		return nil, ctrl.Result{RequeueAfter: 30 * time.Second}, updateStatus(ctx, r.Client, pool, "GatewayPool")
+	case err != nil && !apierrors.IsNotFound(err):
+		return nil, ctrl.Result{}, err
+	}
+	rd.cluster = cluster
+	if cluster != nil {
+		if rd.reg, err = r.Registries.Registry(ctx, clusterKey(cluster)); err != nil {
+			return nil, ctrl.Result{}, fmt.Errorf("open registry: %w", err)
+		}
+	}
+	if rd.pods, err = r.listPods(ctx, pool); err != nil {
+		return nil, ctrl.Result{}, err
+	}
+	return rd, ctrl.Result{}, nil
+}
+
+// finalize lets a deleted pool go. Pods are garbage-collected through
+// their owner reference; their registry marks are forgotten first.
+func (r *GatewayPoolReconciler) finalize(ctx context.Context, rd *poolRound) (ctrl.Result, error) {
+	if rd.reg != nil {
+		for i := range rd.pods {
+			if err := rd.reg.ClearDraining(ctx, concordv1.RoleGateway, rd.pods[i].Name); err != nil {
+				return ctrl.Result{}, fmt.Errorf("clear draining mark of %s: %w", rd.pods[i].Name, err)
+			}
+		}
+	}
+	if controllerutil.RemoveFinalizer(rd.pool, concordv1.Finalizer) {
+		if err := r.Client.Update(ctx, rd.pool); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// defaults fills what the spec leaves out: the pod template and its
+// revision, the replica count and the drain timeout.
+func (r *GatewayPoolReconciler) defaults(rd *poolRound) error {
+	rd.spec = gatewayPodSpec(rd.cluster, rd.pool)
+	revision, err := templateRevision(rd.spec, gatewayPodLabels(rd.pool))
+	if err != nil {
+		return err
+	}
+	rd.revision = revision
+	rd.desired = int(int32Or(rd.pool.Spec.Replicas, 2))
+	rd.timeout = durationOr(rd.pool.Spec.Drain.Timeout, 5*time.Minute)
+	return nil
+}
+
+// progressDrains sorts the pods into serving, requested and draining, and
+// deletes draining pods that are done or out of time.
+func (r *GatewayPoolReconciler) progressDrains(ctx context.Context, rd *poolRound) error {
+	log := logf.FromContext(ctx)
+	pool := rd.pool
+	for i := range rd.pods {
+		p := &rd.pods[i]
 		started, isDraining := drainStarted(p)
 		if !p.DeletionTimestamp.IsZero() {
 			// Deleted by someone else: evicted (kubectl drain, the Eviction
@@ -137,7 +192,7 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 					if st, err := r.Drainer.State(ctx, p); err == nil {
 						gp.sessions = st.Sessions
 					}
-					requested = append(requested, gp)
+					rd.requested = append(rd.requested, gp)
 				}
 				continue
 			}
@@ -146,7 +201,7 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			}
 		}
 		if !isDraining {
-			gp := gatewayPod{pod: p, ready: podReady(p), current: p.Labels[concordv1.LabelRevision] == revision}
+			gp := gatewayPod{pod: p, ready: podReady(p), current: p.Labels[concordv1.LabelRevision] == rd.revision}
 			if gp.ready {
 				if st, err := r.Drainer.State(ctx, p); err == nil {
 					gp.sessions = st.Sessions
@@ -155,35 +210,35 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 				}
 			}
 			if _, ok := p.Annotations[concordv1.AnnotationDrainRequested]; ok {
-				requested = append(requested, gp) // kubectl concord gateway drain
+				rd.requested = append(rd.requested, gp) // kubectl concord gateway drain
 			} else {
-				serving = append(serving, gp)
+				rd.serving = append(rd.serving, gp)
 			}
 			continue
 		}
-		st, err := r.pollDrain(ctx, &pool, p, pods, started.Add(timeout))
-		expired := now.Sub(started) >= timeout
+		st, err := r.pollDrain(ctx, pool, p, rd.pods, started.Add(rd.timeout))
+		expired := rd.now.Sub(started) >= rd.timeout
 		switch {
 		case err == nil && st.Done:
-			drained++
-			log.Info("gateway drained", "pod", p.Name, "took", now.Sub(started).String())
-			r.Recorder.Eventf(&pool, p, corev1.EventTypeNormal, "Drained", "DeletePod", "pod %s handed every session over", p.Name)
+			rd.drained++
+			log.Info("gateway drained", "pod", p.Name, "took", rd.now.Sub(started).String())
+			r.Recorder.Eventf(pool, p, corev1.EventTypeNormal, "Drained", "DeletePod", "pod %s handed every session over", p.Name)
 		case expired:
-			timedOut++
+			rd.timedOut++
 			log.Info("gateway drain timed out", "pod", p.Name, "sessions", st.Sessions, "err", errString(err))
-			r.Recorder.Eventf(&pool, p, corev1.EventTypeWarning, "DrainTimeout", "DeletePod",
-				"pod %s still had %d sessions after %s", p.Name, st.Sessions, timeout)
+			r.Recorder.Eventf(pool, p, corev1.EventTypeWarning, "DrainTimeout", "DeletePod",
+				"pod %s still had %d sessions after %s", p.Name, st.Sessions, rd.timeout)
 			// Record the timeout before the pod goes: once it is deleted no
 			// later reconcile can tell, so a status write lost to a
 			// conflict would lose the condition with it.
 			setCondition(&pool.Status.Conditions, pool.Generation, concordv1.ConditionDegraded, true, "DrainTimeout",
-				fmt.Sprintf("pod %s deleted with sessions left after %s", p.Name, timeout))
-			if err := updateStatus(ctx, r.Client, &pool, "GatewayPool"); err != nil {
-				return ctrl.Result{}, err
+				fmt.Sprintf("pod %s deleted with sessions left after %s", p.Name, rd.timeout))
+			if err := updateStatus(ctx, r.Client, pool, "GatewayPool"); err != nil {
+				return err
 			}
 		default:
-			draining++
-			drainingSessions += max(st.Sessions, 0) // -1: the pod did not say
+			rd.draining++
+			rd.drainingSessions += max(st.Sessions, 0) // -1: the pod did not say
 			if err != nil {
 				log.Info("drain call failed, retrying", "pod", p.Name, "err", err.Error())
 			}
@@ -191,87 +246,108 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 		// The sessions are gone: no need to wait out the preStop hook.
 		if err := r.Client.Delete(ctx, p, client.GracePeriodSeconds(1)); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, fmt.Errorf("delete drained pod %s: %w", p.Name, err)
+			return fmt.Errorf("delete drained pod %s: %w", p.Name, err)
 		}
-		if reg != nil {
-			if err := reg.ClearDraining(ctx, concordv1.RoleGateway, p.Name); err != nil {
-				return ctrl.Result{}, fmt.Errorf("clear draining mark of %s: %w", p.Name, err)
+		if rd.reg != nil {
+			if err := rd.reg.ClearDraining(ctx, concordv1.RoleGateway, p.Name); err != nil {
+				return fmt.Errorf("clear draining mark of %s: %w", p.Name, err)
 			}
 		}
 	}
+	return nil
+}
 
-	// 2. Serving pods take traffic: their readiness gate is on.
-	for _, gp := range serving {
+// serve turns the readiness gate of serving pods on: they take traffic.
+func (r *GatewayPoolReconciler) serve(ctx context.Context, rd *poolRound) error {
+	for _, gp := range rd.serving {
 		if err := setServingGate(ctx, r.Client, gp.pod, true, "Serving"); err != nil {
-			return ctrl.Result{}, err
+			return err
 		}
 	}
+	return nil
+}
 
-	// 2b. Drains asked for by hand (`kubectl concord gateway drain`) and
-	// of evicted pods start at once; the pool is scaled back up below.
-	for _, v := range requested {
-		succ := pickSuccessor(serving, nil)
-		if err := r.startDrain(ctx, &pool, reg, v, succ, now, timeout); err != nil {
-			return ctrl.Result{}, err
+// startRequestedDrains starts at once the drains asked for by hand
+// (`kubectl concord gateway drain`) and those of evicted pods; the pool is
+// scaled back up next.
+func (r *GatewayPoolReconciler) startRequestedDrains(ctx context.Context, rd *poolRound) error {
+	for _, v := range rd.requested {
+		succ := pickSuccessor(rd.serving, nil)
+		if err := r.startDrain(ctx, rd.pool, rd.reg, v, succ, rd.now, rd.timeout); err != nil {
+			return err
 		}
-		draining++
-		drainingSessions += v.sessions
+		rd.draining++
+		rd.drainingSessions += v.sessions
 	}
+	return nil
+}
 
-	// 3. Scale up, and surge one pod per batch during a rollout.
-	outdated, unreadyCurrent := 0, 0
-	for _, gp := range serving {
+// scaleUp creates pods up to spec.replicas, and one more per batch during
+// a rollout (the surge: a new pod first, then an outdated one drains).
+func (r *GatewayPoolReconciler) scaleUp(ctx context.Context, rd *poolRound) error {
+	log := logf.FromContext(ctx)
+	for _, gp := range rd.serving {
 		if !gp.current {
-			outdated++
+			rd.outdated++
 		} else if !gp.ready {
-			unreadyCurrent++
+			rd.unreadyCurrent++
 		}
 	}
-	want := desired
-	if outdated > 0 && unreadyCurrent == 0 && len(serving) <= desired && draining < int(max(pool.Spec.Drain.BatchSize, 1)) {
-		want = desired + 1 // surge: a new pod first, then an outdated one drains
+	want := rd.desired
+	if rd.outdated > 0 && rd.unreadyCurrent == 0 && len(rd.serving) <= rd.desired && rd.draining < int(max(rd.pool.Spec.Drain.BatchSize, 1)) {
+		want = rd.desired + 1
 	}
-	for n := len(serving); n < want; n++ {
-		p := newGatewayPod(cluster, &pool, spec, revision)
-		if err := controllerutil.SetControllerReference(&pool, p, r.Scheme); err != nil {
-			return ctrl.Result{}, err
+	for n := len(rd.serving); n < want; n++ {
+		p := newGatewayPod(rd.cluster, rd.pool, rd.spec, rd.revision)
+		if err := controllerutil.SetControllerReference(rd.pool, p, r.Scheme); err != nil {
+			return err
 		}
 		if err := r.Client.Create(ctx, p); err != nil {
-			return ctrl.Result{}, fmt.Errorf("create gateway pod: %w", err)
+			return fmt.Errorf("create gateway pod: %w", err)
 		}
-		log.Info("gateway pod created", "pod", p.Name, "revision", revision)
-		serving = append(serving, gatewayPod{pod: p, current: true})
-		unreadyCurrent++
+		log.Info("gateway pod created", "pod", p.Name, "revision", rd.revision)
+		rd.serving = append(rd.serving, gatewayPod{pod: p, current: true})
+		rd.unreadyCurrent++
 	}
+	return nil
+}
 
-	// 4. Scale down: drain the cheapest pods, BatchSize at a time, once the
-	// pods that replace them are ready.
-	excess := len(serving) - desired
-	if unreadyCurrent > 0 && outdated > 0 {
+// scaleDown drains the cheapest surplus pods, BatchSize at a time, once
+// the pods that replace them are ready.
+func (r *GatewayPoolReconciler) scaleDown(ctx context.Context, rd *poolRound) error {
+	excess := len(rd.serving) - rd.desired
+	if rd.unreadyCurrent > 0 && rd.outdated > 0 {
 		excess = 0 // a rollout waits for its surge pod
 	}
-	slots := int(max(pool.Spec.Drain.BatchSize, 1)) - draining
-	if n := min(excess, slots); n > 0 {
-		victims := pickVictims(serving, n)
-		leaving := map[string]bool{}
-		for _, v := range victims {
-			leaving[v.pod.Name] = true
-		}
-		for _, v := range victims {
-			succ := pickSuccessor(serving, leaving)
-			if err := r.startDrain(ctx, &pool, reg, v, succ, now, timeout); err != nil {
-				return ctrl.Result{}, err
-			}
-			draining++
-			drainingSessions += v.sessions
-		}
-		serving = removeLeaving(serving, leaving)
+	slots := int(max(rd.pool.Spec.Drain.BatchSize, 1)) - rd.draining
+	n := min(excess, slots)
+	if n <= 0 {
+		return nil
 	}
+	victims := pickVictims(rd.serving, n)
+	leaving := map[string]bool{}
+	for _, v := range victims {
+		leaving[v.pod.Name] = true
+	}
+	for _, v := range victims {
+		succ := pickSuccessor(rd.serving, leaving)
+		if err := r.startDrain(ctx, rd.pool, rd.reg, v, succ, rd.now, rd.timeout); err != nil {
+			return err
+		}
+		rd.draining++
+		rd.drainingSessions += v.sessions
+	}
+	rd.serving = removeLeaving(rd.serving, leaving)
+	return nil
+}
 
-	// 5. Status.
-	pool.Status.Replicas = int32(len(serving))
+// status writes what the round saw and did, and polls again while drains
+// run or the pool has not converged.
+func (r *GatewayPoolReconciler) status(ctx context.Context, rd *poolRound) (ctrl.Result, error) {
+	pool := rd.pool
+	pool.Status.Replicas = int32(len(rd.serving))
 	pool.Status.ReadyReplicas, pool.Status.UpdatedReplicas = 0, 0
-	for _, gp := range serving {
+	for _, gp := range rd.serving {
 		if gp.ready {
 			pool.Status.ReadyReplicas++
 		}
@@ -279,34 +355,42 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			pool.Status.UpdatedReplicas++
 		}
 	}
-	pool.Status.DrainingPods = int32(draining)
-	pool.Status.DrainingSessions = drainingSessions
-	pool.Status.CurrentRevision = revision
-	pool.Status.Selector = labels.SelectorFromSet(gatewayPodLabels(&pool)).String()
-	g := pool.Generation
-	converged := int(pool.Status.ReadyReplicas) == desired && int(pool.Status.UpdatedReplicas) == desired && draining == 0 && len(serving) == desired
-	setCondition(&pool.Status.Conditions, g, concordv1.ConditionReady, int(pool.Status.ReadyReplicas) >= desired,
-		"ReadyReplicas", fmt.Sprintf("%d/%d serving pods ready", pool.Status.ReadyReplicas, desired))
+	pool.Status.DrainingPods = int32(rd.draining)
+	pool.Status.DrainingSessions = rd.drainingSessions
+	pool.Status.CurrentRevision = rd.revision
+	pool.Status.Selector = labels.SelectorFromSet(gatewayPodLabels(pool)).String()
+	g, desired := pool.Generation, rd.desired
+	converged := int(pool.Status.ReadyReplicas) == desired && int(pool.Status.UpdatedReplicas) == desired && rd.draining == 0 && len(rd.serving) == desired
+	if int(pool.Status.ReadyReplicas) >= desired {
+		setCondition(&pool.Status.Conditions, g, concordv1.ConditionReady, true, "ReadyReplicas",
+			fmt.Sprintf("%d/%d serving pods ready", pool.Status.ReadyReplicas, desired))
+	} else {
+		setCondition(&pool.Status.Conditions, g, concordv1.ConditionReady, false, "ReplicasNotReady",
+			fmt.Sprintf("%d/%d serving pods ready%s", pool.Status.ReadyReplicas, desired, failingPods(rd.pods)))
+	}
 	if converged {
 		setCondition(&pool.Status.Conditions, g, concordv1.ConditionProgressing, false, "Converged", "")
 	} else {
 		setCondition(&pool.Status.Conditions, g, concordv1.ConditionProgressing, true, "Converging",
-			fmt.Sprintf("%d serving, %d updated, %d draining (%d sessions)", len(serving), pool.Status.UpdatedReplicas, draining, drainingSessions))
+			fmt.Sprintf("%d serving, %d updated, %d draining (%d sessions)", len(rd.serving), pool.Status.UpdatedReplicas, rd.draining, rd.drainingSessions))
 	}
-	if timedOut > 0 {
+	switch cond := findCondition(pool.Status.Conditions, concordv1.ConditionDegraded); {
+	case rd.timedOut > 0:
 		setCondition(&pool.Status.Conditions, g, concordv1.ConditionDegraded, true, "DrainTimeout",
-			fmt.Sprintf("%d pod(s) deleted with sessions left after %s", timedOut, timeout))
-	} else if cond := findCondition(pool.Status.Conditions, concordv1.ConditionDegraded); cond == nil ||
-		cond.Reason != "DrainTimeout" || drained > 0 || cond.ObservedGeneration != g {
+			fmt.Sprintf("%d pod(s) deleted with sessions left after %s", rd.timedOut, rd.timeout))
+	case cond != nil && cond.Reason == "DrainTimeout" && rd.drained == 0 && cond.ObservedGeneration == g:
 		// A drain timeout stays reported until a drain succeeds or the spec changes.
+	case failingPods(rd.pods) != "":
+		setCondition(&pool.Status.Conditions, g, concordv1.ConditionDegraded, true, ReasonPodsFailing, strings.TrimPrefix(failingPods(rd.pods), "; "))
+	default:
 		setCondition(&pool.Status.Conditions, g, concordv1.ConditionDegraded, false, "Healthy", "")
 	}
 	pool.Status.ObservedGeneration = g
-	if err := updateStatus(ctx, r.Client, &pool, "GatewayPool"); err != nil {
+	if err := updateStatus(ctx, r.Client, pool, "GatewayPool"); err != nil {
 		return ctrl.Result{}, err
 	}
-	if draining > 0 || !converged {
-		return ctrl.Result{RequeueAfter: poll}, nil
+	if rd.draining > 0 || !converged {
+		return ctrl.Result{RequeueAfter: rd.poll}, nil
 	}
 	return ctrl.Result{}, nil
 }

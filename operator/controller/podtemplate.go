@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
@@ -135,10 +136,11 @@ func runtimePodSpec(c *concordv1.ConcordCluster, image string, roles []string, e
 		pull = corev1.PullIfNotPresent
 	}
 	return corev1.PodSpec{
-		ImagePullSecrets: c.Spec.ImagePullSecrets,
-		NodeSelector:     placement.NodeSelector,
-		Tolerations:      placement.Tolerations,
-		Volumes:          volumes,
+		ImagePullSecrets:          c.Spec.ImagePullSecrets,
+		NodeSelector:              placement.NodeSelector,
+		Tolerations:               placement.Tolerations,
+		TopologySpreadConstraints: spreadConstraints(c, roles[0]),
+		Volumes:                   volumes,
 		Containers: []corev1.Container{{
 			Name:            "concord",
 			Image:           image,
@@ -154,7 +156,33 @@ func runtimePodSpec(c *concordv1.ConcordCluster, image string, roles []string, e
 			LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 				Path: "/healthz", Port: intstr.FromString("http"),
 			}}, PeriodSeconds: 10, FailureThreshold: 6},
+			// Startup can take minutes: the first process of a cluster
+			// migrates the Cassandra schema and the others wait for its
+			// lock, with their listeners not yet serving. Liveness starts
+			// only once this passes, so a slow start is not killed as a
+			// hang (seen on the real node: SFUs restarted mid-wait).
+			StartupProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/healthz", Port: intstr.FromString("http"),
+			}}, PeriodSeconds: 5, FailureThreshold: startupProbeFailures},
 		}},
+	}
+}
+
+// startupProbeFailures × 5 s is how long a pod may take to start serving
+// /healthz before the kubelet restarts it: ten minutes.
+const startupProbeFailures = 120
+
+// spreadConstraints spread a role's pods over zones, then over nodes, so
+// one zone or node going down takes as few of them as it can. They are
+// preferences (ScheduleAnyway): a cluster with one zone or fewer nodes
+// than replicas still schedules every pod; the scheduler only scores
+// placements. A dedicated guild pod or an SFU pinned to a node is
+// unaffected (one pod, or a required node affinity first).
+func spreadConstraints(c *concordv1.ConcordCluster, role string) []corev1.TopologySpreadConstraint {
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{concordv1.LabelCluster: c.Name, concordv1.LabelRole: role}}
+	return []corev1.TopologySpreadConstraint{
+		{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: sel},
+		{MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: sel},
 	}
 }
 

@@ -164,3 +164,38 @@ func TestKafkaSecurityEnv(t *testing.T) {
 		t.Errorf("CONCORD_KAFKA_USERNAME = %+v, want from secret kafka-user", user)
 	}
 }
+
+// Every pod the operator makes has a startup probe on its liveness
+// endpoint (an SFU's on its admin port), so liveness does not kill a
+// process still waiting for the schema migration lock; and topology
+// spread over zones and nodes for its role.
+func TestPodSpecsStartAndSpread(t *testing.T) {
+	c := testCluster()
+	pool := &concordv1.GatewayPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "users"}}
+	vr := &concordv1.VoiceRegion{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "eu"}, Spec: concordv1.VoiceRegionSpec{Region: "eu"}}
+	specs := map[string]corev1.PodSpec{
+		"api":     runtimePodSpec(c, "", []string{concordv1.RoleAPI}, nil, concordv1.PodPlacement{}),
+		"gateway": gatewayPodSpec(c, pool),
+		"voice":   sfuPod(c, vr, "eu-sfu-x", "", "", -1).Spec,
+	}
+	for name, spec := range specs {
+		ct := spec.Containers[0]
+		if ct.StartupProbe == nil || ct.StartupProbe.HTTPGet == nil {
+			t.Errorf("%s: no startup probe", name)
+			continue
+		}
+		if st, lv := ct.StartupProbe.HTTPGet, ct.LivenessProbe.HTTPGet; st.Path != lv.Path || st.Port != lv.Port {
+			t.Errorf("%s: startup probe %+v, liveness %+v: want the same endpoint", name, ct.StartupProbe.HTTPGet, ct.LivenessProbe.HTTPGet)
+		}
+		if got := ct.StartupProbe.PeriodSeconds * ct.StartupProbe.FailureThreshold; got < 300 {
+			t.Errorf("%s: startup allowed %d s, want minutes", name, got)
+		}
+		keys := map[string]bool{}
+		for _, tsc := range spec.TopologySpreadConstraints {
+			keys[tsc.TopologyKey] = tsc.WhenUnsatisfiable == corev1.ScheduleAnyway && tsc.LabelSelector.MatchLabels[concordv1.LabelRole] != ""
+		}
+		if !keys[corev1.LabelTopologyZone] || !keys[corev1.LabelHostname] {
+			t.Errorf("%s: topology spread %+v, want zone and hostname, ScheduleAnyway, by role", name, spec.TopologySpreadConstraints)
+		}
+	}
+}

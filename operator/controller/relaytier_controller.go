@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -57,160 +58,234 @@ func relayPodName(t *concordv1.RelayTier, ordinal int) string {
 	return t.Name + "-relay-" + strconv.Itoa(ordinal)
 }
 
-// Reconcile converges one RelayTier.
+// tierRound is what one reconcile of a RelayTier knows, as the steps go.
+type tierRound struct {
+	t       *concordv1.RelayTier
+	cluster *concordv1.ConcordCluster // nil when deleted
+	reg     fleet.Registry            // nil without a cluster
+	resync  time.Duration
+	// guilds the tier serves and their online sessions; want relays.
+	guilds []string
+	online int64
+	want   int
+	// pods by name; endpoints of the ready relays; relays kept.
+	pods      []corev1.Pod
+	endpoints []string
+	relays    int
+}
+
+// Reconcile converges one RelayTier in named steps: fetch the tier, its
+// cluster and registry; finalize a deleted tier (withdraw its relays from
+// the registry); apply its PodDisruptionBudget; size it from the guilds' online sessions; create relay
+// pods; publish their endpoints; remove surplus relays; write status.
 func (r *RelayTierReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := logf.FromContext(ctx)
 	var t concordv1.RelayTier
 	if err := r.Client.Get(ctx, req.NamespacedName, &t); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	resync := r.Resync
-	if resync <= 0 {
-		resync = 30 * time.Second
+	rd := &tierRound{t: &t, resync: r.Resync}
+	if rd.resync <= 0 {
+		rd.resync = 30 * time.Second
 	}
 	cluster, err := getCluster(ctx, r.Client, t.Namespace, t.Spec.ClusterRef)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
-	var reg fleet.Registry
 	if cluster != nil {
-		if reg, err = r.Registries.Registry(ctx, clusterKey(cluster)); err != nil {
+		rd.cluster = cluster
+		if rd.reg, err = r.Registries.Registry(ctx, clusterKey(cluster)); err != nil {
 			return ctrl.Result{}, fmt.Errorf("open registry: %w", err)
 		}
 	}
 	if !t.DeletionTimestamp.IsZero() {
-		if controllerutil.ContainsFinalizer(&t, concordv1.Finalizer) {
-			if reg != nil {
-				for _, g := range t.Status.Guilds {
-					if err := reg.SetRelays(ctx, g, nil); err != nil {
-						return ctrl.Result{}, fmt.Errorf("withdraw relays of guild %s: %w", g, err)
-					}
-				}
-			}
-			controllerutil.RemoveFinalizer(&t, concordv1.Finalizer)
-			if err := r.Client.Update(ctx, &t); err != nil && !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
-			}
-		}
-		return ctrl.Result{}, nil
+		return r.finalize(ctx, rd)
 	}
 	if cluster == nil {
 		setCondition(&t.Status.Conditions, t.Generation, concordv1.ConditionDegraded, true, "ClusterNotFound", err.Error())
 		t.Status.ObservedGeneration = t.Generation
-		return ctrl.Result{RequeueAfter: resync}, updateStatus(ctx, r.Client, &t, "RelayTier")
+		return ctrl.Result{RequeueAfter: rd.resync}, updateStatus(ctx, r.Client, &t, "RelayTier")
 	}
 	if controllerutil.AddFinalizer(&t, concordv1.Finalizer) {
 		if err := r.Client.Update(ctx, &t); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
+	if err := applyPDB(ctx, r.Client, r.Scheme, &t, t.Name,
+		map[string]string{concordv1.LabelOwner: t.Name, concordv1.LabelRole: concordv1.RoleRelay}); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.size(ctx, rd); err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, step := range []func(context.Context, *tierRound) error{r.createRelays, r.publish, r.removeSurplus} {
+		if err := step(ctx, rd); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return r.status(ctx, rd)
+}
 
-	// Which guilds, how many sessions.
-	samples, err := r.Stats.GuildStats(ctx, clusterKey(cluster))
-	if err != nil {
-		setCondition(&t.Status.Conditions, t.Generation, concordv1.ConditionDegraded, true, "StatsUnavailable", err.Error())
-		_ = updateStatus(ctx, r.Client, &t, "RelayTier")
-		return ctrl.Result{}, fmt.Errorf("read guild stats: %w", err)
+// finalize withdraws the tier's relays from the registry (the guilds'
+// actors stop using them) and lets the tier go; its pods follow through
+// their owner reference.
+func (r *RelayTierReconciler) finalize(ctx context.Context, rd *tierRound) (ctrl.Result, error) {
+	t := rd.t
+	if !controllerutil.ContainsFinalizer(t, concordv1.Finalizer) {
+		return ctrl.Result{}, nil
 	}
-	var guilds []string
-	var online int64
-	for _, s := range samples {
-		if (t.Spec.GuildID != "" && s.GuildID == t.Spec.GuildID) ||
-			(t.Spec.GuildSelector != nil && s.Online >= t.Spec.GuildSelector.MinOnline) {
-			guilds = append(guilds, s.GuildID)
-			online += s.Online
-		}
-	}
-	if t.Spec.GuildID != "" && !slices.Contains(guilds, t.Spec.GuildID) {
-		guilds = append(guilds, t.Spec.GuildID) // not loaded anywhere yet: keep the floor of relays
-	}
-	slices.Sort(guilds)
-	guilds = slices.Compact(guilds)
-	want := int(desiredRelays(online, t.Spec.SessionsPerRelay, t.Spec.MinRelays, t.Spec.MaxRelays))
-
-	// Pods by ordinal.
-	var list corev1.PodList
-	if err := r.Client.List(ctx, &list, client.InNamespace(t.Namespace),
-		client.MatchingLabels{concordv1.LabelOwner: t.Name, concordv1.LabelRole: concordv1.RoleRelay}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list relay pods: %w", err)
-	}
-	existing := map[string]*corev1.Pod{}
-	for i := range list.Items {
-		existing[list.Items[i].Name] = &list.Items[i]
-	}
-	var endpoints []string
-	port := t.Spec.Port
-	if port == 0 {
-		port = PortGRPC
-	}
-	for i := 0; i < want; i++ {
-		name := relayPodName(&t, i)
-		p, ok := existing[name]
-		if !ok {
-			p = r.relayPod(cluster, &t, name)
-			if err := controllerutil.SetControllerReference(&t, p, r.Scheme); err != nil {
-				return ctrl.Result{}, err
-			}
-			if err := r.Client.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
-				return ctrl.Result{}, fmt.Errorf("create relay pod %s: %w", name, err)
-			}
-			log.Info("relay pod created", "pod", name)
-			continue
-		}
-		if podReady(p) && p.Status.PodIP != "" && p.DeletionTimestamp.IsZero() {
-			endpoints = append(endpoints, p.Status.PodIP+":"+strconv.Itoa(int(port)))
-		}
-	}
-	// Publish first, then remove surplus relays: actors stop using them before they go.
-	for _, g := range guilds {
-		if err := reg.SetRelays(ctx, g, endpoints); err != nil {
-			return ctrl.Result{}, fmt.Errorf("publish relays of guild %s: %w", g, err)
-		}
-	}
-	for _, g := range t.Status.Guilds {
-		if !slices.Contains(guilds, g) {
-			if err := reg.SetRelays(ctx, g, nil); err != nil {
+	if rd.reg != nil {
+		for _, g := range t.Status.Guilds {
+			if err := rd.reg.SetRelays(ctx, g, nil); err != nil {
 				return ctrl.Result{}, fmt.Errorf("withdraw relays of guild %s: %w", g, err)
 			}
 		}
 	}
-	relays := 0
-	for name, p := range existing {
-		ord, err := strconv.Atoi(strings.TrimPrefix(name, t.Name+"-relay-"))
-		if err == nil && ord < want {
-			relays++
+	controllerutil.RemoveFinalizer(t, concordv1.Finalizer)
+	if err := r.Client.Update(ctx, t); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// size reads which guilds the tier serves and their online sessions, and
+// how many relays that takes.
+func (r *RelayTierReconciler) size(ctx context.Context, rd *tierRound) error {
+	t := rd.t
+	samples, err := r.Stats.GuildStats(ctx, clusterKey(rd.cluster))
+	if err != nil {
+		setCondition(&t.Status.Conditions, t.Generation, concordv1.ConditionDegraded, true, "StatsUnavailable", err.Error())
+		_ = updateStatus(ctx, r.Client, t, "RelayTier")
+		return fmt.Errorf("read guild stats: %w", err)
+	}
+	for _, s := range samples {
+		if (t.Spec.GuildID != "" && s.GuildID == t.Spec.GuildID) ||
+			(t.Spec.GuildSelector != nil && s.Online >= t.Spec.GuildSelector.MinOnline) {
+			rd.guilds = append(rd.guilds, s.GuildID)
+			rd.online += s.Online
+		}
+	}
+	if t.Spec.GuildID != "" && !slices.Contains(rd.guilds, t.Spec.GuildID) {
+		rd.guilds = append(rd.guilds, t.Spec.GuildID) // not loaded anywhere yet: keep the floor of relays
+	}
+	slices.Sort(rd.guilds)
+	rd.guilds = slices.Compact(rd.guilds)
+	rd.want = int(desiredRelays(rd.online, t.Spec.SessionsPerRelay, t.Spec.MinRelays, t.Spec.MaxRelays))
+	return nil
+}
+
+// createRelays creates the missing relay pods (by ordinal, below want) and
+// collects the endpoints of the ready ones.
+func (r *RelayTierReconciler) createRelays(ctx context.Context, rd *tierRound) error {
+	t := rd.t
+	var list corev1.PodList
+	if err := r.Client.List(ctx, &list, client.InNamespace(t.Namespace),
+		client.MatchingLabels{concordv1.LabelOwner: t.Name, concordv1.LabelRole: concordv1.RoleRelay}); err != nil {
+		return fmt.Errorf("list relay pods: %w", err)
+	}
+	rd.pods = list.Items
+	existing := map[string]*corev1.Pod{}
+	for i := range rd.pods {
+		existing[rd.pods[i].Name] = &rd.pods[i]
+	}
+	port := t.Spec.Port
+	if port == 0 {
+		port = PortGRPC
+	}
+	for i := 0; i < rd.want; i++ {
+		name := relayPodName(t, i)
+		p, ok := existing[name]
+		if !ok {
+			p = r.relayPod(rd.cluster, t, name)
+			if err := controllerutil.SetControllerReference(t, p, r.Scheme); err != nil {
+				return err
+			}
+			if err := r.Client.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create relay pod %s: %w", name, err)
+			}
+			logf.FromContext(ctx).Info("relay pod created", "pod", name)
+			continue
+		}
+		if podReady(p) && p.Status.PodIP != "" && p.DeletionTimestamp.IsZero() {
+			rd.endpoints = append(rd.endpoints, p.Status.PodIP+":"+strconv.Itoa(int(port)))
+		}
+	}
+	return nil
+}
+
+// publish writes the ready relays' endpoints for each guild of the tier
+// and withdraws them from guilds it no longer serves. It runs before
+// surplus relays go, so the actors stop using them first.
+func (r *RelayTierReconciler) publish(ctx context.Context, rd *tierRound) error {
+	for _, g := range rd.guilds {
+		if err := rd.reg.SetRelays(ctx, g, rd.endpoints); err != nil {
+			return fmt.Errorf("publish relays of guild %s: %w", g, err)
+		}
+	}
+	for _, g := range rd.t.Status.Guilds {
+		if !slices.Contains(rd.guilds, g) {
+			if err := rd.reg.SetRelays(ctx, g, nil); err != nil {
+				return fmt.Errorf("withdraw relays of guild %s: %w", g, err)
+			}
+		}
+	}
+	return nil
+}
+
+// removeSurplus deletes relay pods at or above ordinal want.
+func (r *RelayTierReconciler) removeSurplus(ctx context.Context, rd *tierRound) error {
+	for i := range rd.pods {
+		p := &rd.pods[i]
+		ord, err := strconv.Atoi(strings.TrimPrefix(p.Name, rd.t.Name+"-relay-"))
+		if err == nil && ord < rd.want {
+			rd.relays++
 			continue
 		}
 		if p.DeletionTimestamp.IsZero() {
 			if err := r.Client.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
-				return ctrl.Result{}, fmt.Errorf("delete surplus relay %s: %w", name, err)
+				return fmt.Errorf("delete surplus relay %s: %w", p.Name, err)
 			}
-			log.Info("relay pod removed", "pod", name)
+			logf.FromContext(ctx).Info("relay pod removed", "pod", p.Name)
 		}
 	}
+	return nil
+}
 
+// status records the size, the endpoints and the conditions.
+func (r *RelayTierReconciler) status(ctx context.Context, rd *tierRound) (ctrl.Result, error) {
+	t, want := rd.t, rd.want
 	if int32(want) != t.Status.DesiredRelays && t.Status.ObservedGeneration != 0 {
-		r.Recorder.Eventf(&t, nil, corev1.EventTypeNormal, "Resized", "Scale",
-			"relays %d -> %d for %d online sessions (%d per relay)", t.Status.DesiredRelays, want, online, t.Spec.SessionsPerRelay)
+		r.Recorder.Eventf(t, nil, corev1.EventTypeNormal, "Resized", "Scale",
+			"relays %d -> %d for %d online sessions (%d per relay)", t.Status.DesiredRelays, want, rd.online, t.Spec.SessionsPerRelay)
 	}
-	t.Status.Online = online
+	t.Status.Online = rd.online
 	t.Status.DesiredRelays = int32(want)
-	t.Status.Relays = int32(relays)
-	t.Status.ReadyRelays = int32(len(endpoints))
-	t.Status.Guilds = guilds
-	t.Status.Endpoints = endpoints
+	t.Status.Relays = int32(rd.relays)
+	t.Status.ReadyRelays = int32(len(rd.endpoints))
+	t.Status.Guilds = rd.guilds
+	t.Status.Endpoints = rd.endpoints
 	g := t.Generation
-	ready := len(endpoints) == want
-	setCondition(&t.Status.Conditions, g, concordv1.ConditionReady, ready, "RelaysReady",
-		fmt.Sprintf("%d/%d relays published", len(endpoints), want))
-	setCondition(&t.Status.Conditions, g, concordv1.ConditionProgressing, !ready || relays != want, "Scaling",
-		fmt.Sprintf("%d relay pods, %d desired", relays, want))
-	setCondition(&t.Status.Conditions, g, concordv1.ConditionDegraded, false, "Healthy", "")
+	ready := len(rd.endpoints) == want
+	failing := failingPods(rd.pods)
+	if ready {
+		setCondition(&t.Status.Conditions, g, concordv1.ConditionReady, true, "RelaysReady", fmt.Sprintf("%d/%d relays published", len(rd.endpoints), want))
+	} else {
+		setCondition(&t.Status.Conditions, g, concordv1.ConditionReady, false, "RelaysNotReady", fmt.Sprintf("%d/%d relays published%s", len(rd.endpoints), want, failing))
+	}
+	if !ready || rd.relays != want {
+		setCondition(&t.Status.Conditions, g, concordv1.ConditionProgressing, true, "Scaling", fmt.Sprintf("%d relay pods, %d desired", rd.relays, want))
+	} else {
+		setCondition(&t.Status.Conditions, g, concordv1.ConditionProgressing, false, "Converged", fmt.Sprintf("%d relay pods", rd.relays))
+	}
+	if failing != "" {
+		setCondition(&t.Status.Conditions, g, concordv1.ConditionDegraded, true, ReasonPodsFailing, strings.TrimPrefix(failing, "; "))
+	} else {
+		setCondition(&t.Status.Conditions, g, concordv1.ConditionDegraded, false, "Healthy", "")
+	}
 	t.Status.ObservedGeneration = g
-	if err := updateStatus(ctx, r.Client, &t, "RelayTier"); err != nil {
+	if err := updateStatus(ctx, r.Client, t, "RelayTier"); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: resync}, nil
+	return ctrl.Result{RequeueAfter: rd.resync}, nil
 }
 
 // relayPod is one relay of the tier.
@@ -239,6 +314,7 @@ func (r *RelayTierReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&concordv1.RelayTier{}).
 		Owns(&corev1.Pod{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Named("relaytier").
 		Complete(r)
 }

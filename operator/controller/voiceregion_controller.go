@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -111,58 +112,58 @@ func (s sfu) idle() bool {
 	return s.load.ActiveCalls == 0
 }
 
-// Reconcile converges one VoiceRegion.
+// regionRound is what one reconcile of a VoiceRegion knows: what it
+// fetched and the servers it keeps, as the steps go.
+type regionRound struct {
+	vr      *concordv1.VoiceRegion
+	cluster *concordv1.ConcordCluster
+	reg     fleet.Registry
+	ice     iceSettings
+	resync  time.Duration
+	// list is every SFU pod of the region; servers are those still in
+	// play (the steps drop the ones they delete); pendingLB are Services
+	// waiting for an address (publicAddress LoadBalancer).
+	list         []corev1.Pod
+	servers      []sfu
+	pendingLB    []*corev1.Service
+	participants int64
+	want         int
+}
+
+// Reconcile converges one VoiceRegion in named steps: fetch the region
+// and its cluster; finalize a deleted region; check the spec (ICE); apply
+// the PodDisruptionBudget of its SFU pods; observe the SFU pods and their loads; start LoadBalancer servers; delete
+// drained servers; roll servers with stale ICE settings; scale to the
+// buffer policy; write status.
 func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := logf.FromContext(ctx)
 	var vr concordv1.VoiceRegion
 	if err := r.Client.Get(ctx, req.NamespacedName, &vr); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	resync := r.Resync
-	if resync <= 0 {
-		resync = 10 * time.Second
+	rd := &regionRound{vr: &vr, resync: r.Resync}
+	if rd.resync <= 0 {
+		rd.resync = 10 * time.Second
 	}
 	if !vr.DeletionTimestamp.IsZero() {
-		// SFU pods go with their owner; nothing outside Kubernetes to release.
-		if controllerutil.RemoveFinalizer(&vr, concordv1.Finalizer) {
-			if err := r.Client.Update(ctx, &vr); err != nil && !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
-			}
-		}
-		return ctrl.Result{}, nil
+		return r.finalize(ctx, rd)
 	}
 	cluster, err := getCluster(ctx, r.Client, vr.Namespace, vr.Spec.ClusterRef)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			setCondition(&vr.Status.Conditions, vr.Generation, concordv1.ConditionDegraded, true, "ClusterNotFound", err.Error())
 			vr.Status.ObservedGeneration = vr.Generation
-			return ctrl.Result{RequeueAfter: resync}, updateStatus(ctx, r.Client, &vr, "VoiceRegion")
+			return ctrl.Result{RequeueAfter: rd.resync}, updateStatus(ctx, r.Client, &vr, "VoiceRegion")
 		}
 		return ctrl.Result{}, err
 	}
-	ice, err := iceOf(&vr)
-	reason := "InvalidICESettings"
-	if err == nil {
-		reason = "ICESecretNotFound"
-		if err = ice.checkSecrets(ctx, r.Secrets, vr.Namespace); err != nil && !errors.Is(err, errICESecretMissing) {
+	rd.cluster = cluster
+	if ok, err := r.checkSpec(ctx, rd); !ok || err != nil {
+		if err != nil {
 			return ctrl.Result{}, err
 		}
+		return ctrl.Result{RequeueAfter: rd.resync}, updateStatus(ctx, r.Client, &vr, "VoiceRegion")
 	}
-	if err != nil {
-		// New SFU pods would fail at start; the ones running keep theirs.
-		// The resync retries: a Secret created later is picked up.
-		setCondition(&vr.Status.Conditions, vr.Generation, concordv1.ConditionDegraded, true, reason, err.Error())
-		vr.Status.ObservedGeneration = vr.Generation
-		// The servers running keep serving: their loads stay current.
-		if _, servers, err := r.observeServers(ctx, &vr); err == nil {
-			serverStatus(&vr, servers, 0)
-		} else {
-			log.V(1).Info("SFU pods not observed", "err", err.Error())
-		}
-		return ctrl.Result{RequeueAfter: resync}, updateStatus(ctx, r.Client, &vr, "VoiceRegion")
-	}
-	reg, err := r.Registries.Registry(ctx, clusterKey(cluster))
-	if err != nil {
+	if rd.reg, err = r.Registries.Registry(ctx, clusterKey(cluster)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("open registry: %w", err)
 	}
 	if controllerutil.AddFinalizer(&vr, concordv1.Finalizer) {
@@ -170,186 +171,278 @@ func (r *VoiceRegionReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
-
+	if err := applyPDB(ctx, r.Client, r.Scheme, &vr, vr.Name,
+		map[string]string{concordv1.LabelOwner: vr.Name, concordv1.LabelRole: concordv1.RoleVoice}); err != nil {
+		return ctrl.Result{}, err
+	}
 	list, servers, err := r.observeServers(ctx, &vr)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	pods := map[string]bool{}
-	for i := range list.Items {
-		pods[list.Items[i].Name] = true
-	}
-
-	// With publicAddress LoadBalancer a server starts as a Service; its pod
-	// follows once the Service has an address to advertise.
-	var pendingLB []*corev1.Service
-	if vr.Spec.PublicAddress == concordv1.PublicAddressLoadBalancer {
-		created, pending, err := r.pendingServices(ctx, cluster, &vr, pods)
-		if err != nil {
+	rd.list, rd.servers = list.Items, servers
+	for _, step := range []func(context.Context, *regionRound) error{
+		r.startLoadBalanced, r.deleteDrained, r.rollStaleICE, r.scale,
+	} {
+		if err := step(ctx, rd); err != nil {
 			return ctrl.Result{}, err
 		}
-		for _, p := range created {
-			log.Info("SFU pod created", "pod", p.Name, "region", vr.Spec.Region)
-			servers = append(servers, sfu{pod: p})
-		}
-		pendingLB = pending
 	}
+	return r.status(ctx, rd)
+}
 
-	// Drained servers whose last call ended go.
-	kept := servers[:0]
-	for _, s := range servers {
+// finalize lets a deleted region go: SFU pods go with their owner, and
+// nothing outside Kubernetes is left to release (load reports expire).
+func (r *VoiceRegionReconciler) finalize(ctx context.Context, rd *regionRound) (ctrl.Result, error) {
+	if controllerutil.RemoveFinalizer(rd.vr, concordv1.Finalizer) {
+		if err := r.Client.Update(ctx, rd.vr); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// checkSpec refuses a region whose ICE settings are wrong or reference a
+// missing Secret: new SFU pods would fail at start, so none is made and the
+// region is Degraded (the running ones keep serving and their loads stay
+// current in status). The resync retries: a Secret created later is picked
+// up. It reports whether the region may proceed.
+func (r *VoiceRegionReconciler) checkSpec(ctx context.Context, rd *regionRound) (bool, error) {
+	vr := rd.vr
+	ice, err := iceOf(vr)
+	reason := "InvalidICESettings"
+	if err == nil {
+		reason = "ICESecretNotFound"
+		if err = ice.checkSecrets(ctx, r.Secrets, vr.Namespace); err != nil && !errors.Is(err, errICESecretMissing) {
+			return false, err
+		}
+	}
+	if err == nil {
+		rd.ice = ice
+		return true, nil
+	}
+	setCondition(&vr.Status.Conditions, vr.Generation, concordv1.ConditionDegraded, true, reason, err.Error())
+	vr.Status.ObservedGeneration = vr.Generation
+	if _, servers, err := r.observeServers(ctx, vr); err == nil {
+		serverStatus(vr, servers, 0)
+	} else {
+		logf.FromContext(ctx).V(1).Info("SFU pods not observed", "err", err.Error())
+	}
+	return false, nil
+}
+
+// startLoadBalanced creates the pods of servers whose LoadBalancer Service
+// has an address now (publicAddress LoadBalancer: a server starts as a
+// Service, its pod follows with the address to advertise).
+func (r *VoiceRegionReconciler) startLoadBalanced(ctx context.Context, rd *regionRound) error {
+	if rd.vr.Spec.PublicAddress != concordv1.PublicAddressLoadBalancer {
+		return nil
+	}
+	pods := map[string]bool{}
+	for i := range rd.list {
+		pods[rd.list[i].Name] = true
+	}
+	created, pending, err := r.pendingServices(ctx, rd.cluster, rd.vr, pods)
+	if err != nil {
+		return err
+	}
+	for _, p := range created {
+		logf.FromContext(ctx).Info("SFU pod created", "pod", p.Name, "region", rd.vr.Spec.Region)
+		rd.servers = append(rd.servers, sfu{pod: p})
+	}
+	rd.pendingLB = pending
+	return nil
+}
+
+// deleteDrained deletes drained servers whose last call ended.
+func (r *VoiceRegionReconciler) deleteDrained(ctx context.Context, rd *regionRound) error {
+	kept := rd.servers[:0]
+	for _, s := range rd.servers {
 		if s.draining && s.idle() {
-			if err := r.deleteServer(ctx, &vr, reg, s, "drained"); err != nil {
-				return ctrl.Result{}, err
+			if err := r.deleteServer(ctx, rd.vr, rd.reg, s, "drained"); err != nil {
+				return err
 			}
 			continue
 		}
 		kept = append(kept, s)
 	}
-	servers = kept
+	rd.servers = kept
+	return nil
+}
 
-	// Servers made with other ICE settings roll, one at a time: the
-	// oldest is drained (its calls move; a new server replaces it below),
-	// the next once it is gone.
-	iceHash := ice.hash()
-	rolling := false
+// rollStaleICE rolls servers made with other ICE settings, one at a time:
+// the oldest is drained (its calls move; a new server replaces it in
+// scale), the next once it is gone.
+func (r *VoiceRegionReconciler) rollStaleICE(ctx context.Context, rd *regionRound) error {
+	iceHash := rd.ice.hash()
 	var stale *sfu
-	for i := range servers {
-		s := &servers[i]
+	for i := range rd.servers {
+		s := &rd.servers[i]
 		if !staleICE(s.pod, iceHash) {
 			continue
 		}
 		if s.draining {
-			rolling = true
-		} else if stale == nil || s.pod.CreationTimestamp.Before(&stale.pod.CreationTimestamp) {
+			return nil // one rolls at a time
+		}
+		if stale == nil || s.pod.CreationTimestamp.Before(&stale.pod.CreationTimestamp) {
 			stale = s
 		}
 	}
-	if stale != nil && !rolling {
-		log.Info("SFU rolls: its ICE settings changed", "pod", stale.pod.Name)
-		if stale.idle() {
-			if err := r.deleteServer(ctx, &vr, reg, *stale, "ICE settings changed"); err != nil {
-				return ctrl.Result{}, err
-			}
-			stale.pod = nil
-			kept := servers[:0]
-			for _, s := range servers {
-				if s.pod != nil {
-					kept = append(kept, s)
-				}
-			}
-			servers = kept
-		} else if err := r.drain(ctx, &vr, reg, stale); err != nil {
-			return ctrl.Result{}, err
+	if stale == nil {
+		return nil
+	}
+	logf.FromContext(ctx).Info("SFU rolls: its ICE settings changed", "pod", stale.pod.Name)
+	if !stale.idle() {
+		return r.drain(ctx, rd.vr, rd.reg, stale)
+	}
+	if err := r.deleteServer(ctx, rd.vr, rd.reg, *stale, "ICE settings changed"); err != nil {
+		return err
+	}
+	stale.pod = nil
+	rd.servers = withPods(rd.servers)
+	return nil
+}
+
+// withPods drops the servers whose pod a step deleted (pod set to nil).
+func withPods(servers []sfu) []sfu {
+	kept := servers[:0]
+	for _, s := range servers {
+		if s.pod != nil {
+			kept = append(kept, s)
 		}
 	}
+	return kept
+}
 
-	var participants int64
-	serving := len(pendingLB)
-	for _, s := range servers {
+// scale applies the buffer policy: below it, draining servers are taken
+// back first (busiest first: they are warm), then pods are added; above
+// it, servers still waiting for a LoadBalancer go first, then idle ones
+// (not ready, then fewest participants) are deleted and busy ones drained.
+func (r *VoiceRegionReconciler) scale(ctx context.Context, rd *regionRound) error {
+	vr := rd.vr
+	serving := len(rd.pendingLB)
+	for _, s := range rd.servers {
 		if !s.draining {
-			participants += s.load.Participants
+			rd.participants += s.load.Participants
 			serving++
 		}
 	}
-	want := int(desiredServers(participants, vr.Spec.CapacityPerServer, vr.Spec.Buffer, vr.Spec.MinServers, vr.Spec.MaxServers))
-
+	rd.want = int(desiredServers(rd.participants, vr.Spec.CapacityPerServer, vr.Spec.Buffer, vr.Spec.MinServers, vr.Spec.MaxServers))
 	switch {
-	case serving < want:
-		// Take back draining servers first (busiest first): they are warm.
-		slices.SortFunc(servers, func(a, b sfu) int { return int(b.load.Participants - a.load.Participants) })
-		for i := range servers {
-			if serving >= want {
-				break
-			}
-			if s := &servers[i]; s.draining && !staleICE(s.pod, iceHash) {
-				if err := r.undrain(ctx, &vr, reg, s); err != nil {
-					return ctrl.Result{}, err
-				}
-				serving++
-			}
-		}
-		used := usedSlots(list.Items)
-		live := livePods(list.Items)
-		for ; serving < want; serving++ {
-			p, err := r.addServer(ctx, cluster, &vr, used, &live)
-			if err != nil {
-				return ctrl.Result{}, err
-			}
-			if p != nil {
-				log.Info("SFU pod created", "pod", p.Name, "region", vr.Spec.Region)
-				servers = append(servers, sfu{pod: p})
-			}
-		}
-	case serving > want:
-		// Servers still waiting for their LoadBalancer go first.
-		for len(pendingLB) > 0 && serving > want {
-			if err := r.Client.Delete(ctx, pendingLB[0]); client.IgnoreNotFound(err) != nil {
-				return ctrl.Result{}, fmt.Errorf("delete pending SFU Service %s: %w", pendingLB[0].Name, err)
-			}
-			pendingLB = pendingLB[1:]
-			serving--
-		}
-		if serving <= want {
+	case serving < rd.want:
+		return r.scaleUp(ctx, rd, serving)
+	case serving > rd.want:
+		return r.scaleDown(ctx, rd, serving)
+	}
+	return nil
+}
+
+func (r *VoiceRegionReconciler) scaleUp(ctx context.Context, rd *regionRound, serving int) error {
+	iceHash := rd.ice.hash()
+	servers := rd.servers
+	slices.SortFunc(servers, func(a, b sfu) int { return int(b.load.Participants - a.load.Participants) })
+	for i := range servers {
+		if serving >= rd.want {
 			break
 		}
-		// Idle servers first (not ready, then fewest participants).
-		var candidates []*sfu
-		for i := range servers {
-			if !servers[i].draining {
-				candidates = append(candidates, &servers[i])
+		if s := &servers[i]; s.draining && !staleICE(s.pod, iceHash) {
+			if err := r.undrain(ctx, rd.vr, rd.reg, s); err != nil {
+				return err
 			}
+			serving++
 		}
-		slices.SortFunc(candidates, func(a, b *sfu) int {
-			if a.ready != b.ready {
-				if !a.ready {
-					return -1
-				}
-				return 1
-			}
-			return int(a.load.Participants - b.load.Participants)
-		})
-		for _, s := range candidates[:serving-want] {
-			if s.idle() {
-				if err := r.deleteServer(ctx, &vr, reg, *s, "idle surplus"); err != nil {
-					return ctrl.Result{}, err
-				}
-				s.pod = nil
-				continue
-			}
-			if err := r.drain(ctx, &vr, reg, s); err != nil {
-				return ctrl.Result{}, err
-			}
-		}
-		kept := servers[:0]
-		for _, s := range servers {
-			if s.pod != nil {
-				kept = append(kept, s)
-			}
-		}
-		servers = kept
 	}
+	used := usedSlots(rd.list)
+	live := livePods(rd.list)
+	for ; serving < rd.want; serving++ {
+		p, err := r.addServer(ctx, rd.cluster, rd.vr, used, &live)
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			logf.FromContext(ctx).Info("SFU pod created", "pod", p.Name, "region", rd.vr.Spec.Region)
+			rd.servers = append(rd.servers, sfu{pod: p})
+		}
+	}
+	return nil
+}
 
-	// Status.
+func (r *VoiceRegionReconciler) scaleDown(ctx context.Context, rd *regionRound, serving int) error {
+	for len(rd.pendingLB) > 0 && serving > rd.want {
+		if err := r.Client.Delete(ctx, rd.pendingLB[0]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete pending SFU Service %s: %w", rd.pendingLB[0].Name, err)
+		}
+		rd.pendingLB = rd.pendingLB[1:]
+		serving--
+	}
+	if serving <= rd.want {
+		return nil
+	}
+	var candidates []*sfu
+	for i := range rd.servers {
+		if !rd.servers[i].draining {
+			candidates = append(candidates, &rd.servers[i])
+		}
+	}
+	slices.SortFunc(candidates, func(a, b *sfu) int {
+		if a.ready != b.ready {
+			if !a.ready {
+				return -1
+			}
+			return 1
+		}
+		return int(a.load.Participants - b.load.Participants)
+	})
+	for _, s := range candidates[:serving-rd.want] {
+		if s.idle() {
+			if err := r.deleteServer(ctx, rd.vr, rd.reg, *s, "idle surplus"); err != nil {
+				return err
+			}
+			s.pod = nil
+			continue
+		}
+		if err := r.drain(ctx, rd.vr, rd.reg, s); err != nil {
+			return err
+		}
+	}
+	rd.servers = withPods(rd.servers)
+	return nil
+}
+
+// status writes the servers, their loads and the conditions.
+func (r *VoiceRegionReconciler) status(ctx context.Context, rd *regionRound) (ctrl.Result, error) {
+	vr := rd.vr
 	st := &vr.Status
-	serverStatus(&vr, servers, len(pendingLB))
-	st.DesiredServers = int32(want)
+	serverStatus(vr, rd.servers, len(rd.pendingLB))
+	st.DesiredServers = int32(rd.want)
 	st.CapacityUsed = "0%"
 	if st.Capacity > 0 {
-		st.CapacityUsed = strconv.FormatInt(participants*100/st.Capacity, 10) + "%"
+		st.CapacityUsed = strconv.FormatInt(rd.participants*100/st.Capacity, 10) + "%"
 	}
 	g := vr.Generation
-	ready := int(st.ReadyServers) >= want
-	setCondition(&st.Conditions, g, concordv1.ConditionReady, ready, "ReadyServers",
-		fmt.Sprintf("%d/%d servers ready", st.ReadyServers, want))
-	setCondition(&st.Conditions, g, concordv1.ConditionProgressing, !ready || st.DrainingServers > 0, "Scaling",
-		fmt.Sprintf("%d servers, %d draining, %d desired", st.Servers, st.DrainingServers, want))
-	setCondition(&st.Conditions, g, concordv1.ConditionDegraded, false, "Healthy", "")
+	ready := int(st.ReadyServers) >= rd.want
+	failing := failingPods(rd.list)
+	if ready {
+		setCondition(&st.Conditions, g, concordv1.ConditionReady, true, "ReadyServers", fmt.Sprintf("%d/%d servers ready", st.ReadyServers, rd.want))
+	} else {
+		setCondition(&st.Conditions, g, concordv1.ConditionReady, false, "ServersNotReady", fmt.Sprintf("%d/%d servers ready%s", st.ReadyServers, rd.want, failing))
+	}
+	if !ready || st.DrainingServers > 0 {
+		setCondition(&st.Conditions, g, concordv1.ConditionProgressing, true, "Scaling",
+			fmt.Sprintf("%d servers, %d draining, %d desired", st.Servers, st.DrainingServers, rd.want))
+	} else {
+		setCondition(&st.Conditions, g, concordv1.ConditionProgressing, false, "Converged",
+			fmt.Sprintf("%d servers, %d desired", st.Servers, rd.want))
+	}
+	if failing != "" {
+		setCondition(&st.Conditions, g, concordv1.ConditionDegraded, true, ReasonPodsFailing, strings.TrimPrefix(failing, "; "))
+	} else {
+		setCondition(&st.Conditions, g, concordv1.ConditionDegraded, false, "Healthy", "")
+	}
 	st.ObservedGeneration = g
-	if err := updateStatus(ctx, r.Client, &vr, "VoiceRegion"); err != nil {
+	if err := updateStatus(ctx, r.Client, vr, "VoiceRegion"); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: resync}, nil
+	return ctrl.Result{RequeueAfter: rd.resync}, nil
 }
 
 // staleICE reports whether p was made with ICE settings other than those
@@ -504,6 +597,7 @@ func (r *VoiceRegionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&concordv1.VoiceRegion{}).
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Named("voiceregion").
 		Complete(r)
 }

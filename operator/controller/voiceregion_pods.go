@@ -164,6 +164,7 @@ func sfuPod(c *concordv1.ConcordCluster, vr *concordv1.VoiceRegion, name, public
 	// listener stays on the pod network's port.
 	ct.ReadinessProbe.HTTPGet.Port = intstr.FromString("admin")
 	ct.LivenessProbe.HTTPGet.Port = intstr.FromString("admin")
+	ct.StartupProbe.HTTPGet.Port = intstr.FromString("admin")
 	if vr.Spec.PublicAddress == concordv1.PublicAddressHostNetwork {
 		spec.HostNetwork = true
 		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet

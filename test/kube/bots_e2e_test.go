@@ -23,6 +23,16 @@ type botEvent struct {
 	Content string `json:"content"`
 	Message string `json:"message"`
 	ID      string `json:"id"`
+	// discord.js bots (test/conformance/js) add these.
+	Reference   string `json:"reference"`
+	Application string `json:"application"`
+	Command     string `json:"command"`
+	Ping        string `json:"ping"`
+	Slow        string `json:"slow"`
+	Guilds      []struct {
+		ID       string   `json:"id"`
+		Channels []string `json:"channels"`
+	} `json:"guilds"`
 }
 
 // app is a bot application installed in a guild.

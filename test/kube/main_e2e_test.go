@@ -25,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -50,6 +51,8 @@ const (
 type node struct {
 	kubeconfig, image, operatorImage string
 	cassandra, redis, kafka, etcd    string
+	// hostIP is the host's end of the node's veth, nodeIP the node's.
+	hostIP, nodeIP string
 }
 
 var (
@@ -81,6 +84,7 @@ func run(m *testing.M) (int, error) {
 	nd = node{
 		kubeconfig: get("KUBECONFIG"), image: get("CONCORD_NODE_IMAGE"), operatorImage: get("CONCORD_NODE_OPERATOR_IMAGE"),
 		cassandra: get("CONCORD_NODE_CASSANDRA"), redis: get("CONCORD_NODE_REDIS"), kafka: get("CONCORD_NODE_KAFKA"), etcd: get("CONCORD_NODE_ETCD"),
+		hostIP: get("CONCORD_NODE_HOST_IP"), nodeIP: get("CONCORD_NODE_IP"),
 	}
 	if len(missing) > 0 {
 		return 0, fmt.Errorf("%s unset: the e2e suite needs the local node.\n"+
@@ -150,6 +154,12 @@ func helmInstall(ctx context.Context) error {
 		},
 	}
 	if _, err := action.NewGet(cfg).Run("concord"); err == nil {
+		// Helm installs crds/ on the first install only and never
+		// upgrades them: the documented upgrade applies them first
+		// (docs/operations.md), or new fields would be pruned.
+		if err := applyCRDs(ctx, filepath.Join("..", "..", "charts", "concord", "crds")); err != nil {
+			return err
+		}
 		up := action.NewUpgrade(cfg)
 		up.Namespace, up.Wait, up.Timeout = operatorNS, true, 3*time.Minute
 		if _, err := up.RunWithContext(ctx, "concord", chart, vals); err != nil {
@@ -162,6 +172,30 @@ func helmInstall(ctx context.Context) error {
 	in.Wait, in.Timeout = true, 3*time.Minute
 	if _, err := in.RunWithContext(ctx, chart, vals); err != nil {
 		return fmt.Errorf("helm install: %w", err)
+	}
+	return nil
+}
+
+// applyCRDs server-side applies every CRD in dir, as
+// `kubectl apply --server-side -f dir` does.
+func applyCRDs(ctx context.Context, dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("CRDs in %s: %v (%d files)", dir, err, len(files))
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var u unstructured.Unstructured
+		if err := yaml.Unmarshal(raw, &u.Object); err != nil {
+			return fmt.Errorf("decode %s: %w", f, err)
+		}
+		u.SetManagedFields(nil)
+		if err := k8s.Apply(ctx, client.ApplyConfigurationFromUnstructured(&u), client.FieldOwner("concord-e2e"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("apply CRD %s: %w", u.GetName(), err)
+		}
 	}
 	return nil
 }
@@ -252,17 +286,22 @@ func applyCluster(ctx context.Context) error {
 	if err := sample("voiceregion", &vr); err != nil {
 		return err
 	}
-	vr.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "eu-west"}
+	vr.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: regionName}
 	vr.Spec.ClusterRef.Name = clusterName
-	// One node: its host ports hold one SFU.
-	vr.Spec.MinServers, vr.Spec.MaxServers = 1, 1
+	// One node: two SFUs share its host ports through a port range (with
+	// a free slot for a replacement), and the TLS the voice gateway needs
+	// in front of it is the test's, on the host end of the node's veth
+	// (voiceTLS).
+	vr.Spec.MinServers, vr.Spec.MaxServers = 2, 2
+	vr.Spec.PortRange = &concordv1.VoicePortRange{Min: voicePortMin, Max: voicePortMin + 3*voiceSlots - 1}
+	vr.Spec.PublicHost = nd.hostIP
 	vr.Spec.NodeSelector = nil
 	if err := k8s.Create(ctx, &vr); err != nil {
 		return fmt.Errorf("create VoiceRegion: %w", err)
 	}
 
 	for _, o := range []client.Object{&concordv1.ConcordCluster{}, &concordv1.GatewayPool{}, &concordv1.VoiceRegion{}} {
-		name := map[string]string{"*v1alpha1.ConcordCluster": clusterName, "*v1alpha1.GatewayPool": poolName, "*v1alpha1.VoiceRegion": "eu-west"}[fmt.Sprintf("%T", o)]
+		name := map[string]string{"*v1alpha1.ConcordCluster": clusterName, "*v1alpha1.GatewayPool": poolName, "*v1alpha1.VoiceRegion": regionName}[fmt.Sprintf("%T", o)]
 		if err := awaitCondition(ctx, o, name, concordv1.ConditionReady, 5*time.Minute); err != nil {
 			return err
 		}

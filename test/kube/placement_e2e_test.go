@@ -4,17 +4,27 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
+	"github.com/concord-chat/concord/internal/gwtest"
+	"github.com/concord-chat/concord/internal/resttest"
+	"github.com/concord-chat/concord/operator/autoscale"
+	"github.com/concord-chat/concord/operator/podadmin"
 )
 
 // TestPlaceDedicated: `kubectl concord place <guild> --dedicated` (the
@@ -64,5 +74,196 @@ func TestPlaceDedicated(t *testing.T) {
 	post(t, w.owner, w.channel, "after the move")
 	if err := c.Await("the message after the move", 60*time.Second, hasMessage("after the move")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAutoscalerPlacesHotGuild: the operator's autoscaler (every 5 s in
+// this suite's chart values) reads each guild node's per-guild event age
+// (GET /admin/guilds on the guild pods) and places a guild whose p99 stays
+// above the cluster's threshold onto a dedicated pod. The test loads one
+// guild — members connected through the GatewayPool, concurrent posters
+// through the api Service — reads the p99 the guild reports under that
+// load, turns automatic placement on with half of it as the threshold and
+// a short sustain, and keeps the load on until the autoscaler creates the
+// guild's GuildPlacement (labelled as its own). The
+// placement then runs like a manual one: Ready, the guild's dedicated pod
+// serving, its sessions still receiving.
+func TestAutoscalerPlacesHotGuild(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, "hot")
+	var conns []*gwtest.Conn
+	for i := range 4 {
+		conns = append(conns, dial(t, w.member, fmt.Sprintf("member-%d", i)))
+	}
+	c := &concordv1.ConcordCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName}}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = k8s.Patch(ctx, c, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"autoPlacement":null}}`)))
+		_ = k8s.DeleteAllOf(ctx, &concordv1.GuildPlacement{}, client.InNamespace(ns),
+			client.MatchingLabels{concordv1.LabelPlacedBy: concordv1.PlacedByAutoscaler})
+	})
+
+	// Load: posters as fast as the REST rate limits let them (a route
+	// bucket is per user and channel): three users over two channels,
+	// until the placement appears.
+	channels := []string{w.channel}
+	for i := range 1 {
+		var ch struct{ ID string }
+		resttest.Call(t, router, w.owner, "POST", "/guilds/"+w.guild+"/channels", map[string]any{"name": fmt.Sprintf("load-%d", i), "type": 0}, &ch)
+		channels = append(channels, ch.ID)
+	}
+	var inv struct{ Code string }
+	resttest.Call(t, router, w.owner, "POST", "/channels/"+w.channel+"/invites", map[string]any{}, &inv)
+	posters := []string{w.owner}
+	for i := range 2 {
+		tok, _ := register(t, fmt.Sprintf("poster%d-%s", i, runID))
+		resttest.Call(t, router, tok, "POST", "/invites/"+inv.Code, map[string]any{}, &map[string]any{})
+		posters = append(posters, tok)
+	}
+	name := autoscale.PlacementName(w.guild)
+	loadCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var posted, limited atomic.Int64
+	for _, tok := range posters {
+		for _, ch := range channels {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; loadCtx.Err() == nil; i++ {
+					// Every poster fires on the same wall-clock second, once a
+					// second (the route bucket's pace, 5 per 5 s): bursts
+					// that queue in the guild's actor every second, the way
+					// a busy guild's traffic arrives.
+					select {
+					case <-loadCtx.Done():
+						return
+					case <-time.After(time.Until(time.Now().Truncate(time.Second).Add(time.Second))):
+					}
+					rctx, cancel := context.WithTimeout(loadCtx, time.Minute)
+					var rl struct {
+						RetryAfter float64 `json:"retry_after"`
+					}
+					code, raw, err := resttest.Do(rctx, nil, "POST", "http://"+router+"/api/v10/channels/"+ch+"/messages", tok,
+						map[string]string{"content": fmt.Sprintf("load %d", i)}, nil)
+					cancel()
+					switch {
+					case err == nil && code/100 == 2:
+						posted.Add(1)
+					case code == http.StatusTooManyRequests && json.Unmarshal(raw, &rl) == nil:
+						// What a client does with a 429: wait as told.
+						limited.Add(1)
+						select {
+						case <-loadCtx.Done():
+						case <-time.After(time.Duration(rl.RetryAfter * float64(time.Second))):
+						}
+					}
+				}
+			}()
+		}
+	}
+	// The threshold: half the p99 the guild itself reports under this
+	// load (GET /admin/guilds on the guild pods, what the autoscaler
+	// reads), so the test does not depend on how fast this machine is
+	// today; an idle guild reports no events and zero.
+	// The ring the p99 is over holds the guild's latest 128 events: read
+	// it once they all come from the steady load, not its start.
+	select {
+	case <-time.After(30 * time.Second):
+	case <-ctx.Done():
+	}
+	// The lowest of three readings five seconds apart (the autoscaler's
+	// period): a transient at the load's start does not set it.
+	var p99 time.Duration
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(5 * time.Second) // one autoscaler period between readings
+		}
+		v, err := loadedEventAge(t, ctx, w.guild)
+		if err != nil {
+			stop()
+			wg.Wait()
+			t.Fatal(err)
+		}
+		if i == 0 || v < p99 {
+			p99 = v
+		}
+	}
+	threshold := p99 / 2
+	policy := fmt.Sprintf(`{"spec":{"autoPlacement":{"enabled":true,"eventAgeThreshold":"%dns","releaseBelow":"%dns","sustainFor":"10s","cooldown":"1s","maxDedicated":5,"dedicatedPool":{}}}}`,
+		threshold.Nanoseconds(), max(threshold.Nanoseconds()/4, 1))
+	if err := k8s.Patch(ctx, c, client.RawPatch(types.MergePatchType, []byte(policy))); err != nil {
+		stop()
+		wg.Wait()
+		t.Fatalf("turn automatic placement on: %v", err)
+	}
+	t.Logf("guild %s: event age p99 %v under load; threshold %v", w.guild, p99, threshold)
+	var gp concordv1.GuildPlacement
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &gp)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			wg.Wait()
+			t.Fatalf("no GuildPlacement %s after %d messages (%d answered 429): the autoscaler did not react (last error %v)", name, posted.Load(), limited.Load(), err)
+		}
+		time.Sleep(time.Second) // the autoscaler's decision is an object in the API: polled
+	}
+	stop()
+	wg.Wait()
+	t.Logf("the autoscaler placed guild %s after %d messages (%d answered 429)", w.guild, posted.Load(), limited.Load())
+	if gp.Labels[concordv1.LabelPlacedBy] != concordv1.PlacedByAutoscaler || gp.Spec.GuildID != w.guild {
+		t.Fatalf("GuildPlacement %s: labels %v guild %s", name, gp.Labels, gp.Spec.GuildID)
+	}
+	if err := awaitCondition(ctx, &gp, name, concordv1.ConditionReady, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	post(t, w.owner, w.channel, "after the automatic move")
+	for _, c := range conns {
+		if err := c.Await("the message after the automatic move", time.Minute, hasMessage("after the automatic move")); err != nil {
+			t.Fatalf("%v (the session has %d dispatches, last seq %d, %d RECONNECTs)", err, len(c.Frames()), c.Seq(), c.Ops(7))
+		}
+	}
+}
+
+// loadedEventAge polls the guild pods' GET /admin/guilds (with the
+// cluster's admin token, as the operator does) until guild reports a
+// nonzero event-age p99, and returns it.
+func loadedEventAge(t *testing.T, ctx context.Context, guild string) (time.Duration, error) {
+	t.Helper()
+	token, err := podadmin.ClusterToken(ctx, k8s, ns, clusterName)
+	if err != nil {
+		return 0, err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		pods, err := kcs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: concordv1.LabelCluster + "=" + clusterName + "," + concordv1.LabelRole + "=" + concordv1.RoleGuild})
+		if err != nil {
+			return 0, err
+		}
+		for _, p := range pods.Items {
+			if p.Status.PodIP == "" {
+				continue
+			}
+			var samples []struct {
+				GuildID     string        `json:"guildID"`
+				EventAgeP99 time.Duration `json:"eventAgeP99"`
+			}
+			status, _, err := resttest.Do(ctx, nil, http.MethodGet, "http://"+p.Status.PodIP+":9090/admin/guilds", "Bearer "+token, nil, &samples)
+			if err != nil || status != http.StatusOK {
+				continue
+			}
+			for _, g := range samples {
+				if g.GuildID == guild && g.EventAgeP99 > 0 {
+					return g.EventAgeP99, nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("guild %s reported no event age under load within 2 minutes", guild)
+		}
+		time.Sleep(time.Second) // the guild's stats are polled, as the autoscaler does
 	}
 }

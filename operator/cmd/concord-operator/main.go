@@ -51,7 +51,8 @@ func main() {
 	var (
 		metricsAddr  = flag.String("metrics-bind-address", env("CONCORD_OPERATOR_METRICS_ADDR", ":8080"), "metrics endpoint address (env CONCORD_OPERATOR_METRICS_ADDR); \"0\" disables it")
 		probeAddr    = flag.String("health-probe-bind-address", env("CONCORD_OPERATOR_PROBE_ADDR", ":8081"), "health probe address (env CONCORD_OPERATOR_PROBE_ADDR)")
-		leaderElect  = flag.Bool("leader-elect", envBool("CONCORD_OPERATOR_LEADER_ELECT", false), "enable leader election (env CONCORD_OPERATOR_LEADER_ELECT)")
+		leaderElect  = flag.Bool("leader-elect", envBool("CONCORD_OPERATOR_LEADER_ELECT", true), "leader election: one replica of several reconciles and autoscales, the others wait to take over; =false for a single replica run outside a cluster (env CONCORD_OPERATOR_LEADER_ELECT)")
+		leaderNS     = flag.String("leader-election-namespace", env("CONCORD_OPERATOR_LEADER_ELECTION_NAMESPACE", ""), "namespace of the leader-election Lease; empty: the pod's own (required outside a cluster) (env CONCORD_OPERATOR_LEADER_ELECTION_NAMESPACE)")
 		fleetMode    = flag.String("fleet", env("CONCORD_OPERATOR_FLEET", "pods"), "how to reach the fleet: pods (registry in each cluster's etcd, pods' admin HTTP endpoints) or memory (dry run) (env CONCORD_OPERATOR_FLEET)")
 		adminTimeout = flag.Duration("admin-timeout", envDuration("CONCORD_OPERATOR_ADMIN_TIMEOUT", 5*time.Second), "timeout of calls to pods' admin endpoints (env CONCORD_OPERATOR_ADMIN_TIMEOUT)")
 		autoscaleInt = flag.Duration("autoscale-interval", envDuration("CONCORD_OPERATOR_AUTOSCALE_INTERVAL", 15*time.Second), "event-age autoscaler period; 0 disables it (env CONCORD_OPERATOR_AUTOSCALE_INTERVAL)")
@@ -70,11 +71,17 @@ func main() {
 		fatal(err)
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
-		HealthProbeBindAddress: *probeAddr,
-		LeaderElection:         *leaderElect,
-		LeaderElectionID:       "concord-operator.concord.dev",
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
+		HealthProbeBindAddress:  *probeAddr,
+		LeaderElection:          *leaderElect,
+		LeaderElectionID:        "concord-operator.concord.dev",
+		LeaderElectionNamespace: *leaderNS,
+		// A leader stopping on SIGTERM (a rollout, a drained node) gives
+		// the Lease up at once: the other replica leads within its retry
+		// period instead of waiting out the lease duration. Safe because
+		// the process exits right after the manager stops.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		fatal(fmt.Errorf("create manager: %w", err))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -24,7 +25,9 @@ import (
 // TestBinaryReconciles builds concord-operator, runs it against a real API
 // server with a kubeconfig (fleet=memory) and checks that it turns a
 // ConcordCluster into its workloads: the wiring in main (scheme, flags,
-// controllers, autoscaler) works as a process.
+// controllers, autoscaler) works as a process. Leader election is on, as
+// by default (outside a cluster it needs the Lease's namespace): the
+// process reconciles only once it holds the Lease.
 func TestBinaryReconciles(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is unset: run `make test`, or export KUBEBUILDER_ASSETS=$(hack/envtest/build.sh)")
@@ -56,7 +59,7 @@ func TestBinaryReconciles(t *testing.T) {
 	defer cancel()
 	var logs bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, "--kubeconfig="+kubeconfig, "--fleet=memory",
-		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0", "--autoscale-interval=1s")
+		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0", "--autoscale-interval=1s", "--leader-election-namespace=default")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -97,7 +100,9 @@ func TestBinaryReconciles(t *testing.T) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "smoke-guild"}, &sts)
 		if err == nil {
 			_ = k8s.Get(ctx, client.ObjectKeyFromObject(c), c)
-			if c.Status.ObservedGeneration == c.Generation {
+			var l coordinationv1.Lease
+			lerr := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "concord-operator.concord.dev"}, &l)
+			if c.Status.ObservedGeneration == c.Generation && lerr == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
 				return
 			}
 		}

@@ -116,6 +116,7 @@ func (s *session) attachLocked(c *conn) {
 	s.gen++
 	s.node.wheel.stop(&s.expiry)
 	s.conn = c
+	c.identified.Store(true) // the identify deadline no longer applies
 	c.bindSession(s.info) // send-queue pressure is counted per application (pressure.go)
 }
 

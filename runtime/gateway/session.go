@@ -117,7 +117,7 @@ func (s *session) attachLocked(c *conn) {
 	s.node.wheel.stop(&s.expiry)
 	s.conn = c
 	c.identified.Store(true) // the identify deadline no longer applies
-	c.bindSession(s.info) // send-queue pressure is counted per application (pressure.go)
+	c.bindSession(s.info)    // send-queue pressure is counted per application (pressure.go)
 }
 
 // connGone is called when connection c ended. A client close with 1000 or

@@ -45,7 +45,9 @@ type wheelEntry struct {
 }
 
 // wheel is a hashed timer wheel driven by one goroutine, which runs only
-// while entries are armed. Arm and stop are O(1).
+// while entries are armed and sleeps until the next tick whose slot holds
+// an entry, so a wheel of far-off deadlines wakes rarely. Arm and stop are
+// O(1).
 type wheel struct {
 	tick  time.Duration
 	now   func() time.Time
@@ -59,6 +61,8 @@ type wheel struct {
 	manual  bool // driven by advance calls only
 	closed  bool
 	quit    chan struct{}
+	wake    chan struct{} // an arm due before wakeAt
+	wakeAt  int64         // tick the goroutine sleeps until
 	firing  []fired
 }
 
@@ -71,7 +75,7 @@ type fired struct {
 // newWheel returns a wheel with the given tick and clock, driven by its
 // own goroutine on the wall clock's ticker.
 func newWheel(tick time.Duration, now func() time.Time) *wheel {
-	return &wheel{tick: tick, now: now, start: now(), quit: make(chan struct{})}
+	return &wheel{tick: tick, now: now, start: now(), quit: make(chan struct{}), wake: make(chan struct{}, 1)}
 }
 
 // newManualWheel returns a wheel that never starts a goroutine: the caller
@@ -112,9 +116,18 @@ func (w *wheel) arm(e *wheelEntry, d time.Duration, fn func(arg uint64), arg uin
 	e.gen++
 	e.due, e.fn, e.arg = due, fn, arg
 	w.linkLocked(e)
-	if !w.manual && !w.running {
+	switch {
+	case w.manual:
+	case !w.running:
 		w.running = true
-		go w.run()
+		w.wakeAt = due
+		go w.run(due)
+	case due < w.wakeAt:
+		w.wakeAt = due
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -177,21 +190,46 @@ func (w *wheel) unlinkLocked(e *wheelEntry) {
 	w.count--
 }
 
-// run is the wheel's goroutine: it advances the wheel every tick and
+// run is the wheel's goroutine: it sleeps until the next tick with an
+// entry in its slot (or an earlier arm wakes it), advances the wheel, and
 // exits when no entry is armed (arm starts it again) or on close.
-func (w *wheel) run() {
-	t := time.NewTicker(w.tick)
+func (w *wheel) run(first int64) {
+	t := time.NewTimer(w.until(first))
 	defer t.Stop()
 	for {
 		select {
 		case <-w.quit:
 			return
+		case <-w.wake:
 		case <-t.C:
 		}
 		if !w.advance(w.now()) {
 			return
 		}
+		w.mu.Lock()
+		next := w.nextLocked()
+		w.wakeAt = next
+		w.mu.Unlock()
+		t.Reset(w.until(next))
 	}
+}
+
+// until returns how long from now tick k begins.
+func (w *wheel) until(k int64) time.Duration {
+	return max(w.start.Add(time.Duration(k)*w.tick).Sub(w.now()), 0)
+}
+
+// nextLocked returns the first tick after the last one processed whose
+// slot holds an entry (a turn ahead if none does; the entry there may be
+// due in a later turn, and the goroutine then sleeps again). w.mu must be
+// held.
+func (w *wheel) nextLocked() int64 {
+	for k := w.done + 1; k <= w.done+wheelSlots; k++ {
+		if w.slots[k%wheelSlots] != nil {
+			return k
+		}
+	}
+	return w.done + wheelSlots
 }
 
 // advance fires every entry due at or before now's tick, callbacks outside

@@ -252,3 +252,47 @@ func TestWheelGoroutineFiresAndStops(t *testing.T) {
 		t.Fatal("restarted wheel never fired")
 	}
 }
+
+func TestWheelNextSkipsEmptySlots(t *testing.T) {
+	w, clk := newTestWheel()
+	var f firings
+	var near, far wheelEntry
+	w.arm(&far, 100*time.Second, f.fn, 2)
+	w.arm(&near, 5*time.Second, f.fn, 1)
+	w.mu.Lock()
+	next := w.nextLocked()
+	w.mu.Unlock()
+	if next != 5 {
+		t.Fatalf("next tick %d, want 5", next)
+	}
+	w.advance(clk.add(5 * time.Second))
+	w.mu.Lock()
+	next = w.nextLocked()
+	w.mu.Unlock()
+	if next != 100 {
+		t.Fatalf("next tick after the first fired %d, want 100", next)
+	}
+	w.stop(&far)
+	w.mu.Lock()
+	next = w.nextLocked()
+	w.mu.Unlock()
+	if next != 5+wheelSlots {
+		t.Fatalf("next tick of an empty wheel %d, want a turn ahead (%d)", next, 5+wheelSlots)
+	}
+}
+
+func TestWheelEarlierArmWakesSleepingDriver(t *testing.T) {
+	// The goroutine sleeps until its only entry, an hour away; a nearer
+	// arm must wake it rather than wait for that hour.
+	w := newWheel(wheelTickMin, time.Now)
+	defer w.close()
+	var far, near wheelEntry
+	w.arm(&far, time.Hour, func(uint64) {}, 0)
+	done := make(chan struct{})
+	w.arm(&near, 10*time.Millisecond, func(uint64) { close(done) }, 0)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a nearer arm did not wake the wheel sleeping until a far entry")
+	}
+}

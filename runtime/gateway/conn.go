@@ -70,7 +70,7 @@ type conn struct {
 
 	// Liveness, checked by the node's timer wheel (wheel.go) rather than
 	// a read deadline per socket: a heartbeat is one atomic store, and the
-	// wheel entry deadline fires at most once per ZombieTimeout, re-arming
+	// wheel entry (deadline) fires about once per ZombieTimeout, re-arming
 	// itself while heartbeats keep coming.
 	started       time.Time
 	lastHeartbeat atomic.Int64 // UnixNano of the last heartbeat (or the start)
@@ -135,7 +135,10 @@ func (c *conn) armDeadline() {
 // that heartbeated (or identified) since it was armed gets it moved to
 // the new deadline; otherwise the connection is closed with 4009, which
 // keeps its session resumable, as Discord does for a missed heartbeat.
-// It fires within one wheel tick after the deadline, never before.
+// It fires within one wheel tick after the deadline, never before. It
+// runs beside the reader: a payload being handled at that moment (an
+// IDENTIFY right at the identify deadline, say) still completes, and the
+// close follows it.
 func (c *conn) checkDeadline(uint64) {
 	if c.isClosing() {
 		return // closing anyway; do not keep a dead connection armed

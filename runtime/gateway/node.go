@@ -54,6 +54,11 @@ type Node struct {
 	closed   atomic.Bool
 
 	handoff *handoffState
+
+	// wheel holds the node's coarse timers (wheel.go). It runs on the
+	// wall clock, not Config.Now: a test's frozen clock must not stop
+	// resume windows from ending.
+	wheel *wheel
 }
 
 var (
@@ -90,6 +95,7 @@ func NewNode(cfg Config, backend Backend) (*Node, error) {
 		},
 		sessions: make(map[event.SessionID]*session),
 		conns:    make(map[*conn]struct{}),
+		wheel:    newWheel(wheelTick(min(cfg.ReplayMaxAge, cfg.ZombieTimeout, cfg.IdentifyTimeout)), time.Now),
 	}
 	n.upgrader = websocket.Upgrader{
 		ReadBufferSize: 1024,
@@ -299,6 +305,7 @@ func (n *Node) Close() error {
 		s.end(context.Background())
 	}
 	n.wg.Wait()
+	n.wheel.close()
 	return nil
 }
 

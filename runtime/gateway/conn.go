@@ -77,6 +77,16 @@ type conn struct {
 	identified    atomic.Bool  // a session is attached (session.attachLocked)
 	deadline      wheelEntry
 
+	// Polled reading (reader.go): polled is set once at the start; rmu
+	// guards rs; the reader owning rs.rbusy owns rbuf, msg and inMsg.
+	polled bool
+	pollID uint64
+	rmu    sync.Mutex
+	rs     readState
+	rbuf   []byte // an incomplete frame's bytes
+	msg    []byte // a fragmented message being gathered
+	inMsg  bool
+
 	// Reader-owned.
 	sess      *session
 	rateStart time.Time
@@ -194,6 +204,12 @@ func (c *conn) readLoop() int {
 	}
 }
 
+// heartbeat records a client heartbeat and ACKs it.
+func (c *conn) heartbeat() {
+	c.lastHeartbeat.Store(time.Now().UnixNano())
+	c.sendControl(frameHeartbeatACK)
+}
+
 // readError handles a read failure: a client's close frame is echoed;
 // anything else (the socket closed under the reader, by the wheel's
 // liveness check or a close) needs nothing more. It returns the client's
@@ -225,6 +241,10 @@ func (c *conn) handle(b []byte) bool {
 		c.closeWith(CloseRateLimited, "rate limited")
 		return true
 	}
+	if isHeartbeat(b) {
+		c.heartbeat()
+		return false
+	}
 	f, err := decodeFrame(b)
 	if err != nil {
 		if errors.Is(err, ErrUnknownOpcode) {
@@ -236,8 +256,7 @@ func (c *conn) handle(b []byte) bool {
 	}
 	switch f.Op {
 	case OpHeartbeat:
-		c.lastHeartbeat.Store(time.Now().UnixNano())
-		c.sendControl(frameHeartbeatACK)
+		c.heartbeat()
 		return false
 	case OpIdentify:
 		return c.identify(f.D)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +64,8 @@ func BenchmarkIdleHeartbeat(b *testing.B) {
 	srv := httptest.NewServer(node)
 	defer srv.Close()
 	defer node.Close()
+	runtime.GC()
+	mem0, rss0 := memInUse(), rssBytes()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^BenchmarkIdleHeartbeat$", "-test.benchtime=1x")
 	cmd.Env = append(os.Environ(), idleClientEnv+"=ws"+strings.TrimPrefix(srv.URL, "http")+"/gateway")
 	stdin, err := cmd.StdinPipe()
@@ -90,6 +93,19 @@ func BenchmarkIdleHeartbeat(b *testing.B) {
 		b.Fatalf("node holds %d sessions, want %d", n, idleSessions)
 	}
 	runtime.GC()
+	heapPer := float64(memInUse()-mem0) / idleSessions
+	rssPer := float64(rssBytes()-rss0) / idleSessions
+	if path := os.Getenv("CONCORD_IDLE_CPUPROFILE"); path != "" {
+		// The measured window only, without the 10,000 identifies.
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	b.ResetTimer()
 	var ru0 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
@@ -103,6 +119,8 @@ func BenchmarkIdleHeartbeat(b *testing.B) {
 	b.StopTimer()
 	cpu := time.Duration(ru1.Utime.Nano() - ru0.Utime.Nano() + ru1.Stime.Nano() - ru0.Stime.Nano())
 	b.ReportMetric(100*float64(cpu)/float64(wall), "%core")
+	b.ReportMetric(heapPer, "heapB/session")
+	b.ReportMetric(rssPer, "rssB/session")
 	if n := node.Sessions(); n != idleSessions {
 		b.Fatalf("node holds %d sessions after the window, want %d (zombie closes?)", n, idleSessions)
 	}
@@ -196,4 +214,25 @@ func idleIdentify(url string, i int) (*websocket.Conn, time.Duration, error) {
 			return ws, time.Duration(hello.D.HeartbeatInterval) * time.Millisecond, nil
 		}
 	}
+}
+
+// memInUse is the heap and goroutine stacks in use, in bytes.
+func memInUse() int64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse + m.StackInuse)
+}
+
+// rssBytes is the process's resident set size from /proc/self/statm, or 0.
+func rssBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
 }

@@ -41,7 +41,12 @@ type Node struct {
 	upgrader    websocket.Upgrader
 	payloadComp payloadCompressor
 	readBufs    sync.Pool
+	readBufs4k  sync.Pool // the poller's read buffers (reader.go)
 	encBufs     sync.Pool
+
+	// poll reports readable sockets (poll_linux.go); nil where there is
+	// none or Config.GoroutineReader is set.
+	poll *poller
 
 	smu      sync.RWMutex
 	sessions map[event.SessionID]*session
@@ -105,6 +110,11 @@ func NewNode(cfg Config, backend Backend) (*Node, error) {
 		// origin; the token authenticates, not the origin.
 		CheckOrigin: func(*http.Request) bool { return true },
 	}
+	if !cfg.GoroutineReader {
+		if n.poll, err = newPoller(); err != nil {
+			return nil, err
+		}
+	}
 	n.readBufs.New = func() any {
 		b := make([]byte, cfg.MaxPayload+1)
 		return &b
@@ -151,12 +161,28 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = ws.Close()
 		return
 	}
-	defer n.removeConn(c)
 	if closeCode != 0 {
+		defer n.removeConn(c)
 		c.closeWith(closeCode, reason)
 		return
 	}
 	hello := fmt.Sprintf(`{"heartbeat_interval":%d,"_trace":["concord-gateway"]}`, n.cfg.HeartbeatInterval.Milliseconds())
+	if c.raw != nil && n.poll != nil && pollable(c.nc) {
+		// Read by the node's poller: this goroutine, with the HTTP
+		// server's buffers it keeps alive, ends here, and gorilla's
+		// reader is not used. From now on the writer's exit ends the
+		// connection (conn.socketClosed).
+		c.polled = true
+		c.ws = nil
+		c.armDeadline()
+		if !n.poll.add(c) {
+			c.close(0, "") // the socket is already gone
+			return
+		}
+		c.sendControl(controlFrame(OpHello, hello))
+		return
+	}
+	defer n.removeConn(c)
 	c.sendControl(controlFrame(OpHello, hello))
 	code := c.readLoop()
 	c.close(0, "")
@@ -306,6 +332,7 @@ func (n *Node) Close() error {
 	}
 	n.wg.Wait()
 	n.wheel.close()
+	n.poll.close()
 	return nil
 }
 

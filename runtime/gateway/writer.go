@@ -199,6 +199,7 @@ func (c *conn) closeWith(code int, text string) {
 // back; on close it sends the close frame and closes the socket.
 func (c *conn) writeLoop() {
 	defer close(c.done)
+	defer c.socketClosed()
 	defer c.nc.Close()
 	var batch []frame
 	for range c.wake {

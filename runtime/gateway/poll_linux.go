@@ -57,7 +57,7 @@ func (p *poller) add(c *conn) bool {
 	p.mu.Unlock()
 	var cerr error
 	err := c.raw.Control(func(fd uintptr) {
-		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLET & 0xffffffff}
+		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLET&0xffffffff}
 		// The event's 8 data bytes carry the id (Fd and Pad).
 		ev.Fd, ev.Pad = int32(uint32(id)), int32(uint32(id>>32))
 		cerr = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev)

@@ -2,21 +2,26 @@ package gateway
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"syscall"
 )
 
 // poller tells the node which sockets are readable, so that an idle
 // connection needs no goroutine of its own (reader.go). It is one epoll
-// instance with edge-triggered registrations and one goroutine blocked in
-// epoll_wait; each event carries the connection's id, never its file
-// descriptor, so a closed and reused descriptor is never confused with
-// the connection that had it.
+// instance with edge-triggered registrations; each event carries the
+// connection's id, never its file descriptor, so a closed and reused
+// descriptor is never confused with the connection that had it.
+//
+// The poller's goroutine does not block in epoll_wait on a thread of its
+// own: the epoll descriptor is itself registered with the Go runtime's
+// network poller, which wakes the goroutine when the instance has events.
+// The sockets stay registered with the runtime's poller too (net.Conn
+// does that), so a heartbeat raises one runtime wake-up, not two threads'.
 type poller struct {
 	epfd int
-	// wake is a pipe registered with id 0: a byte written to wake[1]
-	// stops run (closing an epoll descriptor does not wake epoll_wait).
-	wake [2]int
+	file *os.File // epfd, as the runtime's poller knows it
+	rc   syscall.RawConn
 
 	mu    sync.Mutex
 	next  uint64
@@ -29,15 +34,14 @@ func newPoller() (*poller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: epoll_create1: %w", err)
 	}
-	p := &poller{epfd: fd, conns: make(map[uint64]*conn)}
-	if err := syscall.Pipe2(p.wake[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
+	if err := syscall.SetNonblock(fd, true); err != nil {
 		_ = syscall.Close(fd)
-		return nil, fmt.Errorf("gateway: poller pipe: %w", err)
+		return nil, fmt.Errorf("gateway: poller: %w", err)
 	}
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN}
-	if err := syscall.EpollCtl(fd, syscall.EPOLL_CTL_ADD, p.wake[0], &ev); err != nil {
-		p.closeFDs()
-		return nil, fmt.Errorf("gateway: poller pipe: %w", err)
+	p := &poller{epfd: fd, file: os.NewFile(uintptr(fd), "gateway-epoll"), conns: make(map[uint64]*conn)}
+	if p.rc, err = p.file.SyscallConn(); err != nil {
+		_ = p.file.Close()
+		return nil, fmt.Errorf("gateway: poller: %w", err)
 	}
 	go p.run()
 	return p, nil
@@ -90,22 +94,26 @@ func (p *poller) run() {
 	events := make([]syscall.EpollEvent, 256)
 	ready := make([]*conn, 0, len(events))
 	for {
-		n, err := syscall.EpollWait(p.epfd, events, -1)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return
+		var n int
+		var werr error
+		// Collect what is ready without blocking; when nothing is, the
+		// runtime parks the goroutine until the epoll descriptor is
+		// readable (it has events).
+		err := p.rc.Read(func(fd uintptr) bool {
+			for {
+				n, werr = epollWaitNow(int(fd), events)
+				if werr != syscall.EINTR {
+					return werr != nil || n > 0
+				}
+			}
+		})
+		if err != nil || werr != nil {
+			return // closed
 		}
 		ready = ready[:0]
 		p.mu.Lock()
 		for _, ev := range events[:n] {
 			id := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
-			if id == 0 {
-				p.mu.Unlock()
-				p.closeFDs()
-				return
-			}
 			if c := p.conns[id]; c != nil {
 				ready = append(ready, c)
 			}
@@ -118,15 +126,9 @@ func (p *poller) run() {
 	}
 }
 
-// close stops the poller's goroutine, which then closes its descriptors.
+// close stops the poller's goroutine and closes the epoll descriptor.
 func (p *poller) close() {
 	if p != nil {
-		_, _ = syscall.Write(p.wake[1], []byte{0})
+		_ = p.file.Close()
 	}
-}
-
-func (p *poller) closeFDs() {
-	_ = syscall.Close(p.epfd)
-	_ = syscall.Close(p.wake[0])
-	_ = syscall.Close(p.wake[1])
 }

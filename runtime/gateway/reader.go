@@ -216,7 +216,7 @@ func (c *conn) readRaw(b []byte) (int, error) {
 	var rerr error
 	err := c.raw.Read(func(fd uintptr) bool {
 		for {
-			n, rerr = syscall.Read(int(fd), b)
+			n, rerr = nbRead(int(fd), b)
 			if rerr != syscall.EINTR {
 				return true
 			}

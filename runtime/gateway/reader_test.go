@@ -60,6 +60,8 @@ func TestPolledReaderIsUsed(t *testing.T) {
 	c.identify("tok-alice")
 	g.node.cmu.Lock()
 	defer g.node.cmu.Unlock()
+	g.node.poll.mu.Lock() // ordered after ServeHTTP set polled (poller.add)
+	defer g.node.poll.mu.Unlock()
 	for cn := range g.node.conns {
 		if !cn.polled {
 			t.Fatal("a TCP connection is read by its own goroutine, not the poller")

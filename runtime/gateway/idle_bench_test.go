@@ -24,8 +24,18 @@ import (
 	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
-// idleSessions is the session count the idle CPU goal is stated for.
+// idleSessions is the session count the idle CPU goal is stated for,
+// and the most sessions one client process of the benchmark holds.
 const idleSessions = 10000
+
+// idleCount is BenchmarkIdleHeartbeat's session count:
+// $CONCORD_IDLE_SESSIONS, else idleSessions.
+func idleCount() int {
+	if n, err := strconv.Atoi(os.Getenv("CONCORD_IDLE_SESSIONS")); err == nil && n > 0 {
+		return n
+	}
+	return idleSessions
+}
 
 // idleBackend accepts every token as a distinct bot with no guilds.
 type idleBackend struct{}
@@ -49,7 +59,11 @@ const idleClientEnv = "CONCORD_IDLE_CLIENT_URL"
 // (41.25 s: 242 heartbeats/s, each read, decoded and ACKed). The clients
 // run in a child process (this binary re-executed), so the figure is the
 // server's alone: heartbeat handling, liveness deadlines and the runtime.
-// Each iteration is one 30 s window, reported as % of one core.
+// Each iteration is one 30 s window, reported as % of one core per
+// 10,000 sessions, with the heap (and goroutine stacks) and the resident
+// memory the sessions added, per session. CONCORD_IDLE_SESSIONS sets
+// another session count; clients are spread over processes of at most
+// 10,000 sockets each.
 //
 //	go test -run '^$' -bench BenchmarkIdleHeartbeat -benchtime=1x ./runtime/gateway/
 func BenchmarkIdleHeartbeat(b *testing.B) {
@@ -57,7 +71,9 @@ func BenchmarkIdleHeartbeat(b *testing.B) {
 		runIdleClients(url)
 		os.Exit(0)
 	}
-	node, err := NewNode(Config{Node: testNode}, idleBackend{})
+	// CONCORD_IDLE_GOROUTINE_READER=1 measures the goroutine-per-
+	// connection reader instead of the poller, for comparison.
+	node, err := NewNode(Config{Node: testNode, GoroutineReader: os.Getenv("CONCORD_IDLE_GOROUTINE_READER") == "1"}, idleBackend{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,35 +82,42 @@ func BenchmarkIdleHeartbeat(b *testing.B) {
 	defer node.Close()
 	runtime.GC()
 	mem0, rss0 := memInUse(), rssBytes()
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^BenchmarkIdleHeartbeat$", "-test.benchtime=1x")
-	cmd.Env = append(os.Environ(), idleClientEnv+"=ws"+strings.TrimPrefix(srv.URL, "http")+"/gateway")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
+	// A process may hold 20,000 descriptors here: the clients are spread
+	// over processes of at most 10,000 each.
+	total := idleCount()
+	for first := 0; first < total; first += idleSessions {
+		count := min(idleSessions, total-first)
+		cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^BenchmarkIdleHeartbeat$", "-test.benchtime=1x")
+		cmd.Env = append(os.Environ(), idleClientEnv+"=ws"+strings.TrimPrefix(srv.URL, "http")+"/gateway",
+			fmt.Sprintf("CONCORD_IDLE_CLIENT_RANGE=%d:%d", first, count))
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			b.Fatalf("start clients: %v", err)
+		}
+		defer func() {
+			stdin.Close() // the clients exit when their stdin closes
+			_ = cmd.Wait()
+		}()
+		// The child prints "identified N" once every session got READY.
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil || strings.TrimSpace(line) != fmt.Sprintf("identified %d", count) {
+			b.Fatalf("clients: %q, %v", line, err)
+		}
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("start clients: %v", err)
-	}
-	defer func() {
-		stdin.Close() // the clients exit when their stdin closes
-		_ = cmd.Wait()
-	}()
-	// The child prints "identified N" once every session got READY.
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != fmt.Sprintf("identified %d", idleSessions) {
-		b.Fatalf("clients: %q, %v", line, err)
-	}
-	if n := node.Sessions(); n != idleSessions {
-		b.Fatalf("node holds %d sessions, want %d", n, idleSessions)
+	if n := node.Sessions(); n != total {
+		b.Fatalf("node holds %d sessions, want %d", n, total)
 	}
 	runtime.GC()
-	heapPer := float64(memInUse()-mem0) / idleSessions
-	rssPer := float64(rssBytes()-rss0) / idleSessions
+	heapPer := float64(memInUse()-mem0) / float64(total)
+	rssPer := float64(rssBytes()-rss0) / float64(total)
 	if path := os.Getenv("CONCORD_IDLE_CPUPROFILE"); path != "" {
 		// The measured window only, without the 10,000 identifies.
 		f, err := os.Create(path)
@@ -118,11 +141,11 @@ func BenchmarkIdleHeartbeat(b *testing.B) {
 	wall := time.Since(wall0)
 	b.StopTimer()
 	cpu := time.Duration(ru1.Utime.Nano() - ru0.Utime.Nano() + ru1.Stime.Nano() - ru0.Stime.Nano())
-	b.ReportMetric(100*float64(cpu)/float64(wall), "%core")
+	b.ReportMetric(100*float64(cpu)/float64(wall)*idleSessions/float64(total), "%core/10k")
 	b.ReportMetric(heapPer, "heapB/session")
 	b.ReportMetric(rssPer, "rssB/session")
-	if n := node.Sessions(); n != idleSessions {
-		b.Fatalf("node holds %d sessions after the window, want %d (zombie closes?)", n, idleSessions)
+	if n := node.Sessions(); n != total {
+		b.Fatalf("node holds %d sessions after the window, want %d (zombie closes?)", n, total)
 	}
 }
 
@@ -130,11 +153,15 @@ func BenchmarkIdleHeartbeat(b *testing.B) {
 // stdout and heartbeats each at its HELLO interval from a random phase
 // until stdin closes.
 func runIdleClients(url string) {
+	first, count := 0, idleSessions
+	if r := os.Getenv("CONCORD_IDLE_CLIENT_RANGE"); r != "" {
+		_, _ = fmt.Sscanf(r, "%d:%d", &first, &count)
+	}
 	var wg sync.WaitGroup
-	ready := make(chan error, idleSessions)
+	ready := make(chan error, count)
 	stop := make(chan struct{})
 	sem := make(chan struct{}, 64) // dial in parallel, not all at once
-	for i := range idleSessions {
+	for i := first; i < first+count; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -168,13 +195,13 @@ func runIdleClients(url string) {
 			}
 		}()
 	}
-	for range idleSessions {
+	for range count {
 		if err := <-ready; err != nil {
 			fmt.Fprintln(os.Stderr, "identify:", err)
 			os.Exit(1)
 		}
 	}
-	fmt.Printf("identified %d\n", idleSessions)
+	fmt.Printf("identified %d\n", count)
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until EOF
 	close(stop)
 	wg.Wait()

@@ -126,8 +126,10 @@ func NewNode(cfg Config, backend Backend) (*Node, error) {
 // [&compress=zlib-stream|zstd-stream]) and runs the connection until it ends. Mount it
 // at both /gateway and /gateway/. An unsupported v is closed with 4012
 // and an encoding other than json with 4002, right after the upgrade.
-// zstd-stream is not offered: such clients get uncompressed text frames,
-// which every library accepts.
+// Another compress value gets uncompressed text frames, which every
+// library accepts. On Linux a plain TCP connection is then read by the
+// node's poller (reader.go) and this goroutine returns; otherwise it
+// reads the connection until it ends.
 func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n.closed.Load() {
 		http.Error(w, "gateway node closed", http.StatusServiceUnavailable)

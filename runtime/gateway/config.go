@@ -86,6 +86,11 @@ type Config struct {
 	// 4 MiB with autotuning). Negative leaves the kernel's autotuning.
 	// Default 128 KiB.
 	SocketSendBuffer int
+	// GoroutineReader reads each connection on a goroutine of its own (the
+	// HTTP handler's) instead of the node's readiness poller (poll_linux.go).
+	// The poller is used where the socket is a plain TCP connection on
+	// Linux; this turns it off, for comparison and as a fallback.
+	GoroutineReader bool
 	// MaxPayload is the largest client payload in bytes (bigger → close
 	// 4002). Default 4096.
 	MaxPayload int

@@ -68,12 +68,29 @@ type conn struct {
 	zbuf   bytes.Buffer
 	stream streamCompressor
 
-	// Reader-owned.
-	sess          *session
+	// Liveness, checked by the node's timer wheel (wheel.go) rather than
+	// a read deadline per socket: a heartbeat is one atomic store, and the
+	// wheel entry (deadline) fires about once per ZombieTimeout, re-arming
+	// itself while heartbeats keep coming.
 	started       time.Time
-	lastHeartbeat time.Time
-	rateStart     time.Time
-	rateCount     int
+	lastHeartbeat atomic.Int64 // UnixNano of the last heartbeat (or the start)
+	identified    atomic.Bool  // a session is attached (session.attachLocked)
+	deadline      wheelEntry
+
+	// Polled reading (reader.go): polled is set once at the start; rmu
+	// guards rs; the reader owning rs.rbusy owns rbuf, msg and inMsg.
+	polled bool
+	pollID uint64
+	rmu    sync.Mutex
+	rs     readState
+	rbuf   []byte // an incomplete frame's bytes
+	msg    []byte // a fragmented message being gathered
+	inMsg  bool
+
+	// Reader-owned.
+	sess      *session
+	rateStart time.Time
+	rateCount int
 }
 
 func newConn(n *Node, ws *websocket.Conn, apiVersion int, comp compression, resumeURL string) *conn {
@@ -83,8 +100,9 @@ func newConn(n *Node, ws *websocket.Conn, apiVersion int, comp compression, resu
 		node: n, ws: ws, apiVersion: apiVersion, resumeURL: resumeURL,
 		ctx: ctx, cancel: cancel, comp: comp,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
-		started: now, lastHeartbeat: now,
+		started: now,
 	}
+	c.lastHeartbeat.Store(now.UnixNano())
 	if ws != nil {
 		c.nc = ws.UnderlyingConn()
 		if sc, ok := c.nc.(syscall.Conn); ok {
@@ -104,24 +122,63 @@ func newConn(n *Node, ws *websocket.Conn, apiVersion int, comp compression, resu
 	return c
 }
 
-// readDeadline is when the reader gives up waiting: the zombie deadline,
-// or the identify deadline if that is sooner and the client has not
-// identified yet.
-func (c *conn) readDeadline() time.Time {
-	d := c.lastHeartbeat.Add(c.node.cfg.ZombieTimeout)
-	if c.sess == nil {
+// liveDeadline is when the connection counts as dead: the zombie
+// deadline, or the identify deadline if that is sooner and the client has
+// not identified yet. It reports whether the identify deadline is the one.
+func (c *conn) liveDeadline() (time.Time, bool) {
+	d := time.Unix(0, c.lastHeartbeat.Load()).Add(c.node.cfg.ZombieTimeout)
+	if !c.identified.Load() {
 		if id := c.started.Add(c.node.cfg.IdentifyTimeout); id.Before(d) {
-			d = id
+			return id, true
 		}
 	}
-	return d
+	return d, false
+}
+
+// armDeadline puts the connection's liveness check on the node's wheel.
+func (c *conn) armDeadline() {
+	d, _ := c.liveDeadline()
+	c.node.wheel.arm(&c.deadline, time.Until(d), c.checkDeadline, 0)
+}
+
+// checkDeadline is the wheel callback of the liveness deadline. A client
+// that heartbeated (or identified) since it was armed gets it moved to
+// the new deadline; otherwise the connection is closed with 4009, which
+// keeps its session resumable, as Discord does for a missed heartbeat.
+// It fires within one wheel tick after the deadline, never before. It
+// runs beside the reader: a payload being handled at that moment (an
+// IDENTIFY right at the identify deadline, say) still completes, and the
+// close follows it.
+func (c *conn) checkDeadline(uint64) {
+	if c.isClosing() {
+		return // closing anyway; do not keep a dead connection armed
+	}
+	d, identify := c.liveDeadline()
+	if now := time.Now(); now.Before(d) {
+		c.node.wheel.arm(&c.deadline, d.Sub(now), c.checkDeadline, 0)
+		return
+	}
+	if identify {
+		c.closeWith(CloseSessionTimedOut, "identify timeout")
+	} else {
+		c.node.metrics.zombieCloses.Inc()
+		c.closeWith(CloseSessionTimedOut, "heartbeat timeout")
+	}
+}
+
+// isClosing reports whether the connection was asked to close.
+func (c *conn) isClosing() bool {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	return c.closing
 }
 
 // readLoop reads and handles client payloads until the connection ends.
 // It returns the close code the client sent, or 0.
 func (c *conn) readLoop() int {
+	c.armDeadline()
+	defer c.node.wheel.stop(&c.deadline)
 	for {
-		_ = c.ws.SetReadDeadline(c.readDeadline())
 		_, r, err := c.ws.NextReader()
 		if err != nil {
 			return c.readError(err)
@@ -147,8 +204,16 @@ func (c *conn) readLoop() int {
 	}
 }
 
-// readError classifies a read failure, closing zombies and connections
-// that never identified with 4009. It returns the client's close code.
+// heartbeat records a client heartbeat and ACKs it.
+func (c *conn) heartbeat() {
+	c.lastHeartbeat.Store(time.Now().UnixNano())
+	c.sendControl(frameHeartbeatACK)
+}
+
+// readError handles a read failure: a client's close frame is echoed;
+// anything else (the socket closed under the reader, by the wheel's
+// liveness check or a close) needs nothing more. It returns the client's
+// close code.
 func (c *conn) readError(err error) int {
 	var ce *websocket.CloseError
 	if errors.As(err, &ce) {
@@ -160,15 +225,6 @@ func (c *conn) readError(err error) int {
 		}
 		c.close(echo, "")
 		return ce.Code
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		if c.sess == nil && !time.Now().Before(c.started.Add(c.node.cfg.IdentifyTimeout)) {
-			c.closeWith(CloseSessionTimedOut, "identify timeout")
-		} else {
-			c.node.metrics.zombieCloses.Inc()
-			c.closeWith(CloseSessionTimedOut, "heartbeat timeout")
-		}
 	}
 	return 0
 }
@@ -185,6 +241,10 @@ func (c *conn) handle(b []byte) bool {
 		c.closeWith(CloseRateLimited, "rate limited")
 		return true
 	}
+	if isHeartbeat(b) {
+		c.heartbeat()
+		return false
+	}
 	f, err := decodeFrame(b)
 	if err != nil {
 		if errors.Is(err, ErrUnknownOpcode) {
@@ -196,8 +256,7 @@ func (c *conn) handle(b []byte) bool {
 	}
 	switch f.Op {
 	case OpHeartbeat:
-		c.lastHeartbeat = time.Now()
-		c.sendControl(frameHeartbeatACK)
+		c.heartbeat()
 		return false
 	case OpIdentify:
 		return c.identify(f.D)

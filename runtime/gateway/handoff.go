@@ -271,9 +271,7 @@ func (n *Node) PrepareSessions(ctx context.Context, sessions []event.Session) er
 		n.smu.Unlock()
 		// An incoming session that is never imported expires like a
 		// detached one.
-		s.gen++
-		gen := s.gen
-		s.expiry = time.AfterFunc(n.cfg.ReplayMaxAge, func() { s.expire(gen) })
+		s.startWindowLocked()
 		s.mu.Unlock()
 	}
 	return nil
@@ -335,12 +333,7 @@ func (n *Node) importOne(ctx context.Context, e *SessionExport) error {
 	}
 	close(s.imported)
 	// Detached: (re)start the resume window.
-	s.gen++
-	if s.expiry != nil {
-		s.expiry.Stop()
-	}
-	gen := s.gen
-	s.expiry = time.AfterFunc(n.cfg.ReplayMaxAge, func() { s.expire(gen) })
+	s.startWindowLocked()
 	s.mu.Unlock()
 	n.metrics.replayBufferBytes.Add(float64(delta))
 	n.handoff.sessions.WithLabelValues("imported").Inc()

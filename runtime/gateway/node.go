@@ -41,7 +41,12 @@ type Node struct {
 	upgrader    websocket.Upgrader
 	payloadComp payloadCompressor
 	readBufs    sync.Pool
+	readBufs4k  sync.Pool // the poller's read buffers (reader.go)
 	encBufs     sync.Pool
+
+	// poll reports readable sockets (poll_linux.go); nil where there is
+	// none or Config.GoroutineReader is set.
+	poll *poller
 
 	smu      sync.RWMutex
 	sessions map[event.SessionID]*session
@@ -54,6 +59,11 @@ type Node struct {
 	closed   atomic.Bool
 
 	handoff *handoffState
+
+	// wheel holds the node's coarse timers (wheel.go). It runs on the
+	// wall clock, not Config.Now: a test's frozen clock must not stop
+	// resume windows from ending.
+	wheel *wheel
 }
 
 var (
@@ -90,6 +100,7 @@ func NewNode(cfg Config, backend Backend) (*Node, error) {
 		},
 		sessions: make(map[event.SessionID]*session),
 		conns:    make(map[*conn]struct{}),
+		wheel:    newWheel(wheelTick(min(cfg.ReplayMaxAge, cfg.ZombieTimeout, cfg.IdentifyTimeout)), time.Now),
 	}
 	n.upgrader = websocket.Upgrader{
 		ReadBufferSize: 1024,
@@ -98,6 +109,11 @@ func NewNode(cfg Config, backend Backend) (*Node, error) {
 		// Bots send no Origin and the web client is served from the same
 		// origin; the token authenticates, not the origin.
 		CheckOrigin: func(*http.Request) bool { return true },
+	}
+	if !cfg.GoroutineReader {
+		if n.poll, err = newPoller(); err != nil {
+			return nil, err
+		}
 	}
 	n.readBufs.New = func() any {
 		b := make([]byte, cfg.MaxPayload+1)
@@ -110,8 +126,10 @@ func NewNode(cfg Config, backend Backend) (*Node, error) {
 // [&compress=zlib-stream|zstd-stream]) and runs the connection until it ends. Mount it
 // at both /gateway and /gateway/. An unsupported v is closed with 4012
 // and an encoding other than json with 4002, right after the upgrade.
-// zstd-stream is not offered: such clients get uncompressed text frames,
-// which every library accepts.
+// Another compress value gets uncompressed text frames, which every
+// library accepts. On Linux a plain TCP connection is then read by the
+// node's poller (reader.go) and this goroutine returns; otherwise it
+// reads the connection until it ends.
 func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n.closed.Load() {
 		http.Error(w, "gateway node closed", http.StatusServiceUnavailable)
@@ -145,12 +163,28 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = ws.Close()
 		return
 	}
-	defer n.removeConn(c)
 	if closeCode != 0 {
+		defer n.removeConn(c)
 		c.closeWith(closeCode, reason)
 		return
 	}
 	hello := fmt.Sprintf(`{"heartbeat_interval":%d,"_trace":["concord-gateway"]}`, n.cfg.HeartbeatInterval.Milliseconds())
+	if c.raw != nil && n.poll != nil && pollable(c.nc) {
+		// Read by the node's poller: this goroutine, with the HTTP
+		// server's buffers it keeps alive, ends here, and gorilla's
+		// reader is not used. From now on the writer's exit ends the
+		// connection (conn.socketClosed).
+		c.polled = true
+		c.ws = nil
+		c.armDeadline()
+		if !n.poll.add(c) {
+			c.close(0, "") // the socket is already gone
+			return
+		}
+		c.sendControl(controlFrame(OpHello, hello))
+		return
+	}
+	defer n.removeConn(c)
 	c.sendControl(controlFrame(OpHello, hello))
 	code := c.readLoop()
 	c.close(0, "")
@@ -299,6 +333,8 @@ func (n *Node) Close() error {
 		s.end(context.Background())
 	}
 	n.wg.Wait()
+	n.wheel.close()
+	n.poll.close()
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sync"
-	"time"
 
 	"github.com/concord-chat/concord/runtime/event"
 )
@@ -24,9 +23,10 @@ type session struct {
 	seq    int64
 	replay replayBuffer
 	conn   *conn
-	// expiry ends the session when it stays detached too long; gen tells a
-	// stale timer from the current one.
-	expiry *time.Timer
+	// expiry ends the session when it stays detached too long: an entry
+	// on the node's timer wheel (wheel.go), armed with the window's gen,
+	// which tells a stale firing from the current one.
+	expiry wheelEntry
 	gen    uint64
 	ended  bool
 
@@ -96,21 +96,28 @@ func (s *session) detachLocked(c *conn) {
 		return
 	}
 	s.conn = nil
-	s.gen++
-	gen := s.gen
-	s.expiry = time.AfterFunc(s.node.cfg.ReplayMaxAge, func() { s.expire(gen) })
+	s.startWindowLocked()
 }
+
+// startWindowLocked (re)starts the resume window: the session ends
+// Config.ReplayMaxAge from now unless attached or ended first, within
+// one wheel tick after the deadline (never before). s.mu must be held.
+func (s *session) startWindowLocked() {
+	s.gen++
+	s.node.wheel.arm(&s.expiry, s.node.cfg.ReplayMaxAge, s.expireGen, s.gen)
+}
+
+// expireGen is expire as a wheel callback: arg is the window's gen.
+func (s *session) expireGen(gen uint64) { s.expire(gen) }
 
 // attachLocked makes c the session's connection, stopping the resume
 // window. s.mu must be held.
 func (s *session) attachLocked(c *conn) {
 	s.gen++
-	if s.expiry != nil {
-		s.expiry.Stop()
-		s.expiry = nil
-	}
+	s.node.wheel.stop(&s.expiry)
 	s.conn = c
-	c.bindSession(s.info) // send-queue pressure is counted per application (pressure.go)
+	c.identified.Store(true) // the identify deadline no longer applies
+	c.bindSession(s.info)    // send-queue pressure is counted per application (pressure.go)
 }
 
 // connGone is called when connection c ended. A client close with 1000 or
@@ -170,9 +177,6 @@ func (s *session) end(ctx context.Context) {
 func (s *session) finishLocked() int {
 	s.ended = true
 	s.gen++
-	if s.expiry != nil {
-		s.expiry.Stop()
-		s.expiry = nil
-	}
+	s.node.wheel.stop(&s.expiry)
 	return s.replay.reset()
 }

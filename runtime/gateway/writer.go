@@ -147,7 +147,7 @@ type tryWriteState struct {
 // only on EINTR, never waiting for the socket.
 func (c *conn) tryWriteFunc(fd uintptr) bool {
 	for {
-		c.tw.n, c.tw.err = syscall.Write(int(fd), c.tw.buf)
+		c.tw.n, c.tw.err = nbWrite(int(fd), c.tw.buf)
 		if c.tw.err != syscall.EINTR {
 			return true
 		}
@@ -202,6 +202,7 @@ func (c *conn) closeWith(code int, text string) {
 // back; on close it sends the close frame and closes the socket.
 func (c *conn) writeLoop() {
 	defer close(c.done)
+	defer c.socketClosed()
 	defer c.nc.Close()
 	var batch []frame
 	for range c.wake {
@@ -255,7 +256,6 @@ func (c *conn) writeBatch(pending []byte, batch []frame, comp compression) error
 		}
 		return nil
 	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.node.cfg.WriteTimeout))
 	bp := c.node.getBuf()
 	defer c.node.putBuf(bp)
 	buf := append((*bp)[:0], pending...)
@@ -268,7 +268,7 @@ func (c *conn) writeBatch(pending []byte, batch []frame, comp compression) error
 			return err
 		}
 		if len(buf) >= maxWriteBatch {
-			if _, err := c.nc.Write(buf); err != nil {
+			if err := c.writeTimed(buf); err != nil {
 				return err
 			}
 			buf = buf[:0]
@@ -276,7 +276,7 @@ func (c *conn) writeBatch(pending []byte, batch []frame, comp compression) error
 	}
 	*bp = buf
 	if len(buf) > 0 {
-		if _, err := c.nc.Write(buf); err != nil {
+		if err := c.writeTimed(buf); err != nil {
 			return err
 		}
 	}
@@ -285,6 +285,15 @@ func (c *conn) writeBatch(pending []byte, batch []frame, comp compression) error
 		c.node.metrics.observeDelivered(batch[i].b, now)
 	}
 	return nil
+}
+
+// writeTimed is one blocking write bounded by Config.WriteTimeout: the
+// bound is per write, as documented, so a long queue drained by a slow
+// but live reader is not cut off at the batch's first deadline.
+func (c *conn) writeTimed(b []byte) error {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.node.cfg.WriteTimeout))
+	_, err := c.nc.Write(b)
+	return err
 }
 
 // writeClose sends a close frame (none for code 0) with a short deadline.

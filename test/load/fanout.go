@@ -37,6 +37,10 @@ type Options struct {
 	// source addresses of its own (127.10+r/250.r%250+1.x), so callers
 	// that call Run repeatedly pass distinct values.
 	FirstRun int
+	// ClientCPUs, when set, pins the client process to these CPUs with
+	// taskset(1) (a list such as "1" or "2-3"). Pin the server process to
+	// the others yourself, e.g. taskset -c 0 fanout -client-cpus 1.
+	ClientCPUs string
 }
 
 // Result is one (system, N) measurement.
@@ -164,6 +168,11 @@ func runOne(ctx context.Context, opts Options, system string, n, run int) (Resul
 		return res, fmt.Errorf("executable: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, exe)
+	if opts.ClientCPUs != "" {
+		// The clients run on CPUs of their own, so that the server's
+		// latency and CPU are not the clients' scheduling.
+		cmd = exec.CommandContext(ctx, "taskset", "-c", opts.ClientCPUs, exe)
+	}
 	cmd.Env = append(os.Environ(),
 		envRole+"=client", envSystem+"="+system, envURL+"="+srv.url(),
 		envN+"="+strconv.Itoa(n), envRounds+"="+strconv.Itoa(res.Rounds),

@@ -25,6 +25,7 @@ func main() {
 	rounds := flag.Int("rounds", 0, "events per run (0: 50 up to 1k sessions, 20 up to 10k, else 10)")
 	payload := flag.Int("payload", 256, "payload bytes")
 	perSource := flag.Int("per-source", 20000, "client sockets per 127.x.y.z source address")
+	clientCPUs := flag.String("client-cpus", os.Getenv("FANOUT_CLIENT_CPUS"), "pin the client process to these CPUs with taskset (e.g. 1; run the server under taskset -c 0); env FANOUT_CLIENT_CPUS")
 	cpuprofile := flag.String("cpuprofile", "", "write the server process's CPU profile to this file")
 	plotFile := flag.String("plot", "", "also draw CPU per delivery against N for each system to this SVG file")
 	flag.Parse()
@@ -39,7 +40,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	opts := load.Options{Systems: strings.Split(*systems, ","), PayloadBytes: *payload, PerSource: *perSource, Progress: os.Stderr}
+	opts := load.Options{Systems: strings.Split(*systems, ","), PayloadBytes: *payload, PerSource: *perSource, Progress: os.Stderr, ClientCPUs: *clientCPUs}
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {

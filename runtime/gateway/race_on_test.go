@@ -1,0 +1,6 @@
+//go:build race
+
+package gateway
+
+// raceEnabled reports a race-detector build.
+const raceEnabled = true

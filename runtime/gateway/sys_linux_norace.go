@@ -1,0 +1,49 @@
+//go:build linux && !race
+
+package gateway
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// nbRead and nbWrite are read(2) and write(2) on a non-blocking socket,
+// made without the runtime's syscall bookkeeping (entersyscall and
+// exitsyscall, which wake the runtime's sysmon thread when the process is
+// idle: a futex wake per heartbeat). They never block, so the goroutine
+// keeps its P for the few microseconds they take. Race-detector builds
+// use the syscall package instead (sys_race.go), whose annotations order
+// a socket's writes before the reads of its bytes, as tests rely on.
+func nbRead(fd int, b []byte) (int, error) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(p), uintptr(len(b)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
+
+func nbWrite(fd int, b []byte) (int, error) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(p), uintptr(len(b)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
+
+// epollWaitNow is epoll_wait with a zero timeout (epoll_pwait with no
+// signal mask, which every Linux architecture has), likewise raw.
+func epollWaitNow(epfd int, events []syscall.EpollEvent) (int, error) {
+	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}

@@ -266,7 +266,9 @@ func (c *conn) consume(data []byte, inline bool) (int, pumpAction, int) {
 			return used, c.protocolError("message inside a fragmented message"), 0
 		case op != 0 && op != wsText && op != wsBinary && op != wsClose && op != 9 && op != wsPong:
 			return used, c.protocolError("unknown opcode"), 0
-		case op < 8 && l+uint64(len(c.msg)) > uint64(c.node.cfg.MaxPayload):
+		case op < 8 && l > uint64(c.node.cfg.MaxPayload)-uint64(min(len(c.msg), c.node.cfg.MaxPayload)):
+			// Compared without adding: a 64-bit length near 2^64 would wrap
+			// around the message so far and pass a check written as a sum.
 			c.closeWith(CloseDecodeError, "payload too large")
 			return used, pumpEnd, 0
 		}

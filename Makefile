@@ -58,10 +58,10 @@ test: test-deps lint
 	. $(CACHE)/test-env.sh && ks=$$(date +%s) && \
 		CONCORD_API_TEST_STORE="cassandra://$$CONCORD_CASSANDRA/concord_api_$$ks" \
 		CONCORD_CONFORMANCE_STORE="cassandra://$$CONCORD_CASSANDRA/concord_conf_$$ks" \
-		$(GO) test -tags integration $(GOTESTFLAGS) ./runtime/api/ ./test/conformance/
+		$(GO) test -tags integration $(GOTESTFLAGS) ./runtime/edge/api/ ./test/conformance/
 	@echo "==> REST tests and bot-library conformance again, against concord serve split over processes: 2 gateway and 2 api nodes behind HAProxy, 2 guild and 2 data nodes (internal/topology; test/cluster TestBalancedTopology drives the same shape with voice and live comments in the first pass)"
 	. $(CACHE)/test-env.sh && CONCORD_API_TEST_TOPOLOGY=cluster CONCORD_CONFORMANCE_TOPOLOGY=cluster \
-		$(GO) test -tags integration $(GOTESTFLAGS) ./runtime/api/ ./test/conformance/
+		$(GO) test -tags integration $(GOTESTFLAGS) ./runtime/edge/api/ ./test/conformance/
 	@echo "==> chaos: kill -9 one replica of each role, the Redis, an etcd member and the Kafka broker under traffic (test/cluster TestChaos, alone: 15 processes)"
 	. $(CACHE)/test-env.sh && $(GO) test -tags integration,chaos $(GOTESTFLAGS) -run TestChaos ./test/cluster/
 	@echo "==> durability under faults, short schedule: one minority split and one Cassandra replica killed, on three Cassandra nodes (rf=3) and three Kafka brokers (hack/replicated.sh), history checked (test/faults; the full schedule is make test-faults)"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/concord-chat/concord/operator/fleet"
 	"github.com/concord-chat/concord/operator/podadmin"
-	"github.com/concord-chat/concord/runtime/adminauth"
+	"github.com/concord-chat/concord/runtime/edge/adminauth"
 )
 
 // Admin reads live figures from the runtime.

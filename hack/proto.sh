@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the Go code for proto/ into runtime/transport/transportpb.
+# Regenerates the Go code for proto/ into runtime/services/transport/transportpb.
 #
 # Usage: hack/proto.sh [output-root]
 #

@@ -2,7 +2,7 @@
 # test.sh — start (or reuse) the loopback Kafka and run the event-log and
 # read-state tests that need it: the eventlog conformance suite on Kafka,
 # the read-state kill and rebalance tests on Kafka, plus the embedded runs.
-# (runtime/readstate/cassandra needs CONCORD_CASSANDRA and runs with the
+# (runtime/domain/readstate/cassandra needs CONCORD_CASSANDRA and runs with the
 # Cassandra tests.)
 # Extra arguments go to `go test` (e.g. -run, -bench, -v).
 set -euo pipefail
@@ -12,4 +12,4 @@ hack/kafka/kafka.sh start
 export CONCORD_KAFKA="${CONCORD_KAFKA:-$(hack/kafka/kafka.sh addr)}"
 echo "[kafka] running integration tests against $CONCORD_KAFKA" >&2
 go test -tags integration -count=1 "$@" \
-	./runtime/eventlog/... ./runtime/readstate ./runtime/readstate/pebble
+	./runtime/adapters/eventlog/... ./runtime/domain/readstate ./runtime/domain/readstate/pebble

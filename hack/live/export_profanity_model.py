@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Export the offensive-language model of the PyPI package alt-profanity-check
-for runtime/live/classifier/linear.
+for runtime/domain/live/classifier/linear.
 
 The package ships a scikit-learn TfidfVectorizer (word unigrams, English stop
 words dropped, l2-normalised TF-IDF) and a CalibratedClassifierCV of five
@@ -17,7 +17,7 @@ labels-levela.csv) it prints precision and recall of the package's model on
 that held-out set (OLID was not among the package's training data).
 
     python3 -m venv /tmp/v && /tmp/v/bin/pip install alt-profanity-check==1.9.1
-    /tmp/v/bin/python hack/live/export_profanity_model.py runtime/live/classifier/linear [--olid DIR]
+    /tmp/v/bin/python hack/live/export_profanity_model.py runtime/domain/live/classifier/linear [--olid DIR]
 """
 import argparse
 import csv

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # start.sh — run a throwaway redis-server on loopback for the counters and
-# rate-limit tests (runtime/counters/redis, runtime/ratelimit).
+# rate-limit tests (runtime/adapters/counters/redis, runtime/edge/ratelimit).
 #
 # Installs redis-server from Debian's packages when it is missing (the test
 # scripts run as root), then starts it on $REDIS_HOST:$REDIS_PORT with no

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # start.sh — run moto's S3-compatible server on loopback for the object
-# store tests (runtime/store/objects, attachments through S3).
+# store tests (runtime/adapters/store/objects, attachments through S3).
 #
 # moto[server] is installed from PyPI into a cached venv; the server is
 # started on $S3_HOST:$S3_PORT unless something already answers there. The

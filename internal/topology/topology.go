@@ -33,9 +33,9 @@ import (
 
 	"github.com/concord-chat/concord/internal/concordbin"
 	"github.com/concord-chat/concord/internal/logbuf"
-	botscassandra "github.com/concord-chat/concord/runtime/bots/cassandra"
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
-	"github.com/concord-chat/concord/runtime/store/cassandra"
+	etcdreg "github.com/concord-chat/concord/runtime/adapters/registry/etcd"
+	"github.com/concord-chat/concord/runtime/adapters/store/cassandra"
+	botscassandra "github.com/concord-chat/concord/runtime/domain/bots/cassandra"
 )
 
 // Backends are the etcd and the keyspace the clusters of one test

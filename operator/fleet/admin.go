@@ -5,13 +5,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/concord-chat/concord/runtime/adminapi"
+	"github.com/concord-chat/concord/runtime/base/adminapi"
 )
 
-// DrainRequest asks a pod to drain (runtime/adminapi).
+// DrainRequest asks a pod to drain (runtime/base/adminapi).
 type DrainRequest = adminapi.DrainRequest
 
-// DrainState is what a pod reports about its drain (runtime/adminapi).
+// DrainState is what a pod reports about its drain (runtime/base/adminapi).
 type DrainState = adminapi.DrainState
 
 // Drainer drains pods through their admin endpoint. Drain is idempotent:
@@ -24,7 +24,7 @@ type Drainer interface {
 }
 
 // GuildSample is one guild's load as its guild node reports it. The
-// runtime serves the same type (runtime/adminapi), which imports nothing
+// runtime serves the same type (runtime/base/adminapi), which imports nothing
 // heavier than the standard library.
 type GuildSample = adminapi.GuildSample
 
@@ -33,7 +33,7 @@ type GuildStats interface {
 	GuildStats(ctx context.Context, cluster ClusterKey) ([]GuildSample, error)
 }
 
-// VoiceLoad is one SFU pod's load (runtime/adminapi).
+// VoiceLoad is one SFU pod's load (runtime/base/adminapi).
 type VoiceLoad = adminapi.VoiceLoad
 
 // VoiceLoads reports an SFU pod's load.

@@ -29,7 +29,7 @@ import (
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
 	"github.com/concord-chat/concord/operator/fleet"
-	"github.com/concord-chat/concord/runtime/adminauth"
+	"github.com/concord-chat/concord/runtime/edge/adminauth"
 )
 
 // ErrNoAddress is returned for a pod without an IP yet.

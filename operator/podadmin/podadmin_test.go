@@ -19,7 +19,7 @@ import (
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
 	"github.com/concord-chat/concord/operator/fleet"
-	"github.com/concord-chat/concord/runtime/adminauth"
+	"github.com/concord-chat/concord/runtime/edge/adminauth"
 )
 
 // podFor returns a pod whose IP and admin port point at srv.

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
-	"github.com/concord-chat/concord/runtime/adminauth"
+	"github.com/concord-chat/concord/runtime/edge/adminauth"
 )
 
 // The pods' admin endpoints require the cluster's admin token, which every

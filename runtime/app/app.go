@@ -23,14 +23,14 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/concord-chat/concord/runtime/apirole"
-	"github.com/concord-chat/concord/runtime/gateway"
-	"github.com/concord-chat/concord/runtime/gatewayrole"
-	"github.com/concord-chat/concord/runtime/guild"
-	"github.com/concord-chat/concord/runtime/guildrole"
-	"github.com/concord-chat/concord/runtime/lifecycle"
-	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/roles"
+	"github.com/concord-chat/concord/runtime/base/lifecycle"
+	"github.com/concord-chat/concord/runtime/domain/guild"
+	"github.com/concord-chat/concord/runtime/edge/gateway"
+	"github.com/concord-chat/concord/runtime/services/apirole"
+	"github.com/concord-chat/concord/runtime/services/gatewayrole"
+	"github.com/concord-chat/concord/runtime/services/guildrole"
+	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/roles"
 )
 
 // Process is the role side of one Concord process: its cross-role

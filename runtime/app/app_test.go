@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/concord-chat/concord/runtime/lifecycle"
-	"github.com/concord-chat/concord/runtime/role"
+	"github.com/concord-chat/concord/runtime/base/lifecycle"
+	"github.com/concord-chat/concord/runtime/services/role"
 )
 
 // named answers with its name, so a test sees which handler served.

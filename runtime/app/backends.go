@@ -12,14 +12,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/concord-chat/concord/runtime/adapters/eventlog"
+	eventlogbackend "github.com/concord-chat/concord/runtime/adapters/eventlog/backend"
+	"github.com/concord-chat/concord/runtime/adapters/eventlog/outbox"
+	"github.com/concord-chat/concord/runtime/adapters/store"
+	cassandrastore "github.com/concord-chat/concord/runtime/adapters/store/cassandra"
+	pebblestore "github.com/concord-chat/concord/runtime/adapters/store/pebble"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/dataservice"
-	"github.com/concord-chat/concord/runtime/eventlog"
-	eventlogbackend "github.com/concord-chat/concord/runtime/eventlog/backend"
-	"github.com/concord-chat/concord/runtime/eventlog/outbox"
-	"github.com/concord-chat/concord/runtime/store"
-	cassandrastore "github.com/concord-chat/concord/runtime/store/cassandra"
-	pebblestore "github.com/concord-chat/concord/runtime/store/pebble"
+	"github.com/concord-chat/concord/runtime/services/dataservice"
 )
 
 // OpenStore opens the chat store cfg.Store names (cfg completed): a

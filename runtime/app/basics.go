@@ -6,12 +6,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/concord-chat/concord/runtime/apirole"
-	"github.com/concord-chat/concord/runtime/auth"
+	"github.com/concord-chat/concord/runtime/adapters/counters"
+	"github.com/concord-chat/concord/runtime/adapters/store"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/counters"
-	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/domain/auth"
+	"github.com/concord-chat/concord/runtime/services/apirole"
 )
 
 // Basics are what every process opens the same way after its store:

@@ -6,11 +6,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/concord-chat/concord/runtime/adapters/registry"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/presencerole"
-	"github.com/concord-chat/concord/runtime/readstaterole"
-	"github.com/concord-chat/concord/runtime/registry"
-	"github.com/concord-chat/concord/runtime/voicerole"
+	"github.com/concord-chat/concord/runtime/services/presencerole"
+	"github.com/concord-chat/concord/runtime/services/readstaterole"
+	"github.com/concord-chat/concord/runtime/services/voicerole"
 )
 
 // Names are the names of the tables' roles, in build order.

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/concord-chat/concord/runtime/readstaterole"
+	"github.com/concord-chat/concord/runtime/services/readstaterole"
 )
 
 func TestReadStateRoleNeedsKafka(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/adapters/store"
 )
 
 // devUserName is the account `concord dev` creates on first start.

@@ -9,10 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/concord-chat/concord/runtime/adminapi"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
+	"github.com/concord-chat/concord/runtime/base/adminapi"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/registry"
-	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
 // PodConfig is what the operator tells a node about its place in the

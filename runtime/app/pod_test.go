@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
 )
 
 func TestPodConfigValidate(t *testing.T) {

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/event"
-	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/roles"
+	"github.com/concord-chat/concord/runtime/domain/event"
+	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/roles"
 )
 
 // A process whose roles need a port that neither the root nor any of its

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/registry"
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
+	etcdreg "github.com/concord-chat/concord/runtime/adapters/registry/etcd"
 )
 
 // openRegistry connects to etcd (etcd://host:port[,host:port...][/prefix],

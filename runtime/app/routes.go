@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/concord-chat/concord/runtime/adminauth"
-	"github.com/concord-chat/concord/runtime/rest"
+	"github.com/concord-chat/concord/runtime/base/rest"
+	"github.com/concord-chat/concord/runtime/edge/adminauth"
 	"github.com/concord-chat/concord/web"
 )
 

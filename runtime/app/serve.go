@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/httpserve"
-	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
+	"github.com/concord-chat/concord/runtime/edge/httpserve"
 )
 
 // Serving is what Process.Serve serves and how it stops: the one

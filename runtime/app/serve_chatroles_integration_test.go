@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/readstaterole"
-	"github.com/concord-chat/concord/runtime/registry"
-	"github.com/concord-chat/concord/runtime/relayrole"
-	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/roles"
-	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
+	"github.com/concord-chat/concord/runtime/services/readstaterole"
+	"github.com/concord-chat/concord/runtime/services/relayrole"
+	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/roles"
 )
 
 // concord serve builds the chat roles of roles.Chat with the Build

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/gatewayrole"
-	"github.com/concord-chat/concord/runtime/presencerole"
-	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/roles"
+	"github.com/concord-chat/concord/runtime/services/gatewayrole"
+	"github.com/concord-chat/concord/runtime/services/presencerole"
+	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/roles"
 )
 
 // concord serve builds the presence role with the Build concord dev

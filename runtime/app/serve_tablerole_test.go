@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/lifecycle"
-	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/roles"
+	"github.com/concord-chat/concord/runtime/base/lifecycle"
+	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/roles"
 )
 
 // A table role is built once from the node's configuration, serves its

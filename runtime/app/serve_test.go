@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/lifecycle"
+	"github.com/concord-chat/concord/runtime/base/lifecycle"
 )
 
 // serving starts an HTTP server on a loopback listener; served receives

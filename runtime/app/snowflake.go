@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
 )
 
 // snowflakePairs is the number of snowflake worker/process pairs: 32

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/registry"
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
+	etcdreg "github.com/concord-chat/concord/runtime/adapters/registry/etcd"
 )
 
 // snowflakeEtcd starts an embedded etcd and returns a function opening a

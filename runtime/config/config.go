@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/httpserve"
-	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/tracing"
+	"github.com/concord-chat/concord/runtime/adapters/tracing"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
+	"github.com/concord-chat/concord/runtime/edge/httpserve"
 	"github.com/concord-chat/concord/web"
 )
 
@@ -114,10 +114,10 @@ type Config struct {
 	GuildMetricsTop int
 	// RelayThreshold is the number of online sessions above which a
 	// guild hands its sessions to relays that filter their slices
-	// (runtime/guild/sliced.go); 0 takes 15,000.
+	// (runtime/domain/guild/sliced.go); 0 takes 15,000.
 	RelayThreshold int
 	// DevRelays is the number of in-process relays of `concord dev`
-	// (runtime/fanout.Local); 0 runs none.
+	// (runtime/domain/fanout.Local); 0 runs none.
 	DevRelays int
 	// Serving bounds every HTTP listener: timeouts, header size,
 	// connection caps (zero fields take httpserve's defaults) and the
@@ -290,7 +290,7 @@ type Live struct {
 // DefaultLivePrefix is Live.Prefix's default.
 const DefaultLivePrefix = "concord.live."
 
-// Voice configures the voice role: one SFU (runtime/voice) speaking
+// Voice configures the voice role: one SFU (runtime/domain/voice) speaking
 // Discord's voice gateway over TLS and RTP over UDP. Zero fields take the
 // defaults stated.
 type Voice struct {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/httpserve"
+	"github.com/concord-chat/concord/runtime/edge/httpserve"
 )
 
 // Complete fills every zero field from Default, so a partial Config (a

@@ -1,9 +1,9 @@
 package config
 
 import (
-	redisctr "github.com/concord-chat/concord/runtime/counters/redis"
-	eventlogbackend "github.com/concord-chat/concord/runtime/eventlog/backend"
-	cassandrastore "github.com/concord-chat/concord/runtime/store/cassandra"
+	redisctr "github.com/concord-chat/concord/runtime/adapters/counters/redis"
+	eventlogbackend "github.com/concord-chat/concord/runtime/adapters/eventlog/backend"
+	cassandrastore "github.com/concord-chat/concord/runtime/adapters/store/cassandra"
 )
 
 // Backend credentials (--cassandra-username, --redis-password,

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	redisctr "github.com/concord-chat/concord/runtime/counters/redis"
-	"github.com/concord-chat/concord/runtime/eventlog/kafka"
-	cassandrastore "github.com/concord-chat/concord/runtime/store/cassandra"
+	redisctr "github.com/concord-chat/concord/runtime/adapters/counters/redis"
+	"github.com/concord-chat/concord/runtime/adapters/eventlog/kafka"
+	cassandrastore "github.com/concord-chat/concord/runtime/adapters/store/cassandra"
 )
 
 // The flags' credentials fill what a backend URL leaves empty; what the

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/live/livetest"
+	"github.com/concord-chat/concord/runtime/domain/live/livetest"
 	"github.com/concord-chat/concord/web"
 )
 

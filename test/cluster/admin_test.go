@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/operator/fleet"
-	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
 )
 
 // adminTestToken is the admin token of the tests' nodes (nodeArgs).

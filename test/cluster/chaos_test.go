@@ -14,9 +14,9 @@ import (
 
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/operator/fleet/etcdfleet"
-	botscassandra "github.com/concord-chat/concord/runtime/bots/cassandra"
-	"github.com/concord-chat/concord/runtime/registry"
-	"github.com/concord-chat/concord/runtime/store/cassandra"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
+	"github.com/concord-chat/concord/runtime/adapters/store/cassandra"
+	botscassandra "github.com/concord-chat/concord/runtime/domain/bots/cassandra"
 )
 
 // Replicas of the read-state and presence roles (sharded by user on

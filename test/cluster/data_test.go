@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
 )
 
 // TestKillDataNode runs 2 data nodes (--roles=data) and one node running

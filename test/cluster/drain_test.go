@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/internal/gwtest"
-	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
 )
 
 // resumingClient is a gateway client that behaves like a bot library: it

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/registry"
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
-	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
+	etcdreg "github.com/concord-chat/concord/runtime/adapters/registry/etcd"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 )
 
 // needEnv returns the environment variable name, failing the test when it

@@ -14,7 +14,7 @@ import (
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
-	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
 )
 
 // leaseTTL is the nodes' registry lease: a killed node's guilds move

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/internal/gwtest"
-	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
 )
 
 // TestResumeOnOtherGatewayNode is the phone changing networks behind a

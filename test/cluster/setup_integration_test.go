@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
-	"github.com/concord-chat/concord/runtime/store/cassandra"
+	etcdreg "github.com/concord-chat/concord/runtime/adapters/registry/etcd"
+	"github.com/concord-chat/concord/runtime/adapters/store/cassandra"
 )
 
 // clusterEnv is what every multi-process test starts from: the Cassandra

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
 )
 
 // ringOwner is the node a user hashes to on a ring over names, computed

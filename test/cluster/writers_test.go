@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
 )
 
 // writerPool posts messages through the API node, one writer per token,

@@ -14,7 +14,7 @@ import (
 // TestBotsOnCassandraAreShared runs two platforms (as two processes would)
 // on one Cassandra keyspace: an application created through one is
 // visible through the other, with its token, because the bot platform's
-// store lives in the shared keyspace (runtime/bots/cassandra), not in a
+// store lives in the shared keyspace (runtime/domain/bots/cassandra), not in a
 // process's data directory.
 func TestBotsOnCassandraAreShared(t *testing.T) {
 	store := freshKeyspaceStore(t, "botsplat")

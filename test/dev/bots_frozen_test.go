@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/concord-chat/concord/runtime/apirole"
 	"github.com/concord-chat/concord/runtime/config"
+	"github.com/concord-chat/concord/runtime/services/apirole"
 
 	"github.com/concord-chat/concord/internal/resttest"
-	"github.com/concord-chat/concord/runtime/bots"
-	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/wire"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
+	"github.com/concord-chat/concord/runtime/domain/bots"
+	"github.com/concord-chat/concord/runtime/domain/wire"
 )
 
 // TestBotMessagesInArchivedThreads: an interaction reply or followup in

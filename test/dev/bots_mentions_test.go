@@ -9,10 +9,10 @@ import (
 
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
+	"github.com/concord-chat/concord/runtime/adapters/store"
 	"github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/store"
 )
 
 // TestInteractionReplyMentionCounts: on `concord dev` a bot's answer to a

@@ -10,16 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/apirole"
+	"github.com/concord-chat/concord/runtime/services/apirole"
 
-	"github.com/concord-chat/concord/runtime/bots"
-	"github.com/concord-chat/concord/runtime/event"
-	"github.com/concord-chat/concord/runtime/eventlog"
-	"github.com/concord-chat/concord/runtime/eventlog/outbox"
-	"github.com/concord-chat/concord/runtime/guild"
-	"github.com/concord-chat/concord/runtime/mention"
-	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/adapters/eventlog"
+	"github.com/concord-chat/concord/runtime/adapters/eventlog/outbox"
+	"github.com/concord-chat/concord/runtime/adapters/store"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
+	"github.com/concord-chat/concord/runtime/domain/bots"
+	"github.com/concord-chat/concord/runtime/domain/event"
+	"github.com/concord-chat/concord/runtime/domain/guild"
+	"github.com/concord-chat/concord/runtime/domain/mention"
 )
 
 // committingStore is the platform's store, recording the events each

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/concord-chat/concord/runtime/app"
-	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/roles"
-	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
+	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/roles"
 )
 
 // concord dev builds the chat roles of roles.Chat with the Build

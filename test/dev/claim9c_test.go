@@ -12,13 +12,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/apirole"
+	"github.com/concord-chat/concord/runtime/services/apirole"
 
-	"github.com/concord-chat/concord/runtime/bots"
-	"github.com/concord-chat/concord/runtime/entitlement"
-	"github.com/concord-chat/concord/runtime/event"
-	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/store"
+	"github.com/concord-chat/concord/runtime/adapters/store"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
+	"github.com/concord-chat/concord/runtime/domain/bots"
+	"github.com/concord-chat/concord/runtime/domain/entitlement"
+	"github.com/concord-chat/concord/runtime/domain/event"
 )
 
 // Revocation in a registry brownout: an administrator revokes a bot during

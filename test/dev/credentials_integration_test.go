@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/apirole"
+	redisctr "github.com/concord-chat/concord/runtime/adapters/counters/redis"
+	"github.com/concord-chat/concord/runtime/adapters/counters/redis/redistest"
 	"github.com/concord-chat/concord/runtime/config"
-	redisctr "github.com/concord-chat/concord/runtime/counters/redis"
-	"github.com/concord-chat/concord/runtime/counters/redis/redistest"
+	"github.com/concord-chat/concord/runtime/services/apirole"
 )
 
 // TestOpenCountersRedisPassword: the counters `concord dev` and the serve

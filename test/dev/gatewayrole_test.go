@@ -12,12 +12,12 @@ import (
 
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
-	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/gatewayrole"
-	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/roles"
+	"github.com/concord-chat/concord/runtime/edge/adminauth"
+	"github.com/concord-chat/concord/runtime/services/gatewayrole"
+	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/roles"
 )
 
 // concord dev builds the gateway role of roles.Chat with the Build

@@ -10,12 +10,12 @@ import (
 
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
+	"github.com/concord-chat/concord/runtime/adapters/counters/counterstest"
 	"github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/counters/counterstest"
-	"github.com/concord-chat/concord/runtime/presencerole"
-	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/services/presencerole"
+	"github.com/concord-chat/concord/runtime/services/role"
 )
 
 // gwClient is a gateway session of these tests: the shared test client

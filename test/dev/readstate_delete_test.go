@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/concord-chat/concord/internal/resttest"
-	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 )
 
 // TestDeletingAMentionLowersTheCount: on `concord dev`, a user mentioned

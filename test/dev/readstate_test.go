@@ -11,8 +11,8 @@ import (
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
 // startTestPlatform runs `concord dev` (app.Open with every role of the

@@ -12,13 +12,13 @@ import (
 
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
-	"github.com/concord-chat/concord/runtime/apirole"
 	"github.com/concord-chat/concord/runtime/app"
-	"github.com/concord-chat/concord/runtime/bots"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/entitlement"
-	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/wire"
+	"github.com/concord-chat/concord/runtime/domain/bots"
+	"github.com/concord-chat/concord/runtime/domain/entitlement"
+	"github.com/concord-chat/concord/runtime/domain/wire"
+	"github.com/concord-chat/concord/runtime/services/apirole"
 )
 
 // revWorld is a running platform with an owner and an application whose

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/internal/resttest"
-	"github.com/concord-chat/concord/runtime/bots"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/gateway"
+	"github.com/concord-chat/concord/runtime/domain/bots"
+	"github.com/concord-chat/concord/runtime/edge/gateway"
 )
 
 // Revocation with a deadline through the process's wiring (a revoked bot stops

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/app"
-	"github.com/concord-chat/concord/runtime/lifecycle"
-	"github.com/concord-chat/concord/runtime/role"
-	"github.com/concord-chat/concord/runtime/roles"
+	"github.com/concord-chat/concord/runtime/base/lifecycle"
+	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/roles"
 )
 
 // concord dev builds every role of the table with the same Build function

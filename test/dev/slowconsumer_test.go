@@ -27,10 +27,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/gateway"
-	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/wire"
+	"github.com/concord-chat/concord/runtime/domain/wire"
+	"github.com/concord-chat/concord/runtime/edge/gateway"
 )
 
 // A slow consumer among fast neighbours: one bot reads at 1 % of its guild's event rate

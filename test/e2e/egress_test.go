@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/concord-chat/concord/runtime/egress"
+	"github.com/concord-chat/concord/runtime/adapters/egress"
 )
 
 // TestEgressProxyProcess runs `concord egress` as the chart runs it and

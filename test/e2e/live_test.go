@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/internal/resttest"
-	"github.com/concord-chat/concord/runtime/live/livetest"
+	"github.com/concord-chat/concord/runtime/domain/live/livetest"
 )
 
 // TestAckedLiveCommentsSurviveKill9: every live comment `concord dev`

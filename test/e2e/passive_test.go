@@ -10,7 +10,7 @@ import (
 
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
-	"github.com/concord-chat/concord/runtime/permissions"
+	"github.com/concord-chat/concord/runtime/domain/permissions"
 )
 
 // passiveChannels decodes PASSIVE_UPDATE_V1's `d`.

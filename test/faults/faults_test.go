@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/internal/topology"
-	botscassandra "github.com/concord-chat/concord/runtime/bots/cassandra"
-	"github.com/concord-chat/concord/runtime/store/cassandra"
+	"github.com/concord-chat/concord/runtime/adapters/store/cassandra"
+	botscassandra "github.com/concord-chat/concord/runtime/domain/bots/cassandra"
 	"github.com/concord-chat/concord/test/faults/history"
 )
 

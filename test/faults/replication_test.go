@@ -14,9 +14,9 @@ import (
 	"github.com/IBM/sarama"
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
-	"github.com/concord-chat/concord/runtime/eventlog/kafka"
-	readstatecassandra "github.com/concord-chat/concord/runtime/readstate/cassandra"
-	"github.com/concord-chat/concord/runtime/store/cassandra"
+	"github.com/concord-chat/concord/runtime/adapters/eventlog/kafka"
+	"github.com/concord-chat/concord/runtime/adapters/store/cassandra"
+	readstatecassandra "github.com/concord-chat/concord/runtime/domain/readstate/cassandra"
 )
 
 // replicated are the addresses hack/replicated.sh wrote to its env file.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/live/livetest"
+	"github.com/concord-chat/concord/runtime/domain/live/livetest"
 )
 
 // TestLiveStream: a live stream through the live roles' Services, as

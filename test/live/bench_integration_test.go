@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/live/livetest"
+	"github.com/concord-chat/concord/runtime/domain/live/livetest"
 )
 
 // benchEnvInt reads a positive integer from the environment, def when unset.

@@ -18,11 +18,11 @@ import (
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
 	"github.com/concord-chat/concord/internal/concordbin"
-	"github.com/concord-chat/concord/runtime/live/commentstore/cassandrastore"
-	"github.com/concord-chat/concord/runtime/live/gateway"
-	"github.com/concord-chat/concord/runtime/live/livetest"
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
-	"github.com/concord-chat/concord/runtime/store/cassandra"
+	etcdreg "github.com/concord-chat/concord/runtime/adapters/registry/etcd"
+	"github.com/concord-chat/concord/runtime/adapters/store/cassandra"
+	"github.com/concord-chat/concord/runtime/domain/live/commentstore/cassandrastore"
+	"github.com/concord-chat/concord/runtime/domain/live/gateway"
+	"github.com/concord-chat/concord/runtime/domain/live/livetest"
 )
 
 // TestContractOnSplitRoles runs the live-comments contract against

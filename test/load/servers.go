@@ -13,9 +13,9 @@ import (
 	"github.com/centrifugal/centrifuge"
 	"github.com/gorilla/websocket"
 
-	"github.com/concord-chat/concord/runtime/event"
-	"github.com/concord-chat/concord/runtime/gateway"
-	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
+	"github.com/concord-chat/concord/runtime/domain/event"
+	"github.com/concord-chat/concord/runtime/edge/gateway"
 )
 
 // Systems the benchmark compares.

@@ -10,7 +10,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 )
 
 // expect compares a REST answer with the model's verdict: allowed must

@@ -16,13 +16,13 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/internal/gwtest"
-	"github.com/concord-chat/concord/runtime/api"
-	"github.com/concord-chat/concord/runtime/auth"
-	"github.com/concord-chat/concord/runtime/event"
-	"github.com/concord-chat/concord/runtime/gateway"
-	"github.com/concord-chat/concord/runtime/guild"
-	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/store/pebble"
+	"github.com/concord-chat/concord/runtime/adapters/store/pebble"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
+	"github.com/concord-chat/concord/runtime/domain/auth"
+	"github.com/concord-chat/concord/runtime/domain/event"
+	"github.com/concord-chat/concord/runtime/domain/guild"
+	"github.com/concord-chat/concord/runtime/edge/api"
+	"github.com/concord-chat/concord/runtime/edge/gateway"
 )
 
 // server is a real Concord in one process: the Pebble store, the guild

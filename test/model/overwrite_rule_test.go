@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 )
 
 const (
@@ -13,7 +13,7 @@ const (
 	permAdmin = 1 << 3
 )
 
-// TestOverwriteEditRule runs the overwrite-edit rule (runtime/permissions,
+// TestOverwriteEditRule runs the overwrite-edit rule (runtime/domain/permissions,
 // "Overwrite edits") case by case against the server, the way the model
 // states it: the bits an edit touches must be held in the guild, or in the
 // parent category, or — when an overwrite of the channel that applies to

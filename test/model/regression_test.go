@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 )
 
 const (

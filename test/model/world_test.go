@@ -6,7 +6,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 )
 
 // The reference model: who is a member, with which roles, which

@@ -23,7 +23,7 @@ import (
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/internal/topology"
-	"github.com/concord-chat/concord/runtime/live/livetest"
+	"github.com/concord-chat/concord/runtime/domain/live/livetest"
 )
 
 // TestQueriesAgainstPrometheus scrapes a `concord dev`, a split topology

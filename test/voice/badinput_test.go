@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	voicecfg "github.com/concord-chat/concord/runtime/voice"
-	"github.com/concord-chat/concord/runtime/voice/discovery"
-	"github.com/concord-chat/concord/runtime/voice/signaling"
-	"github.com/concord-chat/concord/runtime/voice/token"
+	voicecfg "github.com/concord-chat/concord/runtime/domain/voice"
+	"github.com/concord-chat/concord/runtime/domain/voice/discovery"
+	"github.com/concord-chat/concord/runtime/domain/voice/signaling"
+	"github.com/concord-chat/concord/runtime/domain/voice/token"
 	"github.com/concord-chat/concord/test/voice/voiceclient"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/voice/devca"
+	"github.com/concord-chat/concord/runtime/domain/voice/devca"
 )
 
 // concord is `concord dev` in the test process: the platform with every

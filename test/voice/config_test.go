@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/concord-chat/concord/runtime/voice"
-	"github.com/concord-chat/concord/runtime/voice/token"
+	"github.com/concord-chat/concord/runtime/domain/voice"
+	"github.com/concord-chat/concord/runtime/domain/voice/token"
 )
 
 // TestICEServersValidated: the ICE servers handed to WebRTC clients are

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/adminauth"
 	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/config"
+	"github.com/concord-chat/concord/runtime/edge/adminauth"
 )
 
 // drainState is the SFU's answer on /admin/drain (the operator's

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/adminauth"
-	"github.com/concord-chat/concord/runtime/voice"
+	"github.com/concord-chat/concord/runtime/domain/voice"
+	"github.com/concord-chat/concord/runtime/edge/adminauth"
 )
 
 // loadRecorder is a voice.LoadReporter keeping every report.

@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
+	etcdreg "github.com/concord-chat/concord/runtime/adapters/registry/etcd"
 	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/config"
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
-	"github.com/concord-chat/concord/runtime/voice"
-	"github.com/concord-chat/concord/runtime/voice/devca"
-	"github.com/concord-chat/concord/runtime/voice/fleet"
+	"github.com/concord-chat/concord/runtime/domain/voice"
+	"github.com/concord-chat/concord/runtime/domain/voice/devca"
+	"github.com/concord-chat/concord/runtime/domain/voice/fleet"
 )
 
 const failoverServerKey = "failover-test-server-key-0123456789abcdef"

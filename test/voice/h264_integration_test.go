@@ -18,7 +18,7 @@ import (
 	"github.com/pion/webrtc/v4"
 	"github.com/pion/webrtc/v4/pkg/media/h264reader"
 
-	"github.com/concord-chat/concord/runtime/voice"
+	"github.com/concord-chat/concord/runtime/domain/voice"
 )
 
 // h264Packets encodes one second of a test pattern with Debian's ffmpeg

@@ -9,7 +9,7 @@ import (
 	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
 
-	"github.com/concord-chat/concord/runtime/voice"
+	"github.com/concord-chat/concord/runtime/domain/voice"
 )
 
 // TestBrowserVideoNACKRetransmission: a viewer that treats a video packet

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/voice/rtpsize"
-	"github.com/concord-chat/concord/runtime/voice/signaling"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
+	"github.com/concord-chat/concord/runtime/domain/voice/rtpsize"
+	"github.com/concord-chat/concord/runtime/domain/voice/signaling"
 	"github.com/concord-chat/concord/test/voice/voiceclient"
 )
 

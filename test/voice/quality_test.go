@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/concord-chat/concord/runtime/voice"
+	"github.com/concord-chat/concord/runtime/domain/voice"
 	"github.com/concord-chat/concord/test/voice/voiceclient"
 )
 

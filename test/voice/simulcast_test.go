@@ -12,8 +12,8 @@ import (
 	"github.com/pion/sdp/v3"
 	"github.com/pion/webrtc/v4"
 
-	"github.com/concord-chat/concord/runtime/voice"
-	"github.com/concord-chat/concord/runtime/voice/signaling"
+	"github.com/concord-chat/concord/runtime/domain/voice"
+	"github.com/concord-chat/concord/runtime/domain/voice/signaling"
 )
 
 // simulcastRIDs are the publisher's layers, lowest first, and the size of

@@ -15,15 +15,15 @@ import (
 
 	"github.com/pion/webrtc/v4"
 
+	etcdreg "github.com/concord-chat/concord/runtime/adapters/registry/etcd"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/guild"
-	etcdreg "github.com/concord-chat/concord/runtime/registry/etcd"
-	"github.com/concord-chat/concord/runtime/voice"
-	"github.com/concord-chat/concord/runtime/voice/devca"
-	"github.com/concord-chat/concord/runtime/voice/fleet"
-	"github.com/concord-chat/concord/runtime/voice/token"
-	"github.com/concord-chat/concord/runtime/voice/turncred"
-	"github.com/concord-chat/concord/runtime/voicerole"
+	"github.com/concord-chat/concord/runtime/domain/guild"
+	"github.com/concord-chat/concord/runtime/domain/voice"
+	"github.com/concord-chat/concord/runtime/domain/voice/devca"
+	"github.com/concord-chat/concord/runtime/domain/voice/fleet"
+	"github.com/concord-chat/concord/runtime/domain/voice/token"
+	"github.com/concord-chat/concord/runtime/domain/voice/turncred"
+	"github.com/concord-chat/concord/runtime/services/voicerole"
 	"github.com/concord-chat/concord/test/voice/voiceclient"
 )
 

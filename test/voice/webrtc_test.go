@@ -14,8 +14,8 @@ import (
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
 
-	"github.com/concord-chat/concord/runtime/voice"
-	"github.com/concord-chat/concord/runtime/voice/signaling"
+	"github.com/concord-chat/concord/runtime/domain/voice"
+	"github.com/concord-chat/concord/runtime/domain/voice/signaling"
 	"github.com/concord-chat/concord/test/voice/voiceclient"
 )
 

@@ -1,5 +1,5 @@
 // Command olideval measures the live classifier's Go model
-// (runtime/live/classifier/linear) on the OLID v1.0 level A test set, held
+// (runtime/domain/live/classifier/linear) on the OLID v1.0 level A test set, held
 // out from its training: precision and recall of "offensive" at a few
 // thresholds.
 //
@@ -15,7 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/concord-chat/concord/runtime/live/classifier/linear"
+	"github.com/concord-chat/concord/runtime/domain/live/classifier/linear"
 )
 
 func main() {

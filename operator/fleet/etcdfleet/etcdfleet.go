@@ -1,5 +1,5 @@
 // Package etcdfleet implements fleet.RegistryProvider over the runtime's
-// registry (runtime/registry/etcd), so the operator's pins, draining marks
+// registry (runtime/adapters/registry/etcd), so the operator's pins, draining marks
 // and relay lists land where guild, gateway and API nodes watch for them:
 //
 //   - MarkDraining / ClearDraining → registry SetDraining (a node that is
@@ -21,9 +21,9 @@ import (
 	"sync"
 
 	"github.com/concord-chat/concord/operator/fleet"
-	"github.com/concord-chat/concord/runtime/registry"
-	"github.com/concord-chat/concord/runtime/registry/etcd"
-	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
+	"github.com/concord-chat/concord/runtime/adapters/registry/etcd"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 )
 
 // RelaysKey is the registry kv key holding a guild's relay endpoints.

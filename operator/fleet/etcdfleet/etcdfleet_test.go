@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/operator/fleet"
-	"github.com/concord-chat/concord/runtime/registry"
-	"github.com/concord-chat/concord/runtime/registry/etcd"
-	"github.com/concord-chat/concord/runtime/snowflake"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
+	"github.com/concord-chat/concord/runtime/adapters/registry/etcd"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 )
 
 // TestAgainstEtcd drives the adapter against a real (embedded) etcd, with

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/registry"
-	"github.com/concord-chat/concord/runtime/registry/etcd"
-	"github.com/concord-chat/concord/runtime/voice"
-	voicefleet "github.com/concord-chat/concord/runtime/voice/fleet"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
+	"github.com/concord-chat/concord/runtime/adapters/registry/etcd"
+	"github.com/concord-chat/concord/runtime/domain/voice"
+	voicefleet "github.com/concord-chat/concord/runtime/domain/voice/fleet"
 )
 
 // TestReadVoiceLoad reads what the SFU's own reporter writes, on a real

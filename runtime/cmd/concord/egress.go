@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/concord-chat/concord/runtime/adapters/egress"
 	"github.com/concord-chat/concord/runtime/app"
-	"github.com/concord-chat/concord/runtime/egress"
-	"github.com/concord-chat/concord/runtime/httpserve"
+	"github.com/concord-chat/concord/runtime/edge/httpserve"
 )
 
 // egressOptions are the flags of `concord egress`.

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/guild"
-	"github.com/concord-chat/concord/runtime/permissions"
+	"github.com/concord-chat/concord/runtime/domain/guild"
+	"github.com/concord-chat/concord/runtime/domain/permissions"
 )
 
 // Every flag maps onto one field of config.Config, takes its default from

@@ -6,11 +6,11 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/concord-chat/concord/runtime/httpserve"
+	"github.com/concord-chat/concord/runtime/edge/httpserve"
 )
 
 // bindServingFlags registers the bounds of every HTTP listener
-// (runtime/httpserve); zero keeps the package's default.
+// (runtime/edge/httpserve); zero keeps the package's default.
 func bindServingFlags(fs *pflag.FlagSet, cfg *httpserve.Config) {
 	durFlag(fs, &cfg.ReadHeaderTimeout, "http-read-header-timeout", httpserve.DefaultReadHeaderTimeout, "HTTP listeners: time a request's line and headers may take")
 	durFlag(fs, &cfg.ReadTimeout, "http-read-timeout", httpserve.DefaultReadTimeout, "HTTP listeners: time a request body may take (not WebSocket or streams)")

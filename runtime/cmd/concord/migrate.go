@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/concord-chat/concord/runtime/migrate"
-	cassandrastore "github.com/concord-chat/concord/runtime/store/cassandra"
-	pebblestore "github.com/concord-chat/concord/runtime/store/pebble"
+	"github.com/concord-chat/concord/runtime/adapters/migrate"
+	cassandrastore "github.com/concord-chat/concord/runtime/adapters/store/cassandra"
+	pebblestore "github.com/concord-chat/concord/runtime/adapters/store/pebble"
 )
 
 func newMigrateCommand() *cobra.Command {

@@ -6,9 +6,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/concord-chat/concord/runtime/adapters/registry"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/live/liverole"
-	"github.com/concord-chat/concord/runtime/registry"
+	"github.com/concord-chat/concord/runtime/services/liverole"
 )
 
 // bindIdentifyFlags registers the gateway role's identify throttle flags

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
 // podFlags are the serve flags the operator sets through the environment

@@ -7,8 +7,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/concord-chat/concord/runtime/app"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/snowflake"
 )
 
 // parseServePod binds the platform and pod flags on a fresh flag set,

@@ -25,11 +25,11 @@ import (
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
 
-	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/voice"
-	"github.com/concord-chat/concord/runtime/voice/devca"
-	"github.com/concord-chat/concord/runtime/voice/signaling"
-	"github.com/concord-chat/concord/runtime/voice/token"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
+	"github.com/concord-chat/concord/runtime/domain/voice"
+	"github.com/concord-chat/concord/runtime/domain/voice/devca"
+	"github.com/concord-chat/concord/runtime/domain/voice/signaling"
+	"github.com/concord-chat/concord/runtime/domain/voice/token"
 	"github.com/concord-chat/concord/test/voice/voiceclient"
 )
 

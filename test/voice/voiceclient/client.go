@@ -19,9 +19,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/concord-chat/concord/runtime/voice/discovery"
-	"github.com/concord-chat/concord/runtime/voice/rtpsize"
-	"github.com/concord-chat/concord/runtime/voice/signaling"
+	"github.com/concord-chat/concord/runtime/domain/voice/discovery"
+	"github.com/concord-chat/concord/runtime/domain/voice/rtpsize"
+	"github.com/concord-chat/concord/runtime/domain/voice/signaling"
 )
 
 // Options are what a library gets from VOICE_SERVER_UPDATE and

@@ -37,10 +37,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/concord-chat/concord/runtime/snowflake"
-	"github.com/concord-chat/concord/runtime/voice"
-	"github.com/concord-chat/concord/runtime/voice/devca"
-	"github.com/concord-chat/concord/runtime/voice/token"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
+	"github.com/concord-chat/concord/runtime/domain/voice"
+	"github.com/concord-chat/concord/runtime/domain/voice/devca"
+	"github.com/concord-chat/concord/runtime/domain/voice/token"
 	"github.com/concord-chat/concord/test/voice/voiceclient"
 )
 

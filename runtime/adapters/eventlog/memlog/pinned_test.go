@@ -1,0 +1,9 @@
+package memlog_test
+
+import (
+	"testing"
+
+	"github.com/concord-chat/concord/runtime/adapters/eventlog/eventlogtest"
+)
+
+func TestPinned(t *testing.T) { eventlogtest.RunPinned(t, perTest()) }

@@ -1,0 +1,199 @@
+package fanout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/concord-chat/concord/runtime/base/snowflake"
+	"github.com/concord-chat/concord/runtime/domain/event"
+)
+
+// Relay holds the slices of every guild whose owner hands sessions to it.
+type Relay struct {
+	sink event.Sink
+
+	mu     sync.Mutex
+	slices map[snowflake.ID]*Slice
+}
+
+// NewRelay returns a relay delivering to gateway nodes through sink.
+func NewRelay(sink event.Sink) *Relay {
+	return &Relay{sink: sink, slices: make(map[snowflake.ID]*Slice)}
+}
+
+// Apply applies an entry to its guild's slice (made on first use).
+func (r *Relay) Apply(ctx context.Context, e *Entry) error {
+	return r.Slice(e.Guild).Apply(ctx, e)
+}
+
+// Slice returns a guild's slice, making it if needed.
+func (r *Relay) Slice(guild snowflake.ID) *Slice {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	x := r.slices[guild]
+	if x == nil {
+		x = NewSlice(guild, r.sink)
+		r.slices[guild] = x
+	}
+	return x
+}
+
+// ErrRelayDown is returned by Local.Send for a relay that was stopped.
+var ErrRelayDown = errors.New("fanout: relay down")
+
+// Local is a set of relays in this process (`concord dev`, tests): each
+// applies its entries in order on a goroutine of its own, so the owner's
+// actor only enqueues.
+type Local struct {
+	mu     sync.Mutex
+	relays map[string]*localRelay
+}
+
+// item is a queued entry, or a barrier (Sync) when done is set.
+type item struct {
+	e    *Entry
+	done chan struct{}
+}
+
+type localRelay struct {
+	relay *Relay
+	q     chan item
+	done  chan struct{}
+	down  atomic.Bool
+	// behind is set when an entry was refused; the next Send reports it.
+	behind atomic.Bool
+}
+
+// NewLocal starts n relays named local-0 … local-(n-1), each with a queue
+// of queue entries, delivering through sink.
+func NewLocal(sink event.Sink, n, queue int) *Local {
+	l := &Local{relays: make(map[string]*localRelay)}
+	for i := range n {
+		lr := &localRelay{relay: NewRelay(sink), q: make(chan item, queue), done: make(chan struct{})}
+		go lr.run()
+		l.relays[fmt.Sprintf("local-%d", i)] = lr
+	}
+	return l
+}
+
+func (lr *localRelay) run() {
+	for {
+		select {
+		case it := <-lr.q:
+			if it.done != nil {
+				close(it.done)
+				continue
+			}
+			if err := lr.relay.Apply(context.Background(), it.e); errors.Is(err, ErrBehind) {
+				lr.behind.Store(true)
+			}
+		case <-lr.done:
+			return
+		}
+	}
+}
+
+// Relays lists the relays that are up, in name order; every guild may use
+// all of them.
+func (l *Local) Relays(snowflake.ID) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for name, lr := range l.relays {
+		if !lr.down.Load() {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Send enqueues an entry for a relay, waiting while its queue is full. It
+// fails with ErrRelayDown for a stopped relay and with ErrBehind once the
+// relay refused an earlier entry (the owner then sends a snapshot, which
+// clears it).
+func (l *Local) Send(ctx context.Context, relay string, e *Entry) error {
+	l.mu.Lock()
+	lr := l.relays[relay]
+	l.mu.Unlock()
+	if lr == nil || lr.down.Load() {
+		return fmt.Errorf("relay %s: %w", relay, ErrRelayDown)
+	}
+	if !e.Reset && lr.behind.Swap(false) {
+		return fmt.Errorf("relay %s: %w", relay, ErrBehind)
+	}
+	select {
+	case lr.q <- item{e: e}:
+		return nil
+	case <-lr.done:
+		return fmt.Errorf("relay %s: %w", relay, ErrRelayDown)
+	case <-ctx.Done():
+		return fmt.Errorf("relay %s: %w", relay, ctx.Err())
+	}
+}
+
+// Sync waits until every relay that is up has applied the entries sent
+// before it.
+func (l *Local) Sync(ctx context.Context) error {
+	l.mu.Lock()
+	var rs []*localRelay
+	for _, lr := range l.relays {
+		rs = append(rs, lr)
+	}
+	l.mu.Unlock()
+	for _, lr := range rs {
+		done := make(chan struct{})
+		select {
+		case lr.q <- item{done: done}:
+		case <-lr.done:
+			continue
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case <-done:
+		case <-lr.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Relay returns a relay by name, for tests and metrics.
+func (l *Local) Relay(name string) *Relay {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lr := l.relays[name]; lr != nil {
+		return lr.relay
+	}
+	return nil
+}
+
+// Kill stops a relay as if its process died: queued entries are dropped
+// and later sends fail.
+func (l *Local) Kill(name string) {
+	l.mu.Lock()
+	lr := l.relays[name]
+	l.mu.Unlock()
+	if lr != nil && !lr.down.Swap(true) {
+		close(lr.done)
+	}
+}
+
+// Close stops every relay.
+func (l *Local) Close() {
+	l.mu.Lock()
+	names := make([]string, 0, len(l.relays))
+	for n := range l.relays {
+		names = append(names, n)
+	}
+	l.mu.Unlock()
+	for _, n := range names {
+		l.Kill(n)
+	}
+}

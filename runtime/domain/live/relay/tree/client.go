@@ -1,0 +1,156 @@
+package tree
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/base/snowflake"
+	"github.com/concord-chat/concord/runtime/domain/live"
+)
+
+// Client is the live.Relay of the router and the gateways over a relay
+// tree: it publishes to a stream's owner and subscribes through it
+// (following its redirects down the tree). A node it cannot reach is
+// skipped for DownFor, by publishers and subscribers alike, so a dead
+// owner's streams move to the next node by rendezvous.
+type Client struct {
+	hc  *http.Client
+	log *slog.Logger
+
+	mu    sync.Mutex
+	nodes []string
+	down  map[string]time.Time
+}
+
+// DownFor is how long a node that could not be reached is skipped.
+const DownFor = 5 * time.Second
+
+var (
+	_ live.Relay         = (*Client)(nil)
+	_ live.CountingRelay = (*Client)(nil)
+)
+
+// NewClient returns a client of the relay nodes (base URLs).
+func NewClient(nodes []string, log *slog.Logger) *Client {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Client{hc: &http.Client{}, log: log.With("component", "live-relay-client"), nodes: slices.Clone(nodes), down: map[string]time.Time{}}
+}
+
+// SetNodes replaces the relay nodes.
+func (c *Client) SetNodes(nodes []string) {
+	c.mu.Lock()
+	c.nodes = slices.Clone(nodes)
+	c.mu.Unlock()
+}
+
+func (c *Client) owner(stream snowflake.ID) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	down := map[string]bool{}
+	for n, until := range c.down {
+		if time.Now().Before(until) {
+			down[n] = true
+		} else {
+			delete(c.down, n)
+		}
+	}
+	return Owner(stream, c.nodes, down)
+}
+
+func (c *Client) markDown(node string) {
+	c.mu.Lock()
+	c.down[node] = time.Now().Add(DownFor)
+	c.mu.Unlock()
+}
+
+// Publish implements live.Relay.
+func (c *Client) Publish(ctx context.Context, stream snowflake.ID, msg []byte) error {
+	_, err := c.PublishCount(ctx, stream, msg)
+	return err
+}
+
+// PublishCount implements live.CountingRelay: the copies are the owner's
+// direct ones (gateways and second-tier relays).
+func (c *Client) PublishCount(ctx context.Context, stream snowflake.ID, msg []byte) (int, error) {
+	for range 3 {
+		o := c.owner(stream)
+		if o == "" {
+			return 0, fmt.Errorf("relay tree: no relay node: %w", live.ErrUnavailable)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, o+"/v1/relay/"+stream.String(), bytes.NewReader(msg))
+		if err != nil {
+			return 0, err
+		}
+		resp, err := c.hc.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			c.markDown(o)
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return 0, fmt.Errorf("relay tree: publish to %s: status %d: %w", o, resp.StatusCode, live.ErrUnavailable)
+		}
+		n, _ := strconv.Atoi(resp.Header.Get("X-Relay-Copies"))
+		return n, nil
+	}
+	return 0, fmt.Errorf("relay tree: publish: no relay reachable: %w", live.ErrUnavailable)
+}
+
+// Subscribe implements live.Relay: deliver is called from one goroutine,
+// in order, for as long as the subscription lasts; a lost relay is
+// replaced by subscribing again through the stream's owner.
+func (c *Client) Subscribe(ctx context.Context, stream snowflake.ID, deliver func([]byte)) (func(), error) {
+	sctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		wait := 50 * time.Millisecond
+		for sctx.Err() == nil {
+			o := c.owner(stream)
+			if o == "" {
+				select {
+				case <-sctx.Done():
+					return
+				case <-time.After(wait):
+				}
+				continue
+			}
+			started := time.Now()
+			err := read(sctx, c.hc, o+"/v1/relay/"+stream.String(), deliver)
+			if sctx.Err() != nil {
+				return
+			}
+			var ue *url.Error
+			if errors.As(err, &ue) && strings.HasPrefix(ue.URL, o+"/") {
+				// The owner itself could not be reached: skip it for a
+				// while (a relay it sent us to that is gone, it learns of
+				// by itself when that relay's upstream drops).
+				c.markDown(o)
+			}
+			c.log.Debug("relay subscription lost; resubscribing", "stream", stream, "owner", o, "err", err)
+			select {
+			case <-sctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, time.Second)
+			if time.Since(started) > 5*time.Second {
+				wait = 50 * time.Millisecond
+			}
+		}
+	}()
+	return cancel, nil
+}

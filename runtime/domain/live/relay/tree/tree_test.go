@@ -1,0 +1,192 @@
+package tree
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/base/snowflake"
+)
+
+type fleet struct {
+	t     *testing.T
+	urls  []string
+	nodes []*Node
+	srvs  []*httptest.Server
+}
+
+// startFleet runs n relay nodes on their own HTTP servers with small
+// fan-outs, so a test audience needs three tiers.
+func startFleet(t *testing.T, n, owner, child int) *fleet {
+	f := &fleet{t: t}
+	for range n {
+		var node *Node
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { node.ServeHTTP(w, r) }))
+		t.Cleanup(srv.Close)
+		f.srvs = append(f.srvs, srv)
+		f.urls = append(f.urls, srv.URL)
+		node = NewNode(NodeConfig{Self: srv.URL, OwnerFanout: owner, ChildFanout: child, Logger: slog.New(slog.DiscardHandler)})
+		f.nodes = append(f.nodes, node)
+	}
+	for _, node := range f.nodes {
+		node.SetNodes(f.urls)
+	}
+	return f
+}
+
+// kill stops node i as a crash would.
+func (f *fleet) kill(i int) {
+	f.srvs[i].Listener.Close()
+	f.srvs[i].CloseClientConnections()
+}
+
+func (f *fleet) direct(i int, stream snowflake.ID) int {
+	n := f.nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if t := n.topics[stream]; t != nil {
+		return len(t.subs)
+	}
+	return 0
+}
+
+// subscriber records what one gateway's subscription delivers.
+type subscriber struct {
+	mu  sync.Mutex
+	got []int
+}
+
+func (s *subscriber) deliver(msg []byte) {
+	n, _ := strconv.Atoi(string(msg))
+	s.mu.Lock()
+	s.got = append(s.got, n)
+	s.mu.Unlock()
+}
+
+func (s *subscriber) has(n int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range s.got {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+// publishUntil publishes increasing numbers until every subscriber has
+// one of them, and returns the last.
+func publishUntil(t *testing.T, c *Client, stream snowflake.ID, next *int, subs []*subscriber) int {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		*next++
+		if _, err := c.PublishCount(context.Background(), stream, []byte(strconv.Itoa(*next))); err != nil {
+			t.Fatal(err)
+		}
+		all := true
+		for _, s := range subs {
+			all = all && s.has(*next)
+		}
+		if all {
+			return *next
+		}
+		if time.Now().After(deadline) {
+			missing := 0
+			for _, s := range subs {
+				if !s.has(*next) {
+					missing++
+				}
+			}
+			t.Fatalf("after 15 s %d of %d subscribers do not receive", missing, len(subs))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// 24 gateways on a stream whose owner feeds 5 and whose other relays feed
+// 3: the owner copies each message once per direct subscriber (its
+// gateways and its second-tier relays), never once per gateway, and
+// every gateway receives every message in publish order.
+func TestTreeGrowsTiers(t *testing.T) {
+	f := startFleet(t, 6, 5, 3)
+	stream := snowflake.ID(4242)
+	c := NewClient(f.urls, slog.New(slog.DiscardHandler))
+	subs := make([]*subscriber, 24)
+	for i := range subs {
+		subs[i] = &subscriber{}
+		cancel, err := NewClient(f.urls, slog.New(slog.DiscardHandler)).Subscribe(context.Background(), stream, subs[i].deliver)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cancel)
+	}
+	next := 0
+	first := publishUntil(t, c, stream, &next, subs)
+	for range 50 {
+		next++
+		copies, err := c.PublishCount(context.Background(), stream, []byte(strconv.Itoa(next)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if copies >= len(subs) {
+			t.Fatalf("the owner copied a message %d times for %d gateways: no tree", copies, len(subs))
+		}
+	}
+	last := publishUntil(t, c, stream, &next, subs)
+	for i, s := range subs {
+		s.mu.Lock()
+		var seen []int
+		for _, n := range s.got {
+			if n >= first && n <= last {
+				seen = append(seen, n)
+			}
+		}
+		s.mu.Unlock()
+		for j := 1; j < len(seen); j++ {
+			if seen[j] != seen[j-1]+1 {
+				t.Fatalf("gateway %d: %d after %d", i, seen[j], seen[j-1])
+			}
+		}
+	}
+	owner := Owner(stream, f.urls, nil)
+	for i, u := range f.urls {
+		t.Logf("relay %d: %d direct subscribers%s", i, f.direct(i, stream), map[bool]string{true: " (owner)"}[u == owner])
+	}
+}
+
+// A second-tier relay dies: its gateways resubscribe through the owner,
+// which places them on a live sibling, and receive again.
+func TestDeadRelayResubscribe(t *testing.T) {
+	f := startFleet(t, 5, 4, 4)
+	stream := snowflake.ID(777)
+	c := NewClient(f.urls, slog.New(slog.DiscardHandler))
+	subs := make([]*subscriber, 16)
+	for i := range subs {
+		subs[i] = &subscriber{}
+		cancel, _ := NewClient(f.urls, slog.New(slog.DiscardHandler)).Subscribe(context.Background(), stream, subs[i].deliver)
+		t.Cleanup(cancel)
+	}
+	next := 0
+	publishUntil(t, c, stream, &next, subs)
+	owner := Owner(stream, f.urls, nil)
+	victim := -1
+	for i, u := range f.urls {
+		if u != owner && f.direct(i, stream) > 0 && (victim < 0 || f.direct(i, stream) > f.direct(victim, stream)) {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		t.Fatal("no second-tier relay")
+	}
+	held := f.direct(victim, stream)
+	killed := time.Now()
+	f.kill(victim)
+	publishUntil(t, c, stream, &next, subs)
+	t.Logf("killed a second-tier relay feeding %d gateways: all receive again after %s", held, time.Since(killed).Round(time.Millisecond))
+}

@@ -1,0 +1,119 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+
+	"github.com/concord-chat/concord/runtime/domain/event"
+)
+
+// socketSessions attaches n sessions to real loopback TCP sockets whose
+// client ends are drained by reader goroutines (a fixed buffer each, so
+// they allocate nothing), and returns a batch targeting all of them.
+func socketSessions(tb testing.TB, node *Node, n int, comp compression) event.Batch {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	batch := event.Batch{Type: "MESSAGE_CREATE", Payloads: []json.RawMessage{json.RawMessage(`{"id":"1","channel_id":"2","content":"hello, world","author":{"id":"3","username":"alice"}}`)}}
+	for i := range n {
+		cl, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		sv, err := ln.Accept()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { cl.Close(); sv.Close() })
+		go func() { _, _ = io.Copy(io.Discard, struct{ io.Reader }{cl}) }()
+		c := newConn(node, nil, 10, comp, "")
+		c.nc = sv
+		raw, err := sv.(syscall.Conn).SyscallConn()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		c.raw, c.twFunc = raw, c.tryWriteFunc
+		s := &session{node: node, info: event.Session{ID: event.SessionID(fmt.Sprintf("%032x", i))}, conn: c}
+		node.addSession(s)
+		batch.Targets = append(batch.Targets, event.Target{Session: s.info.ID})
+	}
+	return batch
+}
+
+// Delivering a batch allocates its shared body and nothing per session:
+// stamping, the replay buffer and the socket write (each an inline
+// non-blocking write to an idle socket) reuse what they hold. Replay
+// buffers are first filled to their bound, the steady state.
+func TestDeliverAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under the race detector (sync.Pool drops items at random, more escapes); run without -race")
+	}
+	for _, tc := range []struct {
+		name string
+		comp compression
+		n    int
+	}{
+		{"none/100", compressNone, 100},
+		{"none/600", compressNone, 600},
+		{"zlib-stream/100", compressStream, 100},
+		{"zstd-stream/100", compressZstdStream, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node, err := NewNode(Config{Node: testNode, ReplayMaxEvents: 32}, idleBackend{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer node.Close()
+			batch := socketSessions(t, node, tc.n, tc.comp)
+			for range 100 {
+				node.Deliver(context.Background(), testNode, batch)
+			}
+			allocs := testing.AllocsPerRun(50, func() {
+				node.Deliver(context.Background(), testNode, batch)
+			})
+			// One for the batch's body. (AllocsPerRun runs with
+			// GOMAXPROCS 1, so Deliver does not split the batch over
+			// goroutines here.)
+			const limit = 1.0
+			t.Logf("%.1f allocations per batch of %d deliveries", allocs, tc.n)
+			if allocs > limit {
+				t.Fatalf("%.1f allocations per batch of %d deliveries, want at most %v (none per delivery)", allocs, tc.n, limit)
+			}
+		})
+	}
+}
+
+// BenchmarkDeliverSockets is Deliver to idle sessions over real loopback
+// sockets: stamp, replay buffer, encode and one non-blocking write each.
+//
+//	go test -run '^$' -bench DeliverSockets -benchmem ./runtime/edge/gateway/
+func BenchmarkDeliverSockets(b *testing.B) {
+	for _, comp := range []compression{compressNone, compressStream, compressZstdStream} {
+		b.Run(fmt.Sprintf("comp=%d", comp), func(b *testing.B) {
+			node, err := NewNode(Config{Node: testNode, ReplayMaxEvents: 32}, idleBackend{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer node.Close()
+			const n = 200
+			batch := socketSessions(b, node, n, comp)
+			for range 100 { // compression contexts made, replay buffers full
+				node.Deliver(context.Background(), testNode, batch)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				node.Deliver(context.Background(), testNode, batch)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/delivery")
+		})
+	}
+}

@@ -1,9 +1,0 @@
-package memlog_test
-
-import (
-	"testing"
-
-	"github.com/concord-chat/concord/runtime/eventlog/eventlogtest"
-)
-
-func TestPinned(t *testing.T) { eventlogtest.RunPinned(t, perTest()) }

@@ -1,0 +1,37 @@
+// Package relayrole is the relay role, built by the same Build in
+// `concord dev` and in `concord serve --roles=relay`: the fan-out tier of
+// big guilds. A relay node receives a guild's event batches once from
+// the guild's owner (RelayNode) and delivers them to every gateway node
+// (GatewayNode.Deliver); the RelayTier controller publishes the relays
+// of a guild under relays/<guild id> in the registry.
+//
+// A process without node-to-node services (every role in one process,
+// `concord dev`) delivers to its one gateway directly, so there is no
+// tier to relay through and the role adds nothing there. It delivers
+// with the process's GatewayNode client (role.Gateways).
+package relayrole
+
+import (
+	"context"
+	"errors"
+
+	"github.com/concord-chat/concord/runtime/services/role"
+)
+
+// Name is the role's --roles name.
+const Name = "relay"
+
+// Role is the relay role.
+var Role = role.Role{Name: Name, Build: build, Uses: []string{role.Gateways.Name}}
+
+func build(ctx context.Context, b *role.Builder) error {
+	if b.GRPC == nil {
+		return nil // no node-to-node services: no one relays through here
+	}
+	gateways, ok := role.Lookup(b.Seams, role.Gateways)
+	if !ok {
+		return errors.New("no gateway client in the process to relay to")
+	}
+	b.GRPC.Relay = gateways
+	return nil
+}

@@ -12,9 +12,8 @@ import (
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 )
 
-// Identify admission limits of bots shared by
-// `concord dev` (runtime/platform) and `concord serve` gateway nodes
-// (runtime/cluster).
+// Identify admission limits of bots shared by `concord dev` and the
+// gateway nodes of `concord serve` (both built by runtime/app).
 const (
 	// BotIdentifyWindow is the window of max_concurrency identifies per
 	// bucket (shard_id % max_concurrency).

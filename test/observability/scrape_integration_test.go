@@ -179,7 +179,9 @@ func startOperator(t *testing.T, ctx context.Context) string {
 		t.Fatalf("build the operator: %v\n%s", err, out)
 	}
 	metrics, probe := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(bin, "--metrics-bind-address="+metrics, "--health-probe-bind-address="+probe, "--fleet=memory")
+	cmd := exec.Command(bin, "--metrics-bind-address="+metrics, "--health-probe-bind-address="+probe, "--fleet=memory",
+		// One replica outside a cluster: no Lease to elect on.
+		"--leader-elect=false")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	var logs bytes.Buffer
 	out := &lockedWriter{b: &logs}

@@ -642,12 +642,22 @@ func (c *Cluster) Close() {
 	}
 }
 
-// freeLoopback returns a loopback address nobody listens on right now.
+// freeLoopback returns a loopback address nobody listens on right now,
+// with a port below the kernel's ephemeral range (32768 and up on Linux).
+// The address is handed to a node that binds it later; a port from the
+// ephemeral range could meanwhile be taken by another node's own
+// "127.0.0.1:0" listener (the gRPC listeners are bound that way), and the
+// node given it would exit at start with "address already in use".
 func freeLoopback() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	for range 200 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr, nil
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "", errors.New("topology: no free loopback port in 20000-31999")
 }

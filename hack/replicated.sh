@@ -168,7 +168,7 @@ cassandra_start() {
 	log "starting cassandra-$i on $host:9042 (heap $CHEAP, $dir)"
 	: >"$dir/logs/stdout.log"
 	setsid nohup "${env[@]}" java "${jvm[@]}" "${props[@]}" -cp "$lib/*" \
-		org.apache.cassandra.service.CassandraDaemon >>"$dir/logs/stdout.log" 2>&1 </dev/null &
+		org.apache.cassandra.service.CassandraDaemon >>"$dir/logs/stdout.log" 2>&1 </dev/null 9>&- &
 	echo $! >"$dir/pid"
 }
 
@@ -278,7 +278,7 @@ kafka_start() {
 	log "starting kafka-$i on $host:9092 (heap $KHEAP, $dir)"
 	: >"$dir/logs/server.log"
 	setsid nohup java "${opts[@]}" kafka.Kafka "$dir/conf/server.properties" \
-		>"$dir/logs/stdout.log" 2>&1 </dev/null &
+		>"$dir/logs/stdout.log" 2>&1 </dev/null 9>&- &
 	echo $! >"$dir/pid"
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/concord-chat/concord/runtime/adapters/store"
 	"github.com/concord-chat/concord/runtime/adapters/store/objects"
 	"github.com/concord-chat/concord/runtime/adapters/tracing"
+	"github.com/concord-chat/concord/runtime/base/route"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/auth"
 	"github.com/concord-chat/concord/runtime/domain/guild"
@@ -157,7 +158,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404: Not Found", "code": 0})
 	})
-	return uploads.WithBase(h.auditTrail(mux))
+	return route.DefaultVersion(uploads.WithBase(h.auditTrail(mux)))
 }
 
 // registrar is where routes mount: *http.ServeMux, or a route.Recorder

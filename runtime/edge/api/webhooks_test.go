@@ -191,6 +191,14 @@ func TestWebhookExecute(t *testing.T) {
 	if json.Unmarshal(ev, &got) != nil || got.ID != m.ID || got.WebhookID != wh.ID || got.Author.Username != "Override" {
 		t.Fatalf("MESSAGE_CREATE = %s", ev)
 	}
+	// The url the webhook object carries is unversioned, as Discord's is,
+	// and executing it works: it is what people paste into the services
+	// that post to it.
+	var viaURL wire.Message
+	e.ok("POST", strings.TrimPrefix(wh.URL, e.url)+"?wait=true", "", map[string]any{"content": "via the url"}, &viaURL)
+	if viaURL.WebhookID != wh.ID || viaURL.Content != "via the url" {
+		t.Fatalf("execute through the webhook's url = %+v", viaURL)
+	}
 	// It is a message of the channel like any other.
 	var read wire.Message
 	e.ok("GET", fmt.Sprintf("%s/channels/%d/messages/%d", v10, w.general, m.ID), w.bob.Token, nil, &read)

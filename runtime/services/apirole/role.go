@@ -56,6 +56,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/adapters/counters"
 	"github.com/concord-chat/concord/runtime/adapters/registry"
+	"github.com/concord-chat/concord/runtime/base/route"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/bots"
 	"github.com/concord-chat/concord/runtime/edge/api"
@@ -288,6 +289,7 @@ func clusterStatsTo(ctx context.Context, b *role.Builder) error {
 
 // mount serves h on /api/ and provides it as the process's REST handler.
 func mount(b *role.Builder, h http.Handler) {
+	h = route.DefaultVersion(h)
 	b.Handle("/api/", h)
 	role.Provide(b.Seams, role.REST, h)
 }

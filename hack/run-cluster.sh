@@ -3,7 +3,8 @@
 # scripts, behind HAProxy, and stops it on Ctrl-C (make run-cluster):
 #
 #   etcd        3 members (built from the Go module proxy by hack/envtest/build.sh, cached)
-#   Cassandra, Kafka, Redis   the test servers (hack/cassandra, hack/kafka, hack/redis; left running)
+#   Cassandra, Kafka, Redis, S3   the test servers (hack/cassandra, hack/kafka, hack/redis, hack/s3;
+#               left running); attachments under the cluster's own prefix in the S3 bucket
 #   concord serve   2 api, 2 gateway, 2 guild, 2 data, 2 readstate, 2 presence, 1 relay,
 #               1 voice (an SFU: its voice gateway and UDP ports on loopback) and the four
 #               live-comment roles (live-api, live-gateway, live-router, live-archiver)
@@ -165,7 +166,7 @@ if [[ ${REPLICATED:-0} == 1 ]]; then
 	STORE_OPTS="rf=3"
 	KAFKA_OPTS="replication=3&"
 else
-	log "Cassandra, Kafka and Redis (hack/ scripts; started if not running)"
+	log "Cassandra, Kafka and Redis (hack/ scripts; started if not running); S3 below"
 	CASS=$(bash hack/cassandra/start.sh)
 	bash hack/kafka/kafka.sh start >&2
 	KAFKA=$(bash hack/kafka/kafka.sh addr)
@@ -173,7 +174,11 @@ else
 	KAFKA_OPTS=""
 fi
 REDIS=$(bash hack/redis/start.sh | sed -n 's/^export CONCORD_TEST_REDIS=//p')
-[[ -n $CASS && -n $KAFKA && -n $REDIS ]] || die "a backend gave no address (cassandra '$CASS', kafka '$KAFKA', redis '$REDIS')"
+# Attachments go to the S3-compatible test server, under the cluster's own
+# prefix: a node's disk would lose a guild's files when the guild moves to
+# another guild node.
+S3=$(bash hack/s3/start.sh | sed -n 's/^export CONCORD_S3=//p')
+[[ -n $CASS && -n $KAFKA && -n $REDIS && -n $S3 ]] || die "a backend gave no address (cassandra '$CASS', kafka '$KAFKA', redis '$REDIS', s3 '$S3')"
 
 log "etcd: three members"
 ETCD=${CLUSTER_ETCD:-}
@@ -207,6 +212,7 @@ COMMON=(
 	--registry="etcd://$ETCD_CLIENTS"
 	--store="cassandra://$CASS/$KEYSPACE?$STORE_OPTS"
 	--eventlog="kafka://$KAFKA?${KAFKA_OPTS}topic_prefix=$KEYSPACE."
+	--objects="$S3/$KEYSPACE"
 	--server-key="$(cat "$RUN/server-key")"
 	--admin-token="$(cat "$RUN/admin-token")"
 	--data-nodes=ring

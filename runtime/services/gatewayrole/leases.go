@@ -16,7 +16,6 @@ import (
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/entitlement"
 	"github.com/concord-chat/concord/runtime/domain/event"
-	"github.com/concord-chat/concord/runtime/domain/guild"
 	"github.com/concord-chat/concord/runtime/domain/wire"
 	"github.com/concord-chat/concord/runtime/edge/gateway"
 	"github.com/concord-chat/concord/runtime/services/role"
@@ -128,7 +127,7 @@ func (b *ringBackend) dropGuild(ctx context.Context, s event.Session, g snowflak
 // localBackend is the gateway.Backend of `concord dev`: the process's
 // guild service, which runs every guild.
 type localBackend struct {
-	guild.GatewayBackend
+	GuildBackend
 	log *slog.Logger
 }
 

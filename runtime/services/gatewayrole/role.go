@@ -40,7 +40,6 @@ import (
 	"github.com/concord-chat/concord/runtime/base/lifecycle"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/event"
-	"github.com/concord-chat/concord/runtime/domain/guild"
 	"github.com/concord-chat/concord/runtime/edge/admission"
 	"github.com/concord-chat/concord/runtime/edge/gateway"
 	"github.com/concord-chat/concord/runtime/services/role"
@@ -95,7 +94,7 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		if !ok {
 			return errors.New("no guild service in the process to subscribe sessions on")
 		}
-		backend, voice = localBackend{GatewayBackend: guild.NewGatewayBackend(svc), log: log}, svc
+		backend, voice = localBackend{GuildBackend: GuildBackend{Service: svc}, log: log}, svc
 	} else {
 		identify, ok := role.Lookup(b.Seams, role.GuildReader)
 		client, ok2 := role.Lookup(b.Seams, role.GuildClient)
@@ -106,7 +105,7 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		if err != nil {
 			return err
 		}
-		rb = newRingBackend(guild.NewGatewayBackend(identify), b.Store, client, ring, cfg.CallTimeout, resub, log)
+		rb = newRingBackend(GuildBackend{Service: identify}, b.Store, client, ring, cfg.CallTimeout, resub, log)
 		backend, voice = rb, client
 	}
 	node := role.LateOf(b.Seams, NodeKey)

@@ -8,7 +8,7 @@
 // other roles over gRPC. Both modes open the backends the same way (the
 // store — Pebble, or Cassandra behind the coalescing data service —, the
 // token-signing key, the event log with its outbox), build the roles in
-// one role.Build pass over the role tables, serve one HTTP route table
+// one wiring.Build pass over the role tables, serve one HTTP route table
 // (web client, root-path WebSocket upgrade, /metrics, /healthz, /readyz,
 // /admin behind the admin token), run the roles' parts in one
 // lifecycle.Group that stops in reverse, and serve and shut down through
@@ -27,10 +27,10 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/guild"
 	"github.com/concord-chat/concord/runtime/edge/gateway"
 	"github.com/concord-chat/concord/runtime/services/apirole"
+	"github.com/concord-chat/concord/runtime/services/catalog"
 	"github.com/concord-chat/concord/runtime/services/gatewayrole"
 	"github.com/concord-chat/concord/runtime/services/guildrole"
-	"github.com/concord-chat/concord/runtime/services/role"
-	"github.com/concord-chat/concord/runtime/services/roles"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Process is the role side of one Concord process: its cross-role
@@ -38,9 +38,9 @@ import (
 // their HTTP routes and admin endpoints go to. The zero value with Seams
 // set is ready to use.
 type Process struct {
-	// Seams are the process's cross-role seams (role.Seams), shared by
+	// Seams are the process's cross-role seams (wiring.Seams), shared by
 	// every role it builds; closed by Stop after the parts.
-	Seams *role.Seams
+	Seams *wiring.Seams
 	// Group runs the roles' parts: started by Start in the order they
 	// were added, stopped in reverse by Stop.
 	Group lifecycle.Group
@@ -54,9 +54,9 @@ type Process struct {
 }
 
 // NewProcess returns a Process on seams (nil: a fresh set).
-func NewProcess(seams *role.Seams) *Process {
+func NewProcess(seams *wiring.Seams) *Process {
 	if seams == nil {
-		seams = &role.Seams{}
+		seams = &wiring.Seams{}
 	}
 	return &Process{Seams: seams, Mux: http.NewServeMux(), Admin: http.NewServeMux()}
 }
@@ -64,11 +64,11 @@ func NewProcess(seams *role.Seams) *Process {
 // Tables are the role tables a process builds from, in build order: the
 // chat roles, then the table roles (voice, live comments).
 type Tables struct {
-	Chat, Table []role.Role
+	Chat, Table []wiring.Role
 }
 
-// DefaultTables are the tables of package roles.
-func DefaultTables() Tables { return Tables{Chat: roles.Chat, Table: roles.Table} }
+// DefaultTables are the tables of package catalog.
+func DefaultTables() Tables { return Tables{Chat: catalog.Chat, Table: catalog.Table} }
 
 // Built is what the roles built in a process provide that the process
 // serves or exposes: each nil when its role does not run here.
@@ -85,11 +85,11 @@ type Built struct {
 	Bots *apirole.Bots
 }
 
-// Build builds, in one role.Build pass over the chat roles and then the
+// Build builds, in one wiring.Build pass over the chat roles and then the
 // table roles, every role want reports the process runs, with parts,
 // and looks up what they provide. parts.Seams and parts.Admin must be
 // the Process's (nil ones are set to them).
-func (p *Process) Build(ctx context.Context, t Tables, want func(name string) bool, parts role.Parts) (Built, error) {
+func (p *Process) Build(ctx context.Context, t Tables, want func(name string) bool, parts wiring.Parts) (Built, error) {
 	if parts.Seams == nil {
 		parts.Seams = p.Seams
 	}
@@ -99,14 +99,14 @@ func (p *Process) Build(ctx context.Context, t Tables, want func(name string) bo
 	if parts.Seams != p.Seams {
 		return Built{}, errors.New("app: the roles' parts carry other seams than the process's")
 	}
-	if err := role.Build(ctx, slices.Concat(t.Chat, t.Table), want, parts, p.Mux, &p.Group); err != nil {
+	if err := wiring.Build(ctx, slices.Concat(t.Chat, t.Table), want, parts, p.Mux, &p.Group); err != nil {
 		return Built{}, err
 	}
 	var b Built
-	b.Guilds, _ = role.Lookup(p.Seams, role.GuildService)
-	b.Gateway, _ = role.Lookup(p.Seams, role.GatewayNode)
-	b.REST, _ = role.Lookup(p.Seams, role.REST)
-	b.Bots, _ = role.Lookup(p.Seams, apirole.BotsKey)
+	b.Guilds, _ = wiring.Lookup(p.Seams, wiring.GuildService)
+	b.Gateway, _ = wiring.Lookup(p.Seams, wiring.GatewayNode)
+	b.REST, _ = wiring.Lookup(p.Seams, wiring.REST)
+	b.Bots, _ = wiring.Lookup(p.Seams, apirole.BotsKey)
 	p.gateway = b.Gateway
 	if want(guildrole.Name) && b.Guilds == nil {
 		return b, errors.New("the guild role provided no guild service")

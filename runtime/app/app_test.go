@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concord-chat/concord/runtime/base/lifecycle"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // named answers with its name, so a test sees which handler served.
@@ -100,11 +100,11 @@ func TestRoutesWithoutRoles(t *testing.T) {
 func TestProcessBuildAndStop(t *testing.T) {
 	var order []string
 	record := func(s string) func() error { return func() error { order = append(order, s); return nil } }
-	seamKey := role.Key[int]{Name: "test/seam"}
-	mk := func(name string) role.Role {
-		return role.Role{Name: name, Build: func(ctx context.Context, b *role.Builder) error {
+	seamKey := wiring.Key[int]{Name: "test/seam"}
+	mk := func(name string) wiring.Role {
+		return wiring.Role{Name: name, Build: func(ctx context.Context, b *wiring.Builder) error {
 			order = append(order, "build "+name)
-			_, err := role.Shared(b.Seams, seamKey, func() (int, func() error, error) { return 1, record("seams"), nil })
+			_, err := wiring.Shared(b.Seams, seamKey, func() (int, func() error, error) { return 1, record("seams"), nil })
 			if err != nil {
 				return err
 			}
@@ -113,7 +113,7 @@ func TestProcessBuildAndStop(t *testing.T) {
 	}
 	p := NewProcess(nil)
 	want := func(name string) bool { return name == "chat" || name == "table" }
-	if _, err := p.Build(context.Background(), Tables{Chat: []role.Role{mk("chat"), mk("skipped")}, Table: []role.Role{mk("table")}}, want, role.Parts{}); err != nil {
+	if _, err := p.Build(context.Background(), Tables{Chat: []wiring.Role{mk("chat"), mk("skipped")}, Table: []wiring.Role{mk("table")}}, want, wiring.Parts{}); err != nil {
 		t.Fatal(err)
 	}
 	p.Start(context.Background())
@@ -128,7 +128,7 @@ func TestProcessBuildAndStop(t *testing.T) {
 		t.Fatalf("order %q, want %q", got, w)
 	}
 	other := NewProcess(nil)
-	if _, err := other.Build(context.Background(), Tables{}, want, role.Parts{Seams: &role.Seams{}}); err == nil {
+	if _, err := other.Build(context.Background(), Tables{}, want, wiring.Parts{Seams: &wiring.Seams{}}); err == nil {
 		t.Fatal("Build accepted parts with another process's seams")
 	}
 }

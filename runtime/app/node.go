@@ -32,8 +32,8 @@ import (
 	"github.com/concord-chat/concord/runtime/services/presencerole"
 	"github.com/concord-chat/concord/runtime/services/readstaterole"
 	"github.com/concord-chat/concord/runtime/services/relayrole"
-	"github.com/concord-chat/concord/runtime/services/role"
 	"github.com/concord-chat/concord/runtime/services/transport"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 	"github.com/concord-chat/concord/web"
 )
 
@@ -107,7 +107,7 @@ type Options struct {
 
 // Open checks cfg, binds the listeners (the HTTP one answers at once,
 // with a Gate, while the backends connect), opens the backends and
-// builds the roles cfg.Roles names in one role.Build pass, starts their
+// builds the roles cfg.Roles names in one wiring.Build pass, starts their
 // parts and opens the Gate to the node's handler. Serve registers the
 // node and serves; Close releases everything.
 func Open(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
@@ -281,14 +281,14 @@ func (n *Node) openBackends(ctx context.Context) error {
 	return nil
 }
 
-// build builds the node's roles in one role.Build pass over the tables
+// build builds the node's roles in one wiring.Build pass over the tables
 // and, in a cluster, the gRPC server over what they registered.
 func (n *Node) build(ctx context.Context, t Tables) error {
 	cfg := n.cfg
 	var svc transport.Services
 	svc.Node = cfg.Node
 	n.proc = NewProcess(nil)
-	parts := role.Parts{Config: cfg, Logger: n.log, Metrics: n.metrics, Registry: n.reg, Store: n.roleStore, Auth: n.basics.Auth,
+	parts := wiring.Parts{Config: cfg, Logger: n.log, Metrics: n.metrics, Registry: n.reg, Store: n.roleStore, Auth: n.basics.Auth,
 		IDs: n.basics.IDs, Counters: n.basics.Counters, AdminToken: n.adminToken, Seams: n.proc.Seams, Admin: n.proc.Admin}
 	if !n.inProc {
 		parts.GRPC = &svc
@@ -325,7 +325,7 @@ func (n *Node) build(ctx context.Context, t Tables) error {
 		// its policy admits the endpoints of the SFUs calls go to.
 		Web: web.Options{GatewayURL: cfg.PublicURL, MediaSrc: cfg.WebMediaOrigins},
 	}
-	if v, ok := role.Lookup(n.proc.Seams, role.Voice); ok {
+	if v, ok := wiring.Lookup(n.proc.Seams, wiring.Voice); ok {
 		n.routes.Web.VoiceEndpoints = v.Endpoints
 	}
 	if n.built.Gateway != nil {
@@ -408,7 +408,7 @@ func (n *Node) Gateway() *gateway.Node { return n.built.Gateway }
 func (n *Node) Bots() *apirole.Bots { return n.built.Bots }
 
 // Seams are the node's cross-role seams.
-func (n *Node) Seams() *role.Seams { return n.proc.Seams }
+func (n *Node) Seams() *wiring.Seams { return n.proc.Seams }
 
 // Registry is the node's registry (nil with --registry=mem).
 func (n *Node) Registry() registry.Registry { return n.reg }

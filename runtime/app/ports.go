@@ -15,9 +15,9 @@ import (
 	"github.com/concord-chat/concord/runtime/services/liverole"
 	"github.com/concord-chat/concord/runtime/services/presencerole"
 	"github.com/concord-chat/concord/runtime/services/readstaterole"
-	"github.com/concord-chat/concord/runtime/services/role"
 	"github.com/concord-chat/concord/runtime/services/transport"
 	"github.com/concord-chat/concord/runtime/services/voicerole"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // givePorts gives the roles the ports of role/ports.go the root decides,
@@ -28,7 +28,7 @@ import (
 // ask. Each port is opened only when a role
 // the process runs consumes it, and closed with the process's seams (or,
 // for what the node opened itself, by Close).
-func (n *Node) givePorts(ctx context.Context, parts role.Parts) error {
+func (n *Node) givePorts(ctx context.Context, parts wiring.Parts) error {
 	cfg, s := n.cfg, parts.Seams
 	runs := func(names ...string) bool {
 		for _, r := range names {
@@ -40,37 +40,37 @@ func (n *Node) givePorts(ctx context.Context, parts role.Parts) error {
 	}
 	ringCfg := registry.LocalRingConfig{Logger: n.log.With("component", "ring")}
 
-	role.Provide(s, role.RawStore, unwrapStore(n.store))
-	role.Provide(s, role.ServerKey, n.basics.Key)
+	wiring.Provide(s, wiring.RawStore, unwrapStore(n.store))
+	wiring.Provide(s, wiring.ServerKey, n.basics.Key)
 	cs, onCassandra := unwrapStore(n.store).(*cassandra.Store)
 	if onCassandra {
-		role.Provide(s, role.Cassandra, cs)
+		wiring.Provide(s, wiring.Cassandra, cs)
 	}
 	if n.events != nil {
 		if n.events.Outbox != nil {
-			role.Provide(s, role.Outbox, n.events.Outbox)
+			wiring.Provide(s, wiring.Outbox, n.events.Outbox)
 		}
-		role.Provide(s, role.EventLog, n.events.Log)
+		wiring.Provide(s, wiring.EventLog, n.events.Log)
 	}
 
 	// Where guilds are and where their events go.
 	if n.inProc {
 		// Every guild is here and delivers to this process's gateway,
 		// which the gateway role sets once built.
-		gw := role.LateOf(s, role.GatewayNode)
-		role.Provide[event.Sink](s, role.Sink, lateSink{gw})
-		role.Provide(s, role.LocalGateway, func() *gateway.Node { g, _ := gw.Get(); return g })
+		gw := wiring.LateOf(s, wiring.GatewayNode)
+		wiring.Provide[event.Sink](s, wiring.Sink, lateSink{gw})
+		wiring.Provide(s, wiring.LocalGateway, func() *gateway.Node { g, _ := gw.Get(); return g })
 	} else {
 		if runs(registry.RoleGuild, registry.RoleAPI, registry.RoleGateway, readstaterole.Name, presencerole.Name) {
-			// Opening it gives role.Placement.
-			if _, err := role.Ring(ctx, s, n.reg, registry.RoleGuild, ringCfg); err != nil {
+			// Opening it gives wiring.Placement.
+			if _, err := wiring.Ring(ctx, s, n.reg, registry.RoleGuild, ringCfg); err != nil {
 				return err
 			}
 		}
 		if runs(registry.RoleGateway, readstaterole.Name, presencerole.Name) {
-			ring, _ := role.Lookup(s, role.Placement)
+			ring, _ := wiring.Lookup(s, wiring.Placement)
 			c := transport.NewGuildClient(parts.ClientConfig, ring)
-			if _, err := role.Shared(s, role.GuildClient, func() (transport.GuildClient, func() error, error) { return c, c.Close, nil }); err != nil {
+			if _, err := wiring.Shared(s, wiring.GuildClient, func() (transport.GuildClient, func() error, error) { return c, c.Close, nil }); err != nil {
 				return err
 			}
 		}
@@ -82,22 +82,22 @@ func (n *Node) givePorts(ctx context.Context, parts role.Parts) error {
 			if err != nil {
 				return fmt.Errorf("guild reader: %w", err)
 			}
-			if _, err := role.Shared(s, role.GuildReader, func() (*guild.Service, func() error, error) { return r, r.Close, nil }); err != nil {
+			if _, err := wiring.Shared(s, wiring.GuildReader, func() (*guild.Service, func() error, error) { return r, r.Close, nil }); err != nil {
 				return err
 			}
 		}
 		if runs(registry.RoleGuild, presencerole.Name, "relay") {
-			gwRing, err := role.Ring(ctx, s, n.reg, registry.RoleGateway, ringCfg)
+			gwRing, err := wiring.Ring(ctx, s, n.reg, registry.RoleGateway, ringCfg)
 			if err != nil {
 				return err
 			}
 			c := transport.NewGatewayClient(parts.ClientConfig, gwRing)
-			if _, err := role.Shared(s, role.Gateways, func() (transport.GatewayClient, func() error, error) { return c, c.Close, nil }); err != nil {
+			if _, err := wiring.Shared(s, wiring.Gateways, func() (transport.GatewayClient, func() error, error) { return c, c.Close, nil }); err != nil {
 				return err
 			}
-			role.Provide[event.Sink](s, role.Sink, c)
-			d := transport.NewSessionDirectory(parts.ClientConfig, role.RingRoster{LocalRing: gwRing})
-			if _, err := role.Shared(s, role.Sessions, func() (transport.SessionDirectory, func() error, error) { return d, d.Close, nil }); err != nil {
+			wiring.Provide[event.Sink](s, wiring.Sink, c)
+			d := transport.NewSessionDirectory(parts.ClientConfig, wiring.RingRoster{LocalRing: gwRing})
+			if _, err := wiring.Shared(s, wiring.Sessions, func() (transport.SessionDirectory, func() error, error) { return d, d.Close, nil }); err != nil {
 				return err
 			}
 		}
@@ -111,7 +111,7 @@ func (n *Node) givePorts(ctx context.Context, parts role.Parts) error {
 		if err != nil {
 			return fmt.Errorf("read states: %w", err)
 		}
-		role.Provide[role.ReadStateSeam](s, role.ReadStates, rs)
+		wiring.Provide[wiring.ReadStateSeam](s, wiring.ReadStates, rs)
 		n.readStates = rs
 	}
 
@@ -121,19 +121,19 @@ func (n *Node) givePorts(ctx context.Context, parts role.Parts) error {
 		if err != nil {
 			return fmt.Errorf("bot store: %w", err)
 		}
-		role.Provide(s, role.BotStore, apps)
+		wiring.Provide(s, wiring.BotStore, apps)
 	}
 	if runs(registry.RoleGuild, registry.RoleGateway) {
 		rev, err := apirole.OpenRevocations(ctx, parts)
 		if err != nil {
 			return fmt.Errorf("revocations: %w", err)
 		}
-		role.Provide[role.RevocationPath](s, role.Revocations, rev)
+		wiring.Provide[wiring.RevocationPath](s, wiring.Revocations, rev)
 	}
 	// Bots' identify counters: the process's, when every gateway counting
 	// a bot counts on them (one process, or shared through --redis).
 	if n.inProc || cfg.Redis != "mem" {
-		role.Provide(s, role.BotCounters, n.basics.Counters)
+		wiring.Provide(s, wiring.BotCounters, n.basics.Counters)
 	}
 
 	// Voice: the guild places calls on the in-process fleet the voice
@@ -144,25 +144,25 @@ func (n *Node) givePorts(ctx context.Context, parts role.Parts) error {
 		if err != nil {
 			return err
 		}
-		v := role.VoicePort{Key: key}
+		v := wiring.VoicePort{Key: key}
 		if n.inProc {
 			n.voiceFleet = fleet.NewLocal()
 			v.Allocator, v.Endpoints = n.voiceFleet, n.voiceFleet.Endpoints
-			role.Provide(s, role.VoiceFleet, n.voiceFleet)
+			wiring.Provide(s, wiring.VoiceFleet, n.voiceFleet)
 		} else {
 			f := fleet.NewRegistry(n.reg, fleet.RegistryConfig{Logger: n.log.With("component", "voice-fleet")})
 			v.Allocator, v.Endpoints, v.Run = f, f.Endpoints, f.Run
 		}
-		role.Provide(s, role.Voice, v)
+		wiring.Provide(s, wiring.Voice, v)
 	}
 	if runs(voicerole.Name) {
 		keys, err := voicerole.TrustedKeys(cfg, n.inProc)
 		if err != nil {
 			return err
 		}
-		role.Provide(s, role.VoiceKeys, keys)
+		wiring.Provide(s, wiring.VoiceKeys, keys)
 		if !n.inProc {
-			role.Provide[voice.LoadReporter](s, role.VoiceLoad, fleet.Reporter{Registry: n.reg})
+			wiring.Provide[voice.LoadReporter](s, wiring.VoiceLoad, fleet.Reporter{Registry: n.reg})
 		}
 	}
 
@@ -185,7 +185,7 @@ func (n *Node) givePorts(ctx context.Context, parts role.Parts) error {
 		if err != nil {
 			return err
 		}
-		if _, err := role.Shared(s, liverole.BackendsPort, func() (liverole.Backends, func() error, error) { return b, closeLive, nil }); err != nil {
+		if _, err := wiring.Shared(s, liverole.BackendsPort, func() (liverole.Backends, func() error, error) { return b, closeLive, nil }); err != nil {
 			return err
 		}
 	}
@@ -194,7 +194,7 @@ func (n *Node) givePorts(ctx context.Context, parts role.Parts) error {
 
 // lateSink delivers to the process's gateway node once the gateway role
 // set it; before then no session exists, so there is nothing to deliver.
-type lateSink struct{ node *role.Late[*gateway.Node] }
+type lateSink struct{ node *wiring.Late[*gateway.Node] }
 
 // Deliver implements event.Sink.
 func (s lateSink) Deliver(ctx context.Context, node string, b event.Batch) {

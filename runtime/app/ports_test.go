@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/domain/event"
-	"github.com/concord-chat/concord/runtime/services/role"
-	"github.com/concord-chat/concord/runtime/services/roles"
+	"github.com/concord-chat/concord/runtime/services/catalog"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // A process whose roles need a port that neither the root nor any of its
@@ -17,8 +17,8 @@ import (
 // port.
 func TestOpenNamesAMissingPort(t *testing.T) {
 	built := false
-	tables := Tables{Chat: roles.Chat, Table: []role.Role{{Name: "needy", Needs: []string{"no/such-port"},
-		Build: func(context.Context, *role.Builder) error { built = true; return nil }}}}
+	tables := Tables{Chat: catalog.Chat, Table: []wiring.Role{{Name: "needy", Needs: []string{"no/such-port"},
+		Build: func(context.Context, *wiring.Builder) error { built = true; return nil }}}}
 	cfg := Config{Roles: tables.Names(), DataDir: t.TempDir(), HTTP: "127.0.0.1:0", Registry: "mem", Logger: slog.New(slog.DiscardHandler)}
 	n, err := Open(context.Background(), cfg, Options{Tables: tables})
 	if err == nil {
@@ -47,8 +47,8 @@ func TestCheckDecidesTheInProcessVoiceTLS(t *testing.T) {
 }
 
 // has reports whether the node's seams hold port k.
-func hasPort[T any](n *Node, k role.Key[T]) bool {
-	_, ok := role.Lookup(n.Seams(), k)
+func hasPort[T any](n *Node, k wiring.Key[T]) bool {
+	_, ok := wiring.Lookup(n.Seams(), k)
 	return ok
 }
 
@@ -72,17 +72,17 @@ func TestRootGivesPortsByMode(t *testing.T) {
 	}
 	defer dev.Close()
 	for name, want := range map[string]bool{
-		"Sink": hasPort(dev, role.Sink), "LocalGateway": hasPort(dev, role.LocalGateway), "VoiceFleet": hasPort(dev, role.VoiceFleet),
-		"ReadStates": hasPort(dev, role.ReadStates), "EventLog": hasPort(dev, role.EventLog), "Outbox": hasPort(dev, role.Outbox),
-		"BotStore": hasPort(dev, role.BotStore), "Revocations": hasPort(dev, role.Revocations), "BotCounters": hasPort(dev, role.BotCounters),
-		"no Placement": !hasPort(dev, role.Placement), "no GuildClient": !hasPort(dev, role.GuildClient), "no Sessions": !hasPort(dev, role.Sessions),
-		"no GuildReader": !hasPort(dev, role.GuildReader), "no VoiceLoad": !hasPort(dev, role.VoiceLoad),
+		"Sink": hasPort(dev, wiring.Sink), "LocalGateway": hasPort(dev, wiring.LocalGateway), "VoiceFleet": hasPort(dev, wiring.VoiceFleet),
+		"ReadStates": hasPort(dev, wiring.ReadStates), "EventLog": hasPort(dev, wiring.EventLog), "Outbox": hasPort(dev, wiring.Outbox),
+		"BotStore": hasPort(dev, wiring.BotStore), "Revocations": hasPort(dev, wiring.Revocations), "BotCounters": hasPort(dev, wiring.BotCounters),
+		"no Placement": !hasPort(dev, wiring.Placement), "no GuildClient": !hasPort(dev, wiring.GuildClient), "no Sessions": !hasPort(dev, wiring.Sessions),
+		"no GuildReader": !hasPort(dev, wiring.GuildReader), "no VoiceLoad": !hasPort(dev, wiring.VoiceLoad),
 	} {
 		if !want {
 			t.Errorf("one process: %s", name)
 		}
 	}
-	if g, _ := role.Lookup(dev.Seams(), role.GuildService); g != dev.Guilds() {
+	if g, _ := wiring.Lookup(dev.Seams(), wiring.GuildService); g != dev.Guilds() {
 		t.Error("one process: the guild port is not the node's guild service")
 	}
 
@@ -93,19 +93,19 @@ func TestRootGivesPortsByMode(t *testing.T) {
 	}
 	defer node.Close()
 	for name, want := range map[string]bool{
-		"Placement": hasPort(node, role.Placement), "GuildClient": hasPort(node, role.GuildClient), "Sessions": hasPort(node, role.Sessions),
-		"Gateways": hasPort(node, role.Gateways), "GuildReader": hasPort(node, role.GuildReader), "Sink": hasPort(node, role.Sink),
-		"BotStore": hasPort(node, role.BotStore), "Revocations": hasPort(node, role.Revocations),
-		"no LocalGateway": !hasPort(node, role.LocalGateway), "no VoiceFleet": !hasPort(node, role.VoiceFleet),
+		"Placement": hasPort(node, wiring.Placement), "GuildClient": hasPort(node, wiring.GuildClient), "Sessions": hasPort(node, wiring.Sessions),
+		"Gateways": hasPort(node, wiring.Gateways), "GuildReader": hasPort(node, wiring.GuildReader), "Sink": hasPort(node, wiring.Sink),
+		"BotStore": hasPort(node, wiring.BotStore), "Revocations": hasPort(node, wiring.Revocations),
+		"no LocalGateway": !hasPort(node, wiring.LocalGateway), "no VoiceFleet": !hasPort(node, wiring.VoiceFleet),
 		// Read states travel on Kafka in a cluster; this node has none.
-		"no ReadStates": !hasPort(node, role.ReadStates),
+		"no ReadStates": !hasPort(node, wiring.ReadStates),
 	} {
 		if !want {
 			t.Errorf("a cluster node: %s", name)
 		}
 	}
-	sink, _ := role.Lookup(node.Seams(), role.Sink)
-	gateways, _ := role.Lookup(node.Seams(), role.Gateways)
+	sink, _ := wiring.Lookup(node.Seams(), wiring.Sink)
+	gateways, _ := wiring.Lookup(node.Seams(), wiring.Gateways)
 	if sink != event.Sink(gateways) {
 		t.Error("a cluster node: the guild role's sink is not the node's one GatewayNode client")
 	}

@@ -14,13 +14,13 @@ import (
 
 	"github.com/concord-chat/concord/runtime/adapters/registry"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
+	"github.com/concord-chat/concord/runtime/services/catalog"
 	"github.com/concord-chat/concord/runtime/services/readstaterole"
 	"github.com/concord-chat/concord/runtime/services/relayrole"
-	"github.com/concord-chat/concord/runtime/services/role"
-	"github.com/concord-chat/concord/runtime/services/roles"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
-// concord serve builds the chat roles of roles.Chat with the Build
+// concord serve builds the chat roles of catalog.Chat with the Build
 // functions concord dev builds them with (TestDevBuildsChatRoles in
 // test/dev): with the registry and the node's gRPC services, the
 // read-state seam in process for the users the node owns and the role's
@@ -30,17 +30,17 @@ func TestServeBuildsChatRoles(t *testing.T) {
 	if addr == "" {
 		t.Fatal("CONCORD_KAFKA is not set: run `make test` (or hack/kafka/kafka.sh start)")
 	}
-	saved := roles.Chat
+	saved := catalog.Chat
 	var built, want []string
-	wrapped := make([]role.Role, 0, len(saved))
+	wrapped := make([]wiring.Role, 0, len(saved))
 	for _, r := range saved {
 		// The data role needs a shared store (Cassandra); its serve Build
 		// runs in test/cluster's TestKillDataNode.
 		if r.Name != registry.RoleData {
 			want = append(want, r.Name)
 		}
-		wrapped = append(wrapped, role.Role{Name: r.Name, Build: func(ctx context.Context, b *role.Builder) error {
-			if _, placed := role.Lookup(b.Seams, role.Placement); !placed || b.Registry == nil || b.GRPC == nil || b.Seams == nil || b.Store == nil {
+		wrapped = append(wrapped, wiring.Role{Name: r.Name, Build: func(ctx context.Context, b *wiring.Builder) error {
+			if _, placed := wiring.Lookup(b.Seams, wiring.Placement); !placed || b.Registry == nil || b.GRPC == nil || b.Seams == nil || b.Store == nil {
 				t.Errorf("role %s: serve builder with the wrong parts: %+v", r.Name, b.Parts)
 			}
 			built = append(built, r.Name)
@@ -71,7 +71,7 @@ func TestServeBuildsChatRoles(t *testing.T) {
 	}
 	n, err := Open(ctx, Config{Roles: nodeRoles, Node: "solo", DataDir: t.TempDir(),
 		HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler),
-		EventLog: "kafka://" + addr + "?topic_prefix=" + prefix + "."}, Options{Tables: Tables{Chat: wrapped, Table: roles.Table}})
+		EventLog: "kafka://" + addr + "?topic_prefix=" + prefix + "."}, Options{Tables: Tables{Chat: wrapped, Table: catalog.Table}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestServeBuildsChatRoles(t *testing.T) {
 	}
 	// The node's REST surface and admin endpoints call the guild role's
 	// service, the one the seam holds.
-	if svc, ok := role.Lookup(n.Seams(), role.GuildService); !ok || svc == nil || svc != n.Guilds() {
+	if svc, ok := wiring.Lookup(n.Seams(), wiring.GuildService); !ok || svc == nil || svc != n.Guilds() {
 		t.Fatalf("the guild seam of a node running the guild role = %p, %v; the node calls %p", svc, ok, n.Guilds())
 	}
 

@@ -14,13 +14,13 @@ import (
 	"github.com/concord-chat/concord/runtime/adapters/registry"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/edge/adminauth"
+	"github.com/concord-chat/concord/runtime/services/catalog"
 	"github.com/concord-chat/concord/runtime/services/gatewayrole"
-	"github.com/concord-chat/concord/runtime/services/role"
-	"github.com/concord-chat/concord/runtime/services/roles"
 	"github.com/concord-chat/concord/runtime/services/transport"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
-// concord serve builds the gateway role of roles.Chat with the Build
+// concord serve builds the gateway role of catalog.Chat with the Build
 // concord dev builds it with (TestDevBuildsGatewayRole in
 // test/dev): with the registry, subscribing sessions on the
 // guilds' owners over GuildNode, serving GatewayNode (Deliver and the
@@ -29,16 +29,16 @@ func TestServeBuildsGatewayRole(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node with an embedded etcd")
 	}
-	saved := roles.Chat
+	saved := catalog.Chat
 	built := 0
-	wrapped := make([]role.Role, 0, len(saved))
+	wrapped := make([]wiring.Role, 0, len(saved))
 	for _, r := range saved {
 		if r.Name != gatewayrole.Name {
 			wrapped = append(wrapped, r)
 			continue
 		}
-		wrapped = append(wrapped, role.Role{Name: r.Name, Build: func(ctx context.Context, b *role.Builder) error {
-			if _, placed := role.Lookup(b.Seams, role.Placement); !placed || b.Registry == nil || b.GRPC == nil {
+		wrapped = append(wrapped, wiring.Role{Name: r.Name, Build: func(ctx context.Context, b *wiring.Builder) error {
+			if _, placed := wiring.Lookup(b.Seams, wiring.Placement); !placed || b.Registry == nil || b.GRPC == nil {
 				t.Errorf("gateway role: serve builder with the wrong parts: %+v", b.Parts)
 			}
 			built++
@@ -55,7 +55,7 @@ func TestServeBuildsGatewayRole(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n, err := Open(ctx, Config{Roles: DefaultRoles, Node: "solo", DataDir: t.TempDir(), AdminToken: "serve-admin-token",
-		HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)}, Options{Tables: Tables{Chat: wrapped, Table: roles.Table}})
+		HTTP: "127.0.0.1:0", GRPC: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)}, Options{Tables: Tables{Chat: wrapped, Table: catalog.Table}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestServeBuildsGatewayRole(t *testing.T) {
 	if built != 1 {
 		t.Fatalf("the gateway role was built %d times, want 1", built)
 	}
-	if gw, ok := role.Lookup(n.Seams(), gatewayrole.NodeKey); !ok || gw != n.Gateway() {
+	if gw, ok := wiring.Lookup(n.Seams(), gatewayrole.NodeKey); !ok || gw != n.Gateway() {
 		t.Fatal("the node serves another gateway than the role's")
 	}
 	addr := n.HTTPAddr()
@@ -100,11 +100,11 @@ func TestServeBuildsGatewayRole(t *testing.T) {
 	}
 
 	// The session directory finds the session on this node.
-	ring, err := role.Ring(ctx, n.Seams(), n.Registry(), registry.RoleGateway, registry.LocalRingConfig{})
+	ring, err := wiring.Ring(ctx, n.Seams(), n.Registry(), registry.RoleGateway, registry.LocalRingConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := transport.NewSessionDirectory(transport.ClientConfig{}, role.RingRoster{LocalRing: ring})
+	dir := transport.NewSessionDirectory(transport.ClientConfig{}, wiring.RingRoster{LocalRing: ring})
 	defer dir.Close()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

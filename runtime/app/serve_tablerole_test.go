@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/base/lifecycle"
-	"github.com/concord-chat/concord/runtime/services/role"
-	"github.com/concord-chat/concord/runtime/services/roles"
+	"github.com/concord-chat/concord/runtime/services/catalog"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // A table role is built once from the node's configuration, serves its
@@ -28,7 +28,7 @@ func TestTableRole(t *testing.T) {
 		running       = make(chan struct{})
 		ready         atomic.Bool
 	)
-	table := []role.Role{{Name: "echo", Build: func(ctx context.Context, b *role.Builder) error {
+	table := []wiring.Role{{Name: "echo", Build: func(ctx context.Context, b *wiring.Builder) error {
 		built.Add(1)
 		if b.Config.Node != "solo" || b.Store == nil || b.Registry == nil {
 			t.Errorf("builder without the node's parts: %+v", b)
@@ -44,7 +44,7 @@ func TestTableRole(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n, err := Open(ctx, Config{Roles: append(append([]string{}, DefaultRoles...), "echo"), Node: "solo", DataDir: t.TempDir(),
-		HTTP: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)}, Options{Tables: Tables{Chat: roles.Chat, Table: table}})
+		HTTP: "127.0.0.1:0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)}, Options{Tables: Tables{Chat: catalog.Chat, Table: table}})
 	if err != nil {
 		t.Fatal(err)
 	}

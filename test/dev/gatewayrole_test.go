@@ -15,31 +15,31 @@ import (
 	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/edge/adminauth"
+	"github.com/concord-chat/concord/runtime/services/catalog"
 	"github.com/concord-chat/concord/runtime/services/gatewayrole"
-	"github.com/concord-chat/concord/runtime/services/role"
-	"github.com/concord-chat/concord/runtime/services/roles"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
-// concord dev builds the gateway role of roles.Chat with the Build
+// concord dev builds the gateway role of catalog.Chat with the Build
 // concord serve builds it with (TestServeBuildsGatewayRole in
 // runtime/app): in process, after the guild role, whose events reach
-// the role's node through the process's sink (role.Sink); the node serves /gateway
+// the role's node through the process's sink (wiring.Sink); the node serves /gateway
 // and the root path's upgrade, and its drain is among the admin
 // endpoints, behind the admin token.
 func TestDevBuildsGatewayRole(t *testing.T) {
-	saved := roles.Chat
+	saved := catalog.Chat
 	var built int
-	wrapped := make([]role.Role, 0, len(saved))
+	wrapped := make([]wiring.Role, 0, len(saved))
 	for _, r := range saved {
 		if r.Name != gatewayrole.Name {
 			wrapped = append(wrapped, r)
 			continue
 		}
-		wrapped = append(wrapped, role.Role{Name: r.Name, Build: func(ctx context.Context, b *role.Builder) error {
-			if _, placed := role.Lookup(b.Seams, role.Placement); placed || b.GRPC != nil {
+		wrapped = append(wrapped, wiring.Role{Name: r.Name, Build: func(ctx context.Context, b *wiring.Builder) error {
+			if _, placed := wiring.Lookup(b.Seams, wiring.Placement); placed || b.GRPC != nil {
 				t.Errorf("gateway role: dev builder with the wrong parts: %+v", b.Parts)
 			}
-			if _, ok := role.Lookup(b.Seams, gatewayrole.NodeKey); ok {
+			if _, ok := wiring.Lookup(b.Seams, gatewayrole.NodeKey); ok {
 				t.Error("a gateway node before the gateway role was built")
 			}
 			built++
@@ -48,11 +48,11 @@ func TestDevBuildsGatewayRole(t *testing.T) {
 	}
 
 	const token = "gateway-role-admin-token"
-	p, addr := startDev(t, app.Tables{Chat: wrapped, Table: roles.Table}, func(c *config.Config) { c.AdminToken = token })
+	p, addr := startDev(t, app.Tables{Chat: wrapped, Table: catalog.Table}, func(c *config.Config) { c.AdminToken = token })
 	if built != 1 {
 		t.Fatalf("the gateway role was built %d times, want 1", built)
 	}
-	if n, ok := role.Lookup(p.Seams(), gatewayrole.NodeKey); !ok || n != p.Gateway() {
+	if n, ok := wiring.Lookup(p.Seams(), gatewayrole.NodeKey); !ok || n != p.Gateway() {
 		t.Fatalf("the gateway seam of concord dev = %p, %v; the platform serves %p", n, ok, p.Gateway())
 	}
 

@@ -15,7 +15,7 @@ import (
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/services/presencerole"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // gwClient is a gateway session of these tests: the shared test client
@@ -167,7 +167,7 @@ func (f *presenceFixture) dial(name, os string, pres map[string]any) *gwClient {
 // the role provides to the process's seams in `concord dev`.
 func (f *presenceFixture) presence() *presencerole.Local {
 	f.t.Helper()
-	l, ok := role.Lookup(f.p.Seams(), presencerole.LocalKey)
+	l, ok := wiring.Lookup(f.p.Seams(), presencerole.LocalKey)
 	if !ok {
 		f.t.Fatal("the presence role provided no in-process service")
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/base/lifecycle"
-	"github.com/concord-chat/concord/runtime/services/role"
-	"github.com/concord-chat/concord/runtime/services/roles"
+	"github.com/concord-chat/concord/runtime/services/catalog"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // concord dev builds every role of the table with the same Build function
@@ -26,8 +26,8 @@ func TestDevBuildsTableRoles(t *testing.T) {
 		running = make(chan struct{})
 		ready   atomic.Bool
 	)
-	table := []role.Role{{Name: "echo", Build: func(ctx context.Context, b *role.Builder) error {
-		if _, placed := role.Lookup(b.Seams, role.Placement); placed || b.Store == nil || b.Auth == nil || b.IDs == nil {
+	table := []wiring.Role{{Name: "echo", Build: func(ctx context.Context, b *wiring.Builder) error {
+		if _, placed := wiring.Lookup(b.Seams, wiring.Placement); placed || b.Store == nil || b.Auth == nil || b.IDs == nil {
 			t.Errorf("dev builder without the process's parts: %+v", b.Parts)
 		}
 		b.Handle("GET /echo/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "echo") }))
@@ -39,7 +39,7 @@ func TestDevBuildsTableRoles(t *testing.T) {
 		})
 	}}}
 
-	p, addr := startDev(t, app.Tables{Chat: roles.Chat, Table: table})
+	p, addr := startDev(t, app.Tables{Chat: catalog.Chat, Table: table})
 	select {
 	case <-running:
 	case <-time.After(30 * time.Second):

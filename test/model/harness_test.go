@@ -23,6 +23,7 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/guild"
 	"github.com/concord-chat/concord/runtime/edge/api"
 	"github.com/concord-chat/concord/runtime/edge/gateway"
+	"github.com/concord-chat/concord/runtime/services/gatewayrole"
 )
 
 // server is a real Concord in one process: the Pebble store, the guild
@@ -85,7 +86,7 @@ func startServer(t testing.TB) *server {
 	}
 	t.Cleanup(func() { svc.Close() })
 	node, err := gateway.NewNode(gateway.Config{Node: "node-1", HeartbeatInterval: 59 * time.Second, Logger: quiet},
-		guild.NewGatewayBackend(svc))
+		gatewayrole.GuildBackend{Service: svc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,16 @@ type Batch struct {
 	Targets  []Target
 }
 
+// MoveMarker is the dispatch name of the marker batches a source of a
+// session's events (a guild's actor, the private-channel router) sends
+// the session's old gateway node once it sends the session's events to
+// another node: its payload is the move's id as a JSON string, and it
+// follows every event the source sent the old node. The gateway counts
+// markers to know when the old node has all it will get; they never
+// reach a client. It lives here, beside Batch, because both sides of the
+// move name it: the guild tier sends it, the gateway consumes it.
+const MoveMarker = "CONCORD_SESSION_MOVED"
+
 // Sink accepts batches for the sessions of one or more gateway nodes.
 // Deliver must not block on a slow session: each session's buffer is
 // bounded and a session that overflows it is closed resumably.

@@ -654,7 +654,7 @@ func TestIdentify(t *testing.T) {
 	if err := f.auth.Revoke(bg, g.member.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewGatewayBackend(f.svc).Identify(bg, token, event.Session{ID: "i5"}); err == nil || !strings.Contains(err.Error(), "authentication failed") {
+	if _, err := f.svc.Identify(bg, token, event.Session{ID: "i5"}); !errors.Is(err, ErrAuthenticationFailed) {
 		t.Fatalf("revoked token: %v", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/event"
-	"github.com/concord-chat/concord/runtime/edge/gateway"
 )
 
 // ErrNotSubscribed is returned by MoveSession for a session the guild
@@ -29,7 +28,7 @@ type Move struct {
 // MoveSession switches a session's subscription to guildID, and its
 // private-channel routing on this service, to gateway node m.To. Each
 // source switches in its own order, then sends the node it delivered to
-// before a gateway.MoveMarker batch for the session (payload m.ID as a
+// before an event.MoveMarker batch for the session (payload m.ID as a
 // JSON string) through the Sink, after every earlier event it sent there:
 // the guild's actor for the guild's events, the private router for
 // private channels (only the first move of a session on this service
@@ -54,7 +53,7 @@ func (s *Service) MoveSession(ctx context.Context, guildID snowflake.ID, m Move)
 		sub.s.Node = m.To
 		// The guild's own path (its relays, if it has a relay tier), so
 		// the marker follows every earlier event to the old node.
-		mb := newBatcher(gateway.MoveMarker, marker)
+		mb := newBatcher(event.MoveMarker, marker)
 		mb.byNode[from] = []event.Target{{Session: m.Session}}
 		mb.flushGuild(ctx, a)
 		markers++
@@ -78,7 +77,7 @@ func (s *Service) MoveSession(ctx context.Context, guildID snowflake.ID, m Move)
 		return markers, nil
 	}
 	err = s.private.do(context.WithoutCancel(ctx), func() error {
-		s.deps.Sink.Deliver(ctx, from, event.Batch{Type: gateway.MoveMarker,
+		s.deps.Sink.Deliver(ctx, from, event.Batch{Type: event.MoveMarker,
 			Payloads: []json.RawMessage{marker}, Targets: []event.Target{{Session: m.Session}}})
 		return nil
 	})

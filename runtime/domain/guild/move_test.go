@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/concord-chat/concord/runtime/adapters/store"
-	"github.com/concord-chat/concord/runtime/edge/gateway"
+	"github.com/concord-chat/concord/runtime/domain/event"
 )
 
 // checkMoved checks one source's deliveries to a moved session: every
@@ -22,7 +22,7 @@ func checkMoved(t *testing.T, ds []delivered, want []string, from, to, moveID st
 	markers, lastOld, marker, onNew := 0, -1, -1, false
 	for i, d := range ds {
 		switch d.Type {
-		case gateway.MoveMarker:
+		case event.MoveMarker:
 			markers++
 			marker = i
 			if d.Node != from || string(d.Payload) != `"`+moveID+`"` {
@@ -128,7 +128,7 @@ func testMove(t *testing.T, only string) {
 		}
 		_ = json.Unmarshal(d.Payload, &m)
 		switch {
-		case d.Type == gateway.MoveMarker:
+		case d.Type == event.MoveMarker:
 			if only != "private" {
 				guildDs = append(guildDs, d)
 			}
@@ -148,8 +148,8 @@ func testMove(t *testing.T, only string) {
 	case "private":
 		checkMoved(t, privDs, wantDM, "node-a", "node-b", "m1")
 	default:
-		if count(ds, gateway.MoveMarker) != 2 {
-			t.Fatalf("%d markers, want 2", count(ds, gateway.MoveMarker))
+		if count(ds, event.MoveMarker) != 2 {
+			t.Fatalf("%d markers, want 2", count(ds, event.MoveMarker))
 		}
 	}
 

@@ -23,7 +23,7 @@ import (
 //  2. The old node asks its HandoffBackend to move the session's event
 //     sources to the successor (MoveSession). Each source (a guild actor,
 //     a private-channel router) switches in its own order and then sends
-//     this node a MoveMarker batch for the session, after every event it
+//     this node an event.MoveMarker batch for the session, after every event it
 //     sent here before the switch.
 //  3. Once every marker arrived, the old node's replay buffer holds every
 //     event the session will ever get here: the node freezes the session
@@ -37,19 +37,13 @@ import (
 //     successor. A RESUME that reaches the old node afterwards gets op 7
 //     again.
 
-// MoveMarker is the dispatch name of the marker batches the guild tier
-// sends a session's old node when it moved the session's events to
-// another node (HandoffBackend.MoveSession). Its payload is the move id as
-// a JSON string. Markers are consumed by Deliver and never reach a client.
-const MoveMarker = "CONCORD_SESSION_MOVED"
-
 // HandoffBackend is a Backend that can move a session's event stream to
 // another gateway node.
 type HandoffBackend interface {
 	Backend
 	// MoveSession makes every source of s's events send them to node to
 	// from now on. Each source that sent s's events to this node sends
-	// it one MoveMarker batch with payload moveID (a JSON string) after
+	// it one event.MoveMarker batch with payload moveID (a JSON string) after
 	// the last of them; markers is how many. state is handed to
 	// AdoptSession on the successor (for example the guilds whose move
 	// failed and must be subscribed again).
@@ -222,7 +216,7 @@ func (n *Node) resumeLookup(ctx context.Context, id event.SessionID) (s *session
 	return s, false
 }
 
-// marker counts a MoveMarker batch for the moves it names.
+// marker counts an event.MoveMarker batch for the moves it names.
 func (n *Node) marker(b event.Batch) {
 	n.handoff.mu.Lock()
 	defer n.handoff.mu.Unlock()

@@ -57,7 +57,7 @@ func (b *handoffBackend) MoveSession(ctx context.Context, s event.Session, to, m
 	b.r.at[s.ID] = to
 	b.r.moves++
 	id, _ := json.Marshal(moveID)
-	b.r.nodes[old].Deliver(ctx, old, event.Batch{Type: MoveMarker, Payloads: []json.RawMessage{id},
+	b.r.nodes[old].Deliver(ctx, old, event.Batch{Type: event.MoveMarker, Payloads: []json.RawMessage{id},
 		Targets: []event.Target{{Session: s.ID}}})
 	return 1, json.RawMessage(`{"from":"` + old + `"}`), nil
 }
@@ -354,14 +354,14 @@ func TestHandOffWaitsForMarkers(t *testing.T) {
 	}
 	send("MESSAGE_CREATE", `{"n":2}`)
 	// A marker of another move does not count.
-	send(MoveMarker, `"not-`+id+`"`)
+	send(event.MoveMarker, `"not-`+id+`"`)
 	select {
 	case e := <-done:
 		t.Fatalf("exported before the marker: seq %d", e.Seq)
 	default:
 	}
 	send("MESSAGE_CREATE", `{"n":3}`)
-	send(MoveMarker, `"`+id+`"`)
+	send(event.MoveMarker, `"`+id+`"`)
 	e := <-done
 	if e == nil || e.Seq != 3 || len(e.Frames) != 3 || string(e.Frames[2].D) != `{"n":3}` {
 		t.Fatalf("export %+v", e)

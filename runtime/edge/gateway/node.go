@@ -219,7 +219,7 @@ func (n *Node) Deliver(ctx context.Context, node string, b event.Batch) {
 		n.cfg.Logger.Debug("batch for another node dropped", "node", node, "type", b.Type)
 		return
 	}
-	if b.Type == MoveMarker {
+	if b.Type == event.MoveMarker {
 		n.marker(b)
 		return
 	}

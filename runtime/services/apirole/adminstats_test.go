@@ -16,8 +16,8 @@ import (
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/domain/event"
 	"github.com/concord-chat/concord/runtime/services/guildrole"
-	"github.com/concord-chat/concord/runtime/services/role"
-	"github.com/concord-chat/concord/runtime/services/role/roletest"
+	"github.com/concord-chat/concord/runtime/services/wiring"
+	"github.com/concord-chat/concord/runtime/services/wiring/wiringtest"
 )
 
 // statsGuildNode is the admin endpoints of a process running the guild
@@ -33,17 +33,17 @@ func newStatsGuildNode(t *testing.T, name string, worker int) *statsGuildNode {
 	ctx := context.Background()
 	cfg := config.Default()
 	cfg.Node, cfg.Worker = name, worker
-	seams := &role.Seams{}
-	role.Provide[event.Sink](seams, role.Sink, discardSink{})
-	parts := roletest.Parts(t, seams, cfg)
+	seams := &wiring.Seams{}
+	wiring.Provide[event.Sink](seams, wiring.Sink, discardSink{})
+	parts := wiringtest.Parts(t, seams, cfg)
 	admin := http.NewServeMux()
 	parts.Admin = admin
-	if err := role.Build(ctx, []role.Role{guildrole.Role}, func(string) bool { return true }, parts, http.NewServeMux(), &lifecycle.Group{}); err != nil {
+	if err := wiring.Build(ctx, []wiring.Role{guildrole.Role}, func(string) bool { return true }, parts, http.NewServeMux(), &lifecycle.Group{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = seams.Close() })
-	svc, _ := role.Lookup(seams, role.GuildService)
-	owner := roletest.User(t, parts, "owner").ID
+	svc, _ := wiring.Lookup(seams, wiring.GuildService)
+	owner := wiringtest.User(t, parts, "owner").ID
 	info, err := svc.CreateGuild(ctx, owner, "stats "+name)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestServeAPIAnswersClusterGuildStats(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ring, err := role.Ring(ctx, w.parts.Seams, reg, registry.RoleGuild, registry.LocalRingConfig{})
+	ring, err := wiring.Ring(ctx, w.parts.Seams, reg, registry.RoleGuild, registry.LocalRingConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/wire"
 	"github.com/concord-chat/concord/runtime/edge/api/uploads"
 	"github.com/concord-chat/concord/runtime/edge/gateway"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // purgeInterval is how often expired interactions are dropped.
@@ -73,8 +73,8 @@ type botDeps struct {
 // platform on it, the gateway reads applications from it (privileged
 // intents, READY's application, entitlement grants) and the api role
 // routes interactions by it.
-func BotStore(ctx context.Context, p role.Parts) (bots.Store, error) {
-	return role.Shared(p.Seams, botStoreKey, func() (bots.Store, func() error, error) {
+func BotStore(ctx context.Context, p wiring.Parts) (bots.Store, error) {
+	return wiring.Shared(p.Seams, botStoreKey, func() (bots.Store, func() error, error) {
 		st, err := openBotStore(ctx, p.Config, p.Logger, p.Store)
 		if err != nil {
 			return nil, nil, err

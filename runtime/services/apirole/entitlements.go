@@ -14,7 +14,7 @@ import (
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/bots"
 	"github.com/concord-chat/concord/runtime/domain/entitlement"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Revocations is the process's revocation path, opened once per process
@@ -34,7 +34,7 @@ type Revocations struct {
 	bus    *entitlement.FaultyBus
 	// leases is the process's lease manager, set by the gateway role
 	// when it runs here.
-	leases *role.Late[*entitlement.Manager]
+	leases *wiring.Late[*entitlement.Manager]
 	// etcd is the embedded registry of `concord dev` (nil otherwise).
 	etcd *embeddedEtcd
 	// timeout bounds a publish without a lease manager in the process.
@@ -42,14 +42,14 @@ type Revocations struct {
 }
 
 // revocationsKey is the process's Revocations.
-var revocationsKey = role.Key[*Revocations]{Name: "bots/revocations"}
+var revocationsKey = wiring.Key[*Revocations]{Name: "bots/revocations"}
 
 // OpenRevocations returns the process's revocation path, opening it on
 // first use (closed with the process's seams): the grants are read from
 // the process's bot store (BotStore) and the user store, the pushes
 // travel on the registry's entitlement bus.
-func OpenRevocations(ctx context.Context, p role.Parts) (*Revocations, error) {
-	return role.Shared(p.Seams, revocationsKey, func() (*Revocations, func() error, error) {
+func OpenRevocations(ctx context.Context, p wiring.Parts) (*Revocations, error) {
+	return wiring.Shared(p.Seams, revocationsKey, func() (*Revocations, func() error, error) {
 		apps, err := BotStore(ctx, p)
 		if err != nil {
 			return nil, nil, err
@@ -61,7 +61,7 @@ func OpenRevocations(ctx context.Context, p role.Parts) (*Revocations, error) {
 		r := &Revocations{
 			source:  entitlement.NewFaultySource(NewInstallSource(apps, p.Store), 1),
 			bus:     entitlement.NewFaultyBus(bus),
-			leases:  role.LateOf(p.Seams, role.Leases),
+			leases:  wiring.LateOf(p.Seams, wiring.Leases),
 			etcd:    ee,
 			timeout: 5 * time.Second,
 		}
@@ -73,7 +73,7 @@ func OpenRevocations(ctx context.Context, p role.Parts) (*Revocations, error) {
 // when it has one, else (`concord dev`) an embedded etcd in
 // <DataDir>/registry, or an in-memory bus with --registry=mem. stop
 // releases what it started.
-func openBus(p role.Parts) (entitlement.Bus, *embeddedEtcd, func(), error) {
+func openBus(p wiring.Parts) (entitlement.Bus, *embeddedEtcd, func(), error) {
 	cfg := p.Config
 	log := p.Logger.With("component", "entitlement")
 	switch {

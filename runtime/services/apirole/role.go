@@ -7,7 +7,7 @@
 // It is two roles of the role table:
 //   - GuildREST, named like the guild role and built wherever it runs:
 //     the REST API and the bot platform against the process's guild
-//     service (role.GuildService). In `concord serve` it answers only for
+//     service (wiring.GuildService). In `concord serve` it answers only for
 //     the guilds the placement ring gives the node (guildrest.go: a
 //     request for another node's guild gets a 503 the api node retries
 //     on the owner), and a node without the api role serves it on /api/
@@ -19,30 +19,30 @@
 //     route.go, spool.go), except the requests another api node
 //     forwarded to this one's GuildREST.
 //
-// The ports (runtime/services/role) it consumes, as the process gives them:
-//   - the guild actors: role.GuildService (GuildREST runs only where the
-//     guild role runs); with role.Placement the api role reaches the
+// The ports (runtime/services/wiring) it consumes, as the process gives them:
+//   - the guild actors: wiring.GuildService (GuildREST runs only where the
+//     guild role runs); with wiring.Placement the api role reaches the
 //     guild nodes over HTTP, by the route tables api.Routes and
 //     bots.Routes export, and GuildREST answers only for the node's
 //     guilds.
 //   - the guild statistics of the admin endpoints: served by the guild
 //     role; an api node without it answers them for the cluster from the
 //     guild nodes' (adminstats.go).
-//   - the event log's outbox (role.Outbox); absent, message events are
-//     not logged. Read states (role.ReadStates) where the process has
+//   - the event log's outbox (wiring.Outbox); absent, message events are
+//     not logged. Read states (wiring.ReadStates) where the process has
 //     them.
-//   - the gateway (role.LocalGateway): the process's gateway node, whose
+//   - the gateway (wiring.LocalGateway): the process's gateway node, whose
 //     sessions the bot platform closes on a token reset, when the
 //     process gives one.
-//   - the bot store (role.BotStore) and the revocation path (the grants
+//   - the bot store (wiring.BotStore) and the revocation path (the grants
 //     of bots' entitlement leases and the bus their revocations travel
 //     on, the registry's), both opened once per process by the root
 //     (BotStore, OpenRevocations); the gateway role runs the process's
-//     one lease manager on that path (role.Leases) and the bot platform
+//     one lease manager on that path (wiring.Leases) and the bot platform
 //     publishes through it, or on the bus itself in a process without
 //     the gateway role.
 //   - given: the bot platform (Bots), the counters of the rate limits
-//     (Counters) and the handler on /api/ (role.REST), which the
+//     (Counters) and the handler on /api/ (wiring.REST), which the
 //     process's root fallback answers other methods with.
 package apirole
 
@@ -60,56 +60,56 @@ import (
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/bots"
 	"github.com/concord-chat/concord/runtime/edge/api"
-	"github.com/concord-chat/concord/runtime/services/role"
 	"github.com/concord-chat/concord/runtime/services/transport"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Name is the api role's --roles name.
 const Name = registry.RoleAPI
 
 // Role is the api role: the public REST endpoint.
-var Role = role.Role{Name: Name, Build: buildAPI,
-	Needs: []string{role.BotStore.Name},
-	Uses:  []string{surfaceKey.Name, role.GuildService.Name, role.Placement.Name},
-	Gives: []string{role.REST.Name},
+var Role = wiring.Role{Name: Name, Build: buildAPI,
+	Needs: []string{wiring.BotStore.Name},
+	Uses:  []string{surfaceKey.Name, wiring.GuildService.Name, wiring.Placement.Name},
+	Gives: []string{wiring.REST.Name},
 }
 
 // GuildREST is the guild's REST surface, built wherever the guild role
 // runs (it carries the guild role's name) and after it.
-var GuildREST = role.Role{Name: registry.RoleGuild, Build: buildGuildREST,
-	Needs: []string{role.GuildService.Name, role.ServerKey.Name, role.BotStore.Name, role.Revocations.Name},
-	Uses:  []string{role.Outbox.Name, role.ReadStates.Name, role.LocalGateway.Name, role.Placement.Name},
+var GuildREST = wiring.Role{Name: registry.RoleGuild, Build: buildGuildREST,
+	Needs: []string{wiring.GuildService.Name, wiring.ServerKey.Name, wiring.BotStore.Name, wiring.Revocations.Name},
+	Uses:  []string{wiring.Outbox.Name, wiring.ReadStates.Name, wiring.LocalGateway.Name, wiring.Placement.Name},
 	Gives: []string{surfaceKey.Name, BotsKey.Name},
 }
 
 // Seams this package consumes and provides.
 var (
 	// BotsKey is the process's bot platform, provided by GuildREST.
-	BotsKey = role.Key[*Bots]{Name: "api/bots"}
+	BotsKey = wiring.Key[*Bots]{Name: "api/bots"}
 	// Counters are the counters of the REST limits and of GET
-	// /gateway/bot: the process's (role.Parts.Counters) when it has them,
+	// /gateway/bot: the process's (wiring.Parts.Counters) when it has them,
 	// else opened from --redis by the api role.
-	Counters = role.Key[counters.Counters]{Name: "api/counters"}
+	Counters = wiring.Key[counters.Counters]{Name: "api/counters"}
 	// surfaceKey is GuildREST's handler, which the api role serves.
-	surfaceKey = role.Key[http.Handler]{Name: "api/guild-surface"}
+	surfaceKey = wiring.Key[http.Handler]{Name: "api/guild-surface"}
 	// botStoreKey is the process's bot store (BotStore).
-	botStoreKey = role.Key[bots.Store]{Name: "bots/store"}
+	botStoreKey = wiring.Key[bots.Store]{Name: "bots/store"}
 )
 
 // buildGuildREST builds the REST API and the bot platform against the
 // process's guild service and provides them (see the package comment).
-func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
+func buildGuildREST(ctx context.Context, b *wiring.Builder) (err error) {
 	cfg := b.Config
 	log := b.Logger.With("component", "api")
-	svc, ok := role.Lookup(b.Seams, role.GuildService)
+	svc, ok := wiring.Lookup(b.Seams, wiring.GuildService)
 	if !ok {
 		return errors.New("no guild service in the process: the guild role builds before its REST surface")
 	}
-	key, ok := role.Lookup(b.Seams, role.ServerKey)
+	key, ok := wiring.Lookup(b.Seams, wiring.ServerKey)
 	if !ok {
 		return errors.New("no server key in the process")
 	}
-	apps, ok := role.Lookup(b.Seams, role.BotStore)
+	apps, ok := wiring.Lookup(b.Seams, wiring.BotStore)
 	if !ok {
 		return errors.New("no bot store in the process")
 	}
@@ -118,10 +118,10 @@ func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
 		return err
 	}
 	deps := api.Deps{Store: b.Store, Guilds: svc, Auth: b.Auth, IDs: b.IDs, Objects: objs, AttachmentKey: AttachmentKey(key)}
-	if ob, logged := role.Lookup(b.Seams, role.Outbox); logged {
+	if ob, logged := wiring.Lookup(b.Seams, wiring.Outbox); logged {
 		deps.Events = ob
 	}
-	if rs, ok := role.Lookup(b.Seams, role.ReadStates); ok {
+	if rs, ok := wiring.Lookup(b.Seams, wiring.ReadStates); ok {
 		// Acks and READY's read states; MESSAGE_ACK goes through the
 		// guild service's DispatchToUser (in a cluster it reaches the
 		// user's sessions on every gateway node through the session
@@ -132,20 +132,20 @@ func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
 	bd := botDeps{store: b.Store, apps: apps, guilds: svc, auth: b.Auth, ids: b.IDs, registry: b.Metrics}
 	// Revocations reach the gateways' lease manager on the process's
 	// revocation path (the root opened it with OpenRevocations).
-	path, _ := role.Lookup(b.Seams, role.Revocations)
+	path, _ := wiring.Lookup(b.Seams, wiring.Revocations)
 	if bd.revocations, ok = path.(*Revocations); !ok {
 		return fmt.Errorf("the process's revocation path %T is not the bot platform's", path)
 	}
-	if node, ok := role.Lookup(b.Seams, role.LocalGateway); ok {
+	if node, ok := wiring.Lookup(b.Seams, wiring.LocalGateway); ok {
 		bd.node = node
 	}
-	ring, placed := role.Lookup(b.Seams, role.Placement)
+	ring, placed := wiring.Lookup(b.Seams, wiring.Placement)
 	if placed {
 		// A send the api node retried after its first owner died is
 		// answered with the message that node wrote, if it did (retry.go).
 		deps.PriorSend = (&sendDeduper{store: b.Store, log: log}).priorSend
 	}
-	bp, err := role.Shared(b.Seams, BotsKey, func() (*Bots, func() error, error) {
+	bp, err := wiring.Shared(b.Seams, BotsKey, func() (*Bots, func() error, error) {
 		bp, err := openBots(ctx, cfg, b.Logger, key, bd)
 		if err != nil {
 			return nil, nil, err
@@ -160,13 +160,13 @@ func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
 	surface := http.NewServeMux()
 	bp.Routes(surface, restAPI)
 	if !placed {
-		role.Provide[http.Handler](b.Seams, surfaceKey, surface)
+		wiring.Provide[http.Handler](b.Seams, surfaceKey, surface)
 		return nil
 	}
 	res := newResolver(b.Store)
 	res.interactions = apps
 	owned := &guildREST{node: cfg.Node, owns: transport.OwnedBy(ring, cfg.Node), res: res, api: surface, log: log}
-	role.Provide[http.Handler](b.Seams, surfaceKey, owned)
+	wiring.Provide[http.Handler](b.Seams, surfaceKey, owned)
 	if !slices.Contains(cfg.Roles, Name) {
 		// No api role here to mount it: the node serves its guilds' REST
 		// itself (the api nodes forward to it).
@@ -178,9 +178,9 @@ func buildGuildREST(ctx context.Context, b *role.Builder) (err error) {
 // buildAPI builds the public endpoint: GET /gateway/bot and, in `concord
 // dev`, the in-process GuildREST or, in `concord serve`, the proxy to the
 // guild owners, behind the rate limits.
-func buildAPI(ctx context.Context, b *role.Builder) error {
+func buildAPI(ctx context.Context, b *wiring.Builder) error {
 	cfg := b.Config
-	c, err := role.Shared(b.Seams, Counters, func() (counters.Counters, func() error, error) {
+	c, err := wiring.Shared(b.Seams, Counters, func() (counters.Counters, func() error, error) {
 		if b.Counters != nil {
 			return b.Counters, nil, nil // the process's, closed by it
 		}
@@ -201,11 +201,11 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 	for _, v := range []string{"/api/v9", "/api/v10"} {
 		mux.Handle("GET "+v+"/gateway/bot", gb)
 	}
-	surface, local := role.Lookup(b.Seams, surfaceKey)
+	surface, local := wiring.Lookup(b.Seams, surfaceKey)
 	var flags *BotFlags
-	_, placed := role.Lookup(b.Seams, role.Placement)
+	_, placed := wiring.Lookup(b.Seams, wiring.Placement)
 	if !placed {
-		svc, ok := role.Lookup(b.Seams, role.GuildService)
+		svc, ok := wiring.Lookup(b.Seams, wiring.GuildService)
 		if !ok || !local {
 			return errors.New("no guild REST surface in the process: the guild role and GuildREST build before the api role")
 		}
@@ -251,14 +251,14 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 }
 
 // proxyTo mounts the proxy to the guild owners on mux ("/").
-func proxyTo(ctx context.Context, b *role.Builder, mux *http.ServeMux) error {
+func proxyTo(ctx context.Context, b *wiring.Builder, mux *http.ServeMux) error {
 	cfg := b.Config
-	ring, ok := role.Lookup(b.Seams, role.Placement)
+	ring, ok := wiring.Lookup(b.Seams, wiring.Placement)
 	if !ok {
 		return errors.New("no guild placement ring to forward requests by")
 	}
 	// Interactions route by their guild, read from the bot store.
-	apps, ok := role.Lookup(b.Seams, role.BotStore)
+	apps, ok := wiring.Lookup(b.Seams, wiring.BotStore)
 	if !ok {
 		return errors.New("no bot store in the process")
 	}
@@ -276,8 +276,8 @@ func proxyTo(ctx context.Context, b *role.Builder, mux *http.ServeMux) error {
 
 // clusterStatsTo serves the cluster's guild statistics among the
 // process's admin endpoints.
-func clusterStatsTo(ctx context.Context, b *role.Builder) error {
-	ring, ok := role.Lookup(b.Seams, role.Placement)
+func clusterStatsTo(ctx context.Context, b *wiring.Builder) error {
+	ring, ok := wiring.Lookup(b.Seams, wiring.Placement)
 	if !ok {
 		return errors.New("no guild placement ring to ask the guild nodes by")
 	}
@@ -288,8 +288,8 @@ func clusterStatsTo(ctx context.Context, b *role.Builder) error {
 }
 
 // mount serves h on /api/ and provides it as the process's REST handler.
-func mount(b *role.Builder, h http.Handler) {
+func mount(b *wiring.Builder, h http.Handler) {
 	h = route.DefaultVersion(h)
 	b.Handle("/api/", h)
-	role.Provide(b.Seams, role.REST, h)
+	wiring.Provide(b.Seams, wiring.REST, h)
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/domain/event"
 	"github.com/concord-chat/concord/runtime/domain/guild"
-	"github.com/concord-chat/concord/runtime/services/role"
-	"github.com/concord-chat/concord/runtime/services/role/roletest"
+	"github.com/concord-chat/concord/runtime/services/wiring"
+	"github.com/concord-chat/concord/runtime/services/wiring/wiringtest"
 )
 
 // discardSink drops the guild service's events: no session is attached.
@@ -27,9 +27,9 @@ type discardSink struct{}
 func (discardSink) Deliver(context.Context, string, event.Batch) {}
 
 // roleWorld is one process's parts with a guild service provided under
-// role.GuildService, as the guild role provides it, and a user's token.
+// wiring.GuildService, as the guild role provides it, and a user's token.
 type roleWorld struct {
-	parts role.Parts
+	parts wiring.Parts
 	mux   *http.ServeMux
 	group *lifecycle.Group
 	token string
@@ -40,13 +40,13 @@ func newRoleWorld(t *testing.T, reg registry.Registry, roles ...string) *roleWor
 	cfg := config.Default()
 	cfg.Registry, cfg.Node, cfg.Roles = "mem", "n1", roles
 	cfg.LeaseTTL = 2 * time.Second
-	seams := &role.Seams{}
-	parts := roletest.Parts(t, seams, cfg)
+	seams := &wiring.Seams{}
+	parts := wiringtest.Parts(t, seams, cfg)
 	parts.Metrics, parts.Registry = prometheus.NewRegistry(), reg
 	if reg != nil {
 		// A node of `concord serve`: its guilds are placed on the ring
-		// (role.Placement), as the root gives it.
-		if _, err := role.Ring(context.Background(), seams, reg, registry.RoleGuild, registry.LocalRingConfig{}); err != nil {
+		// (wiring.Placement), as the root gives it.
+		if _, err := wiring.Ring(context.Background(), seams, reg, registry.RoleGuild, registry.LocalRingConfig{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -54,19 +54,19 @@ func newRoleWorld(t *testing.T, reg registry.Registry, roles ...string) *roleWor
 	if err != nil {
 		t.Fatal(err)
 	}
-	role.Provide(seams, role.GuildService, svc)
+	wiring.Provide(seams, wiring.GuildService, svc)
 	// The bot store and revocation path, opened once by the root.
 	apps, err := BotStore(context.Background(), parts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	role.Provide(seams, role.BotStore, apps)
+	wiring.Provide(seams, wiring.BotStore, apps)
 	rev, err := OpenRevocations(context.Background(), parts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	role.Provide[role.RevocationPath](seams, role.Revocations, rev)
-	u := roletest.User(t, parts, "alice")
+	wiring.Provide[wiring.RevocationPath](seams, wiring.Revocations, rev)
+	u := wiringtest.User(t, parts, "alice")
 	w := &roleWorld{parts: parts, mux: http.NewServeMux(), group: &lifecycle.Group{}, token: parts.Auth.Mint(u)}
 	t.Cleanup(func() {
 		_ = w.group.Stop(context.Background())
@@ -79,7 +79,7 @@ func newRoleWorld(t *testing.T, reg registry.Registry, roles ...string) *roleWor
 // build builds the api package's roles as the role table lists them.
 func (w *roleWorld) build(t *testing.T, want func(string) bool) {
 	t.Helper()
-	if err := role.Build(context.Background(), []role.Role{GuildREST, Role}, want, w.parts, w.mux, w.group); err != nil {
+	if err := wiring.Build(context.Background(), []wiring.Role{GuildREST, Role}, want, w.parts, w.mux, w.group); err != nil {
 		t.Fatal(err)
 	}
 	w.group.Start(context.Background())
@@ -104,18 +104,18 @@ func (w *roleWorld) get(t *testing.T, h http.Handler, path string) (*httptest.Re
 func TestDevBuildsAPIRole(t *testing.T) {
 	w := newRoleWorld(t, nil)
 	w.build(t, func(string) bool { return true })
-	rest, ok := role.Lookup(w.parts.Seams, role.REST)
+	rest, ok := wiring.Lookup(w.parts.Seams, wiring.REST)
 	if !ok {
 		t.Fatal("no REST handler provided")
 	}
 	if _, pattern := w.mux.Handler(httptest.NewRequest(http.MethodGet, "/api/v10/users/@me", nil)); pattern != "/api/" {
 		t.Fatalf("/api/ mounted as %q", pattern)
 	}
-	bp, ok := role.Lookup(w.parts.Seams, BotsKey)
+	bp, ok := wiring.Lookup(w.parts.Seams, BotsKey)
 	if !ok || bp == nil {
 		t.Fatal("no bot platform provided")
 	}
-	if _, ok := role.Lookup(w.parts.Seams, role.Leases); ok || bp.Leases() != nil {
+	if _, ok := wiring.Lookup(w.parts.Seams, wiring.Leases); ok || bp.Leases() != nil {
 		t.Fatal("the api role provided a lease manager: the gateway role runs the process's one")
 	}
 	if st, err := BotStore(context.Background(), w.parts); err != nil || st != bp.Store() {
@@ -163,7 +163,7 @@ func registerGuildNode(t *testing.T, w *roleWorld, h http.Handler) {
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ring, err := role.Ring(ctx, w.parts.Seams, w.parts.Registry, registry.RoleGuild, registry.LocalRingConfig{})
+	ring, err := wiring.Ring(ctx, w.parts.Seams, w.parts.Registry, registry.RoleGuild, registry.LocalRingConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,14 +192,14 @@ func registerGuildNode(t *testing.T, w *roleWorld, h http.Handler) {
 func TestServeBuildsAPIRole(t *testing.T) {
 	w := newRoleWorld(t, embeddedRegistry(t), registry.RoleAPI, registry.RoleGuild)
 	w.build(t, func(string) bool { return true })
-	rest, ok := role.Lookup(w.parts.Seams, role.REST)
+	rest, ok := wiring.Lookup(w.parts.Seams, wiring.REST)
 	if !ok {
 		t.Fatal("no REST handler provided")
 	}
-	if _, ok := role.Lookup(w.parts.Seams, role.Leases); ok {
+	if _, ok := wiring.Lookup(w.parts.Seams, wiring.Leases); ok {
 		t.Fatal("a serve node provides the bot platform's lease manager; gateway nodes run their own")
 	}
-	if _, ok := role.Lookup(w.parts.Seams, Counters); !ok {
+	if _, ok := wiring.Lookup(w.parts.Seams, Counters); !ok {
 		t.Fatal("the api role provided no counters")
 	}
 	registerGuildNode(t, w, w.mux)
@@ -219,10 +219,10 @@ func TestServeBuildsAPIRole(t *testing.T) {
 func TestServeGuildOnlyServesItsREST(t *testing.T) {
 	w := newRoleWorld(t, embeddedRegistry(t), registry.RoleGuild)
 	w.build(t, func(name string) bool { return name == registry.RoleGuild })
-	if _, ok := role.Lookup(w.parts.Seams, Counters); ok {
+	if _, ok := wiring.Lookup(w.parts.Seams, Counters); ok {
 		t.Fatal("the api role was built on a guild-only node")
 	}
-	rest, ok := role.Lookup(w.parts.Seams, role.REST)
+	rest, ok := wiring.Lookup(w.parts.Seams, wiring.REST)
 	if !ok {
 		t.Fatal("a guild-only node mounted no REST")
 	}

@@ -18,23 +18,23 @@ import (
 	"github.com/concord-chat/concord/runtime/adapters/registry"
 	"github.com/concord-chat/concord/runtime/base/lifecycle"
 	"github.com/concord-chat/concord/runtime/services/dataservice"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Name is the role's --roles name.
 const Name = registry.RoleData
 
 // Role is the data role.
-var Role = role.Role{Name: Name, Build: build, Needs: []string{role.RawStore.Name}}
+var Role = wiring.Role{Name: Name, Build: build, Needs: []string{wiring.RawStore.Name}}
 
 // build serves DataNode over the process's store adapter itself
-// (role.RawStore): the role coalesces over the store, not over a wrapper
+// (wiring.RawStore): the role coalesces over the store, not over a wrapper
 // that would send the traffic back to a data node.
-func build(_ context.Context, b *role.Builder) error {
+func build(_ context.Context, b *wiring.Builder) error {
 	if b.GRPC == nil {
 		return nil // no node-to-node services: no one to serve
 	}
-	raw, ok := role.Lookup(b.Seams, role.RawStore)
+	raw, ok := wiring.Lookup(b.Seams, wiring.RawStore)
 	if !ok {
 		return errors.New("no store in the process to serve")
 	}

@@ -34,7 +34,7 @@ import (
 // Subscriptions that fail because the owner is unreachable are retried
 // at every ring change and every retry interval.
 type ringBackend struct {
-	identify guild.GatewayBackend
+	identify GuildBackend
 	store    store.Guilds
 	guilds   transport.GuildClient
 	ring     *registry.LocalRing
@@ -75,7 +75,7 @@ var _ gateway.Backend = (*ringBackend)(nil)
 // reads each session's guilds from st and subscribes them on their
 // owners through guilds, following ring; resubscribed (nil: none) counts
 // the subscriptions it sends again.
-func newRingBackend(identify guild.GatewayBackend, st store.Guilds, guilds transport.GuildClient, ring *registry.LocalRing, timeout time.Duration, resubscribed prometheus.Counter, log *slog.Logger) *ringBackend {
+func newRingBackend(identify GuildBackend, st store.Guilds, guilds transport.GuildClient, ring *registry.LocalRing, timeout time.Duration, resubscribed prometheus.Counter, log *slog.Logger) *ringBackend {
 	if resubscribed == nil {
 		resubscribed = prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_cluster_resubscriptions_total"})
 	}

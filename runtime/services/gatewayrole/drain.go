@@ -17,7 +17,7 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/event"
 	"github.com/concord-chat/concord/runtime/edge/adminauth"
 	"github.com/concord-chat/concord/runtime/edge/gateway"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // The gateway role's drain, as the operator drives it (operator/podadmin):
@@ -64,7 +64,7 @@ type drainer struct {
 }
 
 // routes adds the drain and, with hand-off, the successor's endpoints.
-func (d *drainer) routes(mux role.Mux) {
+func (d *drainer) routes(mux wiring.Mux) {
 	mux.Handle("POST /admin/drain", http.HandlerFunc(d.handleDrain))
 	mux.Handle("GET /admin/drain", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeDrainState(w, d.state())

@@ -16,10 +16,9 @@ import (
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/entitlement"
 	"github.com/concord-chat/concord/runtime/domain/event"
-	"github.com/concord-chat/concord/runtime/domain/guild"
 	"github.com/concord-chat/concord/runtime/domain/wire"
 	"github.com/concord-chat/concord/runtime/edge/gateway"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Bots' entitlement leases on the gateway: one lease manager
@@ -32,11 +31,11 @@ import (
 // gateway's sessions on its backend.
 
 // openLeases builds the process's one lease manager on its revocation
-// path (role.Revocations: the bot store's grants, the registry's
+// path (wiring.Revocations: the bot store's grants, the registry's
 // pushes), with the part that runs it: ready once the revocation watch
 // started, so the node admits no bot before it can hear revocations.
-func openLeases(ctx context.Context, b *role.Builder, enf enforcer) (*entitlement.Manager, lifecycle.Part, error) {
-	rev, ok := role.Lookup(b.Seams, role.Revocations)
+func openLeases(ctx context.Context, b *wiring.Builder, enf enforcer) (*entitlement.Manager, lifecycle.Part, error) {
+	rev, ok := wiring.Lookup(b.Seams, wiring.Revocations)
 	if !ok {
 		return nil, lifecycle.Part{}, errors.New("entitlements: no revocation path in the process")
 	}
@@ -67,7 +66,7 @@ func openLeases(ctx context.Context, b *role.Builder, enf enforcer) (*entitlemen
 // enforcer is the gateway's entitlement.Enforcer: it acts on the node's
 // sessions through the node and its backend.
 type enforcer struct {
-	node    *role.Late[*gateway.Node]
+	node    *wiring.Late[*gateway.Node]
 	backend guildSessions
 	members store.Guilds
 	log     *slog.Logger
@@ -128,7 +127,7 @@ func (b *ringBackend) dropGuild(ctx context.Context, s event.Session, g snowflak
 // localBackend is the gateway.Backend of `concord dev`: the process's
 // guild service, which runs every guild.
 type localBackend struct {
-	guild.GatewayBackend
+	GuildBackend
 	log *slog.Logger
 }
 

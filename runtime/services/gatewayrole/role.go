@@ -8,26 +8,26 @@
 // here (takeover.go), and the /gateway routes (the process's root path
 // upgrades to it too, through Node).
 //
-// The ports (runtime/services/role) it consumes, as the process gives them:
+// The ports (runtime/services/wiring) it consumes, as the process gives them:
 //   - the guilds sessions subscribe to: the process's guild service
-//     (role.GuildService) when every guild is here; with role.Placement
-//     the guild nodes owning them, over role.GuildClient, resubscribed
+//     (wiring.GuildService) when every guild is here; with wiring.Placement
+//     the guild nodes owning them, over wiring.GuildClient, resubscribed
 //     when the ring moves a guild (backend.go), READY read from the store
-//     by role.GuildReader.
+//     by wiring.GuildReader.
 //   - where guild events reach the sessions: it gives its node
-//     (role.GatewayNode), which the process's sink delivers to when the
-//     guilds are here; with role.Placement it serves GatewayNode
+//     (wiring.GatewayNode), which the process's sink delivers to when the
+//     guilds are here; with wiring.Placement it serves GatewayNode
 //     (Deliver, and the session directory: sessions.go).
-//   - presence: role.PresenceGateway when the process has a presence
+//   - presence: wiring.PresenceGateway when the process has a presence
 //     side; without it the gateway runs without presence.
-//   - what the admission reads: the bot store (role.BotStore:
+//   - what the admission reads: the bot store (wiring.BotStore:
 //     applications, privileged intents, READY's application,
-//     entitlement grants), read states (role.ReadStates, when the process
-//     has them), and the bots' identify counters (role.BotCounters, when
+//     entitlement grants), read states (wiring.ReadStates, when the process
+//     has them), and the bots' identify counters (wiring.BotCounters, when
 //     they are shared with every gateway counting the bot).
 //   - bots' entitlement leases: the role runs the process's one lease
-//     manager (leases.go) on the revocation path (role.Revocations), and
-//     gives it (role.Leases).
+//     manager (leases.go) on the revocation path (wiring.Revocations), and
+//     gives it (wiring.Leases).
 package gatewayrole
 
 import (
@@ -40,29 +40,28 @@ import (
 	"github.com/concord-chat/concord/runtime/base/lifecycle"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/event"
-	"github.com/concord-chat/concord/runtime/domain/guild"
 	"github.com/concord-chat/concord/runtime/edge/admission"
 	"github.com/concord-chat/concord/runtime/edge/gateway"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Name is the role's --roles name.
 const Name = registry.RoleGateway
 
 // Role is the gateway role.
-var Role = role.Role{Name: Name, Build: build,
-	Needs: []string{role.BotStore.Name, role.Revocations.Name},
-	Uses: []string{role.GuildService.Name, role.Placement.Name, role.GuildClient.Name, role.GuildReader.Name,
-		role.PresenceGateway.Name, role.ReadStates.Name, role.BotCounters.Name},
-	Gives: []string{role.GatewayNode.Name, role.Leases.Name},
+var Role = wiring.Role{Name: Name, Build: build,
+	Needs: []string{wiring.BotStore.Name, wiring.Revocations.Name},
+	Uses: []string{wiring.GuildService.Name, wiring.Placement.Name, wiring.GuildClient.Name, wiring.GuildReader.Name,
+		wiring.PresenceGateway.Name, wiring.ReadStates.Name, wiring.BotCounters.Name},
+	Gives: []string{wiring.GatewayNode.Name, wiring.Leases.Name},
 }
 
-// NodeKey is the process's gateway node (role.GatewayNode): the
+// NodeKey is the process's gateway node (wiring.GatewayNode): the
 // process's root path upgrades to it, drains it at shutdown, and the bot
 // platform closes a user's sessions with it (CloseUser on a token
 // reset). Parts built before the role reach it through
-// role.LateOf(seams, NodeKey), set when it is built.
-var NodeKey = role.GatewayNode
+// wiring.LateOf(seams, NodeKey), set when it is built.
+var NodeKey = wiring.GatewayNode
 
 // guildSessions is what the role asks of the guilds behind the gateway:
 // the gateway.Backend, and detaching one guild of a session (a revoked
@@ -75,10 +74,10 @@ type guildSessions interface {
 // build builds the backend on the guilds, the admission with its leases,
 // the node with its presence side and op 4, the drain, the routes and,
 // in `concord serve`, the GatewayNode services.
-func build(ctx context.Context, b *role.Builder) (err error) {
+func build(ctx context.Context, b *wiring.Builder) (err error) {
 	cfg := b.Config
 	log := b.Logger.With("component", "gateway")
-	var closers role.Closers
+	var closers wiring.Closers
 	defer func() {
 		if err != nil {
 			_ = closers.Close()
@@ -89,16 +88,16 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		rb      *ringBackend
 		voice   voiceGuilds
 	)
-	ring, placed := role.Lookup(b.Seams, role.Placement)
+	ring, placed := wiring.Lookup(b.Seams, wiring.Placement)
 	if !placed {
-		svc, ok := role.Lookup(b.Seams, role.GuildService)
+		svc, ok := wiring.Lookup(b.Seams, wiring.GuildService)
 		if !ok {
 			return errors.New("no guild service in the process to subscribe sessions on")
 		}
-		backend, voice = localBackend{GatewayBackend: guild.NewGatewayBackend(svc), log: log}, svc
+		backend, voice = localBackend{GuildBackend: GuildBackend{Service: svc}, log: log}, svc
 	} else {
-		identify, ok := role.Lookup(b.Seams, role.GuildReader)
-		client, ok2 := role.Lookup(b.Seams, role.GuildClient)
+		identify, ok := wiring.Lookup(b.Seams, wiring.GuildReader)
+		client, ok2 := wiring.Lookup(b.Seams, wiring.GuildClient)
 		if !ok || !ok2 {
 			return errors.New("no guild reader and client in the process to subscribe sessions on the guild owners")
 		}
@@ -106,11 +105,11 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		if err != nil {
 			return err
 		}
-		rb = newRingBackend(guild.NewGatewayBackend(identify), b.Store, client, ring, cfg.CallTimeout, resub, log)
+		rb = newRingBackend(GuildBackend{Service: identify}, b.Store, client, ring, cfg.CallTimeout, resub, log)
 		backend, voice = rb, client
 	}
-	node := role.LateOf(b.Seams, NodeKey)
-	apps, ok := role.Lookup(b.Seams, role.BotStore)
+	node := wiring.LateOf(b.Seams, NodeKey)
+	apps, ok := wiring.Lookup(b.Seams, wiring.BotStore)
 	if !ok {
 		return errors.New("no bot store in the process")
 	}
@@ -120,20 +119,20 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 	}
 	ac := admission.Config{Leases: leases, Apps: apps}
 	// READY's read_state, where the process has read states.
-	if rs, ok := role.Lookup(b.Seams, role.ReadStates); ok {
+	if rs, ok := wiring.Lookup(b.Seams, wiring.ReadStates); ok {
 		ac.States = rs
 	}
 	// Bots' identify counters, when they are the ones every gateway
 	// counting the bot shares: a bot's max_concurrency buckets and daily
 	// budget span every gateway node.
-	c, _ := role.Lookup(b.Seams, role.BotCounters)
+	c, _ := wiring.Lookup(b.Seams, wiring.BotCounters)
 	adm, err := newAdmission(cfg, backend, c, ac, b.Metrics, b.Logger.With("component", "identify"))
 	if err != nil {
 		return err
 	}
 	gwCfg := gateway.Config{Node: cfg.Node, PublicURL: cfg.PublicURL, Logger: log, Registerer: b.Metrics,
 		OpHandlers: map[int]gateway.OpHandler{}}
-	side, presence := role.Lookup(b.Seams, role.PresenceGateway)
+	side, presence := wiring.Lookup(b.Seams, wiring.PresenceGateway)
 	presence = presence && side.Presence != nil
 	if presence {
 		gwCfg.Presence, gwCfg.OpHandlers = side.Presence, side.Presence.OpHandlers()
@@ -150,9 +149,9 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		return err
 	}
 	node.Set(gw)
-	role.Provide(b.Seams, NodeKey, gw)
-	role.Provide(b.Seams, role.Leases, leases)
-	role.LateOf(b.Seams, role.Leases).Set(leases)
+	wiring.Provide(b.Seams, NodeKey, gw)
+	wiring.Provide(b.Seams, wiring.Leases, leases)
+	wiring.LateOf(b.Seams, wiring.Leases).Set(leases)
 	if err := b.Add(leasePart); err != nil {
 		return err
 	}
@@ -195,7 +194,7 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 }
 
 // adminMux puts routes among the process's admin endpoints.
-type adminMux struct{ b *role.Builder }
+type adminMux struct{ b *wiring.Builder }
 
-// Handle implements role.Mux.
+// Handle implements wiring.Mux.
 func (m adminMux) Handle(pattern string, h http.Handler) { m.b.HandleAdmin(pattern, h) }

@@ -15,7 +15,7 @@ import (
 	"github.com/concord-chat/concord/runtime/base/adminapi"
 	"github.com/concord-chat/concord/runtime/edge/adminauth"
 	"github.com/concord-chat/concord/runtime/edge/gateway"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // The session takeover of `concord serve` (gateway.Peers): a RESUME that
@@ -184,12 +184,12 @@ func (p *httpPeers) take(ctx context.Context, n registry.Node, body []byte) (*ga
 // the live gateway nodes of the registry, reached with the admin token.
 // Without a token no admin request is served anywhere, so there is no
 // takeover: a RESUME on another node gets op 9, as before.
-func setupTakeover(ctx context.Context, b *role.Builder, node *gateway.Node, log *slog.Logger) error {
+func setupTakeover(ctx context.Context, b *wiring.Builder, node *gateway.Node, log *slog.Logger) error {
 	if b.AdminToken == "" {
 		log.Warn("no admin token: RESUME works only on the gateway node holding the session")
 		return nil
 	}
-	ring, err := role.Ring(ctx, b.Seams, b.Registry, registry.RoleGateway, registry.LocalRingConfig{Logger: b.Logger.With("component", "gateway-ring")})
+	ring, err := wiring.Ring(ctx, b.Seams, b.Registry, registry.RoleGateway, registry.LocalRingConfig{Logger: b.Logger.With("component", "gateway-ring")})
 	if err != nil {
 		return err
 	}

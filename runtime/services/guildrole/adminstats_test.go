@@ -12,8 +12,8 @@ import (
 	"github.com/concord-chat/concord/runtime/base/lifecycle"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/domain/event"
-	"github.com/concord-chat/concord/runtime/services/role"
-	"github.com/concord-chat/concord/runtime/services/role/roletest"
+	"github.com/concord-chat/concord/runtime/services/wiring"
+	"github.com/concord-chat/concord/runtime/services/wiring/wiringtest"
 )
 
 // adminGet serves GET path on h and decodes the JSON answer into out.
@@ -33,18 +33,18 @@ func adminGet(t *testing.T, h http.Handler, path string, out any) int {
 // malformed id.
 func TestDevServesGuildStats(t *testing.T) {
 	ctx := context.Background()
-	var seams role.Seams
-	role.Provide[event.Sink](&seams, role.Sink, make(chanSink, 64))
-	parts := roletest.Parts(t, &seams, config.Default())
+	var seams wiring.Seams
+	wiring.Provide[event.Sink](&seams, wiring.Sink, make(chanSink, 64))
+	parts := wiringtest.Parts(t, &seams, config.Default())
 	admin := http.NewServeMux()
 	parts.Admin = admin
 	var group lifecycle.Group
-	if err := role.Build(ctx, []role.Role{Role}, func(string) bool { return true }, parts, http.NewServeMux(), &group); err != nil {
+	if err := wiring.Build(ctx, []wiring.Role{Role}, func(string) bool { return true }, parts, http.NewServeMux(), &group); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = seams.Close() })
-	svc, _ := role.Lookup(&seams, role.GuildService)
-	owner := roletest.User(t, parts, "owner").ID
+	svc, _ := wiring.Lookup(&seams, wiring.GuildService)
+	owner := wiringtest.User(t, parts, "owner").ID
 	info, err := svc.CreateGuild(ctx, owner, "stats")
 	if err != nil {
 		t.Fatal(err)

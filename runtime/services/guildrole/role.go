@@ -4,20 +4,20 @@
 // `concord dev`, the guilds the placement ring gives the node in a
 // cluster — with voice channels allocated from the process's voice fleet.
 //
-// The ports (runtime/services/role), which the process decides and the role
+// The ports (runtime/services/wiring), which the process decides and the role
 // consumes without asking which command it runs in:
-//   - it gives the guild service (role.GuildService), which the REST API,
+//   - it gives the guild service (wiring.GuildService), which the REST API,
 //     the bot platform and, where they run in the same process, the
 //     gateway, presence and read states call.
-//   - its events go to role.Sink (the process's gateway, or the gateway
-//     nodes), events aimed at one user through role.Sessions when the
+//   - its events go to wiring.Sink (the process's gateway, or the gateway
+//     nodes), events aimed at one user through wiring.Sessions when the
 //     process has a session directory.
-//   - with role.Placement (the guilds are placed on a ring over the live
+//   - with wiring.Placement (the guilds are placed on a ring over the live
 //     guild nodes) it runs only the guilds the ring gives the node: it
 //     serves GuildNode (backend.go) for them, unloads the actors of
 //     guilds the ring moves away (sweep.go) and sends big guilds' events
 //     through their relay tier (relay.go).
-//   - voice channels are placed with role.Voice: the in-process fleet, or
+//   - voice channels are placed with wiring.Voice: the in-process fleet, or
 //     the SFUs of the registry.
 //
 // Every process running the role serves the per-guild statistics of its
@@ -36,18 +36,18 @@ import (
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/fanout"
 	"github.com/concord-chat/concord/runtime/domain/guild"
-	"github.com/concord-chat/concord/runtime/services/role"
 	"github.com/concord-chat/concord/runtime/services/transport"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Name is the role's --roles name.
 const Name = registry.RoleGuild
 
 // Role is the guild role.
-var Role = role.Role{Name: Name, Build: build,
-	Needs: []string{role.Sink.Name, role.Voice.Name},
-	Uses:  []string{role.Placement.Name, role.Sessions.Name, role.Outbox.Name},
-	Gives: []string{role.GuildService.Name},
+var Role = wiring.Role{Name: Name, Build: build,
+	Needs: []string{wiring.Sink.Name, wiring.Voice.Name},
+	Uses:  []string{wiring.Placement.Name, wiring.Sessions.Name, wiring.Outbox.Name},
+	Gives: []string{wiring.GuildService.Name},
 }
 
 // Errors is the guild part of the transport's error table, shared by
@@ -60,12 +60,12 @@ var Errors = []transport.ErrorCode{
 
 // build opens the guild service with its sink, voice and (in a cluster)
 // relays and session directory, and provides it.
-func build(ctx context.Context, b *role.Builder) (err error) {
+func build(ctx context.Context, b *wiring.Builder) (err error) {
 	cfg := b.Config
 	log := b.Logger.With("component", "guild")
 	// The service and its clients close with the process's seams, after
 	// the parts and roles that call them.
-	var closers role.Closers
+	var closers wiring.Closers
 	defer func() {
 		if err != nil {
 			_ = closers.Close()
@@ -73,13 +73,13 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 	}()
 	deps := guild.Deps{Store: b.Store, IDs: b.IDs, Auth: b.Auth, Messages: messageWriter(b.Seams, b.Store, log)}
 	var ok bool
-	if deps.Sink, ok = role.Lookup(b.Seams, role.Sink); !ok {
+	if deps.Sink, ok = wiring.Lookup(b.Seams, wiring.Sink); !ok {
 		return errors.New("no sink in the process to deliver guild events to")
 	}
-	if sessions, ok := role.Lookup(b.Seams, role.Sessions); ok {
+	if sessions, ok := wiring.Lookup(b.Seams, wiring.Sessions); ok {
 		deps.Sessions = sessions
 	}
-	ring, placed := role.Lookup(b.Seams, role.Placement)
+	ring, placed := wiring.Lookup(b.Seams, wiring.Placement)
 	var relays *relayRouter
 	if !placed && cfg.DevRelays > 0 {
 		// Relays in process: big guilds hand them their sessions.
@@ -142,11 +142,11 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 			return err
 		}
 	}
-	if _, ok := role.Lookup(b.Seams, role.GuildService); ok {
+	if _, ok := wiring.Lookup(b.Seams, wiring.GuildService); ok {
 		return errors.New("the process has a guild service already")
 	}
 	localStats{svc: svc, node: cfg.Node}.routes(b.HandleAdmin)
-	_, err = role.Shared(b.Seams, role.GuildService, func() (*guild.Service, func() error, error) { return svc, closers.Close, nil })
+	_, err = wiring.Shared(b.Seams, wiring.GuildService, func() (*guild.Service, func() error, error) { return svc, closers.Close, nil })
 	return err
 }
 
@@ -154,8 +154,8 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 // process's voice port: calls are placed on its allocator (the
 // in-process fleet the voice role adds its SFU to, or the SFUs whose
 // load reports the registry holds), tokens signed with its key.
-func enableVoice(b *role.Builder, svc *guild.Service) error {
-	v, ok := role.Lookup(b.Seams, role.Voice)
+func enableVoice(b *wiring.Builder, svc *guild.Service) error {
+	v, ok := wiring.Lookup(b.Seams, wiring.Voice)
 	if !ok {
 		return errors.New("no voice port in the process to place calls with")
 	}

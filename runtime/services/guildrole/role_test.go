@@ -13,8 +13,8 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/event"
 	"github.com/concord-chat/concord/runtime/domain/guild"
 	"github.com/concord-chat/concord/runtime/services/readstaterole"
-	"github.com/concord-chat/concord/runtime/services/role"
-	"github.com/concord-chat/concord/runtime/services/role/roletest"
+	"github.com/concord-chat/concord/runtime/services/wiring"
+	"github.com/concord-chat/concord/runtime/services/wiring/wiringtest"
 )
 
 // chanSink hands the types of the batches the guild service delivers to
@@ -35,21 +35,21 @@ func (s chanSink) Deliver(_ context.Context, _ string, b event.Batch) {
 // seams close the service with the process.
 func TestDevBuild(t *testing.T) {
 	ctx := context.Background()
-	var none role.Seams
+	var none wiring.Seams
 	var group lifecycle.Group
-	err := role.Build(ctx, []role.Role{Role}, func(string) bool { return true }, roletest.Parts(t, &none, config.Default()), http.NewServeMux(), &group)
+	err := wiring.Build(ctx, []wiring.Role{Role}, func(string) bool { return true }, wiringtest.Parts(t, &none, config.Default()), http.NewServeMux(), &group)
 	if err == nil || !strings.Contains(err.Error(), `port "guild/sink"`) {
 		t.Fatalf("build without a sink = %v, want the missing sink named", err)
 	}
 
-	var seams role.Seams
+	var seams wiring.Seams
 	sink := make(chanSink, 64)
-	role.Provide[event.Sink](&seams, role.Sink, sink)
-	parts := roletest.Parts(t, &seams, config.Default())
-	if err := role.Build(ctx, []role.Role{Role}, func(string) bool { return true }, parts, http.NewServeMux(), &group); err != nil {
+	wiring.Provide[event.Sink](&seams, wiring.Sink, sink)
+	parts := wiringtest.Parts(t, &seams, config.Default())
+	if err := wiring.Build(ctx, []wiring.Role{Role}, func(string) bool { return true }, parts, http.NewServeMux(), &group); err != nil {
 		t.Fatal(err)
 	}
-	svc, ok := role.Lookup(&seams, role.GuildService)
+	svc, ok := wiring.Lookup(&seams, wiring.GuildService)
 	if !ok || svc == nil {
 		t.Fatal("the role provided no guild service")
 	}
@@ -57,7 +57,7 @@ func TestDevBuild(t *testing.T) {
 	var _ readstaterole.Guilds = svc
 	// A session attached to a guild of the service gets its GUILD_CREATE
 	// through the process's sink.
-	user := roletest.User(t, parts, "owner").ID
+	user := wiringtest.User(t, parts, "owner").ID
 	g, err := svc.CreateGuild(ctx, user, "one wiring")
 	if err != nil {
 		t.Fatal(err)

@@ -15,8 +15,8 @@ import (
 	"github.com/concord-chat/concord/runtime/base/lifecycle"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/domain/event"
-	"github.com/concord-chat/concord/runtime/services/role"
-	"github.com/concord-chat/concord/runtime/services/role/roletest"
+	"github.com/concord-chat/concord/runtime/services/wiring"
+	"github.com/concord-chat/concord/runtime/services/wiring/wiringtest"
 )
 
 // With --guild-metrics-top=1 the role's registry carries labelled series
@@ -24,22 +24,22 @@ import (
 // reports for it.
 func TestTopGuildMetricsMatchAdminStats(t *testing.T) {
 	ctx := context.Background()
-	var seams role.Seams
-	role.Provide[event.Sink](&seams, role.Sink, make(chanSink, 256))
+	var seams wiring.Seams
+	wiring.Provide[event.Sink](&seams, wiring.Sink, make(chanSink, 256))
 	cfg := config.Default()
 	cfg.GuildMetricsTop = 1
-	parts := roletest.Parts(t, &seams, cfg)
+	parts := wiringtest.Parts(t, &seams, cfg)
 	reg := prometheus.NewRegistry()
 	parts.Metrics = reg
 	admin := http.NewServeMux()
 	parts.Admin = admin
 	var group lifecycle.Group
-	if err := role.Build(ctx, []role.Role{Role}, func(string) bool { return true }, parts, http.NewServeMux(), &group); err != nil {
+	if err := wiring.Build(ctx, []wiring.Role{Role}, func(string) bool { return true }, parts, http.NewServeMux(), &group); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = seams.Close() })
-	svc, _ := role.Lookup(&seams, role.GuildService)
-	owner := roletest.User(t, parts, "owner").ID
+	svc, _ := wiring.Lookup(&seams, wiring.GuildService)
+	owner := wiringtest.User(t, parts, "owner").ID
 	quiet, err := svc.CreateGuild(ctx, owner, "quiet")
 	if err != nil {
 		t.Fatal(err)

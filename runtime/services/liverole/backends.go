@@ -24,7 +24,7 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/live/recent/redisrecent"
 	"github.com/concord-chat/concord/runtime/domain/live/relay"
 	"github.com/concord-chat/concord/runtime/domain/live/relay/redisrelay"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Log is what the live roles need of the event log: appending to a
@@ -58,7 +58,7 @@ type Backends struct {
 // BackendsPort is the port the process gives its live roles their
 // backends under (a port of this package: only the live roles consume
 // it, and the root gives it).
-var BackendsPort = role.Key[Backends]{Name: "live/backends"}
+var BackendsPort = wiring.Key[Backends]{Name: "live/backends"}
 
 // errSplit explains why a cluster refuses the embedded backends: each is
 // one process's, and the live roles of a cluster must share theirs.
@@ -154,7 +154,7 @@ func OpenBackends(ctx context.Context, c BackendsConfig) (_ Backends, close func
 // close.
 type backends struct {
 	c       BackendsConfig
-	closers role.Closers
+	closers wiring.Closers
 }
 
 // dataDir is where the embedded backends live: <data-dir>/live, apart

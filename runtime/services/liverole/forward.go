@@ -10,7 +10,7 @@ import (
 	"github.com/concord-chat/concord/runtime/adapters/registry"
 	"github.com/concord-chat/concord/runtime/domain/live"
 	"github.com/concord-chat/concord/runtime/domain/live/placement"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // forwarder answers GET /v1/streams/{id}/live on a live-api process that
@@ -28,7 +28,7 @@ type forwarder struct {
 	nodes atomic.Pointer[[]registry.Node]
 }
 
-func newForwarder(b *role.Builder, brd live.Board) (*forwarder, error) {
+func newForwarder(b *wiring.Builder, brd live.Board) (*forwarder, error) {
 	if b.Registry == nil || brd == nil {
 		return nil, fmt.Errorf("live-api: forwarding to live gateways needs the registry")
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/adapters/registry"
 	"github.com/concord-chat/concord/runtime/domain/live/board"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // watchRegistry hands Watch callers the snapshots sent on ch.
@@ -46,7 +46,7 @@ func TestForwarderRoutesByStream(t *testing.T) {
 	_, a := gw("gw-a")
 	_, b := gw("gw-b")
 	reg := watchRegistry{ch: make(chan registry.Snapshot, 1)}
-	f, err := newForwarder(&role.Builder{Parts: role.Parts{Registry: reg, Logger: slog.New(slog.DiscardHandler)}}, board.New())
+	f, err := newForwarder(&wiring.Builder{Parts: wiring.Parts{Registry: reg, Logger: slog.New(slog.DiscardHandler)}}, board.New())
 	if err != nil {
 		t.Fatal(err)
 	}

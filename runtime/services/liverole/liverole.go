@@ -1,5 +1,5 @@
 // Package liverole joins the live-comment domain (runtime/domain/live) to a
-// Concord process through package role: four roles, built by `concord
+// Concord process through package wiring: four roles, built by `concord
 // dev` and by `concord serve --roles=...` from the same table.
 //
 //   - live-api serves the HTTP contract under /v1 (streams, comments,
@@ -37,7 +37,7 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/live/gateway"
 	"github.com/concord-chat/concord/runtime/domain/live/recent"
 	"github.com/concord-chat/concord/runtime/domain/live/router"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // The --roles names of the live-comment roles.
@@ -51,13 +51,13 @@ const (
 // The live-comment roles.
 var (
 	// Gateway is the SSE gateway: GET /v1/streams/{id}/live.
-	Gateway = role.Role{Name: NameGateway, Build: buildGateway, Needs: []string{BackendsPort.Name}, Gives: []string{gatewayKey.Name}}
+	Gateway = wiring.Role{Name: NameGateway, Build: buildGateway, Needs: []string{BackendsPort.Name}, Gives: []string{gatewayKey.Name}}
 	// API is the Comment API: POST and GET under /v1.
-	API = role.Role{Name: NameAPI, Build: buildAPI, Needs: []string{BackendsPort.Name}, Uses: []string{gatewayKey.Name}}
+	API = wiring.Role{Name: NameAPI, Build: buildAPI, Needs: []string{BackendsPort.Name}, Uses: []string{gatewayKey.Name}}
 	// Router is the stream router.
-	Router = role.Role{Name: NameRouter, Build: buildRouter, Needs: []string{BackendsPort.Name}}
+	Router = wiring.Role{Name: NameRouter, Build: buildRouter, Needs: []string{BackendsPort.Name}}
 	// Archiver writes every comment to the comments store.
-	Archiver = role.Role{Name: NameArchiver, Build: buildArchiver, Needs: []string{BackendsPort.Name}}
+	Archiver = wiring.Role{Name: NameArchiver, Build: buildArchiver, Needs: []string{BackendsPort.Name}}
 )
 
 // UsesRedis reports whether the role named name runs on --redis (the
@@ -69,7 +69,7 @@ func UsesRedis(name string) bool {
 
 // Roles are the live-comment roles, in build order: the gateway before
 // the API, which serves GET .../live with the gateway of its process.
-var Roles = []role.Role{Gateway, API, Router, Archiver}
+var Roles = []wiring.Role{Gateway, API, Router, Archiver}
 
 // Patterns of the contract on the process's listener.
 const (
@@ -83,17 +83,17 @@ const (
 var apiPatterns = []string{"/v1/streams", "/v1/streams/", "/v1/users/@me/bans/"}
 
 // backendsOf returns the process's live backends (BackendsPort).
-func backendsOf(b *role.Builder) (Backends, error) {
-	lb, ok := role.Lookup(b.Seams, BackendsPort)
+func backendsOf(b *wiring.Builder) (Backends, error) {
+	lb, ok := wiring.Lookup(b.Seams, BackendsPort)
 	if !ok {
 		return lb, errors.New("no live backends in the process")
 	}
 	return lb, nil
 }
 
-func topics(b *role.Builder) live.Topics { return live.TopicsFor(b.Config.Live.Prefix) }
+func topics(b *wiring.Builder) live.Topics { return live.TopicsFor(b.Config.Live.Prefix) }
 
-func gatewayConfig(b *role.Builder) gateway.Config {
+func gatewayConfig(b *wiring.Builder) gateway.Config {
 	l := b.Config.Live
 	return gateway.Config{
 		Name:           b.Config.Node,
@@ -107,23 +107,23 @@ func gatewayConfig(b *role.Builder) gateway.Config {
 	}
 }
 
-func routerConfig(b *role.Builder) router.Config {
+func routerConfig(b *wiring.Builder) router.Config {
 	p := b.Config.Live.Prefix
 	return router.Config{Topics: topics(b), Group: p + "router", ReactionsGroup: p + "reactions",
 		Logger: b.Logger, Registerer: b.Metrics}
 }
 
-func archiverConfig(b *role.Builder) archiver.Config {
+func archiverConfig(b *wiring.Builder) archiver.Config {
 	return archiver.Config{Topics: topics(b), Group: b.Config.Live.Prefix + "archiver", Logger: b.Logger, Registerer: b.Metrics}
 }
 
 // gatewayKey is the process's SSE gateway, which the Comment API of the
 // same process serves GET .../live with.
-var gatewayKey = role.Key[*gateway.Gateway]{Name: "live-gateway"}
+var gatewayKey = wiring.Key[*gateway.Gateway]{Name: "live-gateway"}
 
 // buildGateway builds the SSE gateway and provides it to the Comment API
 // of its process.
-func buildGateway(ctx context.Context, b *role.Builder) error {
+func buildGateway(ctx context.Context, b *wiring.Builder) error {
 	if b.Auth == nil {
 		return errors.New("live-gateway needs the process's auth")
 	}
@@ -139,14 +139,14 @@ func buildGateway(ctx context.Context, b *role.Builder) error {
 		return err
 	}
 	b.Handle(patternLive, gw)
-	role.Provide(b.Seams, gatewayKey, gw)
+	wiring.Provide(b.Seams, gatewayKey, gw)
 	return nil
 }
 
 // buildAPI builds the Comment API. GET .../live is the process's gateway
 // when it runs one (built before it), else forwarded to a live-gateway
 // node of the registry.
-func buildAPI(ctx context.Context, b *role.Builder) error {
+func buildAPI(ctx context.Context, b *wiring.Builder) error {
 	if b.Auth == nil || b.Store == nil || b.IDs == nil {
 		return errors.New("live-api needs the process's auth, store and ids")
 	}
@@ -156,7 +156,7 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 	}
 	deps := api.Deps{Verifier: b.Auth, Users: b.Store, IDs: b.IDs, Log: bk.Log, Store: bk.Store,
 		Recent: bk.Cache, Nonces: bk.Cache, Counters: bk.Counters, Board: bk.Board}
-	if gw, ok := role.Lookup(b.Seams, gatewayKey); ok {
+	if gw, ok := wiring.Lookup(b.Seams, gatewayKey); ok {
 		deps.Live = gw
 	} else if b.Registry != nil {
 		// No live-gateway here: forward to one of the registry's, placed by
@@ -188,7 +188,7 @@ func buildAPI(ctx context.Context, b *role.Builder) error {
 // (`concord dev`) it replays the comments topic from its start at every
 // start, since that cache died with the last process (replay.go); on
 // Redis it resumes its consumer group and is ready once caught up.
-func buildRouter(ctx context.Context, b *role.Builder) error {
+func buildRouter(ctx context.Context, b *wiring.Builder) error {
 	bk, err := backendsOf(b)
 	if err != nil {
 		return err
@@ -219,7 +219,7 @@ func buildRouter(ctx context.Context, b *role.Builder) error {
 
 // buildArchiver builds the archiver, ready once caught up with the
 // comments topic.
-func buildArchiver(ctx context.Context, b *role.Builder) error {
+func buildArchiver(ctx context.Context, b *wiring.Builder) error {
 	bk, err := backendsOf(b)
 	if err != nil {
 		return err

@@ -7,8 +7,8 @@
 // op 3, 8 and 14 handlers) is one type for both commands, given to the
 // process's gateway under GatewayKey.
 //
-// The ports (runtime/services/role), as the process gives them ("`concord dev`"
-// below is a process without role.Placement, every guild in it):
+// The ports (runtime/services/wiring), as the process gives them ("`concord dev`"
+// below is a process without wiring.Placement, every guild in it):
 //   - the presence service: in `concord dev` one in process (Local,
 //     under LocalKey), broadcasting through the process's guild service;
 //     in `concord serve` the user's owner on the ring over the live
@@ -16,7 +16,7 @@
 //     in process when this node owns the user.
 //   - the guilds op 8 and op 14 go to (Guilds): the process's guild
 //     service (LocalGuilds) or the guild's owner over GuildNode
-//     (OwnerGuilds on role.GuildClient).
+//     (OwnerGuilds on wiring.GuildClient).
 //   - where a change goes: in `concord dev` the guild service
 //     (guild.Service.PresenceChanged, which reaches friends too); in
 //     `concord serve` friends' sessions on their gateway nodes (found
@@ -37,7 +37,7 @@ import (
 	"github.com/concord-chat/concord/runtime/adapters/registry"
 	"github.com/concord-chat/concord/runtime/base/lifecycle"
 	"github.com/concord-chat/concord/runtime/config"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Name is the role's --roles name.
@@ -54,15 +54,15 @@ const Name = "presence"
 // roles, which halves apply. The node registers under its own roles only,
 // so a gateway node building the gateway side never joins the presence
 // ring. The process's want function asks Joins for this role's name.
-var Role = role.Role{Name: Name, Build: build,
-	Uses:  []string{role.GuildService.Name, role.Placement.Name, role.GuildClient.Name, role.Gateways.Name, role.Sessions.Name},
-	Gives: []string{role.PresenceGateway.Name},
+var Role = wiring.Role{Name: Name, Build: build,
+	Uses:  []string{wiring.GuildService.Name, wiring.Placement.Name, wiring.GuildClient.Name, wiring.Gateways.Name, wiring.Sessions.Name},
+	Gives: []string{wiring.PresenceGateway.Name},
 }
 
 // LocalKey is the seam of `concord dev`'s in-process presence service
 // (Local): provided by the role in `concord dev`, for tests that read or
 // restart the service.
-var LocalKey = role.Key[*Local]{Name: "presence/local"}
+var LocalKey = wiring.Key[*Local]{Name: "presence/local"}
 
 // Joins reports whether a `concord serve` node configured by cfg builds
 // the presence role: it runs --roles=presence, or the gateway role with
@@ -81,11 +81,11 @@ func gatewaySide(cfg config.Config) bool {
 // the service in process and the gateway side on it; in `concord serve`
 // the service for the users the node owns (--roles=presence) and the
 // gateway side on the presence ring (gateway nodes with --presence).
-func build(ctx context.Context, b *role.Builder) error {
-	if _, placed := role.Lookup(b.Seams, role.Placement); !placed {
+func build(ctx context.Context, b *wiring.Builder) error {
+	if _, placed := wiring.Lookup(b.Seams, wiring.Placement); !placed {
 		// Every guild is in this process: one presence service here,
 		// broadcasting through the guild service.
-		svc, ok := role.Lookup(b.Seams, role.GuildService)
+		svc, ok := wiring.Lookup(b.Seams, wiring.GuildService)
 		if !ok {
 			return errors.New("no guild service in the process to broadcast presence through")
 		}
@@ -93,8 +93,8 @@ func build(ctx context.Context, b *role.Builder) error {
 		if err != nil {
 			return err
 		}
-		role.Provide(b.Seams, LocalKey, local)
-		role.Provide(b.Seams, GatewayKey, GatewaySide{Presence: local.gateway, ReportInterval: b.Config.Presence.ReportInterval})
+		wiring.Provide(b.Seams, LocalKey, local)
+		wiring.Provide(b.Seams, GatewayKey, GatewaySide{Presence: local.gateway, ReportInterval: b.Config.Presence.ReportInterval})
 		if tick := tickInterval(b.Config.Presence); tick > 0 {
 			// Each tick asks for the current service: Restart swaps it.
 			return b.Add(lifecycle.Part{Name: "tick", Run: func(ctx context.Context) error {

@@ -18,9 +18,9 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/presence"
 	"github.com/concord-chat/concord/runtime/edge/gateway"
 	"github.com/concord-chat/concord/runtime/services/guildrole"
-	"github.com/concord-chat/concord/runtime/services/role"
-	"github.com/concord-chat/concord/runtime/services/role/roletest"
 	"github.com/concord-chat/concord/runtime/services/transport"
+	"github.com/concord-chat/concord/runtime/services/wiring"
+	"github.com/concord-chat/concord/runtime/services/wiring/wiringtest"
 )
 
 // discard is a sink that drops every batch.
@@ -44,22 +44,22 @@ func started(user snowflake.ID, status string) (event.Session, gateway.ClientInf
 func TestDevBuild(t *testing.T) {
 	ctx := context.Background()
 	var group lifecycle.Group
-	var none role.Seams
-	err := role.Build(ctx, []role.Role{Role}, func(string) bool { return true }, roletest.Parts(t, &none, config.Default()), http.NewServeMux(), &group)
+	var none wiring.Seams
+	err := wiring.Build(ctx, []wiring.Role{Role}, func(string) bool { return true }, wiringtest.Parts(t, &none, config.Default()), http.NewServeMux(), &group)
 	if err == nil || !strings.Contains(err.Error(), "no guild service") {
 		t.Fatalf("build without a guild service = %v, want the missing service named", err)
 	}
 
-	var seams role.Seams
+	var seams wiring.Seams
 	t.Cleanup(func() { seams.Close() })
-	role.Provide[event.Sink](&seams, role.Sink, discard{})
+	wiring.Provide[event.Sink](&seams, wiring.Sink, discard{})
 	cfg := config.Default()
 	cfg.Presence.TickInterval = -1
-	p := roletest.Parts(t, &seams, cfg)
-	if err := role.Build(ctx, []role.Role{guildrole.Role, Role}, func(string) bool { return true }, p, http.NewServeMux(), &group); err != nil {
+	p := wiringtest.Parts(t, &seams, cfg)
+	if err := wiring.Build(ctx, []wiring.Role{guildrole.Role, Role}, func(string) bool { return true }, p, http.NewServeMux(), &group); err != nil {
 		t.Fatal(err)
 	}
-	side, ok := role.Lookup(&seams, GatewayKey)
+	side, ok := wiring.Lookup(&seams, GatewayKey)
 	if !ok || side.Presence == nil {
 		t.Fatal("the role provided no gateway side")
 	}
@@ -72,7 +72,7 @@ func TestDevBuild(t *testing.T) {
 			t.Fatalf("the gateway side has no op %d handler", op)
 		}
 	}
-	local, ok := role.Lookup(&seams, LocalKey)
+	local, ok := wiring.Lookup(&seams, LocalKey)
 	if !ok || local == nil {
 		t.Fatal("the role provided no in-process service")
 	}
@@ -145,16 +145,16 @@ func TestServeBuild(t *testing.T) {
 		t.Cleanup(func() { reg.Close() })
 		return reg
 	}
-	build := func(node string, roles ...string) (*role.Seams, *transport.Services, *lifecycle.Group) {
-		seams, group := &role.Seams{}, &lifecycle.Group{}
+	build := func(node string, roles ...string) (*wiring.Seams, *transport.Services, *lifecycle.Group) {
+		seams, group := &wiring.Seams{}, &lifecycle.Group{}
 		cfg := config.Default()
 		cfg.Node, cfg.Roles = node, roles
 		cfg.Presence.Enabled = true
-		p := roletest.Parts(t, seams, cfg)
+		p := wiringtest.Parts(t, seams, cfg)
 		p.Registry, p.GRPC = newReg(), &transport.Services{Node: node}
 		p.ClientConfig = transport.ClientConfig{CallTimeout: 5 * time.Second}
-		roletest.Remote(t, ctx, p)
-		if err := role.Build(ctx, []role.Role{Role}, func(string) bool { return true }, p, http.NewServeMux(), group); err != nil {
+		wiringtest.Remote(t, ctx, p)
+		if err := wiring.Build(ctx, []wiring.Role{Role}, func(string) bool { return true }, p, http.NewServeMux(), group); err != nil {
 			t.Fatal(err)
 		}
 		group.Start(ctx)
@@ -171,11 +171,11 @@ func TestServeBuild(t *testing.T) {
 	if svc.Presence == nil {
 		t.Fatal("the presence role serves no PresenceNode")
 	}
-	side, ok := role.Lookup(seams, GatewayKey)
+	side, ok := wiring.Lookup(seams, GatewayKey)
 	if !ok || side.Presence == nil || side.Resync == nil {
 		t.Fatal("a gateway node with --presence has no gateway side with a resync")
 	}
-	ring, ok := role.Lookup(seams, role.RingKey(Name))
+	ring, ok := wiring.Lookup(seams, wiring.RingKey(Name))
 	if !ok {
 		t.Fatal("the role opened no presence ring")
 	}
@@ -225,10 +225,10 @@ func TestServeBuild(t *testing.T) {
 	if gwSvc.Presence != nil {
 		t.Fatal("a gateway-only node serves PresenceNode")
 	}
-	if side, ok := role.Lookup(gwSeams, GatewayKey); !ok || side.Presence == nil || side.Resync == nil {
+	if side, ok := wiring.Lookup(gwSeams, GatewayKey); !ok || side.Presence == nil || side.Resync == nil {
 		t.Fatal("a gateway-only node with --presence has no gateway side")
 	}
-	if _, ok := role.Lookup(gwSeams, LocalKey); ok {
+	if _, ok := wiring.Lookup(gwSeams, LocalKey); ok {
 		t.Fatal("a serve node provides dev's in-process service")
 	}
 }

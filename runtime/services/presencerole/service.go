@@ -12,12 +12,12 @@ import (
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/event"
 	"github.com/concord-chat/concord/runtime/domain/presence"
-	"github.com/concord-chat/concord/runtime/services/role"
 	"github.com/concord-chat/concord/runtime/services/transport"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Presence is sharded by user on a consistent-hash ring over the live
-// presence nodes (role.Ring over Name, the ring code guild placement
+// presence nodes (wiring.Ring over Name, the ring code guild placement
 // uses). Each gateway sends a session's start, op 3 and end to its user's
 // owner, and splits its periodic re-report by owner, so each presence
 // node folds and broadcasts only the users it owns.
@@ -44,21 +44,21 @@ import (
 // restart after a crash) absorbs what gateways re-report for two report
 // intervals without broadcasting it: the guild nodes kept the statuses
 // it froze.
-func buildService(ctx context.Context, b *role.Builder) (*ownedPresence, error) {
+func buildService(ctx context.Context, b *wiring.Builder) (*ownedPresence, error) {
 	cfg := b.Config
 	log := b.Logger.With("component", "presence")
 	ringCfg := registry.LocalRingConfig{Logger: b.Logger.With("component", "ring")}
-	psRing, err := role.Ring(ctx, b.Seams, b.Registry, Name, ringCfg)
+	psRing, err := wiring.Ring(ctx, b.Seams, b.Registry, Name, ringCfg)
 	if err != nil {
 		return nil, err
 	}
 	// The process's ports: the guild ring and GuildNode client, the
 	// GatewayNode client (PRESENCE_UPDATE to friends' sessions) and the
 	// session directory (friends' sessions on every gateway node).
-	guildRing, ok1 := role.Lookup(b.Seams, role.Placement)
-	guilds, ok2 := role.Lookup(b.Seams, role.GuildClient)
-	sink, ok3 := role.Lookup(b.Seams, role.Gateways)
-	dir, ok4 := role.Lookup(b.Seams, role.Sessions)
+	guildRing, ok1 := wiring.Lookup(b.Seams, wiring.Placement)
+	guilds, ok2 := wiring.Lookup(b.Seams, wiring.GuildClient)
+	sink, ok3 := wiring.Lookup(b.Seams, wiring.Gateways)
+	dir, ok4 := wiring.Lookup(b.Seams, wiring.Sessions)
 	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return nil, errors.New("presence service: the process gives no guild ring, guild client, gateway client or session directory")
 	}

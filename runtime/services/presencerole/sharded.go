@@ -11,31 +11,31 @@ import (
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/event"
 	"github.com/concord-chat/concord/runtime/domain/presence"
-	"github.com/concord-chat/concord/runtime/services/role"
 	"github.com/concord-chat/concord/runtime/services/transport"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // shardedKey is the process's ring-sharded PresenceNode client (the
 // gateway side's upstream), closed with the seams: after the gateway,
 // whose closing sessions still tell it their ends.
-var shardedKey = role.Key[*shardedPresence]{Name: "presence/client"}
+var shardedKey = wiring.Key[*shardedPresence]{Name: "presence/client"}
 
 // buildGatewaySide provides GatewayKey on a `concord serve` gateway node
 // with --presence: sessions and op 3 go to the user's owner on the
 // presence ring (in process when this node owns the user, owned non-nil),
 // op 8 and op 14 to the guild's owner over GuildNode, and the gateway
 // re-reports its sessions whenever the presence ring changes.
-func buildGatewaySide(ctx context.Context, b *role.Builder, owned *ownedPresence) error {
+func buildGatewaySide(ctx context.Context, b *wiring.Builder, owned *ownedPresence) error {
 	log := b.Logger.With("component", "presence")
-	ring, err := role.Ring(ctx, b.Seams, b.Registry, Name, registry.LocalRingConfig{Logger: b.Logger.With("component", "ring")})
+	ring, err := wiring.Ring(ctx, b.Seams, b.Registry, Name, registry.LocalRingConfig{Logger: b.Logger.With("component", "ring")})
 	if err != nil {
 		return err
 	}
-	guilds, ok := role.Lookup(b.Seams, role.GuildClient)
+	guilds, ok := wiring.Lookup(b.Seams, wiring.GuildClient)
 	if !ok {
 		return errors.New("no guild client in the process for op 8 and op 14")
 	}
-	client, err := role.Shared(b.Seams, shardedKey, func() (*shardedPresence, func() error, error) {
+	client, err := wiring.Shared(b.Seams, shardedKey, func() (*shardedPresence, func() error, error) {
 		c := newShardedPresence(b.ClientConfig, ring, log)
 		if owned != nil {
 			c.self, c.local = b.Config.Node, owned
@@ -56,7 +56,7 @@ func buildGatewaySide(ctx context.Context, b *role.Builder, owned *ownedPresence
 		},
 	})
 	gw := &Gateway{Sessions: sessions, Guilds: OwnerGuilds{Client: guilds}, Now: b.Config.Presence.Now, Logger: log}
-	role.Provide(b.Seams, GatewayKey, GatewaySide{
+	wiring.Provide(b.Seams, GatewayKey, GatewaySide{
 		Presence:       gw,
 		ReportInterval: b.Config.Presence.ReportInterval,
 		// The users' new owners learn their sessions at once, without

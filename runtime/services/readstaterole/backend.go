@@ -10,8 +10,8 @@ import (
 	"github.com/concord-chat/concord/runtime/adapters/registry"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/readstate"
-	"github.com/concord-chat/concord/runtime/services/role"
 	"github.com/concord-chat/concord/runtime/services/transport"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Read states are sharded by user on a consistent-hash ring over the live
@@ -44,14 +44,14 @@ var _ transport.ReadStateBackend = (*Backend)(nil)
 // Open returns the process's Backend, opening it on first use: with
 // sharded (the users are sharded on a ring over the live read-state
 // nodes) the read-state ring and its client; else every user's owner is
-// this process's role. The process gives it as role.ReadStates; the
+// this process's role. The process gives it as wiring.ReadStates; the
 // role, where it runs, sets its service in it.
-func Open(ctx context.Context, p role.Parts, sharded bool) (*Backend, error) {
-	return role.Shared(p.Seams, backendKey, func() (*Backend, func() error, error) {
+func Open(ctx context.Context, p wiring.Parts, sharded bool) (*Backend, error) {
+	return wiring.Shared(p.Seams, backendKey, func() (*Backend, func() error, error) {
 		if !sharded {
 			return &Backend{self: p.Config.Node}, nil, nil
 		}
-		ring, err := role.Ring(ctx, p.Seams, p.Registry, Name, registry.LocalRingConfig{Logger: p.Logger.With("component", "ring")})
+		ring, err := wiring.Ring(ctx, p.Seams, p.Registry, Name, registry.LocalRingConfig{Logger: p.Logger.With("component", "ring")})
 		if err != nil {
 			return nil, nil, err
 		}

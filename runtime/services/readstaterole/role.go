@@ -5,15 +5,15 @@
 // the store is shared, Pebble in the data directory otherwise), the mention consumer on the event log,
 // and the seam every other role reaches read states through (Backend).
 //
-// The ports (runtime/services/role) it consumes:
-//   - role.ReadStates, the process's read-state seam (Backend): the role
+// The ports (runtime/services/wiring) it consumes:
+//   - wiring.ReadStates, the process's read-state seam (Backend): the role
 //     sets its service there, and every other role calls it.
-//   - role.EventLog, the process's event log, which it counts mentions
+//   - wiring.EventLog, the process's event log, which it counts mentions
 //     from.
 //   - visibility and role expansion: the process's guild service
-//     (role.GuildService) when the guilds are in this process; with
-//     role.Placement the guild owners over GuildNode (role.GuildClient),
-//     channels mapped to guilds by role.GuildReader.
+//     (wiring.GuildService) when the guilds are in this process; with
+//     wiring.Placement the guild owners over GuildNode (wiring.GuildClient),
+//     channels mapped to guilds by wiring.GuildReader.
 package readstaterole
 
 import (
@@ -32,16 +32,16 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/readstate"
 	readstatecassandra "github.com/concord-chat/concord/runtime/domain/readstate/cassandra"
 	readstatepebble "github.com/concord-chat/concord/runtime/domain/readstate/pebble"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Name is the role's --roles name.
 const Name = "readstate"
 
 // Role is the read-state role.
-var Role = role.Role{Name: Name, Build: build,
-	Needs: []string{role.ReadStates.Name, role.EventLog.Name},
-	Uses:  []string{role.Cassandra.Name, role.GuildService.Name, role.Placement.Name, role.GuildClient.Name, role.GuildReader.Name},
+var Role = wiring.Role{Name: Name, Build: build,
+	Needs: []string{wiring.ReadStates.Name, wiring.EventLog.Name},
+	Uses:  []string{wiring.Cassandra.Name, wiring.GuildService.Name, wiring.Placement.Name, wiring.GuildClient.Name, wiring.GuildReader.Name},
 }
 
 // Guilds is what read states ask of the guilds: whether a user sees a
@@ -53,14 +53,14 @@ type Guilds interface {
 }
 
 // backendKey is the process's read-state backend (Backend).
-var backendKey = role.Key[*Backend]{Name: "readstate/backend"}
+var backendKey = wiring.Key[*Backend]{Name: "readstate/backend"}
 
 // build opens the table, the event log and the service, runs the
 // mention consumer, and provides the service to the process's Backend.
-func build(ctx context.Context, b *role.Builder) (err error) {
+func build(ctx context.Context, b *wiring.Builder) (err error) {
 	cfg := b.Config
 	log := b.Logger.With("component", "readstate")
-	var closers role.Closers
+	var closers wiring.Closers
 	defer func() {
 		if err != nil {
 			_ = closers.Close()
@@ -71,11 +71,11 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 		return err
 	}
 	closers.Add(table.Close)
-	evlog, ok := role.Lookup(b.Seams, role.EventLog)
+	evlog, ok := wiring.Lookup(b.Seams, wiring.EventLog)
 	if !ok {
 		return errors.New("no event log in the process to count mentions from")
 	}
-	seam, ok := role.Lookup(b.Seams, role.ReadStates)
+	seam, ok := wiring.Lookup(b.Seams, wiring.ReadStates)
 	if !ok {
 		return errors.New("no read-state seam in the process")
 	}
@@ -86,16 +86,16 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 	var guilds Guilds
 	var mentions readstate.Mentions
 	var owns func(snowflake.ID) (int64, bool)
-	if _, placed := role.Lookup(b.Seams, role.Placement); !placed {
-		if guilds, ok = role.Lookup(b.Seams, role.GuildService); !ok {
+	if _, placed := wiring.Lookup(b.Seams, wiring.Placement); !placed {
+		if guilds, ok = wiring.Lookup(b.Seams, wiring.GuildService); !ok {
 			return errors.New("no guild service in the process to check visibility with")
 		}
 	} else {
 		// Visibility is asked of the guild owners; the reader only
 		// maps channels to guilds and answers private channels from the
 		// store, and never loads an actor.
-		local, ok := role.Lookup(b.Seams, role.GuildReader)
-		client, ok2 := role.Lookup(b.Seams, role.GuildClient)
+		local, ok := wiring.Lookup(b.Seams, wiring.GuildReader)
+		client, ok2 := wiring.Lookup(b.Seams, wiring.GuildClient)
 		if !ok || !ok2 {
 			return errors.New("no guild reader and client in the process to check visibility with")
 		}
@@ -144,10 +144,10 @@ func build(ctx context.Context, b *role.Builder) (err error) {
 
 // openTable opens the read-state table: in the shared store's keyspace
 // when the store is Cassandra (through the process's session, port
-// role.Cassandra), else Pebble under the data directory.
-func openTable(ctx context.Context, b *role.Builder) (readstate.Store, error) {
+// wiring.Cassandra), else Pebble under the data directory.
+func openTable(ctx context.Context, b *wiring.Builder) (readstate.Store, error) {
 	cfg := b.Config
-	if cs, ok := role.Lookup(b.Seams, role.Cassandra); ok {
+	if cs, ok := wiring.Lookup(b.Seams, wiring.Cassandra); ok {
 		table, err := readstatecassandra.NewShared(ctx, readstatecassandra.Config{Keyspace: cs.Keyspace(),
 			Logger: b.Logger.With("component", "readstate-table")}, cs.Session())
 		if err != nil {

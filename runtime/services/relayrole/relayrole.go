@@ -8,27 +8,27 @@
 // A process without node-to-node services (every role in one process,
 // `concord dev`) delivers to its one gateway directly, so there is no
 // tier to relay through and the role adds nothing there. It delivers
-// with the process's GatewayNode client (role.Gateways).
+// with the process's GatewayNode client (wiring.Gateways).
 package relayrole
 
 import (
 	"context"
 	"errors"
 
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Name is the role's --roles name.
 const Name = "relay"
 
 // Role is the relay role.
-var Role = role.Role{Name: Name, Build: build, Uses: []string{role.Gateways.Name}}
+var Role = wiring.Role{Name: Name, Build: build, Uses: []string{wiring.Gateways.Name}}
 
-func build(ctx context.Context, b *role.Builder) error {
+func build(ctx context.Context, b *wiring.Builder) error {
 	if b.GRPC == nil {
 		return nil // no node-to-node services: no one relays through here
 	}
-	gateways, ok := role.Lookup(b.Seams, role.Gateways)
+	gateways, ok := wiring.Lookup(b.Seams, wiring.Gateways)
 	if !ok {
 		return errors.New("no gateway client in the process to relay to")
 	}

@@ -1,10 +1,10 @@
 // Package voicerole is the voice role: one SFU (runtime/domain/voice) built
-// through package role. It joins the process's in-process fleet when the
-// process gives one (role.VoiceFleet: `concord dev`, its voice gateway
+// through package wiring. It joins the process's in-process fleet when the
+// process gives one (wiring.VoiceFleet: `concord dev`, its voice gateway
 // serving TLS from the dev CA at <data-dir>/voice-ca.pem, the process's
 // default) and reports its load where the process gives a load port
-// (role.VoiceLoad: the registry, every 2 s, its gateway behind the
-// platform's TLS). It admits the tokens signed with role.VoiceKeys.
+// (wiring.VoiceLoad: the registry, every 2 s, its gateway behind the
+// platform's TLS). It admits the tokens signed with wiring.VoiceKeys.
 package voicerole
 
 import (
@@ -20,16 +20,16 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/voice"
 	"github.com/concord-chat/concord/runtime/domain/voice/devca"
 	"github.com/concord-chat/concord/runtime/edge/httpserve"
-	"github.com/concord-chat/concord/runtime/services/role"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Name is the role's --roles name.
 const Name = "voice"
 
 // Role is the voice role.
-var Role = role.Role{Name: Name, Build: build,
-	Needs: []string{role.VoiceKeys.Name},
-	Uses:  []string{role.VoiceFleet.Name, role.VoiceLoad.Name},
+var Role = wiring.Role{Name: Name, Build: build,
+	Needs: []string{wiring.VoiceKeys.Name},
+	Uses:  []string{wiring.VoiceFleet.Name, wiring.VoiceLoad.Name},
 }
 
 // settings fills v's defaults for a process; the process decides
@@ -76,12 +76,12 @@ func settings(c config.Config) (config.Voice, error) {
 	return v, nil
 }
 
-func build(ctx context.Context, b *role.Builder) error {
+func build(ctx context.Context, b *wiring.Builder) error {
 	v, err := settings(b.Config)
 	if err != nil {
 		return err
 	}
-	keys, ok := role.Lookup(b.Seams, role.VoiceKeys)
+	keys, ok := wiring.Lookup(b.Seams, wiring.VoiceKeys)
 	if !ok {
 		return errors.New("voice: no trusted keys in the process")
 	}
@@ -123,7 +123,7 @@ func build(ctx context.Context, b *role.Builder) error {
 			cfg.WebRTC.TURNSecret, cfg.WebRTC.TURNCredentialTTL = v.ICESecret, v.ICECredentialTTL
 		}
 	}
-	load, remote := role.Lookup(b.Seams, role.VoiceLoad)
+	load, remote := wiring.Lookup(b.Seams, wiring.VoiceLoad)
 	if remote {
 		cfg.Load = load
 	}
@@ -167,7 +167,7 @@ func build(ctx context.Context, b *role.Builder) error {
 	}}); err != nil {
 		return err
 	}
-	if f, ok := role.Lookup(b.Seams, role.VoiceFleet); ok {
+	if f, ok := wiring.Lookup(b.Seams, wiring.VoiceFleet); ok {
 		f.Add(srv)
 		if err := b.Add(lifecycle.Part{Name: "fleet", Close: func() error { f.Remove(srv.ID()); return nil }}); err != nil {
 			return err
@@ -178,7 +178,7 @@ func build(ctx context.Context, b *role.Builder) error {
 }
 
 // adminMux puts routes among the process's admin endpoints.
-type adminMux struct{ b *role.Builder }
+type adminMux struct{ b *wiring.Builder }
 
 func (m adminMux) Handle(pattern string, h http.Handler) { m.b.HandleAdmin(pattern, h) }
 

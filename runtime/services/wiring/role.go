@@ -1,4 +1,4 @@
-// Package role is how a domain joins a Concord process once for both
+// Package wiring is how a domain joins a Concord process once for both
 // modes: a Role is built from the process's configuration and shared
 // parts by `concord dev` (every role, in one process) and by `concord
 // serve --roles=...` (the roles a node names), through the same Build
@@ -13,7 +13,11 @@
 // a role gives the ports it offers as it builds. Each Role declares the
 // ports it needs and gives, the build order follows from them (Order),
 // and a process whose roles need a port nothing gives does not start.
-package role
+//
+// The package was called role; it is wiring so that no reader takes it
+// for a guild's roles (store.Role, runtime/domain/guild/roles.go). Its
+// Role is a process role, a name of --roles.
+package wiring
 
 import (
 	"context"

@@ -1,8 +1,8 @@
-// Package roles is the tables of roles built through package role: the
+// Package catalog is the tables of roles built through package wiring: the
 // roles `concord dev` builds all of and `concord serve --roles=...` builds
 // by name, with the same Build functions. Adding a role is one package
-// declaring its role.Role and one line here.
-package roles
+// declaring its wiring.Role and one line here.
+package catalog
 
 import (
 	"github.com/concord-chat/concord/runtime/services/apirole"
@@ -13,22 +13,22 @@ import (
 	"github.com/concord-chat/concord/runtime/services/presencerole"
 	"github.com/concord-chat/concord/runtime/services/readstaterole"
 	"github.com/concord-chat/concord/runtime/services/relayrole"
-	"github.com/concord-chat/concord/runtime/services/role"
 	"github.com/concord-chat/concord/runtime/services/voicerole"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Table is the roles built after the chat roles (voice, live comments).
-var Table = []role.Role{
+var Table = []wiring.Role{
 	liverole.Gateway, liverole.API, liverole.Router, liverole.Archiver, // live comments
 	voicerole.Role,
 }
 
-// Chat is the chat roles built through package role. Both commands build
-// them, then Table's, in one role.Build pass (app.Process.Build), in the
-// order their ports give (role.Order: each role after the roles giving a
+// Chat is the chat roles built through package wiring. Both commands build
+// them, then Table's, in one wiring.Build pass (app.Process.Build), in the
+// order their ports give (wiring.Order: each role after the roles giving a
 // port it needs or uses, the table's order otherwise); a port nothing
 // gives stops the process at start, naming it.
-var Chat = []role.Role{
+var Chat = []wiring.Role{
 	datarole.Role, guildrole.Role, readstaterole.Role, presencerole.Role, relayrole.Role,
 	// api: the guild's REST surface (named guild: built wherever the
 	// guild role is, after it) and the public endpoint in front of it.

@@ -1,8 +1,8 @@
-// Package roletest builds, for the tests of the role packages, the
-// role.Parts a process hands its roles: real parts over a Pebble store in
+// Package wiringtest builds, for the tests of the role packages, the
+// wiring.Parts a process hands its roles: real parts over a Pebble store in
 // a temporary directory, as `concord dev` builds them, for a test to
-// adjust (a registry, gRPC services, an admin mux) before role.Build.
-package roletest
+// adjust (a registry, gRPC services, an admin mux) before wiring.Build.
+package wiringtest
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/domain/auth"
 	"github.com/concord-chat/concord/runtime/domain/voice/fleet"
-	"github.com/concord-chat/concord/runtime/services/role"
 	"github.com/concord-chat/concord/runtime/services/transport"
+	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
 // Key returns the server key the issuer of Parts signs tokens with, for
@@ -36,7 +36,7 @@ func Key() []byte { return []byte(strings.Repeat("k", 32)) }
 // need).
 // The data directory is set before Complete so that the paths derived
 // from it (the store's, the objects') are the test's too.
-func Parts(t testing.TB, seams *role.Seams, cfg config.Config) role.Parts {
+func Parts(t testing.TB, seams *wiring.Seams, cfg config.Config) wiring.Parts {
 	t.Helper()
 	cfg.DataDir = t.TempDir()
 	cfg, err := cfg.Complete()
@@ -57,14 +57,14 @@ func Parts(t testing.TB, seams *role.Seams, cfg config.Config) role.Parts {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := role.Parts{Config: cfg, Logger: logger, Store: st, Auth: issuer, IDs: ids, Seams: seams}
+	p := wiring.Parts{Config: cfg, Logger: logger, Store: st, Auth: issuer, IDs: ids, Seams: seams}
 	// The ports the root gives a process running every role: the
 	// in-process voice fleet, the store, the key.
 	f := fleet.NewLocal()
-	role.Provide(seams, role.VoiceFleet, f)
-	role.Provide(seams, role.Voice, role.VoicePort{Allocator: f, Endpoints: f.Endpoints, Key: voiceKey()})
-	role.Provide(seams, role.RawStore, store.Store(st))
-	role.Provide(seams, role.ServerKey, Key())
+	wiring.Provide(seams, wiring.VoiceFleet, f)
+	wiring.Provide(seams, wiring.Voice, wiring.VoicePort{Allocator: f, Endpoints: f.Endpoints, Key: voiceKey()})
+	wiring.Provide(seams, wiring.RawStore, store.Store(st))
+	wiring.Provide(seams, wiring.ServerKey, Key())
 	return p
 }
 
@@ -75,7 +75,7 @@ func voiceKey() ed25519.PrivateKey {
 
 // User creates a user named name in the store of p, with an id from p's
 // snowflakes, and returns it.
-func User(t testing.TB, p role.Parts, name string) store.User {
+func User(t testing.TB, p wiring.Parts, name string) store.User {
 	t.Helper()
 	id, err := p.IDs.Next()
 	if err != nil {
@@ -92,34 +92,34 @@ func User(t testing.TB, p role.Parts, name string) store.User {
 // registry (p.Registry set): the guild placement ring and its GuildNode
 // client, the GatewayNode client and the session directory over the
 // gateway ring. They close with the seams.
-func Remote(t testing.TB, ctx context.Context, p role.Parts) {
+func Remote(t testing.TB, ctx context.Context, p wiring.Parts) {
 	t.Helper()
 	if p.Registry == nil {
-		t.Fatal("roletest.Remote: the parts have no registry")
+		t.Fatal("wiringtest.Remote: the parts have no registry")
 	}
 	s := p.Seams
-	guilds, err := role.Ring(ctx, s, p.Registry, registry.RoleGuild, registry.LocalRingConfig{})
+	guilds, err := wiring.Ring(ctx, s, p.Registry, registry.RoleGuild, registry.LocalRingConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gateways, err := role.Ring(ctx, s, p.Registry, registry.RoleGateway, registry.LocalRingConfig{})
+	gateways, err := wiring.Ring(ctx, s, p.Registry, registry.RoleGateway, registry.LocalRingConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	gc := transport.NewGuildClient(p.ClientConfig, guilds)
 	gw := transport.NewGatewayClient(p.ClientConfig, gateways)
-	dir := transport.NewSessionDirectory(p.ClientConfig, role.RingRoster{LocalRing: gateways})
+	dir := transport.NewSessionDirectory(p.ClientConfig, wiring.RingRoster{LocalRing: gateways})
 	for _, open := range []func() error{
 		func() error {
-			_, err := role.Shared(s, role.GuildClient, func() (transport.GuildClient, func() error, error) { return gc, gc.Close, nil })
+			_, err := wiring.Shared(s, wiring.GuildClient, func() (transport.GuildClient, func() error, error) { return gc, gc.Close, nil })
 			return err
 		},
 		func() error {
-			_, err := role.Shared(s, role.Gateways, func() (transport.GatewayClient, func() error, error) { return gw, gw.Close, nil })
+			_, err := wiring.Shared(s, wiring.Gateways, func() (transport.GatewayClient, func() error, error) { return gw, gw.Close, nil })
 			return err
 		},
 		func() error {
-			_, err := role.Shared(s, role.Sessions, func() (transport.SessionDirectory, func() error, error) { return dir, dir.Close, nil })
+			_, err := wiring.Shared(s, wiring.Sessions, func() (transport.SessionDirectory, func() error, error) { return dir, dir.Close, nil })
 			return err
 		},
 	} {

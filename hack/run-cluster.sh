@@ -166,7 +166,7 @@ if [[ ${REPLICATED:-0} == 1 ]]; then
 	STORE_OPTS="rf=3"
 	KAFKA_OPTS="replication=3&"
 else
-	log "Cassandra, Kafka and Redis (hack/ scripts; started if not running); S3 below"
+	log "Cassandra, Kafka, Redis and S3 (hack/ scripts; started if not running)"
 	CASS=$(bash hack/cassandra/start.sh)
 	bash hack/kafka/kafka.sh start >&2
 	KAFKA=$(bash hack/kafka/kafka.sh addr)

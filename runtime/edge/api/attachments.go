@@ -23,28 +23,28 @@ const maxFiles = uploads.MaxFiles
 type attachmentRef = uploads.Ref
 
 // readMessagePayload reads a JSON or multipart message body.
-func (h *handler) readMessagePayload(w http.ResponseWriter, r *http.Request) ([]byte, uploads.Files, error) {
+func (h *writes) readMessagePayload(w http.ResponseWriter, r *http.Request) ([]byte, uploads.Files, error) {
 	return h.uploads.ReadPayload(w, r)
 }
 
 // saveAttachments stores the uploaded files of a message in channelID.
-func (h *handler) saveAttachments(ctx context.Context, channelID snowflake.ID, refs []attachmentRef, files uploads.Files) ([]store.Attachment, error) {
+func (h *writes) saveAttachments(ctx context.Context, channelID snowflake.ID, refs []attachmentRef, files uploads.Files) ([]store.Attachment, error) {
 	return h.uploads.Save(ctx, channelID, refs, files)
 }
 
 // attachmentURLs signs the attachment URLs of a rendered message.
-func (h *handler) attachmentURLs(ctx context.Context, atts []wire.Attachment) {
+func (h *views) attachmentURLs(ctx context.Context, atts []wire.Attachment) {
 	h.uploads.Sign(ctx, atts)
 }
 
 // getAttachment is GET /attachments/{channel}/{attachment}/{name}.
-func (h *handler) getAttachment(w http.ResponseWriter, r *http.Request) error {
+func (h *messageHandler) getAttachment(w http.ResponseWriter, r *http.Request) error {
 	return h.uploads.Serve(w, r)
 }
 
 // forgetAttachments deletes the objects of deleted messages' attachments
 // (after the answer: a failure is only logged).
-func (h *handler) forgetAttachments(ctx context.Context, atts []store.Attachment) {
+func (h *writes) forgetAttachments(ctx context.Context, atts []store.Attachment) {
 	if len(atts) == 0 {
 		return
 	}
@@ -56,7 +56,7 @@ func (h *handler) forgetAttachments(ctx context.Context, atts []store.Attachment
 // forgetChannels deletes the attachment objects of deleted channels
 // (before the answer, so that a deleted channel's files are gone when it
 // is acknowledged; a failure is only logged).
-func (h *handler) forgetChannels(ctx context.Context, ids ...snowflake.ID) {
+func (h *writes) forgetChannels(ctx context.Context, ids ...snowflake.ID) {
 	bg, cancel := background(ctx)
 	defer cancel()
 	if err := h.uploads.ForgetChannels(bg, ids); err != nil {
@@ -68,7 +68,7 @@ func (h *handler) forgetChannels(ctx context.Context, ids ...snowflake.ID) {
 // the array lists the existing attachments to keep (by id) and names new
 // uploads by index; without an array every existing one is kept and the
 // files are added. Removed attachments are returned for forgetting.
-func (h *handler) editAttachments(ctx context.Context, m *store.Message, refs *[]attachmentRef, files uploads.Files) ([]store.Attachment, error) {
+func (h *writes) editAttachments(ctx context.Context, m *store.Message, refs *[]attachmentRef, files uploads.Files) ([]store.Attachment, error) {
 	if refs == nil && len(files) == 0 {
 		return nil, nil
 	}
@@ -129,7 +129,7 @@ func addedAttachments(before, after []store.Attachment) []store.Attachment {
 // (nothing names them; after a store failure the message may name them,
 // so they stay); removed are the ones an edit dropped, deleted once it is
 // written.
-func (h *handler) writeMessage(ctx context.Context, create bool, mw guild.MessageWrite, added, removed []store.Attachment) (guild.Written, error) {
+func (h *writes) writeMessage(ctx context.Context, create bool, mw guild.MessageWrite, added, removed []store.Attachment) (guild.Written, error) {
 	write := h.guilds.UpdateMessage
 	if create {
 		write = h.guilds.CreateMessage

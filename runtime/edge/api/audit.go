@@ -75,7 +75,7 @@ func auditReason(r *http.Request) string {
 // recordAudit appends an entry to the guild's audit log and sends
 // GUILD_AUDIT_LOG_ENTRY_CREATE to sessions allowed to read the log. The
 // action already happened: a failure is logged, not returned.
-func (h *handler) recordAudit(r *http.Request, guildID, user snowflake.ID, e auditEntry) {
+func (h *auditor) recordAudit(r *http.Request, guildID, user snowflake.ID, e auditEntry) {
 	if guildID == 0 {
 		return
 	}
@@ -158,7 +158,7 @@ func auditJSON(e store.AuditEntry) wireAuditEntry {
 
 // getAuditLog is GET /guilds/{g}/audit-logs?user_id&action_type&before&
 // after&limit (VIEW_AUDIT_LOG).
-func (h *handler) getAuditLog(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *moderationHandler) getAuditLog(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	g, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err

@@ -36,20 +36,21 @@ type handler struct {
 	// auditor records the audit trail's entries.
 	auditor
 
-	account    *accountHandler
-	guild      *guildHandler
-	role       *roleHandler
-	member     *memberHandler
-	channel    *channelHandler
-	invite     *inviteHandler
-	message    *messageHandler
-	reaction   *reactionHandler
-	pin        *pinHandler
-	thread     *threadHandler
-	voice      *voiceHandler
-	webhook    *webhookHandler
-	moderation *moderationHandler
-	gap        *gapHandler
+	account     *accountHandler
+	guild       *guildHandler
+	role        *roleHandler
+	member      *memberHandler
+	channel     *channelHandler
+	invite      *inviteHandler
+	message     *messageHandler
+	reaction    *reactionHandler
+	pin         *pinHandler
+	thread      *threadHandler
+	voice       *voiceHandler
+	webhook     *webhookHandler
+	webhookExec *webhookExecHandler
+	moderation  *moderationHandler
+	gap         *gapHandler
 }
 
 // accountHandler serves accounts, tokens, the gateway URL, the current
@@ -170,20 +171,30 @@ type voiceHandler struct {
 	guilds *guild.Service
 }
 
-// webhookHandler manages webhooks and executes them (webhooks.go,
-// webhookexec.go).
+// webhookHandler manages webhooks: with the caller's token, or with the
+// webhook's own (webhooks.go).
 type webhookHandler struct {
 	store  store.Store
 	guilds *guild.Service
 	ids    guild.IDSource
 	log    *slog.Logger
 	now    func() time.Time
-	// limit limits executions per webhook (webhookexec.go).
-	limit webhookLimiter
 	bodyLimit
 	views
-	writes
 	auditor
+}
+
+// webhookExecHandler executes webhooks and serves the messages they sent
+// (webhookexec.go).
+type webhookExecHandler struct {
+	store  store.Store
+	guilds *guild.Service
+	log    *slog.Logger
+	now    func() time.Time
+	// limit limits executions per webhook (webhooklimit.go).
+	limit webhookLimiter
+	views
+	writes
 }
 
 // moderationHandler serves bans and the audit log (bans.go, audit.go).
@@ -252,7 +263,7 @@ func newHandler(cfg Config, deps Deps) *handler {
 
 	voice := &voiceHandler{guilds: deps.Guilds}
 	webhook := &webhookHandler{store: deps.Store, guilds: deps.Guilds, ids: deps.IDs, log: deps.Logger, now: cfg.Now,
-		bodyLimit: body, views: v, writes: wr, auditor: au}
+		bodyLimit: body, views: v, auditor: au}
 	thread := &threadHandler{store: deps.Store, guilds: deps.Guilds, ids: deps.IDs, log: deps.Logger,
 		bodyLimit: body, views: v, writes: wr, auditor: au}
 	pin := &pinHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, views: v, auditor: au}
@@ -270,11 +281,13 @@ func newHandler(cfg Config, deps Deps) *handler {
 			nonces: newNonceCache(cfg.NonceWindow, cfg.Now),
 			events: deps.Events, reads: deps.ReadStates, users: deps.Users, uploads: up, priorSend: deps.PriorSend,
 			bodyLimit: body, views: v, writes: wr},
-		reaction:   &reactionHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, pin: pin, views: v},
-		pin:        pin,
-		thread:     thread,
-		voice:      voice,
-		webhook:    webhook,
+		reaction: &reactionHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, pin: pin, views: v},
+		pin:      pin,
+		thread:   thread,
+		voice:    voice,
+		webhook:  webhook,
+		webhookExec: &webhookExecHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, now: cfg.Now,
+			views: v, writes: wr},
 		moderation: &moderationHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, now: cfg.Now, bodyLimit: body, views: v, auditor: au},
 		gap:        &gapHandler{guilds: deps.Guilds},
 	}

@@ -59,7 +59,7 @@ func (h *messageHandler) listMessages(w http.ResponseWriter, r *http.Request, us
 	return nil
 }
 
-func (h *views) messagePath(r *http.Request) (snowflake.ID, snowflake.ID, error) {
+func (v *views) messagePath(r *http.Request) (snowflake.ID, snowflake.ID, error) {
 	channelID, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return 0, 0, err

@@ -11,12 +11,12 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/wire"
 )
 
-func (h *views) memberJSON(ctx context.Context, m store.Member) (wire.Member, error) {
-	u, err := h.guilds.User(ctx, m.UserID)
+func (v *views) memberJSON(ctx context.Context, m store.Member) (wire.Member, error) {
+	u, err := v.guilds.User(ctx, m.UserID)
 	if err != nil {
 		return wire.Member{}, err
 	}
-	return wire.MemberFrom(m, &u, h.now()), nil
+	return wire.MemberFrom(m, &u, v.now()), nil
 }
 
 // memberPath reads {guild} and {user}; "@me" is the caller.

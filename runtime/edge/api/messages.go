@@ -242,8 +242,8 @@ func (h *messageHandler) send(ctx context.Context, rd *reader, user, channelID s
 	return written.Wire, err
 }
 
-func (h *views) userOrGhost(ctx context.Context, id snowflake.ID) wire.User {
-	if u, err := h.guilds.User(ctx, id); err == nil {
+func (v *views) userOrGhost(ctx context.Context, id snowflake.ID) wire.User {
+	if u, err := v.guilds.User(ctx, id); err == nil {
 		return u
 	}
 	return wire.User{ID: id, Username: "Deleted User", Discriminator: "0"}

@@ -255,7 +255,7 @@ func (h *reactionHandler) publishChannel(ctx context.Context, c store.Channel, t
 
 // withReactions sets each message's reactions as the viewer sees them
 // (me: whether the viewer reacted). The messages are of one channel.
-func (h *views) withReactions(ctx context.Context, viewer, channelID snowflake.ID, msgs []wire.Message) error {
+func (v *views) withReactions(ctx context.Context, viewer, channelID snowflake.ID, msgs []wire.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -263,7 +263,7 @@ func (h *views) withReactions(ctx context.Context, viewer, channelID snowflake.I
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
-	counts, err := h.store.CountReactions(ctx, channelID, ids, viewer)
+	counts, err := v.store.CountReactions(ctx, channelID, ids, viewer)
 	if err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
 	}

@@ -43,8 +43,8 @@ type readDecision struct {
 	err  error
 }
 
-func (h *views) reader(viewer snowflake.ID) *reader {
-	return &reader{v: h, viewer: viewer, decided: make(map[snowflake.ID]readDecision, 1)}
+func (v *views) reader(viewer snowflake.ID) *reader {
+	return &reader{v: v, viewer: viewer, decided: make(map[snowflake.ID]readDecision, 1)}
 }
 
 // access returns the viewer's decision for a channel, asking Visibility
@@ -156,22 +156,22 @@ func (r *reader) withThread(ctx context.Context, m *store.Message, out *wire.Mes
 
 // wireMessage converts a stored message with its author, mentions and an
 // already-decided referenced message; only reader calls it.
-func (h *views) wireMessage(ctx context.Context, m store.Message, member *wire.Member, ref *wire.Message) wire.Message {
+func (v *views) wireMessage(ctx context.Context, m store.Message, member *wire.Member, ref *wire.Message) wire.Message {
 	var author wire.User
 	if m.WebhookID != 0 {
 		author, member = webhookAuthor(m), nil
 	} else {
-		author = h.userOrGhost(ctx, m.AuthorID)
+		author = v.userOrGhost(ctx, m.AuthorID)
 	}
 	mentions := make([]wire.User, 0, len(m.Mentions))
 	for _, id := range m.Mentions {
-		if u, err := h.guilds.User(ctx, id); err == nil {
+		if u, err := v.guilds.User(ctx, id); err == nil {
 			mentions = append(mentions, u)
 		}
 	}
 	out := wire.MessageFrom(m, author, member, mentions, ref)
 	out.WebhookID = m.WebhookID
-	h.attachmentURLs(ctx, out.Attachments)
+	v.attachmentURLs(ctx, out.Attachments)
 	return out
 }
 

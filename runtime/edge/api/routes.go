@@ -157,10 +157,10 @@ func (h *handler) routes(mux registrar, p string) {
 	open("GET /webhooks/{webhook}/{token}", h.webhook.getWebhookByToken)
 	open("PATCH /webhooks/{webhook}/{token}", h.webhook.modifyWebhookByToken)
 	open("DELETE /webhooks/{webhook}/{token}", h.webhook.deleteWebhookByToken)
-	open("POST /webhooks/{webhook}/{token}", h.webhook.executeWebhook)
-	open("GET /webhooks/{webhook}/{token}/messages/{message}", h.webhook.getWebhookMessage)
-	open("PATCH /webhooks/{webhook}/{token}/messages/{message}", h.webhook.editWebhookMessage)
-	open("DELETE /webhooks/{webhook}/{token}/messages/{message}", h.webhook.deleteWebhookMessage)
+	open("POST /webhooks/{webhook}/{token}", h.webhookExec.executeWebhook)
+	open("GET /webhooks/{webhook}/{token}/messages/{message}", h.webhookExec.getWebhookMessage)
+	open("PATCH /webhooks/{webhook}/{token}/messages/{message}", h.webhookExec.editWebhookMessage)
+	open("DELETE /webhooks/{webhook}/{token}/messages/{message}", h.webhookExec.deleteWebhookMessage)
 
 	// Threads and their members.
 	authed("POST /channels/{channel}/messages/{message}/threads", h.thread.startThreadFromMessage)

@@ -65,7 +65,7 @@ func decodeExecuteWebhook(body []byte, files int) (executeWebhookRequest, error)
 
 // webhookTarget resolves ?thread_id against the webhook: 0 is the
 // webhook's channel; a thread must be one of that channel.
-func (h *webhookHandler) webhookTarget(r *http.Request, wh store.Webhook) (snowflake.ID, error) {
+func (h *webhookExecHandler) webhookTarget(r *http.Request, wh store.Webhook) (snowflake.ID, error) {
 	s := r.URL.Query().Get("thread_id")
 	if s == "" {
 		return 0, nil
@@ -92,8 +92,8 @@ func avatarURLHash(u string) string {
 }
 
 // executeWebhook is POST /webhooks/{id}/{token}.
-func (h *webhookHandler) executeWebhook(w http.ResponseWriter, r *http.Request) error {
-	wh, err := h.tokenWebhook(r)
+func (h *webhookExecHandler) executeWebhook(w http.ResponseWriter, r *http.Request) error {
+	wh, err := tokenWebhook(r, h.store)
 	if err != nil {
 		return err
 	}
@@ -163,14 +163,14 @@ func (h *webhookHandler) executeWebhook(w http.ResponseWriter, r *http.Request) 
 
 // webhookRender is the Render of a webhook's message write
 // (guild.MessageWrite): webhookMessageJSON, which asks the guild nothing.
-func (h *webhookHandler) webhookRender(ctx context.Context, w guild.Written) (wire.Message, error) {
+func (h *webhookExecHandler) webhookRender(ctx context.Context, w guild.Written) (wire.Message, error) {
 	return h.webhookMessageJSON(ctx, w.Message), nil
 }
 
 // webhookMessageJSON renders a message for its webhook's token routes:
 // the webhook posted it into its own channel, which is all it reads, so
 // no viewer decision applies (webhook messages never reply).
-func (h *webhookHandler) webhookMessageJSON(ctx context.Context, m store.Message) wire.Message {
+func (h *webhookExecHandler) webhookMessageJSON(ctx context.Context, m store.Message) wire.Message {
 	return h.wireMessage(ctx, m, nil, nil)
 }
 
@@ -186,8 +186,8 @@ func webhookAuthor(m store.Message) wire.User {
 
 // webhookOwnMessage loads a message the webhook posted, from its channel
 // or the thread ?thread_id names; any other message is 10008.
-func (h *webhookHandler) webhookOwnMessage(r *http.Request) (store.Webhook, store.Message, error) {
-	wh, err := h.tokenWebhook(r)
+func (h *webhookExecHandler) webhookOwnMessage(r *http.Request) (store.Webhook, store.Message, error) {
+	wh, err := tokenWebhook(r, h.store)
 	if err != nil {
 		return wh, store.Message{}, err
 	}
@@ -215,7 +215,7 @@ func (h *webhookHandler) webhookOwnMessage(r *http.Request) (store.Webhook, stor
 
 // webhookMessageFrozen is ErrThreadArchived when the webhook's message m
 // is in an archived thread (edits and deletes wait for an unarchive).
-func (h *webhookHandler) webhookMessageFrozen(ctx context.Context, wh store.Webhook, m store.Message) error {
+func (h *webhookExecHandler) webhookMessageFrozen(ctx context.Context, wh store.Webhook, m store.Message) error {
 	if m.ChannelID == wh.ChannelID {
 		return nil
 	}
@@ -230,7 +230,7 @@ func (h *webhookHandler) webhookMessageFrozen(ctx context.Context, wh store.Webh
 }
 
 // getWebhookMessage is GET /webhooks/{id}/{token}/messages/{m}.
-func (h *webhookHandler) getWebhookMessage(w http.ResponseWriter, r *http.Request) error {
+func (h *webhookExecHandler) getWebhookMessage(w http.ResponseWriter, r *http.Request) error {
 	_, m, err := h.webhookOwnMessage(r)
 	if err != nil {
 		return err
@@ -245,7 +245,7 @@ type editWebhookMessageRequest struct {
 }
 
 // editWebhookMessage is PATCH /webhooks/{id}/{token}/messages/{m}.
-func (h *webhookHandler) editWebhookMessage(w http.ResponseWriter, r *http.Request) error {
+func (h *webhookExecHandler) editWebhookMessage(w http.ResponseWriter, r *http.Request) error {
 	wh, m, err := h.webhookOwnMessage(r)
 	if err != nil {
 		return err
@@ -299,7 +299,7 @@ func (h *webhookHandler) editWebhookMessage(w http.ResponseWriter, r *http.Reque
 }
 
 // deleteWebhookMessage is DELETE /webhooks/{id}/{token}/messages/{m}.
-func (h *webhookHandler) deleteWebhookMessage(w http.ResponseWriter, r *http.Request) error {
+func (h *webhookExecHandler) deleteWebhookMessage(w http.ResponseWriter, r *http.Request) error {
 	wh, m, err := h.webhookOwnMessage(r)
 	if err != nil {
 		return err

@@ -287,13 +287,13 @@ func (h *webhookHandler) managedWebhook(r *http.Request, user snowflake.ID) (sto
 	return wh, nil
 }
 
-// tokenWebhook loads {webhook} and checks {token}.
-func (h *webhookHandler) tokenWebhook(r *http.Request) (store.Webhook, error) {
+// tokenWebhook loads {webhook} from st and checks {token}.
+func tokenWebhook(r *http.Request, st store.Store) (store.Webhook, error) {
 	id, err := pathID(r, "webhook", errUnknownWebhook)
 	if err != nil {
 		return store.Webhook{}, err
 	}
-	wh, err := h.store.GetWebhook(r.Context(), id)
+	wh, err := st.GetWebhook(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Webhook{}, errUnknownWebhook
 	}
@@ -316,7 +316,7 @@ func (h *webhookHandler) getWebhook(w http.ResponseWriter, r *http.Request, user
 }
 
 func (h *webhookHandler) getWebhookByToken(w http.ResponseWriter, r *http.Request) error {
-	wh, err := h.tokenWebhook(r)
+	wh, err := tokenWebhook(r, h.store)
 	if err != nil {
 		return err
 	}
@@ -405,7 +405,7 @@ func (h *webhookHandler) modifyWebhookByToken(w http.ResponseWriter, r *http.Req
 	if err := h.decodeRequest(w, r, &req); err != nil {
 		return err
 	}
-	wh, err := h.tokenWebhook(r)
+	wh, err := tokenWebhook(r, h.store)
 	if err != nil {
 		return err
 	}
@@ -450,7 +450,7 @@ func (h *webhookHandler) deleteWebhook(w http.ResponseWriter, r *http.Request, u
 }
 
 func (h *webhookHandler) deleteWebhookByToken(w http.ResponseWriter, r *http.Request) error {
-	wh, err := h.tokenWebhook(r)
+	wh, err := tokenWebhook(r, h.store)
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ func editableType(t int) bool {
 }
 
 func (h *messageHandler) editMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
-	channelID, messageID, err := h.messagePath(r)
+	channelID, messageID, err := messagePath(r)
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func (h *messageHandler) editMessage(w http.ResponseWriter, r *http.Request, use
 }
 
 func (h *messageHandler) deleteMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
-	channelID, messageID, err := h.messagePath(r)
+	channelID, messageID, err := messagePath(r)
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func (h *messageHandler) logMessage(ctx context.Context, typ string, m wire.Mess
 // the user's read marker, clears the mention count and tells the user's
 // sessions (MESSAGE_ACK) so every device's badge clears.
 func (h *messageHandler) ackMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
-	channelID, messageID, err := h.messagePath(r)
+	channelID, messageID, err := messagePath(r)
 	if err != nil {
 		return err
 	}

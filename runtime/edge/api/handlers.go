@@ -89,7 +89,7 @@ type memberHandler struct {
 	guilds *guild.Service
 	now    func() time.Time
 	bodyLimit
-	views
+	people
 	removedHook
 }
 
@@ -140,7 +140,7 @@ type reactionHandler struct {
 	// pin unpins for DELETE /channels/{c}/messages/pins/{m}, whose
 	// pattern is the same as a reaction delete's (removeMessageSub).
 	pin *pinHandler
-	views
+	people
 }
 
 // pinHandler serves pins (pins.go).
@@ -180,7 +180,7 @@ type webhookHandler struct {
 	log    *slog.Logger
 	now    func() time.Time
 	bodyLimit
-	views
+	people
 	auditor
 }
 
@@ -204,7 +204,7 @@ type moderationHandler struct {
 	log    *slog.Logger
 	now    func() time.Time
 	bodyLimit
-	views
+	people
 	auditor
 }
 
@@ -222,13 +222,18 @@ func (b bodyLimit) readBody(w http.ResponseWriter, r *http.Request) ([]byte, err
 	return readBody(w, r, int64(b))
 }
 
-// views renders stored messages, users and members for a viewer
-// (reads.go, the renderers of the seams' files).
+// views renders stored messages for a viewer, with their reactions and
+// signed attachment URLs (reads.go); people renders their authors.
 type views struct {
 	store   store.Store
-	guilds  *guild.Service
 	uploads *uploads.Store
-	now     func() time.Time
+	people
+}
+
+// people renders users and members (memberJSON, userOrGhost).
+type people struct {
+	guilds *guild.Service
+	now    func() time.Time
 }
 
 // writes performs message writes through the guild service and keeps
@@ -256,14 +261,15 @@ func newHandler(cfg Config, deps Deps) *handler {
 		MaxJSONBytes: cfg.MaxBodyBytes, MaxFileBytes: cfg.MaxFileBytes, URLTTL: cfg.AttachmentURLTTL,
 		MediaURL: cfg.MediaURL, Now: cfg.Now})
 	body := bodyLimit(cfg.MaxBodyBytes)
-	v := views{store: deps.Store, guilds: deps.Guilds, uploads: up, now: cfg.Now}
+	pp := people{guilds: deps.Guilds, now: cfg.Now}
+	v := views{store: deps.Store, uploads: up, people: pp}
 	wr := writes{guilds: deps.Guilds, log: deps.Logger, uploads: up}
 	au := auditor{store: deps.Store, guilds: deps.Guilds, ids: deps.IDs, log: deps.Logger}
 	removed := removedHook(deps.MemberRemoved)
 
 	voice := &voiceHandler{guilds: deps.Guilds}
 	webhook := &webhookHandler{store: deps.Store, guilds: deps.Guilds, ids: deps.IDs, log: deps.Logger, now: cfg.Now,
-		bodyLimit: body, views: v, auditor: au}
+		bodyLimit: body, people: pp, auditor: au}
 	thread := &threadHandler{store: deps.Store, guilds: deps.Guilds, ids: deps.IDs, log: deps.Logger,
 		bodyLimit: body, views: v, writes: wr, auditor: au}
 	pin := &pinHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, views: v, auditor: au}
@@ -273,7 +279,7 @@ func newHandler(cfg Config, deps Deps) *handler {
 			configuredGateway: cfg.GatewayURL, bodyLimit: body, removedHook: removed},
 		guild:  &guildHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, webhook: webhook, bodyLimit: body},
 		role:   &roleHandler{guilds: deps.Guilds, bodyLimit: body},
-		member: &memberHandler{guilds: deps.Guilds, now: cfg.Now, bodyLimit: body, views: v, removedHook: removed},
+		member: &memberHandler{guilds: deps.Guilds, now: cfg.Now, bodyLimit: body, people: pp, removedHook: removed},
 		channel: &channelHandler{guilds: deps.Guilds, thread: thread, webhook: webhook, voice: voice,
 			bodyLimit: body, writes: wr},
 		invite: &inviteHandler{store: deps.Store, guilds: deps.Guilds, now: cfg.Now, bodyLimit: body},
@@ -281,14 +287,14 @@ func newHandler(cfg Config, deps Deps) *handler {
 			nonces: newNonceCache(cfg.NonceWindow, cfg.Now),
 			events: deps.Events, reads: deps.ReadStates, users: deps.Users, uploads: up, priorSend: deps.PriorSend,
 			bodyLimit: body, views: v, writes: wr},
-		reaction: &reactionHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, pin: pin, views: v},
+		reaction: &reactionHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, pin: pin, people: pp},
 		pin:      pin,
 		thread:   thread,
 		voice:    voice,
 		webhook:  webhook,
 		webhookExec: &webhookExecHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, now: cfg.Now,
 			views: v, writes: wr},
-		moderation: &moderationHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, now: cfg.Now, bodyLimit: body, views: v, auditor: au},
+		moderation: &moderationHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, now: cfg.Now, bodyLimit: body, people: pp, auditor: au},
 		gap:        &gapHandler{guilds: deps.Guilds},
 	}
 }

@@ -59,7 +59,8 @@ func (h *messageHandler) listMessages(w http.ResponseWriter, r *http.Request, us
 	return nil
 }
 
-func (v *views) messagePath(r *http.Request) (snowflake.ID, snowflake.ID, error) {
+// messagePath parses {channel} and {message}.
+func messagePath(r *http.Request) (snowflake.ID, snowflake.ID, error) {
 	channelID, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return 0, 0, err
@@ -69,7 +70,7 @@ func (v *views) messagePath(r *http.Request) (snowflake.ID, snowflake.ID, error)
 }
 
 func (h *messageHandler) getMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
-	channelID, messageID, err := h.messagePath(r)
+	channelID, messageID, err := messagePath(r)
 	if err != nil {
 		return err
 	}

@@ -11,12 +11,13 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/wire"
 )
 
-func (v *views) memberJSON(ctx context.Context, m store.Member) (wire.Member, error) {
-	u, err := v.guilds.User(ctx, m.UserID)
+// memberJSON renders a stored member with its user.
+func (p *people) memberJSON(ctx context.Context, m store.Member) (wire.Member, error) {
+	u, err := p.guilds.User(ctx, m.UserID)
 	if err != nil {
 		return wire.Member{}, err
 	}
-	return wire.MemberFrom(m, &u, v.now()), nil
+	return wire.MemberFrom(m, &u, p.now()), nil
 }
 
 // memberPath reads {guild} and {user}; "@me" is the caller.

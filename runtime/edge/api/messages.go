@@ -242,8 +242,10 @@ func (h *messageHandler) send(ctx context.Context, rd *reader, user, channelID s
 	return written.Wire, err
 }
 
-func (v *views) userOrGhost(ctx context.Context, id snowflake.ID) wire.User {
-	if u, err := v.guilds.User(ctx, id); err == nil {
+// userOrGhost renders a user, or Discord's "Deleted User" for one that
+// is gone.
+func (p *people) userOrGhost(ctx context.Context, id snowflake.ID) wire.User {
+	if u, err := p.guilds.User(ctx, id); err == nil {
 		return u
 	}
 	return wire.User{ID: id, Username: "Deleted User", Discriminator: "0"}

@@ -35,7 +35,7 @@ func (h *pinHandler) unpinMessage(w http.ResponseWriter, r *http.Request, user s
 // the message, refuses an archived thread's pins and the 51st pin, writes
 // the pin with the message's pinned flag and sends CHANNEL_PINS_UPDATE.
 func (h *pinHandler) setPin(w http.ResponseWriter, r *http.Request, user snowflake.ID, pin bool) error {
-	channelID, messageID, err := h.messagePath(r)
+	channelID, messageID, err := messagePath(r)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ type reactionTarget struct {
 // Reacting and reading reactions need READ_MESSAGE_HISTORY, as on Discord.
 func (h *reactionHandler) reactionPath(r *http.Request, user snowflake.ID, withEmoji bool) (reactionTarget, error) {
 	var t reactionTarget
-	channelID, messageID, err := h.messagePath(r)
+	channelID, messageID, err := messagePath(r)
 	if err != nil {
 		return t, err
 	}

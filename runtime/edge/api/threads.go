@@ -81,7 +81,7 @@ func frozenThread(c store.Channel) error {
 
 // startThreadFromMessage is POST /channels/{c}/messages/{m}/threads.
 func (h *threadHandler) startThreadFromMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
-	channelID, messageID, err := h.messagePath(r)
+	channelID, messageID, err := messagePath(r)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,12 @@
 // fan-out (an enqueue, so a sender's next message can never reach the
 // actor before this one), then answer 200; a store failure is a 503,
 // never a 200.
+//
+// The handler is cut along Discord's resources: one type per seam
+// (accounts, guilds, roles, members, channels, invites, messages,
+// reactions, pins, threads, voice, webhooks, webhook execution,
+// moderation), each holding only the collaborators its routes use
+// (handlers.go), all mounted by one routes table (routes.go).
 package api
 
 import (

@@ -22,9 +22,11 @@ import (
 // its routes can touch.
 //
 // What several seams share is in small helper values they embed:
-// bodyLimit (request bodies), views (rendering messages, users and
-// members for a viewer), writes (message writes with their attachments),
-// auditor (audit log entries) and removedHook (Deps.MemberRemoved).
+// bodyLimit (request bodies), views (messages rendered for a viewer),
+// people (users and members rendered), writes (message writes with their
+// attachments), auditor (audit log entries) and removedHook
+// (Deps.MemberRemoved). A seam's own field of the same name as one of
+// theirs (guilds, store, now) is the same collaborator.
 
 // handler is the REST API's root: it authenticates, translates errors,
 // records the audit trail and mounts the seams' routes.

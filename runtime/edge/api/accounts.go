@@ -39,8 +39,8 @@ func decodeRegister(body []byte) (registerRequest, error) {
 	return req, nil
 }
 
-func (h *handler) register(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
+func (h *accountHandler) register(w http.ResponseWriter, r *http.Request) error {
+	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (h *handler) register(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
 	}
-	u := store.User{ID: id, Username: req.Username, Bot: req.Bot, PasswordHash: hash, CreatedAt: h.cfg.Now()}
+	u := store.User{ID: id, Username: req.Username, Bot: req.Bot, PasswordHash: hash, CreatedAt: h.now()}
 	if err := h.store.CreateUser(r.Context(), u); err != nil {
 		if errors.Is(err, store.ErrExists) {
 			return formError("username", "USERNAME_ALREADY_TAKEN", "Username is unavailable. Try adding numbers, letters, underscores _ , or periods.")
@@ -67,7 +67,7 @@ func (h *handler) register(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (h *handler) login(w http.ResponseWriter, r *http.Request) error {
+func (h *accountHandler) login(w http.ResponseWriter, r *http.Request) error {
 	var req loginRequest
 	if err := h.decodeRequest(w, r, &req); err != nil {
 		return err
@@ -91,7 +91,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (h *handler) me(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *accountHandler) me(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	u, err := h.store.GetUser(r.Context(), user)
 	if err != nil {
 		return userErr(err)
@@ -102,7 +102,7 @@ func (h *handler) me(w http.ResponseWriter, r *http.Request, user snowflake.ID) 
 
 // application answers GET /oauth2/applications/@me, which discord.py
 // calls at login; a bot is its own application.
-func (h *handler) application(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *accountHandler) application(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	u, err := h.store.GetUser(r.Context(), user)
 	if err != nil {
 		return userErr(err)
@@ -122,7 +122,7 @@ func userErr(err error) error {
 	return errors.Join(guild.ErrUnavailable, err)
 }
 
-func (h *handler) getUser(w http.ResponseWriter, r *http.Request, _ snowflake.ID) error {
+func (h *accountHandler) getUser(w http.ResponseWriter, r *http.Request, _ snowflake.ID) error {
 	id, err := pathID(r, "user", guild.ErrUnknownUser)
 	if err != nil {
 		return err
@@ -135,7 +135,7 @@ func (h *handler) getUser(w http.ResponseWriter, r *http.Request, _ snowflake.ID
 	return nil
 }
 
-func (h *handler) myGuilds(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *accountHandler) myGuilds(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	gs, err := h.store.UserGuilds(r.Context(), user)
 	if err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
@@ -160,7 +160,7 @@ func (h *handler) myGuilds(w http.ResponseWriter, r *http.Request, user snowflak
 	return nil
 }
 
-func (h *handler) leaveGuild(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *accountHandler) leaveGuild(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err
@@ -173,14 +173,14 @@ func (h *handler) leaveGuild(w http.ResponseWriter, r *http.Request, user snowfl
 	return nil
 }
 
-func (h *handler) gatewayURL(r *http.Request) string {
-	if h.cfg.GatewayURL != "" {
-		return h.cfg.GatewayURL
+func (h *accountHandler) gatewayURL(r *http.Request) string {
+	if h.configuredGateway != "" {
+		return h.configuredGateway
 	}
 	return "ws://" + r.Host + "/gateway"
 }
 
-func (h *handler) gateway(w http.ResponseWriter, r *http.Request) error {
+func (h *accountHandler) gateway(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]any{"url": h.gatewayURL(r)})
 	return nil
 }

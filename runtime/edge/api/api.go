@@ -8,6 +8,12 @@
 // fan-out (an enqueue, so a sender's next message can never reach the
 // actor before this one), then answer 200; a store failure is a 503,
 // never a 200.
+//
+// The handler is cut along Discord's resources: one type per seam
+// (accounts, guilds, roles, members, channels, invites, messages,
+// reactions, pins, threads, voice, webhooks, webhook execution,
+// moderation), each holding only the collaborators its routes use
+// (handlers.go), all mounted by one routes table (routes.go).
 package api
 
 import (
@@ -15,12 +21,10 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/concord-chat/concord/runtime/adapters/store"
 	"github.com/concord-chat/concord/runtime/adapters/store/objects"
-	"github.com/concord-chat/concord/runtime/adapters/tracing"
 	"github.com/concord-chat/concord/runtime/base/route"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/auth"
@@ -92,28 +96,6 @@ type Deps struct {
 // in an earlier attempt of the send r; false when there is none.
 type PriorSend func(r *http.Request, channelID, author snowflake.ID, nonce string) (snowflake.ID, bool)
 
-type handler struct {
-	cfg    Config
-	store  store.Store
-	guilds *guild.Service
-	auth   *auth.Issuer
-	ids    guild.IDSource
-	log    *slog.Logger
-	nonces *nonceCache
-	events EventPublisher
-	reads  ReadStates
-	users  UserDispatcher
-	// uploads receives, stores and serves attachments.
-	uploads *uploads.Store
-	// webhookLimit limits executions per webhook (webhookexec.go).
-	webhookLimit  webhookLimiter
-	priorSend     PriorSend
-	memberRemoved func(ctx context.Context, guildID, userID snowflake.ID)
-}
-
-// authedFunc is a handler for an authenticated user.
-type authedFunc func(w http.ResponseWriter, r *http.Request, user snowflake.ID) error
-
 // New returns the REST API handler. It panics when a required dependency
 // is missing, which is a wiring bug.
 func New(cfg Config, deps Deps) http.Handler {
@@ -142,15 +124,7 @@ func New(cfg Config, deps Deps) http.Handler {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{
-		cfg: cfg, store: deps.Store, guilds: deps.Guilds, auth: deps.Auth, ids: deps.IDs, log: deps.Logger,
-		nonces: newNonceCache(cfg.NonceWindow, cfg.Now),
-		events: deps.Events, reads: deps.ReadStates, users: deps.Users,
-		priorSend: deps.PriorSend, memberRemoved: deps.MemberRemoved,
-		uploads: uploads.New(uploads.Config{Objects: deps.Objects, Key: deps.AttachmentKey, IDs: deps.IDs,
-			MaxJSONBytes: cfg.MaxBodyBytes, MaxFileBytes: cfg.MaxFileBytes, URLTTL: cfg.AttachmentURLTTL,
-			MediaURL: cfg.MediaURL, Now: cfg.Now}),
-	}
+	h := newHandler(cfg, deps)
 	mux := http.NewServeMux()
 	for _, v := range []string{"/api/v9", "/api/v10"} {
 		h.routes(mux, v)
@@ -159,87 +133,6 @@ func New(cfg Config, deps Deps) http.Handler {
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "404: Not Found", "code": 0})
 	})
 	return route.DefaultVersion(uploads.WithBase(h.auditTrail(mux)))
-}
-
-// registrar is where routes mount: *http.ServeMux, or a route.Recorder
-// building the exported table (Routes) from this same code.
-type registrar interface {
-	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
-}
-
-func (h *handler) routes(mux registrar, p string) {
-	open := func(pattern string, fn func(http.ResponseWriter, *http.Request) error) {
-		method, path, _ := strings.Cut(pattern, " ")
-		mux.HandleFunc(method+" "+p+path, func(w http.ResponseWriter, r *http.Request) {
-			if err := fn(w, r); err != nil {
-				h.fail(w, r, err)
-			}
-		})
-	}
-	authed := func(pattern string, fn authedFunc) {
-		open(pattern, func(w http.ResponseWriter, r *http.Request) error {
-			ctx, span := tracing.Start(r.Context(), "auth")
-			user, err := h.authenticate(r.WithContext(ctx))
-			tracing.End(span, err)
-			if err != nil {
-				return err
-			}
-			return fn(w, r, user)
-		})
-	}
-
-	open("POST /auth/register", h.register)
-	open("POST /auth/login", h.login)
-	open("GET /gateway", h.gateway)
-	authed("GET /users/@me", h.me)
-	authed("GET /oauth2/applications/@me", h.application)
-	authed("GET /users/@me/guilds", h.myGuilds)
-	authed("DELETE /users/@me/guilds/{guild}", h.leaveGuild)
-	authed("POST /users/@me/channels", h.createDM)
-	authed("GET /users/{user}", h.getUser)
-
-	authed("POST /guilds", h.createGuild)
-	authed("GET /guilds/{guild}", h.getGuild)
-	authed("PATCH /guilds/{guild}", h.modifyGuild)
-	authed("DELETE /guilds/{guild}", h.deleteGuild)
-	authed("GET /guilds/{guild}/channels", h.listChannels)
-	authed("POST /guilds/{guild}/channels", h.createChannel)
-	authed("GET /guilds/{guild}/roles", h.listRoles)
-	authed("POST /guilds/{guild}/roles", h.createRole)
-	authed("PATCH /guilds/{guild}/roles", h.modifyRolePositions)
-	authed("PATCH /guilds/{guild}/roles/{role}", h.modifyRole)
-	authed("DELETE /guilds/{guild}/roles/{role}", h.deleteRole)
-	authed("GET /guilds/{guild}/members", h.listMembers)
-	authed("GET /guilds/{guild}/members/{user}", h.getMember)
-	authed("PATCH /guilds/{guild}/members/{user}", h.modifyMember)
-	authed("DELETE /guilds/{guild}/members/{user}", h.removeMember)
-	authed("PUT /guilds/{guild}/members/{user}/roles/{role}", h.addMemberRole)
-	authed("DELETE /guilds/{guild}/members/{user}/roles/{role}", h.removeMemberRole)
-
-	authed("GET /channels/{channel}", h.getChannel)
-	authed("PATCH /channels/{channel}", h.modifyChannel)
-	authed("DELETE /channels/{channel}", h.deleteChannel)
-	authed("PUT /channels/{channel}/permissions/{target}", h.putOverwrite)
-	authed("DELETE /channels/{channel}/permissions/{target}", h.deleteOverwrite)
-	authed("POST /channels/{channel}/invites", h.createInvite)
-	authed("POST /channels/{channel}/typing", h.typing)
-	authed("GET /channels/{channel}/messages", h.listMessages)
-	authed("POST /channels/{channel}/messages", h.createMessage)
-	authed("POST /channels/{channel}/messages/bulk-delete", h.bulkDelete)
-	authed("GET /channels/{channel}/messages/{message}", h.getMessage)
-	authed("PATCH /channels/{channel}/messages/{message}", h.editMessage)
-	authed("DELETE /channels/{channel}/messages/{message}", h.deleteMessage)
-	authed("POST /channels/{channel}/messages/{message}/ack", h.ackMessage)
-
-	h.moderationRoutes(authed)
-	h.webhookRoutes(open, authed)
-	h.threadRoutes(authed)
-	open("GET /attachments/{channel}/{attachment}/{name}", h.getAttachment)
-	h.voiceRoutes(authed)
-
-	open("GET /invites/{code}", h.getInvite)
-	authed("POST /invites/{code}", h.acceptInvite)
-	authed("DELETE /invites/{code}", h.deleteInvite)
 }
 
 // authenticate reads "Bot <token>", "Bearer <token>" or a bare token.

@@ -23,44 +23,44 @@ const maxFiles = uploads.MaxFiles
 type attachmentRef = uploads.Ref
 
 // readMessagePayload reads a JSON or multipart message body.
-func (h *handler) readMessagePayload(w http.ResponseWriter, r *http.Request) ([]byte, uploads.Files, error) {
-	return h.uploads.ReadPayload(w, r)
+func (wr *writes) readMessagePayload(w http.ResponseWriter, r *http.Request) ([]byte, uploads.Files, error) {
+	return wr.uploads.ReadPayload(w, r)
 }
 
 // saveAttachments stores the uploaded files of a message in channelID.
-func (h *handler) saveAttachments(ctx context.Context, channelID snowflake.ID, refs []attachmentRef, files uploads.Files) ([]store.Attachment, error) {
-	return h.uploads.Save(ctx, channelID, refs, files)
+func (wr *writes) saveAttachments(ctx context.Context, channelID snowflake.ID, refs []attachmentRef, files uploads.Files) ([]store.Attachment, error) {
+	return wr.uploads.Save(ctx, channelID, refs, files)
 }
 
 // attachmentURLs signs the attachment URLs of a rendered message.
-func (h *handler) attachmentURLs(ctx context.Context, atts []wire.Attachment) {
-	h.uploads.Sign(ctx, atts)
+func (v *views) attachmentURLs(ctx context.Context, atts []wire.Attachment) {
+	v.uploads.Sign(ctx, atts)
 }
 
 // getAttachment is GET /attachments/{channel}/{attachment}/{name}.
-func (h *handler) getAttachment(w http.ResponseWriter, r *http.Request) error {
+func (h *messageHandler) getAttachment(w http.ResponseWriter, r *http.Request) error {
 	return h.uploads.Serve(w, r)
 }
 
 // forgetAttachments deletes the objects of deleted messages' attachments
 // (after the answer: a failure is only logged).
-func (h *handler) forgetAttachments(ctx context.Context, atts []store.Attachment) {
+func (wr *writes) forgetAttachments(ctx context.Context, atts []store.Attachment) {
 	if len(atts) == 0 {
 		return
 	}
-	if err := h.uploads.Forget(ctx, atts); err != nil {
-		h.log.Warn("attachment objects left behind", "err", err)
+	if err := wr.uploads.Forget(ctx, atts); err != nil {
+		wr.log.Warn("attachment objects left behind", "err", err)
 	}
 }
 
 // forgetChannels deletes the attachment objects of deleted channels
 // (before the answer, so that a deleted channel's files are gone when it
 // is acknowledged; a failure is only logged).
-func (h *handler) forgetChannels(ctx context.Context, ids ...snowflake.ID) {
+func (wr *writes) forgetChannels(ctx context.Context, ids ...snowflake.ID) {
 	bg, cancel := background(ctx)
 	defer cancel()
-	if err := h.uploads.ForgetChannels(bg, ids); err != nil {
-		h.log.Warn("attachment objects of deleted channels left behind", "channels", ids, "err", err)
+	if err := wr.uploads.ForgetChannels(bg, ids); err != nil {
+		wr.log.Warn("attachment objects of deleted channels left behind", "channels", ids, "err", err)
 	}
 }
 
@@ -68,7 +68,7 @@ func (h *handler) forgetChannels(ctx context.Context, ids ...snowflake.ID) {
 // the array lists the existing attachments to keep (by id) and names new
 // uploads by index; without an array every existing one is kept and the
 // files are added. Removed attachments are returned for forgetting.
-func (h *handler) editAttachments(ctx context.Context, m *store.Message, refs *[]attachmentRef, files uploads.Files) ([]store.Attachment, error) {
+func (wr *writes) editAttachments(ctx context.Context, m *store.Message, refs *[]attachmentRef, files uploads.Files) ([]store.Attachment, error) {
 	if refs == nil && len(files) == 0 {
 		return nil, nil
 	}
@@ -88,7 +88,7 @@ func (h *handler) editAttachments(ctx context.Context, m *store.Message, refs *[
 	if len(keep)+len(files) > maxFiles {
 		return nil, formError("attachments", "BASE_TYPE_MAX_LENGTH", "Must be 10 or fewer in length.")
 	}
-	added, err := h.saveAttachments(ctx, m.ChannelID, news, files)
+	added, err := wr.saveAttachments(ctx, m.ChannelID, news, files)
 	if err != nil {
 		return nil, err
 	}
@@ -129,19 +129,19 @@ func addedAttachments(before, after []store.Attachment) []store.Attachment {
 // (nothing names them; after a store failure the message may name them,
 // so they stay); removed are the ones an edit dropped, deleted once it is
 // written.
-func (h *handler) writeMessage(ctx context.Context, create bool, mw guild.MessageWrite, added, removed []store.Attachment) (guild.Written, error) {
-	write := h.guilds.UpdateMessage
+func (wr *writes) writeMessage(ctx context.Context, create bool, mw guild.MessageWrite, added, removed []store.Attachment) (guild.Written, error) {
+	write := wr.guilds.UpdateMessage
 	if create {
-		write = h.guilds.CreateMessage
+		write = wr.guilds.CreateMessage
 	}
 	out, err := write(ctx, mw)
 	bg, cancel := background(ctx)
 	defer cancel()
 	switch {
 	case err == nil:
-		h.forgetAttachments(bg, removed)
+		wr.forgetAttachments(bg, removed)
 	case !errors.Is(err, guild.ErrUnavailable):
-		h.forgetAttachments(bg, added)
+		wr.forgetAttachments(bg, added)
 	}
 	return out, err
 }

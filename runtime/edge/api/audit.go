@@ -75,15 +75,15 @@ func auditReason(r *http.Request) string {
 // recordAudit appends an entry to the guild's audit log and sends
 // GUILD_AUDIT_LOG_ENTRY_CREATE to sessions allowed to read the log. The
 // action already happened: a failure is logged, not returned.
-func (h *handler) recordAudit(r *http.Request, guildID, user snowflake.ID, e auditEntry) {
+func (a *auditor) recordAudit(r *http.Request, guildID, user snowflake.ID, e auditEntry) {
 	if guildID == 0 {
 		return
 	}
 	ctx, cancel := background(r.Context())
 	defer cancel()
-	id, err := h.ids.Next()
+	id, err := a.ids.Next()
 	if err != nil {
-		h.log.Warn("audit entry not recorded", "guild_id", guildID, "action", e.Action, "err", err)
+		a.log.Warn("audit entry not recorded", "guild_id", guildID, "action", e.Action, "err", err)
 		return
 	}
 	se := store.AuditEntry{ID: id, GuildID: guildID, UserID: user, TargetID: e.Target, ActionType: e.Action, Reason: auditReason(r)}
@@ -109,16 +109,16 @@ func (h *handler) recordAudit(r *http.Request, guildID, user snowflake.ID, e aud
 		b, _ := json.Marshal(opts)
 		se.Options = string(b)
 	}
-	if err := h.store.AppendAudit(ctx, se); err != nil {
-		h.log.Warn("audit entry not recorded", "guild_id", guildID, "action", e.Action, "err", err)
+	if err := a.store.AppendAudit(ctx, se); err != nil {
+		a.log.Warn("audit entry not recorded", "guild_id", guildID, "action", e.Action, "err", err)
 		return
 	}
 	ev := struct {
 		wireAuditEntry
 		GuildID snowflake.ID `json:"guild_id"`
 	}{auditJSON(se), guildID}
-	if err := h.guilds.PublishModeration(ctx, guildID, "GUILD_AUDIT_LOG_ENTRY_CREATE", ev, permissions.ViewAuditLog); err != nil {
-		h.log.Warn("audit entry not published", "guild_id", guildID, "err", err)
+	if err := a.guilds.PublishModeration(ctx, guildID, "GUILD_AUDIT_LOG_ENTRY_CREATE", ev, permissions.ViewAuditLog); err != nil {
+		a.log.Warn("audit entry not published", "guild_id", guildID, "err", err)
 	}
 }
 
@@ -158,7 +158,7 @@ func auditJSON(e store.AuditEntry) wireAuditEntry {
 
 // getAuditLog is GET /guilds/{g}/audit-logs?user_id&action_type&before&
 // after&limit (VIEW_AUDIT_LOG).
-func (h *handler) getAuditLog(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *moderationHandler) getAuditLog(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	g, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err

@@ -103,7 +103,7 @@ func (h *handler) auditTrail(mux *http.ServeMux) http.Handler {
 		}
 		var body []byte
 		if rule.changes && r.Body != nil {
-			body, _ = io.ReadAll(io.LimitReader(r.Body, h.cfg.MaxBodyBytes+1))
+			body, _ = io.ReadAll(io.LimitReader(r.Body, int64(h.bodyLimit)+1))
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		rec := &auditRecorder{ResponseWriter: w}

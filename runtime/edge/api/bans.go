@@ -56,7 +56,7 @@ func banPath(r *http.Request) (snowflake.ID, snowflake.ID, error) {
 }
 
 // putBan is PUT /guilds/{g}/bans/{u}.
-func (h *handler) putBan(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *moderationHandler) putBan(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	g, target, err := banPath(r)
 	if err != nil {
 		return err
@@ -91,7 +91,7 @@ func (h *handler) putBan(w http.ResponseWriter, r *http.Request, user snowflake.
 }
 
 // ban bans one user, purges their recent messages and records it.
-func (h *handler) ban(r *http.Request, user, g, target snowflake.ID, secs int) error {
+func (h *moderationHandler) ban(r *http.Request, user, g, target snowflake.ID, secs int) error {
 	ctx := r.Context()
 	reason := auditReason(r)
 	if _, err := h.guilds.Ban(ctx, user, g, target, reason); err != nil {
@@ -108,7 +108,7 @@ func (h *handler) ban(r *http.Request, user, g, target snowflake.ID, secs int) e
 // purgeMessages deletes target's messages of the last secs seconds in
 // every channel of the guild, with MESSAGE_DELETE(_BULK) events. It runs
 // after the ban is stored; a failure is logged (the ban stands).
-func (h *handler) purgeMessages(ctx context.Context, user, g, target snowflake.ID, secs int) {
+func (h *moderationHandler) purgeMessages(ctx context.Context, user, g, target snowflake.ID, secs int) {
 	bg, cancel := background(ctx)
 	defer cancel()
 	chans, err := h.guilds.MessageChannels(bg, user, g, permissions.BanMembers)
@@ -116,7 +116,7 @@ func (h *handler) purgeMessages(ctx context.Context, user, g, target snowflake.I
 		h.log.Warn("ban purge: channels", "guild_id", g, "err", err)
 		return
 	}
-	cursor := snowflake.FromTime(h.cfg.Now().Add(-timeSeconds(secs)))
+	cursor := snowflake.FromTime(h.now().Add(-timeSeconds(secs)))
 	for _, ch := range chans {
 		var mine []store.Message
 		after := cursor
@@ -153,7 +153,7 @@ type bulkBanRequest struct {
 
 // bulkBan is POST /guilds/{g}/bulk-ban: up to 200 users; the answer lists
 // who was banned and who was not.
-func (h *handler) bulkBan(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *moderationHandler) bulkBan(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	g, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err
@@ -194,7 +194,7 @@ func (h *handler) bulkBan(w http.ResponseWriter, r *http.Request, user snowflake
 }
 
 // deleteBan is DELETE /guilds/{g}/bans/{u}.
-func (h *handler) deleteBan(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *moderationHandler) deleteBan(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	g, target, err := banPath(r)
 	if err != nil {
 		return err
@@ -212,7 +212,7 @@ type wireBan struct {
 	User   wire.User `json:"user"`
 }
 
-func (h *handler) banJSON(ctx context.Context, b store.Ban) wireBan {
+func (h *moderationHandler) banJSON(ctx context.Context, b store.Ban) wireBan {
 	out := wireBan{User: h.userOrGhost(ctx, b.UserID)}
 	if b.Reason != "" {
 		r := b.Reason
@@ -222,7 +222,7 @@ func (h *handler) banJSON(ctx context.Context, b store.Ban) wireBan {
 }
 
 // getBan is GET /guilds/{g}/bans/{u} (BAN_MEMBERS).
-func (h *handler) getBan(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *moderationHandler) getBan(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	g, target, err := banPath(r)
 	if err != nil {
 		return err
@@ -243,7 +243,7 @@ func (h *handler) getBan(w http.ResponseWriter, r *http.Request, user snowflake.
 }
 
 // listBans is GET /guilds/{g}/bans?limit=1..1000&before&after (BAN_MEMBERS).
-func (h *handler) listBans(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *moderationHandler) listBans(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	g, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err

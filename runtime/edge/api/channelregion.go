@@ -8,7 +8,7 @@ import (
 // /voice/regions (the voice fleet's regions), with Discord's form error;
 // null (automatic) always passes. It returns the stored form: "" for
 // null.
-func (h *handler) checkRTCRegion(v nullable[string]) (string, error) {
+func (h *voiceHandler) checkRTCRegion(v nullable[string]) (string, error) {
 	if v.Null || v.Value == "" {
 		return "", nil
 	}

@@ -80,7 +80,7 @@ func decodeChannel(body []byte, create bool) (channelRequest, error) {
 	return req, req.validate(create)
 }
 
-func (h *handler) listChannels(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *channelHandler) listChannels(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	g, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err
@@ -97,12 +97,12 @@ func (h *handler) listChannels(w http.ResponseWriter, r *http.Request, user snow
 	return nil
 }
 
-func (h *handler) createChannel(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *channelHandler) createChannel(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	g, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
+	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -116,11 +116,11 @@ func (h *handler) createChannel(w http.ResponseWriter, r *http.Request, user sno
 		UserLimit: req.UserLimit.Value, Overwrites: req.overwrites(),
 	}
 	if req.AvailableTags.Set {
-		if spec.AvailableTags, err = h.forumTags(req.AvailableTags.Value); err != nil {
+		if spec.AvailableTags, err = h.thread.forumTags(req.AvailableTags.Value); err != nil {
 			return err
 		}
 	}
-	if spec.RTCRegion, err = h.checkRTCRegion(req.RTCRegion); err != nil {
+	if spec.RTCRegion, err = h.voice.checkRTCRegion(req.RTCRegion); err != nil {
 		return err
 	}
 	if req.Position.Set && !req.Position.Null {
@@ -135,7 +135,7 @@ func (h *handler) createChannel(w http.ResponseWriter, r *http.Request, user sno
 	return nil
 }
 
-func (h *handler) getChannel(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *channelHandler) getChannel(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return err
@@ -148,15 +148,15 @@ func (h *handler) getChannel(w http.ResponseWriter, r *http.Request, user snowfl
 	return nil
 }
 
-func (h *handler) modifyChannel(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *channelHandler) modifyChannel(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return err
 	}
-	if h.isThread(r, id) {
-		return h.modifyThread(w, r, user, id)
+	if h.thread.isThread(r, id) {
+		return h.thread.modifyThread(w, r, user, id)
 	}
-	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
+	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -195,14 +195,14 @@ func (h *handler) modifyChannel(w http.ResponseWriter, r *http.Request, user sno
 		p.Overwrites = &ows
 	}
 	if req.AvailableTags.Set {
-		tags, err := h.forumTags(req.AvailableTags.Value)
+		tags, err := h.thread.forumTags(req.AvailableTags.Value)
 		if err != nil {
 			return err
 		}
 		p.AvailableTags = &tags
 	}
 	if req.RTCRegion.Set {
-		region, err := h.checkRTCRegion(req.RTCRegion)
+		region, err := h.voice.checkRTCRegion(req.RTCRegion)
 		if err != nil {
 			return err
 		}
@@ -216,13 +216,13 @@ func (h *handler) modifyChannel(w http.ResponseWriter, r *http.Request, user sno
 	return nil
 }
 
-func (h *handler) deleteChannel(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *channelHandler) deleteChannel(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return err
 	}
-	if h.isThread(r, id) {
-		return h.deleteThread(w, r, user, id)
+	if h.thread.isThread(r, id) {
+		return h.thread.deleteThread(w, r, user, id)
 	}
 	g, err := h.guilds.ChannelGuild(r.Context(), id)
 	if err != nil {
@@ -242,7 +242,7 @@ func (h *handler) deleteChannel(w http.ResponseWriter, r *http.Request, user sno
 	if err != nil {
 		return err
 	}
-	h.dropWebhooks(r, c.GuildID, c.ID)
+	h.webhook.dropWebhooks(r, c.GuildID, c.ID)
 	gone := []snowflake.ID{c.ID}
 	for _, th := range threads {
 		gone = append(gone, th.ID)
@@ -258,7 +258,7 @@ type putOverwriteRequest struct {
 	Deny  reqBits       `json:"deny"`
 }
 
-func (h *handler) putOverwrite(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *channelHandler) putOverwrite(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return err
@@ -285,7 +285,7 @@ func (h *handler) putOverwrite(w http.ResponseWriter, r *http.Request, user snow
 	return nil
 }
 
-func (h *handler) deleteOverwrite(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *channelHandler) deleteOverwrite(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return err
@@ -301,7 +301,7 @@ func (h *handler) deleteOverwrite(w http.ResponseWriter, r *http.Request, user s
 	return nil
 }
 
-func (h *handler) typing(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *channelHandler) typing(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return err

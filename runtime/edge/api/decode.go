@@ -110,8 +110,8 @@ func typeErrorCode(te *json.UnmarshalTypeError) (string, string) {
 }
 
 // decodeRequest reads and decodes a JSON request body.
-func (h *handler) decodeRequest(w http.ResponseWriter, r *http.Request, dst any) error {
-	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
+func (b bodyLimit) decodeRequest(w http.ResponseWriter, r *http.Request, dst any) error {
+	body, err := b.readBody(w, r)
 	if err != nil {
 		return err
 	}

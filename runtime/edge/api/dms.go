@@ -17,7 +17,7 @@ type createDMRequest struct {
 	AccessTokens []string `json:"access_tokens"`
 }
 
-func (h *handler) createDM(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *accountHandler) createDM(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	var req createDMRequest
 	if err := h.decodeRequest(w, r, &req); err != nil {
 		return err

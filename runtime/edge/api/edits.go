@@ -43,8 +43,8 @@ func editableType(t int) bool {
 	return t != wire.MessageThreadCreated && t != wire.MessageThreadStarter
 }
 
-func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
-	channelID, messageID, err := h.messagePath(r)
+func (h *messageHandler) editMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+	channelID, messageID, err := messagePath(r)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 	if err != nil {
 		return err
 	}
-	m.EditedAt = h.cfg.Now()
+	m.EditedAt = h.now()
 	ref, err := rd.prepare(ctx, m, nil)
 	if err != nil {
 		return err
@@ -114,8 +114,8 @@ func (h *handler) editMessage(w http.ResponseWriter, r *http.Request, user snowf
 	return nil
 }
 
-func (h *handler) deleteMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
-	channelID, messageID, err := h.messagePath(r)
+func (h *messageHandler) deleteMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+	channelID, messageID, err := messagePath(r)
 	if err != nil {
 		return err
 	}
@@ -185,12 +185,12 @@ func decodeBulkDelete(body []byte) ([]snowflake.ID, error) {
 	return out, nil
 }
 
-func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *messageHandler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	channelID, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
+	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func (h *handler) bulkDelete(w http.ResponseWriter, r *http.Request, user snowfl
 	if err := frozenThread(v.Channel); err != nil {
 		return err
 	}
-	cutoff := h.cfg.Now().Add(-bulkDeleteMaxAge)
+	cutoff := h.now().Add(-bulkDeleteMaxAge)
 	for _, id := range list {
 		if id.Time().Before(cutoff) {
 			return errTooOld

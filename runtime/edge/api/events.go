@@ -38,7 +38,7 @@ type UserDispatcher interface {
 
 // logMessage publishes a create or update to the event log (the
 // enforce_nonce replay of a stored send).
-func (h *handler) logMessage(ctx context.Context, typ string, m wire.Message) {
+func (h *messageHandler) logMessage(ctx context.Context, typ string, m wire.Message) {
 	if h.events == nil {
 		return
 	}
@@ -66,8 +66,8 @@ func (h *handler) logMessage(ctx context.Context, typ string, m wire.Message) {
 // ackMessage is POST /channels/{channel}/messages/{message}/ack: it moves
 // the user's read marker, clears the mention count and tells the user's
 // sessions (MESSAGE_ACK) so every device's badge clears.
-func (h *handler) ackMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
-	channelID, messageID, err := h.messagePath(r)
+func (h *messageHandler) ackMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+	channelID, messageID, err := messagePath(r)
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func validateForumTags(tags []forumTagRequest) error {
 }
 
 // forumTags mints ids for the new tags of an available_tags request.
-func (h *handler) forumTags(req []forumTagRequest) ([]store.ForumTag, error) {
+func (h *threadHandler) forumTags(req []forumTagRequest) ([]store.ForumTag, error) {
 	out := make([]store.ForumTag, 0, len(req))
 	for _, t := range req {
 		id := snowflake.ID(t.ID)
@@ -97,7 +97,7 @@ func appliedTags(raw []reqID) []snowflake.ID {
 // startForumPost creates a post in a forum: spec is the thread, msg the
 // starter message's body and files its uploads (a multipart request's
 // files[n], named by msg's attachments array like a message's).
-func (h *handler) startForumPost(w http.ResponseWriter, r *http.Request, user snowflake.ID, spec guild.ThreadSpec, msg json.RawMessage, files uploads.Files) error {
+func (h *threadHandler) startForumPost(w http.ResponseWriter, r *http.Request, user snowflake.ID, spec guild.ThreadSpec, msg json.RawMessage, files uploads.Files) error {
 	if len(msg) == 0 || string(msg) == "null" {
 		return formError("message", "BASE_TYPE_REQUIRED", "This field is required")
 	}

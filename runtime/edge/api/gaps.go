@@ -21,30 +21,10 @@ func errUnavailableFeature(field, what string) error {
 	return formError(field, "FEATURE_UNAVAILABLE", what+" are not available on Concord.")
 }
 
-// gapRoutes registers the member search, the guild preview and the
-// answers for emoji, stickers and OAuth2 joins.
-func (h *handler) gapRoutes(authed func(string, authedFunc)) {
-	authed("GET /guilds/{guild}/members/search", h.searchMembers)
-	authed("PUT /guilds/{guild}/members/{user}", func(w http.ResponseWriter, r *http.Request, _ snowflake.ID) error { return errNoOAuth2Join })
-	authed("GET /guilds/{guild}/preview", h.guildPreview)
-
-	authed("GET /guilds/{guild}/emojis", h.emptyGuildList)
-	authed("GET /guilds/{guild}/emojis/{emoji}", h.unknownGuildItem(errUnknownEmojiNotFound))
-	authed("POST /guilds/{guild}/emojis", h.refuseCreate("image", "Custom emoji"))
-	authed("PATCH /guilds/{guild}/emojis/{emoji}", h.unknownGuildItem(errUnknownEmojiNotFound))
-	authed("DELETE /guilds/{guild}/emojis/{emoji}", h.unknownGuildItem(errUnknownEmojiNotFound))
-	authed("GET /guilds/{guild}/stickers", h.emptyGuildList)
-	authed("GET /guilds/{guild}/stickers/{sticker}", h.unknownGuildItem(errUnknownSticker))
-	authed("POST /guilds/{guild}/stickers", h.refuseCreate("file", "Stickers"))
-	authed("PATCH /guilds/{guild}/stickers/{sticker}", h.unknownGuildItem(errUnknownSticker))
-	authed("DELETE /guilds/{guild}/stickers/{sticker}", h.unknownGuildItem(errUnknownSticker))
-	authed("GET /stickers/{sticker}", func(w http.ResponseWriter, r *http.Request, _ snowflake.ID) error { return errUnknownSticker })
-}
-
 var errUnknownEmojiNotFound = &apiError{Status: http.StatusNotFound, Code: 10014, Message: "Unknown Emoji"}
 
 // memberOf checks that user is a member of the path's guild.
-func (h *handler) memberOf(r *http.Request, user snowflake.ID) (guild.GuildInfo, error) {
+func (h *gapHandler) memberOf(r *http.Request, user snowflake.ID) (guild.GuildInfo, error) {
 	g, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return guild.GuildInfo{}, err
@@ -52,7 +32,7 @@ func (h *handler) memberOf(r *http.Request, user snowflake.ID) (guild.GuildInfo,
 	return h.guilds.GuildInfo(r.Context(), user, g)
 }
 
-func (h *handler) emptyGuildList(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *gapHandler) emptyGuildList(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	if _, err := h.memberOf(r, user); err != nil {
 		return err
 	}
@@ -60,7 +40,7 @@ func (h *handler) emptyGuildList(w http.ResponseWriter, r *http.Request, user sn
 	return nil
 }
 
-func (h *handler) unknownGuildItem(notFound error) authedFunc {
+func (h *gapHandler) unknownGuildItem(notFound error) authedFunc {
 	return func(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 		if _, err := h.memberOf(r, user); err != nil {
 			return err
@@ -69,7 +49,7 @@ func (h *handler) unknownGuildItem(notFound error) authedFunc {
 	}
 }
 
-func (h *handler) refuseCreate(field, what string) authedFunc {
+func (h *gapHandler) refuseCreate(field, what string) authedFunc {
 	return func(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 		if _, err := h.memberOf(r, user); err != nil {
 			return err
@@ -80,7 +60,7 @@ func (h *handler) refuseCreate(field, what string) authedFunc {
 
 // guildPreview is GET /guilds/{g}/preview, for members (Concord has no
 // discovery, so no guild is previewable by outsiders).
-func (h *handler) guildPreview(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *gapHandler) guildPreview(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	info, err := h.memberOf(r, user)
 	if err != nil {
 		return err
@@ -97,7 +77,7 @@ func (h *handler) guildPreview(w http.ResponseWriter, r *http.Request, user snow
 // searchMembers is GET /guilds/{g}/members/search?query&limit (1..1000,
 // default 1): members whose username, global name or nick starts with
 // query, case-insensitively.
-func (h *handler) searchMembers(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *memberHandler) searchMembers(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	g, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err

@@ -26,7 +26,7 @@ func guildJSON(info guild.GuildInfo) wire.Guild {
 	return wire.GuildFrom(info.Guild, info.Roles)
 }
 
-func (h *handler) createGuild(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *guildHandler) createGuild(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	var req createGuildRequest
 	if err := h.decodeRequest(w, r, &req); err != nil {
 		return err
@@ -42,7 +42,7 @@ func (h *handler) createGuild(w http.ResponseWriter, r *http.Request, user snowf
 	return nil
 }
 
-func (h *handler) getGuild(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *guildHandler) getGuild(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err
@@ -64,7 +64,7 @@ func (h *handler) getGuild(w http.ResponseWriter, r *http.Request, user snowflak
 	return nil
 }
 
-func (h *handler) modifyGuild(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *guildHandler) modifyGuild(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err
@@ -91,7 +91,7 @@ func (h *handler) modifyGuild(w http.ResponseWriter, r *http.Request, user snowf
 	return nil
 }
 
-func (h *handler) deleteGuild(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *guildHandler) deleteGuild(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err
@@ -99,7 +99,7 @@ func (h *handler) deleteGuild(w http.ResponseWriter, r *http.Request, user snowf
 	if err := h.guilds.DeleteGuild(r.Context(), user, id); err != nil {
 		return err
 	}
-	h.dropWebhooks(r, id, 0)
+	h.webhook.dropWebhooks(r, id, 0)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -145,7 +145,7 @@ func decodeRole(body []byte) (guild.RoleSpec, error) {
 	return spec, nil
 }
 
-func (h *handler) listRoles(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *roleHandler) listRoles(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err
@@ -162,12 +162,12 @@ func (h *handler) listRoles(w http.ResponseWriter, r *http.Request, user snowfla
 	return nil
 }
 
-func (h *handler) createRole(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *roleHandler) createRole(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
+	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (h *handler) createRole(w http.ResponseWriter, r *http.Request, user snowfl
 	return nil
 }
 
-func (h *handler) modifyRole(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *roleHandler) modifyRole(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err
@@ -192,7 +192,7 @@ func (h *handler) modifyRole(w http.ResponseWriter, r *http.Request, user snowfl
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
+	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -217,12 +217,12 @@ type rolePosition struct {
 // modifyRolePositions is PATCH /guilds/{guild}/roles: a list of {id,
 // position}; the answer is every role by position. Moves go through the
 // guild's grant check (hierarchy; @everyone never moves).
-func (h *handler) modifyRolePositions(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *roleHandler) modifyRolePositions(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
+	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -272,7 +272,7 @@ func decodeRolePositions(body []byte) ([]guild.RoleMove, error) {
 // positions request.
 const maxRoles = 250
 
-func (h *handler) deleteRole(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *roleHandler) deleteRole(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err

@@ -10,7 +10,7 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/wire"
 )
 
-func (h *handler) listMessages(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *messageHandler) listMessages(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	channelID, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return err
@@ -59,7 +59,8 @@ func (h *handler) listMessages(w http.ResponseWriter, r *http.Request, user snow
 	return nil
 }
 
-func (h *handler) messagePath(r *http.Request) (snowflake.ID, snowflake.ID, error) {
+// messagePath parses {channel} and {message}.
+func messagePath(r *http.Request) (snowflake.ID, snowflake.ID, error) {
 	channelID, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return 0, 0, err
@@ -68,8 +69,8 @@ func (h *handler) messagePath(r *http.Request) (snowflake.ID, snowflake.ID, erro
 	return channelID, messageID, err
 }
 
-func (h *handler) getMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
-	channelID, messageID, err := h.messagePath(r)
+func (h *messageHandler) getMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+	channelID, messageID, err := messagePath(r)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func newInviteCode() string {
 	return rand.Text()[:10]
 }
 
-func (h *handler) createInvite(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *inviteHandler) createInvite(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	id, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return err
@@ -56,7 +56,7 @@ func (h *handler) createInvite(w http.ResponseWriter, r *http.Request, user snow
 	}
 	inv := store.Invite{
 		Code: newInviteCode(), GuildID: v.Channel.GuildID, ChannelID: id, InviterID: user,
-		MaxUses: req.MaxUses, MaxAge: maxAge, CreatedAt: h.cfg.Now(),
+		MaxUses: req.MaxUses, MaxAge: maxAge, CreatedAt: h.now(),
 	}
 	if err := h.store.PutInvite(r.Context(), inv); err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
@@ -69,7 +69,7 @@ func (h *handler) createInvite(w http.ResponseWriter, r *http.Request, user snow
 	return nil
 }
 
-func (h *handler) inviteJSON(ctx context.Context, inv store.Invite, c store.Channel) (wire.Invite, error) {
+func (h *inviteHandler) inviteJSON(ctx context.Context, inv store.Invite, c store.Channel) (wire.Invite, error) {
 	gs, err := h.store.LoadGuild(ctx, inv.GuildID)
 	if errors.Is(err, store.ErrNotFound) {
 		return wire.Invite{}, errUnknownInvite
@@ -85,7 +85,7 @@ func (h *handler) inviteJSON(ctx context.Context, inv store.Invite, c store.Chan
 }
 
 // liveInvite loads an invite that has neither expired nor run out of uses.
-func (h *handler) liveInvite(ctx context.Context, code string) (store.Invite, store.Channel, error) {
+func (h *inviteHandler) liveInvite(ctx context.Context, code string) (store.Invite, store.Channel, error) {
 	if code == "" || len(code) > 64 {
 		return store.Invite{}, store.Channel{}, errUnknownInvite
 	}
@@ -96,7 +96,7 @@ func (h *handler) liveInvite(ctx context.Context, code string) (store.Invite, st
 	if err != nil {
 		return inv, store.Channel{}, errors.Join(guild.ErrUnavailable, err)
 	}
-	now := h.cfg.Now()
+	now := h.now()
 	if (inv.MaxAge > 0 && now.After(inv.CreatedAt.Add(time.Duration(inv.MaxAge)*time.Second))) ||
 		(inv.MaxUses > 0 && inv.Uses >= inv.MaxUses) {
 		return inv, store.Channel{}, errUnknownInvite
@@ -111,7 +111,7 @@ func (h *handler) liveInvite(ctx context.Context, code string) (store.Invite, st
 	return inv, c, nil
 }
 
-func (h *handler) getInvite(w http.ResponseWriter, r *http.Request) error {
+func (h *inviteHandler) getInvite(w http.ResponseWriter, r *http.Request) error {
 	inv, c, err := h.liveInvite(r.Context(), r.PathValue("code"))
 	if err != nil {
 		return err
@@ -127,7 +127,7 @@ func (h *handler) getInvite(w http.ResponseWriter, r *http.Request) error {
 // acceptInvite joins the caller to the invite's guild. Uses count new
 // members only. Concurrent accepts of a max_uses invite may overshoot by
 // the number racing; the store has no compare-and-set.
-func (h *handler) acceptInvite(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *inviteHandler) acceptInvite(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	inv, c, err := h.liveInvite(r.Context(), r.PathValue("code"))
 	if err != nil {
 		return err
@@ -150,7 +150,7 @@ func (h *handler) acceptInvite(w http.ResponseWriter, r *http.Request, user snow
 	return nil
 }
 
-func (h *handler) deleteInvite(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *inviteHandler) deleteInvite(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	code := r.PathValue("code")
 	inv, err := h.store.GetInvite(r.Context(), code)
 	if errors.Is(err, store.ErrNotFound) {

@@ -11,12 +11,13 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/wire"
 )
 
-func (h *handler) memberJSON(ctx context.Context, m store.Member) (wire.Member, error) {
-	u, err := h.guilds.User(ctx, m.UserID)
+// memberJSON renders a stored member with its user.
+func (p *people) memberJSON(ctx context.Context, m store.Member) (wire.Member, error) {
+	u, err := p.guilds.User(ctx, m.UserID)
 	if err != nil {
 		return wire.Member{}, err
 	}
-	return wire.MemberFrom(m, &u, h.cfg.Now()), nil
+	return wire.MemberFrom(m, &u, p.now()), nil
 }
 
 // memberPath reads {guild} and {user}; "@me" is the caller.
@@ -32,7 +33,7 @@ func memberPath(r *http.Request, user snowflake.ID) (snowflake.ID, snowflake.ID,
 	return g, m, err
 }
 
-func (h *handler) listMembers(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *memberHandler) listMembers(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	g, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err
@@ -61,7 +62,7 @@ func (h *handler) listMembers(w http.ResponseWriter, r *http.Request, user snowf
 	return nil
 }
 
-func (h *handler) getMember(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *memberHandler) getMember(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	g, m, err := memberPath(r, user)
 	if err != nil {
 		return err
@@ -111,12 +112,12 @@ func decodeModifyMember(body []byte) (guild.MemberPatch, error) {
 	return p, nil
 }
 
-func (h *handler) modifyMember(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *memberHandler) modifyMember(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	g, m, err := memberPath(r, user)
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
+	body, err := h.readBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -124,7 +125,7 @@ func (h *handler) modifyMember(w http.ResponseWriter, r *http.Request, user snow
 	if err != nil {
 		return err
 	}
-	if p.CommunicationDisabledUntil != nil && !p.CommunicationDisabledUntil.IsZero() && !p.CommunicationDisabledUntil.After(h.cfg.Now()) {
+	if p.CommunicationDisabledUntil != nil && !p.CommunicationDisabledUntil.IsZero() && !p.CommunicationDisabledUntil.After(h.now()) {
 		return formError("communication_disabled_until", "COMMUNICATION_DISABLED_UNTIL_IN_PAST", "Timeout must be in the future.")
 	}
 	vp, err := decodeMemberVoice(body)
@@ -148,7 +149,7 @@ func (h *handler) modifyMember(w http.ResponseWriter, r *http.Request, user snow
 	return nil
 }
 
-func (h *handler) removeMember(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *memberHandler) removeMember(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	g, m, err := memberPath(r, user)
 	if err != nil {
 		return err
@@ -161,7 +162,7 @@ func (h *handler) removeMember(w http.ResponseWriter, r *http.Request, user snow
 	return nil
 }
 
-func (h *handler) memberRole(w http.ResponseWriter, r *http.Request, user snowflake.ID, add bool) error {
+func (h *memberHandler) memberRole(w http.ResponseWriter, r *http.Request, user snowflake.ID, add bool) error {
 	g, m, err := memberPath(r, user)
 	if err != nil {
 		return err
@@ -182,21 +183,21 @@ func (h *handler) memberRole(w http.ResponseWriter, r *http.Request, user snowfl
 	return nil
 }
 
-func (h *handler) addMemberRole(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *memberHandler) addMemberRole(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	return h.memberRole(w, r, user, true)
 }
 
-func (h *handler) removeMemberRole(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *memberHandler) removeMemberRole(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	return h.memberRole(w, r, user, false)
 }
 
 // removed runs Deps.MemberRemoved for a member that left or was removed,
 // on a context that outlives the caller's disconnect.
-func (h *handler) removed(ctx context.Context, guildID, userID snowflake.ID) {
-	if h.memberRemoved == nil {
+func (f removedHook) removed(ctx context.Context, guildID, userID snowflake.ID) {
+	if f == nil {
 		return
 	}
 	bg, cancel := background(ctx)
 	defer cancel()
-	h.memberRemoved(bg, guildID, userID)
+	f(bg, guildID, userID)
 }

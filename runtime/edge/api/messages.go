@@ -99,7 +99,7 @@ func decodeNonce(raw json.RawMessage) (string, error) {
 	return "#" + strconv.FormatInt(n, 10), nil
 }
 
-func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *messageHandler) createMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	channelID, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return err
@@ -178,7 +178,7 @@ func (h *handler) createMessage(w http.ResponseWriter, r *http.Request, user sno
 
 // sentBefore asks Deps.PriorSend for a message an earlier attempt of
 // this send wrote on another process.
-func (h *handler) sentBefore(r *http.Request, user, channelID snowflake.ID, nonce string) (snowflake.ID, bool) {
+func (h *messageHandler) sentBefore(r *http.Request, user, channelID snowflake.ID, nonce string) (snowflake.ID, bool) {
 	if h.priorSend == nil {
 		return 0, false
 	}
@@ -190,7 +190,7 @@ func (h *handler) sentBefore(r *http.Request, user, channelID snowflake.ID, nonc
 // guild's actor authorises the send (permissions, slowmode), mints the
 // id, writes the message with its MESSAGE_CREATE event and fans it out,
 // rendered by rd.
-func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflake.ID, req createMessageRequest) (wire.Message, error) {
+func (h *messageHandler) send(ctx context.Context, rd *reader, user, channelID snowflake.ID, req createMessageRequest) (wire.Message, error) {
 	mentions := parseMentions(req.Content, req.AllowedMentions)
 	var ref *store.Message
 	if mr := req.MessageReference; mr != nil {
@@ -242,8 +242,10 @@ func (h *handler) send(ctx context.Context, rd *reader, user, channelID snowflak
 	return written.Wire, err
 }
 
-func (h *handler) userOrGhost(ctx context.Context, id snowflake.ID) wire.User {
-	if u, err := h.guilds.User(ctx, id); err == nil {
+// userOrGhost renders a user, or Discord's "Deleted User" for one that
+// is gone.
+func (p *people) userOrGhost(ctx context.Context, id snowflake.ID) wire.User {
+	if u, err := p.guilds.User(ctx, id); err == nil {
 		return u
 	}
 	return wire.User{ID: id, Username: "Deleted User", Discriminator: "0"}

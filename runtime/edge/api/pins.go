@@ -21,12 +21,12 @@ const (
 
 // pinMessage is PUT /channels/{c}/messages/pins/{m} (and the legacy
 // PUT /channels/{c}/pins/{m}).
-func (h *handler) pinMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *pinHandler) pinMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	return h.setPin(w, r, user, true)
 }
 
 // unpinMessage is DELETE /channels/{c}/messages/pins/{m} (and legacy).
-func (h *handler) unpinMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *pinHandler) unpinMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	return h.setPin(w, r, user, false)
 }
 
@@ -34,8 +34,8 @@ func (h *handler) unpinMessage(w http.ResponseWriter, r *http.Request, user snow
 // PIN_MESSAGES (or MANAGE_MESSAGES, which Discord still honours), reads
 // the message, refuses an archived thread's pins and the 51st pin, writes
 // the pin with the message's pinned flag and sends CHANNEL_PINS_UPDATE.
-func (h *handler) setPin(w http.ResponseWriter, r *http.Request, user snowflake.ID, pin bool) error {
-	channelID, messageID, err := h.messagePath(r)
+func (h *pinHandler) setPin(w http.ResponseWriter, r *http.Request, user snowflake.ID, pin bool) error {
+	channelID, messageID, err := messagePath(r)
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ type pinEntry struct {
 // pinned lists the channel's pins the viewer may read, most recent
 // first, pinned before before (zero: no bound), at most limit, and reports
 // whether more remain. Without READ_MESSAGE_HISTORY the list is empty.
-func (h *handler) pinned(r *http.Request, user snowflake.ID, before time.Time, limit int) ([]pinEntry, bool, error) {
+func (h *pinHandler) pinned(r *http.Request, user snowflake.ID, before time.Time, limit int) ([]pinEntry, bool, error) {
 	channelID, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return nil, false, err
@@ -121,7 +121,7 @@ func (h *handler) pinned(r *http.Request, user snowflake.ID, before time.Time, l
 }
 
 // listPins is GET /channels/{c}/messages/pins?before=<ISO8601>&limit=1..50.
-func (h *handler) listPins(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *pinHandler) listPins(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	limit, err := queryInt(r, "limit", guild.MaxPins, 1, guild.MaxPins)
 	if err != nil {
 		return err
@@ -143,7 +143,7 @@ func (h *handler) listPins(w http.ResponseWriter, r *http.Request, user snowflak
 }
 
 // listPinsLegacy is GET /channels/{c}/pins: the pinned messages as an array.
-func (h *handler) listPinsLegacy(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *pinHandler) listPinsLegacy(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	items, _, err := h.pinned(r, user, time.Time{}, guild.MaxPins)
 	if err != nil {
 		return err

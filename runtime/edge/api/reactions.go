@@ -30,9 +30,9 @@ type reactionTarget struct {
 // reactionPath decides visibility for the caller, then loads the message:
 // a hidden channel is 50001 before anything about the message is said.
 // Reacting and reading reactions need READ_MESSAGE_HISTORY, as on Discord.
-func (h *handler) reactionPath(r *http.Request, user snowflake.ID, withEmoji bool) (reactionTarget, error) {
+func (h *reactionHandler) reactionPath(r *http.Request, user snowflake.ID, withEmoji bool) (reactionTarget, error) {
 	var t reactionTarget
-	channelID, messageID, err := h.messagePath(r)
+	channelID, messageID, err := messagePath(r)
 	if err != nil {
 		return t, err
 	}
@@ -65,7 +65,7 @@ func reactionUser(r *http.Request, user snowflake.ID) (snowflake.ID, error) {
 // addReaction is PUT /channels/{c}/messages/{m}/reactions/{emoji}/@me.
 // A new emoji on the message needs ADD_REACTIONS; joining an existing one
 // does not (as on Discord).
-func (h *handler) addReaction(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *reactionHandler) addReaction(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	if r.PathValue("user") != "@me" {
 		return &apiError{Status: http.StatusMethodNotAllowed, Code: 0, Message: "405: Method Not Allowed"}
 	}
@@ -113,7 +113,7 @@ func (h *handler) addReaction(w http.ResponseWriter, r *http.Request, user snowf
 
 // removeReaction is DELETE …/reactions/{emoji}/{user}: one's own
 // (@me) or, with MANAGE_MESSAGES, someone else's.
-func (h *handler) removeReaction(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *reactionHandler) removeReaction(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	target, err := reactionUser(r, user)
 	if err != nil {
 		return err
@@ -143,7 +143,7 @@ func (h *handler) removeReaction(w http.ResponseWriter, r *http.Request, user sn
 }
 
 // removeEmojiReactions is DELETE …/reactions/{emoji} (MANAGE_MESSAGES).
-func (h *handler) removeEmojiReactions(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *reactionHandler) removeEmojiReactions(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	t, err := h.reactionPath(r, user, true)
 	if err != nil {
 		return err
@@ -166,7 +166,7 @@ func (h *handler) removeEmojiReactions(w http.ResponseWriter, r *http.Request, u
 }
 
 // removeAllReactions is DELETE …/messages/{m}/reactions (MANAGE_MESSAGES).
-func (h *handler) removeAllReactions(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *reactionHandler) removeAllReactions(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	t, err := h.reactionPath(r, user, false)
 	if err != nil {
 		return err
@@ -190,7 +190,7 @@ func (h *handler) removeAllReactions(w http.ResponseWriter, r *http.Request, use
 
 // listReactionUsers is GET …/reactions/{emoji}?after&limit (1..100,
 // default 25): the users who reacted, by id.
-func (h *handler) listReactionUsers(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *reactionHandler) listReactionUsers(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	limit, err := queryInt(r, "limit", 25, 1, 100)
 	if err != nil {
 		return err
@@ -226,12 +226,12 @@ func (h *handler) listReactionUsers(w http.ResponseWriter, r *http.Request, user
 // removeMessageSub is DELETE /channels/{c}/messages/{a}/{b}: unpin
 // (messages/pins/{m}) or remove all reactions (messages/{m}/reactions).
 // The two routes overlap as patterns, so one handler tells them apart.
-func (h *handler) removeMessageSub(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *reactionHandler) removeMessageSub(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	a, b := r.PathValue("a"), r.PathValue("b")
 	switch {
 	case a == "pins":
 		r.SetPathValue("message", b)
-		return h.unpinMessage(w, r, user)
+		return h.pin.unpinMessage(w, r, user)
 	case b == "reactions":
 		r.SetPathValue("message", a)
 		return h.removeAllReactions(w, r, user)
@@ -241,7 +241,7 @@ func (h *handler) removeMessageSub(w http.ResponseWriter, r *http.Request, user 
 
 // publishChannel hands a channel content event to the guild tier, which
 // delivers it to the sessions that see the channel at fan-out.
-func (h *handler) publishChannel(ctx context.Context, c store.Channel, typ string, payload any) {
+func (h *reactionHandler) publishChannel(ctx context.Context, c store.Channel, typ string, payload any) {
 	bg, cancel := background(ctx)
 	defer cancel()
 	intent, private := guild.IntentGuildMessageReactions, guild.IntentDirectMessageReactions
@@ -255,7 +255,7 @@ func (h *handler) publishChannel(ctx context.Context, c store.Channel, typ strin
 
 // withReactions sets each message's reactions as the viewer sees them
 // (me: whether the viewer reacted). The messages are of one channel.
-func (h *handler) withReactions(ctx context.Context, viewer, channelID snowflake.ID, msgs []wire.Message) error {
+func (v *views) withReactions(ctx context.Context, viewer, channelID snowflake.ID, msgs []wire.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -263,7 +263,7 @@ func (h *handler) withReactions(ctx context.Context, viewer, channelID snowflake
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
-	counts, err := h.store.CountReactions(ctx, channelID, ids, viewer)
+	counts, err := v.store.CountReactions(ctx, channelID, ids, viewer)
 	if err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
 	}

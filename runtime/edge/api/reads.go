@@ -25,7 +25,7 @@ import (
 // message the viewer cannot see is left out (referenced_message absent),
 // as Discord leaves out what it cannot show.
 type reader struct {
-	h       *handler
+	v       *views
 	viewer  snowflake.ID
 	decided map[snowflake.ID]readDecision
 	// sealed is set while the reader renders inside the guild's actor
@@ -43,8 +43,8 @@ type readDecision struct {
 	err  error
 }
 
-func (h *handler) reader(viewer snowflake.ID) *reader {
-	return &reader{h: h, viewer: viewer, decided: make(map[snowflake.ID]readDecision, 1)}
+func (v *views) reader(viewer snowflake.ID) *reader {
+	return &reader{v: v, viewer: viewer, decided: make(map[snowflake.ID]readDecision, 1)}
 }
 
 // access returns the viewer's decision for a channel, asking Visibility
@@ -56,7 +56,7 @@ func (r *reader) access(ctx context.Context, channelID snowflake.ID) (guild.Read
 	if r.sealed {
 		return guild.ReadView{}, errors.Join(guild.ErrUnavailable, fmt.Errorf("channel %d: %w", channelID, errUndecided))
 	}
-	v, err := r.h.guilds.Visibility(ctx, r.viewer, channelID)
+	v, err := r.v.guilds.Visibility(ctx, r.viewer, channelID)
 	r.decided[channelID] = readDecision{v, err}
 	return v, err
 }
@@ -77,7 +77,7 @@ func (r *reader) load(ctx context.Context, channelID, messageID snowflake.ID) (w
 	if _, err := r.access(ctx, channelID); err != nil {
 		return wire.Message{}, err
 	}
-	m, err := r.h.store.GetMessage(ctx, channelID, messageID)
+	m, err := r.v.store.GetMessage(ctx, channelID, messageID)
 	if err != nil {
 		return wire.Message{}, messageErr(err)
 	}
@@ -102,7 +102,7 @@ func (r *reader) render(ctx context.Context, m store.Message, member *wire.Membe
 		refChannel = v.Channel.ParentID
 	}
 	if ref == nil && m.ReferenceID != 0 && m.Type != wire.MessageThreadCreated {
-		got, err := r.h.store.GetMessage(ctx, refChannel, m.ReferenceID)
+		got, err := r.v.store.GetMessage(ctx, refChannel, m.ReferenceID)
 		switch {
 		case err == nil:
 			ref = &got
@@ -115,7 +115,7 @@ func (r *reader) render(ctx context.Context, m store.Message, member *wire.Membe
 		_, err := r.access(ctx, ref.ChannelID)
 		switch {
 		case err == nil:
-			rm := r.h.wireMessage(ctx, *ref, nil, nil)
+			rm := r.v.wireMessage(ctx, *ref, nil, nil)
 			if err := r.withThread(ctx, ref, &rm); err != nil {
 				return wire.Message{}, err
 			}
@@ -124,7 +124,7 @@ func (r *reader) render(ctx context.Context, m store.Message, member *wire.Membe
 			return wire.Message{}, err
 		}
 	}
-	out := r.h.wireMessage(ctx, m, member, refMsg)
+	out := r.v.wireMessage(ctx, m, member, refMsg)
 	switch m.Type {
 	case wire.MessageThreadCreated:
 		out.MessageReference = &wire.MessageReference{ChannelID: m.ReferenceID, GuildID: m.GuildID}
@@ -156,22 +156,22 @@ func (r *reader) withThread(ctx context.Context, m *store.Message, out *wire.Mes
 
 // wireMessage converts a stored message with its author, mentions and an
 // already-decided referenced message; only reader calls it.
-func (h *handler) wireMessage(ctx context.Context, m store.Message, member *wire.Member, ref *wire.Message) wire.Message {
+func (v *views) wireMessage(ctx context.Context, m store.Message, member *wire.Member, ref *wire.Message) wire.Message {
 	var author wire.User
 	if m.WebhookID != 0 {
 		author, member = webhookAuthor(m), nil
 	} else {
-		author = h.userOrGhost(ctx, m.AuthorID)
+		author = v.userOrGhost(ctx, m.AuthorID)
 	}
 	mentions := make([]wire.User, 0, len(m.Mentions))
 	for _, id := range m.Mentions {
-		if u, err := h.guilds.User(ctx, id); err == nil {
+		if u, err := v.guilds.User(ctx, id); err == nil {
 			mentions = append(mentions, u)
 		}
 	}
 	out := wire.MessageFrom(m, author, member, mentions, ref)
 	out.WebhookID = m.WebhookID
-	h.attachmentURLs(ctx, out.Attachments)
+	v.attachmentURLs(ctx, out.Attachments)
 	return out
 }
 
@@ -183,7 +183,7 @@ func (h *handler) wireMessage(ctx context.Context, m store.Message, member *wire
 // returns the referenced message to render with.
 func (r *reader) prepare(ctx context.Context, m store.Message, ref *store.Message) (*store.Message, error) {
 	if ref == nil && m.ReferenceID != 0 && m.Type != wire.MessageThreadCreated && m.Type != wire.MessageThreadStarter {
-		got, err := r.h.store.GetMessage(ctx, m.ChannelID, m.ReferenceID)
+		got, err := r.v.store.GetMessage(ctx, m.ChannelID, m.ReferenceID)
 		switch {
 		case err == nil:
 			ref = &got

@@ -29,19 +29,6 @@ const (
 // messageFlagHasThread marks a message that started a thread.
 const messageFlagHasThread = 1 << 5
 
-func (h *handler) threadRoutes(authed func(string, authedFunc)) {
-	authed("POST /channels/{channel}/messages/{message}/threads", h.startThreadFromMessage)
-	authed("POST /channels/{channel}/threads", h.startThread)
-	authed("GET /channels/{channel}/threads/archived/public", h.archivedPublic)
-	authed("GET /channels/{channel}/threads/archived/private", h.archivedPrivate)
-	authed("GET /channels/{channel}/users/@me/threads/archived/private", h.archivedJoined)
-	authed("GET /guilds/{guild}/threads/active", h.activeThreads)
-	authed("GET /channels/{channel}/thread-members", h.listThreadMembers)
-	authed("GET /channels/{channel}/thread-members/{user}", h.getThreadMember)
-	authed("PUT /channels/{channel}/thread-members/{user}", h.addThreadMember)
-	authed("DELETE /channels/{channel}/thread-members/{user}", h.removeThreadMember)
-}
-
 type startThreadRequest struct {
 	Name                string `json:"name"`
 	AutoArchiveDuration *int   `json:"auto_archive_duration"`
@@ -93,8 +80,8 @@ func frozenThread(c store.Channel) error {
 }
 
 // startThreadFromMessage is POST /channels/{c}/messages/{m}/threads.
-func (h *handler) startThreadFromMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
-	channelID, messageID, err := h.messagePath(r)
+func (h *threadHandler) startThreadFromMessage(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+	channelID, messageID, err := messagePath(r)
 	if err != nil {
 		return err
 	}
@@ -144,7 +131,7 @@ func (h *handler) startThreadFromMessage(w http.ResponseWriter, r *http.Request,
 
 // startThread is POST /channels/{c}/threads: a thread without a starter
 // message (private unless type says otherwise).
-func (h *handler) startThread(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *threadHandler) startThread(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	channelID, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return err
@@ -194,7 +181,7 @@ func (h *handler) startThread(w http.ResponseWriter, r *http.Request, user snowf
 // by rd, whose viewer did the action; ref is the message it refers to,
 // when it refers to one. It runs after the action succeeded, so a failure
 // is logged, not answered.
-func (h *handler) postSystemMessage(ctx context.Context, rd *reader, m store.Message, ref *store.Message) {
+func (h *threadHandler) postSystemMessage(ctx context.Context, rd *reader, m store.Message, ref *store.Message) {
 	bg, cancel := background(ctx)
 	defer cancel()
 	if _, err := rd.prepare(bg, m, ref); err != nil {
@@ -216,7 +203,7 @@ func threadJSON(th store.Channel, member store.ThreadMember) wire.Channel {
 	return out
 }
 
-func (h *handler) threadCreated(w http.ResponseWriter, r *http.Request, user snowflake.ID, th store.Channel, member store.ThreadMember) {
+func (h *threadHandler) threadCreated(w http.ResponseWriter, r *http.Request, user snowflake.ID, th store.Channel, member store.ThreadMember) {
 	h.recordAudit(r, th.GuildID, user, auditEntry{Action: auditThreadCreate, Target: th.ID, Changes: []auditChange{
 		change("name", nil, th.Name), change("type", nil, th.Type), change("archived", nil, false),
 		change("locked", nil, false), change("auto_archive_duration", nil, th.Thread.AutoArchiveDuration)}})
@@ -235,13 +222,13 @@ type threadPatchRequest struct {
 
 // isThread reports whether a channel id names a thread (read from the
 // store; a thread's type never changes).
-func (h *handler) isThread(r *http.Request, channelID snowflake.ID) bool {
+func (h *threadHandler) isThread(r *http.Request, channelID snowflake.ID) bool {
 	c, err := h.store.GetChannel(r.Context(), channelID)
 	return err == nil && c.Thread != nil
 }
 
 // modifyThread is PATCH /channels/{thread}.
-func (h *handler) modifyThread(w http.ResponseWriter, r *http.Request, user, threadID snowflake.ID) error {
+func (h *threadHandler) modifyThread(w http.ResponseWriter, r *http.Request, user, threadID snowflake.ID) error {
 	var req threadPatchRequest
 	if err := h.decodeRequest(w, r, &req); err != nil {
 		return err
@@ -289,7 +276,7 @@ func (h *handler) modifyThread(w http.ResponseWriter, r *http.Request, user, thr
 }
 
 // deleteThread is DELETE /channels/{thread}.
-func (h *handler) deleteThread(w http.ResponseWriter, r *http.Request, user, threadID snowflake.ID) error {
+func (h *threadHandler) deleteThread(w http.ResponseWriter, r *http.Request, user, threadID snowflake.ID) error {
 	th, err := h.guilds.DeleteThread(r.Context(), user, threadID)
 	if err != nil {
 		return err
@@ -323,7 +310,7 @@ func threadList(l guild.ThreadList, paged bool) threadListJSON {
 }
 
 // activeThreads is GET /guilds/{g}/threads/active.
-func (h *handler) activeThreads(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *threadHandler) activeThreads(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	guildID, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err
@@ -336,7 +323,7 @@ func (h *handler) activeThreads(w http.ResponseWriter, r *http.Request, user sno
 	return nil
 }
 
-func (h *handler) archived(w http.ResponseWriter, r *http.Request, user snowflake.ID, private, joined bool) error {
+func (h *threadHandler) archived(w http.ResponseWriter, r *http.Request, user snowflake.ID, private, joined bool) error {
 	channelID, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return err
@@ -369,15 +356,15 @@ func (h *handler) archived(w http.ResponseWriter, r *http.Request, user snowflak
 	return nil
 }
 
-func (h *handler) archivedPublic(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *threadHandler) archivedPublic(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	return h.archived(w, r, user, false, false)
 }
 
-func (h *handler) archivedPrivate(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *threadHandler) archivedPrivate(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	return h.archived(w, r, user, true, false)
 }
 
-func (h *handler) archivedJoined(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *threadHandler) archivedJoined(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	return h.archived(w, r, user, true, true)
 }
 
@@ -394,7 +381,7 @@ func threadMemberTarget(r *http.Request, user snowflake.ID) (snowflake.ID, snowf
 	return threadID, target, err
 }
 
-func (h *handler) addThreadMember(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *threadHandler) addThreadMember(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	threadID, target, err := threadMemberTarget(r, user)
 	if err != nil {
 		return err
@@ -406,7 +393,7 @@ func (h *handler) addThreadMember(w http.ResponseWriter, r *http.Request, user s
 	return nil
 }
 
-func (h *handler) removeThreadMember(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *threadHandler) removeThreadMember(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	threadID, target, err := threadMemberTarget(r, user)
 	if err != nil {
 		return err
@@ -418,7 +405,7 @@ func (h *handler) removeThreadMember(w http.ResponseWriter, r *http.Request, use
 	return nil
 }
 
-func (h *handler) getThreadMember(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *threadHandler) getThreadMember(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	threadID, target, err := threadMemberTarget(r, user)
 	if err != nil {
 		return err
@@ -431,7 +418,7 @@ func (h *handler) getThreadMember(w http.ResponseWriter, r *http.Request, user s
 	return nil
 }
 
-func (h *handler) listThreadMembers(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *threadHandler) listThreadMembers(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	threadID, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return err

@@ -16,16 +16,11 @@ type voiceRegion struct {
 	Custom     bool   `json:"custom"`
 }
 
-func (h *handler) voiceRoutes(authed func(string, authedFunc)) {
-	authed("GET /voice/regions", h.voiceRegions)
-	authed("GET /guilds/{guild}/regions", h.guildVoiceRegions)
-}
-
 // voiceRegions lists the regions that have a healthy voice server. The
 // optimal one is the guild node's own region when the fleet has it, else
 // the first: a REST caller has no gateway session whose node would say
 // where it is, and Concord uses no geo-IP.
-func (h *handler) voiceRegions(w http.ResponseWriter, r *http.Request, _ snowflake.ID) error {
+func (h *voiceHandler) voiceRegions(w http.ResponseWriter, r *http.Request, _ snowflake.ID) error {
 	regions := h.guilds.VoiceRegions()
 	optimal := 0
 	home := h.guilds.HomeVoiceRegion()
@@ -43,7 +38,7 @@ func (h *handler) voiceRegions(w http.ResponseWriter, r *http.Request, _ snowfla
 }
 
 // guildVoiceRegions is GET /guilds/{id}/regions, for members of the guild.
-func (h *handler) guildVoiceRegions(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *voiceHandler) guildVoiceRegions(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	g, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err

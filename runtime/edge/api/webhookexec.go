@@ -65,7 +65,7 @@ func decodeExecuteWebhook(body []byte, files int) (executeWebhookRequest, error)
 
 // webhookTarget resolves ?thread_id against the webhook: 0 is the
 // webhook's channel; a thread must be one of that channel.
-func (h *handler) webhookTarget(r *http.Request, wh store.Webhook) (snowflake.ID, error) {
+func (h *webhookExecHandler) webhookTarget(r *http.Request, wh store.Webhook) (snowflake.ID, error) {
 	s := r.URL.Query().Get("thread_id")
 	if s == "" {
 		return 0, nil
@@ -92,8 +92,8 @@ func avatarURLHash(u string) string {
 }
 
 // executeWebhook is POST /webhooks/{id}/{token}.
-func (h *handler) executeWebhook(w http.ResponseWriter, r *http.Request) error {
-	wh, err := h.tokenWebhook(r)
+func (h *webhookExecHandler) executeWebhook(w http.ResponseWriter, r *http.Request) error {
+	wh, err := tokenWebhook(r, h.store)
 	if err != nil {
 		return err
 	}
@@ -121,7 +121,7 @@ func (h *handler) executeWebhook(w http.ResponseWriter, r *http.Request) error {
 	if threadID != 0 {
 		target = threadID
 	}
-	if q := h.webhookLimit.take(wh.ID, target, h.cfg.Now()); !q.write(w, h.cfg.Now()) {
+	if q := h.limit.take(wh.ID, target, h.now()); !q.write(w, h.now()) {
 		return nil
 	}
 	ctx := r.Context()
@@ -163,14 +163,14 @@ func (h *handler) executeWebhook(w http.ResponseWriter, r *http.Request) error {
 
 // webhookRender is the Render of a webhook's message write
 // (guild.MessageWrite): webhookMessageJSON, which asks the guild nothing.
-func (h *handler) webhookRender(ctx context.Context, w guild.Written) (wire.Message, error) {
+func (h *webhookExecHandler) webhookRender(ctx context.Context, w guild.Written) (wire.Message, error) {
 	return h.webhookMessageJSON(ctx, w.Message), nil
 }
 
 // webhookMessageJSON renders a message for its webhook's token routes:
 // the webhook posted it into its own channel, which is all it reads, so
 // no viewer decision applies (webhook messages never reply).
-func (h *handler) webhookMessageJSON(ctx context.Context, m store.Message) wire.Message {
+func (h *webhookExecHandler) webhookMessageJSON(ctx context.Context, m store.Message) wire.Message {
 	return h.wireMessage(ctx, m, nil, nil)
 }
 
@@ -186,8 +186,8 @@ func webhookAuthor(m store.Message) wire.User {
 
 // webhookOwnMessage loads a message the webhook posted, from its channel
 // or the thread ?thread_id names; any other message is 10008.
-func (h *handler) webhookOwnMessage(r *http.Request) (store.Webhook, store.Message, error) {
-	wh, err := h.tokenWebhook(r)
+func (h *webhookExecHandler) webhookOwnMessage(r *http.Request) (store.Webhook, store.Message, error) {
+	wh, err := tokenWebhook(r, h.store)
 	if err != nil {
 		return wh, store.Message{}, err
 	}
@@ -215,7 +215,7 @@ func (h *handler) webhookOwnMessage(r *http.Request) (store.Webhook, store.Messa
 
 // webhookMessageFrozen is ErrThreadArchived when the webhook's message m
 // is in an archived thread (edits and deletes wait for an unarchive).
-func (h *handler) webhookMessageFrozen(ctx context.Context, wh store.Webhook, m store.Message) error {
+func (h *webhookExecHandler) webhookMessageFrozen(ctx context.Context, wh store.Webhook, m store.Message) error {
 	if m.ChannelID == wh.ChannelID {
 		return nil
 	}
@@ -230,7 +230,7 @@ func (h *handler) webhookMessageFrozen(ctx context.Context, wh store.Webhook, m 
 }
 
 // getWebhookMessage is GET /webhooks/{id}/{token}/messages/{m}.
-func (h *handler) getWebhookMessage(w http.ResponseWriter, r *http.Request) error {
+func (h *webhookExecHandler) getWebhookMessage(w http.ResponseWriter, r *http.Request) error {
 	_, m, err := h.webhookOwnMessage(r)
 	if err != nil {
 		return err
@@ -245,7 +245,7 @@ type editWebhookMessageRequest struct {
 }
 
 // editWebhookMessage is PATCH /webhooks/{id}/{token}/messages/{m}.
-func (h *handler) editWebhookMessage(w http.ResponseWriter, r *http.Request) error {
+func (h *webhookExecHandler) editWebhookMessage(w http.ResponseWriter, r *http.Request) error {
 	wh, m, err := h.webhookOwnMessage(r)
 	if err != nil {
 		return err
@@ -287,7 +287,7 @@ func (h *handler) editWebhookMessage(w http.ResponseWriter, r *http.Request) err
 		h.forgetAttachments(ctx, addedAttachments(before, m.Attachments))
 		return errEmptyMessage
 	}
-	m.EditedAt = h.cfg.Now()
+	m.EditedAt = h.now()
 	written, err := h.writeMessage(ctx, false, guild.MessageWrite{
 		Check: guild.CheckWebhook, WebhookChannel: wh.ChannelID, Message: m, Mentions: mentions, Render: h.webhookRender,
 	}, addedAttachments(before, m.Attachments), removed)
@@ -299,7 +299,7 @@ func (h *handler) editWebhookMessage(w http.ResponseWriter, r *http.Request) err
 }
 
 // deleteWebhookMessage is DELETE /webhooks/{id}/{token}/messages/{m}.
-func (h *handler) deleteWebhookMessage(w http.ResponseWriter, r *http.Request) error {
+func (h *webhookExecHandler) deleteWebhookMessage(w http.ResponseWriter, r *http.Request) error {
 	wh, m, err := h.webhookOwnMessage(r)
 	if err != nil {
 		return err

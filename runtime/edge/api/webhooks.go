@@ -50,23 +50,6 @@ var (
 	errMaxWebhooks         = &apiError{Status: http.StatusBadRequest, Code: 30007, Message: "Maximum number of webhooks reached (15)"}
 )
 
-func (h *handler) webhookRoutes(open func(string, func(http.ResponseWriter, *http.Request) error), authed func(string, authedFunc)) {
-	authed("POST /channels/{channel}/webhooks", h.createWebhook)
-	authed("GET /channels/{channel}/webhooks", h.channelWebhooks)
-	authed("GET /guilds/{guild}/webhooks", h.guildWebhooks)
-	authed("GET /webhooks/{webhook}", h.getWebhook)
-	authed("PATCH /webhooks/{webhook}", h.modifyWebhook)
-	authed("DELETE /webhooks/{webhook}", h.deleteWebhook)
-
-	open("GET /webhooks/{webhook}/{token}", h.getWebhookByToken)
-	open("PATCH /webhooks/{webhook}/{token}", h.modifyWebhookByToken)
-	open("DELETE /webhooks/{webhook}/{token}", h.deleteWebhookByToken)
-	open("POST /webhooks/{webhook}/{token}", h.executeWebhook)
-	open("GET /webhooks/{webhook}/{token}/messages/{message}", h.getWebhookMessage)
-	open("PATCH /webhooks/{webhook}/{token}/messages/{message}", h.editWebhookMessage)
-	open("DELETE /webhooks/{webhook}/{token}/messages/{message}", h.deleteWebhookMessage)
-}
-
 // webhookObject is Discord's webhook object.
 type webhookObject struct {
 	ID            snowflake.ID  `json:"id"`
@@ -83,7 +66,7 @@ type webhookObject struct {
 
 // webhookJSON renders a webhook; withUser adds its creator (the
 // authenticated routes), token is set only right after creation.
-func (h *handler) webhookJSON(r *http.Request, wh store.Webhook, withUser bool, token string) webhookObject {
+func (h *webhookHandler) webhookJSON(r *http.Request, wh store.Webhook, withUser bool, token string) webhookObject {
 	name := wh.Name
 	out := webhookObject{ID: wh.ID, Type: wh.Type, GuildID: wh.GuildID, ChannelID: wh.ChannelID, Name: &name}
 	if wh.Avatar != "" {
@@ -160,7 +143,7 @@ func avatarHash(field, data string) (string, error) {
 }
 
 // createWebhook is POST /channels/{c}/webhooks.
-func (h *handler) createWebhook(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *webhookHandler) createWebhook(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	channelID, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return err
@@ -208,7 +191,7 @@ func (h *handler) createWebhook(w http.ResponseWriter, r *http.Request, user sno
 		return errors.Join(guild.ErrUnavailable, err)
 	}
 	wh := store.Webhook{ID: id, GuildID: c.GuildID, ChannelID: channelID, CreatorID: user, Type: store.WebhookIncoming,
-		Name: req.Name.Value, Avatar: avatar, TokenHash: hashWebhookToken(token), CreatedAt: h.cfg.Now()}
+		Name: req.Name.Value, Avatar: avatar, TokenHash: hashWebhookToken(token), CreatedAt: h.now()}
 	if err := h.store.PutWebhook(ctx, wh); err != nil {
 		return errors.Join(guild.ErrUnavailable, err)
 	}
@@ -220,7 +203,7 @@ func (h *handler) createWebhook(w http.ResponseWriter, r *http.Request, user sno
 }
 
 // webhooksChanged sends WEBHOOKS_UPDATE for a channel.
-func (h *handler) webhooksChanged(r *http.Request, guildID, channelID snowflake.ID) {
+func (h *webhookHandler) webhooksChanged(r *http.Request, guildID, channelID snowflake.ID) {
 	bg, cancel := background(r.Context())
 	defer cancel()
 	if err := h.guilds.PublishWebhooksUpdate(bg, guildID, channelID); err != nil {
@@ -229,7 +212,7 @@ func (h *handler) webhooksChanged(r *http.Request, guildID, channelID snowflake.
 }
 
 // channelWebhooks is GET /channels/{c}/webhooks.
-func (h *handler) channelWebhooks(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *webhookHandler) channelWebhooks(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	channelID, err := pathID(r, "channel", guild.ErrUnknownChannel)
 	if err != nil {
 		return err
@@ -255,7 +238,7 @@ func (h *handler) channelWebhooks(w http.ResponseWriter, r *http.Request, user s
 
 // guildWebhooks is GET /guilds/{g}/webhooks: the webhooks of the channels
 // the caller sees and may manage webhooks in.
-func (h *handler) guildWebhooks(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *webhookHandler) guildWebhooks(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	guildID, err := pathID(r, "guild", guild.ErrUnknownGuild)
 	if err != nil {
 		return err
@@ -282,7 +265,7 @@ func (h *handler) guildWebhooks(w http.ResponseWriter, r *http.Request, user sno
 // managedWebhook loads {webhook} for a caller who may manage it: a
 // webhook whose channel the caller cannot see is 10015, as if it did not
 // exist, so its id reveals nothing.
-func (h *handler) managedWebhook(r *http.Request, user snowflake.ID) (store.Webhook, error) {
+func (h *webhookHandler) managedWebhook(r *http.Request, user snowflake.ID) (store.Webhook, error) {
 	id, err := pathID(r, "webhook", errUnknownWebhook)
 	if err != nil {
 		return store.Webhook{}, err
@@ -304,13 +287,13 @@ func (h *handler) managedWebhook(r *http.Request, user snowflake.ID) (store.Webh
 	return wh, nil
 }
 
-// tokenWebhook loads {webhook} and checks {token}.
-func (h *handler) tokenWebhook(r *http.Request) (store.Webhook, error) {
+// tokenWebhook loads {webhook} from st and checks {token}.
+func tokenWebhook(r *http.Request, st store.Store) (store.Webhook, error) {
 	id, err := pathID(r, "webhook", errUnknownWebhook)
 	if err != nil {
 		return store.Webhook{}, err
 	}
-	wh, err := h.store.GetWebhook(r.Context(), id)
+	wh, err := st.GetWebhook(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Webhook{}, errUnknownWebhook
 	}
@@ -323,7 +306,7 @@ func (h *handler) tokenWebhook(r *http.Request) (store.Webhook, error) {
 	return wh, nil
 }
 
-func (h *handler) getWebhook(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *webhookHandler) getWebhook(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	wh, err := h.managedWebhook(r, user)
 	if err != nil {
 		return err
@@ -332,8 +315,8 @@ func (h *handler) getWebhook(w http.ResponseWriter, r *http.Request, user snowfl
 	return nil
 }
 
-func (h *handler) getWebhookByToken(w http.ResponseWriter, r *http.Request) error {
-	wh, err := h.tokenWebhook(r)
+func (h *webhookHandler) getWebhookByToken(w http.ResponseWriter, r *http.Request) error {
+	wh, err := tokenWebhook(r, h.store)
 	if err != nil {
 		return err
 	}
@@ -374,7 +357,7 @@ func applyWebhookPatch(wh *store.Webhook, req webhookRequest) ([]auditChange, er
 
 // modifyWebhook is PATCH /webhooks/{id}: name, avatar and channel_id (the
 // new channel needs MANAGE_WEBHOOKS too, through the same decision).
-func (h *handler) modifyWebhook(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *webhookHandler) modifyWebhook(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	var req webhookRequest
 	if err := h.decodeRequest(w, r, &req); err != nil {
 		return err
@@ -417,12 +400,12 @@ func (h *handler) modifyWebhook(w http.ResponseWriter, r *http.Request, user sno
 
 // modifyWebhookByToken is PATCH /webhooks/{id}/{token}: name and avatar
 // only (channel_id is refused).
-func (h *handler) modifyWebhookByToken(w http.ResponseWriter, r *http.Request) error {
+func (h *webhookHandler) modifyWebhookByToken(w http.ResponseWriter, r *http.Request) error {
 	var req webhookRequest
 	if err := h.decodeRequest(w, r, &req); err != nil {
 		return err
 	}
-	wh, err := h.tokenWebhook(r)
+	wh, err := tokenWebhook(r, h.store)
 	if err != nil {
 		return err
 	}
@@ -444,7 +427,7 @@ func (h *handler) modifyWebhookByToken(w http.ResponseWriter, r *http.Request) e
 	return nil
 }
 
-func (h *handler) removeWebhook(w http.ResponseWriter, r *http.Request, wh store.Webhook, user snowflake.ID) error {
+func (h *webhookHandler) removeWebhook(w http.ResponseWriter, r *http.Request, wh store.Webhook, user snowflake.ID) error {
 	if err := h.store.DeleteWebhook(r.Context(), wh.ID); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return errUnknownWebhook
@@ -458,7 +441,7 @@ func (h *handler) removeWebhook(w http.ResponseWriter, r *http.Request, wh store
 	return nil
 }
 
-func (h *handler) deleteWebhook(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
+func (h *webhookHandler) deleteWebhook(w http.ResponseWriter, r *http.Request, user snowflake.ID) error {
 	wh, err := h.managedWebhook(r, user)
 	if err != nil {
 		return err
@@ -466,8 +449,8 @@ func (h *handler) deleteWebhook(w http.ResponseWriter, r *http.Request, user sno
 	return h.removeWebhook(w, r, wh, user)
 }
 
-func (h *handler) deleteWebhookByToken(w http.ResponseWriter, r *http.Request) error {
-	wh, err := h.tokenWebhook(r)
+func (h *webhookHandler) deleteWebhookByToken(w http.ResponseWriter, r *http.Request) error {
+	wh, err := tokenWebhook(r, h.store)
 	if err != nil {
 		return err
 	}
@@ -490,7 +473,7 @@ func change(key string, old, new any) auditChange {
 // channelID 0, of a deleted guild), as Discord does; their tokens stop
 // working at once. Best effort: a failure is logged, and a webhook left
 // behind can post nowhere (its channel is gone).
-func (h *handler) dropWebhooks(r *http.Request, guildID, channelID snowflake.ID) {
+func (h *webhookHandler) dropWebhooks(r *http.Request, guildID, channelID snowflake.ID) {
 	ctx, cancel := background(r.Context())
 	defer cancel()
 	all, err := h.store.GuildWebhooks(ctx, guildID)

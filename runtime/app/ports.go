@@ -76,15 +76,8 @@ func (n *Node) givePorts(ctx context.Context, parts wiring.Parts) error {
 		}
 		if runs(registry.RoleGateway, readstaterole.Name) {
 			// Identify's READY and the read-state role's channel mapping
-			// read guilds from the store; this service loads no actor.
-			r, err := guild.NewService(guild.Config{Logger: n.log.With("component", "guild-reader")},
-				guild.Deps{Store: parts.Store, Sink: discardSink{}, IDs: parts.IDs, Auth: parts.Auth})
-			if err != nil {
-				return fmt.Errorf("guild reader: %w", err)
-			}
-			if _, err := wiring.Shared(s, wiring.GuildReader, func() (*guild.Service, func() error, error) { return r, r.Close, nil }); err != nil {
-				return err
-			}
+			// read guilds from the store, with no actor.
+			wiring.Provide(s, wiring.GuildReader, guild.NewReader(parts.Store, parts.Auth))
 		}
 		if runs(registry.RoleGuild, presencerole.Name, "relay") {
 			gwRing, err := wiring.Ring(ctx, s, n.reg, registry.RoleGateway, ringCfg)
@@ -202,10 +195,3 @@ func (s lateSink) Deliver(ctx context.Context, node string, b event.Batch) {
 		n.Deliver(ctx, node, b)
 	}
 }
-
-// discardSink is the sink of the guild reader, which loads no actor and
-// so never delivers.
-type discardSink struct{}
-
-// Deliver implements event.Sink.
-func (discardSink) Deliver(context.Context, string, event.Batch) {}

@@ -184,16 +184,7 @@ func (p *privateRouter) publish(ctx context.Context, channelID snowflake.ID, typ
 // wireChannel converts a private channel for a viewer: recipients are the
 // other users.
 func (p *privateRouter) wireChannel(ctx context.Context, c store.Channel, viewer snowflake.ID) wire.Channel {
-	users := make([]wire.User, 0, len(c.Recipients))
-	for _, id := range c.Recipients {
-		if id == viewer {
-			continue
-		}
-		if u, err := p.svc.User(ctx, id); err == nil {
-			users = append(users, u)
-		}
-	}
-	return wire.ChannelFrom(c, users)
+	return p.svc.reader.wireChannel(ctx, c, viewer)
 }
 
 // WireChannel converts a channel for viewer: private channels list the

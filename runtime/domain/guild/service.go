@@ -146,10 +146,11 @@ type Service struct {
 	users    map[snowflake.ID]map[event.SessionID]*sessionEntry
 	closed   bool
 
-	// channelGuild caches channel id → guild id (0 for private channels).
-	channelGuild sync.Map
-	// userCache caches user objects by id; accounts do not change name.
-	userCache sync.Map
+	// reader answers identify, channel → guild and users from the
+	// store, with its caches; channelGuild is its channel → guild cache,
+	// which the actors keep current as channels come and go.
+	reader       *Reader
+	channelGuild *sync.Map
 
 	// messages is Deps.Messages, or the store without events.
 	messages outbox.Writer
@@ -218,7 +219,9 @@ func NewService(cfg Config, deps Deps) (*Service, error) {
 		users:    make(map[snowflake.ID]map[event.SessionID]*sessionEntry),
 		done:     make(chan struct{}),
 		messages: deps.Messages,
+		reader:   NewReader(deps.Store, deps.Auth),
 	}
+	s.channelGuild = &s.reader.channelGuild
 	if s.messages == nil {
 		s.messages = outbox.Unlogged(deps.Store)
 	}
@@ -353,37 +356,16 @@ func (s *Service) LoadedGuilds() []snowflake.ID {
 }
 
 // ChannelGuild returns the guild of a channel, 0 for a private channel,
-// from a cache filled by actors with a store read on a miss.
+// from a cache filled by actors with a store read on a miss (the
+// service's Reader).
 func (s *Service) ChannelGuild(ctx context.Context, channelID snowflake.ID) (snowflake.ID, error) {
-	if v, ok := s.channelGuild.Load(channelID); ok {
-		return v.(snowflake.ID), nil
-	}
-	c, err := s.deps.Store.GetChannel(ctx, channelID)
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, fmt.Errorf("channel %d: %w", channelID, ErrUnknownChannel)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("channel %d: %w: %w", channelID, ErrUnavailable, err)
-	}
-	s.channelGuild.Store(channelID, c.GuildID)
-	return c.GuildID, nil
+	return s.reader.ChannelGuild(ctx, channelID)
 }
 
-// User returns a user's object from the cache or the store.
+// User returns a user's object from the cache or the store (the
+// service's Reader).
 func (s *Service) User(ctx context.Context, id snowflake.ID) (wire.User, error) {
-	if v, ok := s.userCache.Load(id); ok {
-		return v.(wire.User), nil
-	}
-	u, err := s.deps.Store.GetUser(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return wire.User{}, fmt.Errorf("user %d: %w", id, ErrUnknownUser)
-	}
-	if err != nil {
-		return wire.User{}, fmt.Errorf("user %d: %w: %w", id, ErrUnavailable, err)
-	}
-	w := wire.UserFrom(u)
-	s.userCache.Store(id, w)
-	return w, nil
+	return s.reader.User(ctx, id)
 }
 
 // storeErr wraps a store failure as ErrUnavailable, keeping ErrNotFound

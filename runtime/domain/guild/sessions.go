@@ -2,15 +2,11 @@ package guild
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/concord-chat/concord/runtime/base/snowflake"
-	"github.com/concord-chat/concord/runtime/domain/auth"
 	"github.com/concord-chat/concord/runtime/domain/event"
-	"github.com/concord-chat/concord/runtime/domain/wire"
 )
 
 // onShard reports whether a session's shard carries a guild: shard_id =
@@ -22,57 +18,12 @@ func onShard(s event.Session, guildID snowflake.ID) bool {
 	return int((uint64(guildID)>>22)%uint64(s.ShardCount)) == s.ShardID
 }
 
-// Identify verifies a token and intents and returns READY's parts. Errors:
+// Identify verifies a token and intents and returns READY's parts
+// (Reader.Identify on the service's reader). Errors:
 // ErrAuthenticationFailed, ErrInvalidIntents, ErrInvalidShard, or
 // ErrUnavailable wrapping a store failure.
 func (s *Service) Identify(ctx context.Context, token string, sess event.Session) (event.Ready, error) {
-	if s.deps.Auth == nil {
-		return event.Ready{}, fmt.Errorf("identify: %w: no token issuer", ErrUnavailable)
-	}
-	if sess.Intents&^intentsDefined != 0 {
-		return event.Ready{}, fmt.Errorf("intents %d: %w", sess.Intents, ErrInvalidIntents)
-	}
-	if sess.ShardCount < 0 || (sess.ShardCount > 0 && (sess.ShardID < 0 || sess.ShardID >= sess.ShardCount)) ||
-		(sess.ShardCount == 0 && sess.ShardID != 0) {
-		return event.Ready{}, fmt.Errorf("shard [%d, %d]: %w", sess.ShardID, sess.ShardCount, ErrInvalidShard)
-	}
-	userID, err := s.deps.Auth.Verify(ctx, token)
-	if errors.Is(err, auth.ErrInvalidToken) {
-		return event.Ready{}, fmt.Errorf("identify: %w", ErrAuthenticationFailed)
-	}
-	if err != nil {
-		return event.Ready{}, fmt.Errorf("identify: %w: %w", ErrUnavailable, err)
-	}
-	u, err := s.deps.Store.GetUser(ctx, userID)
-	if err != nil {
-		return event.Ready{}, storeErr("identify", err)
-	}
-	guilds, err := s.deps.Store.UserGuilds(ctx, userID)
-	if err != nil {
-		return event.Ready{}, storeErr("identify", err)
-	}
-	sess.UserID = userID
-	ready := event.Ready{UserID: userID, Bot: u.Bot, User: mustJSON(wire.UserFrom(u)), Guilds: []snowflake.ID{}}
-	for _, g := range guilds {
-		if onShard(sess, g) {
-			ready.Guilds = append(ready.Guilds, g)
-		}
-	}
-	if u.Bot {
-		ready.ApplicationID = u.ID
-	}
-	private := []wire.Channel{}
-	if sess.ShardCount <= 1 || sess.ShardID == 0 {
-		chans, err := s.deps.Store.PrivateChannels(ctx, userID)
-		if err != nil {
-			return event.Ready{}, storeErr("identify", err)
-		}
-		for _, c := range chans {
-			private = append(private, s.private.wireChannel(ctx, c, userID))
-		}
-	}
-	ready.PrivateChannels = json.RawMessage(mustJSON(private))
-	return ready, nil
+	return s.reader.Identify(ctx, token, sess)
 }
 
 // Subscribe attaches an identified session to its guilds (on its shard)

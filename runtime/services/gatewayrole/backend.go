@@ -22,8 +22,8 @@ import (
 // serve`, whose guilds run on the guild nodes.
 //
 // Identify runs locally: the token is verified with the cluster's shared
-// key and READY is read from the store (guild.Service.Identify, which
-// loads no actor); the admission in front (runtime/edge/admission) adds the
+// key and READY is read from the store (guild.Reader.Identify: no actor,
+// no guild service); the admission in front (runtime/edge/admission) adds the
 // read states and the bot checks. Subscribe attaches the session to each of its guilds
 // on the guild node owning it (GuildClient.Subscribe); that node's actor
 // sends GUILD_CREATE and then the guild's events back through
@@ -34,7 +34,7 @@ import (
 // Subscriptions that fail because the owner is unreachable are retried
 // at every ring change and every retry interval.
 type ringBackend struct {
-	identify GuildBackend
+	identify *guild.Reader
 	store    store.Guilds
 	guilds   transport.GuildClient
 	ring     *registry.LocalRing
@@ -75,7 +75,7 @@ var _ gateway.Backend = (*ringBackend)(nil)
 // reads each session's guilds from st and subscribes them on their
 // owners through guilds, following ring; resubscribed (nil: none) counts
 // the subscriptions it sends again.
-func newRingBackend(identify GuildBackend, st store.Guilds, guilds transport.GuildClient, ring *registry.LocalRing, timeout time.Duration, resubscribed prometheus.Counter, log *slog.Logger) *ringBackend {
+func newRingBackend(identify *guild.Reader, st store.Guilds, guilds transport.GuildClient, ring *registry.LocalRing, timeout time.Duration, resubscribed prometheus.Counter, log *slog.Logger) *ringBackend {
 	if resubscribed == nil {
 		resubscribed = prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_cluster_resubscriptions_total"})
 	}
@@ -98,7 +98,8 @@ func newRingBackend(identify GuildBackend, st store.Guilds, guilds transport.Gui
 
 // Identify implements gateway.Backend.
 func (b *ringBackend) Identify(ctx context.Context, token string, s event.Session) (event.Ready, error) {
-	return b.identify.Identify(ctx, token, s)
+	r, err := b.identify.Identify(ctx, token, s)
+	return r, identifyError(err)
 }
 
 // Subscribe implements gateway.Backend: it records the session's guilds

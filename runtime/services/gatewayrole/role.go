@@ -105,7 +105,7 @@ func build(ctx context.Context, b *wiring.Builder) (err error) {
 		if err != nil {
 			return err
 		}
-		rb = newRingBackend(GuildBackend{Service: identify}, b.Store, client, ring, cfg.CallTimeout, resub, log)
+		rb = newRingBackend(identify, b.Store, client, ring, cfg.CallTimeout, resub, log)
 		backend, voice = rb, client
 	}
 	node := wiring.LateOf(b.Seams, NodeKey)

@@ -20,7 +20,7 @@ func (r *recordSink) Deliver(_ context.Context, _ string, b event.Batch) { r.got
 // and a GUILD_DELETE that takes a guild from a session (not an outage)
 // makes the node stop following that guild for it.
 func TestGatewaySessionIndexAndLeaving(t *testing.T) {
-	b := newRingBackend(GuildBackend{}, nil, nil, nil, 0, nil, slog.New(slog.DiscardHandler))
+	b := newRingBackend(nil, nil, nil, nil, 0, nil, slog.New(slog.DiscardHandler))
 	s1 := event.Session{ID: "s1", UserID: 7, Node: "gw-1"}
 	s2 := event.Session{ID: "s2", UserID: 7, Node: "gw-1"}
 	s3 := event.Session{ID: "s3", UserID: 8, Node: "gw-1"}

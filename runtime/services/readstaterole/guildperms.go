@@ -16,8 +16,8 @@ import (
 // node, which holds no guild actor: it asks the guild node owning the
 // channel's guild (GuildNode.CanView and GuildNode.RoleMembers, answered
 // by guildBackend). The channel → guild
-// lookup and private channels (no guild) are answered from the store by a
-// guild.Service that loads no actor.
+// lookup and private channels (no guild) are answered from the store by
+// the process's guild.Reader.
 //
 // A guild owner that cannot be reached is asked again until it answers
 // (the ring names a live owner within a lease TTL), at most ownerWait:
@@ -25,7 +25,7 @@ import (
 // consumed while the owner is down, and the store's outbox relays a dead
 // guild node's events from the survivors, often before the ring moved.
 type guildPerms struct {
-	local  *guild.Service
+	local  *guild.Reader
 	guilds transport.GuildClient
 	log    *slog.Logger
 	// ownerWait bounds the retries of one check (0: defaultOwnerWait).
@@ -43,7 +43,7 @@ func (p guildPerms) CanView(ctx context.Context, user, channel snowflake.ID) boo
 		return false
 	}
 	if gid == 0 {
-		return p.local.CanView(ctx, user, channel)
+		return p.local.CanViewPrivate(ctx, user, channel)
 	}
 	wait := p.ownerWait
 	if wait <= 0 {

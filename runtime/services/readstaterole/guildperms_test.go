@@ -11,7 +11,6 @@ import (
 	"github.com/concord-chat/concord/runtime/adapters/store"
 	"github.com/concord-chat/concord/runtime/adapters/store/pebble"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
-	"github.com/concord-chat/concord/runtime/domain/event"
 	"github.com/concord-chat/concord/runtime/domain/guild"
 	"github.com/concord-chat/concord/runtime/services/transport"
 )
@@ -47,15 +46,7 @@ func TestCanViewWaitsForTheOwner(t *testing.T) {
 	if err := st.PutChannel(ctx, store.Channel{ID: ch, GuildID: gid, Name: "general"}); err != nil {
 		t.Fatal(err)
 	}
-	ids, err := snowflake.New(snowflake.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	local, err := guild.NewService(guild.Config{}, guild.Deps{Store: st, Sink: discardSink{}, IDs: ids})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { local.Close() })
+	local := guild.NewReader(st, nil)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	down := &flakyOwner{fails: 3, err: transport.ErrUnavailable}
@@ -78,8 +69,3 @@ func TestCanViewWaitsForTheOwner(t *testing.T) {
 		t.Fatalf("the bounded wait took %v", d)
 	}
 }
-
-// discardSink is the sink of a guild service that loads no actor.
-type discardSink struct{}
-
-func (discardSink) Deliver(context.Context, string, event.Batch) {}

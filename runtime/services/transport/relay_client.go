@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
+
+	"google.golang.org/grpc"
 
 	"github.com/concord-chat/concord/runtime/adapters/tracing"
 	"github.com/concord-chat/concord/runtime/domain/event"
@@ -25,27 +26,16 @@ type RelayClient interface {
 }
 
 type relayClient struct {
-	cfg    ClientConfig
-	pool   *pool
-	ctx    context.Context
-	cancel context.CancelFunc
-
-	mu      sync.Mutex
-	streams map[string]*relayStream
-}
-
-// relayStream is the stream to one relay.
-type relayStream struct {
-	mu     sync.Mutex
-	stream transportpb.RelayNode_RelayClient
-	cancel context.CancelFunc
+	cfg     ClientConfig
+	streams *clientStreams[transportpb.RelayRequest]
 }
 
 // NewRelayClient returns a RelayClient.
 func NewRelayClient(cfg ClientConfig) RelayClient {
 	cfg.fill()
-	ctx, cancel := context.WithCancel(context.Background())
-	return &relayClient{cfg: cfg, pool: newPool(cfg.MaxMsgSize), ctx: ctx, cancel: cancel, streams: make(map[string]*relayStream)}
+	return &relayClient{cfg: cfg, streams: newClientStreams(cfg, func(ctx context.Context, conn *grpc.ClientConn) (transportpb.RelayNode_RelayClient, error) {
+		return transportpb.NewRelayNodeClient(conn).Relay(ctx)
+	})}
 }
 
 // Relay implements RelayClient. Nodes are encoded in name order.
@@ -64,69 +54,20 @@ func (c *relayClient) Relay(ctx context.Context, addr, typ string, payloads []js
 		fillDeliver(d, n, event.Batch{Targets: byNode[n]})
 		req.Nodes = append(req.Nodes, d)
 	}
-	c.mu.Lock()
-	s := c.streams[addr]
-	if s == nil {
-		s = &relayStream{}
-		c.streams[addr] = s
-	}
-	c.mu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var err error
-	for range 2 {
-		if s.stream == nil {
-			if err = c.open(s, addr); err != nil {
-				continue
-			}
-		}
-		if err = s.stream.Send(req); err == nil {
-			relaySent.WithLabelValues("sent").Inc()
-			return nil
-		}
-		_, err = s.stream.CloseAndRecv()
-		s.close()
+	err := c.streams.send(addr, req, func(err error) error {
 		c.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "relay stream ended", slog.String("addr", addr), slog.String("err", fmt.Sprint(err)))
-	}
-	relaySent.WithLabelValues("failed").Inc()
-	return fmt.Errorf("transport: relay %s to %s: %w", typ, addr, err)
-}
-
-func (c *relayClient) open(s *relayStream, addr string) error {
-	s.close()
-	conn, err := c.pool.get(addr)
+		return nil
+	})
 	if err != nil {
-		return err
+		relaySent.WithLabelValues("failed").Inc()
+		return fmt.Errorf("transport: relay %s to %s: %w", typ, addr, err)
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
-	st, err := transportpb.NewRelayNodeClient(conn).Relay(ctx)
-	if err != nil {
-		cancel()
-		return err
-	}
-	s.stream, s.cancel = st, cancel
+	relaySent.WithLabelValues("sent").Inc()
 	return nil
-}
-
-func (s *relayStream) close() {
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.stream, s.cancel = nil, nil
 }
 
 // Close implements RelayClient.
 func (c *relayClient) Close() error {
-	c.cancel()
-	c.mu.Lock()
-	streams := c.streams
-	c.streams = make(map[string]*relayStream)
-	c.mu.Unlock()
-	for _, s := range streams {
-		s.mu.Lock()
-		s.close()
-		s.mu.Unlock()
-	}
-	c.pool.close()
+	c.streams.close()
 	return nil
 }

@@ -75,11 +75,11 @@ var (
 	// GuildClient reaches the guild owners over GuildNode (present with
 	// Placement).
 	GuildClient = Key[transport.GuildClient]{Name: "guild/client"}
-	// GuildReader is a guild service that loads no actor, for the roles
-	// of a cluster node that only read guilds from the store (identify's
-	// READY, the read-state role's channel-to-guild mapping): opened
-	// once per process, where such a role runs.
-	GuildReader = Key[*guild.Service]{Name: "guild/reader"}
+	// GuildReader reads guilds from the store with no actor, for the
+	// roles of a cluster node that run no guild (identify's READY, the
+	// read-state role's channel-to-guild mapping and private channels):
+	// opened once per process, where such a role runs.
+	GuildReader = Key[*guild.Reader]{Name: "guild/reader"}
 	// Voice is what the guild allocates calls with.
 	Voice = Key[VoicePort]{Name: "voice"}
 	// VoiceFleet is the in-process fleet the voice role adds its SFU to

@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -39,6 +40,8 @@ type Slice struct {
 	now   func() time.Time
 
 	mu       sync.Mutex
+	owner    string
+	dropped  bool
 	version  uint64
 	synced   bool
 	members  int
@@ -66,6 +69,10 @@ type slot struct {
 	s      event.Session
 	active map[snowflake.ID]bool
 }
+
+// errDropped is Apply's answer once the slice was dropped: the relay
+// removes it and applies the entry to a fresh one.
+var errDropped = errors.New("fanout: slice dropped")
 
 // NewSlice returns an empty slice of a guild delivering through sink. It
 // refuses events until the owner's first snapshot.
@@ -108,9 +115,19 @@ func (x *Slice) Apply(ctx context.Context, e *Entry) error {
 	defer x.mu.Unlock()
 	x.stats.Entries++
 	switch {
+	case x.dropped:
+		return errDropped
 	case e.Reset:
 		x.reset()
 		x.synced = true
+		x.owner = e.Owner
+	case e.Owner != x.owner:
+		return fmt.Errorf("guild %d entry of owner %q, slice owned by %q: %w", x.guild, e.Owner, x.owner, ErrSuperseded)
+	case e.Drop:
+		x.reset()
+		x.synced = false
+		x.dropped = true
+		return nil
 	case !x.synced:
 		x.stats.Behind++
 		return fmt.Errorf("guild %d entry at version %d before a snapshot: %w", x.guild, e.Version, ErrBehind)

@@ -157,6 +157,9 @@ func (a *Actor) run() {
 				a.process(o)
 			}
 			if a.failed != nil {
+				// Moved to another node or deleted: its relays drop
+				// the guild's slices.
+				a.releaseSlices(ctx)
 				a.svc.retire(a, true)
 				a.drain()
 				return

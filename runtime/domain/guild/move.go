@@ -57,6 +57,7 @@ func (s *Service) MoveSession(ctx context.Context, guildID snowflake.ID, m Move)
 		mb := newBatcher(gateway.MoveMarker, marker)
 		mb.byNode[from] = []event.Target{{Session: m.Session}}
 		mb.flushGuild(ctx, a)
+		a.sliceMoved(ctx, sub.s)
 		markers++
 		return nil
 	})

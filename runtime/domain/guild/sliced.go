@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
+	"sync/atomic"
 
 	"github.com/concord-chat/concord/runtime/adapters/store"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
@@ -50,6 +54,9 @@ type Slicer interface {
 
 // actorSliced is a sliced guild's relay state.
 type actorSliced struct {
+	// owner names this sliced period of this actor on the relays
+	// (fanout.Entry.Owner), so a successor's snapshot supersedes it.
+	owner   string
 	relays  []string
 	home    map[event.SessionID]string
 	load    map[string]int
@@ -84,7 +91,7 @@ func (a *Actor) enterSliced(ctx context.Context) {
 		a.svc.log.Warn("fewer relays than the guild's sessions need; slices above their size", "guild_id", a.id, "sessions", len(a.subs), "relays", len(relays), "need", need)
 		need = len(relays)
 	}
-	st := &actorSliced{relays: slices.Clone(relays[:need]), home: make(map[event.SessionID]string), load: make(map[string]int)}
+	st := &actorSliced{owner: sliceOwner(a.id), relays: slices.Clone(relays[:need]), home: make(map[event.SessionID]string), load: make(map[string]int)}
 	a.sliced = st
 	a.engine.SetJournal(func(c permissions.Change) { st.pending = append(st.pending, c) })
 	for _, sub := range a.sortedSubs() {
@@ -98,16 +105,41 @@ func (a *Actor) enterSliced(ctx context.Context) {
 	}
 }
 
+// leaveSliced takes the guild's sessions back from its relays, which
+// drop their slices.
 func (a *Actor) leaveSliced(ctx context.Context) {
+	a.releaseSlices(ctx)
+	a.svc.log.Info("guild sessions taken back from relays", "guild_id", a.id, "sessions", len(a.subs))
+}
+
+// releaseSlices ends sliced mode and tells every relay to drop the
+// guild's slice: when the owner takes its sessions back, and when the
+// actor stops (the guild moved to another guild node, or was deleted),
+// so a relay keeps no slice of an owner that is gone. A successor that
+// already took a relay's slice over is unaffected (fanout.Entry.Owner).
+func (a *Actor) releaseSlices(ctx context.Context) {
 	st := a.sliced
+	if st == nil {
+		return
+	}
 	a.sliced = nil
 	a.engine.SetJournal(nil)
 	for _, r := range st.relays {
-		// An empty snapshot: the relay forgets the guild's slice.
-		_ = a.svc.deps.Slices.Send(ctx, r, &fanout.Entry{Guild: a.id, Reset: true})
+		_ = a.svc.deps.Slices.Send(ctx, r, &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Drop: true})
 	}
-	a.svc.log.Info("guild sessions taken back from relays", "guild_id", a.id, "sessions", len(a.subs))
 }
+
+// sliceOwners numbers the sliced periods of this process's actors.
+var sliceOwners atomic.Uint64
+
+// sliceOwner returns a name for a new sliced period of guild: unique
+// across processes (a random process part) and within one (a counter).
+func sliceOwner(guild snowflake.ID) string {
+	return fmt.Sprintf("%d/%s/%d", guild, processTag, sliceOwners.Add(1))
+}
+
+// processTag tells this process's slice owners from other guild nodes'.
+var processTag = strconv.FormatUint(rand.Uint64(), 36)
 
 // leastLoaded is the relay with the fewest sessions, the first in list
 // order on ties.
@@ -155,7 +187,7 @@ func (a *Actor) sliceSnapshot(ctx context.Context, relay string) {
 	if a.sliced != st || !slices.Contains(st.relays, relay) {
 		return
 	}
-	e := &fanout.Entry{Guild: a.id, Version: st.version, Reset: true, Members: len(a.members)}
+	e := &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Reset: true, Members: len(a.members)}
 	e.Changes = append(e.Changes, permissions.Change{Op: permissions.OpOwner, ID: a.guild.OwnerID})
 	for id, r := range a.roles {
 		e.Changes = append(e.Changes, permissions.Change{Op: permissions.OpRole, ID: id, Bits: permissions.Bits(r.Permissions)})
@@ -182,7 +214,7 @@ func (a *Actor) flushPending(ctx context.Context) {
 		return
 	}
 	st.version++
-	e := &fanout.Entry{Guild: a.id, Version: st.version, Changes: st.pending}
+	e := &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Changes: st.pending}
 	st.pending = nil
 	for _, r := range slices.Clone(st.relays) {
 		a.sliceSend(ctx, r, e)
@@ -244,7 +276,7 @@ func (a *Actor) relayDown(ctx context.Context, relay string, cause error) {
 		st.load[r]++
 		e := adds[r]
 		if e == nil {
-			e = &fanout.Entry{Guild: a.id, Version: st.version}
+			e = &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version}
 			adds[r] = e
 		}
 		e.Add = append(e.Add, a.slot(sub.s))
@@ -283,7 +315,7 @@ func (a *Actor) sliceAdd(ctx context.Context, s event.Session) {
 	st.home[s.ID] = r
 	st.load[r]++
 	a.flushPending(ctx)
-	a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Version: st.version, Add: []fanout.Slot{a.slot(s)}})
+	a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Add: []fanout.Slot{a.slot(s)}})
 }
 
 // sliceRemove tells a session's relay it left.
@@ -296,7 +328,23 @@ func (a *Actor) sliceRemove(ctx context.Context, id event.SessionID) {
 	delete(st.home, id)
 	st.load[r]--
 	a.flushPending(ctx)
-	a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Version: st.version, Remove: []event.SessionID{id}})
+	a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Remove: []event.SessionID{id}})
+}
+
+// sliceMoved tells a session's relay, after the move marker, that the
+// session's events go to another gateway node now (MoveSession); the
+// slot it sends again keeps the session's active channels.
+func (a *Actor) sliceMoved(ctx context.Context, s event.Session) {
+	st := a.sliced
+	if st == nil {
+		return
+	}
+	r, ok := st.home[s.ID]
+	if !ok {
+		return
+	}
+	a.flushPending(ctx)
+	a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Add: []fanout.Slot{a.slot(s)}})
 }
 
 // sliceActive tells a session's relay its new active channels.
@@ -312,7 +360,7 @@ func (a *Actor) sliceActive(ctx context.Context, s event.Session, set map[snowfl
 	}
 	slices.SortFunc(chans, cmpID)
 	a.flushPending(ctx)
-	a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Version: st.version, Active: &fanout.Active{Session: s.ID, Channels: chans}})
+	a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Active: &fanout.Active{Session: s.ID, Channels: chans}})
 }
 
 // sliceEvent sends an event once per relay. place, when set, tells the
@@ -320,7 +368,7 @@ func (a *Actor) sliceActive(ctx context.Context, s event.Session, set map[snowfl
 func (a *Actor) sliceEvent(ctx context.Context, ev *fanout.Event) {
 	st := a.sliced
 	a.flushPending(ctx)
-	e := &fanout.Entry{Guild: a.id, Version: st.version, Members: len(a.members), Event: ev}
+	e := &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Members: len(a.members), Event: ev}
 	if c := a.channels[ev.Channel]; c != nil && c.Thread != nil {
 		e.Channels = []fanout.Channel{threadPlace(c)}
 	}
@@ -351,7 +399,7 @@ func (b *batcher) sliceDirect(ctx context.Context, a *Actor) {
 		}
 	}
 	for _, r := range slices.Sorted(mapKeys(per)) {
-		a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Version: st.version, Direct: &fanout.Direct{Type: b.typ, Payloads: b.payloads, Targets: per[r]}})
+		a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Direct: &fanout.Direct{Type: b.typ, Payloads: b.payloads, Targets: per[r]}})
 	}
 	if len(direct.byNode) > 0 {
 		direct.flush(ctx, a.svc)

@@ -67,6 +67,9 @@ type Entry struct {
 	// Channels tells the slice which channels are threads of which
 	// parent, for a Reset or a new thread.
 	Channels []Channel `json:"channels,omitempty"`
+	// Visibility replaces the guild's channel list and, unless the entry
+	// is a Reset, brings the sessions' channel lists up to date.
+	Visibility *Visibility `json:"visibility,omitempty"`
 	// Event is a dispatch the slice filters for its sessions.
 	Event *Event `json:"event,omitempty"`
 	// Direct is a dispatch the owner decided itself (GUILD_CREATE, a

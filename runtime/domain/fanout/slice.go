@@ -48,6 +48,9 @@ type Slice struct {
 	engine   *permissions.Engine
 	roles    map[snowflake.ID][]snowflake.ID // member roles, for role mentions
 	channels map[snowflake.ID]Channel
+	// vis is every channel of the guild, as the latest Visibility or
+	// snapshot listed them: the channel lists sessions are kept at.
+	vis      map[snowflake.ID]*VisibleChannel
 	sessions map[event.SessionID]*slot
 	sorted   []*slot
 	// passive state: channels changed while a passive session was left
@@ -68,6 +71,9 @@ type Stats struct {
 type slot struct {
 	s      event.Session
 	active map[snowflake.ID]bool
+	// visible is the channels the session was told it sees (GUILD_CREATE
+	// and every CHANNEL_* since); sessions of one user share it.
+	visible map[snowflake.ID]bool
 }
 
 // errDropped is Apply's answer once the slice was dropped: the relay
@@ -86,6 +92,7 @@ func (x *Slice) reset() {
 	x.engine = permissions.NewEngine(x.guild, 0)
 	x.roles = make(map[snowflake.ID][]snowflake.ID)
 	x.channels = make(map[snowflake.ID]Channel)
+	x.vis = make(map[snowflake.ID]*VisibleChannel)
 	x.sessions = make(map[event.SessionID]*slot)
 	x.sorted = nil
 	x.dirty = make(map[snowflake.ID]bool)
@@ -161,12 +168,22 @@ func (x *Slice) Apply(ctx context.Context, e *Entry) error {
 		delete(x.sessions, id)
 		x.sorted = nil
 	}
+	if v := e.Visibility; v != nil {
+		x.syncVisibility(ctx, v)
+	}
+	visible := make(map[snowflake.ID]map[snowflake.ID]bool)
 	for _, sl := range e.Add {
 		if m := sl.Member; m != nil {
 			x.engine.SetMember(*m)
 			x.roles[m.UserID] = m.Roles
 		}
-		s := &slot{s: sl.Session}
+		// What its GUILD_CREATE, sent at this version, listed.
+		vs, ok := visible[sl.Session.UserID]
+		if !ok {
+			vs = x.visibleTo(sl.Session.UserID)
+			visible[sl.Session.UserID] = vs
+		}
+		s := &slot{s: sl.Session, visible: vs}
 		if sl.HasActive {
 			s.active = toSet(sl.Active)
 		}

@@ -109,6 +109,7 @@ func (a *Actor) enterSliced(ctx context.Context) {
 // drop their slices.
 func (a *Actor) leaveSliced(ctx context.Context) {
 	a.releaseSlices(ctx)
+	a.refreshVisible()
 	a.svc.log.Info("guild sessions taken back from relays", "guild_id", a.id, "sessions", len(a.subs))
 }
 
@@ -194,10 +195,8 @@ func (a *Actor) sliceSnapshot(ctx context.Context, relay string) {
 	}
 	for id, c := range a.channels {
 		e.Changes = append(e.Changes, permissions.Change{Op: permissions.OpOverwrites, ID: id, Overwrites: engineOverwrites(c.Overwrites)})
-		if c.Thread != nil {
-			e.Channels = append(e.Channels, threadPlace(c))
-		}
 	}
+	e.Visibility = a.sliceVisibility(nil, nil, 0)
 	for _, sub := range a.sortedSubs() {
 		if st.home[sub.s.ID] == relay {
 			e.Add = append(e.Add, a.slot(sub.s))
@@ -265,6 +264,7 @@ func (a *Actor) relayDown(ctx context.Context, relay string, cause error) {
 	if len(st.relays) == 0 {
 		a.sliced = nil
 		a.engine.SetJournal(nil)
+		a.refreshVisible()
 		a.svc.log.Warn("no relay left; the owner filters every session", "guild_id", a.id)
 		return
 	}
@@ -329,6 +329,101 @@ func (a *Actor) sliceRemove(ctx context.Context, id event.SessionID) {
 	st.load[r]--
 	a.flushPending(ctx)
 	a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Remove: []event.SessionID{id}})
+}
+
+// sliceVisibility is syncVisibility's work for the relays: the guild's
+// channels as a slice decides and announces them, with the change's
+// deleted and updated channels; onlyUser limits thread member objects to
+// that user's. Its cost grows with the guild's channels and thread
+// members, not with its online sessions.
+func (a *Actor) sliceVisibility(updated map[snowflake.ID]bool, deleted map[snowflake.ID]store.Channel, onlyUser snowflake.ID) *fanout.Visibility {
+	all := make([]store.Channel, 0, len(a.channels)+len(deleted))
+	for _, c := range a.channels {
+		all = append(all, *c)
+	}
+	for id, c := range deleted {
+		if _, ok := a.channels[id]; !ok {
+			all = append(all, c)
+		}
+	}
+	slices.SortFunc(all, compareChannels)
+	v := &fanout.Visibility{User: onlyUser}
+	for rank, c := range all {
+		vc := fanout.VisibleChannel{ID: c.ID, Rank: rank, Payload: mustJSON(wire.ChannelFrom(c, nil))}
+		if c.Thread != nil {
+			vc.Thread, vc.Parent, vc.Archived = true, c.ParentID, c.Thread.Archived
+			if c.ID == a.newThread {
+				wc := wire.ChannelFrom(c, nil)
+				wc.NewlyCreated = true
+				vc.Created = mustJSON(wc)
+			}
+			if c.Type == store.ChannelPrivateThread {
+				vc.Private = true
+				for u := range a.threadMembers[c.ID] {
+					vc.Members = append(vc.Members, u)
+				}
+				slices.SortFunc(vc.Members, cmpID)
+			}
+			for u, m := range a.threadMembers[c.ID] {
+				if onlyUser != 0 && u != onlyUser {
+					continue
+				}
+				if vc.ThreadMembers == nil {
+					vc.ThreadMembers = make(map[snowflake.ID]json.RawMessage)
+				}
+				vc.ThreadMembers[u] = mustJSON(wire.ThreadMemberFrom(m))
+			}
+		}
+		if _, ok := a.channels[c.ID]; ok {
+			v.Channels = append(v.Channels, vc)
+		} else {
+			v.Deleted = append(v.Deleted, vc)
+		}
+	}
+	for id := range updated {
+		v.Updated = append(v.Updated, id)
+	}
+	slices.SortFunc(v.Updated, cmpID)
+	return v
+}
+
+// sliceSyncVisibility is syncVisibility for a sliced guild: one entry per
+// relay (per relay owning one of onlyUser's sessions, when set) instead
+// of a channel-list diff per online session at the owner.
+func (a *Actor) sliceSyncVisibility(ctx context.Context, updated map[snowflake.ID]bool, deleted map[snowflake.ID]store.Channel, onlyUser snowflake.ID) {
+	st := a.sliced
+	a.flushPending(ctx)
+	relays := slices.Clone(st.relays)
+	if onlyUser != 0 {
+		relays = relays[:0]
+		for _, sess := range a.svc.localUserSessions(onlyUser) {
+			if r, ok := st.home[sess.ID]; ok && !slices.Contains(relays, r) {
+				relays = append(relays, r)
+			}
+		}
+		slices.Sort(relays)
+	}
+	if len(relays) == 0 {
+		return
+	}
+	e := &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Visibility: a.sliceVisibility(updated, deleted, onlyUser)}
+	for _, r := range relays {
+		a.sliceSend(ctx, r, e)
+	}
+}
+
+// refreshVisible sets every subscriber's channel list to what it sees
+// now, when the owner takes over from relays that kept them.
+func (a *Actor) refreshVisible() {
+	perUser := make(map[snowflake.ID]map[snowflake.ID]bool)
+	for _, sub := range a.sortedSubs() {
+		now, ok := perUser[sub.s.UserID]
+		if !ok {
+			now = a.visibleChannels(sub.s.UserID)
+			perUser[sub.s.UserID] = now
+		}
+		sub.visible = now
+	}
 }
 
 // sliceMoved tells a session's relay, after the move marker, that the
@@ -436,3 +531,4 @@ func (a *Actor) sliceMessage(ctx context.Context, typ string, m wire.Message, fu
 	}
 	a.sliceEvent(ctx, ev)
 }
+

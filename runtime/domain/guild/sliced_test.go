@@ -183,6 +183,35 @@ func (r *slicedRun) scenario(t *testing.T) {
 	if err := svc.PublishChannelEvent(bg, r.guild, gen, "MESSAGE_DELETE", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessages, 0); err != nil {
 		t.Fatal(err)
 	}
+	// Channel lists (decided by the relays in a sliced guild): threads,
+	// a private one with a member, general hidden from @everyone and
+	// shown again (its threads come back in THREAD_LIST_SYNC), a role's
+	// permissions, a channel created and deleted.
+	must[store.Channel](t)(func() (store.Channel, error) {
+		c, _, err := svc.CreateThread(bg, r.owner.ID, ThreadSpec{ParentID: gen, Name: "t", Type: store.ChannelPublicThread})
+		return c, err
+	}())
+	priv := must[store.Channel](t)(func() (store.Channel, error) {
+		c, _, err := svc.CreateThread(bg, r.owner.ID, ThreadSpec{ParentID: gen, Name: "p", Type: store.ChannelPrivateThread})
+		return c, err
+	}())
+	if err := svc.AddThreadMember(bg, r.owner.ID, priv.ID, r.users[5].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.PutOverwrite(bg, r.owner.ID, gen, store.Overwrite{ID: r.guild, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.DeleteOverwrite(bg, r.owner.ID, gen, r.guild); err != nil {
+		t.Fatal(err)
+	}
+	perms := uint64(permissions.ViewChannel | permissions.ManageThreads)
+	if _, err := svc.ModifyRole(bg, r.owner.ID, r.guild, r.mods, RoleSpec{Permissions: &perms}); err != nil {
+		t.Fatal(err)
+	}
+	news := must[store.Channel](t)(svc.CreateChannel(bg, r.owner.ID, r.guild, ChannelSpec{Name: "news", Type: store.ChannelText}))
+	if _, _, err := svc.DeleteChannel(bg, r.owner.ID, news.ID); err != nil {
+		t.Fatal(err)
+	}
 	r.settle(t)
 }
 
@@ -199,6 +228,16 @@ func TestSlicedGuildMatchesOwner(t *testing.T) {
 	}
 	sl.scenario(t)
 	want, got := ref.seen(), sl.seen()
+	// The scenario moves channel lists: the comparison covers them.
+	for _, typ := range []string{"CHANNEL_CREATE", "CHANNEL_DELETE", "CHANNEL_UPDATE", "THREAD_CREATE", "THREAD_DELETE", "THREAD_LIST_SYNC"} {
+		n := 0
+		for _, lines := range want {
+			n += slices.Index(lines, typ) + 1
+		}
+		if n == 0 {
+			t.Errorf("no session got %s in the scenario", typ)
+		}
+	}
 	for _, s := range ref.sess {
 		if !slices.Equal(want[s.ID], got[s.ID]) {
 			t.Errorf("session %s (bot %v, threshold %d):\n owner: %v\nrelays: %v", s.ID, s.Bot, s.LargeThreshold, want[s.ID], got[s.ID])

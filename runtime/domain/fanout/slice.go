@@ -66,6 +66,11 @@ type Slice struct {
 // Stats counts a slice's work.
 type Stats struct {
 	Entries, Events, Deliveries, Skipped, PassiveUpdates, Behind uint64
+	// Mentioned counts the full deliveries of a MESSAGE_CREATE to a
+	// session passive in its channel, because it mentions the session
+	// (its user, a role of it, @everyone/@here): the contract's
+	// exception, part of Deliveries.
+	Mentioned uint64
 }
 
 type slot struct {
@@ -332,10 +337,12 @@ func (x *Slice) filter(ctx context.Context, ev *Event) {
 		if !x.canView(ss.UserID, ev.Channel) {
 			continue
 		}
-		if ev.Kind != KindChannel && x.passive(ss) && !x.activeIn(s, ev.Channel) &&
-			(ev.Kind != KindMessage || !ev.Create || !x.mentioned(ev, ss.UserID)) {
-			skipped++
-			continue
+		if ev.Kind != KindChannel && x.passive(ss) && !x.activeIn(s, ev.Channel) {
+			if ev.Kind != KindMessage || !ev.Create || !x.mentioned(ev, ss.UserID) {
+				skipped++
+				continue
+			}
+			x.stats.Mentioned++
 		}
 		variant := 0
 		if ev.Kind == KindMessage && len(ev.Payloads) > 1 && ss.Bot && ss.Intents&intentMessageContent == 0 &&

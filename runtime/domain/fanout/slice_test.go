@@ -115,3 +115,58 @@ func TestRelaySliceOwnership(t *testing.T) {
 		t.Fatalf("drop of an unknown guild: err %v, slices %v", err, r.Guilds())
 	}
 }
+
+// typeSink counts the deliveries of one dispatch type.
+type typeSink struct {
+	typ string
+	mu  sync.Mutex
+	n   int
+}
+
+func (c *typeSink) Deliver(_ context.Context, _ string, b event.Batch) {
+	c.mu.Lock()
+	if b.Type == c.typ {
+		c.n += len(b.Targets)
+	}
+	c.mu.Unlock()
+}
+
+func (c *typeSink) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// TestSliceEveryoneSplit: an @everyone MESSAGE_CREATE reaches a session
+// active in the channel and, by the mention exception, a passive one;
+// only the latter counts as Mentioned. A plain message reaches only the
+// active one.
+func TestSliceEveryoneSplit(t *testing.T) {
+	ctx := context.Background()
+	const guild, channel snowflake.ID = 100, 200
+	sink := &typeSink{typ: "MESSAGE_CREATE"} // the passive flush runs on its own timer
+	x := NewSlice(guild, sink)
+	snap := &Entry{Guild: guild, Owner: "o", Version: 1, Reset: true, Members: 1000,
+		Changes: []permissions.Change{
+			{Op: permissions.OpRole, ID: guild, Bits: permissions.ViewChannel},
+			{Op: permissions.OpOverwrites, ID: channel},
+		},
+		Add: []Slot{
+			{Session: event.Session{ID: "active", UserID: 1, Node: "n"}, Member: &permissions.Member{UserID: 1}, HasActive: true, Active: []snowflake.ID{channel}},
+			{Session: event.Session{ID: "passive", UserID: 2, Node: "n"}, Member: &permissions.Member{UserID: 2}},
+		},
+	}
+	if err := x.Apply(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	msg := func(id snowflake.ID, everyone bool) *Entry {
+		return &Entry{Guild: guild, Owner: "o", Version: 1, Event: &Event{Type: "MESSAGE_CREATE", Payloads: []json.RawMessage{json.RawMessage(`{}`)},
+			Kind: KindMessage, Intent: 1 << 9, Channel: channel, Create: true, MessageID: id, MentionEveryone: everyone}}
+	}
+	if err := x.Apply(ctx, msg(10, false)); err != nil || sink.count() != 1 || x.Stats().Mentioned != 0 {
+		t.Fatalf("plain message: err %v, %d deliveries, %d mentioned; want 1 and 0", err, sink.count(), x.Stats().Mentioned)
+	}
+	if err := x.Apply(ctx, msg(11, true)); err != nil || sink.count() != 3 || x.Stats().Mentioned != 1 {
+		t.Fatalf("@everyone: err %v, %d deliveries in all, %d mentioned; want 3 and 1", err, sink.count(), x.Stats().Mentioned)
+	}
+}

@@ -300,6 +300,25 @@ func BenchmarkBigGuildStorm(b *testing.B) {
 	}
 	b.Logf("storm: %d sessions opened channel 0 in %v of owner time (%.1f µs each); one message: %d entries (one per relay), owner %v, relays %v, %d full deliveries (%d viewers and bots), %d passive updates for %d passive sessions",
 		opens, owner, float64(owner.Microseconds())/float64(opens), relays, o, r, d, viewers, passiveUpdates(g)-before, passive)
+
+	// The storm's message is an @everyone (seed path 3). The passive
+	// contract delivers a MESSAGE_CREATE that mentions a session in full
+	// to it, @everyone included (docs/api.md, "Passive sessions"), so
+	// every session that views the channel gets it: the split is the
+	// viewers against the passive sessions the mention reaches.
+	m0 := mentioned(g)
+	o, r, d = g.timed(b, g.message(2, g.chans[0], true))
+	men := mentioned(g) - m0
+	b.Logf("storm @everyone: %d entries, owner %v, relays %v, %d full deliveries = %d to sessions viewing channel 0 (active, bots) + %d to passive sessions by the @everyone mention; no PASSIVE_UPDATE_V1 needed for it",
+		relays, o, r, d, int64(d)-int64(men), men)
+}
+
+func mentioned(g *bigGuild) uint64 {
+	var n uint64
+	for _, name := range g.local.Relays(g.guild) {
+		n += g.local.Relay(name).Slice(g.guild).Stats().Mentioned
+	}
+	return n
 }
 
 func passiveUpdates(g *bigGuild) uint64 {

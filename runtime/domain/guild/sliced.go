@@ -27,8 +27,12 @@ import (
 // (runtime/domain/fanout). The owner's cost per event is then one entry per
 // relay instead of a permission check per online session.
 //
-// Everything the owner still decides per session (GUILD_CREATE, channel
-// visibility changes, member lists, focused typing, private threads) goes
+// A change that may move who sees which channel is one Visibility entry
+// per relay: each relay keeps its sessions' channel lists and sends the
+// CHANNEL_*/THREAD_* events itself (sliceSyncVisibility).
+//
+// Everything the owner still decides per session (GUILD_CREATE, member
+// lists, focused typing, private threads' events) goes
 // to the session's relay as a Direct entry on the same stream, so a
 // session gets all of its guild's events on one path, in the actor's
 // order. Joins, leaves and op 14 focus changes go to the relay that owns

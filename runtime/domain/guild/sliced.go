@@ -535,4 +535,3 @@ func (a *Actor) sliceMessage(ctx context.Context, typ string, m wire.Message, fu
 	}
 	a.sliceEvent(ctx, ev)
 }
-

@@ -58,7 +58,9 @@ type VisibleChannel struct {
 	ThreadMembers map[snowflake.ID]json.RawMessage `json:"thread_members,omitempty"`
 }
 
-func (c *VisibleChannel) place() Channel { return Channel{ID: c.ID, Parent: c.Parent, Thread: c.Thread} }
+func (c *VisibleChannel) place() Channel {
+	return Channel{ID: c.ID, Parent: c.Parent, Thread: c.Thread}
+}
 
 // setChannels replaces the slice's channel list.
 func (x *Slice) setChannels(list []VisibleChannel) {

@@ -415,3 +415,21 @@ func TestSlicedSessionMovesGatewayNode(t *testing.T) {
 		t.Fatalf("the message after the move went to %s as %s, want MESSAGE_CREATE on node-new", last.Node, last.Type)
 	}
 }
+
+// TestSlicedServiceCloseDropsSlices: a guild node that stops (its
+// service closes) tells its relays to drop its guilds' slices.
+func TestSlicedServiceCloseDropsSlices(t *testing.T) {
+	r := newSlicedRun(t, true)
+	r.settle(t)
+	if err := r.f.svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.local.Sync(bg); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range r.local.Relays(r.guild) {
+		if gs := r.local.Relay(name).Guilds(); len(gs) != 0 {
+			t.Errorf("relay %s keeps slices of guilds %v after their owner's service closed", name, gs)
+		}
+	}
+}

@@ -69,7 +69,8 @@ func (n *Node) givePorts(ctx context.Context, parts wiring.Parts) error {
 		}
 		if runs(registry.RoleGateway, readstaterole.Name, presencerole.Name) {
 			ring, _ := wiring.Lookup(s, wiring.Placement)
-			c := transport.NewGuildClient(parts.ClientConfig, ring)
+			// Op 14 focus is replayed to a guild's new owner after it moved.
+			c := transport.RememberFocus(transport.NewGuildClient(parts.ClientConfig, ring), n.log.With("component", "guild-client"))
 			if _, err := wiring.Shared(s, wiring.GuildClient, func() (transport.GuildClient, func() error, error) { return c, c.Close, nil }); err != nil {
 				return err
 			}

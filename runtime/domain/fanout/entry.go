@@ -29,15 +29,31 @@ import (
 // state version than the slice holds: the owner must send a snapshot.
 var ErrBehind = errors.New("fanout: slice behind the owner's state version")
 
+// ErrSuperseded is returned by Slice.Apply for an entry of an owner that
+// is no longer the slice's: the guild moved to another guild node, whose
+// snapshot took the slice over. The entry is dropped.
+var ErrSuperseded = errors.New("fanout: slice taken over by another owner")
+
 // Entry is one element of an owner's stream to a relay.
 type Entry struct {
 	Guild snowflake.ID `json:"guild"`
+	// Owner names the owner incarnation (one actor's sliced period) that
+	// produced the entry. A Reset makes it the slice's owner; entries of
+	// any other owner are refused with ErrSuperseded, so an owner that
+	// lost the guild to another node cannot deliver over, or drop, the
+	// slice its successor took over, whatever order the two streams
+	// reach the relay in.
+	Owner string `json:"owner,omitempty"`
 	// Version is the owner's state version once this entry's Changes
 	// are applied (the version an Event was produced at).
 	Version uint64 `json:"version"`
 	// Reset starts a snapshot: the slice forgets its state and sessions,
 	// then applies the rest of the entry.
 	Reset bool `json:"reset,omitempty"`
+	// Drop ends the slice: its owner took its sessions back, or stopped
+	// running the guild (it moved to another guild node, or was
+	// deleted). The relay forgets the guild's slice and its memory.
+	Drop bool `json:"drop,omitempty"`
 	// Members is the guild's member count (the passive threshold), set
 	// on a Reset and on events.
 	Members int `json:"members,omitempty"`
@@ -51,6 +67,9 @@ type Entry struct {
 	// Channels tells the slice which channels are threads of which
 	// parent, for a Reset or a new thread.
 	Channels []Channel `json:"channels,omitempty"`
+	// Visibility replaces the guild's channel list and, unless the entry
+	// is a Reset, brings the sessions' channel lists up to date.
+	Visibility *Visibility `json:"visibility,omitempty"`
 	// Event is a dispatch the slice filters for its sessions.
 	Event *Event `json:"event,omitempty"`
 	// Direct is a dispatch the owner decided itself (GUILD_CREATE, a

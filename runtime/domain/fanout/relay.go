@@ -25,9 +25,55 @@ func NewRelay(sink event.Sink) *Relay {
 	return &Relay{sink: sink, slices: make(map[snowflake.ID]*Slice)}
 }
 
-// Apply applies an entry to its guild's slice (made on first use).
+// Apply applies an entry to its guild's slice (made on first use). A
+// Drop of the slice's owner removes the slice; a Drop for a guild the
+// relay holds no slice of does nothing.
 func (r *Relay) Apply(ctx context.Context, e *Entry) error {
-	return r.Slice(e.Guild).Apply(ctx, e)
+	for {
+		r.mu.Lock()
+		x := r.slices[e.Guild]
+		if x == nil {
+			if e.Drop {
+				r.mu.Unlock()
+				return nil
+			}
+			x = NewSlice(e.Guild, r.sink)
+			r.slices[e.Guild] = x
+		}
+		r.mu.Unlock()
+		err := x.Apply(ctx, e)
+		if errors.Is(err, errDropped) {
+			// Dropped by its owner after we looked it up: this entry
+			// (a successor's snapshot, say) starts a fresh slice.
+			r.forget(x)
+			continue
+		}
+		if e.Drop && err == nil {
+			r.forget(x)
+		}
+		return err
+	}
+}
+
+// forget removes a dropped slice from the relay.
+func (r *Relay) forget(x *Slice) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.slices[x.guild] == x {
+		delete(r.slices, x.guild)
+	}
+}
+
+// Guilds lists the guilds the relay holds a slice of.
+func (r *Relay) Guilds() []snowflake.ID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]snowflake.ID, 0, len(r.slices))
+	for g := range r.slices {
+		out = append(out, g)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Slice returns a guild's slice, making it if needed.

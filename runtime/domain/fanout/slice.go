@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -39,12 +40,17 @@ type Slice struct {
 	now   func() time.Time
 
 	mu       sync.Mutex
+	owner    string
+	dropped  bool
 	version  uint64
 	synced   bool
 	members  int
 	engine   *permissions.Engine
 	roles    map[snowflake.ID][]snowflake.ID // member roles, for role mentions
 	channels map[snowflake.ID]Channel
+	// vis is every channel of the guild, as the latest Visibility or
+	// snapshot listed them: the channel lists sessions are kept at.
+	vis      map[snowflake.ID]*VisibleChannel
 	sessions map[event.SessionID]*slot
 	sorted   []*slot
 	// passive state: channels changed while a passive session was left
@@ -60,12 +66,24 @@ type Slice struct {
 // Stats counts a slice's work.
 type Stats struct {
 	Entries, Events, Deliveries, Skipped, PassiveUpdates, Behind uint64
+	// Mentioned counts the full deliveries of a MESSAGE_CREATE to a
+	// session passive in its channel, because it mentions the session
+	// (its user, a role of it, @everyone/@here): the contract's
+	// exception, part of Deliveries.
+	Mentioned uint64
 }
 
 type slot struct {
 	s      event.Session
 	active map[snowflake.ID]bool
+	// visible is the channels the session was told it sees (GUILD_CREATE
+	// and every CHANNEL_* since); sessions of one user share it.
+	visible map[snowflake.ID]bool
 }
+
+// errDropped is Apply's answer once the slice was dropped: the relay
+// removes it and applies the entry to a fresh one.
+var errDropped = errors.New("fanout: slice dropped")
 
 // NewSlice returns an empty slice of a guild delivering through sink. It
 // refuses events until the owner's first snapshot.
@@ -79,6 +97,7 @@ func (x *Slice) reset() {
 	x.engine = permissions.NewEngine(x.guild, 0)
 	x.roles = make(map[snowflake.ID][]snowflake.ID)
 	x.channels = make(map[snowflake.ID]Channel)
+	x.vis = make(map[snowflake.ID]*VisibleChannel)
 	x.sessions = make(map[event.SessionID]*slot)
 	x.sorted = nil
 	x.dirty = make(map[snowflake.ID]bool)
@@ -108,9 +127,19 @@ func (x *Slice) Apply(ctx context.Context, e *Entry) error {
 	defer x.mu.Unlock()
 	x.stats.Entries++
 	switch {
+	case x.dropped:
+		return errDropped
 	case e.Reset:
 		x.reset()
 		x.synced = true
+		x.owner = e.Owner
+	case e.Owner != x.owner:
+		return fmt.Errorf("guild %d entry of owner %q, slice owned by %q: %w", x.guild, e.Owner, x.owner, ErrSuperseded)
+	case e.Drop:
+		x.reset()
+		x.synced = false
+		x.dropped = true
+		return nil
 	case !x.synced:
 		x.stats.Behind++
 		return fmt.Errorf("guild %d entry at version %d before a snapshot: %w", x.guild, e.Version, ErrBehind)
@@ -144,12 +173,22 @@ func (x *Slice) Apply(ctx context.Context, e *Entry) error {
 		delete(x.sessions, id)
 		x.sorted = nil
 	}
+	if v := e.Visibility; v != nil {
+		x.syncVisibility(ctx, v)
+	}
+	visible := make(map[snowflake.ID]map[snowflake.ID]bool)
 	for _, sl := range e.Add {
 		if m := sl.Member; m != nil {
 			x.engine.SetMember(*m)
 			x.roles[m.UserID] = m.Roles
 		}
-		s := &slot{s: sl.Session}
+		// What its GUILD_CREATE, sent at this version, listed.
+		vs, ok := visible[sl.Session.UserID]
+		if !ok {
+			vs = x.visibleTo(sl.Session.UserID)
+			visible[sl.Session.UserID] = vs
+		}
+		s := &slot{s: sl.Session, visible: vs}
 		if sl.HasActive {
 			s.active = toSet(sl.Active)
 		}
@@ -298,10 +337,12 @@ func (x *Slice) filter(ctx context.Context, ev *Event) {
 		if !x.canView(ss.UserID, ev.Channel) {
 			continue
 		}
-		if ev.Kind != KindChannel && x.passive(ss) && !x.activeIn(s, ev.Channel) &&
-			(ev.Kind != KindMessage || !ev.Create || !x.mentioned(ev, ss.UserID)) {
-			skipped++
-			continue
+		if ev.Kind != KindChannel && x.passive(ss) && !x.activeIn(s, ev.Channel) {
+			if ev.Kind != KindMessage || !ev.Create || !x.mentioned(ev, ss.UserID) {
+				skipped++
+				continue
+			}
+			x.stats.Mentioned++
 		}
 		variant := 0
 		if ev.Kind == KindMessage && len(ev.Payloads) > 1 && ss.Bot && ss.Intents&intentMessageContent == 0 &&

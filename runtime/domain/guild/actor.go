@@ -157,6 +157,9 @@ func (a *Actor) run() {
 				a.process(o)
 			}
 			if a.failed != nil {
+				// Moved to another node or deleted: its relays drop
+				// the guild's slices.
+				a.releaseSlices(ctx)
 				a.svc.retire(a, true)
 				a.drain()
 				return
@@ -185,6 +188,15 @@ func (a *Actor) run() {
 				case o := <-a.mailbox:
 					a.process(o)
 				default:
+					// The node is stopping: its relays drop the
+					// guild's slices (a new owner that hands its
+					// sessions to relays replaces them anyway; one
+					// that does not would leave them behind). The
+					// wait is bounded: shutdown must not hang on a
+					// relay.
+					rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+					a.releaseSlices(rctx)
+					cancel()
 					return
 				}
 			}

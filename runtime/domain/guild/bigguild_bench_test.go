@@ -14,6 +14,7 @@ import (
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/event"
 	"github.com/concord-chat/concord/runtime/domain/fanout"
+	"github.com/concord-chat/concord/runtime/domain/permissions"
 	"github.com/concord-chat/concord/runtime/domain/wire"
 )
 
@@ -91,7 +92,7 @@ func newBigGuildN(b *testing.B, sessions int, sliced, allActive bool) *bigGuild 
 			if i%200 == 0 {
 				s.Intents |= IntentMessageContent
 			}
-			a.addSub(&subscriber{s: s, visible: map[snowflake.ID]bool{}})
+			a.addSub(&subscriber{s: s, visible: a.visibleChannels(s.UserID)})
 			switch {
 			case s.Bot:
 			case allActive:
@@ -299,6 +300,25 @@ func BenchmarkBigGuildStorm(b *testing.B) {
 	}
 	b.Logf("storm: %d sessions opened channel 0 in %v of owner time (%.1f µs each); one message: %d entries (one per relay), owner %v, relays %v, %d full deliveries (%d viewers and bots), %d passive updates for %d passive sessions",
 		opens, owner, float64(owner.Microseconds())/float64(opens), relays, o, r, d, viewers, passiveUpdates(g)-before, passive)
+
+	// The storm's message is an @everyone (seed path 3). The passive
+	// contract delivers a MESSAGE_CREATE that mentions a session in full
+	// to it, @everyone included (docs/api.md, "Passive sessions"), so
+	// every session that views the channel gets it: the split is the
+	// viewers against the passive sessions the mention reaches.
+	m0 := mentioned(g)
+	o, r, d = g.timed(b, g.message(2, g.chans[0], true))
+	men := mentioned(g) - m0
+	b.Logf("storm @everyone: %d entries, owner %v, relays %v, %d full deliveries = %d to sessions viewing channel 0 (active, bots) + %d to passive sessions by the @everyone mention; no PASSIVE_UPDATE_V1 needed for it",
+		relays, o, r, d, int64(d)-int64(men), men)
+}
+
+func mentioned(g *bigGuild) uint64 {
+	var n uint64
+	for _, name := range g.local.Relays(g.guild) {
+		n += g.local.Relay(name).Slice(g.guild).Stats().Mentioned
+	}
+	return n
 }
 
 func passiveUpdates(g *bigGuild) uint64 {
@@ -307,4 +327,62 @@ func passiveUpdates(g *bigGuild) uint64 {
 		n += g.local.Relay(name).Slice(g.guild).Stats().PassiveUpdates
 	}
 	return n
+}
+
+// BenchmarkBigGuildPermissionChange is the owner's cost of one guild-wide
+// permission change in the big guild: an overwrite hiding channel 1 from
+// @everyone, then its removal, each a CHANNEL_DELETE or CHANNEL_CREATE to
+// every online session. The owner filtering every session diffs each
+// session's channel list itself; a sliced owner sends one entry per relay
+// and the relays diff their slices. Same run, same changes: it reports
+// the owner actor's time per change (the caller's wait, store write
+// included in both), the relays' time to finish, process CPU per change
+// and the deliveries.
+func BenchmarkBigGuildPermissionChange(b *testing.B) {
+	type result struct {
+		owner, ownerCPU, relays, cpu time.Duration
+		deliveries                   int64
+	}
+	run := func(sliced bool) result {
+		g := newBigGuild(b, sliced, false)
+		if a := g.f.svc.mustActorB(b, g.guild); sliced && a.sliced == nil {
+			b.Fatal("the guild did not go to relays")
+		}
+		var own, ownCPU, rel []time.Duration
+		g.settle(b)
+		before := g.sink.n.Load()
+		c0 := cpuTime()
+		for i := range *bigEvents {
+			t0, u0 := time.Now(), cpuTime()
+			var err error
+			if i%2 == 0 {
+				err = g.f.svc.PutOverwrite(bg, g.owner.ID, g.chans[1], store.Overwrite{ID: g.guild, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)})
+			} else {
+				err = g.f.svc.DeleteOverwrite(bg, g.owner.ID, g.chans[1], g.guild)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			t1, u1 := time.Now(), cpuTime()
+			g.settle(b)
+			own, rel = append(own, t1.Sub(t0)), append(rel, time.Since(t1))
+			ownCPU = append(ownCPU, u1-u0)
+		}
+		r := result{owner: median(own), ownerCPU: median(ownCPU), cpu: (cpuTime() - c0) / time.Duration(*bigEvents), deliveries: (g.sink.n.Load() - before) / int64(*bigEvents)}
+		if sliced {
+			r.relays = median(rel)
+		}
+		return r
+	}
+	o := run(false)
+	runtime.GC()
+	s := run(true)
+	// CPU while the caller waits on the actor: the owner's alone without
+	// relays; with them it also counts the relays working meanwhile on
+	// the other core, so the ratio understates the owner's saving.
+	b.Logf("permission change (%d sessions, %d members): owner actor wall %v filtering every session vs %v with 7 relays (%.0fx less); process CPU while the owner runs the change %v vs %v (%.0fx less); relays' time to finish %v; process CPU per change, relays included, %v vs %v; deliveries per change %d vs %d",
+		*bigSessions, *bigMembers, o.owner, s.owner, float64(o.owner)/float64(s.owner), o.ownerCPU, s.ownerCPU, float64(o.ownerCPU)/float64(max(s.ownerCPU, time.Microsecond)),
+		s.relays, o.cpu, s.cpu, o.deliveries, s.deliveries)
+	b.ReportMetric(float64(o.owner.Microseconds()), "owner-filter-µs/change")
+	b.ReportMetric(float64(s.owner.Microseconds()), "owner-relays-µs/change")
 }

@@ -269,6 +269,12 @@ func mentions(m wire.Message, userID snowflake.ID) bool {
 // It runs in the actor, so the events are ordered with the message stream:
 // a member who lost a channel gets CHANNEL_DELETE before the next event.
 func (a *Actor) syncVisibility(ctx context.Context, updated map[snowflake.ID]bool, deleted map[snowflake.ID]store.Channel, onlyUser snowflake.ID) {
+	if a.sliced != nil {
+		// The relays keep their sessions' channel lists (sliced.go).
+		a.sliceSyncVisibility(ctx, updated, deleted, onlyUser)
+		a.listsOnVisibility(ctx, updated, deleted, onlyUser)
+		return
+	}
 	type key struct {
 		typ string
 		id  snowflake.ID

@@ -56,6 +56,7 @@ func (s *Service) MoveSession(ctx context.Context, guildID snowflake.ID, m Move)
 		mb := newBatcher(event.MoveMarker, marker)
 		mb.byNode[from] = []event.Target{{Session: m.Session}}
 		mb.flushGuild(ctx, a)
+		a.sliceMoved(ctx, sub.s)
 		markers++
 		return nil
 	})

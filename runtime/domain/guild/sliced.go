@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
+	"sync/atomic"
 
 	"github.com/concord-chat/concord/runtime/adapters/store"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
@@ -23,8 +27,12 @@ import (
 // (runtime/domain/fanout). The owner's cost per event is then one entry per
 // relay instead of a permission check per online session.
 //
-// Everything the owner still decides per session (GUILD_CREATE, channel
-// visibility changes, member lists, focused typing, private threads) goes
+// A change that may move who sees which channel is one Visibility entry
+// per relay: each relay keeps its sessions' channel lists and sends the
+// CHANNEL_*/THREAD_* events itself (sliceSyncVisibility).
+//
+// Everything the owner still decides per session (GUILD_CREATE, member
+// lists, focused typing, private threads' events) goes
 // to the session's relay as a Direct entry on the same stream, so a
 // session gets all of its guild's events on one path, in the actor's
 // order. Joins, leaves and op 14 focus changes go to the relay that owns
@@ -50,6 +58,9 @@ type Slicer interface {
 
 // actorSliced is a sliced guild's relay state.
 type actorSliced struct {
+	// owner names this sliced period of this actor on the relays
+	// (fanout.Entry.Owner), so a successor's snapshot supersedes it.
+	owner   string
 	relays  []string
 	home    map[event.SessionID]string
 	load    map[string]int
@@ -84,7 +95,7 @@ func (a *Actor) enterSliced(ctx context.Context) {
 		a.svc.log.Warn("fewer relays than the guild's sessions need; slices above their size", "guild_id", a.id, "sessions", len(a.subs), "relays", len(relays), "need", need)
 		need = len(relays)
 	}
-	st := &actorSliced{relays: slices.Clone(relays[:need]), home: make(map[event.SessionID]string), load: make(map[string]int)}
+	st := &actorSliced{owner: sliceOwner(a.id), relays: slices.Clone(relays[:need]), home: make(map[event.SessionID]string), load: make(map[string]int)}
 	a.sliced = st
 	a.engine.SetJournal(func(c permissions.Change) { st.pending = append(st.pending, c) })
 	for _, sub := range a.sortedSubs() {
@@ -98,16 +109,42 @@ func (a *Actor) enterSliced(ctx context.Context) {
 	}
 }
 
+// leaveSliced takes the guild's sessions back from its relays, which
+// drop their slices.
 func (a *Actor) leaveSliced(ctx context.Context) {
+	a.releaseSlices(ctx)
+	a.refreshVisible()
+	a.svc.log.Info("guild sessions taken back from relays", "guild_id", a.id, "sessions", len(a.subs))
+}
+
+// releaseSlices ends sliced mode and tells every relay to drop the
+// guild's slice: when the owner takes its sessions back, and when the
+// actor stops (the guild moved to another guild node, or was deleted),
+// so a relay keeps no slice of an owner that is gone. A successor that
+// already took a relay's slice over is unaffected (fanout.Entry.Owner).
+func (a *Actor) releaseSlices(ctx context.Context) {
 	st := a.sliced
+	if st == nil {
+		return
+	}
 	a.sliced = nil
 	a.engine.SetJournal(nil)
 	for _, r := range st.relays {
-		// An empty snapshot: the relay forgets the guild's slice.
-		_ = a.svc.deps.Slices.Send(ctx, r, &fanout.Entry{Guild: a.id, Reset: true})
+		_ = a.svc.deps.Slices.Send(ctx, r, &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Drop: true})
 	}
-	a.svc.log.Info("guild sessions taken back from relays", "guild_id", a.id, "sessions", len(a.subs))
 }
+
+// sliceOwners numbers the sliced periods of this process's actors.
+var sliceOwners atomic.Uint64
+
+// sliceOwner returns a name for a new sliced period of guild: unique
+// across processes (a random process part) and within one (a counter).
+func sliceOwner(guild snowflake.ID) string {
+	return fmt.Sprintf("%d/%s/%d", guild, processTag, sliceOwners.Add(1))
+}
+
+// processTag tells this process's slice owners from other guild nodes'.
+var processTag = strconv.FormatUint(rand.Uint64(), 36)
 
 // leastLoaded is the relay with the fewest sessions, the first in list
 // order on ties.
@@ -155,17 +192,15 @@ func (a *Actor) sliceSnapshot(ctx context.Context, relay string) {
 	if a.sliced != st || !slices.Contains(st.relays, relay) {
 		return
 	}
-	e := &fanout.Entry{Guild: a.id, Version: st.version, Reset: true, Members: len(a.members)}
+	e := &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Reset: true, Members: len(a.members)}
 	e.Changes = append(e.Changes, permissions.Change{Op: permissions.OpOwner, ID: a.guild.OwnerID})
 	for id, r := range a.roles {
 		e.Changes = append(e.Changes, permissions.Change{Op: permissions.OpRole, ID: id, Bits: permissions.Bits(r.Permissions)})
 	}
 	for id, c := range a.channels {
 		e.Changes = append(e.Changes, permissions.Change{Op: permissions.OpOverwrites, ID: id, Overwrites: engineOverwrites(c.Overwrites)})
-		if c.Thread != nil {
-			e.Channels = append(e.Channels, threadPlace(c))
-		}
 	}
+	e.Visibility = a.sliceVisibility(nil, nil, 0)
 	for _, sub := range a.sortedSubs() {
 		if st.home[sub.s.ID] == relay {
 			e.Add = append(e.Add, a.slot(sub.s))
@@ -182,7 +217,7 @@ func (a *Actor) flushPending(ctx context.Context) {
 		return
 	}
 	st.version++
-	e := &fanout.Entry{Guild: a.id, Version: st.version, Changes: st.pending}
+	e := &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Changes: st.pending}
 	st.pending = nil
 	for _, r := range slices.Clone(st.relays) {
 		a.sliceSend(ctx, r, e)
@@ -233,6 +268,7 @@ func (a *Actor) relayDown(ctx context.Context, relay string, cause error) {
 	if len(st.relays) == 0 {
 		a.sliced = nil
 		a.engine.SetJournal(nil)
+		a.refreshVisible()
 		a.svc.log.Warn("no relay left; the owner filters every session", "guild_id", a.id)
 		return
 	}
@@ -244,7 +280,7 @@ func (a *Actor) relayDown(ctx context.Context, relay string, cause error) {
 		st.load[r]++
 		e := adds[r]
 		if e == nil {
-			e = &fanout.Entry{Guild: a.id, Version: st.version}
+			e = &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version}
 			adds[r] = e
 		}
 		e.Add = append(e.Add, a.slot(sub.s))
@@ -283,7 +319,7 @@ func (a *Actor) sliceAdd(ctx context.Context, s event.Session) {
 	st.home[s.ID] = r
 	st.load[r]++
 	a.flushPending(ctx)
-	a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Version: st.version, Add: []fanout.Slot{a.slot(s)}})
+	a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Add: []fanout.Slot{a.slot(s)}})
 }
 
 // sliceRemove tells a session's relay it left.
@@ -296,7 +332,118 @@ func (a *Actor) sliceRemove(ctx context.Context, id event.SessionID) {
 	delete(st.home, id)
 	st.load[r]--
 	a.flushPending(ctx)
-	a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Version: st.version, Remove: []event.SessionID{id}})
+	a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Remove: []event.SessionID{id}})
+}
+
+// sliceVisibility is syncVisibility's work for the relays: the guild's
+// channels as a slice decides and announces them, with the change's
+// deleted and updated channels; onlyUser limits thread member objects to
+// that user's. Its cost grows with the guild's channels and thread
+// members, not with its online sessions.
+func (a *Actor) sliceVisibility(updated map[snowflake.ID]bool, deleted map[snowflake.ID]store.Channel, onlyUser snowflake.ID) *fanout.Visibility {
+	all := make([]store.Channel, 0, len(a.channels)+len(deleted))
+	for _, c := range a.channels {
+		all = append(all, *c)
+	}
+	for id, c := range deleted {
+		if _, ok := a.channels[id]; !ok {
+			all = append(all, c)
+		}
+	}
+	slices.SortFunc(all, compareChannels)
+	v := &fanout.Visibility{User: onlyUser}
+	for rank, c := range all {
+		vc := fanout.VisibleChannel{ID: c.ID, Rank: rank, Payload: mustJSON(wire.ChannelFrom(c, nil))}
+		if c.Thread != nil {
+			vc.Thread, vc.Parent, vc.Archived = true, c.ParentID, c.Thread.Archived
+			if c.ID == a.newThread {
+				wc := wire.ChannelFrom(c, nil)
+				wc.NewlyCreated = true
+				vc.Created = mustJSON(wc)
+			}
+			if c.Type == store.ChannelPrivateThread {
+				vc.Private = true
+				for u := range a.threadMembers[c.ID] {
+					vc.Members = append(vc.Members, u)
+				}
+				slices.SortFunc(vc.Members, cmpID)
+			}
+			for u, m := range a.threadMembers[c.ID] {
+				if onlyUser != 0 && u != onlyUser {
+					continue
+				}
+				if vc.ThreadMembers == nil {
+					vc.ThreadMembers = make(map[snowflake.ID]json.RawMessage)
+				}
+				vc.ThreadMembers[u] = mustJSON(wire.ThreadMemberFrom(m))
+			}
+		}
+		if _, ok := a.channels[c.ID]; ok {
+			v.Channels = append(v.Channels, vc)
+		} else {
+			v.Deleted = append(v.Deleted, vc)
+		}
+	}
+	for id := range updated {
+		v.Updated = append(v.Updated, id)
+	}
+	slices.SortFunc(v.Updated, cmpID)
+	return v
+}
+
+// sliceSyncVisibility is syncVisibility for a sliced guild: one entry per
+// relay (per relay owning one of onlyUser's sessions, when set) instead
+// of a channel-list diff per online session at the owner.
+func (a *Actor) sliceSyncVisibility(ctx context.Context, updated map[snowflake.ID]bool, deleted map[snowflake.ID]store.Channel, onlyUser snowflake.ID) {
+	st := a.sliced
+	a.flushPending(ctx)
+	relays := slices.Clone(st.relays)
+	if onlyUser != 0 {
+		relays = relays[:0]
+		for _, sess := range a.svc.localUserSessions(onlyUser) {
+			if r, ok := st.home[sess.ID]; ok && !slices.Contains(relays, r) {
+				relays = append(relays, r)
+			}
+		}
+		slices.Sort(relays)
+	}
+	if len(relays) == 0 {
+		return
+	}
+	e := &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Visibility: a.sliceVisibility(updated, deleted, onlyUser)}
+	for _, r := range relays {
+		a.sliceSend(ctx, r, e)
+	}
+}
+
+// refreshVisible sets every subscriber's channel list to what it sees
+// now, when the owner takes over from relays that kept them.
+func (a *Actor) refreshVisible() {
+	perUser := make(map[snowflake.ID]map[snowflake.ID]bool)
+	for _, sub := range a.sortedSubs() {
+		now, ok := perUser[sub.s.UserID]
+		if !ok {
+			now = a.visibleChannels(sub.s.UserID)
+			perUser[sub.s.UserID] = now
+		}
+		sub.visible = now
+	}
+}
+
+// sliceMoved tells a session's relay, after the move marker, that the
+// session's events go to another gateway node now (MoveSession); the
+// slot it sends again keeps the session's active channels.
+func (a *Actor) sliceMoved(ctx context.Context, s event.Session) {
+	st := a.sliced
+	if st == nil {
+		return
+	}
+	r, ok := st.home[s.ID]
+	if !ok {
+		return
+	}
+	a.flushPending(ctx)
+	a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Add: []fanout.Slot{a.slot(s)}})
 }
 
 // sliceActive tells a session's relay its new active channels.
@@ -312,7 +459,7 @@ func (a *Actor) sliceActive(ctx context.Context, s event.Session, set map[snowfl
 	}
 	slices.SortFunc(chans, cmpID)
 	a.flushPending(ctx)
-	a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Version: st.version, Active: &fanout.Active{Session: s.ID, Channels: chans}})
+	a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Active: &fanout.Active{Session: s.ID, Channels: chans}})
 }
 
 // sliceEvent sends an event once per relay. place, when set, tells the
@@ -320,7 +467,7 @@ func (a *Actor) sliceActive(ctx context.Context, s event.Session, set map[snowfl
 func (a *Actor) sliceEvent(ctx context.Context, ev *fanout.Event) {
 	st := a.sliced
 	a.flushPending(ctx)
-	e := &fanout.Entry{Guild: a.id, Version: st.version, Members: len(a.members), Event: ev}
+	e := &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Members: len(a.members), Event: ev}
 	if c := a.channels[ev.Channel]; c != nil && c.Thread != nil {
 		e.Channels = []fanout.Channel{threadPlace(c)}
 	}
@@ -351,7 +498,7 @@ func (b *batcher) sliceDirect(ctx context.Context, a *Actor) {
 		}
 	}
 	for _, r := range slices.Sorted(mapKeys(per)) {
-		a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Version: st.version, Direct: &fanout.Direct{Type: b.typ, Payloads: b.payloads, Targets: per[r]}})
+		a.sliceSend(ctx, r, &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Direct: &fanout.Direct{Type: b.typ, Payloads: b.payloads, Targets: per[r]}})
 	}
 	if len(direct.byNode) > 0 {
 		direct.flush(ctx, a.svc)

@@ -182,6 +182,35 @@ func (r *slicedRun) scenario(t *testing.T) {
 	if err := svc.PublishChannelEvent(bg, r.guild, gen, "MESSAGE_DELETE", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessages, 0); err != nil {
 		t.Fatal(err)
 	}
+	// Channel lists (decided by the relays in a sliced guild): threads,
+	// a private one with a member, general hidden from @everyone and
+	// shown again (its threads come back in THREAD_LIST_SYNC), a role's
+	// permissions, a channel created and deleted.
+	must[store.Channel](t)(func() (store.Channel, error) {
+		c, _, err := svc.CreateThread(bg, r.owner.ID, ThreadSpec{ParentID: gen, Name: "t", Type: store.ChannelPublicThread})
+		return c, err
+	}())
+	priv := must[store.Channel](t)(func() (store.Channel, error) {
+		c, _, err := svc.CreateThread(bg, r.owner.ID, ThreadSpec{ParentID: gen, Name: "p", Type: store.ChannelPrivateThread})
+		return c, err
+	}())
+	if err := svc.AddThreadMember(bg, r.owner.ID, priv.ID, r.users[5].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.PutOverwrite(bg, r.owner.ID, gen, store.Overwrite{ID: r.guild, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.DeleteOverwrite(bg, r.owner.ID, gen, r.guild); err != nil {
+		t.Fatal(err)
+	}
+	perms := uint64(permissions.ViewChannel | permissions.ManageThreads)
+	if _, err := svc.ModifyRole(bg, r.owner.ID, r.guild, r.mods, RoleSpec{Permissions: &perms}); err != nil {
+		t.Fatal(err)
+	}
+	news := must[store.Channel](t)(svc.CreateChannel(bg, r.owner.ID, r.guild, ChannelSpec{Name: "news", Type: store.ChannelText}))
+	if _, _, err := svc.DeleteChannel(bg, r.owner.ID, news.ID); err != nil {
+		t.Fatal(err)
+	}
 	r.settle(t)
 }
 
@@ -198,6 +227,16 @@ func TestSlicedGuildMatchesOwner(t *testing.T) {
 	}
 	sl.scenario(t)
 	want, got := ref.seen(), sl.seen()
+	// The scenario moves channel lists: the comparison covers them.
+	for _, typ := range []string{"CHANNEL_CREATE", "CHANNEL_DELETE", "CHANNEL_UPDATE", "THREAD_CREATE", "THREAD_DELETE", "THREAD_LIST_SYNC"} {
+		n := 0
+		for _, lines := range want {
+			n += slices.Index(lines, typ) + 1
+		}
+		if n == 0 {
+			t.Errorf("no session got %s in the scenario", typ)
+		}
+	}
 	for _, s := range ref.sess {
 		if !slices.Equal(want[s.ID], got[s.ID]) {
 			t.Errorf("session %s (bot %v, threshold %d):\n owner: %v\nrelays: %v", s.ID, s.Bot, s.LargeThreshold, want[s.ID], got[s.ID])
@@ -270,4 +309,126 @@ func (s *Service) mustActor(t *testing.T, id snowflake.ID) *Actor {
 		t.Fatalf("guild %d not loaded", id)
 	}
 	return a
+}
+
+// TestSlicedGuildMovesNode moves a sliced guild to another guild node (the
+// placement ring gave it away: Unload on the old one, the gateways attach
+// its sessions on the new one, as guildrole's sweeper and gatewayrole's
+// ringBackend do). The relays drop the old owner's slices when it stops
+// (none is left behind), the new owner's slices take over, and the
+// sessions that were active in general before the move are active in it
+// after the gateway replayed their op 14 (transport.RememberFocus):
+// the next message reaches every session that got general's messages
+// before.
+func TestSlicedGuildMovesNode(t *testing.T) {
+	r := newSlicedRun(t, true)
+	r.post(t, "general", nil, nil)
+	r.settle(t)
+	gotGeneral := func(s event.Session, id snowflake.ID) bool {
+		return slices.ContainsFunc(r.f.sink.of(s.ID), func(d delivered) bool {
+			var p struct {
+				ID snowflake.ID `json:"id"`
+			}
+			return d.Type == "MESSAGE_CREATE" && json.Unmarshal(d.Payload, &p) == nil && p.ID == id
+		})
+	}
+	var before []event.Session
+	for _, s := range r.sess {
+		if gotGeneral(s, r.last) {
+			before = append(before, s)
+		}
+	}
+	if len(before) == 0 || len(before) == len(r.sess) {
+		t.Fatalf("%d of %d sessions got general's message before the move: the scenario needs passive sessions and viewers", len(before), len(r.sess))
+	}
+
+	old := r.f.svc
+	if err := old.Unload(bg, r.guild); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.local.Sync(bg); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range r.local.Relays(r.guild) {
+		if gs := r.local.Relay(name).Guilds(); len(gs) != 0 {
+			t.Errorf("relay %s keeps slices of guilds %v after their owner unloaded them", name, gs)
+		}
+	}
+
+	next, err := NewService(Config{Now: r.f.clock.Now, SliceThreshold: 10, SliceSize: 10},
+		Deps{Store: r.f.store, Sink: r.f.sink, IDs: r.f.ids, Auth: r.f.auth, Slices: r.local})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { next.Close() })
+	r.f.svc = next
+	for i, s := range r.sess {
+		if err := next.AttachSession(bg, r.guild, s); err != nil {
+			t.Fatal(err)
+		}
+		if i%4 == 1 { // the op 14 the gateway replays
+			req := memberlist.Request{GuildID: r.guild, Channels: map[snowflake.ID][]memberlist.Range{r.chans["general"]: {{0, 99}}}}
+			if err := next.LazyRequest(bg, s, req); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if next.mustActor(t, r.guild).sliced == nil {
+		t.Fatal("the new owner did not hand its 30 sessions to relays")
+	}
+	r.post(t, "general", nil, nil)
+	r.settle(t)
+	for _, s := range r.sess {
+		if want := slices.Contains(before, s); gotGeneral(s, r.last) != want {
+			t.Errorf("session %s (bot %v, threshold %d) got general's message after the move: %v, before: %v", s.ID, s.Bot, s.LargeThreshold, !want, want)
+		}
+	}
+	total := 0
+	for _, name := range r.local.Relays(r.guild) {
+		total += r.local.Relay(name).Slice(r.guild).Sessions()
+	}
+	if total != len(r.sess) {
+		t.Errorf("relays own %d sessions after the move, want %d", total, len(r.sess))
+	}
+}
+
+// TestSlicedSessionMovesGatewayNode moves a session of a sliced guild to
+// another gateway node (a draining gateway's handoff): its relay delivers
+// the guild's later events to the new node, after the marker on the old.
+func TestSlicedSessionMovesGatewayNode(t *testing.T) {
+	r := newSlicedRun(t, true)
+	s := r.sess[3] // threshold 250: gets every general message
+	from := s.Node
+	if _, err := r.f.svc.MoveSession(bg, r.guild, Move{Session: s.ID, To: "node-new", ID: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	r.post(t, "general", nil, nil)
+	r.settle(t)
+	ds := r.f.sink.of(s.ID)
+	marker := slices.IndexFunc(ds, func(d delivered) bool { return d.Type == event.MoveMarker })
+	if marker < 0 || ds[marker].Node != from {
+		t.Fatalf("no move marker on %s: %+v", from, ds)
+	}
+	last := ds[len(ds)-1]
+	if last.Type != "MESSAGE_CREATE" || last.Node != "node-new" {
+		t.Fatalf("the message after the move went to %s as %s, want MESSAGE_CREATE on node-new", last.Node, last.Type)
+	}
+}
+
+// TestSlicedServiceCloseDropsSlices: a guild node that stops (its
+// service closes) tells its relays to drop its guilds' slices.
+func TestSlicedServiceCloseDropsSlices(t *testing.T) {
+	r := newSlicedRun(t, true)
+	r.settle(t)
+	if err := r.f.svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.local.Sync(bg); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range r.local.Relays(r.guild) {
+		if gs := r.local.Relay(name).Guilds(); len(gs) != 0 {
+			t.Errorf("relay %s keeps slices of guilds %v after their owner's service closed", name, gs)
+		}
+	}
 }

@@ -16,6 +16,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/cli"
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -207,12 +209,18 @@ func rolledOut(t *testing.T, ctx context.Context, when string) {
 // (its chart from git, its operator built from the same commit and
 // imported into the node) and then forward to this checkout's the way
 // docs/operations.md tells a platform team to upgrade: the CRDs applied
-// server-side first, then helm upgrade. After each step the operator runs
-// the step's image and the suite's ConcordCluster, GatewayPool and
-// VoiceRegion are Ready again under it; after the upgrade the workloads
-// carry what the new operator renders (topology spread), a message posted
-// before the downgrade is still in the channel's history and a new
-// session receives a new message.
+// server-side first, then helm upgrade. It runs with three guild pods, and
+// through both steps three guilds are in use: two sessions per guild kept
+// as a bot library keeps them (RESUME on op 7 or a dropped connection) and
+// one poster per guild posting every second with a library's retries.
+// After each step the operator runs the step's image and the suite's
+// ConcordCluster, GatewayPool and VoiceRegion are Ready again under it;
+// after the upgrade the workloads carry what the new operator renders
+// (topology spread). Then: no post failed (the guilds kept serving), every
+// acknowledged message is in its channel's history and reached every
+// session of its guild, no session was refused a RESUME, a message posted
+// before the downgrade is still in the history and a new session receives
+// a new message.
 func TestChartUpgrade(t *testing.T) {
 	ctx := context.Background()
 	ref, prevVersion, current := previousChart(t)
@@ -220,6 +228,7 @@ func TestChartUpgrade(t *testing.T) {
 	prevDir, prevImage := previousRelease(t, ref)
 	w := newWorld(t, "upgrade")
 	before := post(t, w.owner, w.channel, "before the upgrade")
+	guildPods := scaleGuilds(t, ctx, 3)
 
 	ready := func(when string) {
 		t.Helper()
@@ -231,6 +240,24 @@ func TestChartUpgrade(t *testing.T) {
 				t.Fatalf("%s: %v", when, err)
 			}
 		}
+	}
+	type guildLoad struct {
+		w        world
+		sessions []*keptSession
+		poster   *poster
+	}
+	var loads []guildLoad
+	for i := range 3 {
+		lw := w
+		if i > 0 {
+			lw = newWorld(t, fmt.Sprintf("upgrade%d", i))
+		}
+		l := guildLoad{w: lw}
+		for j := range 2 {
+			l.sessions = append(l.sessions, keepSession(t, lw.member, fmt.Sprintf("guild%d-session%d", i, j)))
+		}
+		l.poster = startPoster(lw.owner, lw.channel, fmt.Sprintf("upgrade load %d", i))
+		loads = append(loads, l)
 	}
 	if err := helmUpgrade(ctx, prevDir, prevImage); err != nil {
 		t.Fatal(err)
@@ -263,6 +290,40 @@ func TestChartUpgrade(t *testing.T) {
 	rolledOut(t, ctx, "after the upgrade to "+current)
 	ready("after the upgrade to " + current)
 
+	replaced := 0
+	for name, uid := range guildPods {
+		p, err := kcs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || p.UID != uid {
+			replaced++
+		}
+	}
+	t.Logf("%d of %d guild pods were replaced by the downgrade and the upgrade", replaced, len(guildPods))
+	for i, l := range loads {
+		acked, failed := l.poster.finish()
+		if len(failed) > 0 {
+			t.Errorf("guild %d: %d of %d posts failed after retries: the guild stopped serving: %v", i, len(failed), len(acked)+len(failed), failed)
+		}
+		if len(acked) == 0 {
+			t.Fatalf("guild %d: no post was acknowledged during the upgrade", i)
+		}
+		inHistory := history(t, l.w.owner, l.w.channel)
+		for _, id := range acked {
+			if !inHistory[id] {
+				t.Errorf("guild %d: acknowledged message %s is missing from the channel's history", i, id)
+			}
+		}
+		for _, k := range l.sessions {
+			missing, resumes, err := k.missing(acked, time.Minute)
+			if err != nil {
+				t.Errorf("guild %d: %v", i, err)
+			}
+			if len(missing) > 0 {
+				t.Errorf("%s: %d of %d acknowledged messages never arrived (resumed %d times): %v", k.name, len(missing), len(acked), resumes, missing)
+			}
+			t.Logf("%s: received all %d acknowledged messages, resumed %d times", k.name, len(acked), resumes)
+		}
+	}
+
 	var history []struct{ ID string }
 	resttest.Call(t, router, w.owner, "GET", "/channels/"+w.channel+"/messages?limit=10", nil, &history)
 	found := false
@@ -277,4 +338,43 @@ func TestChartUpgrade(t *testing.T) {
 	if err := c.Await("the message after the upgrade", time.Minute, hasMessage("after the upgrade")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// scaleGuilds sets the suite cluster's guild replicas to n, waits until
+// the cluster has rolled out, and returns the StatefulSet's guild pods' names
+// and UIDs (a GuildPlacement's dedicated pods are not among them);
+// when the test ends it goes back to one guild pod.
+func scaleGuilds(t *testing.T, ctx context.Context, n int) map[string]k8stypes.UID {
+	t.Helper()
+	c := &concordv1.ConcordCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName}}
+	set := func(ctx context.Context, n int) error {
+		return k8s.Patch(ctx, c, client.RawPatch(k8stypes.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"roles":{"guild":{"replicas":%d}}}}`, n))))
+	}
+	if err := set(ctx, n); err != nil {
+		t.Fatalf("scale the guild role to %d: %v", n, err)
+	}
+	t.Cleanup(func() {
+		if err := set(context.Background(), 1); err != nil {
+			t.Errorf("scale the guild role back to 1: %v", err)
+			return
+		}
+		rolledOut(t, context.Background(), "back to one guild pod")
+	})
+	rolledOut(t, ctx, fmt.Sprintf("with %d guild pods", n))
+	pods, err := kcs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: concordv1.LabelCluster + "=" + clusterName + "," + concordv1.LabelRole + "=" + concordv1.RoleGuild})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]k8stypes.UID{}
+	for _, p := range pods.Items {
+		for _, ref := range p.OwnerReferences {
+			if ref.Kind == "StatefulSet" && podReady(&p) && p.DeletionTimestamp == nil {
+				out[p.Name] = p.UID
+			}
+		}
+	}
+	if len(out) != n {
+		t.Fatalf("%d ready guild pods of the StatefulSet (%v), want %d\n%s", len(out), out, n, podReport(ctx))
+	}
+	return out
 }

@@ -201,6 +201,7 @@ func (k *keptSession) missing(ids []string, timeout time.Duration) ([]string, in
 type poster struct {
 	mu     sync.Mutex
 	acked  []string
+	at     map[string]time.Time // when each acknowledgement arrived
 	failed []string
 	stop   context.CancelFunc
 	done   chan struct{}
@@ -208,7 +209,7 @@ type poster struct {
 
 func startPoster(token, channel, prefix string) *poster {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &poster{stop: cancel, done: make(chan struct{})}
+	p := &poster{at: map[string]time.Time{}, stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		for i := 0; ctx.Err() == nil; i++ {
@@ -218,6 +219,7 @@ func startPoster(token, channel, prefix string) *poster {
 			switch {
 			case err == nil:
 				p.acked = append(p.acked, id)
+				p.at[id] = time.Now()
 			case ctx.Err() == nil:
 				p.failed = append(p.failed, fmt.Sprintf("%s: %v", content, err))
 			}
@@ -229,6 +231,13 @@ func startPoster(token, channel, prefix string) *poster {
 		}
 	}()
 	return p
+}
+
+// ackedAt is when the API acknowledged message id, for failure messages.
+func (p *poster) ackedAt(id string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.at[id].UTC().Format("15:04:05.000")
 }
 
 // finish stops the poster and returns the acknowledged ids and the

@@ -318,7 +318,12 @@ func TestChartUpgrade(t *testing.T) {
 				t.Errorf("guild %d: %v", i, err)
 			}
 			if len(missing) > 0 {
-				t.Errorf("%s: %d of %d acknowledged messages never arrived (resumed %d times): %v", k.name, len(missing), len(acked), resumes, missing)
+				var when []string
+				for _, id := range missing {
+					when = append(when, id+" acked at "+l.poster.ackedAt(id))
+				}
+				t.Errorf("%s: %d of %d acknowledged messages never arrived (resumed %d times): %v", k.name, len(missing), len(acked), resumes, when)
+				continue
 			}
 			t.Logf("%s: received all %d acknowledged messages, resumed %d times", k.name, len(acked), resumes)
 		}

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
-	"github.com/concord-chat/concord/internal/resttest"
 )
 
 // git runs git in the repository and returns its output.
@@ -313,7 +312,7 @@ func TestChartUpgrade(t *testing.T) {
 			}
 		}
 		for _, k := range l.sessions {
-			missing, resumes, err := k.missing(acked, time.Minute)
+			missing, resumes, err := k.missing(acked, 30*time.Second)
 			if err != nil {
 				t.Errorf("guild %d: %v", i, err)
 			}
@@ -329,13 +328,7 @@ func TestChartUpgrade(t *testing.T) {
 		}
 	}
 
-	var history []struct{ ID string }
-	resttest.Call(t, router, w.owner, "GET", "/channels/"+w.channel+"/messages?limit=10", nil, &history)
-	found := false
-	for _, m := range history {
-		found = found || m.ID == before
-	}
-	if !found {
+	if !history(t, w.owner, w.channel)[before] {
 		t.Fatalf("message %s posted before the upgrade is missing from the history after it", before)
 	}
 	c := dial(t, w.member, "after-upgrade")

@@ -358,6 +358,21 @@ func scaleGuilds(t *testing.T, ctx context.Context, n int) map[string]k8stypes.U
 		}
 		rolledOut(t, context.Background(), "back to one guild pod")
 	})
+	// The operator applies the new size to the guild StatefulSet a moment
+	// after the patch: until the StatefulSet asks for n, a rollout check
+	// would pass on the old size.
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var sts appsv1.StatefulSetList
+		err := k8s.List(ctx, &sts, client.InNamespace(ns), client.MatchingLabels{concordv1.LabelCluster: clusterName, concordv1.LabelRole: concordv1.RoleGuild})
+		if err == nil && len(sts.Items) == 1 && *sts.Items[0].Spec.Replicas == int32(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the guild StatefulSet does not ask for %d replicas (%d StatefulSets, err %v)", n, len(sts.Items), err)
+		}
+		time.Sleep(time.Second) // the operator's apply is observed through the API: polled
+	}
 	rolledOut(t, ctx, fmt.Sprintf("with %d guild pods", n))
 	pods, err := kcs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: concordv1.LabelCluster + "=" + clusterName + "," + concordv1.LabelRole + "=" + concordv1.RoleGuild})
 	if err != nil {

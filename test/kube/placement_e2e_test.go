@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -223,7 +225,8 @@ func TestAutoscalerPlacesHotGuild(t *testing.T) {
 	post(t, w.owner, w.channel, "after the automatic move")
 	for _, c := range conns {
 		if err := c.Await("the message after the automatic move", time.Minute, hasMessage("after the automatic move")); err != nil {
-			t.Fatalf("%v (the session has %d dispatches, last seq %d, %d RECONNECTs)", err, len(c.Frames()), c.Seq(), c.Ops(7))
+			t.Fatalf("%v (the session has %d dispatches, last seq %d, %d RECONNECTs; its last: %s)\n%s", err, len(c.Frames()), c.Seq(), c.Ops(7),
+				lastTypes(c.Frames(), 5), roleLogs(ctx, gp.Status.PodName))
 		}
 	}
 }
@@ -266,4 +269,39 @@ func loadedEventAge(t *testing.T, ctx context.Context, guild string) (time.Durat
 		}
 		time.Sleep(time.Second) // the guild's stats are polled, as the autoscaler does
 	}
+}
+
+// lastTypes names the last n dispatches of a session, for failure
+// messages.
+func lastTypes(frames []gwtest.Frame, n int) string {
+	var out []string
+	for _, f := range frames[max(0, len(frames)-n):] {
+		out = append(out, fmt.Sprintf("%d %s %s", f.Seq, f.Type, f.At.Format("15:04:05.000")))
+	}
+	return strings.Join(out, ", ")
+}
+
+// roleLogs is the log (INFO and above) of the gateway and guild pods and
+// of the pods named in extra, for failure messages: what each node did
+// around a move.
+func roleLogs(ctx context.Context, extra ...string) string {
+	pods, err := kcs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "list pods: " + err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		role := p.Labels[concordv1.LabelRole]
+		if role != concordv1.RoleGateway && role != concordv1.RoleGuild && !slices.Contains(extra, p.Name) {
+			continue
+		}
+		raw, err := kcs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr(int64(400))}).DoRaw(ctx)
+		fmt.Fprintf(&b, "--- %s (err %v)\n", p.Name, err)
+		for line := range strings.Lines(string(raw)) {
+			if !strings.Contains(line, `"level":"DEBUG"`) {
+				b.WriteString(line)
+			}
+		}
+	}
+	return b.String()
 }

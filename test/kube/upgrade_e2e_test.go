@@ -16,11 +16,12 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/cli"
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
-	"github.com/concord-chat/concord/internal/resttest"
 )
 
 // git runs git in the repository and returns its output.
@@ -207,12 +208,18 @@ func rolledOut(t *testing.T, ctx context.Context, when string) {
 // (its chart from git, its operator built from the same commit and
 // imported into the node) and then forward to this checkout's the way
 // docs/operations.md tells a platform team to upgrade: the CRDs applied
-// server-side first, then helm upgrade. After each step the operator runs
-// the step's image and the suite's ConcordCluster, GatewayPool and
-// VoiceRegion are Ready again under it; after the upgrade the workloads
-// carry what the new operator renders (topology spread), a message posted
-// before the downgrade is still in the channel's history and a new
-// session receives a new message.
+// server-side first, then helm upgrade. It runs with three guild pods, and
+// through both steps three guilds are in use: two sessions per guild kept
+// as a bot library keeps them (RESUME on op 7 or a dropped connection) and
+// one poster per guild posting every second with a library's retries.
+// After each step the operator runs the step's image and the suite's
+// ConcordCluster, GatewayPool and VoiceRegion are Ready again under it;
+// after the upgrade the workloads carry what the new operator renders
+// (topology spread). Then: no post failed (the guilds kept serving), every
+// acknowledged message is in its channel's history and reached every
+// session of its guild, no session was refused a RESUME, a message posted
+// before the downgrade is still in the history and a new session receives
+// a new message.
 func TestChartUpgrade(t *testing.T) {
 	ctx := context.Background()
 	ref, prevVersion, current := previousChart(t)
@@ -220,6 +227,7 @@ func TestChartUpgrade(t *testing.T) {
 	prevDir, prevImage := previousRelease(t, ref)
 	w := newWorld(t, "upgrade")
 	before := post(t, w.owner, w.channel, "before the upgrade")
+	guildPods := scaleGuilds(t, ctx, 3)
 
 	ready := func(when string) {
 		t.Helper()
@@ -231,6 +239,24 @@ func TestChartUpgrade(t *testing.T) {
 				t.Fatalf("%s: %v", when, err)
 			}
 		}
+	}
+	type guildLoad struct {
+		w        world
+		sessions []*keptSession
+		poster   *poster
+	}
+	var loads []guildLoad
+	for i := range 3 {
+		lw := w
+		if i > 0 {
+			lw = newWorld(t, fmt.Sprintf("upgrade%d", i))
+		}
+		l := guildLoad{w: lw}
+		for j := range 2 {
+			l.sessions = append(l.sessions, keepSession(t, lw.member, fmt.Sprintf("guild%d-session%d", i, j)))
+		}
+		l.poster = startPoster(lw.owner, lw.channel, fmt.Sprintf("upgrade load %d", i))
+		loads = append(loads, l)
 	}
 	if err := helmUpgrade(ctx, prevDir, prevImage); err != nil {
 		t.Fatal(err)
@@ -263,13 +289,46 @@ func TestChartUpgrade(t *testing.T) {
 	rolledOut(t, ctx, "after the upgrade to "+current)
 	ready("after the upgrade to " + current)
 
-	var history []struct{ ID string }
-	resttest.Call(t, router, w.owner, "GET", "/channels/"+w.channel+"/messages?limit=10", nil, &history)
-	found := false
-	for _, m := range history {
-		found = found || m.ID == before
+	replaced := 0
+	for name, uid := range guildPods {
+		p, err := kcs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || p.UID != uid {
+			replaced++
+		}
 	}
-	if !found {
+	t.Logf("%d of %d guild pods were replaced by the downgrade and the upgrade", replaced, len(guildPods))
+	for i, l := range loads {
+		acked, failed := l.poster.finish()
+		if len(failed) > 0 {
+			t.Errorf("guild %d: %d of %d posts failed after retries: the guild stopped serving: %v", i, len(failed), len(acked)+len(failed), failed)
+		}
+		if len(acked) == 0 {
+			t.Fatalf("guild %d: no post was acknowledged during the upgrade", i)
+		}
+		inHistory := history(t, l.w.owner, l.w.channel)
+		for _, id := range acked {
+			if !inHistory[id] {
+				t.Errorf("guild %d: acknowledged message %s is missing from the channel's history", i, id)
+			}
+		}
+		for _, k := range l.sessions {
+			missing, resumes, err := k.missing(acked, 30*time.Second)
+			if err != nil {
+				t.Errorf("guild %d: %v", i, err)
+			}
+			if len(missing) > 0 {
+				var when []string
+				for _, id := range missing {
+					when = append(when, id+" acked at "+l.poster.ackedAt(id))
+				}
+				t.Errorf("%s: %d of %d acknowledged messages never arrived (resumed %d times): %v", k.name, len(missing), len(acked), resumes, when)
+				continue
+			}
+			t.Logf("%s: received all %d acknowledged messages, resumed %d times", k.name, len(acked), resumes)
+		}
+	}
+
+	if !history(t, w.owner, w.channel)[before] {
 		t.Fatalf("message %s posted before the upgrade is missing from the history after it", before)
 	}
 	c := dial(t, w.member, "after-upgrade")
@@ -277,4 +336,58 @@ func TestChartUpgrade(t *testing.T) {
 	if err := c.Await("the message after the upgrade", time.Minute, hasMessage("after the upgrade")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// scaleGuilds sets the suite cluster's guild replicas to n, waits until
+// the cluster has rolled out, and returns the StatefulSet's guild pods' names
+// and UIDs (a GuildPlacement's dedicated pods are not among them);
+// when the test ends it goes back to one guild pod.
+func scaleGuilds(t *testing.T, ctx context.Context, n int) map[string]k8stypes.UID {
+	t.Helper()
+	c := &concordv1.ConcordCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName}}
+	set := func(ctx context.Context, n int) error {
+		return k8s.Patch(ctx, c, client.RawPatch(k8stypes.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"roles":{"guild":{"replicas":%d}}}}`, n))))
+	}
+	if err := set(ctx, n); err != nil {
+		t.Fatalf("scale the guild role to %d: %v", n, err)
+	}
+	t.Cleanup(func() {
+		if err := set(context.Background(), 1); err != nil {
+			t.Errorf("scale the guild role back to 1: %v", err)
+			return
+		}
+		rolledOut(t, context.Background(), "back to one guild pod")
+	})
+	// The operator applies the new size to the guild StatefulSet a moment
+	// after the patch: until the StatefulSet asks for n, a rollout check
+	// would pass on the old size.
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var sts appsv1.StatefulSetList
+		err := k8s.List(ctx, &sts, client.InNamespace(ns), client.MatchingLabels{concordv1.LabelCluster: clusterName, concordv1.LabelRole: concordv1.RoleGuild})
+		if err == nil && len(sts.Items) == 1 && *sts.Items[0].Spec.Replicas == int32(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the guild StatefulSet does not ask for %d replicas (%d StatefulSets, err %v)", n, len(sts.Items), err)
+		}
+		time.Sleep(time.Second) // the operator's apply is observed through the API: polled
+	}
+	rolledOut(t, ctx, fmt.Sprintf("with %d guild pods", n))
+	pods, err := kcs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: concordv1.LabelCluster + "=" + clusterName + "," + concordv1.LabelRole + "=" + concordv1.RoleGuild})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]k8stypes.UID{}
+	for _, p := range pods.Items {
+		for _, ref := range p.OwnerReferences {
+			if ref.Kind == "StatefulSet" && podReady(&p) && p.DeletionTimestamp == nil {
+				out[p.Name] = p.UID
+			}
+		}
+	}
+	if len(out) != n {
+		t.Fatalf("%d ready guild pods of the StatefulSet (%v), want %d\n%s", len(out), out, n, podReport(ctx))
+	}
+	return out
 }

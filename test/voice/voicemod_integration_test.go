@@ -112,6 +112,6 @@ func TestServerMuteSplit(t *testing.T) {
 	awaitMetric(t, host, "the disconnect command", cmdsBefore+1, cmds)
 	r, before, after, _, _ := c.heard(t, unmuted)
 	if before < 50 || after < 50 {
-		t.Fatalf("listener heard %d packets before the unmute and %d after, want ≥ 50 each (states %v, error %s)\n%s", before, after, r.States, r.Error, c.listener.logs)
+		t.Fatalf("listener heard %d packets before the unmute and %d after, want ≥ 50 each (states %v, error %s)\n%s", before, after, r.States, r.Error, c.listener.Logs)
 	}
 }

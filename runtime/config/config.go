@@ -390,7 +390,7 @@ func Default() Config {
 		Presence:        Presence{Window: 5 * time.Second, ReportInterval: DefaultReportInterval},
 		Entitlements:    Entitlements{TTL: 10 * time.Second, RetryEvery: time.Second, Grace: 5 * time.Minute},
 		Credentials:     Credentials{KafkaSASLMechanism: "PLAIN"},
-		Live:            Live{Prefix: DefaultLivePrefix, MaxViewers: 100_000, MaxPending: 256 << 10, FlushInterval: 250 * time.Millisecond, PingInterval: 15 * time.Second, ReportInterval: 5 * time.Second,
+		Live: Live{Prefix: DefaultLivePrefix, MaxViewers: 100_000, MaxPending: 256 << 10, FlushInterval: 250 * time.Millisecond, PingInterval: 15 * time.Second, ReportInterval: 5 * time.Second,
 			RelayListen: "127.0.0.1:0", Classifier: "linear"},
 	}
 }

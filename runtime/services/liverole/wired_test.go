@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -34,12 +32,12 @@ func TestDevRunsRelayModerationFriends(t *testing.T) {
 	s := e.CreateStream(alice, "wired")
 	v := livetest.Watch(t, e.URL, s.ID, nil, "")
 	v.Next(livetest.Wait, "state")
-	before := metric(t, e.URL, "concord_live_relay_copies_total")
+	before := livetest.Metric(t, e.URL, "concord_live_relay_copies_total")
 	c := e.Post(fan, s.ID, "what a great stream, thanks!", 0)
 	if got := v.Comments(1, livetest.Wait); got[0].ID != c.ID {
 		t.Fatalf("viewer got %+v, want %s", got[0], c.ID)
 	}
-	if after := metric(t, e.URL, "concord_live_relay_copies_total"); after <= before {
+	if after := livetest.Metric(t, e.URL, "concord_live_relay_copies_total"); after <= before {
 		t.Fatalf("relay copies %v -> %v: the comment did not travel through the relay tree", before, after)
 	}
 
@@ -83,12 +81,12 @@ func TestDevRunsRelayModerationFriends(t *testing.T) {
 		}
 		return v
 	}
-	fetched := metric(t, e.URL, "concord_live_gateway_friend_fetches_total")
+	fetched := livetest.Metric(t, e.URL, "concord_live_gateway_friend_fetches_total")
 	vf, vs := watch(friend), watch(stranger)
 	// Friend lists are fetched in the background at join: the poster's
 	// comment waits until the gateway indexed both.
 	e.Eventually(livetest.Wait, func() string {
-		if got := metric(t, e.URL, "concord_live_gateway_friend_fetches_total"); got < fetched+2 {
+		if got := livetest.Metric(t, e.URL, "concord_live_gateway_friend_fetches_total"); got < fetched+2 {
 			return fmt.Sprintf("friend lists fetched %v, want %v", got, fetched+2)
 		}
 		return ""
@@ -166,24 +164,4 @@ func floodSampled(t *testing.T, e *livetest.Env, bk liverole.Backends, stream st
 		}
 	}
 	t.Fatal("the stream did not switch to sampled within 40 s of a bot flood")
-}
-
-// metric reads the sum of a counter's series from base's /metrics.
-func metric(t *testing.T, base, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var sum float64
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
-			var v float64
-			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-			sum += v
-		}
-	}
-	return sum
 }

@@ -269,4 +269,3 @@ func TestKillAggregatorAndClassifier(t *testing.T) {
 	}
 	t.Logf("reactions: %d taps accepted, %d counted (%.3f)", accepted, scr.counted, float64(scr.counted)/float64(accepted))
 }
-

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,7 +65,9 @@ func (p *viewerProc) stat(t *testing.T, seqs []int64) viewerStat {
 // every comment posted before, during and after, with no seq shown twice
 // or out of order, and that the surviving gateways read the recent cache
 // once per subscription (they were subscribed already: no read at all),
-// not once per resuming viewer.
+// not once per resuming viewer. With LIVEKILL_LOCK set (the machine's
+// load lock, /tmp/concord-loadtest.lock), the test takes it once the
+// processes are up and holds it for the viewers and the kill.
 func TestBenchGatewayKill(t *testing.T) {
 	viewers := benchEnvInt(t, "LIVEKILL_VIEWERS", 20000)
 	const perProc = 5000
@@ -81,6 +85,21 @@ func TestBenchGatewayKill(t *testing.T) {
 	gws := []*proc{d.start(t, "gw-a", gwFlags...), d.start(t, "gw-b", gwFlags...), d.start(t, "gw-c", gwFlags...)}
 	d.start(t, "router", "--roles=live-router")
 	d.start(t, "archiver", "--roles=live-archiver")
+	if lock := os.Getenv("LIVEKILL_LOCK"); lock != "" {
+		// The machine-wide load lock, taken only now: the keyspace and
+		// the processes above are set up outside it, the viewers and the
+		// kill measured inside.
+		f, err := os.OpenFile(lock, os.O_RDWR|os.O_CREATE, 0o666)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		waited := time.Now()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			t.Fatalf("flock %s: %v", lock, err)
+		}
+		t.Logf("took %s after %s", lock, time.Since(waited).Round(time.Second))
+	}
 	alice := livetest.Register(chat.url)(t)
 	e := livetest.Remote(t, chat.url, livetest.RemoteRoles{})
 	s := e.CreateStream(alice, "kill a gateway")

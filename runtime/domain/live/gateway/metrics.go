@@ -3,13 +3,13 @@ package gateway
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	viewers                                                    prometheus.Gauge
+	viewers                                                                 prometheus.Gauge
 	subscribes, unsubscribes, batches, invalid, gaps, gapsSent, recentReads prometheus.Counter
-	resumes, slowCut                                           prometheus.Counter
-	flushAge, postToFlush, relayAge                            prometheus.Histogram
-	flushDone                                                  *prometheus.HistogramVec
-	friendFetches                                              *prometheus.CounterVec
-	impressions, removedImpressions                            prometheus.Counter
+	resumes, slowCut                                                        prometheus.Counter
+	flushAge, postToFlush, relayAge                                         prometheus.Histogram
+	flushDone                                                               *prometheus.HistogramVec
+	friendFetches                                                           *prometheus.CounterVec
+	impressions, removedImpressions                                         prometheus.Counter
 }
 
 // sizeLabel buckets a stream by its viewers on this gateway, for the

@@ -235,8 +235,9 @@ if ((PROXY_PROTOCOL)); then
 fi
 
 # node NAME ROLES INDEX [FLAGS...]: one `concord serve` process; its HTTP
-# port is BASE+INDEX and its gRPC port BASE+40+INDEX (INDEX 1..18; etcd
-# takes BASE+21..38, HAProxy's stats BASE+19 and the SFU BASE+60..62).
+# port is BASE+INDEX and its gRPC port BASE+40+INDEX (INDEX 1..18 and
+# 24..26; etcd takes BASE+21..23, 31..33 and 36..38, HAProxy's stats
+# BASE+19, the SFU BASE+60..62 and the live relays' protocol BASE+70..71).
 worker=0
 node() {
 	local name=$1 roles=$2 idx=$3
@@ -269,19 +270,27 @@ node api-2 api 11 "${BEHIND[@]}" --redis="redis://$REDIS"
 # voice servers they find there and answer op 4 with its endpoint.
 node voice-1 voice 14 --voice-tls=devca --voice-listen="127.0.0.1:$((BASE + 60))" \
 	--voice-udp="127.0.0.1:$((BASE + 61))" --voice-webrtc-udp="127.0.0.1:$((BASE + 62))"
-# Live comments: the four roles on the event log, the keyspace and Redis,
+# Live comments: the roles on the event log, the keyspace and Redis,
 # their topics, consumer groups and Redis keys under the cluster's prefix.
+# The router's batches reach the gateway through the relay tree of two
+# live-relay nodes (each serving the relay protocol on a port of its own,
+# announced in etcd); live-moderation scores every comment with the Go
+# model and takes down what it flags.
 LIVE=(--redis="redis://$REDIS" --live-prefix="$KEYSPACE.live.")
+node live-relay-1 live-relay 24 --live-prefix="$KEYSPACE.live." --live-relay-listen="127.0.0.1:$((BASE + 70))"
+node live-relay-2 live-relay 25 --live-prefix="$KEYSPACE.live." --live-relay-listen="127.0.0.1:$((BASE + 71))"
 node live-api-1 live-api 15 "${BEHIND[@]}" "${LIVE[@]}"
-node live-gateway-1 live-gateway 16 "${BEHIND[@]}" "${LIVE[@]}"
-node live-router-1 live-router 17 "${LIVE[@]}"
+node live-gateway-1 live-gateway 16 "${BEHIND[@]}" "${LIVE[@]}" --live-relay=tree
+node live-router-1 live-router 17 "${LIVE[@]}" --live-relay=tree
 node live-archiver-1 live-archiver 18 --live-prefix="$KEYSPACE.live."
+node live-moderation-1 live-moderation 26 --live-prefix="$KEYSPACE.live." --live-classifier=linear
 # The first read-state replica creates the read-state tables; the second
 # starts once it is ready, so two replicas never create them at once.
 wait_http readstate-1 "http://127.0.0.1:$((BASE + 5))/readyz" 180
 node readstate-2 readstate 12
 for n in guild-2:2 data-1:3 data-2:4 readstate-2:12 presence-1:6 presence-2:13 relay-1:7 gateway-1:8 gateway-2:9 api-1:10 api-2:11 \
-	voice-1:14 live-api-1:15 live-gateway-1:16 live-router-1:17 live-archiver-1:18; do
+	voice-1:14 live-api-1:15 live-gateway-1:16 live-router-1:17 live-archiver-1:18 \
+	live-relay-1:24 live-relay-2:25 live-moderation-1:26; do
 	wait_http "${n%%:*}" "http://127.0.0.1:$((BASE + ${n##*:}))/readyz" 120
 done
 
@@ -385,8 +394,8 @@ printf '%s\n' "$TOKEN" >"$RUN/dev-token"
 cat <<EOF
 
 Concord cluster $CLUSTER_NAME is running: 2 api, 2 gateway, 2 guild, 2 data, 2 readstate,
-2 presence, 1 relay, 1 voice, live-api, live-gateway, live-router and live-archiver
-behind HAProxy; etcd x3, Cassandra (keyspace $KEYSPACE), Kafka and Redis.
+2 presence, 1 relay, 1 voice, live-api, live-gateway, live-router, live-archiver,
+live-moderation and 2 live-relay behind HAProxy; etcd x3, Cassandra (keyspace $KEYSPACE), Kafka and Redis.
   REST API:    http://$LB/api/v10
   Gateway:     ws://$LB/gateway
   Live API:    http://$LB/v1/streams   (events: GET http://$LB/v1/streams/{id}/live)

@@ -285,6 +285,19 @@ type Live struct {
 	// ReportInterval is how often each gateway reports its viewer counts
 	// and sends viewers events. Default 5 s.
 	ReportInterval time.Duration
+	// Relay is how the router's batches reach the gateways: "tree" (the
+	// relay tree of the live-relay nodes), "redis" (pub/sub on --redis;
+	// in one process, in process). Empty: "tree" in a process running
+	// live-relay beside every role (`concord dev`), "redis" otherwise.
+	Relay string
+	// RelayListen is the listen address of a live-relay node's relay
+	// protocol (advertised with AdvertiseHost). Default 127.0.0.1:0.
+	RelayListen string
+	// Classifier is the live-moderation role's classifier: "linear" (the
+	// Go model shipped in the binary), "off" (the role scores nothing),
+	// or a KServe v2 / Triton server as http(s)://host:port/MODEL.
+	// Default "linear".
+	Classifier string
 }
 
 // DefaultLivePrefix is Live.Prefix's default.
@@ -377,7 +390,8 @@ func Default() Config {
 		Presence:        Presence{Window: 5 * time.Second, ReportInterval: DefaultReportInterval},
 		Entitlements:    Entitlements{TTL: 10 * time.Second, RetryEvery: time.Second, Grace: 5 * time.Minute},
 		Credentials:     Credentials{KafkaSASLMechanism: "PLAIN"},
-		Live:            Live{Prefix: DefaultLivePrefix, MaxViewers: 100_000, MaxPending: 256 << 10, FlushInterval: 250 * time.Millisecond, PingInterval: 15 * time.Second, ReportInterval: 5 * time.Second},
+		Live: Live{Prefix: DefaultLivePrefix, MaxViewers: 100_000, MaxPending: 256 << 10, FlushInterval: 250 * time.Millisecond, PingInterval: 15 * time.Second, ReportInterval: 5 * time.Second,
+			RelayListen: "127.0.0.1:0", Classifier: "linear"},
 	}
 }
 
@@ -421,6 +435,8 @@ func (c Config) Complete() (Config, error) {
 	dur(&c.Live.FlushInterval, d.Live.FlushInterval)
 	dur(&c.Live.PingInterval, d.Live.PingInterval)
 	dur(&c.Live.ReportInterval, d.Live.ReportInterval)
+	str(&c.Live.RelayListen, d.Live.RelayListen)
+	str(&c.Live.Classifier, d.Live.Classifier)
 	if c.Live.MaxViewers <= 0 {
 		c.Live.MaxViewers = d.Live.MaxViewers
 	}

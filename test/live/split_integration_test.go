@@ -23,6 +23,7 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/live/commentstore/cassandrastore"
 	"github.com/concord-chat/concord/runtime/domain/live/gateway"
 	"github.com/concord-chat/concord/runtime/domain/live/livetest"
+	"github.com/concord-chat/concord/runtime/services/liverole"
 )
 
 // TestContractOnSplitRoles runs the live-comments contract against
@@ -259,10 +260,23 @@ func dropKeyspace(t *testing.T, addr, ks string) {
 func (d *deployment) start(t testing.TB, name string, extra ...string) *proc {
 	t.Helper()
 	args := append(append([]string{}, d.args...), extra...)
-	if !slices.Contains(extra, "--roles=live-archiver") { // the archiver refuses a --redis it does not use
+	if needsRedis(extra) { // a node refuses a --redis none of its roles uses
 		args = append(args, d.redis)
 	}
 	p := startProc(t, name, args...)
 	p.waitReady(t)
 	return p
+}
+
+// needsRedis reports whether the --roles among args name a role that
+// runs on --redis.
+func needsRedis(args []string) bool {
+	for _, a := range args {
+		if rs, ok := strings.CutPrefix(a, "--roles="); ok {
+			return slices.ContainsFunc(strings.Split(rs, ","), func(r string) bool {
+				return liverole.UsesRedis(r) || r == "gateway" || r == "api"
+			})
+		}
+	}
+	return false
 }

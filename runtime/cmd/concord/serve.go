@@ -19,8 +19,8 @@ func newServeCommand() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the chosen roles as one node of a Concord cluster",
 		Long: `concord serve runs some of the roles gateway, api, guild, data, readstate,
-presence, relay, voice, live-api, live-gateway, live-router and live-archiver
-as one node of a cluster; concord dev is every role in one process, built by
+presence, relay, voice, live-api, live-gateway, live-router, live-archiver,
+live-relay and live-moderation as one node of a cluster; concord dev is every role in one process, built by
 the same code with the same configuration and flags. Nodes register in etcd (--registry=etcd://host:port) under a lease of
 --lease-ttl and share the store (--store=cassandra://host:port/keyspace) and
 the token key (--server-key). Guild nodes own the guilds a consistent-hash
@@ -48,9 +48,12 @@ Live comments: live-api serves the /v1/streams contract (comments,
 moderation, reactions, scroll-back) and forwards GET /v1/streams/{id}/live to
 a live-gateway node of the registry unless the node runs live-gateway too;
 live-gateway serves that SSE; live-router and live-archiver consume the event
-log. They run on --eventlog=kafka://, --store=cassandra:// and
---redis=redis:// (every one but live-archiver); --live-prefix names their
-topics, consumer groups and Redis keys.
+log; live-moderation scores every comment (--live-classifier) and takes down
+what it flags; live-relay is a node of the relay tree the router and the
+gateways use with --live-relay=tree (else Redis pub/sub). They run on
+--eventlog=kafka://, --store=cassandra:// and --redis=redis:// (the API,
+gateway and router); --live-prefix names their topics, consumer groups and
+Redis keys.
 
 A local Pebble store (--store=pebble:DIR) and --registry=embedded are
 accepted only when one process runs every role.

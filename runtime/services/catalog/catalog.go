@@ -19,7 +19,7 @@ import (
 
 // Table is the roles built after the chat roles (voice, live comments).
 var Table = []wiring.Role{
-	liverole.Gateway, liverole.API, liverole.Router, liverole.Archiver, // live comments
+	liverole.Relay, liverole.Gateway, liverole.API, liverole.Router, liverole.Archiver, liverole.Moderation, // live comments
 	voicerole.Role,
 }
 

@@ -53,6 +53,10 @@ type Backends struct {
 	Board live.Board
 	// Counters are the comment rate limits' counters (the process's).
 	Counters live.Counters
+
+	// relays, when the relay is the relay tree, follows the relay nodes
+	// the board announces into it (relay.go).
+	relays *relayNodes
 }
 
 // BackendsPort is the port the process gives its live roles their
@@ -123,7 +127,7 @@ func OpenBackends(ctx context.Context, c BackendsConfig) (_ Backends, close func
 		}
 		return false
 	}
-	if uses(NameAPI, NameRouter, NameArchiver) {
+	if uses(NameAPI, NameRouter, NameArchiver, NameModeration) {
 		if out.Log, err = k.eventLog(ctx); err != nil {
 			return out, nil, err
 		}
@@ -132,12 +136,21 @@ func OpenBackends(ctx context.Context, c BackendsConfig) (_ Backends, close func
 		if out.Cache, err = k.cache(ctx); err != nil {
 			return out, nil, err
 		}
+	}
+	if uses(NameAPI, NameGateway, NameRouter, NameRelay, NameModeration) {
 		if out.Board, err = k.board(); err != nil {
 			return out, nil, err
 		}
 	}
 	if uses(NameGateway, NameRouter) {
-		if out.Relay, err = k.relay(ctx); err != nil {
+		tree, err := useTree(c)
+		if err != nil {
+			return out, nil, err
+		}
+		if tree {
+			tc := treeClient(k.c.Logger)
+			out.Relay, out.relays = tc, &relayNodes{client: tc, board: out.Board}
+		} else if out.Relay, err = k.relay(ctx); err != nil {
 			return out, nil, err
 		}
 	}

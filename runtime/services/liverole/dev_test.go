@@ -87,6 +87,14 @@ func startDev(t *testing.T, o livetest.Options, dir string) *livetest.Env {
 // listener; stop shuts it down (also run at cleanup).
 func startDevStoppable(t *testing.T, o livetest.Options, dir string) (*livetest.Env, func()) {
 	t.Helper()
+	_, e, stop := startDevNode(t, o, dir)
+	return e, stop
+}
+
+// startDevNode is startDevStoppable with the process itself, whose seams
+// a test reads.
+func startDevNode(t *testing.T, o livetest.Options, dir string) (*app.Node, *livetest.Env, func()) {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Roles = app.DefaultTables().Names()
 	cfg.DevUser = true
@@ -119,5 +127,5 @@ func startDevStoppable(t *testing.T, o livetest.Options, dir string) (*livetest.
 	}
 	t.Cleanup(stop)
 	url := "http://" + p.HTTPAddr()
-	return livetest.Remote(t, url, livetest.RemoteRoles{NewUser: livetest.Register(url), Viewers: livetest.MetricViewers(url)}), stop
+	return p, livetest.Remote(t, url, livetest.RemoteRoles{NewUser: livetest.Register(url), Viewers: livetest.MetricViewers(url)}), stop
 }

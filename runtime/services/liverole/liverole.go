@@ -1,5 +1,5 @@
 // Package liverole joins the live-comment domain (runtime/domain/live) to a
-// Concord process through package wiring: four roles, built by `concord
+// Concord process through package wiring: six roles, built by `concord
 // dev` and by `concord serve --roles=...` from the same table.
 //
 //   - live-api serves the HTTP contract under /v1 (streams, comments,
@@ -9,7 +9,12 @@
 //     viewer counts;
 //   - live-router consumes the event log (one owner per partition) and
 //     feeds the recent cache and the relay;
-//   - live-archiver consumes the event log into the comments store.
+//   - live-archiver consumes the event log into the comments store;
+//   - live-relay is a node of the relay tree between the router and the
+//     gateways (relay.go), used with --live-relay=tree (the default of
+//     `concord dev`);
+//   - live-moderation scores every comment with the classifier and takes
+//     down those above the threshold (moderation.go).
 //
 // Each role builds the same way in both commands, on the backends the
 // process opened once for its live roles and gives them (BackendsPort;
@@ -46,18 +51,34 @@ const (
 	NameGateway  = "live-gateway"
 	NameRouter   = "live-router"
 	NameArchiver = "live-archiver"
+	// NameRelay is a node of the relay tree (relay.go).
+	NameRelay = "live-relay"
+	// NameModeration is the ML moderation consumer (moderation.go).
+	NameModeration = "live-moderation"
 )
 
 // The live-comment roles.
 var (
 	// Gateway is the SSE gateway: GET /v1/streams/{id}/live.
-	Gateway = wiring.Role{Name: NameGateway, Build: buildGateway, Needs: []string{BackendsPort.Name}, Gives: []string{gatewayKey.Name}}
+	//
+	// It uses the platform's relationships (wiring.Relationships) for the
+	// friends boost of a sampled stream's rest tier: a viewer's friends
+	// are read once when the viewer joins, and a process without them
+	// (or a failed read) loses only the boost.
+	Gateway = wiring.Role{Name: NameGateway, Build: buildGateway, Needs: []string{BackendsPort.Name},
+		Uses: []string{wiring.Relationships.Name}, Gives: []string{gatewayKey.Name}}
 	// API is the Comment API: POST and GET under /v1.
 	API = wiring.Role{Name: NameAPI, Build: buildAPI, Needs: []string{BackendsPort.Name}, Uses: []string{gatewayKey.Name}}
 	// Router is the stream router.
 	Router = wiring.Role{Name: NameRouter, Build: buildRouter, Needs: []string{BackendsPort.Name}}
 	// Archiver writes every comment to the comments store.
 	Archiver = wiring.Role{Name: NameArchiver, Build: buildArchiver, Needs: []string{BackendsPort.Name}}
+	// Relay is a node of the relay tree the router publishes through and
+	// the gateways subscribe through (--live-relay=tree).
+	Relay = wiring.Role{Name: NameRelay, Build: buildRelay, Needs: []string{BackendsPort.Name}}
+	// Moderation scores every comment with the classifier and takes down
+	// those above the threshold.
+	Moderation = wiring.Role{Name: NameModeration, Build: buildModeration, Needs: []string{BackendsPort.Name}}
 )
 
 // UsesRedis reports whether the role named name runs on --redis (the
@@ -69,7 +90,7 @@ func UsesRedis(name string) bool {
 
 // Roles are the live-comment roles, in build order: the gateway before
 // the API, which serves GET .../live with the gateway of its process.
-var Roles = []wiring.Role{Gateway, API, Router, Archiver}
+var Roles = []wiring.Role{Relay, Gateway, API, Router, Archiver, Moderation}
 
 // Patterns of the contract on the process's listener.
 const (
@@ -131,9 +152,18 @@ func buildGateway(ctx context.Context, b *wiring.Builder) error {
 	if err != nil {
 		return err
 	}
-	gw, err := gateway.New(gatewayConfig(b), gateway.Deps{Relay: bk.Relay, Recent: bk.Cache, Store: bk.Store, Board: bk.Board, Verifier: b.Auth})
+	deps := gateway.Deps{Relay: bk.Relay, Recent: bk.Cache, Store: bk.Store, Board: bk.Board, Verifier: b.Auth}
+	if rel, ok := wiring.Lookup(b.Seams, wiring.Relationships); ok && rel != nil {
+		deps.Friends = rel
+	} else {
+		b.Logger.Info("live-gateway: no relationships in this process; sampled streams show no friends' rest-tier comments")
+	}
+	gw, err := gateway.New(gatewayConfig(b), deps)
 	if err != nil {
 		return fmt.Errorf("live gateway: %w", err)
+	}
+	if err := addRelayFollower(b, bk); err != nil {
+		return err
 	}
 	if err := b.Add(lifecycle.Part{Name: "gateway", Run: gw.Run}); err != nil {
 		return err
@@ -213,6 +243,9 @@ func buildRouter(ctx context.Context, b *wiring.Builder) error {
 	rt, err := router.New(rcfg, router.Deps{Log: consumer, Recent: cache, Relay: bk.Relay, Board: bk.Board})
 	if err != nil {
 		return fmt.Errorf("live router: %w", err)
+	}
+	if err := addRelayFollower(b, bk); err != nil {
+		return err
 	}
 	return b.Add(lifecycle.Part{Name: "router", Run: rt.Run, Ready: ready})
 }

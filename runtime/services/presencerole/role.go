@@ -37,6 +37,7 @@ import (
 	"github.com/concord-chat/concord/runtime/adapters/registry"
 	"github.com/concord-chat/concord/runtime/base/lifecycle"
 	"github.com/concord-chat/concord/runtime/config"
+	"github.com/concord-chat/concord/runtime/domain/presence"
 	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
@@ -56,7 +57,7 @@ const Name = "presence"
 // ring. The process's want function asks Joins for this role's name.
 var Role = wiring.Role{Name: Name, Build: build,
 	Uses:  []string{wiring.GuildService.Name, wiring.Placement.Name, wiring.GuildClient.Name, wiring.Gateways.Name, wiring.Sessions.Name},
-	Gives: []string{wiring.PresenceGateway.Name},
+	Gives: []string{wiring.PresenceGateway.Name, wiring.Relationships.Name},
 }
 
 // LocalKey is the seam of `concord dev`'s in-process presence service
@@ -94,6 +95,10 @@ func build(ctx context.Context, b *wiring.Builder) error {
 			return err
 		}
 		wiring.Provide(b.Seams, LocalKey, local)
+		// The relationships this service holds, for the live gateway's
+		// friends boost. In a cluster each presence node holds only its
+		// users' (in memory), and no port reaches them from elsewhere.
+		wiring.Provide[presence.Relationships](b.Seams, wiring.Relationships, local.friends)
 		wiring.Provide(b.Seams, GatewayKey, GatewaySide{Presence: local.gateway, ReportInterval: b.Config.Presence.ReportInterval})
 		if tick := tickInterval(b.Config.Presence); tick > 0 {
 			// Each tick asks for the current service: Restart swaps it.

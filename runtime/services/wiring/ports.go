@@ -17,6 +17,7 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/entitlement"
 	"github.com/concord-chat/concord/runtime/domain/event"
 	"github.com/concord-chat/concord/runtime/domain/guild"
+	"github.com/concord-chat/concord/runtime/domain/presence"
 	"github.com/concord-chat/concord/runtime/domain/readstate"
 	"github.com/concord-chat/concord/runtime/domain/voice"
 	"github.com/concord-chat/concord/runtime/domain/voice/fleet"
@@ -104,6 +105,11 @@ var (
 	// is here (the bot platform closes a bot's sessions with it on a
 	// token reset); nil until the gateway role built it.
 	LocalGateway = Key[func() *gateway.Node]{Name: "gateway/local"}
+	// Relationships are the platform's relationships (a user's friends),
+	// given by the presence role where its service holds them in this
+	// process; the live gateway reads them for the friends boost.
+	// Absent: no role of the process reaches them.
+	Relationships = Key[presence.Relationships]{Name: "relationships"}
 	// Cassandra is the process's Cassandra store (its session and
 	// keyspace), absent on Pebble: the tables of the read-state role and
 	// the live comments live in its keyspace, through its session.

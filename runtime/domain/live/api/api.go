@@ -78,6 +78,9 @@ type API struct {
 	m      metrics
 	now    func() time.Time
 	calls  *callerCache
+	// accepted are the comments this process accepted lately, for
+	// takedowns that come before the archiver (accepted.go).
+	accepted *acceptedIndex
 
 	partsMu sync.Mutex
 	parts   int
@@ -112,6 +115,7 @@ func New(cfg Config, d Deps) (*API, error) {
 		cfg.Logger = slog.Default()
 	}
 	a := &API{cfg: cfg, d: d, log: cfg.Logger.With("component", "live-api"), now: time.Now}
+	a.accepted = newAcceptedIndex(acceptedSize)
 	a.calls = newCallerCache(cfg.CallerTTL, cfg.CallerCacheSize, func() time.Time { return a.now() })
 	a.dir = filter.NewDirectory(a.log)
 	a.filter = filter.New(a.dir, d.Counters)

@@ -208,6 +208,7 @@ func (a *API) acceptComment(ctx context.Context, s *live.Stream, who caller, tex
 		return live.Comment{}, err
 	}
 	c.Seq = offs[0]
+	a.accepted.add(c)
 	return c, nil
 }
 
@@ -286,28 +287,6 @@ func (a *API) listComments(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// findComment looks a comment up in the store, then in the recent cache
-// (the archiver may not have written it yet).
-func (a *API) findComment(ctx context.Context, s *live.Stream, id snowflake.ID) (live.Comment, error) {
-	c, err := a.d.Store.GetComment(ctx, s.ID, id)
-	if err == nil {
-		return c, nil
-	}
-	if !errors.Is(err, live.ErrNotFound) {
-		return live.Comment{}, err
-	}
-	evs, err := a.d.Recent.Range(ctx, s.ID, -1, 0, live.RecentSize)
-	if err != nil {
-		return live.Comment{}, err
-	}
-	for _, ev := range evs {
-		if ev.Comment != nil && ev.Comment.ID == id {
-			return *ev.Comment, nil
-		}
-	}
-	return live.Comment{}, errUnknownCommnt
-}
-
 // retract appends one retraction per comment to the stream's partition
 // and soft-deletes what the store already holds (the archiver does it
 // again when it reaches the retraction).
@@ -325,6 +304,7 @@ func (a *API) retract(ctx context.Context, s *live.Stream, cs []live.Comment, re
 		return err
 	}
 	for _, c := range cs {
+		a.accepted.retracted(c.ID, reason)
 		if err := a.d.Store.Retract(ctx, s.ID, c.ID, reason); err != nil && !errors.Is(err, live.ErrNotFound) {
 			a.log.Warn("soft delete deferred to the archiver", "comment", c.ID, "err", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +18,7 @@ import (
 	"github.com/concord-chat/concord/runtime/adapters/eventlog"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/live"
+	"github.com/concord-chat/concord/runtime/domain/live/logbatch"
 )
 
 // Config configures an Archiver.
@@ -44,6 +46,11 @@ type Archiver struct {
 	d                         Deps
 	log                       *slog.Logger
 	written, retracted, stale prometheus.Counter
+
+	// shardCache is each stream's store shard count, forgotten when its
+	// state changes.
+	mu         sync.Mutex
+	shardCache map[snowflake.ID]int
 }
 
 // New returns an Archiver.
@@ -63,7 +70,7 @@ func New(cfg Config, d Deps) (*Archiver, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	a := &Archiver{cfg: cfg, d: d, log: cfg.Logger.With("component", "live-archiver"),
+	a := &Archiver{cfg: cfg, d: d, log: cfg.Logger.With("component", "live-archiver"), shardCache: map[snowflake.ID]int{},
 		written:   prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_archiver_comments_written_total", Help: "Comments written to the store."}),
 		retracted: prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_archiver_retractions_total", Help: "Soft deletes applied."}),
 		stale:     prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_archiver_skipped_records_total", Help: "Records skipped (undecodable, or retracting an unknown comment)."}),
@@ -76,112 +83,84 @@ func New(cfg Config, d Deps) (*Archiver, error) {
 
 // Run consumes until ctx ends (nil) or the log fails.
 func (a *Archiver) Run(ctx context.Context) error {
-	if err := a.d.Log.Consume(ctx, a.cfg.Group, []string{a.cfg.Topics.Comments}, handler{a}); err != nil && ctx.Err() == nil {
+	h := logbatch.Handler[live.LogRecord]{MaxBatch: a.cfg.MaxBatch, Sort: a.sort, Flush: a.write, Apply: a.apply}
+	if err := a.d.Log.Consume(ctx, a.cfg.Group, []string{a.cfg.Topics.Comments}, h); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("live archiver: %w", err)
 	}
 	return nil
 }
 
-type handler struct{ a *Archiver }
+// sort batches comments (with their seq) and applies retractions and
+// stream state changes one at a time, after the comments before them.
+func (a *Archiver) sort(rec eventlog.Record) (logbatch.Step, live.LogRecord) {
+	lr, err := live.DecodeLogRecord(rec.Value)
+	if err != nil {
+		a.stale.Inc()
+		return logbatch.Skip, lr
+	}
+	switch lr.Kind {
+	case live.KindComment:
+		lr.Comment = lr.Event(rec.Offset).Comment
+		return logbatch.Add, lr
+	case live.KindRetract, live.KindState:
+		return logbatch.Apply, lr
+	}
+	return logbatch.Skip, lr
+}
 
-func (handler) Setup(context.Context, eventlog.Session) error   { return nil }
-func (handler) Cleanup(context.Context, eventlog.Session) error { return nil }
+// write stores a batch of comments, by the store shards of their streams.
+func (a *Archiver) write(ctx context.Context, _ int32, batch []live.LogRecord) error {
+	byShards := map[int][]live.Comment{}
+	for _, lr := range batch {
+		n := a.shards(ctx, lr.StreamID)
+		byShards[n] = append(byShards[n], *lr.Comment)
+	}
+	for n, cs := range byShards {
+		if err := a.retry(ctx, func() error { return a.d.Store.PutComments(ctx, n, cs) }); err != nil {
+			return err
+		}
+	}
+	a.written.Add(float64(len(batch)))
+	return nil
+}
 
-// ConsumeClaim writes a partition's records in order: comments in batches
-// of what is already waiting, each retraction after the comments before
-// it.
-func (h handler) ConsumeClaim(ctx context.Context, s eventlog.Session, c eventlog.Claim) error {
-	a := h.a
-	shards := map[snowflake.ID]int{}
-	var batch []live.Comment
-	var next int64 = -1
-	flush := func() error {
-		if len(batch) > 0 {
-			byShards := map[int][]live.Comment{}
-			for _, cm := range batch {
-				n := a.shards(ctx, shards, cm.StreamID)
-				byShards[n] = append(byShards[n], cm)
-			}
-			for n, cs := range byShards {
-				if err := a.retry(ctx, func() error { return a.d.Store.PutComments(ctx, n, cs) }); err != nil {
-					return err
-				}
-			}
-			a.written.Add(float64(len(batch)))
-			batch = batch[:0]
-		}
-		if next >= 0 {
-			s.Mark(c.Topic(), c.Partition(), next)
-		}
+// apply soft-deletes a retracted comment, or forgets a stream's shard
+// count when its state changes (it may have become sampled).
+func (a *Archiver) apply(ctx context.Context, _ int32, _ eventlog.Record, lr live.LogRecord) error {
+	if lr.Kind == live.KindState {
+		a.mu.Lock()
+		delete(a.shardCache, lr.StreamID)
+		a.mu.Unlock()
 		return nil
 	}
-	for {
-		var rec eventlog.Record
-		var ok bool
-		if len(batch) == 0 {
-			rec, ok = <-c.Records()
-		} else {
-			select {
-			case rec, ok = <-c.Records():
-			default:
-				if err := flush(); err != nil {
-					return err
-				}
-				continue
-			}
-		}
-		if !ok {
-			return flush()
-		}
-		lr, err := live.DecodeLogRecord(rec.Value)
-		if err != nil {
-			a.stale.Inc()
-			next = rec.Offset + 1
-			continue
-		}
-		switch lr.Kind {
-		case live.KindComment:
-			batch = append(batch, *lr.Event(rec.Offset).Comment)
-			next = rec.Offset + 1
-			if len(batch) >= a.cfg.MaxBatch {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-		case live.KindRetract:
-			if err := flush(); err != nil {
-				return err
-			}
-			rt := lr.Retract
-			err := a.retry(ctx, func() error { return a.d.Store.Retract(ctx, lr.StreamID, rt.CommentID, rt.Reason) })
-			if errors.Is(err, live.ErrNotFound) {
-				a.stale.Inc()
-			} else if err != nil {
-				return err
-			} else {
-				a.retracted.Inc()
-			}
-			next = rec.Offset + 1
-		case live.KindState:
-			delete(shards, lr.StreamID)
-			next = rec.Offset + 1
-		}
-		if len(batch) == 0 {
-			s.Mark(c.Topic(), c.Partition(), next)
-		}
+	rt := lr.Retract
+	err := a.retry(ctx, func() error { return a.d.Store.Retract(ctx, lr.StreamID, rt.CommentID, rt.Reason) })
+	switch {
+	case errors.Is(err, live.ErrNotFound):
+		a.stale.Inc()
+	case err != nil:
+		return err
+	default:
+		a.retracted.Inc()
 	}
+	return nil
 }
 
 // shards returns the store shard count of a stream, from its record.
-func (a *Archiver) shards(ctx context.Context, cache map[snowflake.ID]int, id snowflake.ID) int {
-	if n, ok := cache[id]; ok {
+func (a *Archiver) shards(ctx context.Context, id snowflake.ID) int {
+	a.mu.Lock()
+	n, ok := a.shardCache[id]
+	a.mu.Unlock()
+	if ok {
 		return n
 	}
-	n := 1
+	n = 1
 	if s, err := a.d.Store.GetStream(ctx, id); err == nil && s.Sampled {
 		n = live.SampledShards
 	}
-	cache[id] = n
+	a.mu.Lock()
+	a.shardCache[id] = n
+	a.mu.Unlock()
 	return n
 }
 

@@ -258,11 +258,12 @@ func (g *Gateway) fetchFriends(h *hub, v *viewer) {
 			g.log.Debug("friends not fetched; no boost for this viewer", "user", v.user, "err", err)
 			return
 		}
-		g.m.friendFetches.WithLabelValues("ok").Inc()
 		if len(fs) > MaxFriends {
 			fs = fs[:MaxFriends]
 		}
 		h.fan(v, append(make([]snowflake.ID, 0, len(fs)), fs...))
+		// Counted once indexed: a viewer counted here gets the boost.
+		g.m.friendFetches.WithLabelValues("ok").Inc()
 	}()
 }
 

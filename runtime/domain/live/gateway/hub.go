@@ -111,6 +111,7 @@ func (h *hub) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	h.g.m.recentReads.Inc()
 	evs, err := h.g.d.Recent.Range(ctx, h.id, -1, 0, live.RecentSize)
 	if err != nil {
 		return fmt.Errorf("recent: %w", err)
@@ -209,6 +210,7 @@ func (h *hub) process(msg []byte) {
 		// A batch was lost on the relay: refill what lies between from the
 		// recent cache.
 		h.g.m.gaps.Inc()
+		h.g.m.recentReads.Inc()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		fill, err := h.g.d.Recent.Range(ctx, h.id, last, evs[0].Seq, live.RecentSize)
 		cancel()

@@ -3,13 +3,13 @@ package gateway
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	viewers                                                    prometheus.Gauge
-	subscribes, unsubscribes, batches, invalid, gaps, gapsSent prometheus.Counter
-	resumes, slowCut                                           prometheus.Counter
-	flushAge, postToFlush, relayAge                            prometheus.Histogram
-	flushDone                                                  *prometheus.HistogramVec
-	friendFetches                                              *prometheus.CounterVec
-	impressions, removedImpressions                            prometheus.Counter
+	viewers                                                                 prometheus.Gauge
+	subscribes, unsubscribes, batches, invalid, gaps, gapsSent, recentReads prometheus.Counter
+	resumes, slowCut                                                        prometheus.Counter
+	flushAge, postToFlush, relayAge                                         prometheus.Histogram
+	flushDone                                                               *prometheus.HistogramVec
+	friendFetches                                                           *prometheus.CounterVec
+	impressions, removedImpressions                                         prometheus.Counter
 }
 
 // sizeLabel buckets a stream by its viewers on this gateway, for the
@@ -36,6 +36,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		batches:      c("batches_total", "Relay batches received."),
 		invalid:      c("invalid_batches_total", "Relay messages that did not decode."),
 		gaps:         c("gap_refills_total", "Sequence gaps refilled from the recent cache."),
+		recentReads:  c("recent_reads_total", "Reads of the recent cache: one per stream subscription, one per refilled gap — never one per viewer."),
 		gapsSent:     c("gaps_sent_total", "Resumes answered with a gap and a fresh snapshot."),
 		resumes:      c("resumes_total", "Last-Event-ID resumes served from the ring."),
 		slowCut:      c("slow_viewers_cut_total", "Viewers cut for falling too far behind."),
@@ -60,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		m.flushDone.WithLabelValues(sizeLabel(n))
 	}
 	if reg != nil {
-		reg.MustRegister(m.viewers, m.subscribes, m.unsubscribes, m.batches, m.invalid, m.gaps, m.gapsSent, m.resumes, m.slowCut, m.flushAge, m.postToFlush, m.relayAge,
+		reg.MustRegister(m.viewers, m.subscribes, m.unsubscribes, m.batches, m.invalid, m.gaps, m.gapsSent, m.recentReads, m.resumes, m.slowCut, m.flushAge, m.postToFlush, m.relayAge,
 			m.flushDone, m.friendFetches, m.impressions, m.removedImpressions)
 	}
 	return m

@@ -79,6 +79,8 @@ type Options struct {
 	Gateway gateway.Config
 	// NoRouter leaves the router out (the fault tests run their own).
 	NoRouter bool
+	// NoArchiver leaves the archiver out (StartArchiver runs one later).
+	NoArchiver bool
 	// RouterNow, when set, is the router's clock (sampled mode tests).
 	RouterNow func() time.Time
 	// API is the API's configuration; Start sets its Topics, Logger and
@@ -235,11 +237,9 @@ func Start(t testing.TB, b Backends, o Options) *Env {
 	if !o.NoRouter {
 		e.StartRouter(ctx)
 	}
-	arch, err := archiver.New(archiver.Config{Topics: b.Topics, Group: b.Topics.Comments + ".archiver", Logger: log}, archiver.Deps{Log: b.Log, Store: b.Store})
-	if err != nil {
-		t.Fatal(err)
+	if !o.NoArchiver {
+		e.StartArchiver(ctx)
 	}
-	e.spawn(ctx, arch.Run)
 	srv := httptest.NewServer(e.API)
 	t.Cleanup(srv.Close)
 	// Registered last, so it runs first: the roles stop before the
@@ -263,6 +263,16 @@ func (e *Env) StartRouter(ctx context.Context) {
 		e.T.Fatal(err)
 	}
 	e.spawn(ctx, r.Run)
+}
+
+// StartArchiver runs the run's archiver until ctx ends.
+func (e *Env) StartArchiver(ctx context.Context) {
+	arch, err := archiver.New(archiver.Config{Topics: e.B.Topics, Group: e.B.Topics.Comments + ".archiver", Logger: slog.New(slog.DiscardHandler)},
+		archiver.Deps{Log: e.B.Log, Store: e.B.Store})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.spawn(ctx, arch.Run)
 }
 
 // RouterConfig is the router configuration of a run on topics: every

@@ -28,6 +28,7 @@ import (
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/live"
 	"github.com/concord-chat/concord/runtime/domain/live/filter"
+	"github.com/concord-chat/concord/runtime/domain/live/logbatch"
 )
 
 // Reason is the reason of the consumer's retractions.
@@ -160,7 +161,8 @@ func (m *Consumer) Run(ctx context.Context) error {
 	if m.d.Board != nil {
 		go m.report(ctx)
 	}
-	if err := m.d.Log.Consume(ctx, m.cfg.Group, []string{m.cfg.Topics.Comments}, handler{m}); err != nil && ctx.Err() == nil {
+	h := logbatch.Handler[item]{MaxBatch: m.cfg.MaxBatch, Sort: sortRecord, Flush: m.score}
+	if err := m.d.Log.Consume(ctx, m.cfg.Group, []string{m.cfg.Topics.Comments}, h); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("live moderation: %w", err)
 	}
 	return nil
@@ -199,66 +201,19 @@ func (m *Consumer) Lag(now time.Time) time.Duration {
 	return 0
 }
 
-type handler struct{ m *Consumer }
-
-func (handler) Setup(context.Context, eventlog.Session) error   { return nil }
-func (handler) Cleanup(context.Context, eventlog.Session) error { return nil }
-
 type item struct {
 	lr     live.LogRecord
 	offset int64
 }
 
-// ConsumeClaim scores a partition's comments in batches of what is
-// waiting, and marks a batch once its takedowns are appended.
-func (h handler) ConsumeClaim(ctx context.Context, s eventlog.Session, c eventlog.Claim) error {
-	m := h.m
-	var batch []item
-	var next int64 = -1
-	flush := func() error {
-		if len(batch) > 0 {
-			if err := m.score(ctx, c.Partition(), batch); err != nil {
-				return err
-			}
-			batch = batch[:0]
-		}
-		if next >= 0 {
-			s.Mark(c.Topic(), c.Partition(), next)
-		}
-		return nil
+// sortRecord batches the comments to score. Shadow comments are shown
+// to their author only: nothing to take down from anyone's screen.
+func sortRecord(rec eventlog.Record) (logbatch.Step, item) {
+	lr, err := live.DecodeLogRecord(rec.Value)
+	if err != nil || lr.Kind != live.KindComment || lr.Comment.Shadow {
+		return logbatch.Skip, item{}
 	}
-	for {
-		var rec eventlog.Record
-		var ok bool
-		if len(batch) == 0 {
-			rec, ok = <-c.Records()
-		} else {
-			select {
-			case rec, ok = <-c.Records():
-			default:
-				if err := flush(); err != nil {
-					return err
-				}
-				continue
-			}
-		}
-		if !ok {
-			return flush()
-		}
-		next = rec.Offset + 1
-		lr, err := live.DecodeLogRecord(rec.Value)
-		if err != nil || lr.Kind != live.KindComment || lr.Comment.Shadow {
-			// Shadow comments are shown to their author only: nothing to
-			// take down from anyone's screen.
-			continue
-		}
-		batch = append(batch, item{lr: lr, offset: rec.Offset})
-		if len(batch) >= m.cfg.MaxBatch {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
+	return logbatch.Add, item{lr: lr, offset: rec.Offset}
 }
 
 // score classifies one batch (retrying while the classifier fails: the

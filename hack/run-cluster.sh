@@ -6,8 +6,9 @@
 #   Cassandra, Kafka, Redis, S3   the test servers (hack/cassandra, hack/kafka, hack/redis, hack/s3;
 #               left running); attachments under the cluster's own prefix in the S3 bucket
 #   concord serve   2 api, 2 gateway, 2 guild, 2 data, 2 readstate, 2 presence, 1 relay,
-#               1 voice (an SFU: its voice gateway and UDP ports on loopback) and the four
-#               live-comment roles (live-api, live-gateway, live-router, live-archiver)
+#               1 voice (an SFU: its voice gateway and UDP ports on loopback) and the
+#               live-comment roles (live-api, live-gateway, live-router, live-archiver,
+#               2 live-relay nodes of the relay tree, live-moderation with the Go classifier)
 #   HAProxy     one public address: /gateway and WebSocket upgrades to the gateway nodes,
 #               /v1/streams/{id}/live (the live comments' SSE) to the live gateway,
 #               the rest of /v1/ (the live-comments API) to the live api, everything else
@@ -27,7 +28,7 @@
 # Environment (defaults in brackets):
 #   CLUSTER_HTTP   public address HAProxy listens on [127.0.0.1:8090]
 #   CLUSTER_PORTS  first of the ports the nodes, etcd, the SFU and HAProxy's stats use,
-#                  63 in all (TCP, and UDP for the SFU's media) [18100]
+#                  72 in all (TCP, and UDP for the SFU's media) [18100]
 #   CLUSTER_DIR    state: cluster id, etcd data, node data, logs, server key, dev user [./.concord-cluster]
 #   CLUSTER_KEYSPACE  Cassandra keyspace [cluster_<the state directory's cluster id>]
 #   CONCORD_BIN    the concord binary [built into bin/concord]

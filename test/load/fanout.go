@@ -70,6 +70,9 @@ type Result struct {
 	// HeapPerConn is the server's Go heap growth from start to all
 	// clients subscribed (after a GC), divided by N.
 	HeapPerConn int64
+	// HeapActivePerConn is the same after the rounds (every session's
+	// replay buffer holding the rounds' events), printed to Progress.
+	HeapActivePerConn int64
 	// Received counts the deliveries the clients recorded.
 	Received int64
 	// WireBytes is the WebSocket message bytes (payloads, compressed
@@ -265,6 +268,9 @@ func runOne(ctx context.Context, opts Options, system string, n, run int) (Resul
 		res.serverUser += u1 - u0
 		res.serverSys += s1 - s0
 	}
+	runtime.GC()
+	res.HeapActivePerConn = (heapInUse() - heap0) / int64(n)
+	fmt.Fprintf(opts.Progress, "%s n=%d: after %d rounds, %d heap bytes per connection\n", system, n, res.Rounds, res.HeapActivePerConn)
 	res.ServerCPU = res.serverUser + res.serverSys
 	res.Deliveries = int64(n) * int64(res.Rounds)
 	res.CPUPerDelivery = res.ServerCPU / time.Duration(res.Deliveries)

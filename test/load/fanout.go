@@ -45,6 +45,10 @@ type Options struct {
 	// PayloadBytes-sized MESSAGE_CREATE, for comparing transport
 	// compressions.
 	Mix bool
+	// Perf counts the server's system calls and context switches during
+	// the rounds with perf stat (which must be installed and allowed to
+	// attach to this process).
+	Perf bool
 }
 
 // Result is one (system, N) measurement.
@@ -79,6 +83,11 @@ type Result struct {
 	// where the clients asked for it) the clients received over the
 	// rounds.
 	WireBytes int64
+	// Kernel holds perf's counts over the rounds (Options.Perf).
+	Kernel map[string]int64
+	// RunQueueWait is how long the server's threads waited for a CPU
+	// over the rounds.
+	RunQueueWait time.Duration
 }
 
 func (o *Options) fill() {
@@ -249,6 +258,17 @@ func runOne(ctx context.Context, opts Options, system string, n, run int) (Resul
 
 	pad := strings.Repeat("x", max(opts.PayloadBytes-100, 1))
 	sent := make([]int64, res.Rounds+1)
+	var perf *perfStat
+	if opts.Perf {
+		if perf, err = startPerf(); err != nil {
+			return res, err
+		}
+		if err := perf.command("enable"); err != nil {
+			_, _ = perf.stop()
+			return res, err
+		}
+	}
+	wait0 := runQueueDelay()
 	for round := 1; round <= res.Rounds; round++ {
 		u0, s0 := cpuTime()
 		sent[round] = time.Now().UnixNano()
@@ -267,6 +287,15 @@ func runOne(ctx context.Context, opts Options, system string, n, run int) (Resul
 		u1, s1 := cpuTime()
 		res.serverUser += u1 - u0
 		res.serverSys += s1 - s0
+	}
+	res.RunQueueWait = runQueueDelay() - wait0
+	if perf != nil {
+		err := perf.command("disable")
+		counts, serr := perf.stop()
+		if err = errors.Join(err, serr); err != nil {
+			return res, err
+		}
+		res.Kernel = counts
 	}
 	runtime.GC()
 	res.HeapActivePerConn = (heapInUse() - heap0) / int64(n)

@@ -28,6 +28,7 @@ func main() {
 	clientCPUs := flag.String("client-cpus", os.Getenv("FANOUT_CLIENT_CPUS"), "pin the client process to these CPUs with taskset (e.g. 1; run the server under taskset -c 0); env FANOUT_CLIENT_CPUS")
 	cpuprofile := flag.String("cpuprofile", "", "write the server process's CPU profile to this file")
 	mix := flag.Bool("mix", false, "send the realistic event mix (MESSAGE_CREATE with member or embed, PRESENCE_UPDATE, TYPING_START, GUILD_MEMBER_LIST_UPDATE) instead of one -payload MESSAGE_CREATE, and print wire bytes per delivery; for -systems concord-gateway,concord-gateway-zlib-stream,concord-gateway-zstd-stream")
+	perf := flag.Bool("perf", false, "count the server's system calls and context switches during the rounds with perf stat, and print them per delivery with the run-queue wait per round")
 	plotFile := flag.String("plot", "", "also draw CPU per delivery against N for each system to this SVG file")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -41,7 +42,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	opts := load.Options{Systems: strings.Split(*systems, ","), PayloadBytes: *payload, PerSource: *perSource, Progress: os.Stderr, ClientCPUs: *clientCPUs, Mix: *mix}
+	opts := load.Options{Systems: strings.Split(*systems, ","), PayloadBytes: *payload, PerSource: *perSource, Progress: os.Stderr, ClientCPUs: *clientCPUs, Mix: *mix, Perf: *perf}
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {
@@ -62,6 +63,8 @@ func main() {
 			fmt.Println()
 			_ = load.WriteWireTable(os.Stdout, results)
 		}
+		fmt.Println()
+		_ = load.WriteKernelTable(os.Stdout, results)
 		if *plotFile != "" {
 			if perr := load.WritePlot(*plotFile, results); perr != nil {
 				fmt.Fprintln(os.Stderr, "fanout:", perr)

@@ -122,10 +122,15 @@ func WriteKernelTable(w io.Writer, results []Result) error {
 	fmt.Fprintln(tw, "system\tN\tsyscalls/delivery\twrite/delivery\twritev/delivery\tctx switches/delivery\trun-queue wait/round\tCPU/round\t")
 	for _, r := range results {
 		d := float64(max(r.Deliveries, 1))
+		per := func(event string) string {
+			if r.Kernel == nil {
+				return "-"
+			}
+			return strconv.FormatFloat(float64(r.Kernel[event])/d, 'f', 3, 64)
+		}
 		rounds := time.Duration(max(r.Rounds, 1))
-		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%v\t%v\t\n", r.System, r.N,
-			float64(r.Kernel["raw_syscalls:sys_enter"])/d, float64(r.Kernel["syscalls:sys_enter_write"])/d,
-			float64(r.Kernel["syscalls:sys_enter_writev"])/d, float64(r.Kernel["context-switches"])/d,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%v\t%v\t\n", r.System, r.N,
+			per("raw_syscalls:sys_enter"), per("syscalls:sys_enter_write"), per("syscalls:sys_enter_writev"), per("context-switches"),
 			(r.RunQueueWait / rounds).Round(time.Microsecond), (r.ServerCPU / rounds).Round(time.Microsecond))
 	}
 	return tw.Flush()

@@ -15,7 +15,7 @@ import (
 // envelopes in the scratch buffer, merged where they touch, and each
 // shared payload referenced where it lies, never copied.
 func TestWriteScratchSegments(t *testing.T) {
-	d := []byte(`{"content":"` + strings.Repeat("x", 300) + `"}`)
+	d := []byte(`{"content":"` + strings.Repeat("x", 3*sharedCopyBelow) + `"}`)
 	shared := &body{t: "MESSAGE_CREATE", d: d}
 	small := &body{t: "TYPING_START", d: []byte(`{"user_id":"1"}`)}
 	ctl := &body{raw: controlFrame(OpHeartbeatACK, "null")}
@@ -57,8 +57,8 @@ func TestWriteScratchSegments(t *testing.T) {
 	if aliased != 3 {
 		t.Fatalf("the shared payload is referenced by %d segments, want 3 (one per frame carrying it, uncopied)", aliased)
 	}
-	// envelope, d, "}"+envelope, d, "}"+the small frame whole+the control
-	// frame's header (its body is short, so copied), d, "}".
+	// envelope, d, "}"+envelope, d, "}"+the small frame whole (its
+	// payload is short, so copied)+the control frame, d, "}".
 	if len(ws.segs) != 7 {
 		t.Fatalf("%d segments, want 7: adjacent owned bytes must share one", len(ws.segs))
 	}
@@ -105,13 +105,13 @@ func TestWriteBatchWritev(t *testing.T) {
 	}
 	c.raw, c.twFunc = raw, c.tryWriteFunc
 
-	d := []byte(`{"content":"` + strings.Repeat("y", 900) + `"}`)
+	d := []byte(`{"content":"` + strings.Repeat("y", 1500) + `"}`)
 	b := &body{t: "MESSAGE_CREATE", d: d}
 	var batch []frame
 	var want []byte
 	pending := []byte("tail of an earlier frame")
 	want = append(want, pending...)
-	for i := range 300 { // ~280 KB: several writes of maxWriteBatch
+	for i := range 300 { // ~460 KB: several writes of maxWriteBatch
 		f := frame{seq: int64(i + 1), b: b}
 		batch = append(batch, f)
 		want = appendFrameHeader(want, wsText, dispatchSize(b.t, f.seq, d))
@@ -149,7 +149,7 @@ func firstDiff(a, b []byte) int {
 //
 //	go test -run '^$' -bench WriteFrame -count 5 ./runtime/edge/gateway/
 func BenchmarkWriteFrame(b *testing.B) {
-	for _, size := range []int{256, 4096} {
+	for _, size := range []int{256, 1024, 4096} {
 		for _, mode := range []string{"copy", "writev"} {
 			b.Run(mode+"/payload="+strconv.Itoa(size), func(b *testing.B) {
 				ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -47,11 +47,21 @@ func MaybeRunClient() {
 type clientConn struct {
 	ws  *websocket.Conn
 	lat []int64
+	// arrived holds each round's arrival time on a compressed
+	// connection, whose payloads are counted rather than parsed: the
+	// k-th message after READY is round k (nothing else is sent to an
+	// idle session). The latency is computed once the parent has sent
+	// the rounds' send times.
+	arrived []int64
+	// wire is the message bytes received after the handshake.
+	wire int64
 }
 
 // runClient dials N sockets, prints "ready", counts one delivery per socket
 // and round ("round K" when all N arrived), and after stdin closes prints
-// "stats <count> <p50 ns> <p99 ns> <max ns> <cpu ns>".
+// "stats <count> <p50 ns> <p99 ns> <max ns> <cpu ns> <wire bytes>". Stdin
+// carries "ts <round> <send ns>" lines for the compressed systems'
+// latencies before it closes.
 func runClient(stdin io.Reader, stdout io.Writer) error {
 	if _, err := RaiseFileLimit(); err != nil {
 		return err
@@ -111,22 +121,38 @@ func runClient(stdin io.Reader, stdout io.Writer) error {
 		}()
 	}
 	out.println("ready")
-	// Wait for the parent to finish (it closes stdin), then report.
-	_, _ = io.Copy(io.Discard, stdin)
+	// Wait for the parent to finish (it sends the send times and closes
+	// stdin), then report.
+	sent := make([]int64, rounds+1)
+	sc := bufio.NewScanner(stdin)
+	for sc.Scan() {
+		var round int
+		var ts int64
+		if _, err := fmt.Sscanf(sc.Text(), "ts %d %d", &round, &ts); err == nil && round >= 1 && round <= rounds {
+			sent[round] = ts
+		}
+	}
 	for _, c := range conns {
 		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
 		_ = c.ws.Close()
 	}
 	readers.Wait()
 	var all []int64
+	var wire int64
 	for _, c := range conns {
+		for i, at := range c.arrived {
+			if sent[i+1] > 0 {
+				c.lat = append(c.lat, at-sent[i+1])
+			}
+		}
 		all = append(all, c.lat...)
+		wire += c.wire
 	}
 	slices.Sort(all)
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	cpu := ru.Utime.Nano() + ru.Stime.Nano()
-	out.println(fmt.Sprintf("stats %d %d %d %d %d", len(all), percentile(all, 50), percentile(all, 99), percentile(all, 100), cpu))
+	out.println(fmt.Sprintf("stats %d %d %d %d %d %d", len(all), percentile(all, 50), percentile(all, 99), percentile(all, 100), cpu, wire))
 	return nil
 }
 
@@ -154,6 +180,20 @@ func dialClient(system, url, src string) (*clientConn, error) {
 	c := &clientConn{ws: ws}
 	_ = ws.SetReadDeadline(time.Now().Add(60 * time.Second))
 	switch system {
+	case SystemGatewayZlib, SystemGatewayZstd:
+		// HELLO and READY, compressed: counted, not parsed.
+		if _, _, err := ws.ReadMessage(); err != nil {
+			return nil, err
+		}
+		identify := `{"op":2,"d":{"token":"bench","intents":513,"properties":{"os":"linux","browser":"load","device":"load"}}}`
+		if err := ws.WriteMessage(websocket.TextMessage, []byte(identify)); err != nil {
+			return nil, err
+		}
+		if mt, _, err := ws.ReadMessage(); err != nil {
+			return nil, err
+		} else if mt != websocket.BinaryMessage {
+			return nil, fmt.Errorf("want a compressed (binary) READY, got message type %d", mt)
+		}
 	case SystemGateway:
 		if _, _, err := ws.ReadMessage(); err != nil { // HELLO
 			return nil, err
@@ -210,6 +250,17 @@ func (c *clientConn) readLoop(system string, counts []atomic.Int64, n int64, out
 			return
 		}
 		now := time.Now().UnixNano()
+		c.wire += int64(len(b))
+		if compressed(system) {
+			round := int64(len(c.arrived) + 1)
+			if round < int64(len(counts)) {
+				c.arrived = append(c.arrived, now)
+				if counts[round].Add(1) == n {
+					out.println("round " + strconv.FormatInt(round, 10))
+				}
+			}
+			continue
+		}
 		for len(b) > 0 {
 			var line []byte
 			line, b, _ = bytes.Cut(b, []byte("\n"))

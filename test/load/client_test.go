@@ -1,6 +1,9 @@
 package load
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 func TestIntAfter(t *testing.T) {
 	line := []byte(`{"round":12,"ts":1700000000123456789,"content":"x"}`)
@@ -34,5 +37,28 @@ func TestSources(t *testing.T) {
 	s := sources(3, 50000, 20000)
 	if len(s) != 3 || s[0] != "127.10.4.1" || s[2] != "127.10.4.3" {
 		t.Fatalf("%v", s)
+	}
+}
+
+// Every event of the mix is a JSON object whose round and send time the
+// uncompressed client finds where it looks for them.
+func TestMixEvent(t *testing.T) {
+	types := map[string]bool{}
+	for round := 1; round <= 12; round++ {
+		typ, d := mixEvent(round, 1234567890123)
+		types[typ] = true
+		if !json.Valid(d) {
+			t.Fatalf("round %d (%s): invalid JSON %s", round, typ, d)
+		}
+		frame := []byte(`{"t":"` + typ + `","s":9,"op":0,"d":` + string(d) + `}`)
+		if r, ok := intAfter(frame, roundKey); !ok || r != int64(round) {
+			t.Fatalf("round %d: read round %d, %v", round, r, ok)
+		}
+		if ts, ok := intAfter(frame, tsKey); !ok || ts != 1234567890123 {
+			t.Fatalf("round %d: read ts %d, %v", round, ts, ok)
+		}
+	}
+	if len(types) != 4 {
+		t.Fatalf("event types %v, want the four of the mix", types)
 	}
 }

@@ -41,6 +41,14 @@ type Options struct {
 	// taskset(1) (a list such as "1" or "2-3"). Pin the server process to
 	// the others yourself, e.g. taskset -c 0 fanout -client-cpus 1.
 	ClientCPUs string
+	// Mix sends the realistic event mix (mix.go) instead of one
+	// PayloadBytes-sized MESSAGE_CREATE, for comparing transport
+	// compressions.
+	Mix bool
+	// Perf counts the server's system calls and context switches during
+	// the rounds with perf stat (which must be installed and allowed to
+	// attach to this process).
+	Perf bool
 }
 
 // Result is one (system, N) measurement.
@@ -66,8 +74,20 @@ type Result struct {
 	// HeapPerConn is the server's Go heap growth from start to all
 	// clients subscribed (after a GC), divided by N.
 	HeapPerConn int64
+	// HeapActivePerConn is the same after the rounds (every session's
+	// replay buffer holding the rounds' events), printed to Progress.
+	HeapActivePerConn int64
 	// Received counts the deliveries the clients recorded.
 	Received int64
+	// WireBytes is the WebSocket message bytes (payloads, compressed
+	// where the clients asked for it) the clients received over the
+	// rounds.
+	WireBytes int64
+	// Kernel holds perf's counts over the rounds (Options.Perf).
+	Kernel map[string]int64
+	// RunQueueWait is how long the server's threads waited for a CPU
+	// over the rounds.
+	RunQueueWait time.Duration
 }
 
 func (o *Options) fill() {
@@ -134,7 +154,11 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 func newServer(system string) (server, error) {
 	switch system {
 	case SystemGateway:
-		return newGatewayServer()
+		return newGatewayServer("")
+	case SystemGatewayZlib:
+		return newGatewayServer("zlib-stream")
+	case SystemGatewayZstd:
+		return newGatewayServer("zstd-stream")
 	case SystemCentrifuge:
 		return newCentrifugeServer()
 	case SystemWriteLoop:
@@ -233,11 +257,30 @@ func runOne(ctx context.Context, opts Options, system string, n, run int) (Resul
 	fmt.Fprintf(opts.Progress, "%s n=%d: connected in %v, %d heap bytes per connection\n", system, n, res.Connect.Round(time.Millisecond), res.HeapPerConn)
 
 	pad := strings.Repeat("x", max(opts.PayloadBytes-100, 1))
+	sent := make([]int64, res.Rounds+1)
+	var perf *perfStat
+	if opts.Perf {
+		if perf, err = startPerf(); err != nil {
+			return res, err
+		}
+		if err := perf.command("enable"); err != nil {
+			_, _ = perf.stop()
+			return res, err
+		}
+	}
+	wait0 := runQueueDelay()
 	for round := 1; round <= res.Rounds; round++ {
 		u0, s0 := cpuTime()
-		payload := fmt.Appendf(nil, `{"round":%d,"ts":%d,"channel_id":"41771983423143937","content":"%s"}`,
-			round, time.Now().UnixNano(), pad)
-		srv.publish(payload)
+		sent[round] = time.Now().UnixNano()
+		if tp, ok := srv.(typedPublisher); ok && opts.Mix {
+			tp.publishEvent(mixEvent(round, sent[round]))
+		} else if opts.Mix {
+			_, payload := mixEvent(round, sent[round])
+			srv.publish(payload)
+		} else {
+			srv.publish(fmt.Appendf(nil, `{"round":%d,"ts":%d,"channel_id":"41771983423143937","content":"%s"}`,
+				round, sent[round], pad))
+		}
 		if _, err := expect("round "+strconv.Itoa(round), time.Minute); err != nil {
 			return res, err
 		}
@@ -245,19 +288,38 @@ func runOne(ctx context.Context, opts Options, system string, n, run int) (Resul
 		res.serverUser += u1 - u0
 		res.serverSys += s1 - s0
 	}
+	res.RunQueueWait = runQueueDelay() - wait0
+	if perf != nil {
+		err := perf.command("disable")
+		counts, serr := perf.stop()
+		if err = errors.Join(err, serr); err != nil {
+			return res, err
+		}
+		res.Kernel = counts
+	}
+	runtime.GC()
+	res.HeapActivePerConn = (heapInUse() - heap0) / int64(n)
+	fmt.Fprintf(opts.Progress, "%s n=%d: after %d rounds, %d heap bytes per connection\n", system, n, res.Rounds, res.HeapActivePerConn)
 	res.ServerCPU = res.serverUser + res.serverSys
 	res.Deliveries = int64(n) * int64(res.Rounds)
 	res.CPUPerDelivery = res.ServerCPU / time.Duration(res.Deliveries)
 	res.UserPerDelivery = res.serverUser / time.Duration(res.Deliveries)
 	res.SysPerDelivery = res.serverSys / time.Duration(res.Deliveries)
 
+	// Clients that cannot read the send time out of a compressed payload
+	// get it here, by round.
+	for round := 1; round <= res.Rounds; round++ {
+		if _, err := fmt.Fprintf(stdin, "ts %d %d\n", round, sent[round]); err != nil {
+			return res, fmt.Errorf("send times to clients: %w", err)
+		}
+	}
 	_ = stdin.Close()
 	l, err := expect("stats", 5*time.Minute)
 	if err != nil {
 		return res, err
 	}
 	var p50, p99, mx, ccpu int64
-	if _, err := fmt.Sscanf(l, "stats %d %d %d %d %d", &res.Received, &p50, &p99, &mx, &ccpu); err != nil {
+	if _, err := fmt.Sscanf(l, "stats %d %d %d %d %d %d", &res.Received, &p50, &p99, &mx, &ccpu, &res.WireBytes); err != nil {
 		return res, fmt.Errorf("stats %q: %w", l, err)
 	}
 	res.P50, res.P99, res.Max = time.Duration(p50), time.Duration(p99), time.Duration(mx)
@@ -297,6 +359,30 @@ func WriteTable(w io.Writer, results []Result) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%v\t%v\t%v\t%s\t%v\t%v\t%v\t%v\t%d B\t\n", r.System, r.N, r.Rounds, r.Received,
 			r.CPUPerDelivery, r.UserPerDelivery, r.SysPerDelivery, ratio, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond),
 			r.Max.Round(time.Microsecond), r.Connect.Round(time.Millisecond), r.HeapPerConn)
+	}
+	return tw.Flush()
+}
+
+// WriteWireTable writes bytes on the wire and CPU per delivery of each
+// result, against the uncompressed gateway's at the same N: the
+// transport-compression comparison (run with Options.Mix).
+func WriteWireTable(w io.Writer, results []Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "system\tN\twire bytes/delivery\tvs none\tCPU/delivery\tvs none\t")
+	base := map[int]Result{}
+	for _, r := range results {
+		if r.System == SystemGateway {
+			base[r.N] = r
+		}
+	}
+	for _, r := range results {
+		per := float64(r.WireBytes) / float64(max(r.Deliveries, 1))
+		wr, cr := "-", "-"
+		if b, ok := base[r.N]; ok && b.WireBytes > 0 && b.CPUPerDelivery > 0 {
+			wr = fmt.Sprintf("%.3fx", per/(float64(b.WireBytes)/float64(max(b.Deliveries, 1))))
+			cr = fmt.Sprintf("%.2fx", float64(r.CPUPerDelivery)/float64(b.CPUPerDelivery))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s\t%v\t%s\t\n", r.System, r.N, per, wr, r.CPUPerDelivery, cr)
 	}
 	return tw.Flush()
 }

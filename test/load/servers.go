@@ -29,7 +29,23 @@ const (
 	// SystemWriteLoop is a floor, not a product: a gorilla/websocket server
 	// that writes one prepared frame to every socket from a single loop.
 	SystemWriteLoop = "write-loop-floor"
+	// SystemGatewayZlib and SystemGatewayZstd are the gateway with its
+	// clients on ?compress=zlib-stream and ?compress=zstd-stream.
+	SystemGatewayZlib = "concord-gateway-zlib-stream"
+	SystemGatewayZstd = "concord-gateway-zstd-stream"
 )
+
+// compressed reports whether system's clients receive compressed
+// frames, which they count rather than parse (see readLoop).
+func compressed(system string) bool {
+	return system == SystemGatewayZlib || system == SystemGatewayZstd
+}
+
+// typedPublisher is a server whose events carry a type (the gateway's
+// dispatch name), for the event mix.
+type typedPublisher interface {
+	publishEvent(t string, payload []byte)
+}
 
 // server is one system under test.
 type server interface {
@@ -65,10 +81,12 @@ type gatewayServer struct {
 	targets []event.Target
 	changed chan struct{}
 	batch   event.Batch
+	// compress is the clients' ?compress= value, "" for none.
+	compress string
 }
 
-func newGatewayServer() (*gatewayServer, error) {
-	g := &gatewayServer{nextID: 1 << 40, changed: make(chan struct{}, 1)}
+func newGatewayServer(compress string) (*gatewayServer, error) {
+	g := &gatewayServer{nextID: 1 << 40, changed: make(chan struct{}, 1), compress: compress}
 	node, err := gateway.NewNode(gateway.Config{
 		Node: "load-gw",
 		// Clients do not heartbeat during the run; keep them attached.
@@ -88,7 +106,11 @@ func newGatewayServer() (*gatewayServer, error) {
 }
 
 func (g *gatewayServer) url() string {
-	return "ws://" + g.ln.Addr().String() + "/gateway?v=10&encoding=json"
+	u := "ws://" + g.ln.Addr().String() + "/gateway?v=10&encoding=json"
+	if g.compress != "" {
+		u += "&compress=" + g.compress
+	}
+	return u
 }
 
 // Identify implements gateway.Backend: every token is a new bot user.
@@ -132,7 +154,10 @@ func (g *gatewayServer) ready(ctx context.Context, n int) error {
 	}
 }
 
-func (g *gatewayServer) publish(payload []byte) {
+func (g *gatewayServer) publish(payload []byte) { g.publishEvent("MESSAGE_CREATE", payload) }
+
+func (g *gatewayServer) publishEvent(t string, payload []byte) {
+	g.batch.Type = t
 	g.batch.Payloads[0] = payload
 	g.node.Deliver(context.Background(), "load-gw", g.batch)
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,8 +84,11 @@ func TestPayloadAtLimitAccepted(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	now := time.Unix(1_700_000_000, 0)
-	clock := func() time.Time { return now }
+	// The clock is atomic: the node also reads it after each write (the
+	// delivery-age metric), concurrently with the test moving it on.
+	var nowNS atomic.Int64
+	nowNS.Store(time.Unix(1_700_000_000, 0).UnixNano())
+	clock := func() time.Time { return time.Unix(0, nowNS.Load()) }
 	g := newTestGateway(t, Config{RateLimit: 5, RateWindow: time.Minute, Now: clock})
 	c := g.dial(t, "")
 	c.hello()
@@ -99,7 +103,7 @@ func TestRateLimit(t *testing.T) {
 
 	// The default is 120 payloads per 60 s, counted per connection and
 	// reset when the window passes.
-	g2 := newTestGateway(t, Config{Now: func() time.Time { return now }})
+	g2 := newTestGateway(t, Config{Now: clock})
 	c2 := g2.dial(t, "")
 	c2.hello()
 	for range DefaultRateLimit {
@@ -108,12 +112,12 @@ func TestRateLimit(t *testing.T) {
 	for range DefaultRateLimit {
 		c2.read()
 	}
-	now = now.Add(DefaultRateWindow)
+	nowNS.Add(int64(DefaultRateWindow))
 	c2.send(`{"op":1,"d":null}`)
 	if f := c2.read(); f.Op != OpHeartbeatACK {
 		t.Fatalf("after window: op %d", f.Op)
 	}
-	now = now.Add(time.Second)
+	nowNS.Add(int64(time.Second))
 	for range DefaultRateLimit {
 		c2.send(`{"op":1,"d":null}`)
 	}

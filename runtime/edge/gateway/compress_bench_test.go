@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 )
 
@@ -73,6 +74,42 @@ func BenchmarkCompressMix(b *testing.B) {
 			}
 			b.ReportMetric(float64(wire)/float64(b.N), "B/event")
 			b.ReportMetric(float64(raw)/float64(len(mix)), "rawB/event")
+		})
+	}
+}
+
+// BenchmarkStreamContextHeap reports the heap one connection's streaming
+// compression context holds once it has sent a message: what a
+// zlib-stream or zstd-stream session costs beyond an uncompressed one,
+// idle or not (the context is the stream's state and lives as long as
+// the connection).
+//
+//	go test -run '^$' -bench StreamContextHeap -benchtime 200x ./runtime/edge/gateway/
+func BenchmarkStreamContextHeap(b *testing.B) {
+	msg := eventMix(1)[0]
+	for _, mode := range []struct {
+		name string
+		comp compression
+	}{{"zlib-stream", compressStream}, {"zstd-stream", compressZstdStream}} {
+		b.Run(mode.name, func(b *testing.B) {
+			keep := make([]streamCompressor, b.N)
+			runtime.GC()
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			for i := range b.N {
+				sc, err := newStreamCompressor(mode.comp)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := sc.compress(msg); err != nil {
+					b.Fatal(err)
+				}
+				keep[i] = sc
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&m1)
+			b.ReportMetric(float64(m1.HeapInuse-m0.HeapInuse)/float64(b.N), "heap-B/context")
+			runtime.KeepAlive(keep)
 		})
 	}
 }

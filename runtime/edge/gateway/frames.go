@@ -220,17 +220,23 @@ func decodeResume(d json.RawMessage) (resume, error) {
 // appendDispatch appends the op 0 frame {"t":T,"s":S,"op":0,"d":D} to dst.
 // t must be a plain event name (no characters that need JSON escaping).
 func appendDispatch(dst []byte, t string, seq int64, d []byte) []byte {
-	dst = append(dst, `{"t":"`...)
-	dst = append(dst, t...)
-	dst = append(dst, `","s":`...)
-	dst = strconv.AppendInt(dst, seq, 10)
-	dst = append(dst, `,"op":0,"d":`...)
+	dst = appendDispatchHead(dst, t, seq)
 	if len(d) == 0 {
 		dst = append(dst, "null"...)
 	} else {
 		dst = append(dst, d...)
 	}
 	return append(dst, '}')
+}
+
+// appendDispatchHead appends a dispatch's envelope up to its `d` value:
+// the per-session part, written before the shared payload.
+func appendDispatchHead(dst []byte, t string, seq int64) []byte {
+	dst = append(dst, `{"t":"`...)
+	dst = append(dst, t...)
+	dst = append(dst, `","s":`...)
+	dst = strconv.AppendInt(dst, seq, 10)
+	return append(dst, `,"op":0,"d":`...)
 }
 
 // dispatchSize is len(appendDispatch(nil, t, seq, d)) without building it.

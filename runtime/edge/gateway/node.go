@@ -43,6 +43,7 @@ type Node struct {
 	readBufs    sync.Pool
 	readBufs4k  sync.Pool // the poller's read buffers (reader.go)
 	encBufs     sync.Pool
+	scratch     sync.Pool // *writeScratch, one per write in progress (writer.go)
 
 	// poll reports readable sockets (poll_linux.go); nil where there is
 	// none or Config.GoroutineReader is set.

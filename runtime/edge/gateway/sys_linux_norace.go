@@ -7,12 +7,12 @@ import (
 	"unsafe"
 )
 
-// nbRead and nbWrite are read(2) and write(2) on a non-blocking socket,
+// nbRead and nbWritev (below) are read(2) and writev(2) on a non-blocking socket,
 // made without the runtime's syscall bookkeeping (entersyscall and
 // exitsyscall, which wake the runtime's sysmon thread when the process is
 // idle: a futex wake per heartbeat). They never block, so the goroutine
 // keeps its P for the few microseconds they take. Race-detector builds
-// use the syscall package instead (sys_race.go), whose annotations order
+// use the syscall package instead (sys_other.go), whose annotations order
 // a socket's writes before the reads of its bytes, as tests rely on.
 func nbRead(fd int, b []byte) (int, error) {
 	var p unsafe.Pointer
@@ -26,12 +26,28 @@ func nbRead(fd int, b []byte) (int, error) {
 	return int(n), nil
 }
 
-func nbWrite(fd int, b []byte) (int, error) {
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
+// iovecs is writev's vector, reused across writes.
+type iovecs = []syscall.Iovec
+
+// nbWritev is writev(2) on a non-blocking socket, raw like nbWrite: one
+// call for every segment (at most maxSegments are passed). iov is scratch
+// for the vector.
+func nbWritev(fd int, segs [][]byte, iov *iovecs) (int, error) {
+	v := (*iov)[:0]
+	for _, s := range segs {
+		if len(s) == 0 {
+			continue
+		}
+		e := syscall.Iovec{Base: &s[0]}
+		e.SetLen(len(s))
+		v = append(v, e)
 	}
-	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(p), uintptr(len(b)))
+	*iov = v
+	if len(v) == 0 {
+		return 0, nil
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&v[0])), uintptr(len(v)))
+	clear(v) // hold no payload past the write
 	if e != 0 {
 		return -1, e
 	}

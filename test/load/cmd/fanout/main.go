@@ -27,6 +27,8 @@ func main() {
 	perSource := flag.Int("per-source", 20000, "client sockets per 127.x.y.z source address")
 	clientCPUs := flag.String("client-cpus", os.Getenv("FANOUT_CLIENT_CPUS"), "pin the client process to these CPUs with taskset (e.g. 1; run the server under taskset -c 0); env FANOUT_CLIENT_CPUS")
 	cpuprofile := flag.String("cpuprofile", "", "write the server process's CPU profile to this file")
+	mix := flag.Bool("mix", false, "send the realistic event mix (MESSAGE_CREATE with member or embed, PRESENCE_UPDATE, TYPING_START, GUILD_MEMBER_LIST_UPDATE) instead of one -payload MESSAGE_CREATE, and print wire bytes per delivery; for -systems concord-gateway,concord-gateway-zlib-stream,concord-gateway-zstd-stream")
+	perf := flag.Bool("perf", false, "count the server's system calls and context switches during the rounds with perf stat, and print them per delivery with the run-queue wait per round")
 	plotFile := flag.String("plot", "", "also draw CPU per delivery against N for each system to this SVG file")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -40,7 +42,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	opts := load.Options{Systems: strings.Split(*systems, ","), PayloadBytes: *payload, PerSource: *perSource, Progress: os.Stderr, ClientCPUs: *clientCPUs}
+	opts := load.Options{Systems: strings.Split(*systems, ","), PayloadBytes: *payload, PerSource: *perSource, Progress: os.Stderr, ClientCPUs: *clientCPUs, Mix: *mix, Perf: *perf}
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {
@@ -57,6 +59,12 @@ func main() {
 	results, err := load.Run(ctx, opts)
 	if len(results) > 0 {
 		_ = load.WriteTable(os.Stdout, results)
+		if *mix {
+			fmt.Println()
+			_ = load.WriteWireTable(os.Stdout, results)
+		}
+		fmt.Println()
+		_ = load.WriteKernelTable(os.Stdout, results)
 		if *plotFile != "" {
 			if perr := load.WritePlot(*plotFile, results); perr != nil {
 				fmt.Fprintln(os.Stderr, "fanout:", perr)

@@ -135,6 +135,9 @@ type Service struct {
 	// Voice is the voice seam: Enable, voice moderation, the regions
 	// (voicestate.go, voicemod.go).
 	Voice *Voice
+	// Threads is the threads seam: threads, their members, the thread
+	// lists (threads.go).
+	Threads *Threads
 
 	cfg     Config
 	deps    Deps
@@ -227,6 +230,7 @@ func NewService(cfg Config, deps Deps) (*Service, error) {
 		s.messages = outbox.Unlogged(deps.Store)
 	}
 	s.Voice = &Voice{s: s}
+	s.Threads = &Threads{s: s}
 	s.private = newPrivateRouter(s)
 	s.wg.Add(1)
 	go func() {

@@ -161,8 +161,10 @@ type pinHandler struct {
 type threadHandler struct {
 	store  store.Store
 	guilds *guild.Service
-	ids    guild.IDSource
-	log    *slog.Logger
+	// threads creates, changes and lists threads and their members.
+	threads *guild.Threads
+	ids     guild.IDSource
+	log     *slog.Logger
 	bodyLimit
 	views
 	writes
@@ -274,7 +276,7 @@ func newHandler(cfg Config, deps Deps) *handler {
 	voice := &voiceHandler{voice: deps.Guilds.Voice}
 	webhook := &webhookHandler{store: deps.Store, guilds: deps.Guilds, ids: deps.IDs, log: deps.Logger, now: cfg.Now,
 		bodyLimit: body, people: pp, auditor: au}
-	thread := &threadHandler{store: deps.Store, guilds: deps.Guilds, ids: deps.IDs, log: deps.Logger,
+	thread := &threadHandler{store: deps.Store, guilds: deps.Guilds, threads: deps.Guilds.Threads, ids: deps.IDs, log: deps.Logger,
 		bodyLimit: body, views: v, writes: wr, auditor: au}
 	pin := &pinHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, views: v, auditor: au}
 	return &handler{

@@ -170,7 +170,7 @@ func (m *moveCluster) guildNode(grace time.Duration) (*guild.Service, *fleet.Reg
 	ran := make(chan struct{})
 	go func() { defer close(ran); _ = f.Run(ctx) }()
 	m.t.Cleanup(func() { cancel(); <-ran })
-	if err := svc.EnableVoice(guild.VoiceConfig{Allocator: f, Key: m.keyOwner.key, AdoptGrace: grace}); err != nil {
+	if err := svc.Voice.Enable(guild.VoiceConfig{Allocator: f, Key: m.keyOwner.key, AdoptGrace: grace}); err != nil {
 		m.t.Fatal(err)
 	}
 	return svc, f
@@ -285,7 +285,7 @@ func TestVoiceStatesSurviveGuildMove(t *testing.T) {
 		t.Cleanup(c.Close)
 		clients[users[i].ID] = c
 	}
-	if _, err := g1.ModifyMemberVoice(ctx, owner.ID, gid, alice.ID, guild.VoicePatch{Mute: ptr(true)}); err != nil {
+	if _, err := g1.Voice.ModifyMember(ctx, owner.ID, gid, alice.ID, guild.VoicePatch{Mute: ptr(true)}); err != nil {
 		t.Fatal(err)
 	}
 	hostSFU := m.sfus[host]

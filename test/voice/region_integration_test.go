@@ -74,7 +74,7 @@ func TestVoiceCallFollowsChannelRegion(t *testing.T) {
 	ran := make(chan struct{})
 	go func() { defer close(ran); _ = f.Run(fctx) }()
 	t.Cleanup(func() { fcancel(); <-ran })
-	if err := svc.EnableVoice(guild.VoiceConfig{Allocator: f, Key: key, Region: "eu"}); err != nil {
+	if err := svc.Voice.Enable(guild.VoiceConfig{Allocator: f, Key: key, Region: "eu"}); err != nil {
 		t.Fatal(err)
 	}
 	awaitFleet(t, "both SFUs' reports", f, func() bool { return f.Healthy("sfu-eu") && f.Healthy("sfu-us") })

@@ -132,6 +132,13 @@ type Relayer interface {
 // Service owns the process's guild actors, the per-user session index and
 // the private-channel router. It is safe for concurrent use.
 type Service struct {
+	// Voice is the voice seam: Enable, voice moderation, the regions
+	// (voicestate.go, voicemod.go).
+	Voice *Voice
+	// Threads is the threads seam: threads, their members, the thread
+	// lists (threads.go).
+	Threads *Threads
+
 	cfg     Config
 	deps    Deps
 	log     *slog.Logger
@@ -163,7 +170,7 @@ type Service struct {
 	presence atomic.Pointer[PresenceConfig]
 	// threadSweep starts the idle-thread archiver once (threads.go).
 	threadSweep sync.Once
-	// voice is set by EnableVoice.
+	// voice is set by Voice.Enable.
 	voice atomic.Pointer[voiceEnabled]
 }
 
@@ -225,6 +232,8 @@ func NewService(cfg Config, deps Deps) (*Service, error) {
 	if s.messages == nil {
 		s.messages = outbox.Unlogged(deps.Store)
 	}
+	s.Voice = &Voice{s: s}
+	s.Threads = &Threads{s: s}
 	s.private = newPrivateRouter(s)
 	s.wg.Add(1)
 	go func() {

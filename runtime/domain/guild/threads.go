@@ -197,11 +197,20 @@ func validAutoArchive(d int) error {
 	return nil
 }
 
-// CreateThread creates a thread in a text or announcement channel:
+// Threads is the threads seam of a Service (Service.Threads): creating,
+// changing and deleting threads, their members, and the thread lists. It
+// holds the host, whose guild actors keep the threads; the idle-thread
+// archiver stays on the host, which starts it once for every guild.
+type Threads struct {
+	s *Service
+}
+
+// Create creates a thread in a text or announcement channel:
 // CREATE_PUBLIC_THREADS (from a message, or a public thread) or
 // CREATE_PRIVATE_THREADS in the parent, decided there; the creator joins
 // it. Who sees it gets THREAD_CREATE.
-func (s *Service) CreateThread(ctx context.Context, userID snowflake.ID, spec ThreadSpec) (store.Channel, store.ThreadMember, error) {
+func (th *Threads) Create(ctx context.Context, userID snowflake.ID, spec ThreadSpec) (store.Channel, store.ThreadMember, error) {
+	s := th.s
 	if n := utf8.RuneCountInString(spec.Name); n < 1 || n > 100 {
 		return store.Channel{}, store.ThreadMember{}, fmt.Errorf("thread name length %d: %w", n, ErrInvalid)
 	}
@@ -323,12 +332,13 @@ type ThreadPatch struct {
 	AppliedTags *[]snowflake.ID
 }
 
-// ModifyThread changes a thread. Its creator may rename it, archive it and
+// Modify changes a thread. Its creator may rename it, archive it and
 // change its auto-archive duration; locking, invitable, slowmode and
 // unarchiving a locked thread need MANAGE_THREADS; everything else about
 // it is MANAGE_THREADS too. An archived thread accepts only an unarchive
 // (with other fields) — anything else is 50083.
-func (s *Service) ModifyThread(ctx context.Context, userID, threadID snowflake.ID, p ThreadPatch) (store.Channel, error) {
+func (th *Threads) Modify(ctx context.Context, userID, threadID snowflake.ID, p ThreadPatch) (store.Channel, error) {
+	s := th.s
 	guildID, err := s.guildOf(ctx, threadID)
 	if err != nil {
 		return store.Channel{}, err
@@ -407,8 +417,9 @@ func (s *Service) ModifyThread(ctx context.Context, userID, threadID snowflake.I
 	return out, err
 }
 
-// DeleteThread deletes a thread and its messages (MANAGE_THREADS).
-func (s *Service) DeleteThread(ctx context.Context, userID, threadID snowflake.ID) (store.Channel, error) {
+// Delete deletes a thread and its messages (MANAGE_THREADS).
+func (th *Threads) Delete(ctx context.Context, userID, threadID snowflake.ID) (store.Channel, error) {
+	s := th.s
 	guildID, err := s.guildOf(ctx, threadID)
 	if err != nil {
 		return store.Channel{}, err
@@ -470,12 +481,13 @@ func (a *Actor) dropThreadsOf(ctx context.Context, parentID snowflake.ID, delete
 	return nil
 }
 
-// AddThreadMember adds targetID to a thread as userID (joining when they
+// AddMember adds targetID to a thread as userID (joining when they
 // are the same). Joining needs the thread visible and not archived;
 // adding someone else needs SEND_MESSAGES_IN_THREADS, and for a private
 // thread either MANAGE_THREADS or an invitable thread one is a member of;
 // the target must be a member of the guild who sees the parent channel.
-func (s *Service) AddThreadMember(ctx context.Context, userID, threadID, targetID snowflake.ID) error {
+func (th *Threads) AddMember(ctx context.Context, userID, threadID, targetID snowflake.ID) error {
+	s := th.s
 	guildID, err := s.guildOf(ctx, threadID)
 	if err != nil {
 		return err
@@ -540,11 +552,12 @@ func (a *Actor) countMembers(ctx context.Context, threadID snowflake.ID) error {
 	return a.putChannel(ctx, c)
 }
 
-// RemoveThreadMember removes targetID from a thread as userID (leaving
+// RemoveMember removes targetID from a thread as userID (leaving
 // when they are the same; removing someone else needs MANAGE_THREADS, or
 // being the creator of a private thread). The thread must not be
 // archived.
-func (s *Service) RemoveThreadMember(ctx context.Context, userID, threadID, targetID snowflake.ID) error {
+func (th *Threads) RemoveMember(ctx context.Context, userID, threadID, targetID snowflake.ID) error {
+	s := th.s
 	guildID, err := s.guildOf(ctx, threadID)
 	if err != nil {
 		return err
@@ -613,10 +626,10 @@ func (a *Actor) membersUpdate(ctx context.Context, threadID snowflake.ID, added 
 	b.flushGuild(ctx, a)
 }
 
-// ThreadMember returns targetID's membership of a thread userID sees.
-func (s *Service) ThreadMember(ctx context.Context, userID, threadID, targetID snowflake.ID) (store.ThreadMember, error) {
+// Member returns targetID's membership of a thread userID sees.
+func (th *Threads) Member(ctx context.Context, userID, threadID, targetID snowflake.ID) (store.ThreadMember, error) {
 	var out store.ThreadMember
-	err := s.inThread(ctx, userID, threadID, func(a *Actor, _ store.Channel) error {
+	err := th.inThread(ctx, userID, threadID, func(a *Actor, _ store.Channel) error {
 		m, ok := a.threadMembers[threadID][targetID]
 		if !ok {
 			return fmt.Errorf("user %d in thread %d: %w", targetID, threadID, ErrUnknownThreadMember)
@@ -627,11 +640,11 @@ func (s *Service) ThreadMember(ctx context.Context, userID, threadID, targetID s
 	return out, err
 }
 
-// ThreadMembers lists the members of a thread userID sees, by user id,
+// Members lists the members of a thread userID sees, by user id,
 // above after, at most limit.
-func (s *Service) ThreadMembers(ctx context.Context, userID, threadID, after snowflake.ID, limit int) ([]store.ThreadMember, error) {
+func (th *Threads) Members(ctx context.Context, userID, threadID, after snowflake.ID, limit int) ([]store.ThreadMember, error) {
 	var out []store.ThreadMember
-	err := s.inThread(ctx, userID, threadID, func(a *Actor, _ store.Channel) error {
+	err := th.inThread(ctx, userID, threadID, func(a *Actor, _ store.Channel) error {
 		for id, m := range a.threadMembers[threadID] {
 			if id > after {
 				out = append(out, m)
@@ -647,7 +660,8 @@ func (s *Service) ThreadMembers(ctx context.Context, userID, threadID, after sno
 }
 
 // inThread runs fn for a thread userID sees now.
-func (s *Service) inThread(ctx context.Context, userID, threadID snowflake.ID, fn func(a *Actor, c store.Channel) error) error {
+func (th *Threads) inThread(ctx context.Context, userID, threadID snowflake.ID, fn func(a *Actor, c store.Channel) error) error {
+	s := th.s
 	guildID, err := s.guildOf(ctx, threadID)
 	if err != nil {
 		return err
@@ -682,9 +696,10 @@ func (a *Actor) ownMemberships(userID snowflake.ID, threads []store.Channel) []s
 	return out
 }
 
-// ActiveThreads lists a guild's active (unarchived) threads userID sees,
+// Active lists a guild's active (unarchived) threads userID sees,
 // by id.
-func (s *Service) ActiveThreads(ctx context.Context, userID, guildID snowflake.ID) (ThreadList, error) {
+func (th *Threads) Active(ctx context.Context, userID, guildID snowflake.ID) (ThreadList, error) {
+	s := th.s
 	var out ThreadList
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		if _, err := a.member(userID); err != nil {
@@ -723,9 +738,10 @@ type ArchivedQuery struct {
 	Limit  int
 }
 
-// ArchivedThreads lists a channel's archived threads, most recently
+// Archived lists a channel's archived threads, most recently
 // archived first.
-func (s *Service) ArchivedThreads(ctx context.Context, userID snowflake.ID, q ArchivedQuery) (ThreadList, error) {
+func (th *Threads) Archived(ctx context.Context, userID snowflake.ID, q ArchivedQuery) (ThreadList, error) {
+	s := th.s
 	guildID, err := s.guildOf(ctx, q.ParentID)
 	if err != nil {
 		return ThreadList{}, err

@@ -28,12 +28,13 @@ type VoiceMember struct {
 	Mute, Deaf bool
 }
 
-// ModifyMemberVoice applies p to userID's voice state on behalf of
+// ModifyMember applies p to userID's voice state on behalf of
 // actorID. Permissions are those of actorID in the channel the member is
 // in (guild-wide when it is in none); a move also needs MOVE_MEMBERS and
 // CONNECT in the destination. Moving a member that is in no voice channel
 // fails with ErrNotInVoice.
-func (s *Service) ModifyMemberVoice(ctx context.Context, actorID, guildID, userID snowflake.ID, p VoicePatch) (VoiceMember, error) {
+func (vc *Voice) ModifyMember(ctx context.Context, actorID, guildID, userID snowflake.ID, p VoicePatch) (VoiceMember, error) {
+	s := vc.s
 	var out VoiceMember
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		v := a.svc.voice.Load()
@@ -131,9 +132,10 @@ func (a *Actor) voiceMove(ctx context.Context, v *voiceEnabled, st *voiceState, 
 	return a.sendVoiceServer(ctx, v, sub.s, st, srv)
 }
 
-// VoiceRegions lists the regions of the voice fleet (GET /voice/regions);
+// Regions lists the regions of the voice fleet (GET /voice/regions);
 // empty when voice is off.
-func (s *Service) VoiceRegions() []VoiceRegion {
+func (vc *Voice) Regions() []VoiceRegion {
+	s := vc.s
 	v := s.voice.Load()
 	if v == nil {
 		return nil
@@ -141,10 +143,11 @@ func (s *Service) VoiceRegions() []VoiceRegion {
 	return v.Allocator.Regions()
 }
 
-// HomeVoiceRegion is this node's voice region (VoiceConfig.Region), the
+// HomeRegion is this node's voice region (VoiceConfig.Region), the
 // one GET /voice/regions marks optimal when the fleet has it; "" when
 // unset or voice is off.
-func (s *Service) HomeVoiceRegion() string {
+func (vc *Voice) HomeRegion() string {
+	s := vc.s
 	v := s.voice.Load()
 	if v == nil {
 		return ""

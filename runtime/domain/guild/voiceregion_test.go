@@ -71,7 +71,7 @@ func newRegionFixture(t *testing.T) (*voiceFixture, *regionalFleet) {
 	if f.key, err = token.GenerateKey(); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.svc.EnableVoice(VoiceConfig{Allocator: fl, Key: f.key, FailoverInterval: -1, Region: "eu"}); err != nil {
+	if err := f.svc.Voice.Enable(VoiceConfig{Allocator: fl, Key: f.key, FailoverInterval: -1, Region: "eu"}); err != nil {
 		t.Fatal(err)
 	}
 	f.owner, f.alice, f.bob = f.user("owner", false), f.user("alice", false), f.user("bob", false)

@@ -79,7 +79,7 @@ type VoiceControl interface {
 // VoiceCommandSigner is the optional need of an allocator for the key
 // admission tokens are signed with: a fleet whose servers run in other
 // processes signs the commands of VoiceControl with it, the one credential
-// its servers trust from the guild tier. EnableVoice hands it over.
+// its servers trust from the guild tier. Voice.Enable hands it over.
 type VoiceCommandSigner interface {
 	UseSigningKey(key ed25519.PrivateKey)
 }
@@ -92,7 +92,7 @@ type VoiceSuspector interface {
 	Suspect(server string)
 }
 
-// VoiceConfig turns voice channels on (EnableVoice).
+// VoiceConfig turns voice channels on (Voice.Enable).
 type VoiceConfig struct {
 	// Allocator picks the server of each call. Required.
 	Allocator VoiceAllocator
@@ -124,11 +124,21 @@ type voiceEnabled struct {
 	guilds sync.Map
 }
 
-// EnableVoice turns op 4 and the voice parts of the member routes on.
+// Voice is the voice seam of a Service (Service.Voice): turning voice on,
+// voice moderation and the voice regions. It holds the host, whose actors
+// keep the voice states; op 4 itself stays on the host
+// (Service.UpdateVoiceState), the session operation the gateway reaches
+// the same way on this node and over GuildNode.
+type Voice struct {
+	s *Service
+}
+
+// Enable turns op 4 and the voice parts of the member routes on.
 // Without it op 4 is ignored and guilds report no voice states.
-func (s *Service) EnableVoice(cfg VoiceConfig) error {
+func (vc *Voice) Enable(cfg VoiceConfig) error {
+	s := vc.s
 	if cfg.Allocator == nil || len(cfg.Key) != ed25519.PrivateKeySize {
-		return errors.New("guild: EnableVoice needs an Allocator and an Ed25519 Key")
+		return errors.New("guild: Voice.Enable needs an Allocator and an Ed25519 Key")
 	}
 	v := &voiceEnabled{VoiceConfig: cfg, joins: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "concord_guild_voice_joins_total",
@@ -173,7 +183,7 @@ func (s *Service) EnableVoice(cfg VoiceConfig) error {
 		ks.UseSigningKey(cfg.Key)
 	}
 	if !s.voice.CompareAndSwap(nil, v) {
-		return errors.New("guild: EnableVoice called twice")
+		return errors.New("guild: Voice.Enable called twice")
 	}
 	if v.FailoverInterval > 0 {
 		s.wg.Add(1)

@@ -55,7 +55,7 @@ func TestVoiceRebuildFromRoster(t *testing.T) {
 		{Server: sfu1, ChannelID: f.open.ID, UserID: stranger.ID, SessionID: "gone"},
 	}}
 	b := f.newService(Config{})
-	if err := b.EnableVoice(VoiceConfig{Allocator: alloc, Key: f.key, FailoverInterval: 20 * time.Millisecond,
+	if err := b.Voice.Enable(VoiceConfig{Allocator: alloc, Key: f.key, FailoverInterval: 20 * time.Millisecond,
 		AdoptGrace: 300 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func newVoiceFixture(t *testing.T) *voiceFixture {
 	if f.key, err = token.GenerateKey(); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.svc.EnableVoice(VoiceConfig{Allocator: f.alloc, Key: f.key}); err != nil {
+	if err := f.svc.Voice.Enable(VoiceConfig{Allocator: f.alloc, Key: f.key}); err != nil {
 		t.Fatal(err)
 	}
 	f.owner, f.alice, f.bob, f.bot = f.user("owner", false), f.user("alice", false), f.user("bob", false), f.user("bot", true)
@@ -238,7 +238,7 @@ func TestVoiceJoinAndHiddenChannel(t *testing.T) {
 	}
 
 	// The owner moves alice into the hidden channel: bob sees her leave.
-	if _, err := f.svc.ModifyMemberVoice(bg, f.owner.ID, f.gid, f.alice.ID, VoicePatch{Move: true, Channel: f.secret.ID}); err != nil {
+	if _, err := f.svc.Voice.ModifyMember(bg, f.owner.ID, f.gid, f.alice.ID, VoicePatch{Move: true, Channel: f.secret.ID}); err != nil {
 		t.Fatal(err)
 	}
 	bs = f.states(f.bobS)
@@ -262,10 +262,10 @@ func TestVoiceModerationAndDisconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	yes := true
-	if _, err := f.svc.ModifyMemberVoice(bg, f.alice.ID, f.gid, f.bob.ID, VoicePatch{Mute: &yes}); !errors.Is(err, ErrMissingPermissions) {
+	if _, err := f.svc.Voice.ModifyMember(bg, f.alice.ID, f.gid, f.bob.ID, VoicePatch{Mute: &yes}); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("alice mutes bob: %v, want missing permissions", err)
 	}
-	vm, err := f.svc.ModifyMemberVoice(bg, f.owner.ID, f.gid, f.bob.ID, VoicePatch{Mute: &yes})
+	vm, err := f.svc.Voice.ModifyMember(bg, f.owner.ID, f.gid, f.bob.ID, VoicePatch{Mute: &yes})
 	if err != nil || !vm.Mute {
 		t.Fatalf("owner mutes bob: %+v, %v", vm, err)
 	}
@@ -273,7 +273,7 @@ func TestVoiceModerationAndDisconnect(t *testing.T) {
 	if last := as[len(as)-1]; !last.Mute || last.UserID != f.bob.ID {
 		t.Fatalf("alice's last state: %+v, want bob muted", last)
 	}
-	if _, err := f.svc.ModifyMemberVoice(bg, f.owner.ID, f.gid, f.alice.ID, VoicePatch{Move: true, Channel: f.open.ID}); !errors.Is(err, ErrNotInVoice) {
+	if _, err := f.svc.Voice.ModifyMember(bg, f.owner.ID, f.gid, f.alice.ID, VoicePatch{Move: true, Channel: f.open.ID}); !errors.Is(err, ErrNotInVoice) {
 		t.Fatalf("moving alice who is in no call: %v", err)
 	}
 	f.svc.Disconnect(bg, f.bobS)

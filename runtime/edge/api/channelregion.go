@@ -13,7 +13,7 @@ func (h *voiceHandler) checkRTCRegion(v nullable[string]) (string, error) {
 		return "", nil
 	}
 	ids := []string{}
-	for _, rg := range h.guilds.VoiceRegions() {
+	for _, rg := range h.voice.Regions() {
 		if rg.ID == v.Value {
 			return v.Value, nil
 		}

@@ -35,7 +35,7 @@ func TestChannelRTCRegion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.guilds.EnableVoice(guild.VoiceConfig{Allocator: twoRegions{}, Key: key, FailoverInterval: -1}); err != nil {
+	if err := e.guilds.Voice.Enable(guild.VoiceConfig{Allocator: twoRegions{}, Key: key, FailoverInterval: -1}); err != nil {
 		t.Fatal(err)
 	}
 	alice := e.register("alice", false)
@@ -113,7 +113,7 @@ func TestVoiceRegionsOptimal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.guilds.EnableVoice(guild.VoiceConfig{Allocator: twoRegions{}, Key: key, FailoverInterval: -1, Region: "us"}); err != nil {
+	if err := e.guilds.Voice.Enable(guild.VoiceConfig{Allocator: twoRegions{}, Key: key, FailoverInterval: -1, Region: "us"}); err != nil {
 		t.Fatal(err)
 	}
 	alice := e.register("alice", false)

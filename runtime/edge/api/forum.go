@@ -125,7 +125,7 @@ func (h *threadHandler) startForumPost(w http.ResponseWriter, r *http.Request, u
 		return err
 	}
 	spec.MessageID, spec.Forum = id, true
-	th, member, err := h.guilds.CreateThread(ctx, user, spec)
+	th, member, err := h.threads.Create(ctx, user, spec)
 	if err != nil {
 		h.forgetAttachments(ctx, atts)
 		return err

@@ -89,7 +89,9 @@ type roleHandler struct {
 // the member search of gaps.go).
 type memberHandler struct {
 	guilds *guild.Service
-	now    func() time.Time
+	// voice applies the voice part of a member's PATCH.
+	voice *guild.Voice
+	now   func() time.Time
 	bodyLimit
 	people
 	removedHook
@@ -159,8 +161,10 @@ type pinHandler struct {
 type threadHandler struct {
 	store  store.Store
 	guilds *guild.Service
-	ids    guild.IDSource
-	log    *slog.Logger
+	// threads creates, changes and lists threads and their members.
+	threads *guild.Threads
+	ids     guild.IDSource
+	log     *slog.Logger
 	bodyLimit
 	views
 	writes
@@ -170,7 +174,7 @@ type threadHandler struct {
 // voiceHandler serves voice regions and checks a channel's rtc_region
 // (voice.go, channelregion.go).
 type voiceHandler struct {
-	guilds *guild.Service
+	voice *guild.Voice
 }
 
 // webhookHandler manages webhooks: with the caller's token, or with the
@@ -269,10 +273,10 @@ func newHandler(cfg Config, deps Deps) *handler {
 	au := auditor{store: deps.Store, guilds: deps.Guilds, ids: deps.IDs, log: deps.Logger}
 	removed := removedHook(deps.MemberRemoved)
 
-	voice := &voiceHandler{guilds: deps.Guilds}
+	voice := &voiceHandler{voice: deps.Guilds.Voice}
 	webhook := &webhookHandler{store: deps.Store, guilds: deps.Guilds, ids: deps.IDs, log: deps.Logger, now: cfg.Now,
 		bodyLimit: body, people: pp, auditor: au}
-	thread := &threadHandler{store: deps.Store, guilds: deps.Guilds, ids: deps.IDs, log: deps.Logger,
+	thread := &threadHandler{store: deps.Store, guilds: deps.Guilds, threads: deps.Guilds.Threads, ids: deps.IDs, log: deps.Logger,
 		bodyLimit: body, views: v, writes: wr, auditor: au}
 	pin := &pinHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, views: v, auditor: au}
 	return &handler{
@@ -281,7 +285,7 @@ func newHandler(cfg Config, deps Deps) *handler {
 			configuredGateway: cfg.GatewayURL, bodyLimit: body, removedHook: removed},
 		guild:  &guildHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, webhook: webhook, bodyLimit: body},
 		role:   &roleHandler{guilds: deps.Guilds, bodyLimit: body},
-		member: &memberHandler{guilds: deps.Guilds, now: cfg.Now, bodyLimit: body, people: pp, removedHook: removed},
+		member: &memberHandler{guilds: deps.Guilds, voice: deps.Guilds.Voice, now: cfg.Now, bodyLimit: body, people: pp, removedHook: removed},
 		channel: &channelHandler{guilds: deps.Guilds, thread: thread, webhook: webhook, voice: voice,
 			bodyLimit: body, writes: wr},
 		invite: &inviteHandler{store: deps.Store, guilds: deps.Guilds, now: cfg.Now, bodyLimit: body},

@@ -132,7 +132,7 @@ func (h *memberHandler) modifyMember(w http.ResponseWriter, r *http.Request, use
 	if err != nil {
 		return err
 	}
-	vm, err := h.guilds.ModifyMemberVoice(r.Context(), user, g, m, vp)
+	vm, err := h.voice.ModifyMember(r.Context(), user, g, m, vp)
 	if err != nil {
 		return err
 	}

@@ -102,7 +102,7 @@ func (h *threadHandler) startThreadFromMessage(w http.ResponseWriter, r *http.Re
 	if err != nil {
 		return messageErr(err)
 	}
-	th, member, err := h.guilds.CreateThread(ctx, user, spec)
+	th, member, err := h.threads.Create(ctx, user, spec)
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func (h *threadHandler) startThread(w http.ResponseWriter, r *http.Request, user
 		spec.AppliedTags = appliedTags(req.AppliedTags)
 		return h.startForumPost(w, r, user, spec, req.Message, files)
 	}
-	th, member, err := h.guilds.CreateThread(r.Context(), user, spec)
+	th, member, err := h.threads.Create(r.Context(), user, spec)
 	if err != nil {
 		return err
 	}
@@ -249,7 +249,7 @@ func (h *threadHandler) modifyThread(w http.ResponseWriter, r *http.Request, use
 		tags := appliedTags(*req.AppliedTags)
 		patch.AppliedTags = &tags
 	}
-	th, err := h.guilds.ModifyThread(r.Context(), user, threadID, patch)
+	th, err := h.threads.Modify(r.Context(), user, threadID, patch)
 	if err != nil {
 		return err
 	}
@@ -277,7 +277,7 @@ func (h *threadHandler) modifyThread(w http.ResponseWriter, r *http.Request, use
 
 // deleteThread is DELETE /channels/{thread}.
 func (h *threadHandler) deleteThread(w http.ResponseWriter, r *http.Request, user, threadID snowflake.ID) error {
-	th, err := h.guilds.DeleteThread(r.Context(), user, threadID)
+	th, err := h.threads.Delete(r.Context(), user, threadID)
 	if err != nil {
 		return err
 	}
@@ -315,7 +315,7 @@ func (h *threadHandler) activeThreads(w http.ResponseWriter, r *http.Request, us
 	if err != nil {
 		return err
 	}
-	l, err := h.guilds.ActiveThreads(r.Context(), user, guildID)
+	l, err := h.threads.Active(r.Context(), user, guildID)
 	if err != nil {
 		return err
 	}
@@ -346,7 +346,7 @@ func (h *threadHandler) archived(w http.ResponseWriter, r *http.Request, user sn
 			before = ts.Time()
 		}
 	}
-	l, err := h.guilds.ArchivedThreads(r.Context(), user, guild.ArchivedQuery{
+	l, err := h.threads.Archived(r.Context(), user, guild.ArchivedQuery{
 		ParentID: channelID, Private: private, Joined: joined, Before: before, Limit: limit,
 	})
 	if err != nil {
@@ -386,7 +386,7 @@ func (h *threadHandler) addThreadMember(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return err
 	}
-	if err := h.guilds.AddThreadMember(r.Context(), user, threadID, target); err != nil {
+	if err := h.threads.AddMember(r.Context(), user, threadID, target); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -398,7 +398,7 @@ func (h *threadHandler) removeThreadMember(w http.ResponseWriter, r *http.Reques
 	if err != nil {
 		return err
 	}
-	if err := h.guilds.RemoveThreadMember(r.Context(), user, threadID, target); err != nil {
+	if err := h.threads.RemoveMember(r.Context(), user, threadID, target); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -410,7 +410,7 @@ func (h *threadHandler) getThreadMember(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return err
 	}
-	m, err := h.guilds.ThreadMember(r.Context(), user, threadID, target)
+	m, err := h.threads.Member(r.Context(), user, threadID, target)
 	if err != nil {
 		return err
 	}
@@ -433,7 +433,7 @@ func (h *threadHandler) listThreadMembers(w http.ResponseWriter, r *http.Request
 			return formError("after", "NUMBER_TYPE_COERCE", "Value \""+truncate(s, 30)+"\" is not snowflake.")
 		}
 	}
-	ms, err := h.guilds.ThreadMembers(r.Context(), user, threadID, after, limit)
+	ms, err := h.threads.Members(r.Context(), user, threadID, after, limit)
 	if err != nil {
 		return err
 	}

@@ -21,9 +21,9 @@ type voiceRegion struct {
 // the first: a REST caller has no gateway session whose node would say
 // where it is, and Concord uses no geo-IP.
 func (h *voiceHandler) voiceRegions(w http.ResponseWriter, r *http.Request, _ snowflake.ID) error {
-	regions := h.guilds.VoiceRegions()
+	regions := h.voice.Regions()
 	optimal := 0
-	home := h.guilds.HomeVoiceRegion()
+	home := h.voice.HomeRegion()
 	for i, rg := range regions {
 		if home != "" && rg.ID == home {
 			optimal = i
@@ -43,7 +43,7 @@ func (h *voiceHandler) guildVoiceRegions(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
-	if _, err := h.guilds.ModifyMemberVoice(r.Context(), user, g, user, guild.VoicePatch{}); err != nil {
+	if _, err := h.voice.ModifyMember(r.Context(), user, g, user, guild.VoicePatch{}); err != nil {
 		return err
 	}
 	return h.voiceRegions(w, r, user)

@@ -167,5 +167,5 @@ func enableVoice(b *wiring.Builder, svc *guild.Service) error {
 	// The node's --voice-region is the fallback region of calls whose
 	// channel is automatic and whose first joiner's gateway node runs no
 	// SFU (runtime/domain/guild/voiceregion.go).
-	return svc.EnableVoice(guild.VoiceConfig{Allocator: v.Allocator, Key: v.Key, Region: b.Config.Voice.Region})
+	return svc.Voice.Enable(guild.VoiceConfig{Allocator: v.Allocator, Key: v.Key, Region: b.Config.Voice.Region})
 }

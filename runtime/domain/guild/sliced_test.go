@@ -187,14 +187,14 @@ func (r *slicedRun) scenario(t *testing.T) {
 	// shown again (its threads come back in THREAD_LIST_SYNC), a role's
 	// permissions, a channel created and deleted.
 	must[store.Channel](t)(func() (store.Channel, error) {
-		c, _, err := svc.CreateThread(bg, r.owner.ID, ThreadSpec{ParentID: gen, Name: "t", Type: store.ChannelPublicThread})
+		c, _, err := svc.Threads.Create(bg, r.owner.ID, ThreadSpec{ParentID: gen, Name: "t", Type: store.ChannelPublicThread})
 		return c, err
 	}())
 	priv := must[store.Channel](t)(func() (store.Channel, error) {
-		c, _, err := svc.CreateThread(bg, r.owner.ID, ThreadSpec{ParentID: gen, Name: "p", Type: store.ChannelPrivateThread})
+		c, _, err := svc.Threads.Create(bg, r.owner.ID, ThreadSpec{ParentID: gen, Name: "p", Type: store.ChannelPrivateThread})
 		return c, err
 	}())
-	if err := svc.AddThreadMember(bg, r.owner.ID, priv.ID, r.users[5].ID); err != nil {
+	if err := svc.Threads.AddMember(bg, r.owner.ID, priv.ID, r.users[5].ID); err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.PutOverwrite(bg, r.owner.ID, gen, store.Overwrite{ID: r.guild, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {

@@ -144,8 +144,8 @@ type channelRun struct {
 // channel, each channel's writes one after the other) and finishes and
 // answers them in order.
 //
-// A store write that fails with store.ErrUnavailable (a timeout above
-// all) is in doubt: Cassandra may still apply it — a logged batch is
+// A store write that fails unavailable or out of time is in doubt
+// (inDoubt): Cassandra may still apply it — a logged batch is
 // replayed from the batch log, a replica that took it hands it to the
 // others, a quorum read repairs it onto a quorum — with its id, which is
 // older than any id minted after it. Had the channel's next write
@@ -237,12 +237,24 @@ func (a *Actor) commitWrites(ws []*batchedWrite) {
 			w.answer(a, errs[i])
 			continue
 		}
-		if errs[i] != nil && errors.Is(errs[i], store.ErrUnavailable) {
+		if inDoubt(errs[i]) {
 			a.svc.doubt.put(a.id, w.channel, w)
 			a.svc.settleLater(a.id, w.channel, w, 0)
 		}
 		w.answer(a, w.finish(a, ctxs[i], errs[i]))
 	}
+}
+
+// inDoubt reports whether a failed store write may still apply: the store
+// was unavailable or timed out (store.ErrUnavailable), or the write's
+// bound ended while it was under way — also on the data node it was sent
+// to, which goes on writing after the guild node stopped waiting
+// (context.DeadlineExceeded, context.Canceled over the transport). Other
+// errors are the store refusing the write, which writing it again would
+// not change.
+func inDoubt(err error) bool {
+	return err != nil && (errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, context.Canceled))
 }
 
 // inDoubtError is the answer of a write not attempted because an older

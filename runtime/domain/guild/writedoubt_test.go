@@ -23,6 +23,8 @@ type doubtfulWriter struct {
 	outbox.Writer
 	st      store.Messages
 	content string
+	// timeout is the error a failing write returns.
+	timeout error
 
 	mu        sync.Mutex
 	failing   bool
@@ -39,7 +41,7 @@ func (w *doubtfulWriter) PutMessage(ctx context.Context, typ string, m store.Mes
 	}
 	w.mu.Unlock()
 	if fail {
-		return fmt.Errorf("fake store: put message %d: %w: %w", m.ID, store.ErrUnavailable, context.DeadlineExceeded)
+		return fmt.Errorf("put message %d: %w", m.ID, w.timeout)
 	}
 	return w.Writer.PutMessage(ctx, typ, m)
 }
@@ -70,9 +72,9 @@ func (w *doubtfulWriter) tried(content string) bool {
 	return slices.Contains(w.attempted, content)
 }
 
-func newDoubtFixture(t *testing.T, content string) (*fixture, *doubtfulWriter) {
+func newDoubtFixture(t *testing.T, content string, timeout error) (*fixture, *doubtfulWriter) {
 	f := newFixture(t)
-	w := &doubtfulWriter{Writer: outbox.Unlogged(f.store), st: f.store, content: content}
+	w := &doubtfulWriter{Writer: outbox.Unlogged(f.store), st: f.store, content: content, timeout: timeout}
 	svc, err := NewService(Config{Now: f.clock.Now}, Deps{Store: f.store, Sink: f.sink, IDs: f.ids, Auth: f.auth, Messages: w})
 	if err != nil {
 		t.Fatal(err)
@@ -111,9 +113,11 @@ func storedContents(ms []store.Message) []string {
 // behind a newer message of its channel that a reader already read — the
 // STALE READ the history checker of test/faults found under a Cassandra
 // split. The channel's next write completes it first, and it is fanned
-// out, in id order, before the newer one.
+// out, in id order, before the newer one. The write here goes to a data
+// node and the guild node stops waiting at its bound (the transport's
+// DeadlineExceeded), while the data node's write goes on.
 func TestWriteInDoubtSettledBeforeNextWrite(t *testing.T) {
-	f, w := newDoubtFixture(t, "a")
+	f, w := newDoubtFixture(t, "a", fmt.Errorf("transport: PutMessage on data-1: %w", context.DeadlineExceeded))
 	g := f.secretGuild()
 	s := f.session(g.member, "a1", IntentGuilds|IntentGuildMessages|IntentMessageContent, 1)
 	w.setFailing(true)
@@ -154,9 +158,10 @@ func TestWriteInDoubtSettledBeforeNextWrite(t *testing.T) {
 // be completed, the channel's later sends are refused without being
 // written (a newer message must not commit ahead of it), other channels
 // go on, and once the store is back the write is completed and fanned out
-// without waiting for another send.
+// without waiting for another send. The store itself times out here
+// (Cassandra's write timeout: store.ErrUnavailable).
 func TestWriteInDoubtHoldsItsChannel(t *testing.T) {
-	f, w := newDoubtFixture(t, "a")
+	f, w := newDoubtFixture(t, "a", fmt.Errorf("cassandra store: put message with events: %w: write timeout", store.ErrUnavailable))
 	g := f.secretGuild()
 	s := f.session(g.owner, "o1", IntentGuilds|IntentGuildMessages|IntentMessageContent, 1)
 	w.setFailing(true)

@@ -186,14 +186,17 @@ func (a *Actor) commitWrites(ws []*batchedWrite) {
 		}
 		r.writes = append(r.writes, i)
 	}
+	// Each write's bound starts when its commit does, not while it waits
+	// for the writes of its channel ahead of it.
 	ctxs := make([]context.Context, len(ws))
-	for i, w := range ws {
-		if w.commit != nil {
-			var cancel context.CancelFunc
-			ctxs[i], cancel = writeContext(w.ctx)
-			defer cancel()
+	cancels := make([]context.CancelFunc, len(ws))
+	defer func() {
+		for _, cancel := range cancels {
+			if cancel != nil {
+				cancel()
+			}
 		}
-	}
+	}()
 	var wg sync.WaitGroup
 	for _, r := range order {
 		wg.Add(1)
@@ -210,6 +213,7 @@ func (a *Actor) commitWrites(ws []*batchedWrite) {
 				r.settled = true
 			}
 			for k, i := range r.writes {
+				ctxs[i], cancels[i] = writeContext(ws[i].ctx)
 				if errs[i] = ws[i].commit(ctxs[i]); errs[i] == nil {
 					continue
 				}

@@ -72,8 +72,9 @@ test: test-deps lint
 	$(MAKE) test-e2e-short
 
 # FAULTS_SCHEDULE=short (what `make test` runs: one minority split and one
-# Cassandra replica killed, about 5 minutes with the burst and the check)
-# or full (below).
+# Cassandra replica killed, about 7 minutes with the burst and the check),
+# clients (Concord cut off from Redis, a gateway node killed) or full
+# (below, every kind including those two).
 FAULTS_SCHEDULE ?= full
 # test-faults runs the durability suite's full schedule: FAULTS_COUNT faults
 # drawn from a seed (printed; FAULTS_SEED replays it) among kill -9 and

@@ -311,6 +311,16 @@ func (s *Service) settleLater(guildID, channel snowflake.ID, w *batchedWrite, at
 		if s.doubt.get(guildID, channel) != w {
 			return
 		}
+		// A guild now placed on another node is written by its new
+		// owner: completing the write from here would put it behind
+		// what the owner wrote since. Left to the store (it may still
+		// land), and said.
+		if own := s.cfg.Owns; own != nil && !own(guildID) {
+			s.doubt.drop(guildID, channel, w)
+			s.log.Warn("message write in doubt left unsettled: the guild is placed on another node", "guild_id", guildID,
+				"channel_id", channel)
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*writeTimeout)
 		defer cancel()
 		err := s.write(ctx, guildID, func(a *Actor) error { return a.settle(channel) })

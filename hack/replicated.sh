@@ -4,10 +4,11 @@
 # (keyspaces rf=3, Concord reads and writes at LOCAL_QUORUM) and a
 # three-broker Apache Kafka 4.x cluster in KRaft mode (every broker also a
 # controller voter; topics replicated 3 times, min.insync.replicas=2,
-# Concord's producer acks=all). It reuses the distributions hack/cassandra
-# and hack/kafka cache, never touches the single-node servers of
-# hack/test-deps.sh (127.0.0.1:9042, 127.0.0.1:9092), and writes the
-# addresses to $REPL_DIR/env.sh:
+# Concord's producer acks=all). Each node is started by the single-node
+# scripts, hack/cassandra/start.sh and hack/kafka/kafka.sh, given its
+# address, directory and the ring's or cluster's settings; it never touches
+# the single-node servers of hack/test-deps.sh (127.0.0.1:9042,
+# 127.0.0.1:9092), and writes the addresses to $REPL_DIR/env.sh:
 #
 #   export CONCORD_REPL_CASSANDRA=127.0.0.11:9042,127.0.0.12:9042,127.0.0.13:9042
 #   export CONCORD_REPL_KAFKA=127.0.0.21:9092,127.0.0.22:9092,127.0.0.23:9092
@@ -31,6 +32,10 @@
 # between them. Override with REPL_CASSANDRA_HOSTS / REPL_KAFKA_HOSTS
 # (space-separated, three each).
 set -euo pipefail
+# Descriptors 3-9 a caller left open (flock FILE CMD holds its lock on 3)
+# would be inherited by the servers started here and hold that lock for
+# their whole life: close them.
+for fd in 3 4 5 6 7 8 9; do eval "exec $fd>&-"; done
 HACK="$(cd "$(dirname "$0")" && pwd)"
 CONCORD_CACHE="${CONCORD_CACHE:-$HOME/.cache/concord}"
 REPL_DIR="${REPL_DIR:-$CONCORD_CACHE/replicated}"
@@ -41,8 +46,6 @@ KAFKA_VERSION="${KAFKA_VERSION:-4.2.0}"
 CHEAP="${REPL_CASSANDRA_HEAP:-640M}"
 KHEAP="${REPL_KAFKA_HEAP:-384M}"
 TIMEOUT="${REPL_START_TIMEOUT:-300}"
-CASSANDRA_HOME="$CONCORD_CACHE/cassandra-$CASSANDRA_VERSION"
-KAFKA_LIB="$CONCORD_CACHE/kafka-$KAFKA_VERSION/lib"
 # Tokens spread evenly over Murmur3's range: with one token per node each
 # owns a third, and with rf=3 each holds every row anyway.
 TOKENS=(-9223372036854775808 -3074457345618258603 3074457345618258602)
@@ -77,16 +80,19 @@ index() { # cassandra-2 -> 2 (checked)
 
 # --- Cassandra ---------------------------------------------------------------
 
-cassandra_config() {
-	local i="$1" dir host
+# cassandra_start starts node i with hack/cassandra/start.sh (the single
+# test node's script), given this ring's address, seed, token and the
+# settings below, without waiting for it (cassandra_wait does).
+cassandra_start() {
+	local i="$1" dir host pid
 	dir="$(node_dir "cassandra-$i")"
 	host="${CHOSTS[$((i - 1))]}"
-	mkdir -p "$dir"/{conf,logs,data,commitlog,hints,saved_caches,cdc_raw,triggers}
-	sed -e "s|@DATA@|$dir|g" -e "s|@HOST@|$host|g" -e "s|@PORT@|9042|g" -e "s|@STORAGE_PORT@|7000|g" \
-		-e "s|^cluster_name: .*|cluster_name: concord-replicated|" \
-		-e "s|- seeds: .*|- seeds: \"${CHOSTS[0]}:7000\"|" \
-		"$HACK/cassandra/cassandra.yaml.in" >"$dir/conf/cassandra.yaml"
-	cat >>"$dir/conf/cassandra.yaml" <<YAML
+	if pid="$(alive "cassandra-$i")"; then
+		log "cassandra-$i already running (pid $pid)"
+		return 0
+	fi
+	mkdir -p "$dir/conf"
+	cat >"$dir/conf/ring.yaml" <<YAML
 
 # Added by hack/replicated.sh for a three-node ring (docs/operations-cassandra.md).
 # A new ring of empty nodes: each takes its token and joins without streaming.
@@ -105,71 +111,17 @@ counter_write_request_timeout: 5000ms
 # Phi failure detector: convict a silent peer after ~4 s, not ~10 s.
 phi_convict_threshold: 8
 YAML
-	cp "$HACK/cassandra/logback.xml" "$dir/conf/logback.xml"
-}
-
-cassandra_start() {
-	local i="$1" dir host pid lib jamm
-	dir="$(node_dir "cassandra-$i")"
-	host="${CHOSTS[$((i - 1))]}"
-	if pid="$(alive "cassandra-$i")"; then
-		log "cassandra-$i already running (pid $pid)"
-		return 0
-	fi
-	bash "$HACK/cassandra/fetch.sh" >&2
-	cassandra_config "$i"
-	lib="$CASSANDRA_HOME/lib"
-	jamm="$(ls "$lib"/jamm-*.jar | head -n1)"
-	local jvm=(
-		-Dconcord.replicated="$dir"
-		-Xms"$CHEAP" -Xmx"$CHEAP" -Xss256k
-		-XX:+UseG1GC -XX:MaxGCPauseMillis=300 -XX:+ExitOnOutOfMemoryError
-		-XX:TieredStopAtLevel=1 -XX:CICompilerCount=2
-		-Dcassandra.triggers_dir="$dir/triggers"
-		-Djava.net.preferIPv4Stack=true
-		-Djdk.attach.allowAttachSelf=true
-		-Dio.netty.tryReflectionSetAccessible=true
-		-javaagent:"$jamm"
-	)
-	for m in java.base/jdk.internal.misc java.base/java.lang.ref \
-		java.management.rmi/com.sun.jmx.remote.internal.rmi java.rmi/sun.rmi.registry \
-		java.rmi/sun.rmi.server java.sql/java.sql jdk.unsupported/sun.misc \
-		jdk.compiler/com.sun.tools.javac.file jdk.attach/sun.tools.attach; do
-		jvm+=(--add-exports "$m=ALL-UNNAMED")
-	done
-	for m in java.base/java.lang.module java.base/jdk.internal.loader java.base/jdk.internal.ref \
-		java.base/jdk.internal.reflect java.base/jdk.internal.math java.base/jdk.internal.module \
-		java.base/jdk.internal.util.jar java.base/sun.nio.ch java.base/java.io \
-		java.base/java.lang.reflect java.base/java.lang java.base/java.util \
-		jdk.management/com.sun.management.internal jdk.compiler/com.sun.tools.javac; do
-		jvm+=(--add-opens "$m=ALL-UNNAMED")
-	done
-	local props=(
-		-Dcassandra.config="file://$dir/conf/cassandra.yaml"
-		-Dcassandra.storagedir="$dir"
-		-Dcassandra.logdir="$dir/logs"
-		-Dlogback.configurationFile="$dir/conf/logback.xml"
-		-Dcassandra-foreground=yes
-		-Dcassandra.skip_wait_for_gossip_to_settle=0
-		-Dcassandra.ring_delay_ms=3000
-		-Dcassandra.consistent.rangemovement=false
-		-Dcassandra.initial_token="${TOKENS[$((i - 1))]}"
-		-Dcassandra.superuser_setup_delay_ms=0
-	)
-	# libfaketime (Debian's libfaketime) skews this JVM's clock when the
-	# node's directory holds a faketime file (the nemesis writes it).
-	local env=()
-	if [[ -f "$dir/faketime" ]]; then
-		local so
-		so="$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n1)"
-		[[ -n "$so" ]] || die "$dir/faketime asks for a skewed clock but libfaketime is not installed (apt-get install libfaketime)"
-		env=(env LD_PRELOAD="$so" FAKETIME="$(cat "$dir/faketime")" FAKETIME_DONT_RESET=1 FAKETIME_NO_CACHE=1)
-	fi
 	log "starting cassandra-$i on $host:9042 (heap $CHEAP, $dir)"
-	: >"$dir/logs/stdout.log"
-	setsid nohup "${env[@]}" java "${jvm[@]}" "${props[@]}" -cp "$lib/*" \
-		org.apache.cassandra.service.CassandraDaemon >>"$dir/logs/stdout.log" 2>&1 </dev/null 9>&- &
-	echo $! >"$dir/pid"
+	# libfaketime skews the node's clock when its directory holds a
+	# faketime file (the nemesis writes it).
+	CASSANDRA_HOST="$host" CASSANDRA_PORT=9042 CASSANDRA_STORAGE_PORT=7000 \
+		CASSANDRA_DATA="$dir" CASSANDRA_PIDFILE="$dir/pid" CASSANDRA_HEAP="$CHEAP" \
+		CASSANDRA_CLUSTER_NAME=concord-replicated CASSANDRA_SEEDS="${CHOSTS[0]}:7000" \
+		CASSANDRA_INITIAL_TOKEN="${TOKENS[$((i - 1))]}" CASSANDRA_YAML_EXTRA="$dir/conf/ring.yaml" \
+		CASSANDRA_JVM_EXTRA="-Dconcord.replicated=$dir -XX:TieredStopAtLevel=1 -XX:CICompilerCount=2 -Dcassandra.ring_delay_ms=3000 -Dcassandra.consistent.rangemovement=false" \
+		CASSANDRA_FAKETIME="$(cat "$dir/faketime" 2>/dev/null || true)" \
+		CASSANDRA_NO_WAIT=1 CASSANDRA_ANNOUNCE=0 CASSANDRA_VERSION="$CASSANDRA_VERSION" \
+		bash "$HACK/cassandra/start.sh" >/dev/null
 }
 
 cassandra_wait() {
@@ -193,25 +145,23 @@ cassandra_wait() {
 
 # --- Kafka -------------------------------------------------------------------
 
-kafka_config() {
-	local i="$1" dir host voters=""
+# kafka_start starts broker i with hack/kafka/kafka.sh (the single test
+# broker's script), given this cluster's voters, cluster id and the
+# replication settings below, without waiting for it (kafka_wait does:
+# a broker is started once two of the three voters answer).
+kafka_start() {
+	local i="$1" dir host pid voters=""
 	dir="$(node_dir "kafka-$i")"
 	host="${KHOSTS[$((i - 1))]}"
+	if pid="$(alive "kafka-$i")"; then
+		log "kafka-$i already running (pid $pid)"
+		return 0
+	fi
 	for j in 1 2 3; do voters+="${voters:+,}$j@${KHOSTS[$((j - 1))]}:9093"; done
-	mkdir -p "$dir"/{conf,data,logs}
-	cat >"$dir/conf/server.properties" <<PROPS
-# Written by hack/replicated.sh: broker $i of three, each also a KRaft
+	mkdir -p "$dir/conf"
+	cat >"$dir/conf/cluster.properties" <<PROPS
+# Added by hack/replicated.sh: broker $i of three, each also a KRaft
 # controller voter (docs/operations-kafka.md says what each line buys).
-process.roles=broker,controller
-node.id=$i
-controller.quorum.voters=$voters
-listeners=PLAINTEXT://$host:9092,CONTROLLER://$host:9093
-advertised.listeners=PLAINTEXT://$host:9092
-inter.broker.listener.name=PLAINTEXT
-controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
-log.dirs=$dir/data
-num.partitions=8
 # Every partition on all three brokers; a write acknowledged with acks=all
 # is on at least two of them (min.insync.replicas), so one broker may be
 # lost or partitioned without losing it or refusing writes.
@@ -219,7 +169,6 @@ default.replication.factor=3
 min.insync.replicas=2
 unclean.leader.election.enable=false
 offsets.topic.replication.factor=3
-offsets.topic.num.partitions=4
 transaction.state.log.replication.factor=3
 transaction.state.log.min.isr=2
 share.coordinator.state.topic.replication.factor=3
@@ -227,59 +176,15 @@ share.coordinator.state.topic.min.isr=2
 # A follower that fetched nothing for 10 s leaves the ISR (the default is
 # 30 s): writes resume sooner when one is partitioned away.
 replica.lag.time.max.ms=10000
-group.initial.rebalance.delay.ms=0
-auto.create.topics.enable=true
-num.network.threads=2
-num.io.threads=2
 num.replica.fetchers=1
-background.threads=2
-log.retention.hours=24
-log.segment.bytes=67108864
 PROPS
-	cat >"$dir/conf/log4j2.properties" <<L4J
-status = warn
-appender.file.type = File
-appender.file.name = FILE
-appender.file.fileName = $dir/logs/server.log
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = FILE
-logger.raft.name = org.apache.kafka.raft
-logger.raft.level = WARN
-L4J
-}
-
-kafka_opts() {
-	local dir="$1"
-	printf '%s\n' "-Dconcord.replicated=$dir" "-Xms$KHEAP" "-Xmx$KHEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
-		-XX:TieredStopAtLevel=1 -Xss512k -XX:ReservedCodeCacheSize=64m -XX:CICompilerCount=2 \
-		-Djava.awt.headless=true "-Dlog4j2.configurationFile=file:$dir/conf/log4j2.properties" \
-		"-Dkafka.logs.dir=$dir/logs" -cp "$KAFKA_LIB/*"
-}
-
-kafka_start() {
-	local i="$1" dir host pid opts
-	dir="$(node_dir "kafka-$i")"
-	host="${KHOSTS[$((i - 1))]}"
-	if pid="$(alive "kafka-$i")"; then
-		log "kafka-$i already running (pid $pid)"
-		return 0
-	fi
-	kafka_config "$i"
-	mapfile -t opts < <(kafka_opts "$dir")
-	if [[ ! -f "$dir/data/meta.properties" ]]; then
-		[[ -f "$REPL_DIR/kafka-cluster-id" ]] ||
-			java "${opts[@]}" kafka.tools.StorageTool random-uuid >"$REPL_DIR/kafka-cluster-id"
-		java "${opts[@]}" kafka.tools.StorageTool format -t "$(cat "$REPL_DIR/kafka-cluster-id")" \
-			-c "$dir/conf/server.properties" >"$dir/logs/format.out" 2>&1 ||
-			{ cat "$dir/logs/format.out" >&2; die "kafka-$i: storage format failed"; }
-	fi
 	log "starting kafka-$i on $host:9092 (heap $KHEAP, $dir)"
-	: >"$dir/logs/server.log"
-	setsid nohup java "${opts[@]}" kafka.Kafka "$dir/conf/server.properties" \
-		>"$dir/logs/stdout.log" 2>&1 </dev/null 9>&- &
-	echo $! >"$dir/pid"
+	KAFKA_HOST="$host" KAFKA_PORT=9092 KAFKA_CONTROLLER_PORT=9093 KAFKA_RUN_DIR="$dir" \
+		KAFKA_PIDFILE="$dir/pid" KAFKA_HEAP="$KHEAP" KAFKA_NODE_ID="$i" KAFKA_VOTERS="$voters" \
+		KAFKA_CLUSTER_ID_FILE="$REPL_DIR/kafka-cluster-id" KAFKA_CONFIG_EXTRA="$dir/conf/cluster.properties" \
+		KAFKA_JVM_EXTRA="-Dconcord.replicated=$dir -XX:CICompilerCount=2" \
+		KAFKA_NO_WAIT=1 KAFKA_VERSION="$KAFKA_VERSION" CONCORD_CACHE="$CONCORD_CACHE" \
+		bash "$HACK/kafka/kafka.sh" start
 }
 
 kafka_wait() {

@@ -16,6 +16,8 @@ CASSANDRA_STORAGE_PORT="${CASSANDRA_STORAGE_PORT:-7000}"
 CASSANDRA_HEAP="${CASSANDRA_HEAP:-1536M}"
 # Seconds to wait for CQL to answer after starting the JVM.
 CASSANDRA_START_TIMEOUT="${CASSANDRA_START_TIMEOUT:-180}"
+# The node's pid file.
+CASSANDRA_PIDFILE="${CASSANDRA_PIDFILE:-$CASSANDRA_DATA/cassandra.pid}"
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
@@ -42,7 +44,7 @@ cql_ping() {
 # that process is alive and is a CassandraDaemon using this data directory
 # (a recycled pid is never taken for our node).
 our_pid() {
-	local pidfile="$CASSANDRA_DATA/cassandra.pid" pid
+	local pidfile="${CASSANDRA_PIDFILE:-$CASSANDRA_DATA/cassandra.pid}" pid
 	[[ -f "$pidfile" ]] || return 1
 	pid="$(cat "$pidfile")"
 	[[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1

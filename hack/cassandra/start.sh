@@ -13,11 +13,29 @@
 # answers, or fails after $CASSANDRA_START_TIMEOUT seconds printing the log
 # tail. It also writes $CONCORD_CACHE/cassandra.env (export CONCORD_CASSANDRA=…).
 # Progress goes to stderr. Stop the node with hack/cassandra/stop.sh.
+#
+# One node of a ring (hack/replicated.sh starts three this way) sets, besides
+# CASSANDRA_HOST, CASSANDRA_DATA and CASSANDRA_HEAP:
+#   CASSANDRA_CLUSTER_NAME  cluster_name [concord-test, as cassandra.yaml.in has it]
+#   CASSANDRA_SEEDS         the seed list, host:storage_port,… [this node]
+#   CASSANDRA_INITIAL_TOKEN the node's token [0]
+#   CASSANDRA_YAML_EXTRA    a file appended to the generated cassandra.yaml
+#   CASSANDRA_JVM_EXTRA     more JVM flags, space-separated
+#   CASSANDRA_FAKETIME      a libfaketime offset (e.g. +45s): the JVM runs skewed
+#   CASSANDRA_PIDFILE       the pid file [$CASSANDRA_DATA/cassandra.pid]
+#   CASSANDRA_NO_WAIT=1     start and return without waiting for CQL
+#   CASSANDRA_ANNOUNCE=0    neither write cassandra.env nor prune keyspaces
+#                           (a node that is not the test server)
 set -euo pipefail
+# Descriptors 3-9 a caller left open (flock FILE CMD holds its lock on 3)
+# would be inherited by the servers started here and hold that lock for
+# their whole life: close them.
+for fd in 3 4 5 6 7 8 9; do eval "exec $fd>&-"; done
 source "$(dirname "$0")/env.sh"
 
 addr="$CASSANDRA_HOST:$CASSANDRA_PORT"
 announce() {
+	[[ "${CASSANDRA_ANNOUNCE:-1}" == 1 ]] || return 0
 	mkdir -p "$CONCORD_CACHE"
 	printf 'export CONCORD_CASSANDRA=%s\n' "$addr" >"$CONCORD_CACHE/cassandra.env"
 	printf '%s\n' "$addr"
@@ -27,6 +45,7 @@ announce() {
 # theirs, and each costs the node heap: hack/cassandra/prune). Only for the
 # node these scripts run, whose data directory dates the keyspaces.
 prune_stale() {
+	[[ "${CASSANDRA_ANNOUNCE:-1}" == 1 ]] || return 0
 	[[ -d "$CASSANDRA_DATA/data" ]] || return 0
 	if ! command -v go >/dev/null; then
 		log "go not on PATH: not pruning stale test keyspaces"
@@ -49,7 +68,7 @@ mkdir -p "$CASSANDRA_DATA"/{conf,logs,data,commitlog,hints,saved_caches,cdc_raw,
 exec 9>"$CASSANDRA_DATA/.start.lock"
 flock 9
 
-pidfile="$CASSANDRA_DATA/cassandra.pid"
+pidfile="$CASSANDRA_PIDFILE"
 syslog="$CASSANDRA_DATA/logs/system.log"
 outlog="$CASSANDRA_DATA/logs/stdout.log"
 start=$SECONDS
@@ -59,9 +78,15 @@ running_pid() { our_pid; }
 if ! cql_ping "$CASSANDRA_HOST" "$CASSANDRA_PORT" && ! running_pid >/dev/null; then
 	"$HACK_DIR/fetch.sh"
 	command -v java >/dev/null || { log "java not found: install a Java 17 runtime"; exit 1; }
+	ring=()
+	[[ -z "${CASSANDRA_CLUSTER_NAME:-}" ]] || ring+=(-e "s|^cluster_name: .*|cluster_name: $CASSANDRA_CLUSTER_NAME|")
+	[[ -z "${CASSANDRA_SEEDS:-}" ]] || ring+=(-e "s|- seeds: .*|- seeds: \"$CASSANDRA_SEEDS\"|")
 	sed -e "s|@DATA@|$CASSANDRA_DATA|g" -e "s|@HOST@|$CASSANDRA_HOST|g" \
-		-e "s|@PORT@|$CASSANDRA_PORT|g" -e "s|@STORAGE_PORT@|$CASSANDRA_STORAGE_PORT|g" \
+		-e "s|@PORT@|$CASSANDRA_PORT|g" -e "s|@STORAGE_PORT@|$CASSANDRA_STORAGE_PORT|g" "${ring[@]}" \
 		"$HACK_DIR/cassandra.yaml.in" >"$CASSANDRA_DATA/conf/cassandra.yaml"
+	if [[ -n "${CASSANDRA_YAML_EXTRA:-}" ]]; then
+		cat "$CASSANDRA_YAML_EXTRA" >>"$CASSANDRA_DATA/conf/cassandra.yaml"
+	fi
 	cp "$HACK_DIR/logback.xml" "$CASSANDRA_DATA/conf/logback.xml"
 
 	lib="$CASSANDRA_HOME/lib"
@@ -76,6 +101,8 @@ if ! cql_ping "$CASSANDRA_HOST" "$CASSANDRA_PORT" && ! running_pid >/dev/null; t
 		-Dio.netty.tryReflectionSetAccessible=true
 		-javaagent:"$jamm"
 	)
+	# shellcheck disable=SC2206 # split on purpose: a list of flags
+	[[ -z "${CASSANDRA_JVM_EXTRA:-}" ]] || jvm+=($CASSANDRA_JVM_EXTRA)
 	for m in java.base/jdk.internal.misc java.base/java.lang.ref \
 		java.management.rmi/com.sun.jmx.remote.internal.rmi java.rmi/sun.rmi.registry \
 		java.rmi/sun.rmi.server java.sql/java.sql jdk.unsupported/sun.misc \
@@ -96,17 +123,28 @@ if ! cql_ping "$CASSANDRA_HOST" "$CASSANDRA_PORT" && ! running_pid >/dev/null; t
 		-Dlogback.configurationFile="$CASSANDRA_DATA/conf/logback.xml"
 		-Dcassandra-foreground=yes
 		-Dcassandra.skip_wait_for_gossip_to_settle=0
-		-Dcassandra.initial_token=0
+		-Dcassandra.initial_token="${CASSANDRA_INITIAL_TOKEN:-0}"
 		-Dcassandra.superuser_setup_delay_ms=0
 	)
+	# libfaketime (Debian's libfaketime) skews the JVM's clock.
+	env=()
+	if [[ -n "${CASSANDRA_FAKETIME:-}" ]]; then
+		so="$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n1)"
+		[[ -n "$so" ]] || { log "CASSANDRA_FAKETIME asks for a skewed clock but libfaketime is not installed (apt-get install libfaketime)"; exit 1; }
+		env=(env LD_PRELOAD="$so" FAKETIME="$CASSANDRA_FAKETIME" FAKETIME_DONT_RESET=1 FAKETIME_NO_CACHE=1)
+	fi
 	log "starting Cassandra $CASSANDRA_VERSION on $addr (heap $CASSANDRA_HEAP, data $CASSANDRA_DATA)"
 	: >"$outlog"
 	# setsid: the node outlives this script and the make/test that ran it.
-	setsid nohup java "${jvm[@]}" "${props[@]}" -cp "$lib/*" \
+	setsid nohup "${env[@]}" java "${jvm[@]}" "${props[@]}" -cp "$lib/*" \
 		org.apache.cassandra.service.CassandraDaemon >>"$outlog" 2>&1 </dev/null 9>&- &
 	echo $! >"$pidfile"
 else
 	log "a node is already starting (pid $(running_pid || echo '?')); waiting for it"
+fi
+
+if [[ "${CASSANDRA_NO_WAIT:-0}" == 1 ]]; then
+	exit 0
 fi
 
 fail() {

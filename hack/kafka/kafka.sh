@@ -25,7 +25,24 @@
 #   KAFKA_PARTITIONS [8]   (default partitions of auto-created topics)
 #   KAFKA_RUN_DIR [$CONCORD_CACHE/kafka-$KAFKA_VERSION/run-$KAFKA_PORT]
 #                          (configuration, data and logs of this broker)
+#
+# One broker of a cluster (hack/replicated.sh starts three this way) also sets:
+#   KAFKA_NODE_ID [1]      node.id
+#   KAFKA_VOTERS           controller.quorum.voters (id@host:port,…); unset, the
+#                          node is a quorum of its own (formatted --standalone)
+#   KAFKA_CLUSTER_ID_FILE  the cluster id every broker is formatted with
+#                          (written on first use) [a fresh id]
+#   KAFKA_CONFIG_EXTRA     a file appended to server.properties (a later line
+#                          overrides an earlier one: replication settings)
+#   KAFKA_JVM_EXTRA        more JVM flags, space-separated
+#   KAFKA_PIDFILE [$KAFKA_RUN_DIR/kafka.pid]
+#   KAFKA_NO_WAIT=1        start and return without waiting for the broker
+#                          (three brokers wait for each other's quorum)
 set -euo pipefail
+# Descriptors 3-9 a caller left open (flock FILE CMD holds its lock on 3)
+# would be inherited by the servers started here and hold that lock for
+# their whole life: close them.
+for fd in 3 4 5 6 7 8 9; do eval "exec $fd>&-"; done
 
 KAFKA_VERSION="${KAFKA_VERSION:-4.2.0}"
 CONCORD_CACHE="${CONCORD_CACHE:-$HOME/.cache/concord}"
@@ -42,7 +59,8 @@ run="${KAFKA_RUN_DIR:-$home/run-$KAFKA_PORT}"
 conf="$run/conf"
 data="$run/data"
 logs="$run/logs"
-pidfile="$run/kafka.pid"
+pidfile="${KAFKA_PIDFILE:-$run/kafka.pid}"
+KAFKA_NODE_ID="${KAFKA_NODE_ID:-1}"
 
 log() { printf '[kafka] %s\n' "$*" >&2; }
 die() { printf '[kafka] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -127,10 +145,10 @@ write_config() {
 	cat >"$conf/server.properties" <<PROPS
 # Written by hack/kafka/kafka.sh: one combined KRaft node on loopback.
 process.roles=broker,controller
-node.id=1
-controller.quorum.bootstrap.servers=$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
+node.id=$KAFKA_NODE_ID
+$(quorum)
 listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT,CONTROLLER://$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT,CONTROLLER://$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
+advertised.listeners=$(advertised)
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
@@ -168,13 +186,39 @@ logger.apache.level = INFO
 logger.zk.name = org.apache.kafka.raft
 logger.zk.level = WARN
 L4J
+	if [[ -n "${KAFKA_CONFIG_EXTRA:-}" ]]; then
+		cat "$KAFKA_CONFIG_EXTRA" >>"$conf/server.properties"
+	fi
+}
+
+# quorum is the controller quorum line: the voters of a cluster, or this
+# node alone.
+quorum() {
+	if [[ -n "${KAFKA_VOTERS:-}" ]]; then
+		printf 'controller.quorum.voters=%s' "$KAFKA_VOTERS"
+	else
+		printf 'controller.quorum.bootstrap.servers=%s:%s' "$KAFKA_HOST" "$KAFKA_CONTROLLER_PORT"
+	fi
+}
+
+# advertised is what clients are told: a broker of a static quorum
+# advertises its broker listener only (the voters are configured).
+advertised() {
+	if [[ -n "${KAFKA_VOTERS:-}" ]]; then
+		printf 'PLAINTEXT://%s:%s' "$KAFKA_HOST" "$KAFKA_PORT"
+	else
+		printf 'PLAINTEXT://%s:%s,CONTROLLER://%s:%s' "$KAFKA_HOST" "$KAFKA_PORT" "$KAFKA_HOST" "$KAFKA_CONTROLLER_PORT"
+	fi
 }
 
 java_opts() {
 	printf '%s\n' "-Xms$KAFKA_HEAP" "-Xmx$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
 		-XX:TieredStopAtLevel=1 -Xss512k -XX:ReservedCodeCacheSize=64m \
 		-Djava.awt.headless=true "-Dlog4j2.configurationFile=file:$conf/log4j2.properties" \
-		"-Dkafka.logs.dir=$logs" -cp "$lib/*"
+		"-Dkafka.logs.dir=$logs"
+	# shellcheck disable=SC2086 # split on purpose: a list of flags
+	[[ -z "${KAFKA_JVM_EXTRA:-}" ]] || printf '%s\n' $KAFKA_JVM_EXTRA
+	printf '%s\n' -cp "$lib/*"
 }
 
 format() {
@@ -185,9 +229,17 @@ format() {
 	local j cid
 	j="$(java_bin)"
 	mapfile -t opts < <(java_opts)
-	cid="$("$j" "${opts[@]}" kafka.tools.StorageTool random-uuid)"
+	local idfile="${KAFKA_CLUSTER_ID_FILE:-}"
+	if [[ -n "$idfile" && -s "$idfile" ]]; then
+		cid="$(cat "$idfile")"
+	else
+		cid="$("$j" "${opts[@]}" kafka.tools.StorageTool random-uuid)"
+		[[ -z "$idfile" ]] || printf '%s\n' "$cid" >"$idfile"
+	fi
+	local standalone=(--standalone -g)
+	[[ -z "${KAFKA_VOTERS:-}" ]] || standalone=()
 	log "formatting storage in $data (cluster $cid)"
-	"$j" "${opts[@]}" kafka.tools.StorageTool format -t "$cid" -c "$conf/server.properties" --standalone -g \
+	"$j" "${opts[@]}" kafka.tools.StorageTool format -t "$cid" -c "$conf/server.properties" "${standalone[@]}" \
 		>"$logs/format.out" 2>&1 || { cat "$logs/format.out" >&2; die "storage format failed"; }
 }
 
@@ -209,9 +261,14 @@ start() {
 		mapfile -t opts < <(java_opts)
 		: >"$logs/server.log"
 		log "starting Kafka $KAFKA_VERSION on $KAFKA_HOST:$KAFKA_PORT (heap $KAFKA_HEAP, logs $logs)"
-		nohup "$j" "${opts[@]}" kafka.Kafka "$conf/server.properties" >"$logs/stdout.log" 2>&1 &
+		# setsid: the broker outlives this script and the make/test that
+		# ran it; fd 9 (a caller's start lock) is not handed on.
+		setsid nohup "$j" "${opts[@]}" kafka.Kafka "$conf/server.properties" >"$logs/stdout.log" 2>&1 </dev/null 9>&- &
 		echo $! >"$pidfile"
 		pid="$(cat "$pidfile")"
+	fi
+	if [[ "${KAFKA_NO_WAIT:-0}" == 1 ]]; then
+		return
 	fi
 	deadline=$((SECONDS + KAFKA_START_TIMEOUT))
 	until answers && grep -q "Kafka Server started" "$logs/server.log" "$logs/stdout.log" 2>/dev/null; do

@@ -5,7 +5,8 @@
 // that hack/replicated.sh starts, while a nemesis driven by a printed
 // seed kills and restarts processes, partitions the network between this
 // machine's loopback test hosts with iptables rules, pauses processes
-// with SIGSTOP and skews a Cassandra node's clock with libfaketime; the
+// with SIGSTOP, skews a Cassandra node's clock with libfaketime, cuts the
+// Concord nodes off from Redis and kills a gateway node; the
 // history the clients recorded is then judged by package history
 // (porcupine for per-channel linearizability, and direct checks).
 //
@@ -17,5 +18,6 @@
 //
 // `make test-faults` does this with the full schedule; `make test` runs
 // the short one (one partition, one replica loss). CONCORD_FAULTS_SEED
-// replays a schedule, CONCORD_FAULTS_SCHEDULE=short|full picks one.
+// replays a schedule, CONCORD_FAULTS_SCHEDULE=short|clients|full picks one
+// (clients: the Redis cut and the gateway kill alone).
 package faults

@@ -28,8 +28,9 @@ import (
 // printed seed, then checks the history the clients recorded.
 //
 //	CONCORD_FAULTS_SEED=N        replay a schedule (the test prints its seed)
-//	CONCORD_FAULTS_SCHEDULE=short|full|none   short (default): one minority split and
-//	                             one Cassandra node killed; full: CONCORD_FAULTS_COUNT faults
+//	CONCORD_FAULTS_SCHEDULE=short|clients|full|none   short (default): one minority split and
+//	                             one Cassandra node killed; clients: Redis cut off from Concord
+//	                             and a gateway node killed; full: CONCORD_FAULTS_COUNT faults
 //	                             of every kind; none: the workload and the checker alone
 //	CONCORD_FAULTS_COUNT=N       faults in the full schedule [6]
 //	CONCORD_FAULTS_REPORT=FILE   append the per-fault figures (markdown) to FILE
@@ -128,7 +129,11 @@ func TestFaults(t *testing.T) {
 	for i, f := range faults {
 		t.Logf("fault %d: %s", i+1, f)
 	}
-	nem := &nemesis{t: t, net: netw, targets: targets, replDir: r.dir, logf: t.Logf}
+	rhost, rport, err := netSplit(strings.SplitN(strings.TrimPrefix(redis, "redis://"), "/", 2)[0])
+	if err != nil {
+		t.Fatalf("CONCORD_TEST_REDIS=%q: %v", redis, err)
+	}
+	nem := &nemesis{t: t, net: netw, targets: targets, replDir: r.dir, redis: endpoint{rhost, rport}, logf: t.Logf}
 
 	// The workload: three writers on two public channels and a private
 	// one, a reader, gateway sessions of a writer, of the user mentioned

@@ -23,7 +23,10 @@ type fault struct {
 	// replicated system and one guild node against the rest), oneway
 	// (drop what one process sends another), pause (SIGSTOP, SIGCONT),
 	// skew (a Cassandra node restarted with its clock moved by
-	// libfaketime, then restarted right).
+	// libfaketime, then restarted right), redis (every Concord node cut
+	// off from Redis: what it sends there is dropped; the shared Redis
+	// itself is untouched), gateway (kill -9 a gateway node, held down,
+	// restarted: its sessions resume or identify again elsewhere).
 	kind    string
 	targets []string
 	hold    time.Duration
@@ -52,12 +55,16 @@ type nemesis struct {
 	net     *net
 	targets map[string]*target
 	replDir string
-	logf    func(format string, args ...any)
+	// redis is where the live roles' Redis listens (the redis fault).
+	redis endpoint
+	logf  func(format string, args ...any)
 }
 
 // plan draws a schedule from seed: "short" is one partition (a minority
 // split) and one replica loss (a Cassandra node killed and restarted);
-// "full" is n faults of every kind.
+// "clients" is the two faults users of the gateway and the live comments
+// notice first (Redis cut off, a gateway node killed); "full" is n faults
+// of every kind.
 func plan(seed uint64, schedule string, n int, names map[string][]string) []fault {
 	rng := rand.New(rand.NewPCG(seed, seed>>32|1))
 	pick := func(kind string) string { l := names[kind]; return l[rng.IntN(len(l))] }
@@ -75,8 +82,26 @@ func plan(seed uint64, schedule string, n int, names map[string][]string) []faul
 			{kind: "kill", targets: []string{pick("cassandra")}, hold: 15 * time.Second},
 		}
 	}
+	gateway := func() string {
+		var l []string
+		for _, name := range names["concord"] {
+			if strings.HasPrefix(name, "gateway-") {
+				l = append(l, name)
+			}
+		}
+		if len(l) == 0 {
+			return "gateway-1" // act reports it missing
+		}
+		return l[rng.IntN(len(l))]
+	}
+	if schedule == "clients" {
+		return []fault{
+			{kind: "redis", targets: []string{"redis"}, hold: 15 * time.Second},
+			{kind: "gateway", targets: []string{gateway()}, hold: 15 * time.Second},
+		}
+	}
 	var out []fault
-	kinds := []string{"kill", "isolate", "split", "oneway", "pause", "skew"}
+	kinds := []string{"kill", "isolate", "split", "oneway", "pause", "skew", "redis", "gateway"}
 	// Every kind once first, in an order of the seed's, then any.
 	order := rng.Perm(len(kinds))
 	for i := range n {
@@ -104,6 +129,10 @@ func plan(seed uint64, schedule string, n int, names map[string][]string) []faul
 		case "skew":
 			f.targets = []string{pick("cassandra")}
 			f.skew = []string{"+45s", "-45s"}[rng.IntN(2)]
+		case "redis":
+			f.targets = []string{"redis"}
+		case "gateway":
+			f.targets = []string{gateway()}
 		}
 		out = append(out, f)
 	}
@@ -175,6 +204,10 @@ func (n *nemesis) act(ctx context.Context, f fault) (w window) {
 		}
 	}()
 	tg := n.targets[f.targets[0]]
+	if tg == nil && f.kind != "redis" {
+		w.err = fmt.Errorf("no target %s", f.targets[0])
+		return
+	}
 	hold := func() {
 		select {
 		case <-ctx.Done():
@@ -182,7 +215,7 @@ func (n *nemesis) act(ctx context.Context, f fault) (w window) {
 		}
 	}
 	switch f.kind {
-	case "kill":
+	case "kill", "gateway":
 		if w.err = tg.kill(); w.err != nil {
 			return
 		}
@@ -207,6 +240,21 @@ func (n *nemesis) act(ctx context.Context, f fault) (w window) {
 		}
 		if w.err != nil {
 			return
+		}
+		if w.err = n.net.apply(rules); w.err != nil {
+			return
+		}
+		hold()
+		w.err = n.net.heal()
+	case "redis":
+		if w.err = n.attachAll(); w.err != nil {
+			return
+		}
+		var rules []rule
+		for name, t := range n.targets {
+			if t.kind == "concord" {
+				rules = append(rules, rule{from: name, to: n.redis})
+			}
 		}
 		if w.err = n.net.apply(rules); w.err != nil {
 			return

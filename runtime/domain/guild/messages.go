@@ -150,11 +150,23 @@ func (s *Service) writeMessage(ctx context.Context, w MessageWrite, create bool)
 		m   store.Message
 		typ = eventType(create)
 	)
-	wctx, cancel := writeContext(ctx)
-	defer cancel()
+	// land renders the stored message and fans it out: once the write is
+	// acknowledged (finish), or once a write in doubt was completed after
+	// its caller was answered (late).
+	land := func(a *Actor, wctx context.Context) (Written, error) {
+		o := Written{Message: m, Channel: g.Channel, Member: g.Member}
+		var err error
+		if o.Wire, err = w.Render(wctx, o); err != nil {
+			return o, err
+		}
+		// The fan-out outlives the step, as every dispatch of the actor
+		// does: what it hands on is not cut when the write's bound ends.
+		a.publishMessage(context.WithoutCancel(ctx), typ, o.Wire)
+		return o, nil
+	}
 	err = s.writeBatched(ctx, guildID, &batchedWrite{
 		channel: w.Message.ChannelID,
-		prepare: func(a *Actor) (func() error, error) {
+		prepare: func(a *Actor) (func(context.Context) error, error) {
 			actx, span := tracing.Start(ctx, "authorize")
 			var err error
 			g, m, err = a.prepareWrite(actx, &w, create)
@@ -162,21 +174,18 @@ func (s *Service) writeMessage(ctx context.Context, w MessageWrite, create bool)
 			if err != nil {
 				return nil, err
 			}
-			return func() error { return s.putMessage(wctx, typ, m) }, nil
+			return func(wctx context.Context) error { return s.putMessage(wctx, typ, m) }, nil
 		},
-		finish: func(a *Actor, err error) error {
+		finish: func(a *Actor, wctx context.Context, err error) error {
 			if err != nil {
 				return err
 			}
-			out = Written{Message: m, Channel: g.Channel, Member: g.Member}
-			if out.Wire, err = w.Render(wctx, out); err != nil {
-				return err
-			}
-			// The fan-out outlives the step, as every dispatch of the
-			// actor does: what it hands on is not cut when the write's
-			// bound ends.
-			a.publishMessage(context.WithoutCancel(ctx), typ, out.Wire)
-			return nil
+			out, err = land(a, wctx)
+			return err
+		},
+		late: func(a *Actor, wctx context.Context) error {
+			_, err := land(a, wctx)
+			return err
 		},
 	})
 	return out, err
@@ -349,6 +358,11 @@ func (s *Service) DeleteMessages(ctx context.Context, d MessageDelete) error {
 		}
 		if !d.Purge && c.Thread != nil && c.Thread.Archived {
 			return fmt.Errorf("messages of thread %d: %w", d.ChannelID, ErrThreadArchived)
+		}
+		// A write of the channel in doubt is settled first: completed
+		// after the deletion, it would bring back what was deleted.
+		if err := a.settle(d.ChannelID); err != nil {
+			return err
 		}
 		wctx, cancel := writeContext(ctx)
 		defer cancel()

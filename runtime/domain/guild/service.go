@@ -161,6 +161,8 @@ type Service struct {
 
 	// messages is Deps.Messages, or the store without events.
 	messages outbox.Writer
+	// doubt holds the message writes in doubt (writebatch.go).
+	doubt doubtTable
 
 	private *privateRouter
 	done    chan struct{}

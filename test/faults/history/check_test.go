@@ -1,6 +1,11 @@
 package history
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,5 +135,124 @@ func TestCheckFindsEachViolation(t *testing.T) {
 				t.Fatalf("no violation naming %q:\n%s", c.want, r)
 			}
 		})
+	}
+}
+
+// burst is a linearizable history of the size of test/faults'
+// ConcurrentSendsOneOrder: six clients sending to one channel as fast as
+// they are answered, each send taking effect at some point of its call,
+// ids minted in that order, one client reading the newest hundred, a few
+// sends failing after they took effect (the client timed out), and the
+// final whole history.
+func burst(sends int) Input {
+	rng := rand.New(rand.NewPCG(28, 1031))
+	var in Input
+	var list []Msg
+	type event struct {
+		at  int // µs
+		run func()
+	}
+	var q []event
+	push := func(at int, f func()) {
+		q = append(q, event{at, f})
+		sort.SliceStable(q, func(i, j int) bool { return q[i].at < q[j].at })
+	}
+	id, n := 1000, 0
+	var startSend func(client, at int)
+	startSend = func(client, at int) {
+		if n >= sends {
+			return
+		}
+		n++
+		nonce := fmt.Sprintf("w%d-%d", client, n)
+		effect := at + 200 + rng.IntN(20_000)
+		push(effect, func() {
+			id++
+			msg := m(strconv.Itoa(id), nonce)
+			list = append(list, msg)
+			ret := effect + rng.IntN(20_000)
+			ok := rng.IntN(200) != 0
+			op := Op{Client: client, Kind: Send, Channel: "c", Nonce: nonce, Call: at0(at), Return: at0(ret), OK: ok}
+			if ok {
+				op.ID = msg.ID
+			} else {
+				op.Err = "context deadline exceeded"
+			}
+			push(ret, func() {
+				in.Ops = append(in.Ops, op)
+				startSend(client, ret+100)
+			})
+		})
+	}
+	var startRead func(at int)
+	startRead = func(at int) {
+		if n >= sends {
+			return
+		}
+		effect := at + 100 + rng.IntN(10_000)
+		push(effect, func() {
+			got := slices.Clone(list[max(0, len(list)-100):])
+			ret := effect + rng.IntN(10_000)
+			push(ret, func() {
+				in.Ops = append(in.Ops, Op{Client: 6, Kind: Read, Channel: "c", Call: at0(at), Return: at0(ret), OK: true, Limit: 100, Msgs: got})
+				startRead(ret + 5_000)
+			})
+		})
+	}
+	for c := range 6 {
+		startSend(c, c*50)
+	}
+	startRead(0)
+	for len(q) > 0 {
+		e := q[0]
+		q = q[1:]
+		e.run()
+	}
+	in.Final = map[string][]Msg{"c": list}
+	return in
+}
+
+func at0(us int) time.Time { return t0.Add(time.Duration(us) * time.Microsecond) }
+
+// TestCheckDecidesABurst: porcupine decides a thousand concurrent sends
+// to one channel with their reads, both ways, well inside its bound —
+// Unknown (the search out of time) is never a verdict the suite can
+// pass on, so the check must not end there.
+func TestCheckDecidesABurst(t *testing.T) {
+	in := burst(1100)
+	in.Timeout = 2 * time.Minute
+	r := Check(in)
+	if r.Linearizable["c"] != porcupine.Ok || !r.OK() {
+		t.Fatalf("a linearizable burst of %d sends was not found linearizable:\n%s", r.Sends, r)
+	}
+	if r.Sends < 1000 || r.Reads < 50 {
+		t.Fatalf("the burst is too small to stand for ConcurrentSendsOneOrder: %s", r)
+	}
+	// A read in the middle that misses a message in its window (a hole:
+	// that message became visible behind newer ones) is Illegal.
+	bad := burst(1100)
+	bad.Timeout = 2 * time.Minute
+	var reads []int
+	for i, op := range bad.Ops {
+		if op.Kind == Read && len(op.Msgs) >= 3 {
+			reads = append(reads, i)
+		}
+	}
+	op := &bad.Ops[reads[len(reads)/2]]
+	op.Msgs = slices.Delete(slices.Clone(op.Msgs), len(op.Msgs)/2, len(op.Msgs)/2+1)
+	if r := Check(bad); r.Linearizable["c"] != porcupine.Illegal {
+		t.Fatalf("a burst with a read missing a message between two it showed: porcupine says %s, want Illegal:\n%s", r.Linearizable["c"], r)
+	}
+}
+
+// TestUnknownIsNotAPass: a verdict porcupine could not reach fails the
+// check and says so.
+func TestUnknownIsNotAPass(t *testing.T) {
+	r := Result{Linearizable: map[string]porcupine.CheckResult{"c": porcupine.Unknown}}
+	if r.OK() {
+		t.Fatal("Unknown counted as a pass")
+	}
+	if !strings.Contains(r.String(), "UNDECIDED") {
+		t.Fatalf("Unknown not explained:\n%s", r)
 	}
 }

@@ -2,7 +2,7 @@
 // node against a centrifuge broadcast to the same number of clients, and
 // prints a table. See package load.
 //
-//	go run ./test/load/cmd/fanout -n 1000,10000,50000 -plot docs/plots/fanout-cpu.svg
+//	go run ./test/load/cmd/fanout -n 1000,10000,50000 -plot docs/plots/fanout-cpu.svg -cdf docs/plots/fanout-latency-cdf.svg
 package main
 
 import (
@@ -28,6 +28,7 @@ func main() {
 	clientCPUs := flag.String("client-cpus", os.Getenv("FANOUT_CLIENT_CPUS"), "pin the client process to these CPUs with taskset (e.g. 1; run the server under taskset -c 0); env FANOUT_CLIENT_CPUS")
 	cpuprofile := flag.String("cpuprofile", "", "write the server process's CPU profile to this file")
 	plotFile := flag.String("plot", "", "also draw CPU per delivery against N for each system to this SVG file")
+	cdfFile := flag.String("cdf", "", "also draw each run's send→receive latency CDF to this SVG file")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -59,6 +60,11 @@ func main() {
 		_ = load.WriteTable(os.Stdout, results)
 		if *plotFile != "" {
 			if perr := load.WritePlot(*plotFile, results); perr != nil {
+				fmt.Fprintln(os.Stderr, "fanout:", perr)
+			}
+		}
+		if *cdfFile != "" {
+			if perr := load.WriteCDFPlot(*cdfFile, results); perr != nil {
 				fmt.Fprintln(os.Stderr, "fanout:", perr)
 			}
 		}

@@ -60,7 +60,9 @@ func TestTraces(t *testing.T) {
 	if cass == "" || kafka == "" || redis == "" {
 		t.Fatalf("CONCORD_CASSANDRA=%q CONCORD_KAFKA=%q CONCORD_TEST_REDIS=%q: run `make test`, whose hack/test-deps.sh starts them", cass, kafka, redis)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	// Most of it is Cassandra's schema for a fresh keyspace: minutes on a
+	// loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	out, grpcAddr := startCollector(t, col)
 
@@ -99,7 +101,7 @@ func TestTraces(t *testing.T) {
 	if err := reg.Put(ctx, "relays/"+guild.ID, []byte(`["`+relayAddr+`"]`), registry.Persistent); err != nil {
 		t.Fatalf("relay list: %v", err)
 	}
-	conn := dial(t, api, owner, "owner")
+	conn := dial(t, api, owner, "owner", 0)
 	// The guild nodes follow the relay list through a watch: send until
 	// a guild node has relayed one of the guild's dispatches, each send
 	// awaited on the session.
@@ -138,7 +140,8 @@ func TestTraces(t *testing.T) {
 		}
 		resttest.Call(t, api, bot, "POST", "/applications/"+app.ID+"/guilds/"+guild.ID+"/commands",
 			map[string]any{"name": "ping", "description": "answers pong", "type": 1}, &cmd)
-		botConn := dial(t, api, reset.Token, "bot")
+		// GUILDS only: the privileged intents a bot must be granted first.
+		botConn := dial(t, api, reset.Token, "bot", 1)
 
 		id, client := traced()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -231,10 +234,11 @@ func textChannel(t *testing.T, api, token, guild string) string {
 	return ""
 }
 
-// dial opens a gateway session and awaits READY.
-func dial(t *testing.T, api, token, name string) *gwtest.Conn {
+// dial opens a gateway session with intents (0: gwtest's default) and
+// awaits READY.
+func dial(t *testing.T, api, token, name string, intents uint64) *gwtest.Conn {
 	t.Helper()
-	conn, err := gwtest.Dial(gwtest.URL(api), token, gwtest.Options{Name: name})
+	conn, err := gwtest.Dial(gwtest.URL(api), token, gwtest.Options{Name: name, Intents: intents})
 	if err != nil {
 		t.Fatal(err)
 	}

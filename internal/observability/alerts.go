@@ -111,8 +111,9 @@ func Alerts() []Alert {
 		{
 			Name:  "ConcordLiveFilterSlow",
 			Group: "concord.live",
-			// The synchronous filter is the classifier stage Concord runs
-			// today (the ML classifier is not built, docs/live-comments.md).
+			// The synchronous filter runs in the API on every post, before
+			// the comment is accepted; the ML classifier scores afterwards
+			// (ConcordLiveClassifierLag).
 			Signal: `histogram_quantile(0.99, sum by (namespace, le) ` +
 				`(rate(concord_live_api_filter_seconds_bucket[5m])))`,
 			Condition:   "> 0.05",
@@ -120,6 +121,22 @@ func Alerts() []Alert {
 			Severity:    "warning",
 			Summary:     "The live-comment filter is slow",
 			Description: `The synchronous comment filter takes {{ $value | humanizeDuration }} (p99) per comment.`,
+		},
+		{
+			Name:  "ConcordLiveClassifierLag",
+			Group: "concord.live",
+			// The consumer's own measure of how far behind it scores, the
+			// value routers read from the board: it keeps growing while the
+			// classifier is down, where the scored-lag histogram goes
+			// silent. Past the router's 1 s hold, sampled streams draw only
+			// from trusted authors.
+			Signal:    `max by (namespace, pod) (concord_live_moderation_behind_seconds)`,
+			Condition: "> 1",
+			For:       "5m",
+			Severity:  "warning",
+			Summary:   "The live-comment classifier is behind",
+			Description: `The moderation consumer on {{ $labels.pod }} scores comments {{ $value | humanizeDuration }} after they were posted, ` +
+				`past the 1 s hold: sampled streams show only trusted authors, and offensive comments stay on screen longer.`,
 		},
 		{
 			Name:        "ConcordVoicePacketLoss",

@@ -68,6 +68,10 @@ func Dashboards() []Dashboard {
 			panel("Relays between guild nodes", "ops",
 				q(`sum(rate(concord_cluster_relayed_dispatches_total[$__rate_interval]))`, "relayed"),
 				q(`sum(rate(concord_cluster_relay_failures_total[$__rate_interval]))`, "failed")),
+			// Process-wide: the member-list counter has no guild label (one
+			// series per guild would be unbounded).
+			panel("Member-list operations sent (all guilds)", "ops",
+				q(`sum by (op) (rate(concord_memberlist_ops_total[$__rate_interval]))`, "{{op}}")),
 		}},
 		{UID: "gateways", Title: "Concord / Gateways", Panels: []Panel{
 			panel("Sessions per node", "short", q(`sum by (node) (concord_gateway_sessions)`, "{{node}}")),
@@ -92,6 +96,9 @@ func Dashboards() []Dashboard {
 				q(quantile("0.99", "concord_dataservice_request_duration_seconds", "op"), "{{op}}")),
 			panel("Cassandra statement p99", "s",
 				q(quantile("0.99", "concord_store_cassandra_query_duration_seconds", "table, kind"), "{{kind}} {{table}}")),
+			panel("Projected message bucket size", "bytes",
+				q(quantile("0.99", "concord_store_bucket_projected_bytes", ""), "p99"),
+				q(quantile("0.5", "concord_store_bucket_projected_bytes", ""), "p50")),
 			panel("Bucket narrowings", "short",
 				q(`sum(increase(concord_store_bucket_narrowings_total[$__range]))`, "channels narrowed")),
 			panel("Read-state consumer lag p99", "s",
@@ -125,6 +132,15 @@ func Dashboards() []Dashboard {
 				q(`sum(rate(concord_live_api_retractions_total[$__rate_interval]))`, "retracted")),
 			panel("Router lag p99", "s", q(quantile("0.99", "concord_live_router_log_age_seconds", ""), "log to router")),
 			panel("Viewers", "short", q(`sum(concord_live_gateway_viewers)`, "viewers")),
+			panel("Takedown latency (post to retraction at the gateways)", "s",
+				q(quantile("0.99", "concord_live_gateway_takedown_seconds", ""), "p99"),
+				q(quantile("0.5", "concord_live_gateway_takedown_seconds", ""), "p50")),
+			panel("Exposure of removed comments (impressions per million)", "short",
+				q(`1e6 * sum(rate(concord_live_gateway_removed_comment_impressions_total[$__rate_interval]))`+
+					` / sum(rate(concord_live_gateway_comment_impressions_total[$__rate_interval]))`, "per million")),
+			panel("Classifier", "s",
+				q(`max by (pod) (concord_live_moderation_behind_seconds)`, "behind {{pod}}"),
+				q(quantile("0.99", "concord_live_moderation_lag_seconds", ""), "scored p99")),
 		}},
 	}
 }

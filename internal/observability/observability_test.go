@@ -68,6 +68,8 @@ var metricName = regexp.MustCompile(`\b(concord_[a-z0-9_]+|controller_runtime_[a
 func TestMetricsDefined(t *testing.T) {
 	defined := map[string]bool{}
 	lit := regexp.MustCompile(`"(concord_[a-z0-9_]+)"`)
+	prefix := regexp.MustCompile(`"(concord_[a-z0-9_]+_)"\s*\+`)
+	helperName := regexp.MustCompile(`\bc\("([a-z0-9_]+)"`)
 	for _, dir := range []string{"runtime", "operator"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
@@ -79,6 +81,13 @@ func TestMetricsDefined(t *testing.T) {
 			}
 			for _, m := range lit.FindAllSubmatch(b, -1) {
 				defined[string(m[1])] = true
+			}
+			// Subsystems that name their counters through a helper,
+			// c("name_total", ...) with "concord_<subsystem>_" + name.
+			for _, pm := range prefix.FindAllSubmatch(b, -1) {
+				for _, m := range helperName.FindAllSubmatch(b, -1) {
+					defined[string(pm[1])+string(m[1])] = true
+				}
 			}
 			return nil
 		})

@@ -203,6 +203,10 @@ type Cluster struct {
 	Nodes []*Node
 	// Admin is HAProxy's admin socket.
 	Admin Admin
+	// Prefix is the cluster's own prefix: of its registry keys
+	// (etcd://<etcd>/<Prefix>), and with Live of its live roles' Kafka
+	// topics (<Prefix>.) and live prefix (<Prefix>.live.).
+	Prefix string
 }
 
 // Node returns the node named name, or nil.
@@ -276,7 +280,7 @@ func Start(ctx context.Context, b *Backends, o Options) (*Cluster, error) {
 		// channel, as in `make run-cluster`.
 		"--data-nodes=ring",
 	}, o.Flags...)
-	c := &Cluster{}
+	c := &Cluster{Prefix: prefix}
 	start := func(name, roles string, extra ...string) (*Node, error) {
 		addr, err := freeLoopback()
 		if err != nil {

@@ -22,6 +22,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/concord-chat/concord/test/load"
 )
 
 // Flags of TestReconnectStorm (go test -tags 'integration storm' ...
@@ -33,16 +37,18 @@ var (
 	stormBurst   = flag.Int("storm.burst", 0, "--identify-burst of the throttled gateway node (0: the rate)")
 	stormPerProc = flag.Int("storm.per-proc", 8000, "most sessions per client process (each load balancer process holds two descriptors per session; the hard limit is 20,000)")
 	stormTimeout = flag.Duration("storm.timeout", 5*time.Minute, "how long every session has to come back after a kill")
+	stormPlot    = flag.String("storm.plot", "", "also draw each storm's timeline (sessions back against time since the kill) to this SVG file")
 )
 
 // stormResult is one storm's measurements.
 type stormResult struct {
 	name     string
 	n        int
-	allBack  time.Duration // kill → the last session's READY/RESUMED
-	p50, p99 time.Duration // kill → each session's READY/RESUMED
-	report   stormReport   // summed over the client processes
-	refused  float64       // identifies the survivor answered op 9 for its throttle
+	allBack  time.Duration   // kill → the last session's READY/RESUMED
+	p50, p99 time.Duration   // kill → each session's READY/RESUMED
+	backs    []time.Duration // kill → each session's READY/RESUMED, sorted
+	report   stormReport     // summed over the client processes
+	refused  float64         // identifies the survivor answered op 9 for its throttle
 	// lookup, subscribe and store are histogram deltas on the survivor
 	// over the storm.
 	lookup, subscribe, store histogram
@@ -172,6 +178,11 @@ func TestReconnectStorm(t *testing.T) {
 		t.Errorf("throttled storm: no identify refused, but %d sessions cannot pass %v/s (burst %v) within 5 s", n, *stormRate, burst)
 	}
 	logStormTable(t, results)
+	if *stormPlot != "" {
+		if err := writeStormPlot(*stormPlot, n, results); err != nil {
+			t.Error(err)
+		}
+	}
 	for _, c := range clients {
 		c.stdin.Close()
 	}
@@ -246,6 +257,9 @@ func runStorm(t *testing.T, k int, name string, n int, clients []*stormChild, vi
 	slices.Sort(backs)
 	since := func(ns int64) time.Duration { return time.Duration(ns - killAt.UnixNano()) }
 	res.allBack = since(backs[len(backs)-1])
+	for _, b := range backs {
+		res.backs = append(res.backs, since(b))
+	}
 	res.p50, res.p99 = since(backs[pctIndex(len(backs), 50)]), since(backs[pctIndex(len(backs), 99)])
 	for code, m := range res.report.Closes {
 		switch {
@@ -566,4 +580,20 @@ func awaitHealthy(t *testing.T, lbs []*stormChild, want []string) {
 			}
 		}
 	}
+}
+
+// writeStormPlot draws the storms' timelines at path: for each storm, how
+// many of the n sessions were back (READY or RESUMED) against the time
+// since the kill, one point per session.
+func writeStormPlot(path string, n int, results []stormResult) error {
+	var lines []load.Line
+	for _, r := range results {
+		pts := plotter.XYs{{X: 0, Y: 0}}
+		for i, b := range r.backs {
+			pts = append(pts, plotter.XY{X: b.Seconds(), Y: float64(i + 1)})
+		}
+		lines = append(lines, load.Line{Name: r.name, Points: pts})
+	}
+	return load.WriteLines(path, load.Chart{Title: fmt.Sprintf("Reconnect storm: %d sessions after kill -9 of their gateway", n),
+		X: "seconds since the kill", Y: "sessions back (READY or RESUMED)"}, lines)
 }

@@ -59,9 +59,11 @@ type clientConn struct {
 
 // runClient dials N sockets, prints "ready", counts one delivery per socket
 // and round ("round K" when all N arrived), and after stdin closes prints
-// "stats <count> <p50 ns> <p99 ns> <max ns> <cpu ns> <wire bytes>". Stdin
-// carries "ts <round> <send ns>" lines for the compressed systems'
-// latencies before it closes.
+// "stats <count> <p50 ns> <p99 ns> <max ns> <cpu ns> <wire bytes>" followed
+// by the latency distribution, "cdf <p0 ns> <p1 ns> ... <p100 ns>" (every
+// percentile, nearest rank), for the latency CDF plot. Stdin carries
+// "ts <round> <send ns>" lines for the compressed systems' latencies
+// before it closes.
 func runClient(stdin io.Reader, stdout io.Writer) error {
 	if _, err := RaiseFileLimit(); err != nil {
 		return err
@@ -153,6 +155,11 @@ func runClient(stdin io.Reader, stdout io.Writer) error {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	cpu := ru.Utime.Nano() + ru.Stime.Nano()
 	out.println(fmt.Sprintf("stats %d %d %d %d %d %d", len(all), percentile(all, 50), percentile(all, 99), percentile(all, 100), cpu, wire))
+	cdf := []byte("cdf")
+	for p := 0; p <= 100; p++ {
+		cdf = fmt.Appendf(cdf, " %d", percentile(all, p))
+	}
+	out.println(string(cdf))
 	return nil
 }
 

@@ -69,6 +69,9 @@ type Result struct {
 	serverUser, serverSys           time.Duration
 	// Send→receive latency over every delivery.
 	P50, P99, Max time.Duration
+	// Percentiles are the latency's percentiles 0 to 100 (nearest rank):
+	// its CDF.
+	Percentiles []time.Duration
 	// Connect is how long N clients took to connect and subscribe.
 	Connect time.Duration
 	// HeapPerConn is the server's Go heap growth from start to all
@@ -323,6 +326,16 @@ func runOne(ctx context.Context, opts Options, system string, n, run int) (Resul
 		return res, fmt.Errorf("stats %q: %w", l, err)
 	}
 	res.P50, res.P99, res.Max = time.Duration(p50), time.Duration(p99), time.Duration(mx)
+	if l, err = expect("cdf", time.Minute); err != nil {
+		return res, err
+	}
+	for _, f := range strings.Fields(l)[1:] {
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return res, fmt.Errorf("cdf %q: %w", l, err)
+		}
+		res.Percentiles = append(res.Percentiles, time.Duration(v))
+	}
 	return res, nil
 }
 

@@ -50,3 +50,69 @@ func WritePlot(path string, results []Result) error {
 	}
 	return nil
 }
+
+// Line is one named line of a Chart: points in drawing order.
+type Line struct {
+	Name   string
+	Points plotter.XYs
+}
+
+// Chart describes a line plot: title, axis labels and whether X is on a
+// log scale.
+type Chart struct {
+	Title, X, Y string
+	LogX        bool
+}
+
+// WriteLines draws lines on c as an SVG at path (the other harnesses'
+// plots: latency CDFs, reconnect-storm timelines, post-to-screen by
+// stream size). Lines without points are left out; none at all is an
+// error, so a harness that measured nothing does not write an empty
+// figure over a committed one.
+func WriteLines(path string, c Chart, lines []Line) error {
+	p := plot.New()
+	p.Title.Text = c.Title
+	p.X.Label.Text = c.X
+	p.Y.Label.Text = c.Y
+	if c.LogX {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs = vg.Centimeter
+	var args []any
+	for _, l := range lines {
+		if len(l.Points) > 0 {
+			args = append(args, l.Name, l.Points)
+		}
+	}
+	if len(args) == 0 {
+		return fmt.Errorf("load: plot %s: no points", path)
+	}
+	if err := plotutil.AddLines(p, args...); err != nil {
+		return fmt.Errorf("load: plot: %w", err)
+	}
+	p.Y.Min = 0
+	if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, path); err != nil {
+		return fmt.Errorf("load: save plot %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteCDFPlot draws the send→receive latency CDF of each result (one
+// line per system and N, from Result.Percentiles) at path, latency on a
+// log scale.
+func WriteCDFPlot(path string, results []Result) error {
+	var lines []Line
+	for _, r := range results {
+		var pts plotter.XYs
+		for p, d := range r.Percentiles {
+			if ms := float64(d) / 1e6; ms > 0 {
+				pts = append(pts, plotter.XY{X: ms, Y: float64(p) / 100})
+			}
+		}
+		lines = append(lines, Line{Name: fmt.Sprintf("%s N=%d", r.System, r.N), Points: pts})
+	}
+	return WriteLines(path, Chart{Title: "One event to N sessions: send→receive latency CDF",
+		X: "latency (ms)", Y: "share of deliveries", LogX: true}, lines)
+}

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,13 +19,19 @@ import (
 	"testing"
 	"time"
 
+	promclient "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/concord-chat/concord/internal/concordbin"
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
 	"github.com/concord-chat/concord/internal/topology"
+	eventlogbackend "github.com/concord-chat/concord/runtime/adapters/eventlog/backend"
+	"github.com/concord-chat/concord/runtime/domain/live"
+	"github.com/concord-chat/concord/runtime/domain/live/classifier/linear"
 	"github.com/concord-chat/concord/runtime/domain/live/livetest"
+	"github.com/concord-chat/concord/runtime/domain/live/moderation"
 )
 
 // TestQueriesAgainstPrometheus scrapes a `concord dev`, a split topology
@@ -52,20 +60,21 @@ func TestQueriesAgainstPrometheus(t *testing.T) {
 	dev := startDev(t, bin)
 	cluster, readstate := startSplit(t, ctx, bin, cass, kafka, redis)
 	operator := startOperator(t, ctx)
+	moderator := startModeration(t, ctx, kafka, cluster.Prefix)
 
 	targets := []string{}
 	for _, n := range cluster.Nodes {
 		targets = append(targets, n.HTTP)
 	}
-	targets = append(targets, readstate)
+	targets = append(targets, readstate, moderator)
 	// Two Prometheus servers, so each shape must export the series on
 	// its own: one scraping the split topology and the operator (every
 	// query must return series), one scraping `concord dev` alone.
 	p := startPrometheus(t, dir, []job{{"split", targets}, {"operator", []string{operator}}})
 	pdev := startPrometheus(t, dir, []job{{"dev", []string{dev}}})
 
-	chatTraffic(t, dev, dev)
-	chatTraffic(t, cluster.Front, cluster.Front)
+	chatTraffic(t, dev, dev, true)
+	chatTraffic(t, cluster.Front, cluster.Front, false)
 	liveTraffic(t, "http://"+dev)
 	liveTraffic(t, "http://"+cluster.Front)
 
@@ -86,6 +95,10 @@ func TestQueriesAgainstPrometheus(t *testing.T) {
 		}
 	}
 	checkQueries(t, ctx, p, "split topology and operator", deadline, nil)
+	// The consumer the test runs beside the topology read the comments
+	// the live API accepted: its series are of real scores, not of an
+	// idle consumer on the wrong topic.
+	awaitQuery(t, ctx, p, `sum(concord_live_moderation_comments_scored_total) > 0`, deadline)
 	checkQueries(t, ctx, pdev, "concord dev", deadline, devAbsent)
 	if t.Failed() {
 		t.Logf("topology logs:\n%s", cluster.Logs())
@@ -148,6 +161,52 @@ func startSplit(t *testing.T, ctx context.Context, bin, cass, kafka, redis strin
 	return c, addr
 }
 
+// startModeration runs the ML moderation consumer (the Go model) on the
+// comments topic of the cluster whose prefix is prefix (its live roles'
+// topics and live prefix, topology.Cluster.Prefix) and serves its
+// metrics, returning their host:port. No role of `concord serve` runs
+// the consumer yet (docs/live-comments.md), so the test runs the package
+// itself, on the same Kafka topics, the way a live-moderation role would.
+func startModeration(t *testing.T, ctx context.Context, kafka, prefix string) string {
+	t.Helper()
+	logger := slog.New(slog.DiscardHandler)
+	l, err := eventlogbackend.Open(ctx, "kafka://"+kafka+"?topic_prefix="+prefix+".", "", logger)
+	if err != nil {
+		t.Fatalf("moderation: open the event log: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	app, ok := l.(live.Appender)
+	if !ok {
+		t.Fatalf("moderation: the Kafka log %T cannot append to a stream's partition", l)
+	}
+	model, err := linear.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := promclient.NewRegistry()
+	mod, err := moderation.New(moderation.Config{Topics: live.TopicsFor(prefix + ".live."), Group: prefix + ".live.moderation",
+		Logger: logger, Registerer: reg}, moderation.Deps{Log: l, Append: app, Classifier: model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mod.Run(mctx); err != nil {
+			t.Errorf("moderation consumer: %v", err)
+		}
+	}()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close(); cancel(); <-done })
+	return ln.Addr().String()
+}
+
 // startOperator starts an envtest API server with the chart's CRDs and
 // the operator binary against it (fleet in memory: it reconciles nothing
 // here), and returns its metrics host:port once the metrics answer.
@@ -198,7 +257,7 @@ func startOperator(t *testing.T, ctx context.Context) string {
 // through gw and posts messages through api until each reached the
 // session: the send-to-socket, fan-out, store and rate-limit series all
 // move.
-func chatTraffic(t *testing.T, api, gw string) {
+func chatTraffic(t *testing.T, api, gw string, memberList bool) {
 	t.Helper()
 	var acct struct {
 		Token string `json:"token"`
@@ -232,6 +291,19 @@ func chatTraffic(t *testing.T, api, gw string) {
 	if err := conn.Await("READY", 30*time.Second, gwtest.HasType("READY")); err != nil {
 		t.Fatal(err)
 	}
+	// The member list (op 14): a SYNC of the first rows, the one-guild
+	// dashboard's member-list operations. Member lists need the presence
+	// tier, which `concord dev` runs and the split topology here does not
+	// (its member-list counters are there, at zero). The session asks once
+	// its guild is available.
+	if memberList {
+		if _, _, err := conn.Next("GUILD_CREATE", 30*time.Second, func(d json.RawMessage) bool {
+			return bytes.Contains(d, []byte(`"id":"`+guild.ID+`"`))
+		}); err != nil {
+			t.Fatalf("no GUILD_CREATE for %s: %v", guild.ID, err)
+		}
+		memberListSync(t, conn, guild.ID, text)
+	}
 	for i := range 3 {
 		content := fmt.Sprintf("observed %d", i)
 		var msg struct {
@@ -247,13 +319,59 @@ func chatTraffic(t *testing.T, api, gw string) {
 	}
 }
 
-// liveTraffic creates a stream and posts a comment through base.
+// memberListSync subscribes conn to the first rows of channel's member
+// list and awaits the SYNC.
+func memberListSync(t *testing.T, conn *gwtest.Conn, guild, channel string) {
+	t.Helper()
+	if err := conn.Send(map[string]any{"op": 14, "d": map[string]any{"guild_id": guild,
+		"channels": map[string]any{channel: [][]int{{0, 99}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := conn.Next("GUILD_MEMBER_LIST_UPDATE", 30*time.Second, func(d json.RawMessage) bool {
+		return bytes.Contains(d, []byte(`"SYNC"`))
+	}); err != nil {
+		t.Fatalf("no member-list SYNC: %v", err)
+	}
+}
+
+// liveTraffic creates a stream, opens a viewer on it, posts a comment
+// through base and takes it down once the viewer has it: post-to-screen,
+// impressions, takedown latency and the exposure of removed comments
+// all move.
 func liveTraffic(t *testing.T, base string) {
 	t.Helper()
 	u := livetest.Register(base)(t)
 	e := livetest.Remote(t, base, livetest.RemoteRoles{})
 	s := e.CreateStream(u, "observed")
-	e.Post(u, s.ID, "hello", 1)
+	v := livetest.Watch(t, base, s.ID, nil, "")
+	v.Next(livetest.Wait, "state")
+	c := e.Post(u, s.ID, "hello", 1)
+	if got := v.Comments(1, livetest.Wait); got[0].ID != c.ID {
+		t.Fatalf("the viewer got %+v, want comment %s", got, c.ID)
+	}
+	if r := e.Do("DELETE", "/v1/streams/"+s.ID+"/comments/"+c.ID, u.Token, nil); r.Status/100 != 2 {
+		t.Fatalf("take comment %s down: %d %s", c.ID, r.Status, r.Body)
+	}
+	v.Next(livetest.Wait, "retract")
+}
+
+// awaitQuery waits until expr returns series in p.
+func awaitQuery(t *testing.T, ctx context.Context, p *prometheus, expr string, deadline time.Time) {
+	t.Helper()
+	for {
+		r, err := p.query(ctx, expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status == "success" && len(r.Data.Result) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s returns nothing (%s %s)", expr, r.Status, r.Error)
+			return
+		}
+		time.Sleep(time.Second) // the next scrape
+	}
 }
 
 // awaitOK polls u until it answers 200: a process starting up has no
@@ -295,10 +413,11 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 func devAbsent(expr string) string {
 	for _, c := range []struct{ metric, why string }{
 		{"concord_store_cassandra_", "dev stores in Pebble"},
-		{"concord_store_bucket_narrowings_total", "bucket narrowing is the Cassandra store's"},
 		{"concord_dataservice_", "the coalescing data service fronts Cassandra only"},
 		{"concord_registry_etcd_", "dev has no registry"},
 		{"concord_cluster_relay", "relay tiers relay between processes; dev has none"},
+		{"concord_store_bucket_", "bucket narrowing is the Cassandra store's"},
+		{"concord_live_moderation_", "no role runs the moderation consumer yet; the split test runs it beside the topology"},
 		{"controller_runtime_", "the operator is not part of concord dev"},
 	} {
 		if strings.Contains(expr, c.metric) {

@@ -27,7 +27,7 @@ func Handler(next http.Handler) http.Handler {
 		ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		ctx, span := otel.Tracer(tracerName).Start(ctx, r.Method+" "+route(r.URL.Path),
 			trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", redact(r.URL.Path))))
 		defer span.End()
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(ctx))
@@ -47,14 +47,34 @@ func operational(p string) bool {
 	return false
 }
 
-// route names a path in a span's name without its ids, so spans of one
-// route share a name: every all-digit segment becomes {id}.
+// route names a path in a span's name without its ids or tokens, so
+// spans of one route share a name: every all-digit segment becomes {id}
+// (and tokens {token}, as redact does).
 func route(p string) string {
-	segs := strings.Split(p, "/")
+	segs := strings.Split(redact(p), "/")
 	for i, s := range segs {
 		if s != "" && strings.Trim(s, "0123456789") == "" {
 			segs[i] = "{id}"
 		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// redact replaces the secrets paths carry with {token}: the token after
+// /webhooks/{id}/ and /interactions/{id}/ (a webhook's or an
+// interaction's token is its whole credential, and spans are exported to
+// a collector others read).
+func redact(p string) string {
+	segs := strings.Split(p, "/")
+	changed := false
+	for i := 2; i < len(segs); i++ {
+		if (segs[i-2] == "webhooks" || segs[i-2] == "interactions") && segs[i] != "" {
+			segs[i] = "{token}"
+			changed = true
+		}
+	}
+	if !changed {
+		return p
 	}
 	return strings.Join(segs, "/")
 }

@@ -94,6 +94,24 @@ func Start(ctx context.Context, name string, attrs ...attribute.KeyValue) (conte
 	return otel.Tracer(tracerName).Start(ctx, name, trace.WithAttributes(attrs...))
 }
 
+// StartFollowing opens a span named name that continues the trace of the
+// remote span tp names (from Traceparent) — its parent — and links to
+// ctx's own span: for a request that answers earlier work, such as a
+// bot's interaction callback answering the invocation, so the round trip
+// is one trace and the answering request's own trace stays reachable.
+// With tp empty (the earlier work was not sampled, or is unknown here)
+// it is Start.
+func StartFollowing(ctx context.Context, tp, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if tp == "" {
+		return Start(ctx, name, attrs...)
+	}
+	opts := []trace.SpanStartOption{trace.WithAttributes(attrs...)}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+	}
+	return otel.Tracer(tracerName).Start(WithTraceparent(ctx, tp), name, opts...)
+}
+
 // End ends span, recording err (when not nil) as its status.
 func End(span trace.Span, err error) {
 	if err != nil {

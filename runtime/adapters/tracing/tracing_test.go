@@ -125,6 +125,10 @@ func TestRoute(t *testing.T) {
 		"/api/v10/channels/123/messages/456": "/api/v10/channels/{id}/messages/{id}",
 		"/healthz":                           "/healthz",
 		"/v1/streams/abc/comments":           "/v1/streams/abc/comments",
+		// Tokens are credentials: never in a span.
+		"/api/v10/interactions/123/aW50ZXJhY3Rpb24/callback": "/api/v10/interactions/{id}/{token}/callback",
+		"/api/v10/webhooks/123/tok_en/messages/@original":    "/api/v10/webhooks/{id}/{token}/messages/@original",
+		"/api/v10/webhooks/123":                              "/api/v10/webhooks/{id}",
 	} {
 		if got := route(in); got != want {
 			t.Errorf("route(%q) = %q, want %q", in, got, want)

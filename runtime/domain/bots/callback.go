@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/concord-chat/concord/runtime/adapters/tracing"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/mention"
 	"github.com/concord-chat/concord/runtime/domain/rich"
@@ -187,16 +188,17 @@ type callbackResource struct {
 // the first response to an interaction, inside the acknowledgement window
 // and only once (40060 after that; 10062 once the window has passed or
 // for a token that is not this interaction's).
-func (h *Handler) callback(w http.ResponseWriter, r *http.Request) error {
+func (h *Handler) callback(w http.ResponseWriter, r *http.Request) (err error) {
 	id, err := pathID(r, "id", ErrUnknownInteraction)
 	if err != nil {
 		return err
 	}
+	ctx, span := h.callbackSpan(r.Context(), id)
+	defer func() { tracing.End(span, err) }()
 	token := r.PathValue("token")
 	if tid, ok := tokenInteraction(token); !ok || tid != id {
 		return ErrUnknownInteraction
 	}
-	ctx := r.Context()
 	in, err := h.deps.Store.GetInteraction(ctx, id)
 	if err != nil {
 		return storeErr(err, ErrUnknownInteraction)

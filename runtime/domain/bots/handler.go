@@ -91,8 +91,11 @@ type Handler struct {
 	// created for it must be recorded before a followup reads it.
 	ixMu [256]sync.Mutex
 
-	mu      sync.Mutex
-	timers  map[snowflake.ID]Timer
+	mu     sync.Mutex
+	timers map[snowflake.ID]Timer
+	// traces are the traceparents of the pending interactions' invocations
+	// (sampled ones only), for their callbacks to continue (tracing.go).
+	traces  map[snowflake.ID]string
 	closed  bool
 	flights sync.WaitGroup
 }
@@ -134,6 +137,7 @@ func NewHandler(cfg Config, deps Deps) (*Handler, error) {
 	return &Handler{
 		cfg: cfg, deps: deps, log: cfg.Logger.With("component", "bots"), metrics: m,
 		keys: newKeyring(cfg.Key), timers: make(map[snowflake.ID]Timer),
+		traces: make(map[snowflake.ID]string),
 	}, nil
 }
 

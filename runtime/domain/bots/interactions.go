@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/concord-chat/concord/runtime/adapters/tracing"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/permissions"
 	"github.com/concord-chat/concord/runtime/domain/wire"
@@ -57,10 +58,13 @@ type componentData struct {
 // in a guild channel. The interaction goes to the application's endpoint
 // or its gateway sessions and the acknowledgement timer starts; the
 // caller gets 204 at once and sees the answer as a message.
-func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c caller) error {
+func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c caller) (err error) {
 	if c.bot {
 		return ErrBotsForbidden
 	}
+	ictx, span := tracing.Start(r.Context(), "interaction.invoke")
+	defer func() { tracing.End(span, err) }()
+	r = r.WithContext(ictx)
 	var req invokeRequest
 	if err := h.decodeRequest(w, r, &req); err != nil {
 		return err
@@ -177,6 +181,7 @@ func (h *Handler) invoke(w http.ResponseWriter, r *http.Request, c caller) error
 		return fmt.Errorf("%w: store interaction: %w", ErrUnavailable, err)
 	}
 	h.armTimer(in)
+	h.rememberTrace(ctx, in.ID)
 	if a.InteractionsEndpointURL != "" {
 		h.goAsync(func() {
 			dctx, cancel := background(ctx, h.cfg.AckWindow+time.Second)
@@ -324,6 +329,7 @@ func (h *Handler) disarm(id snowflake.ID) {
 		t.Stop()
 		delete(h.timers, id)
 	}
+	delete(h.traces, id)
 }
 
 var errNotPending = errors.New("bots: interaction not pending")
@@ -335,6 +341,7 @@ var errNotPending = errors.New("bots: interaction not pending")
 func (h *Handler) expire(id snowflake.ID) {
 	h.mu.Lock()
 	delete(h.timers, id)
+	delete(h.traces, id)
 	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -29,6 +29,9 @@ type LogRecord struct {
 	AcceptedAt int64        `json:"at,omitempty"`
 	// Features of a comment's author, for scoring on a sampled stream.
 	Features *Features `json:"f,omitempty"`
+	// Trace is the traceparent of the API's span of a sampled post
+	// (Event.Trace).
+	Trace string `json:"tp,omitempty"`
 }
 
 // Record encodes r for topic, keyed by stream.
@@ -42,7 +45,7 @@ func (r LogRecord) Record(topic string) (eventlog.Record, error) {
 
 // Event returns the stream event r is at offset.
 func (r LogRecord) Event(offset int64) Event {
-	ev := Event{Kind: r.Kind, Seq: offset, Retract: r.Retract, State: r.State, AcceptedAt: r.AcceptedAt}
+	ev := Event{Kind: r.Kind, Seq: offset, Retract: r.Retract, State: r.State, AcceptedAt: r.AcceptedAt, Trace: r.Trace}
 	if r.Comment != nil {
 		c := *r.Comment
 		c.Seq = offset

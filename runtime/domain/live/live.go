@@ -289,6 +289,10 @@ type Event struct {
 	// Tier is a comment's tier on a sampled stream (empty: broadcast);
 	// on a retraction, the tier of the comment it takes down.
 	Tier string `json:"t,omitempty"`
+	// Trace is the W3C traceparent of the span that last handled a
+	// sampled comment (the API's, then the router's), so the trace of one
+	// post crosses the event log and the relay; empty when not sampled.
+	Trace string `json:"tp,omitempty"`
 }
 
 // Batch is what the router publishes to a stream's relay topic: the

@@ -404,5 +404,6 @@ func (l *List) finish() Dispatch {
 		d.Variants[vi].Sessions = append(d.Variants[vi].Sessions, s.s)
 	}
 	l.touched = l.touched[:0]
+	countOps(d)
 	return d
 }

@@ -84,6 +84,16 @@ var narrowings = promauto.NewCounter(prometheus.CounterOpts{
 	Help: "Channels whose message bucket width was narrowed automatically.",
 })
 
+// bucketBytes is the storage dashboard's bucket sizes: the size a
+// channel's current bucket is on course for, measured where narrowing
+// measures it (each closed rate window, per channel), so the panel shows
+// what narrowing decides on. Buckets from 64 KiB to 4 GiB.
+var bucketBytes = promauto.NewHistogram(prometheus.HistogramOpts{
+	Name:    "concord_store_bucket_projected_bytes",
+	Help:    "Projected size of a channel's message bucket at its measured write rate and current width, once per channel and rate window.",
+	Buckets: prometheus.ExponentialBuckets(64<<10, 4, 9),
+})
+
 type narrower struct {
 	cfg NarrowingConfig
 
@@ -172,6 +182,7 @@ func (s *Store) observeWrite(ctx context.Context, ch, id snowflake.ID, size int)
 		return
 	}
 	cur := ws.widthAt(from, s.cfg.DefaultBucketWidth)
+	bucketBytes.Observe(rate * cur.Seconds())
 	w := s.narrow.pick(rate, cur)
 	if w == 0 {
 		return

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/concord-chat/concord/runtime/adapters/tracing"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/live"
 	"github.com/concord-chat/concord/runtime/domain/live/filter"
@@ -202,8 +203,10 @@ func (a *API) acceptComment(ctx context.Context, s *live.Stream, who caller, tex
 	if !u.CreatedAt.IsZero() {
 		feat.AccountAgeS = max(int64(accepted.Sub(u.CreatedAt)/time.Second), 0)
 	}
-	offs, err := a.appendRecords(ctx, s, live.LogRecord{Kind: live.KindComment, StreamID: s.ID, Comment: &c,
-		AcceptedAt: accepted.UnixNano(), Features: feat})
+	actx, span := tracing.Start(ctx, "live.append")
+	offs, err := a.appendRecords(actx, s, live.LogRecord{Kind: live.KindComment, StreamID: s.ID, Comment: &c,
+		AcceptedAt: accepted.UnixNano(), Features: feat, Trace: tracing.Traceparent(actx)})
+	tracing.End(span, err)
 	if err != nil {
 		return live.Comment{}, err
 	}

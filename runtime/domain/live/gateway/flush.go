@@ -60,6 +60,8 @@ type outFrame struct {
 	// the flush.
 	boost bool
 	fans  map[snowflake.ID]int
+	// trace is a sampled comment's traceparent (live.Event.Trace).
+	trace string
 }
 
 // addPendingLocked queues f for the stream's next flush and arms it. h.mu
@@ -261,7 +263,9 @@ func (h *hub) flush() {
 		h.g.m.removedImpressions.Add(float64(removed))
 	}
 
+	spans := traceWrites(pend, len(jobs))
 	h.writeJobs(jobs, oldest, urgent)
+	endSpans(spans)
 	if oldest > 0 && len(jobs) > 0 {
 		h.g.m.flushDone.WithLabelValues(sizeLabel(len(jobs))).Observe(float64(time.Now().UnixNano()-oldest) / 1e9)
 	}

@@ -242,7 +242,7 @@ func (h *hub) applyLocked(evs []live.Event) {
 		switch ev.Kind {
 		case live.KindComment:
 			e := &entry{seq: ev.Seq, ev: ev, frame: commentFrame(ev.Comment)}
-			f := outFrame{frame: e.frame, seq: ev.Seq, acceptedAt: ev.AcceptedAt}
+			f := outFrame{frame: e.frame, seq: ev.Seq, acceptedAt: ev.AcceptedAt, trace: ev.Trace}
 			if ev.Comment.Shadow || ev.Tier == live.TierRest {
 				// Shown to its author only: a shadow comment, or one of a
 				// sampled stream's rest tier (which the ring does not keep,
@@ -268,6 +268,7 @@ func (h *hub) applyLocked(evs []live.Event) {
 			if already {
 				continue
 			}
+			h.g.m.takedown.Observe(time.Since(rt.CommentID.Time()).Seconds())
 			f := outFrame{frame: e.frame, seq: ev.Seq, acceptedAt: ev.AcceptedAt, retract: rt}
 			if ev.Tier == live.TierRest {
 				f.restricted, f.onlyAuthor, f.boost = true, rt.AuthorID, !rt.Shadow

@@ -6,7 +6,7 @@ type metrics struct {
 	viewers                                                                 prometheus.Gauge
 	subscribes, unsubscribes, batches, invalid, gaps, gapsSent, recentReads prometheus.Counter
 	resumes, slowCut                                                        prometheus.Counter
-	flushAge, postToFlush, relayAge                                         prometheus.Histogram
+	flushAge, postToFlush, relayAge, takedown                               prometheus.Histogram
 	flushDone                                                               *prometheus.HistogramVec
 	friendFetches                                                           *prometheus.CounterVec
 	impressions, removedImpressions                                         prometheus.Counter
@@ -49,6 +49,9 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		flushDone: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "concord_live_gateway_post_to_flush_done_seconds",
 			Help:    "Time from the API accepting a flush's oldest event to the end of the flush's writes, by the stream's viewers on this gateway.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, []string{"viewers"}),
+		takedown: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_gateway_takedown_seconds",
+			Help:    "Time from a comment's post (its id's time) to its retraction reaching this gateway, once per retraction applied (moderators, authors and the classifier alike).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
 		impressions: c("comment_impressions_total", "Comments written to viewers (one per viewer shown one)."),
 		removedImpressions: c("removed_comment_impressions_total",
 			"Retractions written to viewers who had been shown the comment: impressions of comments later removed. Exposure per million = 1e6 * this / comment_impressions_total."),
@@ -62,7 +65,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.viewers, m.subscribes, m.unsubscribes, m.batches, m.invalid, m.gaps, m.gapsSent, m.recentReads, m.resumes, m.slowCut, m.flushAge, m.postToFlush, m.relayAge,
-			m.flushDone, m.friendFetches, m.impressions, m.removedImpressions)
+			m.takedown, m.flushDone, m.friendFetches, m.impressions, m.removedImpressions)
 	}
 	return m
 }

@@ -150,7 +150,14 @@ func New(cfg Config, d Deps) (*Consumer, error) {
 			Help: "Comments per classifier call.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 	}
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(m.scored, m.removed, m.banned, m.errs, m.lag, m.batch)
+		// The lag histogram observes a batch once it is scored, so it
+		// stays silent while the classifier is down; the gauge is Lag,
+		// the value routers read, which keeps growing then (the
+		// classifier-lag alert's signal).
+		behind := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "concord_live_moderation_behind_seconds",
+			Help: "How far behind the comments the classifier is now: the age of the batch being scored, else of the last batch scored within 2 s, else 0."},
+			func() float64 { return m.Lag(m.cfg.Now()).Seconds() })
+		cfg.Registerer.MustRegister(m.scored, m.removed, m.banned, m.errs, m.lag, m.batch, behind)
 	}
 	return m, nil
 }

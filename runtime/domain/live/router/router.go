@@ -397,12 +397,16 @@ func (r *Router) flush(ctx context.Context, st *stream, now time.Time, n int) {
 			}
 		}
 	}
+	spans := traceRoute(ctx, evs)
 	msg, err := live.EncodeBatch(live.Batch{StreamID: st.id, Prev: st.last, Events: evs, Sampled: st.smp.sampled})
 	if err != nil {
+		endRoute(spans, err)
 		r.log.Error("batch not encoded", "stream", st.id, "err", err)
 		return
 	}
-	if err := r.publish(ctx, st.id, msg); err != nil {
+	err = r.publish(ctx, st.id, msg)
+	endRoute(spans, err)
+	if err != nil {
 		// Fire and forget: gateways see the gap on the next batch and
 		// refill from the recent cache.
 		r.m.publishErrors.Inc()

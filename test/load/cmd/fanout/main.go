@@ -2,7 +2,7 @@
 // node against a centrifuge broadcast to the same number of clients, and
 // prints a table. See package load.
 //
-//	go run ./test/load/cmd/fanout -n 1000,10000,50000 -plot docs/plots/fanout-cpu.svg
+//	go run ./test/load/cmd/fanout -n 1000,10000,50000 -plot docs/plots/fanout-cpu.svg -cdf docs/plots/fanout-latency-cdf.svg
 package main
 
 import (
@@ -30,6 +30,7 @@ func main() {
 	mix := flag.Bool("mix", false, "send the realistic event mix (MESSAGE_CREATE with member or embed, PRESENCE_UPDATE, TYPING_START, GUILD_MEMBER_LIST_UPDATE) instead of one -payload MESSAGE_CREATE, and print wire bytes per delivery; for -systems concord-gateway,concord-gateway-zlib-stream,concord-gateway-zstd-stream")
 	perf := flag.Bool("perf", false, "count the server's system calls and context switches during the rounds with perf stat, and print them per delivery with the run-queue wait per round")
 	plotFile := flag.String("plot", "", "also draw CPU per delivery against N for each system to this SVG file")
+	cdfFile := flag.String("cdf", "", "also draw each run's send→receive latency CDF to this SVG file")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -67,6 +68,11 @@ func main() {
 		_ = load.WriteKernelTable(os.Stdout, results)
 		if *plotFile != "" {
 			if perr := load.WritePlot(*plotFile, results); perr != nil {
+				fmt.Fprintln(os.Stderr, "fanout:", perr)
+			}
+		}
+		if *cdfFile != "" {
+			if perr := load.WriteCDFPlot(*cdfFile, results); perr != nil {
 				fmt.Fprintln(os.Stderr, "fanout:", perr)
 			}
 		}

@@ -98,8 +98,9 @@ func (x *Slice) visibleTo(user snowflake.ID) map[snowflake.ID]bool {
 	return out
 }
 
-// threadEvent is a channel event's name for a thread.
-func threadEvent(typ string, thread bool) string {
+// ThreadEvent is a channel event's name for a thread (THREAD_CREATE for
+// CHANNEL_CREATE, …); the owner and the relays name them the same way.
+func ThreadEvent(typ string, thread bool) string {
 	if !thread {
 		return typ
 	}
@@ -114,7 +115,10 @@ func threadEvent(typ string, thread bool) string {
 	return typ
 }
 
-func typeRank(t string) int {
+// ChannelEventRank orders one visibility change's channel events:
+// deletions first, then creations, then the rest, so a client never holds
+// a channel it lost while it learns of one it gained.
+func ChannelEventRank(t string) int {
 	switch t {
 	case "CHANNEL_DELETE":
 		return 0
@@ -149,7 +153,7 @@ func (x *Slice) syncVisibility(ctx context.Context, v *Visibility) {
 	}
 	groups := make(map[key]*batches)
 	add := func(typ string, c *VisibleChannel, s event.Session) {
-		typ = threadEvent(typ, c.Thread)
+		typ = ThreadEvent(typ, c.Thread)
 		k := key{typ, c.Rank}
 		b := groups[k]
 		if b == nil {
@@ -214,7 +218,7 @@ func (x *Slice) syncVisibility(ctx context.Context, v *Visibility) {
 	}
 	slices.SortFunc(keys, func(a, b key) int {
 		if a.typ != b.typ {
-			return typeRank(a.typ) - typeRank(b.typ)
+			return ChannelEventRank(a.typ) - ChannelEventRank(b.typ)
 		}
 		return a.rank - b.rank
 	})

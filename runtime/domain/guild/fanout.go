@@ -286,7 +286,7 @@ func (a *Actor) syncVisibility(ctx context.Context, updated map[snowflake.ID]boo
 	}
 	groups := make(map[key]*group)
 	add := func(typ string, c store.Channel, s event.Session) {
-		typ = threadEvent(typ, c)
+		typ = fanout.ThreadEvent(typ, c.Thread != nil)
 		k := key{typ, c.ID}
 		g := groups[k]
 		if g == nil {
@@ -351,7 +351,7 @@ func (a *Actor) syncVisibility(ctx context.Context, updated map[snowflake.ID]boo
 	}
 	slices.SortFunc(ordered, func(x, y *group) int {
 		if x.typ != y.typ {
-			return typeRank(x.typ) - typeRank(y.typ)
+			return fanout.ChannelEventRank(x.typ) - fanout.ChannelEventRank(y.typ)
 		}
 		return compareChannels(x.ch, y.ch)
 	})
@@ -360,16 +360,6 @@ func (a *Actor) syncVisibility(ctx context.Context, updated map[snowflake.ID]boo
 	}
 	a.sendThreadSyncs(ctx, syncs)
 	a.listsOnVisibility(ctx, updated, deleted, onlyUser)
-}
-
-func typeRank(t string) int {
-	switch t {
-	case "CHANNEL_DELETE":
-		return 0
-	case "CHANNEL_CREATE":
-		return 1
-	}
-	return 2
 }
 
 // compareChannels orders channels by position, then id.

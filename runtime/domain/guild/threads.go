@@ -38,22 +38,6 @@ const defaultAutoArchive = 1440
 // archiveSweep is how often idle threads of loaded guilds are archived.
 const archiveSweep = 30 * time.Second
 
-// threadEvent maps a channel event type to its thread counterpart.
-func threadEvent(typ string, c store.Channel) string {
-	if c.Thread == nil {
-		return typ
-	}
-	switch typ {
-	case "CHANNEL_CREATE":
-		return "THREAD_CREATE"
-	case "CHANNEL_UPDATE":
-		return "THREAD_UPDATE"
-	case "CHANNEL_DELETE":
-		return "THREAD_DELETE"
-	}
-	return typ
-}
-
 // threadPerms is the decision for a thread channel: the parent's
 // permissions with the thread rules applied (see the package comment
 // above).

@@ -67,7 +67,16 @@ type subscription struct {
 	// gen counts the ring moves of the guild; a Subscribe started before
 	// the last one does not count.
 	gen uint64
+	// calling is gen+1 while a Subscribe for generation gen is in flight
+	// (0: none). The retry loop leaves such a subscription to that call: a
+	// second call would attach the session again and send it a second
+	// GUILD_CREATE, which is what a slow first subscribe under load did.
+	calling uint64
 }
+
+// waiting reports whether the subscription needs a Subscribe on the
+// current owner that nobody is making yet.
+func (sub *subscription) waiting() bool { return !sub.ok && sub.calling != sub.gen+1 }
 
 var _ gateway.Backend = (*ringBackend)(nil)
 
@@ -124,7 +133,8 @@ func (b *ringBackend) Subscribe(ctx context.Context, s event.Session) error {
 		if b.byGuild[g] == nil {
 			b.byGuild[g] = make(map[event.SessionID]*subscription)
 		}
-		b.byGuild[g][s.ID] = &subscription{s: s}
+		// In flight from here: the calls below make it.
+		b.byGuild[g][s.ID] = &subscription{s: s, calling: 1}
 	}
 	b.mu.Unlock()
 	// Guilds live on different nodes: subscribe on a few at once.
@@ -152,6 +162,7 @@ func (b *ringBackend) subscribe(ctx context.Context, g snowflake.ID, s event.Ses
 	var gen uint64
 	if sub := b.byGuild[g][s.ID]; sub != nil {
 		gen = sub.gen
+		sub.calling = gen + 1
 	}
 	b.mu.Unlock()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
@@ -160,6 +171,9 @@ func (b *ringBackend) subscribe(ctx context.Context, g snowflake.ID, s event.Ses
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	sub := b.byGuild[g][s.ID]
+	if sub != nil && sub.calling == gen+1 {
+		sub.calling = 0
+	}
 	switch {
 	case sub == nil:
 		// Disconnected meanwhile: undo on the guild node, unless the
@@ -250,7 +264,7 @@ func (b *ringBackend) follow(ctx context.Context, interval time.Duration) {
 		var todo []snowflake.ID
 		for g, subs := range b.byGuild {
 			for _, sub := range subs {
-				if !sub.ok {
+				if sub.waiting() {
 					todo = append(todo, g)
 					break
 				}
@@ -280,7 +294,8 @@ func (b *ringBackend) resubscribe(ctx context.Context, g snowflake.ID) {
 			b.mu.Lock()
 			var list []event.Session
 			for _, sub := range b.byGuild[g] {
-				if !sub.ok {
+				if sub.waiting() {
+					sub.calling = sub.gen + 1 // in flight from here: the loop below makes it
 					list = append(list, sub.s)
 				}
 			}

@@ -1,0 +1,90 @@
+package gatewayrole
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/concord-chat/concord/runtime/adapters/store"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
+	"github.com/concord-chat/concord/runtime/domain/event"
+	"github.com/concord-chat/concord/runtime/services/transport"
+)
+
+// oneGuildStore answers every user's guilds with one guild.
+type oneGuildStore struct {
+	store.Guilds
+	g snowflake.ID
+}
+
+func (s oneGuildStore) UserGuilds(context.Context, snowflake.ID) ([]snowflake.ID, error) {
+	return []snowflake.ID{s.g}, nil
+}
+
+// heldGuilds is a guild client whose Subscribe waits until the test
+// answers it, so the test sees the subscription while its call is in
+// flight.
+type heldGuilds struct {
+	transport.GuildClient
+	started chan struct{}
+	answer  chan error
+}
+
+func (h heldGuilds) Subscribe(context.Context, snowflake.ID, event.Session) error {
+	h.started <- struct{}{}
+	return <-h.answer
+}
+
+// A subscription whose Subscribe is in flight is not one the retry loop
+// sends again (that attached a session twice under load and sent it two
+// GUILD_CREATEs); once the call failed it is, and a ring move makes an
+// in-flight call of the old owner not count.
+func TestSubscriptionInFlightIsNotRetried(t *testing.T) {
+	const g = snowflake.ID(42)
+	guilds := heldGuilds{started: make(chan struct{}), answer: make(chan error)}
+	b := newRingBackend(nil, oneGuildStore{g: g}, guilds, nil, time.Minute, nil, slog.New(slog.DiscardHandler))
+	s := event.Session{ID: "s1", UserID: 7, Node: "n1"}
+	done := make(chan error, 1)
+	go func() { done <- b.Subscribe(t.Context(), s) }()
+
+	waiting := func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.byGuild[g][s.ID].waiting()
+	}
+	<-guilds.started
+	if waiting() {
+		t.Fatal("a subscription whose first Subscribe is in flight is waiting for a retry")
+	}
+	b.mu.Lock()
+	b.byGuild[g][s.ID].gen++ // the ring moved the guild during the call
+	b.mu.Unlock()
+	if !waiting() {
+		t.Fatal("after a ring move, the old owner's call in flight still counts")
+	}
+	guilds.answer <- errors.New("owner unreachable")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !waiting() {
+		t.Fatal("a subscription whose call failed is not waiting for a retry")
+	}
+
+	// The retry: in flight again while it runs, subscribed after.
+	retried := make(chan struct{})
+	go func() { b.subscribe(t.Context(), g, s); close(retried) }()
+	<-guilds.started
+	if waiting() {
+		t.Fatal("a retry in flight is waiting for another")
+	}
+	guilds.answer <- nil
+	<-retried
+	b.mu.Lock()
+	sub := b.byGuild[g][s.ID]
+	b.mu.Unlock()
+	if !sub.ok || sub.waiting() {
+		t.Fatalf("after the retry succeeded: %+v", *sub)
+	}
+}

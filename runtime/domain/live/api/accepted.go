@@ -87,7 +87,7 @@ func (a *API) findComment(ctx context.Context, s *live.Stream, id snowflake.ID) 
 	}()
 	for {
 		c, err := a.lookComment(ctx, s, id)
-		if !errors.Is(err, errUnknownCommnt) {
+		if !errors.Is(err, errUnknownComment) {
 			return c, err
 		}
 		// Ids are minted at acceptance: one older than pendingFor that
@@ -131,5 +131,5 @@ func (a *API) lookComment(ctx context.Context, s *live.Stream, id snowflake.ID) 
 			return *ev.Comment, nil
 		}
 	}
-	return live.Comment{}, errUnknownCommnt
+	return live.Comment{}, errUnknownComment
 }

@@ -331,7 +331,7 @@ func (a *API) deleteComment(w http.ResponseWriter, r *http.Request) {
 	}
 	cid, err := snowflake.Parse(r.PathValue("comment"))
 	if err != nil {
-		a.fail(w, r, errUnknownCommnt)
+		a.fail(w, r, errUnknownComment)
 		return
 	}
 	c, err := a.findComment(ctx, &s, cid)
@@ -388,7 +388,7 @@ func (a *API) reportComment(w http.ResponseWriter, r *http.Request) {
 	}
 	cid, err := snowflake.Parse(r.PathValue("comment"))
 	if err != nil {
-		a.fail(w, r, errUnknownCommnt)
+		a.fail(w, r, errUnknownComment)
 		return
 	}
 	c, err := a.findComment(ctx, &s, cid)

@@ -58,7 +58,7 @@ var (
 	errUnauthorized  = apiErr(http.StatusUnauthorized, CodeUnauthorized, messageUnauthorized)
 	errForbidden     = apiErr(http.StatusForbidden, CodeMissingPerms, messageMissingPerms)
 	errUnknownStream = apiErr(http.StatusNotFound, CodeUnknownStream, messageUnknownStream)
-	errUnknownCommnt = apiErr(http.StatusNotFound, CodeUnknownComment, "Unknown Comment")
+	errUnknownComment = apiErr(http.StatusNotFound, CodeUnknownComment, "Unknown Comment")
 	errUnknownUser   = apiErr(http.StatusNotFound, CodeUnknownUser, "Unknown User")
 	errEnded         = apiErr(http.StatusConflict, CodeStreamEnded, "This stream has ended.")
 	errInvalidJSON   = apiErr(http.StatusBadRequest, CodeInvalidJSON, "The request body contains invalid JSON.")

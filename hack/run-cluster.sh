@@ -103,7 +103,7 @@ cleanup() {
 			sleep 0.1
 		done
 	done
-	log "stopped (Cassandra, Kafka and Redis keep running: make test uses them too)"
+	log "stopped (Cassandra, Kafka, Redis and S3 keep running: make test uses them too)"
 }
 trap cleanup EXIT
 trap 'exit 130' INT

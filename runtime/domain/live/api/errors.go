@@ -55,15 +55,15 @@ func apiErr(status, code int, msg string) *Error {
 }
 
 var (
-	errUnauthorized  = apiErr(http.StatusUnauthorized, CodeUnauthorized, messageUnauthorized)
-	errForbidden     = apiErr(http.StatusForbidden, CodeMissingPerms, messageMissingPerms)
-	errUnknownStream = apiErr(http.StatusNotFound, CodeUnknownStream, messageUnknownStream)
+	errUnauthorized   = apiErr(http.StatusUnauthorized, CodeUnauthorized, messageUnauthorized)
+	errForbidden      = apiErr(http.StatusForbidden, CodeMissingPerms, messageMissingPerms)
+	errUnknownStream  = apiErr(http.StatusNotFound, CodeUnknownStream, messageUnknownStream)
 	errUnknownComment = apiErr(http.StatusNotFound, CodeUnknownComment, "Unknown Comment")
-	errUnknownUser   = apiErr(http.StatusNotFound, CodeUnknownUser, "Unknown User")
-	errEnded         = apiErr(http.StatusConflict, CodeStreamEnded, "This stream has ended.")
-	errInvalidJSON   = apiErr(http.StatusBadRequest, CodeInvalidJSON, "The request body contains invalid JSON.")
-	errUnavailable   = apiErr(http.StatusServiceUnavailable, CodeUnavailable, messageUnavailable)
-	errNotFound      = apiErr(http.StatusNotFound, CodeUnknownRoute, "404: Not Found")
+	errUnknownUser    = apiErr(http.StatusNotFound, CodeUnknownUser, "Unknown User")
+	errEnded          = apiErr(http.StatusConflict, CodeStreamEnded, "This stream has ended.")
+	errInvalidJSON    = apiErr(http.StatusBadRequest, CodeInvalidJSON, "The request body contains invalid JSON.")
+	errUnavailable    = apiErr(http.StatusServiceUnavailable, CodeUnavailable, messageUnavailable)
+	errNotFound       = apiErr(http.StatusNotFound, CodeUnknownRoute, "404: Not Found")
 )
 
 // formErr is a 50035 naming the field.

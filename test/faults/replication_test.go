@@ -141,9 +141,24 @@ func TestEventLogTopicsAreReplicated(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	md, err := admin.DescribeTopics([]string{cfg.TopicPrefix + "rf"})
-	if err != nil || len(md) != 1 || len(md[0].Partitions) == 0 {
-		t.Fatalf("describe topic: %+v, %v", md, err)
+	// EnsureTopic waited for the topic on the broker its own admin asks;
+	// the broker this admin asks may learn of it a moment later (metadata
+	// spreads from the controller), and until then answers
+	// UNKNOWN_TOPIC_OR_PARTITION. Wait for that broker to know it.
+	var md []*sarama.TopicMetadata
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		md, err = admin.DescribeTopics([]string{cfg.TopicPrefix + "rf"})
+		if err == nil && len(md) == 1 && md[0].Err == sarama.ErrNoError && len(md[0].Partitions) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil && len(md) == 1 {
+				err = md[0].Err
+			}
+			t.Fatalf("describe topic %s: %v (%v)", cfg.TopicPrefix+"rf", err, ctx.Err())
+		case <-time.After(backoff):
+		}
 	}
 	for _, p := range md[0].Partitions {
 		if len(p.Replicas) != 3 {

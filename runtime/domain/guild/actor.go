@@ -66,6 +66,10 @@ type Actor struct {
 	// newThread is the thread being created while its THREAD_CREATE goes
 	// out (newly_created), else 0.
 	newThread snowflake.ID
+	// backlog records what the actor fanned out since load, for the
+	// sessions resubscribed after a move (backlog.go); nil once its
+	// bounds passed.
+	backlog *moveBacklog
 }
 
 type slowKey struct{ channel, user snowflake.ID }
@@ -248,6 +252,7 @@ func (a *Actor) load(ctx context.Context) error {
 	a.members = make(map[snowflake.ID]*store.Member, len(gs.Members))
 	a.slow = make(map[slowKey]time.Time)
 	a.subs = make(map[event.SessionID]*subscriber)
+	a.startBacklog()
 	a.engine = permissions.NewEngine(a.id, gs.Guild.OwnerID)
 	for i := range gs.Roles {
 		a.setRole(gs.Roles[i])

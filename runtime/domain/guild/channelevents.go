@@ -44,7 +44,10 @@ func (s *Service) PublishModeration(ctx context.Context, guildID snowflake.ID, t
 // toHolders delivers an event to GUILD_MODERATION sessions of users who
 // hold perms at the guild level now; botsOnly leaves user sessions out.
 func (a *Actor) toHolders(ctx context.Context, typ string, payload any, perms permissions.Bits, botsOnly bool) {
-	b := newBatcher(typ, mustJSON(payload))
+	raw := mustJSON(payload)
+	a.record(backlogEntry{kind: backlogHolders, typ: typ, payload: raw, perms: perms, botsOnly: botsOnly})
+	b := newBatcher(typ, raw)
+	b.replayable = true
 	now := a.svc.cfg.Now()
 	for _, sub := range a.sortedSubs() {
 		if (sub.s.Bot || !botsOnly) && wants(sub.s, IntentGuildModeration) && a.engine.Base(sub.s.UserID, now).Has(perms) {

@@ -39,6 +39,10 @@ type batcher struct {
 	typ      string
 	payloads []json.RawMessage
 	byNode   map[string][]event.Target
+	// replayable is set on the batches of events the move backlog
+	// records (or replays); any other batch of a guild marks the backlog
+	// opaque (backlog.go).
+	replayable bool
 }
 
 func newBatcher(typ string, payloads ...json.RawMessage) *batcher {
@@ -73,6 +77,9 @@ func (b *batcher) deliver(ctx context.Context, svc *Service, nodes []string) {
 // guild's events on one path, in the actor's order, while the relay set
 // stays the same.
 func (b *batcher) flushGuild(ctx context.Context, a *Actor) {
+	if !b.replayable {
+		a.noteOpaque(b.typ)
+	}
 	if a.sliced != nil {
 		b.sliceDirect(ctx, a)
 		return
@@ -116,11 +123,14 @@ func (a *Actor) sendTo(ctx context.Context, s event.Session, typ string, payload
 
 // broadcast delivers a guild-wide event to every subscriber with intent.
 func (a *Actor) broadcast(ctx context.Context, typ string, payload any, intent uint64) {
+	raw := mustJSON(payload)
+	a.record(backlogEntry{kind: backlogGuild, typ: typ, payload: raw, intent: intent})
 	if a.sliced != nil {
-		a.sliceEvent(ctx, &fanout.Event{Type: typ, Payloads: []json.RawMessage{mustJSON(payload)}, Kind: fanout.KindGuild, Intent: intent})
+		a.sliceEvent(ctx, &fanout.Event{Type: typ, Payloads: []json.RawMessage{raw}, Kind: fanout.KindGuild, Intent: intent})
 		return
 	}
-	b := newBatcher(typ, mustJSON(payload))
+	b := newBatcher(typ, raw)
+	b.replayable = true
 	for _, sub := range a.sortedSubs() {
 		if wants(sub.s, intent) {
 			b.add(sub.s, 0)
@@ -137,15 +147,18 @@ func (a *Actor) broadcastChannel(ctx context.Context, typ string, channelID snow
 		a.notePin(channelID, payload)
 	}
 	content := passiveContent[typ]
+	raw := mustJSON(payload)
+	a.record(backlogEntry{kind: backlogChannel, typ: typ, payload: raw, intent: intent, channel: channelID, content: content})
 	if a.slicedChannel(channelID) {
 		kind := fanout.KindChannel
 		if content {
 			kind = fanout.KindContent
 		}
-		a.sliceEvent(ctx, &fanout.Event{Type: typ, Payloads: []json.RawMessage{mustJSON(payload)}, Kind: kind, Intent: intent, Channel: channelID})
+		a.sliceEvent(ctx, &fanout.Event{Type: typ, Payloads: []json.RawMessage{raw}, Kind: kind, Intent: intent, Channel: channelID})
 		return
 	}
-	b := newBatcher(typ, mustJSON(payload))
+	b := newBatcher(typ, raw)
+	b.replayable = true
 	skipped := 0
 	for _, sub := range a.sortedSubs() {
 		if wants(sub.s, intent) && a.canView(sub.s.UserID, channelID) {
@@ -189,6 +202,7 @@ func (a *Actor) sortedSubs() []*subscriber {
 func (a *Actor) addSub(sub *subscriber) {
 	a.subs[sub.s.ID] = sub
 	a.subsSorted = nil
+	a.backlogAttached(sub.s.ID)
 	if a.sliced != nil {
 		a.sliceAdd(context.Background(), sub.s)
 	} else {
@@ -200,6 +214,7 @@ func (a *Actor) removeSub(id event.SessionID) {
 	sub := a.subs[id]
 	delete(a.subs, id)
 	a.subsSorted = nil
+	a.backlogDetached(id)
 	if a.sliced != nil {
 		a.sliceRemove(context.Background(), id)
 		a.sliceCheck(context.Background())
@@ -219,12 +234,14 @@ func (a *Actor) fanoutMessage(ctx context.Context, typ string, m wire.Message) {
 	ctx, span := tracing.Start(ctx, "guild.fanout", attribute.String("event", typ))
 	defer span.End()
 	full := mustJSON(m)
+	a.record(backlogEntry{kind: backlogMessage, typ: typ, payload: full, msg: &m})
 	if a.slicedChannel(m.ChannelID) {
 		a.sliceMessage(ctx, typ, m, full)
 		return
 	}
 	var stripped json.RawMessage
 	b := newBatcher(typ, full)
+	b.replayable = true
 	skipped := 0
 	for _, sub := range a.sortedSubs() {
 		s := sub.s
@@ -269,6 +286,10 @@ func mentions(m wire.Message, userID snowflake.ID) bool {
 // It runs in the actor, so the events are ordered with the message stream:
 // a member who lost a channel gets CHANNEL_DELETE before the next event.
 func (a *Actor) syncVisibility(ctx context.Context, updated map[snowflake.ID]bool, deleted map[snowflake.ID]store.Channel, onlyUser snowflake.ID) {
+	// A session replayed to after a move gets the guild's channels from
+	// a fresh GUILD_CREATE, not from these events (backlog.go); the
+	// change counts even when no subscriber is told.
+	a.noteOpaque("CHANNEL_UPDATE")
 	if a.sliced != nil {
 		// The relays keep their sessions' channel lists (sliced.go).
 		a.sliceSyncVisibility(ctx, updated, deleted, onlyUser)

@@ -22,6 +22,10 @@ type metrics struct {
 	sliceEntries prometheus.Counter
 	sliceEvents  prometheus.Counter
 	sliceRehomed prometheus.Counter
+	// moveAttaches and moveReplayedEvents count sessions resubscribed
+	// after a guild move (backlog.go).
+	moveAttaches       *prometheus.CounterVec
+	moveReplayedEvents prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -63,6 +67,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "concord_guild_slice_rehomed_sessions_total",
 			Help: "Sessions of sliced guilds moved to another relay after theirs failed.",
 		}),
+		moveAttaches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "concord_guild_move_attaches_total",
+			Help: "Sessions resubscribed after a guild move, by outcome: replayed (the move backlog's events), refreshed (GUILD_CREATE, then the backlog's events), expired (the backlog had ended: GUILD_CREATE only, events may be missing), attached (already a subscriber).",
+		}, []string{"outcome"}),
+		moveReplayedEvents: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "concord_guild_move_replayed_events_total",
+			Help: "Events delivered from guild actors' move backlogs to sessions resubscribed after a guild move.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -77,6 +89,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.sliceEntries = register(reg, m.sliceEntries, &err)
 	m.sliceEvents = register(reg, m.sliceEvents, &err)
 	m.sliceRehomed = register(reg, m.sliceRehomed, &err)
+	m.moveAttaches = register(reg, m.moveAttaches, &err)
+	m.moveReplayedEvents = register(reg, m.moveReplayedEvents, &err)
 	if err != nil {
 		return nil, fmt.Errorf("guild: register metrics: %w", err)
 	}

@@ -29,8 +29,11 @@ import (
 // sends GUILD_CREATE and then the guild's events back through
 // GatewayNode.Deliver. The backend keeps guild → sessions; when the ring
 // moves a guild (its node died, or a node joined), it subscribes the
-// guild's sessions again on the new owner, whose actor loads the guild
-// from the store and sends each session a fresh GUILD_CREATE.
+// guild's sessions again on the new owner, flagged as moved
+// (GuildClient.SubscribeMoved): the new owner's actor, which may have
+// dispatched events since it loaded the guild, first delivers those the
+// session would have received, so none falls between the two owners
+// (guild.Service.AttachMovedSession).
 // Subscriptions that fail because the owner is unreachable are retried
 // at every ring change and every retry interval.
 type ringBackend struct {
@@ -72,6 +75,10 @@ type subscription struct {
 	// second call would attach the session again and send it a second
 	// GUILD_CREATE, which is what a slow first subscribe under load did.
 	calling uint64
+	// attached is set once a Subscribe succeeded on some owner: the
+	// session has the guild's GUILD_CREATE, so a subscription after the
+	// ring moved the guild is sent flagged as moved.
+	attached bool
 }
 
 // waiting reports whether the subscription needs a Subscribe on the
@@ -160,13 +167,17 @@ const subscribeParallel = 8
 func (b *ringBackend) subscribe(ctx context.Context, g snowflake.ID, s event.Session) {
 	b.mu.Lock()
 	var gen uint64
+	call := b.guilds.Subscribe
 	if sub := b.byGuild[g][s.ID]; sub != nil {
 		gen = sub.gen
 		sub.calling = gen + 1
+		if sub.attached {
+			call = b.guilds.SubscribeMoved
+		}
 	}
 	b.mu.Unlock()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
-	err := b.guilds.Subscribe(cctx, g, s)
+	err := call(cctx, g, s)
 	cancel()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -182,9 +193,12 @@ func (b *ringBackend) subscribe(ctx context.Context, g snowflake.ID, s event.Ses
 			go b.detach(g, s)
 		}
 	case sub.gen != gen:
-		// The guild moved during the call: follow subscribes again.
+		// The guild moved during the call: follow subscribes again,
+		// flagged as moved if this call attached the session.
+		sub.attached = sub.attached || err == nil
 	case err == nil:
 		sub.ok = true
+		sub.attached = true
 	case errors.Is(err, guild.ErrMissingAccess) || errors.Is(err, guild.ErrUnknownGuild):
 		b.log.Debug("session not subscribed", "session_id", s.ID, "guild_id", g, "err", err)
 		b.removeLocked(g, s.ID)

@@ -119,7 +119,9 @@ func (b *ringBackend) AdoptSession(ctx context.Context, s event.Session, state j
 			if b.byGuild[g] == nil {
 				b.byGuild[g] = make(map[event.SessionID]*subscription)
 			}
-			b.byGuild[g][s.ID] = &subscription{s: s, ok: i == 0}
+			// The moved ones are attached on their owners: a later
+			// ring move resubscribes them flagged as moved.
+			b.byGuild[g][s.ID] = &subscription{s: s, ok: i == 0, attached: i == 0}
 			guilds = append(guilds, g)
 		}
 	}

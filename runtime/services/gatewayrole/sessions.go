@@ -116,6 +116,7 @@ func (b *ringBackend) SubscribeGuild(ctx context.Context, id event.SessionID, g 
 	if sub := b.byGuild[g][s.ID]; sub != nil {
 		sub.ok = false
 		sub.gen++
+		sub.attached = false // a join: GUILD_CREATE, not a move's replay
 	} else {
 		b.byGuild[g][s.ID] = &subscription{s: s}
 	}

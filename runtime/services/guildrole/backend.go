@@ -29,6 +29,11 @@ func (b guildBackend) Subscribe(ctx context.Context, guildID snowflake.ID, s eve
 	return notOwner(b.svc.AttachSession(ctx, guildID, s))
 }
 
+// SubscribeMoved implements transport.GuildBackend.
+func (b guildBackend) SubscribeMoved(ctx context.Context, guildID snowflake.ID, s event.Session) error {
+	return notOwner(b.svc.AttachMovedSession(ctx, guildID, s))
+}
+
 // Disconnect implements transport.GuildBackend. Gateways detach only
 // sessions that ended for good; once no guild of this node holds the
 // session, its typing focus here ends too (guild.Service.SessionEnded).

@@ -83,6 +83,22 @@ func (f *focusClient) Subscribe(ctx context.Context, guildID snowflake.ID, s eve
 	if err := f.GuildClient.Subscribe(ctx, guildID, s); err != nil {
 		return err
 	}
+	f.replayFocus(ctx, guildID, s)
+	return nil
+}
+
+// SubscribeMoved implements GuildBackend, replaying the session's latest
+// op 14 as Subscribe does.
+func (f *focusClient) SubscribeMoved(ctx context.Context, guildID snowflake.ID, s event.Session) error {
+	if err := f.GuildClient.SubscribeMoved(ctx, guildID, s); err != nil {
+		return err
+	}
+	f.replayFocus(ctx, guildID, s)
+	return nil
+}
+
+// replayFocus sends the owner the session's latest op 14 for guildID.
+func (f *focusClient) replayFocus(ctx context.Context, guildID snowflake.ID, s event.Session) {
 	k := focusKey{s.ID, guildID}
 	var done uint64
 	for {
@@ -90,13 +106,13 @@ func (f *focusClient) Subscribe(ctx context.Context, guildID snowflake.ID, s eve
 		e, ok := f.last[k]
 		f.mu.Unlock()
 		if !ok || e.seq == done {
-			return nil
+			return
 		}
 		if err := f.GuildClient.LazyRequest(ctx, guildID, s, e.payload); err != nil {
 			// The session is attached; only its focus is missing until
 			// the client's next op 14.
 			f.log.Info("op 14 not replayed after resubscribe", "session_id", s.ID, "guild_id", guildID, "err", err)
-			return nil
+			return
 		}
 		done = e.seq
 	}

@@ -44,7 +44,11 @@ func (s *guildServer) Subscribe(ctx context.Context, req *transportpb.SubscribeR
 	if !ok {
 		return nil, s.errs.toStatus(fmt.Errorf("%w: subscribe without a session", ErrInvalid))
 	}
-	if err := s.backend.Subscribe(ctx, id, sess); err != nil {
+	subscribe := s.backend.Subscribe
+	if req.Moved {
+		subscribe = s.backend.SubscribeMoved
+	}
+	if err := subscribe(ctx, id, sess); err != nil {
 		return nil, s.errs.toStatus(err)
 	}
 	return &transportpb.SubscribeResponse{}, nil

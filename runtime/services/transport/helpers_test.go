@@ -140,6 +140,11 @@ func (g *recordingGuilds) Subscribe(_ context.Context, id snowflake.ID, s event.
 	return g.err
 }
 
+func (g *recordingGuilds) SubscribeMoved(_ context.Context, id snowflake.ID, s event.Session) error {
+	g.calls <- guildCall{op: "subscribe-moved", guildID: id, session: s}
+	return g.err
+}
+
 func (g *recordingGuilds) Disconnect(_ context.Context, id snowflake.ID, s event.Session) error {
 	g.calls <- guildCall{op: "disconnect", guildID: id, session: s}
 	return g.err

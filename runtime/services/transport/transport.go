@@ -62,6 +62,13 @@ type GuildBackend interface {
 	// Subscribe attaches session s to guild guildID: the guild sends it
 	// GUILD_CREATE and then the guild's events, through the event.Sink.
 	Subscribe(ctx context.Context, guildID snowflake.ID, s event.Session) error
+	// SubscribeMoved is Subscribe for a session that was subscribed on an
+	// earlier owner of guildID, which the ring moved: the guild first
+	// delivers the events it dispatched since it loaded that the session
+	// would have received, and sends GUILD_CREATE only when those cannot
+	// bring the session's view of the guild up to date
+	// (guild.Service.AttachMovedSession).
+	SubscribeMoved(ctx context.Context, guildID snowflake.ID, s event.Session) error
 	// Disconnect detaches session s, which ended for good, from guildID.
 	Disconnect(ctx context.Context, guildID snowflake.ID, s event.Session) error
 	// MoveSession moves session mv.Session's subscription to guildID to

@@ -126,9 +126,15 @@ func (x *Session) GetLargeThreshold() int32 {
 
 // SubscribeRequest attaches session to guild_id.
 type SubscribeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	GuildId       uint64                 `protobuf:"fixed64,1,opt,name=guild_id,json=guildId,proto3" json:"guild_id,omitempty"`
-	Session       *Session               `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	GuildId uint64                 `protobuf:"fixed64,1,opt,name=guild_id,json=guildId,proto3" json:"guild_id,omitempty"`
+	Session *Session               `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
+	// moved is set when the gateway subscribes the session again because
+	// the ring moved the guild off the owner it was subscribed on: the new
+	// owner first delivers the events it dispatched since it loaded the
+	// guild that the session would have received, and sends GUILD_CREATE
+	// only when those events cannot bring the session's view up to date.
+	Moved         bool `protobuf:"varint,3,opt,name=moved,proto3" json:"moved,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -175,6 +181,13 @@ func (x *SubscribeRequest) GetSession() *Session {
 		return x.Session
 	}
 	return nil
+}
+
+func (x *SubscribeRequest) GetMoved() bool {
+	if x != nil {
+		return x.Moved
+	}
+	return false
 }
 
 // SubscribeResponse is empty.
@@ -1029,10 +1042,11 @@ const file_concord_transport_v1_guild_proto_rawDesc = "" +
 	"\vshard_count\x18\x06 \x01(\x05R\n" +
 	"shardCount\x12\x12\n" +
 	"\x04node\x18\a \x01(\tR\x04node\x12'\n" +
-	"\x0flarge_threshold\x18\b \x01(\x05R\x0elargeThreshold\"f\n" +
+	"\x0flarge_threshold\x18\b \x01(\x05R\x0elargeThreshold\"|\n" +
 	"\x10SubscribeRequest\x12\x19\n" +
 	"\bguild_id\x18\x01 \x01(\x06R\aguildId\x127\n" +
-	"\asession\x18\x02 \x01(\v2\x1d.concord.transport.v1.SessionR\asession\"\x13\n" +
+	"\asession\x18\x02 \x01(\v2\x1d.concord.transport.v1.SessionR\asession\x12\x14\n" +
+	"\x05moved\x18\x03 \x01(\bR\x05moved\"\x13\n" +
 	"\x11SubscribeResponse\"g\n" +
 	"\x11DisconnectRequest\x12\x19\n" +
 	"\bguild_id\x18\x01 \x01(\x06R\aguildId\x127\n" +

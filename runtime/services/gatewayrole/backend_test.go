@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,5 +87,67 @@ func TestSubscriptionInFlightIsNotRetried(t *testing.T) {
 	b.mu.Unlock()
 	if !sub.ok || sub.waiting() {
 		t.Fatalf("after the retry succeeded: %+v", *sub)
+	}
+}
+
+// callsGuilds is a guild client that records which subscribe each call
+// was and answers with the next error of errs (nil once they run out).
+type callsGuilds struct {
+	transport.GuildClient
+	calls []string
+	errs  []error
+}
+
+func (c *callsGuilds) answer(call string) error {
+	c.calls = append(c.calls, call)
+	if len(c.errs) == 0 {
+		return nil
+	}
+	err := c.errs[0]
+	c.errs = c.errs[1:]
+	return err
+}
+
+func (c *callsGuilds) Subscribe(context.Context, snowflake.ID, event.Session) error {
+	return c.answer("subscribe")
+}
+
+func (c *callsGuilds) SubscribeMoved(context.Context, snowflake.ID, event.Session) error {
+	return c.answer("moved")
+}
+
+// A session attached on one owner is subscribed on the next one flagged
+// as moved, so that owner replays what it dispatched before the call
+// arrived; a subscription that never succeeded, and a guild the user
+// joined again, are plain subscribes (the session needs GUILD_CREATE).
+func TestMovedGuildIsResubscribedFlagged(t *testing.T) {
+	const g = snowflake.ID(42)
+	guilds := &callsGuilds{errs: []error{errors.New("owner unreachable")}}
+	b := newRingBackend(nil, oneGuildStore{g: g}, guilds, nil, time.Minute, nil, slog.New(slog.DiscardHandler))
+	s := event.Session{ID: "s1", UserID: 7, Node: "n1"}
+	if err := b.Subscribe(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	b.subscribe(t.Context(), g, s) // the retry after the failure
+	move := func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		sub := b.byGuild[g][s.ID]
+		sub.ok = false
+		sub.gen++ // what follow does for a guild the ring moved
+	}
+	move()
+	b.subscribe(t.Context(), g, s)
+	move()
+	guilds.errs = []error{errors.New("new owner unreachable")}
+	b.subscribe(t.Context(), g, s)
+	b.subscribe(t.Context(), g, s) // its retry: still a move's
+	b.users.put(s)
+	if _, err := b.SubscribeGuild(t.Context(), s.ID, g); err != nil { // joined again
+		t.Fatal(err)
+	}
+	want := []string{"subscribe", "subscribe", "moved", "moved", "moved", "subscribe"}
+	if !slices.Equal(guilds.calls, want) {
+		t.Fatalf("calls %v, want %v", guilds.calls, want)
 	}
 }

@@ -40,6 +40,12 @@ func TestGuildCallsReachTheOwner(t *testing.T) {
 	if got := g1.next(t); got.op != "subscribe" || got.guildID != 7 || got.session != session {
 		t.Fatalf("Subscribe arrived as %+v", got)
 	}
+	if err := c.SubscribeMoved(ctx, 7, session); err != nil {
+		t.Fatal(err)
+	}
+	if got := g1.next(t); got.op != "subscribe-moved" || got.guildID != 7 || got.session != session {
+		t.Fatalf("SubscribeMoved arrived as %+v", got)
+	}
 	if err := c.Disconnect(ctx, 7, session); err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,14 @@
 package guild
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/concord-chat/concord/runtime/adapters/store"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/event"
+	"github.com/concord-chat/concord/runtime/domain/wire"
 )
 
 // messageIDs lists the ids of the MESSAGE_CREATEs among ds.
@@ -140,5 +142,69 @@ func TestMovedSessionGetsGuildCreateWhenReplayCannotCatchUp(t *testing.T) {
 	}
 	if got, want := types(f.sink.of(o.ID)), []string{"GUILD_CREATE"}; !slices.Equal(got, want) {
 		t.Fatalf("session moved after the backlog's bound got %v, want %v", got, want)
+	}
+}
+
+// TestMovedSessionReplayMatchesLiveFanout: on the big-guild scenario's
+// guild (users passive or not, bots with and without MESSAGE_CONTENT, a
+// channel only a role sees), unsliced and sliced, a session attached as
+// moved after the events gets what its twin — the same user, intents and
+// threshold — attached before them got live: the replay decides by the
+// same rules as fan-out, relays included.
+func TestMovedSessionReplayMatchesLiveFanout(t *testing.T) {
+	for _, sliced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sliced=%v", sliced), func(t *testing.T) {
+			r := newSlicedRun(t, sliced)
+			svc := r.f.svc
+			// The guild arrives here: a fresh actor, the twins attached
+			// to it before the events.
+			if err := svc.Unload(bg, r.guild); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range r.sess {
+				if err := svc.AttachSession(bg, r.guild, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if sliced && svc.mustActor(t, r.guild).sliced == nil {
+				t.Fatal("the guild is not sliced with 30 sessions")
+			}
+			gen := r.chans["general"]
+			r.post(t, "general", nil, nil)
+			r.post(t, "staff", nil, nil)
+			r.post(t, "general", []int{7, 8}, []snowflake.ID{r.mods})
+			if err := svc.PublishChannelEvent(bg, r.guild, gen, "MESSAGE_REACTION_ADD", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessageReactions, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := svc.PublishChannelEvent(bg, r.guild, gen, "MESSAGE_DELETE", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessages, 0); err != nil {
+				t.Fatal(err)
+			}
+			r.post(t, "staff", []int{2}, nil)
+			r.settle(t)
+
+			twins := r.sess
+			var moved []event.Session
+			for _, s := range twins {
+				m := s
+				m.ID = "moved-" + s.ID
+				if err := svc.AttachMovedSession(bg, r.guild, m); err != nil {
+					t.Fatal(err)
+				}
+				moved = append(moved, m)
+			}
+			r.settle(t)
+			r.sess = append(twins, moved...)
+			seen := r.seen()
+			got := 0
+			for i, s := range twins {
+				if want, have := seen[s.ID], seen[moved[i].ID]; !slices.Equal(want, have) {
+					t.Errorf("%s (bot %v, intents %d): live %q, replayed %q", s.ID, s.Bot, s.Intents, want, have)
+				}
+				got += len(seen[s.ID])
+			}
+			if got == 0 {
+				t.Fatal("no session received anything: the scenario tests nothing")
+			}
+		})
 	}
 }

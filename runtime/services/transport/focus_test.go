@@ -29,6 +29,11 @@ func (c *callLog) Subscribe(_ context.Context, g snowflake.ID, s event.Session) 
 	return nil
 }
 
+func (c *callLog) SubscribeMoved(_ context.Context, g snowflake.ID, s event.Session) error {
+	c.add("subscribe-moved " + string(s.ID))
+	return nil
+}
+
 func (c *callLog) LazyRequest(_ context.Context, g snowflake.ID, s event.Session, d json.RawMessage) error {
 	c.add("op14 " + string(s.ID) + " " + string(d))
 	return nil
@@ -69,11 +74,12 @@ func TestRememberFocusReplaysAfterResubscribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	inner.take()
-	// The guild moved: the gateway subscribes the session on the new owner.
-	if err := c.Subscribe(ctx, g, s); err != nil {
+	// The guild moved: the gateway subscribes the session on the new
+	// owner, flagged as moved.
+	if err := c.SubscribeMoved(ctx, g, s); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"subscribe s1", "op14 s1 " + string(focus)}
+	want := []string{"subscribe-moved s1", "op14 s1 " + string(focus)}
 	if got := inner.take(); !slices.Equal(got, want) {
 		t.Fatalf("resubscribe sent %q, want %q", got, want)
 	}

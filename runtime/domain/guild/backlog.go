@@ -237,7 +237,7 @@ const (
 // subscriber and sends it the backlog's events it has not received, in
 // their order, before any live event, with GUILD_CREATE first when the
 // backlog cannot bring the session's view of the guild up to date.
-func (a *Actor) attachMoved(ctx context.Context, s event.Session) string {
+func (a *Actor) attachMoved(ctx context.Context, s event.Session, refresh bool) string {
 	if _, ok := a.subs[s.ID]; ok {
 		// Attached to this actor already (a retried call, or the ring
 		// moved the guild back before this node unloaded it): it has
@@ -257,7 +257,7 @@ func (a *Actor) attachMoved(ctx context.Context, s event.Session) string {
 		payload json.RawMessage
 	}
 	var out []replayed
-	refresh := bl.opaque
+	refresh = refresh || bl.opaque
 	for i := range bl.entries {
 		e := &bl.entries[i]
 		if bl.received(s.ID, e.seq) {
@@ -291,8 +291,10 @@ func (a *Actor) attachMoved(ctx context.Context, s event.Session) string {
 // the session gets the events this node's actor dispatched since it
 // loaded the guild that the session would have received, in order, then
 // the live events (see the move backlog above). A session already
-// attached here gets nothing new.
-func (s *Service) AttachMovedSession(ctx context.Context, guildID snowflake.ID, sess event.Session) error {
+// attached here gets nothing new. With refresh (the owner it was
+// subscribed on left the cluster, so events it had not delivered may be
+// lost) it gets a fresh GUILD_CREATE before the replayed events.
+func (s *Service) AttachMovedSession(ctx context.Context, guildID snowflake.ID, sess event.Session, refresh bool) error {
 	s.register(sess, guildID)
 	var outcome string
 	err := s.do(ctx, guildID, func(a *Actor) error {
@@ -303,7 +305,7 @@ func (s *Service) AttachMovedSession(ctx context.Context, guildID snowflake.ID, 
 		if !a.svc.attached(sess.ID, a.id) {
 			return nil // a DetachSession overtook us
 		}
-		outcome = a.attachMoved(ctx, sess)
+		outcome = a.attachMoved(ctx, sess, refresh)
 		return nil
 	})
 	if err != nil {

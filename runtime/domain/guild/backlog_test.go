@@ -25,8 +25,8 @@ func messageIDs(t *testing.T, ds []delivered) []snowflake.ID {
 // (Unload stands for the old actor; the next use loads it afresh) and its
 // actor fans out messages before a session's resubscription arrives. The
 // session, attached as moved, gets every one it may see, in order, before
-// live events and without a GUILD_CREATE; a bot without MESSAGE_CONTENT
-// gets them stripped; a session that was attached to this actor for a
+// live events and without a GUILD_CREATE (with one first when it asks
+// for a refresh); a bot without MESSAGE_CONTENT gets them stripped; a session that was attached to this actor for a
 // while gets only those it missed; attaching again sends nothing.
 func TestMovedSessionGetsWhatTheNewOwnerSent(t *testing.T) {
 	f := newFixture(t)
@@ -53,7 +53,7 @@ func TestMovedSessionGetsWhatTheNewOwnerSent(t *testing.T) {
 	m3 := f.send(g.owner, g.general.ID, "three")
 
 	s := event.Session{ID: "s-member", UserID: g.member.ID, Node: "gw-2"}
-	if err := f.svc.AttachMovedSession(bg, gid, s); err != nil {
+	if err := f.svc.AttachMovedSession(bg, gid, s, false); err != nil {
 		t.Fatal(err)
 	}
 	ds := f.sink.of(s.ID)
@@ -65,7 +65,7 @@ func TestMovedSessionGetsWhatTheNewOwnerSent(t *testing.T) {
 	}
 
 	b := event.Session{ID: "b-bot", UserID: bot.ID, Bot: true, Intents: IntentGuilds | IntentGuildMessages, Node: "gw-2"}
-	if err := f.svc.AttachMovedSession(bg, gid, b); err != nil {
+	if err := f.svc.AttachMovedSession(bg, gid, b, false); err != nil {
 		t.Fatal(err)
 	}
 	bms := messages(t, f.sink.of(b.ID))
@@ -78,8 +78,18 @@ func TestMovedSessionGetsWhatTheNewOwnerSent(t *testing.T) {
 		}
 	}
 
+	// Its old owner left the cluster: GUILD_CREATE, then the same.
+	r := event.Session{ID: "r-member", UserID: g.member.ID, Node: "gw-3"}
+	if err := f.svc.AttachMovedSession(bg, gid, r, true); err != nil {
+		t.Fatal(err)
+	}
+	rds := f.sink.of(r.ID)
+	if got, want := types(rds), []string{"GUILD_CREATE", "MESSAGE_CREATE", "MESSAGE_CREATE", "MESSAGE_CREATE"}; !slices.Equal(got, want) {
+		t.Fatalf("moved member asking for a refresh got %v, want %v", got, want)
+	}
+
 	// The owner's session had m2 live: it gets the others only.
-	if err := f.svc.AttachMovedSession(bg, gid, w); err != nil {
+	if err := f.svc.AttachMovedSession(bg, gid, w, false); err != nil {
 		t.Fatal(err)
 	}
 	wds := f.sink.of(w.ID)
@@ -91,7 +101,7 @@ func TestMovedSessionGetsWhatTheNewOwnerSent(t *testing.T) {
 	}
 
 	// Attached already: nothing again. Live events follow the replay.
-	if err := f.svc.AttachMovedSession(bg, gid, s); err != nil {
+	if err := f.svc.AttachMovedSession(bg, gid, s, false); err != nil {
 		t.Fatal(err)
 	}
 	m4 := f.send(g.owner, g.general.ID, "four")
@@ -117,7 +127,7 @@ func TestMovedSessionGetsGuildCreateWhenReplayCannotCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := event.Session{ID: "s-member", UserID: g.member.ID, Node: "gw-2"}
-	if err := f.svc.AttachMovedSession(bg, gid, s); err != nil {
+	if err := f.svc.AttachMovedSession(bg, gid, s, false); err != nil {
 		t.Fatal(err)
 	}
 	ds := f.sink.of(s.ID)
@@ -137,7 +147,7 @@ func TestMovedSessionGetsGuildCreateWhenReplayCannotCatchUp(t *testing.T) {
 		f.send(g.owner, g.general.ID, c)
 	}
 	o := event.Session{ID: "o-owner", UserID: g.owner.ID, Node: "gw-2"}
-	if err := f.svc.AttachMovedSession(bg, gid, o); err != nil {
+	if err := f.svc.AttachMovedSession(bg, gid, o, false); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := types(f.sink.of(o.ID)), []string{"GUILD_CREATE"}; !slices.Equal(got, want) {
@@ -187,7 +197,7 @@ func TestMovedSessionReplayMatchesLiveFanout(t *testing.T) {
 			for _, s := range twins {
 				m := s
 				m.ID = "moved-" + s.ID
-				if err := svc.AttachMovedSession(bg, r.guild, m); err != nil {
+				if err := svc.AttachMovedSession(bg, r.guild, m, false); err != nil {
 					t.Fatal(err)
 				}
 				moved = append(moved, m)

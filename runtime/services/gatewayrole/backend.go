@@ -79,6 +79,11 @@ type subscription struct {
 	// session has the guild's GUILD_CREATE, so a subscription after the
 	// ring moved the guild is sent flagged as moved.
 	attached bool
+	// refresh is set when a ring move took the guild from an owner that
+	// left the cluster (stopped or died) before a Subscribe on the new
+	// owner succeeded: the moved subscription asks for GUILD_CREATE too,
+	// since events the old owner had not delivered may be lost.
+	refresh bool
 }
 
 // waiting reports whether the subscription needs a Subscribe on the
@@ -172,7 +177,10 @@ func (b *ringBackend) subscribe(ctx context.Context, g snowflake.ID, s event.Ses
 		gen = sub.gen
 		sub.calling = gen + 1
 		if sub.attached {
-			call = b.guilds.SubscribeMoved
+			refresh := sub.refresh
+			call = func(ctx context.Context, g snowflake.ID, s event.Session) error {
+				return b.guilds.SubscribeMoved(ctx, g, s, refresh)
+			}
 		}
 	}
 	b.mu.Unlock()
@@ -199,6 +207,7 @@ func (b *ringBackend) subscribe(ctx context.Context, g snowflake.ID, s event.Ses
 	case err == nil:
 		sub.ok = true
 		sub.attached = true
+		sub.refresh = false
 	case errors.Is(err, guild.ErrMissingAccess) || errors.Is(err, guild.ErrUnknownGuild):
 		b.log.Debug("session not subscribed", "session_id", s.ID, "guild_id", g, "err", err)
 		b.removeLocked(g, s.ID)
@@ -249,6 +258,8 @@ func (b *ringBackend) follow(ctx context.Context, interval time.Duration) {
 	defer t.Stop()
 	for {
 		var moved []snowflake.ID
+		// gone holds the moved guilds whose old owner left the cluster.
+		gone := make(map[snowflake.ID]bool)
 		select {
 		case c, ok := <-changes:
 			if !ok {
@@ -258,6 +269,7 @@ func (b *ringBackend) follow(ctx context.Context, interval time.Duration) {
 			for g := range b.byGuild {
 				if c.Moved(g) {
 					moved = append(moved, g)
+					gone[g] = ownerLeft(c, g)
 				}
 			}
 			b.mu.Unlock()
@@ -273,6 +285,7 @@ func (b *ringBackend) follow(ctx context.Context, interval time.Duration) {
 			for _, sub := range b.byGuild[g] {
 				sub.ok = false
 				sub.gen++
+				sub.refresh = sub.refresh || gone[g]
 			}
 		}
 		var todo []snowflake.ID
@@ -289,6 +302,18 @@ func (b *ringBackend) follow(ctx context.Context, interval time.Duration) {
 			b.resubscribe(ctx, g)
 		}
 	}
+}
+
+// ownerLeft reports whether the node that owned g before change c is no
+// longer registered: it stopped or died, rather than handing the guild to
+// a node that joined or a placement.
+func ownerLeft(c registry.Change, g snowflake.ID) bool {
+	o, ok := c.Old.Owner(g)
+	if !ok {
+		return false
+	}
+	_, live := c.New.Node(o.Name)
+	return !live
 }
 
 // resubscribe subscribes the guild's sessions that are not subscribed on

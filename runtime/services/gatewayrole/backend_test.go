@@ -112,14 +112,19 @@ func (c *callsGuilds) Subscribe(context.Context, snowflake.ID, event.Session) er
 	return c.answer("subscribe")
 }
 
-func (c *callsGuilds) SubscribeMoved(context.Context, snowflake.ID, event.Session) error {
+func (c *callsGuilds) SubscribeMoved(_ context.Context, _ snowflake.ID, _ event.Session, refresh bool) error {
+	if refresh {
+		return c.answer("moved+refresh")
+	}
 	return c.answer("moved")
 }
 
 // A session attached on one owner is subscribed on the next one flagged
 // as moved, so that owner replays what it dispatched before the call
-// arrived; a subscription that never succeeded, and a guild the user
-// joined again, are plain subscribes (the session needs GUILD_CREATE).
+// arrived, asking for GUILD_CREATE too until it succeeds once the old
+// owner left the cluster; a subscription that never succeeded, and a
+// guild the user joined again, are plain subscribes (the session needs
+// GUILD_CREATE).
 func TestMovedGuildIsResubscribedFlagged(t *testing.T) {
 	const g = snowflake.ID(42)
 	guilds := &callsGuilds{errs: []error{errors.New("owner unreachable")}}
@@ -129,24 +134,35 @@ func TestMovedGuildIsResubscribedFlagged(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.subscribe(t.Context(), g, s) // the retry after the failure
-	move := func() {
+	// What follow does for a guild the ring moved; gone: its old owner
+	// left the cluster.
+	move := func(gone bool) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		sub := b.byGuild[g][s.ID]
 		sub.ok = false
-		sub.gen++ // what follow does for a guild the ring moved
+		sub.gen++
+		sub.refresh = sub.refresh || gone
 	}
-	move()
+	move(false)
 	b.subscribe(t.Context(), g, s)
-	move()
+	move(false)
 	guilds.errs = []error{errors.New("new owner unreachable")}
 	b.subscribe(t.Context(), g, s)
 	b.subscribe(t.Context(), g, s) // its retry: still a move's
+	move(true)                     // the owner died
+	guilds.errs = []error{errors.New("new owner unreachable")}
+	b.subscribe(t.Context(), g, s)
+	move(false) // moved again before the resubscription succeeded
+	b.subscribe(t.Context(), g, s)
+	move(false) // the refresh was had: a plain move again
+	b.subscribe(t.Context(), g, s)
 	b.users.put(s)
 	if _, err := b.SubscribeGuild(t.Context(), s.ID, g); err != nil { // joined again
 		t.Fatal(err)
 	}
-	want := []string{"subscribe", "subscribe", "moved", "moved", "moved", "subscribe"}
+	want := []string{"subscribe", "subscribe", "moved", "moved", "moved",
+		"moved+refresh", "moved+refresh", "moved", "subscribe"}
 	if !slices.Equal(guilds.calls, want) {
 		t.Fatalf("calls %v, want %v", guilds.calls, want)
 	}

@@ -30,8 +30,8 @@ func (b guildBackend) Subscribe(ctx context.Context, guildID snowflake.ID, s eve
 }
 
 // SubscribeMoved implements transport.GuildBackend.
-func (b guildBackend) SubscribeMoved(ctx context.Context, guildID snowflake.ID, s event.Session) error {
-	return notOwner(b.svc.AttachMovedSession(ctx, guildID, s))
+func (b guildBackend) SubscribeMoved(ctx context.Context, guildID snowflake.ID, s event.Session, refresh bool) error {
+	return notOwner(b.svc.AttachMovedSession(ctx, guildID, s, refresh))
 }
 
 // Disconnect implements transport.GuildBackend. Gateways detach only

@@ -89,8 +89,8 @@ func (f *focusClient) Subscribe(ctx context.Context, guildID snowflake.ID, s eve
 
 // SubscribeMoved implements GuildBackend, replaying the session's latest
 // op 14 as Subscribe does.
-func (f *focusClient) SubscribeMoved(ctx context.Context, guildID snowflake.ID, s event.Session) error {
-	if err := f.GuildClient.SubscribeMoved(ctx, guildID, s); err != nil {
+func (f *focusClient) SubscribeMoved(ctx context.Context, guildID snowflake.ID, s event.Session, refresh bool) error {
+	if err := f.GuildClient.SubscribeMoved(ctx, guildID, s, refresh); err != nil {
 		return err
 	}
 	f.replayFocus(ctx, guildID, s)

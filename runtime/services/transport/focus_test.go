@@ -29,7 +29,7 @@ func (c *callLog) Subscribe(_ context.Context, g snowflake.ID, s event.Session) 
 	return nil
 }
 
-func (c *callLog) SubscribeMoved(_ context.Context, g snowflake.ID, s event.Session) error {
+func (c *callLog) SubscribeMoved(_ context.Context, g snowflake.ID, s event.Session, _ bool) error {
 	c.add("subscribe-moved " + string(s.ID))
 	return nil
 }
@@ -76,7 +76,7 @@ func TestRememberFocusReplaysAfterResubscribe(t *testing.T) {
 	inner.take()
 	// The guild moved: the gateway subscribes the session on the new
 	// owner, flagged as moved.
-	if err := c.SubscribeMoved(ctx, g, s); err != nil {
+	if err := c.SubscribeMoved(ctx, g, s, false); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"subscribe-moved s1", "op14 s1 " + string(focus)}

@@ -92,16 +92,16 @@ func (c *guildClient) once(ctx context.Context, n registry.Node, call func(conte
 
 // Subscribe implements GuildBackend.
 func (c *guildClient) Subscribe(ctx context.Context, guildID snowflake.ID, s event.Session) error {
-	return c.subscribe(ctx, guildID, s, false)
+	return c.subscribe(ctx, guildID, s, false, false)
 }
 
 // SubscribeMoved implements GuildBackend: Subscribe with moved set.
-func (c *guildClient) SubscribeMoved(ctx context.Context, guildID snowflake.ID, s event.Session) error {
-	return c.subscribe(ctx, guildID, s, true)
+func (c *guildClient) SubscribeMoved(ctx context.Context, guildID snowflake.ID, s event.Session, refresh bool) error {
+	return c.subscribe(ctx, guildID, s, true, refresh)
 }
 
-func (c *guildClient) subscribe(ctx context.Context, guildID snowflake.ID, s event.Session, moved bool) error {
-	req := &transportpb.SubscribeRequest{GuildId: uint64(guildID), Session: sessionToPB(s), Moved: moved}
+func (c *guildClient) subscribe(ctx context.Context, guildID snowflake.ID, s event.Session, moved, refresh bool) error {
+	req := &transportpb.SubscribeRequest{GuildId: uint64(guildID), Session: sessionToPB(s), Moved: moved, Refresh: refresh}
 	return c.invoke(ctx, "Subscribe", guildID, func(ctx context.Context, g transportpb.GuildNodeClient) error {
 		_, err := g.Subscribe(ctx, req)
 		return err

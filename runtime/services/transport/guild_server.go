@@ -46,7 +46,9 @@ func (s *guildServer) Subscribe(ctx context.Context, req *transportpb.SubscribeR
 	}
 	subscribe := s.backend.Subscribe
 	if req.Moved {
-		subscribe = s.backend.SubscribeMoved
+		subscribe = func(ctx context.Context, id snowflake.ID, sess event.Session) error {
+			return s.backend.SubscribeMoved(ctx, id, sess, req.Refresh)
+		}
 	}
 	if err := subscribe(ctx, id, sess); err != nil {
 		return nil, s.errs.toStatus(err)

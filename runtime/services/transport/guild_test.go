@@ -40,11 +40,14 @@ func TestGuildCallsReachTheOwner(t *testing.T) {
 	if got := g1.next(t); got.op != "subscribe" || got.guildID != 7 || got.session != session {
 		t.Fatalf("Subscribe arrived as %+v", got)
 	}
-	if err := c.SubscribeMoved(ctx, 7, session); err != nil {
-		t.Fatal(err)
-	}
-	if got := g1.next(t); got.op != "subscribe-moved" || got.guildID != 7 || got.session != session {
-		t.Fatalf("SubscribeMoved arrived as %+v", got)
+	for _, refresh := range []bool{false, true} {
+		if err := c.SubscribeMoved(ctx, 7, session, refresh); err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]string{false: "subscribe-moved", true: "subscribe-moved-refresh"}[refresh]
+		if got := g1.next(t); got.op != want || got.guildID != 7 || got.session != session {
+			t.Fatalf("SubscribeMoved(refresh %v) arrived as %+v", refresh, got)
+		}
 	}
 	if err := c.Disconnect(ctx, 7, session); err != nil {
 		t.Fatal(err)

@@ -140,8 +140,12 @@ func (g *recordingGuilds) Subscribe(_ context.Context, id snowflake.ID, s event.
 	return g.err
 }
 
-func (g *recordingGuilds) SubscribeMoved(_ context.Context, id snowflake.ID, s event.Session) error {
-	g.calls <- guildCall{op: "subscribe-moved", guildID: id, session: s}
+func (g *recordingGuilds) SubscribeMoved(_ context.Context, id snowflake.ID, s event.Session, refresh bool) error {
+	op := "subscribe-moved"
+	if refresh {
+		op += "-refresh"
+	}
+	g.calls <- guildCall{op: op, guildID: id, session: s}
 	return g.err
 }
 

@@ -66,9 +66,10 @@ type GuildBackend interface {
 	// earlier owner of guildID, which the ring moved: the guild first
 	// delivers the events it dispatched since it loaded that the session
 	// would have received, and sends GUILD_CREATE only when those cannot
-	// bring the session's view of the guild up to date
+	// bring the session's view of the guild up to date or refresh asks
+	// for it (the previous owner left the cluster)
 	// (guild.Service.AttachMovedSession).
-	SubscribeMoved(ctx context.Context, guildID snowflake.ID, s event.Session) error
+	SubscribeMoved(ctx context.Context, guildID snowflake.ID, s event.Session, refresh bool) error
 	// Disconnect detaches session s, which ended for good, from guildID.
 	Disconnect(ctx context.Context, guildID snowflake.ID, s event.Session) error
 	// MoveSession moves session mv.Session's subscription to guildID to

@@ -134,7 +134,12 @@ type SubscribeRequest struct {
 	// owner first delivers the events it dispatched since it loaded the
 	// guild that the session would have received, and sends GUILD_CREATE
 	// only when those events cannot bring the session's view up to date.
-	Moved         bool `protobuf:"varint,3,opt,name=moved,proto3" json:"moved,omitempty"`
+	Moved bool `protobuf:"varint,3,opt,name=moved,proto3" json:"moved,omitempty"`
+	// refresh, with moved, asks for GUILD_CREATE before the replayed events:
+	// the owner the session was subscribed on left the cluster (stopped or
+	// died), so events it had not yet delivered may be lost and the
+	// session's view of the guild is refreshed, as a guild outage does.
+	Refresh       bool `protobuf:"varint,4,opt,name=refresh,proto3" json:"refresh,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -186,6 +191,13 @@ func (x *SubscribeRequest) GetSession() *Session {
 func (x *SubscribeRequest) GetMoved() bool {
 	if x != nil {
 		return x.Moved
+	}
+	return false
+}
+
+func (x *SubscribeRequest) GetRefresh() bool {
+	if x != nil {
+		return x.Refresh
 	}
 	return false
 }
@@ -1042,11 +1054,12 @@ const file_concord_transport_v1_guild_proto_rawDesc = "" +
 	"\vshard_count\x18\x06 \x01(\x05R\n" +
 	"shardCount\x12\x12\n" +
 	"\x04node\x18\a \x01(\tR\x04node\x12'\n" +
-	"\x0flarge_threshold\x18\b \x01(\x05R\x0elargeThreshold\"|\n" +
+	"\x0flarge_threshold\x18\b \x01(\x05R\x0elargeThreshold\"\x96\x01\n" +
 	"\x10SubscribeRequest\x12\x19\n" +
 	"\bguild_id\x18\x01 \x01(\x06R\aguildId\x127\n" +
 	"\asession\x18\x02 \x01(\v2\x1d.concord.transport.v1.SessionR\asession\x12\x14\n" +
-	"\x05moved\x18\x03 \x01(\bR\x05moved\"\x13\n" +
+	"\x05moved\x18\x03 \x01(\bR\x05moved\x12\x18\n" +
+	"\arefresh\x18\x04 \x01(\bR\arefresh\"\x13\n" +
 	"\x11SubscribeResponse\"g\n" +
 	"\x11DisconnectRequest\x12\x19\n" +
 	"\bguild_id\x18\x01 \x01(\x06R\aguildId\x127\n" +

@@ -316,7 +316,9 @@ func (s *Service) AttachMovedSession(ctx context.Context, guildID snowflake.ID, 
 		s.metrics.moveAttaches.WithLabelValues(outcome).Inc()
 	}
 	if outcome == moveExpired {
-		s.log.Info("moved session attached after the move backlog ended: events since this node loaded the guild may be missing for it",
+		// Debug: a gateway that reconnects a whole guild late would log
+		// one line per session; the metric counts them.
+		s.log.Debug("moved session attached after the move backlog ended: events since this node loaded the guild may be missing for it",
 			"session_id", sess.ID, "guild_id", guildID)
 	}
 	return nil

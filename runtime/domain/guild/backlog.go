@@ -29,7 +29,9 @@ import (
 // this actor's until now, so the replay neither repeats nor skips one of
 // this actor's events. What it cannot give back is an event of a third
 // actor the session never was attached to, such as an owner between two
-// moves it did not reach in time.
+// moves it did not reach in time, or one the old owner had not delivered
+// when it stopped or died; for the latter the gateway asks for a refresh
+// and the session gets GUILD_CREATE before the replay.
 //
 // Recording is bounded: it stops, and the backlog is freed, once
 // moveBacklogWindow has passed since the load or moveBacklogMax events

@@ -143,6 +143,23 @@ func checkParkScript(t testing.TB, comp compression, msgs, want [][]byte, after 
 // session does), sends control frames while parked and dispatches after,
 // and decodes the whole stream with one decoder.
 func TestStreamParkContinues(t *testing.T) {
+	steps := parkTestSteps()
+	for _, comp := range []compression{compressStream, compressZstdStream} {
+		name := map[compression]string{compressStream: "zlib-stream", compressZstdStream: "zstd-stream"}[comp]
+		t.Run(name, func(t *testing.T) {
+			msgs, want, after := runParkScript(t, comp, steps)
+			if len(after) != 4 {
+				t.Fatalf("%d parks seen, want 4", len(after))
+			}
+			checkParkScript(t, comp, msgs, want, after)
+		})
+	}
+}
+
+// parkTestSteps: four rounds of five dispatches and a park, heartbeat ACKs
+// while parked in two of them, a message of runs after the later parks,
+// and one last dispatch.
+func parkTestSteps() []parkStep {
 	msg := func(i int) []byte {
 		return fmt.Appendf(nil, `{"t":"MESSAGE_CREATE","s":%d,"op":0,"d":{"id":"%d","content":"the same words over and over, the same words over and over"}}`, i, 1000+i)
 	}
@@ -167,17 +184,7 @@ func TestStreamParkContinues(t *testing.T) {
 		}
 	}
 	n++
-	steps = append(steps, parkStep{msg: msg(n)})
-	for _, comp := range []compression{compressStream, compressZstdStream} {
-		name := map[compression]string{compressStream: "zlib-stream", compressZstdStream: "zstd-stream"}[comp]
-		t.Run(name, func(t *testing.T) {
-			msgs, want, after := runParkScript(t, comp, steps)
-			if len(after) != 4 {
-				t.Fatalf("%d parks seen, want 4", len(after))
-			}
-			checkParkScript(t, comp, msgs, want, after)
-		})
-	}
+	return append(steps, parkStep{msg: msg(n)})
 }
 
 // FuzzStreamPark runs arbitrary sequences of dispatches, control frames

@@ -224,12 +224,9 @@ type zstdStream struct {
 	out     bytes.Buffer
 	zw      *zstd.Encoder // nil while parked
 	started bool          // the frame header has been sent
-	// reset: an encoder was parked since the frame began, so the next
-	// encoder's first block must be preceded by zstdRepReset.
-	reset bool
-	// skip is how many bytes of out are the fresh encoder's frame header,
-	// to cut before the message is sent.
-	skip int
+	// cutHeader: the encoder joined an open frame, so the frame header it
+	// writes before its first block is cut from the output.
+	cutHeader bool
 }
 
 // zstdRepReset is three compressed blocks (not last), each one sequence
@@ -286,7 +283,7 @@ func (s *zstdStream) acquire() error {
 		// The frame is open: cut the encoder's frame header, and put the
 		// repeat-offset reset before its first block.
 		s.out.Write(zstdRepReset)
-		s.skip = -1
+		s.cutHeader = true
 	}
 	s.started = true
 	return nil
@@ -309,7 +306,7 @@ func (s *zstdStream) compress(b []byte) ([]byte, error) {
 		return nil, fmt.Errorf("gateway: zstd-stream flush: %w", err)
 	}
 	out := s.out.Bytes()
-	if s.skip < 0 {
+	if s.cutHeader {
 		// The header starts where the encoder's output does, after the
 		// reset blocks.
 		n, err := zstdFrameHeaderLen(out[mark:])
@@ -318,7 +315,7 @@ func (s *zstdStream) compress(b []byte) ([]byte, error) {
 		}
 		copy(out[mark:], out[mark+n:])
 		out = out[:len(out)-n]
-		s.skip = 0
+		s.cutHeader = false
 	}
 	return out, nil
 }

@@ -193,6 +193,10 @@ func sources(run, n, perSource int) []string {
 
 func runOne(ctx context.Context, opts Options, system string, n, run int) (Result, error) {
 	res := Result{System: system, N: n, Rounds: opts.Rounds(n)}
+	// Two collections: what the previous run left in a sync.Pool (the
+	// encoders of its closed compressed sessions) survives one, and would
+	// make this run's heap growth negative when freed during it.
+	runtime.GC()
 	runtime.GC()
 	heap0 := heapInUse()
 	srv, err := newServer(system, opts)

@@ -49,6 +49,15 @@ type Options struct {
 	// the rounds with perf stat (which must be installed and allowed to
 	// attach to this process).
 	Perf bool
+	// CompressIdle is the gateway's Config.CompressIdle (0: its default):
+	// how long a stream-compressed session sends nothing before its
+	// encoder goes back to the pool.
+	CompressIdle time.Duration
+	// IdleWait, when set, leaves the sessions idle this long after the
+	// rounds and measures the heap per connection again (HeapIdlePerConn):
+	// with an IdleWait past CompressIdle, the heap of idle compressed
+	// sessions whose encoders were parked.
+	IdleWait time.Duration
 }
 
 // Result is one (system, N) measurement.
@@ -80,6 +89,8 @@ type Result struct {
 	// HeapActivePerConn is the same after the rounds (every session's
 	// replay buffer holding the rounds' events), printed to Progress.
 	HeapActivePerConn int64
+	// HeapIdlePerConn is the same after Options.IdleWait without events.
+	HeapIdlePerConn int64
 	// Received counts the deliveries the clients recorded.
 	Received int64
 	// WireBytes is the WebSocket message bytes (payloads, compressed
@@ -154,14 +165,14 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 	return out, nil
 }
 
-func newServer(system string) (server, error) {
+func newServer(system string, opts Options) (server, error) {
 	switch system {
 	case SystemGateway:
-		return newGatewayServer("")
+		return newGatewayServer("", opts.CompressIdle)
 	case SystemGatewayZlib:
-		return newGatewayServer("zlib-stream")
+		return newGatewayServer("zlib-stream", opts.CompressIdle)
 	case SystemGatewayZstd:
-		return newGatewayServer("zstd-stream")
+		return newGatewayServer("zstd-stream", opts.CompressIdle)
 	case SystemCentrifuge:
 		return newCentrifugeServer()
 	case SystemWriteLoop:
@@ -182,9 +193,13 @@ func sources(run, n, perSource int) []string {
 
 func runOne(ctx context.Context, opts Options, system string, n, run int) (Result, error) {
 	res := Result{System: system, N: n, Rounds: opts.Rounds(n)}
+	// Two collections: what the previous run left in a sync.Pool (the
+	// encoders of its closed compressed sessions) survives one, and would
+	// make this run's heap growth negative when freed during it.
+	runtime.GC()
 	runtime.GC()
 	heap0 := heapInUse()
-	srv, err := newServer(system)
+	srv, err := newServer(system, opts)
 	if err != nil {
 		return res, err
 	}
@@ -303,6 +318,16 @@ func runOne(ctx context.Context, opts Options, system string, n, run int) (Resul
 	runtime.GC()
 	res.HeapActivePerConn = (heapInUse() - heap0) / int64(n)
 	fmt.Fprintf(opts.Progress, "%s n=%d: after %d rounds, %d heap bytes per connection\n", system, n, res.Rounds, res.HeapActivePerConn)
+	if opts.IdleWait > 0 {
+		// Idle time is what is measured here: the sessions send nothing
+		// for IdleWait, then the heap is read again. Two collections, since
+		// a sync.Pool's victim cache outlives one.
+		time.Sleep(opts.IdleWait)
+		runtime.GC()
+		runtime.GC()
+		res.HeapIdlePerConn = (heapInUse() - heap0) / int64(n)
+		fmt.Fprintf(opts.Progress, "%s n=%d: idle %v, %d heap bytes per connection\n", system, n, opts.IdleWait, res.HeapIdlePerConn)
+	}
 	res.ServerCPU = res.serverUser + res.serverSys
 	res.Deliveries = int64(n) * int64(res.Rounds)
 	res.CPUPerDelivery = res.ServerCPU / time.Duration(res.Deliveries)
@@ -396,6 +421,19 @@ func WriteWireTable(w io.Writer, results []Result) error {
 			cr = fmt.Sprintf("%.2fx", float64(r.CPUPerDelivery)/float64(b.CPUPerDelivery))
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s\t%v\t%s\t\n", r.System, r.N, per, wr, r.CPUPerDelivery, cr)
+	}
+	return tw.Flush()
+}
+
+// WriteHeapTable writes the heap per connection after connecting, after
+// the rounds and after Options.IdleWait without events, with the idle
+// figure as a ratio to the one after the rounds (run with IdleWait).
+func WriteHeapTable(w io.Writer, results []Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "system\tN\theap/conn connected\tafter rounds\tafter idle\tidle / after rounds\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%d\t%d B\t%d B\t%d B\t%.3fx\t\n", r.System, r.N, r.HeapPerConn, r.HeapActivePerConn, r.HeapIdlePerConn,
+			float64(r.HeapIdlePerConn)/float64(max(r.HeapActivePerConn, 1)))
 	}
 	return tw.Flush()
 }

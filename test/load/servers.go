@@ -85,12 +85,13 @@ type gatewayServer struct {
 	compress string
 }
 
-func newGatewayServer(compress string) (*gatewayServer, error) {
+func newGatewayServer(compress string, compressIdle time.Duration) (*gatewayServer, error) {
 	g := &gatewayServer{nextID: 1 << 40, changed: make(chan struct{}, 1), compress: compress}
 	node, err := gateway.NewNode(gateway.Config{
 		Node: "load-gw",
 		// Clients do not heartbeat during the run; keep them attached.
 		ZombieTimeout: time.Hour,
+		CompressIdle:  compressIdle,
 		Logger:        slog.New(slog.DiscardHandler),
 	}, g)
 	if err != nil {

@@ -23,6 +23,7 @@ const (
 	DefaultIdentifyTimeout   = 30 * time.Second
 	DefaultWriteTimeout      = 10 * time.Second
 	DefaultTakeoverTimeout   = 5 * time.Second
+	DefaultCompressIdle      = 10 * time.Second
 )
 
 // SlowConsumerCloseCode is the close code sent to a connection whose
@@ -62,6 +63,14 @@ type Config struct {
 	// the resume window: a detached session is kept this long, then ended
 	// with Backend.Disconnect. Default 2 min.
 	ReplayMaxAge time.Duration
+	// CompressIdle is how long a zlib-stream or zstd-stream connection
+	// may send nothing before its encoder (570-820 KB of state) goes back
+	// to a node-wide pool; its next dispatch continues the same stream
+	// with a fresh encoder, which costs the compression context built so
+	// far (docs/benchmarks.md, issue 27). Control frames to a parked
+	// connection (heartbeat ACKs) go uncompressed in the stream and wake
+	// no encoder. Default 10 s.
+	CompressIdle time.Duration
 	// TakeoverTimeout bounds how long a RESUME for a session another
 	// node holds waits for that node to hand it over (takeover.go); past
 	// it the client gets op 9 d:false. Default 5 s.
@@ -156,10 +165,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	fillDur(&cfg.RateWindow, DefaultRateWindow)
 	fillDur(&cfg.IdentifyTimeout, DefaultIdentifyTimeout)
 	fillDur(&cfg.WriteTimeout, DefaultWriteTimeout)
+	fillDur(&cfg.CompressIdle, DefaultCompressIdle)
 	if cfg.ReplayMaxEvents < 0 || cfg.ReplayMaxBytes < 0 || cfg.SendQueue < 0 || cfg.SendQueueBytes < 0 || cfg.MaxPayload < 0 || cfg.RateLimit < 0 {
 		return cfg, fmt.Errorf("%w: negative bound", ErrInvalidConfig)
 	}
-	if cfg.ReplayMaxAge < 0 || cfg.TakeoverTimeout < 0 || cfg.RateWindow < 0 || cfg.IdentifyTimeout < 0 || cfg.WriteTimeout < 0 {
+	if cfg.ReplayMaxAge < 0 || cfg.TakeoverTimeout < 0 || cfg.RateWindow < 0 || cfg.IdentifyTimeout < 0 || cfg.WriteTimeout < 0 || cfg.CompressIdle < 0 {
 		return cfg, fmt.Errorf("%w: negative duration", ErrInvalidConfig)
 	}
 	for op := range cfg.OpHandlers {

@@ -67,6 +67,13 @@ type conn struct {
 	// Compression state, owned by whoever owns the socket (see encode).
 	zbuf   bytes.Buffer
 	stream streamCompressor
+	// compLast is when the stream context last sent (UnixNano), and
+	// compIdle the wheel entry that parks its encoder after
+	// Config.CompressIdle without a send (compress.go); compIdleFn is
+	// its callback, made once.
+	compLast   int64
+	compIdle   wheelEntry
+	compIdleFn func(uint64)
 
 	// Liveness, checked by the node's timer wheel (wheel.go) rather than
 	// a read deadline per socket: a heartbeat is one atomic store, and the

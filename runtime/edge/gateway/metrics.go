@@ -28,6 +28,11 @@ type metrics struct {
 	// sentBytes is the bytes written per dispatch event name: what
 	// presence (or any one event) costs the sockets.
 	sentBytes *prometheus.CounterVec
+	// compressorsActive counts stream compression contexts holding an
+	// encoder; compressorParks counts encoders given back by idle ones
+	// (compress.go).
+	compressorsActive prometheus.Gauge
+	compressorParks   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
@@ -71,6 +76,15 @@ func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 			Help: "Bytes of dispatch frames written to sockets (after compression), by event name: the events " +
 				"that dominate it (PRESENCE_UPDATE, say) are where bandwidth goes.",
 			ConstLabels: labels}, []string{"event"}),
+		compressorsActive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "concord_gateway_stream_encoders",
+			Help: "zlib-stream and zstd-stream connections holding an encoder; an idle one gives it back to a pool " +
+				"and continues its stream with a fresh encoder when it next sends.",
+			ConstLabels: labels}),
+		compressorParks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name:        "concord_gateway_stream_encoder_parks_total",
+			Help:        "Encoders given back to the pool by stream-compressed connections idle for the compress-idle time.",
+			ConstLabels: labels}),
 	}
 	// People's pressure series exist from the start at 0, so the alert
 	// and dashboard over them have a series before the first pressure.
@@ -81,7 +95,7 @@ func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{m.sessions, m.connections, m.deliveries, m.resumes, m.invalidSessions,
 		m.slowConsumerCloses, m.zombieCloses, m.replayBufferBytes, m.closes, m.bufferPressure, m.bufferPressureSessions,
-		m.deliveryAge, m.sentBytes} {
+		m.deliveryAge, m.sentBytes, m.compressorsActive, m.compressorParks} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gateway: register metrics: %w", err)
 		}

@@ -101,7 +101,7 @@ func NewNode(cfg Config, backend Backend) (*Node, error) {
 		},
 		sessions: make(map[event.SessionID]*session),
 		conns:    make(map[*conn]struct{}),
-		wheel:    newWheel(wheelTick(min(cfg.ReplayMaxAge, cfg.ZombieTimeout, cfg.IdentifyTimeout)), time.Now),
+		wheel:    newWheel(wheelTick(min(cfg.ReplayMaxAge, cfg.ZombieTimeout, cfg.IdentifyTimeout, cfg.CompressIdle)), time.Now),
 	}
 	n.upgrader = websocket.Upgrader{
 		ReadBufferSize: 1024,

@@ -234,6 +234,7 @@ func (c *conn) closeWith(code int, text string) {
 func (c *conn) writeLoop() {
 	defer close(c.done)
 	defer c.socketClosed()
+	defer c.releaseStream()
 	defer c.nc.Close()
 	var batch []frame
 	for range c.wake {
@@ -413,11 +414,9 @@ func (c *conn) appendFrameSegs(ws *writeScratch, f *frame, comp compression, own
 	var err error
 	if comp == compressStream || comp == compressZstdStream {
 		if c.stream == nil {
-			if c.stream, err = newStreamCompressor(comp); err != nil {
-				return err
-			}
+			c.stream = newStreamCompressor(comp)
 		}
-		z, err = c.stream.compress(out)
+		z, err = c.compressStream(out, b.raw != nil)
 	} else {
 		z, err = c.node.payloadComp.compress(&c.zbuf, out)
 	}

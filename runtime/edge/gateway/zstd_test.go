@@ -121,6 +121,8 @@ func (f wireFrame) matches(want string) bool {
 	switch {
 	case want == "HELLO":
 		return f.Op == OpHello
+	case want == "HEARTBEAT_ACK":
+		return f.Op == OpHeartbeatACK
 	case f.T != nil && *f.T == want:
 		return true
 	default:

@@ -29,6 +29,8 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write the server process's CPU profile to this file")
 	mix := flag.Bool("mix", false, "send the realistic event mix (MESSAGE_CREATE with member or embed, PRESENCE_UPDATE, TYPING_START, GUILD_MEMBER_LIST_UPDATE) instead of one -payload MESSAGE_CREATE, and print wire bytes per delivery; for -systems concord-gateway,concord-gateway-zlib-stream,concord-gateway-zstd-stream")
 	perf := flag.Bool("perf", false, "count the server's system calls and context switches during the rounds with perf stat, and print them per delivery with the run-queue wait per round")
+	compressIdle := flag.Duration("compress-idle", 0, "the gateway's idle time before a zlib-stream or zstd-stream session's encoder goes back to the pool (0: its default, 10s)")
+	idleWait := flag.Duration("idle-wait", 0, "after the rounds, leave the sessions idle this long and print the heap per connection again (idle compressed sessions' encoders parked when it passes -compress-idle)")
 	plotFile := flag.String("plot", "", "also draw CPU per delivery against N for each system to this SVG file")
 	cdfFile := flag.String("cdf", "", "also draw each run's send→receive latency CDF to this SVG file")
 	flag.Parse()
@@ -43,7 +45,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	opts := load.Options{Systems: strings.Split(*systems, ","), PayloadBytes: *payload, PerSource: *perSource, Progress: os.Stderr, ClientCPUs: *clientCPUs, Mix: *mix, Perf: *perf}
+	opts := load.Options{Systems: strings.Split(*systems, ","), PayloadBytes: *payload, PerSource: *perSource, Progress: os.Stderr, ClientCPUs: *clientCPUs, Mix: *mix, Perf: *perf, CompressIdle: *compressIdle, IdleWait: *idleWait}
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {
@@ -63,6 +65,10 @@ func main() {
 		if *mix {
 			fmt.Println()
 			_ = load.WriteWireTable(os.Stdout, results)
+		}
+		if *idleWait > 0 {
+			fmt.Println()
+			_ = load.WriteHeapTable(os.Stdout, results)
 		}
 		fmt.Println()
 		_ = load.WriteKernelTable(os.Stdout, results)

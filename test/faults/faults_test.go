@@ -133,7 +133,8 @@ func TestFaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CONCORD_TEST_REDIS=%q: %v", redis, err)
 	}
-	nem := &nemesis{t: t, net: netw, targets: targets, replDir: r.dir, redis: endpoint{rhost, rport}, logf: t.Logf}
+	nem := &nemesis{t: t, net: netw, targets: targets, replDir: r.dir, redis: endpoint{rhost, rport}, logf: t.Logf,
+		gateways: func() (map[string]int, error) { return c.Admin.Conns("gateways") }}
 
 	// The workload: three writers on two public channels and a private
 	// one, a reader, gateway sessions of a writer, of the user mentioned
@@ -425,6 +426,9 @@ func figures(windows []window, ops []history.Op, sessions []*session, begin, end
 			res, ids = res+r, ids+i
 		}
 		errNote := ""
+		if w.note != "" {
+			errNote = " (" + w.note + ")"
+		}
 		if w.err != nil {
 			errNote = " (error: " + truncate(w.err.Error(), 60) + ")"
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/concord-chat/concord/runtime/adapters/eventlog/outbox"
 	"github.com/concord-chat/concord/runtime/adapters/store"
@@ -39,7 +40,7 @@ func staleAfter(t *testing.T, read, final []store.Message, newest store.Message)
 	}
 	for _, m := range final {
 		if m.ID < newest.ID && !slices.ContainsFunc(read, func(r store.Message) bool { return r.ID == m.ID }) {
-			t.Fatalf("message %q (id %d) appeared behind %q (id %d) after a reader read %v: the write in doubt was not settled before the channel's next write",
+			t.Fatalf("message %q (id %d) appeared behind %q (id %d) after a reader read %v: an older write of the channel was not completed before its next write",
 				m.Content, m.ID, newest.Content, newest.ID, storedContents(read))
 		}
 	}
@@ -182,5 +183,70 @@ func TestPrivateWriteInDoubtSettledByNewNode(t *testing.T) {
 	staleAfter(t, read, final, nb.Message)
 	if got := storedContents(final); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("final history %v, want [a b]", got)
+	}
+}
+
+// gatedWriter holds the write of one content until released.
+type gatedWriter struct {
+	outbox.Writer
+	content string
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (w *gatedWriter) PutMessage(ctx context.Context, typ string, m store.Message) error {
+	if m.Content == w.content {
+		close(w.entered)
+		<-w.release
+	}
+	return w.Writer.PutMessage(ctx, typ, m)
+}
+
+// TestPrivateWritesOneOrder: two sends to one DM at once; the first one's
+// write is slow. The second must not commit ahead of it with a newer id —
+// a reader would read past the first, which then appears behind — so it
+// waits for its turn and gets the newer id.
+func TestPrivateWritesOneOrder(t *testing.T) {
+	f := newFixture(t)
+	g := f.secretGuild()
+	w := &gatedWriter{Writer: outbox.Unlogged(f.store), content: "slow", entered: make(chan struct{}), release: make(chan struct{})}
+	svc := f.nodeService(w, nil)
+	dm := f.dm(svc, g)
+	slow := make(chan error, 1)
+	go func() {
+		_, err := sendDM(svc, g.owner, dm.ID, "slow")
+		slow <- err
+	}()
+	<-w.entered // the slow write is under way
+	fast := make(chan Written, 1)
+	go func() {
+		m, err := sendDM(svc, g.member, dm.ID, "fast")
+		if err != nil {
+			t.Error(err)
+		}
+		fast <- m
+	}()
+	// Read while the slow write is held: whatever is visible must not
+	// later get an older message behind it.
+	var read []store.Message
+	select {
+	case m := <-fast:
+		read = f.history(dm.ID)
+		close(w.release)
+		if err := <-slow; err != nil {
+			t.Fatal(err)
+		}
+		staleAfter(t, read, f.history(dm.ID), m.Message)
+	case err := <-slow:
+		t.Fatalf("the slow send returned while held: %v", err)
+	case <-time.After(time.Second): // the fast send is waiting for its turn, as it must; nothing to await that says so
+		close(w.release)
+		if err := <-slow; err != nil {
+			t.Fatal(err)
+		}
+		m := <-fast
+		if got := storedContents(f.history(dm.ID)); !slices.Equal(got, []string{"slow", "fast"}) || m.Message.Content != "fast" {
+			t.Fatalf("history %v, want [slow fast]", got)
+		}
 	}
 }

@@ -29,17 +29,13 @@ import (
 //
 //	CONCORD_FAULTS_SEED=N        replay a schedule (the test prints its seed)
 //	CONCORD_FAULTS_SCHEDULE=short|clients|full|none   short (default): one minority split and
-//	                             one Cassandra node killed; clients: Redis cut off from Concord
-//	                             and a gateway node killed; full: CONCORD_FAULTS_COUNT faults
+//	                             one Cassandra node killed; clients: Redis cut off from Concord,
+//	                             the sessions' gateway node killed, Redis killed; full: CONCORD_FAULTS_COUNT faults
 //	                             of every kind; none: the workload and the checker alone
 //	CONCORD_FAULTS_COUNT=N       faults in the full schedule [6]
 //	CONCORD_FAULTS_REPORT=FILE   append the per-fault figures (markdown) to FILE
 func TestFaults(t *testing.T) {
 	r := needReplicated(t)
-	redis := os.Getenv("CONCORD_TEST_REDIS")
-	if redis == "" {
-		t.Fatal("no Redis for the live-comment roles: source ~/.cache/concord/test-env.sh (hack/test-deps.sh sets CONCORD_TEST_REDIS)")
-	}
 	seed := rand.Uint64() >> 12
 	if s := os.Getenv("CONCORD_FAULTS_SEED"); s != "" {
 		var err error
@@ -64,6 +60,9 @@ func TestFaults(t *testing.T) {
 	netw := newNet(t, run)
 	awaitRulesWork(t, netw)
 	etcd := startEtcd(t, ctx)
+	// The live roles' Redis is the run's own, so the nemesis may kill it.
+	rs := startRedis(t, ctx)
+	redis := rs.hostport()
 
 	// The keyspace (rf=3 on the ring) and the bot tables, made before the
 	// nodes start, as topology.StartBackends does on one node.
@@ -120,6 +119,7 @@ func TestFaults(t *testing.T) {
 	for _, n := range c.Nodes {
 		targets[n.Name] = nodeTarget(n)
 	}
+	targets["redis"] = rs.target()
 	for name, tg := range targets {
 		if tg.pid() == 0 {
 			t.Fatalf("%s is not running before the faults (hack/replicated.sh status)", name)
@@ -129,11 +129,7 @@ func TestFaults(t *testing.T) {
 	for i, f := range faults {
 		t.Logf("fault %d: %s", i+1, f)
 	}
-	rhost, rport, err := netSplit(strings.SplitN(strings.TrimPrefix(redis, "redis://"), "/", 2)[0])
-	if err != nil {
-		t.Fatalf("CONCORD_TEST_REDIS=%q: %v", redis, err)
-	}
-	nem := &nemesis{t: t, net: netw, targets: targets, replDir: r.dir, redis: endpoint{rhost, rport}, logf: t.Logf,
+	nem := &nemesis{t: t, net: netw, targets: targets, replDir: r.dir, redis: endpoint{rs.addr, rs.port}, logf: t.Logf,
 		gateways: func() (map[string]int, error) { return c.Admin.Conns("gateways") }}
 
 	// The workload: three writers on two public channels and a private

@@ -101,9 +101,10 @@ func (n *nemesis) sessionsNode() (name string, held, all int, err error) {
 
 // plan draws a schedule from seed: "short" is one partition (a minority
 // split) and one replica loss (a Cassandra node killed and restarted);
-// "clients" is the two faults users of the gateway and the live comments
-// notice first (Redis cut off, a gateway node killed); "full" is n faults
-// of every kind.
+// "clients" is the faults users of the gateway and the live comments
+// notice first (Redis cut off, the sessions' gateway node killed, Redis
+// killed); "full" is n faults of every kind (a kill may draw any process,
+// Redis included).
 func plan(seed uint64, schedule string, n int, names map[string][]string) []fault {
 	rng := rand.New(rand.NewPCG(seed, seed>>32|1))
 	pick := func(kind string) string { l := names[kind]; return l[rng.IntN(len(l))] }
@@ -142,6 +143,7 @@ func plan(seed uint64, schedule string, n int, names map[string][]string) []faul
 		return []fault{
 			{kind: "redis", targets: []string{"redis"}, hold: 15 * time.Second},
 			{kind: "gateway", targets: []string{gateway()}, hold: 15 * time.Second},
+			{kind: "kill", targets: []string{"redis"}, hold: 15 * time.Second},
 		}
 	}
 	var out []fault
@@ -155,7 +157,7 @@ func plan(seed uint64, schedule string, n int, names map[string][]string) []faul
 		}
 		switch f.kind {
 		case "kill":
-			pool := slices.Concat(names["cassandra"], names["kafka"], names["etcd"], names["concord"])
+			pool := slices.Concat(names["cassandra"], names["kafka"], names["etcd"], names["concord"], names["redis"])
 			f.targets = []string{pool[rng.IntN(len(pool))]}
 		case "isolate":
 			f.targets = []string{pick([]string{"cassandra", "kafka", "etcd", "guild"}[rng.IntN(4)])}

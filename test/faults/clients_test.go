@@ -17,6 +17,7 @@ import (
 
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
+	"github.com/concord-chat/concord/runtime/domain/live/sse"
 	"github.com/concord-chat/concord/test/faults/history"
 )
 
@@ -402,4 +403,42 @@ func readState(front string, u user, ch string) (int, error) {
 		}
 	}
 	return -1, nil
+}
+
+// viewer watches a live stream over SSE through the balancer as a Go
+// viewer would, until run ends: when its connection drops it reconnects
+// with Last-Event-ID, the last comment's sequence. Every comment it
+// receives is recorded.
+func (a *api) viewer(run context.Context, rec *history.Recorder, name, token, stream string, wg *sync.WaitGroup) {
+	defer wg.Done()
+	last := ""
+	for run.Err() == nil {
+		h := http.Header{"Authorization": {token}}
+		if last != "" {
+			h.Set("Last-Event-ID", last)
+		}
+		s, err := sse.Dial(run, &http.Client{}, a.base+"/v1/streams/"+stream+"/live", h)
+		if err == nil {
+			for {
+				ev, err := s.Next()
+				if err != nil {
+					break
+				}
+				if ev.Type != "comment" {
+					continue
+				}
+				var c struct {
+					ID  string `json:"id"`
+					Seq int64  `json:"seq"`
+				}
+				if json.Unmarshal(ev.Data, &c) != nil {
+					continue
+				}
+				rec.Receive(history.Receipt{Viewer: name, Stream: stream, Comment: c.ID, Seq: c.Seq})
+				last = strconv.FormatInt(c.Seq, 10)
+			}
+			s.Close()
+		}
+		time.Sleep(time.Duration(200+rand.IntN(300)) * time.Millisecond) // reconnect jitter, as EventSource does
+	}
 }

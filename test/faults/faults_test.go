@@ -219,9 +219,15 @@ func TestFaults(t *testing.T) {
 		wg.Add(1)
 		go a.writer(ctx, rec, i, w, chans, mentioned.id, pub1.ID, 200*time.Millisecond, &stop, &wg)
 	}
-	wg.Add(2)
+	wg.Add(4)
 	go a.reader(ctx, rec, 10, writers[0], chans, &stop, &wg)
 	go a.commenter(ctx, rec, 20, writers[1], stream.ID, &stop, &wg)
+	// Two viewers of the stream over SSE; their connections end with the
+	// run.
+	watch, endRun := context.WithCancel(ctx)
+	defer endRun()
+	go a.viewer(watch, rec, "viewer-1", writers[2].token, stream.ID, &wg)
+	go a.viewer(watch, rec, "viewer-2", outsider.token, stream.ID, &wg)
 
 	begin := time.Now()
 	settle := func() {
@@ -237,13 +243,15 @@ func TestFaults(t *testing.T) {
 		settle()
 	}
 	stop.Store(true)
+	endRun()
 	wg.Wait()
 	end := time.Now()
 
 	// Read back: every channel's whole history, the mention count, the
 	// live archive, retried while the cluster finishes recovering.
 	in := history.Input{Ops: rec.Ops(), Deliveries: rec.Deliveries(), Final: map[string][]history.Msg{},
-		Hidden: map[string][]string{outsider.id: {priv.ID}}, Mentions: map[string]int{}, Archive: map[string][]string{}}
+		Hidden: map[string][]string{outsider.id: {priv.ID}}, Mentions: map[string]int{}, Archive: map[string][]string{},
+		Receipts: rec.Receipts()}
 	retry := func(what string, f func() error) {
 		deadline := time.Now().Add(2 * time.Minute)
 		for {

@@ -52,6 +52,7 @@ func good() Input {
 		Hidden:     map[string][]string{"u": {"secret"}},
 		Mentions:   map[string]int{MentionKey("u", "c"): 1},
 		Archive:    map[string][]string{"s": {"c1"}},
+		Receipts:   []Receipt{{Viewer: "v", Stream: "s", Comment: "c1", Seq: 1}},
 	}
 }
 
@@ -60,7 +61,7 @@ func TestCheckPassesAConsistentHistory(t *testing.T) {
 	if !r.OK() {
 		t.Fatalf("a consistent history failed:\n%s", r)
 	}
-	if r.Acked != 2 || r.Failed != 1 || r.Landed != 1 || r.CommentsAcked != 1 {
+	if r.Acked != 2 || r.Failed != 1 || r.Landed != 1 || r.CommentsAcked != 1 || r.Received != 1 || r.ReceivedAcked != 1 {
 		t.Fatalf("counts: %s", r)
 	}
 }
@@ -113,6 +114,16 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		{"comment archived twice", func(in *Input) {
 			in.Archive["s"] = []string{"c1", "c1"}
 		}, "archived 2 times"},
+		{"comment received twice over SSE", func(in *Input) {
+			in.Receipts = append(in.Receipts, Receipt{Viewer: "v", Stream: "s", Comment: "c1", Seq: 1})
+		}, "received comment c1 of stream s twice"},
+		{"comments received out of order", func(in *Input) {
+			in.Archive["s"] = []string{"c0", "c1"}
+			in.Receipts = append(in.Receipts, Receipt{Viewer: "v", Stream: "s", Comment: "c0", Seq: 0})
+		}, "after seq 1"},
+		{"comment received but not stored", func(in *Input) {
+			in.Receipts = append(in.Receipts, Receipt{Viewer: "v", Stream: "s", Comment: "c9", Seq: 2})
+		}, "not in the archive"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -80,11 +80,37 @@ type Delivery struct {
 	Channel, Message string
 }
 
+// Receipt is a live comment a viewer received over SSE.
+type Receipt struct {
+	// Viewer names the viewer: one per SSE client, across its
+	// reconnections (each resumes with Last-Event-ID).
+	Viewer string
+	// Stream and Comment are the stream and the comment's id; Seq is
+	// the event's id (the comment's sequence on its stream).
+	Stream, Comment string
+	Seq             int64
+}
+
 // Recorder collects operations from many goroutines.
 type Recorder struct {
 	mu         sync.Mutex
 	ops        []Op
 	deliveries []Delivery
+	receipts   []Receipt
+}
+
+// Receive records a live comment a viewer received.
+func (r *Recorder) Receive(rc Receipt) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.receipts = append(r.receipts, rc)
+}
+
+// Receipts are the live comments received so far, in order.
+func (r *Recorder) Receipts() []Receipt {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Receipt(nil), r.receipts...)
 }
 
 // Begin records the invocation of op (its Call set now) and returns its

@@ -262,6 +262,8 @@ type session struct {
 	seq        int64
 	resumed    []time.Time // RESUMED received
 	identified []time.Time // READY received after the first
+	lost       []time.Time // the connection ended (not by stop)
+	back       []time.Time // READY or RESUMED after a loss
 	stopped    bool
 	done       chan struct{}
 }
@@ -290,9 +292,15 @@ func (s *session) onFrame(op int, f gwtest.Frame) {
 		if s.sessionID != "" {
 			s.identified = append(s.identified, f.At)
 		}
+		if len(s.lost) > len(s.back) {
+			s.back = append(s.back, f.At)
+		}
 		s.sessionID = d.SessionID
 	case "RESUMED":
 		s.resumed = append(s.resumed, f.At)
+		if len(s.lost) > len(s.back) {
+			s.back = append(s.back, f.At)
+		}
 	}
 	s.mu.Unlock()
 	if f.Type == "MESSAGE_CREATE" {
@@ -333,6 +341,9 @@ func (s *session) run() {
 		}
 		<-c.Done()
 		s.mu.Lock()
+		if !s.stopped && len(s.lost) == len(s.back) {
+			s.lost = append(s.lost, time.Now())
+		}
 		if c.InvalidSession() {
 			s.sessionID, s.seq = "", 0 // identify afresh
 			s.identified = append(s.identified, time.Now())
@@ -351,6 +362,26 @@ func (s *session) stop() {
 		c.Close()
 	}
 	<-s.done
+}
+
+// outage is the longest time the session was without a connection
+// among the losses in [from, to), the loss's end being its next READY or
+// RESUMED (or until, when it never came back).
+func (s *session) outage(from, to, until time.Time) (lost int, longest time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, at := range s.lost {
+		if at.Before(from) || !at.Before(to) {
+			continue
+		}
+		lost++
+		end := until
+		if i < len(s.back) {
+			end = s.back[i]
+		}
+		longest = max(longest, end.Sub(at))
+	}
+	return
 }
 
 // counts are the resumes and re-identifies in [from, to).

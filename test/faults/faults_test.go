@@ -402,7 +402,7 @@ func figures(windows []window, ops []history.Op, sessions []*session, begin, end
 	}
 	n0, a0, p0 := stats(begin, calmEnd)
 	fmt.Fprintf(&sb, "| none (before the first fault) | %v | %s | %v | | | |\n", calmEnd.Sub(begin).Round(time.Second), pct(a0, n0), p0.Round(time.Millisecond))
-	for _, w := range windows {
+	for k, w := range windows {
 		n, a, p := stats(w.start, w.healed)
 		_, _, pa := stats(w.healed, w.healed.Add(15*time.Second))
 		// Time to recover: from the heal until the first acknowledged
@@ -424,10 +424,24 @@ func figures(windows []window, ops []history.Op, sessions []*session, begin, end
 				}
 			}
 		}
-		res, ids := 0, 0
+		// Sessions are counted until the next fault starts: nothing
+		// else acted meanwhile, and a session that lost its gateway
+		// may take longer than the 15 s after the heal to be back.
+		until := end
+		if k+1 < len(windows) {
+			until = windows[k+1].start
+		}
+		res, ids, lost := 0, 0, 0
+		var longest time.Duration
 		for _, s := range sessions {
-			r, i := s.counts(w.start, w.healed.Add(15*time.Second))
+			r, i := s.counts(w.start, until)
 			res, ids = res+r, ids+i
+			l, o := s.outage(w.start, until, end)
+			lost, longest = lost+l, max(longest, o)
+		}
+		sess := fmt.Sprintf("%d / %d", res, ids)
+		if lost > 0 {
+			sess += fmt.Sprintf(" (%d lost, all back within %v)", lost, longest.Round(100*time.Millisecond))
 		}
 		errNote := ""
 		if w.note != "" {
@@ -436,9 +450,9 @@ func figures(windows []window, ops []history.Op, sessions []*session, begin, end
 		if w.err != nil {
 			errNote = " (error: " + truncate(w.err.Error(), 60) + ")"
 		}
-		fmt.Fprintf(&sb, "| %s %s%s | %v | %s | %v | %v | %v | %d / %d |\n", w.f.kind, strings.Join(w.f.targets, ","), errNote,
+		fmt.Fprintf(&sb, "| %s %s%s | %v | %s | %v | %v | %v | %s |\n", w.f.kind, strings.Join(w.f.targets, ","), errNote,
 			w.healed.Sub(w.start).Round(time.Second), pct(a, n), p.Round(time.Millisecond), pa.Round(time.Millisecond),
-			back.Round(100*time.Millisecond), res, ids)
+			back.Round(100*time.Millisecond), sess)
 	}
 	n, a, p := stats(begin, end)
 	fmt.Fprintf(&sb, "| whole run | %v | %s | %v | | | |\n", end.Sub(begin).Round(time.Second), pct(a, n), p.Round(time.Millisecond))

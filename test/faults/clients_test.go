@@ -473,3 +473,78 @@ func (a *api) viewer(run context.Context, rec *history.Recorder, name, token, st
 		time.Sleep(time.Duration(200+rand.IntN(300)) * time.Millisecond) // reconnect jitter, as EventSource does
 	}
 }
+
+// acker moves u's read marker in channel ch about once a second to the
+// newest message it reads there (a read of one message, recorded as a
+// read), recording each ack.
+func (a *api) acker(ctx context.Context, rec *history.Recorder, client int, u user, ch string, stop *atomic.Bool, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for !stop.Load() && ctx.Err() == nil {
+		idx := rec.Begin(history.Op{Client: client, Kind: history.Read, Channel: ch, Limit: 1})
+		var page []wireMsg
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		status, raw, err := resttest.Do(rctx, a.client, "GET", a.base+"/api/v10/channels/"+ch+"/messages?limit=1", u.token, nil, &page)
+		cancel()
+		rec.End(idx, func(op *history.Op) {
+			if err != nil || status != 200 {
+				op.Err = fmt.Sprintf("%d %s %v", status, truncate(string(raw), 120), err)
+				return
+			}
+			op.OK = true
+			for _, m := range page {
+				op.Msgs = append(op.Msgs, m.msg())
+			}
+		})
+		if err == nil && status == 200 && len(page) == 1 {
+			idx := rec.Begin(history.Op{Client: client, Kind: history.Ack, User: u.id, Channel: ch, ID: page[0].ID})
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			status, raw, err := resttest.Do(rctx, a.client, "POST", a.base+"/api/v10/channels/"+ch+"/messages/"+page[0].ID+"/ack", u.token,
+				map[string]any{"token": nil}, nil)
+			cancel()
+			rec.End(idx, func(op *history.Op) {
+				if err == nil && status/100 == 2 {
+					op.OK = true
+					return
+				}
+				op.Err = fmt.Sprintf("%d %s %v", status, truncate(string(raw), 120), err)
+				op.Definite = err == nil && status/100 == 4 && status != 408
+			})
+		}
+		time.Sleep(time.Second) // a reader glancing at the channel now and then
+	}
+}
+
+// readMarker is u's read marker in channel ch as READY reports it to a
+// new session ("" when READY has no entry for it).
+func readMarker(front string, u user, ch string) (string, error) {
+	c, err := gwtest.Dial(gwtest.URL(front), u.token, gwtest.Options{Name: "read-marker probe"})
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	var d struct {
+		ReadState struct {
+			Entries []struct {
+				ID            string `json:"id"`
+				LastMessageID string `json:"last_message_id"`
+			} `json:"entries"`
+		} `json:"read_state"`
+	}
+	err = c.Await("READY", 20*time.Second, func(fs []gwtest.Frame) bool {
+		for _, f := range fs {
+			if f.Type == "READY" {
+				return json.Unmarshal(f.D, &d) == nil
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return "", err
+	}
+	for _, e := range d.ReadState.Entries {
+		if e.ID == ch {
+			return e.LastMessageID, nil
+		}
+	}
+	return "", nil
+}

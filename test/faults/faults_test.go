@@ -219,8 +219,9 @@ func TestFaults(t *testing.T) {
 		wg.Add(1)
 		go a.writer(ctx, rec, i, w, chans, mentioned.id, pub1.ID, 200*time.Millisecond, &stop, &wg)
 	}
-	wg.Add(4)
+	wg.Add(5)
 	go a.reader(ctx, rec, 10, writers[0], chans, &stop, &wg)
+	go a.acker(ctx, rec, 30, writers[0], pub2.ID, &stop, &wg)
 	go a.commenter(ctx, rec, 20, writers[1], stream.ID, &stop, &wg)
 	// Two viewers of the stream over SSE; their connections end with the
 	// run.
@@ -290,6 +291,29 @@ func TestFaults(t *testing.T) {
 		}
 	}()
 	in.Mentions[history.MentionKey(mentioned.id, pub1.ID)] = got
+	// The read marker the acks left, once the read states caught up
+	// with the last acknowledged ack (or the wait ends: the checker
+	// judges what is there).
+	var lastAck string
+	for _, op := range rec.Ops() {
+		if op.Kind == history.Ack && op.OK {
+			lastAck = op.ID
+		}
+	}
+	in.Markers = map[string]string{}
+	func() {
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			marker, err := readMarker(c.Front, writers[0], pub2.ID)
+			if err == nil {
+				in.Markers[history.MentionKey(writers[0].id, pub2.ID)] = marker
+			}
+			if err == nil && marker == lastAck || time.Now().After(deadline) {
+				return
+			}
+			time.Sleep(500 * time.Millisecond) // read states are read back by polling READY; nothing says done
+		}
+	}()
 	acked := 0
 	for _, op := range in.Ops {
 		if op.Kind == history.Comment && op.OK {

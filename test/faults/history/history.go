@@ -6,8 +6,9 @@
 // acknowledged message is in the final history exactly once and in
 // snowflake order, that no unacknowledged send landed twice, that no
 // session saw a message of a channel it could not view, that mention
-// counts agree with the history and that every acknowledged live comment
-// is in the archive once.
+// counts agree with the history, that read markers are where the acks
+// left them, that every acknowledged live comment is in the archive once
+// and that viewers received each comment at most once, in order.
 //
 // The package knows nothing of how the operations were made: the test
 // (test/faults) drives a cluster and fills a Recorder.
@@ -29,6 +30,9 @@ const (
 	Read Kind = "read"
 	// Comment is POST /v1/streams/{id}/comments.
 	Comment Kind = "comment"
+	// Ack is POST /channels/{id}/messages/{message}/ack by User: it
+	// moves User's read marker in the channel to message ID.
+	Ack Kind = "ack"
 )
 
 // Msg is a message as a read returned it.
@@ -62,8 +66,11 @@ type Op struct {
 	Definite bool
 	// Err is why it failed.
 	Err string
-	// ID is an acknowledged send's or comment's id.
+	// ID is an acknowledged send's or comment's id, and the message an
+	// ack moves the marker to (acknowledged or not).
 	ID string
+	// User is who acked (Ack).
+	User string
 	// Limit is a read's limit.
 	Limit int
 	// Msgs is what a read returned, oldest first.

@@ -338,6 +338,16 @@ func (n *nemesis) act(ctx context.Context, f fault) (w window) {
 			return
 		}
 		if w.err = tg.start(ctx); w.err != nil {
+			// Whatever runs now runs skewed, or not at all: the node is
+			// put back right, so that one failed fault does not skew
+			// the rest of the run (or the next run: the servers stay).
+			os.Remove(file)
+			if tg.pid() != 0 {
+				_ = tg.kill()
+			}
+			if err := tg.start(ctx); err != nil {
+				w.err = fmt.Errorf("%w; restarting it unskewed: %v", w.err, err)
+			}
 			return
 		}
 		hold()

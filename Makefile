@@ -73,7 +73,7 @@ test: test-deps lint
 
 # FAULTS_SCHEDULE=short (what `make test` runs: one minority split and one
 # Cassandra replica killed, about 7 minutes with the burst and the check),
-# clients (Concord cut off from Redis, a gateway node killed) or full
+# clients (Concord cut off from Redis, the gateway node holding the sessions killed, Redis killed) or full
 # (below, every kind including those two).
 FAULTS_SCHEDULE ?= full
 # test-faults runs the durability suite's full schedule: FAULTS_COUNT faults

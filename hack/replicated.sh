@@ -72,6 +72,17 @@ alive() {
 	printf '%s' "$pid"
 }
 
+# started: the process just started for node $1 (its pid file's pid) has
+# not exited. alive also checks that the pid runs this node's JVM, which
+# it does only once the starter's fork has exec'd java: on a loaded
+# machine the wait can ask before that, and must not take a process
+# still starting for one that died.
+started() {
+	local pid
+	pid="$(cat "$(node_dir "$1")/pid" 2>/dev/null)" || return 1
+	[[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null
+}
+
 index() { # cassandra-2 -> 2 (checked)
 	local i="${1##*-}"
 	[[ "$i" =~ ^[123]$ ]] || die "no node $1 (cassandra-1..3, kafka-1..3)"
@@ -130,7 +141,7 @@ cassandra_wait() {
 	host="${CHOSTS[$((i - 1))]}"
 	deadline=$((SECONDS + TIMEOUT))
 	until cql_ping "$host" 9042; do
-		alive "cassandra-$i" >/dev/null || {
+		started "cassandra-$i" || {
 			tail -n 30 "$dir/logs/system.log" "$dir/logs/stdout.log" >&2 || true
 			die "cassandra-$i exited before CQL answered on $host:9042"
 		}
@@ -194,7 +205,7 @@ kafka_wait() {
 	deadline=$((SECONDS + TIMEOUT))
 	until (exec 3<>"/dev/tcp/$host/9092") 2>/dev/null &&
 		grep -q "Kafka Server started" "$dir/logs/server.log" "$dir/logs/stdout.log" 2>/dev/null; do
-		alive "kafka-$i" >/dev/null || {
+		started "kafka-$i" || {
 			tail -n 30 "$dir/logs/server.log" "$dir/logs/stdout.log" >&2 || true
 			die "kafka-$i exited during startup"
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/concord-chat/concord/internal/gwtest"
 	"github.com/concord-chat/concord/internal/resttest"
+	"github.com/concord-chat/concord/runtime/domain/live/sse"
 	"github.com/concord-chat/concord/test/faults/history"
 )
 
@@ -261,6 +262,8 @@ type session struct {
 	seq        int64
 	resumed    []time.Time // RESUMED received
 	identified []time.Time // READY received after the first
+	lost       []time.Time // the connection ended (not by stop)
+	back       []time.Time // READY or RESUMED after a loss
 	stopped    bool
 	done       chan struct{}
 }
@@ -289,9 +292,15 @@ func (s *session) onFrame(op int, f gwtest.Frame) {
 		if s.sessionID != "" {
 			s.identified = append(s.identified, f.At)
 		}
+		if len(s.lost) > len(s.back) {
+			s.back = append(s.back, f.At)
+		}
 		s.sessionID = d.SessionID
 	case "RESUMED":
 		s.resumed = append(s.resumed, f.At)
+		if len(s.lost) > len(s.back) {
+			s.back = append(s.back, f.At)
+		}
 	}
 	s.mu.Unlock()
 	if f.Type == "MESSAGE_CREATE" {
@@ -332,6 +341,9 @@ func (s *session) run() {
 		}
 		<-c.Done()
 		s.mu.Lock()
+		if !s.stopped && len(s.lost) == len(s.back) {
+			s.lost = append(s.lost, time.Now())
+		}
 		if c.InvalidSession() {
 			s.sessionID, s.seq = "", 0 // identify afresh
 			s.identified = append(s.identified, time.Now())
@@ -350,6 +362,26 @@ func (s *session) stop() {
 		c.Close()
 	}
 	<-s.done
+}
+
+// outage is the longest time the session was without a connection
+// among the losses in [from, to), the loss's end being its next READY or
+// RESUMED (or until, when it never came back).
+func (s *session) outage(from, to, until time.Time) (lost int, longest time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, at := range s.lost {
+		if at.Before(from) || !at.Before(to) {
+			continue
+		}
+		lost++
+		end := until
+		if i < len(s.back) {
+			end = s.back[i]
+		}
+		longest = max(longest, end.Sub(at))
+	}
+	return
 }
 
 // counts are the resumes and re-identifies in [from, to).
@@ -402,4 +434,117 @@ func readState(front string, u user, ch string) (int, error) {
 		}
 	}
 	return -1, nil
+}
+
+// viewer watches a live stream over SSE through the balancer as a Go
+// viewer would, until run ends: when its connection drops it reconnects
+// with Last-Event-ID, the last comment's sequence. Every comment it
+// receives is recorded.
+func (a *api) viewer(run context.Context, rec *history.Recorder, name, token, stream string, wg *sync.WaitGroup) {
+	defer wg.Done()
+	last := ""
+	for run.Err() == nil {
+		h := http.Header{"Authorization": {token}}
+		if last != "" {
+			h.Set("Last-Event-ID", last)
+		}
+		s, err := sse.Dial(run, &http.Client{}, a.base+"/v1/streams/"+stream+"/live", h)
+		if err == nil {
+			for {
+				ev, err := s.Next()
+				if err != nil {
+					break
+				}
+				if ev.Type != "comment" {
+					continue
+				}
+				var c struct {
+					ID  string `json:"id"`
+					Seq int64  `json:"seq"`
+				}
+				if json.Unmarshal(ev.Data, &c) != nil {
+					continue
+				}
+				rec.Receive(history.Receipt{Viewer: name, Stream: stream, Comment: c.ID, Seq: c.Seq})
+				last = strconv.FormatInt(c.Seq, 10)
+			}
+			s.Close()
+		}
+		time.Sleep(time.Duration(200+rand.IntN(300)) * time.Millisecond) // reconnect jitter, as EventSource does
+	}
+}
+
+// acker moves u's read marker in channel ch about once a second to the
+// newest message it reads there (a read of one message, recorded as a
+// read), recording each ack.
+func (a *api) acker(ctx context.Context, rec *history.Recorder, client int, u user, ch string, stop *atomic.Bool, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for !stop.Load() && ctx.Err() == nil {
+		idx := rec.Begin(history.Op{Client: client, Kind: history.Read, Channel: ch, Limit: 1})
+		var page []wireMsg
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		status, raw, err := resttest.Do(rctx, a.client, "GET", a.base+"/api/v10/channels/"+ch+"/messages?limit=1", u.token, nil, &page)
+		cancel()
+		rec.End(idx, func(op *history.Op) {
+			if err != nil || status != 200 {
+				op.Err = fmt.Sprintf("%d %s %v", status, truncate(string(raw), 120), err)
+				return
+			}
+			op.OK = true
+			for _, m := range page {
+				op.Msgs = append(op.Msgs, m.msg())
+			}
+		})
+		if err == nil && status == 200 && len(page) == 1 {
+			idx := rec.Begin(history.Op{Client: client, Kind: history.Ack, User: u.id, Channel: ch, ID: page[0].ID})
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			status, raw, err := resttest.Do(rctx, a.client, "POST", a.base+"/api/v10/channels/"+ch+"/messages/"+page[0].ID+"/ack", u.token,
+				map[string]any{"token": nil}, nil)
+			cancel()
+			rec.End(idx, func(op *history.Op) {
+				if err == nil && status/100 == 2 {
+					op.OK = true
+					return
+				}
+				op.Err = fmt.Sprintf("%d %s %v", status, truncate(string(raw), 120), err)
+				op.Definite = err == nil && status/100 == 4 && status != 408
+			})
+		}
+		time.Sleep(time.Second) // a reader glancing at the channel now and then
+	}
+}
+
+// readMarker is u's read marker in channel ch as READY reports it to a
+// new session ("" when READY has no entry for it).
+func readMarker(front string, u user, ch string) (string, error) {
+	c, err := gwtest.Dial(gwtest.URL(front), u.token, gwtest.Options{Name: "read-marker probe"})
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	var d struct {
+		ReadState struct {
+			Entries []struct {
+				ID            string `json:"id"`
+				LastMessageID string `json:"last_message_id"`
+			} `json:"entries"`
+		} `json:"read_state"`
+	}
+	err = c.Await("READY", 20*time.Second, func(fs []gwtest.Frame) bool {
+		for _, f := range fs {
+			if f.Type == "READY" {
+				return json.Unmarshal(f.D, &d) == nil
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return "", err
+	}
+	for _, e := range d.ReadState.Entries {
+		if e.ID == ch {
+			return e.LastMessageID, nil
+		}
+	}
+	return "", nil
 }

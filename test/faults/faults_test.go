@@ -29,17 +29,13 @@ import (
 //
 //	CONCORD_FAULTS_SEED=N        replay a schedule (the test prints its seed)
 //	CONCORD_FAULTS_SCHEDULE=short|clients|full|none   short (default): one minority split and
-//	                             one Cassandra node killed; clients: Redis cut off from Concord
-//	                             and a gateway node killed; full: CONCORD_FAULTS_COUNT faults
+//	                             one Cassandra node killed; clients: Redis cut off from Concord,
+//	                             the sessions' gateway node killed, Redis killed; full: CONCORD_FAULTS_COUNT faults
 //	                             of every kind; none: the workload and the checker alone
 //	CONCORD_FAULTS_COUNT=N       faults in the full schedule [6]
 //	CONCORD_FAULTS_REPORT=FILE   append the per-fault figures (markdown) to FILE
 func TestFaults(t *testing.T) {
 	r := needReplicated(t)
-	redis := os.Getenv("CONCORD_TEST_REDIS")
-	if redis == "" {
-		t.Fatal("no Redis for the live-comment roles: source ~/.cache/concord/test-env.sh (hack/test-deps.sh sets CONCORD_TEST_REDIS)")
-	}
 	seed := rand.Uint64() >> 12
 	if s := os.Getenv("CONCORD_FAULTS_SEED"); s != "" {
 		var err error
@@ -64,6 +60,9 @@ func TestFaults(t *testing.T) {
 	netw := newNet(t, run)
 	awaitRulesWork(t, netw)
 	etcd := startEtcd(t, ctx)
+	// The live roles' Redis is the run's own, so the nemesis may kill it.
+	rs := startRedis(t, ctx)
+	redis := rs.hostport()
 
 	// The keyspace (rf=3 on the ring) and the bot tables, made before the
 	// nodes start, as topology.StartBackends does on one node.
@@ -120,6 +119,7 @@ func TestFaults(t *testing.T) {
 	for _, n := range c.Nodes {
 		targets[n.Name] = nodeTarget(n)
 	}
+	targets["redis"] = rs.target()
 	for name, tg := range targets {
 		if tg.pid() == 0 {
 			t.Fatalf("%s is not running before the faults (hack/replicated.sh status)", name)
@@ -129,11 +129,8 @@ func TestFaults(t *testing.T) {
 	for i, f := range faults {
 		t.Logf("fault %d: %s", i+1, f)
 	}
-	rhost, rport, err := netSplit(strings.SplitN(strings.TrimPrefix(redis, "redis://"), "/", 2)[0])
-	if err != nil {
-		t.Fatalf("CONCORD_TEST_REDIS=%q: %v", redis, err)
-	}
-	nem := &nemesis{t: t, net: netw, targets: targets, replDir: r.dir, redis: endpoint{rhost, rport}, logf: t.Logf}
+	nem := &nemesis{t: t, net: netw, targets: targets, replDir: r.dir, redis: endpoint{rs.addr, rs.port}, logf: t.Logf,
+		gateways: func() (map[string]int, error) { return c.Admin.Conns("gateways") }}
 
 	// The workload: three writers on two public channels and a private
 	// one, a reader, gateway sessions of a writer, of the user mentioned
@@ -222,9 +219,16 @@ func TestFaults(t *testing.T) {
 		wg.Add(1)
 		go a.writer(ctx, rec, i, w, chans, mentioned.id, pub1.ID, 200*time.Millisecond, &stop, &wg)
 	}
-	wg.Add(2)
+	wg.Add(5)
 	go a.reader(ctx, rec, 10, writers[0], chans, &stop, &wg)
+	go a.acker(ctx, rec, 30, writers[0], pub2.ID, &stop, &wg)
 	go a.commenter(ctx, rec, 20, writers[1], stream.ID, &stop, &wg)
+	// Two viewers of the stream over SSE; their connections end with the
+	// run.
+	watch, endRun := context.WithCancel(ctx)
+	defer endRun()
+	go a.viewer(watch, rec, "viewer-1", writers[2].token, stream.ID, &wg)
+	go a.viewer(watch, rec, "viewer-2", outsider.token, stream.ID, &wg)
 
 	begin := time.Now()
 	settle := func() {
@@ -240,13 +244,15 @@ func TestFaults(t *testing.T) {
 		settle()
 	}
 	stop.Store(true)
+	endRun()
 	wg.Wait()
 	end := time.Now()
 
 	// Read back: every channel's whole history, the mention count, the
 	// live archive, retried while the cluster finishes recovering.
 	in := history.Input{Ops: rec.Ops(), Deliveries: rec.Deliveries(), Final: map[string][]history.Msg{},
-		Hidden: map[string][]string{outsider.id: {priv.ID}}, Mentions: map[string]int{}, Archive: map[string][]string{}}
+		Hidden: map[string][]string{outsider.id: {priv.ID}}, Mentions: map[string]int{}, Archive: map[string][]string{},
+		Receipts: rec.Receipts()}
 	retry := func(what string, f func() error) {
 		deadline := time.Now().Add(2 * time.Minute)
 		for {
@@ -285,6 +291,29 @@ func TestFaults(t *testing.T) {
 		}
 	}()
 	in.Mentions[history.MentionKey(mentioned.id, pub1.ID)] = got
+	// The read marker the acks left, once the read states caught up
+	// with the last acknowledged ack (or the wait ends: the checker
+	// judges what is there).
+	var lastAck string
+	for _, op := range rec.Ops() {
+		if op.Kind == history.Ack && op.OK {
+			lastAck = op.ID
+		}
+	}
+	in.Markers = map[string]string{}
+	func() {
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			marker, err := readMarker(c.Front, writers[0], pub2.ID)
+			if err == nil {
+				in.Markers[history.MentionKey(writers[0].id, pub2.ID)] = marker
+			}
+			if err == nil && marker == lastAck || time.Now().After(deadline) {
+				return
+			}
+			time.Sleep(500 * time.Millisecond) // read states are read back by polling READY; nothing says done
+		}
+	}()
 	acked := 0
 	for _, op := range in.Ops {
 		if op.Kind == history.Comment && op.OK {
@@ -397,7 +426,7 @@ func figures(windows []window, ops []history.Op, sessions []*session, begin, end
 	}
 	n0, a0, p0 := stats(begin, calmEnd)
 	fmt.Fprintf(&sb, "| none (before the first fault) | %v | %s | %v | | | |\n", calmEnd.Sub(begin).Round(time.Second), pct(a0, n0), p0.Round(time.Millisecond))
-	for _, w := range windows {
+	for k, w := range windows {
 		n, a, p := stats(w.start, w.healed)
 		_, _, pa := stats(w.healed, w.healed.Add(15*time.Second))
 		// Time to recover: from the heal until the first acknowledged
@@ -419,18 +448,35 @@ func figures(windows []window, ops []history.Op, sessions []*session, begin, end
 				}
 			}
 		}
-		res, ids := 0, 0
+		// Sessions are counted until the next fault starts: nothing
+		// else acted meanwhile, and a session that lost its gateway
+		// may take longer than the 15 s after the heal to be back.
+		until := end
+		if k+1 < len(windows) {
+			until = windows[k+1].start
+		}
+		res, ids, lost := 0, 0, 0
+		var longest time.Duration
 		for _, s := range sessions {
-			r, i := s.counts(w.start, w.healed.Add(15*time.Second))
+			r, i := s.counts(w.start, until)
 			res, ids = res+r, ids+i
+			l, o := s.outage(w.start, until, end)
+			lost, longest = lost+l, max(longest, o)
+		}
+		sess := fmt.Sprintf("%d / %d", res, ids)
+		if lost > 0 {
+			sess += fmt.Sprintf(" (%d lost, all back within %v)", lost, longest.Round(100*time.Millisecond))
 		}
 		errNote := ""
+		if w.note != "" {
+			errNote = " (" + w.note + ")"
+		}
 		if w.err != nil {
 			errNote = " (error: " + truncate(w.err.Error(), 60) + ")"
 		}
-		fmt.Fprintf(&sb, "| %s %s%s | %v | %s | %v | %v | %v | %d / %d |\n", w.f.kind, strings.Join(w.f.targets, ","), errNote,
+		fmt.Fprintf(&sb, "| %s %s%s | %v | %s | %v | %v | %v | %s |\n", w.f.kind, strings.Join(w.f.targets, ","), errNote,
 			w.healed.Sub(w.start).Round(time.Second), pct(a, n), p.Round(time.Millisecond), pa.Round(time.Millisecond),
-			back.Round(100*time.Millisecond), res, ids)
+			back.Round(100*time.Millisecond), sess)
 	}
 	n, a, p := stats(begin, end)
 	fmt.Fprintf(&sb, "| whole run | %v | %s | %v | | | |\n", end.Sub(begin).Round(time.Second), pct(a, n), p.Round(time.Millisecond))

@@ -25,8 +25,9 @@ type fault struct {
 	// skew (a Cassandra node restarted with its clock moved by
 	// libfaketime, then restarted right), redis (every Concord node cut
 	// off from Redis: what it sends there is dropped; the shared Redis
-	// itself is untouched), gateway (kill -9 a gateway node, held down,
-	// restarted: its sessions resume or identify again elsewhere).
+	// itself is untouched), gateway (kill -9 the gateway node holding
+	// most of the recorded sessions, held down, restarted: its sessions
+	// resume or identify again elsewhere).
 	kind    string
 	targets []string
 	hold    time.Duration
@@ -41,12 +42,19 @@ func (f fault) String() string {
 	return s
 }
 
+// sessionsGateway stands, in a planned gateway fault, for the gateway
+// node that holds most of the recorded sessions when the fault acts.
+const sessionsGateway = "gateway-of-sessions"
+
 // window is when a fault acted: from start until healed (the process
 // back, the rules gone).
 type window struct {
 	f             fault
 	start, healed time.Time
 	err           error
+	// note says what the fault found when it acted (the sessions a
+	// killed gateway node held).
+	note string
 }
 
 // nemesis acts out a schedule on the targets.
@@ -57,14 +65,46 @@ type nemesis struct {
 	replDir string
 	// redis is where the live roles' Redis listens (the redis fault).
 	redis endpoint
-	logf  func(format string, args ...any)
+	// gateways counts the open gateway connections of each gateway node
+	// (HAProxy's scur of its gateways backend): the recorded sessions
+	// are the only gateway clients while the faults act.
+	gateways func() (map[string]int, error)
+	logf     func(format string, args ...any)
+}
+
+// sessionsNode is the gateway node with the most open gateway
+// connections (the lowest name on a tie), and how many it and all hold.
+func (n *nemesis) sessionsNode() (name string, held, all int, err error) {
+	if n.gateways == nil {
+		return "", 0, 0, fmt.Errorf("no way to find the sessions' gateway node")
+	}
+	conns, err := n.gateways()
+	if err != nil {
+		return "", 0, 0, fmt.Errorf("gateway connections: %w", err)
+	}
+	names := make([]string, 0, len(conns))
+	for s := range conns {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	for _, s := range names {
+		all += conns[s]
+		if name == "" || conns[s] > held {
+			name, held = s, conns[s]
+		}
+	}
+	if held == 0 {
+		return "", 0, all, fmt.Errorf("no gateway node holds a session (connections %v)", conns)
+	}
+	return name, held, all, nil
 }
 
 // plan draws a schedule from seed: "short" is one partition (a minority
 // split) and one replica loss (a Cassandra node killed and restarted);
-// "clients" is the two faults users of the gateway and the live comments
-// notice first (Redis cut off, a gateway node killed); "full" is n faults
-// of every kind.
+// "clients" is the faults users of the gateway and the live comments
+// notice first (Redis cut off, the sessions' gateway node killed, Redis
+// killed); "full" is n faults of every kind (a kill may draw any process,
+// Redis included).
 func plan(seed uint64, schedule string, n int, names map[string][]string) []fault {
 	rng := rand.New(rand.NewPCG(seed, seed>>32|1))
 	pick := func(kind string) string { l := names[kind]; return l[rng.IntN(len(l))] }
@@ -82,22 +122,28 @@ func plan(seed uint64, schedule string, n int, names map[string][]string) []faul
 			{kind: "kill", targets: []string{pick("cassandra")}, hold: 15 * time.Second},
 		}
 	}
+	// The gateway fault kills the node that holds the recorded
+	// sessions, found when it acts (sessionsGateway): a node holding
+	// none of them measures nothing of RESUME. The draw a random pick
+	// took is still taken, so seeds drawn before keep the rest of their
+	// schedule.
 	gateway := func() string {
-		var l []string
+		n := 0
 		for _, name := range names["concord"] {
 			if strings.HasPrefix(name, "gateway-") {
-				l = append(l, name)
+				n++
 			}
 		}
-		if len(l) == 0 {
-			return "gateway-1" // act reports it missing
+		if n > 0 {
+			_ = rng.IntN(n)
 		}
-		return l[rng.IntN(len(l))]
+		return sessionsGateway
 	}
 	if schedule == "clients" {
 		return []fault{
 			{kind: "redis", targets: []string{"redis"}, hold: 15 * time.Second},
 			{kind: "gateway", targets: []string{gateway()}, hold: 15 * time.Second},
+			{kind: "kill", targets: []string{"redis"}, hold: 15 * time.Second},
 		}
 	}
 	var out []fault
@@ -111,7 +157,7 @@ func plan(seed uint64, schedule string, n int, names map[string][]string) []faul
 		}
 		switch f.kind {
 		case "kill":
-			pool := slices.Concat(names["cassandra"], names["kafka"], names["etcd"], names["concord"])
+			pool := slices.Concat(names["cassandra"], names["kafka"], names["etcd"], names["concord"], names["redis"])
 			f.targets = []string{pool[rng.IntN(len(pool))]}
 		case "isolate":
 			f.targets = []string{pick([]string{"cassandra", "kafka", "etcd", "guild"}[rng.IntN(4)])}
@@ -196,6 +242,18 @@ func (n *nemesis) partition(group []string) ([]rule, error) {
 func (n *nemesis) act(ctx context.Context, f fault) (w window) {
 	w.f = f
 	n.logf("nemesis: %s", f)
+	if f.kind == "gateway" && f.targets[0] == sessionsGateway {
+		name, held, all, err := n.sessionsNode()
+		if err != nil {
+			w.start, w.healed, w.err = time.Now(), time.Now(), err
+			n.logf("nemesis: %s: %v", f, err)
+			return
+		}
+		f.targets = []string{name}
+		w.f = f
+		w.note = fmt.Sprintf("held %d of the %d gateway connections", held, all)
+		n.logf("nemesis: the sessions' gateway node is %s (%s)", name, w.note)
+	}
 	w.start = time.Now()
 	defer func() {
 		w.healed = time.Now()
@@ -280,6 +338,16 @@ func (n *nemesis) act(ctx context.Context, f fault) (w window) {
 			return
 		}
 		if w.err = tg.start(ctx); w.err != nil {
+			// Whatever runs now runs skewed, or not at all: the node is
+			// put back right, so that one failed fault does not skew
+			// the rest of the run (or the next run: the servers stay).
+			os.Remove(file)
+			if tg.pid() != 0 {
+				_ = tg.kill()
+			}
+			if err := tg.start(ctx); err != nil {
+				w.err = fmt.Errorf("%w; restarting it unskewed: %v", w.err, err)
+			}
 			return
 		}
 		hold()

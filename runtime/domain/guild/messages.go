@@ -187,6 +187,10 @@ func (s *Service) writeMessage(ctx context.Context, w MessageWrite, create bool)
 			_, err := land(a, wctx)
 			return err
 		},
+		describe: func(a *Actor, wctx context.Context) doubtRecord {
+			wm, err := w.Render(wctx, Written{Message: m, Channel: g.Channel, Member: g.Member})
+			return newDoubtRecord(typ, m, wm, err)
+		},
 	})
 	return out, err
 }
@@ -423,6 +427,16 @@ func (p *privateRouter) writeMessage(ctx context.Context, w MessageWrite, create
 	if err != nil {
 		return Written{}, err
 	}
+	// One write of the channel at a time, its id minted in its turn,
+	// after the channel's write in doubt is completed (privatedoubt.go).
+	unlock, err := p.writes.lock(ctx, w.Message.ChannelID)
+	if err != nil {
+		return Written{}, err
+	}
+	defer unlock()
+	if err := p.settle(ctx, w.Message.ChannelID); err != nil {
+		return Written{}, err
+	}
 	m := w.Message
 	m.GuildID = 0
 	if w.Check == CheckSend {
@@ -440,6 +454,9 @@ func (p *privateRouter) writeMessage(ctx context.Context, w MessageWrite, create
 	defer cancel()
 	typ := eventType(create)
 	if err := p.svc.putMessage(wctx, typ, m); err != nil {
+		if inDoubt(err) {
+			p.hold(ctx, typ, m, g.Channel, w.Render)
+		}
 		return Written{}, err
 	}
 	out := Written{Message: m, Channel: g.Channel}
@@ -495,6 +512,16 @@ func (p *privateRouter) deleteMessages(ctx context.Context, d MessageDelete) err
 		if d.ManageMessages && !privatePermissions.Has(permissions.ManageMessages) {
 			return fmt.Errorf("private channel %d: %w", d.ChannelID, ErrMissingPermissions)
 		}
+	}
+	// A write of the channel in doubt is completed first: completed
+	// after the deletion, it would bring back what was deleted.
+	unlock, err := p.writes.lock(ctx, d.ChannelID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := p.settle(ctx, d.ChannelID); err != nil {
+		return err
 	}
 	wctx, cancel := writeContext(ctx)
 	defer cancel()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/concord-chat/concord/runtime/adapters/store"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
@@ -26,6 +27,11 @@ type privateRouter struct {
 	mailbox chan func()
 	// channels caches private channels; touched only by run's goroutine.
 	channels map[snowflake.ID]store.Channel
+	// writes keeps each channel's writes one at a time, outside the
+	// router's goroutine (privatedoubt.go); ledgerRead holds the
+	// channels whose ledger of writes in doubt this process read.
+	writes     channelLocks
+	ledgerRead sync.Map
 }
 
 func newPrivateRouter(s *Service) *privateRouter {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/concord-chat/concord/runtime/adapters/store"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
@@ -44,10 +45,20 @@ type batchedWrite struct {
 	// as failed, was completed afterwards: it fans the write out, as
 	// finish would have.
 	late func(a *Actor, ctx context.Context) error
-	res  chan error
+	// describe runs in the actor when the write fell in doubt: the
+	// write as the ledger records it (doubtledger.go), for the node
+	// that owns the channel next. Nil: not recorded.
+	describe func(a *Actor, ctx context.Context) doubtRecord
+	res      chan error
 
 	// commit is what prepare returned, kept for a write in doubt.
 	commit func(ctx context.Context) error
+	// messageID is the message of a write in doubt; recorded is set
+	// once its ledger row is written, and forget, once it may exist,
+	// drops the row (retry calls it when the write is completed).
+	messageID snowflake.ID
+	recorded  bool
+	forget    func(ctx context.Context) error
 }
 
 // start is prepare, unless the actor failed or the caller left before
@@ -165,7 +176,14 @@ type channelRun struct {
 // send is allowed to have.
 func (a *Actor) commitWrites(ws []*batchedWrite) {
 	errs := make([]error, len(ws))
+	// A guild that came from another node may hold writes in doubt
+	// of its previous owner (the ledger): known before any write.
+	ledgerErr := a.loadDoubts()
 	for i, w := range ws {
+		if ledgerErr != nil {
+			errs[i] = ledgerErr
+			continue
+		}
 		errs[i] = w.start(a)
 		if w.commit == nil && errs[i] == nil {
 			errs[i] = fmt.Errorf("message write: %w: nothing to write", ErrInvalid)
@@ -236,14 +254,23 @@ func (a *Actor) commitWrites(ws []*batchedWrite) {
 		a.svc.doubt.drop(a.id, r.channel, r.doubt)
 		a.fanOutLate(r.doubt)
 	}
+	// Writes now in doubt are held, and recorded in the ledger before
+	// their callers hear back, for the node that owns the guild next.
+	var doubtful []*batchedWrite
+	for i, w := range ws {
+		if w.commit != nil && inDoubt(errs[i]) {
+			a.svc.doubt.put(a.id, w.channel, w)
+			doubtful = append(doubtful, w)
+		}
+	}
+	a.recordDoubts(doubtful)
+	for _, w := range doubtful {
+		a.svc.settleLater(a.id, w.channel, w, 0)
+	}
 	for i, w := range ws {
 		if w.commit == nil {
 			w.answer(a, errs[i])
 			continue
-		}
-		if inDoubt(errs[i]) {
-			a.svc.doubt.put(a.id, w.channel, w)
-			a.svc.settleLater(a.id, w.channel, w, 0)
 		}
 		w.answer(a, w.finish(a, ctxs[i], errs[i]))
 	}
@@ -267,11 +294,22 @@ func inDoubtError(channel snowflake.ID, cause error) error {
 	return fmt.Errorf("channel %d: %w: an earlier write of the channel is not settled: %w", channel, ErrUnavailable, cause)
 }
 
-// retry runs a write in doubt again under a fresh write context.
+// retry runs a write in doubt again under a fresh write context and,
+// once it is completed, drops its ledger row (a row that cannot be
+// dropped leaves the write in doubt: written again, it is the same).
 func (w *batchedWrite) retry() error {
 	ctx, cancel := writeContext(w.ctx)
 	defer cancel()
-	return w.commit(ctx)
+	if err := w.commit(ctx); err != nil {
+		return err
+	}
+	if w.forget != nil {
+		if err := w.forget(ctx); err != nil {
+			return err
+		}
+		w.forget = nil
+	}
+	return nil
 }
 
 // fanOutLate fans out a write in doubt that was completed.
@@ -289,11 +327,17 @@ func (a *Actor) fanOutLate(w *batchedWrite) {
 // settle completes the write in doubt of channel, if it has one, before a
 // write of the channel that is not batched (a deletion) goes on.
 func (a *Actor) settle(channel snowflake.ID) error {
+	if err := a.loadDoubts(); err != nil {
+		return err
+	}
 	w := a.svc.doubt.get(a.id, channel)
 	if w == nil {
 		return nil
 	}
 	if err := w.retry(); err != nil {
+		if !w.recorded {
+			a.recordDoubts([]*batchedWrite{w})
+		}
 		return inDoubtError(channel, err)
 	}
 	a.svc.doubt.drop(a.id, channel, w)
@@ -313,12 +357,13 @@ func (s *Service) settleLater(guildID, channel snowflake.ID, w *batchedWrite, at
 		}
 		// A guild now placed on another node is written by its new
 		// owner: completing the write from here would put it behind
-		// what the owner wrote since. Left to the store (it may still
-		// land), and said.
+		// what the owner wrote since. The owner completes it from the
+		// ledger; one that was not recorded is left to the store (it
+		// may still land), and said.
 		if own := s.cfg.Owns; own != nil && !own(guildID) {
 			s.doubt.drop(guildID, channel, w)
-			s.log.Warn("message write in doubt left unsettled: the guild is placed on another node", "guild_id", guildID,
-				"channel_id", channel)
+			s.log.Warn("message write in doubt handed to the guild's new owner", "guild_id", guildID,
+				"channel_id", channel, "recorded", w.recorded)
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*writeTimeout)
@@ -341,6 +386,9 @@ func (s *Service) settleLater(guildID, channel snowflake.ID, w *batchedWrite, at
 type doubtTable struct {
 	mu sync.Mutex
 	m  map[doubtKey]*batchedWrite
+	// read holds, per guild, the actor that read the guild's ledger
+	// (doubtledger.go).
+	read map[snowflake.ID]weak.Pointer[Actor]
 }
 
 type doubtKey struct{ guild, channel snowflake.ID }

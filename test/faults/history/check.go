@@ -31,6 +31,13 @@ type Input struct {
 	// Archive is every live stream's comments read back from the
 	// archive after the faults, by stream: comment ids.
 	Archive map[string][]string
+	// Markers are read markers read back after the faults (READY's
+	// read_state last_message_id; "" when it has none), keyed by
+	// MentionKey(user, channel): each must be where the acks left it.
+	Markers map[string]string
+	// Receipts are the live comments viewers received over SSE, each
+	// viewer's in the order received.
+	Receipts []Receipt
 	// Timeout bounds porcupine's search per check (zero: a minute).
 	Timeout time.Duration
 }
@@ -48,6 +55,11 @@ type Result struct {
 	Linearizable map[string]porcupine.CheckResult
 	// Counts summarize the history.
 	Sends, Acked, Failed, Landed, Reads, Comments, CommentsAcked int
+	// Acks and AcksAcked count read-marker acks.
+	Acks, AcksAcked int
+	// Received is how many comments viewers received over SSE, and
+	// ReceivedAcked how many acknowledged comments reached every viewer.
+	Received, ReceivedAcked int
 	// Errors counts failed operations by kind and the start of their error.
 	Errors map[string]int
 	// Stale are reads that missed a message acknowledged before they
@@ -74,8 +86,8 @@ func (r Result) OK() bool {
 // String is a summary: counts, porcupine's verdicts and the violations.
 func (r Result) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sends %d (acknowledged %d, failed %d of which %d landed), reads %d, comments %d (acknowledged %d)\n",
-		r.Sends, r.Acked, r.Failed, r.Landed, r.Reads, r.Comments, r.CommentsAcked)
+	fmt.Fprintf(&b, "sends %d (acknowledged %d, failed %d of which %d landed), reads %d, comments %d (acknowledged %d; %d received over SSE, %d acknowledged ones by every viewer), acks %d (acknowledged %d)\n",
+		r.Sends, r.Acked, r.Failed, r.Landed, r.Reads, r.Comments, r.CommentsAcked, r.Received, r.ReceivedAcked, r.Acks, r.AcksAcked)
 	chans := make([]string, 0, len(r.Linearizable))
 	for c := range r.Linearizable {
 		chans = append(chans, c)
@@ -160,7 +172,7 @@ func Check(in Input) Result {
 				res.Reads++
 			}
 			continue
-		case Comment:
+		case Comment, Ack:
 			continue
 		}
 		res.Sends++
@@ -266,7 +278,104 @@ func Check(in Input) Result {
 			bad("comment %s acknowledged as %s on stream %s: in the archive %d times", op.Nonce, op.ID, op.Channel, archived[op.Channel+"/"+op.ID])
 		}
 	}
+	checkReceipts(in, archived, &res, bad)
+	checkMarkers(in, &res, bad)
 	return res
+}
+
+// checkMarkers judges read markers as registers: the marker read back is
+// the message of the last acknowledged ack of its user and channel (acks
+// of one client are one after the other), or of an ack that failed
+// without being refused — it may have taken effect at any time after it
+// was invoked, later acknowledged ones included.
+func checkMarkers(in Input, res *Result, bad func(string, ...any)) {
+	type state struct {
+		last    *Op
+		allowed map[string]bool
+	}
+	acks := map[string]*state{}
+	for i := range in.Ops {
+		op := &in.Ops[i]
+		if op.Kind != Ack {
+			continue
+		}
+		res.Acks++
+		k := MentionKey(op.User, op.Channel)
+		st := acks[k]
+		if st == nil {
+			st = &state{allowed: map[string]bool{}}
+			acks[k] = st
+		}
+		switch {
+		case op.OK:
+			res.AcksAcked++
+			if st.last == nil || op.Call.After(st.last.Call) {
+				st.last = op
+			}
+		case !op.Definite:
+			st.allowed[op.ID] = true
+		}
+	}
+	for k, got := range in.Markers {
+		st := acks[k]
+		if st == nil {
+			continue
+		}
+		want := ""
+		if st.last != nil {
+			want = st.last.ID
+		}
+		if got != want && !st.allowed[got] {
+			user, ch, _ := strings.Cut(k, "/")
+			bad("user %s, channel %s: read marker at %q, the last acknowledged ack set %q (and no failed ack asked for it)", user, ch, got, want)
+		}
+	}
+}
+
+// checkReceipts judges what viewers received over SSE: each comment at
+// most once per viewer (a resume with Last-Event-ID must not replay what
+// the viewer had), in the order of its sequence, and only comments that
+// are in the archive (a comment shown to viewers was in the log, and
+// what is in the log is stored). A viewer may miss comments while it
+// reconnects past the gateway's resume window: counted, not a
+// violation.
+func checkReceipts(in Input, archived map[string]int, res *Result, bad func(string, ...any)) {
+	type key struct{ viewer, stream string }
+	seen := map[key]map[string]bool{}
+	last := map[key]int64{}
+	for _, rc := range in.Receipts {
+		res.Received++
+		k := key{rc.Viewer, rc.Stream}
+		if seen[k] == nil {
+			seen[k] = map[string]bool{}
+			last[k] = -1
+		}
+		if seen[k][rc.Comment] {
+			bad("viewer %s received comment %s of stream %s twice", rc.Viewer, rc.Comment, rc.Stream)
+		}
+		seen[k][rc.Comment] = true
+		if rc.Seq <= last[k] {
+			bad("viewer %s received comment %s (seq %d) of stream %s after seq %d", rc.Viewer, rc.Comment, rc.Seq, rc.Stream, last[k])
+		}
+		last[k] = max(last[k], rc.Seq)
+		if archived[rc.Stream+"/"+rc.Comment] == 0 && len(in.Archive[rc.Stream]) > 0 {
+			bad("viewer %s received comment %s of stream %s, which is not in the archive", rc.Viewer, rc.Comment, rc.Stream)
+		}
+	}
+	for _, op := range in.Ops {
+		if op.Kind != Comment || !op.OK || len(seen) == 0 {
+			continue
+		}
+		all := true
+		for k, ids := range seen {
+			if k.stream == op.Channel && !ids[op.ID] {
+				all = false
+			}
+		}
+		if all {
+			res.ReceivedAcked++
+		}
+	}
 }
 
 // place is where a nonce landed.

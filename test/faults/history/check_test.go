@@ -46,12 +46,16 @@ func good() Input {
 			read(2, "c", 70, 80, 2, m("20", "b"), m("30", "x", "u")),
 			{Client: 3, Kind: Comment, Channel: "s", Nonce: "k1", OK: true, ID: "c1", Call: at(1), Return: at(2)},
 			{Client: 3, Kind: Comment, Channel: "s", Nonce: "k2", Call: at(3), Return: at(4), Err: "503"},
+			{Client: 4, Kind: Ack, User: "w", Channel: "c", ID: "10", OK: true, Call: at(20), Return: at(21)},
+			{Client: 4, Kind: Ack, User: "w", Channel: "c", ID: "20", OK: true, Call: at(31), Return: at(32)},
 		},
 		Final:      map[string][]Msg{"c": {m("10", "a"), m("20", "b"), m("30", "x", "u")}},
 		Deliveries: []Delivery{{User: "u", Session: "s1", Channel: "c", Message: "10"}},
 		Hidden:     map[string][]string{"u": {"secret"}},
 		Mentions:   map[string]int{MentionKey("u", "c"): 1},
 		Archive:    map[string][]string{"s": {"c1"}},
+		Receipts:   []Receipt{{Viewer: "v", Stream: "s", Comment: "c1", Seq: 1}},
+		Markers:    map[string]string{MentionKey("w", "c"): "20"},
 	}
 }
 
@@ -60,7 +64,7 @@ func TestCheckPassesAConsistentHistory(t *testing.T) {
 	if !r.OK() {
 		t.Fatalf("a consistent history failed:\n%s", r)
 	}
-	if r.Acked != 2 || r.Failed != 1 || r.Landed != 1 || r.CommentsAcked != 1 {
+	if r.Acked != 2 || r.Failed != 1 || r.Landed != 1 || r.CommentsAcked != 1 || r.Received != 1 || r.ReceivedAcked != 1 {
 		t.Fatalf("counts: %s", r)
 	}
 }
@@ -113,6 +117,19 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		{"comment archived twice", func(in *Input) {
 			in.Archive["s"] = []string{"c1", "c1"}
 		}, "archived 2 times"},
+		{"comment received twice over SSE", func(in *Input) {
+			in.Receipts = append(in.Receipts, Receipt{Viewer: "v", Stream: "s", Comment: "c1", Seq: 1})
+		}, "received comment c1 of stream s twice"},
+		{"comments received out of order", func(in *Input) {
+			in.Archive["s"] = []string{"c0", "c1"}
+			in.Receipts = append(in.Receipts, Receipt{Viewer: "v", Stream: "s", Comment: "c0", Seq: 0})
+		}, "after seq 1"},
+		{"read marker behind the last acknowledged ack", func(in *Input) {
+			in.Markers[MentionKey("w", "c")] = "10"
+		}, "read marker at \"10\""},
+		{"comment received but not stored", func(in *Input) {
+			in.Receipts = append(in.Receipts, Receipt{Viewer: "v", Stream: "s", Comment: "c9", Seq: 2})
+		}, "not in the archive"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -6,8 +6,9 @@
 // acknowledged message is in the final history exactly once and in
 // snowflake order, that no unacknowledged send landed twice, that no
 // session saw a message of a channel it could not view, that mention
-// counts agree with the history and that every acknowledged live comment
-// is in the archive once.
+// counts agree with the history, that read markers are where the acks
+// left them, that every acknowledged live comment is in the archive once
+// and that viewers received each comment at most once, in order.
 //
 // The package knows nothing of how the operations were made: the test
 // (test/faults) drives a cluster and fills a Recorder.
@@ -29,6 +30,9 @@ const (
 	Read Kind = "read"
 	// Comment is POST /v1/streams/{id}/comments.
 	Comment Kind = "comment"
+	// Ack is POST /channels/{id}/messages/{message}/ack by User: it
+	// moves User's read marker in the channel to message ID.
+	Ack Kind = "ack"
 )
 
 // Msg is a message as a read returned it.
@@ -62,8 +66,11 @@ type Op struct {
 	Definite bool
 	// Err is why it failed.
 	Err string
-	// ID is an acknowledged send's or comment's id.
+	// ID is an acknowledged send's or comment's id, and the message an
+	// ack moves the marker to (acknowledged or not).
 	ID string
+	// User is who acked (Ack).
+	User string
 	// Limit is a read's limit.
 	Limit int
 	// Msgs is what a read returned, oldest first.
@@ -80,11 +87,37 @@ type Delivery struct {
 	Channel, Message string
 }
 
+// Receipt is a live comment a viewer received over SSE.
+type Receipt struct {
+	// Viewer names the viewer: one per SSE client, across its
+	// reconnections (each resumes with Last-Event-ID).
+	Viewer string
+	// Stream and Comment are the stream and the comment's id; Seq is
+	// the event's id (the comment's sequence on its stream).
+	Stream, Comment string
+	Seq             int64
+}
+
 // Recorder collects operations from many goroutines.
 type Recorder struct {
 	mu         sync.Mutex
 	ops        []Op
 	deliveries []Delivery
+	receipts   []Receipt
+}
+
+// Receive records a live comment a viewer received.
+func (r *Recorder) Receive(rc Receipt) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.receipts = append(r.receipts, rc)
+}
+
+// Receipts are the live comments received so far, in order.
+func (r *Recorder) Receipts() []Receipt {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Receipt(nil), r.receipts...)
 }
 
 // Begin records the invocation of op (its Call set now) and returns its

@@ -239,6 +239,10 @@ func TestBenchFlood(t *testing.T) {
 		appended atomic.Int64
 		reacted  atomic.Int64
 	)
+	reactors := make([]livetest.User, 20)
+	for i := range reactors {
+		reactors[i] = register(t)
+	}
 	_, ev0 := stat()
 	cpu0 := map[string]float64{}
 	cpuOf := func(p *proc) float64 { return procCPU(t, p) }
@@ -304,8 +308,7 @@ func TestBenchFlood(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	for w := range 20 { // reactions
-		u := register(t)
+	for w, u := range reactors { // reactions
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

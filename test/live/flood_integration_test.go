@@ -243,6 +243,23 @@ func TestBenchFlood(t *testing.T) {
 	for i := range reactors {
 		reactors[i] = register(t)
 	}
+	// Per hop, means over the window: the API's accept (or the append)
+	// to the router's publish, the publish to a gateway's receipt, and
+	// the accept to the gateway's flush.
+	hops := []struct {
+		name   string
+		metric string
+		ps     []*proc
+	}{
+		{"accept→router publish", "concord_live_router_accept_to_publish_seconds", []*proc{router}},
+		{"log→router read", "concord_live_router_log_age_seconds", []*proc{router}},
+		{"router publish→gateway", "concord_live_gateway_relay_age_seconds", gws},
+		{"accept→gateway flush", "concord_live_gateway_post_to_flush_seconds", gws},
+	}
+	hop0 := make([][2]float64, len(hops))
+	for i, h := range hops {
+		hop0[i] = [2]float64{total(h.metric+"_sum", h.ps...), total(h.metric+"_count", h.ps...)}
+	}
 	_, ev0 := stat()
 	cpu0 := map[string]float64{}
 	cpuOf := func(p *proc) float64 { return procCPU(t, p) }
@@ -387,6 +404,12 @@ func TestBenchFlood(t *testing.T) {
 	if delivered > 0 {
 		t.Logf("gateway CPU %.1f s = %.2f µs per delivered comment; viewers' CPU %.1f s = %.2f µs per comment read; router %.1f s, archiver %.1f s, chat+live-api %.1f s over %s",
 			gwCPU, gwCPU/delivered*1e6, vcpu, vcpu/delivered*1e6, routerCPU, archCPU, chatCPU, window.Round(time.Second))
+	}
+	for i, h := range hops {
+		sum, n := total(h.metric+"_sum", h.ps...)-hop0[i][0], total(h.metric+"_count", h.ps...)-hop0[i][1]
+		if n > 0 {
+			t.Logf("hop %s: mean %s over %.0f", h.name, time.Duration(sum/n*1e9).Round(time.Millisecond), n)
+		}
 	}
 	t.Logf("idle resident memory per viewer (gateways' VmRSS growth): %.0f B", float64(rss)/float64(viewers))
 	if open != int64(viewers) {

@@ -34,13 +34,20 @@ type LogRecord struct {
 	Trace string `json:"tp,omitempty"`
 }
 
-// Record encodes r for topic, keyed by stream.
+// Record encodes r for topic, keyed by stream; a retraction is keyed by
+// the comment it takes down. The key never places a record: every
+// record of a stream is appended to the stream's pinned partition
+// (eventlog.Pinned), so a retraction always follows its comment.
 func (r LogRecord) Record(topic string) (eventlog.Record, error) {
 	v, err := json.Marshal(r)
 	if err != nil {
 		return eventlog.Record{}, fmt.Errorf("live: encode %s record: %w", r.Kind, err)
 	}
-	return eventlog.Record{Topic: topic, Key: StreamKey(r.StreamID), Value: v}, nil
+	key := StreamKey(r.StreamID)
+	if r.Retract != nil {
+		key = []byte(r.Retract.CommentID.String())
+	}
+	return eventlog.Record{Topic: topic, Key: key, Value: v}, nil
 }
 
 // Event returns the stream event r is at offset.

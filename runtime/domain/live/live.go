@@ -172,6 +172,54 @@ type Retraction struct {
 	AuthorID  snowflake.ID `json:"author_id,omitempty"`
 	Shadow    bool         `json:"shadow,omitempty"`
 	VideoTSMs int64        `json:"video_ts_ms,omitempty"`
+	// Request is set on a takedown appended before its comment reached
+	// anything the API could read (it was accepted moments ago on
+	// another API instance and is only in the log): Seq, AuthorID,
+	// Shadow and VideoTSMs are then unknown, and the router and the
+	// archiver resolve it against the comment, which is before it on the
+	// same partition, in log order (Resolve). Gateways only ever get
+	// resolved retractions.
+	Request *TakedownRequest `json:"rq,omitempty"`
+}
+
+// TakedownWindow is how young (by its id) a comment the API cannot read
+// yet must be for a takedown of it to be appended unresolved rather than
+// answered 404 (Unknown comment): longer than the archiver and the
+// router normally lag. The router remembers comments longer than this.
+const TakedownWindow = 10 * time.Second
+
+// TakedownRequest is who asked for an unresolved takedown and so whether
+// it applies once its comment is known.
+type TakedownRequest struct {
+	// By is the user who asked (0: the platform, e.g. a report threshold).
+	By snowflake.ID `json:"by,omitempty"`
+	// Any: the takedown applies whoever wrote the comment (a moderator
+	// of the stream, reports); otherwise only when By wrote it.
+	Any bool `json:"any,omitempty"`
+}
+
+// Resolve fills an unresolved takedown from the comment it names, as the
+// consumers of the log do when they reach it: it reports false when the
+// takedown does not apply (the comment is of another stream, or neither
+// By wrote it nor Any is set). An empty reason becomes the contract's
+// "deleted by author" or "removed by moderator". The result is resolved
+// (Request cleared).
+func (r Retraction) Resolve(c Comment) (Retraction, bool) {
+	rq := r.Request
+	if rq == nil {
+		return r, true
+	}
+	if c.ID != r.CommentID || (!rq.Any && rq.By != c.Author.ID) {
+		return r, false
+	}
+	if r.Reason == "" {
+		r.Reason = "removed by moderator"
+		if rq.By == c.Author.ID {
+			r.Reason = "deleted by author"
+		}
+	}
+	r.Seq, r.AuthorID, r.Shadow, r.VideoTSMs, r.Request = c.Seq, c.Author.ID, c.Shadow, c.VideoTSMs, nil
+	return r, true
 }
 
 // RetractView is the data of the contract's retract event.

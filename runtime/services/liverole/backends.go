@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	countersredis "github.com/concord-chat/concord/runtime/adapters/counters/redis"
 	"github.com/concord-chat/concord/runtime/adapters/eventlog"
@@ -168,6 +171,8 @@ func OpenBackends(ctx context.Context, c BackendsConfig) (_ Backends, close func
 type backends struct {
 	c       BackendsConfig
 	closers wiring.Closers
+	// client is the process's Redis client once redis opened or found it.
+	client *goredis.Client
 }
 
 // dataDir is where the embedded backends live: <data-dir>/live, apart
@@ -224,17 +229,46 @@ func (k *backends) redisConfig() (countersredis.Config, bool, error) {
 	return rc, true, nil
 }
 
+// redis returns the process's Redis client, which the recent cache and
+// the relay share (each backend is opened once per process): the
+// counters' own when the process's counters are on Redis (always so in
+// `concord serve`, which opens them from the same --redis), else one
+// opened here, once, and closed with the backends. ok is false in one
+// process on the in-process backends.
+func (k *backends) redis(ctx context.Context) (_ *goredis.Client, ok bool, err error) {
+	if k.client != nil {
+		return k.client, true, nil
+	}
+	rc, ok, err := k.redisConfig()
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	if ctr, shared := k.c.Counters.(*countersredis.Counters); shared {
+		k.client = ctr.Client()
+		return k.client, true, nil
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: rc.Addr, DB: rc.DB, Username: rc.Username, Password: rc.Password,
+		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, DisableIdentity: true, ClientName: "concord-live",
+		ContextTimeoutEnabled: true})
+	if err := c.Ping(ctx).Err(); err != nil {
+		c.Close()
+		return nil, false, fmt.Errorf("live: redis %s: %w", rc.Addr, err)
+	}
+	k.closers.Add(c.Close)
+	k.client = c
+	return c, true, nil
+}
+
 // cache opens the recent cache and nonces: Redis, or in-process.
 func (k *backends) cache(ctx context.Context) (Cache, error) {
-	rc, ok, err := k.redisConfig()
+	rdb, ok, err := k.redis(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return recent.New(), nil
 	}
-	c, err := redisrecent.New(ctx, redisrecent.Config{Addr: rc.Addr, DB: rc.DB, Username: rc.Username, Password: rc.Password,
-		Prefix: k.c.Config.Live.Prefix})
+	c, err := redisrecent.New(ctx, redisrecent.Config{Client: rdb, Prefix: k.c.Config.Live.Prefix})
 	if err != nil {
 		return nil, fmt.Errorf("live recent cache: %w", err)
 	}
@@ -244,14 +278,14 @@ func (k *backends) cache(ctx context.Context) (Cache, error) {
 
 // relay opens the relay: Redis pub/sub, or in-process.
 func (k *backends) relay(ctx context.Context) (live.Relay, error) {
-	rc, ok, err := k.redisConfig()
+	rdb, ok, err := k.redis(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return relay.New(), nil
 	}
-	r, err := redisrelay.New(ctx, redisrelay.Config{Addr: rc.Addr, DB: rc.DB, Username: rc.Username, Password: rc.Password,
+	r, err := redisrelay.New(ctx, redisrelay.Config{Client: rdb,
 		Prefix: k.c.Config.Live.Prefix, Logger: k.c.Logger.With("component", "live-relay")})
 	if err != nil {
 		return nil, fmt.Errorf("live relay: %w", err)

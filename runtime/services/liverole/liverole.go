@@ -42,6 +42,7 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/live/gateway"
 	"github.com/concord-chat/concord/runtime/domain/live/recent"
 	"github.com/concord-chat/concord/runtime/domain/live/router"
+	"github.com/concord-chat/concord/runtime/services/presencerole"
 	"github.com/concord-chat/concord/runtime/services/wiring"
 )
 
@@ -61,10 +62,12 @@ const (
 var (
 	// Gateway is the SSE gateway: GET /v1/streams/{id}/live.
 	//
-	// It uses the platform's relationships (wiring.Relationships) for the
-	// friends boost of a sampled stream's rest tier: a viewer's friends
-	// are read once when the viewer joins, and a process without them
-	// (or a failed read) loses only the boost.
+	// It uses the platform's relationships for the friends boost of a
+	// sampled stream's rest tier: the process's own (wiring.Relationships,
+	// `concord dev`), else in `concord serve` those of each user's owner
+	// on the presence ring (presencerole.Relationships, over
+	// PresenceNode.Friends). A viewer's friends are read once when the
+	// viewer joins; a failed read loses only the boost.
 	Gateway = wiring.Role{Name: NameGateway, Build: buildGateway, Needs: []string{BackendsPort.Name},
 		Uses: []string{wiring.Relationships.Name}, Gives: []string{gatewayKey.Name}}
 	// API is the Comment API: POST and GET under /v1.
@@ -154,6 +157,15 @@ func buildGateway(ctx context.Context, b *wiring.Builder) error {
 	}
 	deps := gateway.Deps{Relay: bk.Relay, Recent: bk.Cache, Store: bk.Store, Board: bk.Board, Verifier: b.Auth}
 	if rel, ok := wiring.Lookup(b.Seams, wiring.Relationships); ok && rel != nil {
+		deps.Friends = rel
+	} else if b.Registry != nil {
+		// `concord serve`: each user's relationships are held by the
+		// user's owner on the presence ring; asked there over
+		// PresenceNode.Friends (a failed read loses only the boost).
+		rel, err := presencerole.Relationships(ctx, b)
+		if err != nil {
+			return fmt.Errorf("live gateway: relationships: %w", err)
+		}
 		deps.Friends = rel
 	} else {
 		b.Logger.Info("live-gateway: no relationships in this process; sampled streams show no friends' rest-tier comments")

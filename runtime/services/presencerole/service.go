@@ -63,15 +63,18 @@ func buildService(ctx context.Context, b *wiring.Builder) (*ownedPresence, error
 		return nil, errors.New("presence service: the process gives no guild ring, guild client, gateway client or session directory")
 	}
 	var pending sync.WaitGroup
+	// The relationships of the users this node owns, which PresenceNode
+	// also answers (the live gateway's friends boost).
+	friends := presence.NewFriends(nil)
 	router := &router{store: b.Store, guilds: guilds, ring: guildRing, sink: sink, sessions: dir, log: log, wg: &pending, timeout: cfg.CallTimeout}
 	svc, err := presence.New(presence.Config{
 		Window: cfg.Presence.Window, NodeTTL: 3 * cfg.Presence.ReportInterval, Warmup: 2 * cfg.Presence.ReportInterval,
 		Now: cfg.Presence.Now, Registerer: b.Metrics, Logger: log,
-	}, router, presence.NewFriends(nil))
+	}, router, friends)
 	if err != nil {
 		return nil, fmt.Errorf("presence: %w", err)
 	}
-	owned := &ownedPresence{self: cfg.Node, ring: psRing, svc: svc}
+	owned := &ownedPresence{self: cfg.Node, ring: psRing, svc: svc, friends: friends}
 	if b.GRPC != nil {
 		b.GRPC.Presence = owned
 	}
@@ -97,15 +100,26 @@ func buildService(ctx context.Context, b *wiring.Builder) (*ownedPresence, error
 // ownedPresence is what a presence node serves over PresenceNode: its
 // service, limited to the users the node owns on its ring.
 type ownedPresence struct {
-	self string
-	ring *registry.LocalRing
-	svc  *presence.Service
+	self    string
+	ring    *registry.LocalRing
+	svc     *presence.Service
+	friends presence.Relationships
 }
 
 var (
 	_ transport.PresenceBackend  = (*ownedPresence)(nil)
 	_ transport.UserDisconnecter = (*ownedPresence)(nil)
+	_ transport.FriendsBackend   = (*ownedPresence)(nil)
 )
+
+// Friends implements transport.FriendsBackend: the friends of a user this
+// node owns; a user owned elsewhere is refused with transport.ErrNotOwner.
+func (o *ownedPresence) Friends(ctx context.Context, user snowflake.ID) ([]snowflake.ID, error) {
+	if !o.owns(user) {
+		return nil, fmt.Errorf("%w: relationships of user %d", transport.ErrNotOwner, user)
+	}
+	return o.friends.Friends(ctx, user)
+}
 
 func (o *ownedPresence) owns(user snowflake.ID) bool {
 	n, ok := o.ring.Owner(user)

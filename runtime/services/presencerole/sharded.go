@@ -70,6 +70,22 @@ func buildGatewaySide(ctx context.Context, b *wiring.Builder, owned *ownedPresen
 	return nil
 }
 
+// Relationships returns the platform's relationships as a `concord serve`
+// process that holds none reads them: from each user's owner on the
+// presence ring, over PresenceNode.Friends, through the process's
+// ring-sharded presence client (shared with the gateway side when the
+// process has one). The live gateway's friends boost uses it.
+func Relationships(ctx context.Context, b *wiring.Builder) (presence.Relationships, error) {
+	ring, err := wiring.Ring(ctx, b.Seams, b.Registry, Name, registry.LocalRingConfig{Logger: b.Logger.With("component", "ring")})
+	if err != nil {
+		return nil, err
+	}
+	return wiring.Shared(b.Seams, shardedKey, func() (*shardedPresence, func() error, error) {
+		c := newShardedPresence(b.ClientConfig, ring, b.Logger.With("component", "presence"))
+		return c, c.Close, nil
+	})
+}
+
 // nodePlacement is a transport.Placement naming one node of a ring, so
 // that a transport.PresenceClient calls that node.
 type nodePlacement struct {
@@ -191,6 +207,17 @@ func (p *shardedPresence) Disconnect(ctx context.Context, id event.SessionID) {
 		p.mu.Unlock()
 		p.log.Info("presence session end kept for the user's next owner", "session_id", id, "user_id", user, "err", err)
 	}
+}
+
+// Friends implements presence.Relationships: userID's friends, asked of
+// the user's owner on the presence ring.
+func (p *shardedPresence) Friends(ctx context.Context, userID snowflake.ID) ([]snowflake.ID, error) {
+	var ids []snowflake.ID
+	err := p.call(userID, func(c transport.PresenceClient) (err error) {
+		ids, err = c.Friends(ctx, userID)
+		return err
+	})
+	return ids, err
 }
 
 // Report implements presence.Upstream: every live presence node gets the

@@ -23,6 +23,10 @@ type PresenceClient interface {
 	// DisconnectUser forgets session id of userID (SessionEnded with the
 	// user: presence.Service.DisconnectUser on the node).
 	DisconnectUser(ctx context.Context, id event.SessionID, userID snowflake.ID) error
+	// Friends lists userID's friends as the presence node holds them
+	// (PresenceNode.Friends; ErrNotOwner from a node that does not own
+	// the user).
+	Friends(ctx context.Context, userID snowflake.ID) ([]snowflake.ID, error)
 	// Close ends every connection.
 	Close() error
 }
@@ -119,6 +123,23 @@ func (c *presenceClient) Report(ctx context.Context, node string, sessions []pre
 	if err != nil {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "presence report not delivered", slog.String("node", node), slog.String("err", err.Error()))
 	}
+}
+
+// Friends implements PresenceClient.
+func (c *presenceClient) Friends(ctx context.Context, userID snowflake.ID) ([]snowflake.ID, error) {
+	var ids []snowflake.ID
+	err := c.invoke(ctx, "Friends", func(ctx context.Context, p transportpb.PresenceNodeClient) error {
+		res, err := p.Friends(ctx, &transportpb.PresenceFriendsRequest{UserId: uint64(userID)})
+		if err != nil {
+			return err
+		}
+		ids = make([]snowflake.ID, len(res.UserIds))
+		for i, id := range res.UserIds {
+			ids[i] = snowflake.ID(id)
+		}
+		return nil
+	})
+	return ids, err
 }
 
 // Close implements PresenceClient.

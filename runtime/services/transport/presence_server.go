@@ -33,6 +33,14 @@ type UserDisconnecter interface {
 	DisconnectUser(ctx context.Context, id event.SessionID, userID snowflake.ID) error
 }
 
+// FriendsBackend is the optional ability of a PresenceBackend to answer
+// who a user's friends are (presence.Relationships, on the user's owner;
+// ErrNotOwner elsewhere). PresenceNode.Friends uses it; a backend without
+// it answers Unimplemented.
+type FriendsBackend interface {
+	Friends(ctx context.Context, userID snowflake.ID) ([]snowflake.ID, error)
+}
+
 var _ PresenceBackend = (*presence.Service)(nil)
 
 // presenceServer serves PresenceNode on a presence node.
@@ -136,4 +144,24 @@ func activitiesFromPB(ps []*transportpb.PresenceActivity) []presence.Activity {
 		out[i] = presence.Activity{Name: a.Name, Type: int(a.Type), URL: a.Url, State: a.State, Details: a.Details, CreatedAt: a.CreatedAt}
 	}
 	return out
+}
+
+// Friends implements PresenceNode.Friends.
+func (s *presenceServer) Friends(ctx context.Context, req *transportpb.PresenceFriendsRequest) (*transportpb.PresenceFriends, error) {
+	if req.UserId == 0 {
+		return nil, s.errs.toStatus(fmt.Errorf("%w: friends of no user", ErrInvalid))
+	}
+	f, ok := s.backend.(FriendsBackend)
+	if !ok {
+		return s.UnimplementedPresenceNodeServer.Friends(ctx, req)
+	}
+	ids, err := f.Friends(ctx, snowflake.ID(req.UserId))
+	if err != nil {
+		return nil, s.errs.toStatus(err)
+	}
+	out := &transportpb.PresenceFriends{UserIds: make([]uint64, len(ids))}
+	for i, id := range ids {
+		out.UserIds[i] = uint64(id)
+	}
+	return out, nil
 }

@@ -338,6 +338,11 @@ func (c *Counters) Banned(ctx context.Context, keys ...string) (time.Duration, e
 	return longest, nil
 }
 
+// Client is the connection pool the counters use: the process's Redis
+// client, which its other Redis adapters (the live recent cache and
+// relay) share rather than dial their own. Close closes it.
+func (c *Counters) Client() *goredis.Client { return c.client }
+
 // Close implements counters.Counters.
 func (c *Counters) Close() error {
 	if c.closed.Swap(true) {

@@ -14,13 +14,15 @@ import (
 // appends the retraction. A comment accepted a moment ago is only in the
 // event log: the archiver has not written it to the store yet, the
 // router may not have put it in the recent cache (and on a sampled
-// stream never puts a rest-tier comment there). Two things close that
-// window: this process remembers the comments it accepted itself (the
-// author deleting their own comment usually reaches the API that took
-// it), and a comment accepted on another API instance is waited for,
-// for as long as it is young enough that the archiver may still be
-// behind (pendingFor), instead of answering 404 for a comment that
-// exists.
+// stream never puts a rest-tier comment there). This process remembers
+// the comments it accepted itself (the author deleting their own comment
+// usually reaches the API that took it). A comment young enough to be on
+// its way (pendingFor) that this process cannot find is not waited for:
+// the takedown is appended unresolved (live.TakedownRequest) to the
+// comment's partition, after the comment, and the router and the
+// archiver resolve and apply it when they reach it in log order. Nothing
+// waits on the store, and the answer does not depend on how far behind
+// the archiver is.
 
 // acceptedSize bounds the comments one API process remembers: at the
 // seed's 5,000 comments/s on one process it is the last 6 s or so,
@@ -28,8 +30,9 @@ import (
 const acceptedSize = 1 << 15
 
 // pendingFor is how long after its id was minted a comment missing from
-// the store and the recent cache is waited for before the answer is 404.
-const pendingFor = 10 * time.Second
+// the store and the recent cache may still be on its way there: its
+// takedown is appended unresolved, not answered 404.
+const pendingFor = live.TakedownWindow
 
 // acceptedIndex is the comments this process accepted lately, by id: a
 // ring, the oldest forgotten first.
@@ -75,42 +78,46 @@ func (x *acceptedIndex) retracted(id snowflake.ID, reason string) {
 	}
 }
 
+// errPendingComment is findComment's answer for a comment it cannot
+// find whose id is young enough (pendingFor) that it may be only in the
+// log: the caller appends its takedown unresolved.
+var errPendingComment = errors.New("live api: comment not readable yet")
+
 // findComment looks a comment up in the store, then in the comments this
-// process accepted, then in the recent cache; a comment young enough to
-// be on its way to the store (pendingFor) is waited for.
+// process accepted, then in the recent cache, once: a comment none of
+// them has is errPendingComment while its id is under pendingFor old,
+// errUnknownComment after.
 func (a *API) findComment(ctx context.Context, s *live.Stream, id snowflake.ID) (live.Comment, error) {
-	wait, waiting := 20*time.Millisecond, false
-	defer func() {
-		if waiting {
-			a.m.takedownsWaiting.Dec()
-		}
-	}()
-	for {
-		c, err := a.lookComment(ctx, s, id)
-		if !errors.Is(err, errUnknownComment) {
-			return c, err
-		}
-		// Ids are minted at acceptance: one older than pendingFor that
-		// nobody has is not coming (or never existed).
-		// An id from the future (forged) waits no longer than a fresh one.
-		left := min(time.Until(id.Time().Add(pendingFor)), pendingFor)
-		if left <= 0 {
-			return live.Comment{}, err
-		}
-		if !waiting {
-			waiting = true
-			a.m.takedownsWaiting.Inc()
-		}
-		select {
-		case <-ctx.Done():
-			return live.Comment{}, ctx.Err()
-		case <-time.After(min(wait, left)):
-		}
-		wait = min(2*wait, 500*time.Millisecond)
+	c, err := a.lookComment(ctx, s, id)
+	if !errors.Is(err, errUnknownComment) {
+		return c, err
 	}
+	// Ids are minted at acceptance: one older than pendingFor that
+	// nobody has is not coming (or never existed). An id from the future
+	// (forged) counts as fresh: its takedown is appended and, naming no
+	// comment, resolves to nothing.
+	if time.Until(id.Time().Add(pendingFor)) > 0 {
+		return live.Comment{}, errPendingComment
+	}
+	return live.Comment{}, err
 }
 
-// lookComment is one pass of findComment.
+// requestTakedown appends the takedown of a comment findComment could not
+// read yet (errPendingComment), for the router and the archiver to
+// resolve in log order: it applies if by wrote the comment or any is
+// set. The caller cannot learn which; the answer is the contract's 204
+// either way, as for a comment already taken down.
+func (a *API) requestTakedown(ctx context.Context, s *live.Stream, id snowflake.ID, reason string, by snowflake.ID, any bool) error {
+	lr := live.LogRecord{Kind: live.KindRetract, StreamID: s.ID, AcceptedAt: a.now().UnixNano(),
+		Retract: &live.Retraction{CommentID: id, Reason: reason, Request: &live.TakedownRequest{By: by, Any: any}}}
+	if _, err := a.appendRecords(ctx, s, lr); err != nil {
+		return err
+	}
+	a.m.takedownsDeferred.Inc()
+	return nil
+}
+
+// lookComment looks a comment up where the API can read it.
 func (a *API) lookComment(ctx context.Context, s *live.Stream, id snowflake.ID) (live.Comment, error) {
 	c, err := a.d.Store.GetComment(ctx, s.ID, id)
 	if err == nil {

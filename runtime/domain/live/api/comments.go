@@ -334,12 +334,26 @@ func (a *API) deleteComment(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, errUnknownComment)
 		return
 	}
+	mod := s.IsModerator(me)
+	given := ""
+	if body.Reason != nil && strings.TrimSpace(*body.Reason) != "" {
+		given = truncate(strings.TrimSpace(*body.Reason), 200)
+	}
 	c, err := a.findComment(ctx, &s, cid)
+	if errors.Is(err, errPendingComment) {
+		// Only in the log so far: the takedown follows it there and
+		// applies if me wrote it or moderates the stream.
+		if err := a.requestTakedown(ctx, &s, cid, given, me, mod); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	mod := s.IsModerator(me)
 	if c.Author.ID != me && !mod {
 		a.fail(w, r, errForbidden)
 		return
@@ -352,8 +366,8 @@ func (a *API) deleteComment(w http.ResponseWriter, r *http.Request) {
 	if c.Author.ID != me {
 		reason = "removed by moderator"
 	}
-	if body.Reason != nil && strings.TrimSpace(*body.Reason) != "" {
-		reason = truncate(strings.TrimSpace(*body.Reason), 200)
+	if given != "" {
+		reason = given
 	}
 	if err := a.retract(ctx, &s, []live.Comment{c}, reason); err != nil {
 		a.fail(w, r, err)
@@ -392,7 +406,8 @@ func (a *API) reportComment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, err := a.findComment(ctx, &s, cid)
-	if err != nil {
+	pending := errors.Is(err, errPendingComment)
+	if err != nil && !pending {
 		a.fail(w, r, err)
 		return
 	}
@@ -409,7 +424,13 @@ func (a *API) reportComment(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if n == int64(a.cfg.ReportThreshold) {
-			if err := a.retract(ctx, &s, []live.Comment{c}, "reported"); err != nil {
+			take := func() error { return a.retract(ctx, &s, []live.Comment{c}, "reported") }
+			if pending {
+				// Reported before it was readable here: the takedown
+				// follows it in the log, whoever wrote it.
+				take = func() error { return a.requestTakedown(ctx, &s, cid, "reported", 0, true) }
+			}
+			if err := take(); err != nil {
 				a.fail(w, r, err)
 				return
 			}

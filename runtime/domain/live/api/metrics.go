@@ -11,9 +11,9 @@ type metrics struct {
 	// callerCache counts lookups of verified tokens and accounts
 	// (callers.go) by kind and result.
 	callerCache *prometheus.CounterVec
-	// takedownsWaiting are takedowns waiting for their comment to reach
-	// the store (accepted.go).
-	takedownsWaiting prometheus.Gauge
+	// takedownsDeferred are takedowns appended unresolved, their comment
+	// not readable yet (accepted.go).
+	takedownsDeferred prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -31,11 +31,11 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		callerCache: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_live_api_caller_cache_total",
 			Help: "Lookups of recently verified tokens (kind token) and authors' accounts (kind account), by result (hit, miss)."},
 			[]string{"kind", "result"}),
-		takedownsWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_live_api_takedowns_waiting",
-			Help: "Takedowns waiting for a comment accepted moments ago (on another API instance) to reach the comments store."}),
+		takedownsDeferred: prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_api_takedowns_deferred_total",
+			Help: "Takedowns appended unresolved (their comment, accepted moments ago on another API instance, was only in the log), for the router and archiver to apply in log order."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.accepted, m.rejected, m.shadowed, m.retracted, m.filter, m.callerCache, m.takedownsWaiting)
+		reg.MustRegister(m.accepted, m.rejected, m.shadowed, m.retracted, m.filter, m.callerCache, m.takedownsDeferred)
 	}
 	return m
 }

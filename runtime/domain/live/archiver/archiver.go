@@ -46,6 +46,8 @@ type Archiver struct {
 	d                         Deps
 	log                       *slog.Logger
 	written, retracted, stale prometheus.Counter
+	// refused are unresolved takedowns that did not apply.
+	refused prometheus.Counter
 
 	// shardCache is each stream's store shard count, forgotten when its
 	// state changes.
@@ -74,9 +76,10 @@ func New(cfg Config, d Deps) (*Archiver, error) {
 		written:   prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_archiver_comments_written_total", Help: "Comments written to the store."}),
 		retracted: prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_archiver_retractions_total", Help: "Soft deletes applied."}),
 		stale:     prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_archiver_skipped_records_total", Help: "Records skipped (undecodable, or retracting an unknown comment)."}),
+		refused:   prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_archiver_takedowns_refused_total", Help: "Unresolved takedowns not applied: the one who asked neither wrote the comment nor moderates the stream."}),
 	}
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(a.written, a.retracted, a.stale)
+		cfg.Registerer.MustRegister(a.written, a.retracted, a.stale, a.refused)
 	}
 	return a, nil
 }
@@ -134,6 +137,29 @@ func (a *Archiver) apply(ctx context.Context, _ int32, _ eventlog.Record, lr liv
 		return nil
 	}
 	rt := lr.Retract
+	if rt.Request != nil {
+		// Appended before its comment was readable (live.TakedownRequest):
+		// the comment is before it on this partition, so written by now.
+		var c live.Comment
+		err := a.retry(ctx, func() (err error) { c, err = a.d.Store.GetComment(ctx, lr.StreamID, rt.CommentID); return err })
+		if errors.Is(err, live.ErrNotFound) {
+			a.stale.Inc()
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if c.Retracted {
+			// Taken down already (and its reason kept).
+			return nil
+		}
+		res, ok := rt.Resolve(c)
+		if !ok {
+			a.refused.Inc()
+			return nil
+		}
+		rt = &res
+	}
 	err := a.retry(ctx, func() error { return a.d.Store.Retract(ctx, lr.StreamID, rt.CommentID, rt.Reason) })
 	switch {
 	case errors.Is(err, live.ErrNotFound):

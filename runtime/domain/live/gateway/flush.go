@@ -67,7 +67,13 @@ type outFrame struct {
 // addPendingLocked queues f for the stream's next flush and arms it. h.mu
 // is held. A stream whose pending bytes pass MaxPending between two
 // flushes would queue more than that for every viewer: they are cut, as a
-// viewer with that much queued privately would be.
+// viewer with that much queued privately would be. Only frames every
+// viewer is sent count: a restricted frame (a shadow comment, a sampled
+// stream's rest tier) goes to its author and the author's friends, so
+// the rest tier of a 5,000 comments/s flood — a megabyte a second that
+// no viewer is sent more than a few frames of — must not cut viewers
+// who are each shown ten comments a second (it did, every one of them:
+// test/live TestBenchFlood).
 func (h *hub) addPendingLocked(f outFrame) {
 	h.gen++
 	f.gen = h.gen
@@ -79,7 +85,9 @@ func (h *hub) addPendingLocked(f outFrame) {
 		h.urgent = true
 	}
 	h.pending = append(h.pending, f)
-	h.pendingBytes += len(f.frame)
+	if !f.restricted {
+		h.pendingBytes += len(f.frame)
+	}
 	if h.pendingBytes > h.g.cfg.MaxPending {
 		for v := range h.viewers {
 			select {

@@ -305,3 +305,42 @@ func TestReportProbabilityInStateEvent(t *testing.T) {
 		t.Fatalf("flush = %q, want report_p 1", got)
 	}
 }
+
+// A sampled stream's rest tier between two flushes may be far more than
+// MaxPending (a 5,000 comments/s flood's), but each frame of it is for
+// its author and the author's friends: it cuts no viewer. The tiers
+// every viewer is sent still count, and past MaxPending they cut.
+func TestRestTierDoesNotCutViewers(t *testing.T) {
+	h, anon := testHub(t, Config{FlushInterval: time.Hour, ReportInterval: 5 * time.Second, PingInterval: 15 * time.Second})
+	h.state = live.StateChange{State: live.StateLive, Sampled: true}
+	text := string(bytes.Repeat([]byte("x"), 180))
+	var evs []live.Event
+	for seq := int64(1); seq <= 3000; seq++ { // ~0.8 MB of rest tier, three times MaxPending
+		ev := comment(seq, text)
+		ev.Comment.Author.ID = snowflake.ID(10_000 + seq)
+		ev.Tier = live.TierRest
+		evs = append(evs, ev)
+	}
+	h.mu.Lock()
+	h.applyLocked(evs)
+	h.mu.Unlock()
+	select {
+	case <-anon.cut:
+		t.Fatal("a viewer shown none of the rest tier was cut for its bytes")
+	default:
+	}
+	var shared []live.Event
+	for seq := int64(3001); seq <= 6000; seq++ {
+		ev := comment(seq, text)
+		ev.Tier = live.TierSample
+		shared = append(shared, ev)
+	}
+	h.mu.Lock()
+	h.applyLocked(shared)
+	h.mu.Unlock()
+	select {
+	case <-anon.cut:
+	default:
+		t.Fatal("a viewer sent more than MaxPending of sample tier between two flushes was not cut")
+	}
+}

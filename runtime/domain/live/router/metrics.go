@@ -8,6 +8,9 @@ type metrics struct {
 	sampledStreams                                       prometheus.Gauge
 	reactions, trustedOnly                               prometheus.Counter
 	tiers                                                *prometheus.CounterVec
+	// takedowns counts retractions by what the router did with them
+	// (takedown.go): applied, duplicate, refused, unknown.
+	takedowns *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -38,10 +41,13 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Help: "Streams of the owned partitions in sampled mode."}),
 		tiers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_live_router_sampled_comments_total",
 			Help: "Comments of sampled streams published, by tier (pinned, sample, rest)."}, []string{"tier"}),
+		takedowns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_live_router_takedowns_total",
+			Help: "Retractions read from the log, by outcome: applied (published), duplicate (comment taken down already), refused (an unresolved takedown by someone who may not), unknown (no such comment known)."},
+			[]string{"outcome"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.batches, m.events, m.invalid, m.cacheErrors, m.publishErrors, m.batchAge, m.logAge, m.acceptToPublish,
-			m.sampledStreams, m.tiers, m.reactions, m.copies, m.trustedOnly)
+			m.sampledStreams, m.tiers, m.reactions, m.copies, m.trustedOnly, m.takedowns)
 	}
 	return m
 }

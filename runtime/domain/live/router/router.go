@@ -192,6 +192,7 @@ type stream struct {
 func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c eventlog.Claim) error {
 	r := h.r
 	streams := map[snowflake.ID]*stream{}
+	index := newCommentIndex()
 	next := c.InitialOffset()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -273,6 +274,17 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 				r.log.Warn("skipping an invalid comments record", "partition", rec.Partition, "offset", rec.Offset, "err", err)
 				mark()
 				continue
+			}
+			switch lr.Kind {
+			case live.KindComment:
+				index.add(lr.Comment, rec.Offset, time.Now())
+			case live.KindRetract:
+				rt, ok := r.resolve(ctx, index, lr.StreamID, lr.Retract)
+				if !ok {
+					mark()
+					continue
+				}
+				lr.Retract = rt
 			}
 			st := streams[lr.StreamID]
 			if st == nil {

@@ -21,6 +21,94 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type PresenceFriendsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        uint64                 `protobuf:"fixed64,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresenceFriendsRequest) Reset() {
+	*x = PresenceFriendsRequest{}
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresenceFriendsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresenceFriendsRequest) ProtoMessage() {}
+
+func (x *PresenceFriendsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresenceFriendsRequest.ProtoReflect.Descriptor instead.
+func (*PresenceFriendsRequest) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_presence_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PresenceFriendsRequest) GetUserId() uint64 {
+	if x != nil {
+		return x.UserId
+	}
+	return 0
+}
+
+type PresenceFriends struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserIds       []uint64               `protobuf:"fixed64,1,rep,packed,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresenceFriends) Reset() {
+	*x = PresenceFriends{}
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresenceFriends) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresenceFriends) ProtoMessage() {}
+
+func (x *PresenceFriends) ProtoReflect() protoreflect.Message {
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresenceFriends.ProtoReflect.Descriptor instead.
+func (*PresenceFriends) Descriptor() ([]byte, []int) {
+	return file_concord_transport_v1_presence_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PresenceFriends) GetUserIds() []uint64 {
+	if x != nil {
+		return x.UserIds
+	}
+	return nil
+}
+
 // PresenceActivity is presence.Activity.
 type PresenceActivity struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -36,7 +124,7 @@ type PresenceActivity struct {
 
 func (x *PresenceActivity) Reset() {
 	*x = PresenceActivity{}
-	mi := &file_concord_transport_v1_presence_proto_msgTypes[0]
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +136,7 @@ func (x *PresenceActivity) String() string {
 func (*PresenceActivity) ProtoMessage() {}
 
 func (x *PresenceActivity) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_presence_proto_msgTypes[0]
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +149,7 @@ func (x *PresenceActivity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceActivity.ProtoReflect.Descriptor instead.
 func (*PresenceActivity) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_presence_proto_rawDescGZIP(), []int{0}
+	return file_concord_transport_v1_presence_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PresenceActivity) GetName() string {
@@ -124,7 +212,7 @@ type PresenceSession struct {
 
 func (x *PresenceSession) Reset() {
 	*x = PresenceSession{}
-	mi := &file_concord_transport_v1_presence_proto_msgTypes[1]
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -136,7 +224,7 @@ func (x *PresenceSession) String() string {
 func (*PresenceSession) ProtoMessage() {}
 
 func (x *PresenceSession) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_presence_proto_msgTypes[1]
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -149,7 +237,7 @@ func (x *PresenceSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceSession.ProtoReflect.Descriptor instead.
 func (*PresenceSession) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_presence_proto_rawDescGZIP(), []int{1}
+	return file_concord_transport_v1_presence_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PresenceSession) GetSessionId() string {
@@ -223,7 +311,7 @@ type PresenceUpdateRequest struct {
 
 func (x *PresenceUpdateRequest) Reset() {
 	*x = PresenceUpdateRequest{}
-	mi := &file_concord_transport_v1_presence_proto_msgTypes[2]
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -235,7 +323,7 @@ func (x *PresenceUpdateRequest) String() string {
 func (*PresenceUpdateRequest) ProtoMessage() {}
 
 func (x *PresenceUpdateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_presence_proto_msgTypes[2]
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -248,7 +336,7 @@ func (x *PresenceUpdateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceUpdateRequest.ProtoReflect.Descriptor instead.
 func (*PresenceUpdateRequest) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_presence_proto_rawDescGZIP(), []int{2}
+	return file_concord_transport_v1_presence_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PresenceUpdateRequest) GetSessionId() string {
@@ -300,7 +388,7 @@ type PresenceSessionEnded struct {
 
 func (x *PresenceSessionEnded) Reset() {
 	*x = PresenceSessionEnded{}
-	mi := &file_concord_transport_v1_presence_proto_msgTypes[3]
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +400,7 @@ func (x *PresenceSessionEnded) String() string {
 func (*PresenceSessionEnded) ProtoMessage() {}
 
 func (x *PresenceSessionEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_presence_proto_msgTypes[3]
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +413,7 @@ func (x *PresenceSessionEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceSessionEnded.ProtoReflect.Descriptor instead.
 func (*PresenceSessionEnded) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_presence_proto_rawDescGZIP(), []int{3}
+	return file_concord_transport_v1_presence_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PresenceSessionEnded) GetSessionId() string {
@@ -353,7 +441,7 @@ type PresenceReport struct {
 
 func (x *PresenceReport) Reset() {
 	*x = PresenceReport{}
-	mi := &file_concord_transport_v1_presence_proto_msgTypes[4]
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +453,7 @@ func (x *PresenceReport) String() string {
 func (*PresenceReport) ProtoMessage() {}
 
 func (x *PresenceReport) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_presence_proto_msgTypes[4]
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +466,7 @@ func (x *PresenceReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceReport.ProtoReflect.Descriptor instead.
 func (*PresenceReport) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_presence_proto_rawDescGZIP(), []int{4}
+	return file_concord_transport_v1_presence_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PresenceReport) GetNode() string {
@@ -404,7 +492,7 @@ type PresenceAck struct {
 
 func (x *PresenceAck) Reset() {
 	*x = PresenceAck{}
-	mi := &file_concord_transport_v1_presence_proto_msgTypes[5]
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -416,7 +504,7 @@ func (x *PresenceAck) String() string {
 func (*PresenceAck) ProtoMessage() {}
 
 func (x *PresenceAck) ProtoReflect() protoreflect.Message {
-	mi := &file_concord_transport_v1_presence_proto_msgTypes[5]
+	mi := &file_concord_transport_v1_presence_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -429,14 +517,18 @@ func (x *PresenceAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceAck.ProtoReflect.Descriptor instead.
 func (*PresenceAck) Descriptor() ([]byte, []int) {
-	return file_concord_transport_v1_presence_proto_rawDescGZIP(), []int{5}
+	return file_concord_transport_v1_presence_proto_rawDescGZIP(), []int{7}
 }
 
 var File_concord_transport_v1_presence_proto protoreflect.FileDescriptor
 
 const file_concord_transport_v1_presence_proto_rawDesc = "" +
 	"\n" +
-	"#concord/transport/v1/presence.proto\x12\x14concord.transport.v1\"\x9b\x01\n" +
+	"#concord/transport/v1/presence.proto\x12\x14concord.transport.v1\"1\n" +
+	"\x16PresenceFriendsRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\x06R\x06userId\",\n" +
+	"\x0fPresenceFriends\x12\x19\n" +
+	"\buser_ids\x18\x01 \x03(\x06R\auserIds\"\x9b\x01\n" +
 	"\x10PresenceActivity\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\x05R\x04type\x12\x10\n" +
@@ -474,12 +566,13 @@ const file_concord_transport_v1_presence_proto_rawDesc = "" +
 	"\x0ePresenceReport\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12A\n" +
 	"\bsessions\x18\x02 \x03(\v2%.concord.transport.v1.PresenceSessionR\bsessions\"\r\n" +
-	"\vPresenceAck2\xf6\x02\n" +
+	"\vPresenceAck2\xd6\x03\n" +
 	"\fPresenceNode\x12Z\n" +
 	"\x0eSessionStarted\x12%.concord.transport.v1.PresenceSession\x1a!.concord.transport.v1.PresenceAck\x12X\n" +
 	"\x06Update\x12+.concord.transport.v1.PresenceUpdateRequest\x1a!.concord.transport.v1.PresenceAck\x12]\n" +
 	"\fSessionEnded\x12*.concord.transport.v1.PresenceSessionEnded\x1a!.concord.transport.v1.PresenceAck\x12Q\n" +
-	"\x06Report\x12$.concord.transport.v1.PresenceReport\x1a!.concord.transport.v1.PresenceAckBTZRgithub.com/concord-chat/concord/runtime/services/transport/transportpb;transportpbb\x06proto3"
+	"\x06Report\x12$.concord.transport.v1.PresenceReport\x1a!.concord.transport.v1.PresenceAck\x12^\n" +
+	"\aFriends\x12,.concord.transport.v1.PresenceFriendsRequest\x1a%.concord.transport.v1.PresenceFriendsBTZRgithub.com/concord-chat/concord/runtime/services/transport/transportpb;transportpbb\x06proto3"
 
 var (
 	file_concord_transport_v1_presence_proto_rawDescOnce sync.Once
@@ -493,29 +586,33 @@ func file_concord_transport_v1_presence_proto_rawDescGZIP() []byte {
 	return file_concord_transport_v1_presence_proto_rawDescData
 }
 
-var file_concord_transport_v1_presence_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_concord_transport_v1_presence_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_concord_transport_v1_presence_proto_goTypes = []any{
-	(*PresenceActivity)(nil),      // 0: concord.transport.v1.PresenceActivity
-	(*PresenceSession)(nil),       // 1: concord.transport.v1.PresenceSession
-	(*PresenceUpdateRequest)(nil), // 2: concord.transport.v1.PresenceUpdateRequest
-	(*PresenceSessionEnded)(nil),  // 3: concord.transport.v1.PresenceSessionEnded
-	(*PresenceReport)(nil),        // 4: concord.transport.v1.PresenceReport
-	(*PresenceAck)(nil),           // 5: concord.transport.v1.PresenceAck
+	(*PresenceFriendsRequest)(nil), // 0: concord.transport.v1.PresenceFriendsRequest
+	(*PresenceFriends)(nil),        // 1: concord.transport.v1.PresenceFriends
+	(*PresenceActivity)(nil),       // 2: concord.transport.v1.PresenceActivity
+	(*PresenceSession)(nil),        // 3: concord.transport.v1.PresenceSession
+	(*PresenceUpdateRequest)(nil),  // 4: concord.transport.v1.PresenceUpdateRequest
+	(*PresenceSessionEnded)(nil),   // 5: concord.transport.v1.PresenceSessionEnded
+	(*PresenceReport)(nil),         // 6: concord.transport.v1.PresenceReport
+	(*PresenceAck)(nil),            // 7: concord.transport.v1.PresenceAck
 }
 var file_concord_transport_v1_presence_proto_depIdxs = []int32{
-	0, // 0: concord.transport.v1.PresenceSession.activities:type_name -> concord.transport.v1.PresenceActivity
-	0, // 1: concord.transport.v1.PresenceUpdateRequest.activities:type_name -> concord.transport.v1.PresenceActivity
-	1, // 2: concord.transport.v1.PresenceReport.sessions:type_name -> concord.transport.v1.PresenceSession
-	1, // 3: concord.transport.v1.PresenceNode.SessionStarted:input_type -> concord.transport.v1.PresenceSession
-	2, // 4: concord.transport.v1.PresenceNode.Update:input_type -> concord.transport.v1.PresenceUpdateRequest
-	3, // 5: concord.transport.v1.PresenceNode.SessionEnded:input_type -> concord.transport.v1.PresenceSessionEnded
-	4, // 6: concord.transport.v1.PresenceNode.Report:input_type -> concord.transport.v1.PresenceReport
-	5, // 7: concord.transport.v1.PresenceNode.SessionStarted:output_type -> concord.transport.v1.PresenceAck
-	5, // 8: concord.transport.v1.PresenceNode.Update:output_type -> concord.transport.v1.PresenceAck
-	5, // 9: concord.transport.v1.PresenceNode.SessionEnded:output_type -> concord.transport.v1.PresenceAck
-	5, // 10: concord.transport.v1.PresenceNode.Report:output_type -> concord.transport.v1.PresenceAck
-	7, // [7:11] is the sub-list for method output_type
-	3, // [3:7] is the sub-list for method input_type
+	2, // 0: concord.transport.v1.PresenceSession.activities:type_name -> concord.transport.v1.PresenceActivity
+	2, // 1: concord.transport.v1.PresenceUpdateRequest.activities:type_name -> concord.transport.v1.PresenceActivity
+	3, // 2: concord.transport.v1.PresenceReport.sessions:type_name -> concord.transport.v1.PresenceSession
+	3, // 3: concord.transport.v1.PresenceNode.SessionStarted:input_type -> concord.transport.v1.PresenceSession
+	4, // 4: concord.transport.v1.PresenceNode.Update:input_type -> concord.transport.v1.PresenceUpdateRequest
+	5, // 5: concord.transport.v1.PresenceNode.SessionEnded:input_type -> concord.transport.v1.PresenceSessionEnded
+	6, // 6: concord.transport.v1.PresenceNode.Report:input_type -> concord.transport.v1.PresenceReport
+	0, // 7: concord.transport.v1.PresenceNode.Friends:input_type -> concord.transport.v1.PresenceFriendsRequest
+	7, // 8: concord.transport.v1.PresenceNode.SessionStarted:output_type -> concord.transport.v1.PresenceAck
+	7, // 9: concord.transport.v1.PresenceNode.Update:output_type -> concord.transport.v1.PresenceAck
+	7, // 10: concord.transport.v1.PresenceNode.SessionEnded:output_type -> concord.transport.v1.PresenceAck
+	7, // 11: concord.transport.v1.PresenceNode.Report:output_type -> concord.transport.v1.PresenceAck
+	1, // 12: concord.transport.v1.PresenceNode.Friends:output_type -> concord.transport.v1.PresenceFriends
+	8, // [8:13] is the sub-list for method output_type
+	3, // [3:8] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
 	3, // [3:3] is the sub-list for extension extendee
 	0, // [0:3] is the sub-list for field type_name
@@ -532,7 +629,7 @@ func file_concord_transport_v1_presence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_concord_transport_v1_presence_proto_rawDesc), len(file_concord_transport_v1_presence_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const (
 	PresenceNode_Update_FullMethodName         = "/concord.transport.v1.PresenceNode/Update"
 	PresenceNode_SessionEnded_FullMethodName   = "/concord.transport.v1.PresenceNode/SessionEnded"
 	PresenceNode_Report_FullMethodName         = "/concord.transport.v1.PresenceNode/Report"
+	PresenceNode_Friends_FullMethodName        = "/concord.transport.v1.PresenceNode/Friends"
 )
 
 // PresenceNodeClient is the client API for PresenceNode service.
@@ -46,6 +47,11 @@ type PresenceNodeClient interface {
 	// (presence.Service.Report); a restarted presence node rebuilds from
 	// these periodic re-reports.
 	Report(ctx context.Context, in *PresenceReport, opts ...grpc.CallOption) (*PresenceAck, error)
+	// Friends lists a user's friends, as the user's owner on the presence
+	// ring holds them (presence.Relationships): the live gateway reads a
+	// viewer's once when the viewer joins, for a sampled stream's friends
+	// boost.
+	Friends(ctx context.Context, in *PresenceFriendsRequest, opts ...grpc.CallOption) (*PresenceFriends, error)
 }
 
 type presenceNodeClient struct {
@@ -96,6 +102,16 @@ func (c *presenceNodeClient) Report(ctx context.Context, in *PresenceReport, opt
 	return out, nil
 }
 
+func (c *presenceNodeClient) Friends(ctx context.Context, in *PresenceFriendsRequest, opts ...grpc.CallOption) (*PresenceFriends, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PresenceFriends)
+	err := c.cc.Invoke(ctx, PresenceNode_Friends_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PresenceNodeServer is the server API for PresenceNode service.
 // All implementations must embed UnimplementedPresenceNodeServer
 // for forward compatibility.
@@ -117,6 +133,11 @@ type PresenceNodeServer interface {
 	// (presence.Service.Report); a restarted presence node rebuilds from
 	// these periodic re-reports.
 	Report(context.Context, *PresenceReport) (*PresenceAck, error)
+	// Friends lists a user's friends, as the user's owner on the presence
+	// ring holds them (presence.Relationships): the live gateway reads a
+	// viewer's once when the viewer joins, for a sampled stream's friends
+	// boost.
+	Friends(context.Context, *PresenceFriendsRequest) (*PresenceFriends, error)
 	mustEmbedUnimplementedPresenceNodeServer()
 }
 
@@ -138,6 +159,9 @@ func (UnimplementedPresenceNodeServer) SessionEnded(context.Context, *PresenceSe
 }
 func (UnimplementedPresenceNodeServer) Report(context.Context, *PresenceReport) (*PresenceAck, error) {
 	return nil, status.Error(codes.Unimplemented, "method Report not implemented")
+}
+func (UnimplementedPresenceNodeServer) Friends(context.Context, *PresenceFriendsRequest) (*PresenceFriends, error) {
+	return nil, status.Error(codes.Unimplemented, "method Friends not implemented")
 }
 func (UnimplementedPresenceNodeServer) mustEmbedUnimplementedPresenceNodeServer() {}
 func (UnimplementedPresenceNodeServer) testEmbeddedByValue()                      {}
@@ -232,6 +256,24 @@ func _PresenceNode_Report_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PresenceNode_Friends_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PresenceFriendsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PresenceNodeServer).Friends(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PresenceNode_Friends_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PresenceNodeServer).Friends(ctx, req.(*PresenceFriendsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PresenceNode_ServiceDesc is the grpc.ServiceDesc for PresenceNode service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -254,6 +296,10 @@ var PresenceNode_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Report",
 			Handler:    _PresenceNode_Report_Handler,
+		},
+		{
+			MethodName: "Friends",
+			Handler:    _PresenceNode_Friends_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

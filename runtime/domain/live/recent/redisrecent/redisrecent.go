@@ -20,7 +20,12 @@ import (
 
 // Config configures a Cache.
 type Config struct {
-	// Addr is host:port. Required.
+	// Client, when set, is the process's Redis client, shared with its
+	// other adapters (each backend is opened once per process): New
+	// dials nothing, Close leaves it open, and Addr, DB, the credentials
+	// and Timeout are the client's business.
+	Client *goredis.Client
+	// Addr is host:port. Required without Client.
 	Addr               string
 	DB                 int
 	Username, Password string
@@ -36,6 +41,7 @@ const maxAge = 7 * 24 * time.Hour
 // Cache is a live.Recent and live.Nonces on Redis.
 type Cache struct {
 	c      *goredis.Client
+	own    bool // c was dialled by New (Close closes it)
 	prefix string
 }
 
@@ -46,6 +52,15 @@ var (
 
 // New connects and checks the server answers.
 func New(ctx context.Context, cfg Config) (*Cache, error) {
+	if cfg.Client != nil {
+		if cfg.Prefix == "" {
+			cfg.Prefix = "concord:"
+		}
+		if err := cfg.Client.Ping(ctx).Err(); err != nil {
+			return nil, fmt.Errorf("%w: redis: %v", live.ErrUnavailable, err)
+		}
+		return &Cache{c: cfg.Client, prefix: cfg.Prefix}, nil
+	}
 	if cfg.Addr == "" {
 		return nil, fmt.Errorf("%w: redisrecent: Addr is required", live.ErrInvalid)
 	}
@@ -62,11 +77,16 @@ func New(ctx context.Context, cfg Config) (*Cache, error) {
 		c.Close()
 		return nil, fmt.Errorf("%w: redis %s: %v", live.ErrUnavailable, cfg.Addr, err)
 	}
-	return &Cache{c: c, prefix: cfg.Prefix}, nil
+	return &Cache{c: c, own: true, prefix: cfg.Prefix}, nil
 }
 
-// Close releases the connections.
-func (c *Cache) Close() error { return c.c.Close() }
+// Close releases the connections New dialled (a shared Client stays open).
+func (c *Cache) Close() error {
+	if !c.own {
+		return nil
+	}
+	return c.c.Close()
+}
 
 // key is the stream's set; the braces keep a stream on one cluster slot.
 func (c *Cache) key(stream snowflake.ID) string {

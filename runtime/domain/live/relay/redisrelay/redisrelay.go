@@ -24,7 +24,13 @@ import (
 
 // Config configures a Relay.
 type Config struct {
-	// Addr is host:port. Required.
+	// Client, when set, is the process's Redis client, shared with its
+	// other adapters (each backend is opened once per process): the
+	// relay takes one connection of its pool for pub/sub and publishes
+	// on the rest; Close leaves the client open. Addr, DB and the
+	// credentials are then the client's business.
+	Client *goredis.Client
+	// Addr is host:port. Required without Client.
 	Addr               string
 	DB                 int
 	Username, Password string
@@ -36,6 +42,7 @@ type Config struct {
 // Relay is a live.Relay on Redis pub/sub.
 type Relay struct {
 	c      *goredis.Client
+	own    bool // c was dialled by New (Close closes it)
 	prefix string
 	log    *slog.Logger
 	ps     *goredis.PubSub
@@ -54,7 +61,7 @@ var _ live.Relay = (*Relay)(nil)
 
 // New connects and starts the connection's reader.
 func New(ctx context.Context, cfg Config) (*Relay, error) {
-	if cfg.Addr == "" {
+	if cfg.Addr == "" && cfg.Client == nil {
 		return nil, fmt.Errorf("%w: redisrelay: Addr is required", live.ErrInvalid)
 	}
 	if cfg.Prefix == "" {
@@ -63,13 +70,18 @@ func New(ctx context.Context, cfg Config) (*Relay, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := goredis.NewClient(&goredis.Options{Addr: cfg.Addr, DB: cfg.DB, Username: cfg.Username, Password: cfg.Password,
-		DisableIdentity: true, ClientName: "concord-live-relay", ContextTimeoutEnabled: true})
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("%w: redis %s: %v", live.ErrUnavailable, cfg.Addr, err)
+	c, own := cfg.Client, cfg.Client == nil
+	if own {
+		c = goredis.NewClient(&goredis.Options{Addr: cfg.Addr, DB: cfg.DB, Username: cfg.Username, Password: cfg.Password,
+			DisableIdentity: true, ClientName: "concord-live-relay", ContextTimeoutEnabled: true})
 	}
-	r := &Relay{c: c, prefix: cfg.Prefix + "live:", log: cfg.Logger.With("component", "live-relay"),
+	if err := c.Ping(ctx).Err(); err != nil {
+		if own {
+			c.Close()
+		}
+		return nil, fmt.Errorf("%w: redis %s: %v", live.ErrUnavailable, c.Options().Addr, err)
+	}
+	r := &Relay{c: c, own: own, prefix: cfg.Prefix + "live:", log: cfg.Logger.With("component", "live-relay"),
 		subs: map[string]map[*sub]struct{}{}, waiting: map[string][]chan struct{}{}, done: make(chan struct{})}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.ps = c.Subscribe(r.ctx)
@@ -77,11 +89,15 @@ func New(ctx context.Context, cfg Config) (*Relay, error) {
 	return r, nil
 }
 
-// Close stops the reader and closes the connections.
+// Close stops the reader and closes the connections (of a shared Client,
+// only the pub/sub one).
 func (r *Relay) Close() error {
 	r.cancel()
 	err := r.ps.Close()
 	<-r.done
+	if !r.own {
+		return err
+	}
 	return errors.Join(err, r.c.Close())
 }
 

@@ -96,7 +96,7 @@ func TestVoiceCallFollowsChannelRegion(t *testing.T) {
 		t.Fatal(err)
 	}
 	gid := gi.Guild.ID
-	if _, _, err := svc.AddMember(ctx, gid, alice.ID); err != nil {
+	if _, _, err := svc.Members.Add(ctx, gid, alice.ID); err != nil {
 		t.Fatal(err)
 	}
 	ch, err := svc.CreateChannel(ctx, owner.ID, gid, guild.ChannelSpec{Name: "Call", Type: store.ChannelVoice, RTCRegion: "us"})

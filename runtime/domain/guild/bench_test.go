@@ -42,7 +42,7 @@ func benchGuildWith(b *testing.B, members int, cfg Config) (*fixture, *countingS
 	gid := info.Guild.ID
 	for i := 0; i < members; i++ {
 		u := f.user(fmt.Sprintf("u%d", i), i%10 == 0)
-		if _, _, err := f.svc.AddMember(bg, gid, u.ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, gid, u.ID); err != nil {
 			b.Fatal(err)
 		}
 		s := event.Session{ID: event.SessionID(fmt.Sprintf("s%d", i)), UserID: u.ID, Bot: u.Bot,

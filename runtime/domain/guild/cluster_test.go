@@ -20,7 +20,7 @@ func TestAttachDetachUnload(t *testing.T) {
 	f := newFixture(t)
 	owner, member, stranger := f.user("owner", false), f.user("member", false), f.user("stranger", false)
 	g := must[GuildInfo](t)(f.svc.CreateGuild(bg, owner.ID, "guild"))
-	if _, _, err := f.svc.AddMember(bg, g.Guild.ID, member.ID); err != nil {
+	if _, _, err := f.svc.Members.Add(bg, g.Guild.ID, member.ID); err != nil {
 		t.Fatal(err)
 	}
 	general := must[[]store.Channel](t)(f.svc.Channels(bg, owner.ID, g.Guild.ID))[0].ID
@@ -160,7 +160,7 @@ func TestGuildPlacedElsewhereIsReadAfresh(t *testing.T) {
 		t.Fatal("the non-owner kept the guild it created loaded")
 	}
 	// f.svc owns every guild: bob joins there.
-	if _, _, err := f.svc.AddMember(bg, gid, bob.ID); err != nil {
+	if _, _, err := f.svc.Members.Add(bg, gid, bob.ID); err != nil {
 		t.Fatal(err)
 	}
 	info, err := other.GuildInfo(bg, bob.ID, gid)
@@ -185,7 +185,7 @@ func TestDetachSessionWaitsForQueuedEvents(t *testing.T) {
 	f := newFixture(t)
 	owner, member := f.user("owner", false), f.user("member", false)
 	g := must[GuildInfo](t)(f.svc.CreateGuild(bg, owner.ID, "guild"))
-	if _, _, err := f.svc.AddMember(bg, g.Guild.ID, member.ID); err != nil {
+	if _, _, err := f.svc.Members.Add(bg, g.Guild.ID, member.ID); err != nil {
 		t.Fatal(err)
 	}
 	general := must[[]store.Channel](t)(f.svc.Channels(bg, owner.ID, g.Guild.ID))[0].ID

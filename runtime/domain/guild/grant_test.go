@@ -104,7 +104,7 @@ func TestInstallBotChecksInstaller(t *testing.T) {
 	bot := f.user("robot", true)
 	name, bits := "managers", uint64(permissions.ManageGuild|permissions.KickMembers)
 	managers := must[store.Role](t)(f.svc.CreateRole(bg, g.owner.ID, gid, RoleSpec{Name: &name, Permissions: &bits}))
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, managers.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, managers.ID); err != nil {
 		t.Fatal(err)
 	}
 	outsider := f.user("outsider", false)
@@ -121,7 +121,7 @@ func TestInstallBotChecksInstaller(t *testing.T) {
 			t.Fatalf("install by %s with %d: %v, want %v", tc.who.Username, tc.bits, err, tc.want)
 		}
 	}
-	if _, err := f.svc.Member(bg, g.owner.ID, gid, bot.ID); !errors.Is(err, ErrUnknownMember) {
+	if _, err := f.svc.Members.Get(bg, g.owner.ID, gid, bot.ID); !errors.Is(err, ErrUnknownMember) {
 		t.Fatalf("a refused install left the bot a member: %v", err)
 	}
 	roleID := must[snowflake.ID](t)(f.svc.InstallBot(bg, g.member.ID, gid, bot.ID, "Robot", permissions.KickMembers|permissions.ViewChannel))
@@ -136,14 +136,14 @@ func TestInstallBotChecksInstaller(t *testing.T) {
 	}
 	// The bot's managed role carries granted bits: nobody, not even the
 	// owner, hands it to a member by hand.
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, roleID); !errors.Is(err, ErrMissingPermissions) {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, roleID); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("owner assigns the managed role: %v", err)
 	}
 	roles := []snowflake.ID{managers.ID, roleID}
-	if _, err := f.svc.ModifyMember(bg, g.owner.ID, gid, g.member.ID, MemberPatch{Roles: &roles}); !errors.Is(err, ErrMissingPermissions) {
+	if _, err := f.svc.Members.Modify(bg, g.owner.ID, gid, g.member.ID, MemberPatch{Roles: &roles}); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("owner patches the managed role onto a member: %v", err)
 	}
-	if err := f.svc.RemoveMemberRole(bg, g.owner.ID, gid, bot.ID, roleID); !errors.Is(err, ErrMissingPermissions) {
+	if err := f.svc.Members.RemoveRole(bg, g.owner.ID, gid, bot.ID, roleID); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("owner removes the bot's managed role: %v", err)
 	}
 }
@@ -167,7 +167,7 @@ func TestRolePositionsAcrossGaps(t *testing.T) {
 	if _, err := f.svc.ModifyRolePositions(bg, g.owner.ID, gid, []RoleMove{{low.ID, 1}, {gap.ID, 2}, {managers.ID, 3}, {g.vip.ID, 4}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, managers.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, managers.ID); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.svc.DeleteRole(bg, g.owner.ID, gid, gap.ID); err != nil {
@@ -194,7 +194,7 @@ func TestRolePositionsAcrossGaps(t *testing.T) {
 		t.Fatalf("a refused move changed positions: %v → %v", before, after)
 	}
 	// Her hierarchy is intact: she still outranks low.
-	if err := f.svc.AddMemberRole(bg, g.member.ID, gid, g.owner.ID, low.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.member.ID, gid, g.owner.ID, low.ID); err != nil {
 		t.Fatalf("assign low after the refused move: %v", err)
 	}
 	// The owner's same move renumbers without gaps.

@@ -118,7 +118,7 @@ func (f *fixture) secretGuild() secretGuild {
 			{ID: g.vip.ID, Type: store.OverwriteRole, Allow: uint64(permissions.ViewChannel)},
 		},
 	}))
-	if _, _, err := f.svc.AddMember(bg, gid, g.member.ID); err != nil {
+	if _, _, err := f.svc.Members.Add(bg, gid, g.member.ID); err != nil {
 		f.t.Fatal(err)
 	}
 	return g
@@ -155,7 +155,7 @@ func TestRoleRemovalDeletesChannelBeforeNextMessage(t *testing.T) {
 	f := newFixture(t)
 	g := f.secretGuild()
 	gid := g.guild.Guild.ID
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
 		t.Fatal(err)
 	}
 	s := f.session(g.member, "a1", 0, 1)
@@ -168,7 +168,7 @@ func TestRoleRemovalDeletesChannelBeforeNextMessage(t *testing.T) {
 		t.Fatalf("GUILD_CREATE channels %v lack secret", gc.Channels)
 	}
 	m1 := f.send(g.owner, g.secret.ID, "before")
-	if err := f.svc.RemoveMemberRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
+	if err := f.svc.Members.RemoveRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
 		t.Fatal(err)
 	}
 	m2 := f.send(g.owner, g.secret.ID, "after, hidden")
@@ -197,7 +197,7 @@ func TestRoleGrantCreatesChannel(t *testing.T) {
 	f := newFixture(t)
 	g := f.secretGuild()
 	s := f.session(g.member, "b1", 0, 1)
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, g.guild.Guild.ID, g.member.ID, g.vip.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, g.guild.Guild.ID, g.member.ID, g.vip.ID); err != nil {
 		t.Fatal(err)
 	}
 	f.send(g.owner, g.secret.ID, "now visible")
@@ -218,7 +218,7 @@ func TestMessageContentIntentAndIntents(t *testing.T) {
 	mentioned := f.user("mentionedbot", true)
 	deaf := f.user("deafbot", true)
 	for _, b := range []store.User{plain, content, mentioned, deaf} {
-		if _, _, err := f.svc.AddMember(bg, gid, b.ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, gid, b.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -351,7 +351,7 @@ func TestSlowmodeAndMentionEveryone(t *testing.T) {
 	if _, err := f.svc.ModifyRole(bg, g.owner.ID, gid, g.vip.ID, RoleSpec{Permissions: &bits}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
@@ -366,27 +366,27 @@ func TestHierarchyAndKick(t *testing.T) {
 	g := f.secretGuild()
 	gid := g.guild.Guild.ID
 	mod := f.user("mod", false)
-	if _, _, err := f.svc.AddMember(bg, gid, mod.ID); err != nil {
+	if _, _, err := f.svc.Members.Add(bg, gid, mod.ID); err != nil {
 		t.Fatal(err)
 	}
 	name := "mods"
 	bits := uint64(permissions.ManageRoles | permissions.KickMembers | permissions.ViewChannel | permissions.SendMessages)
 	mods := must[store.Role](t)(f.svc.CreateRole(bg, g.owner.ID, gid, RoleSpec{Name: &name, Permissions: &bits}))
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, mod.ID, mods.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, mod.ID, mods.ID); err != nil {
 		t.Fatal(err)
 	}
 	// mods was created after vip, so it sits at position 1 and vip at 2.
-	if err := f.svc.AddMemberRole(bg, mod.ID, gid, g.member.ID, g.vip.ID); !errors.Is(err, ErrMissingPermissions) {
+	if err := f.svc.Members.AddRole(bg, mod.ID, gid, g.member.ID, g.vip.ID); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("assigning a higher role: %v", err)
 	}
-	if err := f.svc.RemoveMember(bg, mod.ID, gid, g.owner.ID); !errors.Is(err, ErrMissingPermissions) {
+	if err := f.svc.Members.Remove(bg, mod.ID, gid, g.owner.ID); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("kicking the owner: %v", err)
 	}
-	if err := f.svc.RemoveMember(bg, g.member.ID, gid, mod.ID); !errors.Is(err, ErrMissingPermissions) {
+	if err := f.svc.Members.Remove(bg, g.member.ID, gid, mod.ID); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("kick without KICK_MEMBERS: %v", err)
 	}
 	s := f.session(g.member, "k1", 0, 1)
-	if err := f.svc.RemoveMember(bg, mod.ID, gid, g.member.ID); err != nil {
+	if err := f.svc.Members.Remove(bg, mod.ID, gid, g.member.ID); err != nil {
 		t.Fatal(err)
 	}
 	f.send(g.owner, g.general.ID, "after kick")
@@ -401,7 +401,7 @@ func TestHierarchyAndKick(t *testing.T) {
 	if got := f.sink.of(s.ID); got[len(got)-1].Type != "GUILD_DELETE" {
 		t.Fatalf("kicked session got %v", types(got))
 	}
-	if _, err := f.svc.Member(bg, g.owner.ID, gid, g.member.ID); !errors.Is(err, ErrUnknownMember) {
+	if _, err := f.svc.Members.Get(bg, g.owner.ID, gid, g.member.ID); !errors.Is(err, ErrUnknownMember) {
 		t.Fatalf("kicked member still there: %v", err)
 	}
 }
@@ -457,12 +457,12 @@ func TestWriteThroughReloadEqualsMemory(t *testing.T) {
 	f := newFixture(t)
 	g := f.secretGuild()
 	gid := g.guild.Guild.ID
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
 		t.Fatal(err)
 	}
 	until := f.clock.Now().Add(time.Hour)
 	nick := "nicky"
-	if _, err := f.svc.ModifyMember(bg, g.owner.ID, gid, g.member.ID, MemberPatch{Nick: &nick, CommunicationDisabledUntil: &until}); err != nil {
+	if _, err := f.svc.Members.Modify(bg, g.owner.ID, gid, g.member.ID, MemberPatch{Nick: &nick, CommunicationDisabledUntil: &until}); err != nil {
 		t.Fatal(err)
 	}
 	topic := "a topic"
@@ -505,7 +505,7 @@ func TestEventOrderUnderConcurrentSenders(t *testing.T) {
 	users := make([]store.User, senders)
 	for i := range users {
 		users[i] = f.user(fmt.Sprintf("sender%d", i), false)
-		if _, _, err := f.svc.AddMember(bg, gid, users[i].ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, gid, users[i].ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -527,7 +527,7 @@ func TestEventOrderUnderConcurrentSenders(t *testing.T) {
 		}()
 	}
 	// A concurrent permission change rides the same stream.
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
@@ -592,7 +592,7 @@ func TestPrivateChannelRouting(t *testing.T) {
 	// DMs need a shared guild (50007 otherwise).
 	shared := must[GuildInfo](t)(f.svc.CreateGuild(bg, a.ID, "shared"))
 	for _, u := range []store.User{b, bot, deafBot} {
-		if _, _, err := f.svc.AddMember(bg, shared.Guild.ID, u.ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, shared.Guild.ID, u.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -667,15 +667,15 @@ func TestJoinSubscribesNewMemberAndTellsOthers(t *testing.T) {
 	// carol is online before she joins: her session has no guild yet.
 	sc := f.session(carol, "c7", 0, 0)
 	watcher := f.user("watchbot", true)
-	if _, _, err := f.svc.AddMember(bg, gid, watcher.ID); err != nil {
+	if _, _, err := f.svc.Members.Add(bg, gid, watcher.ID); err != nil {
 		t.Fatal(err)
 	}
 	withMembers := f.session(watcher, "w7", IntentGuilds|IntentGuildMembers, 1)
 	without := f.session(g.member, "v7", 0, 1)
-	if _, added, err := f.svc.AddMember(bg, gid, carol.ID); err != nil || !added {
+	if _, added, err := f.svc.Members.Add(bg, gid, carol.ID); err != nil || !added {
 		t.Fatalf("add carol: %v %v", added, err)
 	}
-	if _, added, _ := f.svc.AddMember(bg, gid, carol.ID); added {
+	if _, added, _ := f.svc.Members.Add(bg, gid, carol.ID); added {
 		t.Fatal("second join reported as new")
 	}
 	f.sink.waitFor(t, sc.ID, "GUILD_CREATE after joining", func(ds []delivered) bool { return count(ds, "GUILD_CREATE") == 1 })
@@ -695,10 +695,10 @@ func TestJoinSubscribesNewMemberAndTellsOthers(t *testing.T) {
 	}
 	// A bot without GUILD_MEMBERS gets none.
 	bot2 := f.user("nomembers", true)
-	f.svc.AddMember(bg, gid, bot2.ID)
+	f.svc.Members.Add(bg, gid, bot2.ID)
 	s2 := f.session(bot2, "n7", IntentGuilds|IntentGuildMessages, 1)
 	dave := f.user("dave", false)
-	f.svc.AddMember(bg, gid, dave.ID)
+	f.svc.Members.Add(bg, gid, dave.ID)
 	f.send(g.owner, g.general.ID, "marker")
 	ds = f.sink.waitFor(t, s2.ID, "marker", func(ds []delivered) bool { return count(ds, "MESSAGE_CREATE") == 1 })
 	if n := count(ds, "GUILD_MEMBER_ADD"); n != 0 {

@@ -59,7 +59,7 @@ func newPresenceGuild(t *testing.T, largeThreshold int, shedCfg shed.Config) *pr
 	info := must[GuildInfo](t)(f.svc.CreateGuild(bg, g.owner.ID, "presence"))
 	g.id = info.Guild.ID
 	for _, u := range []store.User{g.m1, g.m2, g.botWith, g.botNo} {
-		if _, _, err := f.svc.AddMember(bg, g.id, u.ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, g.id, u.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

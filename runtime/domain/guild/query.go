@@ -148,8 +148,9 @@ func (s *Service) Roles(ctx context.Context, userID, guildID snowflake.ID) ([]st
 	return out, err
 }
 
-// Member returns one member of a guild, for a member of it.
-func (s *Service) Member(ctx context.Context, userID, guildID, memberID snowflake.ID) (store.Member, error) {
+// Get returns one member of a guild, for a member of it.
+func (mb *Members) Get(ctx context.Context, userID, guildID, memberID snowflake.ID) (store.Member, error) {
+	s := mb.s
 	var out store.Member
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		if _, err := a.member(userID); err != nil {
@@ -166,8 +167,9 @@ func (s *Service) Member(ctx context.Context, userID, guildID, memberID snowflak
 	return out, err
 }
 
-// Members lists up to limit members with user id above after, by user id.
-func (s *Service) Members(ctx context.Context, userID, guildID snowflake.ID, limit int, after snowflake.ID) ([]store.Member, error) {
+// List lists up to limit members with user id above after, by user id.
+func (mb *Members) List(ctx context.Context, userID, guildID snowflake.ID, limit int, after snowflake.ID) ([]store.Member, error) {
+	s := mb.s
 	var out []store.Member
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		if _, err := a.member(userID); err != nil {

@@ -138,6 +138,9 @@ type Service struct {
 	// Threads is the threads seam: threads, their members, the thread
 	// lists (threads.go).
 	Threads *Threads
+	// Members is the members seam: joins, kicks, member changes and
+	// roles, bans, the member reads (members.go, bans.go, query.go).
+	Members *Members
 
 	cfg     Config
 	deps    Deps
@@ -236,6 +239,7 @@ func NewService(cfg Config, deps Deps) (*Service, error) {
 	}
 	s.Voice = &Voice{s: s}
 	s.Threads = &Threads{s: s}
+	s.Members = &Members{s: s}
 	s.private = newPrivateRouter(s)
 	s.wg.Add(1)
 	go func() {

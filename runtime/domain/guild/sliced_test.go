@@ -69,11 +69,11 @@ func newSlicedRun(t *testing.T, sliced bool) *slicedRun {
 	}
 	for i := range 60 {
 		u := r.f.user(fmt.Sprintf("u%02d", i), i < 30 && i%5 == 0)
-		must[store.Member](t)(func() (store.Member, error) { m, _, err := svc.AddMember(bg, r.guild, u.ID); return m, err }())
+		must[store.Member](t)(func() (store.Member, error) { m, _, err := svc.Members.Add(bg, r.guild, u.ID); return m, err }())
 		r.users = append(r.users, u)
 	}
 	for _, i := range []int{1, 2, 3} {
-		if err := svc.AddMemberRole(bg, r.owner.ID, r.guild, r.users[i].ID, r.mods); err != nil {
+		if err := svc.Members.AddRole(bg, r.owner.ID, r.guild, r.users[i].ID, r.mods); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -166,7 +166,7 @@ func (r *slicedRun) scenario(t *testing.T) {
 	r.post(t, "general", []int{7}, []snowflake.ID{r.mods})
 	// u04 gains mods: the next staff message reaches it, never an
 	// earlier one.
-	if err := svc.AddMemberRole(bg, r.owner.ID, r.guild, r.users[4].ID, r.mods); err != nil {
+	if err := svc.Members.AddRole(bg, r.owner.ID, r.guild, r.users[4].ID, r.mods); err != nil {
 		t.Fatal(err)
 	}
 	r.post(t, "staff", nil, nil)

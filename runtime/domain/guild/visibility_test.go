@@ -74,7 +74,7 @@ func TestVisibilityEventsTrackPermissions(t *testing.T) {
 	var sessions []event.Session
 	for i := 0; i < 3; i++ {
 		u := f.user(fmt.Sprintf("u%d", i), false)
-		if _, _, err := f.svc.AddMember(bg, gid, u.ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, gid, u.ID); err != nil {
 			t.Fatal(err)
 		}
 		users = append(users, u)
@@ -88,9 +88,9 @@ func TestVisibilityEventsTrackPermissions(t *testing.T) {
 		var err error
 		switch rng.IntN(6) {
 		case 0:
-			err = f.svc.AddMemberRole(bg, owner.ID, gid, u.ID, r.ID)
+			err = f.svc.Members.AddRole(bg, owner.ID, gid, u.ID, r.ID)
 		case 1:
-			err = f.svc.RemoveMemberRole(bg, owner.ID, gid, u.ID, r.ID)
+			err = f.svc.Members.RemoveRole(bg, owner.ID, gid, u.ID, r.ID)
 		case 2:
 			bits := uint64(permissions.DefaultEveryone)
 			if rng.IntN(2) == 0 {

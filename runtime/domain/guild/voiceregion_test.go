@@ -77,7 +77,7 @@ func newRegionFixture(t *testing.T) (*voiceFixture, *regionalFleet) {
 	f.owner, f.alice, f.bob = f.user("owner", false), f.user("alice", false), f.user("bob", false)
 	f.gid = must[GuildInfo](t)(f.svc.CreateGuild(bg, f.owner.ID, "regions")).Guild.ID
 	for _, u := range []store.User{f.alice, f.bob} {
-		if _, _, err := f.svc.AddMember(bg, f.gid, u.ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, f.gid, u.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -74,7 +74,7 @@ func newVoiceFixture(t *testing.T) *voiceFixture {
 	f.owner, f.alice, f.bob, f.bot = f.user("owner", false), f.user("alice", false), f.user("bob", false), f.user("bot", true)
 	f.gid = must[GuildInfo](t)(f.svc.CreateGuild(bg, f.owner.ID, "voice")).Guild.ID
 	for _, u := range []store.User{f.alice, f.bob, f.bot} {
-		if _, _, err := f.svc.AddMember(bg, f.gid, u.ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, f.gid, u.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

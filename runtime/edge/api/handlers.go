@@ -88,7 +88,8 @@ type roleHandler struct {
 // memberHandler serves a guild's members and their roles (members.go,
 // the member search of gaps.go).
 type memberHandler struct {
-	guilds *guild.Service
+	// members reads and changes members and their roles.
+	members *guild.Members
 	// voice applies the voice part of a member's PATCH.
 	voice *guild.Voice
 	now   func() time.Time
@@ -207,8 +208,10 @@ type webhookExecHandler struct {
 type moderationHandler struct {
 	store  store.Store
 	guilds *guild.Service
-	log    *slog.Logger
-	now    func() time.Time
+	// members bans and unbans.
+	members *guild.Members
+	log     *slog.Logger
+	now     func() time.Time
 	bodyLimit
 	people
 	auditor
@@ -285,7 +288,7 @@ func newHandler(cfg Config, deps Deps) *handler {
 			configuredGateway: cfg.GatewayURL, bodyLimit: body, removedHook: removed},
 		guild:  &guildHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, webhook: webhook, bodyLimit: body},
 		role:   &roleHandler{guilds: deps.Guilds, bodyLimit: body},
-		member: &memberHandler{guilds: deps.Guilds, voice: deps.Guilds.Voice, now: cfg.Now, bodyLimit: body, people: pp, removedHook: removed},
+		member: &memberHandler{members: deps.Guilds.Members, voice: deps.Guilds.Voice, now: cfg.Now, bodyLimit: body, people: pp, removedHook: removed},
 		channel: &channelHandler{guilds: deps.Guilds, thread: thread, webhook: webhook, voice: voice,
 			bodyLimit: body, writes: wr},
 		invite: &inviteHandler{store: deps.Store, guilds: deps.Guilds, now: cfg.Now, bodyLimit: body},
@@ -300,7 +303,7 @@ func newHandler(cfg Config, deps Deps) *handler {
 		webhook:  webhook,
 		webhookExec: &webhookExecHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, now: cfg.Now,
 			views: v, writes: wr},
-		moderation: &moderationHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, now: cfg.Now, bodyLimit: body, people: pp, auditor: au},
+		moderation: &moderationHandler{store: deps.Store, guilds: deps.Guilds, members: deps.Guilds.Members, log: deps.Logger, now: cfg.Now, bodyLimit: body, people: pp, auditor: au},
 		gap:        &gapHandler{guilds: deps.Guilds},
 	}
 }

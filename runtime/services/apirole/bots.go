@@ -320,7 +320,7 @@ func (b botGuilds) ChannelPermissions(ctx context.Context, userID, channelID sno
 
 // Member implements bots.Guilds.
 func (b botGuilds) Member(ctx context.Context, guildID, userID snowflake.ID) (wire.Member, error) {
-	m, err := b.g.Member(ctx, userID, guildID, userID)
+	m, err := b.g.Members.Get(ctx, userID, guildID, userID)
 	if err != nil {
 		return wire.Member{}, botErr(err)
 	}

@@ -30,7 +30,7 @@ func TestInstallBot(t *testing.T) {
 		t.Fatalf("bot member roles %v, want [%d]", m.Roles, roleID)
 	}
 	var role store.Role
-	for _, r := range must[[]store.Role](t)(f.svc.Roles(bg, g.owner.ID, gid)) {
+	for _, r := range must[[]store.Role](t)(f.svc.Roles.List(bg, g.owner.ID, gid)) {
 		if r.ID == roleID {
 			role = r
 		}
@@ -81,7 +81,7 @@ func TestInstallBot(t *testing.T) {
 	if _, err := f.svc.Members.Get(bg, g.owner.ID, gid, bot.ID); !errors.Is(err, ErrUnknownMember) {
 		t.Fatalf("uninstalled bot still a member: %v", err)
 	}
-	for _, r := range must[[]store.Role](t)(f.svc.Roles(bg, g.owner.ID, gid)) {
+	for _, r := range must[[]store.Role](t)(f.svc.Roles.List(bg, g.owner.ID, gid)) {
 		if r.ID == roleID {
 			t.Fatalf("managed role %d survived the uninstall", roleID)
 		}
@@ -111,7 +111,7 @@ func TestKickedBotRoleIsDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	have := map[snowflake.ID]bool{}
-	for _, r := range must[[]store.Role](t)(f.svc.Roles(bg, g.owner.ID, gid)) {
+	for _, r := range must[[]store.Role](t)(f.svc.Roles.List(bg, g.owner.ID, gid)) {
 		have[r.ID] = true
 	}
 	if have[kickedRole] || !have[keptRole] || !have[g.vip.ID] {

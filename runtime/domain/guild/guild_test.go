@@ -110,7 +110,7 @@ func (f *fixture) secretGuild() secretGuild {
 	chans := must[[]store.Channel](f.t)(f.svc.Channels(bg, g.owner.ID, gid))
 	g.general = chans[0]
 	name := "vip"
-	g.vip = must[store.Role](f.t)(f.svc.CreateRole(bg, g.owner.ID, gid, RoleSpec{Name: &name}))
+	g.vip = must[store.Role](f.t)(f.svc.Roles.Create(bg, g.owner.ID, gid, RoleSpec{Name: &name}))
 	g.secret = must[store.Channel](f.t)(f.svc.CreateChannel(bg, g.owner.ID, gid, ChannelSpec{
 		Name: "secret", Type: store.ChannelText,
 		Overwrites: []store.Overwrite{
@@ -128,7 +128,7 @@ func TestCreateGuildDefaults(t *testing.T) {
 	f := newFixture(t)
 	g := f.secretGuild()
 	gid := g.guild.Guild.ID
-	roles := must[[]store.Role](t)(f.svc.Roles(bg, g.owner.ID, gid))
+	roles := must[[]store.Role](t)(f.svc.Roles.List(bg, g.owner.ID, gid))
 	if roles[0].ID != gid || roles[0].Name != "@everyone" || roles[0].Permissions != uint64(permissions.DefaultEveryone) {
 		t.Fatalf("@everyone role = %+v", roles[0])
 	}
@@ -313,7 +313,7 @@ func TestSlowmodeAndMentionEveryone(t *testing.T) {
 	gid := g.guild.Guild.ID
 	// Discord's default @everyone may mention everyone; take it away.
 	everyone := uint64(permissions.DefaultEveryone &^ permissions.MentionEveryone)
-	if _, err := f.svc.ModifyRole(bg, g.owner.ID, gid, gid, RoleSpec{Permissions: &everyone}); err != nil {
+	if _, err := f.svc.Roles.Modify(bg, g.owner.ID, gid, gid, RoleSpec{Permissions: &everyone}); err != nil {
 		t.Fatal(err)
 	}
 	rate := 10
@@ -348,7 +348,7 @@ func TestSlowmodeAndMentionEveryone(t *testing.T) {
 	}
 	// BYPASS_SLOWMODE on a role lets the member through too.
 	bits := uint64(permissions.BypassSlowmode)
-	if _, err := f.svc.ModifyRole(bg, g.owner.ID, gid, g.vip.ID, RoleSpec{Permissions: &bits}); err != nil {
+	if _, err := f.svc.Roles.Modify(bg, g.owner.ID, gid, g.vip.ID, RoleSpec{Permissions: &bits}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
@@ -371,7 +371,7 @@ func TestHierarchyAndKick(t *testing.T) {
 	}
 	name := "mods"
 	bits := uint64(permissions.ManageRoles | permissions.KickMembers | permissions.ViewChannel | permissions.SendMessages)
-	mods := must[store.Role](t)(f.svc.CreateRole(bg, g.owner.ID, gid, RoleSpec{Name: &name, Permissions: &bits}))
+	mods := must[store.Role](t)(f.svc.Roles.Create(bg, g.owner.ID, gid, RoleSpec{Name: &name, Permissions: &bits}))
 	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, mod.ID, mods.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -480,8 +480,8 @@ func TestWriteThroughReloadEqualsMemory(t *testing.T) {
 	}
 	last := f.send(g.owner, g.general.ID, "last message")
 	name := "temp"
-	temp := must[store.Role](t)(f.svc.CreateRole(bg, g.owner.ID, gid, RoleSpec{Name: &name}))
-	if err := f.svc.DeleteRole(bg, g.owner.ID, gid, temp.ID); err != nil {
+	temp := must[store.Role](t)(f.svc.Roles.Create(bg, g.owner.ID, gid, RoleSpec{Name: &name}))
+	if err := f.svc.Roles.Delete(bg, g.owner.ID, gid, temp.ID); err != nil {
 		t.Fatal(err)
 	}
 

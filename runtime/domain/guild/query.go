@@ -135,8 +135,9 @@ func (s *Service) AuthorizeRead(ctx context.Context, userID, channelID snowflake
 	return ReadGrant{Channel: v.Channel, History: v.Access.CanReadHistory()}, nil
 }
 
-// Roles lists a guild's roles by position for a member.
-func (s *Service) Roles(ctx context.Context, userID, guildID snowflake.ID) ([]store.Role, error) {
+// List lists a guild's roles by position for a member.
+func (rl *Roles) List(ctx context.Context, userID, guildID snowflake.ID) ([]store.Role, error) {
+	s := rl.s
 	var out []store.Role
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		if _, err := a.member(userID); err != nil {

@@ -141,6 +141,9 @@ type Service struct {
 	// Members is the members seam: joins, kicks, member changes and
 	// roles, bans, the member reads (members.go, bans.go, query.go).
 	Members *Members
+	// Roles is the roles seam: a guild's roles, their order, the role
+	// list (roles.go, query.go).
+	Roles *Roles
 
 	cfg     Config
 	deps    Deps
@@ -240,6 +243,7 @@ func NewService(cfg Config, deps Deps) (*Service, error) {
 	s.Voice = &Voice{s: s}
 	s.Threads = &Threads{s: s}
 	s.Members = &Members{s: s}
+	s.Roles = &Roles{s: s}
 	s.private = newPrivateRouter(s)
 	s.wg.Add(1)
 	go func() {

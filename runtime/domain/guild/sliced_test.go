@@ -58,7 +58,7 @@ func newSlicedRun(t *testing.T, sliced bool) *slicedRun {
 	}
 	name := "mods"
 	mentionable := true
-	r.mods = must[store.Role](t)(svc.CreateRole(bg, r.owner.ID, r.guild, RoleSpec{Name: &name, Mentionable: &mentionable})).ID
+	r.mods = must[store.Role](t)(svc.Roles.Create(bg, r.owner.ID, r.guild, RoleSpec{Name: &name, Mentionable: &mentionable})).ID
 	staff := must[store.Channel](t)(svc.CreateChannel(bg, r.owner.ID, r.guild, ChannelSpec{Name: "staff", Type: store.ChannelText}))
 	r.chans["staff"] = staff.ID
 	if err := svc.PutOverwrite(bg, r.owner.ID, staff.ID, store.Overwrite{ID: r.guild, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {
@@ -204,7 +204,7 @@ func (r *slicedRun) scenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	perms := uint64(permissions.ViewChannel | permissions.ManageThreads)
-	if _, err := svc.ModifyRole(bg, r.owner.ID, r.guild, r.mods, RoleSpec{Permissions: &perms}); err != nil {
+	if _, err := svc.Roles.Modify(bg, r.owner.ID, r.guild, r.mods, RoleSpec{Permissions: &perms}); err != nil {
 		t.Fatal(err)
 	}
 	news := must[store.Channel](t)(svc.CreateChannel(bg, r.owner.ID, r.guild, ChannelSpec{Name: "news", Type: store.ChannelText}))

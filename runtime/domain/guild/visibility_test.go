@@ -64,7 +64,7 @@ func TestVisibilityEventsTrackPermissions(t *testing.T) {
 	var roles []store.Role
 	for i := 0; i < 3; i++ {
 		name := fmt.Sprintf("r%d", i)
-		roles = append(roles, must[store.Role](t)(f.svc.CreateRole(bg, owner.ID, gid, RoleSpec{Name: &name})))
+		roles = append(roles, must[store.Role](t)(f.svc.Roles.Create(bg, owner.ID, gid, RoleSpec{Name: &name})))
 	}
 	var chans []store.Channel
 	for i := 0; i < 4; i++ {
@@ -96,7 +96,7 @@ func TestVisibilityEventsTrackPermissions(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				bits &^= view
 			}
-			_, err = f.svc.ModifyRole(bg, owner.ID, gid, gid, RoleSpec{Permissions: &bits})
+			_, err = f.svc.Roles.Modify(bg, owner.ID, gid, gid, RoleSpec{Permissions: &bits})
 		case 3:
 			o := store.Overwrite{ID: r.ID, Type: store.OverwriteRole}
 			if rng.IntN(2) == 0 {

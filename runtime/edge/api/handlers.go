@@ -81,7 +81,7 @@ type guildHandler struct {
 
 // roleHandler serves a guild's roles (guilds.go).
 type roleHandler struct {
-	guilds *guild.Service
+	roles *guild.Roles
 	bodyLimit
 }
 
@@ -287,7 +287,7 @@ func newHandler(cfg Config, deps Deps) *handler {
 		account: &accountHandler{store: deps.Store, guilds: deps.Guilds, auth: deps.Auth, ids: deps.IDs, now: cfg.Now,
 			configuredGateway: cfg.GatewayURL, bodyLimit: body, removedHook: removed},
 		guild:  &guildHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, webhook: webhook, bodyLimit: body},
-		role:   &roleHandler{guilds: deps.Guilds, bodyLimit: body},
+		role:   &roleHandler{roles: deps.Guilds.Roles, bodyLimit: body},
 		member: &memberHandler{members: deps.Guilds.Members, voice: deps.Guilds.Voice, now: cfg.Now, bodyLimit: body, people: pp, removedHook: removed},
 		channel: &channelHandler{guilds: deps.Guilds, thread: thread, webhook: webhook, voice: voice,
 			bodyLimit: body, writes: wr},

@@ -339,7 +339,7 @@ func (b botGuilds) User(ctx context.Context, userID snowflake.ID) (wire.User, er
 
 // Roles implements bots.Guilds.
 func (b botGuilds) Roles(ctx context.Context, userID, guildID snowflake.ID) ([]wire.Role, error) {
-	rs, err := b.g.Roles(ctx, userID, guildID)
+	rs, err := b.g.Roles.List(ctx, userID, guildID)
 	if err != nil {
 		return nil, botErr(err)
 	}

@@ -245,7 +245,7 @@ func TestVoiceStatesSurviveGuildMove(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ch, err := g1.CreateChannel(ctx, owner.ID, gid, guild.ChannelSpec{Name: "Call", Type: store.ChannelVoice})
+	ch, err := g1.Channels.Create(ctx, owner.ID, gid, guild.ChannelSpec{Name: "Call", Type: store.ChannelVoice})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +421,7 @@ func BenchmarkGuildLoadRoster(b *testing.B) {
 		if _, _, err := g1.Members.Add(ctx, gi.Guild.ID, alice.ID); err != nil {
 			b.Fatal(err)
 		}
-		ch, err := g1.CreateChannel(ctx, owner.ID, gi.Guild.ID, guild.ChannelSpec{Name: "Call", Type: store.ChannelVoice})
+		ch, err := g1.Channels.Create(ctx, owner.ID, gi.Guild.ID, guild.ChannelSpec{Name: "Call", Type: store.ChannelVoice})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -51,7 +51,7 @@ func benchGuildWith(b *testing.B, members int, cfg Config) (*fixture, *countingS
 			b.Fatal(err)
 		}
 	}
-	chans := must[[]store.Channel](b)(f.svc.Channels(bg, owner.ID, gid))
+	chans := must[[]store.Channel](b)(f.svc.Channels.List(bg, owner.ID, gid))
 	// Every user session views the channel (op 14): in a guild above
 	// large_threshold a session is otherwise passive there.
 	for i := 0; i < members; i++ {

@@ -23,7 +23,7 @@ func TestAttachDetachUnload(t *testing.T) {
 	if _, _, err := f.svc.Members.Add(bg, g.Guild.ID, member.ID); err != nil {
 		t.Fatal(err)
 	}
-	general := must[[]store.Channel](t)(f.svc.Channels(bg, owner.ID, g.Guild.ID))[0].ID
+	general := must[[]store.Channel](t)(f.svc.Channels.List(bg, owner.ID, g.Guild.ID))[0].ID
 
 	s := event.Session{ID: "a-remote", UserID: member.ID, Node: "gateway-9"}
 	if err := f.svc.AttachSession(bg, g.Guild.ID, s); err != nil {
@@ -188,7 +188,7 @@ func TestDetachSessionWaitsForQueuedEvents(t *testing.T) {
 	if _, _, err := f.svc.Members.Add(bg, g.Guild.ID, member.ID); err != nil {
 		t.Fatal(err)
 	}
-	general := must[[]store.Channel](t)(f.svc.Channels(bg, owner.ID, g.Guild.ID))[0].ID
+	general := must[[]store.Channel](t)(f.svc.Channels.List(bg, owner.ID, g.Guild.ID))[0].ID
 	s := event.Session{ID: "a-remote", UserID: member.ID, Node: "gateway-9"}
 	if err := f.svc.AttachSession(bg, g.Guild.ID, s); err != nil {
 		t.Fatal(err)

@@ -107,11 +107,11 @@ func (f *fixture) secretGuild() secretGuild {
 	g.member = f.user("member", false)
 	g.guild = must[GuildInfo](f.t)(f.svc.CreateGuild(bg, g.owner.ID, "test guild"))
 	gid := g.guild.Guild.ID
-	chans := must[[]store.Channel](f.t)(f.svc.Channels(bg, g.owner.ID, gid))
+	chans := must[[]store.Channel](f.t)(f.svc.Channels.List(bg, g.owner.ID, gid))
 	g.general = chans[0]
 	name := "vip"
 	g.vip = must[store.Role](f.t)(f.svc.Roles.Create(bg, g.owner.ID, gid, RoleSpec{Name: &name}))
-	g.secret = must[store.Channel](f.t)(f.svc.CreateChannel(bg, g.owner.ID, gid, ChannelSpec{
+	g.secret = must[store.Channel](f.t)(f.svc.Channels.Create(bg, g.owner.ID, gid, ChannelSpec{
 		Name: "secret", Type: store.ChannelText,
 		Overwrites: []store.Overwrite{
 			{ID: gid, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)},
@@ -139,7 +139,7 @@ func TestCreateGuildDefaults(t *testing.T) {
 		t.Fatalf("owner = %d", g.guild.Guild.OwnerID)
 	}
 	// The member without vip does not see the secret channel.
-	chans := must[[]store.Channel](t)(f.svc.Channels(bg, g.member.ID, gid))
+	chans := must[[]store.Channel](t)(f.svc.Channels.List(bg, g.member.ID, gid))
 	if len(chans) != 1 || chans[0].ID != g.general.ID {
 		t.Fatalf("member sees %v", chans)
 	}
@@ -317,7 +317,7 @@ func TestSlowmodeAndMentionEveryone(t *testing.T) {
 		t.Fatal(err)
 	}
 	rate := 10
-	if _, err := f.svc.ModifyChannel(bg, g.owner.ID, g.general.ID, ChannelPatch{RateLimitPerUser: &rate}); err != nil {
+	if _, err := f.svc.Channels.Modify(bg, g.owner.ID, g.general.ID, ChannelPatch{RateLimitPerUser: &rate}); err != nil {
 		t.Fatal(err)
 	}
 	req := SendRequest{UserID: g.member.ID, ChannelID: g.general.ID, MentionsEveryone: true}
@@ -466,14 +466,14 @@ func TestWriteThroughReloadEqualsMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	topic := "a topic"
-	if _, err := f.svc.ModifyChannel(bg, g.owner.ID, g.general.ID, ChannelPatch{Topic: &topic}); err != nil {
+	if _, err := f.svc.Channels.Modify(bg, g.owner.ID, g.general.ID, ChannelPatch{Topic: &topic}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.svc.PutOverwrite(bg, g.owner.ID, g.general.ID, store.Overwrite{ID: g.member.ID, Type: store.OverwriteMember, Deny: uint64(permissions.AddReactions)}); err != nil {
+	if err := f.svc.Channels.PutOverwrite(bg, g.owner.ID, g.general.ID, store.Overwrite{ID: g.member.ID, Type: store.OverwriteMember, Deny: uint64(permissions.AddReactions)}); err != nil {
 		t.Fatal(err)
 	}
-	cat := must[store.Channel](t)(f.svc.CreateChannel(bg, g.owner.ID, gid, ChannelSpec{Name: "cat", Type: store.ChannelCategory}))
-	must[store.Channel](t)(f.svc.CreateChannel(bg, g.owner.ID, gid, ChannelSpec{Name: "voice", Type: store.ChannelVoice, ParentID: cat.ID}))
+	cat := must[store.Channel](t)(f.svc.Channels.Create(bg, g.owner.ID, gid, ChannelSpec{Name: "cat", Type: store.ChannelCategory}))
+	must[store.Channel](t)(f.svc.Channels.Create(bg, g.owner.ID, gid, ChannelSpec{Name: "voice", Type: store.ChannelVoice, ParentID: cat.ID}))
 	desc := "described"
 	if _, err := f.svc.ModifyGuild(bg, g.owner.ID, gid, GuildPatch{Description: &desc}); err != nil {
 		t.Fatal(err)
@@ -571,7 +571,7 @@ func TestIdleActorUnloadsAndReloads(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// The next call reloads it from the store.
-	chans := must[[]store.Channel](t)(f.svc.Channels(bg, g.owner.ID, gid))
+	chans := must[[]store.Channel](t)(f.svc.Channels.List(bg, g.owner.ID, gid))
 	if len(chans) != 2 {
 		t.Fatalf("after reload: %d channels", len(chans))
 	}
@@ -723,13 +723,13 @@ func TestMailboxFullIsUnavailable(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
 	defer cancel()
-	_, err := f.svc.Channels(ctx, g.owner.ID, gid)
+	_, err := f.svc.Channels.List(ctx, g.owner.ID, gid)
 	close(block)
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("full mailbox: %v", err)
 	}
 	// The actor recovers.
-	if _, err := f.svc.Channels(bg, g.owner.ID, gid); err != nil {
+	if _, err := f.svc.Channels.List(bg, g.owner.ID, gid); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -75,7 +75,7 @@ func TestSendEntersTheActorOnce(t *testing.T) {
 	f.svc = svc
 	g := f.secretGuild()
 	slow := 60
-	if _, err := f.svc.ModifyChannel(bg, g.owner.ID, g.general.ID, ChannelPatch{RateLimitPerUser: &slow}); err != nil {
+	if _, err := f.svc.Channels.Modify(bg, g.owner.ID, g.general.ID, ChannelPatch{RateLimitPerUser: &slow}); err != nil {
 		t.Fatal(err)
 	}
 	s := f.session(g.member, "a1", IntentGuilds|IntentGuildMessages|IntentMessageContent, 1)

@@ -70,8 +70,9 @@ func (s *Service) GuildInfo(ctx context.Context, userID, guildID snowflake.ID) (
 	return out, err
 }
 
-// Channels lists the guild channels userID sees, by position then id.
-func (s *Service) Channels(ctx context.Context, userID, guildID snowflake.ID) ([]store.Channel, error) {
+// List lists the guild channels userID sees, by position then id.
+func (cs *Channels) List(ctx context.Context, userID, guildID snowflake.ID) ([]store.Channel, error) {
+	s := cs.s
 	var out []store.Channel
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		if _, err := a.member(userID); err != nil {

@@ -144,6 +144,10 @@ type Service struct {
 	// Roles is the roles seam: a guild's roles, their order, the role
 	// list (roles.go, query.go).
 	Roles *Roles
+	// Channels is the channels seam: a guild's channels, their
+	// overwrites, the channel list, webhooks' checks (channels.go,
+	// webhooks.go, query.go).
+	Channels *Channels
 
 	cfg     Config
 	deps    Deps
@@ -244,6 +248,7 @@ func NewService(cfg Config, deps Deps) (*Service, error) {
 	s.Threads = &Threads{s: s}
 	s.Members = &Members{s: s}
 	s.Roles = &Roles{s: s}
+	s.Channels = &Channels{s: s}
 	s.private = newPrivateRouter(s)
 	s.wg.Add(1)
 	go func() {

@@ -53,18 +53,18 @@ func newSlicedRun(t *testing.T, sliced bool) *slicedRun {
 	r.owner = r.f.user("owner", false)
 	info := must[GuildInfo](t)(svc.CreateGuild(bg, r.owner.ID, "big"))
 	r.guild = info.Guild.ID
-	for _, c := range must[[]store.Channel](t)(svc.Channels(bg, r.owner.ID, r.guild)) {
+	for _, c := range must[[]store.Channel](t)(svc.Channels.List(bg, r.owner.ID, r.guild)) {
 		r.chans[c.Name] = c.ID
 	}
 	name := "mods"
 	mentionable := true
 	r.mods = must[store.Role](t)(svc.Roles.Create(bg, r.owner.ID, r.guild, RoleSpec{Name: &name, Mentionable: &mentionable})).ID
-	staff := must[store.Channel](t)(svc.CreateChannel(bg, r.owner.ID, r.guild, ChannelSpec{Name: "staff", Type: store.ChannelText}))
+	staff := must[store.Channel](t)(svc.Channels.Create(bg, r.owner.ID, r.guild, ChannelSpec{Name: "staff", Type: store.ChannelText}))
 	r.chans["staff"] = staff.ID
-	if err := svc.PutOverwrite(bg, r.owner.ID, staff.ID, store.Overwrite{ID: r.guild, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {
+	if err := svc.Channels.PutOverwrite(bg, r.owner.ID, staff.ID, store.Overwrite{ID: r.guild, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.PutOverwrite(bg, r.owner.ID, staff.ID, store.Overwrite{ID: r.mods, Type: store.OverwriteRole, Allow: uint64(permissions.ViewChannel)}); err != nil {
+	if err := svc.Channels.PutOverwrite(bg, r.owner.ID, staff.ID, store.Overwrite{ID: r.mods, Type: store.OverwriteRole, Allow: uint64(permissions.ViewChannel)}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 60 {
@@ -123,7 +123,7 @@ func (r *slicedRun) post(t *testing.T, channel string, users []int, roles []snow
 // settle waits until the actor ran everything posted before and the
 // relays applied what it sent them.
 func (r *slicedRun) settle(t *testing.T) {
-	if _, err := r.f.svc.Channels(bg, r.owner.ID, r.guild); err != nil {
+	if _, err := r.f.svc.Channels.List(bg, r.owner.ID, r.guild); err != nil {
 		t.Fatal(err)
 	}
 	if r.local != nil {
@@ -171,7 +171,7 @@ func (r *slicedRun) scenario(t *testing.T) {
 	}
 	r.post(t, "staff", nil, nil)
 	// mods lose general: the next general message skips them.
-	if err := svc.PutOverwrite(bg, r.owner.ID, r.chans["general"], store.Overwrite{ID: r.mods, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {
+	if err := svc.Channels.PutOverwrite(bg, r.owner.ID, r.chans["general"], store.Overwrite{ID: r.mods, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {
 		t.Fatal(err)
 	}
 	r.post(t, "general", nil, nil)
@@ -197,18 +197,18 @@ func (r *slicedRun) scenario(t *testing.T) {
 	if err := svc.Threads.AddMember(bg, r.owner.ID, priv.ID, r.users[5].ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.PutOverwrite(bg, r.owner.ID, gen, store.Overwrite{ID: r.guild, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {
+	if err := svc.Channels.PutOverwrite(bg, r.owner.ID, gen, store.Overwrite{ID: r.guild, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.DeleteOverwrite(bg, r.owner.ID, gen, r.guild); err != nil {
+	if err := svc.Channels.DeleteOverwrite(bg, r.owner.ID, gen, r.guild); err != nil {
 		t.Fatal(err)
 	}
 	perms := uint64(permissions.ViewChannel | permissions.ManageThreads)
 	if _, err := svc.Roles.Modify(bg, r.owner.ID, r.guild, r.mods, RoleSpec{Permissions: &perms}); err != nil {
 		t.Fatal(err)
 	}
-	news := must[store.Channel](t)(svc.CreateChannel(bg, r.owner.ID, r.guild, ChannelSpec{Name: "news", Type: store.ChannelText}))
-	if _, _, err := svc.DeleteChannel(bg, r.owner.ID, news.ID); err != nil {
+	news := must[store.Channel](t)(svc.Channels.Create(bg, r.owner.ID, r.guild, ChannelSpec{Name: "news", Type: store.ChannelText}))
+	if _, _, err := svc.Channels.Delete(bg, r.owner.ID, news.ID); err != nil {
 		t.Fatal(err)
 	}
 	r.settle(t)

@@ -68,7 +68,7 @@ func TestVisibilityEventsTrackPermissions(t *testing.T) {
 	}
 	var chans []store.Channel
 	for i := 0; i < 4; i++ {
-		chans = append(chans, must[store.Channel](t)(f.svc.CreateChannel(bg, owner.ID, gid, ChannelSpec{Name: fmt.Sprintf("c%d", i), Type: store.ChannelText})))
+		chans = append(chans, must[store.Channel](t)(f.svc.Channels.Create(bg, owner.ID, gid, ChannelSpec{Name: fmt.Sprintf("c%d", i), Type: store.ChannelText})))
 	}
 	var users []store.User
 	var sessions []event.Session
@@ -104,15 +104,15 @@ func TestVisibilityEventsTrackPermissions(t *testing.T) {
 			} else {
 				o.Deny = view
 			}
-			err = f.svc.PutOverwrite(bg, owner.ID, c.ID, o)
+			err = f.svc.Channels.PutOverwrite(bg, owner.ID, c.ID, o)
 		case 4:
 			o := store.Overwrite{ID: u.ID, Type: store.OverwriteMember, Deny: view}
 			if rng.IntN(2) == 0 {
 				o = store.Overwrite{ID: gid, Type: store.OverwriteRole, Deny: view}
 			}
-			err = f.svc.PutOverwrite(bg, owner.ID, c.ID, o)
+			err = f.svc.Channels.PutOverwrite(bg, owner.ID, c.ID, o)
 		case 5:
-			err = f.svc.DeleteOverwrite(bg, owner.ID, c.ID, []snowflake.ID{u.ID, gid, r.ID}[rng.IntN(3)])
+			err = f.svc.Channels.DeleteOverwrite(bg, owner.ID, c.ID, []snowflake.ID{u.ID, gid, r.ID}[rng.IntN(3)])
 		}
 		if err != nil {
 			t.Fatalf("step %d: %v", step, err)
@@ -121,7 +121,7 @@ func TestVisibilityEventsTrackPermissions(t *testing.T) {
 		// the call returns, so the sink already holds its events.
 		for i, s := range sessions {
 			want := []snowflake.ID{}
-			for _, ch := range must[[]store.Channel](t)(f.svc.Channels(bg, users[i].ID, gid)) {
+			for _, ch := range must[[]store.Channel](t)(f.svc.Channels.List(bg, users[i].ID, gid)) {
 				want = append(want, ch.ID)
 			}
 			slices.Sort(want)

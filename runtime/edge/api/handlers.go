@@ -101,10 +101,12 @@ type memberHandler struct {
 // channelHandler serves a guild's channels, their permission overwrites
 // and typing (channels.go); a thread's channel routes go to threadHandler.
 type channelHandler struct {
-	guilds  *guild.Service
-	thread  *threadHandler
-	webhook *webhookHandler
-	voice   *voiceHandler
+	guilds *guild.Service
+	// channels creates, changes and deletes channels and overwrites.
+	channels *guild.Channels
+	thread   *threadHandler
+	webhook  *webhookHandler
+	voice    *voiceHandler
 	bodyLimit
 	writes
 }
@@ -181,11 +183,13 @@ type voiceHandler struct {
 // webhookHandler manages webhooks: with the caller's token, or with the
 // webhook's own (webhooks.go).
 type webhookHandler struct {
-	store  store.Store
-	guilds *guild.Service
-	ids    guild.IDSource
-	log    *slog.Logger
-	now    func() time.Time
+	store store.Store
+	// channels decides who manages a channel's webhooks and announces
+	// their changes.
+	channels *guild.Channels
+	ids      guild.IDSource
+	log      *slog.Logger
+	now      func() time.Time
 	bodyLimit
 	people
 	auditor
@@ -277,7 +281,7 @@ func newHandler(cfg Config, deps Deps) *handler {
 	removed := removedHook(deps.MemberRemoved)
 
 	voice := &voiceHandler{voice: deps.Guilds.Voice}
-	webhook := &webhookHandler{store: deps.Store, guilds: deps.Guilds, ids: deps.IDs, log: deps.Logger, now: cfg.Now,
+	webhook := &webhookHandler{store: deps.Store, channels: deps.Guilds.Channels, ids: deps.IDs, log: deps.Logger, now: cfg.Now,
 		bodyLimit: body, people: pp, auditor: au}
 	thread := &threadHandler{store: deps.Store, guilds: deps.Guilds, threads: deps.Guilds.Threads, ids: deps.IDs, log: deps.Logger,
 		bodyLimit: body, views: v, writes: wr, auditor: au}
@@ -289,7 +293,7 @@ func newHandler(cfg Config, deps Deps) *handler {
 		guild:  &guildHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, webhook: webhook, bodyLimit: body},
 		role:   &roleHandler{roles: deps.Guilds.Roles, bodyLimit: body},
 		member: &memberHandler{members: deps.Guilds.Members, voice: deps.Guilds.Voice, now: cfg.Now, bodyLimit: body, people: pp, removedHook: removed},
-		channel: &channelHandler{guilds: deps.Guilds, thread: thread, webhook: webhook, voice: voice,
+		channel: &channelHandler{guilds: deps.Guilds, channels: deps.Guilds.Channels, thread: thread, webhook: webhook, voice: voice,
 			bodyLimit: body, writes: wr},
 		invite: &inviteHandler{store: deps.Store, guilds: deps.Guilds, now: cfg.Now, bodyLimit: body},
 		message: &messageHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, now: cfg.Now,

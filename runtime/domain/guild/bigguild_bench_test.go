@@ -73,7 +73,7 @@ func newBigGuildN(b *testing.B, sessions int, sliced, allActive bool) *bigGuild 
 		c := must[store.Channel](b)(svc.Channels.Create(bg, g.owner.ID, g.guild, ChannelSpec{Name: fmt.Sprintf("c%d", i), Type: store.ChannelText}))
 		g.chans = append(g.chans, c.ID)
 	}
-	grant := must[SendGrant](b)(svc.AuthorizeSend(bg, SendRequest{UserID: g.owner.ID, ChannelID: g.chans[0]}))
+	grant := must[SendGrant](b)(svc.Messages.AuthorizeSend(bg, SendRequest{UserID: g.owner.ID, ChannelID: g.chans[0]}))
 	g.member = grant.Member
 	// Members and sessions go straight into the actor: the store and
 	// IDENTIFY are not what is measured.

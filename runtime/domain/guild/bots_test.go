@@ -86,7 +86,7 @@ func TestInstallBot(t *testing.T) {
 			t.Fatalf("managed role %d survived the uninstall", roleID)
 		}
 	}
-	if _, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: bot.ID, ChannelID: g.general.ID}); !errors.Is(err, ErrMissingAccess) {
+	if _, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: bot.ID, ChannelID: g.general.ID}); !errors.Is(err, ErrMissingAccess) {
 		t.Fatalf("send after uninstall: %v", err)
 	}
 	if err := f.svc.UninstallBot(bg, gid, bot.ID); err != nil {

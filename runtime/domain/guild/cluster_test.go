@@ -193,7 +193,7 @@ func TestDetachSessionWaitsForQueuedEvents(t *testing.T) {
 	if err := f.svc.AttachSession(bg, g.Guild.ID, s); err != nil {
 		t.Fatal(err)
 	}
-	grant, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: owner.ID, ChannelID: general})
+	grant, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: owner.ID, ChannelID: general})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ var bg = context.Background()
 // publishes in one step of the actor.
 func (f *fixture) send(u store.User, channelID snowflake.ID, content string, mentions ...snowflake.ID) wire.Message {
 	f.t.Helper()
-	w, err := f.svc.CreateMessage(bg, MessageWrite{Check: CheckSend, UserID: u.ID,
+	w, err := f.svc.Messages.Create(bg, MessageWrite{Check: CheckSend, UserID: u.ID,
 		Message: store.Message{ChannelID: channelID, AuthorID: u.ID, Content: content}, Mentions: &Mentions{Users: mentions},
 		Render: func(_ context.Context, w Written) (wire.Message, error) {
 			var mentioned []wire.User
@@ -57,7 +57,7 @@ func (f *fixture) publish(u store.User, g SendGrant, content string) wire.Messag
 		mentioned = append(mentioned, must[wire.User](f.t)(f.svc.User(bg, id)))
 	}
 	wm := wire.MessageFrom(m, wire.UserFrom(u), g.Member, mentioned, nil)
-	if err := f.svc.PublishMessage(bg, "MESSAGE_CREATE", wm); err != nil {
+	if err := f.svc.Messages.Publish(bg, "MESSAGE_CREATE", wm); err != nil {
 		f.t.Fatal(err)
 	}
 	return wm
@@ -146,7 +146,7 @@ func TestCreateGuildDefaults(t *testing.T) {
 	if _, err := f.svc.Authorize(bg, g.member.ID, g.secret.ID, 0); !errors.Is(err, ErrMissingAccess) {
 		t.Fatalf("hidden channel authorize: %v", err)
 	}
-	if _, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: g.member.ID, ChannelID: g.secret.ID}); !errors.Is(err, ErrMissingAccess) {
+	if _, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: g.member.ID, ChannelID: g.secret.ID}); !errors.Is(err, ErrMissingAccess) {
 		t.Fatalf("hidden channel send: %v", err)
 	}
 }
@@ -230,7 +230,7 @@ func TestMessageContentIntentAndIntents(t *testing.T) {
 
 	f.send(g.owner, g.general.ID, "hello <@bot>", mentioned.ID)
 	// The plain bot's own message keeps its content.
-	own, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: plain.ID, ChannelID: g.general.ID})
+	own, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: plain.ID, ChannelID: g.general.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,12 +286,12 @@ func TestHiddenChannelNeverDelivered(t *testing.T) {
 		t.Fatalf("GUILD_CREATE members: count %d, %d listed, large %v", gc.MemberCount, len(gc.Members), gc.Large)
 	}
 	f.send(g.owner, g.secret.ID, "secret stuff")
-	if err := f.svc.Typing(bg, g.owner.ID, g.secret.ID); err != nil {
+	if err := f.svc.Messages.Typing(bg, g.owner.ID, g.secret.ID); err != nil {
 		t.Fatal(err)
 	}
 	// A mention of the member in the hidden channel does not make it a
 	// mention: the member cannot see it.
-	grant, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: g.owner.ID, ChannelID: g.secret.ID, Users: []snowflake.ID{g.member.ID}})
+	grant, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: g.owner.ID, ChannelID: g.secret.ID, Users: []snowflake.ID{g.member.ID}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestSlowmodeAndMentionEveryone(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := SendRequest{UserID: g.member.ID, ChannelID: g.general.ID, MentionsEveryone: true}
-	grant, err := f.svc.AuthorizeSend(bg, req)
+	grant, err := f.svc.Messages.AuthorizeSend(bg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,19 +329,19 @@ func TestSlowmodeAndMentionEveryone(t *testing.T) {
 		t.Fatal("@everyone granted without MENTION_EVERYONE")
 	}
 	f.clock.Advance(4 * time.Second)
-	_, err = f.svc.AuthorizeSend(bg, req)
+	_, err = f.svc.Messages.AuthorizeSend(bg, req)
 	var se *SlowmodeError
 	if !errors.As(err, &se) || !errors.Is(err, ErrSlowmode) || se.RetryAfter != 6*time.Second {
 		t.Fatalf("second send: %v", err)
 	}
 	f.clock.Advance(6 * time.Second)
-	if _, err := f.svc.AuthorizeSend(bg, req); err != nil {
+	if _, err := f.svc.Messages.AuthorizeSend(bg, req); err != nil {
 		t.Fatalf("send after slowmode: %v", err)
 	}
 	// The owner bypasses slowmode and may mention everyone.
 	own := SendRequest{UserID: g.owner.ID, ChannelID: g.general.ID, MentionsEveryone: true}
 	for i := 0; i < 3; i++ {
-		grant, err := f.svc.AuthorizeSend(bg, own)
+		grant, err := f.svc.Messages.AuthorizeSend(bg, own)
 		if err != nil || !grant.MentionEveryone {
 			t.Fatalf("owner send %d: %+v %v", i, grant, err)
 		}
@@ -355,7 +355,7 @@ func TestSlowmodeAndMentionEveryone(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		if _, err := f.svc.AuthorizeSend(bg, req); err != nil {
+		if _, err := f.svc.Messages.AuthorizeSend(bg, req); err != nil {
 			t.Fatalf("bypass send %d: %v", i, err)
 		}
 	}
@@ -517,7 +517,7 @@ func TestEventOrderUnderConcurrentSenders(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < each; j++ {
-				grant, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: u.ID, ChannelID: g.general.ID})
+				grant, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: u.ID, ChannelID: g.general.ID})
 				if err != nil {
 					t.Error(err)
 					return
@@ -614,7 +614,7 @@ func TestPrivateChannelRouting(t *testing.T) {
 		}
 	}
 	// A third user is no recipient.
-	if _, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: bot.ID, ChannelID: dm.ID}); !errors.Is(err, ErrMissingAccess) {
+	if _, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: bot.ID, ChannelID: dm.ID}); !errors.Is(err, ErrMissingAccess) {
 		t.Fatalf("non-recipient send: %v", err)
 	}
 	bdm := must[store.Channel](t)(f.svc.CreateDM(bg, a.ID, bot.ID))
@@ -749,7 +749,7 @@ func TestDeleteGuild(t *testing.T) {
 	if _, err := f.svc.GuildInfo(bg, g.owner.ID, gid); !errors.Is(err, ErrUnknownGuild) {
 		t.Fatalf("deleted guild: %v", err)
 	}
-	if _, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: g.owner.ID, ChannelID: g.general.ID}); !errors.Is(err, ErrUnknownChannel) {
+	if _, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: g.owner.ID, ChannelID: g.general.ID}); !errors.Is(err, ErrUnknownChannel) {
 		t.Fatalf("channel of deleted guild: %v", err)
 	}
 }

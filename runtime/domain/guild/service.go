@@ -84,7 +84,7 @@ type Deps struct {
 	// Store holds guild state, users and messages. Required.
 	Store store.Store
 	// Messages writes message changes with their events for the durable
-	// log (CreateMessage, UpdateMessage, DeleteMessages); nil writes them
+	// log (Messages.Create, Messages.Update, Messages.Delete); nil writes them
 	// to Store without events (outbox.Unlogged).
 	Messages outbox.Writer
 	// Sink receives every dispatch for gateway nodes. Required.
@@ -148,6 +148,10 @@ type Service struct {
 	// overwrites, the channel list, webhooks' checks (channels.go,
 	// webhooks.go, query.go).
 	Channels *Channels
+	// Messages is the messages seam: the write path (send, edit,
+	// delete, pin), the send check, typing, channel content events
+	// (messages.go, send.go, pins.go, channelevents.go).
+	Messages *Messages
 
 	cfg     Config
 	deps    Deps
@@ -249,6 +253,7 @@ func NewService(cfg Config, deps Deps) (*Service, error) {
 	s.Members = &Members{s: s}
 	s.Roles = &Roles{s: s}
 	s.Channels = &Channels{s: s}
+	s.Messages = &Messages{s: s}
 	s.private = newPrivateRouter(s)
 	s.wg.Add(1)
 	go func() {

@@ -106,7 +106,7 @@ func newSlicedRun(t *testing.T, sliced bool) *slicedRun {
 func (r *slicedRun) post(t *testing.T, channel string, users []int, roles []snowflake.ID) {
 	r.posted++
 	ch := r.chans[channel]
-	grant := must[SendGrant](t)(r.f.svc.AuthorizeSend(bg, SendRequest{UserID: r.owner.ID, ChannelID: ch}))
+	grant := must[SendGrant](t)(r.f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: r.owner.ID, ChannelID: ch}))
 	m := store.Message{ID: snowflake.FromTime(time.Now().Add(time.Duration(r.posted) * time.Millisecond)), ChannelID: ch, GuildID: r.guild,
 		AuthorID: r.owner.ID, Content: fmt.Sprintf("m%d", r.posted)}
 	r.last = m.ID
@@ -115,7 +115,7 @@ func (r *slicedRun) post(t *testing.T, channel string, users []int, roles []snow
 		wm.Mentions = append(wm.Mentions, wire.UserFrom(r.users[i]))
 	}
 	wm.MentionRoles = roles
-	if err := r.f.svc.PublishMessage(bg, "MESSAGE_CREATE", wm); err != nil {
+	if err := r.f.svc.Messages.Publish(bg, "MESSAGE_CREATE", wm); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -176,10 +176,10 @@ func (r *slicedRun) scenario(t *testing.T) {
 	}
 	r.post(t, "general", nil, nil)
 	gen := r.chans["general"]
-	if err := svc.PublishChannelEvent(bg, r.guild, gen, "MESSAGE_REACTION_ADD", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessageReactions, 0); err != nil {
+	if err := svc.Messages.PublishEvent(bg, r.guild, gen, "MESSAGE_REACTION_ADD", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessageReactions, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.PublishChannelEvent(bg, r.guild, gen, "MESSAGE_DELETE", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessages, 0); err != nil {
+	if err := svc.Messages.PublishEvent(bg, r.guild, gen, "MESSAGE_DELETE", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessages, 0); err != nil {
 		t.Fatal(err)
 	}
 	// Channel lists (decided by the relays in a sliced guild): threads,

@@ -143,6 +143,6 @@ func (a *Actor) authorizeWebhookSend(ctx context.Context, req WebhookSend) (Send
 // sessions that see it and asked for GUILD_WEBHOOKS.
 func (cs *Channels) PublishWebhooksUpdate(ctx context.Context, guildID, channelID snowflake.ID) error {
 	s := cs.s
-	return s.PublishChannelEvent(ctx, guildID, channelID, "WEBHOOKS_UPDATE",
+	return s.Messages.PublishEvent(ctx, guildID, channelID, "WEBHOOKS_UPDATE",
 		wire.WebhooksUpdate{GuildID: guildID, ChannelID: channelID}, IntentGuildWebhooks, 0)
 }

@@ -140,7 +140,7 @@ func (h *moderationHandler) purgeMessages(ctx context.Context, user, g, target s
 			continue
 		}
 		slices.SortFunc(mine, func(a, b store.Message) int { return cmp.Compare(a.ID, b.ID) })
-		if err := h.guilds.DeleteMessages(bg, guild.MessageDelete{ChannelID: ch, Messages: mine, Purge: true}); err != nil {
+		if err := h.guilds.Messages.Delete(bg, guild.MessageDelete{ChannelID: ch, Messages: mine, Purge: true}); err != nil {
 			h.log.Warn("ban purge: delete", "channel_id", ch, "err", err)
 		}
 	}

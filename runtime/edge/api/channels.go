@@ -306,7 +306,7 @@ func (h *channelHandler) typing(w http.ResponseWriter, r *http.Request, user sno
 	if err != nil {
 		return err
 	}
-	if err := h.guilds.Typing(r.Context(), user, id); err != nil {
+	if err := h.messages.Typing(r.Context(), user, id); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -152,9 +152,10 @@ type reactionHandler struct {
 
 // pinHandler serves pins (pins.go).
 type pinHandler struct {
-	store  store.Store
-	guilds *guild.Service
-	log    *slog.Logger
+	store store.Store
+	// messages pins and unpins.
+	messages *guild.Messages
+	log      *slog.Logger
 	views
 	auditor
 }
@@ -252,9 +253,11 @@ type people struct {
 // writes performs message writes through the guild service and keeps
 // their attachments (attachments.go).
 type writes struct {
-	guilds  *guild.Service
-	log     *slog.Logger
-	uploads *uploads.Store
+	// messages is the guild's write path; the handlers that embed
+	// writes reach its other operations (delete, typing) through it too.
+	messages *guild.Messages
+	log      *slog.Logger
+	uploads  *uploads.Store
 }
 
 // auditor records audit log entries (audit.go).
@@ -276,7 +279,7 @@ func newHandler(cfg Config, deps Deps) *handler {
 	body := bodyLimit(cfg.MaxBodyBytes)
 	pp := people{guilds: deps.Guilds, now: cfg.Now}
 	v := views{store: deps.Store, uploads: up, people: pp}
-	wr := writes{guilds: deps.Guilds, log: deps.Logger, uploads: up}
+	wr := writes{messages: deps.Guilds.Messages, log: deps.Logger, uploads: up}
 	au := auditor{store: deps.Store, guilds: deps.Guilds, ids: deps.IDs, log: deps.Logger}
 	removed := removedHook(deps.MemberRemoved)
 
@@ -285,7 +288,7 @@ func newHandler(cfg Config, deps Deps) *handler {
 		bodyLimit: body, people: pp, auditor: au}
 	thread := &threadHandler{store: deps.Store, guilds: deps.Guilds, threads: deps.Guilds.Threads, ids: deps.IDs, log: deps.Logger,
 		bodyLimit: body, views: v, writes: wr, auditor: au}
-	pin := &pinHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, views: v, auditor: au}
+	pin := &pinHandler{store: deps.Store, messages: deps.Guilds.Messages, log: deps.Logger, views: v, auditor: au}
 	return &handler{
 		auth: deps.Auth, log: deps.Logger, bodyLimit: body, auditor: au,
 		account: &accountHandler{store: deps.Store, guilds: deps.Guilds, auth: deps.Auth, ids: deps.IDs, now: cfg.Now,

@@ -248,7 +248,7 @@ func (h *reactionHandler) publishChannel(ctx context.Context, c store.Channel, t
 	if typ == "CHANNEL_PINS_UPDATE" {
 		intent, private = guild.IntentGuilds, guild.IntentDirectMessages
 	}
-	if err := h.guilds.PublishChannelEvent(bg, c.GuildID, c.ID, typ, payload, intent, private); err != nil {
+	if err := h.guilds.Messages.PublishEvent(bg, c.GuildID, c.ID, typ, payload, intent, private); err != nil {
 		h.log.Warn("channel event not published", "type", typ, "channel_id", c.ID, "err", err)
 	}
 }

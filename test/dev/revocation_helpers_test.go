@@ -104,7 +104,7 @@ func (w *revWorld) post(ctx context.Context, guild, channel snowflake.ID) error 
 		Content: "tick " + strconv.FormatInt(now.UnixNano(), 10), Timestamp: wire.NewTimestamp(now),
 		Mentions: []wire.User{}, MentionRoles: []snowflake.ID{}, Attachments: []wire.Attachment{},
 		Embeds: []json.RawMessage{}, Components: []json.RawMessage{}}
-	return w.p.Guilds().PublishMessage(ctx, "MESSAGE_CREATE", m)
+	return w.p.Guilds().Messages.Publish(ctx, "MESSAGE_CREATE", m)
 }
 
 // poster posts into a guild every interval until stopped.

@@ -599,7 +599,7 @@ func (b *slowBench) post(phase int32, done <-chan struct{}) {
 			Timestamp: wire.NewTimestamp(now), Mentions: []wire.User{}, MentionRoles: []snowflake.ID{},
 			Attachments: []wire.Attachment{}, Embeds: []json.RawMessage{}, Components: []json.RawMessage{},
 		}
-		if err := b.p.Guilds().PublishMessage(ctx, "MESSAGE_CREATE", m); err != nil {
+		if err := b.p.Guilds().Messages.Publish(ctx, "MESSAGE_CREATE", m); err != nil {
 			b.t.Errorf("publish: %v", err)
 			return
 		}

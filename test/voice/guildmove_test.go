@@ -241,11 +241,11 @@ func TestVoiceStatesSurviveGuildMove(t *testing.T) {
 	}
 	gid := gi.Guild.ID
 	for _, u := range []store.User{alice, bob} {
-		if _, _, err := g1.AddMember(ctx, gid, u.ID); err != nil {
+		if _, _, err := g1.Members.Add(ctx, gid, u.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ch, err := g1.CreateChannel(ctx, owner.ID, gid, guild.ChannelSpec{Name: "Call", Type: store.ChannelVoice})
+	ch, err := g1.Channels.Create(ctx, owner.ID, gid, guild.ChannelSpec{Name: "Call", Type: store.ChannelVoice})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,10 +418,10 @@ func BenchmarkGuildLoadRoster(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, _, err := g1.AddMember(ctx, gi.Guild.ID, alice.ID); err != nil {
+		if _, _, err := g1.Members.Add(ctx, gi.Guild.ID, alice.ID); err != nil {
 			b.Fatal(err)
 		}
-		ch, err := g1.CreateChannel(ctx, owner.ID, gi.Guild.ID, guild.ChannelSpec{Name: "Call", Type: store.ChannelVoice})
+		ch, err := g1.Channels.Create(ctx, owner.ID, gi.Guild.ID, guild.ChannelSpec{Name: "Call", Type: store.ChannelVoice})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -96,10 +96,10 @@ func TestVoiceCallFollowsChannelRegion(t *testing.T) {
 		t.Fatal(err)
 	}
 	gid := gi.Guild.ID
-	if _, _, err := svc.AddMember(ctx, gid, alice.ID); err != nil {
+	if _, _, err := svc.Members.Add(ctx, gid, alice.ID); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := svc.CreateChannel(ctx, owner.ID, gid, guild.ChannelSpec{Name: "Call", Type: store.ChannelVoice, RTCRegion: "us"})
+	ch, err := svc.Channels.Create(ctx, owner.ID, gid, guild.ChannelSpec{Name: "Call", Type: store.ChannelVoice, RTCRegion: "us"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestVoiceCallFollowsChannelRegion(t *testing.T) {
 	hear(on[0], on[1], "sfu-us")
 
 	eu := "eu"
-	if _, err := svc.ModifyChannel(ctx, owner.ID, ch.ID, guild.ChannelPatch{RTCRegion: &eu}); err != nil {
+	if _, err := svc.Channels.Modify(ctx, owner.ID, ch.ID, guild.ChannelPatch{RTCRegion: &eu}); err != nil {
 		t.Fatal(err)
 	}
 	moved := connectAll(2, "eu")

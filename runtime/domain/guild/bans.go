@@ -45,7 +45,8 @@ func (a *Actor) refuseBanned(ctx context.Context, userID snowflake.ID) error {
 // (their sessions get GUILD_DELETE, the others GUILD_MEMBER_REMOVE) and
 // moderators' sessions get GUILD_BAN_ADD. It reports whether the target
 // was a member.
-func (s *Service) Ban(ctx context.Context, userID, guildID, targetID snowflake.ID, reason string) (bool, error) {
+func (mb *Members) Ban(ctx context.Context, userID, guildID, targetID snowflake.ID, reason string) (bool, error) {
+	s := mb.s
 	u, err := s.User(ctx, targetID)
 	if err != nil {
 		return false, err
@@ -80,7 +81,8 @@ func (s *Service) Ban(ctx context.Context, userID, guildID, targetID snowflake.I
 }
 
 // Unban lifts a ban (BAN_MEMBERS) and sends GUILD_BAN_REMOVE.
-func (s *Service) Unban(ctx context.Context, userID, guildID, targetID snowflake.ID) error {
+func (mb *Members) Unban(ctx context.Context, userID, guildID, targetID snowflake.ID) error {
+	s := mb.s
 	u, err := s.User(ctx, targetID)
 	if err != nil {
 		return err
@@ -110,7 +112,8 @@ func (a *Actor) moderators(ctx context.Context, typ string, payload any) {
 // MessageChannels lists every channel of the guild that holds messages,
 // for userID holding perms at the guild level (a ban's message purge runs
 // over channels the moderator may not see: Discord purges them all).
-func (s *Service) MessageChannels(ctx context.Context, userID, guildID snowflake.ID, perms permissions.Bits) ([]snowflake.ID, error) {
+func (mb *Members) MessageChannels(ctx context.Context, userID, guildID snowflake.ID, perms permissions.Bits) ([]snowflake.ID, error) {
+	s := mb.s
 	var out []snowflake.ID
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		if err := a.guildPerms(userID, perms); err != nil {

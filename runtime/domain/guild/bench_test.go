@@ -42,7 +42,7 @@ func benchGuildWith(b *testing.B, members int, cfg Config) (*fixture, *countingS
 	gid := info.Guild.ID
 	for i := 0; i < members; i++ {
 		u := f.user(fmt.Sprintf("u%d", i), i%10 == 0)
-		if _, _, err := f.svc.AddMember(bg, gid, u.ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, gid, u.ID); err != nil {
 			b.Fatal(err)
 		}
 		s := event.Session{ID: event.SessionID(fmt.Sprintf("s%d", i)), UserID: u.ID, Bot: u.Bot,
@@ -51,7 +51,7 @@ func benchGuildWith(b *testing.B, members int, cfg Config) (*fixture, *countingS
 			b.Fatal(err)
 		}
 	}
-	chans := must[[]store.Channel](b)(f.svc.Channels(bg, owner.ID, gid))
+	chans := must[[]store.Channel](b)(f.svc.Channels.List(bg, owner.ID, gid))
 	// Every user session views the channel (op 14): in a guild above
 	// large_threshold a session is otherwise passive there.
 	for i := 0; i < members; i++ {
@@ -66,7 +66,7 @@ func benchGuildWith(b *testing.B, members int, cfg Config) (*fixture, *countingS
 			b.Fatal(err)
 		}
 	}
-	grant := must[SendGrant](b)(f.svc.AuthorizeSend(bg, SendRequest{UserID: owner.ID, ChannelID: chans[0].ID}))
+	grant := must[SendGrant](b)(f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: owner.ID, ChannelID: chans[0].ID}))
 	m := store.Message{ID: snowflake.FromTime(time.Now()), ChannelID: chans[0].ID, GuildID: gid, AuthorID: owner.ID, Content: "benchmark message content of a typical length, say eighty characters."}
 	return f, sink, wire.MessageFrom(m, wire.UserFrom(owner), grant.Member, nil, nil)
 }
@@ -95,7 +95,7 @@ func benchFanout(b *testing.B, n int, cfg Config) {
 	sink.n.Store(0)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := f.svc.PublishMessage(bg, "MESSAGE_CREATE", m); err != nil {
+		if err := f.svc.Messages.Publish(bg, "MESSAGE_CREATE", m); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -154,7 +154,7 @@ func BenchmarkAuthorizeSend(b *testing.B) {
 	owner := m.Author.ID
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: owner, ChannelID: ch}); err != nil {
+		if _, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: owner, ChannelID: ch}); err != nil {
 			b.Fatal(err)
 		}
 	}

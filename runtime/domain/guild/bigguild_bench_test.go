@@ -70,10 +70,10 @@ func newBigGuildN(b *testing.B, sessions int, sliced, allActive bool) *bigGuild 
 	g.owner = g.f.user("owner", false)
 	g.guild = must[GuildInfo](b)(svc.CreateGuild(bg, g.owner.ID, "big")).Guild.ID
 	for i := range bigChannels {
-		c := must[store.Channel](b)(svc.CreateChannel(bg, g.owner.ID, g.guild, ChannelSpec{Name: fmt.Sprintf("c%d", i), Type: store.ChannelText}))
+		c := must[store.Channel](b)(svc.Channels.Create(bg, g.owner.ID, g.guild, ChannelSpec{Name: fmt.Sprintf("c%d", i), Type: store.ChannelText}))
 		g.chans = append(g.chans, c.ID)
 	}
-	grant := must[SendGrant](b)(svc.AuthorizeSend(bg, SendRequest{UserID: g.owner.ID, ChannelID: g.chans[0]}))
+	grant := must[SendGrant](b)(svc.Messages.AuthorizeSend(bg, SendRequest{UserID: g.owner.ID, ChannelID: g.chans[0]}))
 	g.member = grant.Member
 	// Members and sessions go straight into the actor: the store and
 	// IDENTIFY are not what is measured.
@@ -113,7 +113,7 @@ func newBigGuildN(b *testing.B, sessions int, sliced, allActive bool) *bigGuild 
 }
 
 func (g *bigGuild) settle(b *testing.B) {
-	if _, err := g.f.svc.Channels(bg, g.owner.ID, g.guild); err != nil {
+	if _, err := g.f.svc.Channels.List(bg, g.owner.ID, g.guild); err != nil {
 		b.Fatal(err)
 	}
 	if g.local != nil {
@@ -356,9 +356,9 @@ func BenchmarkBigGuildPermissionChange(b *testing.B) {
 			t0, u0 := time.Now(), cpuTime()
 			var err error
 			if i%2 == 0 {
-				err = g.f.svc.PutOverwrite(bg, g.owner.ID, g.chans[1], store.Overwrite{ID: g.guild, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)})
+				err = g.f.svc.Channels.PutOverwrite(bg, g.owner.ID, g.chans[1], store.Overwrite{ID: g.guild, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)})
 			} else {
-				err = g.f.svc.DeleteOverwrite(bg, g.owner.ID, g.chans[1], g.guild)
+				err = g.f.svc.Channels.DeleteOverwrite(bg, g.owner.ID, g.chans[1], g.guild)
 			}
 			if err != nil {
 				b.Fatal(err)

@@ -25,12 +25,12 @@ func TestInstallBot(t *testing.T) {
 	bits := permissions.KickMembers | permissions.ViewChannel | permissions.SendMessages
 	roleID := must[snowflake.ID](t)(f.svc.InstallBot(bg, g.owner.ID, gid, bot.ID, "Robot", bits))
 	f.sink.waitFor(t, bs.ID, "GUILD_CREATE after install", func(ds []delivered) bool { return count(ds, "GUILD_CREATE") == 1 })
-	m := must[store.Member](t)(f.svc.Member(bg, g.owner.ID, gid, bot.ID))
+	m := must[store.Member](t)(f.svc.Members.Get(bg, g.owner.ID, gid, bot.ID))
 	if len(m.Roles) != 1 || m.Roles[0] != roleID {
 		t.Fatalf("bot member roles %v, want [%d]", m.Roles, roleID)
 	}
 	var role store.Role
-	for _, r := range must[[]store.Role](t)(f.svc.Roles(bg, g.owner.ID, gid)) {
+	for _, r := range must[[]store.Role](t)(f.svc.Roles.List(bg, g.owner.ID, gid)) {
 		if r.ID == roleID {
 			role = r
 		}
@@ -53,10 +53,10 @@ func TestInstallBot(t *testing.T) {
 	}
 
 	// Hierarchy: the bot's role sits at 1, vip above it.
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.svc.RemoveMember(bg, bot.ID, gid, g.member.ID); !errors.Is(err, ErrMissingPermissions) {
+	if err := f.svc.Members.Remove(bg, bot.ID, gid, g.member.ID); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("bot kicking a member ranked above it: %v", err)
 	}
 
@@ -66,10 +66,10 @@ func TestInstallBot(t *testing.T) {
 		t.Fatalf("reinstall made role %d, want %d", again, roleID)
 	}
 	plain := f.user("plain", false)
-	if _, _, err := f.svc.AddMember(bg, gid, plain.ID); err != nil {
+	if _, _, err := f.svc.Members.Add(bg, gid, plain.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.svc.RemoveMember(bg, bot.ID, gid, plain.ID); !errors.Is(err, ErrMissingPermissions) {
+	if err := f.svc.Members.Remove(bg, bot.ID, gid, plain.ID); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("kick after KICK_MEMBERS was narrowed away: %v", err)
 	}
 
@@ -78,15 +78,15 @@ func TestInstallBot(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.sink.waitFor(t, bs.ID, "GUILD_DELETE", func(ds []delivered) bool { return count(ds, "GUILD_DELETE") == 1 })
-	if _, err := f.svc.Member(bg, g.owner.ID, gid, bot.ID); !errors.Is(err, ErrUnknownMember) {
+	if _, err := f.svc.Members.Get(bg, g.owner.ID, gid, bot.ID); !errors.Is(err, ErrUnknownMember) {
 		t.Fatalf("uninstalled bot still a member: %v", err)
 	}
-	for _, r := range must[[]store.Role](t)(f.svc.Roles(bg, g.owner.ID, gid)) {
+	for _, r := range must[[]store.Role](t)(f.svc.Roles.List(bg, g.owner.ID, gid)) {
 		if r.ID == roleID {
 			t.Fatalf("managed role %d survived the uninstall", roleID)
 		}
 	}
-	if _, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: bot.ID, ChannelID: g.general.ID}); !errors.Is(err, ErrMissingAccess) {
+	if _, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: bot.ID, ChannelID: g.general.ID}); !errors.Is(err, ErrMissingAccess) {
 		t.Fatalf("send after uninstall: %v", err)
 	}
 	if err := f.svc.UninstallBot(bg, gid, bot.ID); err != nil {
@@ -104,14 +104,14 @@ func TestKickedBotRoleIsDeleted(t *testing.T) {
 	other := f.user("stays", true)
 	kickedRole := must[snowflake.ID](t)(f.svc.InstallBot(bg, g.owner.ID, gid, bot.ID, "Kicked", permissions.ViewChannel))
 	keptRole := must[snowflake.ID](t)(f.svc.InstallBot(bg, g.owner.ID, gid, other.ID, "Stays", permissions.ViewChannel))
-	if err := f.svc.RemoveMember(bg, g.owner.ID, gid, bot.ID); err != nil {
+	if err := f.svc.Members.Remove(bg, g.owner.ID, gid, bot.ID); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.svc.DeleteOrphanManagedRoles(bg, gid); err != nil {
 		t.Fatal(err)
 	}
 	have := map[snowflake.ID]bool{}
-	for _, r := range must[[]store.Role](t)(f.svc.Roles(bg, g.owner.ID, gid)) {
+	for _, r := range must[[]store.Role](t)(f.svc.Roles.List(bg, g.owner.ID, gid)) {
 		have[r.ID] = true
 	}
 	if have[kickedRole] || !have[keptRole] || !have[g.vip.ID] {

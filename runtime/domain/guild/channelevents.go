@@ -14,11 +14,12 @@ const (
 	IntentDirectMessageReactions uint64 = 1 << 13
 )
 
-// PublishChannelEvent fans out an event about a channel's content
+// PublishEvent fans out an event about a channel's content
 // (reactions, pins) in the actor's order: in a guild to the sessions that
 // see the channel now and have intent, in a private channel to its
 // recipients' sessions with privateIntent. It does not wait for delivery.
-func (s *Service) PublishChannelEvent(ctx context.Context, guildID, channelID snowflake.ID, typ string, payload any, intent, privateIntent uint64) error {
+func (ms *Messages) PublishEvent(ctx context.Context, guildID, channelID snowflake.ID, typ string, payload any, intent, privateIntent uint64) error {
+	s := ms.s
 	if guildID == 0 {
 		return s.private.publish(ctx, channelID, typ, payload, privateIntent)
 	}

@@ -104,10 +104,20 @@ func (a *Actor) putChannel(ctx context.Context, c store.Channel) error {
 	return nil
 }
 
-// CreateChannel creates a guild channel (MANAGE_CHANNELS; overwrites go
+// Channels is the channels seam of a Service (Service.Channels):
+// creating, changing and deleting a guild's channels, their permission
+// overwrites, the channel list, and the decisions and event of the
+// channels' webhooks (webhooks.go). It holds the host, whose guild actors
+// keep the channels; threads are the threads seam's.
+type Channels struct {
+	s *Service
+}
+
+// Create creates a guild channel (MANAGE_CHANNELS; overwrites go
 // through the grant check: MANAGE_ROLES and every bit they allow or deny,
 // held in the parent category or else at guild level) and sends CHANNEL_CREATE to the sessions that see it.
-func (s *Service) CreateChannel(ctx context.Context, userID, guildID snowflake.ID, spec ChannelSpec) (store.Channel, error) {
+func (cs *Channels) Create(ctx context.Context, userID, guildID snowflake.ID, spec ChannelSpec) (store.Channel, error) {
+	s := cs.s
 	id, err := s.deps.IDs.Next()
 	if err != nil {
 		return store.Channel{}, fmt.Errorf("create channel: %w: %w", ErrUnavailable, err)
@@ -156,10 +166,11 @@ func (s *Service) CreateChannel(ctx context.Context, userID, guildID snowflake.I
 	return out, err
 }
 
-// ModifyChannel patches a guild channel (MANAGE_CHANNELS in it; new
+// Modify patches a guild channel (MANAGE_CHANNELS in it; new
 // overwrites go through the grant check in this channel) and tells each session about the channel
 // appearing, changing or disappearing for it.
-func (s *Service) ModifyChannel(ctx context.Context, userID, channelID snowflake.ID, p ChannelPatch) (store.Channel, error) {
+func (cs *Channels) Modify(ctx context.Context, userID, channelID snowflake.ID, p ChannelPatch) (store.Channel, error) {
+	s := cs.s
 	guildID, err := s.guildOf(ctx, channelID)
 	if err != nil {
 		return store.Channel{}, err
@@ -228,7 +239,8 @@ func (s *Service) ModifyChannel(ctx context.Context, userID, channelID snowflake
 
 // PutOverwrite sets one overwrite of a channel: the grant check, in that
 // channel, of MANAGE_ROLES and every bit the overwrite changes.
-func (s *Service) PutOverwrite(ctx context.Context, userID, channelID snowflake.ID, o store.Overwrite) error {
+func (cs *Channels) PutOverwrite(ctx context.Context, userID, channelID snowflake.ID, o store.Overwrite) error {
+	s := cs.s
 	return s.editOverwrites(ctx, userID, channelID, func(ows []store.Overwrite) []store.Overwrite {
 		ows = slices.DeleteFunc(ows, func(x store.Overwrite) bool { return x.ID == o.ID })
 		return append(ows, o)
@@ -237,7 +249,8 @@ func (s *Service) PutOverwrite(ctx context.Context, userID, channelID snowflake.
 
 // DeleteOverwrite removes a channel's overwrite for targetID under the
 // same check (removing an overwrite changes every bit it held).
-func (s *Service) DeleteOverwrite(ctx context.Context, userID, channelID, targetID snowflake.ID) error {
+func (cs *Channels) DeleteOverwrite(ctx context.Context, userID, channelID, targetID snowflake.ID) error {
+	s := cs.s
 	return s.editOverwrites(ctx, userID, channelID, func(ows []store.Overwrite) []store.Overwrite {
 		return slices.DeleteFunc(ows, func(x store.Overwrite) bool { return x.ID == targetID })
 	})
@@ -269,10 +282,11 @@ func (s *Service) editOverwrites(ctx context.Context, userID, channelID snowflak
 	})
 }
 
-// DeleteChannel deletes a guild channel (MANAGE_CHANNELS in it) and its
+// Delete deletes a guild channel (MANAGE_CHANNELS in it) and its
 // threads, which it returns too. Children of a deleted category lose
 // their parent.
-func (s *Service) DeleteChannel(ctx context.Context, userID, channelID snowflake.ID) (store.Channel, []store.Channel, error) {
+func (cs *Channels) Delete(ctx context.Context, userID, channelID snowflake.ID) (store.Channel, []store.Channel, error) {
+	s := cs.s
 	guildID, err := s.guildOf(ctx, channelID)
 	if err != nil {
 		return store.Channel{}, nil, err

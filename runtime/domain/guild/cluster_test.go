@@ -20,10 +20,10 @@ func TestAttachDetachUnload(t *testing.T) {
 	f := newFixture(t)
 	owner, member, stranger := f.user("owner", false), f.user("member", false), f.user("stranger", false)
 	g := must[GuildInfo](t)(f.svc.CreateGuild(bg, owner.ID, "guild"))
-	if _, _, err := f.svc.AddMember(bg, g.Guild.ID, member.ID); err != nil {
+	if _, _, err := f.svc.Members.Add(bg, g.Guild.ID, member.ID); err != nil {
 		t.Fatal(err)
 	}
-	general := must[[]store.Channel](t)(f.svc.Channels(bg, owner.ID, g.Guild.ID))[0].ID
+	general := must[[]store.Channel](t)(f.svc.Channels.List(bg, owner.ID, g.Guild.ID))[0].ID
 
 	s := event.Session{ID: "a-remote", UserID: member.ID, Node: "gateway-9"}
 	if err := f.svc.AttachSession(bg, g.Guild.ID, s); err != nil {
@@ -160,7 +160,7 @@ func TestGuildPlacedElsewhereIsReadAfresh(t *testing.T) {
 		t.Fatal("the non-owner kept the guild it created loaded")
 	}
 	// f.svc owns every guild: bob joins there.
-	if _, _, err := f.svc.AddMember(bg, gid, bob.ID); err != nil {
+	if _, _, err := f.svc.Members.Add(bg, gid, bob.ID); err != nil {
 		t.Fatal(err)
 	}
 	info, err := other.GuildInfo(bg, bob.ID, gid)
@@ -185,15 +185,15 @@ func TestDetachSessionWaitsForQueuedEvents(t *testing.T) {
 	f := newFixture(t)
 	owner, member := f.user("owner", false), f.user("member", false)
 	g := must[GuildInfo](t)(f.svc.CreateGuild(bg, owner.ID, "guild"))
-	if _, _, err := f.svc.AddMember(bg, g.Guild.ID, member.ID); err != nil {
+	if _, _, err := f.svc.Members.Add(bg, g.Guild.ID, member.ID); err != nil {
 		t.Fatal(err)
 	}
-	general := must[[]store.Channel](t)(f.svc.Channels(bg, owner.ID, g.Guild.ID))[0].ID
+	general := must[[]store.Channel](t)(f.svc.Channels.List(bg, owner.ID, g.Guild.ID))[0].ID
 	s := event.Session{ID: "a-remote", UserID: member.ID, Node: "gateway-9"}
 	if err := f.svc.AttachSession(bg, g.Guild.ID, s); err != nil {
 		t.Fatal(err)
 	}
-	grant, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: owner.ID, ChannelID: general})
+	grant, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: owner.ID, ChannelID: general})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func TestSessionDirectoryReach(t *testing.T) {
 	if got := dir.subscribed(ra.ID); !slices.Equal(got, []snowflake.ID{g.Guild.ID}) {
 		t.Fatalf("the creator's remote session was asked to subscribe to %v, want [%d]", got, g.Guild.ID)
 	}
-	if _, _, err := svc.AddMember(bg, g.Guild.ID, b.ID); err != nil {
+	if _, _, err := svc.Members.Add(bg, g.Guild.ID, b.ID); err != nil {
 		t.Fatal(err)
 	}
 	if got := dir.subscribed(rb.ID); !slices.Equal(got, []snowflake.ID{g.Guild.ID}) {

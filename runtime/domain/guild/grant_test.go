@@ -103,8 +103,8 @@ func TestInstallBotChecksInstaller(t *testing.T) {
 	gid := g.guild.Guild.ID
 	bot := f.user("robot", true)
 	name, bits := "managers", uint64(permissions.ManageGuild|permissions.KickMembers)
-	managers := must[store.Role](t)(f.svc.CreateRole(bg, g.owner.ID, gid, RoleSpec{Name: &name, Permissions: &bits}))
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, managers.ID); err != nil {
+	managers := must[store.Role](t)(f.svc.Roles.Create(bg, g.owner.ID, gid, RoleSpec{Name: &name, Permissions: &bits}))
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, managers.ID); err != nil {
 		t.Fatal(err)
 	}
 	outsider := f.user("outsider", false)
@@ -121,7 +121,7 @@ func TestInstallBotChecksInstaller(t *testing.T) {
 			t.Fatalf("install by %s with %d: %v, want %v", tc.who.Username, tc.bits, err, tc.want)
 		}
 	}
-	if _, err := f.svc.Member(bg, g.owner.ID, gid, bot.ID); !errors.Is(err, ErrUnknownMember) {
+	if _, err := f.svc.Members.Get(bg, g.owner.ID, gid, bot.ID); !errors.Is(err, ErrUnknownMember) {
 		t.Fatalf("a refused install left the bot a member: %v", err)
 	}
 	roleID := must[snowflake.ID](t)(f.svc.InstallBot(bg, g.member.ID, gid, bot.ID, "Robot", permissions.KickMembers|permissions.ViewChannel))
@@ -129,21 +129,21 @@ func TestInstallBotChecksInstaller(t *testing.T) {
 	if _, err := f.svc.InstallBot(bg, g.member.ID, gid, bot.ID, "Robot", permissions.BanMembers); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("re-install with BAN_MEMBERS: %v", err)
 	}
-	for _, r := range must[[]store.Role](t)(f.svc.Roles(bg, g.owner.ID, gid)) {
+	for _, r := range must[[]store.Role](t)(f.svc.Roles.List(bg, g.owner.ID, gid)) {
 		if r.ID == roleID && r.Permissions != uint64(permissions.KickMembers|permissions.ViewChannel) {
 			t.Fatalf("bot role = %+v", r)
 		}
 	}
 	// The bot's managed role carries granted bits: nobody, not even the
 	// owner, hands it to a member by hand.
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, roleID); !errors.Is(err, ErrMissingPermissions) {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, roleID); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("owner assigns the managed role: %v", err)
 	}
 	roles := []snowflake.ID{managers.ID, roleID}
-	if _, err := f.svc.ModifyMember(bg, g.owner.ID, gid, g.member.ID, MemberPatch{Roles: &roles}); !errors.Is(err, ErrMissingPermissions) {
+	if _, err := f.svc.Members.Modify(bg, g.owner.ID, gid, g.member.ID, MemberPatch{Roles: &roles}); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("owner patches the managed role onto a member: %v", err)
 	}
-	if err := f.svc.RemoveMemberRole(bg, g.owner.ID, gid, bot.ID, roleID); !errors.Is(err, ErrMissingPermissions) {
+	if err := f.svc.Members.RemoveRole(bg, g.owner.ID, gid, bot.ID, roleID); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("owner removes the bot's managed role: %v", err)
 	}
 }
@@ -157,25 +157,25 @@ func TestRolePositionsAcrossGaps(t *testing.T) {
 	gid := g.guild.Guild.ID
 	mk := func(name string, bits permissions.Bits) store.Role {
 		b := uint64(bits)
-		return must[store.Role](t)(f.svc.CreateRole(bg, g.owner.ID, gid, RoleSpec{Name: &name, Permissions: &b}))
+		return must[store.Role](t)(f.svc.Roles.Create(bg, g.owner.ID, gid, RoleSpec{Name: &name, Permissions: &b}))
 	}
 	// Each new role lands at 1 and pushes the others up, so the order
 	// low 1, gap 2, managers 3, vip 4 is set explicitly.
 	low := mk("low", 0)
 	gap := mk("gap", 0)
 	managers := mk("managers", permissions.ManageRoles)
-	if _, err := f.svc.ModifyRolePositions(bg, g.owner.ID, gid, []RoleMove{{low.ID, 1}, {gap.ID, 2}, {managers.ID, 3}, {g.vip.ID, 4}}); err != nil {
+	if _, err := f.svc.Roles.ModifyPositions(bg, g.owner.ID, gid, []RoleMove{{low.ID, 1}, {gap.ID, 2}, {managers.ID, 3}, {g.vip.ID, 4}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, managers.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, managers.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.svc.DeleteRole(bg, g.owner.ID, gid, gap.ID); err != nil {
+	if err := f.svc.Roles.Delete(bg, g.owner.ID, gid, gap.ID); err != nil {
 		t.Fatal(err)
 	}
 	positions := func() map[snowflake.ID]int {
 		out := map[snowflake.ID]int{}
-		for _, r := range must[[]store.Role](t)(f.svc.Roles(bg, g.owner.ID, gid)) {
+		for _, r := range must[[]store.Role](t)(f.svc.Roles.List(bg, g.owner.ID, gid)) {
 			out[r.ID] = r.Position
 		}
 		return out
@@ -186,7 +186,7 @@ func TestRolePositionsAcrossGaps(t *testing.T) {
 	}
 	// Position 2 is below her highest (3), but renumbering 1..n would
 	// give low 2 and managers 1: low would end above her.
-	_, err := f.svc.ModifyRolePositions(bg, g.member.ID, gid, []RoleMove{{low.ID, 2}})
+	_, err := f.svc.Roles.ModifyPositions(bg, g.member.ID, gid, []RoleMove{{low.ID, 2}})
 	if !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("move across the gap: %v, want ErrMissingPermissions", err)
 	}
@@ -194,11 +194,11 @@ func TestRolePositionsAcrossGaps(t *testing.T) {
 		t.Fatalf("a refused move changed positions: %v → %v", before, after)
 	}
 	// Her hierarchy is intact: she still outranks low.
-	if err := f.svc.AddMemberRole(bg, g.member.ID, gid, g.owner.ID, low.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.member.ID, gid, g.owner.ID, low.ID); err != nil {
 		t.Fatalf("assign low after the refused move: %v", err)
 	}
 	// The owner's same move renumbers without gaps.
-	if _, err := f.svc.ModifyRolePositions(bg, g.owner.ID, gid, []RoleMove{{low.ID, 2}}); err != nil {
+	if _, err := f.svc.Roles.ModifyPositions(bg, g.owner.ID, gid, []RoleMove{{low.ID, 2}}); err != nil {
 		t.Fatal(err)
 	}
 	if p := positions(); p[managers.ID] != 1 || p[low.ID] != 2 || p[g.vip.ID] != 3 || p[gid] != 0 {

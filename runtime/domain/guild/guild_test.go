@@ -25,7 +25,7 @@ var bg = context.Background()
 // publishes in one step of the actor.
 func (f *fixture) send(u store.User, channelID snowflake.ID, content string, mentions ...snowflake.ID) wire.Message {
 	f.t.Helper()
-	w, err := f.svc.CreateMessage(bg, MessageWrite{Check: CheckSend, UserID: u.ID,
+	w, err := f.svc.Messages.Create(bg, MessageWrite{Check: CheckSend, UserID: u.ID,
 		Message: store.Message{ChannelID: channelID, AuthorID: u.ID, Content: content}, Mentions: &Mentions{Users: mentions},
 		Render: func(_ context.Context, w Written) (wire.Message, error) {
 			var mentioned []wire.User
@@ -57,7 +57,7 @@ func (f *fixture) publish(u store.User, g SendGrant, content string) wire.Messag
 		mentioned = append(mentioned, must[wire.User](f.t)(f.svc.User(bg, id)))
 	}
 	wm := wire.MessageFrom(m, wire.UserFrom(u), g.Member, mentioned, nil)
-	if err := f.svc.PublishMessage(bg, "MESSAGE_CREATE", wm); err != nil {
+	if err := f.svc.Messages.Publish(bg, "MESSAGE_CREATE", wm); err != nil {
 		f.t.Fatal(err)
 	}
 	return wm
@@ -107,18 +107,18 @@ func (f *fixture) secretGuild() secretGuild {
 	g.member = f.user("member", false)
 	g.guild = must[GuildInfo](f.t)(f.svc.CreateGuild(bg, g.owner.ID, "test guild"))
 	gid := g.guild.Guild.ID
-	chans := must[[]store.Channel](f.t)(f.svc.Channels(bg, g.owner.ID, gid))
+	chans := must[[]store.Channel](f.t)(f.svc.Channels.List(bg, g.owner.ID, gid))
 	g.general = chans[0]
 	name := "vip"
-	g.vip = must[store.Role](f.t)(f.svc.CreateRole(bg, g.owner.ID, gid, RoleSpec{Name: &name}))
-	g.secret = must[store.Channel](f.t)(f.svc.CreateChannel(bg, g.owner.ID, gid, ChannelSpec{
+	g.vip = must[store.Role](f.t)(f.svc.Roles.Create(bg, g.owner.ID, gid, RoleSpec{Name: &name}))
+	g.secret = must[store.Channel](f.t)(f.svc.Channels.Create(bg, g.owner.ID, gid, ChannelSpec{
 		Name: "secret", Type: store.ChannelText,
 		Overwrites: []store.Overwrite{
 			{ID: gid, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)},
 			{ID: g.vip.ID, Type: store.OverwriteRole, Allow: uint64(permissions.ViewChannel)},
 		},
 	}))
-	if _, _, err := f.svc.AddMember(bg, gid, g.member.ID); err != nil {
+	if _, _, err := f.svc.Members.Add(bg, gid, g.member.ID); err != nil {
 		f.t.Fatal(err)
 	}
 	return g
@@ -128,7 +128,7 @@ func TestCreateGuildDefaults(t *testing.T) {
 	f := newFixture(t)
 	g := f.secretGuild()
 	gid := g.guild.Guild.ID
-	roles := must[[]store.Role](t)(f.svc.Roles(bg, g.owner.ID, gid))
+	roles := must[[]store.Role](t)(f.svc.Roles.List(bg, g.owner.ID, gid))
 	if roles[0].ID != gid || roles[0].Name != "@everyone" || roles[0].Permissions != uint64(permissions.DefaultEveryone) {
 		t.Fatalf("@everyone role = %+v", roles[0])
 	}
@@ -139,14 +139,14 @@ func TestCreateGuildDefaults(t *testing.T) {
 		t.Fatalf("owner = %d", g.guild.Guild.OwnerID)
 	}
 	// The member without vip does not see the secret channel.
-	chans := must[[]store.Channel](t)(f.svc.Channels(bg, g.member.ID, gid))
+	chans := must[[]store.Channel](t)(f.svc.Channels.List(bg, g.member.ID, gid))
 	if len(chans) != 1 || chans[0].ID != g.general.ID {
 		t.Fatalf("member sees %v", chans)
 	}
 	if _, err := f.svc.Authorize(bg, g.member.ID, g.secret.ID, 0); !errors.Is(err, ErrMissingAccess) {
 		t.Fatalf("hidden channel authorize: %v", err)
 	}
-	if _, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: g.member.ID, ChannelID: g.secret.ID}); !errors.Is(err, ErrMissingAccess) {
+	if _, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: g.member.ID, ChannelID: g.secret.ID}); !errors.Is(err, ErrMissingAccess) {
 		t.Fatalf("hidden channel send: %v", err)
 	}
 }
@@ -155,7 +155,7 @@ func TestRoleRemovalDeletesChannelBeforeNextMessage(t *testing.T) {
 	f := newFixture(t)
 	g := f.secretGuild()
 	gid := g.guild.Guild.ID
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
 		t.Fatal(err)
 	}
 	s := f.session(g.member, "a1", 0, 1)
@@ -168,7 +168,7 @@ func TestRoleRemovalDeletesChannelBeforeNextMessage(t *testing.T) {
 		t.Fatalf("GUILD_CREATE channels %v lack secret", gc.Channels)
 	}
 	m1 := f.send(g.owner, g.secret.ID, "before")
-	if err := f.svc.RemoveMemberRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
+	if err := f.svc.Members.RemoveRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
 		t.Fatal(err)
 	}
 	m2 := f.send(g.owner, g.secret.ID, "after, hidden")
@@ -197,7 +197,7 @@ func TestRoleGrantCreatesChannel(t *testing.T) {
 	f := newFixture(t)
 	g := f.secretGuild()
 	s := f.session(g.member, "b1", 0, 1)
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, g.guild.Guild.ID, g.member.ID, g.vip.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, g.guild.Guild.ID, g.member.ID, g.vip.ID); err != nil {
 		t.Fatal(err)
 	}
 	f.send(g.owner, g.secret.ID, "now visible")
@@ -218,7 +218,7 @@ func TestMessageContentIntentAndIntents(t *testing.T) {
 	mentioned := f.user("mentionedbot", true)
 	deaf := f.user("deafbot", true)
 	for _, b := range []store.User{plain, content, mentioned, deaf} {
-		if _, _, err := f.svc.AddMember(bg, gid, b.ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, gid, b.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -230,7 +230,7 @@ func TestMessageContentIntentAndIntents(t *testing.T) {
 
 	f.send(g.owner, g.general.ID, "hello <@bot>", mentioned.ID)
 	// The plain bot's own message keeps its content.
-	own, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: plain.ID, ChannelID: g.general.ID})
+	own, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: plain.ID, ChannelID: g.general.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,12 +286,12 @@ func TestHiddenChannelNeverDelivered(t *testing.T) {
 		t.Fatalf("GUILD_CREATE members: count %d, %d listed, large %v", gc.MemberCount, len(gc.Members), gc.Large)
 	}
 	f.send(g.owner, g.secret.ID, "secret stuff")
-	if err := f.svc.Typing(bg, g.owner.ID, g.secret.ID); err != nil {
+	if err := f.svc.Messages.Typing(bg, g.owner.ID, g.secret.ID); err != nil {
 		t.Fatal(err)
 	}
 	// A mention of the member in the hidden channel does not make it a
 	// mention: the member cannot see it.
-	grant, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: g.owner.ID, ChannelID: g.secret.ID, Users: []snowflake.ID{g.member.ID}})
+	grant, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: g.owner.ID, ChannelID: g.secret.ID, Users: []snowflake.ID{g.member.ID}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,15 +313,15 @@ func TestSlowmodeAndMentionEveryone(t *testing.T) {
 	gid := g.guild.Guild.ID
 	// Discord's default @everyone may mention everyone; take it away.
 	everyone := uint64(permissions.DefaultEveryone &^ permissions.MentionEveryone)
-	if _, err := f.svc.ModifyRole(bg, g.owner.ID, gid, gid, RoleSpec{Permissions: &everyone}); err != nil {
+	if _, err := f.svc.Roles.Modify(bg, g.owner.ID, gid, gid, RoleSpec{Permissions: &everyone}); err != nil {
 		t.Fatal(err)
 	}
 	rate := 10
-	if _, err := f.svc.ModifyChannel(bg, g.owner.ID, g.general.ID, ChannelPatch{RateLimitPerUser: &rate}); err != nil {
+	if _, err := f.svc.Channels.Modify(bg, g.owner.ID, g.general.ID, ChannelPatch{RateLimitPerUser: &rate}); err != nil {
 		t.Fatal(err)
 	}
 	req := SendRequest{UserID: g.member.ID, ChannelID: g.general.ID, MentionsEveryone: true}
-	grant, err := f.svc.AuthorizeSend(bg, req)
+	grant, err := f.svc.Messages.AuthorizeSend(bg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,33 +329,33 @@ func TestSlowmodeAndMentionEveryone(t *testing.T) {
 		t.Fatal("@everyone granted without MENTION_EVERYONE")
 	}
 	f.clock.Advance(4 * time.Second)
-	_, err = f.svc.AuthorizeSend(bg, req)
+	_, err = f.svc.Messages.AuthorizeSend(bg, req)
 	var se *SlowmodeError
 	if !errors.As(err, &se) || !errors.Is(err, ErrSlowmode) || se.RetryAfter != 6*time.Second {
 		t.Fatalf("second send: %v", err)
 	}
 	f.clock.Advance(6 * time.Second)
-	if _, err := f.svc.AuthorizeSend(bg, req); err != nil {
+	if _, err := f.svc.Messages.AuthorizeSend(bg, req); err != nil {
 		t.Fatalf("send after slowmode: %v", err)
 	}
 	// The owner bypasses slowmode and may mention everyone.
 	own := SendRequest{UserID: g.owner.ID, ChannelID: g.general.ID, MentionsEveryone: true}
 	for i := 0; i < 3; i++ {
-		grant, err := f.svc.AuthorizeSend(bg, own)
+		grant, err := f.svc.Messages.AuthorizeSend(bg, own)
 		if err != nil || !grant.MentionEveryone {
 			t.Fatalf("owner send %d: %+v %v", i, grant, err)
 		}
 	}
 	// BYPASS_SLOWMODE on a role lets the member through too.
 	bits := uint64(permissions.BypassSlowmode)
-	if _, err := f.svc.ModifyRole(bg, g.owner.ID, gid, g.vip.ID, RoleSpec{Permissions: &bits}); err != nil {
+	if _, err := f.svc.Roles.Modify(bg, g.owner.ID, gid, g.vip.ID, RoleSpec{Permissions: &bits}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		if _, err := f.svc.AuthorizeSend(bg, req); err != nil {
+		if _, err := f.svc.Messages.AuthorizeSend(bg, req); err != nil {
 			t.Fatalf("bypass send %d: %v", i, err)
 		}
 	}
@@ -366,27 +366,27 @@ func TestHierarchyAndKick(t *testing.T) {
 	g := f.secretGuild()
 	gid := g.guild.Guild.ID
 	mod := f.user("mod", false)
-	if _, _, err := f.svc.AddMember(bg, gid, mod.ID); err != nil {
+	if _, _, err := f.svc.Members.Add(bg, gid, mod.ID); err != nil {
 		t.Fatal(err)
 	}
 	name := "mods"
 	bits := uint64(permissions.ManageRoles | permissions.KickMembers | permissions.ViewChannel | permissions.SendMessages)
-	mods := must[store.Role](t)(f.svc.CreateRole(bg, g.owner.ID, gid, RoleSpec{Name: &name, Permissions: &bits}))
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, mod.ID, mods.ID); err != nil {
+	mods := must[store.Role](t)(f.svc.Roles.Create(bg, g.owner.ID, gid, RoleSpec{Name: &name, Permissions: &bits}))
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, mod.ID, mods.ID); err != nil {
 		t.Fatal(err)
 	}
 	// mods was created after vip, so it sits at position 1 and vip at 2.
-	if err := f.svc.AddMemberRole(bg, mod.ID, gid, g.member.ID, g.vip.ID); !errors.Is(err, ErrMissingPermissions) {
+	if err := f.svc.Members.AddRole(bg, mod.ID, gid, g.member.ID, g.vip.ID); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("assigning a higher role: %v", err)
 	}
-	if err := f.svc.RemoveMember(bg, mod.ID, gid, g.owner.ID); !errors.Is(err, ErrMissingPermissions) {
+	if err := f.svc.Members.Remove(bg, mod.ID, gid, g.owner.ID); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("kicking the owner: %v", err)
 	}
-	if err := f.svc.RemoveMember(bg, g.member.ID, gid, mod.ID); !errors.Is(err, ErrMissingPermissions) {
+	if err := f.svc.Members.Remove(bg, g.member.ID, gid, mod.ID); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("kick without KICK_MEMBERS: %v", err)
 	}
 	s := f.session(g.member, "k1", 0, 1)
-	if err := f.svc.RemoveMember(bg, mod.ID, gid, g.member.ID); err != nil {
+	if err := f.svc.Members.Remove(bg, mod.ID, gid, g.member.ID); err != nil {
 		t.Fatal(err)
 	}
 	f.send(g.owner, g.general.ID, "after kick")
@@ -401,7 +401,7 @@ func TestHierarchyAndKick(t *testing.T) {
 	if got := f.sink.of(s.ID); got[len(got)-1].Type != "GUILD_DELETE" {
 		t.Fatalf("kicked session got %v", types(got))
 	}
-	if _, err := f.svc.Member(bg, g.owner.ID, gid, g.member.ID); !errors.Is(err, ErrUnknownMember) {
+	if _, err := f.svc.Members.Get(bg, g.owner.ID, gid, g.member.ID); !errors.Is(err, ErrUnknownMember) {
 		t.Fatalf("kicked member still there: %v", err)
 	}
 }
@@ -457,31 +457,31 @@ func TestWriteThroughReloadEqualsMemory(t *testing.T) {
 	f := newFixture(t)
 	g := f.secretGuild()
 	gid := g.guild.Guild.ID
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
 		t.Fatal(err)
 	}
 	until := f.clock.Now().Add(time.Hour)
 	nick := "nicky"
-	if _, err := f.svc.ModifyMember(bg, g.owner.ID, gid, g.member.ID, MemberPatch{Nick: &nick, CommunicationDisabledUntil: &until}); err != nil {
+	if _, err := f.svc.Members.Modify(bg, g.owner.ID, gid, g.member.ID, MemberPatch{Nick: &nick, CommunicationDisabledUntil: &until}); err != nil {
 		t.Fatal(err)
 	}
 	topic := "a topic"
-	if _, err := f.svc.ModifyChannel(bg, g.owner.ID, g.general.ID, ChannelPatch{Topic: &topic}); err != nil {
+	if _, err := f.svc.Channels.Modify(bg, g.owner.ID, g.general.ID, ChannelPatch{Topic: &topic}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.svc.PutOverwrite(bg, g.owner.ID, g.general.ID, store.Overwrite{ID: g.member.ID, Type: store.OverwriteMember, Deny: uint64(permissions.AddReactions)}); err != nil {
+	if err := f.svc.Channels.PutOverwrite(bg, g.owner.ID, g.general.ID, store.Overwrite{ID: g.member.ID, Type: store.OverwriteMember, Deny: uint64(permissions.AddReactions)}); err != nil {
 		t.Fatal(err)
 	}
-	cat := must[store.Channel](t)(f.svc.CreateChannel(bg, g.owner.ID, gid, ChannelSpec{Name: "cat", Type: store.ChannelCategory}))
-	must[store.Channel](t)(f.svc.CreateChannel(bg, g.owner.ID, gid, ChannelSpec{Name: "voice", Type: store.ChannelVoice, ParentID: cat.ID}))
+	cat := must[store.Channel](t)(f.svc.Channels.Create(bg, g.owner.ID, gid, ChannelSpec{Name: "cat", Type: store.ChannelCategory}))
+	must[store.Channel](t)(f.svc.Channels.Create(bg, g.owner.ID, gid, ChannelSpec{Name: "voice", Type: store.ChannelVoice, ParentID: cat.ID}))
 	desc := "described"
 	if _, err := f.svc.ModifyGuild(bg, g.owner.ID, gid, GuildPatch{Description: &desc}); err != nil {
 		t.Fatal(err)
 	}
 	last := f.send(g.owner, g.general.ID, "last message")
 	name := "temp"
-	temp := must[store.Role](t)(f.svc.CreateRole(bg, g.owner.ID, gid, RoleSpec{Name: &name}))
-	if err := f.svc.DeleteRole(bg, g.owner.ID, gid, temp.ID); err != nil {
+	temp := must[store.Role](t)(f.svc.Roles.Create(bg, g.owner.ID, gid, RoleSpec{Name: &name}))
+	if err := f.svc.Roles.Delete(bg, g.owner.ID, gid, temp.ID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -505,7 +505,7 @@ func TestEventOrderUnderConcurrentSenders(t *testing.T) {
 	users := make([]store.User, senders)
 	for i := range users {
 		users[i] = f.user(fmt.Sprintf("sender%d", i), false)
-		if _, _, err := f.svc.AddMember(bg, gid, users[i].ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, gid, users[i].ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -517,7 +517,7 @@ func TestEventOrderUnderConcurrentSenders(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < each; j++ {
-				grant, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: u.ID, ChannelID: g.general.ID})
+				grant, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: u.ID, ChannelID: g.general.ID})
 				if err != nil {
 					t.Error(err)
 					return
@@ -527,7 +527,7 @@ func TestEventOrderUnderConcurrentSenders(t *testing.T) {
 		}()
 	}
 	// A concurrent permission change rides the same stream.
-	if err := f.svc.AddMemberRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
+	if err := f.svc.Members.AddRole(bg, g.owner.ID, gid, g.member.ID, g.vip.ID); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
@@ -571,7 +571,7 @@ func TestIdleActorUnloadsAndReloads(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// The next call reloads it from the store.
-	chans := must[[]store.Channel](t)(f.svc.Channels(bg, g.owner.ID, gid))
+	chans := must[[]store.Channel](t)(f.svc.Channels.List(bg, g.owner.ID, gid))
 	if len(chans) != 2 {
 		t.Fatalf("after reload: %d channels", len(chans))
 	}
@@ -592,7 +592,7 @@ func TestPrivateChannelRouting(t *testing.T) {
 	// DMs need a shared guild (50007 otherwise).
 	shared := must[GuildInfo](t)(f.svc.CreateGuild(bg, a.ID, "shared"))
 	for _, u := range []store.User{b, bot, deafBot} {
-		if _, _, err := f.svc.AddMember(bg, shared.Guild.ID, u.ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, shared.Guild.ID, u.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -614,7 +614,7 @@ func TestPrivateChannelRouting(t *testing.T) {
 		}
 	}
 	// A third user is no recipient.
-	if _, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: bot.ID, ChannelID: dm.ID}); !errors.Is(err, ErrMissingAccess) {
+	if _, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: bot.ID, ChannelID: dm.ID}); !errors.Is(err, ErrMissingAccess) {
 		t.Fatalf("non-recipient send: %v", err)
 	}
 	bdm := must[store.Channel](t)(f.svc.CreateDM(bg, a.ID, bot.ID))
@@ -667,15 +667,15 @@ func TestJoinSubscribesNewMemberAndTellsOthers(t *testing.T) {
 	// carol is online before she joins: her session has no guild yet.
 	sc := f.session(carol, "c7", 0, 0)
 	watcher := f.user("watchbot", true)
-	if _, _, err := f.svc.AddMember(bg, gid, watcher.ID); err != nil {
+	if _, _, err := f.svc.Members.Add(bg, gid, watcher.ID); err != nil {
 		t.Fatal(err)
 	}
 	withMembers := f.session(watcher, "w7", IntentGuilds|IntentGuildMembers, 1)
 	without := f.session(g.member, "v7", 0, 1)
-	if _, added, err := f.svc.AddMember(bg, gid, carol.ID); err != nil || !added {
+	if _, added, err := f.svc.Members.Add(bg, gid, carol.ID); err != nil || !added {
 		t.Fatalf("add carol: %v %v", added, err)
 	}
-	if _, added, _ := f.svc.AddMember(bg, gid, carol.ID); added {
+	if _, added, _ := f.svc.Members.Add(bg, gid, carol.ID); added {
 		t.Fatal("second join reported as new")
 	}
 	f.sink.waitFor(t, sc.ID, "GUILD_CREATE after joining", func(ds []delivered) bool { return count(ds, "GUILD_CREATE") == 1 })
@@ -695,10 +695,10 @@ func TestJoinSubscribesNewMemberAndTellsOthers(t *testing.T) {
 	}
 	// A bot without GUILD_MEMBERS gets none.
 	bot2 := f.user("nomembers", true)
-	f.svc.AddMember(bg, gid, bot2.ID)
+	f.svc.Members.Add(bg, gid, bot2.ID)
 	s2 := f.session(bot2, "n7", IntentGuilds|IntentGuildMessages, 1)
 	dave := f.user("dave", false)
-	f.svc.AddMember(bg, gid, dave.ID)
+	f.svc.Members.Add(bg, gid, dave.ID)
 	f.send(g.owner, g.general.ID, "marker")
 	ds = f.sink.waitFor(t, s2.ID, "marker", func(ds []delivered) bool { return count(ds, "MESSAGE_CREATE") == 1 })
 	if n := count(ds, "GUILD_MEMBER_ADD"); n != 0 {
@@ -723,13 +723,13 @@ func TestMailboxFullIsUnavailable(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
 	defer cancel()
-	_, err := f.svc.Channels(ctx, g.owner.ID, gid)
+	_, err := f.svc.Channels.List(ctx, g.owner.ID, gid)
 	close(block)
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("full mailbox: %v", err)
 	}
 	// The actor recovers.
-	if _, err := f.svc.Channels(bg, g.owner.ID, gid); err != nil {
+	if _, err := f.svc.Channels.List(bg, g.owner.ID, gid); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -749,7 +749,7 @@ func TestDeleteGuild(t *testing.T) {
 	if _, err := f.svc.GuildInfo(bg, g.owner.ID, gid); !errors.Is(err, ErrUnknownGuild) {
 		t.Fatalf("deleted guild: %v", err)
 	}
-	if _, err := f.svc.AuthorizeSend(bg, SendRequest{UserID: g.owner.ID, ChannelID: g.general.ID}); !errors.Is(err, ErrUnknownChannel) {
+	if _, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: g.owner.ID, ChannelID: g.general.ID}); !errors.Is(err, ErrUnknownChannel) {
 		t.Fatalf("channel of deleted guild: %v", err)
 	}
 }

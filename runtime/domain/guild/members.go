@@ -13,10 +13,21 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/wire"
 )
 
-// AddMember makes userID a member (joining through an invite). It reports
+// Members is the members seam of a Service (Service.Members): joining,
+// leaving and kicks, a member's changes and roles, bans, and the member
+// reads. It holds the host, whose guild actors keep the members; member
+// lists and member requests of the gateway (op 14, op 8) stay on the host,
+// session operations the gateway reaches the same way on this node and
+// over GuildNode.
+type Members struct {
+	s *Service
+}
+
+// Add makes userID a member (joining through an invite). It reports
 // whether the user was new; a new member's gateway sessions are subscribed
 // and get GUILD_CREATE, the others GUILD_MEMBER_ADD.
-func (s *Service) AddMember(ctx context.Context, guildID, userID snowflake.ID) (store.Member, bool, error) {
+func (mb *Members) Add(ctx context.Context, guildID, userID snowflake.ID) (store.Member, bool, error) {
+	s := mb.s
 	if _, err := s.User(ctx, userID); err != nil {
 		return store.Member{}, false, err
 	}
@@ -50,12 +61,13 @@ func (s *Service) AddMember(ctx context.Context, guildID, userID snowflake.ID) (
 	return out, added, nil
 }
 
-// RemoveMember removes memberID from the guild: a kick (KICK_MEMBERS, the
+// Remove removes memberID from the guild: a kick (KICK_MEMBERS, the
 // target below the caller's highest role, never the owner) or, when
 // userID == memberID, leaving (not allowed for the owner). The removed
 // user's sessions get GUILD_DELETE and are detached; the others get
 // GUILD_MEMBER_REMOVE.
-func (s *Service) RemoveMember(ctx context.Context, userID, guildID, memberID snowflake.ID) error {
+func (mb *Members) Remove(ctx context.Context, userID, guildID, memberID snowflake.ID) error {
+	s := mb.s
 	return s.do(ctx, guildID, func(a *Actor) error {
 		if _, err := a.member(userID); err != nil {
 			return err
@@ -119,11 +131,12 @@ type MemberPatch struct {
 	CommunicationDisabledUntil *time.Time
 }
 
-// ModifyMember patches a member: nick (CHANGE_NICKNAME for oneself,
+// Modify patches a member: nick (CHANGE_NICKNAME for oneself,
 // MANAGE_NICKNAMES otherwise), roles (the grant check: MANAGE_ROLES, each
 // added or removed role below the caller's highest) and timeout (MODERATE_MEMBERS, not on
 // the owner or administrators, at most 28 days).
-func (s *Service) ModifyMember(ctx context.Context, userID, guildID, memberID snowflake.ID, p MemberPatch) (store.Member, error) {
+func (mb *Members) Modify(ctx context.Context, userID, guildID, memberID snowflake.ID, p MemberPatch) (store.Member, error) {
+	s := mb.s
 	var out store.Member
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		if _, err := a.member(userID); err != nil {
@@ -195,14 +208,16 @@ func (s *Service) ModifyMember(ctx context.Context, userID, guildID, memberID sn
 	return out, err
 }
 
-// AddMemberRole gives memberID a role (MANAGE_ROLES, role below the
+// AddRole gives memberID a role (MANAGE_ROLES, role below the
 // caller's highest).
-func (s *Service) AddMemberRole(ctx context.Context, userID, guildID, memberID, roleID snowflake.ID) error {
+func (mb *Members) AddRole(ctx context.Context, userID, guildID, memberID, roleID snowflake.ID) error {
+	s := mb.s
 	return s.editMemberRoles(ctx, userID, guildID, memberID, roleID, true)
 }
 
-// RemoveMemberRole takes a role from memberID under the same rules.
-func (s *Service) RemoveMemberRole(ctx context.Context, userID, guildID, memberID, roleID snowflake.ID) error {
+// RemoveRole takes a role from memberID under the same rules.
+func (mb *Members) RemoveRole(ctx context.Context, userID, guildID, memberID, roleID snowflake.ID) error {
+	s := mb.s
 	return s.editMemberRoles(ctx, userID, guildID, memberID, roleID, false)
 }
 

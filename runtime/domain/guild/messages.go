@@ -18,7 +18,7 @@ import (
 // The message write path. Every message a caller creates, edits or
 // deletes — a REST send or edit, a webhook's, a bot's answer, a thread's
 // or forum post's starter, a system message, a ban's purge — goes through
-// CreateMessage, UpdateMessage or DeleteMessages: one step of the guild's
+// Messages.Create, Messages.Update or Messages.Delete: one step of the guild's
 // actor checks the write, mints the id, writes the message with its event
 // (Deps.Messages, an outbox.Writer), and fans it out, so a message is in
 // the store before any session sees it, and sessions see a guild's
@@ -39,7 +39,7 @@ const (
 	// CheckSend is a member's send: VIEW_CHANNEL and SEND_MESSAGES,
 	// ATTACH_FILES for files, a thread's rules (an archived thread is
 	// unarchived, a locked one refused) and slowmode, whose clock starts
-	// (a *SlowmodeError carries RetryAfter); mentions as AuthorizeSend
+	// (a *SlowmodeError carries RetryAfter); mentions as Messages.AuthorizeSend
 	// resolves them.
 	CheckSend MessageCheck = iota
 	// CheckEdit is a member's edit of their message: VIEW_CHANNEL,
@@ -72,8 +72,8 @@ type Mentions struct {
 	Roles    []snowflake.ID
 }
 
-// MessageWrite is one message to store: a create (CreateMessage) or an
-// overwrite of a stored message (UpdateMessage).
+// MessageWrite is one message to store: a create (Messages.Create) or an
+// overwrite of a stored message (Messages.Update).
 type MessageWrite struct {
 	// Check is how the write is authorised; UserID is who acts (the
 	// author of a send or an edit, the bot user of an application).
@@ -111,7 +111,17 @@ type Written struct {
 	Wire wire.Message
 }
 
-// CreateMessage stores a new message and fans out MESSAGE_CREATE, in one
+// Messages is the messages seam of a Service (Service.Messages): every
+// message write — send, edit, delete and bulk delete, pin — for every
+// caller, the send check, typing, and the fan-out of events about a
+// channel's content (reactions, pins). It holds the host: a guild
+// channel's writes are steps of its guild actor, a private channel's of
+// the private-channel router.
+type Messages struct {
+	s *Service
+}
+
+// Create stores a new message and fans out MESSAGE_CREATE, in one
 // step of the channel's guild actor (see MessageWrite). A refused write is
 // the check's error; a store failure is ErrUnavailable (nothing was
 // fanned out); a Render failure is returned with the message stored and
@@ -121,15 +131,17 @@ type Written struct {
 // private-channel router and the write runs between them: the router
 // serves every private channel of the process, so it does not wait for
 // the store.
-func (s *Service) CreateMessage(ctx context.Context, w MessageWrite) (Written, error) {
+func (ms *Messages) Create(ctx context.Context, w MessageWrite) (Written, error) {
+	s := ms.s
 	return s.writeMessage(ctx, w, true)
 }
 
-// UpdateMessage stores an edit of a stored message (w.Message is the
+// Update stores an edit of a stored message (w.Message is the
 // whole message as it is to be stored) and fans out MESSAGE_UPDATE, as
-// CreateMessage does. A message of an archived thread is not changed
+// Create does. A message of an archived thread is not changed
 // (ErrThreadArchived).
-func (s *Service) UpdateMessage(ctx context.Context, w MessageWrite) (Written, error) {
+func (ms *Messages) Update(ctx context.Context, w MessageWrite) (Written, error) {
+	s := ms.s
 	return s.writeMessage(ctx, w, false)
 }
 
@@ -210,7 +222,7 @@ func writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 }
 
-// prepareWrite is the actor's part of CreateMessage and UpdateMessage
+// prepareWrite is the actor's part of Messages.Create and Messages.Update
 // before the durable write: the check, the mentions it allows, the id.
 func (a *Actor) prepareWrite(ctx context.Context, w *MessageWrite, create bool) (SendGrant, store.Message, error) {
 	g, err := a.checkWrite(ctx, w, create)
@@ -329,13 +341,14 @@ type MessageDelete struct {
 	Purge bool
 }
 
-// DeleteMessages deletes d.Messages with their MESSAGE_DELETE events and
+// Delete deletes d.Messages with their MESSAGE_DELETE events and
 // fans out MESSAGE_DELETE (one message) or MESSAGE_DELETE_BULK (several,
 // at most 100 ids an event), in one step of the guild's actor; private
-// channels as for CreateMessage. A message a concurrent delete removed
+// channels as for Messages.Create. A message a concurrent delete removed
 // first may be store.ErrNotFound (see outbox.Writer.DeleteMessage); a
 // store failure is ErrUnavailable.
-func (s *Service) DeleteMessages(ctx context.Context, d MessageDelete) error {
+func (ms *Messages) Delete(ctx context.Context, d MessageDelete) error {
+	s := ms.s
 	if len(d.Messages) == 0 {
 		return nil
 	}
@@ -415,7 +428,7 @@ func deletePayload(guildID, channelID snowflake.ID, ids []snowflake.ID) (string,
 	return "MESSAGE_DELETE_BULK", wire.MessageDeleteBulk{IDs: ids, ChannelID: channelID, GuildID: guildID}
 }
 
-// writeMessage is CreateMessage and UpdateMessage in a private channel:
+// writeMessage is Messages.Create and Messages.Update in a private channel:
 // the check in the router, the write, then the fan-out in the router.
 func (p *privateRouter) writeMessage(ctx context.Context, w MessageWrite, create bool) (Written, error) {
 	var g SendGrant
@@ -503,7 +516,7 @@ func (p *privateRouter) checkWrite(ctx context.Context, w *MessageWrite, create 
 	return g, nil
 }
 
-// deleteMessages is DeleteMessages in a private channel.
+// deleteMessages is Messages.Delete in a private channel.
 func (p *privateRouter) deleteMessages(ctx context.Context, d MessageDelete) error {
 	if d.UserID != 0 {
 		if _, err := p.authorize(ctx, d.UserID, d.ChannelID); err != nil {

@@ -75,13 +75,13 @@ func TestSendEntersTheActorOnce(t *testing.T) {
 	f.svc = svc
 	g := f.secretGuild()
 	slow := 60
-	if _, err := f.svc.ModifyChannel(bg, g.owner.ID, g.general.ID, ChannelPatch{RateLimitPerUser: &slow}); err != nil {
+	if _, err := f.svc.Channels.Modify(bg, g.owner.ID, g.general.ID, ChannelPatch{RateLimitPerUser: &slow}); err != nil {
 		t.Fatal(err)
 	}
 	s := f.session(g.member, "a1", IntentGuilds|IntentGuildMessages|IntentMessageContent, 1)
 
 	before := actorSteps(t, reg)
-	w, err := f.svc.CreateMessage(bg, MessageWrite{
+	w, err := f.svc.Messages.Create(bg, MessageWrite{
 		Check: CheckSend, UserID: g.member.ID,
 		Message:  store.Message{ChannelID: g.general.ID, AuthorID: g.member.ID, Content: "hi <@" + g.owner.ID.String() + ">"},
 		Mentions: &Mentions{Users: []snowflake.ID{g.owner.ID, 12345}},
@@ -111,7 +111,7 @@ func TestSendEntersTheActorOnce(t *testing.T) {
 	// The clock the step started refuses the next send, in one step too,
 	// and nothing is written.
 	before = actorSteps(t, reg)
-	_, err = f.svc.CreateMessage(bg, MessageWrite{Check: CheckSend, UserID: g.member.ID,
+	_, err = f.svc.Messages.Create(bg, MessageWrite{Check: CheckSend, UserID: g.member.ID,
 		Message: store.Message{ChannelID: g.general.ID, AuthorID: g.member.ID, Content: "again"}, Mentions: &Mentions{}, Render: render(g.member)})
 	var slowErr *SlowmodeError
 	if !errors.As(err, &slowErr) || slowErr.RetryAfter <= 0 {
@@ -137,13 +137,13 @@ func TestEditAndDeleteEnterTheActorOnce(t *testing.T) {
 	f.svc = f.newService(Config{Registerer: reg})
 	g := f.secretGuild()
 	s := f.session(g.owner, "a1", IntentGuilds|IntentGuildMessages|IntentMessageContent, 1)
-	w := must[Written](t)(f.svc.CreateMessage(bg, MessageWrite{Check: CheckSend, UserID: g.owner.ID,
+	w := must[Written](t)(f.svc.Messages.Create(bg, MessageWrite{Check: CheckSend, UserID: g.owner.ID,
 		Message: store.Message{ChannelID: g.general.ID, AuthorID: g.owner.ID, Content: "first"}, Mentions: &Mentions{}, Render: render(g.owner)}))
 
 	m := w.Message
 	m.Content = "edited"
 	before := actorSteps(t, reg)
-	if _, err := f.svc.UpdateMessage(bg, MessageWrite{Check: CheckEdit, UserID: g.owner.ID, Message: m, Mentions: &Mentions{}, Render: render(g.owner)}); err != nil {
+	if _, err := f.svc.Messages.Update(bg, MessageWrite{Check: CheckEdit, UserID: g.owner.ID, Message: m, Mentions: &Mentions{}, Render: render(g.owner)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := actorSteps(t, reg) - before; n != 1 {
@@ -154,12 +154,12 @@ func TestEditAndDeleteEnterTheActorOnce(t *testing.T) {
 	}
 	f.sink.waitFor(t, s.ID, "MESSAGE_UPDATE", func(ds []delivered) bool { return count(ds, "MESSAGE_UPDATE") == 1 })
 
-	err := f.svc.DeleteMessages(bg, MessageDelete{ChannelID: m.ChannelID, Messages: []store.Message{m}, UserID: g.member.ID, ManageMessages: true})
+	err := f.svc.Messages.Delete(bg, MessageDelete{ChannelID: m.ChannelID, Messages: []store.Message{m}, UserID: g.member.ID, ManageMessages: true})
 	if !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("a member's delete of the owner's message: %v, want ErrMissingPermissions", err)
 	}
 	before = actorSteps(t, reg)
-	if err := f.svc.DeleteMessages(bg, MessageDelete{ChannelID: m.ChannelID, Messages: []store.Message{m}, UserID: g.owner.ID}); err != nil {
+	if err := f.svc.Messages.Delete(bg, MessageDelete{ChannelID: m.ChannelID, Messages: []store.Message{m}, UserID: g.owner.ID}); err != nil {
 		t.Fatal(err)
 	}
 	if n := actorSteps(t, reg) - before; n != 1 {
@@ -194,7 +194,7 @@ func TestWriteOutlivesItsCaller(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w, err = f.svc.CreateMessage(ctx, MessageWrite{Check: CheckSend, UserID: g.owner.ID,
+		w, err = f.svc.Messages.Create(ctx, MessageWrite{Check: CheckSend, UserID: g.owner.ID,
 			Message: store.Message{ChannelID: g.general.ID, AuthorID: g.owner.ID, Content: "kept"}, Mentions: &Mentions{},
 			Render: func(c context.Context, w Written) (wire.Message, error) {
 				cancel() // the caller hangs up while the actor renders
@@ -228,7 +228,7 @@ func TestWriteEventCommittedWithMessage(t *testing.T) {
 	t.Cleanup(func() { svc.Close() })
 	f.svc = svc
 	g := f.secretGuild()
-	w := must[Written](t)(f.svc.CreateMessage(bg, MessageWrite{Check: CheckSend, UserID: g.owner.ID,
+	w := must[Written](t)(f.svc.Messages.Create(bg, MessageWrite{Check: CheckSend, UserID: g.owner.ID,
 		Message:  store.Message{ChannelID: g.secret.ID, AuthorID: g.owner.ID, Content: "psst"},
 		Mentions: &Mentions{Users: []snowflake.ID{g.member.ID}}, Render: render(g.owner)}))
 	es := must[[]store.OutboxEntry](t)(f.store.ListOutbox(bg, store.OutboxShard(g.secret.ID), 10, 0))
@@ -273,7 +273,7 @@ func TestConcurrentSendsKeepTheActorsOrder(t *testing.T) {
 	errs := make(chan error, n)
 	for i := range n {
 		go func() {
-			_, err := f.svc.CreateMessage(bg, MessageWrite{Check: CheckSend, UserID: g.owner.ID,
+			_, err := f.svc.Messages.Create(bg, MessageWrite{Check: CheckSend, UserID: g.owner.ID,
 				Message:  store.Message{ChannelID: g.general.ID, AuthorID: g.owner.ID, Content: fmt.Sprint(i)},
 				Mentions: &Mentions{}, Render: render(g.owner)})
 			errs <- err

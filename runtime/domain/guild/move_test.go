@@ -74,8 +74,8 @@ func testMove(t *testing.T, only string) {
 	owner := f.user("owner", false)
 	peer := f.user("peer", false)
 	g := must[GuildInfo](t)(f.svc.CreateGuild(bg, owner.ID, "moving"))
-	text := must[store.Channel](t)(f.svc.CreateChannel(bg, owner.ID, g.Guild.ID, ChannelSpec{Name: "general", Type: store.ChannelText}))
-	if _, _, err := f.svc.AddMember(bg, g.Guild.ID, peer.ID); err != nil {
+	text := must[store.Channel](t)(f.svc.Channels.Create(bg, owner.ID, g.Guild.ID, ChannelSpec{Name: "general", Type: store.ChannelText}))
+	if _, _, err := f.svc.Members.Add(bg, g.Guild.ID, peer.ID); err != nil {
 		t.Fatal(err)
 	}
 	dm := must[store.Channel](t)(f.svc.CreateDM(bg, owner.ID, peer.ID))

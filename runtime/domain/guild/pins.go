@@ -18,7 +18,7 @@ const MaxPins = 50
 // ErrMaxPins refuses a pin in a channel that has MaxPins pinned messages.
 var ErrMaxPins = errors.New("guild: maximum number of pins reached")
 
-// PinMessage pins (pin set) or unpins a stored message for userID, in one
+// Pin pins (pin set) or unpins a stored message for userID, in one
 // step of the channel's guild actor: the check — VIEW_CHANNEL, and
 // PIN_MESSAGES or MANAGE_MESSAGES (which Discord still honours) in a guild
 // channel —, the message (store.ErrNotFound when there is none), an
@@ -27,8 +27,9 @@ var ErrMaxPins = errors.New("guild: maximum number of pins reached")
 // pin, the message's pinned flag and CHANNEL_PINS_UPDATE. It returns the
 // message and whether the channel's pins changed. In a private channel
 // the check and the event are two steps of the private-channel router,
-// as for CreateMessage.
-func (s *Service) PinMessage(ctx context.Context, userID, channelID, messageID snowflake.ID, pin bool) (m store.Message, changed bool, err error) {
+// as for Messages.Create.
+func (ms *Messages) Pin(ctx context.Context, userID, channelID, messageID snowflake.ID, pin bool) (m store.Message, changed bool, err error) {
+	s := ms.s
 	guildID, err := s.ChannelGuild(ctx, channelID)
 	if err != nil {
 		return m, false, err

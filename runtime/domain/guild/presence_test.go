@@ -59,11 +59,11 @@ func newPresenceGuild(t *testing.T, largeThreshold int, shedCfg shed.Config) *pr
 	info := must[GuildInfo](t)(f.svc.CreateGuild(bg, g.owner.ID, "presence"))
 	g.id = info.Guild.ID
 	for _, u := range []store.User{g.m1, g.m2, g.botWith, g.botNo} {
-		if _, _, err := f.svc.AddMember(bg, g.id, u.ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, g.id, u.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
-	chans := must[[]store.Channel](t)(f.svc.Channels(bg, g.owner.ID, g.id))
+	chans := must[[]store.Channel](t)(f.svc.Channels.List(bg, g.owner.ID, g.id))
 	g.general = chans[0].ID
 	g.sOwner = f.session(g.owner, "o1", 0, 1)
 	g.s1 = f.session(g.m1, "a1", 0, 1)
@@ -145,7 +145,7 @@ func TestOverwriteHidingChannelInvalidates(t *testing.T) {
 	g.online(g.m1, presence.Online)
 	g.subscribe(g.s1, g.general)
 	g.subscribe(g.sOwner, g.general)
-	if err := g.f.svc.PutOverwrite(bg, g.owner.ID, g.general, store.Overwrite{ID: g.m1.ID, Type: store.OverwriteMember, Deny: uint64(permissions.ViewChannel)}); err != nil {
+	if err := g.f.svc.Channels.PutOverwrite(bg, g.owner.ID, g.general, store.Overwrite{ID: g.m1.ID, Type: store.OverwriteMember, Deny: uint64(permissions.ViewChannel)}); err != nil {
 		t.Fatal(err)
 	}
 	g.sync()

@@ -70,8 +70,9 @@ func (s *Service) GuildInfo(ctx context.Context, userID, guildID snowflake.ID) (
 	return out, err
 }
 
-// Channels lists the guild channels userID sees, by position then id.
-func (s *Service) Channels(ctx context.Context, userID, guildID snowflake.ID) ([]store.Channel, error) {
+// List lists the guild channels userID sees, by position then id.
+func (cs *Channels) List(ctx context.Context, userID, guildID snowflake.ID) ([]store.Channel, error) {
+	s := cs.s
 	var out []store.Channel
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		if _, err := a.member(userID); err != nil {
@@ -135,8 +136,9 @@ func (s *Service) AuthorizeRead(ctx context.Context, userID, channelID snowflake
 	return ReadGrant{Channel: v.Channel, History: v.Access.CanReadHistory()}, nil
 }
 
-// Roles lists a guild's roles by position for a member.
-func (s *Service) Roles(ctx context.Context, userID, guildID snowflake.ID) ([]store.Role, error) {
+// List lists a guild's roles by position for a member.
+func (rl *Roles) List(ctx context.Context, userID, guildID snowflake.ID) ([]store.Role, error) {
+	s := rl.s
 	var out []store.Role
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		if _, err := a.member(userID); err != nil {
@@ -148,8 +150,9 @@ func (s *Service) Roles(ctx context.Context, userID, guildID snowflake.ID) ([]st
 	return out, err
 }
 
-// Member returns one member of a guild, for a member of it.
-func (s *Service) Member(ctx context.Context, userID, guildID, memberID snowflake.ID) (store.Member, error) {
+// Get returns one member of a guild, for a member of it.
+func (mb *Members) Get(ctx context.Context, userID, guildID, memberID snowflake.ID) (store.Member, error) {
+	s := mb.s
 	var out store.Member
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		if _, err := a.member(userID); err != nil {
@@ -166,8 +169,9 @@ func (s *Service) Member(ctx context.Context, userID, guildID, memberID snowflak
 	return out, err
 }
 
-// Members lists up to limit members with user id above after, by user id.
-func (s *Service) Members(ctx context.Context, userID, guildID snowflake.ID, limit int, after snowflake.ID) ([]store.Member, error) {
+// List lists up to limit members with user id above after, by user id.
+func (mb *Members) List(ctx context.Context, userID, guildID snowflake.ID, limit int, after snowflake.ID) ([]store.Member, error) {
+	s := mb.s
 	var out []store.Member
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		if _, err := a.member(userID); err != nil {

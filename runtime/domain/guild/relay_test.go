@@ -59,7 +59,7 @@ func TestGuildWithRelaysSendsOneRequestPerDispatch(t *testing.T) {
 	f.svc = svc
 	big := f.secretGuild()
 	small := must[GuildInfo](t)(f.svc.CreateGuild(bg, big.owner.ID, "small guild"))
-	smallGeneral := must[[]store.Channel](t)(f.svc.Channels(bg, big.owner.ID, small.Guild.ID))[0]
+	smallGeneral := must[[]store.Channel](t)(f.svc.Channels.List(bg, big.owner.ID, small.Guild.ID))[0]
 	relays.set(big.guild.Guild.ID)
 
 	// Sessions on two gateway nodes; node-b's relay is down.

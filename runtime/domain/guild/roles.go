@@ -57,10 +57,20 @@ func (a *Actor) applyRoleSpec(r *store.Role, spec RoleSpec) error {
 	return nil
 }
 
-// CreateRole creates a role at position 1 (right above @everyone, the
+// Roles is the roles seam of a Service (Service.Roles): creating,
+// changing, deleting and moving a guild's roles, and listing them. It
+// holds the host, whose guild actors keep the roles. Giving a member a
+// role is the members seam's (Members.AddRole); a bot's managed role is
+// the bots seam's.
+type Roles struct {
+	s *Service
+}
+
+// Create creates a role at position 1 (right above @everyone, the
 // others move up one), needing MANAGE_ROLES and every bit it carries; it
 // fans out GUILD_ROLE_CREATE.
-func (s *Service) CreateRole(ctx context.Context, userID, guildID snowflake.ID, spec RoleSpec) (store.Role, error) {
+func (rl *Roles) Create(ctx context.Context, userID, guildID snowflake.ID, spec RoleSpec) (store.Role, error) {
+	s := rl.s
 	id, err := s.deps.IDs.Next()
 	if err != nil {
 		return store.Role{}, fmt.Errorf("create role: %w: %w", ErrUnavailable, err)
@@ -109,11 +119,12 @@ func (a *Actor) insertRole(ctx context.Context, r store.Role, op string) error {
 	return nil
 }
 
-// ModifyRole patches a role: MANAGE_ROLES, every permission bit that
+// Modify patches a role: MANAGE_ROLES, every permission bit that
 // changes held by the caller, and the role below the caller's highest
 // (@everyone ranks below all; the owner is exempt). A permission change
 // re-checks what every session can see.
-func (s *Service) ModifyRole(ctx context.Context, userID, guildID, roleID snowflake.ID, spec RoleSpec) (store.Role, error) {
+func (rl *Roles) Modify(ctx context.Context, userID, guildID, roleID snowflake.ID, spec RoleSpec) (store.Role, error) {
+	s := rl.s
 	var out store.Role
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		if _, err := a.member(userID); err != nil {
@@ -150,10 +161,11 @@ func (s *Service) ModifyRole(ctx context.Context, userID, guildID, roleID snowfl
 	return out, err
 }
 
-// DeleteRole deletes a role (not @everyone) under the same rules as
+// Delete deletes a role (not @everyone) under the same rules as
 // ModifyRole; members lose it (each written through) and sessions are told
 // what they can no longer see.
-func (s *Service) DeleteRole(ctx context.Context, userID, guildID, roleID snowflake.ID) error {
+func (rl *Roles) Delete(ctx context.Context, userID, guildID, roleID snowflake.ID) error {
+	s := rl.s
 	return s.do(ctx, guildID, func(a *Actor) error {
 		if _, err := a.member(userID); err != nil {
 			return err
@@ -206,14 +218,15 @@ type RoleMove struct {
 	Position int
 }
 
-// ModifyRolePositions moves roles (MANAGE_ROLES; each moved role, before
+// ModifyPositions moves roles (MANAGE_ROLES; each moved role, before
 // and after, strictly below the caller's highest role unless the caller
 // owns the guild; @everyone never moves). The moved roles land at the
 // positions asked for, the others keep their order around them, and
 // positions are renumbered 1..n; each role whose position changed is
 // written through and fanned out as GUILD_ROLE_UPDATE. It returns every
 // role by position.
-func (s *Service) ModifyRolePositions(ctx context.Context, userID, guildID snowflake.ID, moves []RoleMove) ([]store.Role, error) {
+func (rl *Roles) ModifyPositions(ctx context.Context, userID, guildID snowflake.ID, moves []RoleMove) ([]store.Role, error) {
+	s := rl.s
 	var out []store.Role
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		if _, err := a.member(userID); err != nil {

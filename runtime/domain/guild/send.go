@@ -30,7 +30,7 @@ type SendRequest struct {
 	Attachments bool
 }
 
-// SendGrant is a successful AuthorizeSend.
+// SendGrant is a successful Messages.AuthorizeSend.
 type SendGrant struct {
 	GuildID snowflake.ID
 	Channel store.Channel
@@ -53,7 +53,8 @@ const slowmodeBypass = permissions.ManageMessages | permissions.ManageChannels |
 // AuthorizeSend checks VIEW_CHANNEL, SEND_MESSAGES, MENTION_EVERYONE and
 // slowmode in one actor step, and starts the slowmode clock on success.
 // A slowmode refusal is a *SlowmodeError carrying RetryAfter.
-func (s *Service) AuthorizeSend(ctx context.Context, req SendRequest) (SendGrant, error) {
+func (ms *Messages) AuthorizeSend(ctx context.Context, req SendRequest) (SendGrant, error) {
+	s := ms.s
 	guildID, err := s.ChannelGuild(ctx, req.ChannelID)
 	if err != nil {
 		return SendGrant{}, err
@@ -124,10 +125,11 @@ func (a *Actor) authorizeSend(ctx context.Context, req SendRequest) (SendGrant, 
 	return g, nil
 }
 
-// PublishMessage hands a stored message to its guild (or the private
+// Publish hands a stored message to its guild (or the private
 // router) for MESSAGE_CREATE or MESSAGE_UPDATE fan-out; on create it
 // advances the channel's last_message_id. It does not wait for delivery.
-func (s *Service) PublishMessage(ctx context.Context, typ string, m wire.Message) error {
+func (ms *Messages) Publish(ctx context.Context, typ string, m wire.Message) error {
+	s := ms.s
 	if m.GuildID == 0 {
 		return s.private.publishMessage(ctx, typ, m)
 	}
@@ -159,7 +161,8 @@ func (a *Actor) publishMessage(ctx context.Context, typ string, m wire.Message) 
 }
 
 // Typing checks SEND_MESSAGES and fans out TYPING_START in one step.
-func (s *Service) Typing(ctx context.Context, userID, channelID snowflake.ID) error {
+func (ms *Messages) Typing(ctx context.Context, userID, channelID snowflake.ID) error {
+	s := ms.s
 	guildID, err := s.ChannelGuild(ctx, channelID)
 	if err != nil {
 		return err

@@ -84,7 +84,7 @@ type Deps struct {
 	// Store holds guild state, users and messages. Required.
 	Store store.Store
 	// Messages writes message changes with their events for the durable
-	// log (CreateMessage, UpdateMessage, DeleteMessages); nil writes them
+	// log (Messages.Create, Messages.Update, Messages.Delete); nil writes them
 	// to Store without events (outbox.Unlogged).
 	Messages outbox.Writer
 	// Sink receives every dispatch for gateway nodes. Required.
@@ -138,6 +138,20 @@ type Service struct {
 	// Threads is the threads seam: threads, their members, the thread
 	// lists (threads.go).
 	Threads *Threads
+	// Members is the members seam: joins, kicks, member changes and
+	// roles, bans, the member reads (members.go, bans.go, query.go).
+	Members *Members
+	// Roles is the roles seam: a guild's roles, their order, the role
+	// list (roles.go, query.go).
+	Roles *Roles
+	// Channels is the channels seam: a guild's channels, their
+	// overwrites, the channel list, webhooks' checks (channels.go,
+	// webhooks.go, query.go).
+	Channels *Channels
+	// Messages is the messages seam: the write path (send, edit,
+	// delete, pin), the send check, typing, channel content events
+	// (messages.go, send.go, pins.go, channelevents.go).
+	Messages *Messages
 
 	cfg     Config
 	deps    Deps
@@ -236,6 +250,10 @@ func NewService(cfg Config, deps Deps) (*Service, error) {
 	}
 	s.Voice = &Voice{s: s}
 	s.Threads = &Threads{s: s}
+	s.Members = &Members{s: s}
+	s.Roles = &Roles{s: s}
+	s.Channels = &Channels{s: s}
+	s.Messages = &Messages{s: s}
 	s.private = newPrivateRouter(s)
 	s.wg.Add(1)
 	go func() {

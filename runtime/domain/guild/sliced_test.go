@@ -53,27 +53,27 @@ func newSlicedRun(t *testing.T, sliced bool) *slicedRun {
 	r.owner = r.f.user("owner", false)
 	info := must[GuildInfo](t)(svc.CreateGuild(bg, r.owner.ID, "big"))
 	r.guild = info.Guild.ID
-	for _, c := range must[[]store.Channel](t)(svc.Channels(bg, r.owner.ID, r.guild)) {
+	for _, c := range must[[]store.Channel](t)(svc.Channels.List(bg, r.owner.ID, r.guild)) {
 		r.chans[c.Name] = c.ID
 	}
 	name := "mods"
 	mentionable := true
-	r.mods = must[store.Role](t)(svc.CreateRole(bg, r.owner.ID, r.guild, RoleSpec{Name: &name, Mentionable: &mentionable})).ID
-	staff := must[store.Channel](t)(svc.CreateChannel(bg, r.owner.ID, r.guild, ChannelSpec{Name: "staff", Type: store.ChannelText}))
+	r.mods = must[store.Role](t)(svc.Roles.Create(bg, r.owner.ID, r.guild, RoleSpec{Name: &name, Mentionable: &mentionable})).ID
+	staff := must[store.Channel](t)(svc.Channels.Create(bg, r.owner.ID, r.guild, ChannelSpec{Name: "staff", Type: store.ChannelText}))
 	r.chans["staff"] = staff.ID
-	if err := svc.PutOverwrite(bg, r.owner.ID, staff.ID, store.Overwrite{ID: r.guild, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {
+	if err := svc.Channels.PutOverwrite(bg, r.owner.ID, staff.ID, store.Overwrite{ID: r.guild, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.PutOverwrite(bg, r.owner.ID, staff.ID, store.Overwrite{ID: r.mods, Type: store.OverwriteRole, Allow: uint64(permissions.ViewChannel)}); err != nil {
+	if err := svc.Channels.PutOverwrite(bg, r.owner.ID, staff.ID, store.Overwrite{ID: r.mods, Type: store.OverwriteRole, Allow: uint64(permissions.ViewChannel)}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 60 {
 		u := r.f.user(fmt.Sprintf("u%02d", i), i < 30 && i%5 == 0)
-		must[store.Member](t)(func() (store.Member, error) { m, _, err := svc.AddMember(bg, r.guild, u.ID); return m, err }())
+		must[store.Member](t)(func() (store.Member, error) { m, _, err := svc.Members.Add(bg, r.guild, u.ID); return m, err }())
 		r.users = append(r.users, u)
 	}
 	for _, i := range []int{1, 2, 3} {
-		if err := svc.AddMemberRole(bg, r.owner.ID, r.guild, r.users[i].ID, r.mods); err != nil {
+		if err := svc.Members.AddRole(bg, r.owner.ID, r.guild, r.users[i].ID, r.mods); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,7 +106,7 @@ func newSlicedRun(t *testing.T, sliced bool) *slicedRun {
 func (r *slicedRun) post(t *testing.T, channel string, users []int, roles []snowflake.ID) {
 	r.posted++
 	ch := r.chans[channel]
-	grant := must[SendGrant](t)(r.f.svc.AuthorizeSend(bg, SendRequest{UserID: r.owner.ID, ChannelID: ch}))
+	grant := must[SendGrant](t)(r.f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: r.owner.ID, ChannelID: ch}))
 	m := store.Message{ID: snowflake.FromTime(time.Now().Add(time.Duration(r.posted) * time.Millisecond)), ChannelID: ch, GuildID: r.guild,
 		AuthorID: r.owner.ID, Content: fmt.Sprintf("m%d", r.posted)}
 	r.last = m.ID
@@ -115,7 +115,7 @@ func (r *slicedRun) post(t *testing.T, channel string, users []int, roles []snow
 		wm.Mentions = append(wm.Mentions, wire.UserFrom(r.users[i]))
 	}
 	wm.MentionRoles = roles
-	if err := r.f.svc.PublishMessage(bg, "MESSAGE_CREATE", wm); err != nil {
+	if err := r.f.svc.Messages.Publish(bg, "MESSAGE_CREATE", wm); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -123,7 +123,7 @@ func (r *slicedRun) post(t *testing.T, channel string, users []int, roles []snow
 // settle waits until the actor ran everything posted before and the
 // relays applied what it sent them.
 func (r *slicedRun) settle(t *testing.T) {
-	if _, err := r.f.svc.Channels(bg, r.owner.ID, r.guild); err != nil {
+	if _, err := r.f.svc.Channels.List(bg, r.owner.ID, r.guild); err != nil {
 		t.Fatal(err)
 	}
 	if r.local != nil {
@@ -166,20 +166,20 @@ func (r *slicedRun) scenario(t *testing.T) {
 	r.post(t, "general", []int{7}, []snowflake.ID{r.mods})
 	// u04 gains mods: the next staff message reaches it, never an
 	// earlier one.
-	if err := svc.AddMemberRole(bg, r.owner.ID, r.guild, r.users[4].ID, r.mods); err != nil {
+	if err := svc.Members.AddRole(bg, r.owner.ID, r.guild, r.users[4].ID, r.mods); err != nil {
 		t.Fatal(err)
 	}
 	r.post(t, "staff", nil, nil)
 	// mods lose general: the next general message skips them.
-	if err := svc.PutOverwrite(bg, r.owner.ID, r.chans["general"], store.Overwrite{ID: r.mods, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {
+	if err := svc.Channels.PutOverwrite(bg, r.owner.ID, r.chans["general"], store.Overwrite{ID: r.mods, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {
 		t.Fatal(err)
 	}
 	r.post(t, "general", nil, nil)
 	gen := r.chans["general"]
-	if err := svc.PublishChannelEvent(bg, r.guild, gen, "MESSAGE_REACTION_ADD", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessageReactions, 0); err != nil {
+	if err := svc.Messages.PublishEvent(bg, r.guild, gen, "MESSAGE_REACTION_ADD", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessageReactions, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.PublishChannelEvent(bg, r.guild, gen, "MESSAGE_DELETE", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessages, 0); err != nil {
+	if err := svc.Messages.PublishEvent(bg, r.guild, gen, "MESSAGE_DELETE", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessages, 0); err != nil {
 		t.Fatal(err)
 	}
 	// Channel lists (decided by the relays in a sliced guild): threads,
@@ -197,18 +197,18 @@ func (r *slicedRun) scenario(t *testing.T) {
 	if err := svc.Threads.AddMember(bg, r.owner.ID, priv.ID, r.users[5].ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.PutOverwrite(bg, r.owner.ID, gen, store.Overwrite{ID: r.guild, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {
+	if err := svc.Channels.PutOverwrite(bg, r.owner.ID, gen, store.Overwrite{ID: r.guild, Type: store.OverwriteRole, Deny: uint64(permissions.ViewChannel)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.DeleteOverwrite(bg, r.owner.ID, gen, r.guild); err != nil {
+	if err := svc.Channels.DeleteOverwrite(bg, r.owner.ID, gen, r.guild); err != nil {
 		t.Fatal(err)
 	}
 	perms := uint64(permissions.ViewChannel | permissions.ManageThreads)
-	if _, err := svc.ModifyRole(bg, r.owner.ID, r.guild, r.mods, RoleSpec{Permissions: &perms}); err != nil {
+	if _, err := svc.Roles.Modify(bg, r.owner.ID, r.guild, r.mods, RoleSpec{Permissions: &perms}); err != nil {
 		t.Fatal(err)
 	}
-	news := must[store.Channel](t)(svc.CreateChannel(bg, r.owner.ID, r.guild, ChannelSpec{Name: "news", Type: store.ChannelText}))
-	if _, _, err := svc.DeleteChannel(bg, r.owner.ID, news.ID); err != nil {
+	news := must[store.Channel](t)(svc.Channels.Create(bg, r.owner.ID, r.guild, ChannelSpec{Name: "news", Type: store.ChannelText}))
+	if _, _, err := svc.Channels.Delete(bg, r.owner.ID, news.ID); err != nil {
 		t.Fatal(err)
 	}
 	r.settle(t)

@@ -64,17 +64,17 @@ func TestVisibilityEventsTrackPermissions(t *testing.T) {
 	var roles []store.Role
 	for i := 0; i < 3; i++ {
 		name := fmt.Sprintf("r%d", i)
-		roles = append(roles, must[store.Role](t)(f.svc.CreateRole(bg, owner.ID, gid, RoleSpec{Name: &name})))
+		roles = append(roles, must[store.Role](t)(f.svc.Roles.Create(bg, owner.ID, gid, RoleSpec{Name: &name})))
 	}
 	var chans []store.Channel
 	for i := 0; i < 4; i++ {
-		chans = append(chans, must[store.Channel](t)(f.svc.CreateChannel(bg, owner.ID, gid, ChannelSpec{Name: fmt.Sprintf("c%d", i), Type: store.ChannelText})))
+		chans = append(chans, must[store.Channel](t)(f.svc.Channels.Create(bg, owner.ID, gid, ChannelSpec{Name: fmt.Sprintf("c%d", i), Type: store.ChannelText})))
 	}
 	var users []store.User
 	var sessions []event.Session
 	for i := 0; i < 3; i++ {
 		u := f.user(fmt.Sprintf("u%d", i), false)
-		if _, _, err := f.svc.AddMember(bg, gid, u.ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, gid, u.ID); err != nil {
 			t.Fatal(err)
 		}
 		users = append(users, u)
@@ -88,15 +88,15 @@ func TestVisibilityEventsTrackPermissions(t *testing.T) {
 		var err error
 		switch rng.IntN(6) {
 		case 0:
-			err = f.svc.AddMemberRole(bg, owner.ID, gid, u.ID, r.ID)
+			err = f.svc.Members.AddRole(bg, owner.ID, gid, u.ID, r.ID)
 		case 1:
-			err = f.svc.RemoveMemberRole(bg, owner.ID, gid, u.ID, r.ID)
+			err = f.svc.Members.RemoveRole(bg, owner.ID, gid, u.ID, r.ID)
 		case 2:
 			bits := uint64(permissions.DefaultEveryone)
 			if rng.IntN(2) == 0 {
 				bits &^= view
 			}
-			_, err = f.svc.ModifyRole(bg, owner.ID, gid, gid, RoleSpec{Permissions: &bits})
+			_, err = f.svc.Roles.Modify(bg, owner.ID, gid, gid, RoleSpec{Permissions: &bits})
 		case 3:
 			o := store.Overwrite{ID: r.ID, Type: store.OverwriteRole}
 			if rng.IntN(2) == 0 {
@@ -104,15 +104,15 @@ func TestVisibilityEventsTrackPermissions(t *testing.T) {
 			} else {
 				o.Deny = view
 			}
-			err = f.svc.PutOverwrite(bg, owner.ID, c.ID, o)
+			err = f.svc.Channels.PutOverwrite(bg, owner.ID, c.ID, o)
 		case 4:
 			o := store.Overwrite{ID: u.ID, Type: store.OverwriteMember, Deny: view}
 			if rng.IntN(2) == 0 {
 				o = store.Overwrite{ID: gid, Type: store.OverwriteRole, Deny: view}
 			}
-			err = f.svc.PutOverwrite(bg, owner.ID, c.ID, o)
+			err = f.svc.Channels.PutOverwrite(bg, owner.ID, c.ID, o)
 		case 5:
-			err = f.svc.DeleteOverwrite(bg, owner.ID, c.ID, []snowflake.ID{u.ID, gid, r.ID}[rng.IntN(3)])
+			err = f.svc.Channels.DeleteOverwrite(bg, owner.ID, c.ID, []snowflake.ID{u.ID, gid, r.ID}[rng.IntN(3)])
 		}
 		if err != nil {
 			t.Fatalf("step %d: %v", step, err)
@@ -121,7 +121,7 @@ func TestVisibilityEventsTrackPermissions(t *testing.T) {
 		// the call returns, so the sink already holds its events.
 		for i, s := range sessions {
 			want := []snowflake.ID{}
-			for _, ch := range must[[]store.Channel](t)(f.svc.Channels(bg, users[i].ID, gid)) {
+			for _, ch := range must[[]store.Channel](t)(f.svc.Channels.List(bg, users[i].ID, gid)) {
 				want = append(want, ch.ID)
 			}
 			slices.Sort(want)

@@ -77,7 +77,7 @@ func newRegionFixture(t *testing.T) (*voiceFixture, *regionalFleet) {
 	f.owner, f.alice, f.bob = f.user("owner", false), f.user("alice", false), f.user("bob", false)
 	f.gid = must[GuildInfo](t)(f.svc.CreateGuild(bg, f.owner.ID, "regions")).Guild.ID
 	for _, u := range []store.User{f.alice, f.bob} {
-		if _, _, err := f.svc.AddMember(bg, f.gid, u.ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, f.gid, u.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -89,7 +89,7 @@ func newRegionFixture(t *testing.T) (*voiceFixture, *regionalFleet) {
 
 func (f *voiceFixture) voiceChannel(t *testing.T, name, region string) store.Channel {
 	t.Helper()
-	return must[store.Channel](t)(f.svc.CreateChannel(bg, f.owner.ID, f.gid,
+	return must[store.Channel](t)(f.svc.Channels.Create(bg, f.owner.ID, f.gid,
 		ChannelSpec{Name: name, Type: store.ChannelVoice, RTCRegion: region}))
 }
 
@@ -176,7 +176,7 @@ func TestVoiceRegionChangeMovesCall(t *testing.T) {
 		}
 	}
 	us := "us"
-	out, err := f.svc.ModifyChannel(bg, f.owner.ID, ch.ID, ChannelPatch{RTCRegion: &us})
+	out, err := f.svc.Channels.Modify(bg, f.owner.ID, ch.ID, ChannelPatch{RTCRegion: &us})
 	if err != nil || out.RTCRegion != "us" {
 		t.Fatalf("ModifyChannel: %+v, %v", out, err)
 	}
@@ -225,7 +225,7 @@ func TestVoiceRegionChangeMovesCall(t *testing.T) {
 		t.Fatalf("owner joined on %s, want sfu-us", got)
 	}
 	auto := ""
-	if _, err := f.svc.ModifyChannel(bg, f.owner.ID, ch.ID, ChannelPatch{RTCRegion: &auto}); err != nil {
+	if _, err := f.svc.Channels.Modify(bg, f.owner.ID, ch.ID, ChannelPatch{RTCRegion: &auto}); err != nil {
 		t.Fatal(err)
 	}
 	// ModifyChannel returns after its dispatches were delivered.

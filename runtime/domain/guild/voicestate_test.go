@@ -74,7 +74,7 @@ func newVoiceFixture(t *testing.T) *voiceFixture {
 	f.owner, f.alice, f.bob, f.bot = f.user("owner", false), f.user("alice", false), f.user("bob", false), f.user("bot", true)
 	f.gid = must[GuildInfo](t)(f.svc.CreateGuild(bg, f.owner.ID, "voice")).Guild.ID
 	for _, u := range []store.User{f.alice, f.bob, f.bot} {
-		if _, _, err := f.svc.AddMember(bg, f.gid, u.ID); err != nil {
+		if _, _, err := f.svc.Members.Add(bg, f.gid, u.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -83,7 +83,7 @@ func newVoiceFixture(t *testing.T) *voiceFixture {
 	}
 	mk := func(name string, spec ChannelSpec) store.Channel {
 		spec.Name, spec.Type = name, store.ChannelVoice
-		return must[store.Channel](t)(f.svc.CreateChannel(bg, f.owner.ID, f.gid, spec))
+		return must[store.Channel](t)(f.svc.Channels.Create(bg, f.owner.ID, f.gid, spec))
 	}
 	f.open = mk("open", ChannelSpec{})
 	f.secret = mk("secret", ChannelSpec{Overwrites: deny(permissions.ViewChannel)})
@@ -149,7 +149,7 @@ func (f *voiceFixture) serverUpdates(s event.Session) []serverUpdate {
 // record here means nothing was sent.
 func TestVoiceJoinRefusals(t *testing.T) {
 	f := newVoiceFixture(t)
-	text := must[store.Channel](t)(f.svc.CreateChannel(bg, f.owner.ID, f.gid, ChannelSpec{Name: "text", Type: store.ChannelText}))
+	text := must[store.Channel](t)(f.svc.Channels.Create(bg, f.owner.ID, f.gid, ChannelSpec{Name: "text", Type: store.ChannelText}))
 	if err := f.join(f.bobS, f.limited.ID); err != nil {
 		t.Fatalf("bob joins the limited channel: %v", err)
 	}

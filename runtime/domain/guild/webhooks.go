@@ -30,7 +30,8 @@ const channelAnnouncement = 5
 // user must hold MANAGE_WEBHOOKS in it, asked through the grant check (a
 // webhook posts into the channel on its creator's authority). It returns
 // the channel.
-func (s *Service) AuthorizeWebhooks(ctx context.Context, userID, channelID snowflake.ID) (store.Channel, error) {
+func (cs *Channels) AuthorizeWebhooks(ctx context.Context, userID, channelID snowflake.ID) (store.Channel, error) {
+	s := cs.s
 	guildID, err := s.ChannelGuild(ctx, channelID)
 	if err != nil {
 		return store.Channel{}, err
@@ -60,7 +61,8 @@ func (s *Service) AuthorizeWebhooks(ctx context.Context, userID, channelID snowf
 // may list: MANAGE_WEBHOOKS at guild level, then only the channels the
 // user sees now and holds MANAGE_WEBHOOKS in (an overwrite can take it
 // away in one channel).
-func (s *Service) WebhookChannels(ctx context.Context, userID, guildID snowflake.ID) (map[snowflake.ID]bool, error) {
+func (cs *Channels) WebhookChannels(ctx context.Context, userID, guildID snowflake.ID) (map[snowflake.ID]bool, error) {
+	s := cs.s
 	var out map[snowflake.ID]bool
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		if err := a.guildPerms(userID, permissions.ManageWebhooks); err != nil {
@@ -139,7 +141,8 @@ func (a *Actor) authorizeWebhookSend(ctx context.Context, req WebhookSend) (Send
 
 // PublishWebhooksUpdate sends WEBHOOKS_UPDATE for a channel to the
 // sessions that see it and asked for GUILD_WEBHOOKS.
-func (s *Service) PublishWebhooksUpdate(ctx context.Context, guildID, channelID snowflake.ID) error {
-	return s.PublishChannelEvent(ctx, guildID, channelID, "WEBHOOKS_UPDATE",
+func (cs *Channels) PublishWebhooksUpdate(ctx context.Context, guildID, channelID snowflake.ID) error {
+	s := cs.s
+	return s.Messages.PublishEvent(ctx, guildID, channelID, "WEBHOOKS_UPDATE",
 		wire.WebhooksUpdate{GuildID: guildID, ChannelID: channelID}, IntentGuildWebhooks, 0)
 }

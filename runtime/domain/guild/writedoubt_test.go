@@ -85,7 +85,7 @@ func newDoubtFixture(t *testing.T, content string, timeout error) (*fixture, *do
 }
 
 func (f *fixture) trySend(u store.User, channel snowflake.ID, content string) (Written, error) {
-	return f.svc.CreateMessage(bg, MessageWrite{Check: CheckSend, UserID: u.ID,
+	return f.svc.Messages.Create(bg, MessageWrite{Check: CheckSend, UserID: u.ID,
 		Message:  store.Message{ChannelID: channel, AuthorID: u.ID, Content: content},
 		Mentions: &Mentions{}, Render: render(u)})
 }

@@ -66,7 +66,7 @@ func TestBatchedWritesKeepChannelOrder(t *testing.T) {
 	errs := make(chan error, n)
 	for i := range n {
 		go func() {
-			_, err := f.svc.CreateMessage(bg, MessageWrite{Check: CheckSend, UserID: g.owner.ID,
+			_, err := f.svc.Messages.Create(bg, MessageWrite{Check: CheckSend, UserID: g.owner.ID,
 				Message:  store.Message{ChannelID: channels[i%2], AuthorID: g.owner.ID, Content: fmt.Sprint(i)},
 				Mentions: &Mentions{}, Render: render(g.owner)})
 			errs <- err

@@ -165,7 +165,7 @@ func (h *accountHandler) leaveGuild(w http.ResponseWriter, r *http.Request, user
 	if err != nil {
 		return err
 	}
-	if err := h.guilds.RemoveMember(r.Context(), user, id, user); err != nil {
+	if err := h.guilds.Members.Remove(r.Context(), user, id, user); err != nil {
 		return err
 	}
 	h.removed(r.Context(), id, user)

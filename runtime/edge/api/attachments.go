@@ -130,9 +130,9 @@ func addedAttachments(before, after []store.Attachment) []store.Attachment {
 // so they stay); removed are the ones an edit dropped, deleted once it is
 // written.
 func (wr *writes) writeMessage(ctx context.Context, create bool, mw guild.MessageWrite, added, removed []store.Attachment) (guild.Written, error) {
-	write := wr.guilds.UpdateMessage
+	write := wr.messages.Update
 	if create {
-		write = wr.guilds.CreateMessage
+		write = wr.messages.Create
 	}
 	out, err := write(ctx, mw)
 	bg, cancel := background(ctx)

@@ -94,7 +94,7 @@ func (h *moderationHandler) putBan(w http.ResponseWriter, r *http.Request, user 
 func (h *moderationHandler) ban(r *http.Request, user, g, target snowflake.ID, secs int) error {
 	ctx := r.Context()
 	reason := auditReason(r)
-	if _, err := h.guilds.Ban(ctx, user, g, target, reason); err != nil {
+	if _, err := h.members.Ban(ctx, user, g, target, reason); err != nil {
 		return err
 	}
 	if secs > 0 {
@@ -111,7 +111,7 @@ func (h *moderationHandler) ban(r *http.Request, user, g, target snowflake.ID, s
 func (h *moderationHandler) purgeMessages(ctx context.Context, user, g, target snowflake.ID, secs int) {
 	bg, cancel := background(ctx)
 	defer cancel()
-	chans, err := h.guilds.MessageChannels(bg, user, g, permissions.BanMembers)
+	chans, err := h.members.MessageChannels(bg, user, g, permissions.BanMembers)
 	if err != nil {
 		h.log.Warn("ban purge: channels", "guild_id", g, "err", err)
 		return
@@ -140,7 +140,7 @@ func (h *moderationHandler) purgeMessages(ctx context.Context, user, g, target s
 			continue
 		}
 		slices.SortFunc(mine, func(a, b store.Message) int { return cmp.Compare(a.ID, b.ID) })
-		if err := h.guilds.DeleteMessages(bg, guild.MessageDelete{ChannelID: ch, Messages: mine, Purge: true}); err != nil {
+		if err := h.guilds.Messages.Delete(bg, guild.MessageDelete{ChannelID: ch, Messages: mine, Purge: true}); err != nil {
 			h.log.Warn("ban purge: delete", "channel_id", ch, "err", err)
 		}
 	}
@@ -199,7 +199,7 @@ func (h *moderationHandler) deleteBan(w http.ResponseWriter, r *http.Request, us
 	if err != nil {
 		return err
 	}
-	if err := h.guilds.Unban(r.Context(), user, g, target); err != nil {
+	if err := h.members.Unban(r.Context(), user, g, target); err != nil {
 		return err
 	}
 	h.recordAudit(r, g, user, auditEntry{Action: auditMemberBanRemove, Target: target})

@@ -85,7 +85,7 @@ func (h *channelHandler) listChannels(w http.ResponseWriter, r *http.Request, us
 	if err != nil {
 		return err
 	}
-	chans, err := h.guilds.Channels(r.Context(), user, g)
+	chans, err := h.channels.List(r.Context(), user, g)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (h *channelHandler) createChannel(w http.ResponseWriter, r *http.Request, u
 		pos := req.Position.Value
 		spec.Position = &pos
 	}
-	c, err := h.guilds.CreateChannel(r.Context(), user, g, spec)
+	c, err := h.channels.Create(r.Context(), user, g, spec)
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func (h *channelHandler) modifyChannel(w http.ResponseWriter, r *http.Request, u
 		}
 		p.RTCRegion = &region
 	}
-	c, err := h.guilds.ModifyChannel(r.Context(), user, id, p)
+	c, err := h.channels.Modify(r.Context(), user, id, p)
 	if err != nil {
 		return err
 	}
@@ -238,7 +238,7 @@ func (h *channelHandler) deleteChannel(w http.ResponseWriter, r *http.Request, u
 		writeJSON(w, http.StatusOK, h.guilds.WireChannel(r.Context(), v.Channel, user))
 		return nil
 	}
-	c, threads, err := h.guilds.DeleteChannel(r.Context(), user, id)
+	c, threads, err := h.channels.Delete(r.Context(), user, id)
 	if err != nil {
 		return err
 	}
@@ -278,7 +278,7 @@ func (h *channelHandler) putOverwrite(w http.ResponseWriter, r *http.Request, us
 		return formError("type", "BASE_TYPE_CHOICES", "Value must be one of {0, 1}.")
 	}
 	o := store.Overwrite{ID: target, Type: req.Type.Value, Allow: uint64(req.Allow), Deny: uint64(req.Deny)}
-	if err := h.guilds.PutOverwrite(r.Context(), user, id, o); err != nil {
+	if err := h.channels.PutOverwrite(r.Context(), user, id, o); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -294,7 +294,7 @@ func (h *channelHandler) deleteOverwrite(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
-	if err := h.guilds.DeleteOverwrite(r.Context(), user, id, target); err != nil {
+	if err := h.channels.DeleteOverwrite(r.Context(), user, id, target); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -306,7 +306,7 @@ func (h *channelHandler) typing(w http.ResponseWriter, r *http.Request, user sno
 	if err != nil {
 		return err
 	}
-	if err := h.guilds.Typing(r.Context(), user, id); err != nil {
+	if err := h.messages.Typing(r.Context(), user, id); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

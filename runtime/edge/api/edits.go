@@ -137,7 +137,7 @@ func (h *messageHandler) deleteMessage(w http.ResponseWriter, r *http.Request, u
 	// event and fans it out. With the store's outbox, a message a
 	// concurrent delete removed since it was read is a 204 with a
 	// duplicate event (consumers dedupe) rather than a 404.
-	err = h.guilds.DeleteMessages(ctx, guild.MessageDelete{ChannelID: channelID, Messages: []store.Message{m},
+	err = h.messages.Delete(ctx, guild.MessageDelete{ChannelID: channelID, Messages: []store.Message{m},
 		UserID: user, ManageMessages: m.AuthorID != user})
 	if err != nil {
 		return writeErr(err)
@@ -235,7 +235,7 @@ func (h *messageHandler) bulkDelete(w http.ResponseWriter, r *http.Request, user
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	err = h.guilds.DeleteMessages(ctx, guild.MessageDelete{ChannelID: channelID, Messages: msgs, UserID: user, ManageMessages: true})
+	err = h.messages.Delete(ctx, guild.MessageDelete{ChannelID: channelID, Messages: msgs, UserID: user, ManageMessages: true})
 	if err != nil {
 		return writeErr(err)
 	}

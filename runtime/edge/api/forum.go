@@ -135,7 +135,7 @@ func (h *threadHandler) startForumPost(w http.ResponseWriter, r *http.Request, u
 	// post's id.
 	mentions := parseMentions(req.Content, req.AllowedMentions)
 	rd := h.reader(user)
-	written, err := h.guilds.CreateMessage(ctx, guild.MessageWrite{
+	written, err := h.messages.Create(ctx, guild.MessageWrite{
 		Check: guild.CheckEdit, UserID: user,
 		Message: store.Message{
 			ID: th.ID, ChannelID: th.ID, AuthorID: user, Content: req.Content, Type: wire.MessageDefault,

@@ -94,7 +94,7 @@ func (h *memberHandler) searchMembers(w http.ResponseWriter, r *http.Request, us
 	out := []wire.Member{}
 	var after snowflake.ID
 	for len(out) < limit {
-		page, err := h.guilds.Members(ctx, user, g, 1000, after)
+		page, err := h.guilds.Members.List(ctx, user, g, 1000, after)
 		if err != nil {
 			return err
 		}

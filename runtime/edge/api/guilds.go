@@ -150,7 +150,7 @@ func (h *roleHandler) listRoles(w http.ResponseWriter, r *http.Request, user sno
 	if err != nil {
 		return err
 	}
-	roles, err := h.guilds.Roles(r.Context(), user, id)
+	roles, err := h.roles.List(r.Context(), user, id)
 	if err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ func (h *roleHandler) createRole(w http.ResponseWriter, r *http.Request, user sn
 	if err != nil {
 		return err
 	}
-	role, err := h.guilds.CreateRole(r.Context(), user, id, spec)
+	role, err := h.roles.Create(r.Context(), user, id, spec)
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func (h *roleHandler) modifyRole(w http.ResponseWriter, r *http.Request, user sn
 	if err != nil {
 		return err
 	}
-	role, err := h.guilds.ModifyRole(r.Context(), user, id, roleID, spec)
+	role, err := h.roles.Modify(r.Context(), user, id, roleID, spec)
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func (h *roleHandler) modifyRolePositions(w http.ResponseWriter, r *http.Request
 	if err != nil {
 		return err
 	}
-	roles, err := h.guilds.ModifyRolePositions(r.Context(), user, id, moves)
+	roles, err := h.roles.ModifyPositions(r.Context(), user, id, moves)
 	if err != nil {
 		return err
 	}
@@ -281,7 +281,7 @@ func (h *roleHandler) deleteRole(w http.ResponseWriter, r *http.Request, user sn
 	if err != nil {
 		return err
 	}
-	if err := h.guilds.DeleteRole(r.Context(), user, id, roleID); err != nil {
+	if err := h.roles.Delete(r.Context(), user, id, roleID); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -81,14 +81,15 @@ type guildHandler struct {
 
 // roleHandler serves a guild's roles (guilds.go).
 type roleHandler struct {
-	guilds *guild.Service
+	roles *guild.Roles
 	bodyLimit
 }
 
 // memberHandler serves a guild's members and their roles (members.go,
 // the member search of gaps.go).
 type memberHandler struct {
-	guilds *guild.Service
+	// members reads and changes members and their roles.
+	members *guild.Members
 	// voice applies the voice part of a member's PATCH.
 	voice *guild.Voice
 	now   func() time.Time
@@ -100,10 +101,12 @@ type memberHandler struct {
 // channelHandler serves a guild's channels, their permission overwrites
 // and typing (channels.go); a thread's channel routes go to threadHandler.
 type channelHandler struct {
-	guilds  *guild.Service
-	thread  *threadHandler
-	webhook *webhookHandler
-	voice   *voiceHandler
+	guilds *guild.Service
+	// channels creates, changes and deletes channels and overwrites.
+	channels *guild.Channels
+	thread   *threadHandler
+	webhook  *webhookHandler
+	voice    *voiceHandler
 	bodyLimit
 	writes
 }
@@ -149,9 +152,10 @@ type reactionHandler struct {
 
 // pinHandler serves pins (pins.go).
 type pinHandler struct {
-	store  store.Store
-	guilds *guild.Service
-	log    *slog.Logger
+	store store.Store
+	// messages pins and unpins.
+	messages *guild.Messages
+	log      *slog.Logger
 	views
 	auditor
 }
@@ -180,11 +184,13 @@ type voiceHandler struct {
 // webhookHandler manages webhooks: with the caller's token, or with the
 // webhook's own (webhooks.go).
 type webhookHandler struct {
-	store  store.Store
-	guilds *guild.Service
-	ids    guild.IDSource
-	log    *slog.Logger
-	now    func() time.Time
+	store store.Store
+	// channels decides who manages a channel's webhooks and announces
+	// their changes.
+	channels *guild.Channels
+	ids      guild.IDSource
+	log      *slog.Logger
+	now      func() time.Time
 	bodyLimit
 	people
 	auditor
@@ -207,8 +213,10 @@ type webhookExecHandler struct {
 type moderationHandler struct {
 	store  store.Store
 	guilds *guild.Service
-	log    *slog.Logger
-	now    func() time.Time
+	// members bans and unbans.
+	members *guild.Members
+	log     *slog.Logger
+	now     func() time.Time
 	bodyLimit
 	people
 	auditor
@@ -245,9 +253,11 @@ type people struct {
 // writes performs message writes through the guild service and keeps
 // their attachments (attachments.go).
 type writes struct {
-	guilds  *guild.Service
-	log     *slog.Logger
-	uploads *uploads.Store
+	// messages is the guild's write path; the handlers that embed
+	// writes reach its other operations (delete, typing) through it too.
+	messages *guild.Messages
+	log      *slog.Logger
+	uploads  *uploads.Store
 }
 
 // auditor records audit log entries (audit.go).
@@ -269,24 +279,24 @@ func newHandler(cfg Config, deps Deps) *handler {
 	body := bodyLimit(cfg.MaxBodyBytes)
 	pp := people{guilds: deps.Guilds, now: cfg.Now}
 	v := views{store: deps.Store, uploads: up, people: pp}
-	wr := writes{guilds: deps.Guilds, log: deps.Logger, uploads: up}
+	wr := writes{messages: deps.Guilds.Messages, log: deps.Logger, uploads: up}
 	au := auditor{store: deps.Store, guilds: deps.Guilds, ids: deps.IDs, log: deps.Logger}
 	removed := removedHook(deps.MemberRemoved)
 
 	voice := &voiceHandler{voice: deps.Guilds.Voice}
-	webhook := &webhookHandler{store: deps.Store, guilds: deps.Guilds, ids: deps.IDs, log: deps.Logger, now: cfg.Now,
+	webhook := &webhookHandler{store: deps.Store, channels: deps.Guilds.Channels, ids: deps.IDs, log: deps.Logger, now: cfg.Now,
 		bodyLimit: body, people: pp, auditor: au}
 	thread := &threadHandler{store: deps.Store, guilds: deps.Guilds, threads: deps.Guilds.Threads, ids: deps.IDs, log: deps.Logger,
 		bodyLimit: body, views: v, writes: wr, auditor: au}
-	pin := &pinHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, views: v, auditor: au}
+	pin := &pinHandler{store: deps.Store, messages: deps.Guilds.Messages, log: deps.Logger, views: v, auditor: au}
 	return &handler{
 		auth: deps.Auth, log: deps.Logger, bodyLimit: body, auditor: au,
 		account: &accountHandler{store: deps.Store, guilds: deps.Guilds, auth: deps.Auth, ids: deps.IDs, now: cfg.Now,
 			configuredGateway: cfg.GatewayURL, bodyLimit: body, removedHook: removed},
 		guild:  &guildHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, webhook: webhook, bodyLimit: body},
-		role:   &roleHandler{guilds: deps.Guilds, bodyLimit: body},
-		member: &memberHandler{guilds: deps.Guilds, voice: deps.Guilds.Voice, now: cfg.Now, bodyLimit: body, people: pp, removedHook: removed},
-		channel: &channelHandler{guilds: deps.Guilds, thread: thread, webhook: webhook, voice: voice,
+		role:   &roleHandler{roles: deps.Guilds.Roles, bodyLimit: body},
+		member: &memberHandler{members: deps.Guilds.Members, voice: deps.Guilds.Voice, now: cfg.Now, bodyLimit: body, people: pp, removedHook: removed},
+		channel: &channelHandler{guilds: deps.Guilds, channels: deps.Guilds.Channels, thread: thread, webhook: webhook, voice: voice,
 			bodyLimit: body, writes: wr},
 		invite: &inviteHandler{store: deps.Store, guilds: deps.Guilds, now: cfg.Now, bodyLimit: body},
 		message: &messageHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, now: cfg.Now,
@@ -300,7 +310,7 @@ func newHandler(cfg Config, deps Deps) *handler {
 		webhook:  webhook,
 		webhookExec: &webhookExecHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, now: cfg.Now,
 			views: v, writes: wr},
-		moderation: &moderationHandler{store: deps.Store, guilds: deps.Guilds, log: deps.Logger, now: cfg.Now, bodyLimit: body, people: pp, auditor: au},
+		moderation: &moderationHandler{store: deps.Store, guilds: deps.Guilds, members: deps.Guilds.Members, log: deps.Logger, now: cfg.Now, bodyLimit: body, people: pp, auditor: au},
 		gap:        &gapHandler{guilds: deps.Guilds},
 	}
 }

@@ -132,7 +132,7 @@ func (h *inviteHandler) acceptInvite(w http.ResponseWriter, r *http.Request, use
 	if err != nil {
 		return err
 	}
-	_, added, err := h.guilds.AddMember(r.Context(), inv.GuildID, user)
+	_, added, err := h.guilds.Members.Add(r.Context(), inv.GuildID, user)
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func (h *memberHandler) listMembers(w http.ResponseWriter, r *http.Request, user
 	if err != nil {
 		return err
 	}
-	ms, err := h.guilds.Members(r.Context(), user, g, limit, after)
+	ms, err := h.members.List(r.Context(), user, g, limit, after)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func (h *memberHandler) getMember(w http.ResponseWriter, r *http.Request, user s
 	if err != nil {
 		return err
 	}
-	mem, err := h.guilds.Member(r.Context(), user, g, m)
+	mem, err := h.members.Get(r.Context(), user, g, m)
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (h *memberHandler) modifyMember(w http.ResponseWriter, r *http.Request, use
 	if err != nil {
 		return err
 	}
-	mem, err := h.guilds.ModifyMember(r.Context(), user, g, m, p)
+	mem, err := h.members.Modify(r.Context(), user, g, m, p)
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func (h *memberHandler) removeMember(w http.ResponseWriter, r *http.Request, use
 	if err != nil {
 		return err
 	}
-	if err := h.guilds.RemoveMember(r.Context(), user, g, m); err != nil {
+	if err := h.members.Remove(r.Context(), user, g, m); err != nil {
 		return err
 	}
 	h.removed(r.Context(), g, m)
@@ -172,9 +172,9 @@ func (h *memberHandler) memberRole(w http.ResponseWriter, r *http.Request, user 
 		return err
 	}
 	if add {
-		err = h.guilds.AddMemberRole(r.Context(), user, g, m, role)
+		err = h.members.AddRole(r.Context(), user, g, m, role)
 	} else {
-		err = h.guilds.RemoveMemberRole(r.Context(), user, g, m, role)
+		err = h.members.RemoveRole(r.Context(), user, g, m, role)
 	}
 	if err != nil {
 		return err

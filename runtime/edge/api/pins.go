@@ -39,7 +39,7 @@ func (h *pinHandler) setPin(w http.ResponseWriter, r *http.Request, user snowfla
 	if err != nil {
 		return err
 	}
-	m, changed, err := h.guilds.PinMessage(r.Context(), user, channelID, messageID, pin)
+	m, changed, err := h.messages.Pin(r.Context(), user, channelID, messageID, pin)
 	switch {
 	case errors.Is(err, guild.ErrMaxPins):
 		return errMaxPins

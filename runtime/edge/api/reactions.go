@@ -99,7 +99,7 @@ func (h *reactionHandler) addReaction(w http.ResponseWriter, r *http.Request, us
 		ev := wire.ReactionAdd{UserID: user, ChannelID: ch, MessageID: msg, GuildID: t.view.Channel.GuildID,
 			Emoji: t.emoji, MessageAuthorID: t.message.AuthorID, BurstColors: []string{}}
 		if ev.GuildID != 0 {
-			if m, err := h.guilds.Member(ctx, user, ev.GuildID, user); err == nil {
+			if m, err := h.guilds.Members.Get(ctx, user, ev.GuildID, user); err == nil {
 				if wm, err := h.memberJSON(ctx, m); err == nil {
 					ev.Member = &wm
 				}
@@ -248,7 +248,7 @@ func (h *reactionHandler) publishChannel(ctx context.Context, c store.Channel, t
 	if typ == "CHANNEL_PINS_UPDATE" {
 		intent, private = guild.IntentGuilds, guild.IntentDirectMessages
 	}
-	if err := h.guilds.PublishChannelEvent(bg, c.GuildID, c.ID, typ, payload, intent, private); err != nil {
+	if err := h.guilds.Messages.PublishEvent(bg, c.GuildID, c.ID, typ, payload, intent, private); err != nil {
 		h.log.Warn("channel event not published", "type", typ, "channel_id", c.ID, "err", err)
 	}
 }

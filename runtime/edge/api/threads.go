@@ -114,7 +114,7 @@ func (h *threadHandler) startThreadFromMessage(w http.ResponseWriter, r *http.Re
 	if err != nil {
 		return err
 	}
-	if _, err := h.guilds.UpdateMessage(ctx, guild.MessageWrite{Check: guild.CheckNone, UserID: user, Message: m,
+	if _, err := h.messages.Update(ctx, guild.MessageWrite{Check: guild.CheckNone, UserID: user, Message: m,
 		Render: rd.written(ref, false)}); err != nil {
 		if errors.Is(err, guild.ErrUnavailable) && !errors.Is(err, errUndecided) {
 			return err
@@ -188,7 +188,7 @@ func (h *threadHandler) postSystemMessage(ctx context.Context, rd *reader, m sto
 		h.log.Warn("system message not posted", "type", m.Type, "channel_id", m.ChannelID, "err", err)
 		return
 	}
-	if _, err := h.guilds.CreateMessage(bg, guild.MessageWrite{Check: guild.CheckNone, UserID: m.AuthorID, Message: m,
+	if _, err := h.messages.Create(bg, guild.MessageWrite{Check: guild.CheckNone, UserID: m.AuthorID, Message: m,
 		Render: rd.written(ref, true)}); err != nil {
 		h.log.Warn("system message not posted", "type", m.Type, "channel_id", m.ChannelID, "err", err)
 	}

@@ -308,7 +308,7 @@ func (h *webhookExecHandler) deleteWebhookMessage(w http.ResponseWriter, r *http
 	if err := h.webhookMessageFrozen(ctx, wh, m); err != nil {
 		return err
 	}
-	if err := h.guilds.DeleteMessages(ctx, guild.MessageDelete{ChannelID: m.ChannelID, Messages: []store.Message{m}}); err != nil {
+	if err := h.messages.Delete(ctx, guild.MessageDelete{ChannelID: m.ChannelID, Messages: []store.Message{m}}); err != nil {
 		return writeErr(err)
 	}
 	bg, cancel := background(ctx)

@@ -21,7 +21,7 @@ import (
 // Webhooks.
 //
 // A webhook belongs to one channel of a guild. Managing webhooks goes
-// through guild.Service.AuthorizeWebhooks — the visibility decision for
+// through guild.Channels.AuthorizeWebhooks — the visibility decision for
 // the channel, then MANAGE_WEBHOOKS through the grant check — so a
 // channel the caller cannot see is 50001 and its webhooks are never
 // named. The token is 48 random bytes (base64url); only its SHA-256 is
@@ -165,7 +165,7 @@ func (h *webhookHandler) createWebhook(w http.ResponseWriter, r *http.Request, u
 		}
 	}
 	ctx := r.Context()
-	c, err := h.guilds.AuthorizeWebhooks(ctx, user, channelID)
+	c, err := h.channels.AuthorizeWebhooks(ctx, user, channelID)
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func (h *webhookHandler) createWebhook(w http.ResponseWriter, r *http.Request, u
 func (h *webhookHandler) webhooksChanged(r *http.Request, guildID, channelID snowflake.ID) {
 	bg, cancel := background(r.Context())
 	defer cancel()
-	if err := h.guilds.PublishWebhooksUpdate(bg, guildID, channelID); err != nil {
+	if err := h.channels.PublishWebhooksUpdate(bg, guildID, channelID); err != nil {
 		h.log.Warn("WEBHOOKS_UPDATE not published", "channel_id", channelID, "err", err)
 	}
 }
@@ -218,7 +218,7 @@ func (h *webhookHandler) channelWebhooks(w http.ResponseWriter, r *http.Request,
 		return err
 	}
 	ctx := r.Context()
-	c, err := h.guilds.AuthorizeWebhooks(ctx, user, channelID)
+	c, err := h.channels.AuthorizeWebhooks(ctx, user, channelID)
 	if err != nil {
 		return err
 	}
@@ -244,7 +244,7 @@ func (h *webhookHandler) guildWebhooks(w http.ResponseWriter, r *http.Request, u
 		return err
 	}
 	ctx := r.Context()
-	allowed, err := h.guilds.WebhookChannels(ctx, user, guildID)
+	allowed, err := h.channels.WebhookChannels(ctx, user, guildID)
 	if err != nil {
 		return err
 	}
@@ -278,7 +278,7 @@ func (h *webhookHandler) managedWebhook(r *http.Request, user snowflake.ID) (sto
 	if err != nil {
 		return store.Webhook{}, errors.Join(guild.ErrUnavailable, err)
 	}
-	if _, err := h.guilds.AuthorizeWebhooks(ctx, user, wh.ChannelID); err != nil {
+	if _, err := h.channels.AuthorizeWebhooks(ctx, user, wh.ChannelID); err != nil {
 		if errors.Is(err, guild.ErrMissingAccess) || errors.Is(err, guild.ErrUnknownChannel) {
 			return store.Webhook{}, errUnknownWebhook
 		}
@@ -374,7 +374,7 @@ func (h *webhookHandler) modifyWebhook(w http.ResponseWriter, r *http.Request, u
 	old := wh.ChannelID
 	if req.ChannelID != nil && snowflake.ID(*req.ChannelID) != wh.ChannelID {
 		to := snowflake.ID(*req.ChannelID)
-		c, err := h.guilds.AuthorizeWebhooks(ctx, user, to)
+		c, err := h.channels.AuthorizeWebhooks(ctx, user, to)
 		if err != nil {
 			return err
 		}

@@ -108,7 +108,7 @@ func (b *botMessages) CreateMessage(ctx context.Context, nm bots.NewMessage) (wi
 		b.guilds.DispatchToUserShard(ctx, nm.EphemeralTo, 0, "MESSAGE_CREATE", mustJSON(out))
 		return out, nil
 	}
-	written, err := b.guilds.CreateMessage(ctx, guild.MessageWrite{Check: guild.CheckApp, UserID: nm.AuthorID, Message: m,
+	written, err := b.guilds.Messages.Create(ctx, guild.MessageWrite{Check: guild.CheckApp, UserID: nm.AuthorID, Message: m,
 		Mentions: appMentions(nm.Content, nm.AllowedMentions),
 		Render:   b.renderer(func(out wire.Message) wire.Message { return b.withExtras(out, nm.Embeds, nm.Components) })})
 	if err != nil {
@@ -157,7 +157,7 @@ func (b *botMessages) EditMessage(ctx context.Context, e bots.MessageEdit) (wire
 	// The actor refuses a change to a message of an archived thread, as
 	// the REST API does: nobody, moderators included, edits or deletes
 	// the messages of an archived thread.
-	written, err := b.guilds.UpdateMessage(ctx, guild.MessageWrite{Check: guild.CheckApp, UserID: m.AuthorID, Message: m,
+	written, err := b.guilds.Messages.Update(ctx, guild.MessageWrite{Check: guild.CheckApp, UserID: m.AuthorID, Message: m,
 		Mentions: mentions, Render: b.renderer(func(out wire.Message) wire.Message { return b.editExtras(out, e) })})
 	if err != nil {
 		return wire.Message{}, writeErr(err)
@@ -223,7 +223,7 @@ func (b *botMessages) DeleteMessage(ctx context.Context, channelID, messageID, e
 	// message, deletes it with its MESSAGE_DELETE (with the store's
 	// outbox a concurrent delete that got there first makes a duplicate
 	// event, which consumers dedupe) and fans the deletion out.
-	if err := b.guilds.DeleteMessages(ctx, guild.MessageDelete{ChannelID: channelID, Messages: []store.Message{m}}); err != nil {
+	if err := b.guilds.Messages.Delete(ctx, guild.MessageDelete{ChannelID: channelID, Messages: []store.Message{m}}); err != nil {
 		return writeErr(err)
 	}
 	return nil

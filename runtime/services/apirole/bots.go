@@ -320,7 +320,7 @@ func (b botGuilds) ChannelPermissions(ctx context.Context, userID, channelID sno
 
 // Member implements bots.Guilds.
 func (b botGuilds) Member(ctx context.Context, guildID, userID snowflake.ID) (wire.Member, error) {
-	m, err := b.g.Member(ctx, userID, guildID, userID)
+	m, err := b.g.Members.Get(ctx, userID, guildID, userID)
 	if err != nil {
 		return wire.Member{}, botErr(err)
 	}
@@ -339,7 +339,7 @@ func (b botGuilds) User(ctx context.Context, userID snowflake.ID) (wire.User, er
 
 // Roles implements bots.Guilds.
 func (b botGuilds) Roles(ctx context.Context, userID, guildID snowflake.ID) ([]wire.Role, error) {
-	rs, err := b.g.Roles(ctx, userID, guildID)
+	rs, err := b.g.Roles.List(ctx, userID, guildID)
 	if err != nil {
 		return nil, botErr(err)
 	}

@@ -39,8 +39,12 @@ type Slice struct {
 	sink  event.Sink
 	now   func() time.Time
 
-	mu       sync.Mutex
-	owner    string
+	mu    sync.Mutex
+	owner string
+	// via is the owner process that last sent an entry of the owner
+	// ("": none over a connection): when it has no stream left, the
+	// slice expires (Relay.expire).
+	via      string
 	dropped  bool
 	version  uint64
 	synced   bool
@@ -123,6 +127,24 @@ func (x *Slice) Stats() Stats {
 // carries. It returns ErrBehind, delivering nothing, when the entry was
 // produced at another state version than the slice holds.
 func (x *Slice) Apply(ctx context.Context, e *Entry) error {
+	return x.apply(ctx, "", e)
+}
+
+// expire drops the slice when its owner's entries last came from process
+// via, and reports whether it did.
+func (x *Slice) expire(via string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.dropped || x.via == "" || x.via != via {
+		return false
+	}
+	x.reset()
+	x.synced = false
+	x.dropped = true
+	return true
+}
+
+func (x *Slice) apply(ctx context.Context, via string, e *Entry) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.stats.Entries++
@@ -133,8 +155,18 @@ func (x *Slice) Apply(ctx context.Context, e *Entry) error {
 		x.reset()
 		x.synced = true
 		x.owner = e.Owner
+	case !x.synced && x.owner == "" && !e.Drop:
+		// No snapshot yet (a relay that restarted, or a slice that
+		// expired): whoever sent it, the owner must send one.
+		x.stats.Behind++
+		return fmt.Errorf("guild %d entry at version %d before a snapshot: %w", x.guild, e.Version, ErrBehind)
 	case e.Owner != x.owner:
 		return fmt.Errorf("guild %d entry of owner %q, slice owned by %q: %w", x.guild, e.Owner, x.owner, ErrSuperseded)
+	}
+	// The owner is alive on this stream, whatever becomes of the entry.
+	x.via = via
+	switch {
+	case e.Reset:
 	case e.Drop:
 		x.reset()
 		x.synced = false

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/event"
@@ -169,4 +170,103 @@ func TestSliceEveryoneSplit(t *testing.T) {
 	if err := x.Apply(ctx, msg(11, true)); err != nil || sink.count() != 3 || x.Stats().Mentioned != 1 {
 		t.Fatalf("@everyone: err %v, %d deliveries in all, %d mentioned; want 3 and 1", err, sink.count(), x.Stats().Mentioned)
 	}
+}
+
+// TestRelaySliceExpiresWithOwnerProcess: a guild node killed outright
+// sends no Drop. Its slice on a relay is dropped once its process has no
+// stream open to the relay, and an entry it (or a reconnect of it) sends
+// afterwards is refused with ErrBehind, asking for a snapshot. A process
+// that reconnected keeps its slice when its old stream's end is noticed,
+// and a slice a successor took over stays when the dead owner's stream
+// ends.
+func TestRelaySliceExpiresWithOwnerProcess(t *testing.T) {
+	ctx := context.Background()
+	const guild, channel, user snowflake.ID = 100, 200, 300
+	snapshot := func(owner string) *Entry {
+		return &Entry{Guild: guild, Owner: owner, Version: 1, Reset: true, Members: 2,
+			Changes: []permissions.Change{
+				{Op: permissions.OpRole, ID: guild, Bits: permissions.ViewChannel},
+				{Op: permissions.OpOverwrites, ID: channel},
+			},
+			Add: []Slot{{Session: event.Session{ID: "s", UserID: user, Node: "n"}, Member: &permissions.Member{UserID: user}}},
+		}
+	}
+	ev := func(owner string) *Entry {
+		return &Entry{Guild: guild, Owner: owner, Version: 1, Event: &Event{Type: "CHANNEL_UPDATE", Payloads: []json.RawMessage{json.RawMessage(`{}`)}, Kind: KindChannel, Channel: channel}}
+	}
+
+	t.Run("killed owner", func(t *testing.T) {
+		r := NewRelay(&countSink{})
+		a := r.Open("node-a")
+		if err := a.Apply(ctx, snapshot("a/1")); err != nil {
+			t.Fatal(err)
+		}
+		a.End(0)
+		if r.Len() != 0 || r.Expired() != 1 {
+			t.Fatalf("after the owner's only stream ended: %d slices, %d expired; want 0 and 1", r.Len(), r.Expired())
+		}
+		again := r.Open("node-a")
+		if err := again.Apply(ctx, ev("a/1")); !errors.Is(err, ErrBehind) || r.Len() != 0 {
+			t.Fatalf("the owner's event after its slice expired: err %v, %d slices; want ErrBehind and none", err, r.Len())
+		}
+	})
+
+	t.Run("reconnected owner", func(t *testing.T) {
+		sink := &countSink{}
+		r := NewRelay(sink)
+		old := r.Open("node-a")
+		if err := old.Apply(ctx, snapshot("a/1")); err != nil {
+			t.Fatal(err)
+		}
+		fresh := r.Open("node-a") // the owner's next send opened a new stream
+		old.End(0)
+		if r.Len() != 1 {
+			t.Fatalf("the old stream of a reconnected owner ended: %d slices, want 1", r.Len())
+		}
+		if err := fresh.Apply(ctx, ev("a/1")); err != nil || sink.n != 1 {
+			t.Fatalf("event on the new stream: err %v, %d deliveries; want 1", err, sink.n)
+		}
+		fresh.End(0)
+		if r.Len() != 0 {
+			t.Fatalf("the owner's last stream ended: %d slices, want 0", r.Len())
+		}
+	})
+
+	t.Run("successor took over", func(t *testing.T) {
+		sink := &countSink{}
+		r := NewRelay(sink)
+		a := r.Open("node-a")
+		if err := a.Apply(ctx, snapshot("a/1")); err != nil {
+			t.Fatal(err)
+		}
+		b := r.Open("node-b")
+		if err := b.Apply(ctx, snapshot("b/1")); err != nil {
+			t.Fatal(err)
+		}
+		a.End(0)
+		if r.Len() != 1 || r.Expired() != 0 {
+			t.Fatalf("the dead owner's stream ended after the successor's snapshot: %d slices, %d expired; want 1 and 0", r.Len(), r.Expired())
+		}
+		if err := b.Apply(ctx, ev("b/1")); err != nil || sink.n != 1 {
+			t.Fatalf("successor's event: err %v, %d deliveries; want 1", err, sink.n)
+		}
+	})
+
+	t.Run("lease", func(t *testing.T) {
+		r := NewRelay(&countSink{})
+		a := r.Open("node-a")
+		if err := a.Apply(ctx, snapshot("a/1")); err != nil {
+			t.Fatal(err)
+		}
+		a.End(time.Hour)
+		back := r.Open("node-a") // back within the lease
+		back.End(20 * time.Millisecond)
+		deadline := time.Now().Add(10 * time.Second)
+		for r.Len() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the slice outlived its owner's lease")
+			}
+			<-time.After(5 * time.Millisecond) // polling the timer's effect
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package fanout
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -23,17 +24,37 @@ const intentGuilds uint64 = 1 << 0
 // same events in the same order as the owner sends them itself. The
 // owner's cost of a guild-wide permission change is then one entry per
 // relay instead of a channel-list diff per online session.
+//
+// A snapshot carries the whole list. After it, an entry carries what the
+// relay does not hold yet (Delta): the channels created or changed since
+// the owner's previous entry to that relay, and the ids of those gone. A
+// role or overwrite change moves no channel object but the overwritten
+// channel's, so its entry is a few hundred bytes whatever the guild's
+// channel count; the permission state itself travels as the entry
+// stream's Changes.
 type Visibility struct {
-	// Channels is every channel of the guild after the change; it
-	// replaces the slice's list.
+	// Channels is every channel of the guild after the change, which
+	// replaces the slice's list; with Delta, only the channels that are
+	// new or changed, which replace their earlier version.
 	Channels []VisibleChannel `json:"channels"`
+	// Delta marks Channels as changes to the list the relay holds.
+	Delta bool `json:"delta,omitempty"`
+	// Removed are channels gone from the guild that Deleted does not
+	// list (with Delta).
+	Removed []snowflake.ID `json:"removed,omitempty"`
 	// Deleted are the channels the change removed.
 	Deleted []VisibleChannel `json:"deleted,omitempty"`
 	// Updated are the channels the change updated.
 	Updated []snowflake.ID `json:"updated,omitempty"`
 	// User, when set, limits the sync to that user's sessions (their
-	// member record or thread membership changed).
+	// member record or thread membership changed). The channels' thread
+	// member objects then carry that user's only: with Delta, a
+	// channel's other users' objects are kept, and UserThreads replaces
+	// all of User's.
 	User snowflake.ID `json:"user,omitempty"`
+	// UserThreads are User's thread member objects by thread, every one
+	// of them (with Delta and User).
+	UserThreads map[snowflake.ID]json.RawMessage `json:"user_threads,omitempty"`
 }
 
 // VisibleChannel is one channel as a slice decides and announces it.
@@ -46,9 +67,8 @@ type VisibleChannel struct {
 	Private  bool           `json:"private,omitempty"`
 	Members  []snowflake.ID `json:"members,omitempty"`
 	Archived bool           `json:"archived,omitempty"`
-	// Rank is the channel's place in the owner's order (position, then
-	// id), over Channels and Deleted together.
-	Rank int `json:"rank"`
+	// Position orders the channels (then the id), as the owner does.
+	Position int `json:"position"`
 	// Payload is the channel object; Created the one a THREAD_CREATE
 	// carries when it differs (newly_created).
 	Payload json.RawMessage `json:"payload"`
@@ -72,6 +92,59 @@ func (x *Slice) setChannels(list []VisibleChannel) {
 		if c.Thread {
 			x.channels[c.ID] = c.place()
 		}
+	}
+}
+
+// mergeChannels applies a Delta to the slice's channel list. Entries are
+// shared by every in-process relay, so what the slice keeps is copied
+// before it is changed.
+func (x *Slice) mergeChannels(v *Visibility) {
+	gone := func(id snowflake.ID) {
+		delete(x.vis, id)
+		delete(x.channels, id)
+	}
+	for _, id := range v.Removed {
+		gone(id)
+	}
+	for i := range v.Deleted {
+		gone(v.Deleted[i].ID)
+	}
+	for i := range v.Channels {
+		c := v.Channels[i]
+		if v.User != 0 {
+			// Only User's thread member objects came along.
+			if old := x.vis[c.ID]; old != nil {
+				c.ThreadMembers = old.ThreadMembers
+			} else {
+				c.ThreadMembers = nil
+			}
+		}
+		x.vis[c.ID] = &c
+		if c.Thread {
+			x.channels[c.ID] = c.place()
+		} else {
+			delete(x.channels, c.ID)
+		}
+	}
+	if v.User == 0 {
+		return
+	}
+	for id, c := range x.vis {
+		m, ok := v.UserThreads[id]
+		if _, had := c.ThreadMembers[v.User]; !ok && !had {
+			continue
+		}
+		cc := *c
+		cc.ThreadMembers = make(map[snowflake.ID]json.RawMessage, len(c.ThreadMembers)+1)
+		for u, o := range c.ThreadMembers {
+			cc.ThreadMembers[u] = o
+		}
+		if ok {
+			cc.ThreadMembers[v.User] = m
+		} else {
+			delete(cc.ThreadMembers, v.User)
+		}
+		x.vis[id] = &cc
 	}
 }
 
@@ -138,7 +211,11 @@ type threadListSync struct {
 // syncVisibility applies a Visibility entry: the new channel list, then
 // each session's diff against the channels it saw.
 func (x *Slice) syncVisibility(ctx context.Context, v *Visibility) {
-	x.setChannels(v.Channels)
+	if v.Delta {
+		x.mergeChannels(v)
+	} else {
+		x.setChannels(v.Channels)
+	}
 	deleted := make(map[snowflake.ID]*VisibleChannel, len(v.Deleted))
 	for i := range v.Deleted {
 		deleted[v.Deleted[i].ID] = &v.Deleted[i]
@@ -148,13 +225,14 @@ func (x *Slice) syncVisibility(ctx context.Context, v *Visibility) {
 		updated[id] = true
 	}
 	type key struct {
-		typ  string
-		rank int
+		typ string
+		pos int
+		id  snowflake.ID
 	}
 	groups := make(map[key]*batches)
 	add := func(typ string, c *VisibleChannel, s event.Session) {
 		typ = ThreadEvent(typ, c.Thread)
-		k := key{typ, c.Rank}
+		k := key{typ, c.Position, c.ID}
 		b := groups[k]
 		if b == nil {
 			p := c.Payload
@@ -220,7 +298,10 @@ func (x *Slice) syncVisibility(ctx context.Context, v *Visibility) {
 		if a.typ != b.typ {
 			return ChannelEventRank(a.typ) - ChannelEventRank(b.typ)
 		}
-		return a.rank - b.rank
+		if a.pos != b.pos {
+			return a.pos - b.pos
+		}
+		return cmp.Compare(a.id, b.id)
 	})
 	for _, k := range keys {
 		x.deliver(ctx, groups[k])

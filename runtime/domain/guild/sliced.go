@@ -66,6 +66,8 @@ type actorSliced struct {
 	load    map[string]int
 	pending []permissions.Change
 	version uint64
+	// sent is what each relay holds of the channel list (slicevis.go).
+	sent map[string]map[snowflake.ID]uint64
 }
 
 // sliceCheck enters sliced mode when the guild has more sessions than the
@@ -201,6 +203,7 @@ func (a *Actor) sliceSnapshot(ctx context.Context, relay string) {
 		e.Changes = append(e.Changes, permissions.Change{Op: permissions.OpOverwrites, ID: id, Overwrites: engineOverwrites(c.Overwrites)})
 	}
 	e.Visibility = a.sliceVisibility(nil, nil, 0)
+	st.visSent(relay, e.Visibility)
 	for _, sub := range a.sortedSubs() {
 		if st.home[sub.s.ID] == relay {
 			e.Add = append(e.Add, a.slot(sub.s))
@@ -352,8 +355,8 @@ func (a *Actor) sliceVisibility(updated map[snowflake.ID]bool, deleted map[snowf
 	}
 	slices.SortFunc(all, compareChannels)
 	v := &fanout.Visibility{User: onlyUser}
-	for rank, c := range all {
-		vc := fanout.VisibleChannel{ID: c.ID, Rank: rank, Payload: mustJSON(wire.ChannelFrom(c, nil))}
+	for _, c := range all {
+		vc := fanout.VisibleChannel{ID: c.ID, Position: c.Position, Payload: mustJSON(wire.ChannelFrom(c, nil))}
 		if c.Thread != nil {
 			vc.Thread, vc.Parent, vc.Archived = true, c.ParentID, c.Thread.Archived
 			if c.ID == a.newThread {
@@ -410,9 +413,8 @@ func (a *Actor) sliceSyncVisibility(ctx context.Context, updated map[snowflake.I
 	if len(relays) == 0 {
 		return
 	}
-	e := &fanout.Entry{Guild: a.id, Owner: st.owner, Version: st.version, Visibility: a.sliceVisibility(updated, deleted, onlyUser)}
-	for _, r := range relays {
-		a.sliceSend(ctx, r, e)
+	for i, e := range a.visibilityEntries(relays, a.sliceVisibility(updated, deleted, onlyUser)) {
+		a.sliceSend(ctx, relays[i], e)
 	}
 }
 

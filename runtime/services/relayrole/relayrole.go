@@ -9,6 +9,11 @@
 // `concord dev`) delivers to its one gateway directly, so there is no
 // tier to relay through and the role adds nothing there. It delivers
 // with the process's GatewayNode client (wiring.Gateways).
+//
+// The slices a guild owner hands a relay live as long as the owner's
+// process keeps a stream open to it, plus one registry lease
+// (--lease-ttl): a guild node killed with SIGKILL sends no Drop, so its
+// slices expire; the guild's next owner registers its sessions anew.
 package relayrole
 
 import (
@@ -33,5 +38,9 @@ func build(ctx context.Context, b *wiring.Builder) error {
 		return errors.New("no gateway client in the process to relay to")
 	}
 	b.GRPC.Relay = gateways
+	// A guild node killed outright sends its relays no Drop: they keep
+	// its slices one registry lease after its last stream ended, as long
+	// as the ring takes to hand its guilds to another node.
+	b.GRPC.SliceLease = b.Config.LeaseTTL
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -24,6 +26,8 @@ type relayServer struct {
 	errs errorTable
 	// slices are the session slices of sliced guilds (slice_server.go).
 	slices *fanout.Relay
+	// lease is how long slices outlive their owner process's last stream.
+	lease time.Duration
 }
 
 // Relay forwards each request of the stream. A malformed request ends the
@@ -95,8 +99,41 @@ var (
 		Name: "concord_transport_slice_received_entries_total",
 		Help: "Sliced-guild entries this relay node received from guild owners.",
 	})
+	_ = promauto.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "concord_transport_slice_guilds",
+		Help: "Sliced guilds this relay node holds a slice of.",
+	}, func() float64 { return float64(sliceRelays.sum((*fanout.Relay).Len)) })
+	_ = promauto.NewCounterFunc(prometheus.CounterOpts{
+		Name: "concord_transport_slice_expired_total",
+		Help: "Slices this relay node dropped because their owner process had no stream open to it for the lease (a guild node killed without sending Drop).",
+	}, func() float64 { return float64(sliceRelays.sum(func(r *fanout.Relay) int { return int(r.Expired()) })) })
 	sliceSent = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "concord_transport_slice_entries_total",
 		Help: "Sliced-guild entries this guild node sent to relays, by result (sent, behind, failed).",
 	}, []string{"result"})
 )
+
+// relaySet is the process's relays, for the slice gauges: one in a relay
+// process, several in tests that run nodes in one process.
+type relaySet struct {
+	mu     sync.Mutex
+	relays []*fanout.Relay
+}
+
+var sliceRelays relaySet
+
+func (s *relaySet) add(r *fanout.Relay) {
+	s.mu.Lock()
+	s.relays = append(s.relays, r)
+	s.mu.Unlock()
+}
+
+func (s *relaySet) sum(f func(*fanout.Relay) int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.relays {
+		n += f(r)
+	}
+	return n
+}

@@ -61,6 +61,10 @@ type Services struct {
 	// Relay serves RelayNode: a relay node forwards each request's
 	// per-node batches to this sink (its GatewayClient).
 	Relay event.Sink
+	// SliceLease is how long the relay keeps the slices of an owner
+	// process that has no Slice stream open to it (a guild node killed
+	// outright sends no Drop); 0 takes DefaultSliceLease.
+	SliceLease time.Duration
 	// Owns reports whether this node owns a guild on its ring; when set,
 	// GuildNode calls for other guilds fail with ErrNotOwner so the
 	// caller retries on the owner. Nil accepts every guild.
@@ -124,7 +128,13 @@ func NewServer(cfg ServerConfig, svc Services) (*Server, error) {
 		s.names = append(s.names, transportpb.PresenceNode_ServiceDesc.ServiceName)
 	}
 	if svc.Relay != nil {
-		transportpb.RegisterRelayNodeServer(g, &relayServer{sink: svc.Relay, errs: errs, slices: fanout.NewRelay(svc.Relay)})
+		lease := svc.SliceLease
+		if lease <= 0 {
+			lease = DefaultSliceLease
+		}
+		rs := &relayServer{sink: svc.Relay, errs: errs, slices: fanout.NewRelay(svc.Relay), lease: lease}
+		sliceRelays.add(rs.slices)
+		transportpb.RegisterRelayNodeServer(g, rs)
 		s.names = append(s.names, transportpb.RelayNode_ServiceDesc.ServiceName)
 	}
 	healthpb.RegisterHealthServer(g, s.health)

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/concord-chat/concord/runtime/domain/fanout"
@@ -34,8 +37,11 @@ type SliceClient struct {
 // NewSliceClient returns a SliceClient.
 func NewSliceClient(cfg ClientConfig) *SliceClient {
 	cfg.fill()
+	// One name for every stream of this client, so a relay tells a
+	// reconnect of a live owner from the death of one.
+	id := strconv.FormatUint(rand.Uint64(), 36)
 	return &SliceClient{cfg: cfg, streams: newClientStreams(cfg, func(ctx context.Context, conn *grpc.ClientConn) (transportpb.RelayNode_SliceClient, error) {
-		return transportpb.NewRelayNodeClient(conn).Slice(ctx)
+		return transportpb.NewRelayNodeClient(conn).Slice(metadata.AppendToOutgoingContext(ctx, sliceClientKey, id))
 	})}
 }
 

@@ -78,51 +78,23 @@ func TestLiveStream(t *testing.T) {
 	}
 }
 
-// TestLiveModerationAndRelayFailover: the live-moderation pod scores every
-// comment with the classifier shipped in the image and retracts an
-// offensive one, which a viewer on the live-gateway Service sees as a
-// retract event with the classifier's reason; then the relay pod that owns
-// the stream (the one whose copies grew) is deleted as a rolling update or
-// an eviction would: comments posted meanwhile still reach the viewer, in
-// order and once each, and once the Deployment has replaced the pod the
-// stream's comments go through the relay pods again.
-func TestLiveModerationAndRelayFailover(t *testing.T) {
+// TestLiveModeration: the live-moderation pod scores every comment with
+// the classifier shipped in the image and retracts an offensive one, which
+// a viewer on the live-gateway Service sees as a retract event with the
+// classifier's reason.
+func TestLiveModeration(t *testing.T) {
 	ctx := context.Background()
-	api, err := serviceAddr(ctx, clusterName+"-live-api")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := serviceAddr(ctx, clusterName+"-live-gateway")
-	if err != nil {
-		t.Fatal(err)
-	}
-	register := livetest.Register("http://" + router)
-	e := livetest.Remote(t, "http://"+api, livetest.RemoteRoles{NewUser: register})
-	creator, fan, troll := register(t), register(t), register(t)
+	e, gw := liveEnv(t, ctx)
+	creator, fan, troll := e.NewUser(), e.NewUser(), e.NewUser()
 	s := e.CreateStream(creator, "moderated "+runID)
 	v := livetest.Watch(t, "http://"+gw, s.ID, nil, "")
 	v.Next(time.Minute, "state")
 
-	relays := relayPods(t, ctx)
-	before := relayCopies(t, relays)
 	c := e.Post(fan, s.ID, "what a great stream, thanks!", 0)
-	if got := v.Comments(1, time.Minute); got[0].ID != c.ID {
-		t.Fatalf("viewer got %+v, want %s", got[0], c.ID)
-	}
-	after := relayCopies(t, relays)
-	owner := ""
-	for name, n := range after {
-		if n > before[name] {
-			owner = name
-		}
-	}
-	if owner == "" {
-		t.Fatalf("live-relay copies %v -> %v: the comment did not travel through a relay pod", before, after)
-	}
-
 	bad := e.Post(troll, s.ID, "shut up you stupid moron", 1000)
-	if got := v.Comments(1, time.Minute); got[0].ID != bad.ID {
-		t.Fatalf("viewer got %+v, want %s", got[0], bad.ID)
+	got := v.Comments(2, time.Minute)
+	if got[0].ID != c.ID || got[1].ID != bad.ID {
+		t.Fatalf("viewer got %v, want %s then %s", ids(got), c.ID, bad.ID)
 	}
 	ev := v.Next(time.Minute, "retract")
 	var rt struct {
@@ -132,44 +104,123 @@ func TestLiveModerationAndRelayFailover(t *testing.T) {
 	if err := json.Unmarshal(ev.Data, &rt); err != nil || rt.CommentID != bad.ID || rt.Reason != moderation.Reason {
 		t.Fatalf("retract %s (%v), want %s with reason %q from the live-moderation pod", ev.Data, err, bad.ID, moderation.Reason)
 	}
+}
 
-	// The owner relay goes as Kubernetes takes pods away (SIGTERM, grace).
-	if err := kcs.CoreV1().Pods(ns).Delete(ctx, owner, metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("delete relay pod %s: %v", owner, err)
+// TestLiveRelayFailover: four watched streams, their comments going
+// through the relay pods; the relay pod owning the most of them (by the
+// copies that grew) is deleted as a rolling update or an eviction would:
+// comments posted meanwhile still reach every viewer, in order and once
+// each. Once the Deployment's replacement is Ready it owns some of the
+// streams (ownership is rendezvous hashing over the announced nodes: with
+// four streams it owns none only one time in sixteen), and a comment on
+// every stream still reaches its viewer through the relay pods.
+func TestLiveRelayFailover(t *testing.T) {
+	ctx := context.Background()
+	e, gw := liveEnv(t, ctx)
+	creator, fan := e.NewUser(), e.NewUser()
+	type watched struct {
+		s livetest.Stream
+		v *livetest.Viewer
 	}
-	deleted := time.Now()
-	var posted []livetest.Comment
-	for i := range 3 {
-		posted = append(posted, e.Post(e.NewUser(), s.ID, fmt.Sprintf("after the relay went %d", i), int64(2000+i*1000)))
+	var streams []watched
+	for i := range 4 {
+		s := e.CreateStream(creator, fmt.Sprintf("relay failover %d %s", i, runID))
+		v := livetest.Watch(t, "http://"+gw, s.ID, nil, "")
+		v.Next(time.Minute, "state")
+		streams = append(streams, watched{s, v})
 	}
-	got := v.Comments(len(posted), 2*time.Minute)
-	for i := range posted {
-		if got[i].ID != posted[i].ID {
-			t.Fatalf("after deleting relay %s the viewer got %v, want %v in order", owner, ids(got), ids(posted))
+	relays := relayPods(t, ctx)
+	if len(relays) < 2 {
+		t.Fatalf("live-relay pods %v: the suite runs two", podNames(relays))
+	}
+	// Each stream's owner: the pod whose copies grew with its comment.
+	owned := map[string]int{}
+	for i, w := range streams {
+		before := relayCopies(t, relays)
+		c := e.Post(fan, w.s.ID, "before the relay goes", int64(i))
+		if got := w.v.Comments(1, time.Minute); got[0].ID != c.ID {
+			t.Fatalf("stream %d: viewer got %+v, want %s", i, got[0], c.ID)
+		}
+		after := relayCopies(t, relays)
+		owner := ""
+		for name, n := range after {
+			if n > before[name] {
+				owner = name
+			}
+		}
+		if owner == "" {
+			t.Fatalf("stream %d: live-relay copies %v -> %v: the comment did not travel through a relay pod", i, before, after)
+		}
+		owned[owner]++
+	}
+	victim := ""
+	for name, n := range owned {
+		if victim == "" || n > owned[victim] {
+			victim = name
 		}
 	}
-	t.Logf("relay pod %s deleted: the viewer had the %d comments posted meanwhile %s later", owner, len(posted), time.Since(deleted).Round(time.Millisecond))
 
-	// The Deployment's replacement joins; the path is the relay tree again.
+	// The owner relay goes as Kubernetes takes pods away (SIGTERM, grace).
+	if err := kcs.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete relay pod %s: %v", victim, err)
+	}
+	deleted := time.Now()
+	var posted [][]livetest.Comment
+	for _, w := range streams {
+		var cs []livetest.Comment
+		for i := range 2 {
+			cs = append(cs, e.Post(e.NewUser(), w.s.ID, fmt.Sprintf("after the relay went %d", i), int64(1000+i*1000)))
+		}
+		posted = append(posted, cs)
+	}
+	for i, w := range streams {
+		got := w.v.Comments(len(posted[i]), 2*time.Minute)
+		for j := range posted[i] {
+			if got[j].ID != posted[i][j].ID {
+				t.Fatalf("stream %d: after deleting relay %s the viewer got %v, want %v in order", i, victim, ids(got), ids(posted[i]))
+			}
+		}
+	}
+	t.Logf("relay pod %s (owner of %d of %d streams) deleted: every viewer had the comments posted meanwhile %s later",
+		victim, owned[victim], len(streams), time.Since(deleted).Round(time.Millisecond))
+
+	// The Deployment's replacement joins and takes its share of streams.
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		relays = relayPods(t, ctx)
-		if len(relays) == 2 && !hasPod(relays, owner) {
+		if len(relays) == 2 && !hasPod(relays, victim) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("live-relay pods %v: want 2 ready without %s\n%s", podNames(relays), owner, podReport(ctx))
+			t.Fatalf("live-relay pods %v: want 2 ready without %s\n%s", podNames(relays), victim, podReport(ctx))
 		}
 		time.Sleep(time.Second) // polling the API, as kubectl get -w would
 	}
-	before = relayCopies(t, relays)
-	last := e.Post(fan, s.ID, "back on the relay tree", 6000)
-	if got := v.Comments(1, time.Minute); got[0].ID != last.ID {
-		t.Fatalf("viewer got %+v after the replacement relay, want %s (no duplicates before it)", got[0], last.ID)
+	before := relayCopies(t, relays)
+	for i, w := range streams {
+		last := e.Post(fan, w.s.ID, "with the replacement relay", 5000)
+		if got := w.v.Comments(1, time.Minute); got[0].ID != last.ID {
+			t.Fatalf("stream %d: viewer got %+v after the replacement relay %v joined, want %s (no duplicates before it)", i, got[0], podNames(relays), last.ID)
+		}
 	}
 	if after := relayCopies(t, relays); sum(after) <= sum(before) {
-		t.Fatalf("live-relay copies %v -> %v after the replacement: the comment did not travel through the relay pods", before, after)
+		t.Fatalf("live-relay copies %v -> %v after the replacement: the comments did not travel through the relay pods", before, after)
 	}
+}
+
+// liveEnv is the live-comments API on the live-api Service (accounts from
+// the chat API through the ingress) and the live-gateway Service's address.
+func liveEnv(t *testing.T, ctx context.Context) (*livetest.Env, string) {
+	t.Helper()
+	api, err := serviceAddr(ctx, clusterName+"-live-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := serviceAddr(ctx, clusterName+"-live-gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return livetest.Remote(t, "http://"+api, livetest.RemoteRoles{NewUser: livetest.Register("http://" + router)}), gw
 }
 
 // relayPods are the cluster's ready live-relay pods that are not going.

@@ -21,6 +21,10 @@ const (
 	RoleLiveGateway  = "live-gateway"
 	RoleLiveRouter   = "live-router"
 	RoleLiveArchiver = "live-archiver"
+	// RoleLiveRelay is a node of the live relay tree (spec.live.relay).
+	RoleLiveRelay = "live-relay"
+	// RoleLiveModeration is the ML moderation consumer (spec.live.moderation).
+	RoleLiveModeration = "live-moderation"
 )
 
 // ConcordClusterSpec is the desired state of a Concord platform.
@@ -55,8 +59,8 @@ type ConcordClusterSpec struct {
 	// Etcd is the registry: guild ring, node leases, voice load, pins.
 	Etcd EtcdSpec `json:"etcd"`
 	// Live runs the live-comment roles (live-api, live-gateway, live-router,
-	// live-archiver) on the cluster's Kafka, Redis, Cassandra and etcd;
-	// absent, none of them runs.
+	// live-archiver, live-relay, live-moderation) on the cluster's Kafka,
+	// Redis, Cassandra and etcd; absent, none of them runs.
 	// +optional
 	Live *LiveSpec `json:"live,omitempty"`
 	// TrustedProxies are the load balancers or ingress controllers in
@@ -124,7 +128,8 @@ type RoleSpec struct {
 }
 
 // LiveSpec sizes the live-comment roles. Each role is its own Deployment,
-// scaled independently; live-api and live-gateway get a ClusterIP Service.
+// scaled independently; live-api and live-gateway get a ClusterIP Service,
+// live-relay a headless one (its pods are addressed one by one).
 type LiveSpec struct {
 	// API serves the /v1/streams HTTP contract (posts, moderation,
 	// scroll-back) and forwards SSE requests to a live-gateway.
@@ -143,6 +148,29 @@ type LiveSpec struct {
 	// +kubebuilder:default={replicas: 1}
 	// +optional
 	Archiver RoleSpec `json:"archiver,omitempty"`
+	// Relay runs the nodes of the relay tree between the router and the
+	// gateways: a stream's batches reach its gateways through the stream's
+	// owner among them (and second-tier relays as audiences grow), one copy
+	// per subscribing gateway. With replicas, the router and the gateways
+	// run --live-relay=tree; with 0 replicas, --live-relay=redis (one Redis
+	// pub/sub channel per stream).
+	// +kubebuilder:default={replicas: 2}
+	// +optional
+	Relay RoleSpec `json:"relay,omitempty"`
+	// Moderation scores every comment with the classifier and retracts
+	// those above its threshold, banning repeat offenders (its own consumer
+	// group on the comments topic).
+	// +kubebuilder:default={replicas: 1}
+	// +optional
+	Moderation RoleSpec `json:"moderation,omitempty"`
+	// Classifier is the moderation role's classifier (--live-classifier):
+	// "linear" (the Go model shipped in the binary), "off" (nothing is
+	// scored), or a KServe v2 / Triton inference server as
+	// http(s)://host:port/MODEL. Empty: the runtime's default, linear.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self == 'linear' || self == 'off' || self.matches(r'^https?://[^/\\s]+/[^\\s]+$')",message="classifier is linear, off or http(s)://host:port/MODEL"
+	// +optional
+	Classifier string `json:"classifier,omitempty"`
 	// Prefix names the live topics, consumer groups and Redis keys
 	// (--live-prefix; the runtime's default is "concord.live.").
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._-]{0,64}$`

@@ -22,7 +22,7 @@ ROOT="$(cd "${HERE}/../.." && pwd)"
 D="${CONCORD_NODE_DIR:-/tmp/concord-node}"
 CACHE_ROOT="${CONCORD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/concord}"
 BIN="${CACHE_ROOT}/node-${KUBE_VERSION:-1.37.2}"
-RUN="${E2E_SHORT_RUN:-^(TestEverythingReady|TestGatewayThroughService|TestDiscordPyBot|TestEvictionDrains|TestLiveStream)$}"
+RUN="${E2E_SHORT_RUN:-^(TestEverythingReady|TestGatewayThroughService|TestDiscordPyBot|TestEvictionDrains|TestLiveStream|TestLiveModeration)$}"
 log() { printf '[e2e-short %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 missing=()

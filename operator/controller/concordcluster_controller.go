@@ -28,7 +28,8 @@ import (
 )
 
 // ConcordClusterReconciler turns a ConcordCluster into the runtime roles'
-// Deployments (api, data, readstate, presence, relay), the guild StatefulSet,
+// Deployments (api, data, readstate, presence, relay, and the live roles
+// of spec.live), the guild StatefulSet,
 // their Services and PodDisruptionBudgets and the connection ConfigMap, all
 // owned by the cluster. Its finalizer deletes the cluster's GuildPlacements
 // and RelayTiers first, so their registry pins and relay lists are released
@@ -51,8 +52,8 @@ type ConcordClusterReconciler struct {
 
 // Reconcile converges one ConcordCluster in named steps: fetch it;
 // finalize a deleted cluster; add the finalizer; apply its children
-// (reconcileChildren: the ConfigMap, each role's workload, Service and
-// PodDisruptionBudget); write status.
+// (reconcileChildren: applyConfig, pruneLive, applyWorkloads,
+// applyServices, applyBudgets); write status.
 func (r *ConcordClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 	var c concordv1.ConcordCluster
@@ -169,8 +170,33 @@ func (r *ConcordClusterReconciler) failingRolePods(ctx context.Context, c *conco
 	return failingPods(mine), nil
 }
 
-// reconcileChildren creates or updates every owned object.
+// clusterRound is what one reconcile of a ConcordCluster knows, as the
+// steps go: the cluster and the roles it runs.
+type clusterRound struct {
+	c     *concordv1.ConcordCluster
+	roles []string
+}
+
+// reconcileChildren creates or updates every owned object, in named
+// steps: the connection ConfigMap; the live roles' objects deleted when
+// spec.live is gone; each role's workload (the guild StatefulSet, a
+// Deployment for the others); each role's Service; each role's
+// PodDisruptionBudget.
 func (r *ConcordClusterReconciler) reconcileChildren(ctx context.Context, c *concordv1.ConcordCluster) error {
+	rd := &clusterRound{c: c, roles: activeRoles(c)}
+	for _, step := range []func(context.Context, *clusterRound) error{
+		r.applyConfig, r.pruneLive, r.applyWorkloads, r.applyServices, r.applyBudgets,
+	} {
+		if err := step(ctx, rd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyConfig writes the ConfigMap of the cluster's connection settings.
+func (r *ConcordClusterReconciler) applyConfig(ctx context.Context, rd *clusterRound) error {
+	c := rd.c
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: configMapName(c)}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, cm, func() error {
 		data, err := configData(c)
@@ -183,12 +209,22 @@ func (r *ConcordClusterReconciler) reconcileChildren(ctx context.Context, c *con
 	}); err != nil {
 		return fmt.Errorf("apply ConfigMap %s: %w", cm.Name, err)
 	}
-	if c.Spec.Live == nil {
-		if err := r.removeLive(ctx, c); err != nil {
-			return err
-		}
+	return nil
+}
+
+// pruneLive deletes the live roles' objects when spec.live is gone.
+func (r *ConcordClusterReconciler) pruneLive(ctx context.Context, rd *clusterRound) error {
+	if rd.c.Spec.Live != nil {
+		return nil
 	}
-	for _, role := range activeRoles(c) {
+	return r.removeLive(ctx, rd.c)
+}
+
+// applyWorkloads writes each role's workload: the guild role's
+// StatefulSet (stable names on the ring), a Deployment for every other.
+func (r *ConcordClusterReconciler) applyWorkloads(ctx context.Context, rd *clusterRound) error {
+	c := rd.c
+	for _, role := range rd.roles {
 		meta := metav1.ObjectMeta{Namespace: c.Namespace, Name: workloadName(c, role)}
 		if role == concordv1.RoleGuild {
 			s := &appsv1.StatefulSet{ObjectMeta: meta}
@@ -198,25 +234,42 @@ func (r *ConcordClusterReconciler) reconcileChildren(ctx context.Context, c *con
 			}); err != nil {
 				return fmt.Errorf("apply StatefulSet %s: %w", s.Name, err)
 			}
-		} else {
-			d := &appsv1.Deployment{ObjectMeta: meta}
-			if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, d, func() error {
-				mutateDeployment(c, role, d)
-				return controllerutil.SetControllerReference(c, d, r.Scheme)
-			}); err != nil {
-				return fmt.Errorf("apply Deployment %s: %w", d.Name, err)
-			}
+			continue
 		}
-		if hasService(role) {
-			svc := &corev1.Service{ObjectMeta: meta}
-			if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
-				mutateService(c, role, svc)
-				return controllerutil.SetControllerReference(c, svc, r.Scheme)
-			}); err != nil {
-				return fmt.Errorf("apply Service %s: %w", svc.Name, err)
-			}
+		d := &appsv1.Deployment{ObjectMeta: meta}
+		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, d, func() error {
+			mutateDeployment(c, role, d)
+			return controllerutil.SetControllerReference(c, d, r.Scheme)
+		}); err != nil {
+			return fmt.Errorf("apply Deployment %s: %w", d.Name, err)
 		}
-		pdb := &policyv1.PodDisruptionBudget{ObjectMeta: meta}
+	}
+	return nil
+}
+
+// applyServices writes the Service of each role that has one (hasService).
+func (r *ConcordClusterReconciler) applyServices(ctx context.Context, rd *clusterRound) error {
+	c := rd.c
+	for _, role := range rd.roles {
+		if !hasService(role) {
+			continue
+		}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: workloadName(c, role)}}
+		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+			mutateService(c, role, svc)
+			return controllerutil.SetControllerReference(c, svc, r.Scheme)
+		}); err != nil {
+			return fmt.Errorf("apply Service %s: %w", svc.Name, err)
+		}
+	}
+	return nil
+}
+
+// applyBudgets writes each role's PodDisruptionBudget.
+func (r *ConcordClusterReconciler) applyBudgets(ctx context.Context, rd *clusterRound) error {
+	c := rd.c
+	for _, role := range rd.roles {
+		pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: workloadName(c, role)}}
 		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, pdb, func() error {
 			mutatePDB(c, role, pdb)
 			return controllerutil.SetControllerReference(c, pdb, r.Scheme)

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -23,7 +24,13 @@ var clusterRoles = []string{
 // liveRoles are the live-comment roles spec.live runs, in order.
 var liveRoles = []string{
 	concordv1.RoleLiveAPI, concordv1.RoleLiveGateway, concordv1.RoleLiveRouter, concordv1.RoleLiveArchiver,
+	concordv1.RoleLiveRelay, concordv1.RoleLiveModeration,
 }
+
+// PortLiveRelay is the live-relay pods' relay-tree listener
+// (--live-relay-listen, container port "relay"): routers and gateways
+// reach it at the pod IP each node announces on the registry.
+const PortLiveRelay = 7171
 
 // activeRoles are the roles a cluster runs: every clusterRole, and the
 // live roles when spec.live is set.
@@ -35,9 +42,24 @@ func activeRoles(c *concordv1.ConcordCluster) []string {
 }
 
 // hasService reports whether a role gets a Service: the live consumers
-// (router, archiver) serve nothing but their admin endpoint.
+// (router, archiver, moderation) serve nothing but their admin endpoint.
 func hasService(role string) bool {
-	return role != concordv1.RoleLiveRouter && role != concordv1.RoleLiveArchiver
+	switch role {
+	case concordv1.RoleLiveRouter, concordv1.RoleLiveArchiver, concordv1.RoleLiveModeration:
+		return false
+	}
+	return true
+}
+
+// liveRelayMode is --live-relay of the live routers and gateways: the
+// relay tree when spec.live.relay runs pods, Redis pub/sub when it is
+// scaled to none (a router publishing to a tree without nodes would
+// reach nobody).
+func liveRelayMode(c *concordv1.ConcordCluster) string {
+	if _, n := roleSpec(c, concordv1.RoleLiveRelay); n > 0 {
+		return "tree"
+	}
+	return "redis"
 }
 
 // roleSpec returns the spec of one role with its default replicas.
@@ -56,6 +78,10 @@ func roleSpec(c *concordv1.ConcordCluster, role string) (concordv1.RoleSpec, int
 		return l.Router, int32Or(l.Router.Replicas, 2)
 	case concordv1.RoleLiveArchiver:
 		return l.Archiver, int32Or(l.Archiver.Replicas, 1)
+	case concordv1.RoleLiveRelay:
+		return l.Relay, int32Or(l.Relay.Replicas, 2)
+	case concordv1.RoleLiveModeration:
+		return l.Moderation, int32Or(l.Moderation.Replicas, 1)
 	case concordv1.RoleAPI:
 		return r.API, int32Or(r.API.Replicas, 2)
 	case concordv1.RoleGuild:
@@ -129,7 +155,30 @@ func mutateDeployment(c *concordv1.ConcordCluster, role string, d *appsv1.Deploy
 	if len(c.Spec.TrustedProxies) > 0 && slices.Contains(proxiedRoles, role) {
 		extra = append(extra, env("CONCORD_TRUSTED_PROXIES", strings.Join(c.Spec.TrustedProxies, ",")))
 	}
+	extra = append(extra, liveRoleEnv(c, role)...)
 	d.Spec.Template.Spec = runtimePodSpec(c, "", []string{role}, extra, spec.PodPlacement)
+	if role == concordv1.RoleLiveRelay {
+		ct := &d.Spec.Template.Spec.Containers[0]
+		ct.Ports = append(ct.Ports, corev1.ContainerPort{Name: "relay", ContainerPort: PortLiveRelay, Protocol: corev1.ProtocolTCP})
+	}
+}
+
+// liveRoleEnv is the settings of one live role beyond the prefix: the
+// relay mode of routers and gateways, the relay listener of relay nodes
+// (all interfaces; the node announces the pod IP, CONCORD_ADVERTISE_HOST)
+// and the moderation role's classifier.
+func liveRoleEnv(c *concordv1.ConcordCluster, role string) []corev1.EnvVar {
+	switch role {
+	case concordv1.RoleLiveGateway, concordv1.RoleLiveRouter:
+		return []corev1.EnvVar{env("CONCORD_LIVE_RELAY", liveRelayMode(c))}
+	case concordv1.RoleLiveRelay:
+		return []corev1.EnvVar{env("CONCORD_LIVE_RELAY_LISTEN", fmt.Sprintf("0.0.0.0:%d", PortLiveRelay))}
+	case concordv1.RoleLiveModeration:
+		if cl := c.Spec.Live.Classifier; cl != "" {
+			return []corev1.EnvVar{env("CONCORD_LIVE_CLASSIFIER", cl)}
+		}
+	}
+	return nil
 }
 
 // mutateStatefulSet fills the guild role's StatefulSet: stable names give
@@ -154,7 +203,7 @@ func selectorLabels(c *concordv1.ConcordCluster, role string) map[string]string 
 
 // mutateService fills a role's Service: ClusterIP for the roles clients
 // reach (api, live-api, live-gateway), headless for the roles addressed by
-// pod (guild, data, readstate, presence, relay).
+// pod (guild, data, readstate, presence, relay, live-relay).
 func mutateService(c *concordv1.ConcordCluster, role string, s *corev1.Service) {
 	s.Labels = withLabels(s.Labels, roleLabels(c, role))
 	s.Spec.Selector = selectorLabels(c, role)
@@ -171,6 +220,16 @@ func mutateService(c *concordv1.ConcordCluster, role string, s *corev1.Service) 
 		s.Spec.ClusterIP = corev1.ClusterIPNone
 	}
 	s.Spec.PublishNotReadyAddresses = role == concordv1.RoleGuild
+	if role == concordv1.RoleLiveRelay {
+		// Routers and gateways find relay nodes on the registry, not
+		// through this Service: it names the pods for DNS and scraping.
+		s.Spec.Ports = []corev1.ServicePort{
+			{Name: "relay", Port: PortLiveRelay, TargetPort: intstr.FromString("relay"), Protocol: corev1.ProtocolTCP},
+			{Name: "http", Port: PortHTTP, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},
+			{Name: "admin", Port: PortAdmin, TargetPort: intstr.FromString("admin"), Protocol: corev1.ProtocolTCP},
+		}
+		return
+	}
 	s.Spec.Ports = []corev1.ServicePort{
 		{Name: "grpc", Port: PortGRPC, TargetPort: intstr.FromString("grpc"), Protocol: corev1.ProtocolTCP},
 		{Name: "http", Port: PortHTTP, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP},

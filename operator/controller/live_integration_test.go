@@ -19,7 +19,8 @@ import (
 
 // TestConcordClusterLive runs the live-comment roles from spec.live: one
 // Deployment each with the backends its role needs, Services for the two
-// HTTP roles, status per role, and removal when spec.live goes.
+// HTTP roles and the relay nodes, the routers and gateways on the relay
+// tree, status per role, and removal when spec.live goes.
 func TestConcordClusterLive(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -31,8 +32,10 @@ func TestConcordClusterLive(t *testing.T) {
 		c.Spec.Live = &concordv1.LiveSpec{Gateway: concordv1.RoleSpec{Replicas: ptrTo(int32(3))}, Prefix: "prod.live."}
 		g.Expect(k8s.Update(ctx, c)).To(Succeed())
 	}, timeout, poll).Should(Succeed())
-	// Roles left out get their default replicas (live-archiver 1, the others 2).
-	want := map[string]int32{"live-api": 2, "live-gateway": 3, "live-router": 2, "live-archiver": 1}
+	// Roles left out get their default replicas (live-archiver and
+	// live-moderation 1, the others 2).
+	want := map[string]int32{"live-api": 2, "live-gateway": 3, "live-router": 2, "live-archiver": 1,
+		"live-relay": 2, "live-moderation": 1}
 	g.Eventually(func(g Gomega) {
 		for role, replicas := range want {
 			var d appsv1.Deployment
@@ -47,8 +50,9 @@ func TestConcordClusterLive(t *testing.T) {
 			g.Expect(envValue(spec, "CONCORD_STORE")).To(Equal("cassandra://scylla:9042/concord"))
 			g.Expect(envValue(spec, "CONCORD_REGISTRY")).To(Equal("etcd://etcd:2379"))
 			g.Expect(envValue(spec, "CONCORD_LIVE_PREFIX")).To(Equal("prod.live."))
-			// live-archiver refuses --redis; the others need it.
-			if role == concordv1.RoleLiveArchiver {
+			// live-archiver refuses --redis; live-relay and
+			// live-moderation do not use it; the others need it.
+			if role == concordv1.RoleLiveArchiver || role == concordv1.RoleLiveRelay || role == concordv1.RoleLiveModeration {
 				g.Expect(envValue(spec, "CONCORD_REDIS")).To(BeEmpty())
 			} else {
 				g.Expect(envValue(spec, "CONCORD_REDIS")).To(Equal("redis://redis:6379"))
@@ -62,6 +66,11 @@ func TestConcordClusterLive(t *testing.T) {
 				g.Expect(svc.Spec.ClusterIP).NotTo(Equal(corev1.ClusterIPNone))
 				g.Expect(svc.Spec.Selector).To(HaveKeyWithValue(concordv1.LabelRole, role))
 				g.Expect(svc.Spec.Ports[0].Name).To(Equal("http"))
+			case concordv1.RoleLiveRelay:
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(svc.Spec.ClusterIP).To(Equal(corev1.ClusterIPNone))
+				g.Expect(svc.Spec.Selector).To(HaveKeyWithValue(concordv1.LabelRole, role))
+				g.Expect(svc.Spec.Ports[0].Name).To(Equal("relay"))
 			default:
 				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s has no Service: %v", role, err)
 			}
@@ -71,8 +80,29 @@ func TestConcordClusterLive(t *testing.T) {
 		for _, r := range c.Status.Roles {
 			names = append(names, r.Name)
 		}
-		g.Expect(names).To(ContainElements("live-api", "live-gateway", "live-router", "live-archiver"))
-		g.Expect(c.Status.ReadyRoles).To(HaveSuffix("/10"))
+		g.Expect(names).To(ContainElements("live-api", "live-gateway", "live-router", "live-archiver", "live-relay", "live-moderation"))
+		g.Expect(c.Status.ReadyRoles).To(HaveSuffix("/12"))
+		var d appsv1.Deployment
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "prod-live-router"}, &d)).To(Succeed())
+		g.Expect(envValue(d.Spec.Template.Spec, "CONCORD_LIVE_RELAY")).To(Equal("tree"))
+	}, timeout, poll).Should(Succeed())
+
+	// Relay nodes scaled to none: routers and gateways fall back to Redis
+	// pub/sub rather than publish to a tree without nodes.
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, key, c)).To(Succeed())
+		c.Spec.Live.Relay.Replicas = ptrTo(int32(0))
+		g.Expect(k8s.Update(ctx, c)).To(Succeed())
+	}, timeout, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		for _, role := range []string{"live-router", "live-gateway"} {
+			var d appsv1.Deployment
+			g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "prod-" + role}, &d)).To(Succeed())
+			g.Expect(envValue(d.Spec.Template.Spec, "CONCORD_LIVE_RELAY")).To(Equal("redis"), role)
+		}
+		var d appsv1.Deployment
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "prod-live-relay"}, &d)).To(Succeed())
+		g.Expect(*d.Spec.Replicas).To(BeZero())
 	}, timeout, poll).Should(Succeed())
 
 	// Scaling one role leaves the others alone.

@@ -50,6 +50,15 @@ func TestSpecValidation(t *testing.T) {
 		{"trusted proxies", cluster("proxies", func(s *concordv1.ConcordClusterSpec) {
 			s.TrustedProxies = []string{"10.0.0.0/8", "192.0.2.7", "fd00::/8"}
 		}), ""},
+		{"live classifier on a KServe server", cluster("classifier-url", func(s *concordv1.ConcordClusterSpec) {
+			s.Live = &concordv1.LiveSpec{Classifier: "http://triton.ml:8000/toxicity"}
+		}), ""},
+		{"live classifier off", cluster("classifier-off", func(s *concordv1.ConcordClusterSpec) {
+			s.Live = &concordv1.LiveSpec{Classifier: "off"}
+		}), ""},
+		{"live classifier unknown", cluster("classifier-bad", func(s *concordv1.ConcordClusterSpec) {
+			s.Live = &concordv1.LiveSpec{Classifier: "triton:8000"}
+		}), "classifier is linear, off or http(s)://host:port/MODEL"},
 		{"trusted proxy not an address", cluster("proxy-name", func(s *concordv1.ConcordClusterSpec) {
 			s.TrustedProxies = []string{"ingress-nginx"}
 		}), "each trusted proxy is an IP address or a CIDR range"},

@@ -251,9 +251,13 @@ func applyCluster(ctx context.Context) error {
 	c.Spec.Image, c.Spec.ImagePullPolicy = nd.image, corev1.PullNever
 	for _, r := range []*concordv1.RoleSpec{&c.Spec.Roles.API, &c.Spec.Roles.Guild, &c.Spec.Roles.Data,
 		&c.Spec.Roles.ReadState, &c.Spec.Roles.Presence, &c.Spec.Roles.Relay,
-		&c.Spec.Live.API, &c.Spec.Live.Gateway, &c.Spec.Live.Router, &c.Spec.Live.Archiver} {
+		&c.Spec.Live.API, &c.Spec.Live.Gateway, &c.Spec.Live.Router, &c.Spec.Live.Archiver,
+		&c.Spec.Live.Relay, &c.Spec.Live.Moderation} {
 		one(r)
 	}
+	// Two relay nodes, so a stream has an owner and a sibling to move to
+	// (TestLiveModerationAndRelayFailover).
+	c.Spec.Live.Relay.Replicas = ptr(int32(2))
 	// The tests' servers, outside the cluster like managed services; the
 	// test Cassandra has one node and no authentication.
 	c.Spec.Storage = concordv1.StorageSpec{ContactPoints: []string{nd.cassandra}, Keyspace: "e2e_" + runID, Consistency: "ONE"}

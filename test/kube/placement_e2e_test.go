@@ -163,34 +163,45 @@ func TestAutoscalerPlacesHotGuild(t *testing.T) {
 			}()
 		}
 	}
-	// The threshold: half the p99 the guild itself reports under this
-	// load (GET /admin/guilds on the guild pods, what the autoscaler
+	// The threshold: the median event age the guild itself reports under
+	// this load (GET /admin/guilds on the guild pods, what the autoscaler
 	// reads), so the test does not depend on how fast this machine is
-	// today; an idle guild reports no events and zero.
-	// The ring the p99 is over holds the guild's latest 128 events: read
-	// it once they all come from the steady load, not its start.
+	// today; an idle guild reports no events and zero. Not a fraction of
+	// the p99: the p99 of the guild's last minute (at most 128 events) is
+	// its second-worst event, which on this shared machine comes from a
+	// scheduling stall now and then, so a threshold under one reading's
+	// p99 can sit above the p99 of most later minutes and the autoscaler
+	// never sees it sustained (runs failed so, "the autoscaler did not
+	// react", with the readings' p99 at 32 ms). Every later window's p99
+	// is above its own median, which under the same load is the median
+	// read here.
+	// The ring the quantiles are over holds the guild's latest events:
+	// read it once they all come from the steady load, not its start.
 	select {
 	case <-time.After(30 * time.Second):
 	case <-ctx.Done():
 	}
 	// The lowest of three readings five seconds apart (the autoscaler's
 	// period): a transient at the load's start does not set it.
-	var p99 time.Duration
+	var p50, p99 time.Duration
 	for i := range 3 {
 		if i > 0 {
 			time.Sleep(5 * time.Second) // one autoscaler period between readings
 		}
-		v, err := loadedEventAge(t, ctx, w.guild)
+		st, err := loadedEventAge(t, ctx, w.guild)
 		if err != nil {
 			stop()
 			wg.Wait()
 			t.Fatal(err)
 		}
-		if i == 0 || v < p99 {
-			p99 = v
+		if i == 0 || st.P50 < p50 {
+			p50 = st.P50
+		}
+		if i == 0 || st.P99 < p99 {
+			p99 = st.P99
 		}
 	}
-	threshold := p99 / 2
+	threshold := p50
 	policy := fmt.Sprintf(`{"spec":{"autoPlacement":{"enabled":true,"eventAgeThreshold":"%dns","releaseBelow":"%dns","sustainFor":"10s","cooldown":"1s","maxDedicated":5,"dedicatedPool":{}}}}`,
 		threshold.Nanoseconds(), max(threshold.Nanoseconds()/4, 1))
 	if err := k8s.Patch(ctx, c, client.RawPatch(types.MergePatchType, []byte(policy))); err != nil {
@@ -198,18 +209,30 @@ func TestAutoscalerPlacesHotGuild(t *testing.T) {
 		wg.Wait()
 		t.Fatalf("turn automatic placement on: %v", err)
 	}
-	t.Logf("guild %s: event age p99 %v under load; threshold %v", w.guild, p99, threshold)
+	t.Logf("guild %s: event age p50 %v, p99 %v under load; threshold %v", w.guild, p50, p99, threshold)
 	var gp concordv1.GuildPlacement
 	deadline := time.Now().Add(3 * time.Minute)
+	// What the guild reported while the test waited, one reading per
+	// autoscaler period, for the failure message.
+	var seen []string
+	lastRead := time.Now()
 	for {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &gp)
 		if err == nil {
 			break
 		}
+		if time.Since(lastRead) >= 5*time.Second {
+			lastRead = time.Now()
+			if st, err := loadedEventAge(t, ctx, w.guild); err == nil {
+				seen = append(seen, fmt.Sprintf("%s p50 %v p99 %v on %s", lastRead.Format("15:04:05"), st.P50, st.P99, st.Pod))
+			}
+		}
 		if time.Now().After(deadline) {
 			stop()
 			wg.Wait()
-			t.Fatalf("no GuildPlacement %s after %d messages (%d answered 429): the autoscaler did not react (last error %v)", name, posted.Load(), limited.Load(), err)
+			t.Fatalf("no GuildPlacement %s after %d messages (%d answered 429): the autoscaler did not react (last error %v)\n"+
+				"threshold %v; the guild reported:\n  %s\noperator (autoscaler lines):\n%s",
+				name, posted.Load(), limited.Load(), err, threshold, strings.Join(seen, "\n  "), operatorLogs(ctx, "autoscaler"))
 		}
 		time.Sleep(time.Second) // the autoscaler's decision is an object in the API: polled
 	}
@@ -231,20 +254,26 @@ func TestAutoscalerPlacesHotGuild(t *testing.T) {
 	}
 }
 
+// guildLoad is one reading of a guild's event age from its node.
+type guildLoad struct {
+	P50, P99 time.Duration
+	Pod      string
+}
+
 // loadedEventAge polls the guild pods' GET /admin/guilds (with the
 // cluster's admin token, as the operator does) until guild reports a
-// nonzero event-age p99, and returns it.
-func loadedEventAge(t *testing.T, ctx context.Context, guild string) (time.Duration, error) {
+// nonzero event-age p99, and returns that reading.
+func loadedEventAge(t *testing.T, ctx context.Context, guild string) (guildLoad, error) {
 	t.Helper()
 	token, err := podadmin.ClusterToken(ctx, k8s, ns, clusterName)
 	if err != nil {
-		return 0, err
+		return guildLoad{}, err
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		pods, err := kcs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: concordv1.LabelCluster + "=" + clusterName + "," + concordv1.LabelRole + "=" + concordv1.RoleGuild})
 		if err != nil {
-			return 0, err
+			return guildLoad{}, err
 		}
 		for _, p := range pods.Items {
 			if p.Status.PodIP == "" {
@@ -252,6 +281,7 @@ func loadedEventAge(t *testing.T, ctx context.Context, guild string) (time.Durat
 			}
 			var samples []struct {
 				GuildID     string        `json:"guildID"`
+				EventAgeP50 time.Duration `json:"eventAgeP50"`
 				EventAgeP99 time.Duration `json:"eventAgeP99"`
 			}
 			status, _, err := resttest.Do(ctx, nil, http.MethodGet, "http://"+p.Status.PodIP+":9090/admin/guilds", "Bearer "+token, nil, &samples)
@@ -260,15 +290,35 @@ func loadedEventAge(t *testing.T, ctx context.Context, guild string) (time.Durat
 			}
 			for _, g := range samples {
 				if g.GuildID == guild && g.EventAgeP99 > 0 {
-					return g.EventAgeP99, nil
+					return guildLoad{P50: g.EventAgeP50, P99: g.EventAgeP99, Pod: p.Name}, nil
 				}
 			}
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("guild %s reported no event age under load within 2 minutes", guild)
+			return guildLoad{}, fmt.Errorf("guild %s reported no event age under load within 2 minutes", guild)
 		}
 		time.Sleep(time.Second) // the guild's stats are polled, as the autoscaler does
 	}
+}
+
+// operatorLogs is the lines of the operator pods' logs that contain
+// substr, for failure messages.
+func operatorLogs(ctx context.Context, substr string) string {
+	pods, err := kcs.CoreV1().Pods(operatorNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=operator"})
+	if err != nil {
+		return "list operator pods: " + err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		raw, err := kcs.CoreV1().Pods(operatorNS).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr(int64(2000))}).DoRaw(ctx)
+		fmt.Fprintf(&b, "--- %s (err %v)\n", p.Name, err)
+		for line := range strings.Lines(string(raw)) {
+			if strings.Contains(line, substr) {
+				b.WriteString(line)
+			}
+		}
+	}
+	return b.String()
 }
 
 // lastTypes names the last n dispatches of a session, for failure

@@ -33,7 +33,7 @@ func TestMovedSessionGetsWhatTheNewOwnerSent(t *testing.T) {
 	g := f.secretGuild()
 	gid := g.guild.Guild.ID
 	bot := f.user("bot", true)
-	if _, _, err := f.svc.AddMember(bg, gid, bot.ID); err != nil {
+	if _, _, err := f.svc.Members.Add(bg, gid, bot.ID); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.svc.Unload(bg, gid); err != nil {
@@ -123,7 +123,7 @@ func TestMovedSessionGetsGuildCreateWhenReplayCannotCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	m1 := f.send(g.owner, g.general.ID, "one")
-	if _, err := f.svc.CreateChannel(bg, g.owner.ID, gid, ChannelSpec{Name: "new", Type: store.ChannelText}); err != nil {
+	if _, err := f.svc.Channels.Create(bg, g.owner.ID, gid, ChannelSpec{Name: "new", Type: store.ChannelText}); err != nil {
 		t.Fatal(err)
 	}
 	s := event.Session{ID: "s-member", UserID: g.member.ID, Node: "gw-2"}
@@ -183,10 +183,10 @@ func TestMovedSessionReplayMatchesLiveFanout(t *testing.T) {
 			r.post(t, "general", nil, nil)
 			r.post(t, "staff", nil, nil)
 			r.post(t, "general", []int{7, 8}, []snowflake.ID{r.mods})
-			if err := svc.PublishChannelEvent(bg, r.guild, gen, "MESSAGE_REACTION_ADD", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessageReactions, 0); err != nil {
+			if err := svc.Messages.PublishEvent(bg, r.guild, gen, "MESSAGE_REACTION_ADD", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessageReactions, 0); err != nil {
 				t.Fatal(err)
 			}
-			if err := svc.PublishChannelEvent(bg, r.guild, gen, "MESSAGE_DELETE", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessages, 0); err != nil {
+			if err := svc.Messages.PublishEvent(bg, r.guild, gen, "MESSAGE_DELETE", wire.MessageDelete{ID: 1, ChannelID: gen, GuildID: r.guild}, IntentGuildMessages, 0); err != nil {
 				t.Fatal(err)
 			}
 			r.post(t, "staff", []int{2}, nil)

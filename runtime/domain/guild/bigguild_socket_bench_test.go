@@ -152,7 +152,7 @@ func BenchmarkBigGuildSockets(b *testing.B) {
 	guild := must[GuildInfo](b)(svc.CreateGuild(bg, owner.ID, "big")).Guild.ID
 	var chans []snowflake.ID
 	for i := range bigChannels {
-		chans = append(chans, must[store.Channel](b)(svc.CreateChannel(bg, owner.ID, guild, ChannelSpec{Name: fmt.Sprintf("c%d", i), Type: store.ChannelText})).ID)
+		chans = append(chans, must[store.Channel](b)(svc.Channels.Create(bg, owner.ID, guild, ChannelSpec{Name: fmt.Sprintf("c%d", i), Type: store.ChannelText})).ID)
 	}
 	t0 := time.Now()
 	err = svc.do(bg, guild, func(a *Actor) error {
@@ -185,7 +185,7 @@ func BenchmarkBigGuildSockets(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := svc.Channels(bg, owner.ID, guild); err != nil {
+	if _, err := svc.Channels.List(bg, owner.ID, guild); err != nil {
 		b.Fatal(err)
 	}
 	if err := local.Sync(ctx); err != nil {

@@ -67,14 +67,14 @@ func newVisRun(tb testing.TB, channels int) *visRun {
 	r.owner = f.user("owner", false)
 	r.guild = must[GuildInfo](tb)(svc.CreateGuild(bg, r.owner.ID, "big")).Guild.ID
 	for i := range channels {
-		c := must[store.Channel](tb)(svc.CreateChannel(bg, r.owner.ID, r.guild, ChannelSpec{Name: fmt.Sprintf("c%03d", i), Type: store.ChannelText}))
+		c := must[store.Channel](tb)(svc.Channels.Create(bg, r.owner.ID, r.guild, ChannelSpec{Name: fmt.Sprintf("c%03d", i), Type: store.ChannelText}))
 		r.chans[c.Name] = c.ID
 	}
 	name := "mods"
-	r.mods = must[store.Role](tb)(svc.CreateRole(bg, r.owner.ID, r.guild, RoleSpec{Name: &name})).ID
+	r.mods = must[store.Role](tb)(svc.Roles.Create(bg, r.owner.ID, r.guild, RoleSpec{Name: &name})).ID
 	for i := range 30 {
 		u := f.user(fmt.Sprintf("u%02d", i), false)
-		must[store.Member](tb)(func() (store.Member, error) { m, _, err := svc.AddMember(bg, r.guild, u.ID); return m, err }())
+		must[store.Member](tb)(func() (store.Member, error) { m, _, err := svc.Members.Add(bg, r.guild, u.ID); return m, err }())
 		r.users = append(r.users, u)
 		s := event.Session{ID: event.SessionID(fmt.Sprintf("s%02d", i)), UserID: u.ID, Intents: IntentGuilds | IntentGuildMessages, Node: "node-0"}
 		if err := svc.Subscribe(bg, s); err != nil {
@@ -90,7 +90,7 @@ func newVisRun(tb testing.TB, channels int) *visRun {
 // sync waits until the actor ran everything before and the relays
 // applied what it sent them.
 func (r *visRun) sync(tb testing.TB) {
-	if _, err := r.f.svc.Channels(bg, r.owner.ID, r.guild); err != nil {
+	if _, err := r.f.svc.Channels.List(bg, r.owner.ID, r.guild); err != nil {
 		tb.Fatal(err)
 	}
 	if err := r.local.Sync(context.Background()); err != nil {
@@ -112,7 +112,7 @@ var visChanges = []change{
 		if i%2 == 1 {
 			perms |= uint64(permissions.ManageThreads)
 		}
-		if _, err := r.f.svc.ModifyRole(bg, r.owner.ID, r.guild, r.mods, RoleSpec{Permissions: &perms}); err != nil {
+		if _, err := r.f.svc.Roles.Modify(bg, r.owner.ID, r.guild, r.mods, RoleSpec{Permissions: &perms}); err != nil {
 			tb.Fatal(err)
 		}
 	}},
@@ -121,7 +121,7 @@ var visChanges = []change{
 		if i%2 == 1 {
 			ow.Deny = uint64(permissions.SendMessages)
 		}
-		if err := r.f.svc.PutOverwrite(bg, r.owner.ID, r.chans["c000"], ow); err != nil {
+		if err := r.f.svc.Channels.PutOverwrite(bg, r.owner.ID, r.chans["c000"], ow); err != nil {
 			tb.Fatal(err)
 		}
 	}, updated: func(r *visRun) snowflake.ID { return r.chans["c000"] }},

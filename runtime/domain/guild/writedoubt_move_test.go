@@ -63,7 +63,7 @@ func TestWriteInDoubtSettledByNewOwner(t *testing.T) {
 	a := f.nodeService(w, func(snowflake.ID) bool { return onA.Load() })
 	b := f.nodeService(nil, func(snowflake.ID) bool { return !onA.Load() })
 	send := func(svc *Service, content string) (Written, error) {
-		return svc.CreateMessage(bg, MessageWrite{Check: CheckSend, UserID: g.member.ID,
+		return svc.Messages.Create(bg, MessageWrite{Check: CheckSend, UserID: g.member.ID,
 			Message:  store.Message{ChannelID: g.general.ID, AuthorID: g.member.ID, Content: content},
 			Mentions: &Mentions{}, Render: render(g.member)})
 	}
@@ -100,7 +100,7 @@ func (f *fixture) dm(svc *Service, g secretGuild) store.Channel {
 }
 
 func sendDM(svc *Service, u store.User, ch snowflake.ID, content string) (Written, error) {
-	return svc.CreateMessage(bg, MessageWrite{Check: CheckSend, UserID: u.ID,
+	return svc.Messages.Create(bg, MessageWrite{Check: CheckSend, UserID: u.ID,
 		Message:  store.Message{ChannelID: ch, AuthorID: u.ID, Content: content},
 		Mentions: &Mentions{}, Render: render(u)})
 }

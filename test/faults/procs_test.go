@@ -12,12 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/concord-chat/concord/internal/logbuf"
 	"github.com/concord-chat/concord/internal/topology"
 )
 
@@ -111,14 +109,8 @@ func nodeTarget(n *topology.Node) *target {
 // etcdMember is one member of the test's three-member etcd, on a
 // loopback address of its own.
 type etcdMember struct {
-	name, addr, dir string
-	args            []string
-	bin             string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	logs logbuf.Buffer
+	child
+	addr, dir string
 }
 
 // startEtcd starts three members on 127.0.0.31-33 (client port 2379,
@@ -133,12 +125,12 @@ func startEtcd(t *testing.T, ctx context.Context) []*etcdMember {
 	var peers []string
 	var ms []*etcdMember
 	for i := 1; i <= 3; i++ {
-		m := &etcdMember{name: fmt.Sprintf("etcd-%d", i), addr: fmt.Sprintf("127.0.0.3%d", i), dir: t.TempDir(), bin: bin}
+		m := &etcdMember{child: child{name: fmt.Sprintf("etcd-%d", i)}, addr: fmt.Sprintf("127.0.0.3%d", i), dir: t.TempDir()}
 		ms = append(ms, m)
 		peers = append(peers, m.name+"=http://"+m.addr+":2380")
 	}
 	for _, m := range ms {
-		m.args = []string{"--name", m.name, "--data-dir", m.dir,
+		m.argv = []string{bin, "--name", m.name, "--data-dir", m.dir,
 			"--listen-client-urls", "http://" + m.addr + ":2379", "--advertise-client-urls", "http://" + m.addr + ":2379",
 			"--listen-peer-urls", "http://" + m.addr + ":2380", "--initial-advertise-peer-urls", "http://" + m.addr + ":2380",
 			"--initial-cluster", strings.Join(peers, ","), "--initial-cluster-state", "new",
@@ -147,14 +139,7 @@ func startEtcd(t *testing.T, ctx context.Context) []*etcdMember {
 		if err := m.run(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			m.mu.Lock()
-			cmd, done := m.cmd, m.done
-			m.mu.Unlock()
-			_ = cmd.Process.Signal(syscall.SIGCONT)
-			_ = cmd.Process.Kill()
-			<-done
-		})
+		t.Cleanup(func() { _ = m.kill() })
 	}
 	for _, m := range ms {
 		if err := m.awaitHealthy(ctx, time.Minute); err != nil {
@@ -162,20 +147,6 @@ func startEtcd(t *testing.T, ctx context.Context) []*etcdMember {
 		}
 	}
 	return ms
-}
-
-func (m *etcdMember) run() error {
-	cmd := exec.Command(m.bin, m.args...)
-	cmd.Stdout, cmd.Stderr = &m.logs, &m.logs
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", m.name, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	m.mu.Lock()
-	m.cmd, m.done = cmd, done
-	m.mu.Unlock()
-	return nil
 }
 
 // awaitHealthy polls /health until the member is part of a cluster with a
@@ -194,11 +165,8 @@ func (m *etcdMember) awaitHealthy(ctx context.Context, timeout time.Duration) er
 				return nil
 			}
 		}
-		m.mu.Lock()
-		done := m.done
-		m.mu.Unlock()
 		select {
-		case <-done:
+		case <-m.exited():
 			return fmt.Errorf("%s exited:\n%s", m.name, m.logs.String())
 		case <-ctx.Done():
 			return ctx.Err()
@@ -212,26 +180,9 @@ func (m *etcdMember) awaitHealthy(ctx context.Context, timeout time.Duration) er
 
 func (m *etcdMember) target() *target {
 	tg := &target{name: m.name, kind: "etcd"}
-	tg.pid = func() int {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		select {
-		case <-m.done:
-			return 0
-		default:
-			return m.cmd.Process.Pid
-		}
-	}
+	tg.pid = m.pid
 	tg.endpoints = func() ([]endpoint, error) { return []endpoint{{Addr: m.addr}}, nil }
-	tg.kill = func() error {
-		m.mu.Lock()
-		cmd, done := m.cmd, m.done
-		m.mu.Unlock()
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		<-done
-		return nil
-	}
+	tg.kill = m.kill
 	tg.start = func(ctx context.Context) error {
 		if err := m.run(); err != nil {
 			return err

@@ -9,12 +9,8 @@ import (
 	gonet "net"
 	"os/exec"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/concord-chat/concord/internal/logbuf"
 )
 
 // redisServer is the live roles' own Redis for one run, on a loopback
@@ -24,14 +20,9 @@ import (
 // counters would, so a restart brings back what it had, short of the
 // last second.
 type redisServer struct {
+	child
 	addr string
 	port int
-	args []string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	logs logbuf.Buffer
 }
 
 // startRedis starts redis-server on 127.0.0.41:6379 and waits for its
@@ -42,20 +33,13 @@ func startRedis(t *testing.T, ctx context.Context) *redisServer {
 	if err != nil {
 		t.Fatal("no redis-server on PATH for the live roles' own Redis: hack/test-deps.sh installs it")
 	}
-	r := &redisServer{addr: "127.0.0.41", port: 6379}
-	r.args = []string{bin, "--bind", r.addr, "--port", fmt.Sprint(r.port), "--dir", t.TempDir(),
+	r := &redisServer{child: child{name: "redis"}, addr: "127.0.0.41", port: 6379}
+	r.argv = []string{bin, "--bind", r.addr, "--port", fmt.Sprint(r.port), "--dir", t.TempDir(),
 		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--protected-mode", "no", "--logfile", ""}
 	if err := r.run(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		r.mu.Lock()
-		cmd, done := r.cmd, r.done
-		r.mu.Unlock()
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		<-done
-	})
+	t.Cleanup(func() { _ = r.kill() })
 	if err := r.awaitPong(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -63,20 +47,6 @@ func startRedis(t *testing.T, ctx context.Context) *redisServer {
 }
 
 func (r *redisServer) hostport() string { return fmt.Sprintf("%s:%d", r.addr, r.port) }
-
-func (r *redisServer) run() error {
-	cmd := exec.Command(r.args[0], r.args[1:]...)
-	cmd.Stdout, cmd.Stderr = &r.logs, &r.logs
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start redis: %w", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	r.mu.Lock()
-	r.cmd, r.done = cmd, done
-	r.mu.Unlock()
-	return nil
-}
 
 // awaitPong polls PING until Redis answers PONG (it answers LOADING
 // while it replays its append-only file).
@@ -92,11 +62,8 @@ func (r *redisServer) awaitPong(ctx context.Context, timeout time.Duration) erro
 				return nil
 			}
 		}
-		r.mu.Lock()
-		done := r.done
-		r.mu.Unlock()
 		select {
-		case <-done:
+		case <-r.exited():
 			return fmt.Errorf("redis exited:\n%s", r.logs.String())
 		case <-ctx.Done():
 			return ctx.Err()
@@ -110,26 +77,9 @@ func (r *redisServer) awaitPong(ctx context.Context, timeout time.Duration) erro
 
 func (r *redisServer) target() *target {
 	tg := &target{name: "redis", kind: "redis"}
-	tg.pid = func() int {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		select {
-		case <-r.done:
-			return 0
-		default:
-			return r.cmd.Process.Pid
-		}
-	}
+	tg.pid = r.pid
 	tg.endpoints = func() ([]endpoint, error) { return []endpoint{{Addr: r.addr, Port: r.port}}, nil }
-	tg.kill = func() error {
-		r.mu.Lock()
-		cmd, done := r.cmd, r.done
-		r.mu.Unlock()
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		<-done
-		return nil
-	}
+	tg.kill = r.kill
 	tg.start = func(ctx context.Context) error {
 		if err := r.run(); err != nil {
 			return err

@@ -6,12 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
-
-	"github.com/concord-chat/concord/operator/fleet/etcdfleet"
-	"github.com/concord-chat/concord/runtime/adapters/registry"
 )
 
 // TestSlicedOwnerKilledSliceExpires runs a relay node, two guild nodes
@@ -29,39 +25,10 @@ import (
 func TestSlicedOwnerKilledSliceExpires(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	env := setupCluster(t, ctx, "sliceexpire")
-	reg := env.registry(t)
-	fleet := &etcdfleet.Registry{Reg: reg}
-	guildRing := watchRing(t, ctx, reg, registry.RoleGuild)
-	common := env.nodeArgs()
-	relayGRPC := freeAddr(t)
-	relay := startNode(t, "relay-1", freeAddr(t), append([]string{"--roles=relay", "--grpc=" + relayGRPC, "--worker=1", "--data-dir=" + t.TempDir()}, common...)...)
-	guilds := map[string]*proc{
-		"guild-1": startRole(t, "guild-1", "guild", common, workerFlag(2), "--relay-threshold=2"),
-		"guild-2": startRole(t, "guild-2", "guild", common, workerFlag(3), "--relay-threshold=2"),
-	}
-	app := startRole(t, "app-1", "gateway,api,presence", common, workerFlag(4))
-	deadline := time.Now().Add(45 * time.Second)
-	for _, p := range []*proc{relay, guilds["guild-1"], guilds["guild-2"], app} {
-		p.waitReady(t, deadline)
-	}
-	waitRing(t, guildRing, 2)
-
-	api := rest{addr: app.http, client: &http.Client{Timeout: 20 * time.Second}}
-	owner := newUser(t, api, "owner")
-	var members []clusterUser
-	for i := range 6 {
-		members = append(members, newUser(t, api, fmt.Sprintf("m%d", i)))
-	}
-	guildID, channelID := guildWithMembers(t, api, owner, "sliced guild", members...)
-	if err := fleet.SetRelays(ctx, guildID, []string{relayGRPC}); err != nil {
-		t.Fatal(err)
-	}
-	node, ok := guildRing.Owner(mustID(t, guildID))
-	if !ok {
-		t.Fatal("no guild node owns the guild")
-	}
-	victim := guilds[node.Name]
+	sg := startSlicedGuild(t, ctx, "sliceexpire", 6)
+	fleet, relay, relayGRPC, app := sg.fleet, sg.relay, sg.relayGRPC, sg.app
+	api, owner, members, guildID, channelID := sg.api, sg.owner, sg.members, sg.guildID, sg.channelID
+	node, victim := sg.ownerNode, sg.victim
 
 	// waitGauge polls the relay's slice gauge (a metric: nothing to await).
 	waitGauge := func(what string, want float64, within time.Duration) {
@@ -124,7 +91,7 @@ func TestSlicedOwnerKilledSliceExpires(t *testing.T) {
 	}
 	victim.kill()
 	killed := time.Now()
-	t.Logf("killed %s, the guild's owner", node.Name)
+	t.Logf("killed %s, the guild's owner", node)
 	for _, s := range sessions {
 		s.await(t, "GUILD_CREATE from the new owner", 60*time.Second, func(fs []dispatch) bool { return len(guildCreates(fs, guildID)) >= 2 })
 	}

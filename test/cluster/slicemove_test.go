@@ -6,12 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
-
-	"github.com/concord-chat/concord/operator/fleet/etcdfleet"
-	"github.com/concord-chat/concord/runtime/adapters/registry"
 )
 
 // TestSlicedGuildMoveKeepsFocus runs a relay node, two guild nodes with
@@ -28,39 +24,10 @@ import (
 func TestSlicedGuildMoveKeepsFocus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	env := setupCluster(t, ctx, "slicemove")
-	reg := env.registry(t)
-	guildRing := watchRing(t, ctx, reg, registry.RoleGuild)
-	common := env.nodeArgs()
-	relayGRPC := freeAddr(t)
-	relay := startNode(t, "relay-1", freeAddr(t), append([]string{"--roles=relay", "--grpc=" + relayGRPC, "--worker=1", "--data-dir=" + t.TempDir()}, common...)...)
-	guilds := map[string]*proc{
-		"guild-1": startRole(t, "guild-1", "guild", common, workerFlag(2), "--relay-threshold=2"),
-		"guild-2": startRole(t, "guild-2", "guild", common, workerFlag(3), "--relay-threshold=2"),
-	}
-	// The presence role serves op 14 on the gateway (presencerole).
-	app := startRole(t, "app-1", "gateway,api,presence", common, workerFlag(4))
-	deadline := time.Now().Add(45 * time.Second)
-	for _, p := range []*proc{relay, guilds["guild-1"], guilds["guild-2"], app} {
-		p.waitReady(t, deadline)
-	}
-	waitRing(t, guildRing, 2)
-
-	api := rest{addr: app.http, client: &http.Client{Timeout: 20 * time.Second}}
-	owner := newUser(t, api, "owner")
-	var members []clusterUser
-	for i := range 51 {
-		members = append(members, newUser(t, api, fmt.Sprintf("m%d", i)))
-	}
-	guildID, channelID := guildWithMembers(t, api, owner, "big guild", members...)
-	if err := (&etcdfleet.Registry{Reg: reg}).SetRelays(ctx, guildID, []string{relayGRPC}); err != nil {
-		t.Fatal(err)
-	}
-	node, ok := guildRing.Owner(mustID(t, guildID))
-	if !ok {
-		t.Fatal("no guild node owns the guild")
-	}
-	victim := guilds[node.Name]
+	sg := startSlicedGuild(t, ctx, "slicemove", 51)
+	relay, app := sg.relay, sg.app
+	api, owner, members, guildID, channelID := sg.api, sg.owner, sg.members, sg.guildID, sg.channelID
+	node, victim := sg.ownerNode, sg.victim
 
 	active := dial(t, "active", app.http, members[0].token)
 	passive := []*wsSession{dial(t, "passive-1", app.http, members[1].token), dial(t, "passive-2", app.http, members[2].token)}
@@ -118,7 +85,7 @@ func TestSlicedGuildMoveKeepsFocus(t *testing.T) {
 	}
 
 	victim.kill()
-	t.Logf("killed %s, the guild's owner", node.Name)
+	t.Logf("killed %s, the guild's owner", node)
 	for _, s := range append([]*wsSession{active}, passive...) {
 		s.await(t, "GUILD_CREATE from the new owner", 60*time.Second, func(fs []dispatch) bool { return len(guildCreates(fs, guildID)) >= 2 })
 	}

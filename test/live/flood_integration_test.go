@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,12 +59,7 @@ func TestBenchFlood(t *testing.T) {
 	seconds := benchEnvInt(t, "LIVEFLOOD_SECONDS", 30)
 	const sources = 240
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "floodviewers")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = "floodviewers"
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build floodviewers: %v\n%s", err, out)
-	}
+	bin := buildViewers(t, dir, "floodviewers")
 	d := setup(t)
 	chat := d.start(t, "chat", "--roles=gateway,api,guild,live-api")
 	capFlag := fmt.Sprintf("--http-max-conns-per-addr=%d", viewers/sources+2)

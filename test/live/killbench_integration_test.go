@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -72,12 +71,7 @@ func TestBenchGatewayKill(t *testing.T) {
 	viewers := benchEnvInt(t, "LIVEKILL_VIEWERS", 20000)
 	const perProc = 5000
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "killviewers")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = "killviewers"
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build killviewers: %v\n%s", err, out)
-	}
+	bin := buildViewers(t, dir, "killviewers")
 	d := setup(t)
 	chat := d.start(t, "chat", "--roles=gateway,api,guild,live-api")
 	capFlag := fmt.Sprintf("--http-max-conns-per-addr=%d", viewers/64+1)

@@ -70,10 +70,16 @@ func StartClients(ctx context.Context, url string, n, rounds int, sources []stri
 
 // Expect waits for the process's next line, which must start with prefix.
 func (c *Clients) Expect(prefix string, timeout time.Duration) (string, error) {
+	return expectLine(c.lines, prefix, timeout)
+}
+
+// expectLine waits for a client process's next line on lines, which must
+// start with prefix; a line starting "error" is the client's failure.
+func expectLine(lines <-chan string, prefix string, timeout time.Duration) (string, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
-	case l, ok := <-c.lines:
+	case l, ok := <-lines:
 		if !ok {
 			return "", errors.New("load: client process exited")
 		}

@@ -242,24 +242,9 @@ func runOne(ctx context.Context, opts Options, system string, n, run int) (Resul
 		close(lines)
 	}()
 	expect := func(prefix string, timeout time.Duration) (string, error) {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				return "", errors.New("client process exited")
-			}
-			if strings.HasPrefix(l, "error") {
-				return "", errors.New(l)
-			}
-			if !strings.HasPrefix(l, prefix) {
-				return "", fmt.Errorf("client said %q, want %q", l, prefix)
-			}
-			return l, nil
-		case <-t.C:
-			return "", fmt.Errorf("no %q from clients in %v", prefix, timeout)
-		}
+		return expectLine(lines, prefix, timeout)
 	}
+
 	if _, err := expect("ready", 10*time.Minute); err != nil {
 		return res, err
 	}

@@ -23,18 +23,7 @@ var ErrMoved = fmt.Errorf("%w: guild moved to another node", ErrUnavailable)
 // subscription was lost). It fails with ErrMissingAccess when the user is
 // not a member, ErrUnknownGuild, or ErrUnavailable.
 func (s *Service) AttachSession(ctx context.Context, guildID snowflake.ID, sess event.Session) error {
-	s.mu.Lock()
-	e := s.sessions[sess.ID]
-	if e == nil {
-		e = &sessionEntry{s: sess, guilds: make(map[snowflake.ID]bool)}
-		s.sessions[sess.ID] = e
-		if s.users[sess.UserID] == nil {
-			s.users[sess.UserID] = make(map[event.SessionID]*sessionEntry)
-		}
-		s.users[sess.UserID][sess.ID] = e
-	}
-	e.guilds[guildID] = true
-	s.mu.Unlock()
+	s.register(sess, guildID)
 	err := s.do(ctx, guildID, func(a *Actor) error {
 		if _, ok := a.members[sess.UserID]; !ok {
 			a.removeSub(sess.ID)

@@ -14,7 +14,17 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/wire"
 )
 
-// InstallBot makes botUserID a member of guildID holding a managed role
+// Bots is the bots seam of a Service (Service.Bots): installing and
+// uninstalling a bot with its managed role, the reads the bot platform
+// makes (a guild channel, a user's permissions in it), the managed roles
+// left behind by a bot's removal, and shard-aware dispatch to a user's
+// sessions. It holds the host, whose guild actors keep the members and
+// roles and whose session index finds the sessions.
+type Bots struct {
+	s *Service
+}
+
+// Install makes botUserID a member of guildID holding a managed role
 // named name that carries perms, or, when the bot is already a member
 // with its managed role, sets that role's permissions to perms. It returns
 // the managed role's id. installerID must pass the grant check inside the
@@ -27,7 +37,8 @@ import (
 // The bot's effective permissions are then computed by the guild's engine
 // like anyone's (its roles and the channel overwrites), so narrowing the
 // role or removing the bot takes effect on the next call and event.
-func (s *Service) InstallBot(ctx context.Context, installerID, guildID, botUserID snowflake.ID, name string, perms permissions.Bits) (snowflake.ID, error) {
+func (bt *Bots) Install(ctx context.Context, installerID, guildID, botUserID snowflake.ID, name string, perms permissions.Bits) (snowflake.ID, error) {
+	s := bt.s
 	if _, err := s.User(ctx, botUserID); err != nil {
 		return 0, err
 	}
@@ -111,11 +122,12 @@ func (a *Actor) setRolePermissions(ctx context.Context, roleID snowflake.ID, bit
 	return nil
 }
 
-// UninstallBot removes the bot member botUserID from guildID and deletes
+// Uninstall removes the bot member botUserID from guildID and deletes
 // the managed roles it held. The bot's sessions get GUILD_DELETE and are
 // detached, the others GUILD_MEMBER_REMOVE and GUILD_ROLE_DELETE. A bot
 // that is not a member is not an error.
-func (s *Service) UninstallBot(ctx context.Context, guildID, botUserID snowflake.ID) error {
+func (bt *Bots) Uninstall(ctx context.Context, guildID, botUserID snowflake.ID) error {
+	s := bt.s
 	return s.do(ctx, guildID, func(a *Actor) error {
 		m, ok := a.members[botUserID]
 		if !ok {
@@ -146,7 +158,8 @@ func (s *Service) UninstallBot(ctx context.Context, guildID, botUserID snowflake
 // channel channelID, evaluated now by the guild's engine (0 when the user
 // cannot see it). A user who is not a member fails with ErrUnknownMember,
 // a private channel with ErrUnknownChannel.
-func (s *Service) ChannelPermissions(ctx context.Context, userID, channelID snowflake.ID) (permissions.Bits, error) {
+func (bt *Bots) ChannelPermissions(ctx context.Context, userID, channelID snowflake.ID) (permissions.Bits, error) {
+	s := bt.s
 	guildID, err := s.ChannelGuild(ctx, channelID)
 	if err != nil {
 		return 0, err
@@ -170,7 +183,8 @@ func (s *Service) ChannelPermissions(ctx context.Context, userID, channelID snow
 
 // GuildChannel returns a guild channel as the wire object a bot sees
 // (no viewer filtering); private channels fail with ErrUnknownChannel.
-func (s *Service) GuildChannel(ctx context.Context, channelID snowflake.ID) (wire.Channel, error) {
+func (bt *Bots) GuildChannel(ctx context.Context, channelID snowflake.ID) (wire.Channel, error) {
+	s := bt.s
 	guildID, err := s.ChannelGuild(ctx, channelID)
 	if err != nil {
 		return wire.Channel{}, err
@@ -184,7 +198,7 @@ func (s *Service) GuildChannel(ctx context.Context, channelID snowflake.ID) (wir
 		if !ok {
 			return fmt.Errorf("channel %d: %w", channelID, ErrUnknownChannel)
 		}
-		out = s.WireChannel(ctx, cloneChannel(*c), 0)
+		out = s.Private.WireChannel(ctx, cloneChannel(*c), 0)
 		return nil
 	})
 	return out, err
@@ -194,7 +208,8 @@ func (s *Service) GuildChannel(ctx context.Context, channelID snowflake.ID) (wir
 // userID that carry guildID: a sharded session only when its shard is
 // (guildID >> 22) % shard count; guildID 0 (a DM) goes to shard 0, as
 // Discord routes DMs. It returns how many sessions it was sent to.
-func (s *Service) DispatchToUserShard(ctx context.Context, userID, guildID snowflake.ID, eventType string, payload json.RawMessage) int {
+func (bt *Bots) DispatchToUserShard(ctx context.Context, userID, guildID snowflake.ID, eventType string, payload json.RawMessage) int {
+	s := bt.s
 	byNode := map[string][]event.Target{}
 	n := 0
 	for _, sess := range s.userSessions(ctx, userID) {
@@ -212,14 +227,16 @@ func (s *Service) DispatchToUserShard(ctx context.Context, userID, guildID snowf
 
 // UserSessions returns the subscribed gateway sessions of userID (for
 // closing a bot's sessions after its token was reset).
-func (s *Service) UserSessions(userID snowflake.ID) []event.Session {
+func (bt *Bots) UserSessions(userID snowflake.ID) []event.Session {
+	s := bt.s
 	return s.localUserSessions(userID)
 }
 
 // DeleteOrphanManagedRoles deletes the managed roles of guildID that no
 // member holds any more: a bot's role after the bot was kicked or left.
 // It fans out GUILD_ROLE_DELETE for each.
-func (s *Service) DeleteOrphanManagedRoles(ctx context.Context, guildID snowflake.ID) error {
+func (bt *Bots) DeleteOrphanManagedRoles(ctx context.Context, guildID snowflake.ID) error {
+	s := bt.s
 	return s.do(ctx, guildID, func(a *Actor) error {
 		held := map[snowflake.ID]bool{}
 		for _, m := range a.members {

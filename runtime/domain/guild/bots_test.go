@@ -23,7 +23,7 @@ func TestInstallBot(t *testing.T) {
 	bs := f.session(bot, "b1", 0, 0)
 
 	bits := permissions.KickMembers | permissions.ViewChannel | permissions.SendMessages
-	roleID := must[snowflake.ID](t)(f.svc.InstallBot(bg, g.owner.ID, gid, bot.ID, "Robot", bits))
+	roleID := must[snowflake.ID](t)(f.svc.Bots.Install(bg, g.owner.ID, gid, bot.ID, "Robot", bits))
 	f.sink.waitFor(t, bs.ID, "GUILD_CREATE after install", func(ds []delivered) bool { return count(ds, "GUILD_CREATE") == 1 })
 	m := must[store.Member](t)(f.svc.Members.Get(bg, g.owner.ID, gid, bot.ID))
 	if len(m.Roles) != 1 || m.Roles[0] != roleID {
@@ -41,14 +41,14 @@ func TestInstallBot(t *testing.T) {
 
 	// Channel permissions come from the same engine: the secret channel
 	// denies @everyone and the bot's role has no overwrite there.
-	p := must[permissions.Bits](t)(f.svc.ChannelPermissions(bg, bot.ID, g.general.ID))
+	p := must[permissions.Bits](t)(f.svc.Bots.ChannelPermissions(bg, bot.ID, g.general.ID))
 	if !p.Has(permissions.SendMessages | permissions.KickMembers) {
 		t.Fatalf("bot permissions in general %#x", uint64(p))
 	}
-	if p := must[permissions.Bits](t)(f.svc.ChannelPermissions(bg, bot.ID, g.secret.ID)); p.Has(permissions.ViewChannel) {
+	if p := must[permissions.Bits](t)(f.svc.Bots.ChannelPermissions(bg, bot.ID, g.secret.ID)); p.Has(permissions.ViewChannel) {
 		t.Fatalf("bot sees the secret channel: %#x", uint64(p))
 	}
-	if _, err := f.svc.ChannelPermissions(bg, g.owner.ID+1000, g.general.ID); !errors.Is(err, ErrUnknownMember) {
+	if _, err := f.svc.Bots.ChannelPermissions(bg, g.owner.ID+1000, g.general.ID); !errors.Is(err, ErrUnknownMember) {
 		t.Fatalf("permissions of a non-member: %v", err)
 	}
 
@@ -61,7 +61,7 @@ func TestInstallBot(t *testing.T) {
 	}
 
 	// Installing again narrows the same role; the next call sees it.
-	again := must[snowflake.ID](t)(f.svc.InstallBot(bg, g.owner.ID, gid, bot.ID, "Robot", permissions.ViewChannel))
+	again := must[snowflake.ID](t)(f.svc.Bots.Install(bg, g.owner.ID, gid, bot.ID, "Robot", permissions.ViewChannel))
 	if again != roleID {
 		t.Fatalf("reinstall made role %d, want %d", again, roleID)
 	}
@@ -74,7 +74,7 @@ func TestInstallBot(t *testing.T) {
 	}
 
 	// Uninstall: member and role gone, the bot's session told and detached.
-	if err := f.svc.UninstallBot(bg, gid, bot.ID); err != nil {
+	if err := f.svc.Bots.Uninstall(bg, gid, bot.ID); err != nil {
 		t.Fatal(err)
 	}
 	f.sink.waitFor(t, bs.ID, "GUILD_DELETE", func(ds []delivered) bool { return count(ds, "GUILD_DELETE") == 1 })
@@ -89,7 +89,7 @@ func TestInstallBot(t *testing.T) {
 	if _, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: bot.ID, ChannelID: g.general.ID}); !errors.Is(err, ErrMissingAccess) {
 		t.Fatalf("send after uninstall: %v", err)
 	}
-	if err := f.svc.UninstallBot(bg, gid, bot.ID); err != nil {
+	if err := f.svc.Bots.Uninstall(bg, gid, bot.ID); err != nil {
 		t.Fatalf("uninstalling twice: %v", err)
 	}
 }
@@ -102,12 +102,12 @@ func TestKickedBotRoleIsDeleted(t *testing.T) {
 	gid := g.guild.Guild.ID
 	bot := f.user("kicked", true)
 	other := f.user("stays", true)
-	kickedRole := must[snowflake.ID](t)(f.svc.InstallBot(bg, g.owner.ID, gid, bot.ID, "Kicked", permissions.ViewChannel))
-	keptRole := must[snowflake.ID](t)(f.svc.InstallBot(bg, g.owner.ID, gid, other.ID, "Stays", permissions.ViewChannel))
+	kickedRole := must[snowflake.ID](t)(f.svc.Bots.Install(bg, g.owner.ID, gid, bot.ID, "Kicked", permissions.ViewChannel))
+	keptRole := must[snowflake.ID](t)(f.svc.Bots.Install(bg, g.owner.ID, gid, other.ID, "Stays", permissions.ViewChannel))
 	if err := f.svc.Members.Remove(bg, g.owner.ID, gid, bot.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.svc.DeleteOrphanManagedRoles(bg, gid); err != nil {
+	if err := f.svc.Bots.DeleteOrphanManagedRoles(bg, gid); err != nil {
 		t.Fatal(err)
 	}
 	have := map[snowflake.ID]bool{}
@@ -135,13 +135,13 @@ func TestDispatchToUserShard(t *testing.T) {
 	}
 	payload := json.RawMessage(`{"x":1}`)
 	for _, gid := range []snowflake.ID{1 << 22, 2 << 22} {
-		if n := f.svc.DispatchToUserShard(bg, bot.ID, gid, "INTERACTION_CREATE", payload); n != 1 {
+		if n := f.svc.Bots.DispatchToUserShard(bg, bot.ID, gid, "INTERACTION_CREATE", payload); n != 1 {
 			t.Fatalf("guild %d: delivered to %d sessions, want 1", gid, n)
 		}
 		want := sessions[int((uint64(gid)>>22)%2)]
 		f.sink.waitFor(t, want.ID, "INTERACTION_CREATE", func(ds []delivered) bool { return count(ds, "INTERACTION_CREATE") >= 1 })
 	}
-	if n := f.svc.DispatchToUserShard(bg, bot.ID, 0, "DM_EVENT", payload); n != 1 {
+	if n := f.svc.Bots.DispatchToUserShard(bg, bot.ID, 0, "DM_EVENT", payload); n != 1 {
 		t.Fatalf("DM event delivered to %d sessions, want 1", n)
 	}
 	f.sink.waitFor(t, sessions[0].ID, "DM_EVENT on shard 0", func(ds []delivered) bool { return count(ds, "DM_EVENT") == 1 })
@@ -158,10 +158,10 @@ func TestDispatchToUserShard(t *testing.T) {
 	if err := f.svc.Subscribe(bg, us); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.svc.DispatchToUserShard(bg, user.ID, 3<<22, "X", payload); n != 1 {
+	if n := f.svc.Bots.DispatchToUserShard(bg, user.ID, 3<<22, "X", payload); n != 1 {
 		t.Fatalf("unsharded session: delivered to %d, want 1", n)
 	}
-	if got := len(f.svc.UserSessions(bot.ID)); got != 2 {
+	if got := len(f.svc.Bots.UserSessions(bot.ID)); got != 2 {
 		t.Fatalf("UserSessions = %d, want 2", got)
 	}
 }

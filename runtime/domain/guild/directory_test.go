@@ -77,7 +77,7 @@ func TestSessionDirectoryReach(t *testing.T) {
 	}
 
 	// A DM reaches both recipients' remote sessions, on their nodes.
-	dm := must[store.Channel](t)(svc.CreateDM(bg, a.ID, b.ID))
+	dm := must[store.Channel](t)(svc.Private.CreateDM(bg, a.ID, b.ID))
 	f.send(a, dm.ID, "hi bob")
 	for _, s := range []event.Session{ra, rb} {
 		ds := f.sink.waitFor(t, s.ID, "the DM", func(ds []delivered) bool { return count(ds, "MESSAGE_CREATE") == 1 })

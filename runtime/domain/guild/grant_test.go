@@ -117,16 +117,16 @@ func TestInstallBotChecksInstaller(t *testing.T) {
 		{g.member, permissions.Administrator, ErrMissingPermissions},
 		{outsider, permissions.ViewChannel, ErrMissingAccess},
 	} {
-		if _, err := f.svc.InstallBot(bg, tc.who.ID, gid, bot.ID, "Robot", tc.bits); !errors.Is(err, tc.want) {
+		if _, err := f.svc.Bots.Install(bg, tc.who.ID, gid, bot.ID, "Robot", tc.bits); !errors.Is(err, tc.want) {
 			t.Fatalf("install by %s with %d: %v, want %v", tc.who.Username, tc.bits, err, tc.want)
 		}
 	}
 	if _, err := f.svc.Members.Get(bg, g.owner.ID, gid, bot.ID); !errors.Is(err, ErrUnknownMember) {
 		t.Fatalf("a refused install left the bot a member: %v", err)
 	}
-	roleID := must[snowflake.ID](t)(f.svc.InstallBot(bg, g.member.ID, gid, bot.ID, "Robot", permissions.KickMembers|permissions.ViewChannel))
+	roleID := must[snowflake.ID](t)(f.svc.Bots.Install(bg, g.member.ID, gid, bot.ID, "Robot", permissions.KickMembers|permissions.ViewChannel))
 	// Re-authorising with more than she holds is refused and changes nothing.
-	if _, err := f.svc.InstallBot(bg, g.member.ID, gid, bot.ID, "Robot", permissions.BanMembers); !errors.Is(err, ErrMissingPermissions) {
+	if _, err := f.svc.Bots.Install(bg, g.member.ID, gid, bot.ID, "Robot", permissions.BanMembers); !errors.Is(err, ErrMissingPermissions) {
 		t.Fatalf("re-install with BAN_MEMBERS: %v", err)
 	}
 	for _, r := range must[[]store.Role](t)(f.svc.Roles.List(bg, g.owner.ID, gid)) {

@@ -600,8 +600,8 @@ func TestPrivateChannelRouting(t *testing.T) {
 	sb := f.session(b, "b9", 0, 0)
 	sBot := f.session(bot, "c9", IntentDirectMessages, 0)
 	sDeaf := f.session(deafBot, "d9", IntentGuildMessages, 0)
-	dm := must[store.Channel](t)(f.svc.CreateDM(bg, a.ID, b.ID))
-	again := must[store.Channel](t)(f.svc.CreateDM(bg, b.ID, a.ID))
+	dm := must[store.Channel](t)(f.svc.Private.CreateDM(bg, a.ID, b.ID))
+	again := must[store.Channel](t)(f.svc.Private.CreateDM(bg, b.ID, a.ID))
 	if again.ID != dm.ID {
 		t.Fatalf("second CreateDM made a new channel %d != %d", again.ID, dm.ID)
 	}
@@ -617,8 +617,8 @@ func TestPrivateChannelRouting(t *testing.T) {
 	if _, err := f.svc.Messages.AuthorizeSend(bg, SendRequest{UserID: bot.ID, ChannelID: dm.ID}); !errors.Is(err, ErrMissingAccess) {
 		t.Fatalf("non-recipient send: %v", err)
 	}
-	bdm := must[store.Channel](t)(f.svc.CreateDM(bg, a.ID, bot.ID))
-	ddm := must[store.Channel](t)(f.svc.CreateDM(bg, a.ID, deafBot.ID))
+	bdm := must[store.Channel](t)(f.svc.Private.CreateDM(bg, a.ID, bot.ID))
+	ddm := must[store.Channel](t)(f.svc.Private.CreateDM(bg, a.ID, deafBot.ID))
 	f.send(a, bdm.ID, "hi bot")
 	f.send(a, ddm.ID, "hi deaf bot")
 	ds := f.sink.waitFor(t, sBot.ID, "dm to bot", func(ds []delivered) bool { return count(ds, "MESSAGE_CREATE") == 1 })

@@ -78,7 +78,7 @@ func testMove(t *testing.T, only string) {
 	if _, _, err := f.svc.Members.Add(bg, g.Guild.ID, peer.ID); err != nil {
 		t.Fatal(err)
 	}
-	dm := must[store.Channel](t)(f.svc.CreateDM(bg, owner.ID, peer.ID))
+	dm := must[store.Channel](t)(f.svc.Private.CreateDM(bg, owner.ID, peer.ID))
 	s := f.session(owner, "a1", IntentGuildMessages|IntentDirectMessages, 1)
 	wantMarkers := 2
 	switch only {

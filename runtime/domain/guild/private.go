@@ -193,9 +193,19 @@ func (p *privateRouter) wireChannel(ctx context.Context, c store.Channel, viewer
 	return p.svc.reader.wireChannel(ctx, c, viewer)
 }
 
+// Private is the private-channels seam of a Service (Service.Private):
+// opening DMs and group DMs, and converting a channel to its wire object
+// for a viewer (a private channel lists its other recipients). It holds
+// the host, whose private-channel router orders every private-channel
+// operation and sends their events to the recipients' sessions.
+type Private struct {
+	s *Service
+}
+
 // WireChannel converts a channel for viewer: private channels list the
 // other recipients as user objects.
-func (s *Service) WireChannel(ctx context.Context, c store.Channel, viewer snowflake.ID) wire.Channel {
+func (pv *Private) WireChannel(ctx context.Context, c store.Channel, viewer snowflake.ID) wire.Channel {
+	s := pv.s
 	if c.GuildID != 0 {
 		return wire.ChannelFrom(c, nil)
 	}
@@ -204,7 +214,8 @@ func (s *Service) WireChannel(ctx context.Context, c store.Channel, viewer snowf
 
 // CreateDM returns the DM between userID and recipientID, creating it (and
 // sending CHANNEL_CREATE to both users' sessions) when there is none.
-func (s *Service) CreateDM(ctx context.Context, userID, recipientID snowflake.ID) (store.Channel, error) {
+func (pv *Private) CreateDM(ctx context.Context, userID, recipientID snowflake.ID) (store.Channel, error) {
+	s := pv.s
 	if _, err := s.User(ctx, recipientID); err != nil {
 		return store.Channel{}, err
 	}
@@ -242,7 +253,8 @@ func dmPair(rs []snowflake.ID, a, b snowflake.ID) bool {
 
 // CreateGroupDM creates a group DM owned by userID with recipients (at
 // most 10 users in all).
-func (s *Service) CreateGroupDM(ctx context.Context, userID snowflake.ID, recipients []snowflake.ID) (store.Channel, error) {
+func (pv *Private) CreateGroupDM(ctx context.Context, userID snowflake.ID, recipients []snowflake.ID) (store.Channel, error) {
+	s := pv.s
 	all := []snowflake.ID{userID}
 	for _, r := range recipients {
 		if !slices.Contains(all, r) {

@@ -17,7 +17,7 @@ func TestReaderAlone(t *testing.T) {
 	f := newFixture(t)
 	g := f.secretGuild()
 	other := f.user("other", false)
-	dm, err := f.svc.CreateDM(bg, g.member.ID, g.owner.ID)
+	dm, err := f.svc.Private.CreateDM(bg, g.member.ID, g.owner.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,6 +152,14 @@ type Service struct {
 	// delete, pin), the send check, typing, channel content events
 	// (messages.go, send.go, pins.go, channelevents.go).
 	Messages *Messages
+	// Bots is the bots seam: installing and uninstalling bots, the bot
+	// platform's channel and permission reads, orphaned managed roles,
+	// shard-aware dispatch to a user's sessions (bots.go).
+	Bots *Bots
+	// Private is the private-channels seam: DMs, group DMs and the
+	// viewer's wire object of a channel (private.go); the router behind
+	// it is private.
+	Private *Private
 
 	cfg     Config
 	deps    Deps
@@ -254,6 +262,8 @@ func NewService(cfg Config, deps Deps) (*Service, error) {
 	s.Roles = &Roles{s: s}
 	s.Channels = &Channels{s: s}
 	s.Messages = &Messages{s: s}
+	s.Bots = &Bots{s: s}
+	s.Private = &Private{s: s}
 	s.private = newPrivateRouter(s)
 	s.wg.Add(1)
 	go func() {

@@ -43,7 +43,7 @@ import (
 //   - Private channels (DMs, READY's private_channels, their events):
 //     privateAccess, the recipient list.
 //   - Interactions (runtime/domain/bots): the invoking user's permissions from
-//     this engine (ChannelPermissions), VIEW_CHANNEL required; a
+//     this engine (Bots.ChannelPermissions), VIEW_CHANNEL required; a
 //     component's message is read only from that channel, and an
 //     interaction's webhook reads only the interaction's own messages.
 //

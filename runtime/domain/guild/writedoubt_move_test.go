@@ -92,7 +92,7 @@ func TestWriteInDoubtSettledByNewOwner(t *testing.T) {
 // dm makes a DM between the fixture guild's owner and member.
 func (f *fixture) dm(svc *Service, g secretGuild) store.Channel {
 	f.t.Helper()
-	c, err := svc.CreateDM(bg, g.owner.ID, g.member.ID)
+	c, err := svc.Private.CreateDM(bg, g.owner.ID, g.member.ID)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -144,7 +144,7 @@ func (h *channelHandler) getChannel(w http.ResponseWriter, r *http.Request, user
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, h.guilds.WireChannel(r.Context(), v.Channel, user))
+	writeJSON(w, http.StatusOK, h.guilds.Private.WireChannel(r.Context(), v.Channel, user))
 	return nil
 }
 
@@ -235,7 +235,7 @@ func (h *channelHandler) deleteChannel(w http.ResponseWriter, r *http.Request, u
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, h.guilds.WireChannel(r.Context(), v.Channel, user))
+		writeJSON(w, http.StatusOK, h.guilds.Private.WireChannel(r.Context(), v.Channel, user))
 		return nil
 	}
 	c, threads, err := h.channels.Delete(r.Context(), user, id)

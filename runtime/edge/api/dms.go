@@ -26,20 +26,20 @@ func (h *accountHandler) createDM(w http.ResponseWriter, r *http.Request, user s
 	var err error
 	switch {
 	case req.RecipientID != nil:
-		c, err = h.guilds.CreateDM(r.Context(), user, snowflake.ID(*req.RecipientID))
+		c, err = h.guilds.Private.CreateDM(r.Context(), user, snowflake.ID(*req.RecipientID))
 	case len(req.Recipients) == 1:
-		c, err = h.guilds.CreateDM(r.Context(), user, snowflake.ID(req.Recipients[0]))
+		c, err = h.guilds.Private.CreateDM(r.Context(), user, snowflake.ID(req.Recipients[0]))
 	case len(req.Recipients) > 1:
 		if len(req.Recipients) > 9 {
 			return formError("recipients", "BASE_TYPE_MAX_LENGTH", "Must be 9 or fewer in length.")
 		}
-		c, err = h.guilds.CreateGroupDM(r.Context(), user, ids(req.Recipients))
+		c, err = h.guilds.Private.CreateGroupDM(r.Context(), user, ids(req.Recipients))
 	default:
 		return formError("recipient_id", "BASE_TYPE_REQUIRED", "This field is required")
 	}
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, h.guilds.WireChannel(r.Context(), c, user))
+	writeJSON(w, http.StatusOK, h.guilds.Private.WireChannel(r.Context(), c, user))
 	return nil
 }

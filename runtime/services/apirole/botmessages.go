@@ -105,7 +105,7 @@ func (b *botMessages) CreateMessage(ctx context.Context, nm bots.NewMessage) (wi
 	if nm.EphemeralTo != 0 {
 		m.Flags |= bots.MessageFlagEphemeral
 		out := b.withExtras(b.render(ctx, m), nm.Embeds, nm.Components)
-		b.guilds.DispatchToUserShard(ctx, nm.EphemeralTo, 0, "MESSAGE_CREATE", mustJSON(out))
+		b.guilds.Bots.DispatchToUserShard(ctx, nm.EphemeralTo, 0, "MESSAGE_CREATE", mustJSON(out))
 		return out, nil
 	}
 	written, err := b.guilds.Messages.Create(ctx, guild.MessageWrite{Check: guild.CheckApp, UserID: nm.AuthorID, Message: m,
@@ -140,7 +140,7 @@ func (b *botMessages) EditMessage(ctx context.Context, e bots.MessageEdit) (wire
 		m.Flags |= bots.MessageFlagEphemeral
 		out := b.render(ctx, m)
 		out = b.editExtras(out, e)
-		b.guilds.DispatchToUserShard(ctx, e.EphemeralTo, 0, "MESSAGE_UPDATE", mustJSON(out))
+		b.guilds.Bots.DispatchToUserShard(ctx, e.EphemeralTo, 0, "MESSAGE_UPDATE", mustJSON(out))
 		return out, nil
 	}
 	m, err := b.store.GetMessage(ctx, e.ChannelID, e.MessageID)
@@ -211,7 +211,7 @@ func (b *botMessages) DeleteMessage(ctx context.Context, channelID, messageID, e
 		return botErr(err)
 	}
 	if ephemeralTo != 0 {
-		b.guilds.DispatchToUserShard(ctx, ephemeralTo, 0, "MESSAGE_DELETE",
+		b.guilds.Bots.DispatchToUserShard(ctx, ephemeralTo, 0, "MESSAGE_DELETE",
 			mustJSON(wire.MessageDelete{ID: messageID, ChannelID: channelID, GuildID: guildID}))
 		return nil
 	}

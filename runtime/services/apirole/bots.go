@@ -142,7 +142,7 @@ func openBots(ctx context.Context, cfg config.Config, logger *slog.Logger, key [
 		Tokens:      d.auth,
 		IDs:         d.ids,
 		Guilds:      botGuilds{g: d.guilds},
-		Dispatcher:  botDispatcher{g: d.guilds},
+		Dispatcher:  botDispatcher{g: d.guilds.Bots},
 		Messages:    &botMessages{store: d.store, guilds: d.guilds, ids: d.ids, log: log, uploads: ups},
 		Uploads:     botUploads{ups},
 		Egress:      eg,
@@ -153,7 +153,7 @@ func openBots(ctx context.Context, cfg config.Config, logger *slog.Logger, key [
 		TokenReset: func(ctx context.Context, botUserID snowflake.ID) {
 			// The old token no longer verifies: end the bot's sessions
 			// (close 4004, not resumable) so nothing more reaches them.
-			for _, s := range d.guilds.UserSessions(botUserID) {
+			for _, s := range d.guilds.Bots.UserSessions(botUserID) {
 				d.guilds.Disconnect(ctx, s)
 			}
 			closed := 0
@@ -297,24 +297,24 @@ func (b botGuilds) AuthorizeGuild(ctx context.Context, userID, guildID snowflake
 
 // InstallBot implements bots.Guilds.
 func (b botGuilds) InstallBot(ctx context.Context, installerID, guildID, botUserID snowflake.ID, name string, perms permissions.Bits) (snowflake.ID, error) {
-	id, err := b.g.InstallBot(ctx, installerID, guildID, botUserID, name, perms)
+	id, err := b.g.Bots.Install(ctx, installerID, guildID, botUserID, name, perms)
 	return id, botErr(err)
 }
 
 // UninstallBot implements bots.Guilds.
 func (b botGuilds) UninstallBot(ctx context.Context, guildID, botUserID snowflake.ID) error {
-	return botErr(b.g.UninstallBot(ctx, guildID, botUserID))
+	return botErr(b.g.Bots.Uninstall(ctx, guildID, botUserID))
 }
 
 // Channel implements bots.Guilds.
 func (b botGuilds) Channel(ctx context.Context, channelID snowflake.ID) (wire.Channel, error) {
-	c, err := b.g.GuildChannel(ctx, channelID)
+	c, err := b.g.Bots.GuildChannel(ctx, channelID)
 	return c, botErr(err)
 }
 
 // ChannelPermissions implements bots.Guilds.
 func (b botGuilds) ChannelPermissions(ctx context.Context, userID, channelID snowflake.ID) (permissions.Bits, error) {
-	p, err := b.g.ChannelPermissions(ctx, userID, channelID)
+	p, err := b.g.Bots.ChannelPermissions(ctx, userID, channelID)
 	return p, botErr(err)
 }
 
@@ -350,9 +350,9 @@ func (b botGuilds) Roles(ctx context.Context, userID, guildID snowflake.ID) ([]w
 	return out, nil
 }
 
-// botDispatcher adapts the guild service's session index to
-// bots.Dispatcher, shard-aware for bots.
-type botDispatcher struct{ g *guild.Service }
+// botDispatcher adapts the guild service's bots seam (its shard-aware
+// dispatch to a user's sessions) to bots.Dispatcher.
+type botDispatcher struct{ g *guild.Bots }
 
 // DeliverToUser implements bots.Dispatcher.
 func (b botDispatcher) DeliverToUser(ctx context.Context, userID, guildID snowflake.ID, eventType string, payload json.RawMessage) int {
@@ -411,7 +411,7 @@ func (b *Bots) Revoked(ctx context.Context, r bots.Revocation) error {
 // removed is a bot, its installation and guild commands are dropped
 // (Handler.Uninstalled) and so is its managed role. flags tells bots from
 // users.
-func (b *Bots) memberRemoved(guilds *guild.Service, flags *BotFlags) func(ctx context.Context, guildID, memberID snowflake.ID) {
+func (b *Bots) memberRemoved(guildBots *guild.Bots, flags *BotFlags) func(ctx context.Context, guildID, memberID snowflake.ID) {
 	return func(ctx context.Context, guildID, memberID snowflake.ID) {
 		if bot, err := flags.IsBot(ctx, memberID); err != nil || !bot {
 			return
@@ -419,7 +419,7 @@ func (b *Bots) memberRemoved(guilds *guild.Service, flags *BotFlags) func(ctx co
 		if err := b.handler.Uninstalled(ctx, guildID, memberID); err != nil {
 			b.log.Warn("bot uninstall not recorded", "guild_id", guildID, "bot_id", memberID, "err", err)
 		}
-		if err := guilds.DeleteOrphanManagedRoles(ctx, guildID); err != nil {
+		if err := guildBots.DeleteOrphanManagedRoles(ctx, guildID); err != nil {
 			b.log.Warn("bot role not deleted", "guild_id", guildID, "bot_id", memberID, "err", err)
 		}
 	}

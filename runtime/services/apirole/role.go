@@ -155,7 +155,7 @@ func buildGuildREST(ctx context.Context, b *wiring.Builder) (err error) {
 	if err != nil {
 		return err
 	}
-	deps.MemberRemoved = bp.memberRemoved(svc, guildBotFlags(svc))
+	deps.MemberRemoved = bp.memberRemoved(svc.Bots, guildBotFlags(svc))
 	restAPI := api.New(api.Config{GatewayURL: cfg.PublicURL, MaxFileBytes: cfg.MaxFileBytes, Logger: log}, deps)
 	surface := http.NewServeMux()
 	bp.Routes(surface, restAPI)

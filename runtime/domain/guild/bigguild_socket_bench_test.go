@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,7 +113,7 @@ func BenchmarkBigGuildSockets(b *testing.B) {
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	url := "ws://" + ln.Addr().String() + "/gateway?v=10&encoding=json"
-	heap0 := heapMB()
+	heap0, stack0 := heapMB(), stackMB()
 
 	// Viewers first, then the passive real sessions: the order of their
 	// IDENTIFYs tells them apart.
@@ -136,7 +137,7 @@ func BenchmarkBigGuildSockets(b *testing.B) {
 	}
 	vc, vs := connect(0, viewers, rounds)
 	pc, ps := connect(1, real-viewers, rounds+mentions)
-	gwHeap := heapMB() - heap0
+	gwHeap, gwStack := heapMB()-heap0, stackMB()-stack0
 
 	sink := &socketSink{gw: gw}
 	f := newFixtureWithSink(b, sink)
@@ -239,11 +240,21 @@ func BenchmarkBigGuildSockets(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("gateway heap for %d sockets: %.1f MB (%.2f KB per session)", real, gwHeap, gwHeap*1024/float64(real))
+	b.Logf("gateway heap for %d sockets: %.1f MB (%.2f KB per session); goroutine stacks %.1f MB (%.2f KB per session)",
+		real, gwHeap, gwHeap*1024/float64(real), gwStack, gwStack*1024/float64(real))
 	b.Logf("plain message to channel 0, %d rounds: send→socket to the %d real viewers p50 %v p99 %v max %v (%d deliveries); owner actor %v median; process CPU %v per message; %d deliveries per message to simulated sessions (bots in full, PASSIVE_UPDATE_V1 to the passive ones as flushed)",
 		rounds, viewers, vst.P50, vst.P99, vst.Max, vst.Received, median(ownerTimes[:rounds]), plainCPU/time.Duration(rounds), simPlain/int64(rounds))
 	b.Logf("@everyone to channel 0, %d rounds: send→socket to the %d real passive sessions (the mention exception) p50 %v p99 %v max %v (%d deliveries); %d simulated deliveries per message",
 		mentions, real-viewers, pst.P50, pst.P99, pst.Max, pst.Received, (simAll-simPlain)/int64(max(mentions, 1)))
 	b.ReportMetric(float64(vst.P99.Microseconds())/1000, "viewer-p99-ms")
 	b.ReportMetric(float64(pst.P99.Microseconds())/1000, "mention-p99-ms")
+}
+
+// stackMB is the memory of goroutine stacks in use (runtime.MemStats
+// StackInuse), which HeapAlloc leaves out: a gateway session's reader
+// and writer goroutines hold theirs there.
+func stackMB() float64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.StackInuse) / (1 << 20)
 }

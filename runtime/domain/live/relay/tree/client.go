@@ -22,7 +22,10 @@ import (
 // tree: it publishes to a stream's owner and subscribes through it
 // (following its redirects down the tree). A node it cannot reach is
 // skipped for DownFor, by publishers and subscribers alike, so a dead
-// owner's streams move to the next node by rendezvous.
+// owner's streams move to the next node by rendezvous. When the node set
+// changes a subscribed stream's owner (a relay node joins or leaves),
+// the subscription ends and re-forms through the new owner: publishers
+// follow the same node set, so the old owner gets nothing more.
 type Client struct {
 	hc  *http.Client
 	log *slog.Logger
@@ -30,6 +33,36 @@ type Client struct {
 	mu    sync.Mutex
 	nodes []string
 	down  map[string]time.Time
+	subs  map[*subscription]struct{}
+}
+
+// subscription is one Subscribe: the owner its current read goes
+// through, and how to end that read when the owner changes.
+type subscription struct {
+	stream snowflake.ID
+
+	mu     sync.Mutex
+	owner  string
+	cancel context.CancelFunc // ends the current read; nil between reads
+}
+
+// reading records the owner of the read that starts now.
+func (s *subscription) reading(owner string, cancel context.CancelFunc) {
+	s.mu.Lock()
+	s.owner, s.cancel = owner, cancel
+	s.mu.Unlock()
+}
+
+// moveTo ends the current read when it goes through another node than
+// owner, and reports whether it did.
+func (s *subscription) moveTo(owner string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel == nil || s.owner == owner {
+		return false
+	}
+	s.cancel()
+	return true
 }
 
 // DownFor is how long a node that could not be reached is skipped.
@@ -45,14 +78,29 @@ func NewClient(nodes []string, log *slog.Logger) *Client {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Client{hc: &http.Client{}, log: log.With("component", "live-relay-client"), nodes: slices.Clone(nodes), down: map[string]time.Time{}}
+	return &Client{hc: &http.Client{}, log: log.With("component", "live-relay-client"), nodes: slices.Clone(nodes),
+		down: map[string]time.Time{}, subs: map[*subscription]struct{}{}}
 }
 
-// SetNodes replaces the relay nodes.
+// SetNodes replaces the relay nodes. Subscriptions whose stream now has
+// another owner resubscribe through it.
 func (c *Client) SetNodes(nodes []string) {
 	c.mu.Lock()
 	c.nodes = slices.Clone(nodes)
+	subs := make([]*subscription, 0, len(c.subs))
+	for s := range c.subs {
+		subs = append(subs, s)
+	}
 	c.mu.Unlock()
+	moved := 0
+	for _, s := range subs {
+		if o := c.owner(s.stream); o != "" && s.moveTo(o) {
+			moved++
+		}
+	}
+	if moved > 0 {
+		c.log.Info("relay nodes changed; resubscribing streams through their new owners", "streams", moved, "nodes", len(nodes))
+	}
 }
 
 func (c *Client) owner(stream snowflake.ID) string {
@@ -116,7 +164,16 @@ func (c *Client) PublishCount(ctx context.Context, stream snowflake.ID, msg []by
 // replaced by subscribing again through the stream's owner.
 func (c *Client) Subscribe(ctx context.Context, stream snowflake.ID, deliver func([]byte)) (func(), error) {
 	sctx, cancel := context.WithCancel(context.Background())
+	sub := &subscription{stream: stream}
+	c.mu.Lock()
+	c.subs[sub] = struct{}{}
+	c.mu.Unlock()
 	go func() {
+		defer func() {
+			c.mu.Lock()
+			delete(c.subs, sub)
+			c.mu.Unlock()
+		}()
 		wait := 50 * time.Millisecond
 		for sctx.Err() == nil {
 			o := c.owner(stream)
@@ -129,9 +186,27 @@ func (c *Client) Subscribe(ctx context.Context, stream snowflake.ID, deliver fun
 				continue
 			}
 			started := time.Now()
-			err := read(sctx, c.hc, o+"/v1/relay/"+stream.String(), deliver)
+			rctx, rcancel := context.WithCancel(sctx)
+			sub.reading(o, rcancel)
+			// SetNodes may have changed the owner between c.owner and
+			// reading: it then saw the previous owner and left this read
+			// alone, so look again.
+			if c.owner(stream) != o {
+				rcancel()
+			}
+			err := read(rctx, c.hc, o+"/v1/relay/"+stream.String(), deliver)
+			sub.reading("", nil)
+			rcancel()
 			if sctx.Err() != nil {
 				return
+			}
+			if rctx.Err() != nil {
+				// The node set gave the stream another owner: go there
+				// at once (what was published meanwhile is the gateway's
+				// sequence gap, refilled from the recent cache).
+				c.log.Debug("stream owner changed; resubscribing", "stream", stream, "from", o)
+				wait = 50 * time.Millisecond
+				continue
 			}
 			var ue *url.Error
 			if errors.As(err, &ue) && strings.HasPrefix(ue.URL, o+"/") {

@@ -190,3 +190,43 @@ func TestDeadRelayResubscribe(t *testing.T) {
 	publishUntil(t, c, stream, &next, subs)
 	t.Logf("killed a second-tier relay feeding %d gateways: all receive again after %s", held, time.Since(killed).Round(time.Millisecond))
 }
+
+// A relay node joins and becomes the owner of a subscribed stream: the
+// publisher sends to the new owner, so each subscription must end and
+// re-form through it. Before, gateways stayed on the former owner, which
+// got nothing more, and their viewers received no further comment.
+func TestJoiningOwnerTakesSubscriptions(t *testing.T) {
+	f := startFleet(t, 3, 4, 4)
+	before, all := f.urls[:2], f.urls
+	stream := snowflake.ID(1)
+	for Owner(stream, all, nil) != all[2] {
+		stream++
+	}
+	pub := NewClient(before, slog.New(slog.DiscardHandler))
+	var clients []*Client
+	subs := make([]*subscriber, 6)
+	for i := range subs {
+		subs[i] = &subscriber{}
+		c := NewClient(before, slog.New(slog.DiscardHandler))
+		clients = append(clients, c)
+		cancel, err := c.Subscribe(context.Background(), stream, subs[i].deliver)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cancel)
+	}
+	next := 0
+	publishUntil(t, pub, stream, &next, subs)
+
+	// The board announces the third node to the router and the gateways.
+	joined := time.Now()
+	pub.SetNodes(all)
+	for _, c := range clients {
+		c.SetNodes(all)
+	}
+	publishUntil(t, pub, stream, &next, subs)
+	if n := f.direct(2, stream); n == 0 {
+		t.Fatalf("the new owner has no direct subscriber of the stream")
+	}
+	t.Logf("a joining relay took the stream: every subscriber receives through it %s later", time.Since(joined).Round(time.Millisecond))
+}

@@ -196,11 +196,12 @@ func (c *Client) Subscribe(ctx context.Context, stream snowflake.ID, deliver fun
 			}
 			err := read(rctx, c.hc, o+"/v1/relay/"+stream.String(), deliver)
 			sub.reading("", nil)
+			moved := rctx.Err() != nil // asked before rcancel, which sets it
 			rcancel()
 			if sctx.Err() != nil {
 				return
 			}
-			if rctx.Err() != nil {
+			if moved {
 				// The node set gave the stream another owner: go there
 				// at once (what was published meanwhile is the gateway's
 				// sequence gap, refilled from the recent cache).

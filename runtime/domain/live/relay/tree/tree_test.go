@@ -230,3 +230,33 @@ func TestJoiningOwnerTakesSubscriptions(t *testing.T) {
 	}
 	t.Logf("a joining relay took the stream: every subscriber receives through it %s later", time.Since(joined).Round(time.Millisecond))
 }
+
+// The stream's owner dies and the node set has not changed yet (the
+// board learns of it when its lease ends): each subscription finds the
+// owner unreachable, skips it for DownFor and re-forms through the next
+// node by rendezvous, as the publisher does.
+func TestDeadOwnerResubscribe(t *testing.T) {
+	f := startFleet(t, 3, 4, 4)
+	stream := snowflake.ID(99)
+	pub := NewClient(f.urls, slog.New(slog.DiscardHandler))
+	subs := make([]*subscriber, 4)
+	for i := range subs {
+		subs[i] = &subscriber{}
+		cancel, err := NewClient(f.urls, slog.New(slog.DiscardHandler)).Subscribe(context.Background(), stream, subs[i].deliver)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cancel)
+	}
+	next := 0
+	publishUntil(t, pub, stream, &next, subs)
+	owner := Owner(stream, f.urls, nil)
+	for i, u := range f.urls {
+		if u == owner {
+			f.kill(i)
+		}
+	}
+	killed := time.Now()
+	publishUntil(t, pub, stream, &next, subs)
+	t.Logf("the owner died: every subscriber receives through the next node %s later", time.Since(killed).Round(time.Millisecond))
+}

@@ -81,6 +81,9 @@ echo "export CONCORD_CHROMIUM=$(command -v chromium)" >> "$ENV_FILE.tmp"
 step "HAProxy from Debian (the load balancer of make run-cluster and its test)"
 apt_need haproxy haproxy "make run-cluster needs Debian's haproxy"
 
+step "libfaketime from Debian (the durability suite skews a Cassandra node's clock with it: make test-faults)"
+apt_need faketime faketime "make test-faults skews a Cassandra node's clock with Debian's libfaketime"
+
 step "coturn from Debian (the voice relay-only test's TURN server) on 127.0.0.1:3479"
 bash hack/coturn/start.sh | tail -n 3 >> "$ENV_FILE.tmp"
 

@@ -79,6 +79,23 @@ func (s *subscriber) has(n int) bool {
 	return false
 }
 
+// subscribeAll subscribes n gateways to stream, each with a client of
+// its own knowing nodes, and returns their recorders and clients.
+func subscribeAll(t *testing.T, nodes []string, stream snowflake.ID, n int) ([]*subscriber, []*Client) {
+	t.Helper()
+	subs, clients := make([]*subscriber, n), make([]*Client, n)
+	for i := range subs {
+		subs[i] = &subscriber{}
+		clients[i] = NewClient(nodes, slog.New(slog.DiscardHandler))
+		cancel, err := clients[i].Subscribe(context.Background(), stream, subs[i].deliver)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cancel)
+	}
+	return subs, clients
+}
+
 // publishUntil publishes increasing numbers until every subscriber has
 // one of them, and returns the last.
 func publishUntil(t *testing.T, c *Client, stream snowflake.ID, next *int, subs []*subscriber) int {
@@ -117,15 +134,7 @@ func TestTreeGrowsTiers(t *testing.T) {
 	f := startFleet(t, 6, 5, 3)
 	stream := snowflake.ID(4242)
 	c := NewClient(f.urls, slog.New(slog.DiscardHandler))
-	subs := make([]*subscriber, 24)
-	for i := range subs {
-		subs[i] = &subscriber{}
-		cancel, err := NewClient(f.urls, slog.New(slog.DiscardHandler)).Subscribe(context.Background(), stream, subs[i].deliver)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cancel)
-	}
+	subs, _ := subscribeAll(t, f.urls, stream, 24)
 	next := 0
 	first := publishUntil(t, c, stream, &next, subs)
 	for range 50 {
@@ -166,12 +175,7 @@ func TestDeadRelayResubscribe(t *testing.T) {
 	f := startFleet(t, 5, 4, 4)
 	stream := snowflake.ID(777)
 	c := NewClient(f.urls, slog.New(slog.DiscardHandler))
-	subs := make([]*subscriber, 16)
-	for i := range subs {
-		subs[i] = &subscriber{}
-		cancel, _ := NewClient(f.urls, slog.New(slog.DiscardHandler)).Subscribe(context.Background(), stream, subs[i].deliver)
-		t.Cleanup(cancel)
-	}
+	subs, _ := subscribeAll(t, f.urls, stream, 16)
 	next := 0
 	publishUntil(t, c, stream, &next, subs)
 	owner := Owner(stream, f.urls, nil)
@@ -203,18 +207,7 @@ func TestJoiningOwnerTakesSubscriptions(t *testing.T) {
 		stream++
 	}
 	pub := NewClient(before, slog.New(slog.DiscardHandler))
-	var clients []*Client
-	subs := make([]*subscriber, 6)
-	for i := range subs {
-		subs[i] = &subscriber{}
-		c := NewClient(before, slog.New(slog.DiscardHandler))
-		clients = append(clients, c)
-		cancel, err := c.Subscribe(context.Background(), stream, subs[i].deliver)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cancel)
-	}
+	subs, clients := subscribeAll(t, before, stream, 6)
 	next := 0
 	publishUntil(t, pub, stream, &next, subs)
 
@@ -239,15 +232,7 @@ func TestDeadOwnerResubscribe(t *testing.T) {
 	f := startFleet(t, 3, 4, 4)
 	stream := snowflake.ID(99)
 	pub := NewClient(f.urls, slog.New(slog.DiscardHandler))
-	subs := make([]*subscriber, 4)
-	for i := range subs {
-		subs[i] = &subscriber{}
-		cancel, err := NewClient(f.urls, slog.New(slog.DiscardHandler)).Subscribe(context.Background(), stream, subs[i].deliver)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cancel)
-	}
+	subs, _ := subscribeAll(t, f.urls, stream, 4)
 	next := 0
 	publishUntil(t, pub, stream, &next, subs)
 	owner := Owner(stream, f.urls, nil)

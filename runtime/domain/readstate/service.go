@@ -288,13 +288,14 @@ func (s *Service) Ack(ctx context.Context, user, channel, message snowflake.ID) 
 
 // ChannelState returns user's read state in channel, including the
 // channel's @everyone/@here mentions after the marker. A channel the user
-// cannot see reports no mentions.
+// cannot see reports no mentions. With Config.Owns, a user this service
+// does not own is refused with ErrNotOwner (see view).
 func (s *Service) ChannelState(ctx context.Context, user, channel snowflake.ID) (State, error) {
 	if err := s.check(); err != nil {
 		return State{}, err
 	}
 	var r Record
-	err := s.users.do(ctx, user, s.loadUser(user), func(e *userEntry) {
+	err := s.view(ctx, user, func(e *userEntry) {
 		if x, ok := e.recs[channel]; ok {
 			r = *x
 		}
@@ -324,6 +325,22 @@ func (s *Service) ChannelState(ctx context.Context, user, channel snowflake.ID) 
 	return st, nil
 }
 
+// view runs fn on user's entry for a read. With Config.Owns the entry
+// read is the one held at the current epoch, claimed as a change claims
+// it: a copy loaded by an earlier read, or held under an earlier epoch
+// (the user moved away and back without this service seeing the ring in
+// between), can miss what another owner wrote meanwhile, and would be
+// served as the user's state until the next change reloaded it. The claim
+// also fences that other owner, so nothing it still holds lands after
+// the load. A user this service does not own is refused with
+// ErrNotOwner, which the caller retries on the owner.
+func (s *Service) view(ctx context.Context, user snowflake.ID, fn func(*userEntry)) error {
+	if s.cfg.Owns == nil {
+		return s.users.do(ctx, user, s.loadUser(user), fn)
+	}
+	return s.mutate(ctx, user, fn)
+}
+
 // everyoneAfter counts the @everyone mentions above last not written by
 // user.
 func everyoneAfter(ms []ChannelMention, last, user snowflake.ID) int {
@@ -345,7 +362,7 @@ func (s *Service) States(ctx context.Context, user snowflake.ID, channels []snow
 		return nil, err
 	}
 	if channels == nil {
-		err := s.users.do(ctx, user, s.loadUser(user), func(e *userEntry) {
+		err := s.view(ctx, user, func(e *userEntry) {
 			for ch := range e.recs {
 				channels = append(channels, ch)
 			}

@@ -121,11 +121,16 @@ func ownerErr(err error) error {
 	return err
 }
 
-// States implements transport.ReadStateBackend.
+// States implements transport.ReadStateBackend. Like Ack, a local
+// service that finds the user claimed by another owner hands the read to
+// the owner the ring names now.
 func (s *Backend) States(ctx context.Context, user snowflake.ID, channels []snowflake.ID) ([]readstate.State, error) {
 	switch {
 	case s.isLocal(user):
-		return s.local.States(ctx, user, channels)
+		st, err := s.local.States(ctx, user, channels)
+		if !errors.Is(err, readstate.ErrNotOwner) || s.remote == nil || s.isLocal(user) {
+			return st, err
+		}
 	case s.remote == nil:
 		return nil, errNoReadStates
 	}
@@ -189,7 +194,8 @@ func (o ownedReadStates) States(ctx context.Context, user snowflake.ID, channels
 	if err := o.check(user); err != nil {
 		return nil, err
 	}
-	return o.svc.States(ctx, user, channels)
+	st, err := o.svc.States(ctx, user, channels)
+	return st, ownerErr(err)
 }
 
 // AddMentions implements transport.ReadStateBackend: all or nothing, so

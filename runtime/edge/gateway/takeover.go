@@ -136,7 +136,7 @@ func (n *Node) TakeSession(ctx context.Context, req TakeRequest) (*SessionExport
 		c.abort(CloseUnknownError, "session resumed on another node")
 	}
 	n.handoff.takeovers.WithLabelValues("given").Inc()
-	n.cfg.Logger.Debug("session handed over", "session_id", req.Session, "to", req.To, "seq", e.Seq)
+	n.cfg.Logger.Info("session handed to another node for its RESUME", "session_id", req.Session, "to", req.To, "seq", e.Seq)
 	return e, nil
 }
 
@@ -171,6 +171,10 @@ func (n *Node) pull(ctx context.Context, id event.SessionID, tokenHash [32]byte)
 		outcome := "taken"
 		e, err := p.Take(pctx, TakeRequest{Session: id, TokenHash: tokenHash[:], To: n.cfg.Node, MarkerWait: bound / 2})
 		if err == nil {
+			// One line per takeover on each side (the holder logs the
+			// hand-over), so a RESUME that landed on another node behind
+			// a balancer shows in the logs, not only in the counter.
+			n.cfg.Logger.Info("session taken over from another node for its RESUME", "session_id", id, "from", e.Session.Node, "seq", e.Seq, "frames", len(e.Frames))
 			if err = n.importOne(pctx, e); err != nil && !n.imported(ph) {
 				outcome = "failed"
 			} else if err != nil {

@@ -64,7 +64,13 @@ type Registry struct {
 	// claims are keys held with Claim: re-put on a new lease only if no
 	// one took them meanwhile.
 	claims map[string]*claim
-	closed bool
+	// granted are the leases this process granted that may still exist:
+	// the current one, and any a failed renewal could not revoke. A
+	// renewal whose request timed out on the client may still have been
+	// applied by etcd, leaving a claim on one of them: the claim is still
+	// this process's, not lost to another.
+	granted map[clientv3.LeaseID]bool
+	closed  bool
 	// leaseSet is closed (and replaced) each time lease changes: a write
 	// that found its lease gone waits on it for the next one.
 	leaseSet chan struct{}
@@ -123,6 +129,7 @@ func New(cfg Config) (*Registry, error) {
 		cancel:   cancel,
 		owned:    make(map[string]string),
 		claims:   make(map[string]*claim),
+		granted:  make(map[clientv3.LeaseID]bool),
 		leaseSet: make(chan struct{}),
 	}, nil
 }
@@ -150,6 +157,7 @@ func (r *Registry) ensureLease(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("registry: etcd grant lease: %w", err)
 	}
+	r.granted[g.ID] = true
 	ka, err := r.cli.KeepAlive(r.ctx, g.ID)
 	if err != nil {
 		return fmt.Errorf("registry: etcd keep-alive: %w", err)
@@ -241,19 +249,19 @@ func (r *Registry) renew() (clientv3.LeaseID, <-chan *clientv3.LeaseKeepAliveRes
 	defer r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.RequestTimeout)
 	defer cancel()
-	old := r.lease
 	ttl := int64((r.cfg.LeaseTTL + time.Second - 1) / time.Second)
 	g, err := r.cli.Grant(ctx, ttl)
 	if err != nil {
 		return 0, nil, fmt.Errorf("registry: etcd grant lease: %w", err)
 	}
+	r.granted[g.ID] = true
 	ops := make([]clientv3.Op, 0, len(r.owned))
 	for k, v := range r.owned {
 		ops = append(ops, clientv3.OpPut(k, v, clientv3.WithLease(g.ID)))
 	}
 	if len(ops) > 0 {
 		if _, err := r.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-			r.cli.Revoke(ctx, g.ID)
+			r.revoke(g.ID)
 			return 0, nil, fmt.Errorf("registry: etcd re-register: %w", err)
 		}
 	}
@@ -263,20 +271,28 @@ func (r *Registry) renew() (clientv3.LeaseID, <-chan *clientv3.LeaseKeepAliveRes
 			Then(clientv3.OpPut(k, c.value, clientv3.WithLease(g.ID))).
 			Commit()
 		if err != nil {
-			r.cli.Revoke(ctx, g.ID)
+			r.revoke(g.ID)
 			return 0, nil, fmt.Errorf("registry: etcd re-claim: %w", err)
 		}
 		if resp.Succeeded {
 			continue
 		}
+		// The key exists: it is still this process's if one of its own
+		// leases holds it (the old one, alive, or one an earlier attempt
+		// granted and could not revoke), and then moves to the new one.
 		kept := false
-		if old != 0 {
+		held, err := r.cli.Get(ctx, k)
+		if err != nil {
+			r.revoke(g.ID)
+			return 0, nil, fmt.Errorf("registry: etcd re-claim: %w", err)
+		}
+		if len(held.Kvs) == 1 && r.granted[clientv3.LeaseID(held.Kvs[0].Lease)] {
 			moved, err := r.cli.Txn(ctx).
-				If(clientv3.Compare(clientv3.LeaseValue(k), "=", old)).
+				If(clientv3.Compare(clientv3.LeaseValue(k), "=", held.Kvs[0].Lease)).
 				Then(clientv3.OpPut(k, c.value, clientv3.WithLease(g.ID))).
 				Commit()
 			if err != nil {
-				r.cli.Revoke(ctx, g.ID)
+				r.revoke(g.ID)
 				return 0, nil, fmt.Errorf("registry: etcd re-claim: %w", err)
 			}
 			kept = moved.Succeeded
@@ -292,12 +308,27 @@ func (r *Registry) renew() (clientv3.LeaseID, <-chan *clientv3.LeaseKeepAliveRes
 		return 0, nil, fmt.Errorf("registry: etcd keep-alive: %w", err)
 	}
 	r.setLease(g.ID)
-	if old != 0 {
-		// Nothing is left on the old lease; end it rather than let it
-		// run out (it may already have).
-		_, _ = r.cli.Revoke(ctx, old)
+	// Nothing is left on the old lease or on those of failed attempts;
+	// end them rather than let them run out (they may already have).
+	for id := range r.granted {
+		if id != g.ID {
+			r.revoke(id)
+		}
 	}
 	return g.ID, ka, nil
+}
+
+// revoke ends lease id, on a request of its own: the renewal that calls
+// it may have run out of time already, and a lease left behind would hold
+// a claim this process gave up until its TTL. A lease that cannot be
+// revoked stays in granted, so a later renewal still knows it for this
+// process's. r.mu is held.
+func (r *Registry) revoke(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := r.cli.Revoke(ctx, id); err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		delete(r.granted, id)
+	}
 }
 
 // Claim implements registry.Claimer with a transaction that writes the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // A renewal while the old lease is still alive (the keep-alive stream
@@ -63,5 +65,77 @@ func TestRenewKeepsClaimsOfALiveLease(t *testing.T) {
 	}
 	if ttl.TTL > 0 {
 		t.Fatalf("the old lease still runs (TTL %d s) after renewal", ttl.TTL)
+	}
+}
+
+// A renewal attempt whose claim transaction etcd applied but whose
+// client timed out (a starved machine: the flood benchmark at 100,000
+// viewers saw it) leaves the claim on a lease that attempt granted and
+// could not revoke. The next renewal must know that lease for this
+// process's and keep the claim; taking it for another process's stopped
+// a live gateway ("snowflake pair lost to another node") though no other
+// process held the pair.
+func TestRenewKeepsClaimsOfAnEarlierAttemptsLease(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stop, endpoint, err := StartEmbedded(ctx, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	r, err := New(Config{Endpoints: []string{endpoint}, LeaseTTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	key := "renew/" + t.Name()
+	lost, err := r.Claim(ctx, key, []byte("mine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := r.kvKey(key)
+
+	// The failed attempt, as renew runs it: a lease granted (and known as
+	// granted), the claim written on it, then the attempt's requests time
+	// out and the lease is neither revoked nor adopted. The registry's
+	// own lease expires meanwhile (revoked here).
+	r.mu.Lock()
+	g, err := r.cli.Grant(ctx, 30)
+	if err != nil {
+		r.mu.Unlock()
+		t.Fatal(err)
+	}
+	r.granted[g.ID] = true
+	current := r.lease
+	r.mu.Unlock()
+	if _, err := r.cli.Revoke(ctx, current); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.cli.Put(ctx, full, "mine", clientv3.WithLease(g.ID)); err != nil {
+		t.Fatal(err)
+	}
+
+	next, _, err := r.renew()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+		t.Fatal("the claim was reported lost although a lease this process granted held it")
+	default:
+	}
+	get, err := r.cli.Get(ctx, full)
+	if err != nil || len(get.Kvs) != 1 {
+		t.Fatalf("claimed key after renewal: %v %v", get, err)
+	}
+	if got := clientv3.LeaseID(get.Kvs[0].Lease); got != next {
+		t.Fatalf("claim on lease %d after renewal, want the new lease %d", got, next)
+	}
+	ttl, err := r.cli.TimeToLive(ctx, g.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl.TTL > 0 {
+		t.Fatalf("the failed attempt's lease still runs (TTL %d s) after renewal", ttl.TTL)
 	}
 }

@@ -108,9 +108,9 @@ func (p *Planner) PlanLiveGateway(now time.Time, pol concordv1.LiveGatewayAutosc
 	case stable < current && now.Sub(lp.since) >= window:
 		d = &Decision{Kind: ScaleLiveGateway, From: current, To: stable, Reason: fmt.Sprintf(
 			"%s: at most %d wanted for %s, at least %d", what, stable, window, lo)}
-	case stable < current:
-		st.Message = fmt.Sprintf("%s: %d wanted; shrinking after %s of viewer reports (%s so far)",
-			what, stable, window, now.Sub(lp.since).Round(time.Second))
+	case rec < current:
+		st.Message = fmt.Sprintf("%s: %d wanted; shrinking after %s of lower recommendations (highest in the window %d, read for %s)",
+			what, rec, window, stable, now.Sub(lp.since).Round(time.Second))
 	default:
 		st.Message = fmt.Sprintf("%s: %d replicas fit", what, current)
 	}

@@ -39,6 +39,7 @@ type Autoscaler struct {
 
 // +kubebuilder:rbac:groups=concord.dev,resources=concordclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=concord.dev,resources=concordclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=concord.dev,resources=guildplacements;relaytiers,verbs=get;list;watch;create;update;patch;delete
 
 // NeedLeaderElection makes only the leader scale.

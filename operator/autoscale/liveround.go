@@ -2,7 +2,10 @@ package autoscale
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +53,13 @@ func (a *Autoscaler) liveGateway(ctx context.Context, c *concordv1.ConcordCluste
 		LiveGatewaysRecommended.WithLabelValues(c.Namespace, c.Name).Set(float64(st.RecommendedReplicas))
 	}
 	if d := plan.Decision; d != nil {
+		if d.To < d.From {
+			// Best effort: a failure only makes the ReplicaSet pick its
+			// own victims, cutting more viewers than needed.
+			if err := a.markDeletionCost(ctx, c, gateways); err != nil {
+				log.Error(err, "live gateway deletion costs not set")
+			}
+		}
 		patch := client.MergeFrom(c.DeepCopy())
 		to := d.To
 		c.Spec.Live.Gateway.Replicas = &to
@@ -67,4 +77,43 @@ func (a *Autoscaler) liveGateway(ctx context.Context, c *concordv1.ConcordCluste
 		return fmt.Errorf("live gateway status: %w", err)
 	}
 	return nil
+}
+
+// AnnotationDeletionCost is the Pod annotation a ReplicaSet reads when it
+// scales down: pods with the lowest cost go first.
+const AnnotationDeletionCost = "controller.kubernetes.io/pod-deletion-cost"
+
+// markDeletionCost sets each live-gateway pod's deletion cost to the
+// viewers it reported (0 without a report), right before a scale-down, so
+// the ReplicaSet removes the emptiest gateways and cuts the fewest viewers.
+// It is written only then, not every round: the annotation is meant to
+// change rarely (every write is a pod update).
+func (a *Autoscaler) markDeletionCost(ctx context.Context, c *concordv1.ConcordCluster, gateways []fleet.GatewayViewers) error {
+	viewers := make(map[string]int64, len(gateways))
+	for _, g := range gateways {
+		viewers[g.Gateway] = g.Viewers
+	}
+	var pods corev1.PodList
+	if err := a.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels{
+		concordv1.LabelCluster: c.Name, concordv1.LabelRole: concordv1.RoleLiveGateway, concordv1.LabelOwner: c.Name,
+	}); err != nil {
+		return fmt.Errorf("list live-gateway pods: %w", err)
+	}
+	var errs []error
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		cost := strconv.FormatInt(min(viewers[p.Name], math.MaxInt32), 10)
+		if !p.DeletionTimestamp.IsZero() || p.Annotations[AnnotationDeletionCost] == cost {
+			continue
+		}
+		patch := client.MergeFrom(p.DeepCopy())
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[AnnotationDeletionCost] = cost
+		if err := a.Client.Patch(ctx, p, patch); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("pod %s: %w", p.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }

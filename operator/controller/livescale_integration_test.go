@@ -27,8 +27,9 @@ import (
 // API server, feeding it the live gateways' viewers: the live-gateway
 // Deployment grows in the round that sees a surge, holds through a drop
 // and through a round without the signal, and shrinks once the viewers
-// have stayed low for the window; status.liveGateway carries the viewers
-// and the decision, and each decision is an Event on the ConcordCluster.
+// have stayed low for the window, marking the emptiest gateway pods to go
+// first; status.liveGateway carries the viewers and the decision, and
+// each decision is an Event on the ConcordCluster.
 func TestAutoscalerScalesLiveGateways(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -131,9 +132,29 @@ func TestAutoscalerScalesLiveGateways(t *testing.T) {
 	clk.SetTime(clk.Now().Add(9 * time.Minute))
 	g.Expect(round().Replicas).To(BeEquivalentTo(5))
 	deployment(5)
+	// Five gateway pods, two of them with viewers: before shrinking, each
+	// pod's deletion cost becomes its viewers, so the ReplicaSet removes
+	// the three empty ones and cuts nobody.
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod-live-gateway-" + name, Labels: selectorLabels(c, concordv1.RoleLiveGateway)},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "concord", Image: "concord:test"}}},
+		}
+		g.Expect(k8s.Create(ctx, pod)).To(Succeed())
+	}
+	g.Eventually(func(g Gomega) {
+		var pods corev1.PodList
+		g.Expect(opClient.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
+		g.Expect(pods.Items).To(HaveLen(5))
+	}, timeout, poll).Should(Succeed())
 	clk.SetTime(clk.Now().Add(time.Minute))
 	st = round()
 	g.Expect(st.Replicas).To(BeEquivalentTo(2))
+	for name, cost := range map[string]string{"a": "6000", "b": "4000", "c": "0", "d": "0", "e": "0"} {
+		var pod corev1.Pod
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "prod-live-gateway-" + name}, &pod)).To(Succeed())
+		g.Expect(pod.Annotations).To(HaveKeyWithValue(autoscale.AnnotationDeletionCost, cost), name)
+	}
 	g.Expect(st.SignalOK).To(BeTrue())
 	deployment(2)
 	expectEvent(g, ns, "AutoscaleScaleLiveGateway", "live gateways 5 -> 2")

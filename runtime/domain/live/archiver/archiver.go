@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concord-chat/concord/runtime/adapters/eventlog"
+	"github.com/concord-chat/concord/runtime/adapters/registry"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/live"
 	"github.com/concord-chat/concord/runtime/domain/live/logbatch"
@@ -32,12 +33,24 @@ type Config struct {
 	Logger   *slog.Logger
 	// Registerer receives the archiver's metrics (nil: none).
 	Registerer prometheus.Registerer
+	// ShardCheck is how long a stream's shard count is kept before the
+	// board is read again (default 5s): a stream the router turns
+	// sampled is written with live.SampledShards within this long.
+	ShardCheck time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
 }
 
 // Deps are the archiver's collaborators.
 type Deps struct {
 	Log   live.Consumer
 	Store live.Store
+	// Board, when set, is where the router holds live.SampledKey while a
+	// stream is sampled: the archiver then writes the stream's comments
+	// over live.SampledShards store partitions, so a hot stream's
+	// comments do not all land in one. Nil: only a stream record marked
+	// sampled gets them.
+	Board live.Board
 }
 
 // Archiver is the archiver role.
@@ -52,7 +65,13 @@ type Archiver struct {
 	// shardCache is each stream's store shard count, forgotten when its
 	// state changes.
 	mu         sync.Mutex
-	shardCache map[snowflake.ID]int
+	shardCache map[snowflake.ID]shardCount
+}
+
+// shardCount is a stream's store shard count and when it was read.
+type shardCount struct {
+	n  int
+	at time.Time
 }
 
 // New returns an Archiver.
@@ -72,7 +91,13 @@ func New(cfg Config, d Deps) (*Archiver, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	a := &Archiver{cfg: cfg, d: d, log: cfg.Logger.With("component", "live-archiver"), shardCache: map[snowflake.ID]int{},
+	if cfg.ShardCheck <= 0 {
+		cfg.ShardCheck = 5 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	a := &Archiver{cfg: cfg, d: d, log: cfg.Logger.With("component", "live-archiver"), shardCache: map[snowflake.ID]shardCount{},
 		written:   prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_archiver_comments_written_total", Help: "Comments written to the store."}),
 		retracted: prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_archiver_retractions_total", Help: "Soft deletes applied."}),
 		stale:     prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_archiver_skipped_records_total", Help: "Records skipped (undecodable, or retracting an unknown comment)."}),
@@ -172,20 +197,37 @@ func (a *Archiver) apply(ctx context.Context, _ int32, _ eventlog.Record, lr liv
 	return nil
 }
 
-// shards returns the store shard count of a stream, from its record.
+// shards returns the store shard count of a stream: live.SampledShards
+// while the router holds the stream sampled (its board mark) or its record
+// says so, else 1; kept for ShardCheck. A board that cannot be read counts
+// as not sampled: any count is readable (a bucket lists every shard count
+// it was written with), only the hot partition's spread is lost.
 func (a *Archiver) shards(ctx context.Context, id snowflake.ID) int {
+	now := a.cfg.Now()
 	a.mu.Lock()
-	n, ok := a.shardCache[id]
+	sc, ok := a.shardCache[id]
 	a.mu.Unlock()
-	if ok {
-		return n
+	if ok && now.Sub(sc.at) < a.cfg.ShardCheck {
+		return sc.n
 	}
-	n = 1
-	if s, err := a.d.Store.GetStream(ctx, id); err == nil && s.Sampled {
-		n = live.SampledShards
+	n := 1
+	if a.d.Board != nil {
+		if _, err := a.d.Board.Get(ctx, live.SampledKey(id)); err == nil {
+			n = live.SampledShards
+		} else if !errors.Is(err, registry.ErrNotFound) && ctx.Err() == nil {
+			a.log.Debug("sampled mark not read", "stream", id, "err", err)
+		}
+	}
+	if n == 1 {
+		if s, err := a.d.Store.GetStream(ctx, id); err == nil && s.Sampled {
+			n = live.SampledShards
+		}
 	}
 	a.mu.Lock()
-	a.shardCache[id] = n
+	if len(a.shardCache) > 100_000 {
+		a.shardCache = map[snowflake.ID]shardCount{}
+	}
+	a.shardCache[id] = shardCount{n: n, at: now}
 	a.mu.Unlock()
 	return n
 }

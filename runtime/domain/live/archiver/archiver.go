@@ -10,13 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concord-chat/concord/runtime/adapters/eventlog"
-	"github.com/concord-chat/concord/runtime/adapters/registry"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/live"
 	"github.com/concord-chat/concord/runtime/domain/live/logbatch"
@@ -33,9 +33,9 @@ type Config struct {
 	Logger   *slog.Logger
 	// Registerer receives the archiver's metrics (nil: none).
 	Registerer prometheus.Registerer
-	// ShardCheck is how long a stream's shard count is kept before the
-	// board is read again (default 5s): a stream the router turns
-	// sampled is written with live.SampledShards within this long.
+	// ShardCheck is how often the routers' sampled marks are listed
+	// from the board (default 5s): a stream the router turns sampled is
+	// written with live.SampledShards within this long.
 	ShardCheck time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -65,13 +65,11 @@ type Archiver struct {
 	// shardCache is each stream's store shard count, forgotten when its
 	// state changes.
 	mu         sync.Mutex
-	shardCache map[snowflake.ID]shardCount
-}
-
-// shardCount is a stream's store shard count and when it was read.
-type shardCount struct {
-	n  int
-	at time.Time
+	shardCache map[snowflake.ID]int
+	// sampled are the streams with a sampled mark on the board, as
+	// listed at sampledAt.
+	sampled   map[snowflake.ID]bool
+	sampledAt time.Time
 }
 
 // New returns an Archiver.
@@ -97,7 +95,7 @@ func New(cfg Config, d Deps) (*Archiver, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	a := &Archiver{cfg: cfg, d: d, log: cfg.Logger.With("component", "live-archiver"), shardCache: map[snowflake.ID]shardCount{},
+	a := &Archiver{cfg: cfg, d: d, log: cfg.Logger.With("component", "live-archiver"), shardCache: map[snowflake.ID]int{},
 		written:   prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_archiver_comments_written_total", Help: "Comments written to the store."}),
 		retracted: prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_archiver_retractions_total", Help: "Soft deletes applied."}),
 		stale:     prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_archiver_skipped_records_total", Help: "Records skipped (undecodable, or retracting an unknown comment)."}),
@@ -199,37 +197,66 @@ func (a *Archiver) apply(ctx context.Context, _ int32, _ eventlog.Record, lr liv
 
 // shards returns the store shard count of a stream: live.SampledShards
 // while the router holds the stream sampled (its board mark) or its record
-// says so, else 1; kept for ShardCheck. A board that cannot be read counts
-// as not sampled: any count is readable (a bucket lists every shard count
-// it was written with), only the hot partition's spread is lost.
+// says so, else 1. The marks are listed once per ShardCheck (few streams
+// are sampled; one read for them all, not one per stream); a list that
+// fails keeps the last one. A mark missed only costs the hot partition's
+// spread: a bucket lists every shard count it was written with.
 func (a *Archiver) shards(ctx context.Context, id snowflake.ID) int {
-	now := a.cfg.Now()
+	if a.sampledNow(ctx)[id] {
+		return live.SampledShards
+	}
 	a.mu.Lock()
-	sc, ok := a.shardCache[id]
+	n, ok := a.shardCache[id]
 	a.mu.Unlock()
-	if ok && now.Sub(sc.at) < a.cfg.ShardCheck {
-		return sc.n
+	if ok {
+		return n
 	}
-	n := 1
-	if a.d.Board != nil {
-		if _, err := a.d.Board.Get(ctx, live.SampledKey(id)); err == nil {
-			n = live.SampledShards
-		} else if !errors.Is(err, registry.ErrNotFound) && ctx.Err() == nil {
-			a.log.Debug("sampled mark not read", "stream", id, "err", err)
-		}
-	}
-	if n == 1 {
-		if s, err := a.d.Store.GetStream(ctx, id); err == nil && s.Sampled {
-			n = live.SampledShards
-		}
+	n = 1
+	if s, err := a.d.Store.GetStream(ctx, id); err == nil && s.Sampled {
+		n = live.SampledShards
 	}
 	a.mu.Lock()
 	if len(a.shardCache) > 100_000 {
-		a.shardCache = map[snowflake.ID]shardCount{}
+		a.shardCache = map[snowflake.ID]int{}
 	}
-	a.shardCache[id] = shardCount{n: n, at: now}
+	a.shardCache[id] = n
 	a.mu.Unlock()
 	return n
+}
+
+// sampledNow returns the streams the routers hold sampled, listed from
+// the board at most once per ShardCheck.
+func (a *Archiver) sampledNow(ctx context.Context) map[snowflake.ID]bool {
+	if a.d.Board == nil {
+		return nil
+	}
+	now := a.cfg.Now()
+	a.mu.Lock()
+	if !a.sampledAt.IsZero() && now.Sub(a.sampledAt) < a.cfg.ShardCheck {
+		set := a.sampled
+		a.mu.Unlock()
+		return set
+	}
+	a.mu.Unlock()
+	const prefix = "live/sampled/"
+	kv, err := a.d.Board.List(ctx, prefix)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sampledAt = now
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("sampled marks not read; keeping the last list", "err", err)
+		}
+		return a.sampled
+	}
+	set := make(map[snowflake.ID]bool, len(kv))
+	for k := range kv {
+		if id, err := snowflake.Parse(strings.TrimPrefix(k, prefix)); err == nil {
+			set[id] = true
+		}
+	}
+	a.sampled = set
+	return set
 }
 
 // retry runs f until it succeeds, fails with something other than

@@ -29,6 +29,7 @@ const (
 
 // ConcordClusterSpec is the desired state of a Concord platform.
 // +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.autoscaling.guild) || self.autoscaling.guild.minReplicas <= self.autoscaling.guild.maxReplicas",message="autoscaling.guild.minReplicas must not exceed maxReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.autoscaling.liveGateway) || has(self.live)",message="autoscaling.liveGateway scales the live gateways: it needs spec.live"
 type ConcordClusterSpec struct {
 	// Image of the concord binary, used by every role.
 	// +kubebuilder:validation:MinLength=1

@@ -29,6 +29,7 @@ const (
 
 // ConcordClusterSpec is the desired state of a Concord platform.
 // +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.autoscaling.guild) || self.autoscaling.guild.minReplicas <= self.autoscaling.guild.maxReplicas",message="autoscaling.guild.minReplicas must not exceed maxReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.autoscaling.liveGateway) || has(self.live)",message="autoscaling.liveGateway scales the live gateways: it needs spec.live"
 type ConcordClusterSpec struct {
 	// Image of the concord binary, used by every role.
 	// +kubebuilder:validation:MinLength=1
@@ -315,6 +316,47 @@ type AutoscalingPolicy struct {
 	// Relays creates and resizes RelayTiers for big guilds.
 	// +optional
 	Relays *RelayAutoscaling `json:"relays,omitempty"`
+	// LiveGateway scales the live-gateway role (spec.live) from the
+	// viewers the gateways report to the stream directory.
+	// +optional
+	LiveGateway *LiveGatewayAutoscaling `json:"liveGateway,omitempty"`
+}
+
+// LiveGatewayAutoscaling sizes the live-gateway Deployment to the viewers
+// it carries: replicas = ceil(viewers / ViewersPerGateway) within
+// [MinReplicas, MaxReplicas], more at once, fewer only once the
+// recommendation has stayed lower for ScaleDownAfter (the highest
+// recommendation of that window wins, so it does not flap). The viewers
+// are the gateways' per-stream reports in the registry (the stream
+// directory, live/viewers/<stream>/<gateway>, 15 s TTL); while they cannot
+// be read the replicas stay as they are.
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",message="liveGateway.minReplicas must not exceed maxReplicas"
+type LiveGatewayAutoscaling struct {
+	// ViewersPerGateway is the viewers one live gateway is sized for (the
+	// stream directory's per-stream width, 25,000, by default).
+	// +kubebuilder:default=25000
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ViewersPerGateway int64 `json:"viewersPerGateway,omitempty"`
+	// MinReplicas of the live-gateway role (room for a failed
+	// neighbour's viewers on a quiet fleet).
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MinReplicas int32 `json:"minReplicas,omitempty"`
+	// MaxReplicas of the live-gateway role.
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxReplicas int32 `json:"maxReplicas,omitempty"`
+	// ScaleDownAfter is the stabilisation window: the role shrinks only to
+	// the highest replica count recommended over this window, and not
+	// before the autoscaler has read the viewers for that long (after a
+	// restart or a missing signal). Growing is at once.
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="scaleDownAfter must not be negative"
+	// +optional
+	ScaleDownAfter *metav1.Duration `json:"scaleDownAfter,omitempty"`
 }
 
 // GuildAutoscaling scales guild nodes on event age and queue length.
@@ -393,6 +435,44 @@ type ConcordClusterStatus struct {
 	// DedicatedGuilds counts GuildPlacements of this cluster.
 	// +optional
 	DedicatedGuilds int32 `json:"dedicatedGuilds,omitempty"`
+	// LiveGateway is what the autoscaler last read and decided for the
+	// live-gateway role (spec.autoscaling.liveGateway).
+	// +optional
+	LiveGateway *LiveGatewayScaleStatus `json:"liveGateway,omitempty"`
+}
+
+// LiveGatewayScaleStatus is the live-gateway autoscaler's last round.
+type LiveGatewayScaleStatus struct {
+	// Viewers is the total of the gateways' fresh viewer reports.
+	// +optional
+	Viewers int64 `json:"viewers"`
+	// Gateways is how many gateways reported viewers.
+	// +optional
+	Gateways int32 `json:"gateways"`
+	// BusiestGatewayViewers is the viewers of the busiest gateway.
+	// +optional
+	BusiestGatewayViewers int64 `json:"busiestGatewayViewers"`
+	// RecommendedReplicas is ceil(viewers / viewersPerGateway) within
+	// [minReplicas, maxReplicas] this round.
+	// +optional
+	RecommendedReplicas int32 `json:"recommendedReplicas"`
+	// Replicas is the live-gateway replica count after this round.
+	// +optional
+	Replicas int32 `json:"replicas"`
+	// SignalOK is false when the viewers could not be read this round (the
+	// replicas were kept); Message then says why.
+	// +optional
+	SignalOK bool `json:"signalOK"`
+	// Message explains the last round: the decision or why there was none.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+	// ObservedAt is when the round ran.
+	// +optional
+	ObservedAt metav1.Time `json:"observedAt,omitempty"`
+	// LastScaleTime is when the autoscaler last changed the replicas.
+	// +optional
+	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
 }
 
 // ConcordCluster is a Concord platform: every runtime role except gateways
@@ -406,6 +486,7 @@ type ConcordClusterStatus struct {
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
 // +kubebuilder:printcolumn:name="Roles",type=string,JSONPath=`.status.readyRoles`
 // +kubebuilder:printcolumn:name="Dedicated",type=integer,JSONPath=`.status.dedicatedGuilds`
+// +kubebuilder:printcolumn:name="Viewers",type=integer,JSONPath=`.status.liveGateway.viewers`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ConcordCluster struct {

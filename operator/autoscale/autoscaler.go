@@ -2,6 +2,7 @@ package autoscale
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -26,6 +27,9 @@ type Autoscaler struct {
 	Clock    clock.PassiveClock
 	Recorder events.EventRecorder
 	Stats    fleet.GuildStats
+	// Viewers reports the live gateways' viewers (the stream directory)
+	// for spec.autoscaling.liveGateway; nil leaves the live gateways alone.
+	Viewers fleet.LiveViewers
 	// Interval between rounds (default 15s).
 	Interval time.Duration
 
@@ -34,6 +38,8 @@ type Autoscaler struct {
 }
 
 // +kubebuilder:rbac:groups=concord.dev,resources=concordclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=concord.dev,resources=concordclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=concord.dev,resources=guildplacements;relaytiers,verbs=get;list;watch;create;update;patch;delete
 
 // NeedLeaderElection makes only the leader scale.
@@ -95,6 +101,16 @@ func (a *Autoscaler) planner(key string) *Planner {
 }
 
 func (a *Autoscaler) cluster(ctx context.Context, c *concordv1.ConcordCluster) error {
+	// The live gateways scale on their own signal: guild stats that
+	// cannot be read do not hold them back, nor the other way round.
+	liveErr := a.liveGateway(ctx, c)
+	if err := a.guilds(ctx, c); err != nil {
+		return errors.Join(err, liveErr)
+	}
+	return liveErr
+}
+
+func (a *Autoscaler) guilds(ctx context.Context, c *concordv1.ConcordCluster) error {
 	log := logf.FromContext(ctx).WithValues("namespace", c.Namespace, "cluster", c.Name)
 	key := fleet.ClusterKey{Namespace: c.Namespace, Name: c.Name, Endpoints: c.Spec.Etcd.Endpoints, Prefix: c.Spec.Etcd.Prefix}
 	samples, err := a.Stats.GuildStats(ctx, key)
@@ -144,6 +160,8 @@ func describe(d Decision) string {
 	switch d.Kind {
 	case ScaleGuild:
 		return fmt.Sprintf("guild nodes %d -> %d: %s", d.From, d.To, d.Reason)
+	case ScaleLiveGateway:
+		return fmt.Sprintf("live gateways %d -> %d: %s", d.From, d.To, d.Reason)
 	case ResizeTier:
 		return fmt.Sprintf("relay tier %s min relays %d -> %d: %s", d.Object, d.From, d.To, d.Reason)
 	default:

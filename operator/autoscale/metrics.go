@@ -34,6 +34,16 @@ var (
 		Name: "concord_autoscale_guild_online_sessions",
 		Help: "Online sessions subscribed to a guild.",
 	}, []string{"namespace", "cluster", "guild_id"})
+	// LiveViewersGauge is the viewers a cluster's live gateways report.
+	LiveViewersGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "concord_autoscale_live_viewers",
+		Help: "Viewers the live gateways report to the stream directory (fresh reports only).",
+	}, []string{"namespace", "cluster"})
+	// LiveGatewaysRecommended is the live-gateway replicas the viewers call for.
+	LiveGatewaysRecommended = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "concord_autoscale_live_gateway_recommended_replicas",
+		Help: "Live-gateway replicas the viewers call for this round (ceil(viewers / viewersPerGateway) within min and max), before the scale-down window.",
+	}, []string{"namespace", "cluster"})
 	// Decisions counts autoscaler decisions by kind.
 	Decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "concord_autoscale_decisions_total",
@@ -42,5 +52,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(GuildEventAge, NodeEventAge, ClusterEventAge, GuildQueueLength, GuildOnline, Decisions)
+	metrics.Registry.MustRegister(GuildEventAge, NodeEventAge, ClusterEventAge, GuildQueueLength, GuildOnline, LiveViewersGauge, LiveGatewaysRecommended, Decisions)
 }

@@ -90,6 +90,7 @@ type Planner struct {
 	lastScale    time.Time
 	calmSince    time.Time // every node under half the target
 	lastTierSize map[string]time.Time
+	live         livePlanner
 }
 
 // NewPlanner returns a Planner with no history.

@@ -53,6 +53,22 @@ func TestSpecValidation(t *testing.T) {
 		{"live classifier on a KServe server", cluster("classifier-url", func(s *concordv1.ConcordClusterSpec) {
 			s.Live = &concordv1.LiveSpec{Classifier: "http://triton.ml:8000/toxicity"}
 		}), ""},
+		{"live gateway autoscaling", cluster("live-scale", func(s *concordv1.ConcordClusterSpec) {
+			s.Live = &concordv1.LiveSpec{}
+			s.Autoscaling = &concordv1.AutoscalingPolicy{LiveGateway: &concordv1.LiveGatewayAutoscaling{
+				ViewersPerGateway: 50_000, MinReplicas: 3, MaxReplicas: 3, ScaleDownAfter: dur(0)}}
+		}), ""},
+		{"live gateway autoscaling without spec.live", cluster("live-scale-nolive", func(s *concordv1.ConcordClusterSpec) {
+			s.Autoscaling = &concordv1.AutoscalingPolicy{LiveGateway: &concordv1.LiveGatewayAutoscaling{}}
+		}), "autoscaling.liveGateway scales the live gateways: it needs spec.live"},
+		{"live gateway autoscaling min above max", cluster("live-scale-minmax", func(s *concordv1.ConcordClusterSpec) {
+			s.Live = &concordv1.LiveSpec{}
+			s.Autoscaling = &concordv1.AutoscalingPolicy{LiveGateway: &concordv1.LiveGatewayAutoscaling{MinReplicas: 5, MaxReplicas: 4}}
+		}), "liveGateway.minReplicas must not exceed maxReplicas"},
+		{"live gateway autoscaling min above the default max", cluster("live-scale-min", func(s *concordv1.ConcordClusterSpec) {
+			s.Live = &concordv1.LiveSpec{}
+			s.Autoscaling = &concordv1.AutoscalingPolicy{LiveGateway: &concordv1.LiveGatewayAutoscaling{MinReplicas: 101}}
+		}), "liveGateway.minReplicas must not exceed maxReplicas"},
 		{"live classifier off", cluster("classifier-off", func(s *concordv1.ConcordClusterSpec) {
 			s.Live = &concordv1.LiveSpec{Classifier: "off"}
 		}), ""},

@@ -40,3 +40,23 @@ type VoiceLoad = adminapi.VoiceLoad
 type VoiceLoads interface {
 	VoiceLoad(ctx context.Context, pod *corev1.Pod) (VoiceLoad, error)
 }
+
+// GatewayViewers is one live gateway's viewers as the stream directory
+// holds them: the sum of its fresh per-stream reports.
+type GatewayViewers struct {
+	// Gateway is the gateway's registry node id (its pod name).
+	Gateway string
+	// Viewers is its viewers over every stream.
+	Viewers int64
+	// Streams is how many streams it reported viewers of.
+	Streams int
+}
+
+// LiveViewers reports every live gateway of a cluster with viewers, as the
+// gateways publish them to the stream directory (the registry keys
+// live/viewers/<stream>/<gateway>, rewritten every 5 s, counted for 15 s).
+// An error means the signal is missing (the registry could not be read),
+// which is not the same as no viewers (an empty list).
+type LiveViewers interface {
+	LiveViewers(ctx context.Context, cluster ClusterKey) ([]GatewayViewers, error)
+}

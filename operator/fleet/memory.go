@@ -12,13 +12,20 @@ import (
 // Memory is an in-process fleet: a registry per cluster, pods' drain state,
 // guild samples and voice loads, all set by the caller. Tests drive it to
 // play the runtime's part; `concord-operator --fleet=memory` uses it for dry
-// runs. It implements RegistryProvider, Drainer, GuildStats and VoiceLoads.
+// runs. It implements RegistryProvider, Drainer, GuildStats, VoiceLoads and
+// LiveViewers.
 type Memory struct {
 	mu         sync.Mutex
 	registries map[string]*MemoryRegistry
 	pods       map[string]*memoryPod // key: namespace/name
 	guilds     map[string][]GuildSample
 	drainCalls map[string][]DrainRequest
+	viewers    map[string]memoryViewers
+}
+
+type memoryViewers struct {
+	gateways []GatewayViewers
+	err      error
 }
 
 type memoryPod struct {
@@ -32,6 +39,7 @@ var (
 	_ Drainer          = (*Memory)(nil)
 	_ GuildStats       = (*Memory)(nil)
 	_ VoiceLoads       = (*Memory)(nil)
+	_ LiveViewers      = (*Memory)(nil)
 )
 
 // NewMemory returns an empty in-process fleet.
@@ -41,6 +49,7 @@ func NewMemory() *Memory {
 		pods:       map[string]*memoryPod{},
 		guilds:     map[string][]GuildSample{},
 		drainCalls: map[string][]DrainRequest{},
+		viewers:    map[string]memoryViewers{},
 	}
 }
 
@@ -132,6 +141,36 @@ func (m *Memory) GuildStats(_ context.Context, c ClusterKey) ([]GuildSample, err
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.guilds[c.Namespace+"/"+c.Name]), nil
+}
+
+// SetLiveViewers replaces the live gateways' viewers of a cluster (and
+// clears an error set with SetLiveViewersError).
+func (m *Memory) SetLiveViewers(namespace, name string, gateways []GatewayViewers) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.viewers[namespace+"/"+name] = memoryViewers{gateways: slices.Clone(gateways)}
+}
+
+// SetLiveViewersError makes LiveViewers of a cluster fail with err (the
+// directory cannot be read); nil clears it.
+func (m *Memory) SetLiveViewersError(namespace, name string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := m.viewers[namespace+"/"+name]
+	v.err = err
+	m.viewers[namespace+"/"+name] = v
+}
+
+// LiveViewers returns the viewers set with SetLiveViewers, or the error
+// set with SetLiveViewersError.
+func (m *Memory) LiveViewers(_ context.Context, c ClusterKey) ([]GatewayViewers, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := m.viewers[c.Namespace+"/"+c.Name]
+	if v.err != nil {
+		return nil, v.err
+	}
+	return slices.Clone(v.gateways), nil
 }
 
 // SetVoiceLoad sets an SFU pod's load.

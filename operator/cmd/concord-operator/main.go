@@ -55,7 +55,7 @@ func main() {
 		leaderNS     = flag.String("leader-election-namespace", env("CONCORD_OPERATOR_LEADER_ELECTION_NAMESPACE", ""), "namespace of the leader-election Lease; empty: the pod's own (required outside a cluster) (env CONCORD_OPERATOR_LEADER_ELECTION_NAMESPACE)")
 		fleetMode    = flag.String("fleet", env("CONCORD_OPERATOR_FLEET", "pods"), "how to reach the fleet: pods (registry in each cluster's etcd, pods' admin HTTP endpoints) or memory (dry run) (env CONCORD_OPERATOR_FLEET)")
 		adminTimeout = flag.Duration("admin-timeout", envDuration("CONCORD_OPERATOR_ADMIN_TIMEOUT", 5*time.Second), "timeout of calls to pods' admin endpoints (env CONCORD_OPERATOR_ADMIN_TIMEOUT)")
-		autoscaleInt = flag.Duration("autoscale-interval", envDuration("CONCORD_OPERATOR_AUTOSCALE_INTERVAL", 15*time.Second), "event-age autoscaler period; 0 disables it (env CONCORD_OPERATOR_AUTOSCALE_INTERVAL)")
+		autoscaleInt = flag.Duration("autoscale-interval", envDuration("CONCORD_OPERATOR_AUTOSCALE_INTERVAL", 15*time.Second), "autoscaler period (guild event age, live gateway viewers); 0 disables it (env CONCORD_OPERATOR_AUTOSCALE_INTERVAL)")
 	)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -89,11 +89,12 @@ func main() {
 
 	deps := controller.Deps{Clock: clock.RealClock{}}
 	var stats fleet.GuildStats
+	var viewers fleet.LiveViewers
 	switch *fleetMode {
 	case "memory":
 		m := fleet.NewMemory()
 		deps.Registries, deps.Drainer, deps.GuildStats, deps.VoiceLoads = m, m, m, m
-		stats = m
+		stats, viewers = m, m
 	case "pods":
 		pa, err := podadmin.New(podadmin.Config{Timeout: *adminTimeout, Reader: mgr.GetAPIReader()})
 		if err != nil {
@@ -107,6 +108,9 @@ func main() {
 		loads := &etcdfleet.VoiceLoads{Provider: regs, Reader: mgr.GetClient()}
 		deps.Registries, deps.Drainer, deps.GuildStats, deps.VoiceLoads = regs, pa, pa, loads
 		stats = pa
+		// Live gateways report their viewers to the registry (the stream
+		// directory, live/viewers/<stream>/<gateway>).
+		viewers = &etcdfleet.LiveViewers{Provider: regs}
 	default:
 		fatal(fmt.Errorf("--fleet must be pods or memory, not %q", *fleetMode))
 	}
@@ -116,7 +120,7 @@ func main() {
 	if *autoscaleInt > 0 {
 		a := &autoscale.Autoscaler{
 			Client: mgr.GetClient(), Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder("concord-autoscaler"),
-			Stats: stats, Interval: *autoscaleInt,
+			Stats: stats, Viewers: viewers, Interval: *autoscaleInt,
 		}
 		if err := mgr.Add(a); err != nil {
 			fatal(err)

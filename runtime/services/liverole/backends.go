@@ -140,7 +140,10 @@ func OpenBackends(ctx context.Context, c BackendsConfig) (_ Backends, close func
 			return out, nil, err
 		}
 	}
-	if uses(NameAPI, NameGateway, NameRouter, NameRelay, NameModeration) {
+	if uses(NameAPI, NameGateway, NameRouter, NameRelay, NameModeration) ||
+		(uses(NameArchiver) && (k.c.Registry != nil || k.c.Embedded)) {
+		// The archiver reads the routers' sampled marks when it has a
+		// board; without one it writes every stream with one shard.
 		if out.Board, err = k.board(); err != nil {
 			return out, nil, err
 		}

@@ -274,7 +274,7 @@ func buildArchiver(ctx context.Context, b *wiring.Builder) error {
 	if err != nil {
 		return err
 	}
-	ar, err := archiver.New(acfg, archiver.Deps{Log: cu, Store: bk.Store})
+	ar, err := archiver.New(acfg, archiver.Deps{Log: cu, Store: bk.Store, Board: bk.Board})
 	if err != nil {
 		return fmt.Errorf("live archiver: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,12 +33,24 @@ type Config struct {
 	Logger   *slog.Logger
 	// Registerer receives the archiver's metrics (nil: none).
 	Registerer prometheus.Registerer
+	// ShardCheck is how often the routers' sampled marks are listed
+	// from the board (default 5s): a stream the router turns sampled is
+	// written with live.SampledShards within this long.
+	ShardCheck time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
 }
 
 // Deps are the archiver's collaborators.
 type Deps struct {
 	Log   live.Consumer
 	Store live.Store
+	// Board, when set, is where the router holds live.SampledKey while a
+	// stream is sampled: the archiver then writes the stream's comments
+	// over live.SampledShards store partitions, so a hot stream's
+	// comments do not all land in one. Nil: only a stream record marked
+	// sampled gets them.
+	Board live.Board
 }
 
 // Archiver is the archiver role.
@@ -53,6 +66,10 @@ type Archiver struct {
 	// state changes.
 	mu         sync.Mutex
 	shardCache map[snowflake.ID]int
+	// sampled are the streams with a sampled mark on the board, as
+	// listed at sampledAt.
+	sampled   map[snowflake.ID]bool
+	sampledAt time.Time
 }
 
 // New returns an Archiver.
@@ -71,6 +88,12 @@ func New(cfg Config, d Deps) (*Archiver, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.ShardCheck <= 0 {
+		cfg.ShardCheck = 5 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	a := &Archiver{cfg: cfg, d: d, log: cfg.Logger.With("component", "live-archiver"), shardCache: map[snowflake.ID]int{},
 		written:   prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_archiver_comments_written_total", Help: "Comments written to the store."}),
@@ -172,8 +195,16 @@ func (a *Archiver) apply(ctx context.Context, _ int32, _ eventlog.Record, lr liv
 	return nil
 }
 
-// shards returns the store shard count of a stream, from its record.
+// shards returns the store shard count of a stream: live.SampledShards
+// while the router holds the stream sampled (its board mark) or its record
+// says so, else 1. The marks are listed once per ShardCheck (few streams
+// are sampled; one read for them all, not one per stream); a list that
+// fails keeps the last one. A mark missed only costs the hot partition's
+// spread: a bucket lists every shard count it was written with.
 func (a *Archiver) shards(ctx context.Context, id snowflake.ID) int {
+	if a.sampledNow(ctx)[id] {
+		return live.SampledShards
+	}
 	a.mu.Lock()
 	n, ok := a.shardCache[id]
 	a.mu.Unlock()
@@ -185,9 +216,47 @@ func (a *Archiver) shards(ctx context.Context, id snowflake.ID) int {
 		n = live.SampledShards
 	}
 	a.mu.Lock()
+	if len(a.shardCache) > 100_000 {
+		a.shardCache = map[snowflake.ID]int{}
+	}
 	a.shardCache[id] = n
 	a.mu.Unlock()
 	return n
+}
+
+// sampledNow returns the streams the routers hold sampled, listed from
+// the board at most once per ShardCheck.
+func (a *Archiver) sampledNow(ctx context.Context) map[snowflake.ID]bool {
+	if a.d.Board == nil {
+		return nil
+	}
+	now := a.cfg.Now()
+	a.mu.Lock()
+	if !a.sampledAt.IsZero() && now.Sub(a.sampledAt) < a.cfg.ShardCheck {
+		set := a.sampled
+		a.mu.Unlock()
+		return set
+	}
+	a.mu.Unlock()
+	const prefix = "live/sampled/"
+	kv, err := a.d.Board.List(ctx, prefix)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sampledAt = now
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("sampled marks not read; keeping the last list", "err", err)
+		}
+		return a.sampled
+	}
+	set := make(map[snowflake.ID]bool, len(kv))
+	for k := range kv {
+		if id, err := snowflake.Parse(strings.TrimPrefix(k, prefix)); err == nil {
+			set[id] = true
+		}
+	}
+	a.sampled = set
+	return set
 }
 
 // retry runs f until it succeeds, fails with something other than

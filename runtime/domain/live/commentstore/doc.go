@@ -19,12 +19,25 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/live"
 )
 
-// Shard returns the shard of comment id among shards.
+// Shard returns the shard of comment id among shards: a mix of all of
+// the id's bits (splitmix64's finaliser), not id mod shards, whose low
+// bits are the snowflake's per-millisecond sequence — 0 for nearly every
+// comment of a stream posting fewer than one per millisecond per API
+// process, which put a sampled stream's comments all in shard 0. Reads
+// never recompute it (the id index keeps each comment's shard, listings
+// walk every shard of a bucket), and no stream was written with more
+// than one shard before it changed.
 func Shard(id snowflake.ID, shards int) int {
 	if shards <= 1 {
 		return 0
 	}
-	return int(uint64(id) % uint64(shards))
+	x := uint64(id)
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return int(x % uint64(shards))
 }
 
 // Visible reports whether a listing shows c to viewer.

@@ -6,7 +6,13 @@
 //	live_comments           ((stream_id, bucket, shard), seq DESC)
 //	live_comments_by_video  ((stream_id, vbucket, shard), video_ts_ms, seq)
 //	live_comment_ids        ((stream_id, comment_id)) -> the row's place
-//	live_buckets            ((stream_id), kind, bucket) -> shards
+//	live_bucket_shards      ((stream_id), kind, bucket, shards)
+//	live_buckets            ((stream_id), kind, bucket) -> shards (before version 2)
+//
+// A bucket's shard count is the largest it was written with (a stream
+// turns sampled and back): readers take the largest of its
+// live_bucket_shards rows and its live_buckets row, written by earlier
+// versions and still written for them.
 //
 // A takedown updates retracted and reason in both comment tables; writes
 // of a comment never set those columns, so a comment written again after
@@ -14,10 +20,12 @@
 package cassandrastore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,6 +66,23 @@ var Migrations = []cassandra.Migration{{
 			PRIMARY KEY ((stream_id), kind, bucket)
 		)`,
 	},
+}, {
+	// live_buckets holds one shard count per bucket, last write wins: a
+	// stream that left sampled mode inside a bucket overwrote 16 with 1
+	// and hid 15 of its sampled comments' shards. Here every count a
+	// bucket was written with is its own row and readers take the
+	// largest (1 divides into 16: shard(id, 1) = 0 is among them).
+	// Readers also read live_buckets, so buckets written before this
+	// version stay listed; writers keep raising it (never lowering it)
+	// for readers of the previous version during a rollout.
+	Version: 2,
+	Name:    "live bucket shard counts",
+	Stmts: []string{
+		`CREATE TABLE IF NOT EXISTS live_bucket_shards (
+			stream_id bigint, kind tinyint, bucket bigint, shards int,
+			PRIMARY KEY ((stream_id), kind, bucket, shards)
+		)`,
+	},
 }}
 
 // Bucket index kinds.
@@ -78,6 +103,7 @@ type bucketKey struct {
 	stream snowflake.ID
 	kind   int8
 	bucket int64
+	shards int
 }
 
 var _ live.Store = (*Store)(nil)
@@ -170,16 +196,33 @@ func (s *Store) putComment(ctx context.Context, shards int, c *live.Comment) err
 		st, cid, b, vb, sh, c.Seq, c.VideoTSMs).Idempotent(true).ExecContext(ctx); err != nil {
 		return wrap("put comment id", err)
 	}
-	for _, k := range []bucketKey{{c.StreamID, kindCreated, b}, {c.StreamID, kindVideo, vb}} {
+	n := max(shards, 1)
+	for _, k := range []bucketKey{{c.StreamID, kindCreated, b, n}, {c.StreamID, kindVideo, vb, n}} {
 		s.mu.Lock()
 		known := s.known[k]
 		s.mu.Unlock()
 		if known {
 			continue
 		}
-		if err := s.s.Query(`INSERT INTO live_buckets (stream_id, kind, bucket, shards) VALUES (?, ?, ?, ?)`,
-			st, k.kind, k.bucket, max(shards, 1)).Idempotent(true).ExecContext(ctx); err != nil {
-			return wrap("put bucket", err)
+		if err := s.s.Query(`INSERT INTO live_bucket_shards (stream_id, kind, bucket, shards) VALUES (?, ?, ?, ?)`,
+			st, k.kind, k.bucket, n).Idempotent(true).ExecContext(ctx); err != nil {
+			return wrap("put bucket shards", err)
+		}
+		// live_buckets, for readers of the previous version during a
+		// rollout and read by this one too: raised, never lowered (a
+		// count the previous version wrote there is the only record of
+		// its shards).
+		var prev int
+		err := s.s.Query(`SELECT shards FROM live_buckets WHERE stream_id = ? AND kind = ? AND bucket = ?`,
+			st, k.kind, k.bucket).ScanContext(ctx, &prev)
+		if err != nil && !errors.Is(err, gocql.ErrNotFound) {
+			return wrap("get bucket", err)
+		}
+		if n > prev {
+			if err := s.s.Query(`INSERT INTO live_buckets (stream_id, kind, bucket, shards) VALUES (?, ?, ?, ?)`,
+				st, k.kind, k.bucket, n).Idempotent(true).ExecContext(ctx); err != nil {
+				return wrap("put bucket", err)
+			}
 		}
 		s.mu.Lock()
 		if len(s.known) > 100_000 {
@@ -267,14 +310,29 @@ type bucketShards struct {
 	shards int
 }
 
+// buckets lists a stream's buckets of kind in ascending order, each with
+// the largest shard count it was written with, from both bucket tables.
 func (s *Store) buckets(ctx context.Context, stream snowflake.ID, kind int8) ([]bucketShards, error) {
-	it := s.s.Query(`SELECT bucket, shards FROM live_buckets WHERE stream_id = ? AND kind = ?`, int64(stream), kind).IterContext(ctx)
-	var out []bucketShards
-	var b bucketShards
-	for it.Scan(&b.bucket, &b.shards) {
-		out = append(out, b)
+	most := map[int64]int{}
+	for _, q := range []string{
+		`SELECT bucket, shards FROM live_bucket_shards WHERE stream_id = ? AND kind = ?`,
+		`SELECT bucket, shards FROM live_buckets WHERE stream_id = ? AND kind = ?`,
+	} {
+		it := s.s.Query(q, int64(stream), kind).IterContext(ctx)
+		var b bucketShards
+		for it.Scan(&b.bucket, &b.shards) {
+			most[b.bucket] = max(most[b.bucket], b.shards)
+		}
+		if err := it.Close(); err != nil {
+			return nil, wrap("list buckets", err)
+		}
 	}
-	return out, wrap("list buckets", it.Close())
+	out := make([]bucketShards, 0, len(most))
+	for b, n := range most {
+		out = append(out, bucketShards{bucket: b, shards: n})
+	}
+	slices.SortFunc(out, func(x, y bucketShards) int { return cmp.Compare(x.bucket, y.bucket) })
+	return out, nil
 }
 
 // List implements live.Store.

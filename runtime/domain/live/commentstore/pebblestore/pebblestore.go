@@ -159,6 +159,7 @@ func (s *Store) PutComments(ctx context.Context, shards int, cs []live.Comment) 
 	defer s.mu.Unlock()
 	b := s.db.NewBatch()
 	defer b.Close()
+	pending := map[string]uint64{} // bucket keys set in b
 	for i := range cs {
 		c := cs[i]
 		if c.VideoTSMs < 0 || c.Seq < 0 {
@@ -179,17 +180,46 @@ func (s *Store) PutComments(ctx context.Context, shards int, cs []live.Comment) 
 			return fmt.Errorf("pebblestore: encode comment: %w", err)
 		}
 		pv, _ := json.Marshal(p)
-		sh := binary.BigEndian.AppendUint64(nil, uint64(max(shards, 1)))
 		b.Set(p.commentKey(c.StreamID), v, nil)
 		b.Set(p.replayKey(c.StreamID), v, nil)
 		b.Set(key(kID, uint64(c.StreamID), uint64(c.ID)), pv, nil)
-		b.Set(key(kBucket, uint64(c.StreamID), uint64(p.Bucket)), sh, nil)
-		b.Set(key(kVBucket, uint64(c.StreamID), uint64(p.VBucket)), sh, nil)
+		for _, bk := range [][]byte{key(kBucket, uint64(c.StreamID), uint64(p.Bucket)), key(kVBucket, uint64(c.StreamID), uint64(p.VBucket))} {
+			// A bucket's shard count only grows: a stream that leaves
+			// sampled mode keeps its sampled comments' shards listed.
+			n, err := s.bucketShards(bk, pending)
+			if err != nil {
+				return err
+			}
+			if want := uint64(max(shards, 1)); want > n {
+				pending[string(bk)] = want
+				b.Set(bk, binary.BigEndian.AppendUint64(nil, want), nil)
+			}
+		}
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("%w: pebblestore: put comments: %v", live.ErrUnavailable, err)
 	}
 	return nil
+}
+
+// bucketShards is the shard count a bucket key holds, in pending (this
+// batch) or the database; 0 for a bucket not written yet.
+func (s *Store) bucketShards(k []byte, pending map[string]uint64) (uint64, error) {
+	if n, ok := pending[string(k)]; ok {
+		return n, nil
+	}
+	v, closer, err := s.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%w: pebblestore: get bucket: %v", live.ErrUnavailable, err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, nil
+	}
+	return binary.BigEndian.Uint64(v), nil
 }
 
 // Retract implements live.Store.

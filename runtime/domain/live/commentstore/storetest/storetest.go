@@ -202,4 +202,46 @@ func Run(t *testing.T, s live.Store) {
 			t.Fatalf("sampled GetComment = %+v %v", c, err)
 		}
 	})
+
+	// A stream that turns sampled and back inside one bucket: its first
+	// comments are in one shard, the next in SampledShards, the last in
+	// one again (the archiver follows the router's mode). Every one stays
+	// listed, in order, by scroll-back and replay: a bucket's shard count
+	// never shrinks, whichever write came last.
+	t.Run("ShardsChangeInsideABucket", func(t *testing.T) {
+		stream := newID()
+		cs := comments(stream, 40, start.Truncate(10*time.Minute).Add(time.Minute), time.Second, linear)
+		for _, part := range []struct {
+			shards   int
+			from, to int
+		}{{1, 0, 10}, {live.SampledShards, 10, 30}, {1, 30, 40}} {
+			if err := s.PutComments(ctx, part.shards, cs[part.from:part.to]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.List(ctx, stream, live.Page{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 40 {
+			t.Fatalf("listed %d of 40 comments written with 1, %d, then 1 shards", len(got), live.SampledShards)
+		}
+		for i := range got {
+			if got[i].Seq != int64(10*(40-i)) {
+				t.Fatalf("order at %d: %d", i, got[i].Seq)
+			}
+		}
+		replay, err := s.List(ctx, stream, live.Page{Replay: true, AfterVideoTS: -1, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(replay) != 40 || replay[0].Seq != 10 || replay[39].Seq != 400 {
+			t.Fatalf("replay listed %d (%v)", len(replay), seqs(replay))
+		}
+		for _, i := range []int{0, 15, 35} {
+			if c, err := s.GetComment(ctx, stream, cs[i].ID); err != nil || c.Seq != cs[i].Seq {
+				t.Fatalf("GetComment %d = %+v %v", i, c, err)
+			}
+		}
+	})
 }

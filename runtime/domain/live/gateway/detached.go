@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"errors"
 	"net"
 	"net/http"
+	"os"
 	"syscall"
 	"time"
 )
@@ -165,6 +167,11 @@ func (v *viewer) writeLoop() {
 		v.mu.Unlock()
 		v.conn.SetWriteDeadline(time.Now().Add(g.cfg.WriteTimeout))
 		if _, err := v.conn.Write(buf); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// The socket took less than the batch in WriteTimeout:
+				// a viewer too slow to keep up, like one over MaxPending.
+				g.m.slowCut.Inc()
+			}
 			v.cutOff()
 			return
 		}

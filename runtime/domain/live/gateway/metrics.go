@@ -39,7 +39,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		recentReads:  c("recent_reads_total", "Reads of the recent cache: one per stream subscription, one per refilled gap — never one per viewer."),
 		gapsSent:     c("gaps_sent_total", "Resumes answered with a gap and a fresh snapshot."),
 		resumes:      c("resumes_total", "Last-Event-ID resumes served from the ring."),
-		slowCut:      c("slow_viewers_cut_total", "Viewers cut for falling too far behind."),
+		slowCut:      c("slow_viewers_cut_total", "Viewers cut for falling too far behind: more than the pending bound queued, or a write the socket did not take within the write timeout."),
 		flushAge: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_gateway_flush_age_seconds",
 			Help: "Time frames waited in a viewer's queue before the flush.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 12)}),
 		postToFlush: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_gateway_post_to_flush_seconds",

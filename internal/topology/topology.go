@@ -129,6 +129,25 @@ type Options struct {
 	// Extra are more nodes, started after the others (read-state nodes,
 	// say), not behind the balancer.
 	Extra []Extra
+	// FaultClock starts every `concord serve` node with
+	// --fault-clock-file=<its Dir>/FaultClockFile: a fault test moves a
+	// node's wall clock by writing that file (Node.SkewClock).
+	FaultClock bool
+}
+
+// FaultClockFile is the name, in a node's Dir, of the file that moves its
+// wall clock under Options.FaultClock (runtime/base/clock).
+const FaultClockFile = "fault-clock"
+
+// SkewClock moves the node's wall clock by d from the machine's (0 puts
+// it right) through its --fault-clock-file; the node reads the file
+// within 100 ms. The cluster must have been started with
+// Options.FaultClock.
+func (n *Node) SkewClock(d time.Duration) error {
+	if err := os.WriteFile(filepath.Join(n.Dir, FaultClockFile), []byte(d.String()), 0o644); err != nil {
+		return fmt.Errorf("skew the clock of %s: %w", n.Name, err)
+	}
+	return nil
 }
 
 // Extra is one more node of Options.Extra.
@@ -293,6 +312,9 @@ func Start(ctx context.Context, b *Backends, o Options) (*Cluster, error) {
 		n := &Node{Name: name, HTTP: addr, Dir: dir, done: make(chan struct{})}
 		args := append([]string{"serve", "--node=" + name, "--roles=" + roles, "--http=" + addr,
 			"--grpc=127.0.0.1:0", "--data-dir=" + dir}, append(common, extra...)...)
+		if o.FaultClock {
+			args = append(args, "--fault-clock-file="+filepath.Join(dir, FaultClockFile))
+		}
 		return n, c.run(n, exec.Command(bin, args...), o.Verbose)
 	}
 	fail := func(err error) (*Cluster, error) {

@@ -241,6 +241,7 @@ func TestFaults(t *testing.T) {
 	go a.viewer(watch, rec, "viewer-1", writers[2].token, stream.ID, &wg)
 	go a.viewer(watch, rec, "viewer-2", outsider.token, stream.ID, &wg)
 
+	bw := watchBalancer(watch, c.Admin)
 	begin := time.Now()
 	settle := func() {
 		select {
@@ -350,6 +351,7 @@ func TestFaults(t *testing.T) {
 	}
 	res := history.Check(in)
 	t.Logf("history checked (%v of traffic):\n%s", end.Sub(begin).Round(time.Second), res)
+	t.Logf("balancer (HAProxy servers' state changes during the faults):\n%s", bw)
 	report := figures(windows, in.Ops, sessions, begin, end)
 	t.Logf("figures:\n%s", report)
 	if f := os.Getenv("CONCORD_FAULTS_REPORT"); f != "" {

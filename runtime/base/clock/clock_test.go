@@ -10,17 +10,17 @@ import (
 
 func TestNowFollowsOffset(t *testing.T) {
 	t.Cleanup(func() { SetOffset(0) })
-	if d := Now().Sub(time.Now()); d > time.Second || d < -time.Second {
+	if d := time.Until(Now()); d > time.Second || d < -time.Second {
 		t.Fatalf("offset 0: Now is %v from time.Now", d)
 	}
 	SetOffset(-45 * time.Second)
-	if d := time.Now().Sub(Now()); d < 44*time.Second || d > 46*time.Second {
+	if d := time.Since(Now()); d < 44*time.Second || d > 46*time.Second {
 		t.Fatalf("offset -45s: Now is %v behind time.Now", d)
 	}
 	if was := SetOffset(45 * time.Second); was != -45*time.Second {
 		t.Fatalf("SetOffset returned %v, want -45s", was)
 	}
-	if d := Now().Sub(time.Now()); d < 44*time.Second || d > 46*time.Second {
+	if d := time.Until(Now()); d < 44*time.Second || d > 46*time.Second {
 		t.Fatalf("offset +45s: Now is %v ahead of time.Now", d)
 	}
 }

@@ -81,3 +81,58 @@ func TestBalancerKeepsASlowServerUp(t *testing.T) {
 	stopped.Store(true)
 	await("DOWN", 8*time.Second)
 }
+
+// TestBalancerRetriesAGoneServerElsewhere: in the half second before
+// the checks notice that an api node died (the fault suite's kill), a
+// request HAProxy sends it is refused a connection. Nothing reached the
+// node, so the request goes to another server instead of being answered
+// 503 "No server is available" (fault runs of session 17: 2 and 3 such
+// sends per full schedule, at the kill of api-2).
+func TestBalancerRetriesAGoneServerElsewhere(t *testing.T) {
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("no haproxy on PATH (hack/test-deps.sh installs it)")
+	}
+	serve := func() (net.Listener, *http.Server) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+		go srv.Serve(&proxyproto.Listener{Listener: l})
+		t.Cleanup(func() { srv.Close() })
+		return l, srv
+	}
+	la, a := serve()
+	lb, _ := serve()
+	c := &Cluster{Nodes: []*Node{{Name: "api-1", HTTP: la.Addr().String()}, {Name: "api-2", HTTP: lb.Addr().String()}}}
+	if err := c.startHAProxy(bin, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Node("haproxy").Kill() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, _ := c.Admin.ServerStates()
+		if st["apis/api-1"] == "UP" && st["apis/api-2"] == "UP" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("servers not up: %v", st)
+		}
+		time.Sleep(50 * time.Millisecond) // HAProxy's first checks; polled
+	}
+	// api-1 dies: its port refuses connections from now on.
+	a.Close()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := range 10 {
+		resp, err := client.Get("http://" + c.Front + "/api/v10/gateway")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			st, _ := c.Admin.ServerStates()
+			t.Fatalf("request %d right after api-1 died: %d (servers %v)", i, resp.StatusCode, st)
+		}
+	}
+}

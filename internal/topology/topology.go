@@ -482,6 +482,11 @@ defaults
 	timeout tunnel 1h
 	timeout client-fin 5s
 	option forwardfor
+	# A connection a server refused carried nothing to it: retry it on
+	# another server at once rather than on the same one, which answers
+	# 503 once that one is down (a killed node, before its checks fail).
+	retries 2
+	option redispatch 1
 
 frontend public
 	bind %s

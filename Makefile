@@ -80,12 +80,14 @@ FAULTS_SCHEDULE ?= full
 # drawn from a seed (printed; FAULTS_SEED replays it) among kill -9 and
 # restart of any process, network partitions between the loopback test hosts
 # (one node isolated, a minority split, a one-way drop), SIGSTOP pauses and a
-# Cassandra node's clock skewed with libfaketime, then the history checker.
+# Cassandra node's clock skewed with libfaketime, the guild owner's clock
+# moved ±45 s through Concord's clock seam (--fault-clock-file), then the
+# history checker. FAULTS_SCHEDULE=clock runs the clock fault alone.
 # About 15 s per fault plus 15 s of quiet after each, and about 5 minutes
-# to start and check: 8 faults take some 10-15 minutes. Needs root
+# to start and check: 9 faults (every kind once) take some 12-17 minutes. Needs root
 # (iptables, cgroups). The replicated servers stay up afterwards, as the
 # test servers do: bash hack/replicated.sh stop.
-FAULTS_COUNT ?= 8
+FAULTS_COUNT ?= 9
 FAULTS_SEED ?=
 test-faults: test-deps
 	bash hack/replicated.sh start

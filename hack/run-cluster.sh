@@ -314,6 +314,11 @@ defaults
 	timeout tunnel 1h
 	timeout client-fin 5s
 	option forwardfor
+	# A refused connection carried nothing to the server: retry it on
+	# another one (a node killed before its checks failed), not on the
+	# same one until it is down and the request is answered 503.
+	retries 2
+	option redispatch 1
 
 frontend public
 	bind $LB

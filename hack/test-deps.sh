@@ -84,6 +84,9 @@ apt_need haproxy haproxy "make run-cluster needs Debian's haproxy"
 step "libfaketime from Debian (the durability suite skews a Cassandra node's clock with it: make test-faults)"
 apt_need faketime faketime "make test-faults skews a Cassandra node's clock with Debian's libfaketime"
 
+step "iptables from Debian (the durability suite partitions the network between test processes with it: make test and make test-faults)"
+apt_need iptables iptables "make test-faults partitions the network with Debian's iptables"
+
 step "coturn from Debian (the voice relay-only test's TURN server) on 127.0.0.1:3479"
 bash hack/coturn/start.sh | tail -n 3 >> "$ENV_FILE.tmp"
 

@@ -129,6 +129,25 @@ type Options struct {
 	// Extra are more nodes, started after the others (read-state nodes,
 	// say), not behind the balancer.
 	Extra []Extra
+	// FaultClock starts every `concord serve` node with
+	// --fault-clock-file=<its Dir>/FaultClockFile: a fault test moves a
+	// node's wall clock by writing that file (Node.SkewClock).
+	FaultClock bool
+}
+
+// FaultClockFile is the name, in a node's Dir, of the file that moves its
+// wall clock under Options.FaultClock (runtime/base/clock).
+const FaultClockFile = "fault-clock"
+
+// SkewClock moves the node's wall clock by d from the machine's (0 puts
+// it right) through its --fault-clock-file; the node reads the file
+// within 100 ms. The cluster must have been started with
+// Options.FaultClock.
+func (n *Node) SkewClock(d time.Duration) error {
+	if err := os.WriteFile(filepath.Join(n.Dir, FaultClockFile), []byte(d.String()), 0o644); err != nil {
+		return fmt.Errorf("skew the clock of %s: %w", n.Name, err)
+	}
+	return nil
 }
 
 // Extra is one more node of Options.Extra.
@@ -293,6 +312,9 @@ func Start(ctx context.Context, b *Backends, o Options) (*Cluster, error) {
 		n := &Node{Name: name, HTTP: addr, Dir: dir, done: make(chan struct{})}
 		args := append([]string{"serve", "--node=" + name, "--roles=" + roles, "--http=" + addr,
 			"--grpc=127.0.0.1:0", "--data-dir=" + dir}, append(common, extra...)...)
+		if o.FaultClock {
+			args = append(args, "--fault-clock-file="+filepath.Join(dir, FaultClockFile))
+		}
 		return n, c.run(n, exec.Command(bin, args...), o.Verbose)
 	}
 	fail := func(err error) (*Cluster, error) {
@@ -460,6 +482,11 @@ defaults
 	timeout tunnel 1h
 	timeout client-fin 5s
 	option forwardfor
+	# A connection a server refused carried nothing to it: retry it on
+	# another server at once rather than on the same one, which answers
+	# 503 once that one is down (a killed node, before its checks fail).
+	retries 2
+	option redispatch 1
 
 frontend public
 	bind %s
@@ -474,9 +501,19 @@ frontend public
 	if live {
 		cfg.WriteString("\tuse_backend live_gateways if live_sse\n\tuse_backend live_apis if live_api\n")
 	}
+	// The checks: every 500 ms, every 250 ms once one failed, down after
+	// three failures in a row. A check waits up to 1 s for the answer
+	// (timeout check, as a Kubernetes readiness probe's default; without
+	// it HAProxy waits no longer than inter, 500 ms): a
+	// node that answers /readyz late is serving, and a stall of the
+	// machine (a fault, a burst of load) slows every replica at once, so
+	// a 500 ms bound took them all out together (session 14: no api
+	// server for 3 s during a minority split that cut neither api node
+	// off). A node that is gone is refused at once and down within about
+	// 1 s; one that hangs (SIGSTOP) within about 4 s.
 	backend := func(name, balance, prefix string) {
-		fmt.Fprintf(&cfg, "\nbackend %s\n\tbalance %s\n\toption httpchk GET /readyz\n\thttp-check expect status 200\n"+
-			"\tdefault-server inter 500ms fall 2 rise 1%s\n%s", name, balance, serverOpts, servers(prefix))
+		fmt.Fprintf(&cfg, "\nbackend %s\n\tbalance %s\n\toption httpchk GET /readyz\n\thttp-check expect status 200\n\ttimeout check 1s\n"+
+			"\tdefault-server inter 500ms fastinter 250ms fall 3 rise 1%s\n%s", name, balance, serverOpts, servers(prefix))
 	}
 	cfg.WriteString("\tdefault_backend apis\n")
 	backend("apis", "roundrobin", "api-")
@@ -552,6 +589,35 @@ func (a Admin) ServerStates() (map[string]string, error) {
 		states[f[0]+"/"+f[1]] = st
 	}
 	return states, nil
+}
+
+// Check is one HAProxy server's state and its last health check.
+type Check struct {
+	// Status is UP, DOWN, DRAIN, MAINT or a transition ("UP 1/3").
+	Status string
+	// Last is the last check's outcome (L7OK, L7TOUT a timeout, L7STS a
+	// wrong status, L4CON a refused connection, ...) and Took its length.
+	Last string
+	Took time.Duration
+}
+
+// Checks is every HAProxy server's state and last check, by
+// "backend/server".
+func (a Admin) Checks() (map[string]Check, error) {
+	out, err := a.Command("show stat")
+	if err != nil {
+		return nil, err
+	}
+	checks := map[string]Check{}
+	for _, f := range statRows(out) {
+		c := Check{Status: f[17], Last: f[36]}
+		if len(f) > 38 {
+			ms, _ := strconv.Atoi(f[38])
+			c.Took = time.Duration(ms) * time.Millisecond
+		}
+		checks[f[0]+"/"+f[1]] = c
+	}
+	return checks, nil
 }
 
 // Conns is HAProxy's count of open connections (show stat's scur) of

@@ -168,6 +168,12 @@ type Config struct {
 
 	// Logger receives every component's logs. Default slog.Default().
 	Logger *slog.Logger
+
+	// FaultClockFile, for fault testing only, moves this process's wall
+	// clock (runtime/base/clock) by the offset the file holds ("+45s",
+	// "-45s"; absent or empty is 0), read at start and every 100 ms
+	// after. Empty (the default) leaves the clock alone and reads no file.
+	FaultClockFile string
 }
 
 // Credentials authenticate to the backends. A user or password written in

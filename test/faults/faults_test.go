@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/internal/topology"
+	etcdreg "github.com/concord-chat/concord/runtime/adapters/registry/etcd"
 	"github.com/concord-chat/concord/runtime/adapters/store/cassandra"
+	"github.com/concord-chat/concord/runtime/base/snowflake"
 	botscassandra "github.com/concord-chat/concord/runtime/domain/bots/cassandra"
 	"github.com/concord-chat/concord/test/faults/history"
 )
@@ -28,9 +30,10 @@ import (
 // printed seed, then checks the history the clients recorded.
 //
 //	CONCORD_FAULTS_SEED=N        replay a schedule (the test prints its seed)
-//	CONCORD_FAULTS_SCHEDULE=short|clients|full|none   short (default): one minority split and
+//	CONCORD_FAULTS_SCHEDULE=short|clients|clock|full|none   short (default): one minority split and
 //	                             one Cassandra node killed; clients: Redis cut off from Concord,
-//	                             the sessions' gateway node killed, Redis killed; full: CONCORD_FAULTS_COUNT faults
+//	                             the sessions' gateway node killed, Redis killed; clock: the guild
+//	                             owner's clock 45 s ahead, then 45 s behind; full: CONCORD_FAULTS_COUNT faults
 //	                             of every kind; none: the workload and the checker alone
 //	CONCORD_FAULTS_COUNT=N       faults in the full schedule [6]
 //	CONCORD_FAULTS_REPORT=FILE   append the per-fault figures (markdown) to FILE
@@ -93,6 +96,8 @@ func TestFaults(t *testing.T) {
 		Extra:        []topology.Extra{{Name: "readstate-1", Roles: "readstate"}, {Name: "readstate-2", Roles: "readstate"}},
 		Verbose:      os.Getenv("CONCORD_TEST_VERBOSE") != "",
 		ReadyTimeout: 4 * time.Minute,
+		// The clock fault moves a node's wall clock through the seam.
+		FaultClock: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +207,12 @@ func TestFaults(t *testing.T) {
 	})
 
 	rec := &history.Recorder{}
+	reg, err := etcdreg.New(etcdreg.Config{Endpoints: etcdURLs(etcd), Prefix: "/" + c.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	nem.owner = func() (string, error) { return ownerNode(ctx, reg, rec.Ops()) }
 	sessions := []*session{
 		startSession(rec, "outsider", c.Front, outsider),
 		startSession(rec, "mentioned", c.Front, mentioned),
@@ -230,6 +241,7 @@ func TestFaults(t *testing.T) {
 	go a.viewer(watch, rec, "viewer-1", writers[2].token, stream.ID, &wg)
 	go a.viewer(watch, rec, "viewer-2", outsider.token, stream.ID, &wg)
 
+	bw := watchBalancer(watch, c.Admin)
 	begin := time.Now()
 	settle := func() {
 		select {
@@ -339,6 +351,7 @@ func TestFaults(t *testing.T) {
 	}
 	res := history.Check(in)
 	t.Logf("history checked (%v of traffic):\n%s", end.Sub(begin).Round(time.Second), res)
+	t.Logf("balancer (HAProxy servers' state changes during the faults):\n%s", bw)
 	report := figures(windows, in.Ops, sessions, begin, end)
 	t.Logf("figures:\n%s", report)
 	if f := os.Getenv("CONCORD_FAULTS_REPORT"); f != "" {
@@ -356,6 +369,45 @@ func TestFaults(t *testing.T) {
 	if res.Acked == 0 || res.Reads == 0 {
 		t.Errorf("no acknowledged send or no read: the workload did not run (%s)", res)
 	}
+}
+
+// ownerNode is the guild node that minted the last acknowledged message
+// (the highest id among the acknowledged sends): the guild's owner, as
+// the guild actor mints its messages' ids. The node holding the id's
+// snowflake pair is read from the pair's claim in the registry
+// (snowflake/W-P holds the claimer's name).
+func ownerNode(ctx context.Context, reg *etcdreg.Registry, ops []history.Op) (string, error) {
+	var last snowflake.ID
+	for _, op := range ops {
+		if op.Kind != history.Send || !op.OK {
+			continue
+		}
+		if id, err := snowflake.Parse(op.ID); err == nil && id > last {
+			last = id
+		}
+	}
+	if last == 0 {
+		return "", fmt.Errorf("no acknowledged send yet: no id names the guild's owner")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	name, err := reg.Get(ctx, fmt.Sprintf("snowflake/%d-%d", last.Worker(), last.Process()))
+	if err != nil {
+		return "", fmt.Errorf("who holds the pair %d/%d of message %d: %w", last.Worker(), last.Process(), last, err)
+	}
+	if !strings.HasPrefix(string(name), "guild-") {
+		return "", fmt.Errorf("message %d was minted by %s, not a guild node", last, name)
+	}
+	return string(name), nil
+}
+
+// etcdURLs are the members' client URLs.
+func etcdURLs(ms []*etcdMember) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, "http://"+m.addr+":2379")
+	}
+	return out
 }
 
 func appendFile(name, s string) error {

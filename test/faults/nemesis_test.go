@@ -27,11 +27,14 @@ type fault struct {
 	// off from Redis: what it sends there is dropped; the shared Redis
 	// itself is untouched), gateway (kill -9 the gateway node holding
 	// most of the recorded sessions, held down, restarted: its sessions
-	// resume or identify again elsewhere).
+	// resume or identify again elsewhere), clock (the wall clock of the
+	// guild node that owns the test guild, found when the fault acts,
+	// moved by skew through Concord's clock seam, --fault-clock-file,
+	// then put right: its snowflake ids jump ahead or behind).
 	kind    string
 	targets []string
 	hold    time.Duration
-	skew    string // skew: the libfaketime offset
+	skew    string // skew: the libfaketime offset; clock: the seam's
 }
 
 func (f fault) String() string {
@@ -45,6 +48,11 @@ func (f fault) String() string {
 // sessionsGateway stands, in a planned gateway fault, for the gateway
 // node that holds most of the recorded sessions when the fault acts.
 const sessionsGateway = "gateway-of-sessions"
+
+// guildOwner stands, in a planned clock fault, for the guild node that
+// owns the test guild when the fault acts (the node whose snowflake pair
+// minted the last acknowledged message).
+const guildOwner = "owner-of-the-guild"
 
 // window is when a fault acted: from start until healed (the process
 // back, the rules gone).
@@ -69,7 +77,10 @@ type nemesis struct {
 	// (HAProxy's scur of its gateways backend): the recorded sessions
 	// are the only gateway clients while the faults act.
 	gateways func() (map[string]int, error)
-	logf     func(format string, args ...any)
+	// owner names the guild node that owns the test guild (the clock
+	// fault).
+	owner func() (string, error)
+	logf  func(format string, args ...any)
 }
 
 // sessionsNode is the gateway node with the most open gateway
@@ -139,6 +150,12 @@ func plan(seed uint64, schedule string, n int, names map[string][]string) []faul
 		}
 		return sessionsGateway
 	}
+	if schedule == "clock" { // the clock seam alone: the owner's clock 45 s ahead, then 45 s behind
+		return []fault{
+			{kind: "clock", targets: []string{guildOwner}, hold: 15 * time.Second, skew: "+45s"},
+			{kind: "clock", targets: []string{guildOwner}, hold: 15 * time.Second, skew: "-45s"},
+		}
+	}
 	if schedule == "clients" {
 		return []fault{
 			{kind: "redis", targets: []string{"redis"}, hold: 15 * time.Second},
@@ -147,7 +164,7 @@ func plan(seed uint64, schedule string, n int, names map[string][]string) []faul
 		}
 	}
 	var out []fault
-	kinds := []string{"kill", "isolate", "split", "oneway", "pause", "skew", "redis", "gateway"}
+	kinds := []string{"kill", "isolate", "split", "oneway", "pause", "skew", "redis", "gateway", "clock"}
 	// Every kind once first, in an order of the seed's, then any.
 	order := rng.Perm(len(kinds))
 	for i := range n {
@@ -179,6 +196,9 @@ func plan(seed uint64, schedule string, n int, names map[string][]string) []faul
 			f.targets = []string{"redis"}
 		case "gateway":
 			f.targets = []string{gateway()}
+		case "clock":
+			f.targets = []string{guildOwner}
+			f.skew = []string{"+45s", "-45s"}[rng.IntN(2)]
 		}
 		out = append(out, f)
 	}
@@ -253,6 +273,17 @@ func (n *nemesis) act(ctx context.Context, f fault) (w window) {
 		w.f = f
 		w.note = fmt.Sprintf("held %d of the %d gateway connections", held, all)
 		n.logf("nemesis: the sessions' gateway node is %s (%s)", name, w.note)
+	}
+	if f.kind == "clock" && f.targets[0] == guildOwner {
+		name, err := n.guildOwner()
+		if err != nil {
+			w.start, w.healed, w.err = time.Now(), time.Now(), err
+			n.logf("nemesis: %s: %v", f, err)
+			return
+		}
+		f.targets = []string{name}
+		w.f = f
+		n.logf("nemesis: the guild's owner is %s", name)
 	}
 	w.start = time.Now()
 	defer func() {
@@ -356,10 +387,32 @@ func (n *nemesis) act(ctx context.Context, f fault) (w window) {
 			return
 		}
 		w.err = tg.start(ctx)
+	case "clock":
+		if tg.skewClock == nil {
+			w.err = fmt.Errorf("%s has no clock seam", tg.name)
+			return
+		}
+		var d time.Duration
+		if d, w.err = time.ParseDuration(strings.TrimPrefix(f.skew, "+")); w.err != nil {
+			return
+		}
+		if w.err = tg.skewClock(d); w.err != nil {
+			return
+		}
+		hold()
+		w.err = tg.skewClock(0)
 	default:
 		w.err = fmt.Errorf("unknown fault %q", f.kind)
 	}
 	return
+}
+
+// guildOwner is the guild node that owns the test guild.
+func (n *nemesis) guildOwner() (string, error) {
+	if n.owner == nil {
+		return "", fmt.Errorf("no way to find the guild's owner")
+	}
+	return n.owner()
 }
 
 // names groups the targets' names by kind (and "guild" for guild nodes,

@@ -32,6 +32,9 @@ type target struct {
 	kill func() error
 	// start starts it again and waits until it serves.
 	start func(ctx context.Context) error
+	// skewClock moves its wall clock by d (0 puts it right) through
+	// Concord's clock seam; nil for what is not a Concord node.
+	skewClock func(d time.Duration) error
 }
 
 // replTarget is a node of hack/replicated.sh, restarted by the script.
@@ -103,6 +106,9 @@ func nodeTarget(n *topology.Node) *target {
 	}
 	tg.kill = func() error { n.Kill(); return nil }
 	tg.start = func(ctx context.Context) error { return n.Restart(ctx, 90*time.Second) }
+	if n.Name != "haproxy" {
+		tg.skewClock = n.SkewClock
+	}
 	return tg
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/concord-chat/concord/runtime/base/clock"
 )
 
 // Layout of an id, least significant bit first.
@@ -41,7 +43,9 @@ type Config struct {
 	// Now reads the wall clock, for tests; every Next calls it. Default: the
 	// wall clock read with time.Now at most every WallResync and advanced
 	// by the monotonic clock in between, which costs half as much per id;
-	// a step of the wall clock is seen within WallResync.
+	// a step of the wall clock is seen within WallResync. The default is
+	// moved by clock.Offset (runtime/base/clock), at once: the fault
+	// suite skews a node's ids through that seam.
 	Now func() time.Time
 	// Sleep waits while the clock catches up. Default time.Sleep; for tests.
 	Sleep func(time.Duration)
@@ -133,13 +137,16 @@ func (c *wallClock) resync() int64 {
 	return a.wallNs
 }
 
+// unixMilli is the wall clock in Unix ms, moved by clock.Offset (zero
+// outside fault tests).
 func (c *wallClock) unixMilli() int64 {
+	off := int64(clock.Offset())
 	a := c.anchor.Load()
 	elapsed := time.Since(a.at)
 	if elapsed < 0 || elapsed >= WallResync {
-		return c.resync() / 1e6
+		return (c.resync() + off) / 1e6
 	}
-	return (a.wallNs + int64(elapsed)) / 1e6
+	return (a.wallNs + int64(elapsed) + off) / 1e6
 }
 
 // Next returns a new id.

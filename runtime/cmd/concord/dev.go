@@ -28,6 +28,9 @@ token and the URLs.`,
 			}
 			cfg.Logger = log
 			cfg.DevUser = true
+			if err := followFaultClock(cmd.Context(), cfg); err != nil {
+				return err
+			}
 			return runPlatform(cmd, cfg)
 		},
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/concord-chat/concord/runtime/base/clock"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/domain/guild"
 	"github.com/concord-chat/concord/runtime/domain/permissions"
@@ -22,6 +24,19 @@ import (
 // envName is a flag's environment fallback: --data-dir → CONCORD_DATA_DIR.
 func envName(flag string) string {
 	return "CONCORD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// followFaultClock starts the fault clock seam when --fault-clock-file
+// is set (runtime/base/clock): fault tests move the process's wall clock
+// by writing the file. Without the flag it does nothing.
+func followFaultClock(ctx context.Context, cfg config.Config) error {
+	if cfg.FaultClockFile == "" {
+		return nil
+	}
+	if err := clock.Follow(ctx, cfg.FaultClockFile, 0, cfg.Logger); err != nil {
+		return fmt.Errorf("--fault-clock-file: %w", err)
+	}
+	return nil
 }
 
 // usage appends the environment variable to a flag's help.
@@ -102,6 +117,7 @@ func bindConfigFlags(fs *pflag.FlagSet, cfg *config.Config, logFormat, logLevel 
 	strFlag(fs, &cfg.Registry, "registry", d.Registry, "registry: embedded or etcd://host:port[,host:port...] (serve: a /prefix path sets the key prefix, default /concord/)")
 	strFlag(fs, &cfg.Node, "node", d.Node, "node name in the registry and in gateway sessions")
 	strFlag(fs, &cfg.PublicURL, "public-url", "", "gateway URL given to clients (ws://host:port/gateway); empty derives it from the request")
+	strFlag(fs, &cfg.FaultClockFile, "fault-clock-file", "", "FOR FAULT TESTING ONLY: move this process's wall clock (snowflake ids, store write timestamps, expiry) by the offset in this file (+45s, -45s; absent is 0), re-read every 100 ms; empty (the default) leaves the clock alone")
 	var media []string
 	if e := os.Getenv(envName("web-media-origins")); e != "" {
 		media = strings.Split(e, ",")

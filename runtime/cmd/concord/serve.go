@@ -94,6 +94,9 @@ reporting their load to the registry every 2 s under voice/load/<id>.`,
 			if err := checkServeRedis(cfg); err != nil {
 				return err
 			}
+			if err := followFaultClock(cmd.Context(), cfg); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			n, err := app.Open(ctx, cfg, app.Options{})
 			if err != nil {

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/concord-chat/concord/runtime/adapters/store"
+	"github.com/concord-chat/concord/runtime/base/clock"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 )
 
@@ -38,7 +39,7 @@ type Config struct {
 	Key []byte
 	// Password is the argon2id cost (default DefaultParams).
 	Password Params
-	// Now returns the current time (default time.Now).
+	// Now returns the current time (default clock.Now, the fault-testable wall clock).
 	Now func() time.Time
 	// GenerationTTL is how long a user's token generation read from the
 	// store is trusted before it is read again (default
@@ -78,7 +79,7 @@ func New(cfg Config, users store.Users) (*Issuer, error) {
 		cfg.Password = DefaultParams
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now // tokens are checked by other processes
 	}
 	if cfg.GenerationTTL <= 0 {
 		cfg.GenerationTTL = DefaultGenerationTTL

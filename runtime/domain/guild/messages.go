@@ -235,11 +235,46 @@ func (a *Actor) prepareWrite(ctx context.Context, w *MessageWrite, create bool) 
 		m.Mentions, m.MentionRoles, m.MentionEveryone = g.Users, g.Roles, g.MentionEveryone
 	}
 	if create && m.ID == 0 {
-		if m.ID, err = a.svc.deps.IDs.Next(); err != nil {
-			return SendGrant{}, store.Message{}, fmt.Errorf("message id: %w: %w", ErrUnavailable, err)
+		if m.ID, err = a.mintAfter(a.channels[m.ChannelID]); err != nil {
+			return SendGrant{}, store.Message{}, err
 		}
 	}
 	return g, m, nil
+}
+
+// maxIDWait is how long mintAfter waits for this node's clock to pass a
+// channel's last message (a message id minted elsewhere a little ahead:
+// a thread's starter minted on an api node, say) before it refuses.
+const maxIDWait = 2 * time.Second
+
+// mintAfter mints a message id for channel c that is after c's last
+// message. Ids are minted from this node's clock, but a channel's last
+// message may come from another node's: an earlier owner of the guild
+// whose clock ran ahead, or this node before its clock stepped back
+// further than the generator's own guard sees. An id behind it would
+// put the new message before messages readers have already seen, so the
+// actor waits (up to maxIDWait) for its clock to pass it, and refuses
+// with ErrUnavailable beyond that: the sender retries, and the channel's
+// order holds.
+func (a *Actor) mintAfter(c *store.Channel) (snowflake.ID, error) {
+	var waited time.Duration
+	for {
+		id, err := a.svc.deps.IDs.Next()
+		if err != nil {
+			return 0, fmt.Errorf("message id: %w: %w", ErrUnavailable, err)
+		}
+		if c == nil || id > c.LastMessageID {
+			return id, nil
+		}
+		behind := c.LastMessageID.Time().Sub(id.Time()) + time.Millisecond
+		if waited+behind > maxIDWait {
+			a.svc.metrics.idsBehindChannel.Inc()
+			return 0, fmt.Errorf("message id %d is %v behind channel %d's last message %d (this node's clock is behind the one that minted it): %w",
+				id, behind, c.ID, c.LastMessageID, ErrUnavailable)
+		}
+		time.Sleep(behind) // the clock passing an instant has no event to await
+		waited += behind
+	}
 }
 
 // eventType is the event (and dispatch) of a create or an update.

@@ -26,6 +26,9 @@ type metrics struct {
 	// after a guild move (backlog.go).
 	moveAttaches       *prometheus.CounterVec
 	moveReplayedEvents prometheus.Counter
+	// idsBehindChannel counts message ids refused for being behind
+	// their channel's last message (mintAfter).
+	idsBehindChannel prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -75,6 +78,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "concord_guild_move_replayed_events_total",
 			Help: "Events delivered from guild actors' move backlogs to sessions resubscribed after a guild move.",
 		}),
+		idsBehindChannel: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "concord_guild_ids_behind_channel_total",
+			Help: "Messages refused because the id this node's clock minted was more than 2 s behind the channel's last message (a clock behind the node that wrote it).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -91,6 +98,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.sliceRehomed = register(reg, m.sliceRehomed, &err)
 	m.moveAttaches = register(reg, m.moveAttaches, &err)
 	m.moveReplayedEvents = register(reg, m.moveReplayedEvents, &err)
+	m.idsBehindChannel = register(reg, m.idsBehindChannel, &err)
 	if err != nil {
 		return nil, fmt.Errorf("guild: register metrics: %w", err)
 	}

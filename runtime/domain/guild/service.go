@@ -28,6 +28,7 @@ import (
 
 	"github.com/concord-chat/concord/runtime/adapters/eventlog/outbox"
 	"github.com/concord-chat/concord/runtime/adapters/store"
+	"github.com/concord-chat/concord/runtime/base/clock"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/auth"
 	"github.com/concord-chat/concord/runtime/domain/event"
@@ -52,7 +53,7 @@ type Config struct {
 	LargeThreshold int
 	// Logger receives the service's log lines (default: discard).
 	Logger *slog.Logger
-	// Now returns the current time (default time.Now).
+	// Now returns the current time (default clock.Now, the fault-testable wall clock).
 	Now func() time.Time
 	// Registerer receives the concord_guild_* metrics (event age, mailbox
 	// length, loaded actors, deliveries) and the shadow check's
@@ -229,7 +230,7 @@ func NewService(cfg Config, deps Deps) (*Service, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now // timeouts and joins are read by other processes
 	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {

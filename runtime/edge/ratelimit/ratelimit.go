@@ -49,6 +49,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/concord-chat/concord/runtime/adapters/counters"
+	"github.com/concord-chat/concord/runtime/base/clock"
 )
 
 // Principal is who a request is limited as.
@@ -115,7 +116,7 @@ type Config struct {
 	// X-Forwarded-For, --trusted-proxies), so one client behind a load
 	// balancer is limited and banned without its neighbours.
 	ClientAddr func(*http.Request) string
-	// Now is the clock. Default time.Now.
+	// Now is the clock. Default clock.Now (runtime/base/clock).
 	Now func() time.Time
 	// Logger receives diagnostics. Default slog.Default().
 	Logger *slog.Logger
@@ -177,7 +178,7 @@ func New(cfg Config) (*Limiter, error) {
 		cfg.ClientAddr = RemoteHost
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now // buckets are shared by the api nodes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -11,6 +11,7 @@ import (
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
 	"github.com/concord-chat/concord/runtime/adapters/store"
+	"github.com/concord-chat/concord/runtime/base/clock"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 )
 
@@ -197,7 +198,7 @@ func (s *Store) DeleteMessage(ctx context.Context, ch, id snowflake.ID) error {
 // message written after the check (whose bucket entry is timestamped after
 // its row was acknowledged) keeps its entry.
 func (s *Store) pruneBucket(ctx context.Context, ch snowflake.ID, b int64) error {
-	t0 := time.Now().UnixMicro()
+	t0 := clock.Now().UnixMicro() // a write timestamp, compared with other nodes'
 	var any int64
 	err := s.session.Query(`SELECT message_id FROM messages WHERE channel_id = ? AND bucket = ? LIMIT 1`,
 		int64(ch), b).ScanContext(ctx, &any)
@@ -246,7 +247,7 @@ func (s *Store) DeleteMessages(ctx context.Context, ch snowflake.ID, ids []snowf
 }
 
 func (s *Store) deleteInBucket(ctx context.Context, ch snowflake.ID, b int64, set map[int64]bool) error {
-	t0 := time.Now().UnixMicro()
+	t0 := clock.Now().UnixMicro() // a write timestamp, compared with other nodes'
 	iter := s.session.Query(`SELECT message_id FROM messages WHERE channel_id = ? AND bucket = ? LIMIT ?`,
 		int64(ch), b, len(set)+1).PageSize(len(set) + 1).IterContext(ctx)
 	var present []int64

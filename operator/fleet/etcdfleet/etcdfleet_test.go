@@ -1,35 +1,22 @@
 package etcdfleet
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/concord-chat/concord/operator/fleet"
 	"github.com/concord-chat/concord/runtime/adapters/registry"
-	"github.com/concord-chat/concord/runtime/adapters/registry/etcd"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 )
 
 // TestAgainstEtcd drives the adapter against a real (embedded) etcd, with
 // guild nodes registered as the runtime registers them.
 func TestAgainstEtcd(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	stop, endpoint, err := etcd.StartEmbedded(ctx, t.TempDir(), "")
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	defer stop()
+	ctx, endpoint := embeddedEtcd(t)
 
 	// Two guild nodes, as `concord serve --roles=guild` registers them.
-	nodes, err := etcd.New(etcd.Config{Endpoints: []string{endpoint}, Prefix: "/t/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nodes.Close()
+	nodes := etcdClient(t, endpoint)
 	for _, n := range []string{"prod-guild-0", "prod-guild-99"} {
 		if _, err := nodes.Register(ctx, registry.Node{Name: n, Roles: []string{registry.RoleGuild}, Addr: "127.0.0.1:1"}); err != nil {
 			t.Fatal(err)

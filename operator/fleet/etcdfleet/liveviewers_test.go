@@ -1,14 +1,12 @@
 package etcdfleet
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/concord-chat/concord/operator/fleet"
 	"github.com/concord-chat/concord/runtime/adapters/registry"
-	"github.com/concord-chat/concord/runtime/adapters/registry/etcd"
 	"github.com/concord-chat/concord/runtime/base/snowflake"
 	"github.com/concord-chat/concord/runtime/domain/live"
 )
@@ -19,19 +17,8 @@ import (
 // streams, stale reports left out; a registry that cannot be read is an
 // error, not zero viewers.
 func TestReadLiveViewers(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	stop, endpoint, err := etcd.StartEmbedded(ctx, t.TempDir(), "")
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	defer stop()
-	gw, err := etcd.New(etcd.Config{Endpoints: []string{endpoint}, Prefix: "/t/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
-	var brd live.Board = gw
+	ctx, endpoint := embeddedEtcd(t)
+	var brd live.Board = etcdClient(t, endpoint)
 	now := time.Now()
 	put := func(stream snowflake.ID, gateway string, n int64, at time.Time) {
 		b, _ := json.Marshal(live.ViewerReport{Count: n, At: at.UnixMilli()})
@@ -44,11 +31,7 @@ func TestReadLiveViewers(t *testing.T) {
 	put(101, "prod-live-gateway-b", 18_000, now)
 	put(103, "prod-live-gateway-c", 9_999, now.Add(-20*time.Second)) // dead gateway: stale
 
-	reader, err := etcd.New(etcd.Config{Endpoints: []string{endpoint}, Prefix: "/t/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Registry{Reg: reader}
+	r := &Registry{Reg: etcdClient(t, endpoint)}
 	got, err := ReadLiveViewers(ctx, r, DefaultLiveViewersTTL, now)
 	if err != nil {
 		t.Fatal(err)

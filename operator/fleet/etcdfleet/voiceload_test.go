@@ -1,12 +1,10 @@
 package etcdfleet
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/concord-chat/concord/runtime/adapters/registry"
-	"github.com/concord-chat/concord/runtime/adapters/registry/etcd"
 	"github.com/concord-chat/concord/runtime/domain/voice"
 	voicefleet "github.com/concord-chat/concord/runtime/domain/voice/fleet"
 )
@@ -14,18 +12,8 @@ import (
 // TestReadVoiceLoad reads what the SFU's own reporter writes, on a real
 // (embedded) etcd, and refuses stale or missing reports.
 func TestReadVoiceLoad(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	stop, endpoint, err := etcd.StartEmbedded(ctx, t.TempDir(), "")
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	defer stop()
-	sfu, err := etcd.New(etcd.Config{Endpoints: []string{endpoint}, Prefix: "/t/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sfu.Close()
+	ctx, endpoint := embeddedEtcd(t)
+	sfu := etcdClient(t, endpoint)
 	if _, err := sfu.Register(ctx, registry.Node{Name: "eu-sfu-abcde", Roles: []string{"voice"}, Addr: "127.0.0.1:1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -36,12 +24,7 @@ func TestReadVoiceLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	reader, err := etcd.New(etcd.Config{Endpoints: []string{endpoint}, Prefix: "/t/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Registry{Reg: reader}
-	defer r.Reg.Close()
+	r := &Registry{Reg: etcdClient(t, endpoint)}
 	l, err := ReadVoiceLoad(ctx, r, "eu-sfu-abcde", DefaultVoiceLoadTTL, at.Add(time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -8,23 +8,31 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// embeddedRegistry is a Registry on a real (embedded) etcd for one test,
+// with a context bounding the test; both end with it.
+func embeddedRegistry(t *testing.T) (context.Context, *Registry) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	stop, endpoint, err := StartEmbedded(ctx, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	r, err := New(Config{Endpoints: []string{endpoint}, LeaseTTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return ctx, r
+}
+
 // A renewal while the old lease is still alive (the keep-alive stream
 // ended because its member died, not because the lease expired) keeps the
 // process's claims: they move to the new lease instead of being reported
 // lost, which would stop a node whose registry merely failed over.
 func TestRenewKeepsClaimsOfALiveLease(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	stop, endpoint, err := StartEmbedded(ctx, t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	r, err := New(Config{Endpoints: []string{endpoint}, LeaseTTL: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	ctx, r := embeddedRegistry(t)
 	lost, err := r.Claim(ctx, "renew/"+t.Name(), []byte("mine"))
 	if err != nil {
 		t.Fatal(err)
@@ -76,18 +84,7 @@ func TestRenewKeepsClaimsOfALiveLease(t *testing.T) {
 // a live gateway ("snowflake pair lost to another node") though no other
 // process held the pair.
 func TestRenewKeepsClaimsOfAnEarlierAttemptsLease(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	stop, endpoint, err := StartEmbedded(ctx, t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	r, err := New(Config{Endpoints: []string{endpoint}, LeaseTTL: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	ctx, r := embeddedRegistry(t)
 	key := "renew/" + t.Name()
 	lost, err := r.Claim(ctx, key, []byte("mine"))
 	if err != nil {

@@ -144,7 +144,13 @@ const FaultClockFile = "fault-clock"
 // within 100 ms. The cluster must have been started with
 // Options.FaultClock.
 func (n *Node) SkewClock(d time.Duration) error {
-	if err := os.WriteFile(filepath.Join(n.Dir, FaultClockFile), []byte(d.String()), 0o644); err != nil {
+	// Written aside and renamed: the node polls the file and must never
+	// read it half written.
+	file := filepath.Join(n.Dir, FaultClockFile)
+	if err := os.WriteFile(file+".new", []byte(d.String()), 0o644); err != nil {
+		return fmt.Errorf("skew the clock of %s: %w", n.Name, err)
+	}
+	if err := os.Rename(file+".new", file); err != nil {
 		return fmt.Errorf("skew the clock of %s: %w", n.Name, err)
 	}
 	return nil

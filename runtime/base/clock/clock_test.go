@@ -73,6 +73,15 @@ func TestFollowMovesTheClockOfARunningProcess(t *testing.T) {
 	if Offset() != -45*time.Second {
 		t.Fatalf("a malformed file moved the offset to %v", Offset())
 	}
+	// A writer that truncates and then writes shows a poll an empty
+	// file: it is not an offset of 0.
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // ten polls of the file
+	if Offset() != -45*time.Second {
+		t.Fatalf("an empty file (a write caught half done) moved the offset to %v", Offset())
+	}
 	// Removing the file puts the clock right.
 	if err := os.Remove(file); err != nil {
 		t.Fatal(err)

@@ -32,6 +32,13 @@ func ParseOffset(s string) (time.Duration, error) {
 // ParseOffset reads it, and 0 when the file does not exist. It returns
 // the offset set.
 func ReadFile(path string) (time.Duration, error) {
+	return readFile(path, false)
+}
+
+// readFile is ReadFile; with keepBlank a blank file keeps the offset: a
+// writer that truncates the file and then writes it (os.WriteFile) shows
+// a poll an empty file between the two, which is not an offset of 0.
+func readFile(path string, keepBlank bool) (time.Duration, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		SetOffset(0)
@@ -39,6 +46,9 @@ func ReadFile(path string) (time.Duration, error) {
 	}
 	if err != nil {
 		return Offset(), fmt.Errorf("clock: read offset file: %w", err)
+	}
+	if keepBlank && strings.TrimSpace(string(b)) == "" {
+		return Offset(), nil
 	}
 	d, err := ParseOffset(string(b))
 	if err != nil {
@@ -53,7 +63,8 @@ func ReadFile(path string) (time.Duration, error) {
 // and then every `every` (DefaultFollowEvery when 0) until ctx ends, so a
 // fault test moves a running process's clock by writing the file and puts
 // it back by writing 0 or removing it. A malformed write is logged and
-// the offset kept. Each change is logged at warn level: a process whose
+// the offset kept; so is a blank file after the start (a write caught
+// half done). Each change is logged at warn level: a process whose
 // clock is moved on purpose should say so.
 func Follow(ctx context.Context, path string, every time.Duration, log *slog.Logger) error {
 	if log == nil {
@@ -77,7 +88,7 @@ func Follow(ctx context.Context, path string, every time.Duration, log *slog.Log
 				return
 			case <-t.C:
 			}
-			d, err := ReadFile(path)
+			d, err := readFile(path, true)
 			if err != nil {
 				if err.Error() != lastErr {
 					log.Warn("fault clock: offset file not applied", "file", path, "err", err)

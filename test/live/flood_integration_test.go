@@ -247,7 +247,7 @@ func TestBenchFlood(t *testing.T) {
 	}{
 		{"accept→router publish", "concord_live_router_accept_to_publish_seconds", []*proc{router}},
 		{"log→router read", "concord_live_router_log_age_seconds", []*proc{router}},
-		{"router publish→gateway", "concord_live_gateway_relay_age_seconds", gws},
+		{"accept→gateway receive (through the relay)", "concord_live_gateway_relay_age_seconds", gws},
 		{"accept→gateway flush", "concord_live_gateway_post_to_flush_seconds", gws},
 	}
 	hop0 := make([][2]float64, len(hops))

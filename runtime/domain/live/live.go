@@ -320,7 +320,11 @@ type Features struct {
 // SampledKey is the board key the router that owns a stream's partition
 // holds (lease-bound) while the stream is sampled; GET /v1/streams/{id}
 // and gateways subscribing read it.
-func SampledKey(stream snowflake.ID) string { return "live/sampled/" + stream.String() }
+func SampledKey(stream snowflake.ID) string { return SampledPrefix + stream.String() }
+
+// SampledPrefix is the board prefix of the routers' sampled marks
+// (SampledKey): one List of it names every sampled stream.
+const SampledPrefix = "live/sampled/"
 
 // Event is one entry of a stream's sequence: a comment, a retraction or a
 // state change, with its seq (the log offset). Exactly one of Comment,

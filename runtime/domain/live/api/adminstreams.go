@@ -37,7 +37,7 @@ func (a *API) AdminStreams() http.Handler {
 			http.Error(w, "viewer reports unavailable: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		sampled, err := a.d.Board.List(ctx, "live/sampled/")
+		sampled, err := a.d.Board.List(ctx, live.SampledPrefix)
 		if err != nil {
 			http.Error(w, "sampled streams unavailable: "+err.Error(), http.StatusServiceUnavailable)
 			return
@@ -75,7 +75,7 @@ func streamsByViewers(reports, sampled map[string][]byte, now time.Time) []Strea
 	}
 	out := make([]StreamViewers, 0, len(by))
 	for id, s := range by {
-		_, s.Sampled = sampled["live/sampled/"+id]
+		_, s.Sampled = sampled[live.SampledPrefix+id]
 		out = append(out, *s)
 	}
 	slices.SortFunc(out, func(x, y StreamViewers) int {

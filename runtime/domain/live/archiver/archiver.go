@@ -238,8 +238,7 @@ func (a *Archiver) sampledNow(ctx context.Context) map[snowflake.ID]bool {
 		return set
 	}
 	a.mu.Unlock()
-	const prefix = "live/sampled/"
-	kv, err := a.d.Board.List(ctx, prefix)
+	kv, err := a.d.Board.List(ctx, live.SampledPrefix)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.sampledAt = now
@@ -251,7 +250,7 @@ func (a *Archiver) sampledNow(ctx context.Context) map[snowflake.ID]bool {
 	}
 	set := make(map[snowflake.ID]bool, len(kv))
 	for k := range kv {
-		if id, err := snowflake.Parse(strings.TrimPrefix(k, prefix)); err == nil {
+		if id, err := snowflake.Parse(strings.TrimPrefix(k, live.SampledPrefix)); err == nil {
 			set[id] = true
 		}
 	}

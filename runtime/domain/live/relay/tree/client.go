@@ -161,10 +161,18 @@ func (c *Client) PublishCount(ctx context.Context, stream snowflake.ID, msg []by
 
 // Subscribe implements live.Relay: deliver is called from one goroutine,
 // in order, for as long as the subscription lasts; a lost relay is
-// replaced by subscribing again through the stream's owner.
+// replaced by subscribing again through the stream's owner. It returns
+// once a relay answered the subscription (it then receives what is
+// published), or fails when ctx ends first: a gateway reads the recent
+// cache after Subscribe, and a comment published between that read and a
+// relay's answer would otherwise reach no one there, with no later batch
+// to show the gap.
 func (c *Client) Subscribe(ctx context.Context, stream snowflake.ID, deliver func([]byte)) (func(), error) {
 	sctx, cancel := context.WithCancel(context.Background())
 	sub := &subscription{stream: stream}
+	established := make(chan struct{})
+	var once sync.Once
+	opened := func() { once.Do(func() { close(established) }) }
 	c.mu.Lock()
 	c.subs[sub] = struct{}{}
 	c.mu.Unlock()
@@ -194,7 +202,7 @@ func (c *Client) Subscribe(ctx context.Context, stream snowflake.ID, deliver fun
 			if c.owner(stream) != o {
 				rcancel()
 			}
-			err := read(rctx, c.hc, o+"/v1/relay/"+stream.String(), deliver)
+			err := read(rctx, c.hc, o+"/v1/relay/"+stream.String(), opened, deliver)
 			sub.reading("", nil)
 			moved := rctx.Err() != nil // asked before rcancel, which sets it
 			rcancel()
@@ -228,5 +236,11 @@ func (c *Client) Subscribe(ctx context.Context, stream snowflake.ID, deliver fun
 			}
 		}
 	}()
-	return cancel, nil
+	select {
+	case <-established:
+		return cancel, nil
+	case <-ctx.Done():
+		cancel()
+		return nil, fmt.Errorf("relay tree: subscribe to stream %s: no relay answered: %w (%w)", stream, live.ErrUnavailable, ctx.Err())
+	}
 }

@@ -107,6 +107,11 @@ type topic struct {
 	children map[string]int // child relay -> subscribers redirected to it
 	upstream context.CancelFunc
 	up       bool // an upstream subscription is open (or opening)
+	// ready is closed once this node receives what is published to the
+	// stream: at once on its owner, when the upstream answered on a relay
+	// below it. A subscriber is answered only then, so what is published
+	// after its subscription is answered reaches it.
+	ready chan struct{}
 }
 
 type sub struct {
@@ -227,7 +232,10 @@ func (n *Node) subscribe(w http.ResponseWriter, r *http.Request, stream snowflak
 	n.mu.Lock()
 	t := n.topics[stream]
 	if t == nil {
-		t = &topic{subs: map[*sub]struct{}{}, children: map[string]int{}}
+		t = &topic{subs: map[*sub]struct{}{}, children: map[string]int{}, ready: make(chan struct{})}
+		if parent == "" {
+			close(t.ready)
+		}
 		n.topics[stream] = t
 	}
 	fanout := n.cfg.ChildFanout
@@ -252,7 +260,7 @@ func (n *Node) subscribe(w http.ResponseWriter, r *http.Request, stream snowflak
 		t.up = true
 		ctx, cancel := context.WithCancel(context.Background())
 		t.upstream = cancel
-		go n.follow(ctx, stream, parent, path)
+		go n.follow(ctx, stream, t, parent, path)
 	}
 	n.mu.Unlock()
 	n.subs.Inc()
@@ -272,6 +280,14 @@ func (n *Node) subscribe(w http.ResponseWriter, r *http.Request, stream snowflak
 		}
 		n.mu.Unlock()
 	}()
+	select {
+	case <-t.ready:
+	case <-r.Context().Done():
+		return
+	case <-s.done:
+		http.Error(w, "relay: upstream lost", http.StatusBadGateway)
+		return
+	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
@@ -335,25 +351,22 @@ func (n *Node) childLocked(t *topic, path []string) string {
 // follow keeps this node subscribed upstream to parent and publishes what
 // arrives to the local subscribers, until ctx ends or the parent is lost
 // (then every local subscription ends, and re-forms through the owner).
-func (n *Node) follow(ctx context.Context, stream snowflake.ID, parent string, path []string) {
+func (n *Node) follow(ctx context.Context, stream snowflake.ID, t *topic, parent string, path []string) {
 	v := url.Values{"relay": {"1"}, "from": {n.cfg.Self}}
 	if len(path) > 1 {
 		v.Set("parent", path[len(path)-2])
 		v.Set("path", strings.Join(path[:len(path)-1], ","))
 	}
-	err := read(ctx, n.cfg.Client, parent+"/v1/relay/"+stream.String()+"?"+v.Encode(), func(msg []byte) { n.publish(stream, msg) })
+	var once sync.Once
+	opened := func() { once.Do(func() { close(t.ready) }) }
+	err := read(ctx, n.cfg.Client, parent+"/v1/relay/"+stream.String()+"?"+v.Encode(), opened, func(msg []byte) { n.publish(stream, msg) })
 	if ctx.Err() != nil {
 		return
 	}
 	n.log.Warn("upstream relay lost; its subscribers will resubscribe", "stream", stream, "parent", parent, "err", err)
 	// The parent is gone: drop the subscribers, who re-form the tree
 	// through the owner (this node cannot know a replacement parent).
-	n.mu.Lock()
-	t := n.topics[stream]
-	n.mu.Unlock()
-	if t != nil {
-		n.dropAll(stream, t)
-	}
+	n.dropAll(stream, t)
 }
 
 // dropAll ends every subscription of t (their connections close).
@@ -372,8 +385,9 @@ func (n *Node) dropAll(stream snowflake.ID, t *topic) {
 	}
 }
 
-// read follows one subscription at u until it ends.
-func read(ctx context.Context, c *http.Client, u string, deliver func([]byte)) error {
+// read follows one subscription at u until it ends; opened is called
+// once the relay answered (from then on it delivers what is published).
+func read(ctx context.Context, c *http.Client, u string, opened func(), deliver func([]byte)) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
@@ -386,6 +400,7 @@ func read(ctx context.Context, c *http.Client, u string, deliver func([]byte)) e
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("relay subscribe %s: status %d", u, resp.StatusCode)
 	}
+	opened()
 	br := bufio.NewReader(resp.Body)
 	var hdr [4]byte
 	for {

@@ -59,7 +59,8 @@ type Stop struct {
 // or a server fails; then (but after a server error, which it returns
 // at once) it marks the process not ready and, unless s.Abort handles a
 // failure, shuts down gracefully within s.Timeout: s.Leave, the drain of
-// the gateway role's node (when the process runs one), the admin
+// the gateway role's node (when the process runs one) beside the parts'
+// drains (lifecycle.Part.Drain), the admin
 // server's shutdown, then the HTTP server's. It returns the server
 // error ("serve: ..."), the failure, or the HTTP server's shutdown error
 // ("shutdown: ..."; its deadline passing is not one). The parts keep
@@ -100,9 +101,17 @@ func (p *Process) Serve(ctx context.Context, s Serving) error {
 	if s.Leave != nil {
 		s.Leave(sctx)
 	}
+	// The chat gateway's sessions and the parts' own drains (the live
+	// gateway's viewers) go at once, within the one timeout.
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		p.Group.Drain(sctx)
+	}()
 	if p.gateway != nil {
 		p.gateway.Drain(sctx)
 	}
+	<-drained
 	if s.Admin != nil {
 		_ = s.Admin.Shutdown(sctx)
 	}

@@ -26,6 +26,10 @@ type Part struct {
 	Ready func() error
 	// Close, when set, releases the part after its Run returned.
 	Close func() error
+	// Drain, when set, runs in a graceful shutdown before the servers
+	// stop: the part hands what it serves to the rest of the fleet (a
+	// live gateway its viewers) and returns when it is done or ctx ends.
+	Drain func(ctx context.Context)
 }
 
 // Group runs parts. The zero value is empty and ready to use.
@@ -130,6 +134,28 @@ func (g *Group) Ready() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Drain runs every started part's Drain at once and returns when all
+// returned (each is bounded by ctx).
+func (g *Group) Drain(ctx context.Context) {
+	g.mu.Lock()
+	var drains []func(context.Context)
+	for _, r := range g.parts {
+		if r.on && r.Drain != nil {
+			drains = append(drains, r.Drain)
+		}
+	}
+	g.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, d := range drains {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d(ctx)
+		}()
+	}
+	wg.Wait()
 }
 
 // Stop ends the parts in reverse order: each Run's context is cancelled

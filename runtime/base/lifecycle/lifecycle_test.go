@@ -121,3 +121,41 @@ func TestFailureAndStuckPart(t *testing.T) {
 		t.Fatal("a part that did not stop was closed under its Run")
 	}
 }
+
+// Drain runs the started parts' drains at once (a slow one does not hold
+// another back), skips parts not started, and returns when all did.
+func TestDrainRunsStartedPartsAtOnce(t *testing.T) {
+	var g Group
+	both := make(chan struct{})
+	var mu sync.Mutex
+	var drained []string
+	drain := func(name string) func(context.Context) {
+		return func(ctx context.Context) {
+			mu.Lock()
+			drained = append(drained, name)
+			if len(drained) == 2 {
+				close(both)
+			}
+			mu.Unlock()
+			// Each waits for the other: run one after the other, they
+			// would wait out ctx.
+			select {
+			case <-both:
+			case <-ctx.Done():
+				t.Errorf("%s drained alone until its deadline", name)
+			}
+		}
+	}
+	g.Add(Part{Name: "a", Drain: drain("a")})
+	g.Add(Part{Name: "b", Drain: drain("b")})
+	g.Start(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g.Drain(ctx)
+	if len(drained) != 2 {
+		t.Fatalf("drained %v, want both parts", drained)
+	}
+	var late Group
+	late.Add(Part{Name: "never started", Drain: func(context.Context) { t.Error("a part never started was drained") }})
+	late.Drain(ctx)
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/concord-chat/concord/runtime/app"
 	"github.com/concord-chat/concord/runtime/config"
 	"github.com/concord-chat/concord/runtime/domain/live/livetest"
+	"github.com/concord-chat/concord/runtime/domain/live/sse"
 )
 
 // TestContractOnConcordDev runs the live-comments contract against the
@@ -128,4 +129,42 @@ func startDevNode(t *testing.T, o livetest.Options, dir string) (*app.Node, *liv
 	t.Cleanup(stop)
 	url := "http://" + p.HTTPAddr()
 	return p, livetest.Remote(t, url, livetest.RemoteRoles{NewUser: livetest.Register(url), Viewers: livetest.MetricViewers(url)}), stop
+}
+
+// TestShutdownSendsViewersAway: a process that stops drains its live
+// gateway (lifecycle.Part.Drain, run by the graceful shutdown): a
+// watching viewer is given a reconnection time within the drain spread,
+// and its stream then ends, rather than every viewer being cut at once
+// when the servers close.
+func TestShutdownSendsViewersAway(t *testing.T) {
+	e, stop := startDevStoppable(t, livetest.TestOptions(), t.TempDir())
+	alice := e.NewUser()
+	s := e.CreateStream(alice, "drained")
+	ctx, cancel := context.WithTimeout(context.Background(), livetest.Wait)
+	defer cancel()
+	v, err := sse.Dial(ctx, nil, e.URL+"/v1/streams/"+s.ID+"/live", livetest.Auth(alice.Token, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if ev, err := v.Next(); err != nil || ev.Type != "state" {
+		t.Fatalf("first event %v, %v; want the state", ev, err)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		stop()
+	}()
+	for {
+		if _, err := v.Next(); err != nil {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the viewer's stream did not end within the wait")
+	}
+	if spread := 5000; v.Retry < 250 || v.Retry > spread {
+		t.Fatalf("the stream ended with reconnection time %d ms, want one in [250, %d] from the drain", v.Retry, spread)
+	}
+	<-stopped
 }

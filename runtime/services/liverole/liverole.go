@@ -177,7 +177,8 @@ func buildGateway(ctx context.Context, b *wiring.Builder) error {
 	if err := addRelayFollower(b, bk); err != nil {
 		return err
 	}
-	if err := b.Add(lifecycle.Part{Name: "gateway", Run: gw.Run}); err != nil {
+	drain := func(ctx context.Context) { gw.Drain(ctx) }
+	if err := b.Add(lifecycle.Part{Name: "gateway", Run: gw.Run, Drain: drain}); err != nil {
 		return err
 	}
 	b.Handle(patternLive, gw)

@@ -83,6 +83,7 @@ func (g *Gateway) serveDetached(c net.Conn, h *hub, v *viewer, lastID int64) {
 		}
 	}
 	h.join(v, lastID)
+	g.joinedWhileDraining(v)
 	g.fetchFriends(h, v)
 	g.m.viewers.Inc()
 	go v.watch(h)
@@ -159,7 +160,11 @@ func (v *viewer) writeLoop() {
 			v.buf = nil
 			v.writing = false
 			v.conn.SetWriteDeadline(time.Time{})
+			leaving := v.leaving
 			v.mu.Unlock()
+			if leaving {
+				v.cutOff()
+			}
 			return
 		}
 		buf, oldest, queued, urgent := v.buf, v.oldest, v.queued, v.urgent
@@ -196,7 +201,12 @@ func (v *viewer) writeLoop() {
 			v.buf = nil
 			v.writing = false
 			v.conn.SetWriteDeadline(time.Time{})
+			leaving := v.leaving
 			v.mu.Unlock()
+			if leaving {
+				// Sent away (Drain): its farewell is written.
+				v.cutOff()
+			}
 			return
 		}
 		v.mu.Unlock()

@@ -60,7 +60,11 @@ type Config struct {
 	// MaxViewers bounds this gateway's connections; past it new viewers
 	// get 503 (default 100,000).
 	MaxViewers int
-	Logger     *slog.Logger
+	// DrainSpread is the longest reconnection time Drain gives a viewer
+	// it sends away (default 5 s): the audience of a stopping gateway
+	// comes back to the others spread over it.
+	DrainSpread time.Duration
+	Logger      *slog.Logger
 	// Registerer receives the gateway's metrics (nil: none).
 	Registerer prometheus.Registerer
 }
@@ -94,6 +98,10 @@ type Gateway struct {
 	mu      sync.Mutex
 	hubs    map[snowflake.ID]*hub
 	viewers int
+	// draining is set by Drain; gone is closed when the last viewer left
+	// after it.
+	draining bool
+	gone     chan struct{}
 }
 
 // New returns a Gateway; Run must run for reports, reaction events and
@@ -130,6 +138,9 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 	}
 	if cfg.MaxViewers <= 0 {
 		cfg.MaxViewers = 100_000
+	}
+	if cfg.DrainSpread <= 0 {
+		cfg.DrainSpread = 5 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -190,6 +201,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.mu.Lock()
+	if g.draining {
+		g.mu.Unlock()
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "This gateway is draining; retry.")
+		return
+	}
 	if g.viewers >= g.cfg.MaxViewers {
 		g.mu.Unlock()
 		w.Header().Set("Retry-After", "5")
@@ -233,6 +250,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.join(v, lastEventID(r))
+	g.joinedWhileDraining(v)
 	g.fetchFriends(h, v)
 	defer h.leave(v)
 	g.serve(w, r, v)
@@ -311,6 +329,9 @@ func (g *Gateway) release(h *hub) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.viewers--
+	if g.draining && g.viewers == 0 {
+		close(g.gone)
+	}
 	h.refs--
 	if h.refs == 0 {
 		h.idleSince = time.Now()

@@ -5,7 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	viewers                                                                 prometheus.Gauge
 	subscribes, unsubscribes, batches, invalid, gaps, gapsSent, recentReads prometheus.Counter
-	resumes, slowCut                                                        prometheus.Counter
+	resumes, slowCut, drained                                               prometheus.Counter
 	flushAge, postToFlush, relayAge, takedown                               prometheus.Histogram
 	flushDone                                                               *prometheus.HistogramVec
 	friendFetches                                                           *prometheus.CounterVec
@@ -39,6 +39,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		recentReads:  c("recent_reads_total", "Reads of the recent cache: one per stream subscription, one per refilled gap — never one per viewer."),
 		gapsSent:     c("gaps_sent_total", "Resumes answered with a gap and a fresh snapshot."),
 		resumes:      c("resumes_total", "Last-Event-ID resumes served from the ring."),
+		drained:      c("drained_viewers_total", "Viewers sent to reconnect elsewhere (with a jittered retry) by a draining gateway."),
 		slowCut:      c("slow_viewers_cut_total", "Viewers cut for falling too far behind: more than the pending bound queued, or a write the socket did not take within the write timeout."),
 		flushAge: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "concord_live_gateway_flush_age_seconds",
 			Help: "Time frames waited in a viewer's queue before the flush.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 12)}),
@@ -64,7 +65,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		m.flushDone.WithLabelValues(sizeLabel(n))
 	}
 	if reg != nil {
-		reg.MustRegister(m.viewers, m.subscribes, m.unsubscribes, m.batches, m.invalid, m.gaps, m.gapsSent, m.recentReads, m.resumes, m.slowCut, m.flushAge, m.postToFlush, m.relayAge,
+		reg.MustRegister(m.viewers, m.subscribes, m.unsubscribes, m.batches, m.invalid, m.gaps, m.gapsSent, m.recentReads, m.resumes, m.slowCut, m.drained, m.flushAge, m.postToFlush, m.relayAge,
 			m.takedown, m.flushDone, m.friendFetches, m.impressions, m.removedImpressions)
 	}
 	return m

@@ -33,6 +33,7 @@ type viewer struct {
 	queued  time.Time // when buf went from empty to non-empty
 	urgent  bool      // buf holds an event, not only bookkeeping (flush.go)
 	isCut   bool
+	leaving bool // sent away by Drain: its farewell is the last frame queued
 	wake    chan struct{}
 	cut     chan struct{}
 	cutOnce sync.Once
@@ -86,7 +87,7 @@ func (v *viewer) queue(frame []byte, seq int64) {
 // writes QuietGap apart.
 func (v *viewer) deliver(b []byte, oldest int64, queued time.Time, urgent bool, g *Gateway, sw *sockWriter) {
 	v.mu.Lock()
-	if v.isCut {
+	if v.isCut || v.leaving {
 		v.mu.Unlock()
 		return
 	}
@@ -286,9 +287,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, v *viewer) {
 				// (keeping the old one would let the queue and the next
 				// write share an array).
 				spare = buf
+				if v.sentAway() {
+					return
+				}
 				continue
 			}
 			if !write(buf) {
+				return
+			}
+			if v.sentAway() {
+				// Its farewell is written (Drain): the response ends.
 				return
 			}
 			now := time.Now()

@@ -49,14 +49,18 @@ import (
 // reads: pinned from sending the POST, sample from the append),
 // gateway CPU per delivered comment, resident memory per viewer (idle,
 // before the flood), the router's and archiver's CPU, and reactions
-// accepted per second. With LIVEFLOOD_LOCK set (the machine's load
-// lock), the lock is taken once the processes are up.
+// accepted per second. A live-moderation process scores every comment
+// (LIVEFLOOD_MODERATION=0: none, and the router holds the sampled
+// stream's events its whole hold); the bench reports how many held
+// events its scored marks released early. With LIVEFLOOD_LOCK set (the
+// machine's load lock), the lock is taken once the processes are up.
 func TestBenchFlood(t *testing.T) {
 	viewers := benchEnvInt(t, "LIVEFLOOD_VIEWERS", 10000)
 	perProc := benchEnvInt(t, "LIVEFLOOD_PER_PROC", 15000)
 	ngw := benchEnvInt(t, "LIVEFLOOD_GATEWAYS", max(2, (viewers+14999)/15000))
 	rate := benchEnvInt(t, "LIVEFLOOD_RATE", 5000)
 	seconds := benchEnvInt(t, "LIVEFLOOD_SECONDS", 30)
+	moderated := benchEnvInt(t, "LIVEFLOOD_MODERATION", 1) != 0
 	const sources = 240
 	dir := t.TempDir()
 	bin := buildViewers(t, dir, "floodviewers")
@@ -70,6 +74,10 @@ func TestBenchFlood(t *testing.T) {
 	}
 	router := d.start(t, "router", "--roles=live-router")
 	archiver := d.start(t, "archiver", "--roles=live-archiver")
+	var moderation *proc
+	if moderated {
+		moderation = d.start(t, "moderation", "--roles=live-moderation")
+	}
 	if lock := os.Getenv("LIVEFLOOD_LOCK"); lock != "" {
 		f, err := os.OpenFile(lock, os.O_RDWR|os.O_CREATE, 0o666)
 		if err != nil {
@@ -261,6 +269,13 @@ func TestBenchFlood(t *testing.T) {
 		cpu0[g.name] = cpuOf(g)
 	}
 	cpu0["router"], cpu0["archiver"], cpu0["chat"] = cpuOf(router), cpuOf(archiver), cpuOf(chat)
+	if moderation != nil {
+		cpu0["moderation"] = cpuOf(moderation)
+	}
+	released := func() (scored, hold float64) {
+		return scrape(t, router, `concord_live_router_held_released_total{by="scored"}`), scrape(t, router, `concord_live_router_held_released_total{by="hold"}`)
+	}
+	scored0, hold0 := released()
 	var vcpu0 float64
 	for _, vp := range vps {
 		vcpu0 += pidCPU(t, vp.cmd.Process.Pid)
@@ -351,6 +366,13 @@ func TestBenchFlood(t *testing.T) {
 		gwCPU += cpu[g.name]
 	}
 	routerCPU, archCPU, chatCPU := cpuOf(router)-cpu0["router"], cpuOf(archiver)-cpu0["archiver"], cpuOf(chat)-cpu0["chat"]
+	scored1, hold1 := released()
+	if moderation != nil {
+		t.Logf("moderation CPU %.1f s; held events released by its scored marks %.0f, by the whole hold %.0f",
+			cpuOf(moderation)-cpu0["moderation"], scored1-scored0, hold1-hold0)
+	} else {
+		t.Logf("no moderation: held events released by the whole hold %.0f", hold1-hold0)
+	}
 	var vcpu float64
 	for _, vp := range vps {
 		vcpu += pidCPU(t, vp.cmd.Process.Pid)

@@ -32,6 +32,23 @@ type LogRecord struct {
 	// Trace is the traceparent of the API's span of a sampled post
 	// (Event.Trace).
 	Trace string `json:"tp,omitempty"`
+	// Scored is the mark of a KindScored record.
+	Scored *ScoredMark `json:"sc,omitempty"`
+}
+
+// KindScored is the kind of a comments-topic record that is no stream
+// event (it has no stream): the moderation consumer's mark, appended to a
+// partition after the retractions of a batch it scored, that every
+// comment of the partition up to Scored.Through was scored. A router
+// that reads it has read those retractions, so it may release what it
+// holds for the classifier up to that offset without waiting out the
+// rest of its hold.
+const KindScored = "scored"
+
+// ScoredMark is a KindScored record's content.
+type ScoredMark struct {
+	// Through is the offset of the last comment scored.
+	Through int64 `json:"through"`
 }
 
 // Record encodes r for topic, keyed by stream; a retraction is keyed by
@@ -72,6 +89,15 @@ func DecodeLogRecord(b []byte) (LogRecord, error) {
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
 		return LogRecord{}, fmt.Errorf("%w: log record: %v", ErrInvalid, err)
+	}
+	if r.Kind == KindScored {
+		if r.Scored == nil || r.Scored.Through < 0 || r.StreamID != 0 || r.Comment != nil || r.Retract != nil || r.State != nil {
+			return LogRecord{}, fmt.Errorf("%w: scored mark shape", ErrInvalid)
+		}
+		return r, nil
+	}
+	if r.Scored != nil {
+		return LogRecord{}, fmt.Errorf("%w: %s record with a scored mark", ErrInvalid, r.Kind)
 	}
 	if r.StreamID == 0 {
 		return LogRecord{}, fmt.Errorf("%w: log record without stream", ErrInvalid)

@@ -71,13 +71,20 @@ func TestSumViewers(t *testing.T) {
 
 func FuzzDecodeLogRecord(f *testing.F) {
 	f.Add([]byte(`{"k":"comment","s":5,"c":{"id":1,"stream_id":5,"author":{"id":1},"text":"x"}}`))
+	f.Add([]byte(`{"k":"scored","s":0,"sc":{"through":41}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := live.DecodeLogRecord(b)
 		if err != nil {
 			return
 		}
-		if r.StreamID == 0 {
-			t.Fatal("accepted a record without stream")
+		if r.Kind == live.KindScored {
+			if r.Scored == nil || r.Scored.Through < 0 || r.StreamID != 0 {
+				t.Fatalf("accepted a scored mark of shape %+v", r)
+			}
+			return
+		}
+		if r.StreamID == 0 || r.Scored != nil {
+			t.Fatal("accepted a stream record without stream, or with a scored mark")
 		}
 		_ = r.Event(1)
 	})

@@ -9,7 +9,11 @@
 // is banned (live/bans/user/<id>, pushed to every API instance's filter
 // within seconds). Its progress is published on the board
 // (LagKey) so routers can draw sampled streams' samples from trusted
-// authors while it lags.
+// authors while it lags; and a batch that held a comment of a sampled
+// stream (the routers' marks on the board, read every second) is
+// followed on its partition by a scored mark (live.KindScored), so the
+// router releases what it holds for the classifier as soon as the
+// verdicts are in rather than after its whole hold.
 package moderation
 
 import (
@@ -18,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,6 +110,9 @@ type Consumer struct {
 	scoring int64
 	lastLag time.Duration
 	lastAt  time.Time
+	// sampled are the streams the routers hold sampled (the board's
+	// live.SampledPrefix, read every second).
+	sampled map[snowflake.ID]bool
 }
 
 // New returns a Consumer.
@@ -184,6 +192,7 @@ func (m *Consumer) report(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		m.readSampled(ctx)
 		now := m.cfg.Now()
 		r := LagReport{At: now.UnixMilli(), LagMs: m.Lag(now).Milliseconds()}
 		v, _ := json.Marshal(r)
@@ -191,6 +200,37 @@ func (m *Consumer) report(ctx context.Context) {
 			m.log.Warn("lag report failed", "err", err)
 		}
 	}
+}
+
+// readSampled refreshes the set of sampled streams from the board; on an
+// error it keeps the last one (a stream it misses waits out the router's
+// hold, as with no consumer).
+func (m *Consumer) readSampled(ctx context.Context) {
+	kv, err := m.d.Board.List(ctx, live.SampledPrefix)
+	if err != nil {
+		return
+	}
+	set := make(map[snowflake.ID]bool, len(kv))
+	for k := range kv {
+		if id, err := snowflake.Parse(strings.TrimPrefix(k, live.SampledPrefix)); err == nil {
+			set[id] = true
+		}
+	}
+	m.mu.Lock()
+	m.sampled = set
+	m.mu.Unlock()
+}
+
+// holdsSampled reports whether batch has a comment of a sampled stream.
+func (m *Consumer) holdsSampled(batch []item) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, it := range batch {
+		if m.sampled[it.lr.StreamID] {
+			return true
+		}
+	}
+	return false
 }
 
 // Lag is how far behind the consumer is at now: the age of the batch it
@@ -284,13 +324,24 @@ func (m *Consumer) score(ctx context.Context, partition int32, batch []item) err
 		recs = append(recs, r)
 		authors = append(authors, cm.Author.ID)
 	}
+	removed := len(recs)
+	if m.holdsSampled(batch) {
+		// After the retractions, in the same append: a router that reads
+		// the mark has read them.
+		r, err := live.LogRecord{Kind: live.KindScored, AcceptedAt: now.UnixNano(),
+			Scored: &live.ScoredMark{Through: batch[len(batch)-1].offset}}.Record(m.cfg.Topics.Comments)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, r)
+	}
 	if len(recs) > 0 {
 		// On the comment's own partition: the retraction can never
 		// overtake the comment.
 		if _, err := m.d.Append.AppendTo(ctx, m.cfg.Topics.Comments, partition, recs...); err != nil {
 			return fmt.Errorf("live moderation: append retractions: %w", err)
 		}
-		m.removed.Add(float64(len(recs)))
+		m.removed.Add(float64(removed))
 		for _, a := range authors {
 			m.strike(ctx, a, now)
 		}

@@ -45,10 +45,12 @@ type Config struct {
 	// EndedTTL is how long the recent cache keeps an ended stream
 	// (default 24 h).
 	EndedTTL time.Duration
-	// Hold is how long a sampled stream's events wait at the router
+	// Hold is the longest a sampled stream's events wait at the router
 	// before they are tiered and published (default 1 s; negative: no
 	// hold): a comment taken down within it (by the ML consumer, a
-	// report, its creator) never reaches the sample.
+	// report, its creator) never reaches the sample. The moderation
+	// consumer's scored marks (live.KindScored) end it early for the
+	// events they cover: their verdicts are in.
 	Hold time.Duration
 	// ClassifierMaxLag is how far the ML moderation consumer may fall
 	// behind (its board report, moderation.LagKey) before sampled streams
@@ -194,6 +196,19 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 	streams := map[snowflake.ID]*stream{}
 	index := newCommentIndex()
 	next := c.InitialOffset()
+	// scored is the offset through which the moderation consumer has
+	// scored this partition's comments (its last KindScored mark): a held
+	// event at or below it has its verdict in and goes out at once.
+	scored := int64(-1)
+	// releasable counts the held events at the front of st.pending that
+	// may go out at now: held Hold, or scored.
+	releasable := func(st *stream, now time.Time) int {
+		n := 0
+		for n < len(st.pending) && (st.pending[n].Seq <= scored || !st.arrived[n].After(now.Add(-r.cfg.Hold))) {
+			n++
+		}
+		return n
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	// Sampled streams are looked at every second even when nothing
@@ -228,9 +243,10 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 			}
 			due := st.published.Add(r.cfg.BatchWindow)
 			held := r.holds(st)
-			if held {
+			if held && st.pending[0].Seq > scored {
 				// The events of a sampled stream go out once they were held
-				// Hold, in batches at most BatchWindow apart.
+				// Hold or the classifier scored them, in batches at most
+				// BatchWindow apart.
 				if h := st.arrived[0].Add(r.cfg.Hold); h.After(due) {
 					due = h
 				}
@@ -238,10 +254,15 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 			if all || !now.Before(due) {
 				n := len(st.pending)
 				if held && !all {
-					n = 0
-					for n < len(st.arrived) && !st.arrived[n].After(now.Add(-r.cfg.Hold)) {
-						n++
+					n = releasable(st, now)
+				}
+				if held {
+					byScore := 0
+					for byScore < n && st.pending[byScore].Seq <= scored {
+						byScore++
 					}
+					r.m.released.WithLabelValues("scored").Add(float64(byScore))
+					r.m.released.WithLabelValues("hold").Add(float64(n - byScore))
 				}
 				r.flush(ctx, st, now, n)
 				if len(st.pending) > 0 {
@@ -272,6 +293,13 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 			if err != nil {
 				r.m.invalid.Inc()
 				r.log.Warn("skipping an invalid comments record", "partition", rec.Partition, "offset", rec.Offset, "err", err)
+				mark()
+				continue
+			}
+			if lr.Kind == live.KindScored {
+				// The retractions of what it covers came before it.
+				scored = max(scored, lr.Scored.Through)
+				flushDue(time.Now(), false)
 				mark()
 				continue
 			}

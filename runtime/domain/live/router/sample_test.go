@@ -439,78 +439,130 @@ func TestBacklogDoesNotSample(t *testing.T) {
 	}
 }
 
+// heldStream runs a router with an hour's hold (whatever it publishes
+// before the claim closes was not held) on one claim, and floods stream
+// 88 until it is sampled.
+type heldStream struct {
+	t    *testing.T
+	clk  *clock
+	rel  *captureRelay
+	cf   claimFeed
+	done chan error
+	off  int64
+	at   time.Time // the clock after the flood
+}
+
+const heldID = snowflake.ID(88)
+
+func startHeld(t *testing.T) *heldStream {
+	h := &heldStream{t: t, clk: &clock{now: time.Unix(5_000_000, 0)}, rel: &captureRelay{},
+		cf: claimFeed{ch: make(chan eventlog.Record)}, done: make(chan error, 1)}
+	r, err := New(Config{Now: h.clk.Now, BatchWindow: time.Millisecond, Hold: time.Hour}, Deps{Log: nopConsumer{}, Recent: recent.New(), Relay: h.rel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { h.done <- commentsHandler{r}.ConsumeClaim(context.Background(), h.cf, h.cf) }()
+	start := h.clk.Now()
+	// 11 s at 60 a second from new accounts: sampled from the 11th on.
+	for i := range 660 {
+		h.comment(snowflake.ID(1000+i), snowflake.ID(5000+i), "x", nil, start.Add(time.Duration(i)*time.Second/60))
+	}
+	h.at = start.Add(11 * time.Second)
+	return h
+}
+
+func (h *heldStream) send(lr live.LogRecord, at time.Time) int64 {
+	rec, err := lr.Record("c")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	rec.Offset = h.off
+	h.off++
+	h.clk.set(at)
+	h.cf.ch <- rec
+	return rec.Offset
+}
+
+func (h *heldStream) comment(id, author snowflake.ID, text string, f *live.Features, at time.Time) int64 {
+	return h.send(live.LogRecord{Kind: live.KindComment, StreamID: heldID, AcceptedAt: at.UnixNano(), Features: f,
+		Comment: &live.Comment{ID: id, StreamID: heldID, Author: live.Author{ID: author}, Text: text}}, at)
+}
+
+func (h *heldStream) retract(id, author snowflake.ID, seq int64, at time.Time) {
+	h.send(live.LogRecord{Kind: live.KindRetract, StreamID: heldID, AcceptedAt: at.UnixNano(),
+		Retract: &live.Retraction{CommentID: id, Seq: seq, Reason: "ml", AuthorID: author}}, at)
+}
+
+// published returns the tier seq was published with ("" and false: not
+// published).
+func (h *heldStream) published(seq int64) (string, bool) {
+	h.rel.mu.Lock()
+	defer h.rel.mu.Unlock()
+	for _, b := range h.rel.batches {
+		for _, ev := range b.Events {
+			if ev.Seq == seq {
+				return ev.Tier, true
+			}
+		}
+	}
+	return "", false
+}
+
+// close ends the claim, which publishes everything still held.
+func (h *heldStream) close() {
+	close(h.cf.ch)
+	if err := <-h.done; err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 // On a sampled stream the router holds events before tiering them: a
 // comment is not published while held, and one taken down within the
 // hold never enters the sample, however well it scores.
 func TestHeldCommentTakenDownNeverSampled(t *testing.T) {
-	const stream = snowflake.ID(88)
-	clk := &clock{now: time.Unix(5_000_000, 0)}
-	rel := &captureRelay{}
-	// An hour's hold: whatever is published before the claim closes was
-	// not held.
-	r, err := New(Config{Now: clk.Now, BatchWindow: time.Millisecond, Hold: time.Hour}, Deps{Log: nopConsumer{}, Recent: recent.New(), Relay: rel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf := claimFeed{ch: make(chan eventlog.Record)}
-	done := make(chan error, 1)
-	go func() { done <- commentsHandler{r}.ConsumeClaim(context.Background(), cf, cf) }()
-	off := int64(0)
-	send := func(lr live.LogRecord, at time.Time) int64 {
-		rec, err := lr.Record("c")
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec.Offset = off
-		off++
-		clk.set(at)
-		cf.ch <- rec
-		return rec.Offset
-	}
-	comment := func(id, author snowflake.ID, text string, f *live.Features, at time.Time) int64 {
-		return send(live.LogRecord{Kind: live.KindComment, StreamID: stream, AcceptedAt: at.UnixNano(), Features: f,
-			Comment: &live.Comment{ID: id, StreamID: stream, Author: live.Author{ID: author}, Text: text}}, at)
-	}
-	start := clk.Now()
-	// 11 s at 60 a second from new accounts: sampled from the 11th on.
-	for i := range 660 {
-		at := start.Add(time.Duration(i) * time.Second / 60)
-		comment(snowflake.ID(1000+i), snowflake.ID(5000+i), "x", nil, at)
-	}
+	h := startHeld(t)
 	// The best candidate there could be: a year-old account, a sensible
 	// text; then a comment after it, which the router takes only once it
 	// handled the first.
-	at := start.Add(11 * time.Second)
-	star := comment(9, 9, "a very reasonable comment", &live.Features{AccountAgeS: 400 * 86400}, at)
-	comment(10, 10, "y", nil, at.Add(time.Millisecond))
-	rel.mu.Lock()
-	for _, b := range rel.batches {
-		for _, ev := range b.Events {
-			if ev.Seq == star {
-				rel.mu.Unlock()
-				t.Fatal("the comment was published while it should be held")
-			}
-		}
+	star := h.comment(9, 9, "a very reasonable comment", &live.Features{AccountAgeS: 400 * 86400}, h.at)
+	h.comment(10, 10, "y", nil, h.at.Add(time.Millisecond))
+	if _, ok := h.published(star); ok {
+		t.Fatal("the comment was published while it should be held")
 	}
-	rel.mu.Unlock()
-	send(live.LogRecord{Kind: live.KindRetract, StreamID: stream, AcceptedAt: at.Add(500 * time.Millisecond).UnixNano(),
-		Retract: &live.Retraction{CommentID: 9, Seq: star, Reason: "ml", AuthorID: 9}}, at.Add(500*time.Millisecond))
-	close(cf.ch)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, b := range rel.batches {
-		for _, ev := range b.Events {
-			if ev.Seq == star {
-				found = true
-				if ev.Tier != live.TierRest {
-					t.Fatalf("a comment taken down in the hold was tiered %q", ev.Tier)
-				}
-			}
-		}
-	}
-	if !found {
+	h.retract(9, 9, star, h.at.Add(500*time.Millisecond))
+	h.close()
+	tier, ok := h.published(star)
+	if !ok {
 		t.Fatal("the held comment was never published")
+	}
+	if tier != live.TierRest {
+		t.Fatalf("a comment taken down in the hold was tiered %q", tier)
+	}
+}
+
+// The moderation consumer's scored mark ends the hold of what it covers:
+// those events go out at once (an hour's hold notwithstanding), a
+// comment it took down before the mark still never enters the sample,
+// and what came after the mark stays held. Before, every event of a
+// sampled stream waited the whole hold, pinned comments too, and the
+// pinned and sample tiers could not reach viewers within a second.
+func TestScoredMarkEndsTheHold(t *testing.T) {
+	h := startHeld(t)
+	star := h.comment(9, 9, "a very reasonable comment", &live.Features{AccountAgeS: 400 * 86400}, h.at)
+	good := h.comment(10, 11, "another reasonable comment", &live.Features{AccountAgeS: 400 * 86400}, h.at.Add(time.Millisecond))
+	h.retract(9, 9, star, h.at.Add(20*time.Millisecond))
+	h.send(live.LogRecord{Kind: live.KindScored, Scored: &live.ScoredMark{Through: good}}, h.at.Add(20*time.Millisecond))
+	h.rel.await(t, good)
+	if tier, _ := h.published(star); tier != live.TierRest {
+		t.Fatalf("a comment the classifier took down before its mark was tiered %q", tier)
+	}
+	after := h.comment(12, 12, "after the mark", nil, h.at.Add(30*time.Millisecond))
+	h.comment(13, 13, "and one more", nil, h.at.Add(31*time.Millisecond))
+	if _, ok := h.published(after); ok {
+		t.Fatal("a comment after the scored mark was published before its hold or a mark covering it")
+	}
+	h.close()
+	if _, ok := h.published(after); !ok {
+		t.Fatal("the comment after the mark was never published")
 	}
 }

@@ -2,6 +2,7 @@ package live_test
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -129,4 +130,28 @@ func FuzzDecodeReactionRecord(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A scored mark has no stream and nothing but its mark; a stream record
+// never carries one.
+func TestScoredMarkShape(t *testing.T) {
+	rec, err := live.LogRecord{Kind: live.KindScored, Scored: &live.ScoredMark{Through: 41}}.Record("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := live.DecodeLogRecord(rec.Value)
+	if err != nil || r.Scored == nil || r.Scored.Through != 41 {
+		t.Fatalf("round trip: %+v, %v", r, err)
+	}
+	for _, bad := range []string{
+		`{"k":"scored","s":5,"sc":{"through":1}}`,
+		`{"k":"scored","s":0}`,
+		`{"k":"scored","s":0,"sc":{"through":-1}}`,
+		`{"k":"scored","s":0,"sc":{"through":1},"c":{"id":1,"stream_id":5,"author":{"id":1},"text":"x"}}`,
+		`{"k":"comment","s":5,"c":{"id":1,"stream_id":5,"author":{"id":1},"text":"x"},"sc":{"through":1}}`,
+	} {
+		if _, err := live.DecodeLogRecord([]byte(bad)); !errors.Is(err, live.ErrInvalid) {
+			t.Errorf("%s: err %v, want ErrInvalid", bad, err)
+		}
+	}
 }

@@ -275,6 +275,12 @@ func buildArchiver(ctx context.Context, b *wiring.Builder) error {
 	if err != nil {
 		return err
 	}
+	if bk.Board == nil {
+		// Only the routers' sampled marks on the board tell it a stream is
+		// hot: without them a sampled stream's comments fill one store
+		// partition per bucket instead of live.SampledShards.
+		b.Logger.Warn("live-archiver without --registry: sampled streams' comments are written to one store partition per bucket (start it with the cluster's --registry to spread them)")
+	}
 	ar, err := archiver.New(acfg, archiver.Deps{Log: cu, Store: bk.Store, Board: bk.Board})
 	if err != nil {
 		return fmt.Errorf("live archiver: %w", err)

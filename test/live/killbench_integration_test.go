@@ -58,8 +58,10 @@ func (p *viewerProc) stat(t *testing.T, seqs []int64) viewerStat {
 // addresses), spread over three `concord serve --roles=live-gateway`
 // processes as the edge spreads a stream of width 3; live-api, router
 // and archiver in processes of their own on Kafka, Redis and Cassandra.
-// One gateway is killed with SIGKILL while comments keep coming; its
-// viewers reconnect to the others with Last-Event-ID. It reports the
+// One gateway is killed with SIGKILL (LIVEKILL_STOP=term: stopped with
+// SIGTERM, so it drains, sending each viewer away with a jittered
+// retry:) while comments keep coming; its viewers reconnect to the
+// others with Last-Event-ID. It reports the
 // time until every viewer is back, and checks that every viewer has
 // every comment posted before, during and after, with no seq shown twice
 // or out of order, and that the surviving gateways read the recent cache
@@ -69,6 +71,10 @@ func (p *viewerProc) stat(t *testing.T, seqs []int64) viewerStat {
 // processes are up and holds it for the viewers and the kill.
 func TestBenchGatewayKill(t *testing.T) {
 	viewers := benchEnvInt(t, "LIVEKILL_VIEWERS", 20000)
+	stop, how := syscall.SIGKILL, "killed"
+	if os.Getenv("LIVEKILL_STOP") == "term" {
+		stop, how = syscall.SIGTERM, "stopped (SIGTERM, drained)"
+	}
 	const perProc = 5000
 	dir := t.TempDir()
 	bin := buildViewers(t, dir, "killviewers")
@@ -171,7 +177,9 @@ func TestBenchGatewayKill(t *testing.T) {
 	subs0 := total("concord_live_gateway_subscribes_total", survivors...)
 	resumes0 := total("concord_live_gateway_resumes_total", survivors...)
 	killed := time.Now()
-	victim.kill()
+	// SIGTERM returns once the process exited: its drain has sent every
+	// viewer away by then.
+	victim.signal(stop)
 	for i := range 5 {
 		posted = append(posted, e.Post(alice, s.ID, fmt.Sprintf("during %d", i), int64(1+i)))
 	}
@@ -194,9 +202,9 @@ func TestBenchGatewayKill(t *testing.T) {
 	reads := total("concord_live_gateway_recent_reads_total", survivors...) - reads0
 	subs := total("concord_live_gateway_subscribes_total", survivors...) - subs0
 	resumes := total("concord_live_gateway_resumes_total", survivors...) - resumes0
-	t.Logf("killed a gateway holding %d of %d viewers: all back on the other two in %s (slowest viewer away %d ms); "+
+	t.Logf("%s a gateway holding %d of %d viewers: all back on the other two in %s (slowest viewer away %d ms); "+
 		"resumes served from the ring %v; recent-cache reads on the survivors %v for %v new subscriptions; seqs shown twice or out of order: %d; load %s",
-		held, viewers, back.Round(time.Millisecond), st.AwayMs, resumes, reads, subs, st.Dupes, loadAvg())
+		how, held, viewers, back.Round(time.Millisecond), st.AwayMs, resumes, reads, subs, st.Dupes, loadAvg())
 	if st.Dupes != 0 {
 		t.Fatalf("%d seqs shown twice or out of order across the resume", st.Dupes)
 	}

@@ -89,12 +89,15 @@ func (p *proc) waitReady(t testing.TB) {
 }
 
 // kill sends SIGKILL and waits until the process is gone.
-func (p *proc) kill() {
+func (p *proc) kill() { p.signal(syscall.SIGKILL) }
+
+// signal sends sig and waits until the process is gone.
+func (p *proc) signal(sig syscall.Signal) {
 	select {
 	case <-p.done:
 		return
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Process.Signal(sig)
 	<-p.done
 }

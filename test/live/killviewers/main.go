@@ -3,7 +3,8 @@
 // connections from 64 loopback source addresses, spread over -gateways
 // the way the edge spreads a stream's viewers over its gateways. A
 // viewer whose gateway goes away reconnects to the next gateway of the
-// list with Last-Event-ID, as an EventSource does through the edge. It
+// list with Last-Event-ID, as an EventSource does through the edge, after
+// the reconnection time the server last set (retry:), else at once. It
 // answers, on stdin, "stat SEQ,SEQ,..." with one JSON line: viewers open,
 // viewers that resumed, viewers that have every seq listed, seqs shown
 // twice or out of order, and the longest time a viewer was away.
@@ -32,6 +33,7 @@ type viewer struct {
 	resumed bool
 	away    time.Duration
 	open    bool
+	retry   time.Duration // the last retry: the server sent
 }
 
 var (
@@ -152,7 +154,13 @@ func run(v *viewer, i int, gateways []string, path string, opened *sync.WaitGrou
 			opened.Done()
 		}
 		g = (g + 1) % len(gateways)
-		time.Sleep(time.Duration(min(attempt+1, 10)) * 50 * time.Millisecond)
+		v.mu.Lock()
+		wait := v.retry
+		v.mu.Unlock()
+		if attempt > 0 || wait == 0 {
+			wait = time.Duration(min(attempt+1, 10)) * 50 * time.Millisecond
+		}
+		time.Sleep(wait)
 	}
 }
 
@@ -163,6 +171,14 @@ func read(v *viewer, br *bufio.Reader) {
 		line, err := br.ReadSlice('\n')
 		if err != nil && err != bufio.ErrBufferFull {
 			return
+		}
+		if ms, ok := bytes.CutPrefix(line, []byte("retry: ")); ok {
+			if n, err := strconv.Atoi(string(bytes.TrimSpace(ms))); err == nil && n >= 0 {
+				v.mu.Lock()
+				v.retry = time.Duration(n) * time.Millisecond
+				v.mu.Unlock()
+			}
+			continue
 		}
 		id, ok := bytes.CutPrefix(line, []byte("id: "))
 		if !ok {

@@ -108,6 +108,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+trap 'exit 129' HUP
+# Who started the script (make, a shell, a test): when it is gone — a
+# SIGINT sent to make's pid alone ends make without reaching this script
+# — the cluster stops rather than running on unowned.
+PARENT=$PPID
 
 # start NAME CMD...: runs CMD in the background, its output in logs/NAME.log.
 start() {
@@ -415,8 +420,13 @@ live-moderation and 2 live-relay behind HAProxy; etcd x3, Cassandra (keyspace $K
 Press Ctrl-C to stop.
 EOF
 
-# Until Ctrl-C, or until a process of the cluster exits.
+# Until Ctrl-C, until a process of the cluster exits, or until the
+# command that started the script is gone.
 while :; do
+	if ! kill -0 "$PARENT" 2>/dev/null; then
+		log "the command that started the cluster (pid $PARENT) is gone; stopping"
+		exit 0
+	fi
 	for i in "${!PIDS[@]}"; do
 		if ! kill -0 "${PIDS[i]}" 2>/dev/null; then
 			tail -n 30 "$RUN/logs/${NAMES[i]}.log" >&2 || true

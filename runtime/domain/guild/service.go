@@ -353,6 +353,10 @@ func (s *Service) run(ctx context.Context, guildID snowflake.ID, fn func(a *Acto
 		}
 		err := fn(a)
 		a.detachIfPlacedElsewhere()
+		// The counts the caller's change moved are readable (admin stats,
+		// the autoscaler's signal) once it returns, not only after the
+		// actor's end of the op.
+		a.publishStats()
 		res <- err
 	}); err != nil {
 		return err

@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -40,18 +42,12 @@ func (g *Gateway) Drain(ctx context.Context) int {
 		close(g.gone)
 	}
 	gone := g.gone
-	hubs := make([]*hub, 0, len(g.hubs))
-	for _, h := range g.hubs {
-		hubs = append(hubs, h)
-	}
+	hubs := slices.Collect(maps.Values(g.hubs))
 	g.mu.Unlock()
 	sent := 0
 	for _, h := range hubs {
 		h.mu.Lock()
-		vs := make([]*viewer, 0, len(h.viewers))
-		for v := range h.viewers {
-			vs = append(vs, v)
-		}
+		vs := slices.Collect(maps.Keys(h.viewers))
 		h.mu.Unlock()
 		for _, v := range vs {
 			if g.sendAway(v) {

@@ -44,8 +44,10 @@ run: build
 	$(BIN)/concord dev --http=$(HTTP) --data-dir=$(DATA_DIR)
 
 REPLICATED ?= 0
+# exec: the script's parent is make itself, so the cluster stops when make
+# goes (hack/run-cluster.sh watches its parent).
 run-cluster: build
-	REPLICATED=$(REPLICATED) CONCORD_BIN=$(CURDIR)/$(BIN)/concord bash hack/run-cluster.sh
+	REPLICATED=$(REPLICATED) CONCORD_BIN=$(CURDIR)/$(BIN)/concord exec bash hack/run-cluster.sh
 
 # test-deps installs and starts every real server and client the tests use;
 # it writes their addresses to $(CACHE)/test-env.sh, which `test` sources.

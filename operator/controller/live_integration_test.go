@@ -27,11 +27,9 @@ func TestConcordClusterLive(t *testing.T) {
 	ns := newNamespace(t)
 	c := newCluster(t, ns, "prod")
 	key := types.NamespacedName{Namespace: ns, Name: "prod"}
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, key, c)).To(Succeed())
+	editCluster(g, key, c, func(c *concordv1.ConcordCluster) {
 		c.Spec.Live = &concordv1.LiveSpec{Gateway: concordv1.RoleSpec{Replicas: ptrTo(int32(3))}, Prefix: "prod.live."}
-		g.Expect(k8s.Update(ctx, c)).To(Succeed())
-	}, timeout, poll).Should(Succeed())
+	})
 	// Roles left out get their default replicas (live-archiver and
 	// live-moderation 1, the others 2).
 	want := map[string]int32{"live-api": 2, "live-gateway": 3, "live-router": 2, "live-archiver": 1,
@@ -89,11 +87,9 @@ func TestConcordClusterLive(t *testing.T) {
 
 	// Relay nodes scaled to none: routers and gateways fall back to Redis
 	// pub/sub rather than publish to a tree without nodes.
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, key, c)).To(Succeed())
+	editCluster(g, key, c, func(c *concordv1.ConcordCluster) {
 		c.Spec.Live.Relay.Replicas = ptrTo(int32(0))
-		g.Expect(k8s.Update(ctx, c)).To(Succeed())
-	}, timeout, poll).Should(Succeed())
+	})
 	g.Eventually(func(g Gomega) {
 		for _, role := range []string{"live-router", "live-gateway"} {
 			var d appsv1.Deployment
@@ -106,11 +102,9 @@ func TestConcordClusterLive(t *testing.T) {
 	}, timeout, poll).Should(Succeed())
 
 	// Scaling one role leaves the others alone.
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, key, c)).To(Succeed())
+	editCluster(g, key, c, func(c *concordv1.ConcordCluster) {
 		c.Spec.Live.Router.Replicas = ptrTo(int32(4))
-		g.Expect(k8s.Update(ctx, c)).To(Succeed())
-	}, timeout, poll).Should(Succeed())
+	})
 	g.Eventually(func(g Gomega) {
 		var d appsv1.Deployment
 		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "prod-live-router"}, &d)).To(Succeed())
@@ -120,11 +114,9 @@ func TestConcordClusterLive(t *testing.T) {
 	}, timeout, poll).Should(Succeed())
 
 	// spec.live removed: the live roles go.
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, key, c)).To(Succeed())
+	editCluster(g, key, c, func(c *concordv1.ConcordCluster) {
 		c.Spec.Live = nil
-		g.Expect(k8s.Update(ctx, c)).To(Succeed())
-	}, timeout, poll).Should(Succeed())
+	})
 	g.Eventually(func(g Gomega) {
 		for role := range want {
 			name := types.NamespacedName{Namespace: ns, Name: "prod-" + role}

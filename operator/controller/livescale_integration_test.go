@@ -36,13 +36,11 @@ func TestAutoscalerScalesLiveGateways(t *testing.T) {
 	ns := newNamespace(t)
 	c := newCluster(t, ns, "prod")
 	key := types.NamespacedName{Namespace: ns, Name: "prod"}
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, key, c)).To(Succeed())
+	editCluster(g, key, c, func(c *concordv1.ConcordCluster) {
 		c.Spec.Live = &concordv1.LiveSpec{}
 		c.Spec.Autoscaling = &concordv1.AutoscalingPolicy{LiveGateway: &concordv1.LiveGatewayAutoscaling{
 			MaxReplicas: 10, ScaleDownAfter: &metav1.Duration{Duration: 10 * time.Minute}}}
-		g.Expect(k8s.Update(ctx, c)).To(Succeed())
-	}, timeout, poll).Should(Succeed())
+	})
 	g.Expect(k8s.Get(ctx, key, c)).To(Succeed())
 	// The CRD's defaults: 25,000 viewers per gateway, at least 2.
 	pol := c.Spec.Autoscaling.LiveGateway

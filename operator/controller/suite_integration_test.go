@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -162,6 +163,18 @@ func newNamespace(t *testing.T) string {
 		t.Fatalf("create namespace: %v", err)
 	}
 	return ns.Name
+}
+
+// editCluster applies edit to the ConcordCluster key names (read into c)
+// and updates it, again on a conflict with the operator's own writes,
+// until it succeeds.
+func editCluster(g Gomega, key types.NamespacedName, c *concordv1.ConcordCluster, edit func(c *concordv1.ConcordCluster)) {
+	ctx := context.Background()
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, key, c)).To(Succeed())
+		edit(c)
+		g.Expect(k8s.Update(ctx, c)).To(Succeed())
+	}, timeout, poll).Should(Succeed())
 }
 
 // newCluster creates a minimal ConcordCluster.

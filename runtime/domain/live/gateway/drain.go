@@ -32,11 +32,11 @@ const minDrainRetry = 250 * time.Millisecond
 // connection closed or ctx ends. It returns the viewers sent away.
 func (g *Gateway) Drain(ctx context.Context) int {
 	g.mu.Lock()
-	if g.draining {
+	if g.draining.Load() {
 		g.mu.Unlock()
 		return 0
 	}
-	g.draining = true
+	g.draining.Store(true)
 	g.gone = make(chan struct{})
 	if g.viewers == 0 {
 		close(g.gone)
@@ -65,12 +65,9 @@ func (g *Gateway) Drain(ctx context.Context) int {
 	return sent
 }
 
-// Draining reports whether Drain was called.
-func (g *Gateway) Draining() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.draining
-}
+// Draining reports whether Drain was called (an atomic read: every
+// viewer's join asks it).
+func (g *Gateway) Draining() bool { return g.draining.Load() }
 
 // sendAway queues v's farewell: a reconnection time drawn from
 // [minDrainRetry, DrainSpread]; v's connection closes once it is written.

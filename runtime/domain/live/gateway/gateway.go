@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -98,9 +99,9 @@ type Gateway struct {
 	mu      sync.Mutex
 	hubs    map[snowflake.ID]*hub
 	viewers int
-	// draining is set by Drain; gone is closed when the last viewer left
-	// after it.
-	draining bool
+	// draining is set by Drain (under mu, with gone); gone is closed when
+	// the last viewer left after it.
+	draining atomic.Bool
 	gone     chan struct{}
 }
 
@@ -201,7 +202,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.mu.Lock()
-	if g.draining {
+	if g.draining.Load() {
 		g.mu.Unlock()
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "This gateway is draining; retry.")
@@ -329,7 +330,7 @@ func (g *Gateway) release(h *hub) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.viewers--
-	if g.draining && g.viewers == 0 {
+	if g.draining.Load() && g.viewers == 0 {
 		close(g.gone)
 	}
 	h.refs--

@@ -11,9 +11,10 @@ type metrics struct {
 	// takedowns counts retractions by what the router did with them
 	// (takedown.go): applied, duplicate, refused, unknown.
 	takedowns *prometheus.CounterVec
-	// released counts the held events of sampled streams by what let them
-	// go: scored (the classifier's mark) or hold (the whole hold passed).
-	released *prometheus.CounterVec
+	// releasedScored and releasedHold count the held events of sampled
+	// streams by what let them go: the classifier's scored mark, or the
+	// whole hold passing (concord_live_router_held_released_total{by}).
+	releasedScored, releasedHold prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -47,13 +48,14 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		takedowns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_live_router_takedowns_total",
 			Help: "Retractions read from the log, by outcome: applied (published), duplicate (comment taken down already), refused (an unresolved takedown by someone who may not), unknown (no such comment known)."},
 			[]string{"outcome"}),
-		released: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_live_router_held_released_total",
-			Help: "Events of sampled streams the router held for the classifier, by what released them: scored (the moderation consumer's mark said their verdicts were in) or hold (the whole hold passed first)."},
-			[]string{"by"}),
 	}
+	released := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "concord_live_router_held_released_total",
+		Help: "Events of sampled streams the router held for the classifier, by what released them: scored (the moderation consumer's mark said their verdicts were in) or hold (the whole hold passed first)."},
+		[]string{"by"})
+	m.releasedScored, m.releasedHold = released.WithLabelValues("scored"), released.WithLabelValues("hold")
 	if reg != nil {
 		reg.MustRegister(m.batches, m.events, m.invalid, m.cacheErrors, m.publishErrors, m.batchAge, m.logAge, m.acceptToPublish,
-			m.sampledStreams, m.tiers, m.reactions, m.copies, m.trustedOnly, m.takedowns, m.released)
+			m.sampledStreams, m.tiers, m.reactions, m.copies, m.trustedOnly, m.takedowns, released)
 	}
 	return m
 }

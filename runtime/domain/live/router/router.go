@@ -200,14 +200,19 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 	// scored this partition's comments (its last KindScored mark): a held
 	// event at or below it has its verdict in and goes out at once.
 	scored := int64(-1)
-	// releasable counts the held events at the front of st.pending that
-	// may go out at now: held Hold, or scored.
-	releasable := func(st *stream, now time.Time) int {
-		n := 0
-		for n < len(st.pending) && (st.pending[n].Seq <= scored || !st.arrived[n].After(now.Add(-r.cfg.Hold))) {
+	// releasable returns how many held events at the front of st.pending
+	// may go out at now and how many of them the scored mark covers: seqs
+	// and arrivals both ascend, so the scored ones lead and those held
+	// Hold follow.
+	releasable := func(st *stream, now time.Time) (n, byScore int) {
+		for byScore < len(st.pending) && st.pending[byScore].Seq <= scored {
+			byScore++
+		}
+		n = byScore
+		for n < len(st.pending) && !st.arrived[n].After(now.Add(-r.cfg.Hold)) {
 			n++
 		}
-		return n
+		return n, byScore
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -253,16 +258,13 @@ func (h commentsHandler) ConsumeClaim(ctx context.Context, s eventlog.Session, c
 			}
 			if all || !now.Before(due) {
 				n := len(st.pending)
-				if held && !all {
-					n = releasable(st, now)
-				}
 				if held {
-					byScore := 0
-					for byScore < n && st.pending[byScore].Seq <= scored {
-						byScore++
+					ready, byScore := releasable(st, now)
+					if !all {
+						n = ready
 					}
-					r.m.released.WithLabelValues("scored").Add(float64(byScore))
-					r.m.released.WithLabelValues("hold").Add(float64(n - byScore))
+					r.m.releasedScored.Add(float64(byScore))
+					r.m.releasedHold.Add(float64(n - byScore))
 				}
 				r.flush(ctx, st, now, n)
 				if len(st.pending) > 0 {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/concord-chat/concord/runtime/domain/event"
 )
@@ -117,3 +118,59 @@ func BenchmarkDeliverSockets(b *testing.B) {
 		})
 	}
 }
+
+// The fields a delivery reads lie in the first two cache lines of the
+// session and of its connection, which deliverTargets warms for a chunk
+// before writing (session.warm). A field added above them, or one of
+// them moved down, spreads a delivery over more lines: the cost the
+// chunking measured away (docs/benchmarks.md, issue 27, session 19).
+// Where an object starts within its line is the allocator's: a conn is
+// big enough to carry an 8-byte type header before it.
+func TestDeliveryFieldsLeadTheStructs(t *testing.T) {
+	type field struct {
+		name      string
+		off, size uintptr
+	}
+	var s session
+	var c conn
+	sessionFields := []field{
+		{"mu", unsafe.Offsetof(s.mu), unsafe.Sizeof(s.mu)},
+		{"seq", unsafe.Offsetof(s.seq), unsafe.Sizeof(s.seq)},
+		{"conn", unsafe.Offsetof(s.conn), unsafe.Sizeof(s.conn)},
+		{"ended", unsafe.Offsetof(s.ended), 1},
+		{"frozen", unsafe.Offsetof(s.frozen), 1},
+		{"incoming", unsafe.Offsetof(s.incoming), 1},
+		{"replay", unsafe.Offsetof(s.replay), unsafe.Sizeof(s.replay)},
+		{"node", unsafe.Offsetof(s.node), unsafe.Sizeof(s.node)},
+	}
+	connFields := []field{
+		{"qmu", unsafe.Offsetof(c.qmu), unsafe.Sizeof(c.qmu)},
+		{"busy", unsafe.Offsetof(c.busy), 1},
+		{"held", unsafe.Offsetof(c.held), 1},
+		{"closing", unsafe.Offsetof(c.closing), 1},
+		{"comp", unsafe.Offsetof(c.comp), unsafe.Sizeof(c.comp)},
+		{"raw", unsafe.Offsetof(c.raw), unsafe.Sizeof(c.raw)},
+		{"node", unsafe.Offsetof(c.node), unsafe.Sizeof(c.node)},
+		{"twFunc", unsafe.Offsetof(c.twFunc), unsafe.Sizeof(c.twFunc)},
+		{"tw", unsafe.Offsetof(c.tw), unsafe.Sizeof(c.tw)},
+	}
+	check := func(what string, addr uintptr, fields []field) {
+		t.Helper()
+		for _, f := range fields {
+			if end := addr%64 + f.off + f.size; end > 128 {
+				t.Errorf("%s.%s ends %d bytes into the line the %s starts in (allocated at %#x), want within two lines (128)", what, f.name, end, what, addr)
+			}
+		}
+	}
+	for range 64 {
+		ps, pc := new(session), new(conn)
+		heapSink = append(heapSink, ps, pc) // on the heap, as the node's are
+		check("session", uintptr(unsafe.Pointer(ps)), sessionFields)
+		check("conn", uintptr(unsafe.Pointer(pc)), connFields)
+	}
+	heapSink = nil
+	t.Logf("session %d bytes, conn %d bytes", unsafe.Sizeof(s), unsafe.Sizeof(c))
+}
+
+// heapSink makes TestDeliveryFieldsLeadTheStructs' structs escape.
+var heapSink []any

@@ -28,31 +28,31 @@ var (
 // queue to the connection's writer goroutine (writer.go), so Deliver never
 // waits on a socket.
 type conn struct {
-	node       *Node
-	ws         *websocket.Conn
-	nc         net.Conn
-	raw        syscall.RawConn // nil: every frame goes through the writer
-	apiVersion int
-	resumeURL  string
-	ctx        context.Context
-	cancel     context.CancelFunc
-
+	// The fields an inline write reads come first, so that they share the
+	// struct's first two cache lines (see session).
+	//
 	// qmu guards the socket's ownership, the queue, the compression mode
 	// and the close request.
 	qmu  sync.Mutex
 	busy bool // the writer goroutine owns the socket
+	// held keeps frames queued and unwritten while an op's answer is
+	// being produced (holdAnswer, answer.go).
+	held    bool
+	closing bool
 	// writerStarted is set once the writer goroutine runs; it starts on
 	// the first hand-off and ends after the close.
 	writerStarted bool
-	pending       []byte // bytes an inline write left over, written first
-	queue         []frame
-	extra         int // frames in queue added by enqueueAll, outside the bound
-	qbytes        int // bytes of the bounded frames in queue
 	comp          compression
-	closing       bool
-	// held keeps frames queued and unwritten while an op's answer is
-	// being produced (holdAnswer, answer.go).
-	held      bool
+	raw           syscall.RawConn // nil: every frame goes through the writer
+	node          *Node
+	// tw and twFunc carry inline writes; guarded by qmu.
+	twFunc func(fd uintptr) bool
+	tw     tryWriteState
+
+	pending   []byte // bytes an inline write left over, written first
+	queue     []frame
+	extra     int // frames in queue added by enqueueAll, outside the bound
+	qbytes    int // bytes of the bounded frames in queue
 	closeCode int
 	closeText string
 	wake      chan struct{}
@@ -60,9 +60,12 @@ type conn struct {
 	aborted   atomic.Bool
 	done      chan struct{}
 
-	// tw and twFunc carry inline writes; guarded by qmu.
-	tw     tryWriteState
-	twFunc func(fd uintptr) bool
+	ws         *websocket.Conn
+	nc         net.Conn
+	apiVersion int
+	resumeURL  string
+	ctx        context.Context
+	cancel     context.CancelFunc
 
 	// Compression state, owned by whoever owns the socket (see encode).
 	zbuf   bytes.Buffer

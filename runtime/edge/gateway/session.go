@@ -15,29 +15,34 @@ import (
 // outlives its connections: it stays resumable while detached for
 // Config.ReplayMaxAge.
 type session struct {
+	// The fields every delivery reads come first, so that they share the
+	// struct's first two cache lines (deliverTargets warms them before
+	// the chunk's writes; TestDeliveryFieldsLeadTheStructs holds the
+	// layout).
+	mu   sync.Mutex
+	seq  int64
+	conn *conn
+	// ended: the session is over. On the old node of a hand-off, frozen
+	// means the state was exported: later dispatches are dropped. On a
+	// successor, an incoming session queues its dispatches unstamped in
+	// pending until the old node's state is imported; imported is closed
+	// then (handoff.go).
+	ended    bool
+	frozen   bool
+	incoming bool
+	replay   replayBuffer
+
 	node      *Node
 	info      event.Session
 	tokenHash [sha256.Size]byte
 
-	mu     sync.Mutex
-	seq    int64
-	replay replayBuffer
-	conn   *conn
 	// expiry ends the session when it stays detached too long: an entry
 	// on the node's timer wheel (wheel.go), armed with the window's gen,
 	// which tells a stale firing from the current one.
-	expiry wheelEntry
-	gen    uint64
-	ended  bool
-
-	// Hand-off (handoff.go). On a successor, an incoming session queues
-	// its dispatches unstamped in pending until the old node's state is
-	// imported; imported is closed then. On the old node, frozen means the
-	// state was exported: later dispatches are dropped.
-	incoming bool
+	expiry   wheelEntry
+	gen      uint64
 	pending  []*body
 	imported chan struct{}
-	frozen   bool
 	// moving is set by the first move of the session's events to another
 	// node (a drain's HandOff or a takeover, takeover.go), so that a
 	// second one does not run beside it. pulling marks the placeholder a
@@ -76,6 +81,25 @@ func (s *session) dispatchLocked(b *body, now int64) (int, bool) {
 		s.detachLocked(c)
 	}
 	return delta, true
+}
+
+// warm reads the words of s and of its connection that dispatch reads
+// first, without the lock, so that deliverTargets takes their cache misses
+// together before its writes. The values are never used: a read racing a
+// writer only warms the line, so the race detector is kept out of it.
+// Only single words are read, never a slice header, which a racing append
+// could tear.
+//
+//go:norace
+func (s *session) warm() uintptr {
+	w := uintptr(s.seq) + uintptr(s.replay.bytes)
+	if c := s.conn; c != nil {
+		w += uintptr(c.comp)
+		if c.busy {
+			w++
+		}
+	}
+	return w
 }
 
 // dispatch is dispatchLocked with the lock taken; it does nothing and

@@ -107,7 +107,7 @@ func (c *conn) writeNow(f *frame) {
 		var n int
 		n, err = c.tryWrite(ws)
 		if err == nil {
-			c.node.metrics.observeDelivered(f.b, c.node.cfg.Now())
+			c.node.metrics.observeDelivered(f.b, c.node.cfg.Now)
 		}
 		if err == nil && n < total {
 			// Rare: the socket buffer is full. The tail is copied, since
@@ -311,7 +311,13 @@ func (c *conn) writeBatch(pending []byte, batch []frame, comp compression) error
 			return err
 		}
 	}
-	now := c.node.cfg.Now()
+	var at time.Time // read once, if a message is among the frames
+	now := func() time.Time {
+		if at.IsZero() {
+			at = c.node.cfg.Now()
+		}
+		return at
+	}
 	for i := range batch {
 		c.node.metrics.observeDelivered(batch[i].b, now)
 	}

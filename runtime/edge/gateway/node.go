@@ -49,7 +49,7 @@ type Node struct {
 	// none or Config.GoroutineReader is set.
 	poll *poller
 
-	smu      sync.RWMutex
+	smu sync.RWMutex
 	// warmSink takes deliverTargets' sum of warmed fields, only so that
 	// the compiler keeps the loads (session.warm).
 	warmSink atomic.Uintptr

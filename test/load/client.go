@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -43,6 +44,10 @@ func MaybeRunClient() {
 	os.Exit(0)
 }
 
+// errNoEpoll says the client cannot read its sockets from one epoll
+// loop; it then reads each from a goroutine of its own.
+var errNoEpoll = errors.New("no epoll reader")
+
 // clientConn is one client socket and the latencies it saw.
 type clientConn struct {
 	ws  *websocket.Conn
@@ -55,10 +60,19 @@ type clientConn struct {
 	arrived []int64
 	// wire is the message bytes received after the handshake.
 	wire int64
+	// The epoll reader's state (epoll_linux.go): the socket's duplicated
+	// descriptor, bytes of an incomplete frame, and a fragmented
+	// message's bytes so far.
+	fd   int
+	rest []byte
+	msg  []byte
+	// fed: the last read completed a message.
+	fed bool
 }
 
-// runClient dials N sockets, prints "ready", counts one delivery per socket
-// and round ("round K" when all N arrived), and after stdin closes prints
+// runClient dials N sockets, prints "ready cpu=<ns>", counts one delivery
+// per socket and round ("round K cpu=<ns>" when all N arrived; cpu is the
+// client process's CPU time so far), and after stdin closes prints
 // "stats <count> <p50 ns> <p99 ns> <max ns> <cpu ns> <wire bytes>" followed
 // by the latency distribution, "cdf <p0 ns> <p1 ns> ... <p100 ns>" (every
 // percentile, nearest rank), for the latency CDF plot. Stdin carries
@@ -113,16 +127,34 @@ func runClient(stdin io.Reader, stdout io.Writer) error {
 	}
 
 	counts := make([]atomic.Int64, rounds+1)
-	var readers sync.WaitGroup
 	for _, c := range conns {
 		c.lat = make([]int64, 0, rounds)
+	}
+	// One epoll loop reads every socket where it can: a goroutine per
+	// socket costs the client more per delivery than the server spends
+	// writing it, and the latency measured would be the client's.
+	var readers sync.WaitGroup
+	ep, err := newEpollReader(conns)
+	if err != nil && !errors.Is(err, errNoEpoll) {
+		return fmt.Errorf("load: client: %w", err)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "load: client: one goroutine per socket:", err)
+		for _, c := range conns {
+			readers.Add(1)
+			go func() {
+				defer readers.Done()
+				c.readLoop(system, counts, int64(n), out)
+			}()
+		}
+	} else {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			c.readLoop(system, counts, int64(n), out)
+			ep.run(func(c *clientConn, b []byte, now int64) bool { return c.record(system, b, now, counts, int64(n), out) })
 		}()
 	}
-	out.println("ready")
+	out.println("ready cpu=" + strconv.FormatInt(processCPU(), 10))
 	// Wait for the parent to finish (it sends the send times and closes
 	// stdin), then report.
 	sent := make([]int64, rounds+1)
@@ -134,9 +166,13 @@ func runClient(stdin io.Reader, stdout io.Writer) error {
 			sent[round] = ts
 		}
 	}
-	for _, c := range conns {
-		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
-		_ = c.ws.Close()
+	if ep != nil {
+		ep.close()
+	} else {
+		for _, c := range conns {
+			_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+			_ = c.ws.Close()
+		}
 	}
 	readers.Wait()
 	var all []int64
@@ -151,16 +187,21 @@ func runClient(stdin io.Reader, stdout io.Writer) error {
 		wire += c.wire
 	}
 	slices.Sort(all)
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	cpu := ru.Utime.Nano() + ru.Stime.Nano()
-	out.println(fmt.Sprintf("stats %d %d %d %d %d %d", len(all), percentile(all, 50), percentile(all, 99), percentile(all, 100), cpu, wire))
+	out.println(fmt.Sprintf("stats %d %d %d %d %d %d", len(all), percentile(all, 50), percentile(all, 99), percentile(all, 100), processCPU(), wire))
 	cdf := []byte("cdf")
 	for p := 0; p <= 100; p++ {
 		cdf = fmt.Appendf(cdf, " %d", percentile(all, p))
 	}
 	out.println(string(cdf))
 	return nil
+}
+
+// processCPU is the process's user and system CPU time so far, in
+// nanoseconds.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // percentile returns the p-th percentile of sorted values (nearest rank).
@@ -249,39 +290,53 @@ func dialClient(system, url, src string) (*clientConn, error) {
 var tsKey = []byte(`"ts":`)
 var roundKey = []byte(`"round":`)
 
-// readLoop records the latency of every payload carrying "ts".
+// readLoop records the latency of every payload carrying "ts", reading
+// with gorilla on a goroutine of its own: the reader where epoll is not
+// available (the Linux client reads every socket from one epoll loop,
+// epoll_linux.go).
 func (c *clientConn) readLoop(system string, counts []atomic.Int64, n int64, out *syncWriter) {
 	for {
 		_, b, err := c.ws.ReadMessage()
 		if err != nil {
 			return
 		}
-		now := time.Now().UnixNano()
-		c.wire += int64(len(b))
-		if compressed(system) {
-			round := int64(len(c.arrived) + 1)
-			if round < int64(len(counts)) {
-				c.arrived = append(c.arrived, now)
-				if counts[round].Add(1) == n {
-					out.println("round " + strconv.FormatInt(round, 10))
-				}
-			}
+		c.record(system, b, time.Now().UnixNano(), counts, n, out)
+	}
+}
+
+// record counts one message that arrived at now (Unix ns) and, once a
+// round's last delivery arrived, prints "round K cpu=<ns>". It reports
+// whether the message's round is still incomplete.
+func (c *clientConn) record(system string, b []byte, now int64, counts []atomic.Int64, n int64, out *syncWriter) bool {
+	c.wire += int64(len(b))
+	incomplete := false
+	count := func(round int64) {
+		got := counts[round].Add(1)
+		if got == n {
+			out.println("round " + strconv.FormatInt(round, 10) + " cpu=" + strconv.FormatInt(processCPU(), 10))
+		}
+		incomplete = got < n
+	}
+	if compressed(system) {
+		round := int64(len(c.arrived) + 1)
+		if round < int64(len(counts)) {
+			c.arrived = append(c.arrived, now)
+			count(round)
+		}
+		return incomplete
+	}
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte("\n"))
+		ts, ok1 := intAfter(line, tsKey)
+		round, ok2 := intAfter(line, roundKey)
+		if !ok1 || !ok2 || round < 1 || round >= int64(len(counts)) {
 			continue
 		}
-		for len(b) > 0 {
-			var line []byte
-			line, b, _ = bytes.Cut(b, []byte("\n"))
-			ts, ok1 := intAfter(line, tsKey)
-			round, ok2 := intAfter(line, roundKey)
-			if !ok1 || !ok2 || round < 1 || round >= int64(len(counts)) {
-				continue
-			}
-			c.lat = append(c.lat, now-ts)
-			if counts[round].Add(1) == n {
-				out.println("round " + strconv.FormatInt(round, 10))
-			}
-		}
+		c.lat = append(c.lat, now-ts)
+		count(round)
 	}
+	return incomplete
 }
 
 // intAfter parses the integer following key in b.

@@ -102,6 +102,11 @@ type Result struct {
 	// RunQueueWait is how long the server's threads waited for a CPU
 	// over the rounds.
 	RunQueueWait time.Duration
+	// ClientCPU is the client process's CPU time from its sockets being
+	// ready until the last round's last delivery: reading is work too,
+	// and on a machine with few cores it bounds how soon the last socket
+	// of a round is read.
+	ClientCPU time.Duration
 }
 
 func (o *Options) fill() {
@@ -245,9 +250,11 @@ func runOne(ctx context.Context, opts Options, system string, n, run int) (Resul
 		return expectLine(lines, prefix, timeout)
 	}
 
-	if _, err := expect("ready", 10*time.Minute); err != nil {
+	l, err := expect("ready", 10*time.Minute)
+	if err != nil {
 		return res, err
 	}
+	clientCPU0 := lineCPU(l)
 	readyCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = srv.ready(readyCtx, n)
 	cancel()
@@ -284,9 +291,11 @@ func runOne(ctx context.Context, opts Options, system string, n, run int) (Resul
 			srv.publish(fmt.Appendf(nil, `{"round":%d,"ts":%d,"channel_id":"41771983423143937","content":"%s"}`,
 				round, sent[round], pad))
 		}
-		if _, err := expect("round "+strconv.Itoa(round), time.Minute); err != nil {
+		l, err := expect("round "+strconv.Itoa(round)+" ", time.Minute)
+		if err != nil {
 			return res, err
 		}
+		res.ClientCPU = lineCPU(l) - clientCPU0
 		u1, s1 := cpuTime()
 		res.serverUser += u1 - u0
 		res.serverSys += s1 - s0
@@ -327,7 +336,7 @@ func runOne(ctx context.Context, opts Options, system string, n, run int) (Resul
 		}
 	}
 	_ = stdin.Close()
-	l, err := expect("stats", 5*time.Minute)
+	l, err = expect("stats", 5*time.Minute)
 	if err != nil {
 		return res, err
 	}
@@ -347,6 +356,17 @@ func runOne(ctx context.Context, opts Options, system string, n, run int) (Resul
 		res.Percentiles = append(res.Percentiles, time.Duration(v))
 	}
 	return res, nil
+}
+
+// lineCPU reads the "cpu=<ns>" field the client ends its ready and round
+// lines with; 0 if it is missing.
+func lineCPU(l string) time.Duration {
+	_, v, ok := strings.Cut(l, " cpu=")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	return time.Duration(n)
 }
 
 // heapInUse is the Go heap in use, stacks included.

@@ -115,11 +115,11 @@ func runQueueDelay() time.Duration {
 }
 
 // WriteKernelTable writes, per delivery, the server's system calls and
-// context switches (with Options.Perf) and the time its threads waited
-// for a CPU during the rounds.
+// context switches (with Options.Perf), the time its threads waited for a
+// CPU during the rounds, and the server's and the client's CPU per round.
 func WriteKernelTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tN\tsyscalls/delivery\twrite/delivery\twritev/delivery\tctx switches/delivery\trun-queue wait/round\tCPU/round\t")
+	fmt.Fprintln(tw, "system\tN\tsyscalls/delivery\twrite/delivery\twritev/delivery\tctx switches/delivery\trun-queue wait/round\tCPU/round\tclient CPU/round\t")
 	for _, r := range results {
 		d := float64(max(r.Deliveries, 1))
 		per := func(event string) string {
@@ -129,9 +129,10 @@ func WriteKernelTable(w io.Writer, results []Result) error {
 			return strconv.FormatFloat(float64(r.Kernel[event])/d, 'f', 3, 64)
 		}
 		rounds := time.Duration(max(r.Rounds, 1))
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%v\t%v\t\n", r.System, r.N,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%v\t%v\t%v\t\n", r.System, r.N,
 			per("raw_syscalls:sys_enter"), per("syscalls:sys_enter_write"), per("syscalls:sys_enter_writev"), per("context-switches"),
-			(r.RunQueueWait / rounds).Round(time.Microsecond), (r.ServerCPU / rounds).Round(time.Microsecond))
+			(r.RunQueueWait / rounds).Round(time.Microsecond), (r.ServerCPU / rounds).Round(time.Microsecond),
+			(r.ClientCPU / rounds).Round(time.Microsecond))
 	}
 	return tw.Flush()
 }

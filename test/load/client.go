@@ -28,6 +28,10 @@ const (
 	envN       = "CONCORD_FANOUT_N"
 	envRounds  = "CONCORD_FANOUT_ROUNDS"
 	envSources = "CONCORD_FANOUT_SOURCES"
+	// envSpin, set to 1 when the client process has CPUs of its own
+	// (Options.ClientCPUs), lets it poll without sleeping while a round is
+	// open (epollReader.run).
+	envSpin = "CONCORD_FANOUT_SPIN"
 )
 
 // MaybeRunClient runs the client process and exits if this process was
@@ -151,7 +155,7 @@ func runClient(stdin io.Reader, stdout io.Writer) error {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			ep.run(func(c *clientConn, b []byte, now int64) bool { return c.record(system, b, now, counts, int64(n), out) })
+			ep.run(os.Getenv(envSpin) == "1", func(c *clientConn, b []byte, now int64) bool { return c.record(system, b, now, counts, int64(n), out) })
 		}()
 	}
 	out.println("ready cpu=" + strconv.FormatInt(processCPU(), 10))

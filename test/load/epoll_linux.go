@@ -100,13 +100,15 @@ func (r *epollReader) add(fd int) error {
 // registration is level-triggered, so what one read leaves is reported
 // again), every complete message handed to record with its arrival time.
 //
-// While a round is incomplete (record says so) it polls without sleeping,
-// yielding its CPU between polls. On loopback the writer of a socket pays
-// for waking its reader: a client asleep in epoll_wait whenever it has
-// caught up would add a wake-up (an inter-processor interrupt, costly in a
-// virtual machine) to the server's system time for nearly every delivery,
-// which a remote client never costs a server.
-func (r *epollReader) run(record func(c *clientConn, msg []byte, now int64) (roundOpen bool)) {
+// With spin, while a round is incomplete (record says so), it polls
+// without sleeping, yielding its CPU between polls. On loopback the writer
+// of a socket pays for waking its reader: a client asleep in epoll_wait
+// whenever it has caught up would add a wake-up (an inter-processor
+// interrupt, costly in a virtual machine) to the server's system time for
+// nearly every delivery, which a remote client never costs a server. Only
+// a client with CPUs of its own spins; one sharing the server's would take
+// them from it.
+func (r *epollReader) run(spin bool, record func(c *clientConn, msg []byte, now int64) (roundOpen bool)) {
 	defer close(r.done)
 	events := make([]syscall.EpollEvent, 256)
 	buf := make([]byte, 64<<10)
@@ -144,7 +146,7 @@ func (r *epollReader) run(record func(c *clientConn, msg []byte, now int64) (rou
 			if err != nil {
 				_ = syscall.EpollCtl(r.epfd, syscall.EPOLL_CTL_DEL, fd, nil)
 			}
-			if open {
+			if open && spin {
 				timeout = 0
 			} else if c.fed {
 				timeout = -1

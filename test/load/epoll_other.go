@@ -12,6 +12,6 @@ func newEpollReader([]*clientConn) (*epollReader, error) {
 	return nil, fmt.Errorf("%w on this system", errNoEpoll)
 }
 
-func (*epollReader) run(func(*clientConn, []byte, int64) bool) {}
+func (*epollReader) run(bool, func(*clientConn, []byte, int64) bool) {}
 
 func (*epollReader) close() {}

@@ -220,10 +220,14 @@ func runOne(ctx context.Context, opts Options, system string, n, run int) (Resul
 		// latency and CPU are not the clients' scheduling.
 		cmd = exec.CommandContext(ctx, "taskset", "-c", opts.ClientCPUs, exe)
 	}
+	spin := "0"
+	if opts.ClientCPUs != "" {
+		spin = "1"
+	}
 	cmd.Env = append(os.Environ(),
 		envRole+"=client", envSystem+"="+system, envURL+"="+srv.url(),
 		envN+"="+strconv.Itoa(n), envRounds+"="+strconv.Itoa(res.Rounds),
-		envSources+"="+strings.Join(sources(run, n, opts.PerSource), ","))
+		envSources+"="+strings.Join(sources(run, n, opts.PerSource), ","), envSpin+"="+spin)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

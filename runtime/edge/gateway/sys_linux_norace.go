@@ -5,6 +5,8 @@ package gateway
 import (
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // nbRead and nbWritev (below) are read(2) and writev(2) on a non-blocking socket,
@@ -26,27 +28,37 @@ func nbRead(fd int, b []byte) (int, error) {
 	return int(n), nil
 }
 
-// iovecs is writev's vector, reused across writes.
-type iovecs = []syscall.Iovec
+// iovecs is sendmsg's vector and header, reused across writes.
+type iovecs struct {
+	v   []unix.Iovec
+	msg unix.Msghdr
+}
 
-// nbWritev is writev(2) on a non-blocking socket, raw like nbWrite: one
-// call for every segment (at most maxSegments are passed). iov is scratch
-// for the vector.
+// nbWritev writes segs with one sendmsg(2) on a non-blocking socket, raw
+// like nbRead: one call for every segment (at most maxSegments are
+// passed). iov is scratch for the vector. sendmsg rather than writev: on
+// a socket both gather the same way, and writev's way in through the
+// file layer (a position lock, permission and notification hooks) cost
+// the kernel measurably more per write (docs/benchmarks.md, issue 27,
+// session 19).
 func nbWritev(fd int, segs [][]byte, iov *iovecs) (int, error) {
-	v := (*iov)[:0]
+	v := iov.v[:0]
 	for _, s := range segs {
 		if len(s) == 0 {
 			continue
 		}
-		e := syscall.Iovec{Base: &s[0]}
+		e := unix.Iovec{Base: &s[0]}
 		e.SetLen(len(s))
 		v = append(v, e)
 	}
-	*iov = v
+	iov.v = v
 	if len(v) == 0 {
 		return 0, nil
 	}
-	n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&v[0])), uintptr(len(v)))
+	iov.msg = unix.Msghdr{Iov: &v[0]}
+	iov.msg.SetIovlen(len(v))
+	n, _, e := syscall.RawSyscall(unix.SYS_SENDMSG, uintptr(fd), uintptr(unsafe.Pointer(&iov.msg)), unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+	iov.msg = unix.Msghdr{}
 	clear(v) // hold no payload past the write
 	if e != 0 {
 		return -1, e

@@ -41,7 +41,7 @@ func socketSessions(tb testing.TB, node *Node, n int, comp compression) event.Ba
 		if err != nil {
 			tb.Fatal(err)
 		}
-		c.raw, c.twFunc = raw, c.tryWriteFunc
+		c.setRaw(raw)
 		s := &session{node: node, info: event.Session{ID: event.SessionID(fmt.Sprintf("%032x", i))}, conn: c}
 		node.addSession(s)
 		batch.Targets = append(batch.Targets, event.Target{Session: s.info.ID})
@@ -151,8 +151,7 @@ func TestDeliveryFieldsLeadTheStructs(t *testing.T) {
 		{"comp", unsafe.Offsetof(c.comp), unsafe.Sizeof(c.comp)},
 		{"raw", unsafe.Offsetof(c.raw), unsafe.Sizeof(c.raw)},
 		{"node", unsafe.Offsetof(c.node), unsafe.Sizeof(c.node)},
-		{"twFunc", unsafe.Offsetof(c.twFunc), unsafe.Sizeof(c.twFunc)},
-		{"tw", unsafe.Offsetof(c.tw), unsafe.Sizeof(c.tw)},
+		{"fd", unsafe.Offsetof(c.fd), unsafe.Sizeof(c.fd)},
 	}
 	check := func(what string, addr uintptr, fields []field) {
 		t.Helper()

@@ -44,7 +44,10 @@ type conn struct {
 	writerStarted bool
 	comp          compression
 	raw           syscall.RawConn // nil: every frame goes through the writer
-	node          *Node
+	// fd is raw's descriptor, which inline writes use directly (see
+	// tryWrite); -1 without raw.
+	fd   int
+	node *Node
 	// tw and twFunc carry inline writes; guarded by qmu.
 	twFunc func(fd uintptr) bool
 	tw     tryWriteState
@@ -110,15 +113,14 @@ func newConn(n *Node, ws *websocket.Conn, apiVersion int, comp compression, resu
 		node: n, ws: ws, apiVersion: apiVersion, resumeURL: resumeURL,
 		ctx: ctx, cancel: cancel, comp: comp,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
-		started: now,
+		started: now, fd: -1,
 	}
 	c.lastHeartbeat.Store(now.UnixNano())
 	if ws != nil {
 		c.nc = ws.UnderlyingConn()
 		if sc, ok := c.nc.(syscall.Conn); ok {
 			if raw, err := sc.SyscallConn(); err == nil {
-				c.raw = raw
-				c.twFunc = c.tryWriteFunc
+				c.setRaw(raw)
 			}
 		}
 		// The node writes its own frames: answer pings and closes
@@ -130,6 +132,16 @@ func newConn(n *Node, ws *websocket.Conn, apiVersion int, comp compression, resu
 		ws.SetCloseHandler(func(code int, text string) error { return nil })
 	}
 	return c
+}
+
+// setRaw gives c its socket's raw connection and descriptor, for the
+// writes that bypass the net package (writer.go).
+func (c *conn) setRaw(raw syscall.RawConn) {
+	fd := -1
+	if err := raw.Control(func(s uintptr) { fd = int(s) }); err != nil {
+		return
+	}
+	c.raw, c.fd, c.twFunc = raw, fd, c.tryWriteFunc
 }
 
 // liveDeadline is when the connection counts as dead: the zombie

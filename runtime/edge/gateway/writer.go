@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"errors"
 	"strconv"
 	"syscall"
 	"time"
@@ -123,43 +122,50 @@ func (c *conn) writeNow(f *frame) {
 	}
 }
 
-// tryWrite writes ws's segments to the socket in one writev without
+// tryWrite writes ws's segments to the socket in one call without
 // waiting, and returns how much it took; ws is left holding the rest.
-// c.qmu must be held.
+// c.qmu must be held and the connection idle.
+//
+// It writes on the descriptor itself, not through the net package's
+// RawConn.Write, whose per-write locking of the descriptor and reset of
+// its poll state read two more structures per socket (cache misses at
+// thousands of sockets, measured in docs/benchmarks.md, issue 27, session
+// 19). What that locking guards against cannot happen here: the socket is
+// closed only by the writer goroutine as it ends, which owns the socket
+// (busy) from the moment closing is set under c.qmu, and an inline write
+// runs only under c.qmu with the connection idle and not closing; so the
+// descriptor is open, and not another socket's, for the whole call.
 func (c *conn) tryWrite(ws *writeScratch) (int, error) {
-	c.tw = tryWriteState{ws: ws}
-	err := c.raw.Write(c.twFunc)
-	n, werr := c.tw.n, c.tw.err
-	c.tw = tryWriteState{}
-	if err != nil {
-		return 0, err
+	for {
+		n, err := nbWritev(c.fd, ws.segs, &ws.iov)
+		if err == syscall.EINTR {
+			continue
+		}
+		if n > 0 {
+			ws.consume(n)
+		}
+		if err == syscall.EAGAIN {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		return n, nil
 	}
-	if errors.Is(werr, syscall.EAGAIN) {
-		return 0, nil
-	}
-	if werr != nil {
-		return 0, werr
-	}
-	return n, nil
 }
 
-// tryWriteState carries one write through syscall.RawConn.Write; the
-// callback is made once per connection so a write allocates nothing. Its
-// users are serialised by the socket's ownership: the inline writer holds
-// c.qmu with the connection idle, the writer goroutine owns it while busy.
+// tryWriteState carries the writer goroutine's blocking write through
+// syscall.RawConn.Write, which lets the runtime wait for the socket
+// (bounded by the write deadline) until every segment is written; the
+// callback is made once per connection so a write allocates nothing.
 type tryWriteState struct {
-	ws *writeScratch
-	// wait: the writer goroutine's blocking write, which lets the runtime
-	// wait for the socket (bounded by the write deadline) until every
-	// segment is written; otherwise one attempt.
-	wait bool
-	n    int
-	err  error
+	ws  *writeScratch
+	err error
 }
 
-// tryWriteFunc is the RawConn.Write callback: writev, retried on EINTR;
-// without wait it never waits for the socket, with wait it returns false
-// on EAGAIN so the runtime parks it until the socket is writable.
+// tryWriteFunc is the RawConn.Write callback: writes, retried on EINTR,
+// until ws is empty; on EAGAIN it returns false so the runtime parks the
+// writer until the socket is writable.
 func (c *conn) tryWriteFunc(fd uintptr) bool {
 	ws := c.tw.ws
 	for {
@@ -168,12 +174,7 @@ func (c *conn) tryWriteFunc(fd uintptr) bool {
 			continue
 		}
 		if n > 0 {
-			c.tw.n += n
 			ws.consume(n)
-		}
-		if !c.tw.wait {
-			c.tw.err = err
-			return true
 		}
 		if err == syscall.EAGAIN {
 			return false
@@ -333,7 +334,7 @@ func (c *conn) writeTimed(ws *writeScratch) error {
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.node.cfg.WriteTimeout))
 	var err error
 	if c.raw != nil {
-		c.tw = tryWriteState{ws: ws, wait: true}
+		c.tw = tryWriteState{ws: ws}
 		if err = c.raw.Write(c.twFunc); err == nil {
 			err = c.tw.err
 		}

@@ -103,7 +103,7 @@ func TestWriteBatchWritev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.raw, c.twFunc = raw, c.tryWriteFunc
+	c.setRaw(raw)
 
 	d := []byte(`{"content":"` + strings.Repeat("y", 1500) + `"}`)
 	b := &body{t: "MESSAGE_CREATE", d: d}
@@ -172,8 +172,8 @@ func BenchmarkWriteFrame(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				c := &conn{nc: sv, raw: raw}
-				c.twFunc = c.tryWriteFunc
+				c := &conn{nc: sv}
+				c.setRaw(raw)
 				bd := &body{t: "MESSAGE_CREATE", d: []byte(`{"content":"` + strings.Repeat("z", size-14) + `"}`)}
 				ws := &writeScratch{buf: make([]byte, 0, 8192)}
 				flat := &writeScratch{buf: make([]byte, 0, 8192)}

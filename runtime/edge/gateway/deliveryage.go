@@ -32,14 +32,13 @@ func messageSent(typ string, d []byte) int64 {
 }
 
 // observeDelivered records the send-to-socket latency of b, written to a
-// socket now, when b is a message. The clock is read only then: most
-// deliveries are not messages, and a clock read per delivery is measurable
-// on the hot path. m is nil in tests that build nodes without metrics.
-func (m *metrics) observeDelivered(b *body, now func() time.Time) {
+// socket at Unix nanoseconds at, when b is a message. m is nil in tests
+// that build nodes without metrics.
+func (m *metrics) observeDelivered(b *body, at int64) {
 	if m == nil || b == nil || b.sent == 0 {
 		return
 	}
-	age := now().UnixMilli() - b.sent
+	age := at/int64(time.Millisecond) - b.sent
 	if age < 0 {
 		// Clocks of the API node and this one disagree; a negative age
 		// says nothing about latency.

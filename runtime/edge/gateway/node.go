@@ -231,7 +231,6 @@ func (n *Node) Deliver(ctx context.Context, node string, b event.Batch) {
 		n.cfg.Logger.Warn("batch with invalid event name dropped", "type", b.Type)
 		return
 	}
-	now := n.cfg.Now().UnixNano()
 	bodies := make([]body, len(b.Payloads))
 	for i, p := range b.Payloads {
 		bodies[i] = body{t: b.Type, d: p, sent: messageSent(b.Type, p), out: n.metrics.sentBytes.WithLabelValues(b.Type)}
@@ -240,7 +239,7 @@ func (n *Node) Deliver(ctx context.Context, node string, b event.Batch) {
 	defer n.smu.RUnlock()
 	workers := min(runtime.GOMAXPROCS(0), len(b.Targets)/parallelDeliverMin)
 	if workers <= 1 {
-		n.deliverTargets(bodies, b.Targets, now)
+		n.deliverTargets(bodies, b.Targets)
 		return
 	}
 	// Big batches are stamped and written by several goroutines, each
@@ -253,7 +252,7 @@ func (n *Node) Deliver(ctx context.Context, node string, b event.Batch) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n.deliverTargets(bodies, part, now)
+			n.deliverTargets(bodies, part)
 		}()
 	}
 	wg.Wait()
@@ -276,7 +275,11 @@ const deliverChunk = 32
 // one after another. A chunk's sessions are looked up and their hot
 // fields read first, in a loop without system calls, where the misses
 // overlap; the writes then find them in cache.
-func (n *Node) deliverTargets(bodies []body, targets []event.Target, now int64) {
+//
+// The clock is read once per chunk: it stamps the chunk's frames (their
+// replay age, and the send-to-socket latency of those written at once),
+// within a chunk's writes of the truth.
+func (n *Node) deliverTargets(bodies []body, targets []event.Target) {
 	delta, delivered := 0, 0
 	var chunk [deliverChunk]*session
 	var variant [deliverChunk]int
@@ -296,6 +299,7 @@ func (n *Node) deliverTargets(bodies []body, targets []event.Target, now int64) 
 		for _, s := range chunk[:k] {
 			warmed += s.warm()
 		}
+		now := n.cfg.Now().UnixNano()
 		for i, s := range chunk[:k] {
 			if d, ok := s.dispatch(&bodies[variant[i]], now); ok {
 				delta += d

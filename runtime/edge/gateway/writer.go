@@ -56,7 +56,7 @@ func (c *conn) enqueue(f frame) bool {
 		return true
 	}
 	if !c.busy && !c.held && c.raw != nil {
-		c.writeNow(&f)
+		c.writeNow(&f, f.at) // stamped just now, by deliverTargets' chunk
 		return true
 	}
 	if len(c.queue)-c.extra >= c.node.cfg.SendQueue || (c.qbytes > 0 && c.qbytes+f.size > c.node.cfg.SendQueueBytes) {
@@ -80,7 +80,7 @@ func (c *conn) enqueueAll(fs ...frame) {
 		return
 	}
 	if len(fs) == 1 && !c.busy && !c.held && c.raw != nil {
-		c.writeNow(&fs[0])
+		c.writeNow(&fs[0], 0) // a replay's stamp is its first sending
 		return
 	}
 	c.queue = append(c.queue, fs...)
@@ -93,11 +93,12 @@ func (c *conn) enqueueAll(fs ...frame) {
 // sendControl sends a complete non-dispatch gateway frame.
 func (c *conn) sendControl(raw []byte) { c.enqueueAll(frame{b: &body{raw: raw}}) }
 
-// writeNow writes f without blocking, in one writev: the frame header and
+// writeNow writes f without blocking, in one call: the frame header and
 // the session's own envelope from a pooled scratch buffer, the shared
 // payload from the batch's body, uncopied. What the socket does not take
-// is left to the writer. c.qmu must be held and the connection idle.
-func (c *conn) writeNow(f *frame) {
+// is left to the writer. at is the time to record the write at (Unix ns),
+// or 0 for the clock's. c.qmu must be held and the connection idle.
+func (c *conn) writeNow(f *frame, at int64) {
 	ws := c.node.getScratch()
 	defer c.node.putScratch(ws)
 	err := c.appendFrame(ws, f, c.comp, false)
@@ -105,8 +106,11 @@ func (c *conn) writeNow(f *frame) {
 		total := ws.total
 		var n int
 		n, err = c.tryWrite(ws)
-		if err == nil {
-			c.node.metrics.observeDelivered(f.b, c.node.cfg.Now)
+		if err == nil && f.b != nil && f.b.sent != 0 {
+			if at == 0 {
+				at = c.node.cfg.Now().UnixNano()
+			}
+			c.node.metrics.observeDelivered(f.b, at)
 		}
 		if err == nil && n < total {
 			// Rare: the socket buffer is full. The tail is copied, since
@@ -312,15 +316,14 @@ func (c *conn) writeBatch(pending []byte, batch []frame, comp compression) error
 			return err
 		}
 	}
-	var at time.Time // read once, if a message is among the frames
-	now := func() time.Time {
-		if at.IsZero() {
-			at = c.node.cfg.Now()
-		}
-		return at
-	}
+	var at int64 // the clock, read once if a message is among the frames
 	for i := range batch {
-		c.node.metrics.observeDelivered(batch[i].b, now)
+		if b := batch[i].b; b != nil && b.sent != 0 {
+			if at == 0 {
+				at = c.node.cfg.Now().UnixNano()
+			}
+			c.node.metrics.observeDelivered(b, at)
+		}
 	}
 	return nil
 }

@@ -162,4 +162,19 @@ func TestReplayBuffer(t *testing.T) {
 	if cap(r.frames) > 4*lim.maxEvents {
 		t.Fatalf("backing array grew to %d frames for a bound of %d", cap(r.frames), lim.maxEvents)
 	}
+	// The age bound reads the oldest frame's stamp from the header: it
+	// must follow the head as frames are dropped for any reason.
+	r = replayBuffer{}
+	for seq := int64(1); seq <= 6; seq++ {
+		push(seq, 10, seq) // seqs 1 and 2 dropped by count: seq 3 (at 3) is the oldest
+	}
+	if d := r.trim(lim, 103); d != 0 || r.len() != 4 {
+		t.Fatalf("trim at 103: delta %d len %d, want nothing dropped (the oldest is 100 old)", d, r.len())
+	}
+	if d := r.trim(lim, 105); d != -20 || r.len() != 2 {
+		t.Fatalf("trim at 105: delta %d len %d, want seqs 3 and 4 dropped", d, r.len())
+	}
+	if got, ok := r.since(4, 6); !ok || len(got) != 2 || got[0].seq != 5 {
+		t.Fatalf("since(4) after the age trim = %v %v", got, ok)
+	}
 }

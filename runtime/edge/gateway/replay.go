@@ -47,6 +47,10 @@ type replayBuffer struct {
 	frames []frame
 	head   int
 	bytes  int
+	// headAt is frames[head].at, kept here so that a push that drops
+	// nothing does not read the oldest frame (another cache line per
+	// delivery) to learn it is young enough.
+	headAt int64
 }
 
 // replayLimits are the bounds trim enforces.
@@ -63,6 +67,9 @@ func (r *replayBuffer) len() int { return len(r.frames) - r.head }
 // the change in held bytes.
 func (r *replayBuffer) push(f frame, lim replayLimits, now int64) int {
 	before := r.bytes
+	if r.len() == 0 {
+		r.headAt = f.at
+	}
 	r.frames = append(r.frames, f)
 	r.bytes += f.size
 	r.trim(lim, now)
@@ -74,13 +81,16 @@ func (r *replayBuffer) push(f frame, lim replayLimits, now int64) int {
 func (r *replayBuffer) trim(lim replayLimits, now int64) int {
 	before := r.bytes
 	for r.len() > 0 {
-		f := &r.frames[r.head]
-		if r.len() <= lim.maxEvents && r.bytes <= lim.maxBytes && now-f.at <= lim.maxAge {
+		if r.len() <= lim.maxEvents && r.bytes <= lim.maxBytes && now-r.headAt <= lim.maxAge {
 			break
 		}
+		f := &r.frames[r.head]
 		r.bytes -= f.size
 		*f = frame{}
 		r.head++
+		if r.len() > 0 {
+			r.headAt = r.frames[r.head].at
+		}
 	}
 	// Compact once the dead prefix is at least half the slice.
 	if r.head > 0 && r.head*2 >= len(r.frames) {

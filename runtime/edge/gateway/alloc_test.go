@@ -119,6 +119,40 @@ func BenchmarkDeliverSockets(b *testing.B) {
 	}
 }
 
+// BenchmarkDeliverManySockets is Deliver to 8,000 idle sessions on real
+// loopback sockets, uncompressed: enough sessions that their state no
+// longer sits in cache between batches, as at a real node's scale. With
+// GOMAXPROCS 1 (one goroutine writes every socket) and a CPU profile,
+// Deliver's own work is deliverTargets less the system call:
+//
+//	GOMAXPROCS=1 taskset -c 0 go test -run '^$' -bench DeliverManySockets -benchtime 150x -cpuprofile /tmp/d.prof ./runtime/edge/gateway/
+//	go tool pprof -top -focus=deliverTargets /tmp/d.prof | grep -E 'deliverTargets$|RawSyscall6$'
+func BenchmarkDeliverManySockets(b *testing.B) {
+	const n = 8000 // two descriptors each, under the 20,000 a process may hold here
+	node, err := NewNode(Config{Node: testNode, ReplayMaxEvents: 32}, idleBackend{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer node.Close()
+	batch := socketSessions(b, node, n, compressNone)
+	for range 50 {
+		node.Deliver(context.Background(), testNode, batch)
+	}
+	var r0, r1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
+	b.ResetTimer()
+	for range b.N {
+		node.Deliver(context.Background(), testNode, batch)
+	}
+	b.StopTimer()
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
+	d := float64(b.N * n)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/d, "ns/delivery")
+	// The process's: the reader goroutines draining the client ends too.
+	b.ReportMetric(float64(r1.Utime.Nano()-r0.Utime.Nano())/d, "user-ns/delivery")
+	b.ReportMetric(float64(r1.Stime.Nano()-r0.Stime.Nano())/d, "sys-ns/delivery")
+}
+
 // The fields a delivery reads lie in the first two cache lines of the
 // session and of its connection, which deliverTargets warms for a chunk
 // before writing (session.warm). A field added above them, or one of

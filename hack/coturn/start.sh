@@ -52,7 +52,16 @@ die() { printf '[coturn] ERROR: %s\n' "$*" >&2; exit 1; }
 # and UDP on the same port).
 answers() { (exec 3<>"/dev/tcp/$TURN_HOST/$TURN_PORT") 2>/dev/null; }
 
-running() { [[ -f "$run/turnserver.pid" ]] && kill -0 "$(cat "$run/turnserver.pid")" 2>/dev/null; }
+# running: the pid file's process is alive and is this script's
+# turnserver (a pid file outlives a killed server, and its pid is recycled:
+# a stranger must not be reused, or killed on a restart).
+running() {
+	local pid
+	[[ -f "$run/turnserver.pid" ]] || return 1
+	pid="$(cat "$run/turnserver.pid")"
+	[[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "turnserver -c $run/turnserver.conf"
+}
 
 install() {
 	command -v turnserver >/dev/null && return

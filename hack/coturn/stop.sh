@@ -7,7 +7,10 @@ TURN_PORT="${TURN_PORT:-3479}"
 CONCORD_CACHE="${CONCORD_CACHE:-$HOME/.cache/concord}"
 pidfile="$CONCORD_CACHE/coturn-$TURN_PORT/turnserver.pid"
 
-if [[ ! -f "$pidfile" ]] || ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+# Only this script's turnserver: a pid file outlives a killed server and
+# its pid is recycled.
+if [[ ! -f "$pidfile" ]] || ! kill -0 "$(cat "$pidfile")" 2>/dev/null ||
+	! tr '\0' ' ' <"/proc/$(cat "$pidfile")/cmdline" 2>/dev/null | grep -q -- "turnserver -c $CONCORD_CACHE/coturn-$TURN_PORT/turnserver.conf"; then
 	printf '[coturn] no turnserver of ours runs on port %s\n' "$TURN_PORT" >&2
 	exit 0
 fi

@@ -243,14 +243,27 @@ format() {
 		>"$logs/format.out" 2>&1 || { cat "$logs/format.out" >&2; die "storage format failed"; }
 }
 
+# our_pid prints the pid recorded in the pid file when that process is
+# alive and is the broker of this configuration. A pid file outlives a
+# broker that died (killed by a fault test, say), and its pid is recycled
+# by whatever runs next: taken for the broker, start would wait for a
+# stranger to answer and stop would signal it.
+our_pid() {
+	local pid
+	[[ -f "$pidfile" ]] || return 1
+	pid="$(cat "$pidfile")"
+	[[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "kafka.Kafka $conf/server.properties" || return 1
+	printf '%s' "$pid"
+}
+
 start() {
 	if answers; then
 		log "a broker already answers on $KAFKA_HOST:$KAFKA_PORT; not starting another"
 		return
 	fi
 	local t0=$SECONDS pid deadline
-	if [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-		pid="$(cat "$pidfile")"
+	if pid="$(our_pid)"; then
 		log "Kafka (pid $pid) is already starting; waiting for it"
 	else
 		fetch
@@ -307,8 +320,7 @@ stop() {
 		return
 	fi
 	local pid
-	pid="$(cat "$pidfile")"
-	if kill -0 "$pid" 2>/dev/null; then
+	if pid="$(our_pid)"; then
 		log "stopping Kafka (pid $pid)"
 		kill "$pid"
 		for _ in $(seq 1 60); do

@@ -96,7 +96,8 @@ type Relay interface {
 	Publish(ctx context.Context, stream snowflake.ID, msg []byte) error
 	// Subscribe calls deliver for every message published to stream's topic
 	// after Subscribe returns, in publish order, from one goroutine per
-	// Relay. cancel unsubscribes.
+	// Relay. cancel unsubscribes: once it returns, deliver is not called
+	// again for this subscription.
 	Subscribe(ctx context.Context, stream snowflake.ID, deliver func([]byte)) (cancel func(), err error)
 }
 

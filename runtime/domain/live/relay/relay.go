@@ -28,11 +28,11 @@ var _ live.Relay = (*Mem)(nil)
 func New() *Mem { return &Mem{topics: map[snowflake.ID]map[*sub]struct{}{}} }
 
 type sub struct {
-	deliver func([]byte)
-	mu      sync.Mutex
-	queue   [][]byte
-	wake    chan struct{}
-	done    chan struct{}
+	gate  *live.Gated // so nothing is delivered once cancel returned
+	mu    sync.Mutex
+	queue [][]byte
+	wake  chan struct{}
+	done  chan struct{}
 }
 
 // Publish implements live.Relay.
@@ -74,7 +74,7 @@ func (m *Mem) Subscribers(stream snowflake.ID) int {
 // Subscribe implements live.Relay; each subscription delivers from its
 // own goroutine, in publish order.
 func (m *Mem) Subscribe(ctx context.Context, stream snowflake.ID, deliver func([]byte)) (func(), error) {
-	s := &sub{deliver: deliver, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &sub{gate: live.NewGated(deliver), wake: make(chan struct{}, 1), done: make(chan struct{})}
 	m.mu.Lock()
 	if m.topics[stream] == nil {
 		m.topics[stream] = map[*sub]struct{}{}
@@ -98,7 +98,7 @@ func (m *Mem) Subscribe(ctx context.Context, stream snowflake.ID, deliver func([
 					return
 				default:
 				}
-				s.deliver(msg)
+				s.gate.Deliver(msg)
 			}
 		}
 	}()
@@ -112,6 +112,7 @@ func (m *Mem) Subscribe(ctx context.Context, stream snowflake.ID, deliver func([
 			}
 			m.mu.Unlock()
 			close(s.done)
+			s.gate.Stop()
 		})
 	}, nil
 }

@@ -55,7 +55,7 @@ type Relay struct {
 	waiting map[string][]chan struct{}
 }
 
-type sub struct{ deliver func([]byte) }
+type sub struct{ gate *live.Gated }
 
 var _ live.Relay = (*Relay)(nil)
 
@@ -124,7 +124,7 @@ func (r *Relay) PublishCount(ctx context.Context, stream snowflake.ID, msg []byt
 // Subscribe returns is delivered.
 func (r *Relay) Subscribe(ctx context.Context, stream snowflake.ID, deliver func([]byte)) (func(), error) {
 	ch := r.channel(stream)
-	s := &sub{deliver: deliver}
+	s := &sub{gate: live.NewGated(deliver)}
 	r.mu.Lock()
 	first := len(r.subs[ch]) == 0
 	if first {
@@ -137,7 +137,9 @@ func (r *Relay) Subscribe(ctx context.Context, stream snowflake.ID, deliver func
 		r.waiting[ch] = append(r.waiting[ch], confirmed)
 	}
 	r.mu.Unlock()
-	cancel := func() { r.unsubscribe(ch, s) }
+	// The reader may hold a message for s when it is cancelled: the gate
+	// keeps it from being delivered after cancel returned.
+	cancel := func() { s.gate.Stop(); r.unsubscribe(ch, s) }
 	if first {
 		if err := r.ps.Subscribe(ctx, ch); err != nil {
 			cancel()
@@ -215,7 +217,7 @@ func (r *Relay) read() {
 			r.mu.Unlock()
 			payload := []byte(m.Payload)
 			for _, s := range subs {
-				s.deliver(payload)
+				s.gate.Deliver(payload)
 			}
 		}
 	}

@@ -168,7 +168,15 @@ func (c *Client) PublishCount(ctx context.Context, stream snowflake.ID, msg []by
 // relay's answer would otherwise reach no one there, with no later batch
 // to show the gap.
 func (c *Client) Subscribe(ctx context.Context, stream snowflake.ID, deliver func([]byte)) (func(), error) {
-	sctx, cancel := context.WithCancel(context.Background())
+	sctx, stop := context.WithCancel(context.Background())
+	// A read may hold a message already received when the subscription is
+	// cancelled: the gate keeps it from being delivered after cancel.
+	gate := live.NewGated(deliver)
+	deliver = gate.Deliver
+	cancel := func() {
+		stop()
+		gate.Stop()
+	}
 	sub := &subscription{stream: stream}
 	established := make(chan struct{})
 	var once sync.Once

@@ -95,13 +95,26 @@ type Node struct {
 
 	mu     sync.Mutex
 	nodes  []string
-	topics map[snowflake.ID]*topic
+	topics map[topicKey]*topic
 
 	copies, lost prometheus.Counter
 	subs         prometheus.Gauge
 }
 
-// topic is one stream on this node.
+// topicKey names a topic: a stream as fed from one parent ("" on the
+// stream's owner, fed by publishers). A node may hold one stream under
+// two parents while the tree re-forms: it was the owner, or a child of
+// the former owner, when a node joined and took the stream, and the new
+// owner redirects subscribers to it. Each such topic keeps its own
+// upstream and readiness, so a subscriber the new owner sent is fed by
+// the new owner (not by the former one, which is no longer published
+// to) and answered only once the new owner answered.
+type topicKey struct {
+	stream snowflake.ID
+	parent string
+}
+
+// topic is one stream, from one parent, on this node.
 type topic struct {
 	subs     map[*sub]struct{}
 	children map[string]int // child relay -> subscribers redirected to it
@@ -111,8 +124,13 @@ type topic struct {
 	// stream: at once on its owner, when the upstream answered on a relay
 	// below it. A subscriber is answered only then, so what is published
 	// after its subscription is answered reaches it.
-	ready chan struct{}
+	ready     chan struct{}
+	readyOnce sync.Once
 }
+
+// open marks the topic ready; guarded, as a second close would panic the
+// whole node.
+func (t *topic) open() { t.readyOnce.Do(func() { close(t.ready) }) }
 
 type sub struct {
 	mu    sync.Mutex
@@ -142,7 +160,7 @@ func NewNode(cfg NodeConfig) *Node {
 		cfg.Client = &http.Client{}
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("component", "live-relay", "relay", cfg.Self), nodes: slices.Clone(cfg.Nodes),
-		topics: map[snowflake.ID]*topic{},
+		topics: map[topicKey]*topic{},
 		copies: prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_relay_copies_total", Help: "Messages copied to direct subscribers (gateways and child relays)."}),
 		lost:   prometheus.NewCounter(prometheus.CounterOpts{Name: "concord_live_relay_lost_total", Help: "Messages dropped for a subscriber that fell behind."}),
 		subs:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "concord_live_relay_subscribers", Help: "Direct subscribers (gateways and child relays) of this relay."}),
@@ -187,11 +205,19 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// publish copies msg to the stream's direct subscribers and returns how
-// many.
+// publish copies msg, published to this node as the stream's owner, to
+// the stream's direct subscribers and returns how many.
 func (n *Node) publish(stream snowflake.ID, msg []byte) int {
 	n.mu.Lock()
-	t := n.topics[stream]
+	t := n.topics[topicKey{stream: stream}]
+	n.mu.Unlock()
+	return n.copyTo(t, msg)
+}
+
+// copyTo copies msg to t's subscribers (none when t is nil) and returns
+// how many.
+func (n *Node) copyTo(t *topic, msg []byte) int {
+	n.mu.Lock()
 	var subs []*sub
 	if t != nil {
 		subs = make([]*sub, 0, len(t.subs))
@@ -229,14 +255,16 @@ func (n *Node) subscribe(w http.ResponseWriter, r *http.Request, stream snowflak
 		path = strings.Split(p, ",")
 	}
 	parent := q.Get("parent")
+	key := topicKey{stream: stream, parent: parent}
 	n.mu.Lock()
-	t := n.topics[stream]
+	t := n.topics[key]
 	if t == nil {
 		t = &topic{subs: map[*sub]struct{}{}, children: map[string]int{}, ready: make(chan struct{})}
 		if parent == "" {
-			close(t.ready)
+			// Asked as the stream's owner: publishers send here.
+			t.open()
 		}
-		n.topics[stream] = t
+		n.topics[key] = t
 	}
 	fanout := n.cfg.ChildFanout
 	if parent == "" {
@@ -260,7 +288,7 @@ func (n *Node) subscribe(w http.ResponseWriter, r *http.Request, stream snowflak
 		t.up = true
 		ctx, cancel := context.WithCancel(context.Background())
 		t.upstream = cancel
-		go n.follow(ctx, stream, t, parent, path)
+		go n.follow(ctx, key, t, path)
 	}
 	n.mu.Unlock()
 	n.subs.Inc()
@@ -272,8 +300,8 @@ func (n *Node) subscribe(w http.ResponseWriter, r *http.Request, stream snowflak
 			// A child relay left (or died): no one is sent to it any more.
 			delete(t.children, from)
 		}
-		if len(t.subs) == 0 && n.topics[stream] == t {
-			delete(n.topics, stream)
+		if len(t.subs) == 0 && n.topics[key] == t {
+			delete(n.topics, key)
 			if t.upstream != nil {
 				t.upstream()
 			}
@@ -351,29 +379,28 @@ func (n *Node) childLocked(t *topic, path []string) string {
 // follow keeps this node subscribed upstream to parent and publishes what
 // arrives to the local subscribers, until ctx ends or the parent is lost
 // (then every local subscription ends, and re-forms through the owner).
-func (n *Node) follow(ctx context.Context, stream snowflake.ID, t *topic, parent string, path []string) {
+func (n *Node) follow(ctx context.Context, key topicKey, t *topic, path []string) {
+	stream, parent := key.stream, key.parent
 	v := url.Values{"relay": {"1"}, "from": {n.cfg.Self}}
 	if len(path) > 1 {
 		v.Set("parent", path[len(path)-2])
 		v.Set("path", strings.Join(path[:len(path)-1], ","))
 	}
-	var once sync.Once
-	opened := func() { once.Do(func() { close(t.ready) }) }
-	err := read(ctx, n.cfg.Client, parent+"/v1/relay/"+stream.String()+"?"+v.Encode(), opened, func(msg []byte) { n.publish(stream, msg) })
+	err := read(ctx, n.cfg.Client, parent+"/v1/relay/"+stream.String()+"?"+v.Encode(), t.open, func(msg []byte) { n.copyTo(t, msg) })
 	if ctx.Err() != nil {
 		return
 	}
 	n.log.Warn("upstream relay lost; its subscribers will resubscribe", "stream", stream, "parent", parent, "err", err)
 	// The parent is gone: drop the subscribers, who re-form the tree
 	// through the owner (this node cannot know a replacement parent).
-	n.dropAll(stream, t)
+	n.dropAll(key, t)
 }
 
 // dropAll ends every subscription of t (their connections close).
-func (n *Node) dropAll(stream snowflake.ID, t *topic) {
+func (n *Node) dropAll(key topicKey, t *topic) {
 	n.mu.Lock()
-	if n.topics[stream] == t {
-		delete(n.topics, stream)
+	if n.topics[key] == t {
+		delete(n.topics, key)
 	}
 	subs := make([]*sub, 0, len(t.subs))
 	for s := range t.subs {

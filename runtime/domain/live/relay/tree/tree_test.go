@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,14 +48,18 @@ func (f *fleet) kill(i int) {
 	f.srvs[i].CloseClientConnections()
 }
 
+// direct counts node i's direct subscribers of stream, under any parent.
 func (f *fleet) direct(i int, stream snowflake.ID) int {
 	n := f.nodes[i]
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if t := n.topics[stream]; t != nil {
-		return len(t.subs)
+	subs := 0
+	for k, t := range n.topics {
+		if k.stream == stream {
+			subs += len(t.subs)
+		}
 	}
-	return 0
+	return subs
 }
 
 // subscriber records what one gateway's subscription delivers.
@@ -257,4 +262,67 @@ func TestDeadOwnerResubscribe(t *testing.T) {
 	killed := time.Now()
 	publishUntil(t, pub, stream, &next, subs)
 	t.Logf("the owner died: every subscriber receives through the next node %s later", time.Since(killed).Round(time.Millisecond))
+}
+
+// A node that holds a stream from one parent (the former owner, or as
+// its owner itself) is sent a subscriber by another parent (a node that
+// joined and took the stream): that subscriber is fed by the parent that
+// sent it. Before, the node served it from the topic it had, fed by the
+// former owner, which no one publishes to any more: the gateway received
+// nothing, forever (TestJoiningOwnerTakesSubscriptions, now and then);
+// and a node holding the stream as its owner closed the topic's ready
+// channel a second time and panicked.
+func TestSubscriberFedByTheParentThatSentIt(t *testing.T) {
+	f := startFleet(t, 3, 4, 4)
+	former, node, joined := f.urls[0], f.urls[1], f.urls[2]
+	stream := snowflake.ID(42)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	follow := func(u string) *subscriber {
+		s := &subscriber{}
+		answered := make(chan struct{})
+		go read(ctx, http.DefaultClient, u, func() { close(answered) }, s.deliver)
+		select {
+		case <-answered:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no answer from %s", u)
+		}
+		return s
+	}
+	path := "/v1/relay/" + stream.String()
+	// node holds the stream fed by the former owner, and as its owner.
+	old := follow(node + path + "?parent=" + former + "&path=" + former)
+	rooted := follow(node + path)
+	// The joined owner sends it a subscriber.
+	moved := follow(node + path + "?parent=" + joined + "&path=" + joined)
+	pub := &http.Client{}
+	post := func(owner, msg string) {
+		resp, err := pub.Post(owner+path, "application/octet-stream", strings.NewReader(msg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	wait := func(s *subscriber, n int) {
+		deadline := time.Now().Add(10 * time.Second)
+		for !s.has(n) {
+			if time.Now().After(deadline) {
+				t.Fatalf("message %d not received", n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	post(joined, "1")
+	wait(moved, 1)
+	post(former, "2")
+	wait(old, 2)
+	post(node, "3")
+	wait(rooted, 3)
+	for _, s := range []*subscriber{old, rooted, moved} {
+		s.mu.Lock()
+		if len(s.got) != 1 {
+			t.Errorf("a subscriber got %v: messages of another parent", s.got)
+		}
+		s.mu.Unlock()
+	}
 }

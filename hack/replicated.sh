@@ -50,8 +50,8 @@ TIMEOUT="${REPL_START_TIMEOUT:-300}"
 # owns a third, and with rf=3 each holds every row anyway.
 TOKENS=(-9223372036854775808 -3074457345618258603 3074457345618258602)
 
-# cql_ping and our_pid come from hack/cassandra/env.sh; our_pid needs
-# CASSANDRA_DATA set to the node's directory.
+# cql_ping and pidfile_pid come from hack/cassandra/env.sh (which needs
+# CASSANDRA_DATA set; no node runs from /nonexistent).
 # shellcheck source=cassandra/env.sh
 CASSANDRA_DATA=/nonexistent source "$HACK/cassandra/env.sh"
 log() { printf 'replicated: %s\n' "$*" >&2; }
@@ -63,13 +63,9 @@ node_dir() { printf '%s/%s' "$REPL_DIR" "$1"; }
 # the JVM this script started for that directory (a recycled pid never
 # counts).
 alive() {
-	local dir pid
+	local dir
 	dir="$(node_dir "$1")"
-	[[ -f "$dir/pid" ]] || return 1
-	pid="$(cat "$dir/pid")"
-	[[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "-Dconcord.replicated=$dir " || return 1
-	printf '%s' "$pid"
+	pidfile_pid "$dir/pid" "-Dconcord.replicated=$dir "
 }
 
 # started: the process just started for node $1 (its pid file's pid) has

@@ -20,6 +20,8 @@ CASSANDRA_START_TIMEOUT="${CASSANDRA_START_TIMEOUT:-180}"
 CASSANDRA_PIDFILE="${CASSANDRA_PIDFILE:-$CASSANDRA_DATA/cassandra.pid}"
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../pidfile.sh
+source "$HACK_DIR/../pidfile.sh"
 
 log() { printf 'cassandra: %s\n' "$*" >&2; }
 
@@ -44,10 +46,5 @@ cql_ping() {
 # that process is alive and is a CassandraDaemon using this data directory
 # (a recycled pid is never taken for our node).
 our_pid() {
-	local pidfile="${CASSANDRA_PIDFILE:-$CASSANDRA_DATA/cassandra.pid}" pid
-	[[ -f "$pidfile" ]] || return 1
-	pid="$(cat "$pidfile")"
-	[[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "-Dcassandra.storagedir=$CASSANDRA_DATA .*CassandraDaemon" || return 1
-	printf '%s' "$pid"
+	pidfile_pid "${CASSANDRA_PIDFILE:-$CASSANDRA_DATA/cassandra.pid}" "-Dcassandra.storagedir=$CASSANDRA_DATA .*CassandraDaemon"
 }

@@ -55,13 +55,9 @@ answers() { (exec 3<>"/dev/tcp/$TURN_HOST/$TURN_PORT") 2>/dev/null; }
 # running: the pid file's process is alive and is this script's
 # turnserver (a pid file outlives a killed server, and its pid is recycled:
 # a stranger must not be reused, or killed on a restart).
-running() {
-	local pid
-	[[ -f "$run/turnserver.pid" ]] || return 1
-	pid="$(cat "$run/turnserver.pid")"
-	[[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "turnserver -c $run/turnserver.conf"
-}
+# shellcheck source=../pidfile.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../pidfile.sh"
+running() { pidfile_pid "$run/turnserver.pid" "turnserver -c $run/turnserver.conf" >/dev/null; }
 
 install() {
 	command -v turnserver >/dev/null && return

@@ -9,10 +9,11 @@ pidfile="$CONCORD_CACHE/coturn-$TURN_PORT/turnserver.pid"
 
 # Only this script's turnserver: a pid file outlives a killed server and
 # its pid is recycled.
-if [[ ! -f "$pidfile" ]] || ! kill -0 "$(cat "$pidfile")" 2>/dev/null ||
-	! tr '\0' ' ' <"/proc/$(cat "$pidfile")/cmdline" 2>/dev/null | grep -q -- "turnserver -c $CONCORD_CACHE/coturn-$TURN_PORT/turnserver.conf"; then
+# shellcheck source=../pidfile.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../pidfile.sh"
+if ! pid="$(pidfile_pid "$pidfile" "turnserver -c $CONCORD_CACHE/coturn-$TURN_PORT/turnserver.conf")"; then
 	printf '[coturn] no turnserver of ours runs on port %s\n' "$TURN_PORT" >&2
 	exit 0
 fi
-printf '[coturn] stopping turnserver (pid %s)\n' "$(cat "$pidfile")" >&2
-kill "$(cat "$pidfile")"
+printf '[coturn] stopping turnserver (pid %s)\n' "$pid" >&2
+kill "$pid"

@@ -243,19 +243,12 @@ format() {
 		>"$logs/format.out" 2>&1 || { cat "$logs/format.out" >&2; die "storage format failed"; }
 }
 
-# our_pid prints the pid recorded in the pid file when that process is
-# alive and is the broker of this configuration. A pid file outlives a
-# broker that died (killed by a fault test, say), and its pid is recycled
-# by whatever runs next: taken for the broker, start would wait for a
-# stranger to answer and stop would signal it.
-our_pid() {
-	local pid
-	[[ -f "$pidfile" ]] || return 1
-	pid="$(cat "$pidfile")"
-	[[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "kafka.Kafka $conf/server.properties" || return 1
-	printf '%s' "$pid"
-}
+# shellcheck source=../pidfile.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../pidfile.sh"
+
+# our_pid prints the broker's pid when the pid file's process is alive and
+# is the broker of this configuration (never a recycled pid).
+our_pid() { pidfile_pid "$pidfile" "kafka.Kafka $conf/server.properties"; }
 
 start() {
 	if answers; then

@@ -52,11 +52,11 @@ die() { printf '[coturn] ERROR: %s\n' "$*" >&2; exit 1; }
 # and UDP on the same port).
 answers() { (exec 3<>"/dev/tcp/$TURN_HOST/$TURN_PORT") 2>/dev/null; }
 
+# shellcheck source=../pidfile.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../pidfile.sh"
 # running: the pid file's process is alive and is this script's
 # turnserver (a pid file outlives a killed server, and its pid is recycled:
 # a stranger must not be reused, or killed on a restart).
-# shellcheck source=../pidfile.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../pidfile.sh"
 running() { pidfile_pid "$run/turnserver.pid" "turnserver -c $run/turnserver.conf" >/dev/null; }
 
 install() {

@@ -93,11 +93,6 @@ func (m *Mem) Subscribe(ctx context.Context, stream snowflake.ID, deliver func([
 			s.queue = nil
 			s.mu.Unlock()
 			for _, msg := range q {
-				select {
-				case <-s.done:
-					return
-				default:
-				}
 				s.gate.Deliver(msg)
 			}
 		}

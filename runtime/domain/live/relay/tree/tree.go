@@ -117,20 +117,16 @@ type topicKey struct {
 // topic is one stream, from one parent, on this node.
 type topic struct {
 	subs     map[*sub]struct{}
-	children map[string]int // child relay -> subscribers redirected to it
-	upstream context.CancelFunc
-	up       bool // an upstream subscription is open (or opening)
+	children map[string]int     // child relay -> subscribers redirected to it
+	upstream context.CancelFunc // set once an upstream subscription opens
 	// ready is closed once this node receives what is published to the
 	// stream: at once on its owner, when the upstream answered on a relay
 	// below it. A subscriber is answered only then, so what is published
 	// after its subscription is answered reaches it.
-	ready     chan struct{}
-	readyOnce sync.Once
+	// Closed by one party only: the subscriber that creates an owner's
+	// topic, or the upstream's answer (read calls opened once).
+	ready chan struct{}
 }
-
-// open marks the topic ready; guarded, as a second close would panic the
-// whole node.
-func (t *topic) open() { t.readyOnce.Do(func() { close(t.ready) }) }
 
 type sub struct {
 	mu    sync.Mutex
@@ -262,7 +258,7 @@ func (n *Node) subscribe(w http.ResponseWriter, r *http.Request, stream snowflak
 		t = &topic{subs: map[*sub]struct{}{}, children: map[string]int{}, ready: make(chan struct{})}
 		if parent == "" {
 			// Asked as the stream's owner: publishers send here.
-			t.open()
+			close(t.ready)
 		}
 		n.topics[key] = t
 	}
@@ -282,10 +278,9 @@ func (n *Node) subscribe(w http.ResponseWriter, r *http.Request, stream snowflak
 	s := &sub{wake: make(chan struct{}, 1), relay: isRelay, done: make(chan struct{})}
 	from := q.Get("from")
 	t.subs[s] = struct{}{}
-	if parent != "" && !t.up {
+	if parent != "" && t.upstream == nil {
 		// A relay below the owner: one subscription upstream feeds all
 		// of its subscribers.
-		t.up = true
 		ctx, cancel := context.WithCancel(context.Background())
 		t.upstream = cancel
 		go n.follow(ctx, key, t, path)
@@ -386,7 +381,7 @@ func (n *Node) follow(ctx context.Context, key topicKey, t *topic, path []string
 		v.Set("parent", path[len(path)-2])
 		v.Set("path", strings.Join(path[:len(path)-1], ","))
 	}
-	err := read(ctx, n.cfg.Client, parent+"/v1/relay/"+stream.String()+"?"+v.Encode(), t.open, func(msg []byte) { n.copyTo(t, msg) })
+	err := read(ctx, n.cfg.Client, parent+"/v1/relay/"+stream.String()+"?"+v.Encode(), func() { close(t.ready) }, func(msg []byte) { n.copyTo(t, msg) })
 	if ctx.Err() != nil {
 		return
 	}

@@ -267,14 +267,15 @@ func TestDeadOwnerResubscribe(t *testing.T) {
 // A node that holds a stream from one parent (the former owner, or as
 // its owner itself) is sent a subscriber by another parent (a node that
 // joined and took the stream): that subscriber is fed by the parent that
-// sent it. Before, the node served it from the topic it had, fed by the
-// former owner, which no one publishes to any more: the gateway received
-// nothing, forever (TestJoiningOwnerTakesSubscriptions, now and then);
-// and a node holding the stream as its owner closed the topic's ready
-// channel a second time and panicked.
+// sent it. Before, a child of the former owner served it from the topic
+// it had, fed by the former owner, which no one publishes to any more:
+// the gateway received nothing, forever (TestJoiningOwnerTakesSubscriptions,
+// now and then); and a node holding the stream as its owner closed the
+// topic's ready channel a second time when the new owner answered, and
+// panicked (CI).
 func TestSubscriberFedByTheParentThatSentIt(t *testing.T) {
-	f := startFleet(t, 3, 4, 4)
-	former, node, joined := f.urls[0], f.urls[1], f.urls[2]
+	f := startFleet(t, 4, 4, 4)
+	former, child, owned, joined := f.urls[0], f.urls[1], f.urls[2], f.urls[3]
 	stream := snowflake.ID(42)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -290,14 +291,14 @@ func TestSubscriberFedByTheParentThatSentIt(t *testing.T) {
 		return s
 	}
 	path := "/v1/relay/" + stream.String()
-	// node holds the stream fed by the former owner, and as its owner.
-	old := follow(node + path + "?parent=" + former + "&path=" + former)
-	rooted := follow(node + path)
-	// The joined owner sends it a subscriber.
-	moved := follow(node + path + "?parent=" + joined + "&path=" + joined)
-	pub := &http.Client{}
+	// child holds the stream fed by the former owner; owned holds it as
+	// its owner. Then the joined owner sends each a subscriber.
+	old := follow(child + path + "?parent=" + former + "&path=" + former)
+	rooted := follow(owned + path)
+	movedChild := follow(child + path + "?parent=" + joined + "&path=" + joined)
+	movedOwned := follow(owned + path + "?parent=" + joined + "&path=" + joined)
 	post := func(owner, msg string) {
-		resp, err := pub.Post(owner+path, "application/octet-stream", strings.NewReader(msg))
+		resp, err := http.Post(owner+path, "application/octet-stream", strings.NewReader(msg))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -313,12 +314,13 @@ func TestSubscriberFedByTheParentThatSentIt(t *testing.T) {
 		}
 	}
 	post(joined, "1")
-	wait(moved, 1)
+	wait(movedChild, 1)
+	wait(movedOwned, 1)
 	post(former, "2")
 	wait(old, 2)
-	post(node, "3")
+	post(owned, "3")
 	wait(rooted, 3)
-	for _, s := range []*subscriber{old, rooted, moved} {
+	for _, s := range []*subscriber{old, rooted, movedChild, movedOwned} {
 		s.mu.Lock()
 		if len(s.got) != 1 {
 			t.Errorf("a subscriber got %v: messages of another parent", s.got)

@@ -307,12 +307,13 @@ func Start(ctx context.Context, b *Backends, o Options) (*Cluster, error) {
 	}, o.Flags...)
 	c := &Cluster{Prefix: prefix}
 	start := func(name, roles string, extra ...string) (*Node, error) {
-		addr, err := freeLoopback()
+		addr, err := ports.take()
 		if err != nil {
 			return nil, err
 		}
 		dir, err := os.MkdirTemp("", "concord-topology-"+name)
 		if err != nil {
+			ports.release(addr)
 			return nil, err
 		}
 		n := &Node{Name: name, HTTP: addr, Dir: dir, done: make(chan struct{})}
@@ -408,6 +409,7 @@ func (c *Cluster) run(n *Node, cmd *exec.Cmd, verbose bool) error {
 	}
 	if err := n.cmd.Start(); err != nil {
 		os.RemoveAll(n.Dir)
+		ports.release(n.HTTP)
 		return fmt.Errorf("start %s: %w", n.Name, err)
 	}
 	go func() { _ = n.cmd.Wait(); close(n.done) }()
@@ -450,12 +452,13 @@ func awaitStatus(ctx context.Context, n *Node, path string, status int, deadline
 // (round robin); every server checked on /readyz. Its admin socket takes
 // runtime commands (Admin).
 func (c *Cluster) startHAProxy(bin string, verbose bool) error {
-	addr, err := freeLoopback()
+	addr, err := ports.take()
 	if err != nil {
 		return err
 	}
 	dir, err := os.MkdirTemp("", "concord-topology-haproxy")
 	if err != nil {
+		ports.release(addr)
 		return err
 	}
 	c.Admin.Socket = filepath.Join(dir, "admin.sock")
@@ -530,10 +533,12 @@ frontend public
 	}
 	path := filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
+		ports.release(addr)
 		return err
 	}
 	if out, err := exec.Command(bin, "-c", "-q", "-f", path).CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
+		ports.release(addr)
 		return fmt.Errorf("haproxy rejected its configuration: %v: %s\n%s", err, out, cfg.String())
 	}
 	c.Front = addr
@@ -715,25 +720,6 @@ func (c *Cluster) Close() {
 			<-n.done
 		}
 		_ = os.RemoveAll(n.Dir)
+		ports.release(n.HTTP)
 	}
-}
-
-// freeLoopback returns a loopback address nobody listens on right now,
-// with a port below the kernel's ephemeral range (32768 and up on Linux).
-// The address is handed to a node that binds it later; a port from the
-// ephemeral range could meanwhile be taken by another node's own
-// "127.0.0.1:0" listener (the gRPC listeners are bound that way), and the
-// node given it would exit at start with "address already in use".
-func freeLoopback() (string, error) {
-	for range 200 {
-		port := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		addr := l.Addr().String()
-		l.Close()
-		return addr, nil
-	}
-	return "", errors.New("topology: no free loopback port in 20000-31999")
 }

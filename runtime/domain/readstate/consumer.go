@@ -134,6 +134,14 @@ func (h *handler) ConsumeClaim(ctx context.Context, sess eventlog.Session, c eve
 	s := (*Service)(h)
 	for r := range c.Records() {
 		if err := s.Apply(ctx, r); err != nil {
+			if ctx.Err() != nil {
+				// The generation ended while r was applied: r stays
+				// unapplied (its offset is not advanced, so not marked),
+				// and whoever owns the partition next applies it again
+				// from the committed offset. An error here would end the
+				// member, not the generation.
+				return nil
+			}
 			return err
 		}
 		s.cons.advance(r.Partition, r.Offset+1)
@@ -259,6 +267,12 @@ func (s *Service) targets(ctx context.Context, ev eventlog.MessageEvent) ([]snow
 		if s.vis.CanView(ctx, u, ev.ChannelID) {
 			out = append(out, u)
 		}
+	}
+	// "Cannot see" answered under a cancelled context is no decision:
+	// the check gave up (a guild owner asked over the network, say).
+	// Counting without the user would lose the mention for good.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("readstate: visibility of the users message %d mentions: %w", ev.MessageID, err)
 	}
 	slices.Sort(out)
 	return out, nil

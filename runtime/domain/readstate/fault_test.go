@@ -273,3 +273,50 @@ func TestRebalanceNoDoubleCount(t *testing.T) {
 		}
 	}
 }
+
+// stallingVisibility answers its first check only when the check's context
+// is done, and then "cannot see", as a check of a guild owner over the
+// network gives up (readstaterole's guildPerms); later checks answer yes.
+type stallingVisibility struct {
+	entered chan struct{}
+	first   atomic.Bool
+}
+
+func (v *stallingVisibility) CanView(ctx context.Context, _, _ snowflake.ID) bool {
+	if v.first.CompareAndSwap(false, true) {
+		close(v.entered)
+		<-ctx.Done()
+		return false
+	}
+	return true
+}
+
+// TestGenerationEndsDuringVisibilityCheck ends a member's generation (a
+// second member joins) while the member checks whether a mentioned user
+// sees the channel. The check's "no" under a cancelled context decides
+// nothing: the record stays unapplied, the partition's next owner applies
+// it, and the mention counts once. Neither member fails.
+func TestGenerationEndsDuringVisibilityCheck(t *testing.T) {
+	l, err := memlog.New(memlog.Config{Partitions: 1, CommitInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	st := newStore(t, "")
+	cfg := readstate.Config{FlushInterval: 10 * time.Millisecond, Group: "rs"}
+	vis := &stallingVisibility{entered: make(chan struct{})}
+	a := run(newService(t, cfg, st, vis, nil), l)
+	publish(t, l, create(7001, channel, false, bob))
+	<-vis.entered
+	b := run(newService(t, cfg, st, vis, nil), l)
+	waitCommitted(t, l, "rs", eventlog.MessagesTopic)
+	for name, r := range map[string]*running{"a": a, "b": b} {
+		if err := r.stop(); err != nil {
+			t.Errorf("member %s: %v", name, err)
+		}
+	}
+	c := newService(t, readstate.Config{}, st, &visibility{}, nil)
+	if n := mentionCount(t, c, bob, channel); n != 1 {
+		t.Fatalf("bob has %d mentions in the table, want 1 (the check cut short by the rebalance is not a \"no\")", n)
+	}
+}

@@ -184,7 +184,8 @@ type Store interface {
 }
 
 // Visibility answers whether a user can see a channel (VIEW_CHANNEL); the
-// guild actors implement it.
+// guild actors implement it. An answer given once ctx is done is no
+// decision (a check that gave up answers false): callers look at ctx.
 type Visibility interface {
 	CanView(ctx context.Context, user, channel snowflake.ID) bool
 }

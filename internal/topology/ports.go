@@ -41,6 +41,7 @@ type portBook struct {
 // The range lies below the kernel's ephemeral range (32768 and up on
 // Linux): the nodes bind their gRPC listeners on "127.0.0.1:0", and a
 // port from the ephemeral range could be taken by one of those meanwhile.
+// test/cluster's run-cluster test keeps its ports below it.
 var ports = &portBook{
 	dir:  filepath.Join(os.TempDir(), "concord-topology-ports"),
 	lo:   20000,

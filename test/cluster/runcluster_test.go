@@ -55,8 +55,10 @@ func TestRunCluster(t *testing.T) {
 	}
 	lb := freeAddr(t)
 	// 63 ports from base, below Linux's ephemeral range (32768 and up),
-	// where any process's outgoing connection could hold one.
-	base := 20000 + 100*rand.IntN(120)
+	// where any process's outgoing connection could hold one, and below
+	// the range the topology package hands its clusters' nodes (20000
+	// and up; test packages run at once), above the kubelet's (10248-10259).
+	base := 12000 + 100*rand.IntN(60)
 	dir := t.TempDir()
 	// The keyspace is the new state directory's own (cluster_<its
 	// cluster-id>), dropped after the test.

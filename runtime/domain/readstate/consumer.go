@@ -108,8 +108,10 @@ func (h *handler) Setup(ctx context.Context, sess eventlog.Session) error {
 	if changed {
 		// Another member may have changed records of channels that moved:
 		// write ours (Cleanup did; acks may have come since), then forget
-		// the cache so records are reloaded from the store.
-		if err := s.Flush(ctx); err != nil {
+		// the cache so records are reloaded from the store. Not under the
+		// generation's context: a rebalance during Setup would fail the
+		// flush, and with it the member, as Cleanup's would.
+		if err := s.Flush(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}
 		s.users.dropClean()

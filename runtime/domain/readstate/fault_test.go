@@ -320,3 +320,44 @@ func TestGenerationEndsDuringVisibilityCheck(t *testing.T) {
 		t.Fatalf("bob has %d mentions in the table, want 1 (the check cut short by the rebalance is not a \"no\")", n)
 	}
 }
+
+// ctxStore fails a write whose context is done, as a real store does.
+type ctxStore struct{ readstate.Store }
+
+func (c ctxStore) Write(ctx context.Context, u []readstate.Record, ch []readstate.ChannelRecord) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.Store.Write(ctx, u, ch)
+}
+
+// claimsSession is a generation's session that owns the given partitions.
+type claimsSession struct{ claims map[string][]int32 }
+
+func (claimsSession) MemberID() string                 { return "m" }
+func (claimsSession) Generation() int64                { return 2 }
+func (s claimsSession) Claims() map[string][]int32     { return s.claims }
+func (claimsSession) Mark(string, int32, int64)        {}
+func (claimsSession) Commit(ctx context.Context) error { return nil }
+
+// TestSetupAfterGenerationEnded runs a generation's Setup whose context a
+// further rebalance has already cancelled, with claims that changed and a
+// channel record to write: the write is made anyway (as Cleanup's is),
+// and the member does not fail.
+func TestSetupAfterGenerationEnded(t *testing.T) {
+	st := ctxStore{newStore(t, "")}
+	s := newService(t, readstate.Config{FlushInterval: time.Hour}, st, &visibility{}, nil)
+	if err := s.Apply(context.Background(), msg(t, 7100, 0, channel, nil, nil, true)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sess := claimsSession{map[string][]int32{eventlog.MessagesTopic: {0}}}
+	if err := s.Handler().Setup(ctx, sess); err != nil {
+		t.Fatalf("Setup under an ended generation: %v", err)
+	}
+	rec, ok, err := st.LoadChannel(context.Background(), channel)
+	if err != nil || !ok || len(rec.Everyone) != 1 {
+		t.Fatalf("channel record after Setup: %+v, ok %v, err %v; want the @everyone written", rec, ok, err)
+	}
+}

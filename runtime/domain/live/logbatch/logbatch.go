@@ -36,8 +36,10 @@ type Handler[T any] struct {
 	// Apply.
 	Sort func(rec eventlog.Record) (Step, T)
 	// Flush handles one batch of partition's items, in offset order. An
-	// error ends the claim (the records from the batch on are delivered
-	// again in a later generation).
+	// error ends the consumer (its Consume returns it), unless the
+	// generation ended meanwhile: then it ends only the claim, and the
+	// records from the batch on, never marked, go to the partition's
+	// next owner.
 	Flush func(ctx context.Context, partition int32, batch []T) error
 	// Apply handles an Apply record, after every record before it is
 	// done. Nil: Apply records are skipped.
@@ -55,6 +57,17 @@ func (Handler[T]) Cleanup(context.Context, eventlog.Session) error { return nil 
 // ConsumeClaim implements eventlog.Handler: it reads c until the
 // generation ends or a Flush or Apply fails.
 func (h Handler[T]) ConsumeClaim(ctx context.Context, s eventlog.Session, c eventlog.Claim) error {
+	err := h.consume(ctx, s, c)
+	if err != nil && ctx.Err() != nil {
+		// A rebalance cancels the generation's context, and a write in
+		// progress fails with it: that is the generation's end, not the
+		// consumer's (an error would stop the process's role).
+		return nil
+	}
+	return err
+}
+
+func (h Handler[T]) consume(ctx context.Context, s eventlog.Session, c eventlog.Claim) error {
 	maxBatch := h.MaxBatch
 	if maxBatch <= 0 {
 		maxBatch = 256

@@ -99,3 +99,27 @@ func joined(b []string) string {
 	}
 	return out
 }
+
+// A flush that fails because the generation ended (a rebalance cancels its
+// context) ends the claim quietly, its batch unmarked for the partition's
+// next owner: an error would stop the consumer, and the process's role.
+func TestGenerationEndDuringFlush(t *testing.T) {
+	ch := make(chan eventlog.Record, 2)
+	ch <- eventlog.Record{Offset: 0, Value: []byte("a")}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := logbatch.Handler[string]{
+		Sort: func(r eventlog.Record) (logbatch.Step, string) { return logbatch.Add, string(r.Value) },
+		Flush: func(ctx context.Context, _ int32, _ []string) error {
+			cancel() // the rebalance, while the batch is written
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	}
+	s := &session{}
+	if err := h.ConsumeClaim(ctx, s, claim{ch}); err != nil {
+		t.Fatalf("generation's end reported as the consumer's failure: %v", err)
+	}
+	if len(s.marks) != 0 {
+		t.Fatalf("marked %v past a batch the generation's end cut short", s.marks)
+	}
+}

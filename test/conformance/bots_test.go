@@ -51,7 +51,9 @@ func startServerWith(t *testing.T, mutate func(*config.Config)) *server {
 	}
 	if clusterTopology(t) {
 		cancel()
-		s := &server{t: t, direct: startCluster(t, cfg)}
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		s := &server{t: t, direct: startCluster(t, cfg), suffix: "-" + hex.EncodeToString(b[:])}
 		s.proxy = startProxy(t, s.direct)
 		return s
 	}

@@ -21,6 +21,10 @@ type server struct {
 	platform *concordapp.Node
 	direct   string // host:port of the platform itself
 	proxy    *proxy
+	// suffix ends every username the test registers: the clusters of a
+	// test process share one keyspace, where a second run of a test
+	// (-count) would find its users taken.
+	suffix string
 }
 
 // startServer starts a server with a fresh data directory and a proxy:
@@ -174,7 +178,7 @@ func (s *server) register(name string) (*rest, string) {
 		Token  string `json:"token"`
 		UserID string `json:"user_id"`
 	}
-	r.do("POST", "/auth/register", map[string]string{"username": name, "password": "correct horse " + name}, &out)
+	r.do("POST", "/auth/register", map[string]string{"username": name + s.suffix, "password": "correct horse " + name}, &out)
 	if out.Token == "" || out.UserID == "" {
 		s.t.Fatalf("register %s: empty token or id", name)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -189,13 +190,20 @@ func New(cfg Config, store Store, vis Visibility, roles Roles) (*Service, error)
 
 func (s *Service) loadUser(user snowflake.ID) func(context.Context) (*userEntry, error) {
 	return func(ctx context.Context) (*userEntry, error) {
+		// The copies a write in flight carries are read before the store:
+		// that write then lands either before the store is read, or after
+		// this read of it. Read after the store, a write landing between
+		// the two reads was in neither, and the entry lost its change.
+		// No newer copy of the user can be taken meanwhile: the user is
+		// not cached, and its shard is locked while it loads.
+		s.inflightMu.Lock()
+		inflight := slices.Clone(s.inflightUsers[user])
+		s.inflightMu.Unlock()
 		recs, err := s.store.LoadUser(ctx, user)
 		if err != nil {
 			return nil, fmt.Errorf("%w: load user %d: %v", ErrStore, user, err)
 		}
-		s.inflightMu.Lock()
-		recs = append(recs, s.inflightUsers[user]...) // newer copies last
-		s.inflightMu.Unlock()
+		recs = append(recs, inflight...) // newer copies last
 		e := &userEntry{user: user, recs: make(map[snowflake.ID]*Record, len(recs)), dirty: map[snowflake.ID]bool{}}
 		for i := range recs {
 			r := recs[i]
@@ -208,6 +216,13 @@ func (s *Service) loadUser(user snowflake.ID) func(context.Context) (*userEntry,
 
 func (s *Service) loadChannel(channel snowflake.ID) func(context.Context) (*channelEntry, error) {
 	return func(ctx context.Context) (*channelEntry, error) {
+		// In flight first, as loadUser reads it.
+		s.inflightMu.Lock()
+		inflight, written := s.inflightChans[channel]
+		s.inflightMu.Unlock()
+		if written {
+			return &channelEntry{rec: cloneChannel(inflight)}, nil
+		}
 		rec, ok, err := s.store.LoadChannel(ctx, channel)
 		if err != nil {
 			return nil, fmt.Errorf("%w: load channel %d: %v", ErrStore, channel, err)
@@ -215,11 +230,6 @@ func (s *Service) loadChannel(channel snowflake.ID) func(context.Context) (*chan
 		if !ok {
 			rec = ChannelRecord{ChannelID: channel}
 		}
-		s.inflightMu.Lock()
-		if r, ok := s.inflightChans[channel]; ok {
-			rec = cloneChannel(r)
-		}
-		s.inflightMu.Unlock()
 		return &channelEntry{rec: rec}, nil
 	}
 }

@@ -188,10 +188,23 @@ func (s *Service) writeLocked(ctx context.Context, recs []Record, chans []Channe
 		fenced = make(map[snowflake.ID]bool, len(fe.Users))
 		for _, u := range fe.Users {
 			fenced[u] = true
+		}
+		// The epoch each fenced user's copies were written at: the entry
+		// is forgotten only if it still holds the user there. Evicted
+		// while this write ran and reloaded under a later claim, it holds
+		// what the store has now, and maybe a change waiting to be
+		// written.
+		at := make(map[snowflake.ID]int64, len(fe.Users))
+		for _, r := range recs {
+			if fenced[r.UserID] {
+				at[r.UserID] = r.Epoch
+			}
+		}
+		for _, u := range fe.Users {
 			s.inflightMu.Lock()
 			delete(s.inflightUsers, u)
 			s.inflightMu.Unlock()
-			s.users.drop(u)
+			s.users.dropIf(u, func(e *userEntry) bool { return e.epoch == at[u] })
 		}
 		s.m.fenced.Add(float64(len(fe.Users)))
 		s.cfg.Logger.Warn("readstate: writes fenced by a later owner; their users are forgotten", "users", len(fe.Users))

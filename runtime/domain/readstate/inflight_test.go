@@ -2,6 +2,8 @@ package readstate_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,13 +78,7 @@ func TestLoadDuringWrite(t *testing.T) {
 	<-st.held
 	bobDone := make(chan error, 1)
 	go func() { bobDone <- add(bob, 1003, 3) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for readstate.PendingCommit(s) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("bob's mention did not join the commit after alice's in 30s")
-		}
-		time.Sleep(time.Millisecond) // polling a state: joining has no event
-	}
+	awaitPending(t, s, 1)
 
 	// Alice is loaded again; between the load's read of the store and
 	// its return, her write lands and ends.
@@ -148,5 +144,68 @@ func TestChannelLoadDuringFlush(t *testing.T) {
 	}
 	if got.MentionCount != 2 {
 		t.Fatalf("channel reloaded during its flush: alice has %d @everyone mentions, want 2", got.MentionCount)
+	}
+}
+
+// TestFencedWriteInFlightDuringReload: a replica's write of alice is held
+// when another replica claims her (epoch 2) and counts a mention; the ring
+// moves back (epoch 3), the first replica evicts alice and loads her again
+// while its old write is still held, and counts one more. The held write is
+// then fenced. The reloaded record keeps the other replica's mention (the
+// held copy, at an epoch the store no longer has, is not taken as newer),
+// and the fenced write's clean-up leaves the reloaded entry, with its
+// change waiting to be written, alone.
+func TestFencedWriteInFlightDuringReload(t *testing.T) {
+	ctx := context.Background()
+	st := &loadGateStore{Store: newStore(t, "")}
+	ownA, ownB := &owner{epoch: 1, owns: true}, &owner{epoch: 2, owns: true}
+	a := newService(t, readstate.Config{Owns: ownA.fn, Users: 1, Shards: 1}, st, &visibility{}, nil)
+	b := newService(t, readstate.Config{Owns: ownB.fn}, st, &visibility{}, nil)
+	mention := func(s *readstate.Service, user, msg snowflake.ID, off int64) error {
+		return s.AddMentions(ctx, []readstate.Mention{{User: user, Channel: channel, Message: msg, Offset: off}})
+	}
+	if err := mention(a, alice, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	st.held, st.writeGate = make(chan struct{}), make(chan struct{})
+	st.holdNext.Store(true)
+	errs := make(chan error, 3)
+	go func() { errs <- mention(a, alice, 2, 2) }()
+	<-st.held
+	if err := mention(b, alice, 3, 3); err != nil { // claims alice at 2
+		t.Fatal(err)
+	}
+	ownA.set(3, true)
+	ownB.set(0, false)
+	go func() { errs <- mention(a, bob, 5, 5) }() // evicts alice
+	awaitPending(t, a, 1)
+	go func() { errs <- mention(a, alice, 4, 4) }() // reloads her at 3
+	awaitPending(t, a, 2)
+	close(st.writeGate)
+	for range 3 {
+		if err := <-errs; err != nil && !errors.Is(err, readstate.ErrNotOwner) {
+			t.Fatal(err)
+		}
+	}
+	recs, err := st.LoadUser(ctx, alice)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("alice's records %+v, %v", recs, err)
+	}
+	for _, m := range []snowflake.ID{1, 3, 4} {
+		if !slices.Contains(recs[0].Mentions, m) {
+			t.Errorf("alice's record counts %v, without message %d", recs[0].Mentions, m)
+		}
+	}
+}
+
+// awaitPending waits until n records wait in s's open group commit.
+func awaitPending(t *testing.T, s *readstate.Service, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for readstate.PendingCommit(s) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d records wait for the commit after 30s, want %d", readstate.PendingCommit(s), n)
+		}
+		time.Sleep(time.Millisecond) // polling a state: joining has no event
 	}
 }

@@ -73,12 +73,12 @@ func (c *lru[V]) doErr(ctx context.Context, id snowflake.ID, load func(context.C
 	return fn(e.Value.(*lruItem[V]).v)
 }
 
-// drop forgets id's entry, dirty or not.
-func (c *lru[V]) drop(id snowflake.ID) {
+// dropIf forgets id's entry, dirty or not, when stale reports it is.
+func (c *lru[V]) dropIf(id snowflake.ID, stale func(V) bool) {
 	s := c.shard(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.items[id]; ok {
+	if e, ok := s.items[id]; ok && stale(e.Value.(*lruItem[V]).v) {
 		s.order.Remove(e)
 		delete(s.items, id)
 	}

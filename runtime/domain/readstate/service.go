@@ -203,6 +203,12 @@ func (s *Service) loadUser(user snowflake.ID) func(context.Context) (*userEntry,
 		if err != nil {
 			return nil, fmt.Errorf("%w: load user %d: %v", ErrStore, user, err)
 		}
+		// An in-flight copy at an epoch other than the store's is from a
+		// write the store fences (another owner claimed the user since):
+		// older than what the store has, and never to land.
+		if len(recs) > 0 {
+			inflight = slices.DeleteFunc(inflight, func(r Record) bool { return r.Epoch != recs[0].Epoch })
+		}
 		recs = append(recs, inflight...) // newer copies last
 		e := &userEntry{user: user, recs: make(map[snowflake.ID]*Record, len(recs)), dirty: map[snowflake.ID]bool{}}
 		for i := range recs {

@@ -185,22 +185,18 @@ func (s *Service) writeLocked(ctx context.Context, recs []Record, chans []Channe
 	s.m.flushSeconds.Observe(time.Since(start).Seconds())
 	var fenced map[snowflake.ID]bool
 	if fe != nil {
+		// The epoch each user's copies were written at (one per user: they
+		// come from one entry). A fenced user's entry is forgotten only if
+		// it still holds the user there: evicted while this write ran and
+		// reloaded under a later claim, it holds what the store has now,
+		// and maybe a change waiting to be written.
+		at := make(map[snowflake.ID]int64, len(recs))
+		for _, r := range recs {
+			at[r.UserID] = r.Epoch
+		}
 		fenced = make(map[snowflake.ID]bool, len(fe.Users))
 		for _, u := range fe.Users {
 			fenced[u] = true
-		}
-		// The epoch each fenced user's copies were written at: the entry
-		// is forgotten only if it still holds the user there. Evicted
-		// while this write ran and reloaded under a later claim, it holds
-		// what the store has now, and maybe a change waiting to be
-		// written.
-		at := make(map[snowflake.ID]int64, len(fe.Users))
-		for _, r := range recs {
-			if fenced[r.UserID] {
-				at[r.UserID] = r.Epoch
-			}
-		}
-		for _, u := range fe.Users {
 			s.inflightMu.Lock()
 			delete(s.inflightUsers, u)
 			s.inflightMu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,19 +13,26 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/readstate"
 )
 
-// gateStore holds every Write until its gate is opened, and counts them.
+// gateStore counts writes and, once hold has armed it, holds the next
+// Write until its gate is opened.
 type gateStore struct {
 	*countingStore
-	entered chan struct{}
-	gate    chan struct{}
-	once    sync.Once
+	armed   atomic.Bool
+	entered chan struct{} // closed when the held write arrives
+	gate    chan struct{} // closed: the held write goes on
+}
+
+// hold arms g for the next Write.
+func (g *gateStore) hold() {
+	g.entered, g.gate = make(chan struct{}), make(chan struct{})
+	g.armed.Store(true)
 }
 
 func (g *gateStore) Write(ctx context.Context, u []readstate.Record, ch []readstate.ChannelRecord) error {
-	g.once.Do(func() {
+	if g.armed.CompareAndSwap(true, false) {
 		close(g.entered)
 		<-g.gate
-	})
+	}
 	return g.countingStore.Write(ctx, u, ch)
 }
 
@@ -34,7 +42,8 @@ func (g *gateStore) Write(ctx context.Context, u []readstate.Record, ch []readst
 // acks behind a held write cost two writes, not nine.
 func TestAckGroupCommit(t *testing.T) {
 	ctx := context.Background()
-	st := &gateStore{countingStore: newStore(t, ""), entered: make(chan struct{}), gate: make(chan struct{})}
+	st := &gateStore{countingStore: newStore(t, "")}
+	st.hold()
 	s := newService(t, readstate.Config{}, st, &visibility{}, nil)
 
 	first := make(chan error, 1)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,36 +11,29 @@ import (
 	"github.com/concord-chat/concord/runtime/domain/readstate"
 )
 
-// loadGateStore holds the next write until released, and lets a test run
-// code between a load's read of the store and its return.
+// loadGateStore is a gateStore that also lets a test run code between a
+// load's read of the store and its return.
 type loadGateStore struct {
-	readstate.Store
-	holdNext  atomic.Bool             // hold the next write
-	held      chan struct{}           // closed when it is held
-	writeGate chan struct{}           // closed: the held write goes on
+	*gateStore
 	afterLoad func(user snowflake.ID) // runs after LoadUser read the store
 	// afterLoadChannel runs after LoadChannel read the store.
 	afterLoadChannel func(channel snowflake.ID)
 }
 
+func newLoadGateStore(t *testing.T) *loadGateStore {
+	return &loadGateStore{gateStore: &gateStore{countingStore: newStore(t, "")}}
+}
+
 func (g *loadGateStore) LoadChannel(ctx context.Context, channel snowflake.ID) (readstate.ChannelRecord, bool, error) {
-	rec, ok, err := g.Store.LoadChannel(ctx, channel)
+	rec, ok, err := g.countingStore.LoadChannel(ctx, channel)
 	if f := g.afterLoadChannel; f != nil {
 		f(channel)
 	}
 	return rec, ok, err
 }
 
-func (g *loadGateStore) Write(ctx context.Context, u []readstate.Record, ch []readstate.ChannelRecord) error {
-	if g.holdNext.CompareAndSwap(true, false) {
-		close(g.held)
-		<-g.writeGate
-	}
-	return g.Store.Write(ctx, u, ch)
-}
-
 func (g *loadGateStore) LoadUser(ctx context.Context, user snowflake.ID) ([]readstate.Record, error) {
-	recs, err := g.Store.LoadUser(ctx, user)
+	recs, err := g.countingStore.LoadUser(ctx, user)
 	if f := g.afterLoad; f != nil {
 		f(user)
 	}
@@ -58,7 +50,7 @@ func (g *loadGateStore) LoadUser(ctx context.Context, user snowflake.ID) ([]read
 // in a few hundred runs).
 func TestLoadDuringWrite(t *testing.T) {
 	ctx := context.Background()
-	st := &loadGateStore{Store: newStore(t, "")}
+	st := newLoadGateStore(t)
 	// One cached user: loading another evicts a clean one.
 	s := newService(t, readstate.Config{Users: 1, Shards: 1}, st, &visibility{}, nil)
 	add := func(user snowflake.ID, msg snowflake.ID, off int64) error {
@@ -69,13 +61,12 @@ func TestLoadDuringWrite(t *testing.T) {
 	}
 
 	// Alice's second mention: its write is held with the copy taken.
-	st.held, st.writeGate = make(chan struct{}), make(chan struct{})
-	st.holdNext.Store(true)
+	st.hold()
 	aliceDone := make(chan error, 1)
 	go func() { aliceDone <- add(alice, 1002, 2) }()
 	// Bob's mention loads bob, which evicts alice (clean once taken); it
 	// then waits behind alice's write.
-	<-st.held
+	<-st.entered
 	bobDone := make(chan error, 1)
 	go func() { bobDone <- add(bob, 1003, 3) }()
 	awaitPending(t, s, 1)
@@ -87,7 +78,7 @@ func TestLoadDuringWrite(t *testing.T) {
 			return
 		}
 		st.afterLoad = nil
-		close(st.writeGate)
+		close(st.gate)
 		if err := <-aliceDone; err != nil {
 			t.Error(err)
 		}
@@ -109,17 +100,16 @@ func TestLoadDuringWrite(t *testing.T) {
 // lands. The loaded record still has the @everyone the flush wrote.
 func TestChannelLoadDuringFlush(t *testing.T) {
 	ctx := context.Background()
-	st := &loadGateStore{Store: newStore(t, "")}
+	st := newLoadGateStore(t)
 	s := newService(t, readstate.Config{Channels: 1, Shards: 1}, st, &visibility{}, nil)
 	other := channel + 1
 	if err := s.Apply(ctx, msg(t, 2001, 0, channel, nil, nil, true)); err != nil {
 		t.Fatal(err)
 	}
-	st.held, st.writeGate = make(chan struct{}), make(chan struct{})
-	st.holdNext.Store(true)
+	st.hold()
 	flushed := make(chan error, 1)
 	go func() { flushed <- s.Flush(ctx) }()
-	<-st.held
+	<-st.entered
 	// Another channel's event evicts the first channel's record, clean
 	// since the flush took it.
 	if err := s.Apply(ctx, msg(t, 2002, 1, other, nil, nil, false)); err != nil {
@@ -130,7 +120,7 @@ func TestChannelLoadDuringFlush(t *testing.T) {
 			return
 		}
 		st.afterLoadChannel = nil
-		close(st.writeGate)
+		close(st.gate)
 		if err := <-flushed; err != nil {
 			t.Error(err)
 		}
@@ -157,7 +147,7 @@ func TestChannelLoadDuringFlush(t *testing.T) {
 // change waiting to be written, alone.
 func TestFencedWriteInFlightDuringReload(t *testing.T) {
 	ctx := context.Background()
-	st := &loadGateStore{Store: newStore(t, "")}
+	st := newLoadGateStore(t)
 	ownA, ownB := &owner{epoch: 1, owns: true}, &owner{epoch: 2, owns: true}
 	a := newService(t, readstate.Config{Owns: ownA.fn, Users: 1, Shards: 1}, st, &visibility{}, nil)
 	b := newService(t, readstate.Config{Owns: ownB.fn}, st, &visibility{}, nil)
@@ -167,11 +157,10 @@ func TestFencedWriteInFlightDuringReload(t *testing.T) {
 	if err := mention(a, alice, 1, 1); err != nil {
 		t.Fatal(err)
 	}
-	st.held, st.writeGate = make(chan struct{}), make(chan struct{})
-	st.holdNext.Store(true)
+	st.hold()
 	errs := make(chan error, 3)
 	go func() { errs <- mention(a, alice, 2, 2) }()
-	<-st.held
+	<-st.entered
 	if err := mention(b, alice, 3, 3); err != nil { // claims alice at 2
 		t.Fatal(err)
 	}
@@ -181,7 +170,7 @@ func TestFencedWriteInFlightDuringReload(t *testing.T) {
 	awaitPending(t, a, 1)
 	go func() { errs <- mention(a, alice, 4, 4) }() // reloads her at 3
 	awaitPending(t, a, 2)
-	close(st.writeGate)
+	close(st.gate)
 	for range 3 {
 		if err := <-errs; err != nil && !errors.Is(err, readstate.ErrNotOwner) {
 			t.Fatal(err)
